@@ -1,0 +1,35 @@
+"""Exceptions. Our-side errors (bad input, illegal use) vs store-side errors."""
+
+from __future__ import annotations
+
+
+class SkiplockError(Exception):
+    """Base of every skiplock error."""
+
+
+class ValidationError(SkiplockError, ValueError):
+    """Input rejected before anything was written (X2)."""
+
+
+class InvalidTransitionError(SkiplockError):
+    """A (state, event) pair that the transition table does not allow; nothing changed."""
+
+
+class UnknownKindError(ValidationError):
+    """Enqueue of a kind the engine has no processor for (when it knows its kinds)."""
+
+
+class JobNotFoundError(SkiplockError, LookupError):
+    """No job with that id."""
+
+
+class LeaseLostError(SkiplockError):
+    """A fenced write found the job no longer claimed by this worker/attempt."""
+
+
+class StoreError(SkiplockError):
+    """The store failed (connection, schema, driver); the store's fault, not the caller's."""
+
+
+class SchemaVersionError(StoreError):
+    """The database schema is older (or newer) than this code expects."""

@@ -1,0 +1,217 @@
+"""Core value types: jobs, requests, outcomes. Pure data, no I/O."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any, TypeAlias
+
+import attrs
+
+#: A JSON value as stored in a job's payload.
+JSON: TypeAlias = Any
+
+
+class JobState(enum.StrEnum):
+    """Lifecycle state of a job (SPEC vocabulary)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+
+class Event(enum.StrEnum):
+    """Everything that can happen to a job; the transition table maps (state, event)."""
+
+    CLAIM = "claim"  # pending -> running (attempts += 1)
+    SUCCEED = "succeed"  # running -> succeeded
+    RETRY = "retry"  # running -> pending, later (attempt used)
+    BURY = "bury"  # running -> dead (attempts exhausted, undecodable, unknown kind)
+    RELEASE = "release"  # running -> pending without using an attempt (throttle, shutdown)
+    RECOVER = "recover"  # running -> pending: stale claim of a dead worker, attempts unchanged
+    CANCEL = "cancel"  # operator: pending/running -> cancelled
+    MARK_FAILED = "mark_failed"  # operator: manual stop flag
+    REPLAY = "replay"  # operator: dead/failed/cancelled -> pending
+
+
+@attrs.frozen
+class Job:
+    """A job as read from a store."""
+
+    id: int
+    kind: str
+    payload: JSON
+    state: JobState
+    priority: int
+    tenant: str | None
+    available_at: datetime
+    created_at: datetime
+    attempts: int
+    max_attempts: int
+    claimed_at: datetime | None = None
+    claimed_by: str | None = None
+    completed_at: datetime | None = None
+    last_error: str | None = None
+    idempotency_key: str | None = None
+    trace_context: Mapping[str, str] | None = None
+
+    @property
+    def lease(self) -> Lease:
+        """The fencing token of the current claim (only meaningful while running)."""
+        if self.claimed_by is None:
+            raise ValueError(f"job {self.id} is not claimed")
+        return Lease(job_id=self.id, worker_id=self.claimed_by, attempt=self.attempts)
+
+
+@attrs.frozen
+class Lease:
+    """Fencing token: a state change after claim is valid only if all three still match."""
+
+    job_id: int
+    worker_id: str
+    attempt: int
+
+
+@attrs.frozen
+class EnqueueRequest:
+    """One job to create. Validated by :func:`skiplock.core.validate_request` before writing.
+
+    ``available_at`` (absolute) and ``delay`` (relative to the *store's* clock) are
+    mutually exclusive; neither means "due now".
+    """
+
+    kind: str
+    payload: JSON = None
+    priority: int = 0
+    tenant: str | None = None
+    available_at: datetime | None = None
+    delay: timedelta | None = None
+    max_attempts: int = 5
+    idempotency_key: str | None = None
+    trace_context: Mapping[str, str] | None = None
+
+
+@attrs.frozen
+class EnqueueResult:
+    """Result of one enqueue: the job id, and whether it was created (False: idempotent hit)."""
+
+    id: int
+    created: bool
+
+
+# ---- outcomes a worker reports for a claimed job -------------------------------------
+
+
+@attrs.frozen
+class Succeeded:
+    """The processor returned normally."""
+
+
+@attrs.frozen
+class Retry:
+    """Failed attempt; run again after ``delay`` (counted from the store's clock)."""
+
+    delay: timedelta
+    error: str
+
+
+@attrs.frozen
+class Bury:
+    """Give up: move to ``dead`` with ``error``."""
+
+    error: str
+
+
+@attrs.frozen
+class Release:
+    """Back to pending without using an attempt (throttled, shutdown), after ``delay``."""
+
+    delay: timedelta = timedelta(0)
+    error: str | None = None
+
+
+Outcome: TypeAlias = Succeeded | Retry | Bury | Release
+
+
+@attrs.frozen
+class Completion:
+    """An outcome for a claimed job, fenced by its lease."""
+
+    lease: Lease
+    outcome: Outcome
+
+
+# ---- claiming ------------------------------------------------------------------------
+
+
+@attrs.frozen
+class ClaimRequest:
+    """What a worker asks a store for, as planned by :func:`skiplock.core.plan_claim`.
+
+    - ``limit``: at most this many jobs in total.
+    - ``kinds``: only these kinds (``None``: any kind).
+    - ``tenants``: only these tenants (``None``: any tenant, including none).
+    - ``kind_limits``: at most this many jobs of the kind in this claim (per-node slots).
+    - ``cluster_limits``: running jobs of the kind across the cluster, including the ones
+      claimed now, must never exceed this (strict under races).
+    - ``excluded``: ``(kind, tenant)`` pairs not to claim now (empty token buckets).
+    - ``excluded_kinds``: kinds not to claim now (full per-node slots, empty global caps).
+    """
+
+    worker_id: str
+    limit: int
+    kinds: frozenset[str] | None = None
+    tenants: frozenset[str] | None = None
+    kind_limits: Mapping[str, int] = attrs.field(factory=dict)
+    cluster_limits: Mapping[str, int] = attrs.field(factory=dict)
+    excluded: frozenset[tuple[str, str | None]] = frozenset()
+    excluded_kinds: frozenset[str] = frozenset()
+
+
+# ---- admin ----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class JobFilter:
+    """Selects jobs for admin operations; ``None`` fields match everything."""
+
+    ids: frozenset[int] | None = None
+    states: frozenset[JobState] | None = None
+    kinds: frozenset[str] | None = None
+    tenants: frozenset[str] | None = None
+    priority_min: int | None = None
+    priority_max: int | None = None
+
+
+@attrs.frozen
+class Page:
+    """Keyset pagination: jobs with ``id > after_id`` (ascending) or ``id < before_id``."""
+
+    limit: int = 100
+    after_id: int | None = None
+    descending: bool = False
+
+
+@attrs.frozen
+class WorkerInfo:
+    """A worker's registration row (heartbeats keep it alive)."""
+
+    id: str
+    host: str
+    pid: int
+    kinds: frozenset[str] | None = None
+    tenants: frozenset[str] | None = None
+
+
+@attrs.frozen
+class StateCount:
+    """How many jobs of a kind and tenant are in a state."""
+
+    state: JobState
+    kind: str
+    tenant: str | None
+    count: int

@@ -1,0 +1,21 @@
+"""Ports: the protocols the engine talks to, in core types only."""
+
+from __future__ import annotations
+
+from ._clock import Clock, SystemClock
+from ._observability import Metrics, NoopMetrics, NoopTracer, Tracer
+from ._store import JobStore, Notifier
+from ._store_async import AsyncJobStore, AsyncNotifier
+
+__all__ = [
+    "AsyncJobStore",
+    "AsyncNotifier",
+    "Clock",
+    "JobStore",
+    "Metrics",
+    "NoopMetrics",
+    "NoopTracer",
+    "Notifier",
+    "SystemClock",
+    "Tracer",
+]
