@@ -6,7 +6,7 @@ without sleeping. Imports only the standard library and attrs.
 
 from __future__ import annotations
 
-from ._bucket import RateLimit, TokenBucket, take
+from ._bucket import RateLimit, TokenBucket, new_bucket, refill, take
 from ._capacity import plan_claim
 from ._errors import (
     InvalidTransitionError,
@@ -21,8 +21,8 @@ from ._errors import (
 from ._failure import MAX_ERROR_LENGTH, FailureKind, decide_failure, truncate_error
 from ._idempotency import first_occurrences
 from ._policy import KindPolicy, PolicyOverrides, resolve_policy
-from ._retry import RetryPolicy, next_delay
-from ._states import TRANSITIONS, sources, transition
+from ._retry import RetryPolicy, base_delay, next_delay
+from ._states import TERMINAL_STATES, TRANSITIONS, legal_events, sources, transition
 from ._types import (
     JSON,
     Bury,
@@ -46,7 +46,10 @@ from ._types import (
 from ._validation import (
     IDENTIFIER_RE,
     KIND_RE,
+    MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_PAYLOAD_BYTES,
+    MAX_TENANT_LENGTH,
+    PRIORITY_RANGE,
     encode_payload,
     validate_identifier,
     validate_request,
@@ -57,7 +60,11 @@ __all__ = [
     "JSON",
     "KIND_RE",
     "MAX_ERROR_LENGTH",
+    "MAX_IDEMPOTENCY_KEY_LENGTH",
     "MAX_PAYLOAD_BYTES",
+    "MAX_TENANT_LENGTH",
+    "PRIORITY_RANGE",
+    "TERMINAL_STATES",
     "TRANSITIONS",
     "Bury",
     "ClaimRequest",
@@ -90,11 +97,15 @@ __all__ = [
     "UnknownKindError",
     "ValidationError",
     "WorkerInfo",
+    "base_delay",
     "decide_failure",
     "encode_payload",
     "first_occurrences",
+    "legal_events",
+    "new_bucket",
     "next_delay",
     "plan_claim",
+    "refill",
     "resolve_policy",
     "sources",
     "take",

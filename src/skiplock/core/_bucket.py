@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import attrs
+
+from ._errors import ValidationError
 
 
 @attrs.frozen
@@ -11,6 +15,18 @@ class RateLimit:
 
     rps: float
     burst: int
+
+    def __attrs_post_init__(self) -> None:
+        rps: object = self.rps
+        if (
+            isinstance(rps, bool)
+            or not isinstance(rps, int | float)
+            or not (math.isfinite(rps) and rps > 0)
+        ):
+            raise ValidationError(f"rate limit rps must be > 0, got {self.rps!r}")
+        burst: object = self.burst
+        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+            raise ValidationError(f"rate limit burst must be an int >= 1, got {self.burst!r}")
 
 
 @attrs.frozen
@@ -22,6 +38,34 @@ class TokenBucket:
     updated: float
 
 
+def new_bucket(limit: RateLimit, now: float) -> TokenBucket:
+    """A full bucket at ``now``."""
+    return TokenBucket(limit=limit, tokens=float(limit.burst), updated=now)
+
+
+def refill(bucket: TokenBucket, now: float) -> TokenBucket:
+    """The bucket at ``now``; a clock that went backwards adds nothing and keeps ``updated``."""
+    if now <= bucket.updated:
+        return bucket
+    limit = bucket.limit
+    tokens = min(float(limit.burst), bucket.tokens + limit.rps * (now - bucket.updated))
+    return TokenBucket(limit=limit, tokens=tokens, updated=now)
+
+
 def take(bucket: TokenBucket, now: float) -> tuple[TokenBucket, float]:
-    """Try to take one token. Returns (new bucket, wait); wait == 0 means taken, else seconds until one is available."""
-    raise NotImplementedError
+    """Try to take one token.
+
+    Returns (new bucket, wait): wait == 0 means taken; else the token was not taken and
+    ``wait`` > 0 is the number of seconds until one is available (taking at ``now + wait``
+    succeeds).
+    """
+    bucket = refill(bucket, now)
+    if bucket.tokens >= 1:
+        return attrs.evolve(bucket, tokens=bucket.tokens - 1), 0.0
+    # ``updated`` may lie ahead of ``now`` when the clock went backwards.
+    wait = bucket.updated - now + (1 - bucket.tokens) / bucket.limit.rps
+    # Float rounding could leave the refill after exactly ``wait`` just short of one token;
+    # nudge until taking at ``now + wait`` is guaranteed to succeed.
+    while refill(bucket, now + wait).tokens < 1:
+        wait += max(math.ulp(wait), math.ulp(now + wait))
+    return bucket, wait

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import enum
+import math
+from datetime import timedelta
 
-from ._retry import RetryPolicy
+from ._errors import ValidationError
+from ._retry import RetryPolicy, next_delay
 from ._types import Bury, Release, Retry
 
 #: last_error is capped before it is stored (ARCHITECTURE §5).
@@ -22,8 +25,25 @@ class FailureKind(enum.Enum):
 
 
 def truncate_error(text: str, limit: int = MAX_ERROR_LENGTH) -> str:
-    """Cap an error text, marking the cut."""
-    raise NotImplementedError
+    """Cap an error text, marking the cut.
+
+    The start is kept (it usually names the exception) and the marker
+    ``… [truncated N chars]`` says how many characters were dropped; the result is never
+    longer than ``limit``.
+    """
+    if limit < 0:
+        raise ValidationError(f"limit must be >= 0, got {limit!r}")
+    if len(text) <= limit:
+        return text
+    # The marker's length depends on N, which depends on how much room the marker takes.
+    keep = limit
+    while keep >= 0:
+        marker = f"… [truncated {len(text) - keep} chars]"
+        if keep + len(marker) <= limit:
+            return text[:keep] + marker
+        keep = limit - len(marker)
+    # Not even the marker fits: a bare cut is the best we can do.
+    return text[:limit]
 
 
 def decide_failure(
@@ -36,5 +56,22 @@ def decide_failure(
     jitter: float,
     retry_after: float = 0.0,
 ) -> Retry | Bury | Release:
-    """Retry with backoff, bury in dead, or release (throttled: ``retry_after`` seconds)."""
-    raise NotImplementedError
+    """Retry with backoff, bury in dead, or release (throttled: ``retry_after`` seconds).
+
+    ``attempt`` is the attempt that just failed (1-based, counted at claim); ``error`` is
+    the raw error text (for ``UNKNOWN_KIND``: the kind). Every error text is truncated.
+    """
+    if failure is FailureKind.UNKNOWN_KIND:
+        return Bury(error=truncate_error(f"no processor registered for kind {error!r}"))
+    if failure is FailureKind.UNDECODABLE:
+        return Bury(error=truncate_error(f"undecodable payload: {error}"))
+    if failure is FailureKind.THROTTLED:
+        if not (math.isfinite(retry_after) and retry_after >= 0):
+            raise ValidationError(f"retry_after must be >= 0 seconds, got {retry_after!r}")
+        # No error text: a throttle is not a failure, and the job's last real error stays.
+        return Release(delay=timedelta(seconds=retry_after))
+    text = f"timeout exceeded: {error}" if failure is FailureKind.TIMEOUT else error
+    text = truncate_error(text)
+    if attempt >= max_attempts:
+        return Bury(error=text)
+    return Retry(delay=next_delay(retry, attempt, jitter), error=text)

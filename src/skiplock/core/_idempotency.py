@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ._types import EnqueueRequest
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._types import EnqueueRequest
 
 
 def first_occurrences(requests: Sequence[EnqueueRequest]) -> list[int]:
@@ -13,4 +16,8 @@ def first_occurrences(requests: Sequence[EnqueueRequest]) -> list[int]:
     Requests without a key map to themselves. Stores create only the first of a batch's
     duplicates and return its id for the others.
     """
-    raise NotImplementedError
+    first: dict[str, int] = {}
+    return [
+        i if r.idempotency_key is None else first.setdefault(r.idempotency_key, i)
+        for i, r in enumerate(requests)
+    ]

@@ -1,20 +1,75 @@
-"""The job state machine as data (h11 style). Every rule about states lives here."""
+"""The job state machine as data (h11 style). Every rule about states lives here.
+
+``succeeded`` is the only state with no way out. ``dead``, ``failed`` and ``cancelled``
+are final for the engine but an operator may replay them (``failed`` is the manual stop
+flag: the engine itself never moves a job there).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
+from ._errors import InvalidTransitionError
 from ._types import Event, JobState
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+_P, _R = JobState.PENDING, JobState.RUNNING
+_S, _F = JobState.SUCCEEDED, JobState.FAILED
+_D, _C = JobState.DEAD, JobState.CANCELLED
+
 #: (state, event) -> new state. A pair that is absent is illegal.
-TRANSITIONS: Mapping[tuple[JobState, Event], JobState] = {}
+TRANSITIONS: Mapping[tuple[JobState, Event], JobState] = MappingProxyType(
+    {
+        (_P, Event.CLAIM): _R,
+        (_R, Event.SUCCEED): _S,
+        (_R, Event.RETRY): _P,
+        (_R, Event.BURY): _D,
+        (_R, Event.RELEASE): _P,
+        (_R, Event.RECOVER): _P,
+        (_P, Event.CANCEL): _C,
+        (_R, Event.CANCEL): _C,
+        (_P, Event.MARK_FAILED): _F,
+        (_R, Event.MARK_FAILED): _F,
+        (_D, Event.MARK_FAILED): _F,
+        (_C, Event.MARK_FAILED): _F,
+        (_D, Event.REPLAY): _P,
+        (_F, Event.REPLAY): _P,
+        (_C, Event.REPLAY): _P,
+    }
+)
+
+#: States no event leaves.
+TERMINAL_STATES: frozenset[JobState] = frozenset(
+    s for s in JobState if not any(src == s for src, _ in TRANSITIONS)
+)
+
+_SOURCES: Mapping[Event, frozenset[JobState]] = {
+    e: frozenset(s for (s, ev) in TRANSITIONS if ev == e) for e in Event
+}
+_LEGAL: Mapping[JobState, frozenset[Event]] = {
+    s: frozenset(ev for (st, ev) in TRANSITIONS if st == s) for s in JobState
+}
 
 
 def transition(state: JobState, event: Event) -> JobState:
     """Return the state after ``event``; raise InvalidTransitionError if not allowed."""
-    raise NotImplementedError
+    try:
+        return TRANSITIONS[(state, event)]
+    except KeyError:
+        allowed = ", ".join(sorted(e.value for e in _LEGAL[state])) or "none"
+        raise InvalidTransitionError(
+            f"cannot {event.value!r} a job in state {state.value!r} (allowed events: {allowed})"
+        ) from None
 
 
 def sources(event: Event) -> frozenset[JobState]:
     """States from which ``event`` is legal (stores use it for compare-and-set updates)."""
-    raise NotImplementedError
+    return _SOURCES[event]
+
+
+def legal_events(state: JobState) -> frozenset[Event]:
+    """Events allowed in ``state`` (empty for a terminal state)."""
+    return _LEGAL[state]

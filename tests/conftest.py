@@ -1,0 +1,11 @@
+"""Shared pytest configuration."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Run anyio tests on asyncio only."""
+    return "asyncio"
