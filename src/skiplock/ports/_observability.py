@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from skiplock.core import Job
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from skiplock.core import Job
 
 
 class Metrics(Protocol):

@@ -8,23 +8,25 @@ it the store uses its own connection and commits.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
-from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from skiplock.core import (
-    ClaimRequest,
-    Completion,
-    EnqueueRequest,
-    EnqueueResult,
-    Event,
-    Job,
-    JobFilter,
-    Page,
-    StateCount,
-    WorkerInfo,
-)
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from contextlib import AbstractAsyncContextManager
+    from datetime import datetime, timedelta
+
+    from skiplock.core import (
+        ClaimRequest,
+        Completion,
+        EnqueueRequest,
+        EnqueueResult,
+        Event,
+        Job,
+        JobFilter,
+        Page,
+        StateCount,
+        WorkerInfo,
+    )
 
 
 class AsyncNotifier(Protocol):
