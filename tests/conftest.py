@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytest_plugins = ["skiplock.testing.plugin", "pytester"]
+
 
 @pytest.fixture
 def anyio_backend() -> str:

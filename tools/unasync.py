@@ -69,6 +69,8 @@ NAME_MAP = {
     "enter_async_context": "enter_context",
 }
 _ASYNC_NAME = re.compile(r"Async([A-Z]\w*)")
+# Test classes of async suites: ``TestAsyncFoo`` -> ``TestFoo``.
+_TEST_ASYNC_NAME = re.compile(r"TestAsync([A-Z]\w*)")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _MARKER = re.compile(r"\s*if\s+True\s*:\s*#\s*ASYNC\b")
 _ELSE = re.compile(r"\s*else\s*:\s*(#.*)?$")
@@ -290,7 +292,10 @@ def rename(name: str, modules: frozenset[str] | set[str] = frozenset()) -> str:
     if name in modules:
         return name[: -len(_MODULE_SUFFIX)]
     match = _ASYNC_NAME.fullmatch(name)
-    return match.group(1) if match else name
+    if match:
+        return match.group(1)
+    match = _TEST_ASYNC_NAME.fullmatch(name)
+    return "Test" + match.group(1) if match else name
 
 
 def _string_annotations(tree: ast.Module) -> Iterator[ast.Constant]:

@@ -1,0 +1,666 @@
+"""The in-memory stores' shared state: every operation written once, sync and thread-safe.
+
+Both flavours (``AsyncInMemoryJobStore`` and its generated twin ``InMemoryJobStore``) wrap
+one :class:`MemoryState`. An operation holds a ``threading.Lock`` only for in-memory work
+(never across an await), so one state may be used from several threads and event loops.
+
+Rows are :class:`~skiplock.core.Job` values whose payload is kept as JSON text: neither the
+caller's objects nor the returned ones alias what is stored, and a payload that PostgreSQL
+could not store (not JSON, NaN, NUL) is rejected here too. Reads decode a fresh copy.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+
+import attrs
+
+from skiplock.core import (
+    Bury,
+    ClaimRequest,
+    Completion,
+    EnqueueRequest,
+    EnqueueResult,
+    Event,
+    Job,
+    JobFilter,
+    JobState,
+    LeaseLostError,
+    Outcome,
+    Page,
+    Release,
+    Retry,
+    StateCount,
+    StoreError,
+    Succeeded,
+    ValidationError,
+    WorkerInfo,
+    encode_payload,
+    first_occurrences,
+    sources,
+    transition,
+    truncate_error,
+)
+from skiplock.ports import Clock, SystemClock
+
+#: Prefix written to ``last_error`` by :meth:`MemoryState.recover_stale` (R12).
+STALE_MARK = "[stale-claim recovered]"
+
+# The engine enforces the configured payload limit before the store sees a request; this
+# only mirrors jsonb's own hard limit.
+_JSONB_MAX_BYTES = 255 * 1024 * 1024
+
+_OPERATOR_EVENTS = frozenset({Event.CANCEL, Event.MARK_FAILED, Event.REPLAY})
+
+Listener = Callable[[], None]
+
+
+@attrs.define
+class _WorkerRow:
+    info: WorkerInfo
+    started_at: datetime
+    heartbeat_at: datetime
+
+
+class InMemoryTransaction:
+    """Handle yielded by the in-memory stores' ``transaction()`` and ``autocommit()``.
+
+    Pass it as ``connection=``. In a transaction, writes are buffered and applied
+    atomically at commit; the transaction's own reads (``get``) see them. Commit is
+    optimistic: if a job the transaction wrote was changed by someone else meanwhile,
+    nothing is applied and the commit raises :class:`~skiplock.core.LeaseLostError` (when
+    a fenced completion is involved) or :class:`~skiplock.core.StoreError`. A job whose
+    idempotency key was committed by someone else first is silently not created (the key
+    keeps its first job). With ``autocommit``, every write applies at once.
+    """
+
+    def __init__(self, state: MemoryState, *, autocommit: bool) -> None:
+        self._state = state
+        self.autocommit = autocommit
+        self.closed = False
+        # job id -> the committed row when the transaction first wrote it (None: new job)
+        self._seen: dict[int, Job | None] = {}
+        # job id -> the row as this transaction left it (None: deleted)
+        self._writes: dict[int, Job | None] = {}
+        # idempotency key -> id of the job this transaction created with it
+        self._keys: dict[str, int] = {}
+        # ids whose write was fenced by a lease
+        self._fenced: set[int] = set()
+
+    def __repr__(self) -> str:
+        kind = "autocommit" if self.autocommit else "transaction"
+        status = "closed" if self.closed else f"{len(self._writes)} pending writes"
+        return f"<InMemoryTransaction {kind}, {status}>"
+
+
+class _Scope:
+    """What one operation sees (committed rows, overlaid by a transaction's writes) and
+    where its writes go. Used only under the state's lock."""
+
+    def __init__(self, state: MemoryState, tx: InMemoryTransaction | None, now: datetime):
+        self.state = state
+        self.tx = tx
+        self.now = now
+
+    def get(self, job_id: int) -> Job | None:
+        if self.tx is not None and job_id in self.tx._writes:
+            return self.tx._writes[job_id]
+        return self.state._jobs.get(job_id)
+
+    def rows(self) -> Iterator[Job]:
+        writes = self.tx._writes if self.tx is not None else {}
+        for job_id, job in self.state._jobs.items():
+            if job_id not in writes:
+                yield job
+        for written in writes.values():
+            if written is not None:
+                yield written
+
+    def key_owner(self, key: str) -> int | None:
+        if self.tx is not None and key in self.tx._keys:
+            job_id = self.tx._keys[key]
+            if self.tx._writes.get(job_id) is not None:
+                return job_id
+        owner = self.state._keys.get(key)
+        if owner is not None and self.get(owner) is None:
+            return None  # deleted earlier in this transaction
+        return owner
+
+    def put(self, job: Job, *, fenced: bool = False) -> None:
+        if self.tx is None:
+            self.state._commit_row(job, self.now)
+            return
+        tx = self.tx
+        if job.id not in tx._seen:
+            tx._seen[job.id] = self.state._jobs.get(job.id)
+            if tx._seen[job.id] is None and job.idempotency_key is not None:
+                tx._keys[job.idempotency_key] = job.id
+        tx._writes[job.id] = job
+        if fenced:
+            tx._fenced.add(job.id)
+
+    def remove(self, job_id: int) -> None:
+        if self.tx is None:
+            self.state._commit_remove(job_id)
+            return
+        if job_id not in self.tx._seen:
+            self.tx._seen[job_id] = self.state._jobs.get(job_id)
+        self.tx._writes[job_id] = None
+
+
+def _public(row: Job) -> Job:
+    """A caller's copy of a stored row: payload decoded, mappings copied."""
+    return attrs.evolve(
+        row,
+        payload=json.loads(row.payload),
+        trace_context=None if row.trace_context is None else dict(row.trace_context),
+    )
+
+
+def _matches(f: JobFilter, job: Job) -> bool:
+    return (
+        (f.ids is None or job.id in f.ids)
+        and (f.states is None or job.state in f.states)
+        and (f.kinds is None or job.kind in f.kinds)
+        and (f.tenants is None or (job.tenant is not None and job.tenant in f.tenants))
+        and (f.priority_min is None or job.priority >= f.priority_min)
+        and (f.priority_max is None or job.priority <= f.priority_max)
+    )
+
+
+def _claimable(request: ClaimRequest, job: Job, now: datetime) -> bool:
+    return (
+        job.available_at <= now
+        and (request.kinds is None or job.kind in request.kinds)
+        and (request.tenants is None or (job.tenant is not None and job.tenant in request.tenants))
+        and job.kind not in request.excluded_kinds
+        and (job.kind, job.tenant) not in request.excluded
+    )
+
+
+def _after_outcome(job: Job, outcome: Outcome, now: datetime) -> Job:
+    """The row after a fenced outcome (the transition table decides the state)."""
+    match outcome:
+        case Succeeded():
+            return attrs.evolve(
+                job,
+                state=transition(job.state, Event.SUCCEED),
+                completed_at=now,
+                last_error=None,
+            )
+        case Retry(delay=delay, error=error):
+            return attrs.evolve(
+                job,
+                state=transition(job.state, Event.RETRY),
+                available_at=now + delay,
+                last_error=truncate_error(error),
+                claimed_by=None,
+                claimed_at=None,
+            )
+        case Bury(error=error):
+            return attrs.evolve(
+                job,
+                state=transition(job.state, Event.BURY),
+                completed_at=now,
+                last_error=truncate_error(error),
+            )
+        case Release(delay=delay, error=error):
+            # The attempt counted at claim is given back.
+            return attrs.evolve(
+                job,
+                state=transition(job.state, Event.RELEASE),
+                available_at=now + delay,
+                attempts=max(job.attempts - 1, 0),
+                last_error=job.last_error if error is None else truncate_error(error),
+                claimed_by=None,
+                claimed_at=None,
+            )
+    raise TypeError(f"unknown outcome {outcome!r}")  # pragma: no cover - exhaustive match
+
+
+class MemoryState:
+    """Jobs, the idempotency index, worker rows and the id sequence, behind one lock.
+
+    ``now`` always comes from ``clock``. Listeners registered with :meth:`subscribe` are
+    called (outside the lock, from the writing thread) after every write that made a job
+    claimable: a due job enqueued, replayed, retried/released/recovered into the past.
+    """
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._lock = threading.Lock()
+        self._jobs: dict[int, Job] = {}
+        self._keys: dict[str, int] = {}
+        self._by_state: dict[JobState, set[int]] = {s: set() for s in JobState}
+        self._workers: dict[str, _WorkerRow] = {}
+        self._archived: dict[int, Job] = {}
+        self._next_id = 1
+        self._listeners: list[Listener] = []
+        self._wake = False
+
+    # ---- plumbing -----------------------------------------------------------------
+
+    def now(self) -> datetime:
+        """The store's clock, as aware UTC."""
+        return self.clock.now().astimezone(UTC)
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the lock; afterwards, wake the listeners if a job became claimable."""
+        with self._lock:
+            try:
+                yield
+            finally:
+                wake, self._wake = self._wake, False
+                listeners = list(self._listeners) if wake else []
+        for listener in listeners:
+            listener()
+
+    def _commit_row(self, job: Job, now: datetime) -> None:
+        old = self._jobs.get(job.id)
+        if old is not None:
+            self._by_state[old.state].discard(job.id)
+        self._jobs[job.id] = job
+        self._by_state[job.state].add(job.id)
+        if job.idempotency_key is not None:
+            self._keys[job.idempotency_key] = job.id
+        if (
+            job.state is JobState.PENDING
+            and job.available_at <= now
+            and (
+                old is None
+                or old.state is not JobState.PENDING
+                or old.available_at != job.available_at
+            )
+        ):
+            self._wake = True
+
+    def _commit_remove(self, job_id: int) -> Job | None:
+        job = self._jobs.pop(job_id, None)
+        if job is not None:
+            self._by_state[job.state].discard(job_id)
+            if job.idempotency_key is not None and self._keys.get(job.idempotency_key) == job_id:
+                del self._keys[job.idempotency_key]
+        return job
+
+    def _scope(self, connection: object) -> _Scope:
+        """Resolve ``connection=`` (call under the lock)."""
+        now = self.now()
+        if connection is None:
+            return _Scope(self, None, now)
+        tx = self._check_handle(connection)
+        return _Scope(self, None if tx.autocommit else tx, now)
+
+    def _check_handle(self, connection: object) -> InMemoryTransaction:
+        if not isinstance(connection, InMemoryTransaction):
+            raise TypeError(
+                "connection= must be a handle from this in-memory store's transaction() or "
+                f"autocommit(), got {type(connection).__name__}"
+            )
+        if connection._state is not self:
+            raise ValidationError(
+                "connection= is a transaction of another in-memory store; "
+                "use a handle from this store's transaction()"
+            )
+        if connection.closed:
+            raise ValidationError(
+                "connection= is a transaction that was already committed or rolled back"
+            )
+        return connection
+
+    # ---- listeners (notifiers) ------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call ``listener()`` after each write that makes a job claimable."""
+        with self._lock:
+            if listener not in self._listeners:
+                self._listeners.append(listener)
+
+    def unsubscribe(self, listener: Listener) -> None:
+        """Stop calling ``listener``; unknown listeners are ignored."""
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    # ---- transactions ---------------------------------------------------------------
+
+    def begin(self, *, autocommit: bool = False) -> InMemoryTransaction:
+        """A new handle (see :class:`InMemoryTransaction`)."""
+        return InMemoryTransaction(self, autocommit=autocommit)
+
+    def commit(self, tx: InMemoryTransaction) -> None:
+        """Apply a transaction's writes atomically, or raise and apply nothing."""
+        with self._writing():
+            self._check_handle(tx)
+            try:
+                self._apply_transaction(tx)
+            finally:
+                tx.closed = True
+
+    def rollback(self, tx: InMemoryTransaction) -> None:
+        """Discard a transaction's writes. Idempotent."""
+        with self._lock:
+            if tx._state is not self:
+                raise ValidationError("rollback() of a transaction of another in-memory store")
+            tx.closed = True
+
+    def _apply_transaction(self, tx: InMemoryTransaction) -> None:
+        changed = [
+            job_id
+            for job_id, seen in tx._seen.items()
+            if seen is not None and self._jobs.get(job_id) is not seen
+        ]
+        lost = [job_id for job_id in changed if job_id in tx._fenced]
+        if lost:
+            raise LeaseLostError(
+                f"job(s) {sorted(lost)} changed since this transaction completed them "
+                "(the claim was lost); the transaction was rolled back"
+            )
+        if changed:
+            raise StoreError(
+                f"job(s) {sorted(changed)} changed concurrently since this transaction wrote "
+                "them; the transaction was rolled back"
+            )
+        now = self.now()
+        created: list[Job] = []
+        for job_id, job in tx._writes.items():
+            if tx._seen[job_id] is None:
+                if job is not None:
+                    created.append(job)
+            elif job is None:
+                self._commit_remove(job_id)
+            else:
+                self._commit_row(job, now)
+        # After the removals, so a key freed by this transaction may be reused by it.
+        for job in created:
+            key = job.idempotency_key
+            if key is not None and key in self._keys:
+                continue  # committed first by someone else: the key keeps that job
+            self._commit_row(job, now)
+
+    # ---- jobs -----------------------------------------------------------------------
+
+    def enqueue(
+        self, requests: Sequence[EnqueueRequest], connection: object = None
+    ) -> list[EnqueueResult]:
+        """Create jobs, all or none; idempotency keys dedupe (also within the batch)."""
+        # Encode everything first: a bad payload raises before anything is written.
+        payloads = [encode_payload(r.payload, max_bytes=_JSONB_MAX_BYTES) for r in requests]
+        firsts = first_occurrences(requests)
+        results: list[EnqueueResult] = []
+        with self._writing():
+            scope = self._scope(connection)
+            now = scope.now
+            for i, (request, payload) in enumerate(zip(requests, payloads, strict=True)):
+                if firsts[i] != i:
+                    results.append(EnqueueResult(id=results[firsts[i]].id, created=False))
+                    continue
+                key = request.idempotency_key
+                owner = None if key is None else scope.key_owner(key)
+                if owner is not None:
+                    results.append(EnqueueResult(id=owner, created=False))
+                    continue
+                if request.available_at is not None:
+                    available_at = request.available_at.astimezone(UTC)
+                elif request.delay is not None:
+                    available_at = now + request.delay
+                else:
+                    available_at = now
+                job_id = self._next_id
+                self._next_id += 1
+                tc = request.trace_context
+                scope.put(
+                    Job(
+                        id=job_id,
+                        kind=request.kind,
+                        payload=payload,
+                        state=JobState.PENDING,
+                        priority=request.priority,
+                        tenant=request.tenant,
+                        available_at=available_at,
+                        created_at=now,
+                        attempts=0,
+                        max_attempts=request.max_attempts,
+                        idempotency_key=key,
+                        trace_context=None if tc is None else dict(tc),
+                    )
+                )
+                results.append(EnqueueResult(id=job_id, created=True))
+        return results
+
+    def claim(self, request: ClaimRequest) -> list[Job]:
+        """Move due pending jobs to running, in claim order, within every limit."""
+        if request.limit <= 0:
+            return []
+        claimed: list[Job] = []
+        with self._writing():
+            now = self.now()
+            candidates = [
+                job
+                for job in (self._jobs[i] for i in self._by_state[JobState.PENDING])
+                if _claimable(request, job, now)
+            ]
+            candidates.sort(key=lambda j: (-j.priority, j.available_at, j.id))
+            running: Counter[str] = Counter()
+            if request.cluster_limits:
+                running.update(self._jobs[i].kind for i in self._by_state[JobState.RUNNING])
+            taken: Counter[str] = Counter()
+            for job in candidates:
+                if len(claimed) >= request.limit:
+                    break
+                kind = job.kind
+                node_limit = request.kind_limits.get(kind)
+                if node_limit is not None and taken[kind] >= node_limit:
+                    continue
+                cluster_limit = request.cluster_limits.get(kind)
+                if cluster_limit is not None and running[kind] + taken[kind] >= cluster_limit:
+                    continue
+                row = attrs.evolve(
+                    job,
+                    state=transition(job.state, Event.CLAIM),
+                    attempts=job.attempts + 1,
+                    claimed_by=request.worker_id,
+                    claimed_at=now,
+                )
+                self._commit_row(row, now)
+                taken[kind] += 1
+                claimed.append(_public(row))
+        return claimed
+
+    def complete(self, completions: Sequence[Completion], connection: object = None) -> list[bool]:
+        """Apply each outcome if its lease still holds (running, same worker, same attempt)."""
+        applied: list[bool] = []
+        with self._writing():
+            scope = self._scope(connection)
+            for completion in completions:
+                lease = completion.lease
+                job = scope.get(lease.job_id)
+                if (
+                    job is None
+                    or job.state is not JobState.RUNNING
+                    or job.claimed_by != lease.worker_id
+                    or job.attempts != lease.attempt
+                ):
+                    applied.append(False)
+                    continue
+                scope.put(_after_outcome(job, completion.outcome, scope.now), fenced=True)
+                applied.append(True)
+        return applied
+
+    def get(self, job_id: int, connection: object = None) -> Job | None:
+        """One job (as the given transaction sees it), or None."""
+        with self._lock:
+            job = self._scope(connection).get(job_id)
+        return None if job is None else _public(job)
+
+    def list_jobs(self, filter: JobFilter, page: Page) -> list[Job]:
+        """Matching jobs ordered by id, one keyset page."""
+        if page.limit <= 0:
+            return []
+        with self._lock:
+            rows = [job for job in self._jobs.values() if _matches(filter, job)]
+        if page.after_id is not None:
+            cursor = page.after_id
+            rows = [j for j in rows if (j.id < cursor if page.descending else j.id > cursor)]
+        rows.sort(key=lambda j: j.id, reverse=page.descending)
+        return [_public(j) for j in rows[: page.limit]]
+
+    def counts(self) -> list[StateCount]:
+        """Jobs per (state, kind, tenant); zero counts omitted."""
+        with self._lock:
+            counter = Counter((j.state, j.kind, j.tenant) for j in self._jobs.values())
+        return [
+            StateCount(state=state, kind=kind, tenant=tenant, count=n)
+            for (state, kind, tenant), n in sorted(
+                counter.items(), key=lambda kv: (kv[0][0].value, kv[0][1], kv[0][2] or "")
+            )
+        ]
+
+    def apply(
+        self,
+        filter: JobFilter,
+        event: Event,
+        *,
+        reset_attempts: bool = False,
+        connection: object = None,
+    ) -> list[int]:
+        """Operator transition of every matching job whose state allows ``event``."""
+        if event not in _OPERATOR_EVENTS:
+            raise ValidationError(
+                "apply() takes an operator event (cancel, mark_failed, replay), "
+                f"got {event.value!r}"
+            )
+        allowed = sources(event)
+        changed: list[int] = []
+        with self._writing():
+            scope = self._scope(connection)
+            now = scope.now
+            targets = sorted(
+                (j for j in scope.rows() if j.state in allowed and _matches(filter, j)),
+                key=lambda j: j.id,
+            )
+            for job in targets:
+                state = transition(job.state, event)
+                if event is Event.REPLAY:
+                    row = attrs.evolve(
+                        job,
+                        state=state,
+                        available_at=now,
+                        claimed_by=None,
+                        claimed_at=None,
+                        completed_at=None,
+                        attempts=0 if reset_attempts else job.attempts,
+                    )
+                else:
+                    row = attrs.evolve(job, state=state, completed_at=now)
+                scope.put(row)
+                changed.append(job.id)
+        return changed
+
+    def delete(self, filter: JobFilter, connection: object = None) -> list[Job]:
+        """Delete matching jobs that are not running; returns them."""
+        with self._writing():
+            scope = self._scope(connection)
+            doomed = sorted(
+                (j for j in scope.rows() if j.state is not JobState.RUNNING),
+                key=lambda j: j.id,
+            )
+            doomed = [j for j in doomed if _matches(filter, j)]
+            for job in doomed:
+                scope.remove(job.id)
+        return [_public(j) for j in doomed]
+
+    # ---- workers and maintenance ----------------------------------------------------
+
+    def register_worker(self, info: WorkerInfo) -> None:
+        """Insert or refresh a worker row; heartbeat = now."""
+        with self._lock:
+            now = self.now()
+            row = self._workers.get(info.id)
+            started = now if row is None else row.started_at
+            self._workers[info.id] = _WorkerRow(info=info, started_at=started, heartbeat_at=now)
+
+    def heartbeat(self, worker_id: str) -> None:
+        """Refresh a registered worker's heartbeat; an unknown worker is ignored."""
+        with self._lock:
+            row = self._workers.get(worker_id)
+            if row is not None:
+                row.heartbeat_at = self.now()
+
+    def unregister_worker(self, worker_id: str) -> None:
+        """Remove the worker row (no error if it is gone)."""
+        with self._lock:
+            self._workers.pop(worker_id, None)
+
+    def workers(self) -> list[WorkerInfo]:
+        """Registered workers (for tests and health views)."""
+        with self._lock:
+            return [row.info for row in self._workers.values()]
+
+    def recover_stale(self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> list[int]:
+        """Running jobs of vanished or silent workers: back to pending, or dead when no
+        attempt is left. Returns the ids of both."""
+        recovered: list[int] = []
+        with self._writing():
+            now = self.now()
+            for job_id in sorted(self._by_state[JobState.RUNNING]):
+                job = self._jobs[job_id]
+                worker = None if job.claimed_by is None else self._workers.get(job.claimed_by)
+                ttl = ttls.get(job.kind, default_ttl)
+                if worker is not None and worker.heartbeat_at >= now - ttl:
+                    continue
+                error = truncate_error(
+                    STALE_MARK if job.last_error is None else f"{STALE_MARK} {job.last_error}"
+                )
+                if job.attempts >= job.max_attempts:
+                    row = attrs.evolve(
+                        job,
+                        state=transition(job.state, Event.BURY),
+                        completed_at=now,
+                        claimed_by=None,
+                        claimed_at=None,
+                        last_error=error,
+                    )
+                else:
+                    row = attrs.evolve(
+                        job,
+                        state=transition(job.state, Event.RECOVER),
+                        claimed_by=None,
+                        claimed_at=None,
+                        last_error=error,
+                    )
+                self._commit_row(row, now)
+                recovered.append(job_id)
+        return recovered
+
+    def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
+        """Delete (or archive) succeeded jobs completed before ``now - older_than``, in
+        batches of ``batch_size`` (the lock is released between batches)."""
+        if batch_size < 1:
+            raise ValidationError(f"batch_size must be >= 1, got {batch_size}")
+        total = 0
+        while True:
+            with self._lock:
+                cutoff = self.now() - older_than
+                batch = sorted(
+                    job_id
+                    for job_id in self._by_state[JobState.SUCCEEDED]
+                    if (done := self._jobs[job_id].completed_at) is not None and done < cutoff
+                )[:batch_size]
+                for job_id in batch:
+                    job = self._commit_remove(job_id)
+                    if archive and job is not None:
+                        self._archived[job_id] = job
+            total += len(batch)
+            if len(batch) < batch_size:
+                return total
+
+    def archived(self) -> dict[int, Job]:
+        """Jobs moved out by ``purge(archive=True)``, by id."""
+        with self._lock:
+            return {job_id: _public(job) for job_id, job in sorted(self._archived.items())}

@@ -1,0 +1,200 @@
+"""The in-memory job store (async source; ``_store.py`` is its generated sync twin).
+
+A complete store for unit tests and demos: it passes the same contract suite as the
+PostgreSQL adapters. All logic lives in :class:`~._state.MemoryState`; this class only
+adapts it to the port's calling convention.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from skiplock._compat_async import ThreadSafeEvent
+
+from ._state import InMemoryTransaction, MemoryState
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping, Sequence
+    from datetime import datetime, timedelta
+
+    from skiplock.core import (
+        ClaimRequest,
+        Completion,
+        EnqueueRequest,
+        EnqueueResult,
+        Event,
+        Job,
+        JobFilter,
+        Page,
+        StateCount,
+        WorkerInfo,
+    )
+    from skiplock.ports import Clock
+
+
+class AsyncInMemoryNotifier:
+    """Woken by the store's writes that make a job claimable, from any thread.
+
+    A wakeup that arrives while nobody waits is remembered: the next :meth:`wait`
+    returns True at once (several such wakeups count as one). Wakeups before
+    :meth:`start` (or after :meth:`close`) are not heard.
+    """
+
+    def __init__(self, state: MemoryState) -> None:
+        self._state = state
+        self._event: ThreadSafeEvent | None = None
+
+    async def start(self) -> None:
+        """Begin listening. Idempotent."""
+        if self._event is None:
+            # Created here: the async flavour binds it to the running loop.
+            self._event = ThreadSafeEvent()
+            self._state.subscribe(self._event.set)
+
+    async def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True if a wakeup arrived (or was pending).
+
+        Starts listening first if :meth:`start` was not called.
+        """
+        await self.start()
+        event = self._event
+        assert event is not None
+        woken = await event.wait(max(timeout, 0.0))
+        if woken:
+            event.clear()
+        return woken
+
+    async def close(self) -> None:
+        """Stop listening. Idempotent."""
+        if self._event is not None:
+            self._state.unsubscribe(self._event.set)
+            self._event = None
+
+
+class AsyncInMemoryJobStore:
+    """The job store port implemented in process memory.
+
+    ``clock`` is the store's clock (default: the system clock); pass a
+    :class:`skiplock.testing.FakeClock` to control due times in tests. The store is
+    thread-safe. ``transaction()`` yields an :class:`InMemoryTransaction` accepted as
+    ``connection=``; its writes apply atomically at commit.
+    """
+
+    def __init__(self, clock: Clock | None = None, *, state: MemoryState | None = None) -> None:
+        if state is not None and clock is not None:
+            raise TypeError("pass either clock= or state= (the state has its own clock)")
+        self._state = state if state is not None else MemoryState(clock)
+        self._notifiers: list[AsyncInMemoryNotifier] = []
+
+    @property
+    def state(self) -> MemoryState:
+        """The shared state; another store built with ``state=`` sees the same jobs."""
+        return self._state
+
+    async def now(self) -> datetime:
+        """The store's clock."""
+        return self._state.now()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[InMemoryTransaction]:
+        """Buffer writes made with ``connection=tx``; commit on exit, discard on error."""
+        tx = self._state.begin()
+        try:
+            yield tx
+        except BaseException:
+            self._state.rollback(tx)
+            raise
+        self._state.commit(tx)
+
+    @asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[InMemoryTransaction]:
+        """A handle whose writes apply immediately."""
+        handle = self._state.begin(autocommit=True)
+        try:
+            yield handle
+        finally:
+            self._state.rollback(handle)
+
+    async def enqueue(
+        self, requests: Sequence[EnqueueRequest], *, connection: Any = None
+    ) -> list[EnqueueResult]:
+        """Create jobs (already validated), all or none; results in request order."""
+        return self._state.enqueue(requests, connection)
+
+    async def claim(self, request: ClaimRequest) -> list[Job]:
+        """Atomically move due pending jobs to running for ``request.worker_id``."""
+        return self._state.claim(request)
+
+    async def complete(
+        self, completions: Sequence[Completion], *, connection: Any = None
+    ) -> list[bool]:
+        """Record outcomes, each fenced by its lease; True where it was applied."""
+        return self._state.complete(completions, connection)
+
+    async def get(self, job_id: int, *, connection: Any = None) -> Job | None:
+        """One job, or None."""
+        return self._state.get(job_id, connection)
+
+    async def list_jobs(self, filter: JobFilter, page: Page) -> list[Job]:
+        """Jobs matching ``filter`` ordered by id (keyset page)."""
+        return self._state.list_jobs(filter, page)
+
+    async def counts(self) -> list[StateCount]:
+        """Number of jobs per (state, kind, tenant), zero counts omitted."""
+        return self._state.counts()
+
+    async def apply(
+        self,
+        filter: JobFilter,
+        event: Event,
+        *,
+        reset_attempts: bool = False,
+        connection: Any = None,
+    ) -> list[int]:
+        """Operator transition (CANCEL, MARK_FAILED, REPLAY); returns the changed ids."""
+        return self._state.apply(
+            filter, event, reset_attempts=reset_attempts, connection=connection
+        )
+
+    async def delete(self, filter: JobFilter, *, connection: Any = None) -> list[Job]:
+        """Delete matching jobs that are not running; returns what was deleted."""
+        return self._state.delete(filter, connection)
+
+    async def register_worker(self, info: WorkerInfo) -> None:
+        """Insert or refresh a worker row (heartbeat = now)."""
+        self._state.register_worker(info)
+
+    async def heartbeat(self, worker_id: str) -> None:
+        """Refresh the worker's heartbeat to the store's now."""
+        self._state.heartbeat(worker_id)
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        """Remove the worker row (clean shutdown)."""
+        self._state.unregister_worker(worker_id)
+
+    async def recover_stale(
+        self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]
+    ) -> list[int]:
+        """Return stale running jobs to pending (or dead); returns their ids."""
+        return self._state.recover_stale(default_ttl=default_ttl, ttls=ttls)
+
+    async def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
+        """Delete (or archive, see :meth:`archived`) old succeeded jobs; returns how many."""
+        return self._state.purge(older_than=older_than, archive=archive, batch_size=batch_size)
+
+    def archived(self) -> dict[int, Job]:
+        """Jobs moved out by ``purge(archive=True)``, by id."""
+        return self._state.archived()
+
+    def notifier(self) -> AsyncInMemoryNotifier:
+        """A new notifier woken by this store's writes."""
+        notifier = AsyncInMemoryNotifier(self._state)
+        self._notifiers.append(notifier)
+        return notifier
+
+    async def close(self) -> None:
+        """Close the notifiers handed out; the jobs stay readable. Idempotent."""
+        notifiers, self._notifiers = self._notifiers, []
+        for notifier in notifiers:
+            await notifier.close()

@@ -1,0 +1,32 @@
+"""What a store under test can do; the contract kit skips what it cannot."""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class Capabilities:
+    """Capabilities of a store under contract test. Defaults describe a PostgreSQL store.
+
+    A contract test marked ``@pytest.mark.skiplock_requires("name")`` is skipped when
+    ``name`` is False here; that is the only way the kit skips a test.
+    """
+
+    #: ``notifier()`` returns a notifier woken by enqueues and replays (LISTEN/NOTIFY).
+    listen_notify: bool = True
+    #: The store's clock is the ``clock`` fixture (a FakeClock), so tests may advance it.
+    #: False: the store has its own clock (a database's ``now()``); tests use
+    #: ``await store.now()`` and due times in the past or the future instead.
+    controllable_clock: bool = False
+    #: ``transaction()`` yields a handle whose writes commit or roll back together.
+    transactions: bool = True
+    #: The store may be called from concurrent tasks/threads (claims stay exclusive).
+    concurrent: bool = True
+
+    def supports(self, name: str) -> bool:
+        """Whether capability ``name`` is on; unknown names raise ValueError."""
+        if name not in attrs.fields_dict(type(self)):
+            known = ", ".join(attrs.fields_dict(type(self)))
+            raise ValueError(f"unknown store capability {name!r} (known: {known})")
+        return bool(getattr(self, name))
