@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import ctypes
+import signal
 import threading
 import time
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 Lock = threading.Lock
 Event = threading.Event
@@ -69,3 +74,127 @@ def join(task: Task[T]) -> T:
 def gather(*results: T) -> list[T]:
     """Sync calls already ran in order; keep the shape of the async API."""
     return list(results)
+
+
+# ---- added for the engine's workers ----------------------------------------------------
+
+#: Which flavour this is; a plain ``bool`` (not a literal) so checkers see both branches.
+IS_ASYNC: bool = False
+
+#: Used like ``asyncio.Event`` in the async twin; a ``threading.Event`` is already safe to
+#: set from any thread.
+ThreadSafeEvent = threading.Event
+
+_set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+
+
+def _raise_in_thread(thread_id: int, exc_type: type[BaseException] | None) -> None:
+    # ``None`` clears a pending exception that was not delivered yet.
+    target = None if exc_type is None else ctypes.py_object(exc_type)
+    _set_async_exc(ctypes.c_ulong(thread_id), target)
+
+
+class Interruptible:
+    """A region of code (a job's processor call) that another thread may interrupt.
+
+    :meth:`interrupt` records an error and raises its *type* inside the thread running
+    :meth:`region` (``PyThreadState_SetAsyncExc``: delivered when that thread next runs
+    Python bytecode, so a blocking C call delays it). The region then raises the recorded
+    error instance, also when the body swallowed the injected one. Outside the region the
+    error is only recorded; entering the region afterwards raises it at once. Nothing is
+    ever raised into the thread after the region was left.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._error: BaseException | None = None
+        self._thread: int | None = None
+
+    @property
+    def error(self) -> BaseException | None:
+        """The error of the first :meth:`interrupt` (or timeout), else None."""
+        return self._error
+
+    def interrupt(self, error: BaseException) -> bool:
+        """Interrupt the region with ``error`` (thread-safe); False if already interrupted."""
+        with self._lock:
+            if self._error is not None:
+                return False
+            self._error = error
+            if self._thread is not None:
+                _raise_in_thread(self._thread, type(error))
+        return True
+
+    @contextmanager
+    def region(
+        self,
+        timeout: float | None = None,
+        timeout_error: Callable[[], BaseException] | None = None,
+    ) -> Iterator[None]:
+        """Run the body interruptibly; after ``timeout`` seconds interrupt it with
+        ``timeout_error()`` (default: ``TimeoutError``)."""
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            self._thread = threading.get_ident()
+        timer: threading.Timer | None = None
+        if timeout is not None:
+            make = timeout_error or (lambda: TimeoutError(f"timed out after {timeout} s"))
+            timer = threading.Timer(timeout, lambda: self.interrupt(make()))
+            timer.daemon = True
+            timer.start()
+        try:
+            try:
+                yield
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                with self._lock:
+                    self._thread = None
+                    if self._current() is not None:
+                        _raise_in_thread(threading.get_ident(), None)
+        except BaseException as exc:
+            error = self._current()
+            if error is None or exc is error:
+                raise
+            raise error from exc
+        error = self._current()
+        if error is not None:
+            raise error
+
+    def _current(self) -> BaseException | None:
+        # A method call, so type checkers do not narrow across the yield.
+        return self._error
+
+    def call_blocking(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Call a blocking function (a plain call here; a thread in the async twin)."""
+        return fn(*args, **kwargs)
+
+
+def install_signal_handlers(
+    callback: Callable[[], object], signums: tuple[int, ...] = _STOP_SIGNALS
+) -> Callable[[], None]:
+    """Call ``callback`` (in a new thread) on these signals; returns an uninstaller.
+
+    Does nothing outside the main thread, where Python cannot install handlers. The
+    callback runs in its own thread because a handler interrupting a thread that holds an
+    ``Event``'s lock must not take that lock itself.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum: int, frame: object) -> None:
+        threading.Thread(target=callback, daemon=True).start()
+
+    previous = {signum: signal.signal(signum, handler) for signum in signums}
+
+    def uninstall() -> None:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+    return uninstall
+
+
+def cancel_and_join(task: Task[T]) -> None:
+    """Stop a helper: threads cannot be cancelled, so wait for it to see its stop flag."""
+    task.join()

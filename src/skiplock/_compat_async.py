@@ -7,13 +7,21 @@ names and signatures identical.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
+import threading
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from skiplock import _compat as _threads
+
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Coroutine
+    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 Lock = asyncio.Lock
 Event = asyncio.Event
@@ -55,3 +63,207 @@ async def join(task: Task[T]) -> T:
 async def gather(*aws: Awaitable[T]) -> list[T]:
     """Wait for all, in order."""
     return list(await asyncio.gather(*aws))
+
+
+# ---- added for the engine's workers ----------------------------------------------------
+
+#: Which flavour this is; a plain ``bool`` (not a literal) so checkers see both branches.
+IS_ASYNC: bool = True
+
+
+class ThreadSafeEvent:
+    """An ``asyncio.Event`` that may also be set from other threads.
+
+    Create it inside the event loop that waits on it.
+    """
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        """Set the event (thread-safe); a no-op once the loop is closed."""
+        if threading.get_ident() == self._thread:
+            self._event.set()
+            return
+        with contextlib.suppress(RuntimeError):  # loop closed: nobody waits any more
+            self._loop.call_soon_threadsafe(self._event.set)
+
+    def clear(self) -> None:
+        """Reset the event (call from the loop's thread)."""
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        """True while set."""
+        return self._event.is_set()
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Wait until set or ``timeout`` passes; True if it was set."""
+        return await wait_event(self._event, timeout)
+
+
+class Interruptible:
+    """A region of code (a job's processor call) that another task or thread may interrupt.
+
+    :meth:`interrupt` records an error and cancels the task running :meth:`region` (and
+    raises the error's type in a thread started by :meth:`call_blocking`); the region then
+    raises the recorded error instance, also when the body swallowed the cancellation.
+    Outside the region the error is only recorded; entering the region afterwards raises
+    it at once.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._error: BaseException | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._cancelled = False
+        self._blocking: _threads.Interruptible | None = None
+
+    @property
+    def error(self) -> BaseException | None:
+        """The error of the first :meth:`interrupt` (or timeout), else None."""
+        return self._error
+
+    def _current(self) -> BaseException | None:
+        # A method call, so type checkers do not narrow across the yield.
+        return self._error
+
+    def interrupt(self, error: BaseException) -> bool:
+        """Interrupt the region with ``error`` (thread-safe); False if already interrupted."""
+        with self._lock:
+            if self._error is not None:
+                return False
+            self._error = error
+            loop, blocking = self._loop, self._blocking
+        if blocking is not None:
+            blocking.interrupt(error)
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # loop closed
+                loop.call_soon_threadsafe(self._cancel_region)
+        return True
+
+    def _cancel_region(self) -> None:
+        # Runs in the loop's thread, like region(); the task is suspended inside the region
+        # or has left it (then _task is None).
+        if self._task is not None and not self._cancelled:
+            self._cancelled = True
+            self._task.cancel()
+
+    @asynccontextmanager
+    async def region(
+        self,
+        timeout: float | None = None,
+        timeout_error: Callable[[], BaseException] | None = None,
+    ) -> AsyncIterator[None]:
+        """Run the body interruptibly; after ``timeout`` seconds interrupt it with
+        ``timeout_error()`` (default: ``TimeoutError``)."""
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("Interruptible.region() needs a running task")
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            self._task, self._loop = task, loop
+        handle: asyncio.TimerHandle | None = None
+        if timeout is not None:
+            make = timeout_error or (lambda: TimeoutError(f"timed out after {timeout} s"))
+            handle = loop.call_later(timeout, lambda: self.interrupt(make()))
+        try:
+            try:
+                yield
+            finally:
+                if handle is not None:
+                    handle.cancel()
+                with self._lock:
+                    self._task = None
+        except BaseException as exc:
+            error = self._current()
+            if error is None or exc is error:
+                raise
+            # Take back our own cancellation; a cancellation from elsewhere still counts.
+            if self._cancelled and task.uncancel() > 0:
+                raise
+            raise error from (None if isinstance(exc, asyncio.CancelledError) else exc)
+        error = self._current()
+        if error is not None:
+            if self._cancelled:
+                task.uncancel()
+            raise error
+
+    async def call_blocking(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Call a blocking function in a new thread; :meth:`interrupt` also raises into it.
+
+        An interrupted call stops being awaited at once; the thread ends when the raised
+        error reaches it (a thread blocked in C code runs on until that call returns).
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        blocking = _threads.Interruptible()
+
+        def deliver(result: T | None, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)  # type: ignore[arg-type]
+
+        def run() -> None:
+            try:
+                with blocking.region():
+                    result = fn(*args, **kwargs)
+            except BaseException as exc:
+                outcome: tuple[T | None, BaseException | None] = (None, exc)
+            else:
+                outcome = (result, None)
+            with contextlib.suppress(RuntimeError):  # loop closed: nobody waits for it
+                loop.call_soon_threadsafe(deliver, *outcome)
+
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            self._blocking = blocking
+        try:
+            threading.Thread(target=run, daemon=True, name=f"skiplock-{fn!r}"[:60]).start()
+            return await future
+        finally:
+            with self._lock:
+                self._blocking = None
+
+
+def install_signal_handlers(
+    callback: Callable[[], object], signums: tuple[int, ...] = _STOP_SIGNALS
+) -> Callable[[], None]:
+    """Call ``callback`` on these signals (in the running loop); returns an uninstaller.
+
+    Does nothing outside the main thread or where the loop cannot handle signals.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    loop = asyncio.get_running_loop()
+    installed: list[int] = []
+    for signum in signums:
+        try:
+            loop.add_signal_handler(signum, callback)
+        except (NotImplementedError, RuntimeError, ValueError):
+            continue
+        installed.append(signum)
+
+    def uninstall() -> None:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+    return uninstall
+
+
+async def cancel_and_join(task: Task[T]) -> None:
+    """Cancel a helper task and wait until it has finished."""
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        if (current := asyncio.current_task()) is not None and current.cancelling():
+            raise
