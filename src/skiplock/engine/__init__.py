@@ -1,0 +1,32 @@
+"""The application layer: engines (registry, enqueue, admin), workers, settings."""
+
+from __future__ import annotations
+
+from ._codec import decoder_for, encode
+from ._context import JobContext
+from ._engine import Engine
+from ._engine_async import AsyncEngine
+from ._enqueue import Enqueue
+from ._errors import JobCancelledError, JobTimeoutError, UndecodablePayloadError
+from ._registry import Processor, ProcessorSpec
+from ._settings import Settings
+from ._worker import Worker
+from ._worker_async import AsyncWorker, default_worker_id
+
+__all__ = [
+    "AsyncEngine",
+    "AsyncWorker",
+    "Engine",
+    "Enqueue",
+    "JobCancelledError",
+    "JobContext",
+    "JobTimeoutError",
+    "Processor",
+    "ProcessorSpec",
+    "Settings",
+    "UndecodablePayloadError",
+    "Worker",
+    "decoder_for",
+    "default_worker_id",
+    "encode",
+]

@@ -1,0 +1,102 @@
+"""The job context handed to processors (X3)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from skiplock.core import Job
+
+job_logger = logging.getLogger("skiplock.job")
+
+
+class _CancelSource(Protocol):
+    @property
+    def error(self) -> BaseException | None: ...
+
+
+class JobContext:
+    """What a processor knows about the attempt it runs.
+
+    ``connection`` is the job's transaction handle for transactional kinds (write through
+    it — e.g. ``engine.enqueue(..., connection=ctx.connection)`` — and the writes commit
+    atomically with the job's completion, R10), an autocommit connection for
+    non-transactional kinds, or ``None``. ``logger`` adds ``job_id``, ``kind``,
+    ``attempt``, ``tenant`` and ``worker_id`` to every record.
+
+    A job is cancelled when it ran past its timeout or the worker is shutting down: async
+    processors are cancelled outright; sync processors get an exception raised into their
+    thread, and long loops should also poll :attr:`cancelled` or call
+    :meth:`check_cancelled` (a blocking C call delays the raised exception).
+    """
+
+    __slots__ = ("_cancel", "connection", "job", "logger", "worker_id")
+
+    def __init__(
+        self,
+        job: Job,
+        worker_id: str,
+        *,
+        cancel: _CancelSource,
+        connection: Any = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.job = job
+        self.worker_id = worker_id
+        self.connection = connection
+        self._cancel = cancel
+        extra = {
+            "job_id": job.id,
+            "kind": job.kind,
+            "attempt": job.attempts,
+            "tenant": job.tenant,
+            "worker_id": worker_id,
+        }
+        if job.trace_context and "traceparent" in job.trace_context:
+            extra["traceparent"] = job.trace_context["traceparent"]
+        self.logger: logging.LoggerAdapter[logging.Logger] = logging.LoggerAdapter(
+            logger or job_logger, extra
+        )
+
+    @property
+    def job_id(self) -> int:
+        """The job's id."""
+        return self.job.id
+
+    @property
+    def kind(self) -> str:
+        """The job's kind."""
+        return self.job.kind
+
+    @property
+    def attempt(self) -> int:
+        """This attempt's number, 1-based (attempts count at claim)."""
+        return self.job.attempts
+
+    @property
+    def tenant(self) -> str | None:
+        """The job's tenant, if any."""
+        return self.job.tenant
+
+    @property
+    def payload(self) -> Any:
+        """The stored (raw JSON) payload."""
+        return self.job.payload
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the job timed out or the worker asked it to stop."""
+        return self._cancel.error is not None
+
+    def check_cancelled(self) -> None:
+        """Raise :class:`JobTimeoutError` / :class:`JobCancelledError` if cancelled."""
+        error = self._cancel.error
+        if error is not None:
+            raise error
+
+    def __repr__(self) -> str:
+        return (
+            f"JobContext(job_id={self.job_id}, kind={self.kind!r}, attempt={self.attempt}, "
+            f"tenant={self.tenant!r}, worker_id={self.worker_id!r})"
+        )

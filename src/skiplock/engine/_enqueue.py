@@ -1,0 +1,110 @@
+"""Building validated enqueue requests (X2: everything is checked before the store)."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from skiplock.core import (
+    EnqueueRequest,
+    JobState,
+    ValidationError,
+    validate_request,
+)
+
+from ._codec import encode
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+
+@attrs.frozen
+class Enqueue:
+    """One job for :meth:`AsyncEngine.enqueue_many` (fields as for ``enqueue``).
+
+    ``available_at`` (an aware datetime) and ``delay`` (a timedelta or seconds, counted
+    from the store's clock) are mutually exclusive; neither means "due now".
+    ``max_attempts`` ``None`` takes the kind's resolved policy.
+    """
+
+    kind: str
+    payload: Any = None
+    priority: int = attrs.field(default=0, kw_only=True)
+    tenant: str | None = attrs.field(default=None, kw_only=True)
+    idempotency_key: str | None = attrs.field(default=None, kw_only=True)
+    available_at: datetime | None = attrs.field(default=None, kw_only=True)
+    delay: timedelta | float | None = attrs.field(default=None, kw_only=True)
+    max_attempts: int | None = attrs.field(default=None, kw_only=True)
+
+
+def as_delay(value: object) -> timedelta | None:
+    """``delay`` as a timedelta (numbers are seconds); validation of the sign comes later."""
+    if value is None or isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(f"delay must be a timedelta or seconds, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValidationError(f"delay must be a finite number of seconds, got {value!r}")
+    try:
+        return timedelta(seconds=value)
+    except OverflowError:
+        raise ValidationError(f"delay out of range: {value!r}") from None
+
+
+def build_request(
+    item: Enqueue,
+    *,
+    default_max_attempts: int,
+    trace_context: Mapping[str, str] | None,
+    known_kinds: frozenset[str] | None,
+    max_payload_bytes: int,
+) -> EnqueueRequest:
+    """Encode the payload and validate; raises ValidationError/UnknownKindError."""
+    if not isinstance(item, Enqueue):
+        raise TypeError(f"expected skiplock.Enqueue, got {type(item).__name__}")
+    try:
+        payload = encode(item.payload)
+    except ValidationError:
+        raise
+    except Exception as exc:  # a converter choking on a typed payload
+        raise ValidationError(f"payload could not be encoded: {exc}") from None
+    request = EnqueueRequest(
+        kind=item.kind,
+        payload=payload,
+        priority=item.priority,
+        tenant=item.tenant,
+        available_at=item.available_at,
+        delay=as_delay(item.delay),
+        max_attempts=default_max_attempts if item.max_attempts is None else item.max_attempts,
+        idempotency_key=item.idempotency_key,
+        trace_context=trace_context,
+    )
+    validate_request(request, known_kinds=known_kinds, max_payload_bytes=max_payload_bytes)
+    return request
+
+
+def as_states(
+    value: JobState | str | Iterable[JobState | str] | None,
+) -> frozenset[JobState] | None:
+    """A state filter from one state, a state name, or several."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, JobState | str) else list(value)
+    try:
+        return frozenset(JobState(v) for v in items)
+    except ValueError as exc:
+        raise ValidationError(f"unknown job state: {exc}") from None
+
+
+def as_names(name: str, value: str | Iterable[str] | None) -> frozenset[str] | None:
+    """A kind/tenant filter from one name or several."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else list(value)
+    for item in items:
+        if not isinstance(item, str):
+            raise ValidationError(f"{name} filter must hold str, got {item!r}")
+    return frozenset(items)

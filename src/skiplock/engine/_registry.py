@@ -1,0 +1,245 @@
+"""Processor registration: the decorator and class styles, resolved into specs (R2)."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import threading
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from skiplock.core import KIND_RE, KindPolicy, PolicyOverrides, RateLimit, ValidationError
+
+from ._codec import Decoder, decoder_for, payload_annotation
+
+if TYPE_CHECKING:
+    from ._context import JobContext
+    from ._settings import Settings
+
+logger = logging.getLogger("skiplock.engine")
+
+
+class Processor:
+    """Base class for class-style processors; register an instance with ``engine.register``.
+
+    Set ``kind`` and any policy attribute (``None`` means "use the configured default"),
+    and implement ``process(self, payload, ctx)`` — ``async def`` for an ``AsyncEngine``.
+    The payload parameter's annotation selects the decoded type, as for functions::
+
+        class SendEmail(Processor):
+            kind = "email.send"
+            max_attempts = 10
+            rate_limit = RateLimit(rps=5, burst=10)
+
+            async def process(self, payload: Email, ctx: JobContext) -> None: ...
+    """
+
+    kind: ClassVar[str]
+    max_attempts: ClassVar[int | None] = None
+    timeout: ClassVar[float | timedelta | None] = None
+    transactional: ClassVar[bool | None] = None
+    node_limit: ClassVar[int | None] = None
+    cluster_limit: ClassVar[int | None] = None
+    rate_limit: ClassVar[RateLimit | None] = None
+    provider: ClassVar[str | None] = None
+    backoff_base: ClassVar[timedelta | float | None] = None
+    backoff_factor: ClassVar[float | None] = None
+    backoff_cap: ClassVar[timedelta | float | None] = None
+    backoff_jitter: ClassVar[float | None] = None
+    stale_ttl: ClassVar[timedelta | float | None] = None
+
+    def process(self, payload: Any, ctx: JobContext) -> Any:
+        """Handle one job; raise to fail the attempt."""
+        raise NotImplementedError(f"{type(self).__name__}.process is not implemented")
+
+
+@attrs.frozen
+class ProcessorSpec:
+    """A registered processor with its resolved policy (explicit > processor > global)."""
+
+    kind: str
+    fn: Callable[..., Any]
+    overrides: PolicyOverrides
+    policy: KindPolicy
+    provider: str | None
+    payload_type: object
+    decode: Decoder
+    is_async: bool
+    takes_context: bool
+
+    def args(self, payload: Any, ctx: JobContext) -> tuple[Any, ...]:
+        """The positional arguments for one call."""
+        return (payload, ctx) if self.takes_context else (payload,)
+
+
+def _seconds(name: str, value: float | timedelta | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(f"{name} must be seconds or a timedelta, got {value!r}")
+    return float(value)
+
+
+def _delta(name: str, value: timedelta | float | None) -> timedelta | None:
+    if value is None or isinstance(value, timedelta):
+        return value
+    checked: object = value
+    if (
+        isinstance(checked, bool)
+        or not isinstance(checked, int | float)
+        or not math.isfinite(checked)
+    ):
+        raise ValidationError(f"{name} must be a timedelta or seconds, got {value!r}")
+    return timedelta(seconds=checked)
+
+
+def make_overrides(
+    *,
+    max_attempts: int | None = None,
+    timeout: float | timedelta | None = None,
+    transactional: bool | None = None,
+    node_limit: int | None = None,
+    cluster_limit: int | None = None,
+    rate_limit: RateLimit | None = None,
+    backoff_base: timedelta | float | None = None,
+    backoff_factor: float | None = None,
+    backoff_cap: timedelta | float | None = None,
+    backoff_jitter: float | None = None,
+    stale_ttl: timedelta | float | None = None,
+) -> PolicyOverrides:
+    """Processor-level overrides from the registration keywords (durations may be seconds)."""
+    if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+        raise ValidationError(f"rate_limit must be a RateLimit, got {rate_limit!r}")
+    return PolicyOverrides(
+        max_attempts=max_attempts,
+        backoff_base=_delta("backoff_base", backoff_base),
+        backoff_factor=backoff_factor,
+        backoff_cap=_delta("backoff_cap", backoff_cap),
+        backoff_jitter=backoff_jitter,
+        timeout=_seconds("timeout", timeout),
+        stale_ttl=_delta("stale_ttl", stale_ttl),
+        node_limit=node_limit,
+        cluster_limit=cluster_limit,
+        rate_limit=rate_limit,
+        transactional=transactional,
+    )
+
+
+def overrides_of(processor: Processor) -> PolicyOverrides:
+    """The policy attributes of a class-style processor."""
+    cls = type(processor)
+    return make_overrides(
+        max_attempts=cls.max_attempts,
+        timeout=cls.timeout,
+        transactional=cls.transactional,
+        node_limit=cls.node_limit,
+        cluster_limit=cls.cluster_limit,
+        rate_limit=cls.rate_limit,
+        backoff_base=cls.backoff_base,
+        backoff_factor=cls.backoff_factor,
+        backoff_cap=cls.backoff_cap,
+        backoff_jitter=cls.backoff_jitter,
+        stale_ttl=cls.stale_ttl,
+    )
+
+
+def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
+    """Return ``value`` if it is an int (not a bool) >= ``minimum``, else raise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"{name} must be an int, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValidationError(f"{name} must be >= {minimum}, got {value!r}")
+    return value
+
+
+def check_kind(kind: object) -> str:
+    """Return ``kind`` if it is a valid kind name, else raise ValidationError."""
+    if not isinstance(kind, str) or KIND_RE.fullmatch(kind) is None:
+        raise ValidationError(f"invalid kind {kind!r}: must match {KIND_RE.pattern}")
+    return kind
+
+
+def is_async_callable(fn: Callable[..., Any]) -> bool:
+    """True for ``async def`` functions and methods (also behind functools.wraps)."""
+    target = inspect.unwrap(fn)
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
+        getattr(target, "__call__", None)  # noqa: B004 - instances with an async __call__
+    )
+
+
+def build_spec(
+    kind: str,
+    fn: Callable[..., Any],
+    overrides: PolicyOverrides,
+    provider: str | None,
+    settings: Settings,
+) -> ProcessorSpec:
+    """Validate and resolve one registration."""
+    check_kind(kind)
+    if not callable(fn):
+        raise TypeError(f"processor for {kind!r} must be callable, got {fn!r}")
+    checked: object = provider
+    if checked is not None and (not isinstance(checked, str) or not checked.strip()):
+        raise ValidationError(f"provider must be a non-empty str, got {provider!r}")
+    if provider is not None and provider not in settings.caps:
+        logger.warning(
+            "processor %r names provider %r, which has no cap in Settings.caps: unlimited",
+            kind,
+            provider,
+        )
+    annotation, positional = payload_annotation(fn)
+    return ProcessorSpec(
+        kind=kind,
+        fn=fn,
+        overrides=overrides,
+        policy=settings.policy_for(kind, overrides),
+        provider=provider,
+        payload_type=annotation,
+        decode=decoder_for(annotation),
+        is_async=is_async_callable(fn),
+        takes_context=positional >= 2,
+    )
+
+
+class Registry:
+    """Processors by kind, plus kinds declared as processed elsewhere. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._specs: dict[str, ProcessorSpec] = {}
+        self._declared: set[str] = set()
+
+    def add(self, spec: ProcessorSpec) -> None:
+        """Register ``spec``; a kind can have one processor only."""
+        with self._lock:
+            if spec.kind in self._specs:
+                raise ValueError(f"a processor for kind {spec.kind!r} is already registered")
+            self._specs[spec.kind] = spec
+
+    def declare(self, kind: str) -> None:
+        """Know ``kind`` without processing it here (enqueue-only for it)."""
+        check_kind(kind)
+        with self._lock:
+            self._declared.add(kind)
+
+    def get(self, kind: str) -> ProcessorSpec | None:
+        """The spec for ``kind``, or None."""
+        return self._specs.get(kind)
+
+    @property
+    def specs(self) -> Mapping[str, ProcessorSpec]:
+        """Registered processors by kind (a read-only snapshot)."""
+        with self._lock:
+            return MappingProxyType(dict(self._specs))
+
+    def known_kinds(self) -> frozenset[str]:
+        """Registered and declared kinds."""
+        with self._lock:
+            return frozenset(self._specs) | frozenset(self._declared)

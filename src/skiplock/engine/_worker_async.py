@@ -1,0 +1,646 @@
+"""The worker: claim jobs and run them (async source; ``_worker.py`` is the sync twin).
+
+``AsyncWorker`` runs each job in its own asyncio task, ``Worker`` in its own thread. One
+dispatcher plans claims with the core (free slots, per-node and cluster limits, throttled
+pairs and providers), sleeps on one wakeup event (set by finished jobs, the store's
+notifier and :meth:`stop`) with a fallback poll, and never busy-loops.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import time
+import traceback
+import uuid
+from collections import Counter
+from threading import Lock
+from typing import TYPE_CHECKING, Any
+
+from skiplock._compat_async import (
+    IS_ASYNC,
+    Interruptible,
+    Task,
+    ThreadSafeEvent,
+    cancel_and_join,
+    install_signal_handlers,
+    spawn,
+)
+from skiplock.core import (
+    Bury,
+    Completion,
+    FailureKind,
+    Job,
+    LeaseLostError,
+    Outcome,
+    Release,
+    Retry,
+    Succeeded,
+    TokenBucket,
+    ValidationError,
+    WorkerInfo,
+    decide_failure,
+    plan_claim,
+    take,
+)
+
+from ._context import JobContext
+from ._errors import JobCancelledError, JobTimeoutError, UndecodablePayloadError
+from ._registry import check_int, check_kind
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from skiplock.core import RateLimit
+    from skiplock.ports import AsyncNotifier
+
+    from ._engine_async import AsyncEngine
+    from ._registry import ProcessorSpec
+
+logger = logging.getLogger("skiplock.worker")
+
+#: How long jobs interrupted at shutdown get to release themselves before we give up.
+RELEASE_GRACE = 5.0
+#: Upper bound of one notifier wait, so a stopping worker's listener notices quickly.
+NOTIFIER_WAIT = 0.1
+
+_LABELS: Mapping[type[Any], str] = {
+    Succeeded: "succeeded",
+    Retry: "retry",
+    Bury: "dead",
+    Release: "released",
+}
+
+
+def default_worker_id() -> str:
+    """``<host>/<pid>/<uuid4 hex>`` (J1)."""
+    return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex}"
+
+
+def _format_error(exc: BaseException) -> str:
+    summary = "".join(traceback.format_exception_only(exc)).strip()
+    details = "".join(traceback.format_exception(exc)).rstrip()
+    return f"{summary}\n\n{details}"
+
+
+class _Run:
+    """One claimed job on this worker."""
+
+    __slots__ = ("guard", "job", "task")
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.guard = Interruptible()
+        self.task: Task[None] | None = None
+
+
+class AsyncWorker:
+    """Claims and runs jobs of its engine's kinds until stopped.
+
+    Build it with :meth:`AsyncEngine.worker`. By default it claims only the kinds its
+    engine has processors for (narrowed by ``kinds``) and, with ``tenants``, only those
+    tenants' jobs (J2). ``all_kinds=True`` claims every kind and buries jobs of kinds
+    without a processor in ``dead`` (R8).
+
+    :meth:`run` serves until :meth:`stop` (or SIGTERM/SIGINT when run in the main thread
+    with ``install_signal_handlers``); :meth:`run_until_idle` returns once nothing is due
+    and nothing runs. Shutdown stops claiming, lets running jobs finish for up to
+    ``Settings.shutdown_timeout`` seconds, then interrupts the rest and releases them to
+    ``pending`` without using an attempt; heartbeats go on during the drain.
+    """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        concurrency: int | None = None,
+        kinds: Iterable[str] | None = None,
+        tenants: Iterable[str] | None = None,
+        all_kinds: bool = False,
+        worker_id: str | None = None,
+        install_signal_handlers: bool = True,
+    ) -> None:
+        settings = engine.settings
+        self._engine = engine
+        self._store = engine.store
+        self._settings = settings
+        self._clock = engine.clock
+        self._metrics = engine.metrics
+        self._tracer = engine.tracer
+        self._concurrency = check_int(
+            "concurrency", settings.concurrency if concurrency is None else concurrency, minimum=1
+        )
+        self._batch_size = settings.claim_batch_size(self._concurrency)
+        self._specs = engine.processors
+        registered = frozenset(self._specs)
+        self._claim_kinds: frozenset[str] | None
+        if kinds is not None:
+            names = [kinds] if isinstance(kinds, str) else list(kinds)
+            wanted = frozenset(check_kind(k) for k in names)
+            missing = sorted(wanted - registered)
+            if missing and not all_kinds:
+                raise ValidationError(
+                    f"no processor registered for kinds {missing}; register them, or pass "
+                    "all_kinds=True to claim and bury them"
+                )
+            self._claim_kinds = wanted
+        elif all_kinds:
+            self._claim_kinds = None
+        else:
+            if not registered:
+                raise ValidationError(
+                    "this engine has no processors: register some, or pass all_kinds=True"
+                )
+            self._claim_kinds = registered
+        self._tenants: frozenset[str] | None = None
+        if tenants is not None:
+            given: list[object] = [tenants] if isinstance(tenants, str) else list(tenants)
+            if not given or not all(isinstance(t, str) and t for t in given):
+                raise ValidationError(f"tenants must be non-empty strings, got {tenants!r}")
+            self._tenants = frozenset(str(t) for t in given)
+        checked_id: object = worker_id
+        if checked_id is not None and (not isinstance(checked_id, str) or not checked_id.strip()):
+            raise ValidationError(f"worker_id must be a non-empty str, got {worker_id!r}")
+        self._id = worker_id if worker_id is not None else default_worker_id()
+        self._install_signals = install_signal_handlers
+
+        policies = {kind: spec.policy for kind, spec in self._specs.items()}
+        self._node_limits = {k: p.node_limit for k, p in policies.items() if p.node_limit}
+        self._cluster_limits = {k: p.cluster_limit for k, p in policies.items() if p.cluster_limit}
+        self._provider_kinds: dict[str, set[str]] = {}
+        for kind, spec in self._specs.items():
+            if spec.provider is not None:
+                self._provider_kinds.setdefault(spec.provider, set()).add(kind)
+
+        # State shared by the dispatcher and the jobs (tasks or threads): a plain lock,
+        # never held across an await.
+        self._lock = Lock()
+        self._running: dict[int, _Run] = {}
+        self._buckets: dict[tuple[str, str | None], TokenBucket] = {}
+        self._cap_buckets: dict[str, TokenBucket] = {}
+        self._throttled_pairs: dict[tuple[str, str | None], float] = {}
+        self._throttled_kinds: dict[str, float] = {}
+        self._processed = 0
+        self._finished_count = 0
+        self._started = False
+        self._state = "new"
+        self._stop_requested = False
+        self._wakeup: ThreadSafeEvent | None = None
+        self._finished: ThreadSafeEvent | None = None
+
+    # ---- public ---------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """This worker's id, written to ``claimed_by`` (J1)."""
+        return self._id
+
+    @property
+    def concurrency(self) -> int:
+        """Number of job slots."""
+        return self._concurrency
+
+    @property
+    def kinds(self) -> frozenset[str] | None:
+        """Kinds this worker claims (None: every kind)."""
+        return self._claim_kinds
+
+    @property
+    def state(self) -> str:
+        """``new``, ``running``, ``draining`` (stopped claiming, waiting for jobs) or
+        ``stopped``."""
+        return self._state
+
+    @property
+    def running(self) -> int:
+        """Number of jobs running now."""
+        with self._lock:
+            return len(self._running)
+
+    async def run(self) -> None:
+        """Serve until :meth:`stop` (or a stop signal), then drain and release."""
+        await self._serve(until_idle=False)
+
+    async def run_until_idle(self) -> int:
+        """Claim and run until nothing is due and nothing runs; never waits for jobs due
+        later. Returns the number of claimed jobs handled (any outcome).
+
+        For tests and scripts; no signal handlers, notifier or maintenance.
+        """
+        return await self._serve(until_idle=True)
+
+    def stop(self) -> None:
+        """Stop claiming, drain and release (thread-safe; also before :meth:`run`)."""
+        self._stop_requested = True
+        wakeup = self._wakeup
+        if wakeup is not None:
+            wakeup.set()
+
+    # ---- serving --------------------------------------------------------------------
+
+    async def _serve(self, *, until_idle: bool) -> int:
+        if self._started:
+            raise RuntimeError("a worker runs once; build a new one with engine.worker()")
+        self._started = True
+        self._wakeup = ThreadSafeEvent()
+        self._finished = ThreadSafeEvent()
+        uninstall = None
+        if self._install_signals and not until_idle:
+            uninstall = install_signal_handlers(self.stop)
+        notifier: AsyncNotifier | None = None
+        helpers: list[Task[None]] = []
+        try:
+            await self._store.register_worker(
+                WorkerInfo(
+                    id=self._id,
+                    host=socket.gethostname(),
+                    pid=os.getpid(),
+                    kinds=self._claim_kinds,
+                    tenants=self._tenants,
+                )
+            )
+            logger.info(
+                "worker %s started: %d slots, kinds=%s, tenants=%s",
+                self._id,
+                self._concurrency,
+                "all" if self._claim_kinds is None else sorted(self._claim_kinds),
+                "all" if self._tenants is None else sorted(self._tenants),
+            )
+            helpers.append(spawn(self._heartbeat_loop))
+            if not until_idle:
+                helpers.append(spawn(self._maintenance_loop))
+                notifier = self._store.notifier()
+                if notifier is not None:
+                    await notifier.start()
+                    helpers.append(spawn(self._forward_wakeups, notifier))
+            self._state = "running"
+            try:
+                await self._dispatch(until_idle=until_idle)
+            except BaseException:
+                self._state = "draining"
+                await self._drain(0.0)
+                raise
+            self._state = "draining"
+            await self._drain(self._settings.shutdown_timeout)
+        finally:
+            self._state = "stopped"
+            self._finished.set()
+            for helper in helpers:
+                await cancel_and_join(helper)
+            if notifier is not None:
+                try:
+                    await notifier.close()
+                except Exception:
+                    logger.exception("worker %s: closing the notifier failed", self._id)
+            try:
+                await self._store.unregister_worker(self._id)
+            except Exception:
+                logger.exception("worker %s: unregistering failed", self._id)
+            if uninstall is not None:
+                uninstall()
+            logger.info("worker %s stopped after %d jobs", self._id, self._processed)
+        return self._processed
+
+    async def _dispatch(self, *, until_idle: bool) -> None:
+        assert self._wakeup is not None
+        while not self._stop_requested:
+            self._wakeup.clear()
+            with self._lock:
+                generation = self._finished_count
+            try:
+                claimed, limit = await self._claim()
+            except Exception:
+                if until_idle:
+                    raise
+                logger.exception("worker %s: claim failed; retrying after the poll", self._id)
+                claimed, limit = 0, 1
+            if claimed and claimed >= limit:
+                continue  # a full batch: more may be due
+            if until_idle and not claimed and self._idle_since(generation):
+                return
+            await self._wakeup.wait(self._settings.poll_interval)
+
+    def _idle_since(self, generation: int) -> bool:
+        # Nothing runs, and no job finished since the claim started (a finished job may
+        # have made another one due).
+        with self._lock:
+            return not self._running and self._finished_count == generation
+
+    async def _claim(self) -> tuple[int, int]:
+        now = self._clock.monotonic()
+        with self._lock:
+            self._throttled_pairs = {p: t for p, t in self._throttled_pairs.items() if t > now}
+            self._throttled_kinds = {k: t for k, t in self._throttled_kinds.items() if t > now}
+            running = Counter(run.job.kind for run in self._running.values())
+            free = self._concurrency - len(self._running)
+            excluded = frozenset(self._throttled_pairs)
+            excluded_kinds = frozenset(self._throttled_kinds)
+        plan = plan_claim(
+            worker_id=self._id,
+            free_slots=free,
+            batch_size=self._batch_size,
+            running=running,
+            node_limits=self._node_limits,
+            cluster_limits=self._cluster_limits,
+            kinds=self._claim_kinds,
+            tenants=self._tenants,
+            excluded=excluded,
+            excluded_kinds=excluded_kinds,
+        )
+        if plan is None:
+            return 0, 0
+        jobs = await self._store.claim(plan)
+        for job in jobs:
+            self._start(job)
+        return len(jobs), plan.limit
+
+    def _start(self, job: Job) -> None:
+        run = _Run(job)
+        with self._lock:
+            self._running[job.id] = run
+        latency = 0.0
+        if job.claimed_at is not None:
+            latency = max(0.0, (job.claimed_at - job.available_at).total_seconds())
+        self._metrics.job_claimed(job.kind, job.tenant, latency)
+        run.task = spawn(self._run_job, run)
+
+    async def _drain(self, timeout: float) -> None:
+        if not await self._wait_until_empty(timeout):
+            with self._lock:
+                runs = list(self._running.values())
+            logger.warning(
+                "worker %s: interrupting %d job(s) still running after %.1f s; "
+                "they are released without using an attempt",
+                self._id,
+                len(runs),
+                timeout,
+            )
+            for run in runs:
+                run.guard.interrupt(JobCancelledError("the worker is shutting down"))
+            if not await self._wait_until_empty(RELEASE_GRACE):
+                logger.error(
+                    "worker %s: %d job(s) ignored the interruption; stale-claim recovery "
+                    "will return them to pending",
+                    self._id,
+                    self.running,
+                )
+
+    async def _wait_until_empty(self, timeout: float) -> bool:
+        assert self._wakeup is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            self._wakeup.clear()
+            if not self.running:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            await self._wakeup.wait(remaining)
+
+    # ---- helpers running beside the dispatcher --------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        assert self._finished is not None
+        while not await self._finished.wait(self._settings.heartbeat_interval):
+            try:
+                await self._store.heartbeat(self._id)
+            except Exception:
+                logger.exception("worker %s: heartbeat failed", self._id)
+
+    async def _maintenance_loop(self) -> None:
+        assert self._finished is not None
+        while True:
+            try:
+                await self._engine.maintain()
+            except Exception:
+                logger.exception("worker %s: maintenance failed", self._id)
+            if await self._finished.wait(self._settings.maintenance_interval):
+                return
+
+    async def _forward_wakeups(self, notifier: AsyncNotifier) -> None:
+        assert self._finished is not None
+        assert self._wakeup is not None
+        wait = min(self._settings.poll_interval, NOTIFIER_WAIT)
+        while not self._finished.is_set():
+            try:
+                if await notifier.wait(wait):
+                    self._wakeup.set()
+            except Exception:
+                logger.exception("worker %s: notifier failed; polling meanwhile", self._id)
+                await self._finished.wait(self._settings.poll_interval)
+
+    # ---- running one job ------------------------------------------------------------
+
+    async def _run_job(self, run: _Run) -> None:
+        job = run.job
+        started = self._clock.monotonic()
+        outcome = "error"
+        try:
+            with self._tracer.span(job):
+                outcome = await self._execute(run)
+        except Exception:
+            logger.exception(
+                "worker %s: job %d (%s) could not be completed; it stays running until "
+                "stale-claim recovery",
+                self._id,
+                job.id,
+                job.kind,
+            )
+        finally:
+            try:
+                duration = max(0.0, self._clock.monotonic() - started)
+                self._metrics.job_finished(job.kind, job.tenant, outcome, duration)
+            except Exception:
+                logger.exception("worker %s: metrics failed", self._id)
+            # Free the slot last, so whoever waits for it sees the job's every effect.
+            with self._lock:
+                self._running.pop(job.id, None)
+                self._processed += 1
+                self._finished_count += 1
+            if self._wakeup is not None:
+                self._wakeup.set()
+
+    async def _execute(self, run: _Run) -> str:
+        job = run.job
+        spec = self._specs.get(job.kind)
+        if spec is None:
+            logger.warning(
+                "worker %s: no processor for kind %r; job %d goes to dead",
+                self._id,
+                job.kind,
+                job.id,
+            )
+            policy = self._engine.policy(job.kind)
+            outcome = decide_failure(
+                FailureKind.UNKNOWN_KIND,
+                job.kind,
+                attempt=job.attempts,
+                max_attempts=job.max_attempts,
+                retry=policy.retry,
+                jitter=0.0,
+            )
+            return await self._finish(job, outcome)
+
+        wait = self._throttle(job, spec)
+        if wait > 0:
+            self._metrics.rate_limited(job.kind, job.tenant)
+            outcome = decide_failure(
+                FailureKind.THROTTLED,
+                "rate limited",
+                attempt=job.attempts,
+                max_attempts=job.max_attempts,
+                retry=spec.policy.retry,
+                jitter=0.0,
+                retry_after=wait,
+            )
+            return await self._finish(job, outcome)
+
+        try:
+            payload = spec.decode(job.payload)
+        except UndecodablePayloadError as exc:
+            logger.error("worker %s: job %d (%s): %s", self._id, job.id, job.kind, exc)
+            outcome = decide_failure(
+                FailureKind.UNDECODABLE,
+                str(exc),
+                attempt=job.attempts,
+                max_attempts=job.max_attempts,
+                retry=spec.policy.retry,
+                jitter=0.0,
+            )
+            return await self._finish(job, outcome)
+
+        ctx = JobContext(job, self._id, cancel=run.guard)
+        lost = False
+        try:
+            if spec.policy.transactional:
+                # R10: the processor's writes and the completion commit together.
+                async with self._store.transaction() as tx:
+                    ctx.connection = tx
+                    await self._call(spec, payload, ctx, run.guard)
+                    done = await self._store.complete(
+                        [Completion(job.lease, Succeeded())], connection=tx
+                    )
+                    if not done[0]:
+                        lost = True
+                        raise LeaseLostError(f"job {job.id} is no longer claimed by {self._id}")
+                return "succeeded"
+            # In an AsyncEngine a sync processor runs in a thread, where an async
+            # connection is of no use to it.
+            if spec.is_async or not IS_ASYNC:
+                async with self._store.autocommit() as connection:
+                    ctx.connection = connection
+                    await self._call(spec, payload, ctx, run.guard)
+            else:
+                await self._call(spec, payload, ctx, run.guard)
+        except Exception as exc:
+            if lost:
+                return self._lost(job)
+            return await self._fail(run, spec, exc)
+        return await self._finish(job, Succeeded())
+
+    async def _call(
+        self, spec: ProcessorSpec, payload: Any, ctx: JobContext, guard: Interruptible
+    ) -> None:
+        timeout = spec.policy.timeout
+        job_id, kind = ctx.job_id, ctx.kind
+
+        def timeout_error() -> JobTimeoutError:
+            return JobTimeoutError(f"job {job_id} ({kind}) ran past its timeout of {timeout} s")
+
+        async with guard.region(timeout, timeout_error):
+            if spec.is_async:
+                await spec.fn(*spec.args(payload, ctx))
+            else:
+                await guard.call_blocking(spec.fn, *spec.args(payload, ctx))
+
+    async def _fail(self, run: _Run, spec: ProcessorSpec, exc: Exception) -> str:
+        job = run.job
+        interrupted = run.guard.error
+        if isinstance(interrupted, JobCancelledError):
+            return await self._finish(job, Release())
+        if isinstance(interrupted, JobTimeoutError):
+            failure, text = FailureKind.TIMEOUT, f"ran longer than {spec.policy.timeout} s"
+        else:
+            failure, text = FailureKind.ERROR, _format_error(exc)
+        outcome = decide_failure(
+            failure,
+            text,
+            attempt=job.attempts,
+            max_attempts=job.max_attempts,
+            retry=spec.policy.retry,
+            jitter=random.random(),
+        )
+        level = logging.ERROR if isinstance(outcome, Bury) else logging.WARNING
+        logger.log(
+            level,
+            "worker %s: job %d (%s) attempt %d/%d failed (%s): %s",
+            self._id,
+            job.id,
+            job.kind,
+            job.attempts,
+            job.max_attempts,
+            "dead" if isinstance(outcome, Bury) else "will retry",
+            text.partition("\n")[0],
+        )
+        return await self._finish(job, outcome)
+
+    async def _finish(self, job: Job, outcome: Outcome) -> str:
+        done = await self._store.complete([Completion(job.lease, outcome)])
+        if not done[0]:
+            return self._lost(job)
+        return _LABELS[type(outcome)]
+
+    def _lost(self, job: Job) -> str:
+        logger.warning(
+            "worker %s: job %d (%s) was no longer ours (recovered, cancelled or deleted); "
+            "its result is discarded",
+            self._id,
+            job.id,
+            job.kind,
+        )
+        return "lost"
+
+    # ---- rate limits (J6) -----------------------------------------------------------
+
+    def _throttle(self, job: Job, spec: ProcessorSpec) -> float:
+        """Take a token from the (kind, tenant) bucket and the provider's; 0.0 if both
+        had one, else the seconds until they will (nothing is taken then)."""
+        limit = spec.policy.rate_limit
+        provider = spec.provider
+        cap = self._settings.caps.get(provider) if provider is not None else None
+        if limit is None and cap is None:
+            return 0.0
+        now = self._clock.monotonic()
+        pair = (job.kind, job.tenant)
+        with self._lock:
+            pair_bucket, pair_wait = self._take(self._buckets.get(pair), limit, now)
+            cap_bucket, cap_wait = self._take(
+                self._cap_buckets.get(provider) if provider is not None else None, cap, now
+            )
+            if pair_wait == 0 and cap_wait == 0:
+                if pair_bucket is not None:
+                    self._buckets[pair] = pair_bucket
+                if cap_bucket is not None and provider is not None:
+                    self._cap_buckets[provider] = cap_bucket
+                return 0.0
+            # Keep the throttled pair/kinds out of claims until a token is there, so a
+            # throttled backlog costs no claims.
+            if pair_wait > 0:
+                self._throttled_pairs[pair] = now + pair_wait
+            if cap_wait > 0 and provider is not None:
+                for kind in self._provider_kinds.get(provider, ()):
+                    until = max(self._throttled_kinds.get(kind, 0.0), now + cap_wait)
+                    self._throttled_kinds[kind] = until
+            return max(pair_wait, cap_wait)
+
+    @staticmethod
+    def _take(
+        bucket: TokenBucket | None, limit: RateLimit | None, now: float
+    ) -> tuple[TokenBucket | None, float]:
+        if limit is None:
+            return None, 0.0
+        if bucket is None or bucket.limit != limit:
+            bucket = TokenBucket(limit=limit, tokens=float(limit.burst), updated=now)
+        return take(bucket, now)

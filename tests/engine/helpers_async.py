@@ -1,0 +1,52 @@
+"""Async test helpers (the sync twin ``helpers.py`` is generated)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from skiplock._compat_async import sleep
+from skiplock.adapters.memory import AsyncInMemoryJobStore
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from datetime import timedelta
+
+    from skiplock import Job
+    from skiplock.core import ClaimRequest
+
+
+class CountingStore(AsyncInMemoryJobStore):
+    """The in-memory store, counting claims, claimed jobs, heartbeats and maintenance."""
+
+    claims = 0
+    claimed = 0
+    heartbeats = 0
+    recoveries = 0
+    last_request: ClaimRequest | None = None
+
+    async def claim(self, request: ClaimRequest) -> list[Job]:
+        jobs = await super().claim(request)
+        self.last_request = request
+        self.claims += 1
+        self.claimed += len(jobs)
+        return jobs
+
+    async def heartbeat(self, worker_id: str) -> None:
+        self.heartbeats += 1
+        await super().heartbeat(worker_id)
+
+    async def recover_stale(
+        self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]
+    ) -> list[int]:
+        self.recoveries += 1
+        return await super().recover_stale(default_ttl=default_ttl, ttls=ttls)
+
+
+async def eventually(predicate: Callable[[], bool], timeout: float = 3.0) -> None:
+    """Wait until ``predicate()`` holds (checked every few ms), failing after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await sleep(0.002)

@@ -1,0 +1,383 @@
+"""AsyncEngine (sync twin generated): registration, enqueue, validation, admin operations."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from skiplock import (
+    AsyncEngine,
+    Enqueue,
+    InvalidTransitionError,
+    JobContext,
+    JobNotFoundError,
+    JobState,
+    PolicyOverrides,
+    Processor,
+    RateLimit,
+    Settings,
+    UnknownKindError,
+    ValidationError,
+)
+from skiplock._compat_async import IS_ASYNC, skip_sync
+from skiplock.adapters.memory import AsyncInMemoryJobStore
+from skiplock.core import ClaimRequest
+
+from .support import Email, RecordingTracer
+
+if TYPE_CHECKING:
+    from skiplock.testing import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def store(clock: FakeClock) -> AsyncInMemoryJobStore:
+    return AsyncInMemoryJobStore(clock=clock)
+
+
+@pytest.fixture
+def engine(store: AsyncInMemoryJobStore, clock: FakeClock) -> AsyncEngine:
+    engine = AsyncEngine(store, clock=clock)
+
+    @engine.processor("email.send", max_attempts=3)
+    async def send(payload: Email, ctx: JobContext) -> None:
+        pass
+
+    return engine
+
+
+# ---- registration -------------------------------------------------------------------
+
+
+async def test_engine_decorator_registers_with_resolved_policy(clock: FakeClock) -> None:
+    settings = Settings(max_attempts=4, kinds={"report": PolicyOverrides(node_limit=1)})
+    engine = AsyncEngine(AsyncInMemoryJobStore(clock=clock), settings, clock=clock)
+
+    @engine.processor(
+        "report",
+        timeout=timedelta(seconds=2),
+        node_limit=3,
+        rate_limit=RateLimit(rps=1, burst=2),
+        backoff_base=5,
+        stale_ttl=60,
+    )
+    async def report(payload: dict[str, Any], ctx: JobContext) -> None:
+        pass
+
+    spec = engine.processors["report"]
+    assert spec.fn is report
+    assert spec.is_async is IS_ASYNC
+    assert spec.takes_context
+    policy = engine.policy("report")
+    assert policy.timeout == 2.0
+    assert policy.node_limit == 1  # Settings.kinds wins over the processor
+    assert policy.rate_limit == RateLimit(rps=1, burst=2)
+    assert policy.retry.base == timedelta(seconds=5)
+    assert policy.retry.max_attempts == 4  # the global value
+    assert policy.stale_ttl == timedelta(seconds=60)
+    assert engine.kinds == {"report"}
+
+
+async def test_engine_registers_class_style_processors(clock: FakeClock) -> None:
+    engine = AsyncEngine(AsyncInMemoryJobStore(clock=clock), clock=clock)
+    seen: list[Email] = []
+
+    class SendEmail(Processor):
+        kind = "email.send"
+        max_attempts = 9
+        node_limit = 2
+
+        async def process(self, payload: Email, ctx: JobContext) -> None:
+            seen.append(payload)
+
+    instance = engine.register(SendEmail())
+    assert isinstance(instance, SendEmail)
+    spec = engine.processors["email.send"]
+    assert spec.payload_type is Email
+    assert engine.policy("email.send").retry.max_attempts == 9
+    assert engine.policy("email.send").node_limit == 2
+
+    await engine.enqueue("email.send", Email("a@b.c"))
+    assert await engine.worker().run_until_idle() == 1
+    assert seen == [Email("a@b.c")]
+
+
+async def test_engine_rejects_duplicate_and_invalid_registrations(engine: AsyncEngine) -> None:
+    with pytest.raises(ValueError, match="already registered"):
+
+        @engine.processor("email.send")
+        async def again(payload: Email, ctx: JobContext) -> None: ...
+
+    with pytest.raises(ValidationError, match="invalid kind"):
+        engine.processor("bad kind!")
+
+    with pytest.raises(ValidationError, match="node_limit"):
+        engine.processor("x", node_limit=0)
+
+    class NoKind(Processor):
+        async def process(self, payload: Any, ctx: JobContext) -> None: ...
+
+    with pytest.raises(TypeError, match="kind"):
+        engine.register(NoKind())
+
+
+@skip_sync
+async def test_engine_async_runs_plain_functions_only_outside_the_transaction(
+    clock: FakeClock,
+) -> None:
+    engine = AsyncEngine(AsyncInMemoryJobStore(clock=clock), clock=clock)
+
+    @engine.processor("plain", transactional=False)
+    def plain(payload: Any, ctx: JobContext) -> None: ...
+
+    assert not engine.processors["plain"].is_async
+    # An AsyncEngine cannot hand a sync processor its (async) transaction.
+    with pytest.raises(TypeError, match="transactional=False"):
+
+        @engine.processor("plain.tx")
+        def plain_tx(payload: Any, ctx: JobContext) -> None: ...
+
+
+# ---- enqueue --------------------------------------------------------------------------
+
+
+async def test_engine_enqueue_variants(
+    engine: AsyncEngine, store: AsyncInMemoryJobStore, clock: FakeClock
+) -> None:
+    now = clock.now()
+    a = await engine.enqueue("email.send", Email("a"), priority=5, tenant="t1")
+    b = await engine.enqueue_at(now + timedelta(hours=1), "email.send", {"to": "b"})
+    c = await engine.enqueue_after(30, "email.send", Email("c"))
+    d = await engine.enqueue_after(timedelta(minutes=2), "email.send", Email("d"))
+    assert [r.created for r in (a, b, c, d)] == [True] * 4
+
+    job_a = await engine.get_job(a.id)
+    assert job_a.payload == {"to": "a", "subject": ""}
+    assert (job_a.priority, job_a.tenant, job_a.state) == (5, "t1", JobState.PENDING)
+    assert job_a.max_attempts == 3  # the kind's resolved policy
+    assert job_a.available_at == now
+    assert (await engine.get_job(b.id)).available_at == now + timedelta(hours=1)
+    assert (await engine.get_job(c.id)).available_at == now + timedelta(seconds=30)
+    assert (await engine.get_job(d.id)).available_at == now + timedelta(minutes=2)
+
+    # Only the job that is due runs.
+    assert await engine.worker().run_until_idle() == 1
+    assert (await engine.get_job(a.id)).state is JobState.SUCCEEDED
+    clock.advance(timedelta(hours=1))
+    assert await engine.worker().run_until_idle() == 3
+
+
+async def test_engine_enqueue_max_attempts_and_idempotency(engine: AsyncEngine) -> None:
+    first = await engine.enqueue("email.send", Email("a"), idempotency_key="k1", max_attempts=8)
+    second = await engine.enqueue("email.send", Email("other"), idempotency_key="k1")
+    assert first.created
+    assert not second.created
+    assert second.id == first.id
+    assert (await engine.get_job(first.id)).max_attempts == 8
+
+
+async def test_engine_enqueue_many_in_one_call(engine: AsyncEngine) -> None:
+    results = await engine.enqueue_many(
+        [
+            Enqueue("email.send", Email(f"u{i}"), priority=i, idempotency_key=f"k{i % 3}")
+            for i in range(6)
+        ]
+    )
+    assert [r.created for r in results] == [True, True, True, False, False, False]
+    assert [r.id for r in results[3:]] == [r.id for r in results[:3]]
+    assert await engine.enqueue_many([]) == []
+
+
+async def test_engine_enqueue_stores_the_trace_context(clock: FakeClock) -> None:
+    tracer = RecordingTracer()
+    engine = AsyncEngine(AsyncInMemoryJobStore(clock=clock), clock=clock, tracer=tracer)
+    engine.declare_kind("traced")
+    result = await engine.enqueue("traced", {"x": 1})
+    assert (await engine.get_job(result.id)).trace_context == RecordingTracer.CONTEXT
+
+
+async def test_engine_enqueue_joins_the_callers_transaction(
+    engine: AsyncEngine, store: AsyncInMemoryJobStore
+) -> None:
+    async def enqueue_then_fail() -> None:
+        async with store.transaction() as tx:
+            await engine.enqueue("email.send", Email("a"), connection=tx)
+            await engine.enqueue_many([Enqueue("email.send", Email("b"))], connection=tx)
+            raise RuntimeError("rollback")
+
+    with pytest.raises(RuntimeError, match="rollback"):
+        await enqueue_then_fail()
+    assert await engine.counts() == []
+
+    async with store.transaction() as tx:
+        result = await engine.enqueue("email.send", Email("a"), connection=tx)
+    assert (await engine.get_job(result.id)).state is JobState.PENDING
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"kind": "nobody.handles.this"}, UnknownKindError, "unknown kind"),
+        ({"kind": "bad kind"}, ValidationError, "invalid kind"),
+        ({"payload": {"when": object()}}, ValidationError, "not JSON-serialisable"),
+        ({"payload": {"x": float("nan")}}, ValidationError, "not valid JSON"),
+        ({"payload": "x" * 300}, ValidationError, "too large"),
+        ({"priority": 10**6}, ValidationError, "priority"),
+        ({"priority": "high"}, ValidationError, "priority"),
+        ({"tenant": ""}, ValidationError, "tenant"),
+        ({"tenant": 5}, ValidationError, "tenant"),
+        ({"idempotency_key": ""}, ValidationError, "idempotency_key"),
+        ({"max_attempts": 0}, ValidationError, "max_attempts"),
+        ({"available_at": datetime(2030, 1, 1)}, ValidationError, "timezone-aware"),
+        ({"delay": -5}, ValidationError, "delay"),
+        ({"delay": "soon"}, ValidationError, "delay"),
+        (
+            {"delay": 5, "available_at": datetime(2030, 1, 1, tzinfo=UTC)},
+            ValidationError,
+            "mutually exclusive",
+        ),
+    ],
+)
+async def test_engine_enqueue_rejects_bad_input_and_writes_nothing(
+    clock: FakeClock, kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    store = AsyncInMemoryJobStore(clock=clock)
+    engine = AsyncEngine(store, Settings(max_payload_bytes=256), clock=clock)
+    engine.declare_kind("email.send")
+    item = Enqueue(**{"kind": "email.send", "payload": {"to": "a"}, **kwargs})
+    with pytest.raises(error, match=match):
+        await engine.enqueue_many([item])
+    with pytest.raises(error, match=match):
+        await engine.enqueue_many([Enqueue("email.send", {"ok": True}), item])
+    assert await engine.counts() == []
+
+
+async def test_engine_enqueue_bad_input_in_a_batch_names_the_item(engine: AsyncEngine) -> None:
+    with pytest.raises(UnknownKindError, match="item 1"):
+        await engine.enqueue_many([Enqueue("email.send", Email("a")), Enqueue("nope")])
+    assert await engine.counts() == []
+
+
+async def test_engine_enqueue_only_engine_accepts_any_valid_kind(clock: FakeClock) -> None:
+    engine = AsyncEngine(AsyncInMemoryJobStore(clock=clock), clock=clock)
+    assert (await engine.enqueue("any.kind", {"x": 1})).created
+    with pytest.raises(ValidationError, match="invalid kind"):
+        await engine.enqueue("not a kind", {})
+
+
+async def test_engine_non_strict_kinds_accept_unknown_kinds(clock: FakeClock) -> None:
+    engine = AsyncEngine(
+        AsyncInMemoryJobStore(clock=clock), Settings(strict_kinds=False), clock=clock
+    )
+    engine.declare_kind("known")
+    assert (await engine.enqueue("elsewhere", {})).created
+
+
+# ---- admin ----------------------------------------------------------------------------
+
+
+async def _bury(engine: AsyncEngine, store: AsyncInMemoryJobStore, job_id: int) -> None:
+    """Move a pending job to dead through the store, as a failing worker would."""
+    from skiplock.core import Bury, Completion
+
+    jobs = await store.claim(ClaimRequest(worker_id="w", limit=1))
+    assert [j.id for j in jobs] == [job_id]
+    await store.complete([Completion(jobs[0].lease, Bury(error="boom"))])
+
+
+async def test_engine_admin_get_list_and_counts(engine: AsyncEngine) -> None:
+    ids = [
+        (await engine.enqueue("email.send", Email(f"{i}"), priority=i, tenant=f"t{i % 2}")).id
+        for i in range(5)
+    ]
+    with pytest.raises(JobNotFoundError):
+        await engine.get_job(999)
+    page1 = await engine.list_jobs(limit=2)
+    page2 = await engine.list_jobs(limit=2, after_id=page1[-1].id)
+    assert [j.id for j in page1 + page2] == ids[:4]
+    assert [j.id for j in await engine.list_jobs(descending=True, limit=1)] == [ids[-1]]
+    assert [j.id for j in await engine.list_jobs(tenant="t1")] == [ids[1], ids[3]]
+    assert [j.id for j in await engine.list_jobs(priority_min=3)] == ids[3:]
+    assert [j.id for j in await engine.list_jobs(priority_max=0, kind="email.send")] == ids[:1]
+    assert await engine.list_jobs(state="dead") == []
+    assert len(await engine.list_jobs(state=[JobState.PENDING, "running"])) == 5
+    with pytest.raises(ValidationError, match="limit"):
+        await engine.list_jobs(limit=0)
+    with pytest.raises(ValidationError, match="state"):
+        await engine.list_jobs(state="nonsense")
+    counts = await engine.counts()
+    assert sorted((c.tenant, c.count) for c in counts) == [("t0", 3), ("t1", 2)]
+
+
+async def test_engine_admin_dead_letter_view_and_replay(
+    engine: AsyncEngine, store: AsyncInMemoryJobStore
+) -> None:
+    a = (await engine.enqueue("email.send", Email("a"), priority=9)).id
+    await _bury(engine, store, a)
+    b = (await engine.enqueue("email.send", Email("b"), priority=9, tenant="t")).id
+    await _bury(engine, store, b)
+    dead = await engine.dead_jobs()
+    assert [(j.id, j.last_error) for j in dead] == [(a, "boom"), (b, "boom")]
+    assert [j.id for j in await engine.dead_jobs(tenant="t")] == [b]
+
+    replayed = await engine.retry_job(a)
+    assert (replayed.state, replayed.attempts) == (JobState.PENDING, 1)
+    with pytest.raises(InvalidTransitionError, match="pending"):
+        await engine.retry_job(a)
+    with pytest.raises(JobNotFoundError):
+        await engine.retry_job(12345)
+
+    assert await engine.retry_dead() == [b]
+    assert (await engine.get_job(b)).attempts == 0  # J8: replay resets attempts
+    assert await engine.dead_jobs() == []
+    assert await engine.worker().run_until_idle() == 2
+
+
+async def test_engine_admin_cancel_fail_and_delete(
+    engine: AsyncEngine, store: AsyncInMemoryJobStore
+) -> None:
+    a = (await engine.enqueue("email.send", Email("a"))).id
+    b = (await engine.enqueue("email.send", Email("b"))).id
+    assert (await engine.cancel_job(a)).state is JobState.CANCELLED
+    with pytest.raises(InvalidTransitionError):
+        await engine.cancel_job(a)
+    assert (await engine.fail_job(a)).state is JobState.FAILED
+    assert (await engine.retry_job(a, reset_attempts=True)).state is JobState.PENDING
+
+    deleted = await engine.delete_job(a)
+    assert deleted.id == a
+    with pytest.raises(JobNotFoundError):
+        await engine.delete_job(a)
+
+    running = await store.claim(ClaimRequest(worker_id="w", limit=1))
+    assert [j.id for j in running] == [b]
+    with pytest.raises(InvalidTransitionError, match="running"):
+        await engine.delete_job(b)
+    assert (await engine.get_job(b)).state is JobState.RUNNING
+
+
+async def test_engine_maintain_recovers_stale_claims_and_purges(
+    clock: FakeClock, store: AsyncInMemoryJobStore
+) -> None:
+    engine = AsyncEngine(store, Settings(retention=timedelta(days=1)), clock=clock)
+
+    @engine.processor("quick")
+    async def quick(payload: Any, ctx: JobContext) -> None: ...
+
+    done = (await engine.enqueue("quick", {})).id
+    assert await engine.worker().run_until_idle() == 1
+    stuck = (await engine.enqueue("quick", {})).id
+    await store.claim(ClaimRequest(worker_id="crashed-worker", limit=1))
+
+    clock.advance(timedelta(days=2))
+    recovered, purged = await engine.maintain()
+    assert recovered == [stuck]
+    assert purged == 1
+    with pytest.raises(JobNotFoundError):
+        await engine.get_job(done)
+    job = await engine.get_job(stuck)
+    assert job.state is JobState.PENDING
+    assert "stale-claim recovered" in (job.last_error or "")

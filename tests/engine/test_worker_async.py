@@ -1,0 +1,771 @@
+"""AsyncWorker (sync twin ``Worker`` generated): claiming, running, failing, limits, shutdown."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from skiplock import (
+    AsyncEngine,
+    JobContext,
+    JobState,
+    JobTimeoutError,
+    PolicyOverrides,
+    Processor,
+    RateLimit,
+    Settings,
+    ValidationError,
+)
+from skiplock._compat_async import IS_ASYNC, Event, join, skip_sync, spawn, wait_event
+from skiplock.adapters.memory import InMemoryTransaction
+
+from .helpers_async import CountingStore, eventually
+from .support import Email, Invoice, RecordingMetrics, RecordingTracer, Report
+
+if TYPE_CHECKING:
+    from skiplock.testing import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def store(clock: FakeClock) -> CountingStore:
+    return CountingStore(clock=clock)
+
+
+@pytest.fixture
+def metrics() -> RecordingMetrics:
+    return RecordingMetrics()
+
+
+def make_engine(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics | None = None, **kw: Any
+) -> AsyncEngine:
+    return AsyncEngine(store, Settings(**kw), clock=clock, metrics=metrics)
+
+
+async def block_until_interrupted(ctx: JobContext) -> None:
+    """Wait for an event nobody sets, in short waits so a sync interrupt can land."""
+    never = Event()
+    while not await wait_event(never, 0.01):
+        pass
+
+
+def state_of(store: CountingStore, job_id: int) -> JobState:
+    job = store.state.get(job_id)
+    assert job is not None
+    return job.state
+
+
+# ---- basics ---------------------------------------------------------------------------
+
+
+async def test_worker_runs_a_job_with_its_context(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    tracer = RecordingTracer()
+    engine = AsyncEngine(store, clock=clock, metrics=metrics, tracer=tracer)
+    seen: list[tuple[Any, ...]] = []
+
+    @engine.processor("greet")
+    async def greet(payload: dict[str, Any], ctx: JobContext) -> None:
+        ctx.logger.info("hello %s", payload["name"])
+        seen.append(
+            (
+                payload,
+                ctx.job_id,
+                ctx.kind,
+                ctx.attempt,
+                ctx.tenant,
+                ctx.worker_id,
+                ctx.job.claimed_by,
+                ctx.cancelled,
+                isinstance(ctx.connection, InMemoryTransaction),
+            )
+        )
+        ctx.check_cancelled()
+
+    worker = engine.worker()
+    assert re.fullmatch(r"[^/]+/\d+/[0-9a-f]{32}", worker.id)
+    job_id = (await engine.enqueue("greet", {"name": "Ada"}, tenant="acme")).id
+    clock.advance(5)
+    assert await worker.run_until_idle() == 1
+    assert seen == [
+        ({"name": "Ada"}, job_id, "greet", 1, "acme", worker.id, worker.id, False, True)
+    ]
+    job = await engine.get_job(job_id)
+    assert job.state is JobState.SUCCEEDED
+    assert job.completed_at is not None
+    assert metrics.claimed == [("greet", "acme", 5.0)]
+    assert metrics.outcomes() == ["succeeded"]
+    assert tracer.spans == [job_id]
+    assert store.state.workers() == []  # unregistered again
+
+
+async def test_worker_id_can_be_given_and_a_worker_runs_once(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock)
+
+    @engine.processor("k")
+    async def k(payload: Any, ctx: JobContext) -> None: ...
+
+    worker = engine.worker(worker_id="node-1/slot")
+    assert worker.id == "node-1/slot"
+    assert await worker.run_until_idle() == 0
+    with pytest.raises(RuntimeError, match="runs once"):
+        await worker.run_until_idle()
+    with pytest.raises(ValidationError, match="concurrency"):
+        engine.worker(concurrency=0)
+
+
+async def test_worker_logger_carries_job_fields(
+    store: CountingStore, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = make_engine(store, clock)
+
+    @engine.processor("log")
+    async def log(payload: Any, ctx: JobContext) -> None:
+        ctx.logger.warning("processing")
+
+    job_id = (await engine.enqueue("log", None, tenant="t")).id
+    with caplog.at_level(logging.INFO, logger="skiplock.job"):
+        await engine.worker().run_until_idle()
+    record = next(r for r in caplog.records if r.getMessage() == "processing")
+    assert (record.job_id, record.kind, record.attempt, record.tenant) == (  # type: ignore[attr-defined]
+        job_id,
+        "log",
+        1,
+        "t",
+    )
+
+
+# ---- typed payloads (R25) -----------------------------------------------------------
+
+
+async def test_worker_decodes_typed_payloads(store: CountingStore, clock: FakeClock) -> None:
+    engine = make_engine(store, clock)
+    received: dict[str, Any] = {}
+
+    @engine.processor("attrs")
+    async def on_attrs(payload: Email, ctx: JobContext) -> None:
+        received["attrs"] = payload
+
+    @engine.processor("dataclass")
+    async def on_dataclass(payload: Report, ctx: JobContext) -> None:
+        received["dataclass"] = payload
+
+    @engine.processor("pydantic")
+    async def on_pydantic(payload: Invoice, ctx: JobContext) -> None:
+        received["pydantic"] = payload
+
+    @engine.processor("dict")
+    async def on_dict(payload: dict[str, Any], ctx: JobContext) -> None:
+        received["dict"] = payload
+
+    @engine.processor("str")
+    async def on_str(payload: str) -> None:  # the context is optional
+        received["str"] = payload
+
+    class OnClass(Processor):
+        kind = "class"
+
+        async def process(self, payload: Email, ctx: JobContext) -> None:
+            received["class"] = payload
+
+    engine.register(OnClass)
+
+    await engine.enqueue("attrs", Email("a@b.c", "hi"))
+    await engine.enqueue("dataclass", Report("q1", 3))
+    await engine.enqueue("pydantic", Invoice(number=7, customer="acme"))
+    await engine.enqueue("dict", {"free": ["form"]})
+    await engine.enqueue("str", "plain text")
+    await engine.enqueue("class", {"to": "raw@dict.ok"})
+    assert await engine.worker().run_until_idle() == 6
+    assert received == {
+        "attrs": Email("a@b.c", "hi"),
+        "dataclass": Report("q1", 3),
+        "pydantic": Invoice(number=7, customer="acme"),
+        "dict": {"free": ["form"]},
+        "str": "plain text",
+        "class": Email("raw@dict.ok"),
+    }
+
+
+async def test_worker_buries_an_undecodable_payload_without_retry(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    engine = make_engine(store, clock, metrics)
+    calls: list[Email] = []
+
+    @engine.processor("email", max_attempts=5)
+    async def email(payload: Email, ctx: JobContext) -> None:
+        calls.append(payload)
+
+    job_id = (await engine.enqueue("email", {"subject": "no recipient"})).id
+    assert await engine.worker().run_until_idle() == 1
+    job = await engine.get_job(job_id)
+    assert job.state is JobState.DEAD
+    assert job.attempts == 1
+    assert (job.last_error or "").startswith("undecodable payload: not a valid Email")
+    assert calls == []
+    assert metrics.outcomes() == ["dead"]
+
+
+# ---- failures, retries, policies ------------------------------------------------------
+
+
+async def test_worker_retries_with_backoff_then_succeeds(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    engine = make_engine(store, clock, metrics)
+    attempts: list[int] = []
+
+    @engine.processor("flaky", max_attempts=3, backoff_base=10, backoff_jitter=0)
+    async def flaky(payload: Any, ctx: JobContext) -> None:
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise ValueError("boom")
+
+    start = clock.now()
+    job_id = (await engine.enqueue("flaky", {})).id
+    assert await engine.worker().run_until_idle() == 1
+    job = await engine.get_job(job_id)
+    assert (job.state, job.attempts) == (JobState.PENDING, 1)
+    assert job.available_at == start + timedelta(seconds=10)
+    assert (job.last_error or "").startswith("ValueError: boom")
+    assert "Traceback" in (job.last_error or "")
+
+    assert await engine.worker().run_until_idle() == 0  # not due yet: nothing waits
+    clock.advance(10)
+    assert await engine.worker().run_until_idle() == 1
+    job = await engine.get_job(job_id)
+    assert (job.state, job.attempts) == (JobState.SUCCEEDED, 2)
+    assert attempts == [1, 2]
+    assert metrics.outcomes() == ["retry", "succeeded"]
+
+
+async def test_worker_buries_after_max_attempts(store: CountingStore, clock: FakeClock) -> None:
+    engine = make_engine(store, clock)
+
+    @engine.processor("doomed", max_attempts=2, backoff_base=0)
+    async def doomed(payload: Any, ctx: JobContext) -> None:
+        raise RuntimeError(f"attempt {ctx.attempt} failed")
+
+    job_id = (await engine.enqueue("doomed", {})).id
+    assert await engine.worker().run_until_idle() == 2
+    job = await engine.get_job(job_id)
+    assert (job.state, job.attempts) == (JobState.DEAD, 2)
+    assert job.completed_at is not None
+    assert (job.last_error or "").startswith("RuntimeError: attempt 2 failed")
+    assert [j.id for j in await engine.dead_jobs()] == [job_id]
+
+
+async def test_worker_uses_the_per_kind_policy(store: CountingStore, clock: FakeClock) -> None:
+    # Settings.kinds (explicit) > processor default > global.
+    engine = make_engine(
+        store, clock, max_attempts=4, backoff_base=0, kinds={"a": PolicyOverrides(max_attempts=1)}
+    )
+    calls: dict[str, int] = {"a": 0, "b": 0, "c": 0}
+
+    @engine.processor("a", max_attempts=5)
+    async def a(payload: Any, ctx: JobContext) -> None:
+        calls["a"] += 1
+        raise ValueError("a")
+
+    @engine.processor("b", max_attempts=2)
+    async def b(payload: Any, ctx: JobContext) -> None:
+        calls["b"] += 1
+        raise ValueError("b")
+
+    @engine.processor("c")
+    async def c(payload: Any, ctx: JobContext) -> None:
+        calls["c"] += 1
+        raise ValueError("c")
+
+    for kind in calls:
+        await engine.enqueue(kind, {})
+    assert await engine.worker().run_until_idle() == 1 + 2 + 4
+    assert calls == {"a": 1, "b": 2, "c": 4}
+
+
+# ---- the job's transaction (R10) ------------------------------------------------------
+
+
+async def test_worker_processor_writes_commit_with_the_completion(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock)
+    children: list[int] = []
+
+    @engine.processor("parent", max_attempts=1)
+    async def parent(payload: dict[str, Any], ctx: JobContext) -> None:
+        await engine.enqueue("child", {"n": payload["n"]}, connection=ctx.connection)
+        if payload["fail"]:
+            raise RuntimeError("after the write")
+
+    @engine.processor("child")
+    async def child(payload: dict[str, Any], ctx: JobContext) -> None:
+        children.append(payload["n"])
+
+    failed = (await engine.enqueue("parent", {"n": 1, "fail": True})).id
+    assert await engine.worker().run_until_idle() == 1
+    assert (await engine.get_job(failed)).state is JobState.DEAD
+    assert await engine.list_jobs(kind="child") == []  # rolled back with the attempt
+
+    await engine.enqueue("parent", {"n": 2, "fail": False})
+    assert await engine.worker().run_until_idle() == 2  # the parent, then its child
+    assert children == [2]
+
+
+async def test_worker_lost_lease_rolls_back_the_processors_writes(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    engine = make_engine(store, clock, metrics)
+    engine.declare_kind("child")
+
+    @engine.processor("parent")
+    async def parent(payload: Any, ctx: JobContext) -> None:
+        await engine.enqueue("child", {}, connection=ctx.connection)
+        await engine.cancel_job(ctx.job_id)  # an operator cancels the running job
+
+    job_id = (await engine.enqueue("parent", {})).id
+    assert await engine.worker().run_until_idle() == 1
+    assert (await engine.get_job(job_id)).state is JobState.CANCELLED
+    assert await engine.list_jobs(kind="child") == []
+    assert metrics.outcomes() == ["lost"]
+
+
+async def test_worker_non_transactional_processors_run_outside_a_transaction(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock)
+    connections: dict[str, Any] = {}
+
+    @engine.processor("nt.native", transactional=False)
+    async def native(payload: Any, ctx: JobContext) -> None:
+        connections["native"] = ctx.connection
+
+    @engine.processor("nt.plain", transactional=False)
+    def plain(payload: Any, ctx: JobContext) -> None:
+        connections["plain"] = ctx.connection
+        connections["thread"] = threading.current_thread() is not threading.main_thread()
+
+    await engine.enqueue("nt.native", {})
+    await engine.enqueue("nt.plain", {})
+    assert await engine.worker().run_until_idle() == 2
+    assert isinstance(connections["native"], InMemoryTransaction)
+    assert connections["native"].autocommit
+    # An AsyncEngine runs plain functions in a thread and gives them no async connection.
+    if IS_ASYNC:
+        assert connections["plain"] is None
+    else:
+        assert isinstance(connections["plain"], InMemoryTransaction)
+    assert connections["thread"]
+
+
+# ---- timeouts (R22) -------------------------------------------------------------------
+
+
+async def test_worker_times_out_a_hanging_processor(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    engine = make_engine(store, clock, metrics)
+    seen_cancelled: list[bool] = []
+
+    @engine.processor("hang", timeout=0.05, max_attempts=2, backoff_base=0)
+    async def hang(payload: Any, ctx: JobContext) -> None:
+        try:
+            await block_until_interrupted(ctx)
+        finally:
+            seen_cancelled.append(ctx.cancelled)
+
+    job_id = (await engine.enqueue("hang", {})).id
+    assert await engine.worker().run_until_idle() == 2
+    job = await engine.get_job(job_id)
+    assert (job.state, job.attempts) == (JobState.DEAD, 2)
+    assert (job.last_error or "").startswith("timeout exceeded: ran longer than 0.05 s")
+    assert seen_cancelled == [True, True]
+    assert metrics.outcomes() == ["retry", "dead"]
+
+
+async def test_worker_interrupts_a_blocking_function_in_its_thread(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock)
+    interrupted: list[bool] = []
+    swallowed: list[bool] = []
+
+    @engine.processor("blocking", timeout=0.05, max_attempts=1, transactional=False)
+    def blocking(payload: Any, ctx: JobContext) -> None:
+        gate = threading.Event()
+        try:
+            while not gate.wait(0.01):
+                pass
+        except JobTimeoutError:
+            interrupted.append(ctx.cancelled)
+            raise
+
+    @engine.processor("stubborn", timeout=0.05, max_attempts=1, transactional=False)
+    def stubborn(payload: Any, ctx: JobContext) -> None:
+        gate = threading.Event()
+        try:
+            while not gate.wait(0.01):
+                pass
+        except JobTimeoutError:
+            # Swallowing the interrupt does not turn a timeout into a success.
+            swallowed.append(ctx.cancelled)
+
+    first = (await engine.enqueue("blocking", {})).id
+    second = (await engine.enqueue("stubborn", {})).id
+    assert await engine.worker().run_until_idle() == 2
+    await eventually(lambda: interrupted == [True] and swallowed == [True])
+    for job_id in (first, second):
+        job = await engine.get_job(job_id)
+        assert job.state is JobState.DEAD
+        assert (job.last_error or "").startswith("timeout exceeded")
+
+
+async def test_worker_cooperative_processor_sees_the_cancellation(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock)
+    checks: list[str] = []
+
+    @engine.processor("polite", timeout=0.05, max_attempts=1, transactional=False)
+    def polite(payload: Any, ctx: JobContext) -> None:
+        gate = threading.Event()
+        try:
+            while not ctx.cancelled:
+                gate.wait(0.005)
+        except JobTimeoutError:
+            checks.append("interrupted")
+            raise
+        checks.append("noticed")
+        ctx.check_cancelled()
+
+    job_id = (await engine.enqueue("polite", {})).id
+    assert await engine.worker().run_until_idle() == 1
+    await eventually(lambda: len(checks) == 1)
+    assert (await engine.get_job(job_id)).state is JobState.DEAD
+
+
+# ---- graceful shutdown ----------------------------------------------------------------
+
+
+async def test_worker_stop_drains_running_jobs(store: CountingStore, clock: FakeClock) -> None:
+    engine = make_engine(store, clock, shutdown_timeout=5.0, poll_interval=0.01)
+    started, release = Event(), Event()
+
+    @engine.processor("long")
+    async def long(payload: Any, ctx: JobContext) -> None:
+        started.set()
+        assert await wait_event(release, 5.0)
+
+    job_id = (await engine.enqueue("long", {})).id
+    worker = engine.worker(install_signal_handlers=False)
+    task = spawn(worker.run)
+    await eventually(started.is_set)
+    worker.stop()
+    worker.stop()  # idempotent
+    await eventually(lambda: worker.state == "draining")
+    assert state_of(store, job_id) is JobState.RUNNING
+    assert not task.done()
+    release.set()
+    await join(task)
+    assert worker.state == "stopped"
+    job = await engine.get_job(job_id)
+    assert (job.state, job.attempts) == (JobState.SUCCEEDED, 1)
+    assert store.state.workers() == []
+
+
+async def test_worker_releases_jobs_that_outlast_the_shutdown_timeout(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    engine = make_engine(store, clock, metrics, shutdown_timeout=0.05, poll_interval=0.01)
+    started = Event()
+
+    @engine.processor("stuck", max_attempts=1)
+    async def stuck(payload: Any, ctx: JobContext) -> None:
+        started.set()
+        await block_until_interrupted(ctx)
+
+    job_id = (await engine.enqueue("stuck", {})).id
+    worker = engine.worker(install_signal_handlers=False)
+    task = spawn(worker.run)
+    await eventually(started.is_set)
+    worker.stop()
+    await join(task)
+    job = await engine.get_job(job_id)
+    assert (job.state, job.attempts) == (JobState.PENDING, 0)  # no attempt used
+    assert (job.claimed_by, job.last_error) == (None, None)
+    assert metrics.outcomes() == ["released"]
+
+
+async def test_worker_stopped_before_running_returns_at_once(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock)
+
+    @engine.processor("k")
+    async def k(payload: Any, ctx: JobContext) -> None: ...
+
+    await engine.enqueue("k", {})
+    worker = engine.worker(install_signal_handlers=False)
+    worker.stop()
+    await worker.run()
+    assert store.claims == 0
+
+
+async def test_worker_run_heartbeats_maintains_and_wakes_on_notify(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    # A long poll interval: only the store's notifier can wake the idle worker quickly.
+    engine = make_engine(store, clock, poll_interval=60.0, heartbeat_interval=0.01)
+    done: list[int] = []
+
+    @engine.processor("k")
+    async def k(payload: Any, ctx: JobContext) -> None:
+        done.append(ctx.job_id)
+
+    worker = engine.worker(install_signal_handlers=False)
+    task = spawn(worker.run)
+    await eventually(lambda: [w.id for w in store.state.workers()] == [worker.id])
+    assert store.state.workers()[0].kinds == frozenset({"k"})
+    await eventually(lambda: store.heartbeats >= 2 and store.recoveries >= 1)
+    await eventually(lambda: store.claims >= 1)
+    job_id = (await engine.enqueue("k", {})).id
+    await eventually(lambda: done == [job_id])
+    worker.stop()
+    await join(task)
+    assert store.state.workers() == []
+
+
+@skip_sync
+async def test_worker_stops_on_sigterm(store: CountingStore, clock: FakeClock) -> None:
+    import os
+    import signal
+
+    engine = make_engine(store, clock, poll_interval=60.0)
+
+    @engine.processor("k")
+    async def k(payload: Any, ctx: JobContext) -> None: ...
+
+    worker = engine.worker()
+    task = spawn(worker.run)
+    await eventually(lambda: bool(store.state.workers()))
+    os.kill(os.getpid(), signal.SIGTERM)
+    await join(task)
+    assert store.state.workers() == []
+
+
+# ---- rate limits (J6) -----------------------------------------------------------------
+
+
+async def test_worker_throttles_without_using_attempts_or_reclaiming(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    engine = make_engine(store, clock, metrics, poll_interval=0.01)
+    ran: list[int] = []
+
+    @engine.processor("limited", rate_limit=RateLimit(rps=1, burst=1))
+    async def limited(payload: dict[str, int], ctx: JobContext) -> None:
+        ran.append(payload["i"])
+
+    ids = [(await engine.enqueue("limited", {"i": i})).id for i in range(12)]
+    worker = engine.worker(install_signal_handlers=False)
+    task = spawn(worker.run)
+    await eventually(lambda: len(ran) == 1 and len(metrics.throttled) >= 1)
+    await eventually(lambda: worker.running == 0)
+    claimed = store.claimed
+    claims = store.claims
+    # Several more polls happen, but the throttled pair is excluded: nothing is claimed.
+    await eventually(lambda: store.claims >= claims + 5)
+    assert store.claimed == claimed
+    assert claimed <= 8  # the throttled pair is left out of claims: no backlog churn
+    assert len(metrics.throttled) == claimed - 1
+    for job_id in ids:
+        job = store.state.get(job_id)
+        assert job is not None
+        if job.state is JobState.PENDING:
+            assert job.attempts == 0  # throttling uses no attempt
+
+    clock.advance(1)  # the bucket refills one token
+    await eventually(lambda: len(ran) == 2)
+    worker.stop()
+    await join(task)
+    assert len(set(ran)) == 2
+
+
+async def test_worker_throttled_backlog_costs_few_claims(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock, concurrency=4)
+    ran: list[int] = []
+
+    @engine.processor("limited", rate_limit=RateLimit(rps=1, burst=2))
+    async def limited(payload: dict[str, int], ctx: JobContext) -> None:
+        ran.append(payload["i"])
+
+    for i in range(20):
+        await engine.enqueue("limited", {"i": i}, tenant="t1")
+    await engine.enqueue("limited", {"i": 100}, tenant="t2")  # another tenant, own bucket
+    await engine.worker().run_until_idle()
+    assert len([i for i in ran if i < 100]) == 2  # the burst
+    assert 100 in ran
+    assert store.claims <= 4
+    assert store.claimed <= 8
+
+
+async def test_worker_provider_cap_spans_kinds(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    engine = make_engine(store, clock, metrics, caps={"smtp": RateLimit(rps=1, burst=1)})
+    ran: list[str] = []
+
+    @engine.processor("welcome", provider="smtp")
+    async def welcome(payload: Any, ctx: JobContext) -> None:
+        ran.append("welcome")
+
+    @engine.processor("digest", provider="smtp")
+    async def digest(payload: Any, ctx: JobContext) -> None:
+        ran.append("digest")
+
+    await engine.enqueue("welcome", {})
+    await engine.enqueue("digest", {})
+    await engine.worker(concurrency=1).run_until_idle()
+    assert len(ran) == 1
+    assert len(metrics.throttled) <= 1
+    clock.advance(1)
+    await engine.worker(concurrency=1).run_until_idle()
+    assert sorted(ran) == ["digest", "welcome"]
+
+
+# ---- concurrency limits (R15), restrictions (J2), unknown kinds (R8) ------------------
+
+
+async def test_worker_never_exceeds_the_per_node_limit(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock, concurrency=4, poll_interval=0.01)
+    lock = threading.Lock()
+    counters = {"active": 0, "peak": 0}
+    gate = Event()
+
+    @engine.processor("heavy", node_limit=2)
+    async def heavy(payload: Any, ctx: JobContext) -> None:
+        with lock:
+            counters["active"] += 1
+            counters["peak"] = max(counters["peak"], counters["active"])
+        await wait_event(gate, 5.0)
+        with lock:
+            counters["active"] -= 1
+
+    @engine.processor("light")  # keeps the dispatcher claiming while "heavy" is full
+    async def light(payload: Any, ctx: JobContext) -> None: ...
+
+    ids = [(await engine.enqueue("heavy", {})).id for _ in range(6)]
+    worker = engine.worker(install_signal_handlers=False)
+    task = spawn(worker.run)
+    await eventually(lambda: counters["active"] == 2)
+    claims = store.claims
+    await eventually(lambda: store.claims >= claims + 3)
+    assert counters["active"] == 2
+    assert sum(state_of(store, i) is JobState.RUNNING for i in ids) == 2
+    gate.set()
+    await eventually(lambda: all(state_of(store, i) is JobState.SUCCEEDED for i in ids))
+    worker.stop()
+    await join(task)
+    assert counters["peak"] == 2
+
+
+async def test_worker_plans_claims_with_node_and_cluster_limits(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock, concurrency=8, batch_size=5)
+
+    @engine.processor("report", node_limit=2, cluster_limit=3)
+    async def report(payload: Any, ctx: JobContext) -> None: ...
+
+    @engine.processor("email")
+    async def email(payload: Any, ctx: JobContext) -> None: ...
+
+    worker = engine.worker(tenants=["t1"])
+    assert await worker.run_until_idle() == 0
+    request = store.last_request
+    assert request is not None
+    assert request.worker_id == worker.id
+    assert request.limit == 5  # the batch size, below the 8 free slots
+    assert request.kinds == frozenset({"report", "email"})
+    assert request.tenants == frozenset({"t1"})
+    assert dict(request.kind_limits) == {"report": 2}
+    assert dict(request.cluster_limits) == {"report": 3}
+
+
+async def test_worker_claims_only_its_kinds_and_tenants(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock)
+    seen: list[tuple[str, str | None]] = []
+
+    @engine.processor("a")
+    async def a(payload: Any, ctx: JobContext) -> None:
+        seen.append((ctx.kind, ctx.tenant))
+
+    @engine.processor("b")
+    async def b(payload: Any, ctx: JobContext) -> None:
+        seen.append((ctx.kind, ctx.tenant))
+
+    await engine.enqueue("a", {}, tenant="t1")
+    await engine.enqueue("a", {}, tenant="t2")
+    await engine.enqueue("b", {}, tenant="t1")
+    await engine.enqueue("a", {})
+    assert await engine.worker(kinds=["a"], tenants=["t1"]).run_until_idle() == 1
+    assert seen == [("a", "t1")]
+    assert await engine.worker(kinds="a").run_until_idle() == 2
+    assert sorted(seen[1:], key=str) == sorted([("a", "t2"), ("a", None)], key=str)
+    assert await engine.worker().run_until_idle() == 1
+    assert seen[-1] == ("b", "t1")
+
+    with pytest.raises(ValidationError, match="no processor registered"):
+        engine.worker(kinds=["elsewhere"])
+    with pytest.raises(ValidationError, match="tenants"):
+        engine.worker(tenants=[""])
+
+
+async def test_worker_ignores_or_buries_unknown_kinds(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    engine = make_engine(store, clock, metrics)
+    done: list[int] = []
+
+    @engine.processor("known")
+    async def known(payload: Any, ctx: JobContext) -> None:
+        done.append(ctx.job_id)
+
+    other_service = AsyncEngine(store, clock=clock)  # enqueue-only, knows no kinds
+    mystery = (await other_service.enqueue("mystery", {"x": 1})).id
+    first = (await engine.enqueue("known", {})).id
+
+    assert await engine.worker().run_until_idle() == 1  # the default worker leaves it alone
+    assert state_of(store, mystery) is JobState.PENDING
+
+    second = (await engine.enqueue("known", {})).id
+    assert await engine.worker(all_kinds=True).run_until_idle() == 2
+    job = await engine.get_job(mystery)
+    assert (job.state, job.attempts) == (JobState.DEAD, 1)
+    assert job.last_error == "no processor registered for kind 'mystery'"
+    assert done == [first, second]  # the worker survived and kept working
+    assert sorted(metrics.outcomes()) == ["dead", "succeeded", "succeeded"]
+
+
+async def test_worker_needs_something_to_claim(store: CountingStore, clock: FakeClock) -> None:
+    engine = make_engine(store, clock)
+    with pytest.raises(ValidationError, match="no processors"):
+        engine.worker()
+    assert await engine.worker(all_kinds=True).run_until_idle() == 0
