@@ -1,0 +1,481 @@
+"""The ``skiplock`` command: run workers, try the demo, manage the PostgreSQL schema.
+
+Exit status: 0 success, 1 runtime failure (e.g. database unreachable), 2 usage error
+(bad arguments, bad import path, missing optional dependency), 130 forced stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import importlib.metadata
+import inspect
+import logging
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import skiplock
+from skiplock import AsyncEngine, AsyncWorker, Engine, Worker, _demo
+from skiplock.core import KIND_RE, SkiplockError, ValidationError, validate_identifier
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+    from types import FrameType, ModuleType
+
+log = logging.getLogger("skiplock.cli")
+
+DSN_ENV = "SKIPLOCK_DSN"
+PSYCOPG_HINT = "pip install 'skiplock[psycopg]'"
+
+
+class CliError(Exception):
+    """A usage problem: printed as ``skiplock: error: ...``, exit status 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, argparse usage errors
+        return exc.code if isinstance(exc.code, int) else 2
+    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return handler(args)
+    except CliError as exc:
+        print(f"skiplock: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``skiplock`` command."""
+    parser = argparse.ArgumentParser(
+        prog="skiplock",
+        description="Transactional task engine on PostgreSQL.",
+    )
+    parser.add_argument("--version", action="version", version=f"skiplock {_version()}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    worker = commands.add_parser(
+        "worker",
+        help="run a worker for an application's engine",
+        description=(
+            "Run a worker for the engine named by APP until SIGTERM/SIGINT. The first "
+            "signal stops claiming and lets running jobs finish; a second one exits at once."
+        ),
+    )
+    worker.add_argument(
+        "app",
+        metavar="APP",
+        help="import path 'module:attribute' of an Engine/AsyncEngine or a zero-argument "
+        "callable returning one (the current directory is importable)",
+    )
+    worker.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        metavar="N",
+        help="job slots of this worker (default: the engine's settings)",
+    )
+    worker.add_argument(
+        "--kinds",
+        type=_kind_list,
+        metavar="A,B",
+        help="claim only these kinds (default: every kind with a processor)",
+    )
+    worker.add_argument(
+        "--all-kinds",
+        action="store_true",
+        help="also claim kinds without a processor (they go to 'dead'); with --kinds: "
+        "allow listing such kinds",
+    )
+    worker.add_argument(
+        "--tenants",
+        type=_tenant_list,
+        metavar="T1,T2",
+        help="claim only jobs of these tenants (default: any tenant)",
+    )
+    worker.add_argument(
+        "--log-level",
+        type=_log_level,
+        default=logging.INFO,
+        metavar="LEVEL",
+        help="DEBUG, INFO (default), WARNING or ERROR",
+    )
+    worker.set_defaults(handler=_cmd_worker)
+
+    demo = commands.add_parser(
+        "demo",
+        help="see skiplock at work in a few seconds (in memory, or on PostgreSQL)",
+        description=(
+            "Enqueue a mix of jobs (typed payloads, retries, a dead letter, a rate limit, a "
+            f"scheduled job) and process them with a live view. Uses PostgreSQL if --dsn or "
+            f"{DSN_ENV} is given (in its own schema, reset on every run), memory otherwise."
+        ),
+    )
+    demo.add_argument("--dsn", help=f"PostgreSQL connection string (default: ${DSN_ENV})")
+    demo.add_argument(
+        "--jobs",
+        type=_demo_jobs,
+        default=20,
+        metavar="N",
+        help="number of email jobs, besides the fixed showcase ones (default: 20)",
+    )
+    demo.add_argument(
+        "--no-live", dest="live", action="store_false", help="no live progress display"
+    )
+    demo.set_defaults(handler=_cmd_demo)
+
+    schema = commands.add_parser(
+        "schema",
+        help="apply, print or check the PostgreSQL schema",
+        description="Manage skiplock's tables. apply and status need the psycopg extra: "
+        + PSYCOPG_HINT,
+    )
+    schema.add_argument(
+        "action",
+        choices=["apply", "sql", "status"],
+        help="apply: run pending migrations; sql: print standalone DDL (no database "
+        "needed); status: show migrations, exit 1 unless up to date",
+    )
+    schema.add_argument("--dsn", help=f"PostgreSQL connection string (default: ${DSN_ENV})")
+    schema.add_argument(
+        "--schema",
+        type=_identifier,
+        default="skiplock",
+        metavar="NAME",
+        help="PostgreSQL schema holding skiplock's tables (default: skiplock)",
+    )
+    schema.set_defaults(handler=_cmd_schema)
+    return parser
+
+
+# ---- option types -----------------------------------------------------------------------
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("skiplock")
+    except importlib.metadata.PackageNotFoundError:  # running from a source tree
+        return skiplock.__version__
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _demo_jobs(text: str) -> int:
+    value = _positive_int(text)
+    if value > 10_000:
+        raise argparse.ArgumentTypeError(f"at most 10000 jobs, got {value}")
+    return value
+
+
+def _split(text: str) -> list[str]:
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")
+    return items
+
+
+def _kind_list(text: str) -> frozenset[str]:
+    kinds = _split(text)
+    for kind in kinds:
+        if KIND_RE.fullmatch(kind) is None:
+            raise argparse.ArgumentTypeError(f"invalid kind {kind!r}")
+    return frozenset(kinds)
+
+
+def _tenant_list(text: str) -> frozenset[str]:
+    return frozenset(_split(text))
+
+
+def _log_level(text: str) -> int:
+    level = logging.getLevelNamesMapping().get(text.upper())
+    if level is None:
+        raise argparse.ArgumentTypeError(f"unknown log level {text!r}")
+    return level
+
+
+def _identifier(text: str) -> str:
+    try:
+        return validate_identifier(text)
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+# ---- skiplock worker --------------------------------------------------------------------
+
+
+def resolve_app(spec: str) -> AsyncEngine | Engine:
+    """The engine named by ``spec`` = ``module:attribute`` (attribute may be dotted).
+
+    The attribute may be an engine or a zero-argument callable returning one. The current
+    directory is put on ``sys.path`` first, as ``python -m`` does. Raises CliError.
+    """
+    module_name, sep, attr_path = spec.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise CliError(f"APP must look like 'module:attribute', got {spec!r}")
+    _ensure_cwd_importable()
+    module = _import(module_name)
+    target: Any = module
+    for part in attr_path.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise CliError(f"module {module_name!r} has no attribute {attr_path!r}") from None
+    if isinstance(target, AsyncEngine | Engine):
+        return target
+    if callable(target) and not inspect.isclass(target):
+        try:
+            inspect.signature(target).bind()
+        except TypeError:
+            raise CliError(f"{spec!r} is a callable that needs arguments, not an engine") from None
+        except ValueError:  # no signature available (builtins): just try to call it
+            pass
+        made = target()
+        if isinstance(made, AsyncEngine | Engine):
+            return made
+        raise CliError(f"{spec!r} returned {type(made).__name__}, not an Engine or AsyncEngine")
+    raise CliError(f"{spec!r} is {type(target).__name__}, not an Engine or AsyncEngine")
+
+
+def _ensure_cwd_importable() -> None:
+    cwd = os.getcwd()
+    if not any(os.path.abspath(entry or os.curdir) == cwd for entry in sys.path):
+        sys.path.insert(0, cwd)
+
+
+def _import(module_name: str) -> ModuleType:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        # Only a missing APP module (or its package) is a usage error; a module missing
+        # inside the user's code is a real bug whose traceback they need.
+        missing = exc.name or ""
+        if missing and (module_name == missing or module_name.startswith(missing + ".")):
+            raise CliError(
+                f"cannot import {module_name!r}: no module named {missing!r} "
+                f"(current directory: {os.getcwd()})"
+            ) from None
+        raise
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+    )
+    logging.getLogger("skiplock").setLevel(args.log_level)
+    engine = resolve_app(args.app)
+    missing = sorted(args.kinds - engine.kinds) if args.kinds else []
+    if missing and not args.all_kinds:
+        raise CliError(
+            f"{args.app} has no processor for kind(s) {', '.join(missing)}; "
+            "register them, or pass --all-kinds to claim and bury them"
+        )
+    try:
+        worker = engine.worker(
+            concurrency=args.concurrency,
+            kinds=args.kinds,
+            tenants=args.tenants,
+            all_kinds=args.all_kinds,
+            install_signal_handlers=False,  # ours below also force-stop on a second signal
+        )
+    except ValidationError as exc:
+        raise CliError(str(exc)) from None
+    if isinstance(engine, AsyncEngine):
+        assert isinstance(worker, AsyncWorker)
+        return asyncio.run(_run_async_worker(engine, worker))
+    assert isinstance(worker, Worker)
+    try:
+        return _run_sync_worker(worker)
+    finally:
+        engine.store.close()
+
+
+async def _run_async_worker(engine: AsyncEngine, worker: AsyncWorker) -> int:
+    try:
+        return await _serve_async(worker)
+    finally:
+        await engine.store.close()
+
+
+async def _serve_async(worker: AsyncWorker) -> int:
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    signals = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            _log_stopping(signum)
+            worker.stop()
+        elif task is not None:
+            # Exit now, like a crash: stale-claim recovery returns its jobs to pending.
+            task.cancel()
+
+    with _signals(on_signal, loop):
+        try:
+            await worker.run()
+        except asyncio.CancelledError:
+            if signals > 1:
+                log.warning("worker %s forced to stop", worker.id)
+                return 130
+            raise
+    return 0
+
+
+def _run_sync_worker(worker: Worker) -> int:
+    signals = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            # Exit now, like a crash: stale-claim recovery returns its jobs to pending.
+            raise KeyboardInterrupt
+        _log_stopping(signum)
+        # Not here: the handler may interrupt the main thread inside a lock stop() needs.
+        threading.Thread(target=worker.stop, daemon=True).start()
+
+    with _signals(on_signal, None):
+        try:
+            worker.run()
+        except KeyboardInterrupt:
+            if signals > 1:
+                log.warning("worker %s forced to stop", worker.id)
+                return 130
+            raise
+    return 0
+
+
+def _log_stopping(signum: int) -> None:
+    log.info(
+        "%s received: finishing running jobs, claiming no more (send it again to exit now)",
+        signal.Signals(signum).name,
+    )
+
+
+@contextmanager
+def _signals(
+    callback: Callable[[int], None], loop: asyncio.AbstractEventLoop | None
+) -> Iterator[None]:
+    """Route SIGINT/SIGTERM to ``callback`` while inside, then restore the old handlers.
+
+    With ``loop`` the callback runs in the loop; without, in the signal handler. Python
+    delivers signals to the main thread only, so elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    wanted = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.getsignal(signum) for signum in wanted}
+    in_loop: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if loop is None:
+            callback(signum)
+        else:
+            loop.call_soon_threadsafe(callback, signum)
+
+    for signum in wanted:
+        if loop is not None:
+            try:
+                # Preferred: it also wakes a loop waiting in select().
+                loop.add_signal_handler(signum, callback, signum)
+                in_loop.append(signum)
+                continue
+            except NotImplementedError:  # e.g. the Windows proactor loop
+                pass
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            if signum in in_loop and loop is not None:
+                loop.remove_signal_handler(signum)
+            signal.signal(signum, old)
+
+
+# ---- skiplock demo ----------------------------------------------------------------------
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    dsn = args.dsn or os.environ.get(DSN_ENV) or None
+    return _demo.main(dsn=dsn, jobs=args.jobs, live=args.live)
+
+
+# ---- skiplock schema --------------------------------------------------------------------
+
+
+def psycopg_adapter() -> ModuleType:
+    """``skiplock.adapters.psycopg``, or CliError naming the extra to install."""
+    try:
+        return importlib.import_module("skiplock.adapters.psycopg")
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] in {"psycopg", "psycopg_pool"}:
+            raise CliError(
+                f"PostgreSQL support is not installed ({exc.name} is missing); run: {PSYCOPG_HINT}"
+            ) from None
+        raise
+
+
+def _dsn(args: argparse.Namespace) -> str:
+    dsn: str | None = args.dsn or os.environ.get(DSN_ENV)
+    if not dsn:
+        raise CliError(f"no database given: pass --dsn or set {DSN_ENV}")
+    return dsn
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    if args.action == "sql":
+        # Driver-neutral: printing DDL needs neither a database nor the psycopg extra.
+        from skiplock.adapters._pg import schema_sql
+
+        sys.stdout.write(schema_sql(args.schema))
+        return 0
+    pg = psycopg_adapter()
+    dsn = _dsn(args)
+    import psycopg
+
+    try:
+        if args.action == "apply":
+            applied: list[str] = pg.apply_schema(dsn, schema=args.schema)
+            for name in applied:
+                print(f"applied {name}")
+            if not applied:
+                print(f"schema {args.schema!r} is up to date")
+            return 0
+        status = pg.schema_status(dsn, schema=args.schema)
+    except (psycopg.Error, SkiplockError) as exc:
+        print(f"skiplock: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"schema:  {status.schema}")
+    print(f"applied: {', '.join(status.applied) or '(none)'}")
+    print(f"pending: {', '.join(status.pending) or '(none)'}")
+    if status.unknown:
+        print(f"unknown: {', '.join(status.unknown)} (the database is newer than this code)")
+    if not status.installed:
+        verdict = "not installed: run `skiplock schema apply`"
+    elif status.pending:
+        verdict = "out of date: run `skiplock schema apply`"
+    else:
+        verdict = "up to date"
+    print(f"status:  {verdict}")
+    return 0 if status.installed and status.up_to_date else 1

@@ -1,0 +1,69 @@
+"""Fixtures for the command-line tests: throwaway app modules and a scratch database."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import uuid
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
+
+
+@pytest.fixture
+def make_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], str]]:
+    """Write a module with the given source into a fresh directory; returns its name.
+
+    The directory becomes the working directory (not on sys.path: the CLI must add it).
+    """
+    monkeypatch.chdir(tmp_path)
+    cwd = os.fspath(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", cwd)])
+    names: list[str] = []
+
+    def make(source: str) -> str:
+        name = f"skiplock_cli_app_{uuid.uuid4().hex[:12]}"
+        with open(os.path.join(cwd, f"{name}.py"), "w", encoding="utf-8") as f:
+            f.write(textwrap.dedent(source))
+        names.append(name)
+        return name
+
+    yield make
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def no_psycopg(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``import psycopg`` fail as if the extra were not installed."""
+    for name in list(sys.modules):
+        if name.partition(".")[0] in {"psycopg", "psycopg_pool"} or name.startswith(
+            "skiplock.adapters.psycopg"
+        ):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    monkeypatch.setitem(sys.modules, "psycopg_pool", None)
+
+
+@pytest.fixture
+def pg_dsn() -> Iterator[str]:
+    """A fresh database on the test server, dropped afterwards; fails if unreachable."""
+    import psycopg
+    from psycopg import conninfo, sql
+
+    base = os.environ.get("SKIPLOCK_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+    name = f"skiplock_cli_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield conninfo.make_conninfo(base, dbname=name)
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
