@@ -1,0 +1,39 @@
+"""PostgreSQL layer shared by every PG adapter (psycopg, asyncpg, SQLAlchemy).
+
+Driver-agnostic: the SQL files (schema, migrations, named queries), their loader and
+placeholder conversion, row mapping, and the migration and multi-statement operations as
+step generators that each driver runs. Imports no driver.
+"""
+
+from __future__ import annotations
+
+from ._migrate import (
+    Migration,
+    SchemaStatus,
+    Step,
+    apply_steps,
+    check_version,
+    latest_version,
+    migrations,
+    schema_sql,
+    status_steps,
+)
+from ._sql import Query, channel_name, convert, lock_key, queries, quote_identifier
+
+__all__ = [
+    "Migration",
+    "Query",
+    "SchemaStatus",
+    "Step",
+    "apply_steps",
+    "channel_name",
+    "check_version",
+    "convert",
+    "latest_version",
+    "lock_key",
+    "migrations",
+    "queries",
+    "quote_identifier",
+    "schema_sql",
+    "status_steps",
+]

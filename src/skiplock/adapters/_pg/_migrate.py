@@ -1,0 +1,201 @@
+"""Schema migrations, written once for every driver.
+
+The logic is a generator of :class:`Step` objects (sans I/O): a driver runs each step's
+SQL inside one transaction and sends the rows back. psycopg (sync and async), asyncpg and
+SQLAlchemy all drive the same generators, so migration rules live here only.
+
+- ``apply_steps``: take a transaction-level advisory lock (concurrent applies queue up
+  behind it), create the schema and version table if missing, run the pending migrations
+  in order and record each. Idempotent.
+- ``status_steps``: which migrations are applied and which are pending.
+- :func:`schema_sql`: standalone DDL for a fresh database (``skiplock schema sql``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Generator, Mapping
+from importlib import resources
+from typing import Any
+
+import attrs
+
+from skiplock.core import SchemaVersionError
+
+from ._sql import lock_key, neutral_query, quote_identifier, read_resource, render
+
+_MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+Rows = list[dict[str, Any]]
+
+
+@attrs.frozen
+class Migration:
+    """One numbered migration file."""
+
+    version: int
+    name: str  # the file's stem, e.g. "0001_initial"
+    template: str
+
+    def sql(self, schema: str) -> str:
+        """The migration's DDL for ``schema``."""
+        return render(self.template, schema)
+
+
+@attrs.frozen
+class Step:
+    """SQL for a driver to run: a script when ``params`` is None, else a neutral query."""
+
+    sql: str
+    params: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
+class SchemaStatus:
+    """What ``skiplock schema status`` reports."""
+
+    schema: str
+    applied: tuple[str, ...]
+    pending: tuple[str, ...]
+    #: Applied versions this code does not know (the database is newer than the code).
+    unknown: tuple[str, ...] = ()
+    #: Whether the schema's version table exists at all.
+    installed: bool = True
+
+    @property
+    def up_to_date(self) -> bool:
+        """True if no migration is pending."""
+        return not self.pending
+
+    def __str__(self) -> str:
+        lines = [f"schema {self.schema!r}: " + self._summary()]
+        lines += [f"  applied  {name}" for name in self.applied]
+        lines += [f"  pending  {name}" for name in self.pending]
+        lines += [f"  unknown  {name} (newer than this code)" for name in self.unknown]
+        return "\n".join(lines)
+
+    def _summary(self) -> str:
+        if not self.installed:
+            return "not installed (run `skiplock schema apply`)"
+        if self.pending:
+            return f"{len(self.pending)} migration(s) pending (run `skiplock schema apply`)"
+        return "up to date"
+
+
+@functools.cache
+def migrations() -> tuple[Migration, ...]:
+    """Every migration shipped with this code, in order (versions 1, 2, ... without gaps)."""
+    folder = resources.files(__package__).joinpath("sql").joinpath("migrations")
+    found: list[Migration] = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_RE.match(entry.name)
+        if match is None:
+            continue
+        found.append(
+            Migration(
+                version=int(match.group(1)),
+                name=entry.name.removesuffix(".sql"),
+                template=entry.read_text(encoding="utf-8"),
+            )
+        )
+    found.sort(key=lambda m: m.version)
+    if [m.version for m in found] != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"migration versions must be 1..n without gaps: {found}")
+    return tuple(found)
+
+
+def latest_version() -> int:
+    """The schema version this code expects."""
+    return len(migrations())
+
+
+def migration_lock_key(schema: str) -> int:
+    """Advisory-lock key serialising migrations of ``schema``."""
+    return lock_key(schema, "migrate")
+
+
+def _status(schema: str, applied_rows: Rows, *, installed: bool = True) -> SchemaStatus:
+    known = {m.version: m.name for m in migrations()}
+    applied = {int(r["version"]): str(r["name"]) for r in applied_rows}
+    return SchemaStatus(
+        schema=schema,
+        applied=tuple(applied[v] for v in sorted(applied) if v in known),
+        pending=tuple(known[v] for v in sorted(known) if v not in applied),
+        unknown=tuple(applied[v] for v in sorted(applied) if v not in known),
+        installed=installed,
+    )
+
+
+def status_steps(schema: str) -> Generator[Step, Rows, SchemaStatus]:
+    """Steps that read the schema's migration status (read-only)."""
+    rows = yield Step(neutral_query("migration_probe", schema), _probe_params(schema))
+    if not rows or not rows[0]["installed"]:
+        return _status(schema, [], installed=False)
+    rows = yield Step(neutral_query("applied_migrations", schema), {})
+    return _status(schema, rows)
+
+
+def apply_steps(schema: str) -> Generator[Step, Rows, list[str]]:
+    """Steps that apply every pending migration; returns the names applied (maybe none)."""
+    yield Step(neutral_query("migration_lock", schema), {"key": migration_lock_key(schema)})
+    rows = yield Step(neutral_query("migration_probe", schema), _probe_params(schema))
+    if not rows[0]["installed"]:
+        yield Step(render(read_resource("bootstrap.sql"), schema))
+    rows = yield Step(neutral_query("applied_migrations", schema), {})
+    done = {int(r["version"]) for r in rows}
+    applied: list[str] = []
+    for migration in migrations():
+        if migration.version in done:
+            continue
+        yield Step(migration.sql(schema))
+        yield Step(
+            neutral_query("record_migration", schema),
+            {"version": migration.version, "name": migration.name},
+        )
+        applied.append(migration.name)
+    return applied
+
+
+def check_version(status: SchemaStatus) -> None:
+    """Raise SchemaVersionError if the database's schema is older than this code.
+
+    A newer schema (migrations this code does not know) is accepted: migrations are
+    additive, so old workers keep running during a rolling upgrade.
+    """
+    if not status.installed:
+        raise SchemaVersionError(
+            f"skiplock schema {status.schema!r} is not installed in this database; "
+            f"run `skiplock schema apply --schema {status.schema}` first"
+        )
+    if status.pending:
+        raise SchemaVersionError(
+            f"skiplock schema {status.schema!r} is older than this code: pending "
+            f"migrations {', '.join(status.pending)}; run "
+            f"`skiplock schema apply --schema {status.schema}`"
+        )
+
+
+def schema_sql(schema: str = "skiplock") -> str:
+    """Standalone DDL creating the current schema in a fresh database (one transaction)."""
+    quoted = quote_identifier(schema)
+    records = ",\n    ".join(f"({m.version}, '{m.name}')" for m in migrations())
+    return "\n".join(
+        [
+            f"-- skiplock schema {schema} (version {latest_version()}), generated by skiplock.",
+            "BEGIN;",
+            f"SELECT pg_advisory_xact_lock({migration_lock_key(schema)});",
+            "",
+            render(read_resource("bootstrap.sql"), schema).strip(),
+            "",
+            render(read_resource("schema.sql"), schema).strip(),
+            "",
+            f"INSERT INTO {quoted}.schema_migrations (version, name) VALUES\n    {records};",
+            "COMMIT;",
+            "",
+        ]
+    )
+
+
+def _probe_params(schema: str) -> dict[str, Any]:
+    return {"version_table": f"{quote_identifier(schema)}.schema_migrations"}

@@ -1,0 +1,171 @@
+"""Multi-statement operations as step generators, driven by every PG driver.
+
+Each generator yields :class:`~._migrate.Step` objects (neutral SQL plus parameters); the
+driver runs them in order on one connection and sends back the rows as dicts. Running a
+generator inside one transaction is the driver's job; the docstrings say when it is
+required.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skiplock.core import (
+    ClaimRequest,
+    EnqueueRequest,
+    EnqueueResult,
+    Job,
+    StoreError,
+    first_occurrences,
+)
+
+from ._migrate import Rows, Step
+from ._rows import (
+    capped_kinds,
+    caps,
+    claim_params,
+    enqueue_params,
+    job_from_row,
+    recover_params,
+    sort_claimed,
+)
+from ._sql import lock_key, neutral_query
+
+if TYPE_CHECKING:
+    from collections.abc import Generator, Mapping, Sequence
+    from datetime import timedelta
+
+#: How often enqueue re-inserts a keyed job whose conflicting row vanished meanwhile.
+_ENQUEUE_ROUNDS = 3
+
+
+def enqueue_needs_transaction(requests: Sequence[EnqueueRequest]) -> bool:
+    """Without idempotency keys enqueue is a single statement (atomic by itself)."""
+    return any(r.idempotency_key is not None for r in requests)
+
+
+def enqueue_steps(
+    schema: str, requests: Sequence[EnqueueRequest]
+) -> Generator[Step, Rows, list[EnqueueResult]]:
+    """Insert the jobs in one statement; keys that exist resolve to the existing job.
+
+    Duplicates within the batch insert once (core rule). A conflicting key is looked up
+    in a second statement, whose fresh snapshot sees a job a concurrent transaction
+    committed while the insert waited for it. Run in a transaction when
+    :func:`enqueue_needs_transaction` says so.
+    """
+    if not requests:
+        return []
+    first = first_occurrences(requests)
+    todo = [i for i, f in enumerate(first) if f == i]
+    ids: dict[int, int] = {}
+    created: set[int] = set()
+    for _ in range(_ENQUEUE_ROUNDS):
+        rows = yield Step(
+            neutral_query("enqueue", schema), enqueue_params([requests[i] for i in todo])
+        )
+        conflicts: list[int] = []
+        for row in rows:
+            index = todo[int(row["ord"]) - 1]
+            if row["id"] is None:
+                conflicts.append(index)
+            else:
+                ids[index] = int(row["id"])
+                created.add(index)
+        if not conflicts:
+            todo = []
+            break
+        keys = [requests[i].idempotency_key for i in conflicts]
+        rows = yield Step(neutral_query("ids_by_idempotency_key", schema), {"keys": keys})
+        found = {r["idempotency_key"]: int(r["id"]) for r in rows}
+        todo = []
+        for index in conflicts:
+            key = requests[index].idempotency_key
+            if key in found:
+                ids[index] = found[key]
+            else:  # deleted between the insert and the lookup: insert it again
+                todo.append(index)
+        if not todo:
+            break
+    if todo:
+        raise StoreError("enqueue: idempotency keys kept conflicting with vanishing jobs")
+    return [EnqueueResult(id=ids[first[i]], created=i in created) for i in range(len(requests))]
+
+
+def cluster_lock_key(schema: str, kind: str) -> int:
+    """Advisory-lock key guarding count-and-claim of a cluster-limited kind."""
+    return lock_key(schema, "cluster", kind)
+
+
+def claim_needs_transaction(request: ClaimRequest) -> bool:
+    """A claim of cluster-limited kinds takes advisory locks that must span the claim."""
+    return any(k in request.cluster_limits for k in capped_kinds(request))
+
+
+def claim_steps(schema: str, request: ClaimRequest) -> Generator[Step, Rows, list[Job]]:
+    """Claim due jobs for ``request.worker_id``; one statement unless kinds are capped.
+
+    Cluster-limited kinds: lock each (sorted keys: no deadlock between claimers), count
+    what runs now (a fresh snapshot after the lock, so it includes claims committed by
+    the previous lock holder), claim at most limit - running. The locks are released at
+    commit, after this claim is visible. Run in a transaction when
+    :func:`claim_needs_transaction` says so.
+    """
+    if request.limit <= 0:
+        return []
+    params: dict[str, Any] = claim_params(request)
+    limited = capped_kinds(request)
+    if not limited:
+        rows = yield Step(neutral_query("claim", schema), params)
+        return sort_claimed([job_from_row(r) for r in rows])
+    running: dict[str, int] = {}
+    cluster = [k for k in limited if k in request.cluster_limits]
+    if cluster:
+        keys = sorted(cluster_lock_key(schema, k) for k in cluster)
+        yield Step(neutral_query("lock_kinds", schema), {"keys": keys})
+        rows = yield Step(neutral_query("running_counts", schema), {"kinds": cluster})
+        running = {r["kind"]: int(r["running"]) for r in rows}
+    kind_caps = dict(zip(limited, caps(request, limited, running), strict=True))
+    open_kinds = [k for k in limited if kind_caps[k] > 0]
+    full = [k for k in limited if kind_caps[k] <= 0]
+    if request.kinds is not None and set(request.kinds) <= set(full) | request.excluded_kinds:
+        return []
+    params["capped_kinds"] = open_kinds
+    params["caps"] = [kind_caps[k] for k in open_kinds]
+    params["excluded_kinds"] = sorted(request.excluded_kinds | set(full))
+    rows = yield Step(neutral_query("claim_capped", schema), params)
+    return sort_claimed([job_from_row(r) for r in rows])
+
+
+def maintenance_lock_key(schema: str, task: str) -> int:
+    """Advisory-lock key so one node at a time runs a maintenance task (J13)."""
+    return lock_key(schema, "maintenance", task)
+
+
+def recover_steps(
+    schema: str, default_ttl: timedelta, ttls: Mapping[str, timedelta]
+) -> Generator[Step, Rows, list[int]]:
+    """Recover stale claims unless another node is at it. Run in a transaction."""
+    rows = yield Step(
+        neutral_query("try_lock", schema), {"key": maintenance_lock_key(schema, "recover")}
+    )
+    if not rows[0]["locked"]:
+        return []
+    rows = yield Step(neutral_query("recover_stale", schema), recover_params(default_ttl, ttls))
+    return sorted(int(r["id"]) for r in rows)
+
+
+def purge_batch_steps(
+    schema: str, *, older_than: timedelta, archive: bool, batch_size: int
+) -> Generator[Step, Rows, int | None]:
+    """One retention batch; None when another node holds the lock. Run in a transaction."""
+    rows = yield Step(
+        neutral_query("try_lock", schema), {"key": maintenance_lock_key(schema, "purge")}
+    )
+    if not rows[0]["locked"]:
+        return None
+    rows = yield Step(
+        neutral_query("purge", schema),
+        {"older_than": older_than, "archive": archive, "batch_size": batch_size},
+    )
+    return int(rows[0]["purged"])

@@ -1,0 +1,261 @@
+"""Rows (dicts) to core types and core types to query parameters, for every PG driver.
+
+Parameters are plain Python values every driver adapts the same way (str, int, bool,
+datetime, timedelta and lists of them); JSON travels as text and is cast in SQL, so no
+driver-specific JSON codec is involved.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from skiplock.core import (
+    MAX_ERROR_LENGTH,
+    Bury,
+    ClaimRequest,
+    Completion,
+    EnqueueRequest,
+    Event,
+    Job,
+    JobFilter,
+    JobState,
+    Page,
+    Release,
+    Retry,
+    StateCount,
+    Succeeded,
+    WorkerInfo,
+    encode_payload,
+    sources,
+    transition,
+    truncate_error,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+
+#: Prefix of last_error of a job whose worker stopped heart-beating (R12).
+STALE_ERROR = "[stale-claim recovered]"
+
+
+def _json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def utc(value: datetime) -> datetime:
+    """A timestamptz in UTC (drivers return the session's time zone)."""
+    return value.astimezone(UTC)
+
+
+def _utc_or_none(value: datetime | None) -> datetime | None:
+    return None if value is None else value.astimezone(UTC)
+
+
+def job_from_row(row: Mapping[str, Any]) -> Job:
+    """A job from a row selected with the ``_job_columns`` fragment (JSON as text)."""
+    trace = _json(row["trace_context"])
+    return Job(
+        id=int(row["id"]),
+        kind=row["kind"],
+        payload=_json(row["payload"]),
+        state=JobState(row["status"]),
+        priority=int(row["priority"]),
+        tenant=row["tenant_id"],
+        available_at=utc(row["available_at"]),
+        created_at=utc(row["created_at"]),
+        attempts=int(row["attempts"]),
+        max_attempts=int(row["max_attempts"]),
+        claimed_at=_utc_or_none(row["claimed_at"]),
+        claimed_by=row["claimed_by"],
+        completed_at=_utc_or_none(row["completed_at"]),
+        last_error=row["last_error"],
+        idempotency_key=row["idempotency_key"],
+        trace_context=None if trace is None else {str(k): str(v) for k, v in trace.items()},
+    )
+
+
+def sort_claimed(jobs: list[Job]) -> list[Job]:
+    """Claim order: priority DESC, available_at ASC, id ASC (RETURNING has no order)."""
+    return sorted(jobs, key=lambda j: (-j.priority, j.available_at, j.id))
+
+
+def state_count_from_row(row: Mapping[str, Any]) -> StateCount:
+    return StateCount(
+        state=JobState(row["status"]),
+        kind=row["kind"],
+        tenant=row["tenant_id"],
+        count=int(row["count"]),
+    )
+
+
+def _sorted_or_none(values: frozenset[Any] | None) -> list[Any] | None:
+    return None if values is None else sorted(values)
+
+
+def enqueue_params(requests: Sequence[EnqueueRequest]) -> dict[str, list[Any]]:
+    """Column arrays for the ``enqueue`` query (requests already validated)."""
+    # The engine validated sizes with its own limit; here only the text is needed.
+    return {
+        "kinds": [r.kind for r in requests],
+        "tenants": [r.tenant for r in requests],
+        "payloads": [encode_payload(r.payload, max_bytes=sys.maxsize) for r in requests],
+        "priorities": [r.priority for r in requests],
+        "available_ats": [r.available_at for r in requests],
+        "delays": [r.delay for r in requests],
+        "max_attempts": [r.max_attempts for r in requests],
+        "idempotency_keys": [r.idempotency_key for r in requests],
+        "trace_contexts": [
+            None if r.trace_context is None else json.dumps(dict(r.trace_context)) for r in requests
+        ],
+    }
+
+
+#: Columns a COPY-based bulk enqueue writes (the job id first, reserved beforehand).
+COPY_COLUMNS = (
+    "id",
+    "kind",
+    "tenant_id",
+    "payload",
+    "priority",
+    "available_at",
+    "max_attempts",
+    "trace_context",
+)
+
+
+def copy_rows(requests: Sequence[EnqueueRequest], now: datetime) -> Iterator[tuple[Any, ...]]:
+    """Rows for :data:`COPY_COLUMNS` after the id; due times relative to the store's ``now``."""
+    for r in requests:
+        if r.available_at is not None:
+            due = r.available_at
+        else:
+            due = now if r.delay is None else now + r.delay
+        yield (
+            r.kind,
+            r.tenant,
+            encode_payload(r.payload, max_bytes=sys.maxsize),
+            r.priority,
+            due,
+            r.max_attempts,
+            None if r.trace_context is None else json.dumps(dict(r.trace_context)),
+        )
+
+
+def claim_params(request: ClaimRequest) -> dict[str, Any]:
+    """Parameters shared by ``claim`` and ``claim_capped`` (caps added by the caller)."""
+    pairs = sorted(request.excluded, key=lambda p: (p[0], p[1] or ""))
+    return {
+        "worker_id": request.worker_id,
+        "limit": request.limit,
+        "kinds": _sorted_or_none(request.kinds),
+        "tenants": _sorted_or_none(request.tenants),
+        "excluded_kinds": sorted(request.excluded_kinds),
+        "excluded_pair_kinds": [k for k, _ in pairs],
+        "excluded_pair_tenants": [t for _, t in pairs],
+    }
+
+
+def capped_kinds(request: ClaimRequest) -> list[str]:
+    """Kinds with a per-claim or cluster cap that this claim may still take."""
+    limited = set(request.kind_limits) | set(request.cluster_limits)
+    if request.kinds is not None:
+        limited &= request.kinds
+    return sorted(limited - request.excluded_kinds)
+
+
+def caps(request: ClaimRequest, kinds: Sequence[str], running: Mapping[str, int]) -> list[int]:
+    """How many jobs of each capped kind this claim may take (0: none)."""
+    result = []
+    for kind in kinds:
+        cap = request.limit
+        if kind in request.kind_limits:
+            cap = min(cap, request.kind_limits[kind])
+        if kind in request.cluster_limits:
+            cap = min(cap, request.cluster_limits[kind] - running.get(kind, 0))
+        result.append(max(cap, 0))
+    return result
+
+
+_OUTCOME_EVENTS: Mapping[type[Any], Event] = {
+    Succeeded: Event.SUCCEED,
+    Retry: Event.RETRY,
+    Bury: Event.BURY,
+    Release: Event.RELEASE,
+}
+
+
+def complete_params(completions: Sequence[Completion]) -> dict[str, list[Any]]:
+    """Column arrays for the fenced ``complete`` query."""
+    cols: dict[str, list[Any]] = {
+        k: [] for k in ("ids", "workers", "attempts", "statuses", "delays", "errors", "set_errors")
+    }
+    cols["refunds"] = []
+    for c in completions:
+        outcome = c.outcome
+        target = transition(JobState.RUNNING, _OUTCOME_EVENTS[type(outcome)])
+        error: str | None = None
+        delay = timedelta(0)
+        if isinstance(outcome, Retry | Release):
+            delay = outcome.delay
+        if isinstance(outcome, Retry | Bury | Release) and outcome.error is not None:
+            error = truncate_error(outcome.error)
+        cols["ids"].append(c.lease.job_id)
+        cols["workers"].append(c.lease.worker_id)
+        cols["attempts"].append(c.lease.attempt)
+        cols["statuses"].append(target.value)
+        cols["delays"].append(delay)
+        cols["errors"].append(error)
+        cols["set_errors"].append(error is not None)
+        # A release gives back the attempt its claim counted.
+        cols["refunds"].append(1 if isinstance(outcome, Release) else 0)
+    return cols
+
+
+def filter_params(f: JobFilter) -> dict[str, Any]:
+    """Parameters of the ``_job_filter`` fragment."""
+    return {
+        "ids": _sorted_or_none(f.ids),
+        "states": None if f.states is None else sorted(s.value for s in f.states),
+        "kinds": _sorted_or_none(f.kinds),
+        "tenants": _sorted_or_none(f.tenants),
+        "priority_min": f.priority_min,
+        "priority_max": f.priority_max,
+    }
+
+
+def page_params(page: Page) -> dict[str, Any]:
+    return {"after_id": page.after_id, "limit": page.limit}
+
+
+def apply_params(event: Event, *, reset_attempts: bool) -> dict[str, Any]:
+    """The transition table's slice for an operator event, as ``sources``/``targets``."""
+    allowed = sorted(sources(event))
+    return {
+        "sources": [s.value for s in allowed],
+        "targets": [transition(s, event).value for s in allowed],
+        "reset_attempts": reset_attempts,
+    }
+
+
+def worker_params(info: WorkerInfo) -> dict[str, Any]:
+    return {
+        "id": info.id,
+        "host": info.host,
+        "pid": info.pid,
+        "kinds": _sorted_or_none(info.kinds),
+        "tenants": _sorted_or_none(info.tenants),
+    }
+
+
+def recover_params(default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> dict[str, Any]:
+    kinds = sorted(ttls)
+    return {
+        "default_ttl": default_ttl,
+        "ttl_kinds": kinds,
+        "ttls": [ttls[k] for k in kinds],
+        "mark": STALE_ERROR,
+        "max_error": MAX_ERROR_LENGTH,
+    }

@@ -1,0 +1,151 @@
+"""LISTEN/NOTIFY on a real server (R11): trigger, channel, reconnects."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+import pytest
+
+from skiplock._compat_async import join, spawn
+from skiplock.adapters.psycopg import AsyncPsycopgJobStore, AsyncPsycopgNotifier, apply_schema
+from skiplock.core import ClaimRequest, EnqueueRequest
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+
+
+@pytest.fixture
+async def store(pg_dsn: str) -> AsyncIterator[AsyncPsycopgJobStore]:
+    store = AsyncPsycopgJobStore(pg_dsn, max_size=4)
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def notifier(store: AsyncPsycopgJobStore) -> AsyncIterator[AsyncPsycopgNotifier]:
+    notifier = store.notifier()
+    assert notifier is not None
+    await notifier.start()
+    yield notifier
+    await notifier.close()
+
+
+def _sql(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.execute(query, params)
+        return cur.fetchall() if cur.description else []
+
+
+async def _drain(notifier: AsyncPsycopgNotifier) -> int:
+    """Wakeups until the notifier stays quiet for a moment."""
+    wakeups = 0
+    while await notifier.wait(0.3):
+        wakeups += 1
+    return wakeups
+
+
+async def test_plain_sql_insert_wakes_the_notifier_within_a_second(
+    notifier: AsyncPsycopgNotifier, pg_dsn: str
+) -> None:
+    assert not await notifier.wait(0.05)
+    started = time.monotonic()
+    _sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('sql.inserted')")
+    assert await notifier.wait(1.0)
+    assert time.monotonic() - started < 1.0
+
+
+async def test_jobs_that_are_not_due_or_get_claimed_wake_nobody(
+    notifier: AsyncPsycopgNotifier, store: AsyncPsycopgJobStore, pg_dsn: str
+) -> None:
+    _sql(
+        pg_dsn,
+        "INSERT INTO skiplock.jobs (kind, available_at) VALUES ('later', now() + interval '1h')",
+    )
+    assert not await notifier.wait(0.3)
+    await store.enqueue([EnqueueRequest(kind="now")])
+    assert await notifier.wait(5.0)
+    await _drain(notifier)
+    assert len(await store.claim(ClaimRequest(worker_id="w", limit=10))) == 1
+    assert not await notifier.wait(0.3)
+
+
+async def test_bulk_enqueue_wakes_the_notifier(
+    notifier: AsyncPsycopgNotifier, store: AsyncPsycopgJobStore
+) -> None:
+    await store.enqueue([EnqueueRequest(kind="bulk") for _ in range(2000)])  # COPY
+    assert await notifier.wait(5.0)
+
+
+async def test_a_burst_of_commits_wakes_a_few_times_not_once_per_job(
+    notifier: AsyncPsycopgNotifier, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for i in range(50):
+            conn.execute("INSERT INTO skiplock.jobs (kind) VALUES (%s)", [f"burst{i % 3}"])
+    assert await notifier.wait(5.0)
+    assert await _drain(notifier) < 10
+
+
+async def test_trigger_notifies_once_per_kind_with_the_kind_as_payload(pg_dsn: str) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as listener:
+        listener.execute("LISTEN skiplock_jobs")
+        with psycopg.connect(pg_dsn) as writer:
+            writer.execute(
+                "INSERT INTO skiplock.jobs (kind) SELECT k FROM unnest(%s::text[]) AS k",
+                [["a", "b", "a", "a", "b"]],
+            )
+            writer.execute("INSERT INTO skiplock.jobs (kind) VALUES ('a')")
+            writer.commit()
+        received = [n.payload for n in listener.notifies(timeout=5.0, stop_after=2)]
+        received += [n.payload for n in listener.notifies(timeout=0.2)]
+    assert sorted(received) == ["a", "b"]
+
+
+async def test_each_schema_has_its_own_channel(notifier: AsyncPsycopgNotifier, pg_dsn: str) -> None:
+    apply_schema(pg_dsn, schema="notify_other")
+    other = AsyncPsycopgJobStore(pg_dsn, schema="notify_other")
+    try:
+        await other.enqueue([EnqueueRequest(kind="elsewhere")])
+        assert not await notifier.wait(0.3)
+        assert other.channel == "notify_other_jobs"
+    finally:
+        await other.close()
+
+
+async def test_listener_reconnects_after_its_backend_is_terminated(
+    notifier: AsyncPsycopgNotifier, pg_dsn: str
+) -> None:
+    pid = notifier.backend_pid
+    assert pid is not None
+    assert _sql(pg_dsn, "SELECT pg_terminate_backend(%s)", pid) == [(True,)]
+    # The loss is noticed, the listener reconnects and reports one catch-up wakeup.
+    assert await notifier.wait(5.0)
+    assert notifier.connected
+    assert notifier.backend_pid not in (None, pid)
+    _sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('after.reconnect')")
+    assert await notifier.wait(1.0)
+
+
+async def test_unreachable_server_makes_wait_time_out_quietly() -> None:
+    notifier = AsyncPsycopgNotifier(
+        "postgresql://postgres@127.0.0.1:1/nowhere", channel="skiplock_jobs", backoff_base=0.05
+    )
+    await notifier.start()  # does not raise: the worker keeps polling meanwhile
+    started = time.monotonic()
+    assert not await notifier.wait(0.3)
+    assert not await notifier.wait(0.3)
+    assert time.monotonic() - started < 3.0
+    assert not notifier.connected
+    await notifier.close()
+
+
+async def test_close_during_a_wait_ends_it(notifier: AsyncPsycopgNotifier) -> None:
+    waiting = spawn(notifier.wait, 0.5)
+    await notifier.close()
+    assert not await join(waiting)
+    assert not notifier.connected
+    assert not await notifier.wait(0.1)

@@ -1,0 +1,237 @@
+"""Worker processes on a real server: crashes (R12), many workers (R4), LISTEN (R11).
+
+Each test starts ``python -m skiplock worker`` subprocesses for a small app module
+written into a temporary directory, and watches the database until a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+import pytest
+
+from skiplock.adapters.psycopg import PsycopgJobStore
+from skiplock.core import EnqueueRequest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+_APP = """
+import asyncio
+import os
+import time
+
+import psycopg
+
+from skiplock import AsyncEngine, Engine, Settings
+from skiplock.adapters.psycopg import AsyncPsycopgJobStore, PsycopgJobStore
+
+DSN = os.environ["SKIPLOCK_TEST_APP_DSN"]
+settings = Settings(
+    concurrency=8,
+    poll_interval=float(os.environ.get("SKIPLOCK_TEST_APP_POLL", "1")),
+    heartbeat_interval=0.5,
+    stale_ttl=2.0,
+    maintenance_interval=0.5,
+    shutdown_timeout=5.0,
+    backoff_base=0.1,
+)
+
+
+def started(job_id, attempt):
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO public.started VALUES (%s, %s, %s)", [job_id, attempt, os.getpid()]
+        )
+
+
+RUN = "INSERT INTO public.runs VALUES (%s, %s, %s)"
+
+if os.environ["SKIPLOCK_TEST_APP_FLAVOUR"] == "async":
+    engine = AsyncEngine(AsyncPsycopgJobStore(DSN, max_size=12), settings)
+
+    @engine.processor("proc.count", transactional=True)
+    async def count(payload, ctx):
+        await ctx.connection.execute(RUN, [ctx.job_id, ctx.attempt, os.getpid()])
+
+    @engine.processor("proc.hang", transactional=True)
+    async def hang(payload, ctx):
+        started(ctx.job_id, ctx.attempt)
+        if ctx.attempt == 1:
+            await asyncio.sleep(600)
+        await ctx.connection.execute(RUN, [ctx.job_id, ctx.attempt, os.getpid()])
+
+else:
+    engine = Engine(PsycopgJobStore(DSN, max_size=12), settings)
+
+    @engine.processor("proc.count", transactional=True)
+    def count(payload, ctx):
+        ctx.connection.execute(RUN, [ctx.job_id, ctx.attempt, os.getpid()])
+
+    @engine.processor("proc.hang", transactional=True)
+    def hang(payload, ctx):
+        started(ctx.job_id, ctx.attempt)
+        if ctx.attempt == 1:
+            time.sleep(600)
+        ctx.connection.execute(RUN, [ctx.job_id, ctx.attempt, os.getpid()])
+"""
+
+_MODULE = "skiplock_pg_process_app"
+
+
+def _sql(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.execute(query, params)
+        return cur.fetchall() if cur.description else []
+
+
+def _wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def app(tmp_path: Path, pg_dsn: str) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Starts workers of the app module; kills whatever is left at the end."""
+    (tmp_path / f"{_MODULE}.py").write_text(textwrap.dedent(_APP), encoding="utf-8")
+    _sql(pg_dsn, "DROP TABLE IF EXISTS public.runs, public.started")
+    _sql(pg_dsn, "CREATE TABLE public.runs (job_id bigint, attempt int, pid int)")
+    _sql(pg_dsn, "CREATE TABLE public.started (job_id bigint, attempt int, pid int)")
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(flavour: str, *, poll: float = 1.0) -> subprocess.Popen[bytes]:
+        env = os.environ | {
+            "SKIPLOCK_TEST_APP_DSN": pg_dsn,
+            "SKIPLOCK_TEST_APP_FLAVOUR": flavour,
+            "SKIPLOCK_TEST_APP_POLL": str(poll),
+        }
+        command = [sys.executable, "-m", "skiplock", "worker", f"{_MODULE}:engine"]
+        with open(tmp_path / f"worker{len(procs)}.log", "wb") as log:
+            proc = subprocess.Popen(
+                [*command, "--log-level", "WARNING"],
+                cwd=tmp_path,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    for log in sorted(tmp_path.glob("worker*.log")):
+        text = log.read_text(errors="replace")
+        if "Traceback" in text:
+            print(f"--- {log.name}\n{text}")
+
+
+def _enqueue(dsn: str, requests: list[EnqueueRequest]) -> list[int]:
+    with PsycopgJobStore(dsn) as store:
+        return [r.id for r in store.enqueue(requests)]
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        assert proc.wait(30) == 0
+
+
+def test_job_of_a_killed_worker_completes_elsewhere(
+    app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str
+) -> None:
+    victim = app("sync")
+    [job_id] = _enqueue(pg_dsn, [EnqueueRequest(kind="proc.hang")])
+    _wait_for(
+        lambda: bool(_sql(pg_dsn, "SELECT 1 FROM public.started WHERE job_id = %s", job_id)),
+        30,
+        "the first attempt to start",
+    )
+    os.kill(victim.pid, signal.SIGKILL)  # mid-job: no release, no unregister
+    victim.wait(10)
+    rescuer = app("async")
+
+    def succeeded() -> bool:
+        rows = _sql(pg_dsn, "SELECT status FROM skiplock.jobs WHERE id = %s", job_id)
+        return rows == [("succeeded",)]
+
+    _wait_for(succeeded, 60, "the job to be recovered and to succeed")
+    [(attempts, last_error)] = _sql(
+        pg_dsn, "SELECT attempts, last_error FROM skiplock.jobs WHERE id = %s", job_id
+    )
+    assert attempts == 2
+    assert last_error is None
+    assert _sql(pg_dsn, "SELECT attempt, pid FROM public.runs") == [(2, rescuer.pid)]
+    starts = _sql(pg_dsn, "SELECT attempt, pid FROM public.started ORDER BY attempt")
+    assert starts == [(1, victim.pid), (2, rescuer.pid)]
+    _stop([rescuer])
+
+
+def test_four_workers_drain_20k_jobs_exactly_once(
+    app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str
+) -> None:
+    total = 20_000
+    _enqueue(pg_dsn, [EnqueueRequest(kind="proc.count", payload=i) for i in range(total)])
+    workers = [app(flavour) for flavour in ("sync", "async", "sync", "async")]
+
+    def drained() -> bool:
+        [(done,)] = _sql(pg_dsn, "SELECT count(*) FROM skiplock.jobs WHERE status = 'succeeded'")
+        return int(done) == total
+
+    started = time.monotonic()
+    _wait_for(drained, 180, f"{total} jobs to succeed")
+    elapsed = time.monotonic() - started
+    _stop(workers)
+    [(runs, distinct, attempts)] = _sql(
+        pg_dsn, "SELECT count(*), count(DISTINCT job_id), max(attempt) FROM public.runs"
+    )
+    assert (runs, distinct, attempts) == (total, total, 1)  # no job ran twice
+    by_worker = _sql(pg_dsn, "SELECT DISTINCT pid FROM public.runs")
+    assert {pid for (pid,) in by_worker} == {w.pid for w in workers}
+    assert _sql(pg_dsn, "SELECT count(*) FROM skiplock.workers") == [(0,)]
+    print(f"{total} jobs by 4 workers x 8 slots in {elapsed:.1f} s")
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_processing_resumes_after_the_listener_is_terminated(
+    app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str, flavour: str
+) -> None:
+    # A fallback poll of a minute: only LISTEN/NOTIFY can make the pickup fast.
+    worker = app(flavour, poll=60.0)
+    listeners = (
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        "AND query ILIKE 'LISTEN%%'"
+    )
+    _wait_for(lambda: bool(_sql(pg_dsn, listeners)), 30, "the worker to LISTEN")
+
+    def processed(n: int) -> Callable[[], bool]:
+        return lambda: _sql(pg_dsn, "SELECT count(*) FROM public.runs") == [(n,)]
+
+    _sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('proc.count')")
+    _wait_for(processed(1), 10, "a job inserted with plain SQL to run")
+    [(old_pid,)] = _sql(pg_dsn, listeners)
+    _sql(pg_dsn, "SELECT pg_terminate_backend(%s)", old_pid)
+
+    def relistening() -> bool:
+        return [pid for (pid,) in _sql(pg_dsn, listeners)] not in ([], [old_pid])
+
+    _wait_for(relistening, 20, "the listener to reconnect")
+    _sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('proc.count')")
+    _wait_for(processed(2), 10, "a job inserted after the reconnect to run")
+    _stop([worker])

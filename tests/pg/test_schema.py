@@ -1,0 +1,267 @@
+"""Schema files and migrations on a real server (R1, X2)."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+import pytest
+
+from skiplock.adapters._pg import latest_version, migrations
+from skiplock.adapters.psycopg import (
+    AsyncPsycopgJobStore,
+    PsycopgJobStore,
+    apply_schema,
+    schema_sql,
+    schema_status,
+)
+from skiplock.core import SchemaVersionError, ValidationError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+pytestmark = pytest.mark.postgres
+
+# The catalog as seen through pg_catalog: every object a migration may create, in a form
+# that does not depend on OIDs or creation order.
+_CATALOG_QUERIES = {
+    "columns": """
+        SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+               pg_get_expr(d.adbin, d.adrelid), a.attidentity, a.attnum
+        FROM pg_attribute a
+        JOIN pg_class c ON c.oid = a.attrelid
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+        WHERE n.nspname = %(schema)s AND a.attnum > 0 AND NOT a.attisdropped
+          AND c.relkind IN ('r', 'p')
+        ORDER BY 1, 7""",
+    "relations": """
+        SELECT c.relname, c.relkind, c.reloptions
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = %(schema)s ORDER BY 1""",
+    "constraints": """
+        SELECT cl.relname, co.conname, pg_get_constraintdef(co.oid)
+        FROM pg_constraint co
+        JOIN pg_class cl ON cl.oid = co.conrelid
+        JOIN pg_namespace n ON n.oid = cl.relnamespace
+        WHERE n.nspname = %(schema)s ORDER BY 1, 2""",
+    "indexes": """
+        SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %(schema)s ORDER BY 1""",
+    "triggers": """
+        SELECT t.tgname, pg_get_triggerdef(t.oid)
+        FROM pg_trigger t
+        JOIN pg_class c ON c.oid = t.tgrelid
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = %(schema)s AND NOT t.tgisinternal ORDER BY 1""",
+    "functions": """
+        SELECT p.proname, pg_get_functiondef(p.oid)
+        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = %(schema)s ORDER BY 1""",
+}
+
+
+def catalog(dsn: str, schema: str = "skiplock") -> dict[str, list[tuple[Any, ...]]]:
+    """Tables, columns, constraints, indexes, triggers, functions and recorded versions."""
+    with psycopg.connect(dsn) as conn:
+        dump = {
+            name: conn.execute(query, {"schema": schema}).fetchall()
+            for name, query in _CATALOG_QUERIES.items()
+        }
+        dump["versions"] = conn.execute(
+            psycopg.sql.SQL("SELECT version, name FROM {}.schema_migrations ORDER BY 1").format(
+                psycopg.sql.Identifier(schema)
+            )
+        ).fetchall()
+    return dump
+
+
+def test_schema_sql_equals_the_migrations_applied_in_order(
+    make_database: Callable[[], str],
+) -> None:
+    migrated, standalone = make_database(), make_database()
+    assert apply_schema(migrated) == [m.name for m in migrations()]
+    with psycopg.connect(standalone, autocommit=True) as conn:
+        conn.execute(schema_sql())
+    expected = catalog(migrated)
+    assert expected["indexes"], "the catalog dump found nothing"
+    assert catalog(standalone) == expected
+
+
+def test_schema_has_every_table_index_and_trigger(make_database: Callable[[], str]) -> None:
+    dsn = make_database()
+    apply_schema(dsn)
+    dump = catalog(dsn)
+    tables = {name for name, kind, _ in dump["relations"] if kind == "r"}
+    assert tables == {"jobs", "workers", "audit", "jobs_archive", "schema_migrations"}
+    indexes = {name for name, _ in dump["indexes"]}
+    assert {
+        "jobs_claim_idx",
+        "jobs_running_kind_idx",
+        "jobs_running_worker_idx",
+        "jobs_succeeded_completed_idx",
+        "jobs_idempotency_key_idx",
+    } <= indexes
+    claim = dict(dump["indexes"])["jobs_claim_idx"]
+    assert "(priority DESC, available_at, id)" in claim
+    assert "WHERE (status = 'pending'::text)" in claim
+    assert {name for name, _ in dump["triggers"]} == {"jobs_notify_insert", "jobs_notify_update"}
+    jobs_options = next(opts for name, _, opts in dump["relations"] if name == "jobs")
+    assert "fillfactor=80" in jobs_options
+    archive = {col for table, col, *_ in dump["columns"] if table == "jobs_archive"}
+    jobs = {col for table, col, *_ in dump["columns"] if table == "jobs"}
+    assert archive == jobs | {"archived_at"}
+
+
+def test_apply_twice_is_a_no_op(make_database: Callable[[], str]) -> None:
+    dsn = make_database()
+    assert apply_schema(dsn) == ["0001_initial"]
+    before = catalog(dsn)
+    assert apply_schema(dsn) == []
+    assert catalog(dsn) == before
+
+
+def test_concurrent_applies_apply_once(make_database: Callable[[], str]) -> None:
+    dsn = make_database()
+    start = threading.Barrier(6)
+    results: list[list[str]] = []
+    errors: list[BaseException] = []
+
+    def apply() -> None:
+        start.wait(10)
+        try:
+            results.append(apply_schema(dsn))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=apply) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert sorted(results, key=len) == [[]] * 5 + [["0001_initial"]]
+    assert schema_status(dsn).up_to_date
+
+
+def test_status_reports_pending_then_applied(make_database: Callable[[], str]) -> None:
+    dsn = make_database()
+    before = schema_status(dsn)
+    assert not before.installed
+    assert before.pending == tuple(m.name for m in migrations())
+    assert "not installed" in str(before)
+    apply_schema(dsn)
+    after = schema_status(dsn)
+    assert after.installed
+    assert after.up_to_date
+    assert after.applied == tuple(m.name for m in migrations())
+    assert "up to date" in str(after)
+    assert latest_version() == len(after.applied)
+
+
+def test_two_schemas_live_side_by_side(make_database: Callable[[], str]) -> None:
+    dsn = make_database()
+    assert apply_schema(dsn, schema="tenant_a") == ["0001_initial"]
+    assert apply_schema(dsn, schema="tenant_b") == ["0001_initial"]
+    assert apply_schema(dsn, schema="tenant_a") == []
+    assert catalog(dsn, "tenant_a")["indexes"]
+    assert schema_status(dsn).pending  # the default schema is still missing
+
+
+def test_store_refuses_a_missing_schema(make_database: Callable[[], str]) -> None:
+    dsn = make_database()
+    store = PsycopgJobStore(dsn)
+    try:
+        with pytest.raises(SchemaVersionError, match="skiplock schema apply"):
+            store.open()
+        with pytest.raises(SchemaVersionError, match="not installed"):
+            store.counts()
+    finally:
+        store.close()
+
+
+def test_store_refuses_an_older_schema(make_database: Callable[[], str]) -> None:
+    dsn = make_database()
+    apply_schema(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # Pretend the last migration was never applied.
+        conn.execute(
+            "DELETE FROM skiplock.schema_migrations WHERE version = %s", [latest_version()]
+        )
+    store = PsycopgJobStore(dsn)
+    try:
+        with pytest.raises(SchemaVersionError, match=r"older than this code.*skiplock schema"):
+            store.open()
+        with pytest.raises(SchemaVersionError):
+            store.check_schema()
+        assert store.schema_status().pending == (migrations()[-1].name,)
+    finally:
+        store.close()
+
+
+def test_store_accepts_a_newer_schema(make_database: Callable[[], str]) -> None:
+    dsn = make_database()
+    apply_schema(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO skiplock.schema_migrations VALUES (9999, '9999_future')")
+    with PsycopgJobStore(dsn) as store:
+        status = store.check_schema()
+        assert status.unknown == ("9999_future",)
+        assert store.counts() == []
+
+
+def test_store_apply_schema_then_works(make_database: Callable[[], str]) -> None:
+    dsn = make_database()
+    store = PsycopgJobStore(dsn, schema="fresh")
+    try:
+        assert store.apply_schema() == ["0001_initial"]
+        assert store.check_schema().up_to_date
+        assert store.counts() == []
+    finally:
+        store.close()
+
+
+_BAD_NAMES = [
+    'x"; DROP TABLE jobs; --',
+    "Public",
+    "a-b",
+    "1abc",
+    "",
+    "x" * 64,
+    "skiplock\n",
+    "ünïcode",
+]
+
+
+@pytest.mark.parametrize("name", _BAD_NAMES)
+def test_schema_name_injection_is_rejected(pg_dsn: str, name: str) -> None:
+    before = _schemas(pg_dsn)
+    with pytest.raises(ValidationError, match="invalid identifier"):
+        apply_schema(pg_dsn, schema=name)
+    with pytest.raises(ValidationError, match="invalid identifier"):
+        schema_sql(name)
+    with pytest.raises(ValidationError, match="invalid identifier"):
+        schema_status(pg_dsn, schema=name)
+    with pytest.raises(ValidationError, match="invalid identifier"):
+        PsycopgJobStore(pg_dsn, schema=name)
+    with pytest.raises(ValidationError, match="invalid identifier"):
+        AsyncPsycopgJobStore(pg_dsn, schema=name)
+    assert _schemas(pg_dsn) == before
+    assert "skiplock" in before
+
+
+def _schemas(dsn: str) -> set[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT nspname FROM pg_namespace").fetchall()
+    return {name for (name,) in rows}
+
+
+def test_schema_sql_uses_the_given_schema_everywhere() -> None:
+    ddl = schema_sql("elsewhere")
+    assert '"elsewhere".jobs' in ddl
+    assert '"skiplock"' not in ddl
+    assert "skiplock_jobs" not in ddl
+    assert "'elsewhere_jobs'" in ddl  # the NOTIFY channel
+    assert ddl.strip().startswith("--")
+    assert "BEGIN;" in ddl
+    assert ddl.rstrip().endswith("COMMIT;")
