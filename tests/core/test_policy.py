@@ -30,7 +30,6 @@ DEFAULT = KindPolicy(
     node_limit=8,
     cluster_limit=20,
     rate_limit=RateLimit(rps=1, burst=1),
-    transactional=True,
 )
 
 # override field -> (processor value, explicit value, getter on KindPolicy, default value)
@@ -45,7 +44,9 @@ FIELDS: dict[str, tuple[Any, Any, Any]] = {
     "node_limit": (2, 1, lambda p: p.node_limit),
     "cluster_limit": (4, 3, lambda p: p.cluster_limit),
     "rate_limit": (RateLimit(rps=5, burst=2), RateLimit(rps=9, burst=3), lambda p: p.rate_limit),
-    "transactional": (False, True, lambda p: p.transactional),
+    # The defaults are False: the explicit level switching a processor's choice off.
+    "transactional": (True, False, lambda p: p.transactional),
+    "autocommit": (True, False, lambda p: p.autocommit),
 }
 
 
@@ -75,20 +76,40 @@ def test_resolve_policy_other_fields_untouched(name: str) -> None:
 def test_resolve_policy_mixes_levels() -> None:
     resolved = resolve_policy(
         PolicyOverrides(timeout=1.0),
-        PolicyOverrides(timeout=9.0, max_attempts=2, transactional=False),
+        PolicyOverrides(timeout=9.0, max_attempts=2, autocommit=True),
         DEFAULT,
     )
     assert resolved == attrs.evolve(
         DEFAULT,
         timeout=1.0,
-        transactional=False,
+        autocommit=True,
         retry=attrs.evolve(DEFAULT.retry, max_attempts=2),
     )
 
 
 def test_resolve_policy_false_is_a_setting_not_absence() -> None:
-    resolved = resolve_policy(PolicyOverrides(transactional=False), None, KindPolicy())
+    default = KindPolicy(transactional=True)
+    resolved = resolve_policy(PolicyOverrides(transactional=False), None, default)
     assert resolved.transactional is False
+
+
+def test_resolve_policy_connection_modes_are_exclusive() -> None:
+    with pytest.raises(ValidationError, match="mutually exclusive"):
+        PolicyOverrides(transactional=True, autocommit=True)
+    with pytest.raises(ValidationError, match="mutually exclusive"):
+        KindPolicy(transactional=True, autocommit=True)
+    # Each level alone is fine; merged field by field the job would need both modes.
+    with pytest.raises(ValidationError, match="mutually exclusive"):
+        resolve_policy(
+            PolicyOverrides(autocommit=True), PolicyOverrides(transactional=True), KindPolicy()
+        )
+    # Switching the processor's mode explicitly resolves it.
+    resolved = resolve_policy(
+        PolicyOverrides(autocommit=True, transactional=False),
+        PolicyOverrides(transactional=True),
+        KindPolicy(),
+    )
+    assert (resolved.transactional, resolved.autocommit) == (False, True)
 
 
 def test_resolve_policy_inconsistent_merge_rejected() -> None:
@@ -116,6 +137,8 @@ def test_resolve_policy_inconsistent_merge_rejected() -> None:
         ({"backoff_cap": timedelta(seconds=-1)}, "backoff_cap must be >= 0"),
         ({"backoff_factor": 0.9}, "backoff_factor must be >= 1"),
         ({"backoff_jitter": 2.0}, "backoff_jitter must be within"),
+        ({"transactional": "yes"}, "transactional must be a bool"),
+        ({"autocommit": 1}, "autocommit must be a bool"),
     ],
 )
 def test_policy_overrides_reject_invalid(kwargs: dict[str, Any], fragment: str) -> None:
@@ -141,4 +164,6 @@ def test_kind_policy_defaults() -> None:
     assert policy.retry == RetryPolicy()
     assert policy.timeout is None
     assert policy.stale_ttl == timedelta(minutes=15)
-    assert policy.transactional is True
+    # No connection unless the processor asks for one (R10).
+    assert policy.transactional is False
+    assert policy.autocommit is False

@@ -5,27 +5,54 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from skiplock._compat import sleep
 from skiplock.adapters.memory import InMemoryJobStore
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from datetime import timedelta
 
     from skiplock import Job
-    from skiplock.core import ClaimRequest
+    from skiplock.adapters.memory import InMemoryTransaction
+    from skiplock.core import ClaimRequest, Completion
 
 
 class CountingStore(InMemoryJobStore):
-    """The in-memory store, counting claims, claimed jobs, heartbeats and maintenance."""
+    """The in-memory store, counting claims, claimed jobs, heartbeats, maintenance,
+    connections handed out, and the sizes of ``complete`` calls made outside a
+    transaction."""
 
     claims = 0
     claimed = 0
     heartbeats = 0
     recoveries = 0
+    transactions = 0
+    autocommits = 0
     last_request: ClaimRequest | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batches: list[int] = []
+
+    @contextmanager
+    def transaction(self) -> Iterator[InMemoryTransaction]:
+        self.transactions += 1
+        with super().transaction() as tx:
+            yield tx
+
+    @contextmanager
+    def autocommit(self) -> Iterator[InMemoryTransaction]:
+        self.autocommits += 1
+        with super().autocommit() as handle:
+            yield handle
+
+    def complete(self, completions: Sequence[Completion], *, connection: Any = None) -> list[bool]:
+        if connection is None:
+            self.batches.append(len(completions))
+        return super().complete(completions, connection=connection)
 
     def claim(self, request: ClaimRequest) -> list[Job]:
         jobs = super().claim(request)

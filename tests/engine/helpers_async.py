@@ -3,27 +3,56 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 from skiplock._compat_async import sleep
 from skiplock.adapters.memory import AsyncInMemoryJobStore
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import AsyncIterator, Callable, Mapping, Sequence
     from datetime import timedelta
 
     from skiplock import Job
-    from skiplock.core import ClaimRequest
+    from skiplock.adapters.memory import InMemoryTransaction
+    from skiplock.core import ClaimRequest, Completion
 
 
 class CountingStore(AsyncInMemoryJobStore):
-    """The in-memory store, counting claims, claimed jobs, heartbeats and maintenance."""
+    """The in-memory store, counting claims, claimed jobs, heartbeats, maintenance,
+    connections handed out, and the sizes of ``complete`` calls made outside a
+    transaction."""
 
     claims = 0
     claimed = 0
     heartbeats = 0
     recoveries = 0
+    transactions = 0
+    autocommits = 0
     last_request: ClaimRequest | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batches: list[int] = []
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[InMemoryTransaction]:
+        self.transactions += 1
+        async with super().transaction() as tx:
+            yield tx
+
+    @asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[InMemoryTransaction]:
+        self.autocommits += 1
+        async with super().autocommit() as handle:
+            yield handle
+
+    async def complete(
+        self, completions: Sequence[Completion], *, connection: Any = None
+    ) -> list[bool]:
+        if connection is None:
+            self.batches.append(len(completions))
+        return await super().complete(completions, connection=connection)
 
     async def claim(self, request: ClaimRequest) -> list[Job]:
         jobs = await super().claim(request)

@@ -124,6 +124,30 @@ def test_engine_rejects_duplicate_and_invalid_registrations(engine: Engine) -> N
         engine.register(NoKind())
 
 
+def test_engine_connection_mode_defaults_to_none(clock: FakeClock) -> None:
+    settings = Settings(kinds={"index.build": PolicyOverrides(autocommit=True)})
+    engine = Engine(InMemoryJobStore(clock=clock), settings, clock=clock)
+
+    @engine.processor("plain")
+    def plain(payload: Any, ctx: JobContext) -> None: ...
+
+    @engine.processor("book", transactional=True)
+    def book(payload: Any, ctx: JobContext) -> None: ...
+
+    @engine.processor("index.build")  # the mode comes from Settings.kinds
+    def build(payload: Any, ctx: JobContext) -> None: ...
+
+    modes = {
+        kind: (engine.policy(kind).transactional, engine.policy(kind).autocommit)
+        for kind in ("plain", "book", "index.build")
+    }
+    assert modes == {
+        "plain": (False, False),
+        "book": (True, False),
+        "index.build": (False, True),
+    }
+
+
 # ---- enqueue --------------------------------------------------------------------------
 
 
@@ -133,7 +157,10 @@ def test_engine_enqueue_variants(engine: Engine, store: InMemoryJobStore, clock:
     b = engine.enqueue_at(now + timedelta(hours=1), "email.send", {"to": "b"})
     c = engine.enqueue_after(30, "email.send", Email("c"))
     d = engine.enqueue_after(timedelta(minutes=2), "email.send", Email("d"))
-    assert [r.created for r in (a, b, c, d)] == [True] * 4
+    # The same schedules as keywords of enqueue.
+    e = engine.enqueue("email.send", Email("e"), available_at=now + timedelta(hours=1))
+    f = engine.enqueue("email.send", Email("f"), delay=30)
+    assert [r.created for r in (a, b, c, d, e, f)] == [True] * 6
 
     job_a = engine.get_job(a.id)
     assert job_a.payload == {"to": "a", "subject": ""}
@@ -143,12 +170,48 @@ def test_engine_enqueue_variants(engine: Engine, store: InMemoryJobStore, clock:
     assert (engine.get_job(b.id)).available_at == now + timedelta(hours=1)
     assert (engine.get_job(c.id)).available_at == now + timedelta(seconds=30)
     assert (engine.get_job(d.id)).available_at == now + timedelta(minutes=2)
+    assert (engine.get_job(e.id)).available_at == now + timedelta(hours=1)
+    assert (engine.get_job(f.id)).available_at == now + timedelta(seconds=30)
 
     # Only the job that is due runs.
     assert engine.worker().run_until_idle() == 1
     assert (engine.get_job(a.id)).state is JobState.SUCCEEDED
     clock.advance(timedelta(hours=1))
-    assert engine.worker().run_until_idle() == 3
+    assert engine.worker().run_until_idle() == 5
+
+
+def test_engine_enqueue_delegations_keep_their_keywords(engine: Engine) -> None:
+    at = engine.enqueue_at(
+        datetime(2030, 1, 1, tzinfo=UTC),
+        "email.send",
+        Email("a"),
+        priority=3,
+        tenant="t",
+        idempotency_key="k-at",
+        max_attempts=7,
+    )
+    after = engine.enqueue_after(
+        5, "email.send", Email("b"), priority=-2, tenant="u", idempotency_key="k-after"
+    )
+    job_at, job_after = engine.get_job(at.id), engine.get_job(after.id)
+    assert (job_at.priority, job_at.tenant, job_at.idempotency_key, job_at.max_attempts) == (
+        3,
+        "t",
+        "k-at",
+        7,
+    )
+    assert (job_after.priority, job_after.tenant, job_after.max_attempts) == (-2, "u", 3)
+    assert job_after.idempotency_key == "k-after"
+
+
+def test_engine_enqueue_rejects_available_at_with_delay(engine: Engine) -> None:
+    with pytest.raises(ValidationError, match="mutually exclusive"):
+        engine.enqueue(
+            "email.send", Email("a"), available_at=datetime(2030, 1, 1, tzinfo=UTC), delay=5
+        )
+    with pytest.raises(ValidationError, match="delay"):
+        engine.enqueue("email.send", Email("a"), delay=-1)
+    assert engine.counts() == []
 
 
 def test_engine_enqueue_max_attempts_and_idempotency(engine: Engine) -> None:

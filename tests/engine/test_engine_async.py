@@ -125,20 +125,51 @@ async def test_engine_rejects_duplicate_and_invalid_registrations(engine: AsyncE
 
 
 @skip_sync
-async def test_engine_async_runs_plain_functions_only_outside_the_transaction(
+async def test_engine_async_runs_plain_functions_only_without_a_connection(
     clock: FakeClock,
 ) -> None:
     engine = AsyncEngine(AsyncInMemoryJobStore(clock=clock), clock=clock)
 
-    @engine.processor("plain", transactional=False)
+    @engine.processor("plain")
     def plain(payload: Any, ctx: JobContext) -> None: ...
 
     assert not engine.processors["plain"].is_async
-    # An AsyncEngine cannot hand a sync processor its (async) transaction.
-    with pytest.raises(TypeError, match="transactional=False"):
+    # An AsyncEngine cannot hand a sync processor its (async) connections.
+    with pytest.raises(TypeError, match="without transactional=True"):
 
-        @engine.processor("plain.tx")
+        @engine.processor("plain.tx", transactional=True)
         def plain_tx(payload: Any, ctx: JobContext) -> None: ...
+
+    with pytest.raises(TypeError, match="without autocommit=True"):
+
+        @engine.processor("plain.ac", autocommit=True)
+        def plain_ac(payload: Any, ctx: JobContext) -> None: ...
+
+    assert engine.kinds == {"plain"}
+
+
+async def test_engine_connection_mode_defaults_to_none(clock: FakeClock) -> None:
+    settings = Settings(kinds={"index.build": PolicyOverrides(autocommit=True)})
+    engine = AsyncEngine(AsyncInMemoryJobStore(clock=clock), settings, clock=clock)
+
+    @engine.processor("plain")
+    async def plain(payload: Any, ctx: JobContext) -> None: ...
+
+    @engine.processor("book", transactional=True)
+    async def book(payload: Any, ctx: JobContext) -> None: ...
+
+    @engine.processor("index.build")  # the mode comes from Settings.kinds
+    async def build(payload: Any, ctx: JobContext) -> None: ...
+
+    modes = {
+        kind: (engine.policy(kind).transactional, engine.policy(kind).autocommit)
+        for kind in ("plain", "book", "index.build")
+    }
+    assert modes == {
+        "plain": (False, False),
+        "book": (True, False),
+        "index.build": (False, True),
+    }
 
 
 # ---- enqueue --------------------------------------------------------------------------
@@ -152,7 +183,10 @@ async def test_engine_enqueue_variants(
     b = await engine.enqueue_at(now + timedelta(hours=1), "email.send", {"to": "b"})
     c = await engine.enqueue_after(30, "email.send", Email("c"))
     d = await engine.enqueue_after(timedelta(minutes=2), "email.send", Email("d"))
-    assert [r.created for r in (a, b, c, d)] == [True] * 4
+    # The same schedules as keywords of enqueue.
+    e = await engine.enqueue("email.send", Email("e"), available_at=now + timedelta(hours=1))
+    f = await engine.enqueue("email.send", Email("f"), delay=30)
+    assert [r.created for r in (a, b, c, d, e, f)] == [True] * 6
 
     job_a = await engine.get_job(a.id)
     assert job_a.payload == {"to": "a", "subject": ""}
@@ -162,12 +196,48 @@ async def test_engine_enqueue_variants(
     assert (await engine.get_job(b.id)).available_at == now + timedelta(hours=1)
     assert (await engine.get_job(c.id)).available_at == now + timedelta(seconds=30)
     assert (await engine.get_job(d.id)).available_at == now + timedelta(minutes=2)
+    assert (await engine.get_job(e.id)).available_at == now + timedelta(hours=1)
+    assert (await engine.get_job(f.id)).available_at == now + timedelta(seconds=30)
 
     # Only the job that is due runs.
     assert await engine.worker().run_until_idle() == 1
     assert (await engine.get_job(a.id)).state is JobState.SUCCEEDED
     clock.advance(timedelta(hours=1))
-    assert await engine.worker().run_until_idle() == 3
+    assert await engine.worker().run_until_idle() == 5
+
+
+async def test_engine_enqueue_delegations_keep_their_keywords(engine: AsyncEngine) -> None:
+    at = await engine.enqueue_at(
+        datetime(2030, 1, 1, tzinfo=UTC),
+        "email.send",
+        Email("a"),
+        priority=3,
+        tenant="t",
+        idempotency_key="k-at",
+        max_attempts=7,
+    )
+    after = await engine.enqueue_after(
+        5, "email.send", Email("b"), priority=-2, tenant="u", idempotency_key="k-after"
+    )
+    job_at, job_after = await engine.get_job(at.id), await engine.get_job(after.id)
+    assert (job_at.priority, job_at.tenant, job_at.idempotency_key, job_at.max_attempts) == (
+        3,
+        "t",
+        "k-at",
+        7,
+    )
+    assert (job_after.priority, job_after.tenant, job_after.max_attempts) == (-2, "u", 3)
+    assert job_after.idempotency_key == "k-after"
+
+
+async def test_engine_enqueue_rejects_available_at_with_delay(engine: AsyncEngine) -> None:
+    with pytest.raises(ValidationError, match="mutually exclusive"):
+        await engine.enqueue(
+            "email.send", Email("a"), available_at=datetime(2030, 1, 1, tzinfo=UTC), delay=5
+        )
+    with pytest.raises(ValidationError, match="delay"):
+        await engine.enqueue("email.send", Email("a"), delay=-1)
+    assert await engine.counts() == []
 
 
 async def test_engine_enqueue_max_attempts_and_idempotency(engine: AsyncEngine) -> None:

@@ -13,6 +13,7 @@ def test_settings_defaults_match_the_seed() -> None:
     s = Settings()
     assert (s.concurrency, s.batch_size, s.poll_interval) == (4, None, 1.0)
     assert s.claim_batch_size(4) == 4
+    assert s.completion_batch_size == 100
     assert s.shutdown_timeout == 30.0
     assert s.heartbeat_interval == 10.0
     assert s.stale_ttl == timedelta(minutes=15)
@@ -56,6 +57,7 @@ def test_settings_accepts_seconds_for_durations_and_dicts_for_overrides() -> Non
     [
         ({"concurrency": 0}, "concurrency"),
         ({"concurrency": True}, "concurrency"),
+        ({"completion_batch_size": 0}, "completion_batch_size"),
         ({"batch_size": 0}, "batch_size"),
         ({"poll_interval": 0}, "poll_interval"),
         ({"shutdown_timeout": -1}, "shutdown_timeout"),
@@ -74,6 +76,7 @@ def test_settings_accepts_seconds_for_durations_and_dicts_for_overrides() -> Non
         ({"kinds": {"bad kind": {}}}, "kinds"),
         ({"kinds": {"a": {"nope": 1}}}, "unknown policy field"),
         ({"kinds": {"a": {"node_limit": 0}}}, "node_limit"),
+        ({"kinds": {"a": {"transactional": True, "autocommit": True}}}, "mutually exclusive"),
         ({"caps": {"": (1, 1)}}, "provider"),
         ({"caps": {"smtp": (0, 1)}}, "rps"),
     ],
@@ -98,6 +101,7 @@ def test_settings_from_env_reads_scalars_with_units() -> None:
     env = {
         "SKIPLOCK_CONCURRENCY": "8",
         "SKIPLOCK_BATCH_SIZE": "16",
+        "SKIPLOCK_COMPLETION_BATCH_SIZE": "7",
         "SKIPLOCK_POLL_INTERVAL": "250ms",
         "SKIPLOCK_SHUTDOWN_TIMEOUT": "1m",
         "SKIPLOCK_STALE_TTL": "2h",
@@ -115,6 +119,7 @@ def test_settings_from_env_reads_scalars_with_units() -> None:
     }
     s = Settings.from_env(env)
     assert (s.concurrency, s.batch_size, s.poll_interval) == (8, 16, 0.25)
+    assert s.completion_batch_size == 7
     assert s.shutdown_timeout == 60.0
     assert s.stale_ttl == timedelta(hours=2)
     assert s.backoff_base == timedelta(seconds=5)
@@ -136,15 +141,26 @@ def test_settings_from_env_reads_per_kind_lists_and_caps() -> None:
         "SKIPLOCK_STALE_TTLS": "report=1h",
         "SKIPLOCK_KIND_MAX_ATTEMPTS": "email.send=10",
         "SKIPLOCK_RATE_LIMITS": "email.send=5/10",
+        "SKIPLOCK_KIND_TRANSACTIONAL": "email.send=false,report=yes",
+        "SKIPLOCK_KIND_AUTOCOMMIT": "index.build=true",
         "SKIPLOCK_CAPS": "smtp=20/40",
     }
     s = Settings.from_env(env)
     assert s.kinds["email.send"] == PolicyOverrides(
-        node_limit=2, max_attempts=10, rate_limit=RateLimit(rps=5, burst=10)
+        node_limit=2,
+        max_attempts=10,
+        rate_limit=RateLimit(rps=5, burst=10),
+        transactional=False,
     )
     assert s.kinds["report"] == PolicyOverrides(
-        node_limit=1, cluster_limit=3, timeout=300.0, stale_ttl=timedelta(hours=1)
+        node_limit=1,
+        cluster_limit=3,
+        timeout=300.0,
+        stale_ttl=timedelta(hours=1),
+        transactional=True,
     )
+    assert s.kinds["index.build"] == PolicyOverrides(autocommit=True)
+    assert s.policy_for("index.build", None).autocommit is True
     assert s.caps == {"smtp": RateLimit(rps=20, burst=40)}
 
 
@@ -165,6 +181,7 @@ def test_settings_from_env_keyword_overrides_win() -> None:
         ({"SKIPLOCK_NODE_LIMITS": "email.send=0"}, "SKIPLOCK_NODE_LIMITS"),
         ({"SKIPLOCK_NODE_LIMITS": "a=1,a=2"}, "SKIPLOCK_NODE_LIMITS"),
         ({"SKIPLOCK_RATE_LIMITS": "a=5"}, "SKIPLOCK_RATE_LIMITS"),
+        ({"SKIPLOCK_KIND_AUTOCOMMIT": "a=maybe"}, "SKIPLOCK_KIND_AUTOCOMMIT"),
         ({"SKIPLOCK_CAPS": "smtp=0/1"}, "SKIPLOCK_CAPS"),
     ],
 )

@@ -12,6 +12,7 @@ import pytest
 
 from skiplock import (
     AsyncEngine,
+    Enqueue,
     JobContext,
     JobState,
     JobTimeoutError,
@@ -21,13 +22,16 @@ from skiplock import (
     Settings,
     ValidationError,
 )
-from skiplock._compat_async import IS_ASYNC, Event, join, skip_sync, spawn, wait_event
+from skiplock._compat_async import Event, join, skip_sync, spawn, wait_event
 from skiplock.adapters.memory import InMemoryTransaction
 
 from .helpers_async import CountingStore, eventually
 from .support import Email, Invoice, RecordingMetrics, RecordingTracer, Report
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from skiplock.core import Completion
     from skiplock.testing import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -85,7 +89,7 @@ async def test_worker_runs_a_job_with_its_context(
                 ctx.worker_id,
                 ctx.job.claimed_by,
                 ctx.cancelled,
-                isinstance(ctx.connection, InMemoryTransaction),
+                ctx.connection,
             )
         )
         ctx.check_cancelled()
@@ -96,7 +100,7 @@ async def test_worker_runs_a_job_with_its_context(
     clock.advance(5)
     assert await worker.run_until_idle() == 1
     assert seen == [
-        ({"name": "Ada"}, job_id, "greet", 1, "acme", worker.id, worker.id, False, True)
+        ({"name": "Ada"}, job_id, "greet", 1, "acme", worker.id, worker.id, False, None)
     ]
     job = await engine.get_job(job_id)
     assert job.state is JobState.SUCCEEDED
@@ -303,7 +307,7 @@ async def test_worker_processor_writes_commit_with_the_completion(
     engine = make_engine(store, clock)
     children: list[int] = []
 
-    @engine.processor("parent", max_attempts=1)
+    @engine.processor("parent", max_attempts=1, transactional=True)
     async def parent(payload: dict[str, Any], ctx: JobContext) -> None:
         await engine.enqueue("child", {"n": payload["n"]}, connection=ctx.connection)
         if payload["fail"]:
@@ -329,9 +333,9 @@ async def test_worker_lost_lease_rolls_back_the_processors_writes(
     engine = make_engine(store, clock, metrics)
     engine.declare_kind("child")
 
-    @engine.processor("parent")
+    @engine.processor("parent", transactional=True)
     async def parent(payload: Any, ctx: JobContext) -> None:
-        await engine.enqueue("child", {}, connection=ctx.connection)
+        await engine.enqueue("child", {}, connection=ctx.session)  # the alias
         await engine.cancel_job(ctx.job_id)  # an operator cancels the running job
 
     job_id = (await engine.enqueue("parent", {})).id
@@ -341,32 +345,291 @@ async def test_worker_lost_lease_rolls_back_the_processors_writes(
     assert metrics.outcomes() == ["lost"]
 
 
-async def test_worker_non_transactional_processors_run_outside_a_transaction(
+async def test_worker_hands_each_connection_mode_its_connection(
     store: CountingStore, clock: FakeClock
 ) -> None:
     engine = make_engine(store, clock)
-    connections: dict[str, Any] = {}
+    seen: dict[str, Any] = {}
 
-    @engine.processor("nt.native", transactional=False)
+    @engine.processor("tx", transactional=True)
+    async def tx(payload: Any, ctx: JobContext) -> None:
+        seen["tx"] = (ctx.connection, ctx.session)
+
+    @engine.processor("ac", autocommit=True)
+    async def ac(payload: Any, ctx: JobContext) -> None:
+        seen["ac"] = (ctx.connection, ctx.session)
+
+    class Ddl(Processor):  # the class-style attribute
+        kind = "ddl"
+        autocommit = True
+
+        async def process(self, payload: Any, ctx: JobContext) -> None:
+            seen["ddl"] = (ctx.connection, ctx.session)
+
+    engine.register(Ddl)
+    for kind in ("tx", "ac", "ddl"):
+        await engine.enqueue(kind, {})
+    assert await engine.worker().run_until_idle() == 3
+    for kind, autocommit in (("tx", False), ("ac", True), ("ddl", True)):
+        connection, session = seen[kind]
+        assert isinstance(connection, InMemoryTransaction), kind
+        assert session is connection
+        assert connection.autocommit is autocommit, kind
+    assert (store.transactions, store.autocommits) == (1, 2)
+
+
+async def test_worker_default_processors_acquire_no_connection(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock)
+    seen: dict[str, Any] = {}
+
+    @engine.processor("native")
     async def native(payload: Any, ctx: JobContext) -> None:
-        connections["native"] = ctx.connection
+        seen["native"] = (ctx.connection, ctx.session)
 
-    @engine.processor("nt.plain", transactional=False)
+    @engine.processor("plain")
     def plain(payload: Any, ctx: JobContext) -> None:
-        connections["plain"] = ctx.connection
-        connections["thread"] = threading.current_thread() is not threading.main_thread()
+        seen["plain"] = (ctx.connection, ctx.session)
+        seen["thread"] = threading.current_thread() is not threading.main_thread()
 
-    await engine.enqueue("nt.native", {})
-    await engine.enqueue("nt.plain", {})
-    assert await engine.worker().run_until_idle() == 2
-    assert isinstance(connections["native"], InMemoryTransaction)
-    assert connections["native"].autocommit
-    # An AsyncEngine runs plain functions in a thread and gives them no async connection.
-    if IS_ASYNC:
-        assert connections["plain"] is None
-    else:
-        assert isinstance(connections["plain"], InMemoryTransaction)
-    assert connections["thread"]
+    @engine.processor("failing", max_attempts=1)
+    async def failing(payload: Any, ctx: JobContext) -> None:
+        raise RuntimeError("no connection needed to fail either")
+
+    for kind in ("native", "plain", "failing"):
+        await engine.enqueue(kind, {})
+    assert await engine.worker().run_until_idle() == 3
+    assert seen["native"] == (None, None)
+    assert seen["plain"] == (None, None)
+    assert seen["thread"]  # a plain function runs in its own thread in both flavours
+    # Neither a transaction nor an autocommit connection was opened for any job.
+    assert (store.transactions, store.autocommits) == (0, 0)
+    states = {job.kind: job.state for job in await engine.list_jobs()}
+    assert states == {
+        "native": JobState.SUCCEEDED,
+        "plain": JobState.SUCCEEDED,
+        "failing": JobState.DEAD,
+    }
+
+
+async def test_worker_rejects_both_connection_modes_at_registration(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock, kinds={"mixed": {"autocommit": True}})
+    with pytest.raises(ValidationError, match="mutually exclusive"):
+        engine.processor("both", transactional=True, autocommit=True)
+
+    class Both(Processor):
+        kind = "both.cls"
+        transactional = True
+        autocommit = True
+
+        async def process(self, payload: Any, ctx: JobContext) -> None: ...
+
+    with pytest.raises(ValidationError, match="mutually exclusive"):
+        engine.register(Both)
+    # Explicit configuration and the processor each choose one mode.
+    with pytest.raises(ValidationError, match="mutually exclusive"):
+
+        @engine.processor("mixed", transactional=True)
+        async def mixed(payload: Any, ctx: JobContext) -> None: ...
+
+    assert engine.kinds == frozenset()
+
+
+# ---- completion batching (ARCHITECTURE §8) --------------------------------------------
+
+
+class GatedStore(CountingStore):
+    """Holds its first ``complete`` outside a transaction until ``gate`` is set."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gate = Event()
+        self.held = Event()
+
+    async def complete(
+        self, completions: Sequence[Completion], *, connection: Any = None
+    ) -> list[bool]:
+        if connection is None and not self.held.is_set():
+            self.held.set()
+            assert await wait_event(self.gate, 5.0), "the gate was never opened"
+        return await super().complete(completions, connection=connection)
+
+
+class FailingStore(CountingStore):
+    """Fails its first ``complete`` outside a transaction, then works again."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.failed = Event()
+        self.failed_ids: list[int] = []
+
+    async def complete(
+        self, completions: Sequence[Completion], *, connection: Any = None
+    ) -> list[bool]:
+        if connection is None and not self.failed.is_set():
+            self.failed_ids = [c.lease.job_id for c in completions]
+            self.failed.set()
+            raise ConnectionError("the database went away mid-flush")
+        return await super().complete(completions, connection=connection)
+
+
+async def test_worker_batches_completions_of_jobs_outside_their_transaction(
+    clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    store = GatedStore(clock=clock)
+    engine = make_engine(store, clock, metrics, concurrency=8)
+    ran: list[int] = []
+    lock = threading.Lock()
+    all_ran = Event()
+
+    @engine.processor("quick")
+    async def quick(payload: dict[str, int], ctx: JobContext) -> None:
+        with lock:
+            ran.append(payload["i"])
+            if len(ran) == 40:
+                all_ran.set()
+
+    ids = [r.id for r in await engine.enqueue_many(Enqueue("quick", {"i": i}) for i in range(40))]
+    worker = engine.worker()
+    task = spawn(worker.run_until_idle)
+    # The first write is held: slots are free once processors return, so every job
+    # still runs, and the other outcomes wait for the next write together.
+    assert await wait_event(all_ran, 5.0)
+    await eventually(store.held.is_set)
+    assert all(state_of(store, i) is JobState.RUNNING for i in ids)
+    store.gate.set()
+    assert await join(task) == 40
+    assert sorted(ran) == list(range(40))
+    # run_until_idle returned only after the last write.
+    assert all(state_of(store, i) is JobState.SUCCEEDED for i in ids)
+    assert sum(store.batches) == 40
+    assert len(store.batches) < 40
+    assert max(store.batches) > 1
+    assert metrics.outcomes() == ["succeeded"] * 40
+
+
+async def test_worker_completion_batches_are_capped(clock: FakeClock) -> None:
+    store = GatedStore(clock=clock)
+    engine = make_engine(store, clock, concurrency=8, completion_batch_size=3)
+    all_ran = Event()
+    lock = threading.Lock()
+    count = [0]
+
+    @engine.processor("quick")
+    async def quick(payload: Any, ctx: JobContext) -> None:
+        with lock:
+            count[0] += 1
+            if count[0] == 20:
+                all_ran.set()
+
+    await engine.enqueue_many(Enqueue("quick", {}) for _ in range(20))
+    task = spawn(engine.worker().run_until_idle)
+    assert await wait_event(all_ran, 5.0)
+    store.gate.set()
+    assert await join(task) == 20
+    assert sum(store.batches) == 20
+    assert max(store.batches) == 3  # the outcomes waiting were written three at a time
+
+
+async def test_worker_transactional_jobs_complete_in_their_transaction(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock, concurrency=4)
+
+    @engine.processor("tx", transactional=True)
+    async def tx(payload: Any, ctx: JobContext) -> None: ...
+
+    await engine.enqueue_many(Enqueue("tx", {}) for _ in range(6))
+    assert await engine.worker().run_until_idle() == 6
+    assert store.transactions == 6
+    assert store.batches == []  # nothing went through the completer
+    assert {job.state for job in await engine.list_jobs()} == {JobState.SUCCEEDED}
+
+
+async def test_worker_shutdown_writes_the_waiting_outcomes(clock: FakeClock) -> None:
+    store = GatedStore(clock=clock)
+    engine = make_engine(store, clock, concurrency=4, poll_interval=0.01)
+    done: list[int] = []
+
+    @engine.processor("quick")
+    async def quick(payload: Any, ctx: JobContext) -> None:
+        done.append(ctx.job_id)
+
+    ids = [r.id for r in await engine.enqueue_many(Enqueue("quick", {}) for _ in range(10))]
+    worker = engine.worker(install_signal_handlers=False)
+    task = spawn(worker.run)
+    await eventually(lambda: len(done) == 10 and worker.running == 0)
+    # Every slot is free, but the outcomes are not written yet.
+    assert any(state_of(store, i) is JobState.RUNNING for i in ids)
+    worker.stop()
+    await eventually(lambda: worker.state == "draining")
+    store.gate.set()
+    await join(task)
+    assert worker.state == "stopped"
+    assert all(state_of(store, i) is JobState.SUCCEEDED for i in ids)
+    assert sum(store.batches) == 10
+    assert store.state.workers() == []  # unregistered only after the last write
+
+
+async def test_worker_survives_a_failing_completion_write(
+    clock: FakeClock, metrics: RecordingMetrics, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = FailingStore(clock=clock)
+    engine = make_engine(store, clock, metrics, concurrency=1)
+    ran: list[int] = []
+
+    @engine.processor("k")
+    async def k(payload: dict[str, int], ctx: JobContext) -> None:
+        if payload["i"] > 0:  # finish only once the first write has failed
+            assert await wait_event(store.failed, 5.0)
+        ran.append(payload["i"])
+
+    ids = [r.id for r in await engine.enqueue_many(Enqueue("k", {"i": i}) for i in range(3))]
+    with caplog.at_level(logging.ERROR, logger="skiplock.worker"):
+        assert await engine.worker().run_until_idle() == 3
+    assert ran == [0, 1, 2]  # the worker kept working after the failed write
+    assert store.failed_ids == ids[:1]
+    assert state_of(store, ids[0]) is JobState.RUNNING  # its outcome was lost ...
+    assert [state_of(store, i) for i in ids[1:]] == [JobState.SUCCEEDED] * 2
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(f"completing 1 job(s) failed (ids {ids[0]})" in m for m in messages)
+    assert sorted(metrics.outcomes()) == ["error", "succeeded", "succeeded"]
+    # ... and the worker is gone, so stale-claim recovery returns the job to pending.
+    recovered, _ = await engine.maintain()
+    assert recovered == ids[:1]
+    assert await engine.worker().run_until_idle() == 1
+    assert state_of(store, ids[0]) is JobState.SUCCEEDED
+
+
+async def test_worker_logs_lost_leases_of_a_batch_per_job(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = GatedStore(clock=clock)
+    engine = make_engine(store, clock, concurrency=4)
+
+    @engine.processor("k")
+    async def k(payload: Any, ctx: JobContext) -> None: ...
+
+    ids = [r.id for r in await engine.enqueue_many(Enqueue("k", {}) for _ in range(3))]
+    task = spawn(engine.worker().run_until_idle)
+    await eventually(store.held.is_set)  # all three were claimed by one claim
+    # An operator cancels two running jobs before their outcomes are written.
+    for job_id in ids[1:]:
+        assert state_of(store, job_id) is JobState.RUNNING
+        await engine.cancel_job(job_id)
+    with caplog.at_level(logging.WARNING, logger="skiplock.worker"):
+        store.gate.set()
+        assert await join(task) == 3
+    lost = [r.getMessage() for r in caplog.records if "no longer ours" in r.getMessage()]
+    assert len(lost) == 2
+    assert [state_of(store, i) for i in ids] == [
+        JobState.SUCCEEDED,
+        JobState.CANCELLED,
+        JobState.CANCELLED,
+    ]
 
 
 # ---- timeouts (R22) -------------------------------------------------------------------

@@ -25,7 +25,10 @@ class KindPolicy:
     node_limit: int | None = None  # per worker process
     cluster_limit: int | None = None  # across all workers
     rate_limit: RateLimit | None = None  # per (tenant, kind)
-    transactional: bool = True  # may the processor run inside the job's transaction
+    # Connection mode (R10), opt-in: run inside the job's transaction, or with an
+    # autocommit connection; neither (the default) acquires no connection for the job.
+    transactional: bool = False
+    autocommit: bool = False
 
     def __attrs_post_init__(self) -> None:
         _validate_overrides(
@@ -34,6 +37,8 @@ class KindPolicy:
                 stale_ttl=self.stale_ttl,
                 node_limit=self.node_limit,
                 cluster_limit=self.cluster_limit,
+                transactional=self.transactional,
+                autocommit=self.autocommit,
             )
         )
 
@@ -63,14 +68,24 @@ def _validate_overrides(o: PolicyOverrides) -> None:
         raise ValidationError(f"backoff_factor must be >= 1, got {o.backoff_factor!r}")
     if o.backoff_jitter is not None and not 0 <= o.backoff_jitter <= 1:
         raise ValidationError(f"backoff_jitter must be within [0, 1], got {o.backoff_jitter!r}")
+    for name in ("transactional", "autocommit"):
+        flag: object = getattr(o, name)
+        if flag is not None and not isinstance(flag, bool):
+            raise ValidationError(f"{name} must be a bool, got {flag!r}")
+    if o.transactional and o.autocommit:
+        raise ValidationError(
+            "transactional and autocommit are mutually exclusive: a job runs either inside "
+            "its transaction or with an autocommit connection (set one of them to False)"
+        )
 
 
 @attrs.frozen
 class PolicyOverrides:
     """A partial policy: ``None`` means "not set at this level".
 
-    Values are checked at construction (positive limits, timeout > 0, sane backoff);
-    whether base <= cap holds is checked once the levels are merged.
+    Values are checked at construction (positive limits, timeout > 0, sane backoff, not
+    both ``transactional`` and ``autocommit``); whether base <= cap holds, and whether the
+    merged connection mode is consistent, is checked once the levels are merged.
     """
 
     max_attempts: int | None = None
@@ -84,6 +99,7 @@ class PolicyOverrides:
     cluster_limit: int | None = None
     rate_limit: RateLimit | None = None
     transactional: bool | None = None
+    autocommit: bool | None = None
 
     def __attrs_post_init__(self) -> None:
         _validate_overrides(self)
@@ -102,8 +118,9 @@ def resolve_policy(
 ) -> KindPolicy:
     """Merge field by field: the first level that sets a field wins.
 
-    Raises :class:`~skiplock.core.ValidationError` if the merged backoff is inconsistent
-    (e.g. a base above the cap).
+    Raises :class:`~skiplock.core.ValidationError` if the merged policy is inconsistent
+    (e.g. a backoff base above the cap, or ``transactional`` and ``autocommit`` both True
+    because different levels set one each).
     """
     levels = tuple(x for x in (explicit, processor) if x is not None)
     d = default.retry
@@ -122,4 +139,5 @@ def resolve_policy(
         cluster_limit=_pick(levels, "cluster_limit", default.cluster_limit),
         rate_limit=_pick(levels, "rate_limit", default.rate_limit),
         transactional=_pick(levels, "transactional", default.transactional),
+        autocommit=_pick(levels, "autocommit", default.autocommit),
     )

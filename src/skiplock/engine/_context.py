@@ -19,11 +19,19 @@ class _CancelSource(Protocol):
 class JobContext:
     """What a processor knows about the attempt it runs.
 
-    ``connection`` is the job's transaction handle for transactional kinds (write through
-    it — e.g. ``engine.enqueue(..., connection=ctx.connection)`` — and the writes commit
-    atomically with the job's completion, R10), an autocommit connection for
-    non-transactional kinds, or ``None``. ``logger`` adds ``job_id``, ``kind``,
-    ``attempt``, ``tenant`` and ``worker_id`` to every record.
+    ``connection`` depends on the processor's connection mode (R10), which it opts into:
+
+    - ``transactional=True``: the job's transaction. Write through it — e.g.
+      ``engine.enqueue(..., connection=ctx.connection)`` — and the writes commit
+      atomically with the job's completion, or roll back with a failed attempt.
+    - ``autocommit=True``: a connection outside any transaction, for work that cannot
+      run in one (``CREATE INDEX CONCURRENTLY``, ``VACUUM``); each statement commits.
+    - neither (the default): ``None``; no connection is taken from the pool for the job,
+      so a processor busy with an HTTP call holds none.
+
+    ``session`` is the same object under the name SQLAlchemy users expect: with a
+    SQLAlchemy store it is the job's ``Session`` / ``AsyncSession``. ``logger`` adds
+    ``job_id``, ``kind``, ``attempt``, ``tenant`` and ``worker_id`` to every record.
 
     A job is cancelled when it ran past its timeout or the worker is shutting down: async
     processors are cancelled outright; sync processors get an exception raised into their
@@ -58,6 +66,11 @@ class JobContext:
         self.logger: logging.LoggerAdapter[logging.Logger] = logging.LoggerAdapter(
             logger or job_logger, extra
         )
+
+    @property
+    def session(self) -> Any:
+        """Alias of :attr:`connection` (a SQLAlchemy ``Session`` with a SQLAlchemy store)."""
+        return self.connection
 
     @property
     def job_id(self) -> int:

@@ -134,6 +134,7 @@ class AsyncEngine:
         max_attempts: int | None = None,
         timeout: float | timedelta | None = None,
         transactional: bool | None = None,
+        autocommit: bool | None = None,
         node_limit: int | None = None,
         cluster_limit: int | None = None,
         rate_limit: RateLimit | None = None,
@@ -149,12 +150,18 @@ class AsyncEngine:
         The function takes ``(payload, ctx)`` (or just ``payload``); the payload
         parameter's annotation selects the decoded type (R25). Keywords are the
         processor's policy defaults; ``Settings.kinds`` overrides them.
+
+        Connection mode (R10): ``transactional=True`` runs the processor inside the job's
+        transaction (``ctx.connection``; its writes commit with the completion),
+        ``autocommit=True`` gives it an autocommit connection, and by default it gets
+        none (``ctx.connection is None``). Both True is a ValidationError.
         """
         check_kind(kind)
         overrides = make_overrides(
             max_attempts=max_attempts,
             timeout=timeout,
             transactional=transactional,
+            autocommit=autocommit,
             node_limit=node_limit,
             cluster_limit=cluster_limit,
             rate_limit=rate_limit,
@@ -187,11 +194,13 @@ class AsyncEngine:
 
     def _add(self, spec: ProcessorSpec) -> None:
         if IS_ASYNC:
-            if not spec.is_async and spec.policy.transactional:
+            policy = spec.policy
+            if not spec.is_async and (policy.transactional or policy.autocommit):
+                mode = "transactional" if policy.transactional else "autocommit"
                 raise TypeError(
                     f"processor for {spec.kind!r} is a plain function: an AsyncEngine runs "
-                    "sync processors in a thread, outside the job's (async) transaction; "
-                    "register it with transactional=False, or make it async"
+                    "sync processors in a thread, where its async connections are of no "
+                    f"use; register it without {mode}=True, or make it async"
                 )
         elif spec.is_async:
             raise TypeError(
@@ -215,11 +224,15 @@ class AsyncEngine:
         tenant: str | None = None,
         idempotency_key: str | None = None,
         max_attempts: int | None = None,
+        available_at: datetime | None = None,
+        delay: timedelta | float | None = None,
         connection: Any = None,
     ) -> EnqueueResult:
-        """Create one job, due now; joins ``connection``'s transaction when given (R0).
+        """Create one job; joins ``connection``'s transaction when given (R0).
 
-        Raises :class:`~skiplock.ValidationError` (or ``UnknownKindError``) before
+        The job is due now, at ``available_at`` (a timezone-aware datetime) or ``delay``
+        (a timedelta or seconds) after the store's now; the two are mutually exclusive
+        (R18). Raises :class:`~skiplock.ValidationError` (or ``UnknownKindError``) before
         anything is written (X2). An existing ``idempotency_key`` returns the existing
         job's id with ``created=False``.
         """
@@ -229,6 +242,8 @@ class AsyncEngine:
             priority=priority,
             tenant=tenant,
             idempotency_key=idempotency_key,
+            available_at=available_at,
+            delay=delay,
             max_attempts=max_attempts,
         )
         return (await self._enqueue([item], connection))[0]
@@ -246,16 +261,16 @@ class AsyncEngine:
         connection: Any = None,
     ) -> EnqueueResult:
         """Create one job that is not claimed before ``when`` (a timezone-aware datetime)."""
-        item = Enqueue(
+        return await self.enqueue(
             kind,
             payload,
             priority=priority,
             tenant=tenant,
             idempotency_key=idempotency_key,
-            available_at=when,
             max_attempts=max_attempts,
+            available_at=when,
+            connection=connection,
         )
-        return (await self._enqueue([item], connection))[0]
 
     async def enqueue_after(
         self,
@@ -270,16 +285,16 @@ class AsyncEngine:
         connection: Any = None,
     ) -> EnqueueResult:
         """Create one job due ``delay`` (timedelta or seconds) after the store's now."""
-        item = Enqueue(
+        return await self.enqueue(
             kind,
             payload,
             priority=priority,
             tenant=tenant,
             idempotency_key=idempotency_key,
-            delay=delay,
             max_attempts=max_attempts,
+            delay=delay,
+            connection=connection,
         )
-        return (await self._enqueue([item], connection))[0]
 
     async def enqueue_many(
         self, items: Iterable[Enqueue], *, connection: Any = None

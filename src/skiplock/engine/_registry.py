@@ -29,6 +29,8 @@ class Processor:
 
     Set ``kind`` and any policy attribute (``None`` means "use the configured default"),
     and implement ``process(self, payload, ctx)`` — ``async def`` for an ``AsyncEngine``.
+    ``transactional = True`` runs it inside the job's transaction, ``autocommit = True``
+    hands it an autocommit connection; by default it gets no connection (R10).
     The payload parameter's annotation selects the decoded type, as for functions::
 
         class SendEmail(Processor):
@@ -43,6 +45,7 @@ class Processor:
     max_attempts: ClassVar[int | None] = None
     timeout: ClassVar[float | timedelta | None] = None
     transactional: ClassVar[bool | None] = None
+    autocommit: ClassVar[bool | None] = None
     node_limit: ClassVar[int | None] = None
     cluster_limit: ClassVar[int | None] = None
     rate_limit: ClassVar[RateLimit | None] = None
@@ -105,6 +108,7 @@ def make_overrides(
     max_attempts: int | None = None,
     timeout: float | timedelta | None = None,
     transactional: bool | None = None,
+    autocommit: bool | None = None,
     node_limit: int | None = None,
     cluster_limit: int | None = None,
     rate_limit: RateLimit | None = None,
@@ -129,6 +133,7 @@ def make_overrides(
         cluster_limit=cluster_limit,
         rate_limit=rate_limit,
         transactional=transactional,
+        autocommit=autocommit,
     )
 
 
@@ -139,6 +144,7 @@ def overrides_of(processor: Processor) -> PolicyOverrides:
         max_attempts=cls.max_attempts,
         timeout=cls.timeout,
         transactional=cls.transactional,
+        autocommit=cls.autocommit,
         node_limit=cls.node_limit,
         cluster_limit=cls.cluster_limit,
         rate_limit=cls.rate_limit,

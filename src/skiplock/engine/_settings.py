@@ -157,6 +157,8 @@ class Settings:
     configuration) win over a processor's own defaults, which win over the global values
     here (R6). ``retention`` defaults to 7 days of succeeded jobs (R26; ``None`` switches
     purging off); ``batch_size`` ``None`` claims up to the worker's concurrency at once.
+    ``completion_batch_size`` caps how many outcomes of jobs that ran outside their
+    transaction one store call writes (ARCHITECTURE §8; 1 writes each on its own).
 
     :meth:`from_env` reads ``SKIPLOCK_<FIELD>`` for every scalar field, e.g.
     ``SKIPLOCK_CONCURRENCY=8``, ``SKIPLOCK_STALE_TTL=15m``, ``SKIPLOCK_TIMEOUT=none``,
@@ -169,12 +171,15 @@ class Settings:
     - ``SKIPLOCK_CLUSTER_LIMITS="report=3"``
     - ``SKIPLOCK_TIMEOUTS="report=5m"`` and ``SKIPLOCK_STALE_TTLS="report=1h"``
     - ``SKIPLOCK_KIND_MAX_ATTEMPTS="email.send=10"``
+    - ``SKIPLOCK_KIND_TRANSACTIONAL="invoice.book=true"`` and
+      ``SKIPLOCK_KIND_AUTOCOMMIT="index.build=true"`` (connection mode, R10)
     - ``SKIPLOCK_RATE_LIMITS="email.send=5/10"`` (``rps/burst`` per tenant and kind)
     - ``SKIPLOCK_CAPS="smtp=20/40"`` (``rps/burst`` per provider, across its kinds)
     """
 
     concurrency: int = 4
     batch_size: int | None = None
+    completion_batch_size: int = 100
     poll_interval: float = 1.0
     shutdown_timeout: float = 30.0
     heartbeat_interval: float = 10.0
@@ -206,6 +211,7 @@ class Settings:
         _positive_int("concurrency", self.concurrency)
         if self.batch_size is not None:
             _positive_int("batch_size", self.batch_size)
+        _positive_int("completion_batch_size", self.completion_batch_size)
         _positive_seconds("poll_interval", self.poll_interval)
         _positive_seconds("shutdown_timeout", self.shutdown_timeout, allow_zero=True)
         _positive_seconds("heartbeat_interval", self.heartbeat_interval)
@@ -395,6 +401,7 @@ def _pairs(raw: str, parse: Callable[[str], Any]) -> dict[str, Any]:
 _SCALARS: Mapping[str, Callable[[str], Any]] = {
     "concurrency": _parse_int,
     "batch_size": lambda r: None if r.strip().lower() in _NONE else _parse_int(r),
+    "completion_batch_size": _parse_int,
     "poll_interval": _parse_seconds,
     "shutdown_timeout": _parse_seconds,
     "heartbeat_interval": _parse_seconds,
@@ -421,5 +428,7 @@ _PER_KIND: Mapping[str, tuple[str, Callable[[str], Any]]] = {
     "SKIPLOCK_TIMEOUTS": ("timeout", _parse_seconds),
     "SKIPLOCK_STALE_TTLS": ("stale_ttl", _parse_duration),
     "SKIPLOCK_KIND_MAX_ATTEMPTS": ("max_attempts", _parse_int),
+    "SKIPLOCK_KIND_TRANSACTIONAL": ("transactional", _parse_bool),
+    "SKIPLOCK_KIND_AUTOCOMMIT": ("autocommit", _parse_bool),
     "SKIPLOCK_RATE_LIMITS": ("rate_limit", _parse_rate),
 }

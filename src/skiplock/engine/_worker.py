@@ -6,6 +6,10 @@
 dispatcher plans claims with the core (free slots, per-node and cluster limits, throttled
 pairs and providers), sleeps on one wakeup event (set by finished jobs, the store's
 notifier and :meth:`stop`) with a fallback poll, and never busy-loops.
+
+Outcomes of jobs that did not complete inside their own transaction go to a completer
+(one more task or thread) that writes many of them per ``store.complete`` call
+(ARCHITECTURE §8).
 """
 
 from __future__ import annotations
@@ -22,12 +26,12 @@ from threading import Lock
 from typing import TYPE_CHECKING, Any
 
 from skiplock._compat import (
-    IS_ASYNC,
     Interruptible,
     Task,
     ThreadSafeEvent,
     cancel_and_join,
     install_signal_handlers,
+    join,
     spawn,
 )
 from skiplock.core import (
@@ -67,6 +71,8 @@ logger = logging.getLogger("skiplock.worker")
 RELEASE_GRACE = 5.0
 #: Upper bound of one notifier wait, so a stopping worker's listener notices quickly.
 NOTIFIER_WAIT = 0.1
+#: What ``_execute`` returns when the outcome waits for the completer.
+_QUEUED = "queued"
 
 _LABELS: Mapping[type[Any], str] = {
     Succeeded: "succeeded",
@@ -90,12 +96,26 @@ def _format_error(exc: BaseException) -> str:
 class _Run:
     """One claimed job on this worker."""
 
-    __slots__ = ("guard", "job", "task")
+    __slots__ = ("guard", "job", "outcome", "task")
 
     def __init__(self, job: Job) -> None:
         self.job = job
         self.guard = Interruptible()
         self.task: Task[None] | None = None
+        # Set when the outcome is left to the completer (not written in the job's
+        # transaction).
+        self.outcome: Outcome | None = None
+
+
+class _Done:
+    """An outcome waiting for the completer."""
+
+    __slots__ = ("duration", "job", "outcome")
+
+    def __init__(self, job: Job, outcome: Outcome, duration: float) -> None:
+        self.job = job
+        self.outcome = outcome
+        self.duration = duration
 
 
 class Worker:
@@ -111,6 +131,13 @@ class Worker:
     and nothing runs. Shutdown stops claiming, lets running jobs finish for up to
     ``Settings.shutdown_timeout`` seconds, then interrupts the rest and releases them to
     ``pending`` without using an attempt; heartbeats go on during the drain.
+
+    A job's slot is free as soon as its processor returns. Unless the job completed inside
+    its own transaction (``transactional=True``), its outcome is then written by the
+    completer, batched with others that finished meanwhile (at most
+    ``Settings.completion_batch_size`` per call, and no waiting: an idle worker writes at
+    once). :meth:`run_until_idle` and shutdown return only after the last write. A crash
+    before a write re-runs those jobs after stale-claim recovery (at-least-once).
     """
 
     def __init__(
@@ -135,6 +162,7 @@ class Worker:
             "concurrency", settings.concurrency if concurrency is None else concurrency, minimum=1
         )
         self._batch_size = settings.claim_batch_size(self._concurrency)
+        self._completion_batch = settings.completion_batch_size
         self._specs = engine.processors
         registered = frozenset(self._specs)
         self._claim_kinds: frozenset[str] | None
@@ -191,6 +219,13 @@ class Worker:
         self._stop_requested = False
         self._wakeup: ThreadSafeEvent | None = None
         self._finished: ThreadSafeEvent | None = None
+        # The completer's state, under the same lock: outcomes waiting, how many are
+        # being written now, and whether it still accepts work.
+        self._outbox: list[_Done] = []
+        self._flushing = 0
+        self._outbox_closed = False
+        self._outbox_ready: ThreadSafeEvent | None = None
+        self._completer: Task[None] | None = None
 
     # ---- public ---------------------------------------------------------------------
 
@@ -248,6 +283,7 @@ class Worker:
         self._started = True
         self._wakeup = ThreadSafeEvent()
         self._finished = ThreadSafeEvent()
+        self._outbox_ready = ThreadSafeEvent()
         uninstall = None
         if self._install_signals and not until_idle:
             uninstall = install_signal_handlers(self.stop)
@@ -270,6 +306,7 @@ class Worker:
                 "all" if self._claim_kinds is None else sorted(self._claim_kinds),
                 "all" if self._tenants is None else sorted(self._tenants),
             )
+            self._completer = spawn(self._completion_loop)
             helpers.append(spawn(self._heartbeat_loop))
             if not until_idle:
                 helpers.append(spawn(self._maintenance_loop))
@@ -287,6 +324,9 @@ class Worker:
             self._state = "draining"
             self._drain(self._settings.shutdown_timeout)
         finally:
+            # Write the outcomes still waiting before anything else stops (heartbeats
+            # go on meanwhile).
+            self._close_completer()
             self._state = "stopped"
             self._finished.set()
             for helper in helpers:
@@ -325,10 +365,15 @@ class Worker:
             self._wakeup.wait(self._settings.poll_interval)
 
     def _idle_since(self, generation: int) -> bool:
-        # Nothing runs, and no job finished since the claim started (a finished job may
-        # have made another one due).
+        # Nothing runs, no outcome waits to be written, and no job finished nor outcome
+        # was written since the claim started (either may have made another job due).
         with self._lock:
-            return not self._running and self._finished_count == generation
+            return (
+                not self._running
+                and not self._outbox
+                and not self._flushing
+                and self._finished_count == generation
+            )
 
     def _claim(self) -> tuple[int, int]:
         now = self._clock.monotonic()
@@ -438,10 +483,10 @@ class Worker:
     def _run_job(self, run: _Run) -> None:
         job = run.job
         started = self._clock.monotonic()
-        outcome = "error"
+        label = "error"
         try:
             with self._tracer.span(job):
-                outcome = self._execute(run)
+                label = self._execute(run)
         except Exception:
             logger.exception(
                 "worker %s: job %d (%s) could not be completed; it stays running until "
@@ -451,18 +496,26 @@ class Worker:
                 job.kind,
             )
         finally:
-            try:
-                duration = max(0.0, self._clock.monotonic() - started)
-                self._metrics.job_finished(job.kind, job.tenant, outcome, duration)
-            except Exception:
-                logger.exception("worker %s: metrics failed", self._id)
-            # Free the slot last, so whoever waits for it sees the job's every effect.
+            duration = max(0.0, self._clock.monotonic() - started)
+            if run.outcome is None:
+                self._job_finished(job, label, duration)
+            elif not self._submit(_Done(job, run.outcome, duration)):
+                # The completer is gone (a job that outlived the shutdown): write it here.
+                self._write([_Done(job, run.outcome, duration)])
+            # Free the slot last (after queueing the outcome), so whoever waits for it
+            # sees the job's every effect, or its outcome waiting to be written.
             with self._lock:
                 self._running.pop(job.id, None)
                 self._processed += 1
                 self._finished_count += 1
             if self._wakeup is not None:
                 self._wakeup.set()
+
+    def _job_finished(self, job: Job, label: str, duration: float) -> None:
+        try:
+            self._metrics.job_finished(job.kind, job.tenant, label, duration)
+        except Exception:
+            logger.exception("worker %s: metrics failed", self._id)
 
     def _execute(self, run: _Run) -> str:
         job = run.job
@@ -483,7 +536,7 @@ class Worker:
                 retry=policy.retry,
                 jitter=0.0,
             )
-            return self._finish(job, outcome)
+            return self._finish(run, outcome)
 
         wait = self._throttle(job, spec)
         if wait > 0:
@@ -497,7 +550,7 @@ class Worker:
                 jitter=0.0,
                 retry_after=wait,
             )
-            return self._finish(job, outcome)
+            return self._finish(run, outcome)
 
         try:
             payload = spec.decode(job.payload)
@@ -511,7 +564,7 @@ class Worker:
                 retry=spec.policy.retry,
                 jitter=0.0,
             )
-            return self._finish(job, outcome)
+            return self._finish(run, outcome)
 
         ctx = JobContext(job, self._id, cancel=run.guard)
         lost = False
@@ -526,19 +579,19 @@ class Worker:
                         lost = True
                         raise LeaseLostError(f"job {job.id} is no longer claimed by {self._id}")
                 return "succeeded"
-            # In an AsyncEngine a sync processor runs in a thread, where an async
-            # connection is of no use to it.
-            if spec.is_async or not IS_ASYNC:
+            if spec.policy.autocommit:
+                # For work that cannot run in a transaction (CREATE INDEX CONCURRENTLY).
                 with self._store.autocommit() as connection:
                     ctx.connection = connection
                     self._call(spec, payload, ctx, run.guard)
             else:
+                # The default: no connection is held while the processor runs.
                 self._call(spec, payload, ctx, run.guard)
         except Exception as exc:
             if lost:
                 return self._lost(job)
             return self._fail(run, spec, exc)
-        return self._finish(job, Succeeded())
+        return self._finish(run, Succeeded())
 
     def _call(
         self, spec: ProcessorSpec, payload: Any, ctx: JobContext, guard: Interruptible
@@ -559,7 +612,7 @@ class Worker:
         job = run.job
         interrupted = run.guard.error
         if isinstance(interrupted, JobCancelledError):
-            return self._finish(job, Release())
+            return self._finish(run, Release())
         if isinstance(interrupted, JobTimeoutError):
             failure, text = FailureKind.TIMEOUT, f"ran longer than {spec.policy.timeout} s"
         else:
@@ -584,13 +637,12 @@ class Worker:
             "dead" if isinstance(outcome, Bury) else "will retry",
             text.partition("\n")[0],
         )
-        return self._finish(job, outcome)
+        return self._finish(run, outcome)
 
-    def _finish(self, job: Job, outcome: Outcome) -> str:
-        done = self._store.complete([Completion(job.lease, outcome)])
-        if not done[0]:
-            return self._lost(job)
-        return _LABELS[type(outcome)]
+    def _finish(self, run: _Run, outcome: Outcome) -> str:
+        # The completer writes it once the slot is free (see _run_job).
+        run.outcome = outcome
+        return _QUEUED
 
     def _lost(self, job: Job) -> str:
         logger.warning(
@@ -601,6 +653,83 @@ class Worker:
             job.kind,
         )
         return "lost"
+
+    # ---- the completer (ARCHITECTURE §8) ----------------------------------------------
+
+    def _submit(self, done: _Done) -> bool:
+        """Queue an outcome for the completer; False once it stopped accepting."""
+        assert self._outbox_ready is not None
+        with self._lock:
+            if self._outbox_closed:
+                return False
+            self._outbox.append(done)
+        self._outbox_ready.set()
+        return True
+
+    def _completion_loop(self) -> None:
+        # No timer: each round writes whatever accumulated while the previous write ran,
+        # so batches grow with the load and an idle worker's outcome is written at once.
+        assert self._outbox_ready is not None
+        assert self._wakeup is not None
+        while True:
+            self._outbox_ready.wait()
+            self._outbox_ready.clear()
+            while True:
+                with self._lock:
+                    batch = self._outbox[: self._completion_batch]
+                    del self._outbox[: len(batch)]
+                    self._flushing = len(batch)
+                    closed = self._outbox_closed
+                if not batch:
+                    break
+                self._write(batch)
+                with self._lock:
+                    self._flushing = 0
+                    self._finished_count += 1
+                self._wakeup.set()  # written outcomes may have made jobs due
+            if closed:  # seen together with an empty outbox: nothing more can come
+                return
+
+    def _write(self, batch: list[_Done]) -> None:
+        """One ``store.complete`` call for ``batch``; failures are logged, never raised."""
+        try:
+            applied = self._store.complete(
+                [Completion(done.job.lease, done.outcome) for done in batch]
+            )
+            if len(applied) != len(batch):
+                raise RuntimeError(
+                    f"store.complete returned {len(applied)} results for {len(batch)} jobs"
+                )
+        except Exception:
+            logger.exception(
+                "worker %s: completing %d job(s) failed (ids %s); they stay running until "
+                "stale-claim recovery returns them to pending",
+                self._id,
+                len(batch),
+                ", ".join(str(done.job.id) for done in batch),
+            )
+            labels = ["error"] * len(batch)
+        else:
+            labels = [
+                _LABELS[type(done.outcome)] if ok else self._lost(done.job)
+                for done, ok in zip(batch, applied, strict=True)
+            ]
+        for done, label in zip(batch, labels, strict=True):
+            self._job_finished(done.job, label, done.duration)
+
+    def _close_completer(self) -> None:
+        """Stop accepting outcomes, write those waiting and wait for the completer."""
+        task, self._completer = self._completer, None
+        if task is None:
+            return
+        assert self._outbox_ready is not None
+        with self._lock:
+            self._outbox_closed = True
+        self._outbox_ready.set()
+        try:
+            join(task)
+        except Exception:
+            logger.exception("worker %s: the completer failed", self._id)
 
     # ---- rate limits (J6) -----------------------------------------------------------
 
