@@ -5,74 +5,29 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from skiplock._compat import Lock
-from skiplock.adapters._pg._migrate import (
-    Rows,
-    SchemaStatus,
-    Step,
-    check_version,
-    status_steps,
-)
-from skiplock.adapters._pg._ops import (
-    claim_needs_transaction,
-    claim_steps,
-    enqueue_needs_transaction,
-    enqueue_steps,
-    purge_batch_steps,
-    recover_steps,
-)
-from skiplock.adapters._pg._rows import (
-    COPY_COLUMNS,
-    apply_params,
-    complete_params,
-    copy_rows,
-    filter_params,
-    job_from_row,
-    page_params,
-    state_count_from_row,
-    utc,
-    worker_params,
-)
-from skiplock.adapters._pg._sql import Query, channel_name, queries
-from skiplock.core import (
-    ClaimRequest,
-    Completion,
-    EnqueueRequest,
-    EnqueueResult,
-    Event,
-    Job,
-    JobFilter,
-    Page,
-    StateCount,
-    StoreError,
-    ValidationError,
-    WorkerInfo,
-    validate_identifier,
-)
+from skiplock.adapters._pg._store import COPY_THRESHOLD as COPY_THRESHOLD  # re-export
+from skiplock.adapters._pg._store import PgJobStoreBase, statement_timeout_ms
+from skiplock.core import StoreError
 
-from ._driver import apply_migrations, execute, read_status, run_steps
+from ._driver import execute
 from ._notify import PsycopgNotifier
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Iterator, Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
+    from datetime import timedelta
 
-T = TypeVar("T")
-
-#: Batches at least this large (and without idempotency keys) are enqueued with COPY.
-COPY_THRESHOLD = 500
-
-#: Events an operator may apply through :meth:`AsyncPsycopgJobStore.apply`.
-OPERATOR_EVENTS = frozenset({Event.CANCEL, Event.MARK_FAILED, Event.REPLAY})
+    from skiplock.adapters._pg._migrate import Rows
+    from skiplock.adapters._pg._sql import Query
 
 
-class PsycopgJobStore:
+class PsycopgJobStore(PgJobStoreBase[Connection[Any]]):
     """Jobs in PostgreSQL through psycopg 3 and psycopg_pool.
 
     ``conninfo_or_pool`` is a connection string (the store creates, owns and closes its
@@ -103,12 +58,8 @@ class PsycopgJobStore:
         statement_timeout: timedelta | float | None = None,
         timeout: float = 30.0,
     ) -> None:
-        self._schema = validate_identifier(schema)
-        self._q: Mapping[str, Query] = queries(schema, "pyformat")
-        self._copy_sql = sql.SQL("COPY {}.jobs ({}) FROM STDIN").format(
-            sql.Identifier(schema), sql.SQL(", ").join(map(sql.Identifier, COPY_COLUMNS))
-        )
-        self._timeout_ms = _milliseconds(statement_timeout)
+        super().__init__(schema, "pyformat")
+        self._timeout_ms = statement_timeout_ms(statement_timeout)
         self._timeout = timeout
         self._connect_kwargs: dict[str, Any] = {}
         self._conninfo: str | None
@@ -142,20 +93,9 @@ class PsycopgJobStore:
             )
         self._lock = Lock()
         self._pool_ready = not self._owns_pool
-        self._schema_checked = False
         self._closed = False
         self._aux: Connection[Any] | None = None
         self._aux_lock = Lock()
-
-    @property
-    def schema(self) -> str:
-        """The PostgreSQL schema holding the tables."""
-        return self._schema
-
-    @property
-    def channel(self) -> str:
-        """The NOTIFY channel the trigger signals."""
-        return channel_name(self._schema)
 
     @property
     def pool(self) -> ConnectionPool[Any]:
@@ -167,23 +107,12 @@ class PsycopgJobStore:
     def _configure(self, conn: Connection[Any]) -> None:
         conn.execute("SELECT set_config('statement_timeout', %s, false)", [f"{self._timeout_ms}ms"])
 
-    def open(self) -> None:
-        """Open the pool (if owned) and check the schema version. Idempotent.
-
-        Called on first use; call it explicitly to fail fast at startup.
-        """
-        self._ensure_pool()
-        self._ensure_schema(None)
-
-    # Plain reads through methods: the double-checked flags below change while a task
-    # waits for the lock (a type checker would otherwise assume they cannot).
+    # A plain read through a method: the flag changes while a task waits for the lock
+    # (a type checker would otherwise assume it cannot).
     def _is_pool_ready(self) -> bool:
         return self._pool_ready
 
-    def _is_schema_checked(self) -> bool:
-        return self._schema_checked
-
-    def _ensure_pool(self) -> None:
+    def _open_pool(self) -> None:
         if self._is_pool_ready():
             return
         with self._lock:
@@ -195,40 +124,6 @@ class PsycopgJobStore:
             # worker should survive a database that comes up a little later.
             self._pool.open()
             self._pool_ready = True
-
-    def _ensure_schema(self, conn: Connection[Any] | None) -> None:
-        if self._is_schema_checked():
-            return
-        with self._lock:
-            if self._is_schema_checked():
-                return
-            if conn is None:
-                with self._pool_connection() as own:
-                    status = run_steps(own, status_steps(self._schema))
-            else:
-                status = run_steps(conn, status_steps(self._schema))
-            check_version(status)
-            self._schema_checked = True
-
-    def check_schema(self) -> SchemaStatus:
-        """The schema's migration status; raises SchemaVersionError if it is older."""
-        status = self.schema_status()
-        check_version(status)
-        return status
-
-    def schema_status(self) -> SchemaStatus:
-        """Applied and pending migrations (never raises for an old schema)."""
-        self._ensure_pool()
-        with self._pool_connection() as conn:
-            return read_status(conn, self._schema)
-
-    def apply_schema(self) -> list[str]:
-        """Apply pending migrations (safe to run concurrently); returns the names applied."""
-        self._ensure_pool()
-        with self._pool_connection() as conn:
-            applied = apply_migrations(conn, self._schema)
-        self._schema_checked = False
-        return applied
 
     def close(self) -> None:
         """Close the heartbeat connection and the pool if the store owns it."""
@@ -260,7 +155,7 @@ class PsycopgJobStore:
         )
 
     @contextmanager
-    def _pool_connection(self) -> Iterator[Connection[Any]]:
+    def _acquire(self) -> Iterator[Connection[Any]]:
         try:
             conn = self._pool.getconn()
         except PoolTimeout as exc:
@@ -270,13 +165,6 @@ class PsycopgJobStore:
                 yield conn
         finally:
             self._pool.putconn(conn)
-
-    @contextmanager
-    def _pooled(self) -> Iterator[Connection[Any]]:
-        self._ensure_pool()
-        self._ensure_schema(None)
-        with self._pool_connection() as conn:
-            yield conn
 
     @contextmanager
     def _use(self, connection: Any, *, atomic: bool = False) -> Iterator[Connection[Any]]:
@@ -311,114 +199,35 @@ class PsycopgJobStore:
             finally:
                 conn.set_autocommit(False)
 
-    def _run(self, conn: Connection[Any], steps: Generator[Step, Rows, T]) -> T:
-        return run_steps(conn, steps)
+    def _begin(self, conn: Connection[Any]) -> Any:
+        return conn.transaction()
 
-    def _execute(
-        self, conn: Connection[Any], name: str, params: Mapping[str, Any]
-    ) -> list[dict[str, Any]]:
-        return execute(conn, self._q[name], params)
+    def _fetch(self, conn: Connection[Any], query: Query, params: Mapping[str, Any]) -> Rows:
+        return execute(conn, query, params)
 
-    # ---- jobs -------------------------------------------------------------------------
+    def _script(self, conn: Connection[Any], script: str) -> None:
+        with conn.cursor() as cur:
+            # A script may hold several statements; without parameters psycopg sends it
+            # as is (no placeholder parsing, no prepared statement).
+            cur.execute(script, prepare=False)
 
-    def now(self) -> datetime:
-        """The database's ``now()``."""
-        with self._pooled() as conn:
-            rows = self._execute(conn, "now", {})
-        return utc(rows[0]["now"])
-
-    def enqueue(
-        self, requests: Sequence[EnqueueRequest], *, connection: Any = None
-    ) -> list[EnqueueResult]:
-        """Insert jobs in one multi-row statement; existing idempotency keys resolve.
-
-        Large batches without idempotency keys go through COPY (several times faster).
-        """
-        if not requests:
-            return []
-        if len(requests) >= COPY_THRESHOLD and not enqueue_needs_transaction(requests):
-            with self._use(connection, atomic=True) as conn:
-                return self._copy_enqueue(conn, requests)
-        atomic = enqueue_needs_transaction(requests)
-        with self._use(connection, atomic=atomic) as conn:
-            return self._run(conn, enqueue_steps(self._schema, requests))
-
-    def _copy_enqueue(
-        self, conn: Connection[Any], requests: Sequence[EnqueueRequest]
-    ) -> list[EnqueueResult]:
-        # Ids are reserved first so results follow the request order; due times are
-        # computed from the transaction's now(), the value column defaults would use.
-        [reserved] = self._execute(conn, "reserve_ids", {"n": len(requests)})
-        ids: list[int] = reserved["ids"]
-        now: datetime = reserved["now"]
-        with conn.cursor() as cur, cur.copy(self._copy_sql) as copy:
-            for job_id, row in zip(ids, copy_rows(requests, now), strict=True):
-                copy.write_row((job_id, *row))
-        return [EnqueueResult(id=job_id, created=True) for job_id in ids]
-
-    def claim(self, request: ClaimRequest) -> list[Job]:
-        """Claim due jobs in one statement (a transaction with advisory locks for kinds
-        with a cluster limit)."""
-        if request.limit <= 0:
-            return []
-        atomic = claim_needs_transaction(request)
-        with self._use(None, atomic=atomic) as conn:
-            return self._run(conn, claim_steps(self._schema, request))
-
-    def complete(self, completions: Sequence[Completion], *, connection: Any = None) -> list[bool]:
-        """Record outcomes in one fenced statement; False where the lease was lost."""
-        if not completions:
-            return []
-        with self._use(connection) as conn:
-            rows = self._execute(conn, "complete", complete_params(completions))
-        applied = {int(r["ord"]) for r in rows}
-        return [i + 1 in applied for i in range(len(completions))]
-
-    def get(self, job_id: int, *, connection: Any = None) -> Job | None:
-        """One job, or None."""
-        with self._use(connection) as conn:
-            rows = self._execute(conn, "get_job", {"id": job_id})
-        return job_from_row(rows[0]) if rows else None
-
-    def list_jobs(self, filter: JobFilter, page: Page) -> list[Job]:
-        """Jobs matching ``filter``, ordered by id, one keyset page."""
-        name = "list_jobs_desc" if page.descending else "list_jobs_asc"
-        with self._use(None) as conn:
-            rows = self._execute(conn, name, filter_params(filter) | page_params(page))
-        return [job_from_row(r) for r in rows]
-
-    def counts(self) -> list[StateCount]:
-        """Jobs per (state, kind, tenant)."""
-        with self._use(None) as conn:
-            rows = self._execute(conn, "counts", {})
-        return [state_count_from_row(r) for r in rows]
-
-    def apply(
+    def _copy(
         self,
-        filter: JobFilter,
-        event: Event,
-        *,
-        reset_attempts: bool = False,
-        connection: Any = None,
-    ) -> list[int]:
-        """Operator transition of every matching job whose state allows ``event``."""
-        if event not in OPERATOR_EVENTS:
-            raise ValidationError(
-                f"{event.value!r} is not an operator event "
-                f"(allowed: {', '.join(sorted(e.value for e in OPERATOR_EVENTS))})"
-            )
-        params = filter_params(filter) | apply_params(event, reset_attempts=reset_attempts)
-        with self._use(connection) as conn:
-            rows = self._execute(conn, "apply", params)
-        return sorted(int(r["id"]) for r in rows)
+        conn: Connection[Any],
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[tuple[Any, ...]],
+    ) -> None:
+        statement = sql.SQL("COPY {}.{} ({}) FROM STDIN").format(
+            sql.Identifier(self._schema),
+            sql.Identifier(table),
+            sql.SQL(", ").join(map(sql.Identifier, columns)),
+        )
+        with conn.cursor() as cur, cur.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(row)
 
-    def delete(self, filter: JobFilter, *, connection: Any = None) -> list[Job]:
-        """Delete matching jobs that are not running; returns them."""
-        with self._use(connection) as conn:
-            rows = self._execute(conn, "delete", filter_params(filter))
-        return sorted((job_from_row(r) for r in rows), key=lambda j: j.id)
-
-    # ---- workers and maintenance ------------------------------------------------------
+    # ---- workers ----------------------------------------------------------------------
 
     def _aux_execute(self, name: str, params: Mapping[str, Any]) -> None:
         """Run on the dedicated worker connection (reconnecting once if it broke)."""
@@ -427,7 +236,7 @@ class PsycopgJobStore:
                 self._execute(conn, name, params)
             return
         # A worker registers first: refuse an old schema before anything runs.
-        self._ensure_pool()
+        self._open_pool()
         self._ensure_schema(None)
         with self._aux_lock:
             for attempt in range(2):
@@ -444,47 +253,6 @@ class PsycopgJobStore:
                     if attempt:
                         raise
 
-    def register_worker(self, info: WorkerInfo) -> None:
-        """Insert or refresh the worker's row (heartbeat = the database's now)."""
-        self._aux_execute("register_worker", worker_params(info))
-
-    def heartbeat(self, worker_id: str) -> None:
-        """Refresh the worker's heartbeat to the database's now."""
-        self._aux_execute("heartbeat", {"id": worker_id})
-
-    def unregister_worker(self, worker_id: str) -> None:
-        """Remove the worker's row."""
-        self._aux_execute("unregister_worker", {"id": worker_id})
-
-    def recover_stale(self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> list[int]:
-        """Recover claims of workers that stopped heart-beating; [] if another node is
-        running the recovery right now."""
-        with self._use(None, atomic=True) as conn:
-            return self._run(conn, recover_steps(self._schema, default_ttl, ttls))
-
-    def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
-        """Delete (or archive) old succeeded jobs in batches of ``batch_size``, one
-        transaction each; 0 if another node is purging right now."""
-        if batch_size < 1:
-            raise ValidationError(f"batch_size must be >= 1, got {batch_size}")
-        total = 0
-        while True:
-            with self._use(None, atomic=True) as conn:
-                count = self._run(
-                    conn,
-                    purge_batch_steps(
-                        self._schema,
-                        older_than=older_than,
-                        archive=archive,
-                        batch_size=batch_size,
-                    ),
-                )
-            if count is None:
-                return total
-            total += count
-            if count < batch_size:
-                return total
-
     def notifier(self) -> PsycopgNotifier | None:
         """A LISTEN notifier on its own connection (None if the pool's conninfo is not a
         string, e.g. a callable: then workers poll)."""
@@ -493,12 +261,3 @@ class PsycopgJobStore:
         return PsycopgNotifier(
             self._conninfo, channel=self.channel, connect_kwargs=self._connect_kwargs
         )
-
-
-def _milliseconds(value: timedelta | float | None) -> int | None:
-    if value is None:
-        return None
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if seconds <= 0:
-        raise ValidationError(f"statement_timeout must be > 0, got {value!r}")
-    return max(1, round(seconds * 1000))

@@ -1,0 +1,366 @@
+"""The driver-neutral half of every PostgreSQL job store (async source; twin generated).
+
+A driver adapter subclasses :class:`AsyncPgJobStoreBase` and supplies connections and
+the few calls that differ between drivers (run one query, run one script, open a
+transaction); the port methods themselves, the step-generator driving and the schema
+check live here once. Imports no driver.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from skiplock._compat_async import Lock
+from skiplock.core import (
+    ClaimRequest,
+    Completion,
+    EnqueueRequest,
+    EnqueueResult,
+    Event,
+    Job,
+    JobFilter,
+    Page,
+    StateCount,
+    ValidationError,
+    WorkerInfo,
+    validate_identifier,
+)
+
+from ._migrate import Rows, SchemaStatus, Step, apply_steps, check_version, status_steps
+from ._ops import (
+    claim_needs_transaction,
+    claim_steps,
+    enqueue_needs_transaction,
+    enqueue_steps,
+    purge_batch_steps,
+    recover_steps,
+)
+from ._rows import (
+    COPY_COLUMNS,
+    apply_params,
+    complete_params,
+    copy_rows,
+    filter_params,
+    job_from_row,
+    page_params,
+    state_count_from_row,
+    utc,
+    worker_params,
+)
+from ._sql import Query, Style, channel_name, convert_cached, queries
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Generator, Mapping, Sequence
+    from contextlib import AbstractAsyncContextManager
+
+T = TypeVar("T")
+#: The driver's connection type.
+C = TypeVar("C")
+
+#: From this many jobs without idempotency keys, enqueue uses COPY (several times faster).
+COPY_THRESHOLD = 500
+
+#: Events an operator may apply through ``apply``.
+OPERATOR_EVENTS = frozenset({Event.CANCEL, Event.MARK_FAILED, Event.REPLAY})
+
+
+def statement_timeout_ms(value: timedelta | float | None) -> int | None:
+    """A ``statement_timeout`` argument (timedelta or seconds) in whole milliseconds."""
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds <= 0:
+        raise ValidationError(f"statement_timeout must be > 0, got {value!r}")
+    return max(1, round(seconds * 1000))
+
+
+class AsyncPgJobStoreBase(ABC, Generic[C]):
+    """Port methods of a PostgreSQL job store, written once over a few driver hooks.
+
+    Subclasses implement the abstract methods: :meth:`_open_pool`, :meth:`_acquire` (a
+    pooled connection, no schema check), :meth:`_begin` (a transaction on a connection),
+    :meth:`_use` (the caller's connection or a pooled one), :meth:`_fetch`,
+    :meth:`_script`, :meth:`_copy`, :meth:`_aux_execute`, and the port's ``transaction``,
+    ``autocommit``, ``notifier`` and ``close``.
+    """
+
+    def __init__(self, schema: str, style: Style) -> None:
+        self._schema = validate_identifier(schema)
+        self._style: Style = style
+        self._q: Mapping[str, Query] = queries(self._schema, style)
+        self._schema_lock = Lock()
+        self._schema_checked = False
+
+    @property
+    def schema(self) -> str:
+        """The PostgreSQL schema holding the tables."""
+        return self._schema
+
+    @property
+    def channel(self) -> str:
+        """The NOTIFY channel the trigger signals."""
+        return channel_name(self._schema)
+
+    # ---- driver hooks -------------------------------------------------------------------
+
+    @abstractmethod
+    async def _open_pool(self) -> None:
+        """Make the pool usable (idempotent); raise StoreError if the server is down."""
+
+    @abstractmethod
+    def _acquire(self) -> AbstractAsyncContextManager[C]:
+        """A pooled connection outside a transaction (no schema check)."""
+
+    @abstractmethod
+    def _begin(self, conn: C) -> AbstractAsyncContextManager[Any]:
+        """A transaction on ``conn``: commit on exit, roll back on error."""
+
+    @abstractmethod
+    def _use(self, connection: Any, *, atomic: bool = False) -> AbstractAsyncContextManager[C]:
+        """The caller's connection (R0: never committed here) or a pooled one, in a
+        transaction if ``atomic``; schema checked either way."""
+
+    @abstractmethod
+    async def _fetch(self, conn: C, query: Query, params: Mapping[str, Any]) -> Rows:
+        """Run one converted query; its rows as dicts (empty when it returns none)."""
+
+    @abstractmethod
+    async def _script(self, conn: C, sql: str) -> None:
+        """Run a parameterless script of one or more statements."""
+
+    @abstractmethod
+    async def _copy(
+        self, conn: C, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+    ) -> None:
+        """COPY ``rows`` into ``table`` (in this store's schema) on ``conn``."""
+
+    @abstractmethod
+    async def _aux_execute(self, name: str, params: Mapping[str, Any]) -> None:
+        """Run a named query on the worker-bookkeeping connection (heartbeats)."""
+
+    # ---- shared plumbing ------------------------------------------------------------------
+
+    async def _run_step(self, conn: C, step: Step) -> Rows:
+        if step.params is None:
+            await self._script(conn, step.sql)
+            return []
+        return await self._fetch(conn, convert_cached(step.sql, self._style), step.params)
+
+    async def _run(self, conn: C, steps: Generator[Step, Rows, T]) -> T:
+        """Drive a step generator on ``conn`` (the caller decides about the transaction)."""
+        try:
+            step = next(steps)
+            while True:
+                rows = await self._run_step(conn, step)
+                step = steps.send(rows)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+
+    async def _execute(self, conn: C, name: str, params: Mapping[str, Any]) -> Rows:
+        return await self._fetch(conn, self._q[name], params)
+
+    # A plain read through a method: the flag changes while a task waits for the lock (a
+    # type checker would otherwise assume it cannot).
+    def _is_schema_checked(self) -> bool:
+        return self._schema_checked
+
+    async def _ensure_schema(self, conn: C | None) -> None:
+        """Refuse a schema older than the code (SchemaVersionError), once per store."""
+        if self._is_schema_checked():
+            return
+        async with self._schema_lock:
+            if self._is_schema_checked():
+                return
+            if conn is None:
+                async with self._acquire() as own:
+                    status = await self._run(own, status_steps(self._schema))
+            else:
+                status = await self._run(conn, status_steps(self._schema))
+            check_version(status)
+            self._schema_checked = True
+
+    @asynccontextmanager
+    async def _pooled(self) -> AsyncIterator[C]:
+        await self._open_pool()
+        await self._ensure_schema(None)
+        async with self._acquire() as conn:
+            yield conn
+
+    # ---- lifecycle and schema -------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the pool and check the schema version. Idempotent.
+
+        Called on first use; call it explicitly to fail fast at startup.
+        """
+        await self._open_pool()
+        await self._ensure_schema(None)
+
+    async def check_schema(self) -> SchemaStatus:
+        """The schema's migration status; raises SchemaVersionError if it is older."""
+        status = await self.schema_status()
+        check_version(status)
+        return status
+
+    async def schema_status(self) -> SchemaStatus:
+        """Applied and pending migrations (never raises for an old schema)."""
+        await self._open_pool()
+        async with self._acquire() as conn, self._begin(conn):
+            return await self._run(conn, status_steps(self._schema))
+
+    async def apply_schema(self) -> list[str]:
+        """Apply pending migrations (safe to run concurrently); returns the names applied."""
+        await self._open_pool()
+        async with self._acquire() as conn, self._begin(conn):
+            applied = await self._run(conn, apply_steps(self._schema))
+        self._schema_checked = False
+        return applied
+
+    # ---- jobs -------------------------------------------------------------------------------
+
+    async def now(self) -> datetime:
+        """The database's ``now()``."""
+        async with self._pooled() as conn:
+            rows = await self._execute(conn, "now", {})
+        return utc(rows[0]["now"])
+
+    async def enqueue(
+        self, requests: Sequence[EnqueueRequest], *, connection: Any = None
+    ) -> list[EnqueueResult]:
+        """Insert jobs in one multi-row statement; existing idempotency keys resolve.
+
+        Large batches without idempotency keys go through COPY.
+        """
+        if not requests:
+            return []
+        if len(requests) >= COPY_THRESHOLD and not enqueue_needs_transaction(requests):
+            async with self._use(connection, atomic=True) as conn:
+                return await self._copy_enqueue(conn, requests)
+        atomic = enqueue_needs_transaction(requests)
+        async with self._use(connection, atomic=atomic) as conn:
+            return await self._run(conn, enqueue_steps(self._schema, requests))
+
+    async def _copy_enqueue(
+        self, conn: C, requests: Sequence[EnqueueRequest]
+    ) -> list[EnqueueResult]:
+        # Ids are reserved first so results follow the request order; due times are
+        # computed from the transaction's now(), the value column defaults would use.
+        [reserved] = await self._execute(conn, "reserve_ids", {"n": len(requests)})
+        ids: list[int] = list(reserved["ids"])
+        now: datetime = reserved["now"]
+        rows = [(job_id, *row) for job_id, row in zip(ids, copy_rows(requests, now), strict=True)]
+        await self._copy(conn, "jobs", COPY_COLUMNS, rows)
+        return [EnqueueResult(id=job_id, created=True) for job_id in ids]
+
+    async def claim(self, request: ClaimRequest) -> list[Job]:
+        """Claim due jobs in one statement (a transaction with advisory locks for kinds
+        with a cluster limit)."""
+        if request.limit <= 0:
+            return []
+        atomic = claim_needs_transaction(request)
+        async with self._use(None, atomic=atomic) as conn:
+            return await self._run(conn, claim_steps(self._schema, request))
+
+    async def complete(
+        self, completions: Sequence[Completion], *, connection: Any = None
+    ) -> list[bool]:
+        """Record outcomes in one fenced statement; False where the lease was lost."""
+        if not completions:
+            return []
+        async with self._use(connection) as conn:
+            rows = await self._execute(conn, "complete", complete_params(completions))
+        applied = {int(r["ord"]) for r in rows}
+        return [i + 1 in applied for i in range(len(completions))]
+
+    async def get(self, job_id: int, *, connection: Any = None) -> Job | None:
+        """One job, or None."""
+        async with self._use(connection) as conn:
+            rows = await self._execute(conn, "get_job", {"id": job_id})
+        return job_from_row(rows[0]) if rows else None
+
+    async def list_jobs(self, filter: JobFilter, page: Page) -> list[Job]:
+        """Jobs matching ``filter``, ordered by id, one keyset page."""
+        name = "list_jobs_desc" if page.descending else "list_jobs_asc"
+        async with self._use(None) as conn:
+            rows = await self._execute(conn, name, filter_params(filter) | page_params(page))
+        return [job_from_row(r) for r in rows]
+
+    async def counts(self) -> list[StateCount]:
+        """Jobs per (state, kind, tenant)."""
+        async with self._use(None) as conn:
+            rows = await self._execute(conn, "counts", {})
+        return [state_count_from_row(r) for r in rows]
+
+    async def apply(
+        self,
+        filter: JobFilter,
+        event: Event,
+        *,
+        reset_attempts: bool = False,
+        connection: Any = None,
+    ) -> list[int]:
+        """Operator transition of every matching job whose state allows ``event``."""
+        if event not in OPERATOR_EVENTS:
+            raise ValidationError(
+                f"{event.value!r} is not an operator event "
+                f"(allowed: {', '.join(sorted(e.value for e in OPERATOR_EVENTS))})"
+            )
+        params = filter_params(filter) | apply_params(event, reset_attempts=reset_attempts)
+        async with self._use(connection) as conn:
+            rows = await self._execute(conn, "apply", params)
+        return sorted(int(r["id"]) for r in rows)
+
+    async def delete(self, filter: JobFilter, *, connection: Any = None) -> list[Job]:
+        """Delete matching jobs that are not running; returns them."""
+        async with self._use(connection) as conn:
+            rows = await self._execute(conn, "delete", filter_params(filter))
+        return sorted((job_from_row(r) for r in rows), key=lambda j: j.id)
+
+    # ---- workers and maintenance ----------------------------------------------------------
+
+    async def register_worker(self, info: WorkerInfo) -> None:
+        """Insert or refresh the worker's row (heartbeat = the database's now)."""
+        await self._aux_execute("register_worker", worker_params(info))
+
+    async def heartbeat(self, worker_id: str) -> None:
+        """Refresh the worker's heartbeat to the database's now."""
+        await self._aux_execute("heartbeat", {"id": worker_id})
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        """Remove the worker's row."""
+        await self._aux_execute("unregister_worker", {"id": worker_id})
+
+    async def recover_stale(
+        self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]
+    ) -> list[int]:
+        """Recover claims of workers that stopped heart-beating; [] if another node is
+        running the recovery right now."""
+        async with self._use(None, atomic=True) as conn:
+            return await self._run(conn, recover_steps(self._schema, default_ttl, ttls))
+
+    async def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
+        """Delete (or archive) old succeeded jobs in batches of ``batch_size``, one
+        transaction each; 0 if another node is purging right now."""
+        if batch_size < 1:
+            raise ValidationError(f"batch_size must be >= 1, got {batch_size}")
+        total = 0
+        while True:
+            async with self._use(None, atomic=True) as conn:
+                count = await self._run(
+                    conn,
+                    purge_batch_steps(
+                        self._schema,
+                        older_than=older_than,
+                        archive=archive,
+                        batch_size=batch_size,
+                    ),
+                )
+            if count is None:
+                return total
+            total += count
+            if count < batch_size:
+                return total

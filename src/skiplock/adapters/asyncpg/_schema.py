@@ -1,0 +1,31 @@
+"""Schema management over asyncpg (the same migrations ``skiplock schema`` applies)."""
+
+from __future__ import annotations
+
+from skiplock.adapters._pg import SchemaStatus
+from skiplock.adapters._pg import schema_sql as _schema_sql
+
+from ._store import AsyncpgJobStore
+
+
+async def apply_schema(dsn: str, schema: str = "skiplock") -> list[str]:
+    """Apply pending migrations (idempotent, safe concurrently); returns their names."""
+    store = AsyncpgJobStore(dsn, schema=schema, min_size=1, max_size=1)
+    try:
+        return await store.apply_schema()
+    finally:
+        await store.close()
+
+
+async def schema_status(dsn: str, schema: str = "skiplock") -> SchemaStatus:
+    """Applied and pending migrations of ``schema``."""
+    store = AsyncpgJobStore(dsn, schema=schema, min_size=1, max_size=1)
+    try:
+        return await store.schema_status()
+    finally:
+        await store.close()
+
+
+def schema_sql(schema: str = "skiplock") -> str:
+    """Standalone DDL creating the current schema in a fresh database."""
+    return _schema_sql(schema)

@@ -1,0 +1,446 @@
+"""The asyncpg store on a real server: caller transactions (R0), pools and settings, the
+schema check, heartbeats, maintenance locks (J13), concurrent enqueues (R16), bulk (X1)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+import pytest
+
+from skiplock import AsyncEngine, JobContext, SchemaVersionError, Settings
+from skiplock._compat_async import join, sleep, spawn
+from skiplock.adapters._pg._ops import maintenance_lock_key
+from skiplock.adapters.asyncpg import AsyncpgJobStore, apply_schema, schema_status
+from skiplock.core import (
+    ClaimRequest,
+    Completion,
+    EnqueueRequest,
+    Event,
+    JobFilter,
+    JobState,
+    StoreError,
+    Succeeded,
+    WorkerInfo,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+
+
+class Boom(Exception):
+    pass
+
+
+def _req(kind: str = "apg.job", **fields: Any) -> EnqueueRequest:
+    return EnqueueRequest(kind=kind, **fields)
+
+
+async def _job_count(db: Any) -> int:
+    count: int = await db.fetchval("SELECT count(*) FROM skiplock.jobs")
+    return count
+
+
+async def _script(dsn: str, statements: str) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(statements)
+    finally:
+        await conn.close()
+
+
+async def _then_roll_back(conn: Any, body: Callable[[], Awaitable[None]]) -> None:
+    """Run ``body`` inside the caller's ``conn.transaction()``, then fail (a rollback)."""
+    async with conn.transaction():
+        await body()
+        raise Boom
+
+
+def _claim(worker_id: str = "w1", limit: int = 10, **fields: Any) -> ClaimRequest:
+    return ClaimRequest(worker_id=worker_id, limit=limit, **fields)
+
+
+# ---- R0: enqueue in the caller's own transaction ----------------------------------------
+
+
+async def test_enqueue_in_caller_transaction_rollback_leaves_no_job(
+    store: AsyncpgJobStore, apg_dsn: str, db: Any
+) -> None:
+    conn = await asyncpg.connect(apg_dsn)
+    try:
+
+        async def enqueue() -> None:
+            # A keyed request takes the multi-statement path: it must join, not nest.
+            results = await store.enqueue([_req(), _req(idempotency_key="k")], connection=conn)
+            assert [r.created for r in results] == [True, True]
+            assert await _job_count(db) == 0  # invisible before the commit
+
+        with pytest.raises(Boom):
+            await _then_roll_back(conn, enqueue)
+        assert not conn.is_in_transaction()
+    finally:
+        await conn.close()
+    assert await _job_count(db) == 0
+    assert await store.counts() == []
+
+
+async def test_bulk_enqueue_by_copy_joins_the_caller_transaction(
+    store: AsyncpgJobStore, apg_dsn: str, db: Any
+) -> None:
+    conn = await asyncpg.connect(apg_dsn)
+    try:
+
+        async def enqueue() -> None:
+            results = await store.enqueue([_req(payload=i) for i in range(600)], connection=conn)
+            assert len(results) == 600
+            assert conn.is_in_transaction()
+
+        with pytest.raises(Boom):
+            await _then_roll_back(conn, enqueue)
+        async with conn.transaction():
+            await store.enqueue([_req(payload=i) for i in range(600)], connection=conn)
+            assert await _job_count(db) == 0
+    finally:
+        await conn.close()
+    assert await _job_count(db) == 600
+
+
+async def test_enqueue_in_caller_transaction_commit_is_processed_by_a_worker(
+    store: AsyncpgJobStore, apg_dsn: str, db: Any
+) -> None:
+    engine = AsyncEngine(store)
+    seen: list[Any] = []
+
+    @engine.processor("apg.welcome", transactional=True)
+    async def welcome(payload: dict[str, Any], ctx: JobContext) -> None:
+        seen.append(payload)
+
+    conn = await asyncpg.connect(apg_dsn)
+    try:
+        async with conn.transaction():
+            await conn.execute("INSERT INTO public.effects VALUES (0, 'user created')")
+            result = await engine.enqueue("apg.welcome", {"user": 7}, connection=conn)
+            assert await store.get(result.id) is None  # another connection: not yet
+            assert (await store.get(result.id, connection=conn)) is not None
+    finally:
+        await conn.close()
+    assert await _job_count(db) == 1
+    worker = engine.worker(concurrency=2, install_signal_handlers=False)
+    assert await worker.run_until_idle() == 1
+    assert seen == [{"user": 7}]
+    job = await store.get(result.id)
+    assert job is not None
+    assert job.state is JobState.SUCCEEDED
+
+
+async def test_store_never_commits_the_caller_transaction(
+    store: AsyncpgJobStore, apg_dsn: str, db: Any
+) -> None:
+    conn = await asyncpg.connect(apg_dsn)
+    try:
+
+        async def write() -> None:
+            [kept] = await store.enqueue([_req(idempotency_key="a")], connection=conn)
+            [gone] = await store.enqueue([_req()], connection=conn)
+            cancelled = await store.apply(
+                JobFilter(ids=frozenset({kept.id})), Event.CANCEL, connection=conn
+            )
+            assert cancelled == [kept.id]
+            deleted = await store.delete(JobFilter(ids=frozenset({gone.id})), connection=conn)
+            assert [j.id for j in deleted] == [gone.id]
+            assert conn.is_in_transaction()
+            assert await _job_count(db) == 0
+
+        with pytest.raises(Boom):
+            await _then_roll_back(conn, write)
+    finally:
+        await conn.close()
+    assert await _job_count(db) == 0
+
+
+async def test_enqueue_on_a_connection_outside_a_transaction_commits_at_once(
+    store: AsyncpgJobStore, apg_dsn: str, db: Any
+) -> None:
+    conn = await asyncpg.connect(apg_dsn)
+    try:
+        await store.enqueue([_req()], connection=conn)
+        # Keyed: a short transaction of the store's own (none of the caller's is open).
+        [first] = await store.enqueue([_req(idempotency_key="k")], connection=conn)
+        [again] = await store.enqueue([_req(idempotency_key="k")], connection=conn)
+        assert not conn.is_in_transaction()
+    finally:
+        await conn.close()
+    assert (again.id, again.created) == (first.id, False)
+    assert await _job_count(db) == 2
+
+
+async def test_pool_connection_of_the_caller_is_accepted(
+    store: AsyncpgJobStore, apg_dsn: str, db: Any
+) -> None:
+    pool = await asyncpg.create_pool(apg_dsn, min_size=1, max_size=1)
+    try:
+        async with pool.acquire() as conn, conn.transaction():
+            await store.enqueue([_req()], connection=conn)
+    finally:
+        await pool.close()
+    assert await _job_count(db) == 1
+
+
+async def test_connection_of_the_wrong_type_is_rejected(
+    store: AsyncpgJobStore, apg_dsn: str, db: Any
+) -> None:
+    with pytest.raises(TypeError, match="connection= must be an asyncpg Connection"):
+        await store.enqueue([_req()], connection=object())
+    assert await _job_count(db) == 0
+
+
+async def test_transaction_and_autocommit_yield_asyncpg_connections(
+    store: AsyncpgJobStore, apg_dsn: str, db: Any
+) -> None:
+    async with store.transaction() as tx:
+        assert tx.is_in_transaction()
+        await store.enqueue([_req()], connection=tx)
+    async with store.autocommit() as conn:
+        assert not conn.is_in_transaction()
+        await conn.execute(
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS effects_job ON public.effects (job_id)"
+        )
+    assert await _job_count(db) == 1
+    assert await db.fetch("SELECT indexname FROM pg_indexes WHERE indexname = 'effects_job'")
+
+
+# ---- pools and settings --------------------------------------------------------------------
+
+
+async def test_store_on_a_caller_pool_leaves_it_open(apg_dsn: str) -> None:
+    pool = await asyncpg.create_pool(apg_dsn, min_size=1, max_size=3)
+    try:
+        store = AsyncpgJobStore(pool)
+        assert store.pool is not None
+        [result] = await store.enqueue([_req()])
+        async with store.transaction() as tx:
+            assert await store.get(result.id, connection=tx) is not None
+        await store.register_worker(WorkerInfo(id="w", host="h", pid=1))
+        await store.close()
+        assert not pool.is_closing()
+        assert await pool.fetchval("SELECT count(*) FROM skiplock.workers") == 1
+        assert pool.get_idle_size() == pool.get_size()  # the heartbeat connection came back
+    finally:
+        await pool.close()
+
+
+async def test_store_rejects_something_that_is_not_a_pool() -> None:
+    not_a_pool: Any = 42
+    with pytest.raises(TypeError, match=r"DSN string or an asyncpg\.Pool"):
+        AsyncpgJobStore(not_a_pool)
+
+
+async def test_statement_timeout_bounds_pooled_connections(apg_dsn: str) -> None:
+    store = AsyncpgJobStore(apg_dsn, statement_timeout=timedelta(milliseconds=200))
+    try:
+        async with store.transaction() as tx:
+            assert await tx.fetchval("SHOW statement_timeout") == "200ms"
+            with pytest.raises(asyncpg.QueryCanceledError):
+                await tx.execute("SELECT pg_sleep(5)")
+    finally:
+        await store.close()
+
+
+async def test_unreachable_server_raises_store_error() -> None:
+    store = AsyncpgJobStore("postgresql://postgres@127.0.0.1:1/nowhere", timeout=0.5)
+    try:
+        with pytest.raises(StoreError, match="cannot get a PostgreSQL connection"):
+            await store.open()
+        with pytest.raises(StoreError):
+            await store.counts()
+    finally:
+        await store.close()
+
+
+async def test_store_connects_once_its_database_appears(
+    make_database: Callable[[], str],
+) -> None:
+    dsn = make_database()
+    missing = dsn + "_later"
+    store = AsyncpgJobStore(missing, timeout=2.0)
+    try:
+        with pytest.raises(StoreError, match="does not exist"):
+            await store.now()
+        await _script(dsn, f'CREATE DATABASE "{missing.rsplit("/", 1)[1]}"')
+        await apply_schema(missing)
+        assert await store.counts() == []
+    finally:
+        await store.close()
+        await _script(dsn, f'DROP DATABASE IF EXISTS "{missing.rsplit("/", 1)[1]}" WITH (FORCE)')
+
+
+async def test_close_is_final(store: AsyncpgJobStore) -> None:
+    await store.counts()
+    await store.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await store.counts()
+
+
+# ---- schema check --------------------------------------------------------------------------
+
+
+async def test_store_refuses_a_database_without_the_schema(
+    make_database: Callable[[], str],
+) -> None:
+    store = AsyncpgJobStore(make_database())
+    try:
+        with pytest.raises(SchemaVersionError, match="not installed"):
+            await store.open()
+        assert [m for m in await store.apply_schema()] == ["0001_initial"]
+        assert await store.apply_schema() == []
+        await store.open()
+        assert (await store.check_schema()).up_to_date
+    finally:
+        await store.close()
+
+
+async def test_worker_refuses_an_older_schema(make_database: Callable[[], str]) -> None:
+    dsn = make_database()
+    await apply_schema(dsn)
+    await _script(dsn, "DELETE FROM skiplock.schema_migrations")  # as if 0001 were new
+    status = await schema_status(dsn)
+    assert status.pending == ("0001_initial",)
+    store = AsyncpgJobStore(dsn)
+    engine = AsyncEngine(store, Settings(poll_interval=0.05))
+
+    @engine.processor("apg.job")
+    async def job(payload: Any) -> None:
+        raise AssertionError("never runs")
+
+    try:
+        with pytest.raises(SchemaVersionError, match="older than this code"):
+            await engine.worker(install_signal_handlers=False).run_until_idle()
+        conn = await asyncpg.connect(dsn)
+        try:
+            with pytest.raises(SchemaVersionError):
+                await store.enqueue([_req()], connection=conn)
+        finally:
+            await conn.close()
+    finally:
+        await store.close()
+
+
+# ---- workers and maintenance --------------------------------------------------------------
+
+
+async def test_heartbeat_uses_the_database_clock(
+    store: AsyncpgJobStore, apg_dsn: str, db: Any
+) -> None:
+    await store.register_worker(WorkerInfo(id="hb", host="h", pid=7, kinds=frozenset({"a"})))
+    before = await store.now()
+    await store.heartbeat("hb")
+    after = await store.now()
+    [(beat, kinds)] = await db.fetch("SELECT heartbeat_at, kinds FROM skiplock.workers")
+    assert before <= beat <= after
+    assert kinds == ["a"]
+    await store.unregister_worker("hb")
+    assert await db.fetch("SELECT id FROM skiplock.workers") == []
+
+
+async def test_heartbeat_survives_a_lost_connection(store: AsyncpgJobStore, apg_dsn: str) -> None:
+    await store.register_worker(WorkerInfo(id="hb", host="h", pid=7))
+    await _script(
+        apg_dsn,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    await store.heartbeat("hb")  # the dedicated connection reconnects once
+    await store.heartbeat("hb")
+    [job] = await store.enqueue([_req()])  # and the pool replaced its connections
+    assert await store.get(job.id) is not None
+    conn = await asyncpg.connect(apg_dsn)
+    try:
+        assert await conn.fetch("SELECT id FROM skiplock.workers") == [("hb",)]
+    finally:
+        await conn.close()
+
+
+async def test_recover_stale_runs_on_one_node_at_a_time(
+    store: AsyncpgJobStore, apg_dsn: str
+) -> None:
+    await store.enqueue([_req()])
+    [job] = await store.claim(_claim("crashed"))
+    key = maintenance_lock_key("skiplock", "recover")
+    other_node = await asyncpg.connect(apg_dsn)
+    try:
+        await other_node.execute("SELECT pg_advisory_lock($1)", key)
+        assert await store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == []
+        await other_node.execute("SELECT pg_advisory_unlock($1)", key)
+    finally:
+        await other_node.close()
+    assert await store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == [job.id]
+
+
+async def test_purge_archives_in_batches(store: AsyncpgJobStore, apg_dsn: str, db: Any) -> None:
+    await store.enqueue([_req(payload={"n": i}) for i in range(5)])
+    jobs = await store.claim(_claim())
+    await store.complete([Completion(lease=j.lease, outcome=Succeeded()) for j in jobs])
+    assert await store.purge(older_than=timedelta(0), archive=True, batch_size=2) == 5
+    assert await _job_count(db) == 0
+    archived = await db.fetch("SELECT id FROM skiplock.jobs_archive ORDER BY id")
+    assert archived == [(j.id,) for j in sorted(jobs, key=lambda j: j.id)]
+
+
+# ---- concurrency and bulk ------------------------------------------------------------------
+
+
+async def test_duplicate_enqueue_from_two_connections_creates_one_job(
+    store: AsyncpgJobStore, apg_dsn: str, db: Any
+) -> None:
+    first = await asyncpg.connect(apg_dsn)
+    try:
+        tx = first.transaction()
+        await tx.start()
+        [created] = await store.enqueue([_req(idempotency_key="same")], connection=first)
+        # A second enqueue of the key (own pooled connection) waits for the first...
+        task = spawn(store.enqueue, [_req(idempotency_key="same")])
+
+        async def second_is_waiting() -> bool:
+            rows = await db.fetch(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            return bool(rows[0][0])
+
+        deadline = time.monotonic() + 10
+        while not await second_is_waiting():
+            assert time.monotonic() < deadline, "the second enqueue never waited"
+            await sleep(0.01)
+        await tx.commit()  # ...and then resolves to the committed job.
+        [second] = await join(task)
+    finally:
+        await first.close()
+    assert created.created
+    assert (second.id, second.created) == (created.id, False)
+    assert await _job_count(db) == 1
+
+
+async def test_enqueue_100k_jobs_in_one_call(store: AsyncpgJobStore, apg_dsn: str, db: Any) -> None:
+    requests = [_req("apg.bulk", payload={"i": i}) for i in range(100_000)]
+    results = await store.enqueue(requests)
+    ids = [r.id for r in results]
+    assert len(set(ids)) == 100_000
+    assert ids == sorted(ids)  # ids follow the request order
+    assert await _job_count(db) == 100_000
+    job = await store.get(ids[12_345])
+    assert job is not None
+    assert job.payload == {"i": 12_345}
+
+
+@pytest.mark.parametrize("size", [10, 1000], ids=["insert", "copy"])
+async def test_bulk_enqueue_is_all_or_nothing(
+    size: int, store: AsyncpgJobStore, apg_dsn: str, db: Any
+) -> None:
+    bad = _req("apg.bulk", priority=70_000)  # out of smallint range: refused (by COPY's encoder)
+    with pytest.raises((asyncpg.PostgresError, OverflowError)):
+        await store.enqueue([_req("apg.bulk") for _ in range(size)] + [bad])
+    assert await _job_count(db) == 0
