@@ -4,9 +4,13 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import re
+import signal
 import threading
+import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +30,8 @@ from skiplock import (
 )
 from skiplock._compat import Event, join, spawn, wait_event
 from skiplock.adapters.memory import InMemoryTransaction
+from skiplock.core import RetryPolicy, base_delay
+from skiplock.engine import _worker as worker_module
 
 from .helpers import CountingStore, eventually
 from .support import Email, Invoice, RecordingMetrics, RecordingTracer, Report
@@ -33,6 +39,7 @@ from .support import Email, Invoice, RecordingMetrics, RecordingTracer, Report
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from skiplock import Job
     from skiplock.core import Completion
     from skiplock.testing import FakeClock
 
@@ -45,6 +52,13 @@ def store(clock: FakeClock) -> CountingStore:
 @pytest.fixture
 def metrics() -> RecordingMetrics:
     return RecordingMetrics()
+
+
+@pytest.fixture
+def quick_retry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Completion retries after 1 ms doubling to 4 ms instead of 0.1 s to 5 s."""
+    policy = RetryPolicy(base=timedelta(milliseconds=1), cap=timedelta(milliseconds=4))
+    monkeypatch.setattr(worker_module, "COMPLETION_RETRY", policy)
 
 
 def make_engine(
@@ -456,20 +470,31 @@ class GatedStore(CountingStore):
         return super().complete(completions, connection=connection)
 
 
-class FailingStore(CountingStore):
-    """Fails its first ``complete`` outside a transaction, then works again."""
+class FlakyStore(CountingStore):
+    """Its ``complete`` outside a transaction fails ``failures`` times (None: always),
+    then works; remembers when each call came and its job ids."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, failures: int | None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.failures = failures
         self.failed = Event()
-        self.failed_ids: list[int] = []
+        self.calls: list[tuple[float, list[int]]] = []
+        self._calls_lock = threading.Lock()
 
     def complete(self, completions: Sequence[Completion], *, connection: Any = None) -> list[bool]:
-        if connection is None and not self.failed.is_set():
-            self.failed_ids = [c.lease.job_id for c in completions]
-            self.failed.set()
-            raise ConnectionError("the database went away mid-flush")
+        if connection is None:
+            with self._calls_lock:
+                self.calls.append((time.monotonic(), [c.lease.job_id for c in completions]))
+                fail = self.failures is None or self.failures > 0
+                if self.failures is not None and fail:
+                    self.failures -= 1
+            if fail:
+                self.failed.set()
+                raise ConnectionError("the database went away mid-flush")
         return super().complete(completions, connection=connection)
+
+    def ids(self, calls: list[tuple[float, list[int]]]) -> list[list[int]]:
+        return [ids for _, ids in calls]
 
 
 def test_worker_batches_completions_of_jobs_outside_their_transaction(
@@ -570,11 +595,14 @@ def test_worker_shutdown_writes_the_waiting_outcomes(clock: FakeClock) -> None:
     assert store.state.workers() == []  # unregistered only after the last write
 
 
-def test_worker_survives_a_failing_completion_write(
-    clock: FakeClock, metrics: RecordingMetrics, caplog: pytest.LogCaptureFixture
+def test_worker_retries_a_failed_completion_write_until_it_works(
+    clock: FakeClock,
+    metrics: RecordingMetrics,
+    caplog: pytest.LogCaptureFixture,
+    quick_retry: None,
 ) -> None:
-    store = FailingStore(clock=clock)
-    engine = make_engine(store, clock, metrics, concurrency=1)
+    store = FlakyStore(clock=clock, failures=3)
+    engine = make_engine(store, clock, metrics, concurrency=2)
     ran: list[int] = []
 
     @engine.processor("k")
@@ -583,21 +611,133 @@ def test_worker_survives_a_failing_completion_write(
             assert wait_event(store.failed, 5.0)
         ran.append(payload["i"])
 
-    ids = [r.id for r in engine.enqueue_many(Enqueue("k", {"i": i}) for i in range(3))]
-    with caplog.at_level(logging.ERROR, logger="skiplock.worker"):
-        assert engine.worker().run_until_idle() == 3
-    assert ran == [0, 1, 2]  # the worker kept working after the failed write
-    assert store.failed_ids == ids[:1]
-    assert state_of(store, ids[0]) is JobState.RUNNING  # its outcome was lost ...
-    assert [state_of(store, i) for i in ids[1:]] == [JobState.SUCCEEDED] * 2
-    messages = [r.getMessage() for r in caplog.records]
-    assert any(f"completing 1 job(s) failed (ids {ids[0]})" in m for m in messages)
-    assert sorted(metrics.outcomes()) == ["error", "succeeded", "succeeded"]
-    # ... and the worker is gone, so stale-claim recovery returns the job to pending.
-    recovered, _ = engine.maintain()
-    assert recovered == ids[:1]
+    ids = [r.id for r in engine.enqueue_many(Enqueue("k", {"i": i}) for i in range(6))]
+    with caplog.at_level(logging.WARNING, logger="skiplock.worker"):
+        assert engine.worker().run_until_idle() == 6
+    assert sorted(ran) == list(range(6))  # the worker kept working meanwhile
+    assert [state_of(store, i) for i in ids] == [JobState.SUCCEEDED] * 6
+    failed, written = store.ids(store.calls[:3]), store.ids(store.calls[3:])
+    assert failed[0] == ids[:1]
+    # The failed batch stayed at the head and went with the next attempts, joined by the
+    # outcomes that arrived meanwhile; no job was lost or written twice.
+    assert all(batch[0] == ids[0] for batch in [*failed, written[0]])
+    assert sorted(i for batch in written for i in batch) == ids
+    assert metrics.outcomes() == ["succeeded"] * 6
+    retries = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+    assert len(retries) == 3
+    assert "ConnectionError: the database went away mid-flush" in retries[0]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert store.state.workers() == []
+
+
+def test_worker_backs_off_between_completion_retries(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    defaults = [base_delay(worker_module.COMPLETION_RETRY, n) for n in range(1, 9)]
+    assert defaults == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0])
+    policy = RetryPolicy(base=timedelta(milliseconds=10), cap=timedelta(milliseconds=20))
+    monkeypatch.setattr(worker_module, "COMPLETION_RETRY", policy)
+    store = FlakyStore(clock=clock, failures=3)
+    engine = make_engine(store, clock)
+
+    @engine.processor("k")
+    def k(payload: Any, ctx: JobContext) -> None: ...
+
+    engine.enqueue("k", {})
     assert engine.worker().run_until_idle() == 1
-    assert state_of(store, ids[0]) is JobState.SUCCEEDED
+    times = [t for t, _ in store.calls]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert len(gaps) == 3
+    assert gaps[0] >= 0.009
+    assert gaps[1] >= 0.019
+    assert gaps[2] >= 0.019
+
+
+def test_worker_keeps_serving_while_completion_writes_fail(
+    clock: FakeClock, quick_retry: None
+) -> None:
+    store = FlakyStore(clock=clock, failures=20)
+    engine = make_engine(store, clock, concurrency=2, poll_interval=0.01)
+
+    @engine.processor("k")
+    def k(payload: Any, ctx: JobContext) -> None: ...
+
+    def succeeded(ids: list[int]) -> bool:
+        return all(state_of(store, i) is JobState.SUCCEEDED for i in ids)
+
+    worker = engine.worker(install_signal_handlers=False)
+    task = spawn(worker.run)
+    first = [r.id for r in engine.enqueue_many(Enqueue("k", {}) for _ in range(3))]
+    eventually(lambda: succeeded(first), 5.0)
+    assert worker.state == "running"
+    assert store.failures == 0
+    later = (engine.enqueue("k", {})).id
+    eventually(lambda: succeeded([later]), 5.0)
+    worker.stop()
+    join(task)
+    assert store.state.workers() == []
+
+
+def test_worker_shutdown_gives_up_on_failing_completion_writes(
+    clock: FakeClock,
+    metrics: RecordingMetrics,
+    caplog: pytest.LogCaptureFixture,
+    quick_retry: None,
+) -> None:
+    store = FlakyStore(clock=clock, failures=None)
+    engine = make_engine(store, clock, metrics, shutdown_timeout=0.1, poll_interval=0.01)
+
+    @engine.processor("k")
+    def k(payload: Any, ctx: JobContext) -> None: ...
+
+    job_id = (engine.enqueue("k", {})).id
+    worker = engine.worker(install_signal_handlers=False)
+    with caplog.at_level(logging.WARNING, logger="skiplock.worker"):
+        task = spawn(worker.run)
+        eventually(lambda: len(store.calls) >= 2)  # retrying while it runs
+        worker.stop()
+        calls = len(store.calls)
+        join(task)
+    assert len(store.calls) - calls >= 2  # the final write was tried a few times
+    assert state_of(store, job_id) is JobState.RUNNING
+    assert metrics.outcomes() == ["error"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(f"giving up completing 1 job(s) (ids {job_id})" in m for m in messages)
+    # The worker unregistered nevertheless, so recovery takes the job at once.
+    assert store.state.workers() == []
+    recovered, _ = engine.maintain()
+    assert recovered == [job_id]
+    job = engine.get_job(job_id)
+    assert (job.state, job.attempts) == (JobState.PENDING, 1)
+    assert (job.last_error or "").startswith("[stale-claim recovered]")
+    store.failures = 0
+    assert engine.worker().run_until_idle() == 1
+    assert state_of(store, job_id) is JobState.SUCCEEDED
+
+
+def test_worker_forced_stop_tries_a_failing_write_once(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Default retry waits and a long shutdown timeout: only the force ends this quickly.
+    store = FlakyStore(clock=clock, failures=None)
+    engine = make_engine(store, clock, shutdown_timeout=60.0, poll_interval=0.01)
+
+    @engine.processor("k")
+    def k(payload: Any, ctx: JobContext) -> None: ...
+
+    job_id = (engine.enqueue("k", {})).id
+    worker = engine.worker(install_signal_handlers=False)
+    with caplog.at_level(logging.WARNING, logger="skiplock.worker"):
+        task = spawn(worker.run)
+        eventually(lambda: len(store.calls) >= 1)
+        calls = len(store.calls)
+        worker.stop(force=True)
+        eventually(task.done, 4.0)
+        join(task)
+    assert 1 <= len(store.calls) - calls <= 3
+    assert any("giving up completing 1 job(s)" in r.getMessage() for r in caplog.records)
+    assert state_of(store, job_id) is JobState.RUNNING
+    assert store.state.workers() == []
 
 
 def test_worker_logs_lost_leases_of_a_batch_per_job(
@@ -766,6 +906,94 @@ def test_worker_releases_jobs_that_outlast_the_shutdown_timeout(
     assert metrics.outcomes() == ["released"]
 
 
+def released(job: Job) -> bool:
+    """Back in pending by a release: no attempt used, no stale-recovery mark."""
+    return (job.state, job.attempts, job.claimed_by, job.last_error) == (
+        JobState.PENDING,
+        0,
+        None,
+        None,
+    )
+
+
+@pytest.mark.parametrize("graceful_first", [False, True])
+def test_worker_forced_stop_releases_running_jobs_and_unregisters(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics, graceful_first: bool
+) -> None:
+    # A long shutdown timeout: only the force ends the drain quickly.
+    engine = make_engine(
+        store, clock, metrics, concurrency=2, shutdown_timeout=60.0, poll_interval=0.01
+    )
+    started: list[int] = []
+    lock = threading.Lock()
+
+    @engine.processor("stuck", max_attempts=1)
+    def stuck(payload: Any, ctx: JobContext) -> None:
+        with lock:
+            started.append(ctx.job_id)
+        block_until_interrupted(ctx)
+
+    @engine.processor("stuck_tx", max_attempts=1, transactional=True)
+    def stuck_tx(payload: Any, ctx: JobContext) -> None:
+        with lock:
+            started.append(ctx.job_id)
+        block_until_interrupted(ctx)
+
+    ids = [(engine.enqueue(kind, {})).id for kind in ("stuck", "stuck_tx")]
+    worker = engine.worker(install_signal_handlers=False)
+    task = spawn(worker.run)
+    eventually(lambda: len(started) == 2)
+    if graceful_first:  # the CLI: the first signal drains, the second forces
+        worker.stop()
+        eventually(lambda: worker.state == "draining")
+        assert worker.running == 2
+    # From another thread, as a signal handler would.
+    forcer = threading.Thread(target=worker.stop, kwargs={"force": True})
+    forcer.start()
+    eventually(task.done, 4.0)
+    join(task)
+    forcer.join()
+    assert worker.state == "stopped"
+    for job_id in ids:
+        assert released(engine.get_job(job_id))
+    assert metrics.outcomes() == ["released", "released"]
+    assert store.state.workers() == []
+
+
+def test_worker_interrupted_run_releases_and_unregisters(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    engine = make_engine(store, clock, metrics, shutdown_timeout=60.0, poll_interval=0.01)
+    started = Event()
+
+    @engine.processor("stuck", max_attempts=1)
+    def stuck(payload: Any, ctx: JobContext) -> None:
+        started.set()
+        block_until_interrupted(ctx)
+
+    job_id = (engine.enqueue("stuck", {})).id
+    worker = engine.worker(install_signal_handlers=False)
+
+    def interrupt() -> None:
+        eventually(started.is_set)
+        worker.stop()
+        eventually(lambda: worker.state == "draining")
+        os.kill(os.getpid(), signal.SIGINT)  # KeyboardInterrupt in the main thread
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        helper = spawn(interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            worker.run()
+        join(helper)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert worker.state == "stopped"
+    assert released(engine.get_job(job_id))
+    assert metrics.outcomes() == ["released"]
+    assert store.state.workers() == []
+
+
 def test_worker_stopped_before_running_returns_at_once(
     store: CountingStore, clock: FakeClock
 ) -> None:
@@ -802,6 +1030,33 @@ def test_worker_run_heartbeats_maintains_and_wakes_on_notify(
     eventually(lambda: done == [job_id])
     worker.stop()
     join(task)
+    assert store.state.workers() == []
+
+
+def test_worker_second_stop_signal_forces_the_stop(store: CountingStore, clock: FakeClock) -> None:
+    engine = make_engine(store, clock, shutdown_timeout=60.0, poll_interval=0.01)
+    started = Event()
+
+    @engine.processor("stuck")
+    def stuck(payload: Any, ctx: JobContext) -> None:
+        started.set()
+        block_until_interrupted(ctx)
+
+    job_id = (engine.enqueue("stuck", {})).id
+    worker = engine.worker()  # with its own signal handlers
+
+    def send() -> None:
+        eventually(started.is_set)
+        os.kill(os.getpid(), signal.SIGTERM)
+        eventually(lambda: worker.state == "draining")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    helper = spawn(send)
+    begun = time.monotonic()
+    worker.run()  # in the main thread: Python runs signal handlers only there
+    assert time.monotonic() - begun < 10.0  # not the 60 s drain
+    join(helper)
+    assert released(engine.get_job(job_id))
     assert store.state.workers() == []
 
 

@@ -1,4 +1,5 @@
-"""Worker processes on a real server: crashes (R12), many workers (R4), LISTEN (R11).
+"""Worker processes on a real server: crashes and poison jobs (R12), many workers (R4),
+LISTEN (R11).
 
 Each test starts ``python -m skiplock worker`` subprocesses for a small app module
 written into a temporary directory, and watches the database until a deadline.
@@ -6,6 +7,7 @@ written into a temporary directory, and watches the database until a deadline.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -29,6 +31,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 _APP = """
 import asyncio
 import os
+import signal
 import time
 
 import psycopg
@@ -71,6 +74,16 @@ if os.environ["SKIPLOCK_TEST_APP_FLAVOUR"] == "async":
             await asyncio.sleep(600)
         await ctx.connection.execute(RUN, [ctx.job_id, ctx.attempt, os.getpid()])
 
+    @engine.processor("proc.poison", stale_ttl=1.0)
+    async def poison(payload, ctx):
+        started(ctx.job_id, ctx.attempt)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    @engine.processor("proc.block")
+    async def block(payload, ctx):
+        started(ctx.job_id, ctx.attempt)
+        await asyncio.sleep(600)
+
 else:
     engine = Engine(PsycopgJobStore(DSN, max_size=12), settings)
 
@@ -84,6 +97,17 @@ else:
         if ctx.attempt == 1:
             time.sleep(600)
         ctx.connection.execute(RUN, [ctx.job_id, ctx.attempt, os.getpid()])
+
+    @engine.processor("proc.poison", stale_ttl=1.0)
+    def poison(payload, ctx):
+        started(ctx.job_id, ctx.attempt)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    @engine.processor("proc.block")
+    def block(payload, ctx):
+        started(ctx.job_id, ctx.attempt)
+        while True:
+            time.sleep(0.01)  # short sleeps: the stop's exception lands between them
 """
 
 _MODULE = "skiplock_pg_process_app"
@@ -112,7 +136,9 @@ def app(tmp_path: Path, pg_dsn: str) -> Iterator[Callable[..., subprocess.Popen[
     _sql(pg_dsn, "CREATE TABLE public.started (job_id bigint, attempt int, pid int)")
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(flavour: str, *, poll: float = 1.0) -> subprocess.Popen[bytes]:
+    def start(
+        flavour: str, *, poll: float = 1.0, log_level: str = "WARNING"
+    ) -> subprocess.Popen[bytes]:
         env = os.environ | {
             "SKIPLOCK_TEST_APP_DSN": pg_dsn,
             "SKIPLOCK_TEST_APP_FLAVOUR": flavour,
@@ -121,7 +147,7 @@ def app(tmp_path: Path, pg_dsn: str) -> Iterator[Callable[..., subprocess.Popen[
         command = [sys.executable, "-m", "skiplock", "worker", f"{_MODULE}:engine"]
         with open(tmp_path / f"worker{len(procs)}.log", "wb") as log:
             proc = subprocess.Popen(
-                [*command, "--log-level", "WARNING"],
+                [*command, "--log-level", log_level],
                 cwd=tmp_path,
                 env=env,
                 stdout=log,
@@ -181,6 +207,71 @@ def test_job_of_a_killed_worker_completes_elsewhere(
     starts = _sql(pg_dsn, "SELECT attempt, pid FROM public.started ORDER BY attempt")
     assert starts == [(1, victim.pid), (2, rescuer.pid)]
     _stop([rescuer])
+
+
+def test_job_that_kills_its_worker_every_time_ends_dead(
+    app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str
+) -> None:
+    [job_id] = _enqueue(pg_dsn, [EnqueueRequest(kind="proc.poison", max_attempts=3)])
+
+    def dead() -> bool:
+        rows = _sql(pg_dsn, "SELECT status FROM skiplock.jobs WHERE id = %s", job_id)
+        return rows == [("dead",)]
+
+    def settled(proc: subprocess.Popen[bytes]) -> Callable[[], bool]:
+        return lambda: proc.poll() is not None or dead()
+
+    # Restart a worker whenever the job killed the last one; the poison job's stale TTL of
+    # 1 s lets the next worker's maintenance recover it quickly.
+    flavours = itertools.cycle(["sync", "async"])
+    killed: list[int] = []
+    worker = app(next(flavours), poll=0.2)
+    while True:
+        _wait_for(settled(worker), 30, "the job to kill its worker or to be buried")
+        if worker.poll() is None:
+            break
+        assert worker.returncode == -signal.SIGKILL
+        killed.append(worker.pid)
+        assert len(killed) <= 3, "the job ran more often than max_attempts"
+        worker = app(next(flavours), poll=0.2)
+    assert len(killed) == 3
+    [(attempts, last_error, completed_at)] = _sql(
+        pg_dsn,
+        "SELECT attempts, last_error, completed_at FROM skiplock.jobs WHERE id = %s",
+        job_id,
+    )
+    assert attempts == 3
+    assert last_error.startswith("[stale-claim recovered]")
+    assert completed_at is not None
+    starts = _sql(pg_dsn, "SELECT attempt, pid FROM public.started ORDER BY attempt")
+    assert starts == [(n, pid) for n, pid in enumerate(killed, start=1)]
+    _stop([worker])  # the survivor never ran it: it was buried before any claim
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_second_signal_releases_running_jobs_and_unregisters(
+    app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str, tmp_path: Path, flavour: str
+) -> None:
+    worker = app(flavour, log_level="INFO")
+    [job_id] = _enqueue(pg_dsn, [EnqueueRequest(kind="proc.block")])
+    _wait_for(
+        lambda: bool(_sql(pg_dsn, "SELECT 1 FROM public.started WHERE job_id = %s", job_id)),
+        30,
+        "the job to start",
+    )
+    worker.send_signal(signal.SIGTERM)  # drain: the job would run on for shutdown_timeout
+    # Two signals sent at once may arrive as one: wait until the first was handled.
+    log = tmp_path / "worker0.log"
+    _wait_for(lambda: "SIGTERM" in log.read_text(), 10, "the first SIGTERM to be handled")
+    worker.send_signal(signal.SIGTERM)  # stop now
+    assert worker.wait(30) == 130
+    # Released (no attempt used, no stale-recovery mark), and the worker's row is gone.
+    assert _sql(
+        pg_dsn,
+        "SELECT status, attempts, claimed_by, last_error FROM skiplock.jobs WHERE id = %s",
+        job_id,
+    ) == [("pending", 0, None, None)]
+    assert _sql(pg_dsn, "SELECT count(*) FROM skiplock.workers") == [(0,)]
 
 
 def test_four_workers_drain_20k_jobs_exactly_once(

@@ -7,11 +7,12 @@ notifier and :meth:`stop`) with a fallback poll, and never busy-loops.
 
 Outcomes of jobs that did not complete inside their own transaction go to a completer
 (one more task or thread) that writes many of them per ``store.complete`` call
-(ARCHITECTURE §8).
+(ARCHITECTURE §8), and retries a failed write with backoff.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import random
@@ -20,6 +21,7 @@ import time
 import traceback
 import uuid
 from collections import Counter
+from datetime import timedelta
 from threading import Lock
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +32,7 @@ from skiplock._compat_async import (
     cancel_and_join,
     install_signal_handlers,
     join,
+    skip_sync,
     spawn,
 )
 from skiplock.core import (
@@ -41,11 +44,13 @@ from skiplock.core import (
     Outcome,
     Release,
     Retry,
+    RetryPolicy,
     Succeeded,
     TokenBucket,
     ValidationError,
     WorkerInfo,
     decide_failure,
+    next_delay,
     plan_claim,
     take,
 )
@@ -55,7 +60,7 @@ from ._errors import JobCancelledError, JobTimeoutError, UndecodablePayloadError
 from ._registry import check_int, check_kind
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from skiplock.core import RateLimit
     from skiplock.ports import AsyncNotifier
@@ -67,6 +72,17 @@ logger = logging.getLogger("skiplock.worker")
 
 #: How long jobs interrupted at shutdown get to release themselves before we give up.
 RELEASE_GRACE = 5.0
+#: The same after a forced stop (:meth:`AsyncWorker.stop` with ``force=True``).
+FORCE_GRACE = 1.0
+#: Waits between attempts to write a batch of outcomes the store failed to take
+#: (0.1 s doubling up to 5 s, plus up to 50 % jitter); ``max_attempts`` is unused.
+COMPLETION_RETRY = RetryPolicy(
+    max_attempts=1,
+    base=timedelta(seconds=0.1),
+    factor=2.0,
+    cap=timedelta(seconds=5),
+    jitter=0.5,
+)
 #: Upper bound of one notifier wait, so a stopping worker's listener notices quickly.
 NOTIFIER_WAIT = 0.1
 #: What ``_execute`` returns when the outcome waits for the completer.
@@ -83,6 +99,16 @@ _LABELS: Mapping[type[Any], str] = {
 def default_worker_id() -> str:
     """``<host>/<pid>/<uuid4 hex>`` (J1)."""
     return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex}"
+
+
+@skip_sync
+def _uncancel() -> None:
+    # A cancellation of run() was delivered; withdraw the request so the cleanup can await
+    # (cancel_and_join re-raises in a task being cancelled). Cancelling again still
+    # interrupts the cleanup; the caught CancelledError is re-raised after it.
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
 
 
 def _format_error(exc: BaseException) -> str:
@@ -125,17 +151,25 @@ class AsyncWorker:
     without a processor in ``dead`` (R8).
 
     :meth:`run` serves until :meth:`stop` (or SIGTERM/SIGINT when run in the main thread
-    with ``install_signal_handlers``); :meth:`run_until_idle` returns once nothing is due
-    and nothing runs. Shutdown stops claiming, lets running jobs finish for up to
-    ``Settings.shutdown_timeout`` seconds, then interrupts the rest and releases them to
-    ``pending`` without using an attempt; heartbeats go on during the drain.
+    with ``install_signal_handlers``; a second signal forces the stop);
+    :meth:`run_until_idle` returns once nothing is due and nothing runs. Shutdown stops
+    claiming, lets running jobs finish for up to ``Settings.shutdown_timeout`` seconds,
+    then interrupts the rest and releases them to ``pending`` without using an attempt;
+    heartbeats go on during the drain. A forced stop (``stop(force=True)``, a cancelled
+    :meth:`run`, ``KeyboardInterrupt``) interrupts and releases running jobs at once.
+    Every shutdown ends by removing the worker's row, so stale-claim recovery takes
+    whatever is still left ``running`` at once.
 
     A job's slot is free as soon as its processor returns. Unless the job completed inside
     its own transaction (``transactional=True``), its outcome is then written by the
     completer, batched with others that finished meanwhile (at most
     ``Settings.completion_batch_size`` per call, and no waiting: an idle worker writes at
-    once). :meth:`run_until_idle` and shutdown return only after the last write. A crash
-    before a write re-runs those jobs after stale-claim recovery (at-least-once).
+    once). A write the store rejects with an error is retried with backoff (see
+    :data:`COMPLETION_RETRY`) while the worker runs, and at shutdown for up to
+    ``shutdown_timeout`` more seconds (one attempt when forced); then those jobs are left
+    to stale-claim recovery. :meth:`run_until_idle` and shutdown return only after the
+    last write. A crash before a write re-runs those jobs after stale-claim recovery
+    (at-least-once).
     """
 
     def __init__(
@@ -215,6 +249,8 @@ class AsyncWorker:
         self._started = False
         self._state = "new"
         self._stop_requested = False
+        self._force_requested = False
+        self._stop_signals = 0
         self._wakeup: ThreadSafeEvent | None = None
         self._finished: ThreadSafeEvent | None = None
         # The completer's state, under the same lock: outcomes waiting, how many are
@@ -223,6 +259,8 @@ class AsyncWorker:
         self._flushing = 0
         self._outbox_closed = False
         self._outbox_ready: ThreadSafeEvent | None = None
+        # Set on close and on a forced stop: cuts the completer's retry wait short.
+        self._flush_now: ThreadSafeEvent | None = None
         self._completer: Task[None] | None = None
 
     # ---- public ---------------------------------------------------------------------
@@ -255,7 +293,12 @@ class AsyncWorker:
             return len(self._running)
 
     async def run(self) -> None:
-        """Serve until :meth:`stop` (or a stop signal), then drain and release."""
+        """Serve until :meth:`stop` (or a stop signal), then drain and release.
+
+        Cancelling it (async) or ``KeyboardInterrupt`` (sync) acts as ``stop(force=True)``:
+        running jobs are released and the worker unregistered, then the cancellation or
+        exception propagates.
+        """
         await self._serve(until_idle=False)
 
     async def run_until_idle(self) -> int:
@@ -266,12 +309,29 @@ class AsyncWorker:
         """
         return await self._serve(until_idle=True)
 
-    def stop(self) -> None:
-        """Stop claiming, drain and release (thread-safe; also before :meth:`run`)."""
+    def stop(self, *, force: bool = False) -> None:
+        """Stop claiming, drain and release (thread-safe; also before :meth:`run`).
+
+        With ``force=True`` (also after a graceful stop began) stop now: interrupt the
+        running jobs at once and release them to ``pending`` without using an attempt,
+        write the outcomes waiting (one attempt), unregister. In the sync flavour do not
+        call it from a signal handler (it takes locks the interrupted thread may hold);
+        start a thread for it.
+        """
         self._stop_requested = True
-        wakeup = self._wakeup
-        if wakeup is not None:
-            wakeup.set()
+        if force:
+            self._force_requested = True
+        for event in (self._wakeup, self._flush_now if force else None):
+            if event is not None:
+                event.set()
+
+    def _on_stop_signal(self) -> None:
+        with self._lock:
+            self._stop_signals += 1
+            again = self._stop_signals > 1
+        if again:
+            logger.warning("worker %s: stop signal received again; stopping now", self._id)
+        self.stop(force=again)
 
     # ---- serving --------------------------------------------------------------------
 
@@ -282,66 +342,91 @@ class AsyncWorker:
         self._wakeup = ThreadSafeEvent()
         self._finished = ThreadSafeEvent()
         self._outbox_ready = ThreadSafeEvent()
+        self._flush_now = ThreadSafeEvent()
         uninstall = None
         if self._install_signals and not until_idle:
-            uninstall = install_signal_handlers(self.stop)
+            uninstall = install_signal_handlers(self._on_stop_signal)
         notifier: AsyncNotifier | None = None
         helpers: list[Task[None]] = []
         try:
-            await self._store.register_worker(
-                WorkerInfo(
-                    id=self._id,
-                    host=socket.gethostname(),
-                    pid=os.getpid(),
-                    kinds=self._claim_kinds,
-                    tenants=self._tenants,
-                )
-            )
-            logger.info(
-                "worker %s started: %d slots, kinds=%s, tenants=%s",
-                self._id,
-                self._concurrency,
-                "all" if self._claim_kinds is None else sorted(self._claim_kinds),
-                "all" if self._tenants is None else sorted(self._tenants),
-            )
-            self._completer = spawn(self._completion_loop)
-            helpers.append(spawn(self._heartbeat_loop))
-            if not until_idle:
-                helpers.append(spawn(self._maintenance_loop))
-                notifier = self._store.notifier()
-                if notifier is not None:
-                    await notifier.start()
-                    helpers.append(spawn(self._forward_wakeups, notifier))
-            self._state = "running"
             try:
+                await self._store.register_worker(
+                    WorkerInfo(
+                        id=self._id,
+                        host=socket.gethostname(),
+                        pid=os.getpid(),
+                        kinds=self._claim_kinds,
+                        tenants=self._tenants,
+                    )
+                )
+                logger.info(
+                    "worker %s started: %d slots, kinds=%s, tenants=%s",
+                    self._id,
+                    self._concurrency,
+                    "all" if self._claim_kinds is None else sorted(self._claim_kinds),
+                    "all" if self._tenants is None else sorted(self._tenants),
+                )
+                self._completer = spawn(self._completion_loop)
+                helpers.append(spawn(self._heartbeat_loop))
+                if not until_idle:
+                    helpers.append(spawn(self._maintenance_loop))
+                    notifier = self._store.notifier()
+                    if notifier is not None:
+                        await notifier.start()
+                        helpers.append(spawn(self._forward_wakeups, notifier))
+                self._state = "running"
                 await self._dispatch(until_idle=until_idle)
-            except BaseException:
+                self._state = "draining"
+                await self._drain(self._settings.shutdown_timeout)
+            except BaseException as exc:
+                # An error, a cancelled run() or KeyboardInterrupt: a forced stop, then
+                # the exception propagates.
+                if True:  # ASYNC
+                    if isinstance(exc, asyncio.CancelledError):
+                        _uncancel()
+                logger.warning(
+                    "worker %s: run interrupted by %s; stopping now", self._id, type(exc).__name__
+                )
+                self.stop(force=True)
                 self._state = "draining"
                 await self._drain(0.0)
                 raise
-            self._state = "draining"
-            await self._drain(self._settings.shutdown_timeout)
         finally:
-            # Write the outcomes still waiting before anything else stops (heartbeats
-            # go on meanwhile).
+            await self._shut_down(helpers, notifier, uninstall)
+        return self._processed
+
+    async def _shut_down(
+        self,
+        helpers: list[Task[None]],
+        notifier: AsyncNotifier | None,
+        uninstall: Callable[[], None] | None,
+    ) -> None:
+        # Nested so that an interruption of one step (a third stop signal) still removes
+        # the worker's row: then stale-claim recovery takes its jobs at once.
+        assert self._finished is not None
+        try:
+            # Write the outcomes still waiting before anything else stops (heartbeats go
+            # on meanwhile).
             await self._close_completer()
+        finally:
             self._state = "stopped"
             self._finished.set()
-            for helper in helpers:
-                await cancel_and_join(helper)
-            if notifier is not None:
-                try:
-                    await notifier.close()
-                except Exception:
-                    logger.exception("worker %s: closing the notifier failed", self._id)
             try:
-                await self._store.unregister_worker(self._id)
-            except Exception:
-                logger.exception("worker %s: unregistering failed", self._id)
-            if uninstall is not None:
-                uninstall()
-            logger.info("worker %s stopped after %d jobs", self._id, self._processed)
-        return self._processed
+                for helper in helpers:
+                    await cancel_and_join(helper)
+                if notifier is not None:
+                    try:
+                        await notifier.close()
+                    except Exception:
+                        logger.exception("worker %s: closing the notifier failed", self._id)
+            finally:
+                try:
+                    await self._store.unregister_worker(self._id)
+                except Exception:
+                    logger.exception("worker %s: unregistering failed", self._id)
+                if uninstall is not None:
+                    uninstall()
+                logger.info("worker %s stopped after %d jobs", self._id, self._processed)
 
     async def _dispatch(self, *, until_idle: bool) -> None:
         assert self._wakeup is not None
@@ -412,27 +497,33 @@ class AsyncWorker:
         run.task = spawn(self._run_job, run)
 
     async def _drain(self, timeout: float) -> None:
-        if not await self._wait_until_empty(timeout):
-            with self._lock:
-                runs = list(self._running.values())
-            logger.warning(
-                "worker %s: interrupting %d job(s) still running after %.1f s; "
-                "they are released without using an attempt",
+        """Wait up to ``timeout`` (cut short by a forced stop) for the running jobs, then
+        interrupt the rest: they release themselves."""
+        if await self._wait_until_empty(timeout, forcible=True):
+            return
+        with self._lock:
+            runs = list(self._running.values())
+        forced = self._force_requested
+        logger.warning(
+            "worker %s: interrupting %d running job(s) %s; they are released without using "
+            "an attempt",
+            self._id,
+            len(runs),
+            "(forced stop)" if forced else f"still running after {timeout:.1f} s",
+        )
+        for run in runs:
+            run.guard.interrupt(JobCancelledError("the worker is shutting down"))
+        if not await self._wait_until_empty(FORCE_GRACE if forced else RELEASE_GRACE):
+            logger.error(
+                "worker %s: %d job(s) ignored the interruption; stale-claim recovery "
+                "will return them to pending once this worker has unregistered",
                 self._id,
-                len(runs),
-                timeout,
+                self.running,
             )
-            for run in runs:
-                run.guard.interrupt(JobCancelledError("the worker is shutting down"))
-            if not await self._wait_until_empty(RELEASE_GRACE):
-                logger.error(
-                    "worker %s: %d job(s) ignored the interruption; stale-claim recovery "
-                    "will return them to pending",
-                    self._id,
-                    self.running,
-                )
 
-    async def _wait_until_empty(self, timeout: float) -> bool:
+    async def _wait_until_empty(self, timeout: float, *, forcible: bool = False) -> bool:
+        """True once nothing runs; False after ``timeout`` (or, if ``forcible``, as soon as
+        a forced stop is requested while jobs run)."""
         assert self._wakeup is not None
         deadline = time.monotonic() + timeout
         while True:
@@ -440,7 +531,7 @@ class AsyncWorker:
             if not self.running:
                 return True
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or (forcible and self._force_requested):
                 return False
             await self._wakeup.wait(remaining)
 
@@ -498,8 +589,12 @@ class AsyncWorker:
             if run.outcome is None:
                 self._job_finished(job, label, duration)
             elif not self._submit(_Done(job, run.outcome, duration)):
-                # The completer is gone (a job that outlived the shutdown): write it here.
-                await self._write([_Done(job, run.outcome, duration)])
+                # The completer is gone (a job that outlived the shutdown): write it here,
+                # once.
+                late = _Done(job, run.outcome, duration)
+                error = await self._write([late])
+                if error is not None:
+                    self._give_up([late], error)
             # Free the slot last (after queueing the outcome), so whoever waits for it
             # sees the job's every effect, or its outcome waiting to be written.
             with self._lock:
@@ -669,42 +764,89 @@ class AsyncWorker:
     async def _completion_loop(self) -> None:
         # No timer: each round writes whatever accumulated while the previous write ran,
         # so batches grow with the load and an idle worker's outcome is written at once.
+        # A failed write goes back to the head of the outbox and is retried after a
+        # backoff, together with the outcomes that arrived meanwhile.
         assert self._outbox_ready is not None
+        assert self._flush_now is not None
+        failures = 0
+        give_up_at: float | None = None
+        while True:
+            if not failures:
+                await self._outbox_ready.wait()
+                self._outbox_ready.clear()
+            # Cleared before reading the state: a close or forced stop from now on ends
+            # the retry wait below at once.
+            self._flush_now.clear()
+            with self._lock:
+                closed = self._outbox_closed
+            error = await self._flush()
+            if error is None:
+                failures = 0
+                if closed:  # and the outbox was empty since: nothing more can come
+                    return
+                continue
+            failures += 1
+            delay = next_delay(COMPLETION_RETRY, failures, random.random()).total_seconds()
+            if closed:
+                now = time.monotonic()
+                if give_up_at is None:
+                    give_up_at = now + self._settings.shutdown_timeout
+                if self._force_requested or now >= give_up_at:
+                    with self._lock:
+                        dropped = list(self._outbox)
+                        self._outbox.clear()
+                    self._give_up(dropped, error)
+                    return
+                delay = min(delay, give_up_at - now)
+            logger.warning(
+                "worker %s: completing jobs failed (%s: %s); attempt %d, retrying in %.2f s",
+                self._id,
+                type(error).__name__,
+                error,
+                failures,
+                delay,
+                exc_info=error if failures == 1 else None,
+            )
+            await self._flush_now.wait(delay)
+
+    async def _flush(self) -> Exception | None:
+        """Write the outbox in batches until it is empty; on a failed write put the batch
+        back at its head and return the error."""
         assert self._wakeup is not None
         while True:
-            await self._outbox_ready.wait()
-            self._outbox_ready.clear()
-            while True:
-                with self._lock:
-                    batch = self._outbox[: self._completion_batch]
-                    del self._outbox[: len(batch)]
-                    self._flushing = len(batch)
-                    closed = self._outbox_closed
-                if not batch:
-                    break
-                await self._write(batch)
-                with self._lock:
-                    self._flushing = 0
+            with self._lock:
+                batch = self._outbox[: self._completion_batch]
+                del self._outbox[: len(batch)]
+                self._flushing = len(batch)
+            if not batch:
+                return None
+            error = await self._write(batch)
+            # One critical section: _idle_since never sees the batch in neither place.
+            with self._lock:
+                self._flushing = 0
+                if error is None:
                     self._finished_count += 1
-                self._wakeup.set()  # written outcomes may have made jobs due
-            if closed:  # seen together with an empty outbox: nothing more can come
-                return
+                else:
+                    self._outbox[:0] = batch
+            if error is not None:
+                return error
+            self._wakeup.set()  # written outcomes may have made jobs due
 
-    async def _write(self, batch: list[_Done]) -> None:
-        """One ``store.complete`` call for ``batch``; failures are logged, never raised."""
+    async def _write(self, batch: list[_Done]) -> Exception | None:
+        """One ``store.complete`` call for ``batch``; returns the store's error (nothing is
+        reported then: the caller retries or gives up)."""
         try:
             applied = await self._store.complete(
                 [Completion(done.job.lease, done.outcome) for done in batch]
             )
-            if len(applied) != len(batch):
-                raise RuntimeError(
-                    f"store.complete returned {len(applied)} results for {len(batch)} jobs"
-                )
-        except Exception:
-            logger.exception(
-                "worker %s: completing %d job(s) failed (ids %s); they stay running until "
-                "stale-claim recovery returns them to pending",
+        except Exception as exc:
+            return exc
+        if len(applied) != len(batch):
+            # A broken store: which ones it applied is unknown, so do not retry.
+            logger.error(
+                "worker %s: store.complete returned %d results for %d jobs (ids %s)",
                 self._id,
+                len(applied),
                 len(batch),
                 ", ".join(str(done.job.id) for done in batch),
             )
@@ -716,6 +858,23 @@ class AsyncWorker:
             ]
         for done, label in zip(batch, labels, strict=True):
             self._job_finished(done.job, label, done.duration)
+        return None
+
+    def _give_up(self, dropped: list[_Done], error: Exception) -> None:
+        if not dropped:
+            return
+        logger.error(
+            "worker %s: giving up completing %d job(s) (ids %s): %s: %s; they stay running "
+            "until stale-claim recovery returns them to pending (at once after this worker "
+            "unregistered)",
+            self._id,
+            len(dropped),
+            ", ".join(str(done.job.id) for done in dropped),
+            type(error).__name__,
+            error,
+        )
+        for done in dropped:
+            self._job_finished(done.job, "error", done.duration)
 
     async def _close_completer(self) -> None:
         """Stop accepting outcomes, write those waiting and wait for the completer."""
@@ -723,9 +882,11 @@ class AsyncWorker:
         if task is None:
             return
         assert self._outbox_ready is not None
+        assert self._flush_now is not None
         with self._lock:
             self._outbox_closed = True
         self._outbox_ready.set()
+        self._flush_now.set()
         try:
             await join(task)
         except Exception:
