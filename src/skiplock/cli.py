@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a worker for an application's engine",
         description=(
             "Run a worker for the engine named by APP until SIGTERM/SIGINT. The first "
-            "signal stops claiming and lets running jobs finish; a second one exits at once."
+            "signal stops claiming and lets running jobs finish; a second one releases "
+            "running jobs and exits."
         ),
     )
     worker.add_argument(
@@ -326,19 +327,21 @@ async def _serve_async(worker: AsyncWorker) -> int:
         if signals == 1:
             _log_stopping(signum)
             worker.stop()
+        elif signals == 2:
+            # Stop now: interrupt running jobs and release them without using an attempt.
+            log.warning("worker %s forced to stop: releasing running jobs", worker.id)
+            worker.stop(force=True)
         elif task is not None:
-            # Exit now, like a crash: stale-claim recovery returns its jobs to pending.
-            task.cancel()
+            task.cancel()  # a third signal: give up on any cleanup still running
 
     with _signals(on_signal, loop):
         try:
             await worker.run()
         except asyncio.CancelledError:
             if signals > 1:
-                log.warning("worker %s forced to stop", worker.id)
                 return 130
             raise
-    return 0
+    return 130 if signals > 1 else 0
 
 
 def _run_sync_worker(worker: Worker) -> int:
@@ -347,27 +350,32 @@ def _run_sync_worker(worker: Worker) -> int:
     def on_signal(signum: int) -> None:
         nonlocal signals
         signals += 1
-        if signals > 1:
-            # Exit now, like a crash: stale-claim recovery returns its jobs to pending.
-            raise KeyboardInterrupt
-        _log_stopping(signum)
-        # Not here: the handler may interrupt the main thread inside a lock stop() needs.
-        threading.Thread(target=worker.stop, daemon=True).start()
+        if signals > 2:
+            raise KeyboardInterrupt  # a third signal: give up on any cleanup still running
+        # Not in the handler itself: it may interrupt the main thread inside a lock that
+        # stop() needs.
+        if signals == 1:
+            _log_stopping(signum)
+            threading.Thread(target=worker.stop, daemon=True).start()
+        else:
+            # Stop now: interrupt running jobs and release them without using an attempt.
+            log.warning("worker %s forced to stop: releasing running jobs", worker.id)
+            threading.Thread(target=lambda: worker.stop(force=True), daemon=True).start()
 
     with _signals(on_signal, None):
         try:
             worker.run()
         except KeyboardInterrupt:
             if signals > 1:
-                log.warning("worker %s forced to stop", worker.id)
                 return 130
             raise
-    return 0
+    return 130 if signals > 1 else 0
 
 
 def _log_stopping(signum: int) -> None:
     log.info(
-        "%s received: finishing running jobs, claiming no more (send it again to exit now)",
+        "%s received: finishing running jobs, claiming no more "
+        "(send it again to release them and exit now)",
         signal.Signals(signum).name,
     )
 

@@ -1,0 +1,244 @@
+"""The workloads, each measured the same way for every system."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import sys
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from benchmarks import _pg
+from benchmarks._procs import WorkerError, WorkerProcess, release, workers
+from benchmarks._results import (
+    DRAIN,
+    DRAIN_TX,
+    ENQUEUE_BULK,
+    ENQUEUE_SINGLE,
+    LATENCY,
+    Measurement,
+    percentile,
+)
+from benchmarks._system import Client, Mode, System, WorkerArgs
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+#: How often the harness checks whether a drain is finished.
+POLL_INTERVAL = 0.02
+#: The schema skiplock is installed in (not the default one, to exercise ``schema=``).
+SCHEMA = "bench"
+
+
+class Namer:
+    """Names this run's databases: ``skiplock_bench_<run>_<n>_<tag>``."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self._n = 0
+
+    def main(self) -> str:
+        """The run's main database (pgbench)."""
+        return f"{_pg.DB_PREFIX}{self.run_id}"
+
+    def next(self, tag: str) -> str:
+        """A new database name for one scenario."""
+        self._n += 1
+        return f"{_pg.DB_PREFIX}{self.run_id}_{self._n}_{tag}"[:63]
+
+
+@asynccontextmanager
+async def installed(
+    system: System, dsn: str, namer: Namer, tag: str
+) -> AsyncIterator[tuple[str, Client]]:
+    """A fresh database with ``system`` installed: ``(conninfo, client)``; dropped after."""
+    async with _pg.fresh_database(dsn, namer.next(tag)) as conninfo:
+        client = await system.install(conninfo, SCHEMA)
+        try:
+            yield conninfo, client
+        finally:
+            await client.close()
+
+
+async def enqueue_single(label: str, client: Client, n: int) -> Measurement:
+    """``n`` jobs, one ``enqueue`` call (one transaction) each, back to back."""
+    await client.enqueue_single(-1)  # warm up: connection, prepared statements
+    start = time.perf_counter()
+    for i in range(n):
+        await client.enqueue_single(i)
+    secs = time.perf_counter() - start
+    return Measurement(
+        label, ENQUEUE_SINGLE, "enqueue, one job per transaction", 1, n / secs, "jobs/s",
+        jobs=n, seconds=secs,
+    )  # fmt: skip
+
+
+async def enqueue_bulk(label: str, client: Client, n: int) -> Measurement:
+    """``n`` jobs in one call."""
+    await client.enqueue_bulk(range(-10, 0))  # warm up
+    start = time.perf_counter()
+    await client.enqueue_bulk(range(n))
+    secs = time.perf_counter() - start
+    return Measurement(
+        label, ENQUEUE_BULK, f"bulk enqueue, {n:,} jobs in one call", 1, n / secs, "jobs/s",
+        jobs=n, seconds=secs,
+    )  # fmt: skip
+
+
+async def drain(
+    system: System,
+    label: str,
+    conninfo: str,
+    client: Client,
+    *,
+    n: int,
+    processes: int,
+    concurrency: int,
+    mode: Mode = "noop",
+    batch_size: int = 0,
+    config: str = "",
+    adapter: str = "psycopg",
+    profile: Path | None = None,
+) -> Measurement:
+    """``n`` pre-enqueued no-op jobs processed by ``processes`` worker processes.
+
+    The clock starts when the first processor runs (reported by the workers on the
+    shared monotonic clock) and stops when the harness's poll sees no unfinished job;
+    then every job must have succeeded exactly once.
+    """
+    workload = DRAIN_TX if mode == "tx" else DRAIN
+    slots = concurrency or 16
+    what = "transactional drain" if mode == "tx" else "drain"
+    procs_label = f"{processes} processes" if processes > 1 else "1 process"
+    name = f"{what}, {procs_label} x {concurrency or 'unlimited'}"
+    extra: dict[str, object] = {"processes": processes, "concurrency": concurrency}
+    if config:
+        extra["note"] = config
+    await client.enqueue_bulk(range(n))
+    await _pg.settle(conninfo)
+    wargs = WorkerArgs(
+        system=system.name,
+        conninfo=conninfo,
+        concurrency=concurrency,
+        mode=mode,
+        schema=SCHEMA,
+        adapter=adapter,
+        batch_size=batch_size,
+    )
+    deadline_secs = max(120.0, n / 50)
+    async with (
+        _pg.Poller.open(conninfo, client.unfinished_sql) as poller,
+        workers([wargs] * processes) as procs,
+    ):
+        profilers = await _profile(profile, procs, f"{label}-{workload}-{processes}x{concurrency}")
+        released = time.monotonic()
+        release(procs)
+        while True:
+            await asyncio.sleep(POLL_INTERVAL)
+            left = await poller.value()
+            now = time.monotonic()
+            if left == 0:
+                end = now
+                break
+            dead = [p for p in procs if not p.alive]
+            if dead:
+                raise WorkerError(dead[0].failure())
+            if now - released > deadline_secs:
+                raise TimeoutError(f"{left} of {n} jobs left after {deadline_secs:.0f} s")
+        firsts = [p.first for p in procs if p.first is not None]
+        start = min(firsts) if firsts else released
+    for profiler in profilers:
+        await profiler.wait()  # py-spy writes its file when the worker exits
+    secs = end - start
+    problem = await client.verify(n, transactional=mode == "tx")
+    if problem is not None:
+        raise AssertionError(f"verification failed: {problem}")
+    return Measurement(
+        label, workload, name, processes * slots, n / secs, "jobs/s",
+        jobs=n, seconds=secs, processes=processes, extra=extra,
+    )  # fmt: skip
+
+
+async def _profile(
+    directory: Path | None, procs: list[WorkerProcess], name: str
+) -> list[asyncio.subprocess.Process]:
+    """Attach py-spy to each worker (raw collapsed stacks, idle frames included)."""
+    if directory is None:
+        return []
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
+    found = []
+    for p in procs:
+        out = directory / f"{name.replace('/', '_')}-{p.proc.pid}.txt"
+        argv = [exe, "record", "--pid", str(p.proc.pid), "--rate", "250", "--idle"]
+        argv += ["--format", "raw", "-o", str(out)]
+        devnull = asyncio.subprocess.DEVNULL
+        found.append(await asyncio.create_subprocess_exec(*argv, stdout=devnull, stderr=devnull))
+    await asyncio.sleep(0.5)  # let py-spy attach before the clock starts
+    return found
+
+
+async def latency(
+    system: System,
+    label: str,
+    conninfo: str,
+    client: Client,
+    *,
+    samples: int,
+    concurrency: int = 4,
+    pause: tuple[float, float] = (0.02, 0.06),
+    adapter: str = "psycopg",
+) -> Measurement:
+    """Pickup latency of an idle worker: enqueue commit → processor start.
+
+    Jobs are enqueued one at a time with a random pause so the worker is idle (waiting
+    for a notification) each time. Latency is the processor's start time minus the time
+    the committing ``enqueue`` call returned, both ``time.monotonic()``.
+    """
+    wargs = WorkerArgs(
+        system=system.name,
+        conninfo=conninfo,
+        concurrency=concurrency,
+        mode="latency",
+        schema=SCHEMA,
+        adapter=adapter,
+    )
+    rng = random.Random(1234)
+    from_return: list[float] = []
+    from_call: list[float] = []
+    async with workers([wargs]) as procs:
+        (proc,) = procs
+        release(procs)
+        for k in range(-5, samples):  # five warm-up jobs first
+            await asyncio.sleep(rng.uniform(*pause))
+            called = time.monotonic()
+            await client.enqueue_single(k)
+            returned = time.monotonic()
+            try:
+                number, started = await asyncio.wait_for(proc.starts.get(), 10.0)
+            except TimeoutError:
+                if not proc.alive:
+                    raise WorkerError(proc.failure()) from None
+                raise TimeoutError(f"job {k} not started within 10 s") from None
+            if number != k:
+                raise AssertionError(f"expected job {k} to start, got {number}")
+            if k >= 0:
+                from_return.append((started - returned) * 1000)
+                from_call.append((started - called) * 1000)
+    extra: dict[str, object] = {
+        "p50_ms": percentile(from_return, 50),
+        "p95_ms": percentile(from_return, 95),
+        "p99_ms": percentile(from_return, 99),
+        "max_ms": max(from_return),
+        "samples": len(from_return),
+        "from_call_p50_ms": percentile(from_call, 50),
+        "from_call_p99_ms": percentile(from_call, 99),
+        "note": f"{len(from_return)} samples, idle worker x {concurrency}",
+    }
+    return Measurement(
+        label, LATENCY, "pickup latency (commit → processor start)", 1,
+        float(extra["p50_ms"]), "ms", extra=extra,  # type: ignore[arg-type]
+    )  # fmt: skip

@@ -1,0 +1,133 @@
+"""skiplock itself, through one of the adapters in :mod:`benchmarks.adapters`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import sql
+
+from benchmarks import _pg
+from benchmarks._system import KIND, Client, DrainConfig, Hooks, WorkerArgs, WorkerRunner
+from benchmarks.adapters import TX_TABLE, Adapter, get_adapter
+from skiplock.engine import AsyncEngine, Enqueue, JobContext
+
+# Connections beyond the slots: the claim/complete path, listener and heartbeat.
+_SPARE_CONNECTIONS = 4
+
+
+def _engine(store: Any) -> AsyncEngine:
+    return AsyncEngine(store)
+
+
+class _SkiplockClient:
+    def __init__(self, label: str, conninfo: str, schema: str, store: Any) -> None:
+        self.label = label
+        self._conninfo = conninfo
+        self._schema = schema
+        self._store = store
+        self._engine = _engine(store)
+        self._engine.declare_kind(KIND)  # an enqueue-only engine: no processors here
+        self.unfinished_sql = (
+            sql.SQL("SELECT count(*) FROM {}.jobs WHERE status IN ('pending', 'running')")
+            .format(sql.Identifier(schema))
+            .as_string(None)
+        )
+
+    async def enqueue_single(self, number: int) -> None:
+        await self._engine.enqueue(KIND, {"i": number})
+
+    async def enqueue_bulk(self, numbers: range) -> None:
+        await self._engine.enqueue_many([Enqueue(KIND, {"i": i}) for i in numbers])
+
+    async def verify(self, n: int, *, transactional: bool) -> str | None:
+        ident = sql.Identifier(self._schema)
+        total, once = await _pg.fetch_one(
+            self._conninfo,
+            sql.SQL(
+                "SELECT count(*), count(*) FILTER (WHERE status = 'succeeded' AND attempts = 1)"
+                " FROM {}.jobs"
+            ).format(ident),
+        )
+        if total != n or once != n:
+            return f"{once} of {total} jobs succeeded exactly once (expected {n})"
+        if transactional:
+            (writes,) = await _pg.fetch_one(
+                self._conninfo,
+                sql.SQL("SELECT count(*) FROM {}.{}").format(ident, sql.Identifier(TX_TABLE)),
+            )
+            if writes != n:
+                return f"{writes} processor writes committed for {n} jobs"
+        return None
+
+    async def close(self) -> None:
+        await self._store.close()
+
+
+class _SkiplockWorker:
+    def __init__(self, store: Any, worker: Any) -> None:
+        self._store = store
+        self._worker = worker
+
+    async def run(self) -> None:
+        await self._worker.run()
+
+    def stop(self) -> None:
+        self._worker.stop()
+
+    async def close(self) -> None:
+        await self._store.close()
+
+
+class SkiplockSystem:
+    """skiplock through ``adapter``."""
+
+    name = "skiplock"
+    drain_configs: tuple[DrainConfig, ...] = (DrainConfig("concurrency 16", 16),)
+
+    def __init__(self, adapter: str = "psycopg") -> None:
+        self.adapter_name = adapter
+
+    @property
+    def label(self) -> str:
+        """How results name it: ``skiplock/psycopg``."""
+        return f"skiplock/{self.adapter_name}"
+
+    def _adapter(self) -> Adapter:
+        return get_adapter(self.adapter_name)
+
+    async def install(self, conninfo: str, schema: str) -> Client:
+        adapter = self._adapter()
+        await adapter.apply_schema(conninfo, schema)
+        ident = sql.Identifier(schema)
+        await _pg.execute(
+            conninfo,
+            sql.SQL("CREATE TABLE {}.{} (i int PRIMARY KEY)").format(
+                ident, sql.Identifier(TX_TABLE)
+            ),
+        )
+        store = await adapter.open_store(conninfo, schema, 2)
+        return _SkiplockClient(self.label, conninfo, schema, store)
+
+    async def open_worker(self, args: WorkerArgs, hooks: Hooks) -> WorkerRunner:
+        adapter = self._adapter()
+        store = await adapter.open_store(
+            args.conninfo, args.schema, args.concurrency + _SPARE_CONNECTIONS
+        )
+        engine = _engine(store)
+        schema = args.schema
+        if args.mode == "tx":
+
+            @engine.processor(KIND, transactional=True)
+            async def tx(payload: dict[str, int], ctx: JobContext) -> None:
+                hooks.started(payload["i"])
+                await adapter.tx_write(ctx.connection, schema, payload["i"])
+
+        else:
+
+            @engine.processor(KIND, transactional=False)
+            async def noop(payload: dict[str, int], ctx: JobContext) -> None:
+                hooks.started(payload["i"])
+
+        # The worker process's own SIGTERM handler calls stop(), as for every system.
+        worker = engine.worker(concurrency=args.concurrency, install_signal_handlers=False)
+        return _SkiplockWorker(store, worker)

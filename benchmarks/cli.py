@@ -1,0 +1,347 @@
+"""``python -m benchmarks``: run the workloads, print a Markdown table, write JSON."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import datetime as dt
+import importlib.util
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchmarks import _pg, _pgbench, _scenarios
+from benchmarks._procs import ROOT
+from benchmarks._results import (
+    DRAIN,
+    DRAIN_TX,
+    ENQUEUE_BULK,
+    ENQUEUE_SINGLE,
+    LATENCY,
+    Measurement,
+    add_ratios,
+    evaluate_targets,
+    failed,
+    markdown_table,
+    targets_table,
+)
+from benchmarks._scenarios import Namer, installed
+from benchmarks.adapters import ADAPTERS
+from benchmarks.systems import COMPETITORS, make_system
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Sequence
+
+    from benchmarks._system import System
+
+SECTIONS = ("pgbench", "enqueue", "drain", "latency", "competitors")
+#: A scenario that takes longer than this is reported as failed (never hangs CI).
+SCENARIO_TIMEOUT = 900.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Sizes of one run."""
+
+    enqueue_jobs: int = 10_000
+    bulk_jobs: int = 100_000
+    drain_jobs: int = 20_000
+    latency_samples: int = 200
+    pgbench_seconds: float = 10.0
+    pgbench_clients: tuple[int, ...] = (1, 4, 16)
+    drain_concurrency: tuple[int, ...] = (1, 4, 16)
+    competitor_configs: int = 99
+
+    @classmethod
+    def quick(cls) -> Plan:
+        """CI smoke: every code path, tiny sizes, a few seconds per system."""
+        return cls(
+            enqueue_jobs=100,
+            bulk_jobs=1_000,
+            drain_jobs=500,
+            latency_samples=10,
+            pgbench_seconds=1.0,
+            competitor_configs=1,
+        )
+
+
+def _log(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def _reason(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".replace("\n", " ").replace("|", "/")
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+class Runner:
+    """Runs the selected sections and collects measurements."""
+
+    def __init__(self, dsn: str, plan: Plan, sections: set[str], adapters: list[str],
+                 competitors: list[str]) -> None:  # fmt: skip
+        self.dsn = dsn
+        self.plan = plan
+        self.sections = sections
+        self.adapters = adapters
+        self.competitors = competitors
+        self.namer = Namer(_pg.new_run_id())
+        self.results: list[Measurement] = []
+        self.pgbench: dict[int, float] = {}
+        self.profile: Path | None = None
+
+    async def _guard(
+        self,
+        what: Callable[[], Awaitable[list[Measurement]]],
+        on_error: Callable[[str], list[Measurement]],
+        title: str,
+    ) -> None:
+        _log(title)
+        started = time.perf_counter()
+        try:
+            found = await asyncio.wait_for(what(), SCENARIO_TIMEOUT)
+        except Exception as exc:
+            _log(f"  failed: {_reason(exc)}")
+            found = on_error(_reason(exc))
+        took = time.perf_counter() - started
+        for m in found:
+            _log(f"  {m.label}: {m.value if m.ok else m.error} ({took:.1f} s)")
+        self.results.extend(found)
+
+    async def run(self) -> None:
+        """Everything selected, in a fixed order."""
+        if "pgbench" in self.sections:
+            await self._run_pgbench()
+        for adapter in self.adapters:
+            system = make_system("skiplock", adapter)
+            await self._run_system(system, f"skiplock/{adapter}", adapter, competitor=False)
+        if "competitors" in self.sections:
+            for name in self.competitors:
+                label = name
+                if importlib.util.find_spec(name) is None:
+                    reason = f"{name} not installed (pip install --group bench)"
+                    self.results.append(failed(label, DRAIN, "all workloads", 0, reason))
+                    continue
+                await self._run_system(COMPETITORS[name](), label, "", competitor=True)
+        add_ratios(self.results, self.pgbench)
+
+    async def _run_pgbench(self) -> None:
+        async def go() -> list[Measurement]:
+            async with _pg.fresh_database(self.dsn, self.namer.main()) as conninfo:
+                found, self.pgbench = await _pgbench.run_pgbench(
+                    conninfo, list(self.plan.pgbench_clients), self.plan.pgbench_seconds
+                )
+            return found
+
+        await self._guard(go, lambda r: [failed("pgbench", "pgbench", "pgbench", 1, r)], "pgbench")
+
+    async def _run_system(self, system: System, label: str, adapter: str, *,
+                          competitor: bool) -> None:  # fmt: skip
+        p = self.plan
+        workloads = {"enqueue", "drain", "latency"}
+        want = self.sections & workloads
+        if competitor and not want:  # "--only competitors": every workload for them
+            want = workloads
+        if not competitor and adapter not in ADAPTERS:
+            self.results.append(failed(label, DRAIN, "all workloads", 0, "unknown adapter"))
+            return
+
+        if "enqueue" in want:
+
+            async def enqueue() -> list[Measurement]:
+                async with installed(system, self.dsn, self.namer, "enqueue") as (_, client):
+                    single = await _scenarios.enqueue_single(label, client, p.enqueue_jobs)
+                    bulk = await _scenarios.enqueue_bulk(label, client, p.bulk_jobs)
+                return [single, bulk]
+
+            await self._guard(
+                enqueue,
+                lambda r: [
+                    failed(label, ENQUEUE_SINGLE, "enqueue, one job per transaction", 1, r),
+                    failed(label, ENQUEUE_BULK, "bulk enqueue", 1, r),
+                ],
+                f"{label}: enqueue",
+            )
+
+        if "drain" in want:
+            runs: list[tuple[int, int, str, int, str]] = []  # processes, conc, mode, batch, note
+            if competitor:
+                for cfg in system.drain_configs[: p.competitor_configs]:
+                    runs.append((1, cfg.concurrency, "noop", cfg.batch_size, cfg.label))
+            else:
+                runs += [(1, c, "noop", 0, "") for c in p.drain_concurrency]
+                top = max(p.drain_concurrency)
+                runs += [(2, top, "noop", 0, ""), (1, top, "tx", 0, "")]
+            for processes, conc, mode, batch, note in runs:
+                await self._drain(system, label, adapter, processes, conc, mode, batch, note)
+
+        if "latency" in want:
+
+            async def lat() -> list[Measurement]:
+                async with installed(system, self.dsn, self.namer, "latency") as (ci, client):
+                    m = await _scenarios.latency(
+                        system, label, ci, client, samples=p.latency_samples, adapter=adapter
+                    )
+                return [m]
+
+            await self._guard(
+                lat,
+                lambda r: [failed(label, LATENCY, "pickup latency", 1, r)],
+                f"{label}: pickup latency",
+            )
+
+    async def _drain(self, system: System, label: str, adapter: str, processes: int,
+                     conc: int, mode: str, batch: int, note: str) -> None:  # fmt: skip
+        n = self.plan.drain_jobs
+        wl = DRAIN_TX if mode == "tx" else DRAIN
+        title = f"{label}: {wl} {processes}x{conc or 'unlimited'} {note}".rstrip()
+
+        async def go() -> list[Measurement]:
+            async with installed(system, self.dsn, self.namer, "drain") as (ci, client):
+                m = await _scenarios.drain(
+                    system, label, ci, client, n=n, processes=processes, concurrency=conc,
+                    mode="tx" if mode == "tx" else "noop", batch_size=batch, config=note,
+                    adapter=adapter, profile=self.profile,
+                )  # fmt: skip
+            return [m]
+
+        def on_error(reason: str) -> list[Measurement]:
+            m = failed(label, wl, title.split(": ", 1)[1], processes * (conc or 16), reason)
+            m.processes = processes
+            m.extra.update(processes=processes, concurrency=conc)
+            return [m]
+
+        await self._guard(go, on_error, title)
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="skiplock benchmarks against PostgreSQL's own commit rate (pgbench) "
+        "and, when installed, pgqueuer and procrastinate. See docs/performance.md.",
+    )
+    p.add_argument("--dsn", default=_pg.default_dsn(),
+                   help="server to use; a fresh database is created and dropped "
+                        "(default: $SKIPLOCK_BENCH_DSN or %(default)s)")  # fmt: skip
+    p.add_argument("--json", type=Path, default=None,
+                   help="where to write the JSON results "
+                        "(default: benchmarks/results/<timestamp>.json)")  # fmt: skip
+    p.add_argument("--quick", action="store_true", help="CI smoke: tiny sizes, 1 s pgbench")
+    p.add_argument("--only", default=",".join(SECTIONS),
+                   help=f"comma-separated sections: {','.join(SECTIONS)}")  # fmt: skip
+    p.add_argument("--adapter", default="psycopg",
+                   help=f"comma-separated skiplock adapters ({', '.join(ADAPTERS)})")  # fmt: skip
+    p.add_argument("--competitors", default=",".join(COMPETITORS),
+                   help="comma-separated competitors to compare when installed")  # fmt: skip
+    p.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                   help="attach py-spy to drain workers; raw stacks go to DIR")  # fmt: skip
+    p.add_argument("--enqueue-jobs", type=int)
+    p.add_argument("--bulk-jobs", type=int)
+    p.add_argument("--drain-jobs", type=int)
+    p.add_argument("--latency-samples", type=int)
+    p.add_argument("--pgbench-seconds", type=float)
+    p.add_argument("--drain-concurrency", type=lambda t: tuple(int(x) for x in _split(t)),
+                   help="slots per worker process for the one-process drains (default 1,4,16; "
+                        "the two-process and transactional drains use the largest)")  # fmt: skip
+    return p.parse_args(argv)
+
+
+def _split(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _plan(ns: argparse.Namespace) -> Plan:
+    plan = Plan.quick() if ns.quick else Plan()
+    changes = {
+        k: getattr(ns, k)
+        for k in (
+            "enqueue_jobs",
+            "bulk_jobs",
+            "drain_jobs",
+            "latency_samples",
+            "pgbench_seconds",
+            "drain_concurrency",
+        )
+        if getattr(ns, k) is not None
+    }
+    return dataclasses.replace(plan, **changes)
+
+
+def _meta(
+    ns: argparse.Namespace, plan: Plan, server: dict[str, str], load_start: tuple[float, ...]
+) -> dict[str, Any]:
+    return {
+        "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "quick": bool(ns.quick),
+        "plan": dataclasses.asdict(plan),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            # Other work on the machine skews every number: recorded, not corrected.
+            "loadavg_at_start": list(load_start),
+            "loadavg_at_end": list(os.getloadavg()),
+        },
+        "postgres": server,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmarks. Slow numbers never fail the run; exit 1 only if a skiplock
+    workload could not run or failed verification (a competitor's failure is reported)."""
+    ns = _parse(argv)
+    sections = set(_split(ns.only))
+    unknown = sections - set(SECTIONS)
+    if unknown:
+        print(f"unknown section(s) {sorted(unknown)}; known: {', '.join(SECTIONS)}")
+        return 2
+    plan = _plan(ns)
+    adapters = _split(ns.adapter) if sections & {"enqueue", "drain", "latency"} else []
+    competitors = _split(ns.competitors)
+    bad = [c for c in competitors if c not in COMPETITORS]
+    if bad:
+        print(f"unknown competitor(s) {bad}; known: {', '.join(COMPETITORS)}")
+        return 2
+    runner = Runner(ns.dsn, plan, sections, adapters, competitors)
+    runner.profile = ns.profile
+
+    async def go() -> dict[str, str]:
+        server = await _pg.server_info(ns.dsn)
+        await runner.run()
+        return server
+
+    load_start = os.getloadavg()
+    server = asyncio.run(go())
+    results = runner.results
+    targets = {a: evaluate_targets(results, runner.pgbench, f"skiplock/{a}") for a in adapters}
+    doc = {
+        **_meta(ns, plan, server, load_start),
+        "pgbench_tps": {str(k): v for k, v in runner.pgbench.items()},
+        "results": [dataclasses.asdict(m) for m in results],
+        "targets": {
+            a: [dataclasses.asdict(t) | {"status": t.status} for t in ts]
+            for a, ts in targets.items()
+        },
+    }
+    path = ns.json
+    if path is None:
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        path = ROOT / "benchmarks" / "results" / f"{stamp}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+
+    settings = ", ".join(f"{k}={v}" for k, v in sorted(server.items()))
+    print(f"## skiplock benchmarks ({'quick' if ns.quick else 'full'} run)\n")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"PostgreSQL: {settings}; CPUs: {os.cpu_count()}; load average at end: {load}\n")
+    print(markdown_table(results))
+    for a, ts in targets.items():
+        print()
+        print(targets_table(f"skiplock/{a}", ts))
+    print(f"\nJSON: {path}")
+    broken = [m for m in results if m.error and m.system.startswith("skiplock/")]
+    return 1 if broken else 0
