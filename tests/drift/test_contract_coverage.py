@@ -21,11 +21,7 @@ def test_contract_kit_calls_every_store_method() -> None:
     source = inspect.getsource(store_async)
     methods = _port_methods(AsyncJobStore)
     assert {"enqueue", "claim", "complete", "recover_stale"} <= methods
-    missing = {
-        name
-        for name in methods
-        if not re.search(rf"\bstore\.{name}\(", source)
-    }
+    missing = {name for name in methods if not re.search(rf"\bstore\.{name}\(", source)}
     assert not missing, f"port methods with no contract test: {sorted(missing)}"
 
 
