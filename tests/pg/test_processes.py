@@ -84,6 +84,17 @@ if os.environ["SKIPLOCK_TEST_APP_FLAVOUR"] == "async":
         started(ctx.job_id, ctx.attempt)
         await asyncio.sleep(600)
 
+    @engine.processor("proc.limited", cluster_limit=2)
+    async def limited(payload, ctx):
+        await asyncio.sleep(0.02)  # the work itself: long enough for claims to overlap
+
+    @engine.processor("proc.late", transactional=True)
+    async def late(payload, ctx):
+        started(ctx.job_id, ctx.attempt)
+        if ctx.attempt == 1:
+            await asyncio.sleep(1.0)  # the test freezes the process in here
+        await ctx.connection.execute(RUN, [ctx.job_id, ctx.attempt, os.getpid()])
+
 else:
     engine = Engine(PsycopgJobStore(DSN, max_size=12), settings)
 
@@ -108,6 +119,17 @@ else:
         started(ctx.job_id, ctx.attempt)
         while True:
             time.sleep(0.01)  # short sleeps: the stop's exception lands between them
+
+    @engine.processor("proc.limited", cluster_limit=2)
+    def limited(payload, ctx):
+        time.sleep(0.02)  # the work itself: long enough for claims to overlap
+
+    @engine.processor("proc.late", transactional=True)
+    def late(payload, ctx):
+        started(ctx.job_id, ctx.attempt)
+        if ctx.attempt == 1:
+            time.sleep(1.0)  # the test freezes the process in here
+        ctx.connection.execute(RUN, [ctx.job_id, ctx.attempt, os.getpid()])
 """
 
 _MODULE = "skiplock_pg_process_app"
@@ -325,4 +347,88 @@ def test_processing_resumes_after_the_listener_is_terminated(
     _wait_for(relistening, 20, "the listener to reconnect")
     _sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('proc.count')")
     _wait_for(processed(2), 10, "a job inserted after the reconnect to run")
+    _stop([worker])
+
+
+def test_frozen_workers_late_completion_is_rejected(
+    app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str, tmp_path: Path
+) -> None:
+    victim = app("async")
+    [job_id] = _enqueue(pg_dsn, [EnqueueRequest(kind="proc.late")])
+    _wait_for(
+        lambda: bool(_sql(pg_dsn, "SELECT 1 FROM public.started WHERE job_id = %s", job_id)),
+        30,
+        "the first attempt to start",
+    )
+    # Frozen mid-job: no heartbeats, so the job is recovered and runs elsewhere.
+    os.kill(victim.pid, signal.SIGSTOP)
+    try:
+        rescuer = app("sync")
+        _wait_for(
+            lambda: (
+                _sql(pg_dsn, "SELECT status FROM skiplock.jobs WHERE id = %s", job_id)
+                == [("succeeded",)]
+            ),
+            60,
+            "the job to be recovered and to succeed on the rescuer",
+        )
+    finally:
+        os.kill(victim.pid, signal.SIGCONT)
+    # The victim wakes up, finishes attempt 1 and tries to complete it: fenced out, and its
+    # transaction (the processor's write included) rolls back.
+    log = tmp_path / "worker0.log"
+    _wait_for(lambda: "no longer ours" in log.read_text(), 30, "the late completion")
+    assert _sql(pg_dsn, "SELECT job_id, attempt, pid FROM public.runs") == [
+        (job_id, 2, rescuer.pid)
+    ]
+    assert _sql(pg_dsn, "SELECT attempts, status FROM skiplock.jobs WHERE id = %s", job_id) == [
+        (2, "succeeded")
+    ]
+    _stop([victim, rescuer])
+
+
+def test_cluster_limit_is_never_exceeded_by_three_worker_processes(
+    app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str
+) -> None:
+    total = 60
+    _enqueue(pg_dsn, [EnqueueRequest(kind="proc.limited", payload=i) for i in range(total)])
+    workers = [app(flavour, poll=0.1) for flavour in ("async", "sync", "async")]
+    running = (
+        "SELECT count(*) FROM skiplock.jobs WHERE kind = 'proc.limited' AND status = 'running'"
+    )
+    done = "SELECT count(*) FROM skiplock.jobs WHERE status = 'succeeded'"
+    samples: list[int] = []
+    deadline = time.monotonic() + 120
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        while conn.execute(done).fetchone() != (total,):
+            assert time.monotonic() < deadline, "timed out waiting for the jobs to succeed"
+            row = conn.execute(running).fetchone()
+            assert row is not None
+            samples.append(int(row[0]))
+    _stop(workers)
+    assert max(samples) <= 2, f"cluster limit 2 exceeded: {max(samples)} running at once"
+    assert max(samples) == 2, "the limit was never reached: the test proves nothing"
+    assert len(samples) > 20
+
+
+def test_plain_sql_insert_is_picked_up_within_a_second_without_polling(
+    app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str
+) -> None:
+    worker = app("async", poll=60.0)  # a fallback poll of a minute: only NOTIFY is fast
+    listening = (
+        "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+        "AND query ILIKE 'LISTEN%%'"
+    )
+    _wait_for(lambda: bool(_sql(pg_dsn, listening)), 30, "the worker to LISTEN")
+    _wait_for(
+        lambda: bool(_sql(pg_dsn, "SELECT 1 FROM skiplock.workers")), 30, "the worker to register"
+    )
+    inserted = time.monotonic()
+    _sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('proc.count')")
+    _wait_for(
+        lambda: _sql(pg_dsn, "SELECT count(*) FROM public.runs") == [(1,)],
+        1.0,
+        "the job inserted with plain SQL to run within 1 s",
+    )
+    assert time.monotonic() - inserted < 1.0
     _stop([worker])
