@@ -144,3 +144,19 @@ def test_truncate_error_never_longer_than_limit(text: str, limit: int) -> None:
         assert result.endswith(f"[truncated {len(text) - kept} chars]")
     else:
         assert result == text[:limit]
+
+
+def test_truncate_error_replaces_what_postgres_text_cannot_hold() -> None:
+    result = truncate_error("binary \x00 junk \udcff end")
+    assert "\x00" not in result
+    result.encode("utf-8")  # no lone surrogate left
+    assert result == "binary \\x00 junk \\udcff end"
+
+
+@pytest.mark.parametrize("failure", [FailureKind.ERROR, FailureKind.TIMEOUT])
+def test_decide_failure_never_returns_an_unstorable_error(failure: FailureKind) -> None:
+    outcome = decide_failure(
+        failure, "bad \x00 byte", attempt=1, max_attempts=3, retry=RetryPolicy(), jitter=0.0
+    )
+    assert isinstance(outcome, Retry)
+    assert "\x00" not in outcome.error

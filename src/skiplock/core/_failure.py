@@ -29,10 +29,12 @@ def truncate_error(text: str, limit: int = MAX_ERROR_LENGTH) -> str:
 
     The start is kept (it usually names the exception) and the marker
     ``… [truncated N chars]`` says how many characters were dropped; the result is never
-    longer than ``limit``.
+    longer than ``limit``. Characters PostgreSQL text cannot hold (NUL, lone surrogates)
+    are replaced first: an error message must never make its own outcome unstorable.
     """
     if limit < 0:
         raise ValidationError(f"limit must be >= 0, got {limit!r}")
+    text = _storable(text)
     if len(text) <= limit:
         return text
     # The marker's length depends on N, which depends on how much room the marker takes.
@@ -44,6 +46,16 @@ def truncate_error(text: str, limit: int = MAX_ERROR_LENGTH) -> str:
         keep = limit - len(marker)
     # Not even the marker fits: a bare cut is the best we can do.
     return text[:limit]
+
+
+def _storable(text: str) -> str:
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates, e.g. from undecodable OS data
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def decide_failure(
