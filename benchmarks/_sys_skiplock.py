@@ -9,14 +9,16 @@ from psycopg import sql
 from benchmarks import _pg
 from benchmarks._system import KIND, Client, DrainConfig, Hooks, WorkerArgs, WorkerRunner
 from benchmarks.adapters import TX_TABLE, Adapter, get_adapter
-from skiplock.engine import AsyncEngine, Enqueue, JobContext
+from skiplock.engine import AsyncEngine, Enqueue, JobContext, Settings
 
 # Connections beyond the slots: the claim/complete path, listener and heartbeat.
 _SPARE_CONNECTIONS = 4
 
 
 def _engine(store: Any) -> AsyncEngine:
-    return AsyncEngine(store)
+    # Default settings unless SKIPLOCK_* variables say otherwise (e.g. SKIPLOCK_PREFETCH
+    # to try another prefetch); the harness itself sets none.
+    return AsyncEngine(store, Settings.from_env())
 
 
 class _SkiplockClient:

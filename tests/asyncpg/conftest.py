@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-TABLES = ("jobs", "workers", "audit", "jobs_archive")
+TABLES = ("jobs", "workers", "audit", "jobs_archive", "maintenance")
 
 
 def _dsn_for(name: str) -> str:

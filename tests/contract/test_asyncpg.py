@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.postgres
 
 _DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-_TABLES = ("jobs", "workers", "audit", "jobs_archive")
+_TABLES = ("jobs", "workers", "audit", "jobs_archive", "maintenance")
 
 
 async def _admin(dsn: str, statement: str) -> None:

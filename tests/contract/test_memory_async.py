@@ -385,6 +385,23 @@ def test_threads_hammering_claim_never_share_a_job(clock: FakeClock) -> None:
     assert (count.state, count.count) == (JobState.SUCCEEDED, 400)
 
 
+def test_threads_racing_for_maintenance_get_one_run(clock: FakeClock) -> None:
+    state = AsyncInMemoryJobStore(clock=clock).state
+    start = threading.Barrier(8)
+    granted: list[bool] = []
+
+    def race() -> None:
+        start.wait(10)
+        granted.append(state.try_maintenance("mem.race", timedelta(minutes=1)))
+
+    threads = [threading.Thread(target=race) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(granted) == [False] * 7 + [True]
+
+
 # ---- helpers ----------------------------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.postgres
 
 _DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-_TABLES = ("jobs", "workers", "audit", "jobs_archive")
+_TABLES = ("jobs", "workers", "audit", "jobs_archive", "maintenance")
 
 
 @pytest.fixture(scope="session")

@@ -38,15 +38,19 @@ class CountingStore(InMemoryJobStore):
         self.batches: list[int] = []
 
     @contextmanager
-    def transaction(self) -> Iterator[InMemoryTransaction]:
+    def transaction(
+        self, *, statement_timeout: float | None = None
+    ) -> Iterator[InMemoryTransaction]:
         self.transactions += 1
-        with super().transaction() as tx:
+        with super().transaction(statement_timeout=statement_timeout) as tx:
             yield tx
 
     @contextmanager
-    def autocommit(self) -> Iterator[InMemoryTransaction]:
+    def autocommit(
+        self, *, statement_timeout: float | None = None
+    ) -> Iterator[InMemoryTransaction]:
         self.autocommits += 1
-        with super().autocommit() as handle:
+        with super().autocommit(statement_timeout=statement_timeout) as handle:
             yield handle
 
     def complete(self, completions: Sequence[Completion], *, connection: Any = None) -> list[bool]:
@@ -61,9 +65,9 @@ class CountingStore(InMemoryJobStore):
         self.claimed += len(jobs)
         return jobs
 
-    def heartbeat(self, worker_id: str) -> None:
+    def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
         self.heartbeats += 1
-        super().heartbeat(worker_id)
+        return super().heartbeat(worker_id, running)
 
     def recover_stale(self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> list[int]:
         self.recoveries += 1

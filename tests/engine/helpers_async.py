@@ -36,15 +36,19 @@ class CountingStore(AsyncInMemoryJobStore):
         self.batches: list[int] = []
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[InMemoryTransaction]:
+    async def transaction(
+        self, *, statement_timeout: float | None = None
+    ) -> AsyncIterator[InMemoryTransaction]:
         self.transactions += 1
-        async with super().transaction() as tx:
+        async with super().transaction(statement_timeout=statement_timeout) as tx:
             yield tx
 
     @asynccontextmanager
-    async def autocommit(self) -> AsyncIterator[InMemoryTransaction]:
+    async def autocommit(
+        self, *, statement_timeout: float | None = None
+    ) -> AsyncIterator[InMemoryTransaction]:
         self.autocommits += 1
-        async with super().autocommit() as handle:
+        async with super().autocommit(statement_timeout=statement_timeout) as handle:
             yield handle
 
     async def complete(
@@ -61,9 +65,9 @@ class CountingStore(AsyncInMemoryJobStore):
         self.claimed += len(jobs)
         return jobs
 
-    async def heartbeat(self, worker_id: str) -> None:
+    async def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
         self.heartbeats += 1
-        await super().heartbeat(worker_id)
+        return await super().heartbeat(worker_id, running)
 
     async def recover_stale(
         self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]

@@ -12,7 +12,7 @@ from skiplock import PolicyOverrides, RateLimit, Settings, ValidationError
 def test_settings_defaults_match_the_seed() -> None:
     s = Settings()
     assert (s.concurrency, s.batch_size, s.poll_interval) == (4, None, 1.0)
-    assert s.claim_batch_size(4) == 4
+    assert s.claim_batch_size(4) == 20  # concurrency plus the default prefetch (4 per slot)
     assert s.completion_batch_size == 100
     assert s.shutdown_timeout == 30.0
     assert s.heartbeat_interval == 10.0

@@ -883,6 +883,84 @@ def test_worker_stop_drains_running_jobs(store: CountingStore, clock: FakeClock)
     assert store.state.workers() == []
 
 
+def test_worker_prefetch_holds_claimed_jobs_and_releases_them_at_stop(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock, concurrency=2, prefetch=3, poll_interval=0.01)
+    started, release = Event(), Event()
+    running = {"now": 0, "peak": 0}
+
+    @engine.processor("long")
+    def long(payload: Any, ctx: JobContext) -> None:
+        running["now"] += 1
+        running["peak"] = max(running["peak"], running["now"])
+        started.set()
+        assert wait_event(release, 5.0)
+        running["now"] -= 1
+
+    ids = [(engine.enqueue("long", {"i": i})).id for i in range(8)]
+    worker = engine.worker(install_signal_handlers=False)
+    task = spawn(worker.run)
+    eventually(lambda: worker.running == 2)
+    # Two running and three buffered: all five are claimed (running) in the store.
+    eventually(lambda: sum(state_of(store, i) is JobState.RUNNING for i in ids) == 5)
+    assert store.last_request is not None
+    assert store.last_request.limit <= 5  # concurrency plus prefetch
+    worker.stop()
+    eventually(lambda: worker.state == "draining")
+    release.set()
+    join(task)
+    jobs = [engine.get_job(i) for i in ids]
+    assert sorted(j.state.value for j in jobs).count("succeeded") == 2
+    # The buffered ones never started: back to pending without using an attempt.
+    pending = [j for j in jobs if j.state is JobState.PENDING]
+    assert len(pending) == 6
+    assert all((j.attempts, j.claimed_by) == (0, None) for j in pending)
+    assert running["peak"] == 2
+
+
+def test_worker_prefetch_counts_buffered_jobs_against_node_limits(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock, concurrency=4, prefetch=8, poll_interval=0.01)
+    release = Event()
+
+    @engine.processor("heavy", node_limit=2)
+    def heavy(payload: Any, ctx: JobContext) -> None:
+        assert wait_event(release, 5.0)
+
+    @engine.processor("light")  # keeps the dispatcher claiming while "heavy" is full
+    def light(payload: Any, ctx: JobContext) -> None: ...
+
+    ids = [(engine.enqueue("heavy", {})).id for _ in range(6)]
+    worker = engine.worker(install_signal_handlers=False)
+    task = spawn(worker.run)
+    eventually(lambda: worker.running == 2)
+    claims = store.claims
+    eventually(lambda: store.claims >= claims + 3)
+    # The node limit caps running plus buffered: no more "heavy" jobs are claimed.
+    assert sum(state_of(store, i) is JobState.RUNNING for i in ids) == 2
+    release.set()
+    eventually(lambda: all(state_of(store, i) is JobState.SUCCEEDED for i in ids))
+    worker.stop()
+    join(task)
+
+
+def test_worker_prefetched_jobs_start_as_slots_free(store: CountingStore, clock: FakeClock) -> None:
+    engine = make_engine(store, clock, concurrency=1, prefetch=9)
+    done: list[int] = []
+
+    @engine.processor("quick")
+    def quick(payload: dict[str, int], ctx: JobContext) -> None:
+        done.append(payload["i"])
+
+    for i in range(20):
+        engine.enqueue("quick", {"i": i})
+    assert engine.worker().run_until_idle() == 20
+    assert sorted(done) == list(range(20))
+    assert store.claims <= 10  # up to 10 jobs per claim, not one (20 claims)
+
+
 def test_worker_releases_jobs_that_outlast_the_shutdown_timeout(
     store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
 ) -> None:

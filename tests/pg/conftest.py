@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-TABLES = ("jobs", "workers", "audit", "jobs_archive")
+TABLES = ("jobs", "workers", "audit", "jobs_archive", "maintenance")
 
 
 def base_dsn() -> str:

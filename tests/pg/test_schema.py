@@ -61,6 +61,10 @@ _CATALOG_QUERIES = {
 }
 
 
+#: The name of every migration, in order: what applying to an empty database applies.
+ALL_MIGRATIONS = [m.name for m in migrations()]
+
+
 def catalog(dsn: str, schema: str = "skiplock") -> dict[str, list[tuple[Any, ...]]]:
     """Tables, columns, constraints, indexes, triggers, functions and recorded versions."""
     with psycopg.connect(dsn) as conn:
@@ -93,7 +97,14 @@ def test_schema_has_every_table_index_and_trigger(make_database: Callable[[], st
     apply_schema(dsn)
     dump = catalog(dsn)
     tables = {name for name, kind, _ in dump["relations"] if kind == "r"}
-    assert tables == {"jobs", "workers", "audit", "jobs_archive", "schema_migrations"}
+    assert tables == {
+        "jobs",
+        "workers",
+        "audit",
+        "jobs_archive",
+        "maintenance",
+        "schema_migrations",
+    }
     indexes = {name for name, _ in dump["indexes"]}
     assert {
         "jobs_claim_idx",
@@ -115,7 +126,7 @@ def test_schema_has_every_table_index_and_trigger(make_database: Callable[[], st
 
 def test_apply_twice_is_a_no_op(make_database: Callable[[], str]) -> None:
     dsn = make_database()
-    assert apply_schema(dsn) == ["0001_initial"]
+    assert apply_schema(dsn) == ALL_MIGRATIONS
     before = catalog(dsn)
     assert apply_schema(dsn) == []
     assert catalog(dsn) == before
@@ -140,7 +151,7 @@ def test_concurrent_applies_apply_once(make_database: Callable[[], str]) -> None
     for thread in threads:
         thread.join(60)
     assert errors == []
-    assert sorted(results, key=len) == [[]] * 5 + [["0001_initial"]]
+    assert sorted(results, key=len) == [[]] * 5 + [ALL_MIGRATIONS]
     assert schema_status(dsn).up_to_date
 
 
@@ -161,8 +172,8 @@ def test_status_reports_pending_then_applied(make_database: Callable[[], str]) -
 
 def test_two_schemas_live_side_by_side(make_database: Callable[[], str]) -> None:
     dsn = make_database()
-    assert apply_schema(dsn, schema="tenant_a") == ["0001_initial"]
-    assert apply_schema(dsn, schema="tenant_b") == ["0001_initial"]
+    assert apply_schema(dsn, schema="tenant_a") == ALL_MIGRATIONS
+    assert apply_schema(dsn, schema="tenant_b") == ALL_MIGRATIONS
     assert apply_schema(dsn, schema="tenant_a") == []
     assert catalog(dsn, "tenant_a")["indexes"]
     assert schema_status(dsn).pending  # the default schema is still missing
@@ -214,7 +225,7 @@ def test_store_apply_schema_then_works(make_database: Callable[[], str]) -> None
     dsn = make_database()
     store = PsycopgJobStore(dsn, schema="fresh")
     try:
-        assert store.apply_schema() == ["0001_initial"]
+        assert store.apply_schema() == ALL_MIGRATIONS
         assert store.check_schema().up_to_date
         assert store.counts() == []
     finally:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-SKIPLOCK_TABLES = ("jobs", "workers", "audit", "jobs_archive")
+SKIPLOCK_TABLES = ("jobs", "workers", "audit", "jobs_archive", "maintenance")
 #: The application's own tables, mapped by the tests' ORM models.
 APP_DDL = (
     "CREATE TABLE orders (id serial PRIMARY KEY, item text NOT NULL)",

@@ -27,7 +27,7 @@ class JobState(enum.StrEnum):
 class Event(enum.StrEnum):
     """Everything that can happen to a job; the transition table maps (state, event)."""
 
-    CLAIM = "claim"  # pending -> running (attempts += 1)
+    CLAIM = "claim"  # pending -> running (attempts += 1, claims += 1)
     SUCCEED = "succeed"  # running -> succeeded
     RETRY = "retry"  # running -> pending, later (attempt used)
     BURY = "bury"  # running -> dead (attempts exhausted, undecodable, unknown kind)
@@ -35,7 +35,7 @@ class Event(enum.StrEnum):
     RECOVER = "recover"  # running -> pending: stale claim of a dead worker, attempts unchanged
     CANCEL = "cancel"  # operator: pending/running -> cancelled
     MARK_FAILED = "mark_failed"  # operator: manual stop flag
-    REPLAY = "replay"  # operator: dead/failed/cancelled -> pending
+    REPLAY = "replay"  # operator: dead/failed/cancelled -> pending (claims kept)
 
 
 @attrs.frozen
@@ -58,22 +58,34 @@ class Job:
     last_error: str | None = None
     idempotency_key: str | None = None
     trace_context: Mapping[str, str] | None = None
+    #: How often the job was ever claimed: +1 at every claim, never reset (not by a
+    #: release, not by ``REPLAY`` with ``reset_attempts``), so it names one claim.
+    claims: int = 0
 
     @property
     def lease(self) -> Lease:
         """The fencing token of the current claim (only meaningful while running)."""
         if self.claimed_by is None:
             raise ValueError(f"job {self.id} is not claimed")
-        return Lease(job_id=self.id, worker_id=self.claimed_by, attempt=self.attempts)
+        return Lease(
+            job_id=self.id, worker_id=self.claimed_by, attempt=self.attempts, claim=self.claims
+        )
 
 
 @attrs.frozen
 class Lease:
-    """Fencing token: a state change after claim is valid only if all three still match."""
+    """Fencing token of one claim: a state change after the claim is valid only while the
+    job is running under ``worker_id`` with ``claims == claim``.
+
+    ``claim`` never repeats for a job, so a stale run cannot pass for a later claim by the
+    same worker (ABA), even where ``attempt`` repeats (after a release, or a replay that
+    reset attempts). ``attempt`` is informational (messages, logs) and not checked.
+    """
 
     job_id: int
     worker_id: str
     attempt: int
+    claim: int
 
 
 @attrs.frozen
@@ -93,6 +105,10 @@ class EnqueueRequest:
     max_attempts: int = 5
     idempotency_key: str | None = None
     trace_context: Mapping[str, str] | None = None
+    #: ``payload`` as :func:`~skiplock.core.encode_payload` encoded it, when the caller
+    #: already did (the engine does, to validate): stores then write this text instead
+    #: of encoding again. Derived from ``payload``, so not part of equality.
+    payload_json: str | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen

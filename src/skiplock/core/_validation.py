@@ -197,4 +197,7 @@ def validate_request(
     _validate_idempotency_key(request.idempotency_key)
     _validate_schedule(request.available_at, request.delay)
     _validate_trace_context(request.trace_context)
-    encode_payload(request.payload, max_bytes=max_payload_bytes)
+    if request.payload_json is None:
+        encode_payload(request.payload, max_bytes=max_payload_bytes)
+    elif len(request.payload_json.encode("utf-8")) > max_payload_bytes:
+        raise ValidationError(f"payload too large: the limit is {max_payload_bytes} bytes")

@@ -45,10 +45,16 @@ def _is_structured(cls: object) -> bool:
     return isinstance(cls, type) and (attrs.has(cls) or dataclasses.is_dataclass(cls))
 
 
+#: Types that are JSON-ready as they are (their content is validated later).
+_PLAIN: frozenset[type] = frozenset({dict, list, str, int, float, bool, type(None)})
+
+
 def encode(payload: object) -> JSON:
     """A JSON-ready value for ``payload``: attrs/dataclass instances and pydantic models
     are converted, everything else is returned unchanged (and validated later)."""
     cls = type(payload)
+    if cls in _PLAIN:  # the common case, without the class inspection below
+        return payload
     if _is_structured(cls):
         return _converter.unstructure(payload)
     if _is_pydantic_model(cls):

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 #: Succeeded jobs purged per batch by maintenance.
 PURGE_BATCH = 1000
+#: At most this many resolved policies of kinds without a processor are kept.
+_POLICY_CACHE_SIZE = 1024
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = TypeVar("P", bound=Processor)
@@ -77,6 +79,10 @@ class AsyncEngine:
         self._metrics: Metrics = metrics if metrics is not None else NoopMetrics()
         self._tracer: Tracer = tracer if tracer is not None else NoopTracer()
         self._registry = Registry()
+        # Resolved policies of kinds without a processor here (Settings is frozen, so
+        # only a registration can change them): resolving builds and validates new
+        # policy objects, far too slow to repeat for every enqueued job.
+        self._policies: dict[str, KindPolicy] = {}
 
     # ---- accessors ------------------------------------------------------------------
 
@@ -123,7 +129,14 @@ class AsyncEngine:
     def policy(self, kind: str) -> KindPolicy:
         """The resolved policy of ``kind`` (explicit config > processor > global)."""
         spec = self._registry.get(kind)
-        return spec.policy if spec is not None else self._settings.policy_for(kind, None)
+        if spec is not None:
+            return spec.policy
+        policy = self._policies.get(kind)
+        if policy is None:
+            policy = self._settings.policy_for(kind, None)
+            if len(self._policies) < _POLICY_CACHE_SIZE:  # bounded: kinds come from callers
+                self._policies[kind] = policy
+        return policy
 
     # ---- registration ---------------------------------------------------------------
 
@@ -208,6 +221,7 @@ class AsyncEngine:
                 "use AsyncEngine, or make it a plain function"
             )
         self._registry.add(spec)
+        self._policies.pop(spec.kind, None)
 
     def declare_kind(self, kind: str) -> None:
         """Accept enqueues of ``kind`` although it is processed elsewhere."""
@@ -312,15 +326,23 @@ class AsyncEngine:
         known = self._registry.known_kinds()
         known_kinds = known if known and self._settings.strict_kinds else None
         trace = self._tracer.inject()
+        max_payload_bytes = self._settings.max_payload_bytes
+        defaults: dict[object, int] = {}
         requests = []
         for index, item in enumerate(items):
+            kind = getattr(item, "kind", None)
+            default = defaults.get(kind) if isinstance(kind, str) else None
+            if default is None:
+                default = self._default_max_attempts(kind)
+                if isinstance(kind, str):
+                    defaults[kind] = default
             try:
                 request = build_request(
                     item,
-                    default_max_attempts=self._default_max_attempts(item),
+                    default_max_attempts=default,
                     trace_context=trace,
                     known_kinds=known_kinds,
-                    max_payload_bytes=self._settings.max_payload_bytes,
+                    max_payload_bytes=max_payload_bytes,
                 )
             except ValidationError as exc:
                 if len(items) == 1:
@@ -329,8 +351,7 @@ class AsyncEngine:
             requests.append(request)
         return await self._store.enqueue(requests, connection=connection)
 
-    def _default_max_attempts(self, item: Enqueue) -> int:
-        kind = getattr(item, "kind", None)
+    def _default_max_attempts(self, kind: object) -> int:
         if isinstance(kind, str):
             return self.policy(kind).retry.max_attempts
         return self._settings.max_attempts

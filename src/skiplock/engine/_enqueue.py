@@ -12,6 +12,7 @@ from skiplock.core import (
     EnqueueRequest,
     JobState,
     ValidationError,
+    encode_payload,
     validate_request,
 )
 
@@ -71,9 +72,13 @@ def build_request(
         raise
     except Exception as exc:  # a converter choking on a typed payload
         raise ValidationError(f"payload could not be encoded: {exc}") from None
+    # Encoded once here (validating it) and handed to the store, which would otherwise
+    # encode it again.
+    text = encode_payload(payload, max_bytes=max_payload_bytes)
     request = EnqueueRequest(
         kind=item.kind,
         payload=payload,
+        payload_json=text,
         priority=item.priority,
         tenant=item.tenant,
         available_at=item.available_at,

@@ -25,6 +25,10 @@ from skiplock.core import (
     validate_identifier,
 )
 
+#: Default prefetch per slot: a worker holds up to this many claimed jobs per slot
+#: waiting, beside the running ones.
+PREFETCH_FACTOR = 4
+
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -156,7 +160,11 @@ class Settings:
     Durations given as numbers are seconds. Per-kind ``kinds`` overrides (explicit
     configuration) win over a processor's own defaults, which win over the global values
     here (R6). ``retention`` defaults to 7 days of succeeded jobs (R26; ``None`` switches
-    purging off); ``batch_size`` ``None`` claims up to the worker's concurrency at once.
+    purging off). ``prefetch`` is how many claimed jobs a worker may keep waiting for a
+    slot beyond its running ones, so that short jobs never wait for a claim round trip
+    (``None``: :data:`PREFETCH_FACTOR` times its concurrency; ``0``: claim only for free
+    slots, best for long jobs that other workers could start sooner); ``batch_size``
+    caps one claim (``None``: concurrency plus prefetch).
     ``completion_batch_size`` caps how many outcomes of jobs that ran outside their
     transaction one store call writes (ARCHITECTURE §8; 1 writes each on its own).
 
@@ -179,6 +187,7 @@ class Settings:
 
     concurrency: int = 4
     batch_size: int | None = None
+    prefetch: int | None = None
     completion_batch_size: int = 100
     poll_interval: float = 1.0
     shutdown_timeout: float = 30.0
@@ -211,6 +220,13 @@ class Settings:
         _positive_int("concurrency", self.concurrency)
         if self.batch_size is not None:
             _positive_int("batch_size", self.batch_size)
+        if self.prefetch is not None:
+            prefetch: object = self.prefetch  # checked at run time whatever the type says
+            _check(
+                isinstance(prefetch, int) and not isinstance(prefetch, bool) and prefetch >= 0,
+                "prefetch",
+                f"must be an int >= 0, got {prefetch!r}",
+            )
         _positive_int("completion_batch_size", self.completion_batch_size)
         _positive_seconds("poll_interval", self.poll_interval)
         _positive_seconds("shutdown_timeout", self.shutdown_timeout, allow_zero=True)
@@ -274,9 +290,15 @@ class Settings:
         """Resolve ``kind``'s policy: ``kinds[kind]`` > ``processor`` > globals (R6)."""
         return resolve_policy(self.kinds.get(kind), processor, self.default_policy())
 
+    def claim_prefetch(self, concurrency: int) -> int:
+        """How many claimed jobs a worker with ``concurrency`` slots may hold unstarted."""
+        return self.prefetch if self.prefetch is not None else PREFETCH_FACTOR * concurrency
+
     def claim_batch_size(self, concurrency: int) -> int:
         """How many jobs one claim may take for a worker with ``concurrency`` slots."""
-        return self.batch_size if self.batch_size is not None else concurrency
+        if self.batch_size is not None:
+            return self.batch_size
+        return concurrency + self.claim_prefetch(concurrency)
 
     # ---- environment ----------------------------------------------------------------
 
@@ -401,6 +423,7 @@ def _pairs(raw: str, parse: Callable[[str], Any]) -> dict[str, Any]:
 _SCALARS: Mapping[str, Callable[[str], Any]] = {
     "concurrency": _parse_int,
     "batch_size": lambda r: None if r.strip().lower() in _NONE else _parse_int(r),
+    "prefetch": lambda r: None if r.strip().lower() in _NONE else _parse_int(r),
     "completion_batch_size": _parse_int,
     "poll_interval": _parse_seconds,
     "shutdown_timeout": _parse_seconds,

@@ -20,7 +20,7 @@ import socket
 import time
 import traceback
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from datetime import timedelta
 from threading import Lock
 from typing import TYPE_CHECKING, Any
@@ -193,6 +193,7 @@ class AsyncWorker:
         self._concurrency = check_int(
             "concurrency", settings.concurrency if concurrency is None else concurrency, minimum=1
         )
+        self._prefetch = settings.claim_prefetch(self._concurrency)
         self._batch_size = settings.claim_batch_size(self._concurrency)
         self._completion_batch = settings.completion_batch_size
         self._specs = engine.processors
@@ -230,6 +231,14 @@ class AsyncWorker:
 
         policies = {kind: spec.policy for kind, spec in self._specs.items()}
         self._node_limits = {k: p.node_limit for k, p in policies.items() if p.node_limit}
+        if self._prefetch:
+            # No prefetch for rate-limited kinds: their throughput is the bucket's, and
+            # buffered jobs would only be throttled one by one.
+            for kind, spec in self._specs.items():
+                capped = spec.provider is not None and spec.provider in settings.caps
+                if spec.policy.rate_limit is not None or capped:
+                    limit = self._node_limits.get(kind, self._concurrency)
+                    self._node_limits[kind] = min(limit, self._concurrency)
         self._cluster_limits = {k: p.cluster_limit for k, p in policies.items() if p.cluster_limit}
         self._provider_kinds: dict[str, set[str]] = {}
         for kind, spec in self._specs.items():
@@ -240,6 +249,9 @@ class AsyncWorker:
         # never held across an await.
         self._lock = Lock()
         self._running: dict[int, _Run] = {}
+        # Claimed jobs waiting for a slot (prefetch): ``running`` in the database under
+        # this worker's id, so its heartbeat covers them like the running ones.
+        self._buffer: deque[Job] = deque()
         self._buckets: dict[tuple[str, str | None], TokenBucket] = {}
         self._cap_buckets: dict[str, TokenBucket] = {}
         self._throttled_pairs: dict[tuple[str, str | None], float] = {}
@@ -434,6 +446,7 @@ class AsyncWorker:
             self._wakeup.clear()
             with self._lock:
                 generation = self._finished_count
+            self._start_buffered()
             try:
                 claimed, limit = await self._claim()
             except Exception:
@@ -453,6 +466,7 @@ class AsyncWorker:
         with self._lock:
             return (
                 not self._running
+                and not self._buffer
                 and not self._outbox
                 and not self._flushing
                 and self._finished_count == generation
@@ -463,8 +477,15 @@ class AsyncWorker:
         with self._lock:
             self._throttled_pairs = {p: t for p, t in self._throttled_pairs.items() if t > now}
             self._throttled_kinds = {k: t for k, t in self._throttled_kinds.items() if t > now}
+            # Buffered jobs count as running: node limits hold once they start.
             running = Counter(run.job.kind for run in self._running.values())
-            free = self._concurrency - len(self._running)
+            running.update(job.kind for job in self._buffer)
+            held = len(self._running) + len(self._buffer)
+            # Claim again only once the buffer ran low, so a finished job does not cost
+            # a claim of one; with no prefetch the buffer is always empty.
+            if self._buffer and len(self._buffer) > self._prefetch // 2:
+                return 0, 0
+            free = self._concurrency + self._prefetch - held
             excluded = frozenset(self._throttled_pairs)
             excluded_kinds = frozenset(self._throttled_kinds)
         plan = plan_claim(
@@ -483,22 +504,48 @@ class AsyncWorker:
             return 0, 0
         jobs = await self._store.claim(plan)
         for job in jobs:
-            self._start(job)
+            latency = 0.0
+            if job.claimed_at is not None:
+                latency = max(0.0, (job.claimed_at - job.available_at).total_seconds())
+            self._metrics.job_claimed(job.kind, job.tenant, latency)
+        with self._lock:
+            self._buffer.extend(jobs)
+        self._start_buffered()
         return len(jobs), plan.limit
 
-    def _start(self, job: Job) -> None:
-        run = _Run(job)
+    def _start_buffered(self) -> None:
+        """Start buffered jobs in the free slots (in claim order); none once stopping."""
+        runs: list[_Run] = []
         with self._lock:
-            self._running[job.id] = run
-        latency = 0.0
-        if job.claimed_at is not None:
-            latency = max(0.0, (job.claimed_at - job.available_at).total_seconds())
-        self._metrics.job_claimed(job.kind, job.tenant, latency)
-        run.task = spawn(self._run_job, run)
+            if self._stop_requested:
+                return
+            while self._buffer and len(self._running) < self._concurrency:
+                run = _Run(self._buffer.popleft())
+                self._running[run.job.id] = run
+                runs.append(run)
+        for run in runs:
+            run.task = spawn(self._run_job, run)
+
+    def _release_buffered(self) -> None:
+        """Give the claimed jobs that never started back to ``pending`` without using an
+        attempt (written by the completer)."""
+        with self._lock:
+            jobs = list(self._buffer)
+            self._buffer.clear()
+        if not jobs:
+            return
+        logger.info(
+            "worker %s: releasing %d claimed job(s) that did not start", self._id, len(jobs)
+        )
+        for job in jobs:
+            done = _Done(job, Release(), 0.0)
+            if not self._submit(done):
+                self._give_up([done], RuntimeError("the completer is closed"))
 
     async def _drain(self, timeout: float) -> None:
         """Wait up to ``timeout`` (cut short by a forced stop) for the running jobs, then
-        interrupt the rest: they release themselves."""
+        interrupt the rest: they release themselves. Buffered jobs are released first."""
+        self._release_buffered()
         if await self._wait_until_empty(timeout, forcible=True):
             return
         with self._lock:
@@ -601,6 +648,9 @@ class AsyncWorker:
                 self._running.pop(job.id, None)
                 self._processed += 1
                 self._finished_count += 1
+            # The next buffered job takes the slot at once, also while the dispatcher
+            # waits for a claim.
+            self._start_buffered()
             if self._wakeup is not None:
                 self._wakeup.set()
 

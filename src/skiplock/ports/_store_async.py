@@ -47,23 +47,35 @@ class AsyncJobStore(Protocol):
     """Where jobs live. Implementations: memory, psycopg, asyncpg, SQLAlchemy, yours.
 
     Every method that changes a job's state after its claim is *fenced* by the job's
-    :class:`~skiplock.core.Lease`; a mismatch changes nothing.
+    :class:`~skiplock.core.Lease`: it applies only while the job is running under the
+    lease's worker with ``claims == lease.claim``; a mismatch changes nothing.
     """
 
     async def now(self) -> datetime:
         """The store's clock (the database's ``now()``); all due times are on it."""
         ...
 
-    def transaction(self) -> AbstractAsyncContextManager[Any]:
+    def transaction(
+        self, *, statement_timeout: float | None = None
+    ) -> AbstractAsyncContextManager[Any]:
         """Open a transaction; yields a handle accepted as ``connection=``.
 
         Commits on normal exit, rolls back on exception. This is the job's transaction
-        given to processors as ``ctx.connection`` (R10).
+        given to processors as ``ctx.connection`` (R10). ``statement_timeout`` (seconds,
+        > 0) bounds every statement run in it (R22; PostgreSQL: ``SET LOCAL
+        statement_timeout``); None keeps the server's setting. A store with nothing to
+        bound (the in-memory one) accepts and ignores it.
         """
         ...
 
-    def autocommit(self) -> AbstractAsyncContextManager[Any]:
-        """A connection outside any transaction, for kinds that cannot run in one."""
+    def autocommit(
+        self, *, statement_timeout: float | None = None
+    ) -> AbstractAsyncContextManager[Any]:
+        """A connection outside any transaction, for kinds that cannot run in one.
+
+        ``statement_timeout`` as for :meth:`transaction`, set on this connection for as
+        long as the block runs (and reset before the connection goes back to a pool).
+        """
         ...
 
     async def enqueue(
@@ -80,14 +92,16 @@ class AsyncJobStore(Protocol):
         """Atomically move due pending jobs to running for ``request.worker_id``.
 
         Order: priority DESC, available_at ASC, id ASC. Each job is claimed by exactly one
-        caller; attempts += 1 at claim. Honours every limit in the request.
+        caller; attempts += 1 and claims += 1 at claim (the returned jobs' ``lease``
+        carries the new claim count). Honours every limit in the request.
         """
         ...
 
     async def complete(
         self, completions: Sequence[Completion], *, connection: Any = None
     ) -> list[bool]:
-        """Record outcomes, each fenced by its lease; True where it was applied."""
+        """Record outcomes, each fenced by its lease (running, same worker, same claim
+        count; the attempt is not checked); True where it was applied."""
         ...
 
     async def get(self, job_id: int, *, connection: Any = None) -> Job | None:
@@ -114,7 +128,9 @@ class AsyncJobStore(Protocol):
         state allows ``event`` (``skiplock.core.sources``); returns the changed ids.
 
         REPLAY makes the job due now, clears the claim, and with ``reset_attempts`` sets
-        attempts to 0. Wakes workers.
+        attempts to 0; ``claims`` is never reset, so leases of earlier claims stay stale.
+        CANCEL and MARK_FAILED of a running job leave its worker's lease stale: the
+        worker learns it from :meth:`heartbeat`. Wakes workers.
         """
         ...
 
@@ -125,8 +141,17 @@ class AsyncJobStore(Protocol):
     async def register_worker(self, info: WorkerInfo) -> None:
         """Insert or refresh a worker row (heartbeat = now)."""
 
-    async def heartbeat(self, worker_id: str) -> None:
-        """Refresh the worker's heartbeat to the store's now."""
+    async def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+        """Refresh the worker's heartbeat to the store's now, and check its jobs.
+
+        Returns None if the worker row does not exist (never registered, unregistered,
+        or removed by :meth:`recover_stale`): nothing was refreshed, the worker must
+        :meth:`register_worker` again to regain crash protection. Otherwise returns the
+        ids among ``running`` (the jobs the worker believes it runs) that are no longer
+        running under ``worker_id`` — cancelled, marked failed, deleted, recovered,
+        claimed by another worker — ascending, each once; the worker should stop them.
+        """
+        ...
 
     async def unregister_worker(self, worker_id: str) -> None:
         """Remove the worker row (clean shutdown)."""
@@ -134,10 +159,27 @@ class AsyncJobStore(Protocol):
     async def recover_stale(
         self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]
     ) -> list[int]:
-        """Running jobs whose worker's heartbeat is older than the kind's TTL (or whose
-        worker row is gone) go back to pending, attempts unchanged, claim cleared and
-        ``[stale-claim recovered]`` in last_error; those with no attempt left go to dead.
-        Runs on one node at a time; returns the recovered ids."""
+        """Running jobs whose worker's heartbeat is older than the kind's TTL (``ttls``,
+        else ``default_ttl``), or whose worker row is gone, go back to pending (attempts
+        and claims unchanged, claim cleared, ``[stale-claim recovered]`` in last_error);
+        those with no attempt left go to dead. Returns the ids of both.
+
+        Then deletes the rows of workers whose heartbeat is older than the largest of
+        ``default_ttl`` and every ``ttls`` value (their jobs were all recovered just
+        now); such a worker, if it still lives, gets None from its next
+        :meth:`heartbeat`. Meant to run on one node per period (see
+        :meth:`try_maintenance`).
+        """
+        ...
+
+    async def try_maintenance(self, name: str, every: timedelta) -> bool:
+        """Take the right to run maintenance task ``name`` now, cluster-wide.
+
+        Atomically: True (and the task counts as run at the store's now) if ``name`` has
+        not run within ``every`` — its last run is at or before ``now - every``, or it
+        never ran — else False. Of concurrent callers for one period exactly one gets
+        True (J13); names are independent. ``every <= 0`` always grants.
+        """
         ...
 
     async def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:

@@ -24,9 +24,11 @@ from ._rows import (
     capped_kinds,
     caps,
     claim_params,
+    enqueue_one_params,
     enqueue_params,
     job_from_row,
     recover_params,
+    silent_workers_params,
     sort_claimed,
 )
 from ._sql import lock_key, neutral_query
@@ -56,6 +58,9 @@ def enqueue_steps(
     """
     if not requests:
         return []
+    if len(requests) == 1 and requests[0].idempotency_key is None:
+        rows = yield Step(neutral_query("enqueue_one", schema), enqueue_one_params(requests[0]))
+        return [EnqueueResult(id=int(rows[0]["id"]), created=True)]
     first = first_occurrences(requests)
     todo = [i for i, f in enumerate(first) if f == i]
     ids: dict[int, int] = {}
@@ -145,13 +150,17 @@ def maintenance_lock_key(schema: str, task: str) -> int:
 def recover_steps(
     schema: str, default_ttl: timedelta, ttls: Mapping[str, timedelta]
 ) -> Generator[Step, Rows, list[int]]:
-    """Recover stale claims unless another node is at it. Run in a transaction."""
+    """Recover stale claims unless another node is at it, then delete the rows of
+    workers silent for longer than every TTL. Run in a transaction."""
     rows = yield Step(
         neutral_query("try_lock", schema), {"key": maintenance_lock_key(schema, "recover")}
     )
     if not rows[0]["locked"]:
         return []
     rows = yield Step(neutral_query("recover_stale", schema), recover_params(default_ttl, ttls))
+    yield Step(
+        neutral_query("delete_silent_workers", schema), silent_workers_params(default_ttl, ttls)
+    )
     return sorted(int(r["id"]) for r in rows)
 
 

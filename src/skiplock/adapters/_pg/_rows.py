@@ -74,6 +74,7 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
         last_error=row["last_error"],
         idempotency_key=row["idempotency_key"],
         trace_context=None if trace is None else {str(k): str(v) for k, v in trace.items()},
+        claims=int(row["claims"]),
     )
 
 
@@ -95,13 +96,21 @@ def _sorted_or_none(values: frozenset[Any] | None) -> list[Any] | None:
     return None if values is None else sorted(values)
 
 
+def _payload_text(request: EnqueueRequest) -> str:
+    text = request.payload_json
+    if text is not None:
+        return text
+    # The engine validated sizes with its own limit; here only the text is needed.
+    return encode_payload(request.payload, max_bytes=sys.maxsize)
+
+
 def enqueue_params(requests: Sequence[EnqueueRequest]) -> dict[str, list[Any]]:
     """Column arrays for the ``enqueue`` query (requests already validated)."""
     # The engine validated sizes with its own limit; here only the text is needed.
     return {
         "kinds": [r.kind for r in requests],
         "tenants": [r.tenant for r in requests],
-        "payloads": [encode_payload(r.payload, max_bytes=sys.maxsize) for r in requests],
+        "payloads": [_payload_text(r) for r in requests],
         "priorities": [r.priority for r in requests],
         "available_ats": [r.available_at for r in requests],
         "delays": [r.delay for r in requests],
@@ -110,6 +119,21 @@ def enqueue_params(requests: Sequence[EnqueueRequest]) -> dict[str, list[Any]]:
         "trace_contexts": [
             None if r.trace_context is None else json.dumps(dict(r.trace_context)) for r in requests
         ],
+    }
+
+
+def enqueue_one_params(request: EnqueueRequest) -> dict[str, Any]:
+    """Parameters of the single-row ``enqueue_one`` query."""
+    trace = request.trace_context
+    return {
+        "kind": request.kind,
+        "tenant": request.tenant,
+        "payload": _payload_text(request),
+        "priority": request.priority,
+        "available_at": request.available_at,
+        "delay": request.delay,
+        "max_attempts": request.max_attempts,
+        "trace_context": None if trace is None else json.dumps(dict(trace)),
     }
 
 
@@ -136,7 +160,7 @@ def copy_rows(requests: Sequence[EnqueueRequest], now: datetime) -> Iterator[tup
         yield (
             r.kind,
             r.tenant,
-            encode_payload(r.payload, max_bytes=sys.maxsize),
+            _payload_text(r),
             r.priority,
             due,
             r.max_attempts,
@@ -190,7 +214,7 @@ _OUTCOME_EVENTS: Mapping[type[Any], Event] = {
 def complete_params(completions: Sequence[Completion]) -> dict[str, list[Any]]:
     """Column arrays for the fenced ``complete`` query."""
     cols: dict[str, list[Any]] = {
-        k: [] for k in ("ids", "workers", "attempts", "statuses", "delays", "errors", "set_errors")
+        k: [] for k in ("ids", "workers", "claims", "statuses", "delays", "errors", "set_errors")
     }
     cols["refunds"] = []
     for c in completions:
@@ -204,7 +228,7 @@ def complete_params(completions: Sequence[Completion]) -> dict[str, list[Any]]:
             error = truncate_error(outcome.error)
         cols["ids"].append(c.lease.job_id)
         cols["workers"].append(c.lease.worker_id)
-        cols["attempts"].append(c.lease.attempt)
+        cols["claims"].append(c.lease.claim)
         cols["statuses"].append(target.value)
         cols["delays"].append(delay)
         cols["errors"].append(error)
@@ -259,3 +283,16 @@ def recover_params(default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> dic
         "mark": STALE_ERROR,
         "max_error": MAX_ERROR_LENGTH,
     }
+
+
+def silent_workers_params(default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> dict[str, Any]:
+    """Parameters of ``delete_silent_workers``: silent for longer than every TTL."""
+    return {"longest": max([default_ttl, *ttls.values()])}
+
+
+def heartbeat_params(worker_id: str, running: Sequence[int]) -> dict[str, Any]:
+    return {"id": worker_id, "running": [int(job_id) for job_id in running]}
+
+
+def maintenance_params(name: str, every: timedelta) -> dict[str, Any]:
+    return {"name": name, "every": every, "always": every <= timedelta(0)}

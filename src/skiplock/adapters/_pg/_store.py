@@ -46,7 +46,9 @@ from ._rows import (
     complete_params,
     copy_rows,
     filter_params,
+    heartbeat_params,
     job_from_row,
+    maintenance_params,
     page_params,
     state_count_from_row,
     utc,
@@ -86,7 +88,8 @@ class PgJobStoreBase(ABC, Generic[C]):
     pooled connection, no schema check), :meth:`_begin` (a transaction on a connection),
     :meth:`_use` (the caller's connection or a pooled one), :meth:`_fetch`,
     :meth:`_script`, :meth:`_copy`, :meth:`_aux_execute`, and the port's ``transaction``,
-    ``autocommit``, ``notifier`` and ``close``.
+    ``autocommit``, ``notifier`` and ``close`` (which bound statements with
+    :meth:`_limit_transaction` and :meth:`_limit_session`).
     """
 
     def __init__(self, schema: str, style: Style) -> None:
@@ -140,8 +143,29 @@ class PgJobStoreBase(ABC, Generic[C]):
         """COPY ``rows`` into ``table`` (in this store's schema) on ``conn``."""
 
     @abstractmethod
-    def _aux_execute(self, name: str, params: Mapping[str, Any]) -> None:
+    def _aux_execute(self, name: str, params: Mapping[str, Any]) -> Rows:
         """Run a named query on the worker-bookkeeping connection (heartbeats)."""
+
+    def _limit_transaction(self, conn: C, statement_timeout: float | None) -> None:
+        """``SET LOCAL statement_timeout`` in the transaction open on ``conn`` (None: keep
+        the server's setting); it ends with the transaction."""
+        ms = statement_timeout_ms(statement_timeout)
+        if ms is not None:
+            self._execute(conn, "set_statement_timeout", {"value": f"{ms}ms", "local": True})
+
+    @contextmanager
+    def _limit_session(self, conn: C, statement_timeout: float | None) -> Iterator[C]:
+        """``statement_timeout`` on the autocommit connection ``conn`` while the block
+        runs; the previous value is restored before the connection goes back to a pool."""
+        ms = statement_timeout_ms(statement_timeout)
+        if ms is None:
+            yield conn
+            return
+        [row] = self._execute(conn, "swap_statement_timeout", {"value": f"{ms}ms"})
+        try:
+            yield conn
+        finally:
+            self._execute(conn, "set_statement_timeout", {"value": row["previous"], "local": False})
 
     # ---- shared plumbing ------------------------------------------------------------------
 
@@ -324,19 +348,32 @@ class PgJobStoreBase(ABC, Generic[C]):
         """Insert or refresh the worker's row (heartbeat = the database's now)."""
         self._aux_execute("register_worker", worker_params(info))
 
-    def heartbeat(self, worker_id: str) -> None:
-        """Refresh the worker's heartbeat to the database's now."""
-        self._aux_execute("heartbeat", {"id": worker_id})
+    def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+        """Refresh the worker's heartbeat to the database's now, in one statement; None if
+        the worker row is gone, else the ids among ``running`` no longer running under
+        this worker (ascending)."""
+        rows = self._aux_execute("heartbeat", heartbeat_params(worker_id, running))
+        if not rows:
+            return None
+        return [int(job_id) for job_id in rows[0]["gone"]]
 
     def unregister_worker(self, worker_id: str) -> None:
         """Remove the worker's row."""
         self._aux_execute("unregister_worker", {"id": worker_id})
 
     def recover_stale(self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> list[int]:
-        """Recover claims of workers that stopped heart-beating; [] if another node is
-        running the recovery right now."""
+        """Recover claims of workers that stopped heart-beating, then delete the rows of
+        workers silent for longer than every TTL; [] if another node is running the
+        recovery right now."""
         with self._use(None, atomic=True) as conn:
             return self._run(conn, recover_steps(self._schema, default_ttl, ttls))
+
+    def try_maintenance(self, name: str, every: timedelta) -> bool:
+        """Take the right to run maintenance task ``name`` now, once per ``every`` across
+        the cluster (one upsert on the ``maintenance`` table, database clock)."""
+        with self._use(None) as conn:
+            rows = self._execute(conn, "try_maintenance", maintenance_params(name, every))
+        return bool(rows)
 
     def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
         """Delete (or archive) old succeeded jobs in batches of ``batch_size``, one

@@ -44,7 +44,9 @@ from ._rows import (
     complete_params,
     copy_rows,
     filter_params,
+    heartbeat_params,
     job_from_row,
+    maintenance_params,
     page_params,
     state_count_from_row,
     utc,
@@ -84,7 +86,8 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
     pooled connection, no schema check), :meth:`_begin` (a transaction on a connection),
     :meth:`_use` (the caller's connection or a pooled one), :meth:`_fetch`,
     :meth:`_script`, :meth:`_copy`, :meth:`_aux_execute`, and the port's ``transaction``,
-    ``autocommit``, ``notifier`` and ``close``.
+    ``autocommit``, ``notifier`` and ``close`` (which bound statements with
+    :meth:`_limit_transaction` and :meth:`_limit_session`).
     """
 
     def __init__(self, schema: str, style: Style) -> None:
@@ -138,8 +141,31 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
         """COPY ``rows`` into ``table`` (in this store's schema) on ``conn``."""
 
     @abstractmethod
-    async def _aux_execute(self, name: str, params: Mapping[str, Any]) -> None:
+    async def _aux_execute(self, name: str, params: Mapping[str, Any]) -> Rows:
         """Run a named query on the worker-bookkeeping connection (heartbeats)."""
+
+    async def _limit_transaction(self, conn: C, statement_timeout: float | None) -> None:
+        """``SET LOCAL statement_timeout`` in the transaction open on ``conn`` (None: keep
+        the server's setting); it ends with the transaction."""
+        ms = statement_timeout_ms(statement_timeout)
+        if ms is not None:
+            await self._execute(conn, "set_statement_timeout", {"value": f"{ms}ms", "local": True})
+
+    @asynccontextmanager
+    async def _limit_session(self, conn: C, statement_timeout: float | None) -> AsyncIterator[C]:
+        """``statement_timeout`` on the autocommit connection ``conn`` while the block
+        runs; the previous value is restored before the connection goes back to a pool."""
+        ms = statement_timeout_ms(statement_timeout)
+        if ms is None:
+            yield conn
+            return
+        [row] = await self._execute(conn, "swap_statement_timeout", {"value": f"{ms}ms"})
+        try:
+            yield conn
+        finally:
+            await self._execute(
+                conn, "set_statement_timeout", {"value": row["previous"], "local": False}
+            )
 
     # ---- shared plumbing ------------------------------------------------------------------
 
@@ -326,9 +352,14 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
         """Insert or refresh the worker's row (heartbeat = the database's now)."""
         await self._aux_execute("register_worker", worker_params(info))
 
-    async def heartbeat(self, worker_id: str) -> None:
-        """Refresh the worker's heartbeat to the database's now."""
-        await self._aux_execute("heartbeat", {"id": worker_id})
+    async def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+        """Refresh the worker's heartbeat to the database's now, in one statement; None if
+        the worker row is gone, else the ids among ``running`` no longer running under
+        this worker (ascending)."""
+        rows = await self._aux_execute("heartbeat", heartbeat_params(worker_id, running))
+        if not rows:
+            return None
+        return [int(job_id) for job_id in rows[0]["gone"]]
 
     async def unregister_worker(self, worker_id: str) -> None:
         """Remove the worker's row."""
@@ -337,10 +368,18 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
     async def recover_stale(
         self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]
     ) -> list[int]:
-        """Recover claims of workers that stopped heart-beating; [] if another node is
-        running the recovery right now."""
+        """Recover claims of workers that stopped heart-beating, then delete the rows of
+        workers silent for longer than every TTL; [] if another node is running the
+        recovery right now."""
         async with self._use(None, atomic=True) as conn:
             return await self._run(conn, recover_steps(self._schema, default_ttl, ttls))
+
+    async def try_maintenance(self, name: str, every: timedelta) -> bool:
+        """Take the right to run maintenance task ``name`` now, once per ``every`` across
+        the cluster (one upsert on the ``maintenance`` table, database clock)."""
+        async with self._use(None) as conn:
+            rows = await self._execute(conn, "try_maintenance", maintenance_params(name, every))
+        return bool(rows)
 
     async def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
         """Delete (or archive) old succeeded jobs in batches of ``batch_size``, one

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -24,9 +25,10 @@ if TYPE_CHECKING:
 
 
 async def _keep_session(conn: Any) -> None:
-    """Pool reset for PgBouncer: asyncpg still rolls back an open transaction; the
-    session-level reset (UNLISTEN, RESET ALL, advisory unlock) would hit whichever
-    server connection PgBouncer picks, so skip it (this store sets no session state)."""
+    """Pool reset of owned pools: asyncpg still rolls back an open transaction, but the
+    session-level reset (UNLISTEN, RESET ALL, advisory unlock) is skipped: this store
+    sets no session state, connections lent to user code are reset on their return, and
+    behind PgBouncer the reset would hit whichever server connection it picks."""
 
 
 class AsyncpgJobStore(AsyncPgJobStoreBase[Any]):
@@ -38,6 +40,10 @@ class AsyncpgJobStore(AsyncPgJobStoreBase[Any]):
     statement on an owned pool's connections. ``timeout`` bounds connecting and the wait
     for a pooled connection (StoreError when exceeded or when the server is down).
     ``connect_kwargs`` go to :func:`asyncpg.create_pool` / :func:`asyncpg.connect`.
+    Size the pool for the workers that share it: a worker needs one connection per
+    running transactional or autocommit job plus two (claims, completions); the default
+    ``max_size`` of 10 fits the default concurrency of 4 (use concurrency + 4 with many
+    slots).
 
     ``connection=`` (R0) takes an :class:`asyncpg.Connection` (or a pool's proxy, or
     what :meth:`transaction` yields). Inside the caller's ``async with
@@ -134,7 +140,11 @@ class AsyncpgJobStore(AsyncPgJobStoreBase[Any]):
             if self._current_pool() is not None:
                 return
             min_size, max_size = self._pool_sizes
-            extra: dict[str, Any] = {"reset": _keep_session} if self._pgbouncer else {}
+            # No session reset on release (asyncpg's default costs a round trip per
+            # checkout, a third of a single enqueue): the store's own statements leave no
+            # session state, and the connections lent to processors (transaction(),
+            # autocommit()) are reset when they come back (see _reset_lent).
+            extra: dict[str, Any] = {"reset": _keep_session}
             pool = asyncpg.create_pool(
                 self._dsn, min_size=min_size, max_size=max_size, **extra, **self._connect_kwargs
             )
@@ -223,7 +233,7 @@ class AsyncpgJobStore(AsyncPgJobStoreBase[Any]):
             table, records=rows, columns=list(columns), schema_name=self._schema
         )
 
-    async def _aux_execute(self, name: str, params: Mapping[str, Any]) -> None:
+    async def _aux_execute(self, name: str, params: Mapping[str, Any]) -> Rows:
         """Run on the dedicated worker connection (reconnecting once if it broke)."""
         await self._open_pool()
         await self._ensure_schema(None)
@@ -236,12 +246,12 @@ class AsyncpgJobStore(AsyncPgJobStoreBase[Any]):
                     except CONNECTION_ERRORS as exc:
                         raise connect_error(exc) from exc
                 try:
-                    await self._execute(self._aux, name, params)
-                    return
+                    return await self._execute(self._aux, name, params)
                 except CONNECTION_ERRORS:
                     await self._drop_aux(broken=True)
                     if attempt:
                         raise
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     async def _drop_aux(self, *, broken: bool = False) -> None:
         aux, self._aux = self._aux, None
@@ -251,16 +261,43 @@ class AsyncpgJobStore(AsyncPgJobStoreBase[Any]):
     # ---- the port's connections ---------------------------------------------------------
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Any]:
-        """A pooled connection inside a transaction: commit on exit, rollback on error."""
-        async with self._pooled() as conn, conn.transaction():
+    async def transaction(self, *, statement_timeout: float | None = None) -> AsyncIterator[Any]:
+        """A pooled connection inside a transaction: commit on exit, rollback on error.
+
+        ``statement_timeout`` (seconds) is ``SET LOCAL`` in the transaction.
+        """
+        async with self._pooled() as conn, self._reset_lent(conn), conn.transaction():
+            await self._limit_transaction(conn, statement_timeout)
             yield conn
 
     @asynccontextmanager
-    async def autocommit(self) -> AsyncIterator[Any]:
-        """A pooled connection outside any transaction (e.g. CREATE INDEX CONCURRENTLY)."""
-        async with self._pooled() as conn:
-            yield conn
+    async def autocommit(self, *, statement_timeout: float | None = None) -> AsyncIterator[Any]:
+        """A pooled connection outside any transaction (e.g. CREATE INDEX CONCURRENTLY).
+
+        ``statement_timeout`` (seconds) is set on the connection for the block and the
+        previous value restored before it goes back to the pool. With
+        ``pgbouncer=True`` it is validated but not applied: a session setting would land
+        on whichever server connection PgBouncer picks (cancelling the awaiting task
+        still cancels the query).
+        """
+        async with self._pooled() as conn, self._reset_lent(conn):
+            if self._pgbouncer:
+                statement_timeout_ms(statement_timeout)
+                yield conn
+                return
+            async with self._limit_session(conn, statement_timeout):
+                yield conn
+
+    @asynccontextmanager
+    async def _reset_lent(self, conn: Any) -> AsyncIterator[None]:
+        """Reset the session state user code may have left on a lent connection (SET,
+        LISTEN, session advisory locks) before it goes back to an owned pool."""
+        try:
+            yield
+        finally:
+            if self._owns_pool and not self._pgbouncer and not conn.is_closed():
+                with contextlib.suppress(*CONNECTION_ERRORS):  # the pool replaces it
+                    await conn.reset()
 
     def notifier(self) -> AsyncpgNotifier | None:
         """A LISTEN notifier on its own connection; None with ``pgbouncer=True``

@@ -224,7 +224,8 @@ def _after_outcome(job: Job, outcome: Outcome, now: datetime) -> Job:
 
 
 class MemoryState:
-    """Jobs, the idempotency index, worker rows and the id sequence, behind one lock.
+    """Jobs, the idempotency index, worker rows, maintenance runs and the id sequence,
+    behind one lock.
 
     ``now`` always comes from ``clock``. Listeners registered with :meth:`subscribe` are
     called (outside the lock, from the writing thread) after every write that made a job
@@ -238,6 +239,8 @@ class MemoryState:
         self._keys: dict[str, int] = {}
         self._by_state: dict[JobState, set[int]] = {s: set() for s in JobState}
         self._workers: dict[str, _WorkerRow] = {}
+        # maintenance task name -> when it last ran (store clock)
+        self._maintenance: dict[str, datetime] = {}
         self._archived: dict[int, Job] = {}
         self._next_id = 1
         self._listeners: list[Listener] = []
@@ -464,6 +467,7 @@ class MemoryState:
                     job,
                     state=transition(job.state, Event.CLAIM),
                     attempts=job.attempts + 1,
+                    claims=job.claims + 1,
                     claimed_by=request.worker_id,
                     claimed_at=now,
                 )
@@ -473,7 +477,7 @@ class MemoryState:
         return claimed
 
     def complete(self, completions: Sequence[Completion], connection: object = None) -> list[bool]:
-        """Apply each outcome if its lease still holds (running, same worker, same attempt)."""
+        """Apply each outcome if its lease still holds (running, same worker, same claim)."""
         applied: list[bool] = []
         with self._writing():
             scope = self._scope(connection)
@@ -484,7 +488,7 @@ class MemoryState:
                     job is None
                     or job.state is not JobState.RUNNING
                     or job.claimed_by != lease.worker_id
-                    or job.attempts != lease.attempt
+                    or job.claims != lease.claim
                 ):
                     applied.append(False)
                     continue
@@ -585,12 +589,23 @@ class MemoryState:
             started = now if row is None else row.started_at
             self._workers[info.id] = _WorkerRow(info=info, started_at=started, heartbeat_at=now)
 
-    def heartbeat(self, worker_id: str) -> None:
-        """Refresh a registered worker's heartbeat; an unknown worker is ignored."""
+    def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+        """Refresh a registered worker's heartbeat; None if the worker row is gone, else
+        the ids among ``running`` no longer running under ``worker_id`` (ascending)."""
         with self._lock:
             row = self._workers.get(worker_id)
-            if row is not None:
-                row.heartbeat_at = self.now()
+            if row is None:
+                return None
+            row.heartbeat_at = self.now()
+            return sorted(
+                {
+                    job_id
+                    for job_id in running
+                    if (job := self._jobs.get(job_id)) is None
+                    or job.state is not JobState.RUNNING
+                    or job.claimed_by != worker_id
+                }
+            )
 
     def unregister_worker(self, worker_id: str) -> None:
         """Remove the worker row (no error if it is gone)."""
@@ -604,10 +619,18 @@ class MemoryState:
 
     def recover_stale(self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> list[int]:
         """Running jobs of vanished or silent workers: back to pending, or dead when no
-        attempt is left. Returns the ids of both."""
+        attempt is left. Returns the ids of both. Then removes the rows of workers silent
+        for longer than every TTL."""
         recovered: list[int] = []
         with self._writing():
             now = self.now()
+            # Every job of such a worker is recovered below (its TTL is at most this one).
+            longest = max([default_ttl, *ttls.values()])
+            silent = [
+                worker_id
+                for worker_id, row in self._workers.items()
+                if row.heartbeat_at < now - longest
+            ]
             for job_id in sorted(self._by_state[JobState.RUNNING]):
                 job = self._jobs[job_id]
                 worker = None if job.claimed_by is None else self._workers.get(job.claimed_by)
@@ -636,7 +659,20 @@ class MemoryState:
                     )
                 self._commit_row(row, now)
                 recovered.append(job_id)
+            for worker_id in silent:
+                del self._workers[worker_id]
         return recovered
+
+    def try_maintenance(self, name: str, every: timedelta) -> bool:
+        """True (and ``name`` counts as run now) if it last ran at or before
+        ``now - every`` or never; else False."""
+        with self._lock:
+            now = self.now()
+            last = self._maintenance.get(name)
+            if last is not None and last > now - every:
+                return False
+            self._maintenance[name] = now
+            return True
 
     def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
         """Delete (or archive) succeeded jobs completed before ``now - older_than``, in

@@ -80,7 +80,9 @@ class InMemoryJobStore:
     ``clock`` is the store's clock (default: the system clock); pass a
     :class:`skiplock.testing.FakeClock` to control due times in tests. The store is
     thread-safe. ``transaction()`` yields an :class:`InMemoryTransaction` accepted as
-    ``connection=``; its writes apply atomically at commit.
+    ``connection=``; its writes apply atomically at commit. ``statement_timeout`` of
+    ``transaction()`` and ``autocommit()`` is accepted and ignored (nothing here blocks on
+    a database).
     """
 
     def __init__(self, clock: Clock | None = None, *, state: MemoryState | None = None) -> None:
@@ -99,8 +101,13 @@ class InMemoryJobStore:
         return self._state.now()
 
     @contextmanager
-    def transaction(self) -> Iterator[InMemoryTransaction]:
-        """Buffer writes made with ``connection=tx``; commit on exit, discard on error."""
+    def transaction(
+        self, *, statement_timeout: float | None = None
+    ) -> Iterator[InMemoryTransaction]:
+        """Buffer writes made with ``connection=tx``; commit on exit, discard on error.
+
+        ``statement_timeout`` is ignored.
+        """
         tx = self._state.begin()
         try:
             yield tx
@@ -110,8 +117,10 @@ class InMemoryJobStore:
         self._state.commit(tx)
 
     @contextmanager
-    def autocommit(self) -> Iterator[InMemoryTransaction]:
-        """A handle whose writes apply immediately."""
+    def autocommit(
+        self, *, statement_timeout: float | None = None
+    ) -> Iterator[InMemoryTransaction]:
+        """A handle whose writes apply immediately (``statement_timeout`` is ignored)."""
         handle = self._state.begin(autocommit=True)
         try:
             yield handle
@@ -165,17 +174,23 @@ class InMemoryJobStore:
         """Insert or refresh a worker row (heartbeat = now)."""
         self._state.register_worker(info)
 
-    def heartbeat(self, worker_id: str) -> None:
-        """Refresh the worker's heartbeat to the store's now."""
-        self._state.heartbeat(worker_id)
+    def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+        """Refresh the heartbeat; None if the worker row is gone, else the ids among
+        ``running`` no longer running under this worker."""
+        return self._state.heartbeat(worker_id, running)
 
     def unregister_worker(self, worker_id: str) -> None:
         """Remove the worker row (clean shutdown)."""
         self._state.unregister_worker(worker_id)
 
     def recover_stale(self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> list[int]:
-        """Return stale running jobs to pending (or dead); returns their ids."""
+        """Return stale running jobs to pending (or dead), then drop long-silent worker
+        rows; returns the jobs' ids."""
         return self._state.recover_stale(default_ttl=default_ttl, ttls=ttls)
+
+    def try_maintenance(self, name: str, every: timedelta) -> bool:
+        """Take the right to run maintenance task ``name`` now, once per ``every``."""
+        return self._state.try_maintenance(name, every)
 
     def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
         """Delete (or archive, see :meth:`archived`) old succeeded jobs; returns how many."""

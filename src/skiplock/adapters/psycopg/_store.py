@@ -38,6 +38,11 @@ class PsycopgJobStore(PgJobStoreBase[Connection[Any]]):
     ``timeout`` bounds the wait for a pooled connection (and for the first connection:
     an unreachable server raises StoreError).
 
+    Size the pool for the workers that share it: a worker needs one connection per
+    running transactional or autocommit job plus two (claims, completions); the default
+    ``max_size`` of 10 fits the default concurrency of 4 (use concurrency + 4 with many
+    slots). Heartbeats and the LISTEN connection are outside the pool.
+
     ``connection=`` (R0) takes a psycopg ``AsyncConnection`` (or what :meth:`transaction`
     yields); the operation runs in that connection's open transaction and never commits
     or rolls back. A connection in autocommit mode outside a ``transaction()`` block has
@@ -181,23 +186,56 @@ class PsycopgJobStore(PgJobStoreBase[Connection[Any]]):
                 yield conn
 
     @contextmanager
-    def transaction(self) -> Iterator[Connection[Any]]:
-        """A pooled connection inside a transaction: commit on exit, rollback on error."""
+    def transaction(self, *, statement_timeout: float | None = None) -> Iterator[Connection[Any]]:
+        """A pooled connection inside a transaction: commit on exit, rollback on error.
+
+        ``statement_timeout`` (seconds) is ``SET LOCAL`` in the transaction.
+        """
         with self._pooled() as conn, conn.transaction():
+            self._limit_transaction(conn, statement_timeout)
             yield conn
 
     @contextmanager
-    def autocommit(self) -> Iterator[Connection[Any]]:
-        """A pooled connection in autocommit mode (e.g. CREATE INDEX CONCURRENTLY)."""
+    def job_transaction(
+        self, *, statement_timeout: float | None = None
+    ) -> Iterator[Connection[Any]]:
+        """The worker's transaction for a transactional processor, in pipeline mode.
+
+        ``BEGIN``, the processor's statements and the job's completion travel to the
+        server together, and ``COMMIT`` with the end of the pipeline: two round trips
+        per job instead of four. A statement's error surfaces when its result is
+        fetched or at the latest at the end of the block (psycopg's pipeline mode).
+        ``statement_timeout`` as for :meth:`transaction` (sent in the pipeline too).
+        """
+        with self._pooled() as conn, conn.pipeline(), conn.transaction():
+            self._limit_transaction(conn, statement_timeout)
+            yield conn
+
+    @contextmanager
+    def autocommit(self, *, statement_timeout: float | None = None) -> Iterator[Connection[Any]]:
+        """A pooled connection in autocommit mode (e.g. CREATE INDEX CONCURRENTLY).
+
+        ``statement_timeout`` (seconds) is set on the connection for the block and the
+        previous value restored before it goes back to the pool.
+        """
         with self._pooled() as conn:
-            if conn.autocommit:
-                yield conn
-                return
-            conn.set_autocommit(True)
+            switch = not conn.autocommit
+            if switch:
+                conn.set_autocommit(True)
             try:
-                yield conn
+                with self._limit_session(conn, statement_timeout):
+                    yield conn
             finally:
-                conn.set_autocommit(False)
+                if switch:
+                    conn.set_autocommit(False)
+
+    def _limit_transaction(self, conn: Connection[Any], statement_timeout: float | None) -> None:
+        ms = statement_timeout_ms(statement_timeout)
+        if ms is not None:
+            # Not fetched: in pipeline mode it travels with the next statements.
+            conn.execute(
+                "SELECT set_config('statement_timeout', %s, true)", [f"{ms}ms"], prepare=False
+            )
 
     def _begin(self, conn: Connection[Any]) -> Any:
         return conn.transaction()
@@ -229,12 +267,11 @@ class PsycopgJobStore(PgJobStoreBase[Connection[Any]]):
 
     # ---- workers ----------------------------------------------------------------------
 
-    def _aux_execute(self, name: str, params: Mapping[str, Any]) -> None:
+    def _aux_execute(self, name: str, params: Mapping[str, Any]) -> Rows:
         """Run on the dedicated worker connection (reconnecting once if it broke)."""
         if self._conninfo is None:
             with self._pooled() as conn:
-                self._execute(conn, name, params)
-            return
+                return self._execute(conn, name, params)
         # A worker registers first: refuse an old schema before anything runs.
         self._open_pool()
         self._ensure_schema(None)
@@ -245,13 +282,13 @@ class PsycopgJobStore(PgJobStoreBase[Connection[Any]]):
                         self._conninfo, **(self._connect_kwargs | {"autocommit": True})
                     )
                 try:
-                    self._execute(self._aux, name, params)
-                    return
+                    return self._execute(self._aux, name, params)
                 except psycopg.OperationalError:
                     self._aux.close()
                     self._aux = None
                     if attempt:
                         raise
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def notifier(self) -> PsycopgNotifier | None:
         """A LISTEN notifier on its own connection (None if the pool's conninfo is not a

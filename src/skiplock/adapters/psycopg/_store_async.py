@@ -36,6 +36,11 @@ class AsyncPsycopgJobStore(AsyncPgJobStoreBase[AsyncConnection[Any]]):
     ``timeout`` bounds the wait for a pooled connection (and for the first connection:
     an unreachable server raises StoreError).
 
+    Size the pool for the workers that share it: a worker needs one connection per
+    running transactional or autocommit job plus two (claims, completions); the default
+    ``max_size`` of 10 fits the default concurrency of 4 (use concurrency + 4 with many
+    slots). Heartbeats and the LISTEN connection are outside the pool.
+
     ``connection=`` (R0) takes a psycopg ``AsyncConnection`` (or what :meth:`transaction`
     yields); the operation runs in that connection's open transaction and never commits
     or rolls back. A connection in autocommit mode outside a ``transaction()`` block has
@@ -183,23 +188,62 @@ class AsyncPsycopgJobStore(AsyncPgJobStoreBase[AsyncConnection[Any]]):
                 yield conn
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[AsyncConnection[Any]]:
-        """A pooled connection inside a transaction: commit on exit, rollback on error."""
+    async def transaction(
+        self, *, statement_timeout: float | None = None
+    ) -> AsyncIterator[AsyncConnection[Any]]:
+        """A pooled connection inside a transaction: commit on exit, rollback on error.
+
+        ``statement_timeout`` (seconds) is ``SET LOCAL`` in the transaction.
+        """
         async with self._pooled() as conn, conn.transaction():
+            await self._limit_transaction(conn, statement_timeout)
             yield conn
 
     @asynccontextmanager
-    async def autocommit(self) -> AsyncIterator[AsyncConnection[Any]]:
-        """A pooled connection in autocommit mode (e.g. CREATE INDEX CONCURRENTLY)."""
+    async def job_transaction(
+        self, *, statement_timeout: float | None = None
+    ) -> AsyncIterator[AsyncConnection[Any]]:
+        """The worker's transaction for a transactional processor, in pipeline mode.
+
+        ``BEGIN``, the processor's statements and the job's completion travel to the
+        server together, and ``COMMIT`` with the end of the pipeline: two round trips
+        per job instead of four. A statement's error surfaces when its result is
+        fetched or at the latest at the end of the block (psycopg's pipeline mode).
+        ``statement_timeout`` as for :meth:`transaction` (sent in the pipeline too).
+        """
+        async with self._pooled() as conn, conn.pipeline(), conn.transaction():
+            await self._limit_transaction(conn, statement_timeout)
+            yield conn
+
+    @asynccontextmanager
+    async def autocommit(
+        self, *, statement_timeout: float | None = None
+    ) -> AsyncIterator[AsyncConnection[Any]]:
+        """A pooled connection in autocommit mode (e.g. CREATE INDEX CONCURRENTLY).
+
+        ``statement_timeout`` (seconds) is set on the connection for the block and the
+        previous value restored before it goes back to the pool.
+        """
         async with self._pooled() as conn:
-            if conn.autocommit:
-                yield conn
-                return
-            await conn.set_autocommit(True)
+            switch = not conn.autocommit
+            if switch:
+                await conn.set_autocommit(True)
             try:
-                yield conn
+                async with self._limit_session(conn, statement_timeout):
+                    yield conn
             finally:
-                await conn.set_autocommit(False)
+                if switch:
+                    await conn.set_autocommit(False)
+
+    async def _limit_transaction(
+        self, conn: AsyncConnection[Any], statement_timeout: float | None
+    ) -> None:
+        ms = statement_timeout_ms(statement_timeout)
+        if ms is not None:
+            # Not fetched: in pipeline mode it travels with the next statements.
+            await conn.execute(
+                "SELECT set_config('statement_timeout', %s, true)", [f"{ms}ms"], prepare=False
+            )
 
     def _begin(self, conn: AsyncConnection[Any]) -> Any:
         return conn.transaction()
@@ -233,12 +277,11 @@ class AsyncPsycopgJobStore(AsyncPgJobStoreBase[AsyncConnection[Any]]):
 
     # ---- workers ----------------------------------------------------------------------
 
-    async def _aux_execute(self, name: str, params: Mapping[str, Any]) -> None:
+    async def _aux_execute(self, name: str, params: Mapping[str, Any]) -> Rows:
         """Run on the dedicated worker connection (reconnecting once if it broke)."""
         if self._conninfo is None:
             async with self._pooled() as conn:
-                await self._execute(conn, name, params)
-            return
+                return await self._execute(conn, name, params)
         # A worker registers first: refuse an old schema before anything runs.
         await self._open_pool()
         await self._ensure_schema(None)
@@ -249,13 +292,13 @@ class AsyncPsycopgJobStore(AsyncPgJobStoreBase[AsyncConnection[Any]]):
                         self._conninfo, **(self._connect_kwargs | {"autocommit": True})
                     )
                 try:
-                    await self._execute(self._aux, name, params)
-                    return
+                    return await self._execute(self._aux, name, params)
                 except psycopg.OperationalError:
                     await self._aux.close()
                     self._aux = None
                     if attempt:
                         raise
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def notifier(self) -> AsyncPsycopgNotifier | None:
         """A LISTEN notifier on its own connection (None if the pool's conninfo is not a

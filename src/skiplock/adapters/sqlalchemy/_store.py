@@ -12,7 +12,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from skiplock._compat import Lock
-from skiplock.adapters._pg._store import PgJobStoreBase
+from skiplock.adapters._pg._store import PgJobStoreBase, statement_timeout_ms
 from skiplock.core import StoreError
 
 from ._classes import Connection, Engine, Session
@@ -154,7 +154,7 @@ class SessionJobStore(PgJobStoreBase[Connection]):
     ) -> None:
         run_copy(conn, self._schema, table, columns, rows)
 
-    def _aux_execute(self, name: str, params: Mapping[str, Any]) -> None:
+    def _aux_execute(self, name: str, params: Mapping[str, Any]) -> Rows:
         """Run on the dedicated worker connection (reconnecting once if it broke)."""
         self._ensure_schema(None)
         with self._aux_lock:
@@ -162,28 +162,39 @@ class SessionJobStore(PgJobStoreBase[Connection]):
                 if self._aux is None:
                     self._aux = self._connect(self._autocommit_engine)
                 try:
-                    self._execute(self._aux, name, params)
-                    return
+                    return self._execute(self._aux, name, params)
                 except DBAPIError as exc:
                     aux, self._aux = self._aux, None
                     with contextlib.suppress(Exception):  # already broken: nothing to release
                         aux.close()
                     if attempt or not exc.connection_invalidated:
                         raise
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     # ---- port methods that are not shared -------------------------------------------------
 
     @contextmanager
-    def transaction(self) -> Iterator[Session]:
-        """An ``AsyncSession`` in a transaction: commit on exit, rollback on error."""
+    def transaction(self, *, statement_timeout: float | None = None) -> Iterator[Session]:
+        """An ``AsyncSession`` in a transaction: commit on exit, rollback on error.
+
+        ``statement_timeout`` (seconds) is ``SET LOCAL`` in the transaction.
+        """
+        ms = statement_timeout_ms(statement_timeout)
         self._ensure_schema(None)
         with Session(self._engine, expire_on_commit=False) as session, session.begin():
+            if ms is not None:
+                query = self._q["set_statement_timeout"]
+                session.execute(text_of(query.text), {"value": f"{ms}ms", "local": True})
             yield session
 
     @contextmanager
-    def autocommit(self) -> Iterator[Connection]:
-        """An ``AsyncConnection`` in autocommit mode (e.g. CREATE INDEX CONCURRENTLY)."""
-        with self._use(None) as conn:
+    def autocommit(self, *, statement_timeout: float | None = None) -> Iterator[Connection]:
+        """An ``AsyncConnection`` in autocommit mode (e.g. CREATE INDEX CONCURRENTLY).
+
+        ``statement_timeout`` (seconds) is set on the connection for the block and the
+        previous value restored before it goes back to the pool.
+        """
+        with self._use(None) as conn, self._limit_session(conn, statement_timeout):
             yield conn
 
     def notifier(self) -> Notifier | None:

@@ -10,7 +10,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from skiplock._compat_async import Lock
-from skiplock.adapters._pg._store_async import AsyncPgJobStoreBase
+from skiplock.adapters._pg._store_async import AsyncPgJobStoreBase, statement_timeout_ms
 from skiplock.core import StoreError
 
 from ._classes import AsyncConnection, AsyncEngine, AsyncSession
@@ -160,7 +160,7 @@ class AsyncSessionJobStore(AsyncPgJobStoreBase[AsyncConnection]):
         else:
             run_copy(conn, self._schema, table, columns, rows)
 
-    async def _aux_execute(self, name: str, params: Mapping[str, Any]) -> None:
+    async def _aux_execute(self, name: str, params: Mapping[str, Any]) -> Rows:
         """Run on the dedicated worker connection (reconnecting once if it broke)."""
         await self._ensure_schema(None)
         async with self._aux_lock:
@@ -168,28 +168,43 @@ class AsyncSessionJobStore(AsyncPgJobStoreBase[AsyncConnection]):
                 if self._aux is None:
                     self._aux = await self._connect(self._autocommit_engine)
                 try:
-                    await self._execute(self._aux, name, params)
-                    return
+                    return await self._execute(self._aux, name, params)
                 except DBAPIError as exc:
                     aux, self._aux = self._aux, None
                     with contextlib.suppress(Exception):  # already broken: nothing to release
                         await aux.close()
                     if attempt or not exc.connection_invalidated:
                         raise
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     # ---- port methods that are not shared -------------------------------------------------
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[AsyncSession]:
-        """An ``AsyncSession`` in a transaction: commit on exit, rollback on error."""
+    async def transaction(
+        self, *, statement_timeout: float | None = None
+    ) -> AsyncIterator[AsyncSession]:
+        """An ``AsyncSession`` in a transaction: commit on exit, rollback on error.
+
+        ``statement_timeout`` (seconds) is ``SET LOCAL`` in the transaction.
+        """
+        ms = statement_timeout_ms(statement_timeout)
         await self._ensure_schema(None)
         async with AsyncSession(self._engine, expire_on_commit=False) as session, session.begin():
+            if ms is not None:
+                query = self._q["set_statement_timeout"]
+                await session.execute(text_of(query.text), {"value": f"{ms}ms", "local": True})
             yield session
 
     @asynccontextmanager
-    async def autocommit(self) -> AsyncIterator[AsyncConnection]:
-        """An ``AsyncConnection`` in autocommit mode (e.g. CREATE INDEX CONCURRENTLY)."""
-        async with self._use(None) as conn:
+    async def autocommit(
+        self, *, statement_timeout: float | None = None
+    ) -> AsyncIterator[AsyncConnection]:
+        """An ``AsyncConnection`` in autocommit mode (e.g. CREATE INDEX CONCURRENTLY).
+
+        ``statement_timeout`` (seconds) is set on the connection for the block and the
+        previous value restored before it goes back to the pool.
+        """
+        async with self._use(None) as conn, self._limit_session(conn, statement_timeout):
             yield conn
 
     def notifier(self) -> AsyncNotifier | None:

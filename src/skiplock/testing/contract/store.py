@@ -219,6 +219,7 @@ class JobStoreContract:
         assert job.available_at == available_at
         assert before <= job.created_at <= after
         assert job.attempts == 0
+        assert job.claims == 0
         assert job.max_attempts == 3
         assert job.claimed_at is None
         assert job.claimed_by is None
@@ -328,14 +329,16 @@ class JobStoreContract:
         assert job.id == job_id
         assert job.state is JobState.RUNNING
         assert job.attempts == 1
+        assert job.claims == 1
         assert job.claimed_by == _WORKER
         assert job.claimed_at is not None
         assert before <= job.claimed_at <= after
         assert job.payload == _PAYLOAD
-        assert job.lease == Lease(job_id=job_id, worker_id=_WORKER, attempt=1)
+        assert job.lease == Lease(job_id=job_id, worker_id=_WORKER, attempt=1, claim=1)
         stored = _get(store, job_id)
-        assert (stored.state, stored.attempts, stored.claimed_by) == (
+        assert (stored.state, stored.attempts, stored.claims, stored.claimed_by) == (
             JobState.RUNNING,
+            1,
             1,
             _WORKER,
         )
@@ -595,12 +598,22 @@ class JobStoreContract:
     @requires("transactions")
     def test_transaction_fenced_complete_with_a_stale_lease_is_false(self, store: JobStore) -> None:
         job = _running(store)
-        stale = Lease(job_id=job.id, worker_id="someone-else", attempt=job.attempts)
+        stale = Lease(
+            job_id=job.id, worker_id="someone-else", attempt=job.attempts, claim=job.claims
+        )
         with store.transaction() as tx:
             assert store.complete(
                 [Completion(lease=stale, outcome=Succeeded())], connection=tx
             ) == [False]
         assert (_get(store, job.id)).state is JobState.RUNNING
+
+    def test_transaction_and_autocommit_take_a_statement_timeout(self, store: JobStore) -> None:
+        with store.transaction(statement_timeout=30.0) as tx:
+            [result] = store.enqueue([_request()], connection=tx)
+        with store.autocommit(statement_timeout=30.0) as conn:
+            assert store.get(result.id, connection=conn) is not None
+        with store.transaction(statement_timeout=None) as tx:
+            assert store.get(result.id, connection=tx) is not None
 
     def test_autocommit_writes_apply_immediately(self, store: JobStore) -> None:
         with store.autocommit() as conn:
@@ -700,7 +713,7 @@ class JobStoreContract:
 
     def test_complete_with_another_worker_is_fenced(self, store: JobStore) -> None:
         job = _running(store)
-        wrong = Lease(job_id=job.id, worker_id="intruder", attempt=job.attempts)
+        wrong = Lease(job_id=job.id, worker_id="intruder", attempt=job.attempts, claim=job.claims)
         assert store.complete([Completion(lease=wrong, outcome=Succeeded())]) == [False]
         after = _get(store, job.id)
         assert (after.state, after.claimed_by, after.attempts) == (
@@ -709,9 +722,9 @@ class JobStoreContract:
             1,
         )
 
-    def test_complete_with_another_attempt_is_fenced(self, store: JobStore) -> None:
+    def test_complete_with_another_claim_is_fenced(self, store: JobStore) -> None:
         job = _running(store)
-        wrong = Lease(job_id=job.id, worker_id=job.lease.worker_id, attempt=job.attempts + 1)
+        wrong = Lease(job_id=job.id, worker_id=_WORKER, attempt=job.attempts, claim=job.claims + 1)
         outcome = Bury(error="should not land")
         assert store.complete([Completion(lease=wrong, outcome=outcome)]) == [False]
         after = _get(store, job.id)
@@ -729,8 +742,8 @@ class JobStoreContract:
     def test_complete_batch_reports_each_completion(self, store: JobStore) -> None:
         first = _running(store)
         second = _running(store)
-        stale = Lease(job_id=second.id, worker_id=_WORKER, attempt=99)
-        missing = Lease(job_id=987_654_321, worker_id=_WORKER, attempt=1)
+        stale = Lease(job_id=second.id, worker_id=_WORKER, attempt=1, claim=99)
+        missing = Lease(job_id=987_654_321, worker_id=_WORKER, attempt=1, claim=1)
         applied = store.complete(
             [
                 Completion(lease=first.lease, outcome=Succeeded()),
@@ -756,6 +769,36 @@ class JobStoreContract:
         assert store.apply(JobFilter(ids=frozenset({job.id})), Event.CANCEL) == [job.id]
         assert store.complete([Completion(lease=job.lease, outcome=Succeeded())]) == [False]
         assert (_get(store, job.id)).state is JobState.CANCELLED
+
+    def test_complete_of_a_replayed_and_reclaimed_job_is_fenced(self, store: JobStore) -> None:
+        # ABA: the same worker claims the job again with the same attempt number.
+        first = _running(store)
+        one = JobFilter(ids=frozenset({first.id}))
+        assert store.apply(one, Event.CANCEL) == [first.id]
+        assert store.apply(one, Event.REPLAY, reset_attempts=True) == [first.id]
+        second = _claim_one(store, first.kind)
+        assert (second.claimed_by, second.attempts) == (first.claimed_by, first.attempts)
+        assert second.claims == first.claims + 1
+        assert second.lease != first.lease
+        late = Completion(lease=first.lease, outcome=Bury(error="stale run"))
+        assert store.complete([late]) == [False]
+        after = _get(store, first.id)
+        assert (after.state, after.claims, after.last_error) == (
+            JobState.RUNNING,
+            second.claims,
+            None,
+        )
+        assert after.lease == second.lease
+        _finish(store, second, Succeeded())
+
+    def test_complete_of_a_released_and_reclaimed_job_is_fenced(self, store: JobStore) -> None:
+        first = _running(store)
+        _finish(store, first, Release())
+        second = _claim_one(store, first.kind)
+        assert (second.claimed_by, second.attempts) == (first.claimed_by, first.attempts)
+        assert store.complete([Completion(first.lease, Succeeded())]) == [False]
+        assert (_get(store, first.id)).state is JobState.RUNNING
+        _finish(store, second, Succeeded())
 
     # ---- operator transitions (R13) ----------------------------------------------------
 
@@ -800,9 +843,10 @@ class JobStoreContract:
         job_id = _in_state(store, JobState.DEAD)
         changed = store.apply(JobFilter(ids=frozenset({job_id})), Event.REPLAY, reset_attempts=True)
         assert changed == [job_id]
-        assert (_get(store, job_id)).attempts == 0
-        kind = (_get(store, job_id)).kind
-        assert (_claim_one(store, kind)).attempts == 1
+        replayed = _get(store, job_id)
+        assert (replayed.attempts, replayed.claims) == (0, 1)
+        again = _claim_one(store, replayed.kind)
+        assert (again.attempts, again.claims) == (1, 2)
 
     def test_apply_replay_of_dead_jobs_in_bulk(self, store: JobStore) -> None:
         dead = sorted([_in_state(store, JobState.DEAD) for _ in range(3)])
@@ -903,20 +947,94 @@ class JobStoreContract:
         recovered = _get(store, job.id)
         assert recovered.state is JobState.PENDING
         assert recovered.attempts == 2
+        assert recovered.claims == 2
         assert recovered.claimed_by is None
         assert recovered.claimed_at is None
         assert recovered.last_error is not None
         assert recovered.last_error.startswith(_STALE_MARK)
         assert "first failure" in recovered.last_error
-        assert (_claim_one(store, job.kind, "rescuer")).attempts == 3
+        rescued = _claim_one(store, job.kind, "rescuer")
+        assert (rescued.attempts, rescued.claims) == (3, 3)
 
     def test_recover_stale_leaves_live_workers_alone(self, store: JobStore) -> None:
         store.register_worker(WorkerInfo(id="alive", host="h", pid=1))
         job = _running(store, "alive")
-        store.heartbeat("alive")
+        assert store.heartbeat("alive", [job.id]) == []
         assert store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == []
         still = _get(store, job.id)
         assert (still.state, still.claimed_by) == (JobState.RUNNING, "alive")
+        assert store.heartbeat("alive", [job.id]) == []  # the row is still there
+
+    def _silence(self, clock: FakeClock) -> timedelta:
+        """A TTL that every heartbeat written so far is older than."""
+        if self.capabilities.controllable_clock:
+            clock.advance(timedelta(hours=2))
+            return timedelta(hours=1)
+        return timedelta(0)  # the store's own clock has moved on by itself
+
+    def test_recover_stale_removes_the_rows_of_silent_workers(
+        self, store: JobStore, clock: FakeClock
+    ) -> None:
+        store.register_worker(WorkerInfo(id="crashed", host="h", pid=5))
+        job = _running(store, "crashed")
+        ttl = self._silence(clock)
+        assert store.recover_stale(default_ttl=ttl, ttls={}) == [job.id]
+        assert store.heartbeat("crashed", [job.id]) is None  # must register again
+        store.register_worker(WorkerInfo(id="crashed", host="h", pid=5))
+        assert store.heartbeat("crashed", [job.id]) == [job.id]
+
+    @requires("controllable_clock")
+    def test_recover_stale_keeps_worker_rows_younger_than_the_longest_ttl(
+        self, store: JobStore, clock: FakeClock
+    ) -> None:
+        for worker_id in ("crashed", "alive"):
+            store.register_worker(WorkerInfo(id=worker_id, host="h", pid=6))
+        job = _running(store, "crashed")
+        hour = timedelta(hours=1)
+        ttls = {job.kind: timedelta(minutes=1), "contract.slow": 2 * hour}
+        clock.advance(hour)
+        assert store.heartbeat("alive") == []
+        clock.advance(hour / 2)
+        # The job's own TTL ran out, but the worker row lives as long as the longest TTL.
+        assert store.recover_stale(default_ttl=hour, ttls=ttls) == [job.id]
+        assert store.heartbeat("crashed", [job.id]) == [job.id]
+        clock.advance(hour)
+        assert store.heartbeat("alive") == []
+        clock.advance(hour + timedelta(seconds=1))
+        assert store.recover_stale(default_ttl=hour, ttls=ttls) == []
+        assert store.heartbeat("crashed") is None
+        assert store.heartbeat("alive") == []
+
+    def test_heartbeat_of_a_missing_worker_returns_none(self, store: JobStore) -> None:
+        assert store.heartbeat("never-registered") is None
+        assert store.heartbeat("never-registered", [987_654_321]) is None
+        store.register_worker(WorkerInfo(id="back", host="h", pid=7))
+        assert store.heartbeat("back") == []
+        store.unregister_worker("back")
+        assert store.heartbeat("back") is None
+        assert store.heartbeat("back") is None  # a heartbeat does not register
+        store.register_worker(WorkerInfo(id="back", host="h", pid=7))
+        assert store.heartbeat("back") == []
+
+    def test_heartbeat_reports_jobs_no_longer_running_under_the_worker(
+        self, store: JobStore
+    ) -> None:
+        store.register_worker(WorkerInfo(id=_WORKER, host="h", pid=8))
+        kept, cancelled, failed, deleted, finished = [_running(store) for _ in range(5)]
+        elsewhere = _running(store, "other-worker")
+        store.apply(JobFilter(ids=frozenset({cancelled.id, deleted.id})), Event.CANCEL)
+        store.apply(JobFilter(ids=frozenset({failed.id})), Event.MARK_FAILED)
+        assert _ids(store.delete(JobFilter(ids=frozenset({deleted.id})))) == [deleted.id]
+        _finish(store, finished, Succeeded())
+        missing = 987_654_321
+        believed = [missing, elsewhere.id, kept.id, finished.id, deleted.id, failed.id]
+        believed += [cancelled.id, kept.id, cancelled.id]
+        gone = store.heartbeat(_WORKER, believed)
+        expected = {missing, elsewhere.id, finished.id, deleted.id, failed.id, cancelled.id}
+        assert gone == sorted(expected)
+        assert store.heartbeat(_WORKER, [kept.id]) == []
+        assert store.heartbeat(_WORKER) == []
+        assert (_get(store, kept.id)).state is JobState.RUNNING
 
     def test_recover_stale_after_unregister(self, store: JobStore) -> None:
         store.register_worker(
@@ -959,10 +1077,53 @@ class JobStoreContract:
         info = WorkerInfo(id="twice", host="h", pid=4)
         store.register_worker(info)
         store.register_worker(info)
-        store.heartbeat("twice")
+        assert store.heartbeat("twice") == []
         store.unregister_worker("twice")
         store.unregister_worker("twice")
-        store.heartbeat("unknown-worker")
+        assert store.heartbeat("twice") is None
+
+    # ---- maintenance once per period (J13) ------------------------------------------
+
+    def test_try_maintenance_once_per_period(self, store: JobStore) -> None:
+        hour = timedelta(hours=1)
+        assert store.try_maintenance("contract.recover", hour)
+        assert not store.try_maintenance("contract.recover", hour)
+        assert store.try_maintenance("contract.purge", hour)  # names are independent
+        assert not store.try_maintenance("contract.purge", hour)
+        assert store.try_maintenance("contract.recover", timedelta(0))
+        assert store.try_maintenance("contract.recover", timedelta(0))
+        assert not store.try_maintenance("contract.recover", hour)
+
+    @requires("controllable_clock")
+    def test_try_maintenance_again_once_the_period_passed(
+        self, store: JobStore, clock: FakeClock
+    ) -> None:
+        every = timedelta(minutes=5)
+        assert store.try_maintenance("contract.m", every)
+        clock.advance(every - timedelta(milliseconds=1))
+        assert not store.try_maintenance("contract.m", every)
+        clock.advance(timedelta(milliseconds=1))
+        assert store.try_maintenance("contract.m", every)
+        clock.advance(timedelta(minutes=4))
+        assert not store.try_maintenance("contract.m", every)
+        # Counted from the last granted run, not from the refused calls.
+        clock.advance(timedelta(minutes=1))
+        assert store.try_maintenance("contract.m", every)
+
+    @requires("concurrent")
+    def test_try_maintenance_one_winner_among_concurrent_callers(
+        self, store: JobStore, clock: FakeClock
+    ) -> None:
+        def race() -> list[bool]:
+            tasks = [
+                spawn(store.try_maintenance, "contract.race", timedelta(hours=1)) for _ in range(8)
+            ]
+            return [join(task) for task in tasks]
+
+        assert sorted(race()) == [False] * 7 + [True]
+        if self.capabilities.controllable_clock:
+            clock.advance(timedelta(hours=1))
+            assert sorted(race()) == [False] * 7 + [True]
 
     # ---- retention (R26) ----------------------------------------------------------------
 

@@ -219,6 +219,7 @@ class AsyncJobStoreContract:
         assert job.available_at == available_at
         assert before <= job.created_at <= after
         assert job.attempts == 0
+        assert job.claims == 0
         assert job.max_attempts == 3
         assert job.claimed_at is None
         assert job.claimed_by is None
@@ -330,14 +331,16 @@ class AsyncJobStoreContract:
         assert job.id == job_id
         assert job.state is JobState.RUNNING
         assert job.attempts == 1
+        assert job.claims == 1
         assert job.claimed_by == _WORKER
         assert job.claimed_at is not None
         assert before <= job.claimed_at <= after
         assert job.payload == _PAYLOAD
-        assert job.lease == Lease(job_id=job_id, worker_id=_WORKER, attempt=1)
+        assert job.lease == Lease(job_id=job_id, worker_id=_WORKER, attempt=1, claim=1)
         stored = await _get(store, job_id)
-        assert (stored.state, stored.attempts, stored.claimed_by) == (
+        assert (stored.state, stored.attempts, stored.claims, stored.claimed_by) == (
             JobState.RUNNING,
+            1,
             1,
             _WORKER,
         )
@@ -615,12 +618,24 @@ class AsyncJobStoreContract:
         self, store: AsyncJobStore
     ) -> None:
         job = await _running(store)
-        stale = Lease(job_id=job.id, worker_id="someone-else", attempt=job.attempts)
+        stale = Lease(
+            job_id=job.id, worker_id="someone-else", attempt=job.attempts, claim=job.claims
+        )
         async with store.transaction() as tx:
             assert await store.complete(
                 [Completion(lease=stale, outcome=Succeeded())], connection=tx
             ) == [False]
         assert (await _get(store, job.id)).state is JobState.RUNNING
+
+    async def test_transaction_and_autocommit_take_a_statement_timeout(
+        self, store: AsyncJobStore
+    ) -> None:
+        async with store.transaction(statement_timeout=30.0) as tx:
+            [result] = await store.enqueue([_request()], connection=tx)
+        async with store.autocommit(statement_timeout=30.0) as conn:
+            assert await store.get(result.id, connection=conn) is not None
+        async with store.transaction(statement_timeout=None) as tx:
+            assert await store.get(result.id, connection=tx) is not None
 
     async def test_autocommit_writes_apply_immediately(self, store: AsyncJobStore) -> None:
         async with store.autocommit() as conn:
@@ -724,7 +739,7 @@ class AsyncJobStoreContract:
 
     async def test_complete_with_another_worker_is_fenced(self, store: AsyncJobStore) -> None:
         job = await _running(store)
-        wrong = Lease(job_id=job.id, worker_id="intruder", attempt=job.attempts)
+        wrong = Lease(job_id=job.id, worker_id="intruder", attempt=job.attempts, claim=job.claims)
         assert await store.complete([Completion(lease=wrong, outcome=Succeeded())]) == [False]
         after = await _get(store, job.id)
         assert (after.state, after.claimed_by, after.attempts) == (
@@ -733,9 +748,9 @@ class AsyncJobStoreContract:
             1,
         )
 
-    async def test_complete_with_another_attempt_is_fenced(self, store: AsyncJobStore) -> None:
+    async def test_complete_with_another_claim_is_fenced(self, store: AsyncJobStore) -> None:
         job = await _running(store)
-        wrong = Lease(job_id=job.id, worker_id=job.lease.worker_id, attempt=job.attempts + 1)
+        wrong = Lease(job_id=job.id, worker_id=_WORKER, attempt=job.attempts, claim=job.claims + 1)
         outcome = Bury(error="should not land")
         assert await store.complete([Completion(lease=wrong, outcome=outcome)]) == [False]
         after = await _get(store, job.id)
@@ -753,8 +768,8 @@ class AsyncJobStoreContract:
     async def test_complete_batch_reports_each_completion(self, store: AsyncJobStore) -> None:
         first = await _running(store)
         second = await _running(store)
-        stale = Lease(job_id=second.id, worker_id=_WORKER, attempt=99)
-        missing = Lease(job_id=987_654_321, worker_id=_WORKER, attempt=1)
+        stale = Lease(job_id=second.id, worker_id=_WORKER, attempt=1, claim=99)
+        missing = Lease(job_id=987_654_321, worker_id=_WORKER, attempt=1, claim=1)
         applied = await store.complete(
             [
                 Completion(lease=first.lease, outcome=Succeeded()),
@@ -784,6 +799,40 @@ class AsyncJobStoreContract:
         assert await store.apply(JobFilter(ids=frozenset({job.id})), Event.CANCEL) == [job.id]
         assert await store.complete([Completion(lease=job.lease, outcome=Succeeded())]) == [False]
         assert (await _get(store, job.id)).state is JobState.CANCELLED
+
+    async def test_complete_of_a_replayed_and_reclaimed_job_is_fenced(
+        self, store: AsyncJobStore
+    ) -> None:
+        # ABA: the same worker claims the job again with the same attempt number.
+        first = await _running(store)
+        one = JobFilter(ids=frozenset({first.id}))
+        assert await store.apply(one, Event.CANCEL) == [first.id]
+        assert await store.apply(one, Event.REPLAY, reset_attempts=True) == [first.id]
+        second = await _claim_one(store, first.kind)
+        assert (second.claimed_by, second.attempts) == (first.claimed_by, first.attempts)
+        assert second.claims == first.claims + 1
+        assert second.lease != first.lease
+        late = Completion(lease=first.lease, outcome=Bury(error="stale run"))
+        assert await store.complete([late]) == [False]
+        after = await _get(store, first.id)
+        assert (after.state, after.claims, after.last_error) == (
+            JobState.RUNNING,
+            second.claims,
+            None,
+        )
+        assert after.lease == second.lease
+        await _finish(store, second, Succeeded())
+
+    async def test_complete_of_a_released_and_reclaimed_job_is_fenced(
+        self, store: AsyncJobStore
+    ) -> None:
+        first = await _running(store)
+        await _finish(store, first, Release())
+        second = await _claim_one(store, first.kind)
+        assert (second.claimed_by, second.attempts) == (first.claimed_by, first.attempts)
+        assert await store.complete([Completion(first.lease, Succeeded())]) == [False]
+        assert (await _get(store, first.id)).state is JobState.RUNNING
+        await _finish(store, second, Succeeded())
 
     # ---- operator transitions (R13) ----------------------------------------------------
 
@@ -832,9 +881,10 @@ class AsyncJobStoreContract:
             JobFilter(ids=frozenset({job_id})), Event.REPLAY, reset_attempts=True
         )
         assert changed == [job_id]
-        assert (await _get(store, job_id)).attempts == 0
-        kind = (await _get(store, job_id)).kind
-        assert (await _claim_one(store, kind)).attempts == 1
+        replayed = await _get(store, job_id)
+        assert (replayed.attempts, replayed.claims) == (0, 1)
+        again = await _claim_one(store, replayed.kind)
+        assert (again.attempts, again.claims) == (1, 2)
 
     async def test_apply_replay_of_dead_jobs_in_bulk(self, store: AsyncJobStore) -> None:
         dead = sorted([await _in_state(store, JobState.DEAD) for _ in range(3)])
@@ -939,20 +989,94 @@ class AsyncJobStoreContract:
         recovered = await _get(store, job.id)
         assert recovered.state is JobState.PENDING
         assert recovered.attempts == 2
+        assert recovered.claims == 2
         assert recovered.claimed_by is None
         assert recovered.claimed_at is None
         assert recovered.last_error is not None
         assert recovered.last_error.startswith(_STALE_MARK)
         assert "first failure" in recovered.last_error
-        assert (await _claim_one(store, job.kind, "rescuer")).attempts == 3
+        rescued = await _claim_one(store, job.kind, "rescuer")
+        assert (rescued.attempts, rescued.claims) == (3, 3)
 
     async def test_recover_stale_leaves_live_workers_alone(self, store: AsyncJobStore) -> None:
         await store.register_worker(WorkerInfo(id="alive", host="h", pid=1))
         job = await _running(store, "alive")
-        await store.heartbeat("alive")
+        assert await store.heartbeat("alive", [job.id]) == []
         assert await store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == []
         still = await _get(store, job.id)
         assert (still.state, still.claimed_by) == (JobState.RUNNING, "alive")
+        assert await store.heartbeat("alive", [job.id]) == []  # the row is still there
+
+    def _silence(self, clock: FakeClock) -> timedelta:
+        """A TTL that every heartbeat written so far is older than."""
+        if self.capabilities.controllable_clock:
+            clock.advance(timedelta(hours=2))
+            return timedelta(hours=1)
+        return timedelta(0)  # the store's own clock has moved on by itself
+
+    async def test_recover_stale_removes_the_rows_of_silent_workers(
+        self, store: AsyncJobStore, clock: FakeClock
+    ) -> None:
+        await store.register_worker(WorkerInfo(id="crashed", host="h", pid=5))
+        job = await _running(store, "crashed")
+        ttl = self._silence(clock)
+        assert await store.recover_stale(default_ttl=ttl, ttls={}) == [job.id]
+        assert await store.heartbeat("crashed", [job.id]) is None  # must register again
+        await store.register_worker(WorkerInfo(id="crashed", host="h", pid=5))
+        assert await store.heartbeat("crashed", [job.id]) == [job.id]
+
+    @requires("controllable_clock")
+    async def test_recover_stale_keeps_worker_rows_younger_than_the_longest_ttl(
+        self, store: AsyncJobStore, clock: FakeClock
+    ) -> None:
+        for worker_id in ("crashed", "alive"):
+            await store.register_worker(WorkerInfo(id=worker_id, host="h", pid=6))
+        job = await _running(store, "crashed")
+        hour = timedelta(hours=1)
+        ttls = {job.kind: timedelta(minutes=1), "contract.slow": 2 * hour}
+        clock.advance(hour)
+        assert await store.heartbeat("alive") == []
+        clock.advance(hour / 2)
+        # The job's own TTL ran out, but the worker row lives as long as the longest TTL.
+        assert await store.recover_stale(default_ttl=hour, ttls=ttls) == [job.id]
+        assert await store.heartbeat("crashed", [job.id]) == [job.id]
+        clock.advance(hour)
+        assert await store.heartbeat("alive") == []
+        clock.advance(hour + timedelta(seconds=1))
+        assert await store.recover_stale(default_ttl=hour, ttls=ttls) == []
+        assert await store.heartbeat("crashed") is None
+        assert await store.heartbeat("alive") == []
+
+    async def test_heartbeat_of_a_missing_worker_returns_none(self, store: AsyncJobStore) -> None:
+        assert await store.heartbeat("never-registered") is None
+        assert await store.heartbeat("never-registered", [987_654_321]) is None
+        await store.register_worker(WorkerInfo(id="back", host="h", pid=7))
+        assert await store.heartbeat("back") == []
+        await store.unregister_worker("back")
+        assert await store.heartbeat("back") is None
+        assert await store.heartbeat("back") is None  # a heartbeat does not register
+        await store.register_worker(WorkerInfo(id="back", host="h", pid=7))
+        assert await store.heartbeat("back") == []
+
+    async def test_heartbeat_reports_jobs_no_longer_running_under_the_worker(
+        self, store: AsyncJobStore
+    ) -> None:
+        await store.register_worker(WorkerInfo(id=_WORKER, host="h", pid=8))
+        kept, cancelled, failed, deleted, finished = [await _running(store) for _ in range(5)]
+        elsewhere = await _running(store, "other-worker")
+        await store.apply(JobFilter(ids=frozenset({cancelled.id, deleted.id})), Event.CANCEL)
+        await store.apply(JobFilter(ids=frozenset({failed.id})), Event.MARK_FAILED)
+        assert _ids(await store.delete(JobFilter(ids=frozenset({deleted.id})))) == [deleted.id]
+        await _finish(store, finished, Succeeded())
+        missing = 987_654_321
+        believed = [missing, elsewhere.id, kept.id, finished.id, deleted.id, failed.id]
+        believed += [cancelled.id, kept.id, cancelled.id]
+        gone = await store.heartbeat(_WORKER, believed)
+        expected = {missing, elsewhere.id, finished.id, deleted.id, failed.id, cancelled.id}
+        assert gone == sorted(expected)
+        assert await store.heartbeat(_WORKER, [kept.id]) == []
+        assert await store.heartbeat(_WORKER) == []
+        assert (await _get(store, kept.id)).state is JobState.RUNNING
 
     async def test_recover_stale_after_unregister(self, store: AsyncJobStore) -> None:
         await store.register_worker(
@@ -997,10 +1121,53 @@ class AsyncJobStoreContract:
         info = WorkerInfo(id="twice", host="h", pid=4)
         await store.register_worker(info)
         await store.register_worker(info)
-        await store.heartbeat("twice")
+        assert await store.heartbeat("twice") == []
         await store.unregister_worker("twice")
         await store.unregister_worker("twice")
-        await store.heartbeat("unknown-worker")
+        assert await store.heartbeat("twice") is None
+
+    # ---- maintenance once per period (J13) ------------------------------------------
+
+    async def test_try_maintenance_once_per_period(self, store: AsyncJobStore) -> None:
+        hour = timedelta(hours=1)
+        assert await store.try_maintenance("contract.recover", hour)
+        assert not await store.try_maintenance("contract.recover", hour)
+        assert await store.try_maintenance("contract.purge", hour)  # names are independent
+        assert not await store.try_maintenance("contract.purge", hour)
+        assert await store.try_maintenance("contract.recover", timedelta(0))
+        assert await store.try_maintenance("contract.recover", timedelta(0))
+        assert not await store.try_maintenance("contract.recover", hour)
+
+    @requires("controllable_clock")
+    async def test_try_maintenance_again_once_the_period_passed(
+        self, store: AsyncJobStore, clock: FakeClock
+    ) -> None:
+        every = timedelta(minutes=5)
+        assert await store.try_maintenance("contract.m", every)
+        clock.advance(every - timedelta(milliseconds=1))
+        assert not await store.try_maintenance("contract.m", every)
+        clock.advance(timedelta(milliseconds=1))
+        assert await store.try_maintenance("contract.m", every)
+        clock.advance(timedelta(minutes=4))
+        assert not await store.try_maintenance("contract.m", every)
+        # Counted from the last granted run, not from the refused calls.
+        clock.advance(timedelta(minutes=1))
+        assert await store.try_maintenance("contract.m", every)
+
+    @requires("concurrent")
+    async def test_try_maintenance_one_winner_among_concurrent_callers(
+        self, store: AsyncJobStore, clock: FakeClock
+    ) -> None:
+        async def race() -> list[bool]:
+            tasks = [
+                spawn(store.try_maintenance, "contract.race", timedelta(hours=1)) for _ in range(8)
+            ]
+            return [await join(task) for task in tasks]
+
+        assert sorted(await race()) == [False] * 7 + [True]
+        if self.capabilities.controllable_clock:
+            clock.advance(timedelta(hours=1))
+            assert sorted(await race()) == [False] * 7 + [True]
 
     # ---- retention (R26) ----------------------------------------------------------------
 

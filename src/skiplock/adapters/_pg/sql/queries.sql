@@ -8,7 +8,8 @@
 -- name: _job_columns
 j.id, j.kind, j.tenant_id, j.payload::text AS payload, j.status, j.priority,
 j.available_at, j.created_at, j.claimed_at, j.claimed_by, j.attempts, j.max_attempts,
-j.last_error, j.completed_at, j.idempotency_key, j.trace_context::text AS trace_context
+j.last_error, j.completed_at, j.idempotency_key, j.trace_context::text AS trace_context,
+j.claims
 
 -- name: _job_filter
 (:ids::bigint[] IS NULL OR j.id = ANY(:ids::bigint[]))
@@ -82,6 +83,18 @@ SELECT input.ord, inserted.id
 FROM input LEFT JOIN inserted ON inserted.id = input.id
 ORDER BY input.ord;
 
+-- name: enqueue_one
+-- One job without an idempotency key: a plain single-row insert (no arrays, no CTE).
+INSERT INTO {schema}.jobs AS j (
+    kind, tenant_id, payload, priority, available_at, max_attempts, trace_context
+)
+VALUES (
+    :kind::text, :tenant::text, CAST(:payload::text AS jsonb), :priority::int,
+    coalesce(:available_at::timestamptz, now() + :delay::interval, now()),
+    :max_attempts::int, CAST(:trace_context::text AS jsonb)
+)
+RETURNING j.id;
+
 -- name: reserve_ids
 -- Job ids for a COPY-based bulk enqueue, with the transaction's now().
 SELECT array_agg(r.id ORDER BY r.id) AS ids, now() AS now
@@ -97,7 +110,7 @@ WHERE j.idempotency_key = ANY(:keys::text[]);
 
 -- name: claim
 -- One statement: lock up to :limit due jobs in claim order, skipping rows other claimers
--- hold, and mark them running (attempts count at claim).
+-- hold, and mark them running (attempts and claims count at claim).
 WITH picked AS MATERIALIZED (
     SELECT j.id
     FROM {schema}.jobs AS j
@@ -109,7 +122,8 @@ WITH picked AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE {schema}.jobs AS j
-SET status = 'running', claimed_by = :worker_id, claimed_at = now(), attempts = j.attempts + 1
+SET status = 'running', claimed_by = :worker_id, claimed_at = now(), attempts = j.attempts + 1,
+    claims = j.claims + 1
 FROM picked
 WHERE j.id = picked.id
 RETURNING {_job_columns};
@@ -149,7 +163,8 @@ chosen AS MATERIALIZED (
     LIMIT :limit
 )
 UPDATE {schema}.jobs AS j
-SET status = 'running', claimed_by = :worker_id, claimed_at = now(), attempts = j.attempts + 1
+SET status = 'running', claimed_by = :worker_id, claimed_at = now(), attempts = j.attempts + 1,
+    claims = j.claims + 1
 FROM chosen
 WHERE j.id = chosen.id
 RETURNING {_job_columns};
@@ -168,7 +183,8 @@ WHERE j.status = 'running' AND j.kind = ANY(:kinds::text[])
 GROUP BY j.kind;
 
 -- name: complete
--- Fenced: only a job still running under the same worker and attempt changes. Success
+-- Fenced: only a job still running under the same worker and claim count changes (the
+-- count never repeats, so a stale lease of the same worker cannot match). Success
 -- clears the error; an outcome without error text keeps the previous one.
 UPDATE {schema}.jobs AS j
 SET status = u.status,
@@ -183,13 +199,13 @@ SET status = u.status,
         ELSE j.last_error
     END
 FROM unnest(
-    :ids::bigint[], :workers::text[], :attempts::int[], :statuses::text[],
+    :ids::bigint[], :workers::text[], :claims::int[], :statuses::text[],
     :delays::interval[], :errors::text[], :set_errors::bool[], :refunds::int[]
-) WITH ORDINALITY AS u (id, worker, attempt, status, delay, error, set_error, refund, ord)
+) WITH ORDINALITY AS u (id, worker, claim, status, delay, error, set_error, refund, ord)
 WHERE j.id = u.id
   AND j.status = 'running'
   AND j.claimed_by = u.worker
-  AND j.attempts = u.attempt
+  AND j.claims = u.claim
 RETURNING u.ord;
 
 -- name: get_job
@@ -245,7 +261,24 @@ SET host = excluded.host, pid = excluded.pid, kinds = excluded.kinds,
     tenants = excluded.tenants, heartbeat_at = now();
 
 -- name: heartbeat
-UPDATE {schema}.workers SET heartbeat_at = now() WHERE id = :id;
+-- No row when the worker row is gone (nothing refreshed); else one row with the ids
+-- among :running that no longer run under this worker (missing ones included).
+WITH w AS (
+    UPDATE {schema}.workers SET heartbeat_at = now() WHERE id = :id RETURNING id
+)
+SELECT coalesce(
+    (
+        SELECT array_agg(r.id ORDER BY r.id)
+        FROM (SELECT DISTINCT unnest(:running::bigint[]) AS id) AS r
+        WHERE NOT EXISTS (
+            SELECT 1
+            FROM {schema}.jobs AS j
+            WHERE j.id = r.id AND j.status = 'running' AND j.claimed_by = w.id
+        )
+    ),
+    '{}'::bigint[]
+) AS gone
+FROM w;
 
 -- name: unregister_worker
 DELETE FROM {schema}.workers WHERE id = :id;
@@ -276,6 +309,34 @@ FROM stale
 WHERE j.id = stale.id
 RETURNING j.id;
 
+-- name: delete_silent_workers
+-- After a recovery in the same transaction: rows of workers silent for longer than
+-- every TTL (their jobs were just recovered). A heartbeat that commits meanwhile keeps
+-- its row (the delete re-checks the row it waited for).
+DELETE FROM {schema}.workers AS w
+WHERE w.heartbeat_at < now() - :longest::interval;
+
+-- name: try_maintenance
+-- Take a maintenance run: the row lock makes one of concurrent callers win per period
+-- (a loser waits for the winner's row and re-checks it). :always grants a period <= 0
+-- even to a caller whose now() is older than the last run.
+INSERT INTO {schema}.maintenance AS m (name, last_run_at)
+VALUES (:name::text, now())
+ON CONFLICT (name) DO UPDATE
+SET last_run_at = now()
+WHERE :always::bool OR m.last_run_at <= now() - :every::interval
+RETURNING true AS granted;
+
+-- name: set_statement_timeout
+-- :value is a setting text such as '1500ms'; :local limits it to the open transaction.
+SELECT set_config('statement_timeout', :value::text, :local::bool) AS value;
+
+-- name: swap_statement_timeout
+-- Set the session's statement_timeout and return the previous value (to restore it).
+WITH p AS MATERIALIZED (SELECT current_setting('statement_timeout') AS previous)
+SELECT p.previous, set_config('statement_timeout', :value::text, false) AS value
+FROM p;
+
 -- name: purge
 -- One retention batch: delete (and optionally archive) the oldest succeeded jobs.
 WITH doomed AS MATERIALIZED (
@@ -296,12 +357,12 @@ archived AS (
     INSERT INTO {schema}.jobs_archive (
         id, kind, tenant_id, payload, status, priority, available_at, created_at,
         claimed_at, claimed_by, attempts, max_attempts, last_error, completed_at,
-        idempotency_key, trace_context
+        idempotency_key, trace_context, claims
     )
     SELECT
         d.id, d.kind, d.tenant_id, d.payload, d.status, d.priority, d.available_at,
         d.created_at, d.claimed_at, d.claimed_by, d.attempts, d.max_attempts, d.last_error,
-        d.completed_at, d.idempotency_key, d.trace_context
+        d.completed_at, d.idempotency_key, d.trace_context, d.claims
     FROM deleted AS d
     WHERE :archive::bool
     ON CONFLICT (id) DO NOTHING

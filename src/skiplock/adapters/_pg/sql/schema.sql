@@ -24,6 +24,8 @@ CREATE TABLE {schema}.jobs (
     completed_at timestamptz,
     idempotency_key text,
     trace_context jsonb,
+    -- +1 at every claim, never reset: a lease names one claim (ABA-proof fencing).
+    claims integer NOT NULL DEFAULT 0,
     CONSTRAINT jobs_status_check CHECK (
         status IN ('pending', 'running', 'succeeded', 'failed', 'dead', 'cancelled')
     ),
@@ -119,7 +121,16 @@ CREATE TABLE {schema}.jobs_archive (
     completed_at timestamptz,
     idempotency_key text,
     trace_context jsonb,
-    archived_at timestamptz NOT NULL DEFAULT now()
+    archived_at timestamptz NOT NULL DEFAULT now(),
+    claims integer NOT NULL DEFAULT 0
 );
 
 CREATE INDEX jobs_archive_completed_idx ON {schema}.jobs_archive (completed_at);
+
+-- When each maintenance task last ran (database clock); taking a run is one
+-- INSERT ... ON CONFLICT DO UPDATE ... WHERE last_run_at <= now() - period, so exactly
+-- one node wins per period (J13).
+CREATE TABLE {schema}.maintenance (
+    name text PRIMARY KEY,
+    last_run_at timestamptz NOT NULL
+);
