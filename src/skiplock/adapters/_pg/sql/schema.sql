@@ -74,10 +74,21 @@ CREATE TRIGGER jobs_notify_insert
     REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION {schema}.notify_jobs('{channel}');
 
+-- Updates notify per row, and only for rows that became claimable: claims and
+-- completions (the hot path) skip the trigger entirely.
+CREATE FUNCTION {schema}.notify_job() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify(TG_ARGV[0], NEW.kind);
+    RETURN NULL;
+END
+$$;
+
 CREATE TRIGGER jobs_notify_update
     AFTER UPDATE ON {schema}.jobs
-    REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION {schema}.notify_jobs('{channel}');
+    FOR EACH ROW
+    WHEN (NEW.status = 'pending' AND NEW.available_at <= now())
+    EXECUTE FUNCTION {schema}.notify_job('{channel}');
 
 -- Workers: one row per running worker, kept alive by heartbeats (DB clock only).
 CREATE TABLE {schema}.workers (
