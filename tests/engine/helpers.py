@@ -36,12 +36,16 @@ class CountingStore(InMemoryJobStore):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.batches: list[int] = []
+        self.maintenance_tries: list[tuple[str, bool]] = []
+        self.purges = 0
+        self.statement_timeouts: list[tuple[str, float | None]] = []
 
     @contextmanager
     def transaction(
         self, *, statement_timeout: float | None = None
     ) -> Iterator[InMemoryTransaction]:
         self.transactions += 1
+        self.statement_timeouts.append(("transaction", statement_timeout))
         with super().transaction(statement_timeout=statement_timeout) as tx:
             yield tx
 
@@ -50,6 +54,7 @@ class CountingStore(InMemoryJobStore):
         self, *, statement_timeout: float | None = None
     ) -> Iterator[InMemoryTransaction]:
         self.autocommits += 1
+        self.statement_timeouts.append(("autocommit", statement_timeout))
         with super().autocommit(statement_timeout=statement_timeout) as handle:
             yield handle
 
@@ -72,6 +77,15 @@ class CountingStore(InMemoryJobStore):
     def recover_stale(self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> list[int]:
         self.recoveries += 1
         return super().recover_stale(default_ttl=default_ttl, ttls=ttls)
+
+    def try_maintenance(self, name: str, every: timedelta) -> bool:
+        granted = super().try_maintenance(name, every)
+        self.maintenance_tries.append((name, granted))
+        return granted
+
+    def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
+        self.purges += 1
+        return super().purge(older_than=older_than, archive=archive, batch_size=batch_size)
 
 
 def eventually(predicate: Callable[[], bool], timeout: float = 3.0) -> None:

@@ -34,12 +34,16 @@ class CountingStore(AsyncInMemoryJobStore):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.batches: list[int] = []
+        self.maintenance_tries: list[tuple[str, bool]] = []
+        self.purges = 0
+        self.statement_timeouts: list[tuple[str, float | None]] = []
 
     @asynccontextmanager
     async def transaction(
         self, *, statement_timeout: float | None = None
     ) -> AsyncIterator[InMemoryTransaction]:
         self.transactions += 1
+        self.statement_timeouts.append(("transaction", statement_timeout))
         async with super().transaction(statement_timeout=statement_timeout) as tx:
             yield tx
 
@@ -48,6 +52,7 @@ class CountingStore(AsyncInMemoryJobStore):
         self, *, statement_timeout: float | None = None
     ) -> AsyncIterator[InMemoryTransaction]:
         self.autocommits += 1
+        self.statement_timeouts.append(("autocommit", statement_timeout))
         async with super().autocommit(statement_timeout=statement_timeout) as handle:
             yield handle
 
@@ -74,6 +79,15 @@ class CountingStore(AsyncInMemoryJobStore):
     ) -> list[int]:
         self.recoveries += 1
         return await super().recover_stale(default_ttl=default_ttl, ttls=ttls)
+
+    async def try_maintenance(self, name: str, every: timedelta) -> bool:
+        granted = await super().try_maintenance(name, every)
+        self.maintenance_tries.append((name, granted))
+        return granted
+
+    async def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
+        self.purges += 1
+        return await super().purge(older_than=older_than, archive=archive, batch_size=batch_size)
 
 
 async def eventually(predicate: Callable[[], bool], timeout: float = 3.0) -> None:

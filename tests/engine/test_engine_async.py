@@ -81,6 +81,24 @@ async def test_engine_decorator_registers_with_resolved_policy(clock: FakeClock)
     assert engine.kinds == {"report"}
 
 
+async def test_engine_rejects_stale_ttl_below_twice_the_heartbeat(clock: FakeClock) -> None:
+    settings = Settings(heartbeat_interval=10.0)
+    engine = AsyncEngine(AsyncInMemoryJobStore(clock=clock), settings, clock=clock)
+    with pytest.raises(ValidationError, match=r"'report'.*19\.0 s.*10\.0 s"):
+
+        @engine.processor("report", stale_ttl=19)
+        async def report(payload: dict[str, Any], ctx: JobContext) -> None:
+            pass
+
+    assert "report" not in engine.kinds
+
+    @engine.processor("report", stale_ttl=20)  # exactly twice is enough
+    async def report_ok(payload: dict[str, Any], ctx: JobContext) -> None:
+        pass
+
+    assert engine.policy("report").stale_ttl == timedelta(seconds=20)
+
+
 async def test_engine_registers_class_style_processors(clock: FakeClock) -> None:
     engine = AsyncEngine(AsyncInMemoryJobStore(clock=clock), clock=clock)
     seen: list[Email] = []

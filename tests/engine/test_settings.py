@@ -62,6 +62,11 @@ def test_settings_accepts_seconds_for_durations_and_dicts_for_overrides() -> Non
         ({"poll_interval": 0}, "poll_interval"),
         ({"shutdown_timeout": -1}, "shutdown_timeout"),
         ({"heartbeat_interval": 1000, "stale_ttl": 60}, "heartbeat_interval"),
+        ({"heartbeat_interval": 31, "stale_ttl": 60}, "heartbeat_interval"),
+        (
+            {"heartbeat_interval": 10, "kinds": {"report": {"stale_ttl": 15}}},
+            r"kinds\['report'\].*15\.0 s.*10(\.0)? s",
+        ),
         ({"stale_ttl": 0}, "stale_ttl"),
         ({"max_attempts": 0}, "max_attempts"),
         ({"backoff_base": timedelta(hours=2), "backoff_cap": timedelta(hours=1)}, "backoff"),

@@ -393,6 +393,30 @@ async def test_worker_hands_each_connection_mode_its_connection(
     assert (store.transactions, store.autocommits) == (1, 2)
 
 
+async def test_worker_bounds_job_connections_with_the_kind_timeout(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock, kinds={"ac.slow": {"timeout": 7}})
+
+    @engine.processor("tx", transactional=True, timeout=2.5)
+    async def tx(payload: Any, ctx: JobContext) -> None: ...
+
+    @engine.processor("tx.open", transactional=True)
+    async def tx_open(payload: Any, ctx: JobContext) -> None: ...
+
+    @engine.processor("ac.slow", autocommit=True, timeout=1)
+    async def ac_slow(payload: Any, ctx: JobContext) -> None: ...
+
+    for kind, priority in (("tx", 3), ("tx.open", 2), ("ac.slow", 1)):
+        await engine.enqueue(kind, {}, priority=priority)
+    assert await engine.worker(concurrency=1).run_until_idle() == 3
+    assert store.statement_timeouts == [
+        ("transaction", 2.5),
+        ("transaction", None),  # no timeout: the server's setting stays
+        ("autocommit", 7.0),  # Settings.kinds wins over the processor
+    ]
+
+
 async def test_worker_default_processors_acquire_no_connection(
     store: CountingStore, clock: FakeClock
 ) -> None:
@@ -1127,6 +1151,113 @@ async def test_worker_run_heartbeats_maintains_and_wakes_on_notify(
     assert store.state.workers() == []
 
 
+async def test_worker_heartbeat_interrupts_a_cancelled_running_job(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    engine = make_engine(store, clock, metrics, poll_interval=60.0, heartbeat_interval=0.05)
+    started: list[int] = []
+    seen_cancelled: list[bool] = []
+
+    @engine.processor("k")
+    async def k(payload: Any, ctx: JobContext) -> None:
+        started.append(ctx.job_id)
+        try:
+            await block_until_interrupted(ctx)
+        finally:
+            seen_cancelled.append(ctx.cancelled)
+
+    job_id = (await engine.enqueue("k", {})).id
+    worker = engine.worker(install_signal_handlers=False)
+    task = spawn(worker.run)
+    await eventually(lambda: started == [job_id])
+    await engine.cancel_job(job_id)
+    await eventually(lambda: seen_cancelled == [True] and worker.running == 0, timeout=2.0)
+    assert ("k", None, "lost") in metrics.finished
+    assert state_of(store, job_id) is JobState.CANCELLED
+    worker.stop()
+    await join(task)
+    assert state_of(store, job_id) is JobState.CANCELLED
+
+
+async def test_worker_heartbeat_drops_a_cancelled_buffered_job(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    engine = make_engine(
+        store, clock, metrics, poll_interval=60.0, heartbeat_interval=0.05, prefetch=1
+    )
+    started: list[int] = []
+
+    @engine.processor("k")
+    async def k(payload: Any, ctx: JobContext) -> None:
+        started.append(ctx.job_id)
+        await block_until_interrupted(ctx)
+
+    first = (await engine.enqueue("k", {}, priority=1)).id
+    second = (await engine.enqueue("k", {})).id
+    worker = engine.worker(concurrency=1, install_signal_handlers=False)
+    task = spawn(worker.run)
+    await eventually(lambda: started == [first] and state_of(store, second) is JobState.RUNNING)
+    await engine.cancel_job(second)
+    await eventually(lambda: ("k", None, "lost") in metrics.finished, timeout=2.0)
+    worker.stop(force=True)
+    await join(task)
+    assert started == [first]
+    assert state_of(store, second) is JobState.CANCELLED
+    assert state_of(store, first) is JobState.PENDING  # released by the forced stop
+
+
+async def test_worker_heartbeat_registers_again_when_its_row_is_gone(
+    store: CountingStore, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = make_engine(store, clock, poll_interval=60.0, heartbeat_interval=0.05)
+
+    @engine.processor("k")
+    async def k(payload: Any, ctx: JobContext) -> None: ...
+
+    worker = engine.worker(install_signal_handlers=False)
+    task = spawn(worker.run)
+    await eventually(lambda: [w.id for w in store.state.workers()] == [worker.id])
+    with caplog.at_level(logging.WARNING, logger="skiplock.worker"):
+        await store.unregister_worker(worker.id)
+        assert store.state.workers() == []
+        await eventually(lambda: [w.id for w in store.state.workers()] == [worker.id], 2.0)
+    assert "registering again" in caplog.text
+    assert store.state.workers()[0].kinds == frozenset({"k"})
+    worker.stop()
+    await join(task)
+    assert store.state.workers() == []
+
+
+async def test_worker_maintenance_runs_once_per_period_across_workers(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock, poll_interval=60.0, maintenance_interval=0.02)
+
+    @engine.processor("k")
+    async def k(payload: Any, ctx: JobContext) -> None: ...
+
+    workers = [engine.worker(install_signal_handlers=False) for _ in range(2)]
+    tasks = [spawn(w.run) for w in workers]
+
+    def tries(name: str) -> int:
+        return sum(1 for n, _ in store.maintenance_tries if n == name)
+
+    # The store's clock stands still: however often both workers tick, one run.
+    await eventually(lambda: tries("recover") >= 6 and tries("purge") >= 6)
+    assert (store.recoveries, store.purges) == (1, 1)
+    clock.advance(timedelta(seconds=0.02))  # the next period
+    seen = tries("recover")
+    await eventually(lambda: tries("recover") >= seen + 4 and tries("purge") >= seen + 4)
+    assert (store.recoveries, store.purges) == (2, 2)
+    for worker in workers:
+        worker.stop()
+    for task in tasks:
+        await join(task)
+    # Explicit maintenance is not gated.
+    await engine.maintain()
+    assert (store.recoveries, store.purges) == (3, 3)
+
+
 @skip_sync
 async def test_worker_stops_on_sigterm(store: CountingStore, clock: FakeClock) -> None:
     import os
@@ -1239,6 +1370,40 @@ async def test_worker_throttled_backlog_costs_few_claims(
     assert 100 in ran
     assert store.claims <= 4
     assert store.claimed <= 8
+
+
+@pytest.mark.parametrize("limit", ["rate_limit", "cap"])
+async def test_worker_rate_limits_are_shared_by_the_engines_workers(
+    store: CountingStore, clock: FakeClock, limit: str
+) -> None:
+    rate = RateLimit(rps=1, burst=3)
+    caps = {"smtp": rate} if limit == "cap" else {}
+    engine = make_engine(store, clock, caps=caps)
+    ran: list[int] = []
+
+    @engine.processor(
+        "limited",
+        rate_limit=rate if limit == "rate_limit" else None,
+        provider="smtp" if limit == "cap" else None,
+    )
+    async def limited(payload: dict[str, int], ctx: JobContext) -> None:
+        ran.append(payload["i"])
+
+    for i in range(10):
+        await engine.enqueue("limited", {"i": i}, tenant="t1")
+
+    async def run_two_workers() -> None:
+        workers = [engine.worker(concurrency=2) for _ in range(2)]
+        tasks = [spawn(w.run_until_idle) for w in workers]
+        for task in tasks:
+            await join(task)
+
+    await run_two_workers()
+    assert len(ran) == 3  # one burst for both workers, not one each
+    clock.advance(2)  # two more tokens
+    await run_two_workers()
+    assert len(ran) == 5
+    assert len(set(ran)) == 5
 
 
 async def test_worker_provider_cap_spans_kinds(

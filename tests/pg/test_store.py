@@ -86,11 +86,6 @@ def _in_transaction(store: PsycopgJobStore, body: Callable[[Connection[Any]], An
         body(tx)
 
 
-def _in_job_transaction(store: PsycopgJobStore, body: Callable[[Connection[Any]], Any]) -> None:
-    with store.job_transaction() as tx:
-        body(tx)
-
-
 # ---- R0: enqueue in the caller's own transaction ----------------------------------------
 
 
@@ -233,59 +228,6 @@ def test_lost_lease_inside_the_job_transaction_rolls_back_the_processor_writes(
         _in_transaction(store, process)
     assert _rows(pg_dsn, "SELECT * FROM public.effects") == []
     assert _rows(pg_dsn, "SELECT status FROM skiplock.jobs") == [("pending",)]
-
-
-def test_job_transaction_commits_processor_write_and_completion_in_a_pipeline(
-    store: PsycopgJobStore, pg_dsn: str, effects: str
-) -> None:
-    store.enqueue([_req()])
-    [job] = store.claim(_claim())
-    with store.job_transaction() as tx:
-        assert tx.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
-        tx.execute("INSERT INTO public.effects VALUES (%s, 'done')", [job.id])
-        assert store.complete(
-            [Completion(lease=job.lease, outcome=Succeeded())], connection=tx
-        ) == [True]
-    assert _rows(pg_dsn, "SELECT job_id FROM public.effects") == [(job.id,)]
-    assert _rows(pg_dsn, "SELECT status FROM skiplock.jobs") == [("succeeded",)]
-
-
-def test_job_transaction_reports_a_lost_lease_and_rolls_back(
-    store: PsycopgJobStore, pg_dsn: str, effects: str
-) -> None:
-    store.enqueue([_req()])
-    [job] = store.claim(_claim("gone-worker"))
-    assert store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == [job.id]
-
-    def process(tx: Connection[Any]) -> None:
-        tx.execute("INSERT INTO public.effects VALUES (%s, 'stale')", [job.id])
-        applied = store.complete([Completion(lease=job.lease, outcome=Succeeded())], connection=tx)
-        assert applied == [False]
-        raise LeaseLostError(f"job {job.id} was recovered")
-
-    with pytest.raises(LeaseLostError):
-        _in_job_transaction(store, process)
-    assert _rows(pg_dsn, "SELECT * FROM public.effects") == []
-    assert _rows(pg_dsn, "SELECT status FROM skiplock.jobs") == [("pending",)]
-
-
-def test_job_transaction_surfaces_a_failed_processor_statement(
-    store: PsycopgJobStore, pg_dsn: str, effects: str
-) -> None:
-    store.enqueue([_req()])
-    [job] = store.claim(_claim())
-    # In pipeline mode the error arrives with a later result (the completion's, or the
-    # end of the block), not at execute(); whatever reports it, nothing commits.
-
-    def process(tx: Connection[Any]) -> None:
-        tx.execute("INSERT INTO public.no_such_table VALUES (1)")
-        store.complete([Completion(lease=job.lease, outcome=Succeeded())], connection=tx)
-
-    with pytest.raises(psycopg.Error):
-        _in_job_transaction(store, process)
-    assert _rows(pg_dsn, "SELECT status, claimed_by FROM skiplock.jobs") == [("running", "w1")]
-    # The pooled connection is usable again.
-    assert len(store.enqueue([_req()])) == 1
 
 
 def test_autocommit_runs_statements_that_refuse_transactions(

@@ -86,13 +86,6 @@ async def _in_transaction(
         await body(tx)
 
 
-async def _in_job_transaction(
-    store: AsyncPsycopgJobStore, body: Callable[[AsyncConnection[Any]], Any]
-) -> None:
-    async with store.job_transaction() as tx:
-        await body(tx)
-
-
 # ---- R0: enqueue in the caller's own transaction ----------------------------------------
 
 
@@ -249,61 +242,6 @@ async def test_lost_lease_inside_the_job_transaction_rolls_back_the_processor_wr
         await _in_transaction(store, process)
     assert _rows(pg_dsn, "SELECT * FROM public.effects") == []
     assert _rows(pg_dsn, "SELECT status FROM skiplock.jobs") == [("pending",)]
-
-
-async def test_job_transaction_commits_processor_write_and_completion_in_a_pipeline(
-    store: AsyncPsycopgJobStore, pg_dsn: str, effects: str
-) -> None:
-    await store.enqueue([_req()])
-    [job] = await store.claim(_claim())
-    async with store.job_transaction() as tx:
-        assert tx.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
-        await tx.execute("INSERT INTO public.effects VALUES (%s, 'done')", [job.id])
-        assert await store.complete(
-            [Completion(lease=job.lease, outcome=Succeeded())], connection=tx
-        ) == [True]
-    assert _rows(pg_dsn, "SELECT job_id FROM public.effects") == [(job.id,)]
-    assert _rows(pg_dsn, "SELECT status FROM skiplock.jobs") == [("succeeded",)]
-
-
-async def test_job_transaction_reports_a_lost_lease_and_rolls_back(
-    store: AsyncPsycopgJobStore, pg_dsn: str, effects: str
-) -> None:
-    await store.enqueue([_req()])
-    [job] = await store.claim(_claim("gone-worker"))
-    assert await store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == [job.id]
-
-    async def process(tx: AsyncConnection[Any]) -> None:
-        await tx.execute("INSERT INTO public.effects VALUES (%s, 'stale')", [job.id])
-        applied = await store.complete(
-            [Completion(lease=job.lease, outcome=Succeeded())], connection=tx
-        )
-        assert applied == [False]
-        raise LeaseLostError(f"job {job.id} was recovered")
-
-    with pytest.raises(LeaseLostError):
-        await _in_job_transaction(store, process)
-    assert _rows(pg_dsn, "SELECT * FROM public.effects") == []
-    assert _rows(pg_dsn, "SELECT status FROM skiplock.jobs") == [("pending",)]
-
-
-async def test_job_transaction_surfaces_a_failed_processor_statement(
-    store: AsyncPsycopgJobStore, pg_dsn: str, effects: str
-) -> None:
-    await store.enqueue([_req()])
-    [job] = await store.claim(_claim())
-    # In pipeline mode the error arrives with a later result (the completion's, or the
-    # end of the block), not at execute(); whatever reports it, nothing commits.
-
-    async def process(tx: AsyncConnection[Any]) -> None:
-        await tx.execute("INSERT INTO public.no_such_table VALUES (1)")
-        await store.complete([Completion(lease=job.lease, outcome=Succeeded())], connection=tx)
-
-    with pytest.raises(psycopg.Error):
-        await _in_job_transaction(store, process)
-    assert _rows(pg_dsn, "SELECT status, claimed_by FROM skiplock.jobs") == [("running", "w1")]
-    # The pooled connection is usable again.
-    assert len(await store.enqueue([_req()])) == 1
 
 
 async def test_autocommit_runs_statements_that_refuse_transactions(

@@ -63,11 +63,6 @@ def _sleep_in_transaction(store: PsycopgJobStore, timeout: float) -> None:
         tx.execute(_SLEEP)
 
 
-def _sleep_in_job_transaction(store: PsycopgJobStore, timeout: float) -> None:
-    with store.job_transaction(statement_timeout=timeout) as tx:
-        tx.execute(_SLEEP)  # pipeline mode: the error arrives at the end
-
-
 def _sleep_in_autocommit(store: PsycopgJobStore, timeout: float) -> None:
     with store.autocommit(statement_timeout=timeout) as conn:
         assert _setting(conn) == f"{round(timeout * 1000)}ms"
@@ -98,19 +93,6 @@ def test_transaction_statement_timeout_lets_shorter_statements_commit(
         tx.execute("SELECT pg_sleep(0.05)")
         [result] = store.enqueue([EnqueueRequest(kind="pg.t")], connection=tx)
     assert store.get(result.id) is not None
-
-
-def test_job_transaction_statement_timeout_in_a_pipeline(
-    store: PsycopgJobStore,
-) -> None:
-    default = _server_default(store)
-    started = time.monotonic()
-    with pytest.raises(psycopg.errors.QueryCanceled):
-        _sleep_in_job_transaction(store, 0.2)
-    assert time.monotonic() - started < 5
-    with store.transaction() as tx:
-        assert _setting(tx) == default
-        tx.execute("SELECT pg_sleep(0.3)")
 
 
 def test_autocommit_statement_timeout_cancels_and_is_restored(

@@ -61,11 +61,6 @@ async def _sleep_in_transaction(store: AsyncPsycopgJobStore, timeout: float) -> 
         await tx.execute(_SLEEP)
 
 
-async def _sleep_in_job_transaction(store: AsyncPsycopgJobStore, timeout: float) -> None:
-    async with store.job_transaction(statement_timeout=timeout) as tx:
-        await tx.execute(_SLEEP)  # pipeline mode: the error arrives at the end
-
-
 async def _sleep_in_autocommit(store: AsyncPsycopgJobStore, timeout: float) -> None:
     async with store.autocommit(statement_timeout=timeout) as conn:
         assert await _setting(conn) == f"{round(timeout * 1000)}ms"
@@ -96,19 +91,6 @@ async def test_transaction_statement_timeout_lets_shorter_statements_commit(
         await tx.execute("SELECT pg_sleep(0.05)")
         [result] = await store.enqueue([EnqueueRequest(kind="pg.t")], connection=tx)
     assert await store.get(result.id) is not None
-
-
-async def test_job_transaction_statement_timeout_in_a_pipeline(
-    store: AsyncPsycopgJobStore,
-) -> None:
-    default = await _server_default(store)
-    started = time.monotonic()
-    with pytest.raises(psycopg.errors.QueryCanceled):
-        await _sleep_in_job_transaction(store, 0.2)
-    assert time.monotonic() - started < 5
-    async with store.transaction() as tx:
-        assert await _setting(tx) == default
-        await tx.execute("SELECT pg_sleep(0.3)")
 
 
 async def test_autocommit_statement_timeout_cancels_and_is_restored(

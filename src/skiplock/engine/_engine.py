@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from skiplock._compat import IS_ASYNC
@@ -29,6 +30,7 @@ from skiplock.core import (
 from skiplock.ports import NoopMetrics, NoopTracer, SystemClock
 
 from ._enqueue import Enqueue, as_names, as_states, build_request
+from ._limits import RateLimiter
 from ._registry import (
     Processor,
     ProcessorSpec,
@@ -43,7 +45,7 @@ from ._settings import Settings
 from ._worker import Worker
 
 if TYPE_CHECKING:
-    from datetime import datetime, timedelta
+    from datetime import datetime
 
     from skiplock.ports import Clock, JobStore, Metrics, Tracer
 
@@ -81,6 +83,8 @@ class Engine:
         self._metrics: Metrics = metrics if metrics is not None else NoopMetrics()
         self._tracer: Tracer = tracer if tracer is not None else NoopTracer()
         self._registry = Registry()
+        # Token buckets of every worker of this engine in this process (J6).
+        self._rate_limiter = RateLimiter()
         # Resolved policies of kinds without a processor here (Settings is frozen, so
         # only a registration can change them): resolving builds and validates new
         # policy objects, far too slow to repeat for every enqueued job.
@@ -170,6 +174,8 @@ class Engine:
         transaction (``ctx.connection``; its writes commit with the completion),
         ``autocommit=True`` gives it an autocommit connection, and by default it gets
         none (``ctx.connection is None``). Both True is a ValidationError.
+        ``rate_limit`` is a token bucket per process, shared by this engine's workers
+        there (divide a cluster-wide limit by the number of worker processes).
         """
         check_kind(kind)
         overrides = make_overrides(
@@ -435,8 +441,9 @@ class Engine:
         return self._store.apply(job_filter, Event.REPLAY, reset_attempts=reset_attempts)
 
     def cancel_job(self, job_id: int) -> Job:
-        """Cancel a pending job (a running one is cancelled; its worker's result is
-        then discarded by fencing)."""
+        """Cancel a job. A running one is asked to stop: its worker's next heartbeat
+        interrupts the processor (``ctx.cancelled``, :class:`JobCancelledError`), and its
+        result is discarded by fencing (R13)."""
         return self._apply_one(job_id, Event.CANCEL)
 
     def fail_job(self, job_id: int) -> Job:
@@ -463,18 +470,26 @@ class Engine:
 
     # ---- maintenance (J13) ----------------------------------------------------------
 
-    def maintain(self) -> tuple[list[int], int]:
+    def maintain(self, *, once_per_period: bool = False) -> tuple[list[int], int]:
         """One maintenance run: stale-claim recovery (R12) and retention (R26).
 
-        Returns the recovered job ids and the number of purged jobs. Workers call it
-        every ``maintenance_interval``; the store lets one node at a time do the work.
+        Returns the recovered job ids and the number of purged jobs. Called explicitly it
+        runs both at once. Workers call it every ``maintenance_interval`` with
+        ``once_per_period=True``: each task then runs only if no node ran it within the
+        last ``maintenance_interval`` (``store.try_maintenance``, J13), so a cluster does
+        the work once per period however many workers it has.
         """
         settings = self._settings
-        recovered = self._store.recover_stale(
-            default_ttl=settings.stale_ttl, ttls=self.stale_ttls()
-        )
+        every = timedelta(seconds=settings.maintenance_interval)
+        recovered: list[int] = []
+        if not once_per_period or self._store.try_maintenance("recover", every):
+            recovered = self._store.recover_stale(
+                default_ttl=settings.stale_ttl, ttls=self.stale_ttls()
+            )
         purged = 0
-        if settings.retention is not None:
+        if settings.retention is not None and (
+            not once_per_period or self._store.try_maintenance("purge", every)
+        ):
             purged = self._store.purge(
                 older_than=settings.retention,
                 archive=settings.retention_archive,

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from skiplock._compat_async import IS_ASYNC
@@ -27,6 +28,7 @@ from skiplock.core import (
 from skiplock.ports import NoopMetrics, NoopTracer, SystemClock
 
 from ._enqueue import Enqueue, as_names, as_states, build_request
+from ._limits import RateLimiter
 from ._registry import (
     Processor,
     ProcessorSpec,
@@ -41,7 +43,7 @@ from ._settings import Settings
 from ._worker_async import AsyncWorker
 
 if TYPE_CHECKING:
-    from datetime import datetime, timedelta
+    from datetime import datetime
 
     from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
 
@@ -79,6 +81,8 @@ class AsyncEngine:
         self._metrics: Metrics = metrics if metrics is not None else NoopMetrics()
         self._tracer: Tracer = tracer if tracer is not None else NoopTracer()
         self._registry = Registry()
+        # Token buckets of every worker of this engine in this process (J6).
+        self._rate_limiter = RateLimiter()
         # Resolved policies of kinds without a processor here (Settings is frozen, so
         # only a registration can change them): resolving builds and validates new
         # policy objects, far too slow to repeat for every enqueued job.
@@ -168,6 +172,8 @@ class AsyncEngine:
         transaction (``ctx.connection``; its writes commit with the completion),
         ``autocommit=True`` gives it an autocommit connection, and by default it gets
         none (``ctx.connection is None``). Both True is a ValidationError.
+        ``rate_limit`` is a token bucket per process, shared by this engine's workers
+        there (divide a cluster-wide limit by the number of worker processes).
         """
         check_kind(kind)
         overrides = make_overrides(
@@ -433,8 +439,9 @@ class AsyncEngine:
         return await self._store.apply(job_filter, Event.REPLAY, reset_attempts=reset_attempts)
 
     async def cancel_job(self, job_id: int) -> Job:
-        """Cancel a pending job (a running one is cancelled; its worker's result is
-        then discarded by fencing)."""
+        """Cancel a job. A running one is asked to stop: its worker's next heartbeat
+        interrupts the processor (``ctx.cancelled``, :class:`JobCancelledError`), and its
+        result is discarded by fencing (R13)."""
         return await self._apply_one(job_id, Event.CANCEL)
 
     async def fail_job(self, job_id: int) -> Job:
@@ -461,18 +468,26 @@ class AsyncEngine:
 
     # ---- maintenance (J13) ----------------------------------------------------------
 
-    async def maintain(self) -> tuple[list[int], int]:
+    async def maintain(self, *, once_per_period: bool = False) -> tuple[list[int], int]:
         """One maintenance run: stale-claim recovery (R12) and retention (R26).
 
-        Returns the recovered job ids and the number of purged jobs. Workers call it
-        every ``maintenance_interval``; the store lets one node at a time do the work.
+        Returns the recovered job ids and the number of purged jobs. Called explicitly it
+        runs both at once. Workers call it every ``maintenance_interval`` with
+        ``once_per_period=True``: each task then runs only if no node ran it within the
+        last ``maintenance_interval`` (``store.try_maintenance``, J13), so a cluster does
+        the work once per period however many workers it has.
         """
         settings = self._settings
-        recovered = await self._store.recover_stale(
-            default_ttl=settings.stale_ttl, ttls=self.stale_ttls()
-        )
+        every = timedelta(seconds=settings.maintenance_interval)
+        recovered: list[int] = []
+        if not once_per_period or await self._store.try_maintenance("recover", every):
+            recovered = await self._store.recover_stale(
+                default_ttl=settings.stale_ttl, ttls=self.stale_ttls()
+            )
         purged = 0
-        if settings.retention is not None:
+        if settings.retention is not None and (
+            not once_per_period or await self._store.try_maintenance("purge", every)
+        ):
             purged = await self._store.purge(
                 older_than=settings.retention,
                 archive=settings.retention_archive,

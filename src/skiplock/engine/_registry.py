@@ -31,6 +31,9 @@ class Processor:
     and implement ``process(self, payload, ctx)`` — ``async def`` for an ``AsyncEngine``.
     ``transactional = True`` runs it inside the job's transaction, ``autocommit = True``
     hands it an autocommit connection; by default it gets no connection (R10).
+    ``rate_limit`` (per tenant and kind) and a ``provider``'s cap in ``Settings.caps`` are
+    token buckets per process, shared by the engine's workers there: divide a
+    cluster-wide limit by the number of worker processes.
     The payload parameter's annotation selects the decoded type, as for functions::
 
         class SendEmail(Processor):

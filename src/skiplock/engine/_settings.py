@@ -183,6 +183,11 @@ class Settings:
       ``SKIPLOCK_KIND_AUTOCOMMIT="index.build=true"`` (connection mode, R10)
     - ``SKIPLOCK_RATE_LIMITS="email.send=5/10"`` (``rps/burst`` per tenant and kind)
     - ``SKIPLOCK_CAPS="smtp=20/40"`` (``rps/burst`` per provider, across its kinds)
+
+    Rate limits (a kind's ``rate_limit``, and ``caps``) are token buckets per process
+    (J6): all workers of one engine in a process share them, but every worker process
+    has its own, so a cluster-wide limit must be divided by the number of worker
+    processes (e.g. 20/s over 4 processes: ``5/10`` each).
     """
 
     concurrency: int = 4
@@ -233,10 +238,13 @@ class Settings:
         _positive_seconds("heartbeat_interval", self.heartbeat_interval)
         _positive_seconds("maintenance_interval", self.maintenance_interval)
         _check(self.stale_ttl > timedelta(0), "stale_ttl", f"must be > 0, got {self.stale_ttl}")
+        # R12: a live worker's heartbeat must arrive at least twice per TTL, else its
+        # long job looks stale after one late beat and is taken from it.
         _check(
-            self.heartbeat_interval < self.stale_ttl.total_seconds(),
+            2 * self.heartbeat_interval <= self.stale_ttl.total_seconds(),
             "heartbeat_interval",
-            f"must be shorter than stale_ttl ({self.stale_ttl}), got {self.heartbeat_interval}",
+            f"must be at most half of stale_ttl ({self.stale_ttl.total_seconds()} s), "
+            f"got {self.heartbeat_interval}",
         )
         _positive_int("max_attempts", self.max_attempts)
         if self.timeout is not None:
@@ -287,8 +295,19 @@ class Settings:
         return KindPolicy(retry=self.retry_policy(), timeout=self.timeout, stale_ttl=self.stale_ttl)
 
     def policy_for(self, kind: str, processor: PolicyOverrides | None) -> KindPolicy:
-        """Resolve ``kind``'s policy: ``kinds[kind]`` > ``processor`` > globals (R6)."""
-        return resolve_policy(self.kinds.get(kind), processor, self.default_policy())
+        """Resolve ``kind``'s policy: ``kinds[kind]`` > ``processor`` > globals (R6).
+
+        The resolved ``stale_ttl`` must be at least ``2 * heartbeat_interval`` (R12: else a
+        live worker's long job is recovered from under it); a ValidationError otherwise.
+        """
+        policy = resolve_policy(self.kinds.get(kind), processor, self.default_policy())
+        ttl = policy.stale_ttl.total_seconds()
+        if ttl < 2 * self.heartbeat_interval:
+            raise ValidationError(
+                f"kind {kind!r}: stale_ttl ({ttl} s) must be at least twice "
+                f"heartbeat_interval ({self.heartbeat_interval} s)"
+            )
+        return policy
 
     def claim_prefetch(self, concurrency: int) -> int:
         """How many claimed jobs a worker with ``concurrency`` slots may hold unstarted."""

@@ -46,13 +46,11 @@ from skiplock.core import (
     Retry,
     RetryPolicy,
     Succeeded,
-    TokenBucket,
     ValidationError,
     WorkerInfo,
     decide_failure,
     next_delay,
     plan_claim,
-    take,
 )
 
 from ._context import JobContext
@@ -62,7 +60,6 @@ from ._registry import check_int, check_kind
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
-    from skiplock.core import RateLimit
     from skiplock.ports import Notifier
 
     from ._engine import Engine
@@ -110,12 +107,15 @@ def _format_error(exc: BaseException) -> str:
 class _Run:
     """One claimed job on this worker."""
 
-    __slots__ = ("guard", "job", "outcome", "task")
+    __slots__ = ("guard", "job", "lost", "outcome", "task")
 
     def __init__(self, job: Job) -> None:
         self.job = job
         self.guard = Interruptible()
         self.task: Task[None] | None = None
+        # Set (under the worker's lock) when a heartbeat reported the job no longer ours:
+        # its lease is gone, so nothing is written for it.
+        self.lost = False
         # Set when the outcome is left to the completer (not written in the job's
         # transaction).
         self.outcome: Outcome | None = None
@@ -218,6 +218,13 @@ class Worker:
             raise ValidationError(f"worker_id must be a non-empty str, got {worker_id!r}")
         self._id = worker_id if worker_id is not None else default_worker_id()
         self._install_signals = install_signal_handlers
+        self._info = WorkerInfo(
+            id=self._id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            kinds=self._claim_kinds,
+            tenants=self._tenants,
+        )
 
         policies = {kind: spec.policy for kind, spec in self._specs.items()}
         self._node_limits = {k: p.node_limit for k, p in policies.items() if p.node_limit}
@@ -242,8 +249,8 @@ class Worker:
         # Claimed jobs waiting for a slot (prefetch): ``running`` in the database under
         # this worker's id, so its heartbeat covers them like the running ones.
         self._buffer: deque[Job] = deque()
-        self._buckets: dict[tuple[str, str | None], TokenBucket] = {}
-        self._cap_buckets: dict[str, TokenBucket] = {}
+        # Shared by every worker of the engine in this process (J6).
+        self._limiter = engine._rate_limiter
         self._throttled_pairs: dict[tuple[str, str | None], float] = {}
         self._throttled_kinds: dict[str, float] = {}
         self._processed = 0
@@ -352,15 +359,7 @@ class Worker:
         helpers: list[Task[None]] = []
         try:
             try:
-                self._store.register_worker(
-                    WorkerInfo(
-                        id=self._id,
-                        host=socket.gethostname(),
-                        pid=os.getpid(),
-                        kinds=self._claim_kinds,
-                        tenants=self._tenants,
-                    )
-                )
+                self._store.register_worker(self._info)
                 logger.info(
                     "worker %s started: %d slots, kinds=%s, tenants=%s",
                     self._id,
@@ -575,15 +574,57 @@ class Worker:
         assert self._finished is not None
         while not self._finished.wait(self._settings.heartbeat_interval):
             try:
-                self._store.heartbeat(self._id)
+                self._beat()
             except Exception:
                 logger.exception("worker %s: heartbeat failed", self._id)
+
+    def _beat(self) -> None:
+        """One heartbeat covering every job this worker holds (running and buffered);
+        re-register if the store lost the worker's row, stop the jobs it reports lost."""
+        with self._lock:
+            held = sorted({*self._running, *(job.id for job in self._buffer)})
+        lost = self._store.heartbeat(self._id, held)
+        if lost is None:
+            # Recovered as stale (or the row was deleted): without a row its jobs are
+            # recovered at once by the next maintenance run.
+            logger.warning(
+                "worker %s: its registration is gone (recovered as stale?); registering again",
+                self._id,
+            )
+            self._store.register_worker(self._info)
+            return
+        if lost:
+            self._drop_lost(lost)
+
+    def _drop_lost(self, ids: Iterable[int]) -> None:
+        """Stop the jobs no longer claimed by this worker (cancelled, recovered, deleted):
+        interrupt the running ones, forget the buffered ones; nothing is written for
+        them (R13)."""
+        lost = set(ids)
+        with self._lock:
+            runs = [run for run in self._running.values() if run.job.id in lost]
+            for run in runs:
+                run.lost = True
+            dropped = [job for job in self._buffer if job.id in lost]
+            if dropped:
+                self._buffer = deque(job for job in self._buffer if job.id not in lost)
+                self._processed += len(dropped)
+                self._finished_count += 1
+        for job in dropped:
+            self._lost(job)
+            self._job_finished(job, "lost", 0.0)
+        for run in runs:
+            run.guard.interrupt(
+                JobCancelledError(f"job {run.job.id} is no longer claimed by this worker")
+            )
+        if dropped and self._wakeup is not None:
+            self._wakeup.set()  # the buffer has room again
 
     def _maintenance_loop(self) -> None:
         assert self._finished is not None
         while True:
             try:
-                self._engine.maintain()
+                self._engine.maintain(once_per_period=True)
             except Exception:
                 logger.exception("worker %s: maintenance failed", self._id)
             if self._finished.wait(self._settings.maintenance_interval):
@@ -698,10 +739,12 @@ class Worker:
 
         ctx = JobContext(job, self._id, cancel=run.guard)
         lost = False
+        # R22: the job's database work is bounded by its own timeout, also server-side.
+        statement_timeout = spec.policy.timeout
         try:
             if spec.policy.transactional:
                 # R10: the processor's writes and the completion commit together.
-                with self._store.transaction() as tx:
+                with self._store.transaction(statement_timeout=statement_timeout) as tx:
                     ctx.connection = tx
                     self._call(spec, payload, ctx, run.guard)
                     done = self._store.complete([Completion(job.lease, Succeeded())], connection=tx)
@@ -711,14 +754,14 @@ class Worker:
                 return "succeeded"
             if spec.policy.autocommit:
                 # For work that cannot run in a transaction (CREATE INDEX CONCURRENTLY).
-                with self._store.autocommit() as connection:
+                with self._store.autocommit(statement_timeout=statement_timeout) as connection:
                     ctx.connection = connection
                     self._call(spec, payload, ctx, run.guard)
             else:
                 # The default: no connection is held while the processor runs.
                 self._call(spec, payload, ctx, run.guard)
         except Exception as exc:
-            if lost:
+            if lost or run.lost:
                 return self._lost(job)
             return self._fail(run, spec, exc)
         return self._finish(run, Succeeded())
@@ -930,8 +973,9 @@ class Worker:
     # ---- rate limits (J6) -----------------------------------------------------------
 
     def _throttle(self, job: Job, spec: ProcessorSpec) -> float:
-        """Take a token from the (kind, tenant) bucket and the provider's; 0.0 if both
-        had one, else the seconds until they will (nothing is taken then)."""
+        """Take a token from the (kind, tenant) bucket and the provider's, both shared by
+        the engine's workers in this process; 0.0 if both had one, else the seconds until
+        they will (nothing is taken then)."""
         limit = spec.policy.rate_limit
         provider = spec.provider
         cap = self._settings.caps.get(provider) if provider is not None else None
@@ -939,17 +983,10 @@ class Worker:
             return 0.0
         now = self._clock.monotonic()
         pair = (job.kind, job.tenant)
+        pair_wait, cap_wait = self._limiter.take(pair, limit, provider, cap, now)
+        if pair_wait == 0 and cap_wait == 0:
+            return 0.0
         with self._lock:
-            pair_bucket, pair_wait = self._take(self._buckets.get(pair), limit, now)
-            cap_bucket, cap_wait = self._take(
-                self._cap_buckets.get(provider) if provider is not None else None, cap, now
-            )
-            if pair_wait == 0 and cap_wait == 0:
-                if pair_bucket is not None:
-                    self._buckets[pair] = pair_bucket
-                if cap_bucket is not None and provider is not None:
-                    self._cap_buckets[provider] = cap_bucket
-                return 0.0
             # Keep the throttled pair/kinds out of claims until a token is there, so a
             # throttled backlog costs no claims.
             if pair_wait > 0:
@@ -958,14 +995,4 @@ class Worker:
                 for kind in self._provider_kinds.get(provider, ()):
                     until = max(self._throttled_kinds.get(kind, 0.0), now + cap_wait)
                     self._throttled_kinds[kind] = until
-            return max(pair_wait, cap_wait)
-
-    @staticmethod
-    def _take(
-        bucket: TokenBucket | None, limit: RateLimit | None, now: float
-    ) -> tuple[TokenBucket | None, float]:
-        if limit is None:
-            return None, 0.0
-        if bucket is None or bucket.limit != limit:
-            bucket = TokenBucket(limit=limit, tokens=float(limit.burst), updated=now)
-        return take(bucket, now)
+        return max(pair_wait, cap_wait)

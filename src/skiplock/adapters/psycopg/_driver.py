@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import psycopg
-from psycopg import pq
 from psycopg.rows import dict_row
 
 from skiplock.adapters._pg._migrate import Rows, SchemaStatus, Step, apply_steps, status_steps
@@ -26,13 +24,7 @@ def execute(conn: Connection[Any], query: Query, params: Mapping[str, Any]) -> l
     with conn.cursor(row_factory=dict_row) as cur:
         cur.execute(query.text, params)
         if cur.description is None:
-            if conn.pgconn.pipeline_status == pq.PipelineStatus.OFF:
-                return []
-            # Pipeline mode: the result arrives with the next sync, which fetching forces.
-            try:
-                return cur.fetchall()
-            except psycopg.ProgrammingError:  # a statement that returns no rows
-                return []
+            return []
         return cur.fetchall()
 
 

@@ -196,22 +196,6 @@ class PsycopgJobStore(PgJobStoreBase[Connection[Any]]):
             yield conn
 
     @contextmanager
-    def job_transaction(
-        self, *, statement_timeout: float | None = None
-    ) -> Iterator[Connection[Any]]:
-        """The worker's transaction for a transactional processor, in pipeline mode.
-
-        ``BEGIN``, the processor's statements and the job's completion travel to the
-        server together, and ``COMMIT`` with the end of the pipeline: two round trips
-        per job instead of four. A statement's error surfaces when its result is
-        fetched or at the latest at the end of the block (psycopg's pipeline mode).
-        ``statement_timeout`` as for :meth:`transaction` (sent in the pipeline too).
-        """
-        with self._pooled() as conn, conn.pipeline(), conn.transaction():
-            self._limit_transaction(conn, statement_timeout)
-            yield conn
-
-    @contextmanager
     def autocommit(self, *, statement_timeout: float | None = None) -> Iterator[Connection[Any]]:
         """A pooled connection in autocommit mode (e.g. CREATE INDEX CONCURRENTLY).
 
@@ -232,7 +216,6 @@ class PsycopgJobStore(PgJobStoreBase[Connection[Any]]):
     def _limit_transaction(self, conn: Connection[Any], statement_timeout: float | None) -> None:
         ms = statement_timeout_ms(statement_timeout)
         if ms is not None:
-            # Not fetched: in pipeline mode it travels with the next statements.
             conn.execute(
                 "SELECT set_config('statement_timeout', %s, true)", [f"{ms}ms"], prepare=False
             )

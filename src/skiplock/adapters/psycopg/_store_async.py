@@ -200,22 +200,6 @@ class AsyncPsycopgJobStore(AsyncPgJobStoreBase[AsyncConnection[Any]]):
             yield conn
 
     @asynccontextmanager
-    async def job_transaction(
-        self, *, statement_timeout: float | None = None
-    ) -> AsyncIterator[AsyncConnection[Any]]:
-        """The worker's transaction for a transactional processor, in pipeline mode.
-
-        ``BEGIN``, the processor's statements and the job's completion travel to the
-        server together, and ``COMMIT`` with the end of the pipeline: two round trips
-        per job instead of four. A statement's error surfaces when its result is
-        fetched or at the latest at the end of the block (psycopg's pipeline mode).
-        ``statement_timeout`` as for :meth:`transaction` (sent in the pipeline too).
-        """
-        async with self._pooled() as conn, conn.pipeline(), conn.transaction():
-            await self._limit_transaction(conn, statement_timeout)
-            yield conn
-
-    @asynccontextmanager
     async def autocommit(
         self, *, statement_timeout: float | None = None
     ) -> AsyncIterator[AsyncConnection[Any]]:
@@ -240,7 +224,6 @@ class AsyncPsycopgJobStore(AsyncPgJobStoreBase[AsyncConnection[Any]]):
     ) -> None:
         ms = statement_timeout_ms(statement_timeout)
         if ms is not None:
-            # Not fetched: in pipeline mode it travels with the next statements.
             await conn.execute(
                 "SELECT set_config('statement_timeout', %s, true)", [f"{ms}ms"], prepare=False
             )
