@@ -982,7 +982,9 @@ def test_worker_prefetched_jobs_start_as_slots_free(store: CountingStore, clock:
         engine.enqueue("quick", {"i": i})
     assert engine.worker().run_until_idle() == 20
     assert sorted(done) == list(range(20))
-    assert store.claims <= 10  # up to 10 jobs per claim, not one (20 claims)
+    # Claims top the buffer up as slots free (a thread may claim a few at a time), but
+    # never one job per claim.
+    assert store.claims < 20
 
 
 def test_worker_releases_jobs_that_outlast_the_shutdown_timeout(
