@@ -12,6 +12,8 @@ from skiplock.core import (
     Event,
     InvalidTransitionError,
     JobState,
+    ValidationError,
+    check_operator_event,
     legal_events,
     sources,
     transition,
@@ -113,3 +115,12 @@ def test_invalid_transition_error_is_skiplock_error() -> None:
 
     with pytest.raises(SkiplockError):
         transition(S, Event.CLAIM)
+
+
+@pytest.mark.parametrize("event", list(Event))
+def test_check_operator_event_admits_only_operator_events(event: Event) -> None:
+    if event in {Event.CANCEL, Event.MARK_FAILED, Event.REPLAY}:
+        assert check_operator_event(event) is event
+    else:
+        with pytest.raises(ValidationError, match="not an operator event"):
+            check_operator_event(event)

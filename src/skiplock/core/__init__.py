@@ -22,7 +22,15 @@ from ._failure import MAX_ERROR_LENGTH, FailureKind, decide_failure, truncate_er
 from ._idempotency import first_occurrences
 from ._policy import KindPolicy, PolicyOverrides, resolve_policy
 from ._retry import RetryPolicy, base_delay, next_delay
-from ._states import TERMINAL_STATES, TRANSITIONS, legal_events, sources, transition
+from ._states import (
+    OPERATOR_EVENTS,
+    TERMINAL_STATES,
+    TRANSITIONS,
+    check_operator_event,
+    legal_events,
+    sources,
+    transition,
+)
 from ._types import (
     JSON,
     Bury,
@@ -63,6 +71,7 @@ __all__ = [
     "MAX_IDEMPOTENCY_KEY_LENGTH",
     "MAX_PAYLOAD_BYTES",
     "MAX_TENANT_LENGTH",
+    "OPERATOR_EVENTS",
     "PRIORITY_RANGE",
     "TERMINAL_STATES",
     "TRANSITIONS",
@@ -98,6 +107,7 @@ __all__ = [
     "ValidationError",
     "WorkerInfo",
     "base_delay",
+    "check_operator_event",
     "decide_failure",
     "encode_payload",
     "first_occurrences",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from ._errors import InvalidTransitionError
+from ._errors import InvalidTransitionError, ValidationError
 from ._types import Event, JobState
 
 if TYPE_CHECKING:
@@ -68,6 +68,18 @@ def transition(state: JobState, event: Event) -> JobState:
 def sources(event: Event) -> frozenset[JobState]:
     """States from which ``event`` is legal (stores use it for compare-and-set updates)."""
     return _SOURCES[event]
+
+
+#: Events an operator may apply through admin operations; the others belong to workers.
+OPERATOR_EVENTS: frozenset[Event] = frozenset({Event.CANCEL, Event.MARK_FAILED, Event.REPLAY})
+
+
+def check_operator_event(event: Event) -> Event:
+    """Return ``event`` if an operator may apply it, else raise ValidationError."""
+    if event not in OPERATOR_EVENTS:
+        allowed = ", ".join(sorted(e.value for e in OPERATOR_EVENTS))
+        raise ValidationError(f"{event.value!r} is not an operator event (allowed: {allowed})")
+    return event
 
 
 def legal_events(state: JobState) -> frozenset[Event]:

@@ -26,6 +26,7 @@ from skiplock.core import (
     StateCount,
     ValidationError,
     WorkerInfo,
+    check_operator_event,
     validate_identifier,
 )
 
@@ -66,7 +67,6 @@ C = TypeVar("C")
 COPY_THRESHOLD = 500
 
 #: Events an operator may apply through ``apply``.
-OPERATOR_EVENTS = frozenset({Event.CANCEL, Event.MARK_FAILED, Event.REPLAY})
 
 
 def statement_timeout_ms(value: timedelta | float | None) -> int | None:
@@ -330,11 +330,7 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
         connection: Any = None,
     ) -> list[int]:
         """Operator transition of every matching job whose state allows ``event``."""
-        if event not in OPERATOR_EVENTS:
-            raise ValidationError(
-                f"{event.value!r} is not an operator event "
-                f"(allowed: {', '.join(sorted(e.value for e in OPERATOR_EVENTS))})"
-            )
+        check_operator_event(event)
         params = filter_params(filter) | apply_params(event, reset_attempts=reset_attempts)
         async with self._use(connection) as conn:
             rows = await self._execute(conn, "apply", params)

@@ -40,6 +40,7 @@ from skiplock.core import (
     Succeeded,
     ValidationError,
     WorkerInfo,
+    check_operator_event,
     encode_payload,
     first_occurrences,
     sources,
@@ -55,7 +56,6 @@ STALE_MARK = "[stale-claim recovered]"
 # only mirrors jsonb's own hard limit.
 _JSONB_MAX_BYTES = 255 * 1024 * 1024
 
-_OPERATOR_EVENTS = frozenset({Event.CANCEL, Event.MARK_FAILED, Event.REPLAY})
 
 Listener = Callable[[], None]
 
@@ -534,11 +534,7 @@ class MemoryState:
         connection: object = None,
     ) -> list[int]:
         """Operator transition of every matching job whose state allows ``event``."""
-        if event not in _OPERATOR_EVENTS:
-            raise ValidationError(
-                "apply() takes an operator event (cancel, mark_failed, replay), "
-                f"got {event.value!r}"
-            )
+        check_operator_event(event)
         allowed = sources(event)
         changed: list[int] = []
         with self._writing():
