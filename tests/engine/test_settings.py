@@ -28,7 +28,6 @@ def test_settings_defaults_match_the_seed() -> None:
     assert s.retention_archive is False
     assert s.max_payload_bytes == 1024 * 1024
     assert s.strict_kinds is True
-    assert (s.schema, s.api_enabled, s.api_prefix) == ("skiplock", False, "/skiplock")
     assert dict(s.kinds) == {}
     assert dict(s.caps) == {}
 
@@ -75,8 +74,6 @@ def test_settings_accepts_seconds_for_durations_and_dicts_for_overrides() -> Non
         ({"timeout": 0}, "timeout"),
         ({"retention": 0}, "retention"),
         ({"max_payload_bytes": 0}, "max_payload_bytes"),
-        ({"schema": "Bad-Schema"}, "schema"),
-        ({"api_prefix": "api"}, "api_prefix"),
         ({"strict_kinds": "yes"}, "strict_kinds"),
         ({"kinds": {"bad kind": {}}}, "kinds"),
         ({"kinds": {"a": {"nope": 1}}}, "unknown policy field"),
@@ -117,8 +114,6 @@ def test_settings_from_env_reads_scalars_with_units() -> None:
         "SKIPLOCK_RETENTION_ARCHIVE": "yes",
         "SKIPLOCK_STRICT_KINDS": "false",
         "SKIPLOCK_MAX_PAYLOAD_BYTES": "2048",
-        "SKIPLOCK_SCHEMA": "jobs",
-        "SKIPLOCK_API_ENABLED": "1",
         "SKIPLOCK_DSN": "postgresql://ignored",  # other tools' variables are ignored
         "OTHER": "x",
     }
@@ -134,8 +129,6 @@ def test_settings_from_env_reads_scalars_with_units() -> None:
     assert s.retention_archive is True
     assert s.strict_kinds is False
     assert s.max_payload_bytes == 2048
-    assert s.schema == "jobs"
-    assert s.api_enabled is True
 
 
 def test_settings_from_env_reads_per_kind_lists_and_caps() -> None:
@@ -181,7 +174,6 @@ def test_settings_from_env_keyword_overrides_win() -> None:
         ({"SKIPLOCK_CONCURRENCY": "0"}, "SKIPLOCK_CONCURRENCY"),
         ({"SKIPLOCK_POLL_INTERVAL": "5 weeks"}, "SKIPLOCK_POLL_INTERVAL"),
         ({"SKIPLOCK_STRICT_KINDS": "maybe"}, "SKIPLOCK_STRICT_KINDS"),
-        ({"SKIPLOCK_SCHEMA": "Robert'); DROP"}, "SKIPLOCK_SCHEMA"),
         ({"SKIPLOCK_NODE_LIMITS": "email.send"}, "SKIPLOCK_NODE_LIMITS"),
         ({"SKIPLOCK_NODE_LIMITS": "email.send=0"}, "SKIPLOCK_NODE_LIMITS"),
         ({"SKIPLOCK_NODE_LIMITS": "a=1,a=2"}, "SKIPLOCK_NODE_LIMITS"),

@@ -22,7 +22,6 @@ from skiplock.core import (
     RetryPolicy,
     ValidationError,
     resolve_policy,
-    validate_identifier,
 )
 
 #: Default prefetch per slot: a worker holds up to this many claimed jobs per slot
@@ -217,9 +216,6 @@ class Settings:
     retention_archive: bool = False
     max_payload_bytes: int = MAX_PAYLOAD_BYTES
     strict_kinds: bool = True
-    schema: str = "skiplock"
-    api_enabled: bool = False
-    api_prefix: str = "/skiplock"
 
     def __attrs_post_init__(self) -> None:
         _positive_int("concurrency", self.concurrency)
@@ -256,18 +252,8 @@ class Settings:
                 f"must be > 0 or None (off), got {self.retention}",
             )
         _positive_int("max_payload_bytes", self.max_payload_bytes)
-        for name in ("retention_archive", "strict_kinds", "api_enabled"):
+        for name in ("retention_archive", "strict_kinds"):
             _check(isinstance(getattr(self, name), bool), name, "must be a bool")
-        try:
-            validate_identifier(self.schema)
-        except ValidationError as exc:
-            raise _FieldError("schema", f"schema: {exc}") from None
-        prefix: object = self.api_prefix
-        _check(
-            isinstance(prefix, str) and prefix.startswith("/") and not prefix.endswith("/"),
-            "api_prefix",
-            f"must start with '/' and not end with one, got {self.api_prefix!r}",
-        )
         try:
             self.retry_policy()
         except ValidationError as exc:
@@ -410,10 +396,6 @@ def _parse_bool(raw: str) -> bool:
     raise ValueError("expected a boolean: 1/0, true/false, yes/no, on/off")
 
 
-def _parse_str(raw: str) -> str:
-    return raw.strip()
-
-
 def _parse_rate(raw: str) -> RateLimit:
     rps, sep, burst = raw.partition("/")
     if not sep:
@@ -459,9 +441,6 @@ _SCALARS: Mapping[str, Callable[[str], Any]] = {
     "retention_archive": _parse_bool,
     "max_payload_bytes": _parse_int,
     "strict_kinds": _parse_bool,
-    "schema": _parse_str,
-    "api_enabled": _parse_bool,
-    "api_prefix": _parse_str,
 }
 
 _PER_KIND: Mapping[str, tuple[str, Callable[[str], Any]]] = {
