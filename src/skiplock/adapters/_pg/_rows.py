@@ -238,6 +238,24 @@ def complete_params(completions: Sequence[Completion]) -> dict[str, list[Any]]:
     return cols
 
 
+#: ``complete`` array parameter -> ``complete_one`` scalar parameter.
+_ONE = {
+    "ids": "id",
+    "workers": "worker",
+    "claims": "claim",
+    "statuses": "status",
+    "delays": "delay",
+    "errors": "error",
+    "set_errors": "set_error",
+    "refunds": "refund",
+}
+
+
+def complete_one_params(completion: Completion) -> dict[str, Any]:
+    """Scalar parameters of the single-row ``complete_one`` query."""
+    return {_ONE[name]: values[0] for name, values in complete_params([completion]).items()}
+
+
 def filter_params(f: JobFilter) -> dict[str, Any]:
     """Parameters of the ``_job_filter`` fragment."""
     return {

@@ -44,6 +44,7 @@ from ._ops import (
 from ._rows import (
     COPY_COLUMNS,
     apply_params,
+    complete_one_params,
     complete_params,
     copy_rows,
     filter_params,
@@ -294,7 +295,12 @@ class PgJobStoreBase(ABC, Generic[C]):
         if not completions:
             return []
         with self._use(connection) as conn:
-            rows = self._execute(conn, "complete", complete_params(completions))
+            # One completion (a transactional job's own) needs no arrays to build.
+            if len(completions) == 1:
+                name, params = "complete_one", complete_one_params(completions[0])
+            else:
+                name, params = "complete", complete_params(completions)
+            rows = self._execute(conn, name, params)
         applied = {int(r["ord"]) for r in rows}
         return [i + 1 in applied for i in range(len(completions))]
 

@@ -42,6 +42,7 @@ from ._ops import (
 from ._rows import (
     COPY_COLUMNS,
     apply_params,
+    complete_one_params,
     complete_params,
     copy_rows,
     filter_params,
@@ -298,7 +299,12 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
         if not completions:
             return []
         async with self._use(connection) as conn:
-            rows = await self._execute(conn, "complete", complete_params(completions))
+            # One completion (a transactional job's own) needs no arrays to build.
+            if len(completions) == 1:
+                name, params = "complete_one", complete_one_params(completions[0])
+            else:
+                name, params = "complete", complete_params(completions)
+            rows = await self._execute(conn, name, params)
         applied = {int(r["ord"]) for r in rows}
         return [i + 1 in applied for i in range(len(completions))]
 

@@ -182,11 +182,8 @@ FROM {schema}.jobs AS j
 WHERE j.status = 'running' AND j.kind = ANY(:kinds::text[])
 GROUP BY j.kind;
 
--- name: complete
--- Fenced: only a job still running under the same worker and claim count changes (the
--- count never repeats, so a stale lease of the same worker cannot match). Success
--- clears the error; an outcome without error text keeps the previous one.
-UPDATE {schema}.jobs AS j
+-- name: _complete_set
+-- Success clears the error; an outcome without error text keeps the previous one.
 SET status = u.status,
     attempts = j.attempts - u.refund,
     available_at = CASE WHEN u.status = 'pending' THEN now() + u.delay ELSE j.available_at END,
@@ -198,14 +195,36 @@ SET status = u.status,
         WHEN u.set_error THEN u.error
         ELSE j.last_error
     END
-FROM unnest(
-    :ids::bigint[], :workers::text[], :claims::int[], :statuses::text[],
-    :delays::interval[], :errors::text[], :set_errors::bool[], :refunds::int[]
-) WITH ORDINALITY AS u (id, worker, claim, status, delay, error, set_error, refund, ord)
+
+-- name: _complete_fence
+-- Fenced: only a job still running under the same worker and claim count changes (the
+-- count never repeats, so a stale lease of the same worker cannot match).
 WHERE j.id = u.id
   AND j.status = 'running'
   AND j.claimed_by = u.worker
   AND j.claims = u.claim
+
+-- name: complete
+-- A batch of outcomes in one statement.
+UPDATE {schema}.jobs AS j
+{_complete_set}
+FROM unnest(
+    :ids::bigint[], :workers::text[], :claims::int[], :statuses::text[],
+    :delays::interval[], :errors::text[], :set_errors::bool[], :refunds::int[]
+) WITH ORDINALITY AS u (id, worker, claim, status, delay, error, set_error, refund, ord)
+{_complete_fence}
+RETURNING u.ord;
+
+-- name: complete_one
+-- One outcome (a transactional job's completion): scalar parameters, no arrays to build.
+UPDATE {schema}.jobs AS j
+{_complete_set}
+FROM (
+    SELECT :id::bigint AS id, :worker::text AS worker, :claim::int AS claim,
+        :status::text AS status, :delay::interval AS delay, :error::text AS error,
+        :set_error::bool AS set_error, :refund::int AS refund, 1::bigint AS ord
+) AS u
+{_complete_fence}
 RETURNING u.ord;
 
 -- name: get_job
