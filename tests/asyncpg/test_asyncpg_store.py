@@ -447,3 +447,34 @@ async def test_bulk_enqueue_is_all_or_nothing(
     with pytest.raises((asyncpg.PostgresError, OverflowError)):
         await store.enqueue([_req("apg.bulk") for _ in range(size)] + [bad])
     assert await _job_count(db) == 0
+
+
+@pytest.mark.parametrize("size", [1, 10, 1000], ids=["one", "insert", "copy"])
+async def test_enqueue_keeps_explicit_max_attempts_on_every_path(
+    size: int, store: AsyncpgJobStore, db: Any
+) -> None:
+    requests = [_req(max_attempts=2, explicit_max_attempts=i % 2 == 0) for i in range(size)]
+    results = await store.enqueue(requests)
+    rows = await db.fetch("SELECT id, explicit_max_attempts FROM skiplock.jobs ORDER BY id")
+    assert [tuple(row) for row in rows] == [
+        (r.id, q.explicit_max_attempts) for r, q in zip(results, requests, strict=True)
+    ]
+
+
+# ---- starts and completion times -----------------------------------------------------------
+
+
+async def test_completion_in_a_transaction_is_stamped_when_written(store: AsyncpgJobStore) -> None:
+    await store.enqueue([_req()])
+    [job] = await store.claim(_claim(start_now=0))
+    assert await store.start([job.lease]) == [True]
+    pause = timedelta(milliseconds=200)
+    async with store.transaction() as tx:
+        began = await tx.fetchval("SELECT now()")
+        await tx.execute("SELECT pg_sleep($1)", pause.total_seconds())
+        assert await store.complete([Completion(job.lease, Succeeded())], connection=tx) == [True]
+    done = await store.get(job.id)
+    assert done is not None
+    assert done.completed_at is not None
+    assert done.completed_at - began >= pause
+    assert done.attempts == 1

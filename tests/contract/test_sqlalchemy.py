@@ -2,7 +2,7 @@
 # DO NOT EDIT: change the async source and run `python tools/unasync.py`.
 """The SQLAlchemy store against the contract kit, on a scratch PostgreSQL database.
 
-The async store runs once per driver (asyncpg and psycopg); its sync twin on psycopg.
+This module is the generated sync twin of ``test_sqlalchemy_async.py``.
 """
 
 from __future__ import annotations

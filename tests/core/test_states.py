@@ -105,7 +105,8 @@ def test_terminal_states_only_succeeded() -> None:
 
 
 def test_transition_failed_only_by_operator_flag() -> None:
-    # The engine's own events never lead to ``failed`` (SPEC: manual stop flag only).
+    # The engine's own events never lead to ``failed``: it is a manual stop flag only
+    # (docs/requirements.md, "States").
     into_failed = {e for (_, e), target in TRANSITIONS.items() if target is F}
     assert into_failed == {Event.MARK_FAILED}
 

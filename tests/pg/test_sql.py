@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from importlib import resources
+from typing import Any
 
 import pytest
 
 from skiplock.adapters._pg import _sql
-from skiplock.adapters._pg._migrate import migrations, schema_sql
-from skiplock.core import ValidationError
+from skiplock.adapters._pg._migrate import Step, migrations, schema_sql
+from skiplock.adapters._pg._ops import claim_steps
+from skiplock.core import ClaimRequest, ValidationError
 
 
 def test_convert_pyformat_keeps_casts_and_escapes_percent() -> None:
@@ -90,3 +92,26 @@ def test_sql_files_are_package_resources() -> None:
     folder = resources.files("skiplock.adapters._pg").joinpath("sql")
     names = {entry.name for entry in folder.iterdir()}
     assert {"schema.sql", "bootstrap.sql", "queries.sql", "migrations"} <= names
+
+
+def _claim_step(**fields: Any) -> Step:
+    return next(claim_steps("skiplock", ClaimRequest(worker_id="w", limit=5, **fields)))
+
+
+def test_a_pair_limit_that_cannot_bind_keeps_the_plain_claim() -> None:
+    plain = _sql.neutral_query("claim", "skiplock")
+    capped = _sql.neutral_query("claim_capped", "skiplock")
+    assert _claim_step(pair_limits={("k", "a"): 5}).sql == plain
+    assert _claim_step(pair_limits={("k", "a"): 3}, kind_limits={"k": 3}).sql == capped
+    assert _claim_step(pair_limits={("k", "a"): 3}, kinds=frozenset({"other"})).sql == plain
+    assert _claim_step(pair_limits={("k", "a"): 3}, tenants=frozenset({"b"})).sql == plain
+    step = _claim_step(pair_limits={("k", "a"): 4})
+    assert step.sql == capped
+    assert step.params is not None
+    assert (step.params["pair_kinds"], step.params["pair_tenants"]) == (["k"], ["a"])
+    # An empty bucket: the pair is only excluded, the claim stays plain.
+    step = _claim_step(pair_limits={("k", None): 0}, excluded=frozenset({("j", "b")}))
+    assert step.sql == plain
+    assert step.params is not None
+    assert step.params["excluded_pair_kinds"] == ["j", "k"]
+    assert step.params["excluded_pair_tenants"] == ["b", None]

@@ -478,6 +478,7 @@ def test_bulk_enqueue_by_copy_keeps_every_field(store: PsycopgJobStore) -> None:
             available_at=now - timedelta(minutes=1) if i % 3 == 0 else None,
             delay=timedelta(hours=1) if i % 3 == 1 else None,
             max_attempts=1 + i % 4,
+            explicit_max_attempts=i % 6 == 0,
             trace_context={"traceparent": f"00-{i:032x}-{i:016x}-01"} if i % 5 == 0 else None,
         )
         for i in range(COPY_THRESHOLD + 100)
@@ -498,6 +499,7 @@ def test_bulk_enqueue_by_copy_keeps_every_field(store: PsycopgJobStore) -> None:
             request.tenant,
             request.max_attempts,
         )
+        assert job.explicit_max_attempts is request.explicit_max_attempts
         assert job.trace_context == request.trace_context
         assert (job.state, job.attempts, job.idempotency_key) == (JobState.PENDING, 0, None)
         if request.available_at is not None:

@@ -2,7 +2,7 @@
 # DO NOT EDIT: change the async source and run `python tools/unasync.py`.
 """The SQLAlchemy store: statement timeouts of transaction() and autocommit() (R22).
 
-The async store runs on asyncpg and psycopg; the generated sync twin on psycopg.
+This module is the generated sync twin of ``test_sa_limits_async.py``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 """The SQLAlchemy store with sessions: enqueue in the caller's transaction (R0), processors
 writing through ``ctx.session`` (R10), a web-endpoint style unit of work, schema tools.
 
-The async store runs on asyncpg and psycopg; the generated sync twin on psycopg.
+This module is the generated sync twin of ``test_sa_session_async.py``.
 """
 
 from __future__ import annotations

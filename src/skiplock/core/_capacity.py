@@ -2,12 +2,121 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+import attrs
+
+from ._bucket import refill
 from ._types import ClaimRequest
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Sequence
+
+    from ._bucket import RateLimit, TokenBucket
+
+Pair = tuple[str, str | None]
+
+
+@attrs.frozen
+class ThrottleLimits:
+    """What token buckets allow one claim to take (see :func:`throttle_limits`).
+
+    - ``excluded``: pairs whose bucket is empty (claim none).
+    - ``excluded_kinds``: kinds whose provider cap is empty.
+    - ``pair_limits``: pairs whose bucket holds some whole tokens: claim at most that many.
+    - ``kind_caps``: at most this many jobs of a rate-limited or capped kind in one claim.
+    - ``retry_in``: seconds until the next empty bucket has a token (None: none empty), so
+      a worker with nothing else to do wakes when throttled work becomes claimable.
+    """
+
+    excluded: frozenset[Pair] = frozenset()
+    excluded_kinds: frozenset[str] = frozenset()
+    pair_limits: Mapping[Pair, int] = attrs.field(factory=dict)
+    kind_caps: Mapping[str, int] = attrs.field(factory=dict)
+    retry_in: float | None = None
+
+
+def _whole_tokens(bucket: TokenBucket, now: float) -> tuple[int, float]:
+    """Whole tokens in ``bucket`` at ``now``, and seconds until the next one."""
+    bucket = refill(bucket, now)
+    whole = math.floor(bucket.tokens)
+    if whole >= 1:
+        return whole, 0.0
+    wait = max(0.0, bucket.updated - now) + (1 - bucket.tokens) / bucket.limit.rps
+    return 0, wait
+
+
+def throttle_limits(
+    *,
+    now: float,
+    rate_limits: Mapping[str, RateLimit],
+    pair_buckets: Iterable[tuple[Pair, TokenBucket]],
+    provider_caps: Mapping[str, tuple[str, RateLimit]],
+    provider_buckets: Mapping[str, TokenBucket],
+) -> ThrottleLimits:
+    """Turn token buckets into claim limits, so a claim never takes more jobs of a
+    throttled pair than its bucket can start now (J6).
+
+    ``rate_limits`` are the per-(kind, tenant) limits by kind; ``pair_buckets`` the buckets
+    drawn from so far (a pair without one is full: ``burst`` tokens). A pair's limit is
+    its whole tokens (none: excluded); a rate-limited kind takes at most ``burst`` jobs of
+    pairs without a bucket plus its pairs' limits. ``provider_caps`` maps a kind to its
+    provider and cap: each kind of a provider takes at most the provider's whole tokens
+    (none: the kind is excluded).
+    """
+    excluded: set[Pair] = set()
+    pair_limits: dict[Pair, int] = {}
+    retry_in: float | None = None
+    kind_caps = {kind: limit.burst for kind, limit in rate_limits.items()}
+    for pair, bucket in pair_buckets:
+        limit = rate_limits.get(pair[0])
+        if limit is None or bucket.limit != limit:
+            continue  # the kind's limit changed: the next take starts a full bucket
+        whole, wait = _whole_tokens(bucket, now)
+        if whole >= limit.burst:
+            continue  # full: like a pair never drawn from
+        if whole == 0:
+            excluded.add(pair)
+            retry_in = wait if retry_in is None else min(retry_in, wait)
+        else:
+            pair_limits[pair] = whole
+            kind_caps[pair[0]] += whole
+    excluded_kinds: set[str] = set()
+    for kind, (provider, cap) in provider_caps.items():
+        provider_bucket = provider_buckets.get(provider)
+        if provider_bucket is None or provider_bucket.limit != cap:
+            whole, wait = cap.burst, 0.0  # full, or restarts full with the new cap
+        else:
+            whole, wait = _whole_tokens(provider_bucket, now)
+        if whole == 0:
+            excluded_kinds.add(kind)
+            retry_in = wait if retry_in is None else min(retry_in, wait)
+        else:
+            kind_caps[kind] = min(kind_caps.get(kind, whole), whole)
+    return ThrottleLimits(
+        excluded=frozenset(excluded),
+        excluded_kinds=frozenset(excluded_kinds),
+        pair_limits=pair_limits,
+        kind_caps=kind_caps,
+        retry_in=retry_in,
+    )
+
+
+def charged_positions(suspects: Sequence[bool], start_now: int | None) -> list[int]:
+    """Which claimed jobs (positions in claim order) start at once and pay their attempt.
+
+    The first ``start_now`` (all if None) — unless one of them is a suspect (a job whose
+    last run ended with its worker vanishing; it may kill workers): then only the first
+    such suspect starts, alone, so no innocent job is charged for a crash it never took
+    part in. The others are held. Stores and workers both apply this rule.
+    """
+    n = len(suspects) if start_now is None else max(0, min(start_now, len(suspects)))
+    for position in range(n):
+        if suspects[position]:
+            return [position]
+    return list(range(n))
 
 
 def plan_claim(
@@ -20,25 +129,35 @@ def plan_claim(
     cluster_limits: Mapping[str, int],
     kinds: frozenset[str] | None,
     tenants: frozenset[str] | None,
-    excluded: frozenset[tuple[str, str | None]] = frozenset(),
+    excluded: frozenset[Pair] = frozenset(),
     excluded_kinds: frozenset[str] = frozenset(),
+    pair_limits: Mapping[Pair, int] | None = None,
+    kind_caps: Mapping[str, int] | None = None,
+    start_now: int | None = None,
+    max_attempts: Mapping[str, int] | None = None,
 ) -> ClaimRequest | None:
     """Plan one claim; ``None`` when nothing may be claimed (no free slot, every kind full).
 
-    ``running`` counts this node's running jobs per kind; kinds at their node limit are
-    excluded, the others capped at what is left. Kinds that are already excluded (e.g. an
-    empty global cap) stay excluded. Cluster limits pass through for the kinds that may
-    still be claimed; the store enforces them strictly.
+    ``running`` counts this node's held jobs per kind (running or prefetched, on every
+    worker of the process); kinds at their node limit are excluded, the others capped at
+    what is left. ``kind_caps`` (e.g. from :func:`throttle_limits`) cap kinds further; a
+    cap of 0 excludes the kind. Kinds that are already excluded stay excluded. Cluster
+    limits pass through for the kinds that may still be claimed; the store enforces them
+    strictly. ``start_now`` is capped at the claim's limit.
     """
     limit = min(free_slots, batch_size)
     if limit <= 0:
         return None
     excluded_all = set(excluded_kinds)
     kind_limits: dict[str, int] = {}
-    for kind, node_limit in node_limits.items():
+    caps: dict[str, int] = {
+        kind: node_limit - running.get(kind, 0) for kind, node_limit in node_limits.items()
+    }
+    for kind, cap in (kind_caps or {}).items():
+        caps[kind] = min(caps.get(kind, cap), cap)
+    for kind, left in caps.items():
         if kind in excluded_all:
             continue
-        left = node_limit - running.get(kind, 0)
         if left <= 0:
             excluded_all.add(kind)
         else:
@@ -54,4 +173,11 @@ def plan_claim(
         cluster_limits={k: v for k, v in cluster_limits.items() if k not in excluded_all},
         excluded=excluded,
         excluded_kinds=frozenset(excluded_all),
+        pair_limits={
+            pair: min(n, limit)
+            for pair, n in (pair_limits or {}).items()
+            if pair[0] not in excluded_all
+        },
+        start_now=None if start_now is None else max(0, min(start_now, limit)),
+        max_attempts=dict(max_attempts or {}),
     )

@@ -10,7 +10,7 @@ from ._errors import ValidationError
 from ._retry import RetryPolicy, next_delay
 from ._types import Bury, Release, Retry
 
-#: last_error is capped before it is stored (ARCHITECTURE §5).
+#: last_error is capped before it is stored (R6 in docs/requirements.md).
 MAX_ERROR_LENGTH = 4096
 
 

@@ -14,7 +14,7 @@ JSON: TypeAlias = Any
 
 
 class JobState(enum.StrEnum):
-    """Lifecycle state of a job (SPEC vocabulary)."""
+    """Lifecycle state of a job (docs/requirements.md, "States")."""
 
     PENDING = "pending"
     RUNNING = "running"
@@ -27,7 +27,7 @@ class JobState(enum.StrEnum):
 class Event(enum.StrEnum):
     """Everything that can happen to a job; the transition table maps (state, event)."""
 
-    CLAIM = "claim"  # pending -> running (attempts += 1, claims += 1)
+    CLAIM = "claim"  # pending -> running (claims += 1; attempts += 1 once the job starts)
     SUCCEED = "succeed"  # running -> succeeded
     RETRY = "retry"  # running -> pending, later (attempt used)
     BURY = "bury"  # running -> dead (attempts exhausted, undecodable, unknown kind)
@@ -61,6 +61,15 @@ class Job:
     #: How often the job was ever claimed: +1 at every claim, never reset (not by a
     #: release, not by ``REPLAY`` with ``reset_attempts``), so it names one claim.
     claims: int = 0
+    #: True when the enqueue set ``max_attempts`` itself; otherwise the policy of the
+    #: worker that claims the job decides (a claim rewrites ``max_attempts`` from
+    #: :attr:`ClaimRequest.max_attempts`).
+    explicit_max_attempts: bool = False
+    #: True for a pending job whose last claim had started it when its worker vanished
+    #: (stale recovery): it may have killed that worker, so the next worker starts it
+    #: alone (see :func:`~skiplock.core.charged_positions`). Stores keep a ``started``
+    #: mark per claim for it; claims return the value it had before the claim.
+    suspect: bool = False
 
     @property
     def lease(self) -> Lease:
@@ -105,6 +114,9 @@ class EnqueueRequest:
     max_attempts: int = 5
     idempotency_key: str | None = None
     trace_context: Mapping[str, str] | None = None
+    #: Whether ``max_attempts`` was chosen by the caller (stored with the job, see
+    #: :attr:`Job.explicit_max_attempts`) or is only the enqueuing node's default.
+    explicit_max_attempts: bool = False
     #: ``payload`` as :func:`~skiplock.core.encode_payload` encoded it, when the caller
     #: already did (the engine does, to validate): stores then write this text instead
     #: of encoding again. Derived from ``payload``, so not part of equality.
@@ -144,10 +156,15 @@ class Bury:
 
 @attrs.frozen
 class Release:
-    """Back to pending without using an attempt (throttled, shutdown), after ``delay``."""
+    """Back to pending without using an attempt (throttled, shutdown), after ``delay``.
+
+    ``refund`` gives back the attempt the job's start used; it is False for a held
+    (prefetched) job that never started, which used none.
+    """
 
     delay: timedelta = timedelta(0)
     error: str | None = None
+    refund: bool = True
 
 
 Outcome: TypeAlias = Succeeded | Retry | Bury | Release
@@ -176,6 +193,20 @@ class ClaimRequest:
       claimed now, must never exceed this (strict under races).
     - ``excluded``: ``(kind, tenant)`` pairs not to claim now (empty token buckets).
     - ``excluded_kinds``: kinds not to claim now (full per-node slots, empty global caps).
+    - ``pair_limits``: at most this many jobs of the ``(kind, tenant)`` pair in this claim
+      (what its token bucket can start now); kind limits still hold for the kind as a
+      whole.
+    - ``start_now``: how many of the claimed jobs, in claim order, start at once and use
+      their attempt at claim (``attempts += 1``). The others are *held* (prefetched):
+      running under the worker with ``claims += 1`` but ``attempts`` unchanged until
+      :meth:`~skiplock.ports.AsyncJobStore.start` — so a held job that never starts costs
+      no attempt when its worker dies. ``None``: every claimed job starts at once. A
+      suspect (:attr:`Job.suspect`) starts alone: if one is among the first
+      ``start_now``, only the first such suspect is charged and every other claimed job
+      is held (:func:`~skiplock.core.charged_positions` is the rule).
+    - ``max_attempts``: the claiming worker's ``max_attempts`` per kind. A claimed job
+      whose ``max_attempts`` was not set explicitly at enqueue takes this value (the
+      policy of the processor that runs it decides, not the enqueuer's default).
     """
 
     worker_id: str
@@ -186,6 +217,9 @@ class ClaimRequest:
     cluster_limits: Mapping[str, int] = attrs.field(factory=dict)
     excluded: frozenset[tuple[str, str | None]] = frozenset()
     excluded_kinds: frozenset[str] = frozenset()
+    pair_limits: Mapping[tuple[str, str | None], int] = attrs.field(factory=dict)
+    start_now: int | None = None
+    max_attempts: Mapping[str, int] = attrs.field(factory=dict)
 
 
 # ---- admin ----------------------------------------------------------------------------

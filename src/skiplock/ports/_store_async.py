@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         Event,
         Job,
         JobFilter,
+        Lease,
         Page,
         StateCount,
         WorkerInfo,
@@ -91,9 +92,34 @@ class AsyncJobStore(Protocol):
     async def claim(self, request: ClaimRequest) -> list[Job]:
         """Atomically move due pending jobs to running for ``request.worker_id``.
 
-        Order: priority DESC, available_at ASC, id ASC. Each job is claimed by exactly one
-        caller; attempts += 1 and claims += 1 at claim (the returned jobs' ``lease``
-        carries the new claim count). Honours every limit in the request.
+        Order: priority DESC, available_at ASC, id ASC; the jobs are returned in that
+        order. Each job is claimed by exactly one caller; claims += 1 at claim (the
+        returned jobs' ``lease`` carries the new claim count). The jobs at
+        :func:`~skiplock.core.charged_positions` (the first ``request.start_now``, or a
+        suspect alone) start at once: attempts += 1 and their ``started`` mark is set; the
+        rest are held (``started`` cleared) until :meth:`start`. Each returned job's
+        ``suspect`` is its value before the claim: it was pending after its worker
+        vanished while it was started. Jobs whose ``max_attempts`` was not explicit take
+        ``request.max_attempts[kind]`` when given. Honours every limit in the request.
+
+        The claim is also a heartbeat: a registered worker's heartbeat is refreshed to the
+        store's now in the same transaction, so a job is never claimed after its worker's
+        last heartbeat (stale recovery cannot take a job younger than the heartbeat). An
+        unregistered worker id claims as before (nothing to refresh).
+        """
+        ...
+
+    async def start(self, leases: Sequence[Lease]) -> list[bool]:
+        """Begin held jobs (see :attr:`ClaimRequest.start_now`): attempts += 1 and the
+        ``started`` mark set for each job still running under its lease (same worker, same
+        claim count). Returns, per lease in order, whether the job may start; False means
+        it is no longer this worker's (recovered, cancelled, deleted, claimed again) and
+        must not run.
+
+        The ``started`` mark lives as long as the claim: :meth:`recover_stale` and
+        :meth:`register_worker`'s release keep it (the job comes back as a suspect,
+        ``Job.suspect``: its worker may have died of it); every other way out of
+        ``running`` (complete, release, operator events) clears it.
         """
         ...
 
@@ -101,7 +127,12 @@ class AsyncJobStore(Protocol):
         self, completions: Sequence[Completion], *, connection: Any = None
     ) -> list[bool]:
         """Record outcomes, each fenced by its lease (running, same worker, same claim
-        count; the attempt is not checked); True where it was applied."""
+        count; the attempt is not checked); True where it was applied.
+
+        ``completed_at`` (and a retry's due time) is the time of the writing statement,
+        not of its transaction's start: inside a job's transaction it is when the job
+        completed, not when it began.
+        """
         ...
 
     async def get(self, job_id: int, *, connection: Any = None) -> Job | None:
@@ -139,7 +170,13 @@ class AsyncJobStore(Protocol):
         ...
 
     async def register_worker(self, info: WorkerInfo) -> None:
-        """Insert or refresh a worker row (heartbeat = now)."""
+        """Insert or refresh a worker row (heartbeat = now).
+
+        Jobs still running under ``info.id`` belong to an earlier life of this worker id
+        (a worker re-registers only after it dropped every job it held): in the same
+        transaction they go back to pending, due as before, attempts and claims unchanged,
+        claim cleared.
+        """
 
     async def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
         """Refresh the worker's heartbeat to the store's now, and check its jobs.

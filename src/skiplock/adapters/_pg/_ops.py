@@ -27,6 +27,8 @@ from ._rows import (
     enqueue_one_params,
     enqueue_params,
     job_from_row,
+    pair_caps,
+    pair_params,
     recover_params,
     silent_workers_params,
     sort_claimed,
@@ -113,31 +115,37 @@ def claim_steps(schema: str, request: ClaimRequest) -> Generator[Step, Rows, lis
     Cluster-limited kinds: lock each (sorted keys: no deadlock between claimers), count
     what runs now (a fresh snapshot after the lock, so it includes claims committed by
     the previous lock holder), claim at most limit - running. The locks are released at
-    commit, after this claim is visible. Run in a transaction when
+    commit, after this claim is visible. Capped kinds or binding pair limits take the
+    ``claim_capped`` statement. Run in a transaction when
     :func:`claim_needs_transaction` says so.
     """
     if request.limit <= 0:
         return []
-    params: dict[str, Any] = claim_params(request)
     limited = capped_kinds(request)
-    if not limited:
+    kind_caps: dict[str, int] = {}
+    if limited:
+        running: dict[str, int] = {}
+        cluster = [k for k in limited if k in request.cluster_limits]
+        if cluster:
+            keys = sorted(cluster_lock_key(schema, k) for k in cluster)
+            yield Step(neutral_query("lock_kinds", schema), {"keys": keys})
+            rows = yield Step(neutral_query("running_counts", schema), {"kinds": cluster})
+            running = {r["kind"]: int(r["running"]) for r in rows}
+        kind_caps = dict(zip(limited, caps(request, limited, running), strict=True))
+    full = {k for k in limited if kind_caps[k] <= 0}
+    if request.kinds is not None and request.kinds <= full | request.excluded_kinds:
+        return []
+    pairs = pair_caps(request, kind_caps)
+    params: dict[str, Any] = claim_params(request, pairs)
+    capped_pairs = pair_params(pairs)
+    if not limited and not capped_pairs["pair_kinds"]:
         rows = yield Step(neutral_query("claim", schema), params)
         return sort_claimed([job_from_row(r) for r in rows])
-    running: dict[str, int] = {}
-    cluster = [k for k in limited if k in request.cluster_limits]
-    if cluster:
-        keys = sorted(cluster_lock_key(schema, k) for k in cluster)
-        yield Step(neutral_query("lock_kinds", schema), {"keys": keys})
-        rows = yield Step(neutral_query("running_counts", schema), {"kinds": cluster})
-        running = {r["kind"]: int(r["running"]) for r in rows}
-    kind_caps = dict(zip(limited, caps(request, limited, running), strict=True))
-    open_kinds = [k for k in limited if kind_caps[k] > 0]
-    full = [k for k in limited if kind_caps[k] <= 0]
-    if request.kinds is not None and set(request.kinds) <= set(full) | request.excluded_kinds:
-        return []
+    open_kinds = [k for k in limited if k not in full]
     params["capped_kinds"] = open_kinds
     params["caps"] = [kind_caps[k] for k in open_kinds]
-    params["excluded_kinds"] = sorted(request.excluded_kinds | set(full))
+    params["excluded_kinds"] = sorted(request.excluded_kinds | full)
+    params |= capped_pairs
     rows = yield Step(neutral_query("claim_capped", schema), params)
     return sort_claimed([job_from_row(r) for r in rows])
 

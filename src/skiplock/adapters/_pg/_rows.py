@@ -22,6 +22,7 @@ from skiplock.core import (
     Job,
     JobFilter,
     JobState,
+    Lease,
     Page,
     Release,
     Retry,
@@ -75,6 +76,8 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
         idempotency_key=row["idempotency_key"],
         trace_context=None if trace is None else {str(k): str(v) for k, v in trace.items()},
         claims=int(row["claims"]),
+        explicit_max_attempts=bool(row["explicit_max_attempts"]),
+        suspect=bool(row["suspect"]),
     )
 
 
@@ -115,6 +118,7 @@ def enqueue_params(requests: Sequence[EnqueueRequest]) -> dict[str, list[Any]]:
         "available_ats": [r.available_at for r in requests],
         "delays": [r.delay for r in requests],
         "max_attempts": [r.max_attempts for r in requests],
+        "explicit_max_attempts": [r.explicit_max_attempts for r in requests],
         "idempotency_keys": [r.idempotency_key for r in requests],
         "trace_contexts": [
             None if r.trace_context is None else json.dumps(dict(r.trace_context)) for r in requests
@@ -133,6 +137,7 @@ def enqueue_one_params(request: EnqueueRequest) -> dict[str, Any]:
         "available_at": request.available_at,
         "delay": request.delay,
         "max_attempts": request.max_attempts,
+        "explicit_max_attempts": request.explicit_max_attempts,
         "trace_context": None if trace is None else json.dumps(dict(trace)),
     }
 
@@ -146,6 +151,7 @@ COPY_COLUMNS = (
     "priority",
     "available_at",
     "max_attempts",
+    "explicit_max_attempts",
     "trace_context",
 )
 
@@ -164,21 +170,76 @@ def copy_rows(requests: Sequence[EnqueueRequest], now: datetime) -> Iterator[tup
             r.priority,
             due,
             r.max_attempts,
+            r.explicit_max_attempts,
             None if r.trace_context is None else json.dumps(dict(r.trace_context)),
         )
 
 
-def claim_params(request: ClaimRequest) -> dict[str, Any]:
-    """Parameters shared by ``claim`` and ``claim_capped`` (caps added by the caller)."""
-    pairs = sorted(request.excluded, key=lambda p: (p[0], p[1] or ""))
+#: A capped (kind, tenant) pair of a claim and how many of its jobs the claim may take.
+PairCap = tuple[str, str | None, int]
+
+
+def _pair_order(pair: tuple[str, str | None]) -> tuple[str, bool, str]:
+    kind, tenant = pair
+    return (kind, tenant is not None, tenant or "")
+
+
+def pair_caps(request: ClaimRequest, kind_caps: Mapping[str, int]) -> list[PairCap]:
+    """The pair limits of ``request`` that bind, with what each pair may take (0: none).
+
+    ``kind_caps`` is what each capped kind may take in this claim. A pair limit that
+    cannot bind (at least its kind's cap, or the claim's limit) is left out, and so is a
+    pair this claim cannot take anyway (kind not requested, excluded, full; tenant not
+    requested; pair excluded).
+    """
+    result: list[PairCap] = []
+    for pair in sorted(request.pair_limits, key=_pair_order):
+        kind, tenant = pair
+        if (
+            (request.kinds is not None and kind not in request.kinds)
+            or kind in request.excluded_kinds
+            or (request.tenants is not None and (tenant is None or tenant not in request.tenants))
+            or pair in request.excluded
+        ):
+            continue
+        cap = kind_caps.get(kind, request.limit)
+        if cap <= 0:
+            continue
+        n = max(min(request.pair_limits[pair], cap), 0)
+        if n < cap:
+            result.append((kind, tenant, n))
+    return result
+
+
+def claim_params(request: ClaimRequest, pairs: Sequence[PairCap] = ()) -> dict[str, Any]:
+    """Parameters shared by ``claim`` and ``claim_capped`` (caps added by the caller).
+
+    The capped ``pairs`` join the excluded pairs: the kind-wide and uncapped branches of
+    a claim must not take their jobs (only their own capped branch may).
+    """
+    excluded = sorted(request.excluded | {(k, t) for k, t, _ in pairs}, key=_pair_order)
+    policy = sorted(request.max_attempts)
     return {
         "worker_id": request.worker_id,
         "limit": request.limit,
         "kinds": _sorted_or_none(request.kinds),
         "tenants": _sorted_or_none(request.tenants),
         "excluded_kinds": sorted(request.excluded_kinds),
-        "excluded_pair_kinds": [k for k, _ in pairs],
-        "excluded_pair_tenants": [t for _, t in pairs],
+        "excluded_pair_kinds": [k for k, _ in excluded],
+        "excluded_pair_tenants": [t for _, t in excluded],
+        "start_now": request.start_now,
+        "policy_kinds": policy,
+        "policy_max_attempts": [request.max_attempts[k] for k in policy],
+    }
+
+
+def pair_params(pairs: Sequence[PairCap]) -> dict[str, list[Any]]:
+    """The ``claim_capped`` arrays of the capped pairs that may take jobs."""
+    open_pairs = [p for p in pairs if p[2] > 0]
+    return {
+        "pair_kinds": [k for k, _, _ in open_pairs],
+        "pair_tenants": [t for _, t, _ in open_pairs],
+        "pair_caps": [n for _, _, n in open_pairs],
     }
 
 
@@ -211,12 +272,20 @@ _OUTCOME_EVENTS: Mapping[type[Any], Event] = {
 }
 
 
+def lease_params(leases: Sequence[Lease]) -> dict[str, list[Any]]:
+    """Column arrays naming leases for the ``_lease_fence`` fragment (``start``)."""
+    return {
+        "ids": [lease.job_id for lease in leases],
+        "workers": [lease.worker_id for lease in leases],
+        "claims": [lease.claim for lease in leases],
+    }
+
+
 def complete_params(completions: Sequence[Completion]) -> dict[str, list[Any]]:
     """Column arrays for the fenced ``complete`` query."""
-    cols: dict[str, list[Any]] = {
-        k: [] for k in ("ids", "workers", "claims", "statuses", "delays", "errors", "set_errors")
-    }
-    cols["refunds"] = []
+    cols = lease_params([c.lease for c in completions])
+    for k in ("statuses", "delays", "errors", "set_errors", "refunds"):
+        cols[k] = []
     for c in completions:
         outcome = c.outcome
         target = transition(JobState.RUNNING, _OUTCOME_EVENTS[type(outcome)])
@@ -226,15 +295,12 @@ def complete_params(completions: Sequence[Completion]) -> dict[str, list[Any]]:
             delay = outcome.delay
         if isinstance(outcome, Retry | Bury | Release) and outcome.error is not None:
             error = truncate_error(outcome.error)
-        cols["ids"].append(c.lease.job_id)
-        cols["workers"].append(c.lease.worker_id)
-        cols["claims"].append(c.lease.claim)
         cols["statuses"].append(target.value)
         cols["delays"].append(delay)
         cols["errors"].append(error)
         cols["set_errors"].append(error is not None)
-        # A release gives back the attempt its claim counted.
-        cols["refunds"].append(1 if isinstance(outcome, Release) else 0)
+        # A release gives back the attempt its start counted (a held job used none).
+        cols["refunds"].append(1 if isinstance(outcome, Release) and outcome.refund else 0)
     return cols
 
 

@@ -22,6 +22,7 @@ from skiplock.core import (
     Event,
     Job,
     JobFilter,
+    Lease,
     Page,
     StateCount,
     ValidationError,
@@ -48,6 +49,7 @@ from ._rows import (
     filter_params,
     heartbeat_params,
     job_from_row,
+    lease_params,
     maintenance_params,
     page_params,
     state_count_from_row,
@@ -67,7 +69,11 @@ C = TypeVar("C")
 #: From this many jobs without idempotency keys, enqueue uses COPY (several times faster).
 COPY_THRESHOLD = 500
 
-#: Events an operator may apply through ``apply``.
+
+def _applied(rows: Rows, n: int) -> list[bool]:
+    """Per input row (1-based ``ord`` in ``rows``), whether the statement applied it."""
+    applied = {int(r["ord"]) for r in rows}
+    return [i + 1 in applied for i in range(n)]
 
 
 def statement_timeout_ms(value: timedelta | float | None) -> int | None:
@@ -285,12 +291,21 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
 
     async def claim(self, request: ClaimRequest) -> list[Job]:
         """Claim due jobs in one statement (a transaction with advisory locks for kinds
-        with a cluster limit)."""
+        with a cluster limit); a claim that takes jobs refreshes its worker's heartbeat."""
         if request.limit <= 0:
             return []
         atomic = claim_needs_transaction(request)
         async with self._use(None, atomic=atomic) as conn:
             return await self._run(conn, claim_steps(self._schema, request))
+
+    async def start(self, leases: Sequence[Lease]) -> list[bool]:
+        """Begin held jobs in one fenced statement (attempts += 1); False where the lease
+        was lost."""
+        if not leases:
+            return []
+        async with self._use(None) as conn:
+            rows = await self._execute(conn, "start", lease_params(leases))
+        return _applied(rows, len(leases))
 
     async def complete(
         self, completions: Sequence[Completion], *, connection: Any = None
@@ -305,8 +320,7 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
             else:
                 name, params = "complete", complete_params(completions)
             rows = await self._execute(conn, name, params)
-        applied = {int(r["ord"]) for r in rows}
-        return [i + 1 in applied for i in range(len(completions))]
+        return _applied(rows, len(completions))
 
     async def get(self, job_id: int, *, connection: Any = None) -> Job | None:
         """One job, or None."""
@@ -351,7 +365,8 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
     # ---- workers and maintenance ----------------------------------------------------------
 
     async def register_worker(self, info: WorkerInfo) -> None:
-        """Insert or refresh the worker's row (heartbeat = the database's now)."""
+        """Insert or refresh the worker's row (heartbeat = the database's now) and, in
+        the same statement, release the jobs an earlier life of this id left running."""
         await self._aux_execute("register_worker", worker_params(info))
 
     async def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:

@@ -30,6 +30,7 @@ from skiplock.core import (
     Job,
     JobFilter,
     JobState,
+    Lease,
     LeaseLostError,
     Outcome,
     Page,
@@ -40,6 +41,7 @@ from skiplock.core import (
     Succeeded,
     ValidationError,
     WorkerInfo,
+    charged_positions,
     check_operator_event,
     encode_payload,
     first_occurrences,
@@ -153,12 +155,18 @@ class _Scope:
         self.tx._writes[job_id] = None
 
 
-def _public(row: Job) -> Job:
-    """A caller's copy of a stored row: payload decoded, mappings copied."""
+def _public(row: Job, *, suspect: bool | None = None) -> Job:
+    """A caller's copy of a stored row: payload decoded, mappings copied.
+
+    A stored row's ``suspect`` holds the claim's ``started`` mark (see
+    ``AsyncJobStore.start``); callers see ``suspect`` as defined for :class:`Job`: a
+    pending job whose mark survived its worker. A claim passes the value it had before.
+    """
     return attrs.evolve(
         row,
         payload=json.loads(row.payload),
         trace_context=None if row.trace_context is None else dict(row.trace_context),
+        suspect=(row.state is JobState.PENDING and row.suspect) if suspect is None else suspect,
     )
 
 
@@ -183,8 +191,19 @@ def _claimable(request: ClaimRequest, job: Job, now: datetime) -> bool:
     )
 
 
+def _holds(job: Job, lease: Lease) -> bool:
+    """Whether ``lease`` still names ``job``'s claim (running, same worker, same claim)."""
+    return (
+        job.state is JobState.RUNNING
+        and job.claimed_by == lease.worker_id
+        and job.claims == lease.claim
+    )
+
+
 def _after_outcome(job: Job, outcome: Outcome, now: datetime) -> Job:
-    """The row after a fenced outcome (the transition table decides the state)."""
+    """The row after a fenced outcome (the transition table decides the state); the
+    claim's started mark ends with it."""
+    job = attrs.evolve(job, suspect=False)
     match outcome:
         case Succeeded():
             return attrs.evolve(
@@ -209,13 +228,13 @@ def _after_outcome(job: Job, outcome: Outcome, now: datetime) -> Job:
                 completed_at=now,
                 last_error=truncate_error(error),
             )
-        case Release(delay=delay, error=error):
-            # The attempt counted at claim is given back.
+        case Release(delay=delay, error=error, refund=refund):
+            # The attempt counted at start is given back (a held job used none).
             return attrs.evolve(
                 job,
                 state=transition(job.state, Event.RELEASE),
                 available_at=now + delay,
-                attempts=max(job.attempts - 1, 0),
+                attempts=max(job.attempts - 1, 0) if refund else job.attempts,
                 last_error=job.last_error if error is None else truncate_error(error),
                 claimed_by=None,
                 claimed_at=None,
@@ -429,6 +448,7 @@ class MemoryState:
                         created_at=now,
                         attempts=0,
                         max_attempts=request.max_attempts,
+                        explicit_max_attempts=request.explicit_max_attempts,
                         idempotency_key=key,
                         trace_context=None if tc is None else dict(tc),
                     )
@@ -437,7 +457,11 @@ class MemoryState:
         return results
 
     def claim(self, request: ClaimRequest) -> list[Job]:
-        """Move due pending jobs to running, in claim order, within every limit."""
+        """Move due pending jobs to running, in claim order, within every limit.
+
+        The first ``request.start_now`` start (attempts += 1), the rest are held; a claim
+        that takes jobs refreshes its worker's heartbeat (if registered).
+        """
         if request.limit <= 0:
             return []
         claimed: list[Job] = []
@@ -453,28 +477,64 @@ class MemoryState:
             if request.cluster_limits:
                 running.update(self._jobs[i].kind for i in self._by_state[JobState.RUNNING])
             taken: Counter[str] = Counter()
+            pairs_taken: Counter[tuple[str, str | None]] = Counter()
+            chosen: list[Job] = []
             for job in candidates:
-                if len(claimed) >= request.limit:
+                if len(chosen) >= request.limit:
                     break
-                kind = job.kind
+                kind, pair = job.kind, (job.kind, job.tenant)
                 node_limit = request.kind_limits.get(kind)
                 if node_limit is not None and taken[kind] >= node_limit:
                     continue
                 cluster_limit = request.cluster_limits.get(kind)
                 if cluster_limit is not None and running[kind] + taken[kind] >= cluster_limit:
                     continue
+                pair_limit = request.pair_limits.get(pair)
+                if pair_limit is not None and pairs_taken[pair] >= pair_limit:
+                    continue
+                taken[kind] += 1
+                pairs_taken[pair] += 1
+                chosen.append(job)
+            charged = set(charged_positions([job.suspect for job in chosen], request.start_now))
+            for position, job in enumerate(chosen):
+                max_attempts = job.max_attempts
+                if not job.explicit_max_attempts:
+                    max_attempts = request.max_attempts.get(job.kind, max_attempts)
+                start = position in charged
                 row = attrs.evolve(
                     job,
                     state=transition(job.state, Event.CLAIM),
-                    attempts=job.attempts + 1,
+                    attempts=job.attempts + (1 if start else 0),
+                    max_attempts=max_attempts,
                     claims=job.claims + 1,
                     claimed_by=request.worker_id,
                     claimed_at=now,
+                    suspect=start,  # the claim's started mark
                 )
                 self._commit_row(row, now)
-                taken[kind] += 1
-                claimed.append(_public(row))
+                claimed.append(_public(row, suspect=job.suspect))
+            worker = self._workers.get(request.worker_id)
+            if claimed and worker is not None:
+                worker.heartbeat_at = now
         return claimed
+
+    def start(self, leases: Sequence[Lease]) -> list[bool]:
+        """Begin held jobs: attempts += 1 where the lease still holds (running, same
+        worker, same claim); a lease given twice starts its job once."""
+        started: list[bool] = []
+        with self._writing():
+            now = self.now()
+            seen: set[int] = set()
+            for lease in leases:
+                job = self._jobs.get(lease.job_id)
+                if lease.job_id in seen or job is None or not _holds(job, lease):
+                    started.append(False)
+                    continue
+                seen.add(lease.job_id)
+                row = attrs.evolve(job, attempts=job.attempts + 1, suspect=True)
+                self._commit_row(row, now)
+                started.append(True)
+        return started
 
     def complete(self, completions: Sequence[Completion], connection: object = None) -> list[bool]:
         """Apply each outcome if its lease still holds (running, same worker, same claim)."""
@@ -482,14 +542,8 @@ class MemoryState:
         with self._writing():
             scope = self._scope(connection)
             for completion in completions:
-                lease = completion.lease
-                job = scope.get(lease.job_id)
-                if (
-                    job is None
-                    or job.state is not JobState.RUNNING
-                    or job.claimed_by != lease.worker_id
-                    or job.claims != lease.claim
-                ):
+                job = scope.get(completion.lease.job_id)
+                if job is None or not _holds(job, completion.lease):
                     applied.append(False)
                     continue
                 scope.put(_after_outcome(job, completion.outcome, scope.now), fenced=True)
@@ -546,6 +600,7 @@ class MemoryState:
             )
             for job in targets:
                 state = transition(job.state, event)
+                job = attrs.evolve(job, suspect=False)  # the claim's started mark ends
                 if event is Event.REPLAY:
                     row = attrs.evolve(
                         job,
@@ -578,9 +633,21 @@ class MemoryState:
     # ---- workers and maintenance ----------------------------------------------------
 
     def register_worker(self, info: WorkerInfo) -> None:
-        """Insert or refresh a worker row; heartbeat = now."""
-        with self._lock:
+        """Insert or refresh a worker row; heartbeat = now. Jobs still running under
+        ``info.id`` (an earlier life of the worker) go back to pending, due as before,
+        attempts and claims unchanged."""
+        with self._writing():
             now = self.now()
+            for job_id in sorted(self._by_state[JobState.RUNNING]):
+                job = self._jobs[job_id]
+                if job.claimed_by == info.id:
+                    released = attrs.evolve(
+                        job,
+                        state=transition(job.state, Event.RECOVER),
+                        claimed_by=None,
+                        claimed_at=None,
+                    )
+                    self._commit_row(released, now)
             row = self._workers.get(info.id)
             started = now if row is None else row.started_at
             self._workers[info.id] = _WorkerRow(info=info, started_at=started, heartbeat_at=now)

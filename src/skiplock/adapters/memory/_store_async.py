@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         Event,
         Job,
         JobFilter,
+        Lease,
         Page,
         StateCount,
         WorkerInfo,
@@ -132,8 +133,13 @@ class AsyncInMemoryJobStore:
         return self._state.enqueue(requests, connection)
 
     async def claim(self, request: ClaimRequest) -> list[Job]:
-        """Atomically move due pending jobs to running for ``request.worker_id``."""
+        """Atomically move due pending jobs to running for ``request.worker_id``; the
+        first ``request.start_now`` start, the rest are held until :meth:`start`."""
         return self._state.claim(request)
+
+    async def start(self, leases: Sequence[Lease]) -> list[bool]:
+        """Begin held jobs (attempts += 1); False where the lease was lost."""
+        return self._state.start(leases)
 
     async def complete(
         self, completions: Sequence[Completion], *, connection: Any = None
@@ -171,7 +177,8 @@ class AsyncInMemoryJobStore:
         return self._state.delete(filter, connection)
 
     async def register_worker(self, info: WorkerInfo) -> None:
-        """Insert or refresh a worker row (heartbeat = now)."""
+        """Insert or refresh a worker row (heartbeat = now); jobs an earlier life of
+        this worker id left running go back to pending."""
         self._state.register_worker(info)
 
     async def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:

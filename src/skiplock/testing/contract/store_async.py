@@ -55,6 +55,7 @@ from skiplock.core import (
     transition,
 )
 
+from ._lifecycle_async import AsyncLifecycleContract
 from .capabilities import Capabilities
 
 if TYPE_CHECKING:
@@ -153,7 +154,7 @@ async def _all_jobs(store: AsyncJobStore) -> list[Job]:
     return await store.list_jobs(JobFilter(), Page(limit=10_000))
 
 
-class AsyncJobStoreContract:
+class AsyncJobStoreContract(AsyncLifecycleContract):
     """Behaviour every job store must have. Subclass it as ``Test...`` and override the
     ``store`` fixture (a fresh, empty store per test); set ``capabilities`` for what your
     store cannot do."""

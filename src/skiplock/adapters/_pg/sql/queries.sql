@@ -5,11 +5,15 @@
 -- schema name; {_fragment} inserts the block named "_fragment". Queries that return jobs
 -- alias the jobs table as j.
 
--- name: _job_columns
+-- name: _job_fields
 j.id, j.kind, j.tenant_id, j.payload::text AS payload, j.status, j.priority,
 j.available_at, j.created_at, j.claimed_at, j.claimed_by, j.attempts, j.max_attempts,
 j.last_error, j.completed_at, j.idempotency_key, j.trace_context::text AS trace_context,
-j.claims
+j.claims, j.explicit_max_attempts
+
+-- name: _job_columns
+-- A suspect: pending with the started mark its vanished worker's claim left.
+{_job_fields}, (j.status = 'pending' AND j.started) AS suspect
 
 -- name: _job_filter
 (:ids::bigint[] IS NULL OR j.id = ANY(:ids::bigint[]))
@@ -19,15 +23,65 @@ AND (:tenants::text[] IS NULL OR j.tenant_id = ANY(:tenants::text[]))
 AND (:priority_min::int IS NULL OR j.priority >= :priority_min::int)
 AND (:priority_max::int IS NULL OR j.priority <= :priority_max::int)
 
--- name: _claimable
+-- name: _due
 j.status = 'pending'
 AND j.available_at <= now()
 AND (:tenants::text[] IS NULL OR j.tenant_id = ANY(:tenants::text[]))
+
+-- name: _claimable
+{_due}
 AND NOT EXISTS (
     SELECT 1
     FROM unnest(:excluded_pair_kinds::text[], :excluded_pair_tenants::text[]) AS x (kind, tenant_id)
     WHERE x.kind = j.kind AND x.tenant_id IS NOT DISTINCT FROM j.tenant_id
 )
+
+-- name: _claim_heartbeat
+-- A claim that takes jobs is also a heartbeat of its worker (if registered), at the same
+-- now() as claimed_at: stale recovery never takes a job younger than the heartbeat. A
+-- claim that takes nothing writes nothing, so an idle poll stays read-only.
+beat AS (
+    UPDATE {schema}.workers AS w
+    SET heartbeat_at = now()
+    WHERE w.id = :worker_id AND EXISTS (SELECT 1 FROM chosen)
+)
+
+-- name: _claim_charged
+-- chosen: the ids to claim with their rank n in claim order and whether each is a
+-- suspect. The first :start_now start now (attempts += 1, started mark set) — unless a
+-- suspect is among them: then it starts alone (core.charged_positions is the rule).
+charged AS MATERIALIZED (
+    SELECT c.id, c.suspect,
+        CASE
+            WHEN f.first_suspect IS NOT NULL THEN c.n = f.first_suspect
+            ELSE :start_now::int IS NULL OR c.n <= :start_now::int
+        END AS start
+    FROM chosen AS c
+    CROSS JOIN (
+        SELECT min(s.n) AS first_suspect
+        FROM chosen AS s
+        WHERE s.suspect AND (:start_now::int IS NULL OR s.n <= :start_now::int)
+    ) AS f
+)
+
+-- name: _claim_update
+-- The rest are held until start(). A job whose max_attempts was not chosen at enqueue
+-- takes the claiming worker's value for its kind, if given. Each job is returned with
+-- whether it was a suspect before this claim.
+UPDATE {schema}.jobs AS j
+SET status = 'running', claimed_by = :worker_id, claimed_at = now(), claims = j.claims + 1,
+    attempts = j.attempts + CASE WHEN c.start THEN 1 ELSE 0 END,
+    started = c.start,
+    max_attempts = CASE
+        WHEN j.explicit_max_attempts THEN j.max_attempts
+        ELSE coalesce(
+            (:policy_max_attempts::int[])[array_position(:policy_kinds::text[], j.kind)],
+            j.max_attempts
+        )
+    END
+FROM charged AS c
+WHERE j.id = c.id
+RETURNING {_job_fields}, c.suspect
 
 -- ---- migrations -------------------------------------------------------------------
 
@@ -58,22 +112,22 @@ WITH input AS MATERIALIZED (
     FROM unnest(
         :kinds::text[], :tenants::text[], :payloads::text[], :priorities::int[],
         :available_ats::timestamptz[], :delays::interval[], :max_attempts::int[],
-        :idempotency_keys::text[], :trace_contexts::text[]
+        :explicit_max_attempts::bool[], :idempotency_keys::text[], :trace_contexts::text[]
     ) WITH ORDINALITY AS u (
         kind, tenant_id, payload, priority, available_at, delay, max_attempts,
-        idempotency_key, trace_context, ord
+        explicit_max_attempts, idempotency_key, trace_context, ord
     )
     ORDER BY u.ord
 ),
 inserted AS (
     INSERT INTO {schema}.jobs AS j (
         id, kind, tenant_id, payload, priority, available_at, max_attempts,
-        idempotency_key, trace_context
+        explicit_max_attempts, idempotency_key, trace_context
     )
     SELECT
         i.id, i.kind, i.tenant_id, i.payload::jsonb, i.priority,
         coalesce(i.available_at, now() + i.delay, now()), i.max_attempts,
-        i.idempotency_key, i.trace_context::jsonb
+        i.explicit_max_attempts, i.idempotency_key, i.trace_context::jsonb
     FROM input AS i
     ORDER BY i.idempotency_key NULLS LAST, i.ord
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -86,12 +140,13 @@ ORDER BY input.ord;
 -- name: enqueue_one
 -- One job without an idempotency key: a plain single-row insert (no arrays, no CTE).
 INSERT INTO {schema}.jobs AS j (
-    kind, tenant_id, payload, priority, available_at, max_attempts, trace_context
+    kind, tenant_id, payload, priority, available_at, max_attempts, explicit_max_attempts,
+    trace_context
 )
 VALUES (
     :kind::text, :tenant::text, CAST(:payload::text AS jsonb), :priority::int,
     coalesce(:available_at::timestamptz, now() + :delay::interval, now()),
-    :max_attempts::int, CAST(:trace_context::text AS jsonb)
+    :max_attempts::int, :explicit_max_attempts::bool, CAST(:trace_context::text AS jsonb)
 )
 RETURNING j.id;
 
@@ -110,9 +165,9 @@ WHERE j.idempotency_key = ANY(:keys::text[]);
 
 -- name: claim
 -- One statement: lock up to :limit due jobs in claim order, skipping rows other claimers
--- hold, and mark them running (attempts and claims count at claim).
+-- hold, and mark them running.
 WITH picked AS MATERIALIZED (
-    SELECT j.id
+    SELECT j.id, j.priority, j.available_at, j.started AS suspect
     FROM {schema}.jobs AS j
     WHERE {_claimable}
       AND (:kinds::text[] IS NULL OR j.kind = ANY(:kinds::text[]))
@@ -120,24 +175,31 @@ WITH picked AS MATERIALIZED (
     ORDER BY j.priority DESC, j.available_at, j.id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
-)
-UPDATE {schema}.jobs AS j
-SET status = 'running', claimed_by = :worker_id, claimed_at = now(), attempts = j.attempts + 1,
-    claims = j.claims + 1
-FROM picked
-WHERE j.id = picked.id
-RETURNING {_job_columns};
+),
+-- Ranked apart: FOR UPDATE does not allow window functions.
+chosen AS MATERIALIZED (
+    SELECT p.id, p.suspect,
+        row_number() OVER (ORDER BY p.priority DESC, p.available_at, p.id) AS n
+    FROM picked AS p
+),
+{_claim_charged},
+{_claim_heartbeat}
+{_claim_update};
 
 -- name: claim_capped
--- Like claim, with kinds that have a cap (per-node slots, cluster limits): each capped
--- kind is locked separately up to its cap, the other kinds together up to :limit, and
--- the best :limit of those are claimed. The rows locked but not chosen are released at
--- the end of the statement's transaction.
+-- Like claim, with capped kinds (per-node slots, cluster limits) and capped (kind,
+-- tenant) pairs (token buckets): each capped kind and each capped pair is locked
+-- separately up to its cap, everything else together up to :limit. The capped pairs
+-- (:pair_*) are also in :excluded_pair_*, so only their own branch can take their jobs.
+-- The final choice keeps a capped kind within its cap in total (its pairs' jobs
+-- included) and the best :limit overall: what taking the jobs one by one in claim order
+-- would take. The rows locked but not chosen are released at the end of the statement's
+-- transaction.
 WITH capped AS MATERIALIZED (
-    SELECT c.id, c.priority, c.available_at
+    SELECT c.id, c.kind, c.priority, c.available_at, c.suspect
     FROM unnest(:capped_kinds::text[], :caps::int[]) AS cap (kind, n)
     CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.available_at
+        SELECT j.id, j.kind, j.priority, j.available_at, j.started AS suspect
         FROM {schema}.jobs AS j
         WHERE {_claimable} AND j.kind = cap.kind
         ORDER BY j.priority DESC, j.available_at, j.id
@@ -145,8 +207,23 @@ WITH capped AS MATERIALIZED (
         FOR UPDATE SKIP LOCKED
     ) AS c
 ),
+paired AS MATERIALIZED (
+    SELECT c.id, c.kind, c.priority, c.available_at, c.suspect
+    FROM unnest(:pair_kinds::text[], :pair_tenants::text[], :pair_caps::int[])
+        AS pair (kind, tenant_id, n)
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.kind, j.priority, j.available_at, j.started AS suspect
+        FROM {schema}.jobs AS j
+        WHERE {_due}
+          AND j.kind = pair.kind
+          AND j.tenant_id IS NOT DISTINCT FROM pair.tenant_id
+        ORDER BY j.priority DESC, j.available_at, j.id
+        LIMIT pair.n
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+),
 uncapped AS MATERIALIZED (
-    SELECT j.id, j.priority, j.available_at
+    SELECT j.id, j.kind, j.priority, j.available_at, j.started AS suspect
     FROM {schema}.jobs AS j
     WHERE {_claimable}
       AND (:kinds::text[] IS NULL OR j.kind = ANY(:kinds::text[]))
@@ -156,18 +233,27 @@ uncapped AS MATERIALIZED (
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 ),
+ranked AS (
+    SELECT u.*,
+        row_number() OVER (
+            PARTITION BY u.kind ORDER BY u.priority DESC, u.available_at, u.id
+        ) AS kind_n
+    FROM (
+        SELECT * FROM capped UNION ALL SELECT * FROM paired UNION ALL SELECT * FROM uncapped
+    ) AS u
+),
 chosen AS MATERIALIZED (
-    SELECT u.id
-    FROM (SELECT * FROM capped UNION ALL SELECT * FROM uncapped) AS u
-    ORDER BY u.priority DESC, u.available_at, u.id
+    SELECT r.id, r.suspect,
+        row_number() OVER (ORDER BY r.priority DESC, r.available_at, r.id) AS n
+    FROM ranked AS r
+    LEFT JOIN unnest(:capped_kinds::text[], :caps::int[]) AS cap (kind, n) ON cap.kind = r.kind
+    WHERE cap.n IS NULL OR r.kind_n <= cap.n
+    ORDER BY r.priority DESC, r.available_at, r.id
     LIMIT :limit
-)
-UPDATE {schema}.jobs AS j
-SET status = 'running', claimed_by = :worker_id, claimed_at = now(), attempts = j.attempts + 1,
-    claims = j.claims + 1
-FROM chosen
-WHERE j.id = chosen.id
-RETURNING {_job_columns};
+),
+{_claim_charged},
+{_claim_heartbeat}
+{_claim_update};
 
 -- name: lock_kinds
 -- Transaction-level advisory locks, taken in the order given (callers sort the keys so
@@ -184,10 +270,18 @@ GROUP BY j.kind;
 
 -- name: _complete_set
 -- Success clears the error; an outcome without error text keeps the previous one.
+-- Times are statement_timestamp(), not now(): inside a job's transaction now() is when
+-- the transaction began, while the outcome belongs to when the job completed. Not
+-- clock_timestamp(): one time per statement, so a batch's rows and a row's due time and
+-- completed_at agree (and the update trigger's WHEN sees the same value).
 SET status = u.status,
-    attempts = j.attempts - u.refund,
-    available_at = CASE WHEN u.status = 'pending' THEN now() + u.delay ELSE j.available_at END,
-    completed_at = CASE WHEN u.status = 'pending' THEN NULL ELSE now() END,
+    started = false,
+    attempts = greatest(j.attempts - u.refund, 0),
+    available_at = CASE
+        WHEN u.status = 'pending' THEN statement_timestamp() + u.delay
+        ELSE j.available_at
+    END,
+    completed_at = CASE WHEN u.status = 'pending' THEN NULL ELSE statement_timestamp() END,
     claimed_by = CASE WHEN u.status = 'pending' THEN NULL ELSE j.claimed_by END,
     claimed_at = CASE WHEN u.status = 'pending' THEN NULL ELSE j.claimed_at END,
     last_error = CASE
@@ -196,7 +290,7 @@ SET status = u.status,
         ELSE j.last_error
     END
 
--- name: _complete_fence
+-- name: _lease_fence
 -- Fenced: only a job still running under the same worker and claim count changes (the
 -- count never repeats, so a stale lease of the same worker cannot match).
 WHERE j.id = u.id
@@ -212,7 +306,7 @@ FROM unnest(
     :ids::bigint[], :workers::text[], :claims::int[], :statuses::text[],
     :delays::interval[], :errors::text[], :set_errors::bool[], :refunds::int[]
 ) WITH ORDINALITY AS u (id, worker, claim, status, delay, error, set_error, refund, ord)
-{_complete_fence}
+{_lease_fence}
 RETURNING u.ord;
 
 -- name: complete_one
@@ -224,7 +318,21 @@ FROM (
         :status::text AS status, :delay::interval AS delay, :error::text AS error,
         :set_error::bool AS set_error, :refund::int AS refund, 1::bigint AS ord
 ) AS u
-{_complete_fence}
+{_lease_fence}
+RETURNING u.ord;
+
+-- name: start
+-- Held jobs begin: attempts += 1 where the lease still holds. A lease given twice starts
+-- its job once (its first occurrence reports it); only equal leases can both match.
+UPDATE {schema}.jobs AS j
+SET attempts = j.attempts + 1, started = true
+FROM (
+    SELECT DISTINCT ON (l.id, l.worker, l.claim) l.*
+    FROM unnest(:ids::bigint[], :workers::text[], :claims::int[])
+        WITH ORDINALITY AS l (id, worker, claim, ord)
+    ORDER BY l.id, l.worker, l.claim, l.ord
+) AS u
+{_lease_fence}
 RETURNING u.ord;
 
 -- name: get_job
@@ -256,6 +364,7 @@ GROUP BY j.status, j.kind, j.tenant_id;
 -- (computed by the core). Back to pending means due now with the claim cleared.
 UPDATE {schema}.jobs AS j
 SET status = t.target,
+    started = false,
     available_at = CASE WHEN t.target = 'pending' THEN now() ELSE j.available_at END,
     claimed_by = CASE WHEN t.target = 'pending' THEN NULL ELSE j.claimed_by END,
     claimed_at = CASE WHEN t.target = 'pending' THEN NULL ELSE j.claimed_at END,
@@ -273,8 +382,20 @@ RETURNING {_job_columns};
 -- ---- workers and maintenance ---------------------------------------------------------
 
 -- name: register_worker
+-- Jobs still running under this id belong to an earlier life of the worker (it
+-- registers only after dropping every job it held): back to pending, due as before,
+-- attempts and claims unchanged. The count reads every released row before the worker
+-- row is written, so this takes row locks in the order recovery does (jobs, then the
+-- worker row).
+WITH released AS (
+    UPDATE {schema}.jobs AS j
+    SET status = 'pending', claimed_by = NULL, claimed_at = NULL
+    WHERE j.status = 'running' AND j.claimed_by = :id::text
+    RETURNING j.id
+)
 INSERT INTO {schema}.workers AS w (id, host, pid, kinds, tenants)
-VALUES (:id, :host, :pid::int, :kinds::text[], :tenants::text[])
+SELECT :id::text, :host::text, :pid::int, :kinds::text[], :tenants::text[]
+FROM (SELECT count(*) FROM released) AS r
 ON CONFLICT (id) DO UPDATE
 SET host = excluded.host, pid = excluded.pid, kinds = excluded.kinds,
     tenants = excluded.tenants, heartbeat_at = now();
@@ -376,12 +497,13 @@ archived AS (
     INSERT INTO {schema}.jobs_archive (
         id, kind, tenant_id, payload, status, priority, available_at, created_at,
         claimed_at, claimed_by, attempts, max_attempts, last_error, completed_at,
-        idempotency_key, trace_context, claims
+        idempotency_key, trace_context, claims, explicit_max_attempts, started
     )
     SELECT
         d.id, d.kind, d.tenant_id, d.payload, d.status, d.priority, d.available_at,
         d.created_at, d.claimed_at, d.claimed_by, d.attempts, d.max_attempts, d.last_error,
-        d.completed_at, d.idempotency_key, d.trace_context, d.claims
+        d.completed_at, d.idempotency_key, d.trace_context, d.claims, d.explicit_max_attempts,
+        d.started
     FROM deleted AS d
     WHERE :archive::bool
     ON CONFLICT (id) DO NOTHING

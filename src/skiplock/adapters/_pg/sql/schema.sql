@@ -26,6 +26,11 @@ CREATE TABLE {schema}.jobs (
     trace_context jsonb,
     -- +1 at every claim, never reset: a lease names one claim (ABA-proof fencing).
     claims integer NOT NULL DEFAULT 0,
+    -- Whether the enqueue chose max_attempts; if not, the claiming worker's policy sets it.
+    explicit_max_attempts boolean NOT NULL DEFAULT false,
+    -- Set while the current claim has started the job; kept by stale recovery, so a
+    -- pending job with it is a suspect that the next claim starts alone.
+    started boolean NOT NULL DEFAULT false,
     CONSTRAINT jobs_status_check CHECK (
         status IN ('pending', 'running', 'succeeded', 'failed', 'dead', 'cancelled')
     ),
@@ -75,7 +80,8 @@ CREATE TRIGGER jobs_notify_insert
     FOR EACH STATEMENT EXECUTE FUNCTION {schema}.notify_jobs('{channel}');
 
 -- Updates notify per row, and only for rows that became claimable: claims and
--- completions (the hot path) skip the trigger entirely.
+-- completions (the hot path) skip the trigger entirely. Due is judged on the statement's
+-- time, which completions stamp (inside a job's transaction it is later than now()).
 CREATE FUNCTION {schema}.notify_job() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -87,7 +93,7 @@ $$;
 CREATE TRIGGER jobs_notify_update
     AFTER UPDATE ON {schema}.jobs
     FOR EACH ROW
-    WHEN (NEW.status = 'pending' AND NEW.available_at <= now())
+    WHEN (NEW.status = 'pending' AND NEW.available_at <= statement_timestamp())
     EXECUTE FUNCTION {schema}.notify_job('{channel}');
 
 -- Workers: one row per running worker, kept alive by heartbeats (DB clock only).
@@ -133,7 +139,9 @@ CREATE TABLE {schema}.jobs_archive (
     idempotency_key text,
     trace_context jsonb,
     archived_at timestamptz NOT NULL DEFAULT now(),
-    claims integer NOT NULL DEFAULT 0
+    claims integer NOT NULL DEFAULT 0,
+    explicit_max_attempts boolean NOT NULL DEFAULT false,
+    started boolean NOT NULL DEFAULT false
 );
 
 CREATE INDEX jobs_archive_completed_idx ON {schema}.jobs_archive (completed_at);
