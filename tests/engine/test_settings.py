@@ -2,11 +2,37 @@
 
 from __future__ import annotations
 
+import inspect
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
+import attrs
 import pytest
 
-from skiplock import PolicyOverrides, RateLimit, Settings, ValidationError
+from skiplock import (
+    AsyncEngine,
+    Engine,
+    JobContext,
+    PolicyOverrides,
+    Processor,
+    RateLimit,
+    Settings,
+    ValidationError,
+)
+from skiplock.adapters.memory import InMemoryJobStore
+from skiplock.core import (
+    NON_NEGATIVE_DURATION,
+    POLICY_FIELD_NAMES,
+    POLICY_FIELDS,
+    POSITIVE_DURATION,
+    SecondsView,
+    Setting,
+)
+from skiplock.engine._registry import make_overrides
+from skiplock.engine._settings import ENGINE_FIELDS, SETTING_FIELDS
+
+if TYPE_CHECKING:
+    from skiplock.testing import FakeClock
 
 
 def test_settings_defaults_match_the_seed() -> None:
@@ -190,3 +216,216 @@ def test_settings_from_env_errors_name_the_variable(env: dict[str, str], variabl
 def test_settings_from_env_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SKIPLOCK_CONCURRENCY", "3")
     assert Settings.from_env().concurrency == 3
+
+
+# ---- the declaration: every field from code, the environment, and a processor ---------
+
+# field -> (text in an environment variable, the value it stands for), for every field.
+ENV_SAMPLES: dict[str, tuple[str, Any]] = {
+    "concurrency": ("8", 8),
+    "batch_size": ("16", 16),
+    "prefetch": ("0", 0),
+    "completion_batch_size": ("7", 7),
+    "poll_interval": ("250ms", timedelta(milliseconds=250)),
+    "shutdown_timeout": ("1m", timedelta(minutes=1)),
+    "heartbeat_interval": ("20s", timedelta(seconds=20)),
+    "maintenance_interval": ("1h", timedelta(hours=1)),
+    "retention": ("3d", timedelta(days=3)),
+    "retention_archive": ("yes", True),
+    "max_payload_bytes": ("2048", 2048),
+    "strict_kinds": ("off", False),
+    "max_attempts": ("9", 9),
+    "backoff_base": ("2s", timedelta(seconds=2)),
+    "backoff_factor": ("3", 3.0),
+    "backoff_cap": ("2h", timedelta(hours=2)),
+    "backoff_jitter": ("0.5", 0.5),
+    "timeout": ("90", timedelta(seconds=90)),
+    "stale_ttl": ("2h", timedelta(hours=2)),
+    "node_limit": ("2", 2),
+    "cluster_limit": ("3", 3),
+    "rate_limit": ("5/10", RateLimit(rps=5, burst=10)),
+    "transactional": ("true", True),
+    "autocommit": ("1", True),
+}
+POLICY_SAMPLES = {name: ENV_SAMPLES[name] for name in POLICY_FIELD_NAMES}
+# A second value per policy field, for the explicit level.
+EXPLICIT: dict[str, Any] = {
+    "max_attempts": 2,
+    "backoff_base": timedelta(seconds=1),
+    "backoff_factor": 1.5,
+    "backoff_cap": timedelta(hours=3),
+    "backoff_jitter": 0.0,
+    "timeout": timedelta(seconds=30),
+    "stale_ttl": timedelta(hours=1),
+    "node_limit": 1,
+    "cluster_limit": 1,
+    "rate_limit": RateLimit(rps=1, burst=1),
+    "transactional": False,
+    "autocommit": False,
+}
+DURATION_FIELDS = [
+    f.name for f in SETTING_FIELDS if f.type in (POSITIVE_DURATION, NON_NEGATIVE_DURATION)
+]
+
+
+def _init_names(cls: type) -> set[str]:
+    return {a.alias for a in attrs.fields(cls)}
+
+
+def test_settings_spells_exactly_the_declared_fields_with_their_defaults() -> None:
+    assert list(ENV_SAMPLES) == [f.name for f in SETTING_FIELDS]
+    assert list(EXPLICIT) == list(POLICY_FIELD_NAMES)
+    assert _init_names(Settings) == {f.name for f in SETTING_FIELDS} | {"kinds", "caps"}
+    s = Settings()
+    for field in SETTING_FIELDS:
+        assert field.stored(s) == field.default, field.name
+    assert {f.name for f in ENGINE_FIELDS}.isdisjoint(POLICY_FIELD_NAMES)
+
+
+@pytest.mark.parametrize("field", SETTING_FIELDS, ids=[f.name for f in SETTING_FIELDS])
+def test_every_field_is_read_from_its_environment_variable(field: Setting) -> None:
+    text, value = ENV_SAMPLES[field.name]
+    s = Settings.from_env({field.env: text})
+    assert field.stored(s) == value
+    if field.name in POLICY_FIELD_NAMES:
+        assert s.default_policy().value(field.name) == value
+        assert s.policy_for("any.kind", None).value(field.name) == value
+
+
+@pytest.mark.parametrize("name", POLICY_FIELD_NAMES)
+def test_every_policy_field_is_read_per_kind(name: str) -> None:
+    field = next(f for f in POLICY_FIELDS if f.name == name)
+    assert field.kind_env is not None
+    text, value = POLICY_SAMPLES[name]
+    s = Settings.from_env({field.kind_env: f"a={text}, b={text}"})
+    assert s.kinds["a"] == s.kinds["b"] == PolicyOverrides(**{name: value})
+    assert s.policy_for("a", None).value(name) == value
+    assert s.policy_for("c", None).value(name) == field.default
+    with pytest.raises(ValidationError, match=field.kind_env):
+        Settings.from_env({field.kind_env: "a=nonsense"})
+
+
+@pytest.mark.parametrize("name", POLICY_FIELD_NAMES)
+def test_every_policy_field_is_a_processor_option(name: str, clock: FakeClock) -> None:
+    _, value = POLICY_SAMPLES[name]
+    engine = Engine(InMemoryJobStore(clock=clock), clock=clock)
+
+    @engine.processor("decorated", **{name: value})
+    def decorated(payload: object) -> None:
+        pass
+
+    class ClassStyle(Processor):
+        kind = "class.style"
+
+        def process(self, payload: Any, ctx: JobContext) -> None:
+            pass
+
+    setattr(ClassStyle, name, value)
+    engine.register(ClassStyle)
+    assert engine.policy("decorated").value(name) == value
+    assert engine.policy("class.style").value(name) == value
+    # Explicit configuration still wins over the processor's value.
+    explicit = Settings(kinds={"decorated": {name: EXPLICIT[name]}})
+    engine = Engine(InMemoryJobStore(clock=clock), explicit, clock=clock)
+    engine.processor("decorated", **{name: value})(decorated)
+    assert engine.policy("decorated").value(name) == EXPLICIT[name]
+
+
+def test_processor_options_are_exactly_the_declared_fields() -> None:
+    for method in (AsyncEngine.processor, Engine.processor):
+        params = set(inspect.signature(method).parameters) - {"self", "kind", "provider"}
+        assert params == set(POLICY_FIELD_NAMES), method.__qualname__
+    for name in POLICY_FIELD_NAMES:
+        assert getattr(Processor, name) is None, name
+    with pytest.raises(ValidationError, match="unknown policy field"):
+        make_overrides(max_attempt=3)
+
+
+# ---- one duration type ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", DURATION_FIELDS)
+@pytest.mark.parametrize("seconds", [90, 120.5])
+def test_settings_durations_accept_seconds_or_timedelta(name: str, seconds: float) -> None:
+    as_seconds: dict[str, Any] = {name: seconds}
+    as_delta: dict[str, Any] = {name: timedelta(seconds=seconds)}
+    by_seconds = Settings(**as_seconds)
+    assert by_seconds == Settings(**as_delta)
+    field = next(f for f in SETTING_FIELDS if f.name == name)
+    assert field.stored(by_seconds) == timedelta(seconds=seconds)  # stored as a timedelta
+    if field.name in POLICY_FIELD_NAMES:
+        per_kind = Settings(kinds={"a": as_seconds})
+        assert per_kind.policy_for("a", None).value(name) == timedelta(seconds=seconds)
+        assert make_overrides(**as_seconds) == PolicyOverrides(**as_delta)
+
+
+def test_every_seconds_view_field_reads_back_as_seconds() -> None:
+    s = Settings()
+    for field in SETTING_FIELDS:
+        if field.seconds_view:
+            assert isinstance(getattr(Settings, field.name), SecondsView), field.name
+            seconds = None if field.default is None else field.default.total_seconds()
+            assert getattr(s, field.name) == seconds, field.name
+        else:
+            assert getattr(s, field.name) is field.stored(s), field.name
+
+
+def test_seconds_views_read_back_as_float_seconds() -> None:
+    s = Settings(
+        poll_interval=timedelta(milliseconds=500),
+        shutdown_timeout=timedelta(minutes=1),
+        heartbeat_interval=timedelta(seconds=5),
+        maintenance_interval=timedelta(minutes=2),
+        timeout=timedelta(seconds=1.5),
+    )
+    assert (s.poll_interval, s.shutdown_timeout, s.heartbeat_interval) == (0.5, 60.0, 5.0)
+    assert (s.maintenance_interval, s.timeout) == (120.0, 1.5)
+    assert s.policy_for("a", None).timeout == 1.5
+    assert s.default_policy().value("timeout") == timedelta(seconds=1.5)
+    assert attrs.evolve(s, poll_interval=2).poll_interval == 2.0
+
+
+# ---- global policy values and their errors ----------------------------------------------
+
+
+def test_global_policy_values_apply_to_every_kind_unless_overridden() -> None:
+    s = Settings(node_limit=2, rate_limit=(5, 10), kinds={"a": {"node_limit": 1}})
+    assert s.policy_for("b", None).node_limit == 2
+    assert s.policy_for("b", None).rate_limit == RateLimit(rps=5, burst=10)
+    assert s.policy_for("a", None).node_limit == 1
+    assert s.policy_for("c", PolicyOverrides(node_limit=4)).node_limit == 4
+
+
+def test_nullable_fields_read_none_from_the_environment() -> None:
+    s = Settings.from_env({"SKIPLOCK_NODE_LIMIT": "none", "SKIPLOCK_RETENTION": "off"})
+    assert (s.node_limit, s.retention) == (None, None)
+    with pytest.raises(ValidationError, match="SKIPLOCK_MAX_ATTEMPTS"):
+        Settings.from_env({"SKIPLOCK_MAX_ATTEMPTS": "none"})
+    # Per kind, "none" would mean "not set": it is rejected rather than ignored.
+    with pytest.raises(ValidationError, match="SKIPLOCK_TIMEOUTS"):
+        Settings.from_env({"SKIPLOCK_TIMEOUTS": "a=none"})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"transactional": True, "autocommit": True}, "mutually exclusive"),
+        ({"node_limit": 0}, "node_limit must be >= 1"),
+        ({"rate_limit": 5}, "rate_limit must be a RateLimit"),
+        ({"poll_interval": "1s"}, "poll_interval must be a timedelta or a finite number"),
+        ({"shutdown_timeout": timedelta(seconds=-1)}, "shutdown_timeout must be >= 0"),
+        ({"prefetch": -1}, "prefetch must be >= 0"),
+    ],
+)
+def test_settings_rejects_invalid_unified_fields(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        Settings(**kwargs)
+
+
+def test_settings_from_env_names_every_per_kind_variable_of_a_conflict() -> None:
+    env = {"SKIPLOCK_KIND_TRANSACTIONAL": "a=1", "SKIPLOCK_KIND_AUTOCOMMIT": "a=1"}
+    with pytest.raises(ValidationError, match=r"SKIPLOCK_KIND_TRANSACTIONAL.*mutually") as info:
+        Settings.from_env(env)
+    assert "SKIPLOCK_KIND_AUTOCOMMIT" in str(info.value)
+    with pytest.raises(ValidationError, match=r"SKIPLOCK_TRANSACTIONAL.*mutually"):
+        Settings.from_env({"SKIPLOCK_TRANSACTIONAL": "1"}, autocommit=True)

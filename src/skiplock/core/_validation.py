@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard
 
+from ._bucket import RateLimit
 from ._errors import UnknownKindError, ValidationError
 
 if TYPE_CHECKING:
@@ -28,8 +30,113 @@ PRIORITY_RANGE = (-32768, 32767)
 _JSON_NUL_RE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value: object) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+# ---- the value checks shared by policies, Settings and the processor registry ------------
+# Each takes the setting's name for its message, raises ValidationError, and returns the
+# value it accepted.
+
+
+def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
+    """Return ``value`` if it is an int (not a bool) >= ``minimum``, else raise."""
+    if not _is_int(value):
+        raise ValidationError(f"{name} must be an int, got {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise ValidationError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def check_number(
+    name: str, value: object, *, minimum: float, maximum: float | None = None
+) -> float:
+    """Return ``value`` if it is a finite number within ``[minimum, maximum]``, else raise."""
+    if (
+        _is_real(value)
+        and math.isfinite(value)
+        and minimum <= value
+        and (maximum is None or value <= maximum)
+    ):
+        return value
+    bound = f">= {minimum}" if maximum is None else f"within [{minimum}, {maximum}]"
+    raise ValidationError(f"{name} must be a number {bound}, got {value!r}")
+
+
+def check_bool(name: str, value: object) -> bool:
+    """Return ``value`` if it is a bool, else raise."""
+    if not isinstance(value, bool):
+        raise ValidationError(f"{name} must be a bool, got {value!r}")
+    return value
+
+
+def to_duration(value: timedelta | float) -> timedelta:
+    """Seconds (int or float) or a timedelta, as a timedelta: the one stored duration type.
+
+    Anything else is returned unchanged for :func:`check_duration` to reject by name.
+    """
+    if _is_real(value) and math.isfinite(value):
+        try:
+            return timedelta(seconds=value)
+        except OverflowError:
+            pass
+    return value  # type: ignore[return-value]
+
+
+def optional_duration(value: timedelta | float | None) -> timedelta | None:
+    """:func:`to_duration`, keeping ``None``."""
+    return None if value is None else to_duration(value)
+
+
+def check_duration(name: str, value: object, *, allow_zero: bool = False) -> timedelta:
+    """Return ``value`` if it is a timedelta > 0 (>= 0 with ``allow_zero``), else raise."""
+    if not isinstance(value, timedelta):
+        raise ValidationError(
+            f"{name} must be a timedelta or a finite number of seconds, got {value!r}"
+        )
+    if value < timedelta(0) or (value == timedelta(0) and not allow_zero):
+        raise ValidationError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+    return value
+
+
+def to_rate_limit(value: RateLimit | tuple[float, int] | Mapping[str, Any]) -> RateLimit:
+    """A RateLimit from itself, ``(rps, burst)`` or ``{"rps": ..., "burst": ...}``.
+
+    Other values are returned unchanged for :func:`check_rate_limit` to reject by name.
+    """
+    checked: object = value
+    if isinstance(checked, tuple) and len(checked) == 2:
+        return RateLimit(rps=checked[0], burst=checked[1])
+    if isinstance(checked, Mapping) and set(checked) == {"rps", "burst"}:
+        return RateLimit(rps=checked["rps"], burst=checked["burst"])
+    return value  # type: ignore[return-value]
+
+
+def optional_rate_limit(
+    value: RateLimit | tuple[float, int] | Mapping[str, Any] | None,
+) -> RateLimit | None:
+    """:func:`to_rate_limit`, keeping ``None``."""
+    return None if value is None else to_rate_limit(value)
+
+
+def check_rate_limit(name: str, value: object) -> RateLimit:
+    """Return ``value`` if it is a RateLimit, else raise."""
+    if not isinstance(value, RateLimit):
+        raise ValidationError(f"{name} must be a RateLimit or (rps, burst), got {value!r}")
+    return value
+
+
+def check_kind(kind: object) -> str:
+    """Return ``kind`` if it is a valid kind name, else raise ValidationError."""
+    if not isinstance(kind, str):
+        raise ValidationError(f"kind must be a str, got {type(kind).__name__}")
+    if KIND_RE.fullmatch(kind) is None:
+        raise ValidationError(f"invalid kind {kind!r}: must match {KIND_RE.pattern}")
+    return kind
 
 
 def _has_control_chars(text: str) -> bool:
@@ -94,20 +201,14 @@ def encode_payload(payload: object, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> st
 
 
 def _validate_kind(kind: object, known_kinds: frozenset[str] | None) -> None:
-    if not isinstance(kind, str):
-        raise ValidationError(f"kind must be a str, got {type(kind).__name__}")
-    if KIND_RE.fullmatch(kind) is None:
-        raise ValidationError(f"invalid kind {kind!r}: must match {KIND_RE.pattern}")
+    check_kind(kind)
     if known_kinds is not None and kind not in known_kinds:
         raise UnknownKindError(f"unknown kind {kind!r}: no processor is registered for it")
 
 
 def _validate_priority(priority: object) -> None:
     low, high = PRIORITY_RANGE
-    if not _is_int(priority):
-        raise ValidationError(f"priority must be an int, got {type(priority).__name__}")
-    assert isinstance(priority, int)
-    if not low <= priority <= high:
+    if not low <= check_int("priority", priority) <= high:
         raise ValidationError(f"priority {priority} out of range [{low}, {high}]")
 
 
@@ -124,14 +225,6 @@ def _validate_tenant(tenant: object) -> None:
         )
     if _has_control_chars(tenant):
         raise ValidationError(f"tenant {tenant!r} contains control characters")
-
-
-def _validate_max_attempts(max_attempts: object) -> None:
-    if not _is_int(max_attempts):
-        raise ValidationError(f"max_attempts must be an int, got {type(max_attempts).__name__}")
-    assert isinstance(max_attempts, int)
-    if max_attempts < 1:
-        raise ValidationError(f"max_attempts must be >= 1, got {max_attempts}")
 
 
 def _validate_idempotency_key(key: object) -> None:
@@ -193,7 +286,7 @@ def validate_request(
     _validate_kind(request.kind, known_kinds)
     _validate_priority(request.priority)
     _validate_tenant(request.tenant)
-    _validate_max_attempts(request.max_attempts)
+    check_int("max_attempts", request.max_attempts, minimum=1)
     _validate_idempotency_key(request.idempotency_key)
     _validate_schedule(request.available_at, request.delay)
     _validate_trace_context(request.trace_context)

@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import inspect
 import logging
-import math
 import threading
 from collections.abc import Callable, Mapping
-from datetime import timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from skiplock.core import KIND_RE, KindPolicy, PolicyOverrides, RateLimit, ValidationError
+from skiplock.core import (
+    POLICY_FIELD_NAMES,
+    KindPolicy,
+    PolicyOverrides,
+    RateLimit,
+    ValidationError,
+    overrides_from,
+)
+from skiplock.core import check_int as check_int  # re-exported for the engine and workers
+from skiplock.core import check_kind as check_kind
 
 from ._codec import Decoder, decoder_for, payload_annotation
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from ._context import JobContext
     from ._settings import Settings
 
@@ -27,7 +36,8 @@ logger = logging.getLogger("skiplock.engine")
 class Processor:
     """Base class for class-style processors; register an instance with ``engine.register``.
 
-    Set ``kind`` and any policy attribute (``None`` means "use the configured default"),
+    Set ``kind`` and any policy attribute (``None`` means "use the configured default";
+    durations may be seconds or a timedelta, see :data:`~skiplock.core.POLICY_FIELDS`),
     and implement ``process(self, payload, ctx)`` — ``async def`` for an ``AsyncEngine``.
     ``transactional = True`` runs it inside the job's transaction, ``autocommit = True``
     hands it an autocommit connection; by default it gets no connection (R10).
@@ -51,7 +61,7 @@ class Processor:
     autocommit: ClassVar[bool | None] = None
     node_limit: ClassVar[int | None] = None
     cluster_limit: ClassVar[int | None] = None
-    rate_limit: ClassVar[RateLimit | None] = None
+    rate_limit: ClassVar[RateLimit | tuple[float, int] | None] = None
     provider: ClassVar[str | None] = None
     backoff_base: ClassVar[timedelta | float | None] = None
     backoff_factor: ClassVar[float | None] = None
@@ -83,96 +93,16 @@ class ProcessorSpec:
         return (payload, ctx) if self.takes_context else (payload,)
 
 
-def _seconds(name: str, value: float | timedelta | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValidationError(f"{name} must be seconds or a timedelta, got {value!r}")
-    return float(value)
-
-
-def _delta(name: str, value: timedelta | float | None) -> timedelta | None:
-    if value is None or isinstance(value, timedelta):
-        return value
-    checked: object = value
-    if (
-        isinstance(checked, bool)
-        or not isinstance(checked, int | float)
-        or not math.isfinite(checked)
-    ):
-        raise ValidationError(f"{name} must be a timedelta or seconds, got {value!r}")
-    return timedelta(seconds=checked)
-
-
-def make_overrides(
-    *,
-    max_attempts: int | None = None,
-    timeout: float | timedelta | None = None,
-    transactional: bool | None = None,
-    autocommit: bool | None = None,
-    node_limit: int | None = None,
-    cluster_limit: int | None = None,
-    rate_limit: RateLimit | None = None,
-    backoff_base: timedelta | float | None = None,
-    backoff_factor: float | None = None,
-    backoff_cap: timedelta | float | None = None,
-    backoff_jitter: float | None = None,
-    stale_ttl: timedelta | float | None = None,
-) -> PolicyOverrides:
-    """Processor-level overrides from the registration keywords (durations may be seconds)."""
-    if rate_limit is not None and not isinstance(rate_limit, RateLimit):
-        raise ValidationError(f"rate_limit must be a RateLimit, got {rate_limit!r}")
-    return PolicyOverrides(
-        max_attempts=max_attempts,
-        backoff_base=_delta("backoff_base", backoff_base),
-        backoff_factor=backoff_factor,
-        backoff_cap=_delta("backoff_cap", backoff_cap),
-        backoff_jitter=backoff_jitter,
-        timeout=_seconds("timeout", timeout),
-        stale_ttl=_delta("stale_ttl", stale_ttl),
-        node_limit=node_limit,
-        cluster_limit=cluster_limit,
-        rate_limit=rate_limit,
-        transactional=transactional,
-        autocommit=autocommit,
-    )
+def make_overrides(**options: Any) -> PolicyOverrides:
+    """Processor-level overrides from the registration keywords: exactly the declared
+    policy fields (:data:`~skiplock.core.POLICY_FIELDS`); durations may be seconds."""
+    return overrides_from(options)
 
 
 def overrides_of(processor: Processor) -> PolicyOverrides:
     """The policy attributes of a class-style processor."""
     cls = type(processor)
-    return make_overrides(
-        max_attempts=cls.max_attempts,
-        timeout=cls.timeout,
-        transactional=cls.transactional,
-        autocommit=cls.autocommit,
-        node_limit=cls.node_limit,
-        cluster_limit=cls.cluster_limit,
-        rate_limit=cls.rate_limit,
-        backoff_base=cls.backoff_base,
-        backoff_factor=cls.backoff_factor,
-        backoff_cap=cls.backoff_cap,
-        backoff_jitter=cls.backoff_jitter,
-        stale_ttl=cls.stale_ttl,
-    )
-
-
-def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
-    """Return ``value`` if it is an int (not a bool) >= ``minimum``, else raise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"{name} must be an int, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValidationError(f"{name} must be >= {minimum}, got {value!r}")
-    return value
-
-
-def check_kind(kind: object) -> str:
-    """Return ``kind`` if it is a valid kind name, else raise ValidationError."""
-    if not isinstance(kind, str) or KIND_RE.fullmatch(kind) is None:
-        raise ValidationError(f"invalid kind {kind!r}: must match {KIND_RE.pattern}")
-    return kind
+    return overrides_from({name: getattr(cls, name) for name in POLICY_FIELD_NAMES})
 
 
 def is_async_callable(fn: Callable[..., Any]) -> bool:
