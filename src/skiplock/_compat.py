@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import itertools
 import signal
 import threading
 import time
@@ -172,19 +173,28 @@ class Interruptible:
 
 
 def install_signal_handlers(
-    callback: Callable[[], object], signums: tuple[int, ...] = _STOP_SIGNALS
+    callback: Callable[[int], object],
+    signums: tuple[int, ...] = _STOP_SIGNALS,
+    *,
+    give_up_after: int | None = None,
 ) -> Callable[[], None]:
-    """Call ``callback`` (in a new thread) on these signals; returns an uninstaller.
+    """Call ``callback(signum)`` (in a new thread) on these signals; returns an uninstaller
+    that puts the previous handlers back.
 
-    Does nothing outside the main thread, where Python cannot install handlers. The
-    callback runs in its own thread because a handler interrupting a thread that holds an
-    ``Event``'s lock must not take that lock itself.
+    The ``give_up_after``-th signal does not call back: it raises ``KeyboardInterrupt`` in
+    the main thread (cleanup that hangs can always be abandoned). Does nothing outside
+    the main thread, where Python cannot install handlers. The callback runs in its own
+    thread because a handler interrupting a thread that holds an ``Event``'s lock must not
+    take that lock itself.
     """
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
+    received = itertools.count(1)
 
     def handler(signum: int, frame: object) -> None:
-        threading.Thread(target=callback, daemon=True).start()
+        if give_up_after is not None and next(received) >= give_up_after:
+            raise KeyboardInterrupt
+        threading.Thread(target=callback, args=(signum,), daemon=True).start()
 
     previous = {signum: signal.signal(signum, handler) for signum in signums}
 

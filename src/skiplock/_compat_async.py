@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import signal
 import threading
 from contextlib import asynccontextmanager
@@ -74,24 +75,34 @@ IS_ASYNC: bool = True
 class ThreadSafeEvent:
     """An ``asyncio.Event`` that may also be set from other threads.
 
-    Create it inside the event loop that waits on it.
+    It belongs to the event loop that first clears or waits on it; before that, setting
+    it only marks it set (nothing can be waiting yet).
     """
 
     def __init__(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._thread = threading.get_ident()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._event = asyncio.Event()
+
+    def _bind(self) -> None:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
 
     def set(self) -> None:
         """Set the event (thread-safe); a no-op once the loop is closed."""
-        if threading.get_ident() == self._thread:
+        loop = self._loop
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if loop is None or here is loop:
             self._event.set()
             return
         with contextlib.suppress(RuntimeError):  # loop closed: nobody waits any more
-            self._loop.call_soon_threadsafe(self._event.set)
+            loop.call_soon_threadsafe(self._event.set)
 
     def clear(self) -> None:
         """Reset the event (call from the loop's thread)."""
+        self._bind()
         self._event.clear()
 
     def is_set(self) -> bool:
@@ -100,6 +111,7 @@ class ThreadSafeEvent:
 
     async def wait(self, timeout: float | None = None) -> bool:
         """Wait until set or ``timeout`` passes; True if it was set."""
+        self._bind()
         return await wait_event(self._event, timeout)
 
 
@@ -235,26 +247,44 @@ class Interruptible:
 
 
 def install_signal_handlers(
-    callback: Callable[[], object], signums: tuple[int, ...] = _STOP_SIGNALS
+    callback: Callable[[int], object],
+    signums: tuple[int, ...] = _STOP_SIGNALS,
+    *,
+    give_up_after: int | None = None,
 ) -> Callable[[], None]:
-    """Call ``callback`` on these signals (in the running loop); returns an uninstaller.
+    """Call ``callback(signum)`` on these signals (in the running loop); returns an
+    uninstaller that puts the previous handlers back.
 
-    Does nothing outside the main thread or where the loop cannot handle signals.
+    The ``give_up_after``-th signal does not call back: it cancels the task that installed
+    the handlers (cleanup that hangs can always be abandoned). Does nothing outside the
+    main thread or where the loop cannot handle signals.
     """
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     loop = asyncio.get_running_loop()
-    installed: list[int] = []
+    task = asyncio.current_task()
+    received = itertools.count(1)
+
+    def on_signal(signum: int) -> None:
+        if give_up_after is not None and next(received) >= give_up_after and task is not None:
+            task.cancel()
+            return
+        callback(signum)
+
+    previous: dict[int, Any] = {}
     for signum in signums:
+        before = signal.getsignal(signum)
         try:
-            loop.add_signal_handler(signum, callback)
+            loop.add_signal_handler(signum, on_signal, signum)
         except (NotImplementedError, RuntimeError, ValueError):
             continue
-        installed.append(signum)
+        previous[signum] = before
 
     def uninstall() -> None:
-        for signum in installed:
+        for signum, before in previous.items():
             loop.remove_signal_handler(signum)
+            if before is not None:  # None: set outside Python, nothing to restore
+                signal.signal(signum, before)
 
     return uninstall
 

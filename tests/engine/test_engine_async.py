@@ -411,10 +411,14 @@ async def test_engine_admin_dead_letter_view_and_replay(
     assert [(j.id, j.last_error) for j in dead] == [(a, "boom"), (b, "boom")]
     assert [j.id for j in await engine.dead_jobs(tenant="t")] == [b]
 
+    # A replay starts over: attempts 0, for one job as for the bulk replay.
     replayed = await engine.retry_job(a)
-    assert (replayed.state, replayed.attempts) == (JobState.PENDING, 1)
+    assert (replayed.state, replayed.attempts) == (JobState.PENDING, 0)
     with pytest.raises(InvalidTransitionError, match="pending"):
         await engine.retry_job(a)
+    await _bury(engine, store, a)
+    kept = await engine.retry_job(a, reset_attempts=False)
+    assert (kept.state, kept.attempts) == (JobState.PENDING, 1)
     with pytest.raises(JobNotFoundError):
         await engine.retry_job(12345)
 

@@ -14,17 +14,18 @@ import subprocess
 import sys
 import textwrap
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 
-from skiplock.adapters.psycopg import PsycopgJobStore
 from skiplock.core import EnqueueRequest
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
+
+from .workers import enqueue, sql, stop, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -135,27 +136,13 @@ else:
 _MODULE = "skiplock_pg_process_app"
 
 
-def _sql(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        cur = conn.execute(query, params)
-        return cur.fetchall() if cur.description else []
-
-
-def _wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-
-
 @pytest.fixture
 def app(tmp_path: Path, pg_dsn: str) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     """Starts workers of the app module; kills whatever is left at the end."""
     (tmp_path / f"{_MODULE}.py").write_text(textwrap.dedent(_APP), encoding="utf-8")
-    _sql(pg_dsn, "DROP TABLE IF EXISTS public.runs, public.started")
-    _sql(pg_dsn, "CREATE TABLE public.runs (job_id bigint, attempt int, pid int)")
-    _sql(pg_dsn, "CREATE TABLE public.started (job_id bigint, attempt int, pid int)")
+    sql(pg_dsn, "DROP TABLE IF EXISTS public.runs, public.started")
+    sql(pg_dsn, "CREATE TABLE public.runs (job_id bigint, attempt int, pid int)")
+    sql(pg_dsn, "CREATE TABLE public.started (job_id bigint, attempt int, pid int)")
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(
@@ -189,25 +176,13 @@ def app(tmp_path: Path, pg_dsn: str) -> Iterator[Callable[..., subprocess.Popen[
             print(f"--- {log.name}\n{text}")
 
 
-def _enqueue(dsn: str, requests: list[EnqueueRequest]) -> list[int]:
-    with PsycopgJobStore(dsn) as store:
-        return [r.id for r in store.enqueue(requests)]
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        proc.send_signal(signal.SIGTERM)
-    for proc in procs:
-        assert proc.wait(30) == 0
-
-
 def test_job_of_a_killed_worker_completes_elsewhere(
     app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str
 ) -> None:
     victim = app("sync")
-    [job_id] = _enqueue(pg_dsn, [EnqueueRequest(kind="proc.hang")])
-    _wait_for(
-        lambda: bool(_sql(pg_dsn, "SELECT 1 FROM public.started WHERE job_id = %s", job_id)),
+    [job_id] = enqueue(pg_dsn, [EnqueueRequest(kind="proc.hang")])
+    wait_for(
+        lambda: bool(sql(pg_dsn, "SELECT 1 FROM public.started WHERE job_id = %s", job_id)),
         30,
         "the first attempt to start",
     )
@@ -216,28 +191,29 @@ def test_job_of_a_killed_worker_completes_elsewhere(
     rescuer = app("async")
 
     def succeeded() -> bool:
-        rows = _sql(pg_dsn, "SELECT status FROM skiplock.jobs WHERE id = %s", job_id)
+        rows = sql(pg_dsn, "SELECT status FROM skiplock.jobs WHERE id = %s", job_id)
         return rows == [("succeeded",)]
 
-    _wait_for(succeeded, 60, "the job to be recovered and to succeed")
-    [(attempts, last_error)] = _sql(
+    wait_for(succeeded, 60, "the job to be recovered and to succeed")
+    [(attempts, last_error)] = sql(
         pg_dsn, "SELECT attempts, last_error FROM skiplock.jobs WHERE id = %s", job_id
     )
     assert attempts == 2
     assert last_error is None
-    assert _sql(pg_dsn, "SELECT attempt, pid FROM public.runs") == [(2, rescuer.pid)]
-    starts = _sql(pg_dsn, "SELECT attempt, pid FROM public.started ORDER BY attempt")
+    assert sql(pg_dsn, "SELECT attempt, pid FROM public.runs") == [(2, rescuer.pid)]
+    starts = sql(pg_dsn, "SELECT attempt, pid FROM public.started ORDER BY attempt")
     assert starts == [(1, victim.pid), (2, rescuer.pid)]
-    _stop([rescuer])
+    stop([rescuer])
 
 
 def test_job_that_kills_its_worker_every_time_ends_dead(
     app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str
 ) -> None:
-    [job_id] = _enqueue(pg_dsn, [EnqueueRequest(kind="proc.poison", max_attempts=3)])
+    poison = EnqueueRequest(kind="proc.poison", max_attempts=3, explicit_max_attempts=True)
+    [job_id] = enqueue(pg_dsn, [poison])
 
     def dead() -> bool:
-        rows = _sql(pg_dsn, "SELECT status FROM skiplock.jobs WHERE id = %s", job_id)
+        rows = sql(pg_dsn, "SELECT status FROM skiplock.jobs WHERE id = %s", job_id)
         return rows == [("dead",)]
 
     def settled(proc: subprocess.Popen[bytes]) -> Callable[[], bool]:
@@ -249,7 +225,7 @@ def test_job_that_kills_its_worker_every_time_ends_dead(
     killed: list[int] = []
     worker = app(next(flavours), poll=0.2)
     while True:
-        _wait_for(settled(worker), 30, "the job to kill its worker or to be buried")
+        wait_for(settled(worker), 30, "the job to kill its worker or to be buried")
         if worker.poll() is None:
             break
         assert worker.returncode == -signal.SIGKILL
@@ -257,7 +233,7 @@ def test_job_that_kills_its_worker_every_time_ends_dead(
         assert len(killed) <= 3, "the job ran more often than max_attempts"
         worker = app(next(flavours), poll=0.2)
     assert len(killed) == 3
-    [(attempts, last_error, completed_at)] = _sql(
+    [(attempts, last_error, completed_at)] = sql(
         pg_dsn,
         "SELECT attempts, last_error, completed_at FROM skiplock.jobs WHERE id = %s",
         job_id,
@@ -265,9 +241,9 @@ def test_job_that_kills_its_worker_every_time_ends_dead(
     assert attempts == 3
     assert last_error.startswith("[stale-claim recovered]")
     assert completed_at is not None
-    starts = _sql(pg_dsn, "SELECT attempt, pid FROM public.started ORDER BY attempt")
+    starts = sql(pg_dsn, "SELECT attempt, pid FROM public.started ORDER BY attempt")
     assert starts == [(n, pid) for n, pid in enumerate(killed, start=1)]
-    _stop([worker])  # the survivor never ran it: it was buried before any claim
+    stop([worker])  # the survivor never ran it: it was buried before any claim
 
 
 @pytest.mark.parametrize("flavour", ["sync", "async"])
@@ -275,49 +251,49 @@ def test_second_signal_releases_running_jobs_and_unregisters(
     app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str, tmp_path: Path, flavour: str
 ) -> None:
     worker = app(flavour, log_level="INFO")
-    [job_id] = _enqueue(pg_dsn, [EnqueueRequest(kind="proc.block")])
-    _wait_for(
-        lambda: bool(_sql(pg_dsn, "SELECT 1 FROM public.started WHERE job_id = %s", job_id)),
+    [job_id] = enqueue(pg_dsn, [EnqueueRequest(kind="proc.block")])
+    wait_for(
+        lambda: bool(sql(pg_dsn, "SELECT 1 FROM public.started WHERE job_id = %s", job_id)),
         30,
         "the job to start",
     )
     worker.send_signal(signal.SIGTERM)  # drain: the job would run on for shutdown_timeout
     # Two signals sent at once may arrive as one: wait until the first was handled.
     log = tmp_path / "worker0.log"
-    _wait_for(lambda: "SIGTERM" in log.read_text(), 10, "the first SIGTERM to be handled")
+    wait_for(lambda: "SIGTERM" in log.read_text(), 10, "the first SIGTERM to be handled")
     worker.send_signal(signal.SIGTERM)  # stop now
     assert worker.wait(30) == 130
     # Released (no attempt used, no stale-recovery mark), and the worker's row is gone.
-    assert _sql(
+    assert sql(
         pg_dsn,
         "SELECT status, attempts, claimed_by, last_error FROM skiplock.jobs WHERE id = %s",
         job_id,
     ) == [("pending", 0, None, None)]
-    assert _sql(pg_dsn, "SELECT count(*) FROM skiplock.workers") == [(0,)]
+    assert sql(pg_dsn, "SELECT count(*) FROM skiplock.workers") == [(0,)]
 
 
 def test_four_workers_drain_20k_jobs_exactly_once(
     app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str
 ) -> None:
     total = 20_000
-    _enqueue(pg_dsn, [EnqueueRequest(kind="proc.count", payload=i) for i in range(total)])
+    enqueue(pg_dsn, [EnqueueRequest(kind="proc.count", payload=i) for i in range(total)])
     workers = [app(flavour) for flavour in ("sync", "async", "sync", "async")]
 
     def drained() -> bool:
-        [(done,)] = _sql(pg_dsn, "SELECT count(*) FROM skiplock.jobs WHERE status = 'succeeded'")
+        [(done,)] = sql(pg_dsn, "SELECT count(*) FROM skiplock.jobs WHERE status = 'succeeded'")
         return int(done) == total
 
     started = time.monotonic()
-    _wait_for(drained, 180, f"{total} jobs to succeed")
+    wait_for(drained, 180, f"{total} jobs to succeed")
     elapsed = time.monotonic() - started
-    _stop(workers)
-    [(runs, distinct, attempts)] = _sql(
+    stop(workers)
+    [(runs, distinct, attempts)] = sql(
         pg_dsn, "SELECT count(*), count(DISTINCT job_id), max(attempt) FROM public.runs"
     )
     assert (runs, distinct, attempts) == (total, total, 1)  # no job ran twice
-    by_worker = _sql(pg_dsn, "SELECT DISTINCT pid FROM public.runs")
+    by_worker = sql(pg_dsn, "SELECT DISTINCT pid FROM public.runs")
     assert {pid for (pid,) in by_worker} == {w.pid for w in workers}
-    assert _sql(pg_dsn, "SELECT count(*) FROM skiplock.workers") == [(0,)]
+    assert sql(pg_dsn, "SELECT count(*) FROM skiplock.workers") == [(0,)]
     print(f"{total} jobs by 4 workers x 8 slots in {elapsed:.1f} s")
 
 
@@ -331,32 +307,32 @@ def test_processing_resumes_after_the_listener_is_terminated(
         "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
         "AND query ILIKE 'LISTEN%%'"
     )
-    _wait_for(lambda: bool(_sql(pg_dsn, listeners)), 30, "the worker to LISTEN")
+    wait_for(lambda: bool(sql(pg_dsn, listeners)), 30, "the worker to LISTEN")
 
     def processed(n: int) -> Callable[[], bool]:
-        return lambda: _sql(pg_dsn, "SELECT count(*) FROM public.runs") == [(n,)]
+        return lambda: sql(pg_dsn, "SELECT count(*) FROM public.runs") == [(n,)]
 
-    _sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('proc.count')")
-    _wait_for(processed(1), 10, "a job inserted with plain SQL to run")
-    [(old_pid,)] = _sql(pg_dsn, listeners)
-    _sql(pg_dsn, "SELECT pg_terminate_backend(%s)", old_pid)
+    sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('proc.count')")
+    wait_for(processed(1), 10, "a job inserted with plain SQL to run")
+    [(old_pid,)] = sql(pg_dsn, listeners)
+    sql(pg_dsn, "SELECT pg_terminate_backend(%s)", old_pid)
 
     def relistening() -> bool:
-        return [pid for (pid,) in _sql(pg_dsn, listeners)] not in ([], [old_pid])
+        return [pid for (pid,) in sql(pg_dsn, listeners)] not in ([], [old_pid])
 
-    _wait_for(relistening, 20, "the listener to reconnect")
-    _sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('proc.count')")
-    _wait_for(processed(2), 10, "a job inserted after the reconnect to run")
-    _stop([worker])
+    wait_for(relistening, 20, "the listener to reconnect")
+    sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('proc.count')")
+    wait_for(processed(2), 10, "a job inserted after the reconnect to run")
+    stop([worker])
 
 
 def test_frozen_workers_late_completion_is_rejected(
     app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str, tmp_path: Path
 ) -> None:
     victim = app("async")
-    [job_id] = _enqueue(pg_dsn, [EnqueueRequest(kind="proc.late")])
-    _wait_for(
-        lambda: bool(_sql(pg_dsn, "SELECT 1 FROM public.started WHERE job_id = %s", job_id)),
+    [job_id] = enqueue(pg_dsn, [EnqueueRequest(kind="proc.late")])
+    wait_for(
+        lambda: bool(sql(pg_dsn, "SELECT 1 FROM public.started WHERE job_id = %s", job_id)),
         30,
         "the first attempt to start",
     )
@@ -364,9 +340,9 @@ def test_frozen_workers_late_completion_is_rejected(
     os.kill(victim.pid, signal.SIGSTOP)
     try:
         rescuer = app("sync")
-        _wait_for(
+        wait_for(
             lambda: (
-                _sql(pg_dsn, "SELECT status FROM skiplock.jobs WHERE id = %s", job_id)
+                sql(pg_dsn, "SELECT status FROM skiplock.jobs WHERE id = %s", job_id)
                 == [("succeeded",)]
             ),
             60,
@@ -377,21 +353,19 @@ def test_frozen_workers_late_completion_is_rejected(
     # The victim wakes up, finishes attempt 1 and tries to complete it: fenced out, and its
     # transaction (the processor's write included) rolls back.
     log = tmp_path / "worker0.log"
-    _wait_for(lambda: "no longer ours" in log.read_text(), 30, "the late completion")
-    assert _sql(pg_dsn, "SELECT job_id, attempt, pid FROM public.runs") == [
-        (job_id, 2, rescuer.pid)
-    ]
-    assert _sql(pg_dsn, "SELECT attempts, status FROM skiplock.jobs WHERE id = %s", job_id) == [
+    wait_for(lambda: "no longer ours" in log.read_text(), 30, "the late completion")
+    assert sql(pg_dsn, "SELECT job_id, attempt, pid FROM public.runs") == [(job_id, 2, rescuer.pid)]
+    assert sql(pg_dsn, "SELECT attempts, status FROM skiplock.jobs WHERE id = %s", job_id) == [
         (2, "succeeded")
     ]
-    _stop([victim, rescuer])
+    stop([victim, rescuer])
 
 
 def test_cluster_limit_is_never_exceeded_by_three_worker_processes(
     app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str
 ) -> None:
     total = 60
-    _enqueue(pg_dsn, [EnqueueRequest(kind="proc.limited", payload=i) for i in range(total)])
+    enqueue(pg_dsn, [EnqueueRequest(kind="proc.limited", payload=i) for i in range(total)])
     workers = [app(flavour, poll=0.1) for flavour in ("async", "sync", "async")]
     running = (
         "SELECT count(*) FROM skiplock.jobs WHERE kind = 'proc.limited' AND status = 'running'"
@@ -405,7 +379,7 @@ def test_cluster_limit_is_never_exceeded_by_three_worker_processes(
             row = conn.execute(running).fetchone()
             assert row is not None
             samples.append(int(row[0]))
-    _stop(workers)
+    stop(workers)
     assert max(samples) <= 2, f"cluster limit 2 exceeded: {max(samples)} running at once"
     assert max(samples) == 2, "the limit was never reached: the test proves nothing"
     assert len(samples) > 20
@@ -419,16 +393,16 @@ def test_plain_sql_insert_is_picked_up_within_a_second_without_polling(
         "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
         "AND query ILIKE 'LISTEN%%'"
     )
-    _wait_for(lambda: bool(_sql(pg_dsn, listening)), 30, "the worker to LISTEN")
-    _wait_for(
-        lambda: bool(_sql(pg_dsn, "SELECT 1 FROM skiplock.workers")), 30, "the worker to register"
+    wait_for(lambda: bool(sql(pg_dsn, listening)), 30, "the worker to LISTEN")
+    wait_for(
+        lambda: bool(sql(pg_dsn, "SELECT 1 FROM skiplock.workers")), 30, "the worker to register"
     )
     inserted = time.monotonic()
-    _sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('proc.count')")
-    _wait_for(
-        lambda: _sql(pg_dsn, "SELECT count(*) FROM public.runs") == [(1,)],
+    sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('proc.count')")
+    wait_for(
+        lambda: sql(pg_dsn, "SELECT count(*) FROM public.runs") == [(1,)],
         1.0,
         "the job inserted with plain SQL to run within 1 s",
     )
     assert time.monotonic() - inserted < 1.0
-    _stop([worker])
+    stop([worker])

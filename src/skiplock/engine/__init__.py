@@ -9,9 +9,10 @@ from ._engine_async import AsyncEngine
 from ._enqueue import Enqueue
 from ._errors import JobCancelledError, JobTimeoutError, UndecodablePayloadError
 from ._registry import Processor, ProcessorSpec
+from ._scope import default_worker_id
 from ._settings import Settings
 from ._worker import Worker
-from ._worker_async import AsyncWorker, default_worker_id
+from ._worker_async import AsyncWorker
 
 __all__ = [
     "AsyncEngine",

@@ -6,49 +6,38 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from skiplock._compat_async import IS_ASYNC
 from skiplock.core import (
     EnqueueResult,
-    Event,
-    InvalidTransitionError,
-    Job,
-    JobFilter,
-    JobNotFoundError,
-    JobState,
     KindPolicy,
-    Page,
     RateLimit,
-    StateCount,
     ValidationError,
-    transition,
 )
 from skiplock.ports import NoopMetrics, NoopTracer, SystemClock
 
-from ._enqueue import Enqueue, as_names, as_states, build_request
-from ._limits import RateLimiter
+from ._admin_async import AsyncAdminOps
+from ._enqueue import Enqueue, build_request
+from ._limits import NodeSlots, RateLimiter
+from ._maintenance_async import Maintenance
 from ._registry import (
     Processor,
     ProcessorSpec,
     Registry,
     build_spec,
-    check_int,
     check_kind,
     make_overrides,
     overrides_of,
 )
 from ._settings import Settings
-from ._worker_async import AsyncWorker
+from ._worker_async import AsyncWorker, WorkerParts
 
 if TYPE_CHECKING:
-    from datetime import datetime
+    from datetime import datetime, timedelta
 
     from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
 
-#: Succeeded jobs purged per batch by maintenance.
-PURGE_BATCH = 1000
 #: At most this many resolved policies of kinds without a processor are kept.
 _POLICY_CACHE_SIZE = 1024
 
@@ -56,7 +45,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 P = TypeVar("P", bound=Processor)
 
 
-class AsyncEngine:
+class AsyncEngine(AsyncAdminOps):
     """An application's handle on skiplock: processors, enqueue, admin operations, workers.
 
     ``store`` is any :class:`~skiplock.ports.AsyncJobStore`; ``clock`` drives rate limits
@@ -81,8 +70,11 @@ class AsyncEngine:
         self._metrics: Metrics = metrics if metrics is not None else NoopMetrics()
         self._tracer: Tracer = tracer if tracer is not None else NoopTracer()
         self._registry = Registry()
-        # Token buckets of every worker of this engine in this process (J6).
+        # Token buckets and node limits of every worker of this engine in this process
+        # (J6): a node is a process.
         self._rate_limiter = RateLimiter()
+        self._node_slots = NodeSlots()
+        self._maintenance = Maintenance(store, self._settings, self.stale_ttls)
         # Resolved policies of kinds without a processor here (Settings is frozen, so
         # only a registration can change them): resolving builds and validates new
         # policy objects, far too slow to repeat for every enqueued job.
@@ -362,110 +354,6 @@ class AsyncEngine:
             return self.policy(kind).retry.max_attempts
         return self._settings.max_attempts
 
-    # ---- admin (R13 / J8) -----------------------------------------------------------
-
-    async def get_job(self, job_id: int) -> Job:
-        """One job (with ``last_error`` and attempts); JobNotFoundError if absent."""
-        job = await self._store.get(job_id)
-        if job is None:
-            raise JobNotFoundError(f"no job with id {job_id}")
-        return job
-
-    async def list_jobs(
-        self,
-        *,
-        state: JobState | str | Iterable[JobState | str] | None = None,
-        kind: str | Iterable[str] | None = None,
-        tenant: str | Iterable[str] | None = None,
-        priority_min: int | None = None,
-        priority_max: int | None = None,
-        limit: int = 100,
-        after_id: int | None = None,
-        descending: bool = False,
-    ) -> list[Job]:
-        """Jobs matching every given filter, ordered by id, one keyset page.
-
-        Pass the last id of a page as ``after_id`` for the next one (with ``descending``
-        the next page holds smaller ids).
-        """
-        check_int("limit", limit, minimum=1)
-        for name, value in (("priority_min", priority_min), ("priority_max", priority_max)):
-            if value is not None:
-                check_int(name, value)
-        job_filter = JobFilter(
-            states=as_states(state),
-            kinds=as_names("kind", kind),
-            tenants=as_names("tenant", tenant),
-            priority_min=priority_min,
-            priority_max=priority_max,
-        )
-        page = Page(limit=limit, after_id=after_id, descending=descending)
-        return await self._store.list_jobs(job_filter, page)
-
-    async def dead_jobs(
-        self,
-        *,
-        kind: str | Iterable[str] | None = None,
-        tenant: str | Iterable[str] | None = None,
-        limit: int = 100,
-        after_id: int | None = None,
-    ) -> list[Job]:
-        """The dead-letter view: dead jobs with their last_error, payload and tenant."""
-        return await self.list_jobs(
-            state=JobState.DEAD, kind=kind, tenant=tenant, limit=limit, after_id=after_id
-        )
-
-    async def counts(self) -> list[StateCount]:
-        """Number of jobs per (state, kind, tenant)."""
-        return await self._store.counts()
-
-    async def retry_job(self, job_id: int, *, reset_attempts: bool = False) -> Job:
-        """Replay a dead, failed or cancelled job: pending and due now."""
-        return await self._apply_one(job_id, Event.REPLAY, reset_attempts=reset_attempts)
-
-    async def retry_dead(
-        self,
-        *,
-        kind: str | Iterable[str] | None = None,
-        tenant: str | Iterable[str] | None = None,
-        reset_attempts: bool = True,
-    ) -> list[int]:
-        """Replay every dead job matching the filter (J8: attempts reset); returns ids."""
-        job_filter = JobFilter(
-            states=frozenset({JobState.DEAD}),
-            kinds=as_names("kind", kind),
-            tenants=as_names("tenant", tenant),
-        )
-        return await self._store.apply(job_filter, Event.REPLAY, reset_attempts=reset_attempts)
-
-    async def cancel_job(self, job_id: int) -> Job:
-        """Cancel a job. A running one is asked to stop: its worker's next heartbeat
-        interrupts the processor (``ctx.cancelled``, :class:`JobCancelledError`), and its
-        result is discarded by fencing (R13)."""
-        return await self._apply_one(job_id, Event.CANCEL)
-
-    async def fail_job(self, job_id: int) -> Job:
-        """Set the manual stop flag: ``failed``, never tried again unless replayed."""
-        return await self._apply_one(job_id, Event.MARK_FAILED)
-
-    async def delete_job(self, job_id: int) -> Job:
-        """Delete a job that is not running; returns it as it was."""
-        deleted = await self._store.delete(JobFilter(ids=frozenset({job_id})))
-        if deleted:
-            return deleted[0]
-        job = await self.get_job(job_id)
-        raise InvalidTransitionError(f"cannot delete job {job_id}: it is {job.state.value}")
-
-    async def _apply_one(self, job_id: int, event: Event, *, reset_attempts: bool = False) -> Job:
-        changed = await self._store.apply(
-            JobFilter(ids=frozenset({job_id})), event, reset_attempts=reset_attempts
-        )
-        job = await self.get_job(job_id)
-        if not changed:
-            transition(job.state, event)  # raises with the allowed events named
-            raise InvalidTransitionError(f"job {job_id} changed concurrently; try again")
-        return job
-
     # ---- maintenance (J13) ----------------------------------------------------------
 
     async def maintain(self, *, once_per_period: bool = False) -> tuple[list[int], int]:
@@ -477,23 +365,7 @@ class AsyncEngine:
         last ``maintenance_interval`` (``store.try_maintenance``, J13), so a cluster does
         the work once per period however many workers it has.
         """
-        settings = self._settings
-        every = timedelta(seconds=settings.maintenance_interval)
-        recovered: list[int] = []
-        if not once_per_period or await self._store.try_maintenance("recover", every):
-            recovered = await self._store.recover_stale(
-                default_ttl=settings.stale_ttl, ttls=self.stale_ttls()
-            )
-        purged = 0
-        if settings.retention is not None and (
-            not once_per_period or await self._store.try_maintenance("purge", every)
-        ):
-            purged = await self._store.purge(
-                older_than=settings.retention,
-                archive=settings.retention_archive,
-                batch_size=PURGE_BATCH,
-            )
-        return recovered, purged
+        return await self._maintenance.run(once_per_period=once_per_period)
 
     def stale_ttls(self) -> dict[str, timedelta]:
         """Per-kind stale TTLs that differ from ``Settings.stale_ttl``."""
@@ -514,8 +386,20 @@ class AsyncEngine:
         install_signal_handlers: bool = True,
     ) -> AsyncWorker:
         """A worker for this engine's processors (see :class:`AsyncWorker`)."""
+        parts = WorkerParts(
+            store=self._store,
+            settings=self._settings,
+            processors=self.processors,
+            policy=self.policy,
+            limiter=self._rate_limiter,
+            node_slots=self._node_slots,
+            maintenance=self._maintenance,
+            clock=self._clock,
+            metrics=self._metrics,
+            tracer=self._tracer,
+        )
         return AsyncWorker(
-            self,
+            parts,
             concurrency=concurrency,
             kinds=kinds,
             tenants=tenants,

@@ -28,7 +28,8 @@ class Enqueue:
 
     ``available_at`` (an aware datetime) and ``delay`` (a timedelta or seconds, counted
     from the store's clock) are mutually exclusive; neither means "due now".
-    ``max_attempts`` ``None`` takes the kind's resolved policy.
+    ``max_attempts`` ``None`` leaves it to the policy of the processor that runs the job
+    (the enqueuing engine's resolved policy is stored until a worker claims it).
     """
 
     kind: str
@@ -84,6 +85,9 @@ def build_request(
         available_at=item.available_at,
         delay=as_delay(item.delay),
         max_attempts=default_max_attempts if item.max_attempts is None else item.max_attempts,
+        # Only the caller's own choice binds the worker; the default is the enqueuing
+        # node's, and the worker that runs the job applies its processor's policy.
+        explicit_max_attempts=item.max_attempts is not None,
         idempotency_key=item.idempotency_key,
         trace_context=trace_context,
     )

@@ -1,37 +1,41 @@
-"""Token buckets shared by all workers of one engine (J6).
+"""Limits shared by every worker of one engine in one process: token buckets (J6) and
+per-node slots.
 
-Buckets live in the process, as the seed specifies ("Token-Bucket im Worker-Prozess"):
-every worker of one engine draws from the same buckets, but separate processes (and
-separate engines) each have their own, so a cluster-wide limit must be divided by the
-number of worker processes.
+Both live in the process (J6, docs/requirements.md): every
+worker of one engine draws from the same buckets and counts against the same node limits,
+but separate processes (and separate engines) each have their own, so a cluster-wide rate
+must be divided by the number of worker processes. Thread-safe (a plain lock, never held
+across an await), so the threads of sync workers and the tasks of async ones may share
+them.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from threading import Lock
 from typing import TYPE_CHECKING
 
-from skiplock.core import TokenBucket, take
+from skiplock.core import ThrottleLimits, TokenBucket, take, throttle_limits
 
 if TYPE_CHECKING:
-    from skiplock.core import RateLimit
+    from collections.abc import Callable, Iterable, Mapping
+
+    from skiplock.core import ClaimRequest, RateLimit
+
+Pair = tuple[str, str | None]
 
 
 class RateLimiter:
-    """The ``(kind, tenant)`` buckets and the provider caps' buckets of one engine.
-
-    Thread-safe (a plain lock, never held across an await), so both the threads of sync
-    workers and the tasks of async ones may share it.
-    """
+    """The ``(kind, tenant)`` buckets and the provider caps' buckets of one engine."""
 
     def __init__(self) -> None:
         self._lock = Lock()
-        self._pairs: dict[tuple[str, str | None], TokenBucket] = {}
+        self._pairs: dict[Pair, TokenBucket] = {}
         self._caps: dict[str, TokenBucket] = {}
 
     def take(
         self,
-        pair: tuple[str, str | None],
+        pair: Pair,
         limit: RateLimit | None,
         provider: str | None,
         cap: RateLimit | None,
@@ -52,6 +56,28 @@ class RateLimiter:
                     self._caps[provider] = cap_bucket
             return pair_wait, cap_wait
 
+    def claim_limits(
+        self,
+        now: float,
+        rate_limits: Mapping[str, RateLimit],
+        provider_caps: Mapping[str, tuple[str, RateLimit]],
+    ) -> ThrottleLimits:
+        """What the buckets allow one claim of these kinds to take now (see
+        :func:`skiplock.core.throttle_limits`)."""
+        if not rate_limits and not provider_caps:
+            return ThrottleLimits()
+        with self._lock:
+            pairs = [(pair, b) for pair, b in self._pairs.items() if pair[0] in rate_limits]
+            providers = {p for p, _ in provider_caps.values()}
+            caps = {p: b for p, b in self._caps.items() if p in providers}
+        return throttle_limits(
+            now=now,
+            rate_limits=rate_limits,
+            pair_buckets=pairs,
+            provider_caps=provider_caps,
+            provider_buckets=caps,
+        )
+
 
 def _take(
     bucket: TokenBucket | None, limit: RateLimit | None, now: float
@@ -61,3 +87,51 @@ def _take(
     if bucket is None or bucket.limit != limit:
         bucket = TokenBucket(limit=limit, tokens=float(limit.burst), updated=now)
     return take(bucket, now)
+
+
+class NodeSlots:
+    """Jobs held per kind by all workers of one engine in this process (a node): node
+    limits count these, so two workers of one engine never exceed a kind's node limit
+    together.
+
+    A held job counts from its claim (prefetched or running) until its worker lets it go.
+    A claim in flight reserves the most it may take, so concurrent plans cannot both use
+    the same free slot.
+    """
+
+    def __init__(self) -> None:
+        self._lock = Lock()
+        self._held: Counter[str] = Counter()
+
+    def plan(
+        self, planner: Callable[[Mapping[str, int]], ClaimRequest | None]
+    ) -> ClaimRequest | None:
+        """Plan a claim from the held counts and reserve its per-kind limits at once
+        (release the reservation with :meth:`settle` when the claim returned)."""
+        with self._lock:
+            request = planner(dict(self._held))
+            if request is not None:
+                self._held.update(request.kind_limits)
+            return request
+
+    def settle(self, request: ClaimRequest, kinds: Iterable[str]) -> None:
+        """Replace ``request``'s reservation with the kinds actually claimed."""
+        with self._lock:
+            self._held.subtract(request.kind_limits)
+            self._held.update(kinds)
+            self._drop_zeros()
+
+    def release(self, kind: str) -> None:
+        """One held job of ``kind`` is no longer held."""
+        with self._lock:
+            self._held[kind] -= 1
+            self._drop_zeros()
+
+    def held(self, kind: str) -> int:
+        """Jobs of ``kind`` held on this node now (reservations included)."""
+        with self._lock:
+            return self._held[kind]
+
+    def _drop_zeros(self) -> None:
+        for kind in [k for k, n in self._held.items() if n <= 0]:
+            del self._held[kind]

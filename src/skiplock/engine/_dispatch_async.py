@@ -1,0 +1,395 @@
+"""Dispatch: plan claims, keep the prefetch buffer, start jobs in free slots (async
+source; ``_dispatch.py`` is the sync twin).
+
+A claim takes jobs for the free slots, which start at once and pay their attempt in the
+claim, plus up to ``prefetch`` more that are *held*: running under the worker in the
+store but not started and not charged. A held job starts only after ``store.start``
+confirmed it is still this worker's and counted its attempt — so a held job never runs
+after the worker lost it (a frozen worker that resumes, a stale recovery), and a worker
+that dies with a full buffer costs those jobs nothing. A suspect (a job whose last run
+ended with its worker vanishing) starts alone, so a job that kills its worker takes no
+innocent job's attempt with it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from threading import Lock
+from typing import TYPE_CHECKING
+
+import attrs
+
+from skiplock._compat_async import ThreadSafeEvent
+from skiplock.core import Release, charged_positions, plan_claim
+
+from ._completer_async import Done
+from ._runner_async import LOST
+from ._slots_async import Slots
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+
+    from skiplock.core import ClaimRequest, Job
+    from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
+
+    from ._completer_async import Completer
+    from ._lease_async import LeaseKeeper
+    from ._limits import NodeSlots, RateLimiter
+    from ._runner_async import JobRunner
+    from ._scope import ClaimScope
+
+logger = logging.getLogger("skiplock.worker")
+
+
+class Dispatcher:
+    """Plans claims, keeps the buffer of held jobs and starts jobs in free slots.
+
+    Its state sits under one plain lock, never held across an await. ``wakeup`` is set
+    whenever the worker's loop may have something to do (a slot freed, a job dropped);
+    ``startable`` whenever held jobs may start.
+    """
+
+    def __init__(
+        self,
+        scope: ClaimScope,
+        *,
+        store: AsyncJobStore,
+        runner: JobRunner,
+        completer: Completer,
+        lease: LeaseKeeper,
+        node_slots: NodeSlots,
+        limiter: RateLimiter,
+        clock: Clock,
+        metrics: Metrics,
+        tracer: Tracer,
+    ) -> None:
+        self._scope = scope
+        self._store = store
+        self._completer = completer
+        self._lease = lease
+        self._node_slots = node_slots
+        self._limiter = limiter
+        self._clock = clock
+        self._metrics = metrics
+        policies = scope.policies
+        self._node_limits = {k: p.node_limit for k, p in policies.items() if p.node_limit}
+        self._cluster_limits = {k: p.cluster_limit for k, p in policies.items() if p.cluster_limit}
+        self._rate_limits = {k: p.rate_limit for k, p in policies.items() if p.rate_limit}
+        self._max_attempts = {k: p.retry.max_attempts for k, p in policies.items()}
+        self.wakeup = ThreadSafeEvent()
+        self.startable = ThreadSafeEvent()
+        #: Seconds until a throttled pair or provider has a token again (None: none).
+        self.throttled_for: float | None = None
+        self.slots = Slots(
+            worker_id=scope.worker_id,
+            runner=runner,
+            completer=completer,
+            node_slots=node_slots,
+            clock=clock,
+            tracer=tracer,
+            on_entered=self._on_entered,
+            on_finished=self._on_finished,
+        )
+        self._lock = Lock()
+        self._held: deque[Job] = deque()
+        self._starting: dict[int, Job] = {}
+        # The suspect that runs alone (its id until its slot is free), and a suspect a
+        # claim charged that waits for quiet to start.
+        self._isolated: int | None = None
+        self._ready: Job | None = None
+        # Slots kept free for the jobs a claim in flight starts at once.
+        self._reserved = 0
+        self._stopping = False
+        self._handled = 0
+        self._changes = 0
+
+    # ---- state ----------------------------------------------------------------------
+
+    @property
+    def handled(self) -> int:
+        """Claimed jobs handled so far (any outcome, dropped ones included)."""
+        with self._lock:
+            return self._handled
+
+    def held_ids(self) -> list[int]:
+        """Every job this worker holds: running, held, being started."""
+        with self._lock:
+            ready = [] if self._ready is None else [self._ready.id]
+            held = [job.id for job in self._held]
+            return sorted({*self.slots.ids(), *held, *self._starting, *ready})
+
+    def generation(self) -> tuple[int, int]:
+        """Changes so far (finished or dropped jobs, written outcomes)."""
+        with self._lock:
+            return self._changes, self._completer.written_batches
+
+    def idle_since(self, generation: tuple[int, int]) -> bool:
+        """Nothing held, no outcome waiting, and nothing finished or written since
+        ``generation`` (either may have made another job due)."""
+        with self._lock:
+            empty = not (self._busy() or self._held)
+        return empty and not self._completer.busy and self.generation() == generation
+
+    def _busy(self) -> int:
+        # Under the lock: slots taken or promised.
+        return len(self.slots) + len(self._starting) + self._reserved + (self._ready is not None)
+
+    # ---- claiming -------------------------------------------------------------------
+
+    async def claim(self) -> tuple[int, int]:
+        """Claim what the free slots and the buffer can take; returns (claimed, limit)."""
+        scope = self._scope
+        with self._lock:
+            if self._stopping:
+                return 0, 0
+            # Claim again only once the buffer ran low, so a finished job does not cost
+            # a claim of one; with no prefetch the buffer is always empty.
+            if self._held and len(self._held) > scope.prefetch // 2:
+                return 0, 0
+            busy = self._busy()
+            free = scope.concurrency + scope.prefetch - busy - len(self._held)
+            # While a suspect runs alone, claimed jobs are only held. The slots of jobs
+            # that start at once are reserved now, before anything else can take them.
+            start_now = 0
+            if self._isolated is None:
+                start_now = max(0, scope.concurrency - busy - len(self._held))
+            self._reserved += start_now
+        try:
+            plan = self._plan(free, start_now)
+            jobs = await self._store.claim(plan) if plan is not None else []
+        finally:
+            with self._lock:
+                self._reserved -= start_now
+        if plan is None:
+            return 0, 0
+        self._node_slots.settle(plan, (job.kind for job in jobs))
+        for job in jobs:
+            latency = 0.0
+            if job.claimed_at is not None:
+                latency = max(0.0, (job.claimed_at - job.available_at).total_seconds())
+            self._metrics.job_claimed(job.kind, job.tenant, latency)
+        # The store charged these (claim order) and held the rest; a charged suspect
+        # waits until the running jobs are under way, then runs alone.
+        charged = charged_positions([job.suspect for job in jobs], plan.start_now)
+        direct = [jobs[i] for i in charged]
+        with self._lock:
+            if len(direct) == 1 and direct[0].suspect:
+                self._isolated, self._ready = direct[0].id, direct[0]
+                direct = []
+            self._held.extend(job for i, job in enumerate(jobs) if i not in charged)
+        for job in direct:
+            self.slots.start(job)
+        if len(jobs) > len(direct):
+            self.startable.set()
+        return len(jobs), plan.limit
+
+    def _plan(self, free: int, start_now: int) -> ClaimRequest | None:
+        scope = self._scope
+        throttle = self._limiter.claim_limits(
+            self._clock.monotonic(), self._rate_limits, scope.provider_caps
+        )
+        self.throttled_for = throttle.retry_in
+
+        def planner(held: Mapping[str, int]) -> ClaimRequest | None:
+            return plan_claim(
+                worker_id=scope.worker_id,
+                free_slots=free,
+                batch_size=scope.batch_size,
+                running=held,
+                node_limits=self._node_limits,
+                cluster_limits=self._cluster_limits,
+                kinds=scope.kinds,
+                tenants=scope.tenants,
+                excluded=throttle.excluded,
+                excluded_kinds=throttle.excluded_kinds,
+                pair_limits=throttle.pair_limits,
+                kind_caps=throttle.kind_caps,
+                start_now=start_now,
+                max_attempts=self._max_attempts,
+            )
+
+        return self._node_slots.plan(planner)
+
+    # ---- starting held jobs ---------------------------------------------------------
+
+    async def start_held(self) -> bool:
+        """Start held jobs in the free slots, once ``store.start`` confirmed them. False
+        when there was nothing to start (or it cannot be done now).
+
+        A suspect starts alone: only once every running job has entered its processor
+        and no other start or direct claim is in flight, and nothing else starts until it
+        finished — if it kills the worker, no innocent job was charged for it.
+        """
+        # No held job starts while the lease is in doubt: it may have been recovered (and
+        # a renewal that finds the registration gone drops every held job).
+        if self._lease.in_doubt() and not await self._lease.renew():
+            return False
+        with self._lock:
+            if self._stopping:
+                return False
+            ready, jobs = self._ready, []
+            if ready is not None:
+                if not self._quiet():
+                    return False  # a charged suspect waits for quiet
+                self._ready = None
+            else:
+                jobs = self._take_startable()
+                if not jobs:
+                    return False
+                self._starting.update((job.id, job) for job in jobs)
+        if ready is not None:
+            self.slots.start(ready)
+            return True
+        try:
+            confirmed = await self._store.start([job.lease for job in jobs])
+        except Exception:
+            self._lease.store_failed()
+            logger.exception(
+                "worker %s: starting %d held job(s) failed", self._scope.worker_id, len(jobs)
+            )
+            self._unstart(jobs)
+            return False
+        started: list[Job] = []
+        gone: list[Job] = []
+        with self._lock:
+            for job, ok in zip(jobs, confirmed, strict=True):
+                if self._starting.pop(job.id, None) is None:
+                    continue  # dropped meanwhile
+                if ok:
+                    started.append(attrs.evolve(job, attempts=job.attempts + 1))
+                else:
+                    gone.append(job)
+                    if self._isolated == job.id:
+                        self._isolated = None
+            self._count_dropped(len(gone))
+        self._forget(gone)
+        for job in started:
+            self.slots.start(job)
+        return True
+
+    def _take_startable(self) -> list[Job]:
+        # Under the lock: the held jobs to start now, in claim order — a suspect alone.
+        free = self._scope.concurrency - self._busy()
+        if self._isolated is not None or not self._held or free <= 0:
+            return []
+        if self._held[0].suspect:
+            if not self._quiet():
+                return []
+            suspect = self._held.popleft()
+            self._isolated = suspect.id
+            return [suspect]
+        jobs: list[Job] = []
+        while self._held and len(jobs) < free and not self._held[0].suspect:
+            jobs.append(self._held.popleft())
+        return jobs
+
+    def _quiet(self) -> bool:
+        # Under the lock: every running job entered its processor and nothing else is
+        # being charged, so a suspect started now cannot take an innocent job with it.
+        return not self._starting and not self._reserved and self.slots.all_entered()
+
+    def _unstart(self, jobs: list[Job]) -> None:
+        # Back to the head of the buffer, in order, unless dropped meanwhile.
+        with self._lock:
+            back = [job for job in jobs if self._starting.pop(job.id, None) is not None]
+            self._held.extendleft(reversed(back))
+            if self._isolated in {job.id for job in jobs}:
+                self._isolated = None
+
+    async def start_loop(self, finished: ThreadSafeEvent, poll_interval: float) -> None:
+        """Start held jobs whenever slots free up, until ``finished`` is set."""
+        while not finished.is_set():
+            self.startable.clear()
+            if not await self.start_held():
+                await self.startable.wait(poll_interval)
+
+    def _on_entered(self) -> None:
+        with self._lock:
+            waiting = self._ready is not None or bool(self._held and self._held[0].suspect)
+        if waiting:
+            self.startable.set()
+
+    def _on_finished(self, job: Job) -> None:
+        with self._lock:
+            self._handled += 1
+            self._changes += 1
+            if self._isolated == job.id:
+                self._isolated = None
+        self.startable.set()
+        self.wakeup.set()
+
+    # ---- letting jobs go ------------------------------------------------------------
+
+    def drop(self, ids: Iterable[int] | None) -> None:
+        """Stop the jobs that are no longer this worker's (``None``: every job): interrupt
+        the running ones, forget the held ones; nothing is written for them (R13)."""
+        wanted = None if ids is None else set(ids)
+
+        def dropping(job_id: int) -> bool:
+            return wanted is None or job_id in wanted
+
+        with self._lock:
+            dropped = [job for job in self._held if dropping(job.id)]
+            if dropped:
+                self._held = deque(job for job in self._held if not dropping(job.id))
+            starting = [i for i in self._starting if dropping(i)]
+            dropped.extend(self._starting.pop(i) for i in starting)
+            if self._ready is not None and dropping(self._ready.id):
+                dropped.append(self._ready)
+                self._ready = None
+            if self._isolated is not None and self._isolated in {job.id for job in dropped}:
+                self._isolated = None
+            self._count_dropped(len(dropped))
+        self._forget(dropped)
+        self.slots.drop(wanted)
+
+    def _count_dropped(self, n: int) -> None:
+        # Under the lock.
+        if n:
+            self._handled += n
+            self._changes += 1
+
+    def _forget(self, jobs: list[Job]) -> None:
+        for job in jobs:
+            logger.warning(
+                "worker %s: held job %d (%s) is no longer ours (recovered, cancelled or "
+                "deleted); it will not start here",
+                self._scope.worker_id,
+                job.id,
+                job.kind,
+            )
+            self._node_slots.release(job.kind)
+            self._completer.report(job, LOST.label, 0.0)
+        if jobs:
+            self.wakeup.set()  # the buffer has room again
+
+    async def drain(self, timeout: float, *, forced: Callable[[], bool]) -> None:
+        """Shutdown: start nothing more, give the held jobs back to ``pending`` without
+        using an attempt (they never had one; written by the completer), then let the
+        running ones finish (see :meth:`Slots.drain`)."""
+        with self._lock:
+            self._stopping = True
+            jobs = list(self._held)
+            self._held.clear()
+            # A suspect a claim charged but that never started gives its attempt back.
+            ready, self._ready = self._ready, None
+            self._count_dropped(len(jobs) + (ready is not None))
+        self.startable.set()
+        if ready is not None:
+            self._release(ready, refund=True)
+        if jobs:
+            logger.info(
+                "worker %s: releasing %d held job(s) that did not start",
+                self._scope.worker_id,
+                len(jobs),
+            )
+        for job in jobs:
+            self._release(job, refund=False)
+        await self.slots.drain(timeout, forced=forced)
+
+    def _release(self, job: Job, *, refund: bool) -> None:
+        done = Done(job, Release(refund=refund), 0.0)
+        if not self._completer.submit(done):
+            self._completer.report(job, "error", 0.0)
+            self._node_slots.release(job.kind)

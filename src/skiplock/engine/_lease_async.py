@@ -1,0 +1,115 @@
+"""The lease keeper: a worker's registration and heartbeats (async source; ``_lease.py``
+is the sync twin).
+
+A worker's jobs are safe from stale-claim recovery only while its heartbeat is fresh. The
+lease keeper knows whether that is so: after a store error, or when the last good
+heartbeat is older than half-way to the stale TTL, the lease is *in doubt* — the worker
+then starts and claims nothing until :meth:`LeaseKeeper.renew` has heart-beaten again
+and learned which held jobs are still its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from skiplock._compat_async import Lock
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from skiplock._compat_async import ThreadSafeEvent
+    from skiplock.core import WorkerInfo
+    from skiplock.ports import AsyncJobStore
+
+logger = logging.getLogger("skiplock.worker")
+
+
+class LeaseKeeper:
+    """Registers the worker, heart-beats for every job it holds, reports lost jobs.
+
+    ``held()`` lists the ids of the jobs the worker holds (running and prefetched);
+    ``on_lost(ids)`` drops those that are no longer the worker's (cancelled, recovered,
+    deleted); ``on_gone()`` drops every held job when the registration itself is gone —
+    only then does the worker register again (which releases any job still running under
+    its id, see ``AsyncJobStore.register_worker``).
+    """
+
+    def __init__(
+        self,
+        *,
+        store: AsyncJobStore,
+        info: WorkerInfo,
+        interval: float,
+        stale_ttl: float,
+        held: Callable[[], list[int]],
+        on_lost: Callable[[list[int]], None],
+        on_gone: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._info = info
+        self._interval = interval
+        # Half-way between a heartbeat and the stale TTL: a healthy worker renews well
+        # before, and the store cannot have recovered anything yet.
+        self._doubt_after = (interval + stale_ttl) / 2
+        self._held = held
+        self._on_lost = on_lost
+        self._on_gone = on_gone
+        self._renewing = Lock()
+        self._last_good = time.monotonic()
+        self._failed = False
+        self._errors = 0
+
+    def in_doubt(self) -> bool:
+        """True after a store error or once the last good heartbeat is too old: start
+        and claim nothing before :meth:`renew` succeeded."""
+        return self._failed or time.monotonic() - self._last_good > self._doubt_after
+
+    def store_failed(self) -> None:
+        """A store call failed: the lease is in doubt until the next good heartbeat."""
+        self._errors += 1
+        self._failed = True
+
+    async def register(self) -> None:
+        """Register the worker (its heartbeat starts now)."""
+        await self._store.register_worker(self._info)
+        self._good()
+
+    async def renew(self, *, always: bool = False) -> bool:
+        """Heart-beat now if the lease is in doubt (or ``always``); drop what is no longer
+        held, re-register when the registration is gone. True when the lease is sound."""
+        async with self._renewing:
+            if not always and not self.in_doubt():
+                return True  # renewed by someone else meanwhile
+            started, errors = time.monotonic(), self._errors
+            try:
+                lost = await self._store.heartbeat(self._info.id, self._held())
+                if lost is None:
+                    logger.warning(
+                        "worker %s: its registration is gone (recovered as stale?); dropping "
+                        "every held job and registering again",
+                        self._info.id,
+                    )
+                    self._on_gone()
+                    await self._store.register_worker(self._info)
+                elif lost:
+                    self._on_lost(lost)
+            except Exception:
+                self.store_failed()
+                logger.exception("worker %s: heartbeat failed", self._info.id)
+                return False
+            self._good(started, errors)
+            return True
+
+    def _good(self, at: float | None = None, errors: int | None = None) -> None:
+        # Measured from before the heartbeat was sent: the store's time of it is later.
+        self._last_good = time.monotonic() if at is None else at
+        # A store error reported while the heartbeat was in flight keeps the doubt.
+        if errors is None or errors == self._errors:
+            self._failed = False
+
+    async def run(self, finished: ThreadSafeEvent) -> None:
+        """Heart-beat every interval until ``finished`` is set."""
+        while not await finished.wait(self._interval):
+            await self.renew(always=True)

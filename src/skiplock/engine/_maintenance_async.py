@@ -1,0 +1,60 @@
+"""Periodic maintenance: stale-claim recovery and retention (async source;
+``_maintenance.py`` is the sync twin)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from skiplock.ports import AsyncJobStore
+
+    from ._settings import Settings
+
+#: Succeeded jobs purged per batch by maintenance.
+PURGE_BATCH = 1000
+
+
+class Maintenance:
+    """Stale-claim recovery (R12) and retention (R26) for one engine.
+
+    ``stale_ttls()`` gives the per-kind stale TTLs that differ from
+    ``Settings.stale_ttl``.
+    """
+
+    def __init__(
+        self,
+        store: AsyncJobStore,
+        settings: Settings,
+        stale_ttls: Callable[[], dict[str, timedelta]],
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._stale_ttls = stale_ttls
+
+    async def run(self, *, once_per_period: bool = False) -> tuple[list[int], int]:
+        """One run; returns the recovered job ids and the number of purged jobs.
+
+        With ``once_per_period`` each task runs only if no node ran it within the last
+        ``maintenance_interval`` (``store.try_maintenance``, J13), so a cluster does the
+        work once per period however many workers it has.
+        """
+        settings = self._settings
+        every = timedelta(seconds=settings.maintenance_interval)
+        recovered: list[int] = []
+        if not once_per_period or await self._store.try_maintenance("recover", every):
+            recovered = await self._store.recover_stale(
+                default_ttl=settings.stale_ttl, ttls=self._stale_ttls()
+            )
+        purged = 0
+        if settings.retention is not None and (
+            not once_per_period or await self._store.try_maintenance("purge", every)
+        ):
+            purged = await self._store.purge(
+                older_than=settings.retention,
+                archive=settings.retention_archive,
+                batch_size=PURGE_BATCH,
+            )
+        return recovered, purged

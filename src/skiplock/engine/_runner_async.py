@@ -1,0 +1,260 @@
+"""Running one job (async source; ``_runner.py`` is the sync twin).
+
+:meth:`JobRunner.run` takes a started job through its processor and returns what happened
+as a :class:`RunResult`: the outcome still to be written (by the completer) or nothing to
+write (completed inside the job's transaction, or no longer this worker's).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import traceback
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from skiplock.core import (
+    Bury,
+    Completion,
+    FailureKind,
+    LeaseLostError,
+    Outcome,
+    Release,
+    Retry,
+    Succeeded,
+    decide_failure,
+)
+
+from ._context import JobContext
+from ._errors import JobCancelledError, JobTimeoutError, UndecodablePayloadError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from skiplock._compat_async import Interruptible
+    from skiplock.core import Job, KindPolicy, RateLimit
+    from skiplock.ports import AsyncJobStore, Clock, Metrics
+
+    from ._limits import RateLimiter
+    from ._registry import ProcessorSpec
+
+logger = logging.getLogger("skiplock.worker")
+
+#: The metrics label of each outcome once it is written.
+LABELS: Mapping[type[Any], str] = {
+    Succeeded: "succeeded",
+    Retry: "retry",
+    Bury: "dead",
+    Release: "released",
+}
+
+
+@attrs.frozen
+class RunResult:
+    """What running a job produced.
+
+    ``outcome`` is left for the completer to write; ``None`` means nothing is left to
+    write, and ``label`` says why (``succeeded`` in the job's own transaction, ``lost``
+    when the job is no longer this worker's, ``error`` when it could not be completed).
+    """
+
+    outcome: Outcome | None
+    label: str
+
+    @classmethod
+    def pending(cls, outcome: Outcome) -> RunResult:
+        """An outcome for the completer (labelled as it will be once written)."""
+        return cls(outcome, LABELS[type(outcome)])
+
+
+LOST = RunResult(None, "lost")
+
+
+def format_error(exc: BaseException) -> str:
+    """The error text stored for a failed attempt: summary line, then the traceback."""
+    summary = "".join(traceback.format_exception_only(exc)).strip()
+    details = "".join(traceback.format_exception(exc)).rstrip()
+    return f"{summary}\n\n{details}"
+
+
+class JobRunner:
+    """Runs started jobs of one worker: rate limits, decoding, the processor call in the
+    kind's connection mode (R10) and timeout (R22), and the failure decision."""
+
+    def __init__(
+        self,
+        *,
+        store: AsyncJobStore,
+        worker_id: str,
+        processors: Mapping[str, ProcessorSpec],
+        policy: Callable[[str], KindPolicy],
+        limiter: RateLimiter,
+        caps: Mapping[str, RateLimit],
+        clock: Clock,
+        metrics: Metrics,
+    ) -> None:
+        self._store = store
+        self._worker_id = worker_id
+        self._processors = processors
+        self._policy = policy
+        self._limiter = limiter
+        self._caps = caps
+        self._clock = clock
+        self._metrics = metrics
+
+    async def run(self, job: Job, guard: Interruptible, entered: Callable[[], None]) -> RunResult:
+        """Run ``job`` (started: its attempt is counted) and return its result.
+
+        ``guard`` is how others stop the processor: a shutdown or a lost lease interrupts
+        it with :class:`JobCancelledError` (released, or discarded by the caller).
+        ``entered()`` is called right before the processor is.
+        """
+        spec = self._processors.get(job.kind)
+        if spec is None:
+            logger.warning(
+                "worker %s: no processor for kind %r; job %d goes to dead",
+                self._worker_id,
+                job.kind,
+                job.id,
+            )
+            return self._failed(job, FailureKind.UNKNOWN_KIND, job.kind, self._policy(job.kind))
+        wait = self._throttle(job, spec)
+        if wait > 0:
+            self._metrics.rate_limited(job.kind, job.tenant)
+            return self._failed(
+                job, FailureKind.THROTTLED, "rate limited", spec.policy, retry_after=wait
+            )
+        try:
+            payload = spec.decode(job.payload)
+        except UndecodablePayloadError as exc:
+            logger.error("worker %s: job %d (%s): %s", self._worker_id, job.id, job.kind, exc)
+            return self._failed(job, FailureKind.UNDECODABLE, str(exc), spec.policy)
+        ctx = JobContext(job, self._worker_id, cancel=guard)
+        try:
+            return await self._execute(job, spec, payload, ctx, guard, entered)
+        except LeaseLostError:
+            logger.warning(
+                "worker %s: job %d (%s) was no longer ours (recovered, cancelled or "
+                "deleted); its transaction was rolled back",
+                self._worker_id,
+                job.id,
+                job.kind,
+            )
+            return LOST
+        except Exception as exc:
+            return self._error(job, spec, guard, exc)
+
+    async def _execute(
+        self,
+        job: Job,
+        spec: ProcessorSpec,
+        payload: Any,
+        ctx: JobContext,
+        guard: Interruptible,
+        entered: Callable[[], None],
+    ) -> RunResult:
+        # R22: the job's database work is bounded by its own timeout, also server-side.
+        statement_timeout = spec.policy.timeout
+        if spec.policy.transactional:
+            # R10: the processor's writes and the completion commit together.
+            async with self._store.transaction(statement_timeout=statement_timeout) as tx:
+                ctx.connection = tx
+                await self._call(spec, payload, ctx, guard, entered)
+                done = await self._store.complete(
+                    [Completion(job.lease, Succeeded())], connection=tx
+                )
+                if not done[0]:
+                    # Rolls the processor's writes back with the transaction.
+                    raise LeaseLostError(f"job {job.id} is no longer claimed by this worker")
+            return RunResult(None, "succeeded")
+        if spec.policy.autocommit:
+            # For work that cannot run in a transaction (CREATE INDEX CONCURRENTLY).
+            async with self._store.autocommit(statement_timeout=statement_timeout) as conn:
+                ctx.connection = conn
+                await self._call(spec, payload, ctx, guard, entered)
+        else:
+            # The default: no connection is held while the processor runs.
+            await self._call(spec, payload, ctx, guard, entered)
+        return RunResult.pending(Succeeded())
+
+    async def _call(
+        self,
+        spec: ProcessorSpec,
+        payload: Any,
+        ctx: JobContext,
+        guard: Interruptible,
+        entered: Callable[[], None],
+    ) -> None:
+        timeout = spec.policy.timeout
+        job_id, kind = ctx.job_id, ctx.kind
+
+        def timeout_error() -> JobTimeoutError:
+            return JobTimeoutError(f"job {job_id} ({kind}) ran past its timeout of {timeout} s")
+
+        async with guard.region(timeout, timeout_error):
+            entered()
+            if spec.is_async:
+                await spec.fn(*spec.args(payload, ctx))
+            else:
+                await guard.call_blocking(spec.fn, *spec.args(payload, ctx))
+
+    def _error(
+        self, job: Job, spec: ProcessorSpec, guard: Interruptible, exc: Exception
+    ) -> RunResult:
+        interrupted = guard.error
+        if isinstance(interrupted, JobCancelledError):
+            return RunResult.pending(Release())
+        if isinstance(interrupted, JobTimeoutError):
+            failure, text = FailureKind.TIMEOUT, f"ran longer than {spec.policy.timeout} s"
+        else:
+            failure, text = FailureKind.ERROR, format_error(exc)
+        result = self._failed(job, failure, text, spec.policy, jitter=random.random())
+        logger.log(
+            logging.ERROR if isinstance(result.outcome, Bury) else logging.WARNING,
+            "worker %s: job %d (%s) attempt %d/%d failed (%s): %s",
+            self._worker_id,
+            job.id,
+            job.kind,
+            job.attempts,
+            job.max_attempts,
+            "dead" if isinstance(result.outcome, Bury) else "will retry",
+            text.partition("\n")[0],
+        )
+        return result
+
+    @staticmethod
+    def _failed(
+        job: Job,
+        failure: FailureKind,
+        text: str,
+        policy: KindPolicy,
+        *,
+        jitter: float = 0.0,
+        retry_after: float = 0.0,
+    ) -> RunResult:
+        outcome = decide_failure(
+            failure,
+            text,
+            attempt=job.attempts,
+            max_attempts=job.max_attempts,
+            retry=policy.retry,
+            jitter=jitter,
+            retry_after=retry_after,
+        )
+        return RunResult.pending(outcome)
+
+    def _throttle(self, job: Job, spec: ProcessorSpec) -> float:
+        """Take a token from the (kind, tenant) bucket and the provider's, both shared by
+        the engine's workers in this process; 0.0 if both had one, else the seconds until
+        they will (nothing is taken then). Claims are planned from the same buckets, so
+        this rarely waits."""
+        limit = spec.policy.rate_limit
+        provider = spec.provider
+        cap = self._caps.get(provider) if provider is not None else None
+        if limit is None and cap is None:
+            return 0.0
+        pair_wait, cap_wait = self._limiter.take(
+            (job.kind, job.tenant), limit, provider, cap, self._clock.monotonic()
+        )
+        return max(pair_wait, cap_wait)
