@@ -20,6 +20,22 @@ depends only on the source text and the ruff version, not on the Python version.
   ``else`` the block is removed.
 * Defs and classes decorated with ``@skip_sync`` are dropped. So are ``@pytest.mark.anyio``
   and ``pytestmark = pytest.mark.anyio``, or that one mark when ``pytestmark`` is a list.
+* Prose -- docstrings (any string statement) and comments -- is rewritten too:
+
+  - In the module docstring, notes about the twin (a parenthetical saying "async source"
+    or "twin", a later paragraph mentioning the twin) give way to :data:`TWIN_SENTENCE`,
+    its second paragraph.
+  - A paragraph of a docstring or comment block that starts with ``Async only:`` is
+    dropped; one that starts with ``Sync only:`` loses the prefix.
+  - :data:`PHRASES` are replaced (a small table for what renaming cannot say).
+  - In code samples (````x```` literals, ``::`` literal blocks) ``await`` and the
+    ``async`` of ``async def/with/for`` go. Elsewhere prose keeps those words.
+  - Identifiers are renamed as in code, with "an" becoming "a" where the sync name needs
+    it; the tree's ``*_async`` module names and any ``x_async.py`` lose the suffix.
+  - A paragraph whose sentences changed (a phrase, a twin note, ``await`` at a line
+    break) is refilled as wide as the source's lines. A line that still exceeds ruff's
+    line length is an error.
+
 * Finally ``ruff check --fix-only --select I,F401`` and ``ruff format`` run with the
   project's config. That drops imports the removed code left unused (``asyncio``,
   ``skip_sync``, ...).
@@ -35,8 +51,9 @@ import re
 import subprocess
 import sys
 import tokenize
+import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -320,7 +337,7 @@ def _string_annotations(tree: ast.Module) -> Iterator[ast.Constant]:
                 yield child
 
 
-def _unasync_tokens(text: str, filename: str) -> str:
+def _unasync_tokens(text: str, filename: str, async_modules: set[str], limit: int) -> str:
     tree = ast.parse(text, filename)
     modules = _module_names(tree)
     src = _Text(text)
@@ -347,6 +364,10 @@ def _unasync_tokens(text: str, filename: str) -> str:
         renamed = _IDENT.sub(lambda m: rename(m.group(), modules), literal)
         if renamed != literal:
             edits.append((start, end, renamed))
+    for item in _prose(src, tree, tokens):
+        edit = _prose_edit(src, item, modules | async_modules, filename, limit)
+        if edit is not None:
+            edits.append(edit)
     return _apply(text, edits)
 
 
@@ -356,6 +377,364 @@ def _check_sync(text: str, filename: str) -> None:
         if leftover or (isinstance(node, ast.comprehension) and node.is_async):
             line = getattr(node, "lineno", "?")
             raise UnasyncError(f"{filename}:{line}: async construct left (inside an f-string?)")
+
+
+# --- prose: docstrings and comments ----------------------------------------------------
+
+#: A prose paragraph (of a docstring or a comment block) starting with this is dropped.
+ASYNC_ONLY = "Async only:"
+#: A prose paragraph starting with this keeps its text, without the prefix.
+SYNC_ONLY = "Sync only:"
+#: Replaces the module docstring's notes about the twin (see the module docstring).
+TWIN_SENTENCE = "This module is the generated sync twin of ``{name}``."
+
+#: Prose the name rules cannot translate: (text in the async source, text in the twin).
+#: A space matches any whitespace, line breaks included. Every entry must still match
+#: some async source (a drift test checks). Before adding one, consider rewording the
+#: async source or giving it ``Async only:`` / ``Sync only:`` paragraphs.
+PHRASES: tuple[tuple[str, str], ...] = (
+    # The worker's module docstring compares the flavours.
+    (
+        "``AsyncWorker`` runs each job in its own asyncio task, ``Worker`` in its own thread",
+        "``Worker`` runs each job in its own thread",
+    ),
+    # What runs concurrently: asyncio tasks in the source, threads in the twin.
+    ("task or thread", "thread"),
+    ("task (or thread)", "thread"),
+    ("its own task", "its own thread"),
+    ("the writing task", "the writing thread"),
+    ("while a task waits", "while a thread waits"),
+    ("plain lock, never held across an await", "plain lock"),
+    # Only an asyncio task can be cancelled: the sync run() ends by KeyboardInterrupt.
+    (
+        "Cancelling it (async) or ``KeyboardInterrupt`` (sync) acts as",
+        "``KeyboardInterrupt`` acts as",
+    ),
+    ("then the cancellation or exception propagates", "then the exception propagates"),
+    ("``stop(force=True)``, a cancelled :meth:`run`,", "``stop(force=True)``,"),
+    ("An error, a cancelled run() or KeyboardInterrupt", "An error or KeyboardInterrupt"),
+    # The contract kit's docstring introduces both base classes.
+    (
+        "For an async store subclass ``AsyncJobStoreContract``, for a sync one"
+        " ``JobStoreContract`` (same tests, plain ``def`` fixture)::",
+        "For a sync store subclass ``JobStoreContract``::",
+    ),
+    ("Async test helpers", "Sync test helpers"),
+    # asyncpg has no sync flavour.
+    ("asyncpg or psycopg", "psycopg"),
+    ("psycopg or asyncpg", "psycopg"),
+    ("psycopg; for the async store also asyncpg", "psycopg"),
+    ("psycopg, asyncpg,", "psycopg,"),
+)
+
+
+def _phrase_pattern(phrase: str) -> re.Pattern[str]:
+    body = r"\s+".join(re.escape(word) for word in phrase.split(" "))
+    head = r"\b" if re.match(r"\w", phrase) else ""
+    tail = r"\b" if re.search(r"\w\Z", phrase) else ""
+    return re.compile(head + body + tail)
+
+
+_PHRASES = [(_phrase_pattern(old), new) for old, new in PHRASES]
+_TWIN_NOTE = re.compile(r"[ \t]*\([^()]*(?:\basync source\b|\btwin\b)[^()]*\)", re.IGNORECASE)
+_TWIN = re.compile(r"\btwin\b", re.IGNORECASE)
+# "an ``AsyncSession``" -> "a ``Session``" (applied before renaming).
+_ARTICLE = re.compile(r"\b([Aa])n(\s+(?::\w+:)?`{0,2}~?(?:\w+\.)*Async[B-DF-HJ-NP-TV-Z])")
+# Left where a sentence changed (phrase, twin note, await at a line break): its
+# paragraph is refilled at the end.
+_REFILL = "\ue000"
+_INLINE_LITERAL = re.compile(r"``(?!\s).*?``", re.DOTALL)
+_CODE_KEYWORDS = re.compile(r"\bawait\s+|\basync[ \t]+(?=(?:def|with|for)\b)")
+_FILE_NAME = re.compile(r"\b(\w+)" + _MODULE_SUFFIX + r"\.py\b")
+_STRING = re.compile(r"([rRuU]?)('''|\"\"\"|'|\")(.*)\2", re.DOTALL)
+
+
+class _Prose(NamedTuple):
+    """One piece of prose: a docstring body or the text of a comment block."""
+
+    kind: str  # "module" (its docstring), "docstring", "comment" (own lines), "trailing"
+    start: int  # offsets of the string literal, or of the comments, in the source
+    end: int
+    text: str  # a docstring's body as written; comment lines without "#" and one space
+    mark: str  # before a docstring's body: prefix and quotes; of comment lines: "#" or "#:"
+    indent: str  # comment blocks: what precedes "#" on their lines
+
+
+def _prose(src: _Text, tree: ast.Module, tokens: Sequence[tokenize.TokenInfo]) -> list[_Prose]:
+    """Every docstring (any string statement) and comment of the module, in order."""
+    found: list[_Prose] = []
+    strings = {
+        (src.offset(*t.start, utf8=False), src.offset(*t.end, utf8=False))
+        for t in tokens
+        if t.type == tokenize.STRING
+    }
+    for stmts in _statement_lists(tree):
+        for stmt in stmts:
+            if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+                continue
+            start, end = src.start(stmt.value), src.end(stmt.value)
+            match = _STRING.fullmatch(src.text[start:end])
+            if (start, end) in strings and match:  # one literal, neither bytes nor f-string
+                kind = "module" if stmt is tree.body[0] else "docstring"
+                mark = match.group(1) + match.group(2)
+                found.append(_Prose(kind, start, end, match.group(3), mark, ""))
+    # Own-line comments on consecutive lines, in one column and of one kind, form a block.
+    blocks: list[list[tokenize.TokenInfo]] = []
+    for tok in tokens:
+        if tok.type != tokenize.COMMENT:
+            continue
+        row, col = tok.start
+        if src.lines[row - 1][:col].strip():
+            found.append(_comment_prose(src, [tok], kind="trailing"))
+        elif (
+            blocks
+            and (row, col) == (blocks[-1][-1].start[0] + 1, blocks[-1][0].start[1])
+            and _comment_mark(tok.string) == _comment_mark(blocks[-1][0].string)
+        ):
+            blocks[-1].append(tok)
+        else:
+            blocks.append([tok])
+    found += [_comment_prose(src, block) for block in blocks]
+    return sorted(found, key=lambda p: p.start)
+
+
+def _comment_mark(comment: str) -> str:
+    return "#:" if comment.startswith("#:") else "#"
+
+
+def _comment_prose(
+    src: _Text, block: Sequence[tokenize.TokenInfo], kind: str = "comment"
+) -> _Prose:
+    mark = _comment_mark(block[0].string)
+    lines = [tok.string[len(mark) :] for tok in block]
+    text = "\n".join(line[1:] if line.startswith(" ") else line for line in lines)
+    row, col = block[0].start
+    indent = src.lines[row - 1][:col]
+    start = src.offset(row, col, utf8=False)
+    return _Prose(kind, start, src.offset(*block[-1].end, utf8=False), text, mark, indent)
+
+
+def prose(source: str, filename: str = "<source>") -> list[str]:
+    """The docstrings (bodies as written) and comment blocks of module text ``source``."""
+    tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    return [p.text for p in _prose(_Text(source), ast.parse(source, filename), tokens)]
+
+
+def _blank(line: str) -> bool:
+    return not line.strip()
+
+
+def _paragraphs(lines: Sequence[str]) -> list[tuple[int, int]]:
+    """[start, end) line ranges of the runs of non-blank lines."""
+    runs: list[tuple[int, int]] = []
+    start: int | None = None
+    for i, line in enumerate([*lines, ""]):
+        if _blank(line) and start is not None:
+            runs.append((start, i))
+            start = None
+        elif not _blank(line) and start is None:
+            start = i
+    return runs
+
+
+def _drop(lines: list[str], start: int, end: int) -> list[str]:
+    """``lines`` without paragraph [start, end) and the blank lines that set it off."""
+    if start > 0:
+        while start > 0 and _blank(lines[start - 1]):
+            start -= 1
+        return lines[:start] + lines[end:]
+    while end < len(lines) - 1 and _blank(lines[end]):
+        end += 1
+    rest = lines[end:]
+    return [rest[0].lstrip(), *rest[1:]] if rest else [""]
+
+
+def _flavour_paragraphs(text: str) -> str:
+    """Drop ``Async only:`` paragraphs; ``Sync only:`` ones lose the prefix."""
+    lines = text.split("\n")
+    for start, end in reversed(_paragraphs(lines)):
+        body = lines[start].lstrip()
+        indent = lines[start][: len(lines[start]) - len(body)]
+        if body.startswith(ASYNC_ONLY):
+            lines = _drop(lines, start, end)
+        elif body.startswith(SYNC_ONLY):
+            rest = body[len(SYNC_ONLY) :].lstrip()
+            if rest:
+                lines[start] = indent + rest[0].upper() + rest[1:]
+            else:
+                del lines[start]
+    return "\n".join(lines)
+
+
+def _drop_twin_notes(text: str) -> tuple[str, bool]:
+    """The module docstring without its notes about the twin, and whether it had any."""
+    text, found = _TWIN_NOTE.subn(_REFILL, text)
+    lines = text.split("\n")
+    for start, end in reversed(_paragraphs(lines)[1:]):
+        if _TWIN.search("\n".join(lines[start:end])):
+            lines = _drop(lines, start, end)
+            found += 1
+    return "\n".join(lines), found > 0
+
+
+def _add_twin_sentence(text: str, name: str) -> str:
+    lines = text.split("\n")
+    end = _paragraphs(lines)[0][1]
+    tail = lines[end:] if end < len(lines) else [""]
+    return "\n".join([*lines[:end], "", TWIN_SENTENCE.format(name=name), *tail])
+
+
+def _depths(lines: Sequence[str]) -> list[int]:
+    """Indent of each line; a docstring's first line follows the quotes, so it counts as
+    deep as the lines after it."""
+    depths = [len(line) - len(line.lstrip()) for line in lines]
+    depths[0] = min((depths[i] for i in range(1, len(lines)) if lines[i].strip()), default=0)
+    return depths
+
+
+def _literal_blocks(lines: Sequence[str]) -> Iterator[tuple[int, int]]:
+    """[start, end) line ranges of the literal blocks (the indented lines after ``::``)."""
+    depths = _depths(lines)
+    for i, line in enumerate(lines):
+        if line.replace(_REFILL, "").rstrip().endswith("::"):
+            j = i + 1
+            while j < len(lines) and (_blank(lines[j]) or depths[j] > depths[i]):
+                j += 1
+            yield i + 1, j
+
+
+def _code_samples(text: str) -> str:
+    """Drop ``await`` and ``async`` (of def/with/for) in ````x```` literals and literal
+    blocks."""
+    spans = [m.span() for m in _INLINE_LITERAL.finditer(text)]
+    lines = text.split("\n")
+    starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
+    spans += [(starts[i], min(starts[j], len(text))) for i, j in _literal_blocks(lines)]
+    out: list[str] = []
+    done = 0
+    for start, end in sorted(spans):
+        if start >= done:
+            code = _CODE_KEYWORDS.sub(
+                lambda m: _REFILL if "\n" in m.group() else "", text[start:end]
+            )
+            out += [text[done:start], code]
+            done = end
+    return "".join([*out, text[done:]])
+
+
+def _refill(text: str, original: str, widths: tuple[int, int, int]) -> str:
+    """Refill the paragraphs holding :data:`_REFILL` as wide as ``original``'s lines.
+
+    ``widths``: room for the first line, for the others, and what the last one loses to
+    the closing quotes. Literal blocks and paragraphs of uneven indent stay as they are.
+    """
+    first, other, closing = widths
+    shift = other - first  # the first line's offset, in the other lines' columns
+    style = max(len(line) + (shift if i == 0 else 0) for i, line in enumerate(original.split("\n")))
+    lines = text.split("\n")
+    depths = _depths(lines)
+    frozen = {i for a, b in _literal_blocks(lines) for i in range(a, b)}
+    for start, end in reversed(_paragraphs(lines)):
+        para = lines[start:end]
+        if not any(_REFILL in line for line in para) or start in frozen:
+            continue
+        if len(set(depths[start:end])) > 1:
+            continue
+        words = " ".join(para).replace(_REFILL, "").split()
+        indent = 0 if start == 0 else depths[start]
+        last = closing if end == len(lines) else 0
+        if indent + len(" ".join(words)) <= (first if start == 0 else other) - last:
+            filled = [" ".join(words)]  # one line that fits stays one line
+        else:
+            filled = [words[0]]
+            for word in words[1:]:
+                i = start + len(filled) - 1
+                room = min(first if i == 0 else other, style - (shift if i == 0 else 0)) - last
+                indent = 0 if i == 0 else depths[start]
+                if indent + len(filled[-1]) + 1 + len(word) <= room:
+                    filled[-1] += " " + word
+                else:
+                    filled.append(word)
+        lines[start:end] = [
+            line if start + k == 0 else " " * depths[start] + line for k, line in enumerate(filled)
+        ]
+    return "\n".join(lines).replace(_REFILL, "")
+
+
+def rewrite_prose(
+    text: str,
+    *,
+    module_names: frozenset[str] | set[str] = frozenset(),
+    twin_of: str | None = None,
+    widths: tuple[int, int, int] | None = None,
+) -> str:
+    """The sync twin's version of a docstring body or comment text ``text``.
+
+    ``module_names`` are the ``*_async`` modules to rename. With ``twin_of`` (the async
+    source's file name) ``text`` is the module docstring: notes about the twin become
+    :data:`TWIN_SENTENCE`. With ``widths`` (see :func:`_refill`) the paragraphs whose
+    sentences changed are refilled.
+    """
+    original = text
+    had_notes = False
+    if twin_of is not None:
+        text, had_notes = _drop_twin_notes(text)
+    text = _flavour_paragraphs(text)
+    for pattern, new in _PHRASES:
+        text = pattern.sub(new.replace("\\", r"\\") + _REFILL, text)
+    text = _code_samples(text)
+    text = _ARTICLE.sub(r"\1\2", text)
+    text = _FILE_NAME.sub(r"\1.py", text)
+    text = _IDENT.sub(lambda m: rename(m.group(), module_names), text)
+    if had_notes and twin_of is not None:
+        text = _add_twin_sentence(text, twin_of)
+    return text.replace(_REFILL, "") if widths is None else _refill(text, original, widths)
+
+
+def _prose_edit(
+    src: _Text, item: _Prose, names: set[str], filename: str, limit: int
+) -> _Edit | None:
+    start, end = item.start, item.end
+    line_start = src.text.rfind("\n", 0, start) + 1
+    if item.kind in ("module", "docstring"):
+        closing = item.mark.lstrip("rRuU")
+        width = limit - (start - line_start) - len(item.mark)
+        widths = (width, limit, len(closing))
+    else:
+        width = limit - len(item.indent) - len(item.mark) - 1
+        widths = (width, width, 0)
+    twin_of = filename if item.kind == "module" else None
+    text = rewrite_prose(item.text, module_names=names, twin_of=twin_of, widths=widths)
+    if text == item.text:
+        return None
+    if item.kind in ("module", "docstring"):
+        if _blank(text):
+            raise UnasyncError(
+                f"{filename}: a docstring cannot be all {ASYNC_ONLY!r} (use @skip_sync)"
+            )
+        new = item.mark + text + closing
+    elif _blank(text) and item.kind == "comment":  # the whole block goes, with its lines
+        start = line_start
+        end = src.text.find("\n", end) + 1 or len(src.text)
+        new = ""
+    elif _blank(text):
+        start = len(src.text[:start].rstrip(" \t"))
+        new = ""
+    else:
+        new = f"\n{item.indent}".join(
+            item.mark + (" " + line if line else "") for line in text.split("\n")
+        )
+    # The lines as they will read, to keep them within ruff's line length.
+    line_end = src.text.find("\n", end)
+    line_end = len(src.text) if line_end < 0 else line_end
+    old_lines = set(src.text[line_start:line_end].split("\n"))
+    for line in (src.text[line_start:start] + new + src.text[end:line_end]).split("\n"):
+        if len(line) > limit and line not in old_lines:
+            raise UnasyncError(
+                f"{filename}: rewriting prose makes a line longer than {limit} characters;"
+                f" reword the async source: {line.strip()!r}"
+            )
+    return start, end, new
 
 
 # --- ruff ------------------------------------------------------------------------------
@@ -386,6 +765,16 @@ def _ruff(text: str, stdin_filename: str, root: Path) -> str:
     return text
 
 
+def _line_length(root: Path) -> int:
+    """ruff's line length in ``root`` (its default, 88, where none is configured)."""
+    try:
+        config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return 88
+    length: int = config.get("tool", {}).get("ruff", {}).get("line-length", 88)
+    return length
+
+
 # --- files -----------------------------------------------------------------------------
 
 
@@ -398,7 +787,8 @@ def unasync_source(
     config.
     """
     text = _unasync_structure(source, name)
-    text = _unasync_tokens(text, name)
+    async_modules = {path.name[: -len(".py")] for path in discover(root)}
+    text = _unasync_tokens(text, name, async_modules, _line_length(root))
     _check_sync(text, name)
     return _ruff(HEADER.format(name=name) + text, target, root)
 

@@ -1,8 +1,11 @@
-"""tools/unasync.py: each transform rule on small snippets, and no drift in the real tree."""
+"""tools/unasync.py: each transform rule on small snippets, and no drift in the real tree
+(twins current, and their docstrings and comments name only sync things)."""
 
 from __future__ import annotations
 
 import importlib.util
+import pydoc
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -11,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -479,3 +483,321 @@ def test_unasync_real_tree_has_no_drift() -> None:
 def test_unasync_rejects_removals_sharing_a_line() -> None:
     with pytest.raises(unasync.UnasyncError, match="lines of its own"):
         gen("import pytest\n\npytestmark = pytest.mark.anyio; X = 1\n")
+
+
+# --- prose: docstrings and comments ----------------------------------------------------
+
+
+def test_unasync_prose_finds_docstrings_and_comments_only() -> None:
+    source = textwrap.dedent(
+        '''
+        """Module."""
+
+        X = "not prose"  # trailing
+
+
+        class C:
+            """Class."""
+
+            #: Attribute,
+            #: two lines.
+            a: int = 1
+            """Attribute docstring."""
+
+            def f(self) -> str:
+                # own line
+                # block
+                return f"{self.a}"
+        '''
+    )
+    assert unasync.prose(source) == [
+        "Module.",
+        "trailing",
+        "Class.",
+        "Attribute,\ntwo lines.",
+        "Attribute docstring.",
+        "own line\nblock",
+    ]
+
+
+def test_unasync_prose_renames_names_roles_and_module_files() -> None:
+    code = gen(
+        '''
+        """Ports (see ``_store_async.py`` and :mod:`skiplock.ports._store_async`)."""
+
+        from __future__ import annotations
+
+        from skiplock.ports._store_async import AsyncJobStore
+
+
+        class AsyncThing:
+            """Wraps an :class:`~skiplock.ports.AsyncJobStore` for an AsyncEngine.
+
+            Uses an ``AsyncSession``; ``spec.is_async`` and ``asyncpg`` stay.
+            """
+
+            #: The store (an ``AsyncConnection`` inside ``_store_async``).
+            store: AsyncJobStore
+
+            def close(self) -> None:
+                # AsyncThing.aclose() closes the AsyncJobStore.
+                pass
+        '''
+    )
+    assert code == expect(
+        '''
+        """Ports (see ``_store.py`` and :mod:`skiplock.ports._store`)."""
+
+        from __future__ import annotations
+
+        from skiplock.ports._store import JobStore
+
+
+        class Thing:
+            """Wraps a :class:`~skiplock.ports.JobStore` for an Engine.
+
+            Uses a ``Session``; ``spec.is_async`` and ``asyncpg`` stay.
+            """
+
+            #: The store (a ``Connection`` inside ``_store``).
+            store: JobStore
+
+            def close(self) -> None:
+                # Thing.close() closes the JobStore.
+                pass
+        '''
+    )
+
+
+def test_unasync_prose_drops_await_and_async_in_code_samples_only() -> None:
+    code = gen(
+        '''
+        """Usage::
+
+            async def main():
+                async with store.transaction() as tx:
+                    await engine.enqueue("k", {})
+
+        Compare with ``await
+        store.now()``; ``async for`` loops too. A lock never held across an await.
+        """
+        '''
+    )
+    assert code == expect(
+        '''
+        """Usage::
+
+            def main():
+                with store.transaction() as tx:
+                    engine.enqueue("k", {})
+
+        Compare with ``store.now()``; ``for`` loops too. A lock never held across an await.
+        """
+        '''
+    )
+
+
+@pytest.mark.parametrize(
+    "summary",
+    [
+        "Things (async source; ``things.py`` is the sync twin).",
+        "Things (async source).",
+        "Things (sync twin ``Things`` generated).",
+    ],
+)
+def test_unasync_module_twin_note_becomes_the_twin_sentence(summary: str) -> None:
+    code = gen(f'"""{summary}"""\n\nfrom __future__ import annotations\n', name="things_async.py")
+    assert code == expect(
+        '''
+        """Things.
+
+        This module is the generated sync twin of ``things_async.py``.
+        """
+
+        from __future__ import annotations
+        '''
+    )
+
+
+def test_unasync_module_twin_paragraph_is_replaced_and_other_docstrings_kept() -> None:
+    code = gen(
+        '''
+        """The engine (async source): registry and
+        enqueue.
+
+        More text.
+
+        The async store runs on asyncpg; its generated sync twin on psycopg.
+        """
+
+        from __future__ import annotations
+
+
+        def f() -> None:
+            """Not the module docstring (async source)."""
+        ''',
+        name="_engine_async.py",
+    )
+    assert code == expect(
+        '''
+        """The engine: registry and enqueue.
+
+        This module is the generated sync twin of ``_engine_async.py``.
+
+        More text.
+        """
+
+        from __future__ import annotations
+
+
+        def f() -> None:
+            """Not the module docstring (async source)."""
+        '''
+    )
+
+
+def test_unasync_async_only_and_sync_only_paragraphs() -> None:
+    code = gen(
+        '''
+        """Module.
+
+        Async only: cancelling the task acts as a forced stop.
+
+        Sync only: ``KeyboardInterrupt`` acts as a forced stop.
+        """
+
+        from __future__ import annotations
+
+
+        def f() -> None:
+            """Run.
+
+            Async only: an AsyncEngine needs a running loop.
+            """
+            # Async only: the loop binds the event here,
+            # so it is created late.
+            #
+            # Kept paragraph.
+            x = 1  # Async only: trailing
+            # Sync only: threads need no loop.
+            y = 2
+            # Async only: a whole block.
+            return x + y
+        '''
+    )
+    assert code == expect(
+        '''
+        """Module.
+
+        ``KeyboardInterrupt`` acts as a forced stop.
+        """
+
+        from __future__ import annotations
+
+
+        def f() -> None:
+            """Run."""
+            # Kept paragraph.
+            x = 1
+            # Threads need no loop.
+            y = 2
+            return x + y
+        '''
+    )
+
+
+def test_unasync_rejects_a_docstring_that_is_all_async_only() -> None:
+    with pytest.raises(unasync.UnasyncError, match="Async only"):
+        gen('def f() -> None:\n    """Async only: everything."""\n')
+
+
+def test_unasync_phrases_refill_their_paragraph_as_wide_as_the_source() -> None:
+    code = gen(
+        """
+        from __future__ import annotations
+
+
+        def f() -> None:
+            # Shared by the dispatcher, the completer and the jobs: one plain lock, never
+            # held across an await. More words follow, enough of them to show the refill.
+            pass
+        """
+    )
+    assert code == expect(
+        """
+        from __future__ import annotations
+
+
+        def f() -> None:
+            # Shared by the dispatcher, the completer and the jobs: one plain lock. More
+            # words follow, enough of them to show the refill.
+            pass
+        """
+    )
+
+
+def test_unasync_rejects_prose_it_cannot_keep_within_the_line_length() -> None:
+    # A list item is not refilled (uneven indent): the longer line stays and is refused.
+    line = "  the flag changes while a task waits ".ljust(99, "x")
+    with pytest.raises(unasync.UnasyncError, match="longer than 100"):
+        gen(f'"""Notes.\n\n- item\n{line}\n"""\n')
+
+
+def test_unasync_phrase_entries_all_still_match_an_async_source() -> None:
+    texts = [
+        text
+        for source in unasync.discover(ROOT)
+        for text in unasync.prose(source.read_text(encoding="utf-8"), str(source))
+    ]
+    unused = [
+        old
+        for old, _ in unasync.PHRASES
+        if not any(unasync._phrase_pattern(old).search(text) for text in texts)
+    ]
+    assert unused == [], "PHRASES entries no async source needs any more: remove them"
+
+
+# --- drift: the real twins name only sync things ------------------------------------------
+
+_ASYNC_PROSE = re.compile(r"Async[A-Z]\w*|await |async def|asyncio|_async")
+
+
+def _async_words(text: str, allowed: Sequence[str] = ()) -> list[str]:
+    for ok in allowed:
+        text = text.replace(ok, "")
+    return sorted({m.group() for m in _ASYNC_PROSE.finditer(text)})
+
+
+@pytest.mark.parametrize(
+    "source", unasync.discover(ROOT), ids=lambda p: p.relative_to(ROOT).as_posix()
+)
+def test_unasync_twin_docstrings_and_comments_name_only_sync_things(source: Path) -> None:
+    twin = unasync.target_for(source).read_text(encoding="utf-8")
+    # Allowed, by design: the generated header and the twin sentence name the source.
+    allowed = [
+        *unasync.HEADER.format(name=source.name).replace("# ", "").splitlines(),
+        unasync.TWIN_SENTENCE.format(name=source.name),
+    ]
+    found = {text: words for text in unasync.prose(twin) if (words := _async_words(text, allowed))}
+    assert found == {}
+
+
+def test_unasync_engine_help_names_only_sync_types() -> None:
+    from skiplock import Engine
+
+    assert Engine.__doc__ is not None
+    assert ":class:`~skiplock.ports.JobStore`" in Engine.__doc__
+    assert _async_words(Engine.__doc__) == []
+    assert _async_words(pydoc.plain(pydoc.render_doc(Engine))) == []
+
+
+def test_unasync_psycopg_store_help_names_only_sync_types() -> None:
+    pytest.importorskip("psycopg_pool")
+    from skiplock.adapters.psycopg import PsycopgJobStore
+
+    doc = PsycopgJobStore.__doc__
+    assert doc is not None
+    assert "``Connection``" in doc
+    assert ":class:`~psycopg_pool.ConnectionPool`" in doc
+    assert _async_words(doc) == []
+    assert _async_words(pydoc.plain(pydoc.render_doc(PsycopgJobStore))) == []
