@@ -1,7 +1,9 @@
 """The ``skiplock`` command: run workers, try the demo, manage the PostgreSQL schema.
 
-Exit status: 0 success, 1 runtime failure (e.g. database unreachable), 2 usage error
-(bad arguments, bad import path, missing optional dependency), 130 forced stop.
+Exit status: 0 success (also a worker stopped gracefully by SIGTERM/SIGINT), 1 runtime
+failure (e.g. database unreachable), 2 usage error (bad arguments, bad import path,
+missing optional dependency), 130 interrupted: a forced stop (a second signal: running
+jobs were released) or an abandoned cleanup (a third signal, a KeyboardInterrupt).
 """
 
 from __future__ import annotations
@@ -13,21 +15,18 @@ import importlib.metadata
 import inspect
 import logging
 import os
-import signal
 import sys
-import threading
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import skiplock
-from skiplock import AsyncEngine, AsyncWorker, Engine, Worker, _demo
-from skiplock.core import KIND_RE, SkiplockError, ValidationError, validate_identifier
+from skiplock import AsyncEngine, AsyncWorker, Engine, Worker, demo
+from skiplock.core import KIND_RE, SkiplockError, StoreError, ValidationError, validate_identifier
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
-    from types import FrameType, ModuleType
+    from collections.abc import Callable, Sequence
+    from types import ModuleType
 
-log = logging.getLogger("skiplock.cli")
+    from skiplock.ports import AsyncJobStore
 
 DSN_ENV = "SKIPLOCK_DSN"
 PSYCOPG_HINT = "pip install 'skiplock[psycopg]'"
@@ -53,7 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"skiplock: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        # Interrupted outside the worker's own stop handling (before its handlers are in
+        # place, or giving up on its cleanup).
         return 130
 
 
@@ -295,138 +296,81 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             kinds=args.kinds,
             tenants=args.tenants,
             all_kinds=args.all_kinds,
-            install_signal_handlers=False,  # ours below also force-stop on a second signal
+            # The worker's stop policy is the command's: SIGTERM/SIGINT stops gracefully,
+            # a second signal forces the stop, a third abandons the cleanup.
+            install_signal_handlers=True,
         )
     except ValidationError as exc:
         raise CliError(str(exc)) from None
     if isinstance(engine, AsyncEngine):
         assert isinstance(worker, AsyncWorker)
-        return asyncio.run(_run_async_worker(engine, worker))
-    assert isinstance(worker, Worker)
-    try:
-        return _run_sync_worker(worker)
-    finally:
-        engine.store.close()
-
-
-async def _run_async_worker(engine: AsyncEngine, worker: AsyncWorker) -> int:
-    try:
-        return await _serve_async(worker)
-    finally:
-        await engine.store.close()
-
-
-async def _serve_async(worker: AsyncWorker) -> int:
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    signals = 0
-
-    def on_signal(signum: int) -> None:
-        nonlocal signals
-        signals += 1
-        if signals == 1:
-            _log_stopping(signum)
-            worker.stop()
-        elif signals == 2:
-            # Stop now: interrupt running jobs and release them without using an attempt.
-            log.warning("worker %s forced to stop: releasing running jobs", worker.id)
-            worker.stop(force=True)
-        elif task is not None:
-            task.cancel()  # a third signal: give up on any cleanup still running
-
-    with _signals(on_signal, loop):
-        try:
-            await worker.run()
-        except asyncio.CancelledError:
-            if signals > 1:
-                return 130
-            raise
-    return 130 if signals > 1 else 0
-
-
-def _run_sync_worker(worker: Worker) -> int:
-    signals = 0
-
-    def on_signal(signum: int) -> None:
-        nonlocal signals
-        signals += 1
-        if signals > 2:
-            raise KeyboardInterrupt  # a third signal: give up on any cleanup still running
-        # Not in the handler itself: it may interrupt the main thread inside a lock that
-        # stop() needs.
-        if signals == 1:
-            _log_stopping(signum)
-            threading.Thread(target=worker.stop, daemon=True).start()
-        else:
-            # Stop now: interrupt running jobs and release them without using an attempt.
-            log.warning("worker %s forced to stop: releasing running jobs", worker.id)
-            threading.Thread(target=lambda: worker.stop(force=True), daemon=True).start()
-
-    with _signals(on_signal, None):
+        asyncio.run(_serve_async(engine, worker))
+    else:
+        assert isinstance(worker, Worker)
         try:
             worker.run()
-        except KeyboardInterrupt:
-            if signals > 1:
-                return 130
-            raise
-    return 130 if signals > 1 else 0
+        finally:
+            engine.store.close()
+    # An interrupted run() (KeyboardInterrupt, cancellation) propagates: main() makes it 130.
+    return 130 if worker.forced else 0
 
 
-def _log_stopping(signum: int) -> None:
-    log.info(
-        "%s received: finishing running jobs, claiming no more "
-        "(send it again to release them and exit now)",
-        signal.Signals(signum).name,
-    )
-
-
-@contextmanager
-def _signals(
-    callback: Callable[[int], None], loop: asyncio.AbstractEventLoop | None
-) -> Iterator[None]:
-    """Route SIGINT/SIGTERM to ``callback`` while inside, then restore the old handlers.
-
-    With ``loop`` the callback runs in the loop; without, in the signal handler. Python
-    delivers signals to the main thread only, so elsewhere this does nothing.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    wanted = (signal.SIGINT, signal.SIGTERM)
-    previous = {signum: signal.getsignal(signum) for signum in wanted}
-    in_loop: list[int] = []
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if loop is None:
-            callback(signum)
-        else:
-            loop.call_soon_threadsafe(callback, signum)
-
-    for signum in wanted:
-        if loop is not None:
-            try:
-                # Preferred: it also wakes a loop waiting in select().
-                loop.add_signal_handler(signum, callback, signum)
-                in_loop.append(signum)
-                continue
-            except NotImplementedError:  # e.g. the Windows proactor loop
-                pass
-        signal.signal(signum, handler)
+async def _serve_async(engine: AsyncEngine, worker: AsyncWorker) -> None:
     try:
-        yield
+        await worker.run()
     finally:
-        for signum, old in previous.items():
-            if signum in in_loop and loop is not None:
-                loop.remove_signal_handler(signum)
-            signal.signal(signum, old)
+        await engine.store.close()
 
 
 # ---- skiplock demo ----------------------------------------------------------------------
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    dsn = args.dsn or os.environ.get(DSN_ENV) or None
-    return _demo.main(dsn=dsn, jobs=args.jobs, live=args.live)
+    dsn: str | None = args.dsn or os.environ.get(DSN_ENV) or None
+    try:
+        store = _demo_store(dsn)
+        report = asyncio.run(
+            _run_demo(
+                store,
+                postgres_schema=None if dsn is None else demo.DEMO_SCHEMA,
+                emails=args.jobs,
+                live=args.live,
+            )
+        )
+    except StoreError as exc:
+        print(f"skiplock: demo failed: {exc}", file=sys.stderr)
+        return 1
+    return 0 if report.complete else 1
+
+
+def _demo_store(dsn: str | None) -> AsyncJobStore:
+    """The demo's store: in memory, or psycopg on a freshly reset demo schema."""
+    if dsn is None:
+        from skiplock.adapters.memory import AsyncInMemoryJobStore
+
+        return AsyncInMemoryJobStore()
+    pg = psycopg_adapter()
+    import psycopg
+    from psycopg import sql
+
+    drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(demo.DEMO_SCHEMA))
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(drop)
+        pg.apply_schema(dsn, schema=demo.DEMO_SCHEMA)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot prepare PostgreSQL: {exc}") from exc
+    store: AsyncJobStore = pg.AsyncPsycopgJobStore(dsn, schema=demo.DEMO_SCHEMA)
+    return store
+
+
+async def _run_demo(
+    store: AsyncJobStore, *, postgres_schema: str | None, emails: int, live: bool
+) -> demo.DemoReport:
+    try:
+        return await demo.run_demo(store, postgres_schema=postgres_schema, emails=emails, live=live)
+    finally:
+        await store.close()
 
 
 # ---- skiplock schema --------------------------------------------------------------------

@@ -5,19 +5,25 @@ from __future__ import annotations
 import asyncio
 import io
 from importlib.util import find_spec
+from typing import TYPE_CHECKING
 
 import pytest
 
-from skiplock import _demo, cli
+from skiplock import cli, demo
 from skiplock.adapters.memory import AsyncInMemoryJobStore
 from skiplock.core import JobState, StateCount
+from skiplock.demo import _showcase as showcase
+from skiplock.demo._live import DemoEvents, Display
+
+if TYPE_CHECKING:
+    from skiplock.ports import Metrics
 
 HAS_PSYCOPG = find_spec("psycopg") is not None
 
 
 def test_demo_runs_every_job_to_a_final_state() -> None:
     out = io.StringIO()
-    report = asyncio.run(_demo.run_demo(AsyncInMemoryJobStore(), emails=3, live=False, out=out))
+    report = asyncio.run(demo.run_demo(AsyncInMemoryJobStore(), emails=3, live=False, out=out))
 
     assert report.complete
     assert report.elapsed < 10
@@ -26,33 +32,33 @@ def test_demo_runs_every_job_to_a_final_state() -> None:
 
     [payment] = report.of_kind("payment.capture")
     assert payment.state is JobState.DEAD
-    assert payment.attempts == payment.max_attempts == _demo.PAYMENT_ATTEMPTS
+    assert payment.attempts == payment.max_attempts == showcase.PAYMENT_ATTEMPTS
     assert "card declined" in (payment.last_error or "")
     assert report.dead == [payment]
 
     reports = report.of_kind("report.build")
     assert [job.state for job in reports] == [JobState.SUCCEEDED] * 2
-    assert all(job.attempts == _demo.FLAKY_FAILURES + 1 for job in reports)
+    assert all(job.attempts == showcase.FLAKY_FAILURES + 1 for job in reports)
 
     [reminder] = report.of_kind("reminder.send")
     assert reminder.state is JobState.SUCCEEDED
     # Scheduled 2 s ahead: it could not have completed before that.
     assert reminder.completed_at is not None
-    assert reminder.completed_at - reminder.created_at >= _demo.SCHEDULE_DELAY
+    assert reminder.completed_at - reminder.created_at >= showcase.SCHEDULE_DELAY
 
     emails = report.of_kind("email.send")
     assert len(emails) == 3
     assert all(job.state is JobState.SUCCEEDED and job.attempts == 1 for job in emails)
     webhooks = report.of_kind("webhook.deliver")
-    assert len(webhooks) == _demo.WEBHOOKS
+    assert len(webhooks) == showcase.WEBHOOKS
     # Throttled waits use no attempt.
     assert all(job.state is JobState.SUCCEEDED and job.attempts == 1 for job in webhooks)
     assert {job.tenant for job in webhooks} == {"acme"}
     # After the burst, the limited tenant's webhooks complete at no more than rps.
     done = sorted(job.completed_at for job in webhooks if job.completed_at is not None)
-    assert len(done) == _demo.WEBHOOKS
-    limit = _demo.WEBHOOK_LIMIT
-    min_span = (_demo.WEBHOOKS - limit.burst) / limit.rps
+    assert len(done) == showcase.WEBHOOKS
+    limit = showcase.WEBHOOK_LIMIT
+    min_span = (showcase.WEBHOOKS - limit.burst) / limit.rps
     assert (done[-1] - done[0]).total_seconds() >= min_span * 0.9
 
     text = out.getvalue()
@@ -92,9 +98,8 @@ def test_demo_on_postgres_twice_starts_fresh(
         return
     dsn: str = request.getfixturevalue("pg_dsn")
     for _ in range(2):  # the second run must not see the first run's jobs
-        out = io.StringIO()
-        assert _demo.main(dsn=dsn, jobs=2, live=False, out=out) == 0
-        text = out.getvalue()
+        assert cli.main(["demo", "--dsn", dsn, "--jobs", "2", "--no-live"]) == 0
+        text = capsys.readouterr().out
         assert "PostgreSQL" in text
         assert "Dead letter queue (1 job)" in text
 
@@ -119,7 +124,7 @@ def counts(pending: int, succeeded: int) -> list[StateCount]:
 def test_display_redraws_in_place_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_COLOR", raising=False)
     term = FakeTerminal()
-    display = _demo._Display(term, total=4, live=True)
+    display = Display(term, total=4, live=True)
     display.show(counts(4, 0), 0.0, final=False)
     first = term.getvalue()
     display.show(counts(1, 3), 0.1, final=False)
@@ -134,7 +139,7 @@ def test_display_redraws_in_place_on_a_terminal(monkeypatch: pytest.MonkeyPatch)
 
 def test_display_prints_a_line_per_second_when_not_a_terminal() -> None:
     out = io.StringIO()
-    display = _demo._Display(out, total=4, live=True)
+    display = Display(out, total=4, live=True)
     for tick in range(25):  # 2.4 s of 0.1 s ticks
         display.show(counts(4, 0), tick / 10, final=False)
     display.show(counts(0, 4), 2.5, final=True)
@@ -147,7 +152,73 @@ def test_display_prints_a_line_per_second_when_not_a_terminal() -> None:
 
 def test_display_is_silent_when_not_live() -> None:
     out = FakeTerminal()
-    display = _demo._Display(out, total=4, live=False)
+    display = Display(out, total=4, live=False)
     display.show(counts(4, 0), 0.0, final=False)
     display.close()
     assert out.getvalue() == ""
+
+
+# ---- events: the worker reports through the Metrics port --------------------------------
+
+
+def test_demo_events_are_metrics() -> None:
+    events: Metrics = DemoEvents()  # mypy checks the protocol; the engine takes it as such
+    assert isinstance(events, DemoEvents)
+
+
+def test_frame_shows_the_events_the_worker_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    events = DemoEvents(recent=2)
+    events.job_claimed("report.build", None, 0.0)
+    events.job_finished("report.build", None, "retry", 0.1)
+    events.job_finished("report.build", None, "succeeded", 0.1)  # not a failure: not shown
+    events.rate_limited("webhook.deliver", "acme")
+    events.rate_limited("webhook.deliver", "acme")
+    events.job_finished("payment.capture", "globex", "retry", 0.1)
+    events.job_finished("payment.capture", "globex", "dead", 0.1)
+    term = FakeTerminal()
+    display = Display(term, total=4, live=True, events=events)
+    display.show(counts(4, 0), 0.0, final=False)
+
+    rows = _rows(term.getvalue())
+    assert rows["kind"][-2:] == ["retries", "throttled"]
+    assert rows["report.build"][-2:] == ["1", "0"]
+    assert rows["webhook.deliver"][-2:] == ["0", "2"]
+    assert rows["payment.capture"][-2:] == ["1", "0"]
+    recent = term.getvalue().split("recent failures:\n")[1].splitlines()
+    # Only the last two, newest last.
+    assert recent == [
+        "    payment.capture (globex): attempt failed, will retry after its backoff",
+        "    payment.capture (globex): last attempt failed: dead",
+    ]
+
+
+def test_live_demo_on_a_terminal_shows_the_workers_events(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    term = FakeTerminal()
+    report = asyncio.run(demo.run_demo(AsyncInMemoryJobStore(), emails=2, live=True, out=term))
+    assert report.complete
+
+    text = term.getvalue()
+    last_frame = text.rsplit("\x1b[J", 1)[-1].split("\nSummary", 1)[0]
+    rows = _rows(last_frame)
+    # Every failed attempt that was retried reached the view through Metrics.job_finished.
+    assert rows["report.build"][-2] == str(2 * showcase.FLAKY_FAILURES)
+    assert rows["payment.capture"][-2] == str(showcase.PAYMENT_ATTEMPTS - 1)
+    assert rows["email.send"][-2] == "0"
+    assert "report.build: attempt failed, will retry after its backoff" in text
+
+
+def _rows(frame: str) -> dict[str, list[str]]:
+    """The live table of a frame (header to the first blank line), by first column."""
+    lines = frame.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:1] == ["kind"])
+    rows = {}
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        cells = line.split()
+        rows[cells[0]] = cells
+    return rows

@@ -7,12 +7,13 @@ import os
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from skiplock import AsyncEngine, Engine, cli
+from skiplock import AsyncEngine, AsyncWorker, Engine, Worker, cli
 from skiplock.core import JobState
 
 if TYPE_CHECKING:
@@ -55,6 +56,49 @@ async def handle_a(payload: Any, ctx: JobContext) -> None:
 async def handle_b(payload: Any, ctx: JobContext) -> None:
     seen.append("b")
 """
+
+# Jobs that run until the worker interrupts them; a graceful stop would wait a minute.
+BLOCKING_APPS = {
+    "async": """
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from skiplock import AsyncEngine, JobContext, Settings
+from skiplock.adapters.memory import AsyncInMemoryJobStore
+
+engine = AsyncEngine(AsyncInMemoryJobStore(), Settings(shutdown_timeout=60))
+started = threading.Event()
+
+
+@engine.processor("block")
+async def block(payload: Any, ctx: JobContext) -> None:
+    started.set()
+    await asyncio.Event().wait()
+""",
+    "sync": """
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from skiplock import Engine, JobContext, Settings
+from skiplock.adapters.memory import InMemoryJobStore
+
+engine = Engine(InMemoryJobStore(), Settings(shutdown_timeout=60))
+started = threading.Event()
+
+
+@engine.processor("block")
+def block(payload: Any, ctx: JobContext) -> None:
+    started.set()
+    while True:  # Python bytecode, so the worker's interruption reaches this thread
+        time.sleep(0.01)
+""",
+}
 
 SYNC_APP = """
 from __future__ import annotations
@@ -178,11 +222,15 @@ def test_cli_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @contextmanager
-def signal_when(event: threading.Event, signum: int) -> Iterator[list[str]]:
-    """Send ``signum`` to this process once ``event`` is set (or after a deadline).
+def signal_when(
+    event: threading.Event, signum: int, *, again_when: Callable[[], bool] | None = None
+) -> Iterator[list[str]]:
+    """Send ``signum`` to this process once ``event`` is set (or after a deadline); with
+    ``again_when``, send it a second time once that holds.
 
-    Yields a list that receives "timeout" if the event never came. A second signal follows
-    if the worker ignores the first, so a broken shutdown fails instead of hanging.
+    Yields a list that receives a note for each wait that ran into its deadline. One more
+    signal follows if the worker ignores them, so a broken shutdown fails instead of
+    hanging.
     """
     problems: list[str] = []
     done = threading.Event()
@@ -191,8 +239,18 @@ def signal_when(event: threading.Event, signum: int) -> Iterator[list[str]]:
         if not event.wait(timeout=15):
             problems.append("timeout")
         os.kill(os.getpid(), signum)
+        if again_when is not None:
+            # Not at once: a signal sent while the same one is still pending is merged
+            # into it.
+            deadline = time.monotonic() + 15
+            while not again_when() and not done.is_set():
+                if time.monotonic() > deadline:
+                    problems.append("the first signal was not handled")
+                    break
+                done.wait(0.01)
+            os.kill(os.getpid(), signum)
         if not done.wait(timeout=15):
-            problems.append("ignored the first signal")
+            problems.append("ignored the signal")
             os.kill(os.getpid(), signum)
 
     sender = threading.Thread(target=run, daemon=True)
@@ -251,3 +309,58 @@ def test_cli_worker_sync_engine_runs_until_sigint(make_app: Callable[[str], str]
         states[job_id] = job.state
     # --tenants t1,t2: the t3 job was never claimed.
     assert states == {mine: JobState.SUCCEEDED, other: JobState.PENDING}
+
+
+def run_forced(
+    make_app: Callable[[str], str], monkeypatch: pytest.MonkeyPatch, flavour: str
+) -> tuple[int, JobState, float]:
+    """Run ``skiplock worker`` on a blocking job and send SIGTERM once it started, again
+    once the worker drains; returns the exit status, the job's state afterwards and how
+    long the run took."""
+    name = make_app(BLOCKING_APPS[flavour])
+    app = cli.resolve_app(f"{name}:engine")
+    workers: list[AsyncWorker | Worker] = []
+    make_worker = app.worker
+
+    def recording_worker(**options: Any) -> AsyncWorker | Worker:
+        workers.append(make_worker(**options))
+        return workers[-1]
+
+    monkeypatch.setattr(app, "worker", recording_worker)
+    if isinstance(app, AsyncEngine):
+        job_id = asyncio.run(app.enqueue("block", {})).id
+    else:
+        job_id = app.enqueue("block", {}).id
+
+    def draining() -> bool:
+        return bool(workers) and workers[0].state == "draining"
+
+    started = time.monotonic()
+    module = sys.modules[name]
+    with signal_when(module.started, signal.SIGTERM, again_when=draining) as problems:
+        status = cli.main(["worker", f"{name}:engine"])
+    elapsed = time.monotonic() - started
+    assert problems == []
+    job = asyncio.run(app.get_job(job_id)) if isinstance(app, AsyncEngine) else app.get_job(job_id)
+    assert job is not None
+    return status, job.state, elapsed
+
+
+@pytest.mark.parametrize("flavour", ["async", "sync"])
+def test_cli_worker_second_signal_forces_the_stop(
+    make_app: Callable[[str], str], monkeypatch: pytest.MonkeyPatch, flavour: str
+) -> None:
+    # The worker's own policy: the second signal interrupts the job instead of waiting for
+    # it (shutdown_timeout is 60 s) and releases it to pending.
+    status, state, elapsed = run_forced(make_app, monkeypatch, flavour)
+    assert state is JobState.PENDING
+    assert elapsed < 30
+    assert status == 130
+
+
+@pytest.mark.parametrize("flavour", ["async", "sync"])
+def test_cli_worker_exits_130_after_a_forced_stop(
+    make_app: Callable[[str], str], monkeypatch: pytest.MonkeyPatch, flavour: str
+) -> None:
+    status, _, _ = run_forced(make_app, monkeypatch, flavour)
+    assert status == 130

@@ -1,14 +1,19 @@
-"""The layering rules that import-linter cannot express: what core/ may import at all."""
+"""The layering rules that import-linter cannot express: what core/ may import at all, and
+that its contracts leave no module of the package out."""
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import skiplock
 
 PACKAGE = Path(skiplock.__file__).parent
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 ALLOWED_THIRD_PARTY = {"attrs"}
 
 
@@ -55,3 +60,37 @@ def test_engine_ports_core_import_no_driver_or_framework() -> None:
         for root in _imported_roots(path) & drivers
     }
     assert not offenders, offenders
+
+
+def _contracts(kind: str) -> list[dict[str, Any]]:
+    config = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["importlinter"]
+    return [c for c in config["contracts"] if c["type"] == kind]
+
+
+def _modules() -> list[str]:
+    """Every module and package under src/skiplock, as dotted names."""
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def test_every_module_is_in_a_layer() -> None:
+    # A new top-level module (skiplock/_x.py) or package must be placed in the layers,
+    # else nothing checks what it imports or who imports it.
+    [contract] = _contracts("layers")
+    containers = contract.get("containers", [])
+    # Siblings share a layer: "a | b" (independent) or "a : b".
+    names = [name.strip() for entry in contract["layers"] for name in re.split(r"[|:]", entry)]
+    layers = {f"{c}.{name}" for c in containers for name in names} if containers else set(names)
+    # The container itself is the package's facade; its own contract places it.
+    facades = {m for c in _contracts("protected") for m in c["protected_modules"]}
+    assert set(containers) <= facades, "the layers' container needs a contract of its own"
+    uncovered = [
+        module
+        for module in _modules()
+        if module not in containers
+        and not any(module == layer or module.startswith(layer + ".") for layer in layers)
+    ]
+    assert not uncovered, f"modules in no layer of [tool.importlinter]: {uncovered}"
