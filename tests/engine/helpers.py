@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from skiplock import Job
     from skiplock.adapters.memory import InMemoryTransaction
-    from skiplock.core import ClaimRequest, Completion
+    from skiplock.core import ClaimRequest, Completion, Lease
 
 
 class CountingStore(InMemoryJobStore):
@@ -31,6 +31,7 @@ class CountingStore(InMemoryJobStore):
     claims = 0
     claimed = 0
     heartbeats = 0
+    starts = 0
     recoveries = 0
     transactions = 0
     autocommits = 0
@@ -72,6 +73,10 @@ class CountingStore(InMemoryJobStore):
         self.claims += 1
         self.claimed += len(jobs)
         return jobs
+
+    def start(self, leases: Sequence[Lease]) -> list[bool]:
+        self.starts += 1
+        return super().start(leases)
 
     def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
         self.heartbeats += 1

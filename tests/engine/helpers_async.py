@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from skiplock import Job
     from skiplock.adapters.memory import InMemoryTransaction
-    from skiplock.core import ClaimRequest, Completion
+    from skiplock.core import ClaimRequest, Completion, Lease
 
 
 class CountingStore(AsyncInMemoryJobStore):
@@ -26,6 +26,7 @@ class CountingStore(AsyncInMemoryJobStore):
     claims = 0
     claimed = 0
     heartbeats = 0
+    starts = 0
     recoveries = 0
     transactions = 0
     autocommits = 0
@@ -69,6 +70,10 @@ class CountingStore(AsyncInMemoryJobStore):
         self.claims += 1
         self.claimed += len(jobs)
         return jobs
+
+    async def start(self, leases: Sequence[Lease]) -> list[bool]:
+        self.starts += 1
+        return await super().start(leases)
 
     async def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
         self.heartbeats += 1

@@ -9,12 +9,14 @@ This module is the generated sync twin of ``test_worker_leases_async.py``.
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from skiplock import Engine, JobContext, JobState, Settings
 from skiplock._compat import Event, join, spawn, wait_event
+from skiplock.core import ClaimRequest
 
 from .helpers import CountingStore, eventually
 from .support import RecordingMetrics
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from skiplock import Job
-    from skiplock.core import ClaimRequest, Lease
+    from skiplock.core import Lease
     from skiplock.testing import FakeClock
 
 
@@ -60,6 +62,10 @@ def test_worker_starts_no_held_job_that_is_no_longer_its_own(
             assert wait_event(gate, 5.0)
 
     ids = [(engine.enqueue("job", i, priority=9 - i)).id for i in range(5)]
+    # A worker that vanished while it held them: recovered jobs must be paid for (and so
+    # checked) before they run, even when they were only prefetched.
+    assert len(store.claim(ClaimRequest(worker_id="ghost", limit=5, start_now=0))) == 5
+    assert sorted(store.recover_stale(default_ttl=timedelta(hours=1), ttls={})) == ids
     worker = engine.worker(concurrency=1, install_signal_handlers=False)
     task = spawn(worker.run)
     eventually(lambda: ran == [0] and job_of(store, ids[4]).state is JobState.RUNNING)
@@ -72,6 +78,23 @@ def test_worker_starts_no_held_job_that_is_no_longer_its_own(
     join(task)
     assert ran == [0]
     assert [job_of(store, i).attempts for i in ids[1:]] == [0, 0, 0, 0]
+
+
+def test_worker_starts_held_jobs_without_a_round_trip_and_their_outcome_pays(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock, prefetch=8)
+    ran: list[int] = []
+
+    @engine.processor("job")
+    def job(payload: int, ctx: JobContext) -> None:
+        ran.append(ctx.attempt)
+
+    ids = [(engine.enqueue("job", i)).id for i in range(10)]
+    engine.worker(concurrency=2).run_until_idle()
+    assert ran == [1] * 10
+    assert [job_of(store, i).attempts for i in ids] == [1] * 10
+    assert store.starts == 0  # none of them was recovered: no store.start round trip
 
 
 def test_worker_releases_held_jobs_at_shutdown_without_charging_them(

@@ -5,12 +5,14 @@ node limits per process, the running processor's retry policy (the sync twin
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from skiplock import AsyncEngine, JobContext, JobState, Settings
 from skiplock._compat_async import Event, join, spawn, wait_event
+from skiplock.core import ClaimRequest
 
 from .helpers_async import CountingStore, eventually
 from .support import RecordingMetrics
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from skiplock import Job
-    from skiplock.core import ClaimRequest, Lease
+    from skiplock.core import Lease
     from skiplock.testing import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -58,6 +60,10 @@ async def test_worker_starts_no_held_job_that_is_no_longer_its_own(
             assert await wait_event(gate, 5.0)
 
     ids = [(await engine.enqueue("job", i, priority=9 - i)).id for i in range(5)]
+    # A worker that vanished while it held them: recovered jobs must be paid for (and so
+    # checked) before they run, even when they were only prefetched.
+    assert len(await store.claim(ClaimRequest(worker_id="ghost", limit=5, start_now=0))) == 5
+    assert sorted(await store.recover_stale(default_ttl=timedelta(hours=1), ttls={})) == ids
     worker = engine.worker(concurrency=1, install_signal_handlers=False)
     task = spawn(worker.run)
     await eventually(lambda: ran == [0] and job_of(store, ids[4]).state is JobState.RUNNING)
@@ -70,6 +76,23 @@ async def test_worker_starts_no_held_job_that_is_no_longer_its_own(
     await join(task)
     assert ran == [0]
     assert [job_of(store, i).attempts for i in ids[1:]] == [0, 0, 0, 0]
+
+
+async def test_worker_starts_held_jobs_without_a_round_trip_and_their_outcome_pays(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock, prefetch=8)
+    ran: list[int] = []
+
+    @engine.processor("job")
+    async def job(payload: int, ctx: JobContext) -> None:
+        ran.append(ctx.attempt)
+
+    ids = [(await engine.enqueue("job", i)).id for i in range(10)]
+    await engine.worker(concurrency=2).run_until_idle()
+    assert ran == [1] * 10
+    assert [job_of(store, i).attempts for i in ids] == [1] * 10
+    assert store.starts == 0  # none of them was recovered: no store.start round trip
 
 
 async def test_worker_releases_held_jobs_at_shutdown_without_charging_them(

@@ -70,6 +70,10 @@ class Job:
     #: alone (see :func:`~skiplock.core.charged_positions`). Stores keep a ``started``
     #: mark per claim for it; claims return the value it had before the claim.
     suspect: bool = False
+    #: True from a stale recovery (or a worker's re-registration) that returned the job to
+    #: pending until its next outcome: the worker that claims it pays its attempt before
+    #: running it, even when it only prefetched it.
+    recovered: bool = False
 
     @property
     def lease(self) -> Lease:
@@ -158,8 +162,9 @@ class Bury:
 class Release:
     """Back to pending without using an attempt (throttled, shutdown), after ``delay``.
 
-    ``refund`` gives back the attempt the job's start used; it is False for a held
-    (prefetched) job that never started, which used none.
+    ``refund`` is True for a job that started: its attempt is given back (paid first if
+    nothing paid for it yet). It is False for a held (prefetched) job that never started:
+    its attempts stay as they are.
     """
 
     delay: timedelta = timedelta(0)

@@ -6,12 +6,12 @@ This module is the generated sync twin of ``_dispatch_async.py``.
 
 A claim takes jobs for the free slots, which start at once and pay their attempt in the
 claim, plus up to ``prefetch`` more that are *held*: running under the worker in the
-store but not started and not charged. A held job starts only after ``store.start``
-confirmed it is still this worker's and counted its attempt — so a held job never runs
-after the worker lost it (a frozen worker that resumes, a stale recovery), and a worker
-that dies with a full buffer costs those jobs nothing. A suspect (a job whose last run
-ended with its worker vanishing) starts alone, so a job that kills its worker takes no
-innocent job's attempt with it.
+store but not started and not charged. A held job starts as soon as a slot frees, without
+a round trip, while the lease is sound; its outcome (or the next heartbeat) pays for it,
+so a worker that dies with a full buffer costs the jobs it never started nothing. A
+recovered job is paid for with ``store.start`` before it runs (fenced: a job taken away
+meanwhile never runs here), and a suspect (recovered while it was running) starts alone,
+so a job that kills its worker takes no innocent job's attempt with it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from skiplock._compat import ThreadSafeEvent
+from skiplock._compat import ThreadSafeEvent, spawn
 from skiplock.core import Release, charged_positions, plan_claim
 
 from ._completer import Done
@@ -97,6 +97,8 @@ class Dispatcher:
         self._lock = Lock()
         self._held: deque[Job] = deque()
         self._starting: dict[int, Job] = {}
+        # Set whenever a start batch's store.start returned (its jobs left _starting).
+        self._confirmed = ThreadSafeEvent()
         # The suspect that runs alone (its id until its slot is free), and a suspect a
         # claim charged that waits for quiet to start.
         self._isolated: int | None = None
@@ -237,42 +239,55 @@ class Dispatcher:
                     return False  # a charged suspect waits for quiet
                 self._ready = None
             else:
+                before = len(self._held)
                 jobs = self._take_startable()
                 if not jobs:
-                    return False
+                    return len(self._held) < before  # some started without a round trip
                 self._starting.update((job.id, job) for job in jobs)
         if ready is not None:
             self.slots.start(ready)
             return True
-        try:
-            confirmed = self._store.start([job.lease for job in jobs])
-        except Exception:
-            self._lease.store_failed()
-            logger.exception(
-                "worker %s: starting %d held job(s) failed", self._scope.worker_id, len(jobs)
-            )
-            self._unstart(jobs)
-            return False
-        started: list[Job] = []
-        gone: list[Job] = []
-        with self._lock:
-            for job, ok in zip(jobs, confirmed, strict=True):
-                if self._starting.pop(job.id, None) is None:
-                    continue  # dropped meanwhile
-                if ok:
-                    started.append(attrs.evolve(job, attempts=job.attempts + 1))
-                else:
-                    gone.append(job)
-                    if self._isolated == job.id:
-                        self._isolated = None
-            self._count_dropped(len(gone))
-        self._forget(gone)
-        for job in started:
-            self.slots.start(job)
+        # Confirmed on its own thread (thread), so the next free slots need not wait for
+        # this round trip: starts overlap, and each batch takes what is free right then.
+        spawn(self._confirm, jobs)
         return True
+
+    def _confirm(self, jobs: list[Job]) -> None:
+        try:
+            try:
+                confirmed = self._store.start([job.lease for job in jobs])
+            except Exception:
+                self._lease.store_failed()
+                logger.exception(
+                    "worker %s: starting %d held job(s) failed", self._scope.worker_id, len(jobs)
+                )
+                self._unstart(jobs)
+                return
+            started: list[Job] = []
+            gone: list[Job] = []
+            with self._lock:
+                for job, ok in zip(jobs, confirmed, strict=True):
+                    if self._starting.pop(job.id, None) is None:
+                        continue  # dropped meanwhile
+                    if ok:
+                        started.append(attrs.evolve(job, attempts=job.attempts + 1))
+                    else:
+                        gone.append(job)
+                        if self._isolated == job.id:
+                            self._isolated = None
+                self._count_dropped(len(gone))
+            self._forget(gone)
+            for job in started:
+                self.slots.start(job)
+        finally:
+            self._confirmed.set()
+            self.startable.set()
 
     def _take_startable(self) -> list[Job]:
         # Under the lock: the held jobs to start now, in claim order — a suspect alone.
+        # Jobs that were never recovered start at once (their outcome pays the attempt);
+        # recovered ones are returned, to be paid for before they run.
+        self._start_unpaid()
         free = self._scope.concurrency - self._busy()
         if self._isolated is not None or not self._held or free <= 0:
             return []
@@ -283,9 +298,44 @@ class Dispatcher:
             self._isolated = suspect.id
             return [suspect]
         jobs: list[Job] = []
-        while self._held and len(jobs) < free and not self._held[0].suspect:
+        while self._held and len(jobs) < free and self._held[0].recovered:
+            if self._held[0].suspect:
+                break
             jobs.append(self._held.popleft())
         return jobs
+
+    def _start_unpaid(self) -> int:
+        # Under the lock: start the leading held jobs that were never recovered in the free
+        # slots, without a round trip (their outcome, or the next heartbeat, pays for them).
+        started = 0
+        free = self._scope.concurrency - self._busy()
+        while free > 0 and self._held and self._isolated is None and self._ready is None:
+            job = self._held[0]
+            if job.recovered or job.suspect:
+                break
+            self._held.popleft()
+            self.slots.start(attrs.evolve(job, attempts=job.attempts + 1), paid=False)
+            free -= 1
+            started += 1
+        return started
+
+    def pay_for_running(self) -> None:
+        """Have the store count the attempts of running jobs that started without a round
+        trip (after a heartbeat): a long job's attempt then counts while it runs, and a
+        job found no longer this worker's is dropped."""
+        jobs = self.slots.unpaid()
+        if not jobs:
+            return
+        try:
+            confirmed = self._store.start([job.lease for job in jobs])
+        except Exception:
+            self._lease.store_failed()
+            logger.exception("worker %s: paying for started jobs failed", self._scope.worker_id)
+            return
+        self.slots.paid_for(job.id for job, ok in zip(jobs, confirmed, strict=True) if ok)
+        lost = [job.id for job, ok in zip(jobs, confirmed, strict=True) if not ok]
+        if lost:
+            self.slots.drop(lost)
 
     def _quiet(self) -> bool:
         # Under the lock: every running job entered its processor and nothing else is
@@ -317,9 +367,17 @@ class Dispatcher:
         with self._lock:
             self._handled += 1
             self._changes += 1
-            if self._isolated == job.id:
+            alone = self._isolated == job.id
+            if alone:
                 self._isolated = None
-        self.startable.set()
+            # The next held job takes the slot at once, in this task (thread), unless the
+            # lease is in doubt or the job must be paid for first: then the start loop.
+            waiting = bool(self._held)
+            if waiting and not self._stopping and not self._lease.in_doubt():
+                self._start_unpaid()
+                waiting = bool(self._held) and len(self.slots) < self._scope.concurrency
+        if waiting or alone or self._ready is not None:
+            self.startable.set()
         self.wakeup.set()
 
     # ---- letting jobs go ------------------------------------------------------------
@@ -389,6 +447,13 @@ class Dispatcher:
             )
         for job in jobs:
             self._release(job, refund=False)
+        # Jobs whose start is in flight become running (or are dropped) first.
+        while True:
+            self._confirmed.clear()
+            with self._lock:
+                if not self._starting:
+                    break
+            self._confirmed.wait(0.1)
         self.slots.drain(timeout, forced=forced)
 
     def _release(self, job: Job, *, refund: bool) -> None:

@@ -22,7 +22,6 @@ from skiplock._compat import Lock
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skiplock._compat import ThreadSafeEvent
     from skiplock.core import WorkerInfo
     from skiplock.ports import JobStore
 
@@ -111,8 +110,3 @@ class LeaseKeeper:
         # A store error reported while the heartbeat was in flight keeps the doubt.
         if errors is None or errors == self._errors:
             self._failed = False
-
-    def run(self, finished: ThreadSafeEvent) -> None:
-        """Heart-beat every interval until ``finished`` is set."""
-        while not finished.wait(self._interval):
-            self.renew(always=True)

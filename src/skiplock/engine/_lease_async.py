@@ -19,7 +19,6 @@ from skiplock._compat_async import Lock
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skiplock._compat_async import ThreadSafeEvent
     from skiplock.core import WorkerInfo
     from skiplock.ports import AsyncJobStore
 
@@ -108,8 +107,3 @@ class LeaseKeeper:
         # A store error reported while the heartbeat was in flight keeps the doubt.
         if errors is None or errors == self._errors:
             self._failed = False
-
-    async def run(self, finished: ThreadSafeEvent) -> None:
-        """Heart-beat every interval until ``finished`` is set."""
-        while not await finished.wait(self._interval):
-            await self.renew(always=True)

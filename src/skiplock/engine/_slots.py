@@ -40,10 +40,13 @@ FORCE_GRACE = 1.0
 class _Slot:
     """A started job on this worker."""
 
-    __slots__ = ("entered", "guard", "job", "lost", "task")
+    __slots__ = ("entered", "guard", "job", "lost", "paid", "task")
 
-    def __init__(self, job: Job) -> None:
+    def __init__(self, job: Job, *, paid: bool) -> None:
         self.job = job
+        # Whether the store counted this start's attempt yet (a held job starts without
+        # a round trip; its outcome, or the next heartbeat's store.start, pays for it).
+        self.paid = paid
         self.guard = Interruptible()
         self.task: Task[None] | None = None
         # Set (under the dispatcher's lock) when the job is no longer this worker's: its
@@ -99,12 +102,25 @@ class Slots:
         with self._lock:
             return all(slot.entered for slot in self._running.values())
 
-    def start(self, job: Job) -> None:
-        """Run ``job`` (started: its attempt is counted) in a new slot."""
-        slot = _Slot(job)
+    def start(self, job: Job, *, paid: bool = True) -> None:
+        """Run ``job`` in a new slot; ``paid``: the store counted its attempt already."""
+        slot = _Slot(job, paid=paid)
         with self._lock:
             self._running[job.id] = slot
         slot.task = spawn(self._run, slot)
+
+    def unpaid(self) -> list[Job]:
+        """Running jobs whose attempt the store has not counted yet."""
+        with self._lock:
+            return [slot.job for slot in self._running.values() if not slot.paid]
+
+    def paid_for(self, ids: Iterable[int]) -> None:
+        """The store counted these jobs' attempts."""
+        with self._lock:
+            for job_id in ids:
+                slot = self._running.get(job_id)
+                if slot is not None:
+                    slot.paid = True
 
     def drop(self, ids: Iterable[int] | None) -> None:
         """Interrupt the jobs (``None``: all) that are no longer this worker's; nothing is

@@ -101,11 +101,11 @@ class AsyncWorker:
     Every shutdown ends by removing the worker's row, so stale-claim recovery takes
     whatever is still left ``running`` at once.
 
-    Prefetched (held) jobs start only once the store confirmed they are still this
-    worker's, and pay their attempt only then. While the worker's lease is in doubt (a
-    store error, or no good heartbeat for half the stale TTL) it starts and claims
-    nothing until a heartbeat succeeded; if its registration is gone it drops every job
-    it holds before registering again.
+    Prefetched (held) jobs pay their attempt only once they start (see
+    docs/architecture.md, "The worker"). While the worker's lease is in doubt (a store
+    error, or no good heartbeat for half the stale TTL) it starts and claims nothing until
+    a heartbeat succeeded; if its registration is gone it drops every job it holds before
+    registering again.
 
     A job's slot is free as soon as its processor returns. Unless the job completed inside
     its own transaction (``transactional=True``), its outcome is then written by the
@@ -324,7 +324,7 @@ class AsyncWorker:
                     "all" if self._info.tenants is None else sorted(self._info.tenants),
                 )
                 self._completer.start()
-                helpers.append(spawn(self._lease.run, self._finished))
+                helpers.append(spawn(self._heartbeat_loop))
                 poll = self._settings.poll_interval
                 helpers.append(spawn(self._dispatcher.start_loop, self._finished, poll))
                 if not until_idle:
@@ -418,6 +418,12 @@ class AsyncWorker:
             await dispatcher.wakeup.wait(wait)
 
     # ---- helpers running beside the dispatcher --------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self._settings.heartbeat_interval
+        while not await self._finished.wait(interval):
+            if await self._lease.renew(always=True):
+                await self._dispatcher.pay_for_running()
 
     async def _maintenance_loop(self) -> None:
         while True:

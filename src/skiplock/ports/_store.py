@@ -110,11 +110,17 @@ class JobStore(Protocol):
         ...
 
     def start(self, leases: Sequence[Lease]) -> list[bool]:
-        """Begin held jobs (see :attr:`ClaimRequest.start_now`): attempts += 1 and the
-        ``started`` mark set for each job still running under its lease (same worker, same
-        claim count). Returns, per lease in order, whether the job may start; False means
-        it is no longer this worker's (recovered, cancelled, deleted, claimed again) and
-        must not run.
+        """Pay for the start of held jobs (see :attr:`ClaimRequest.start_now`): for each
+        job still running under its lease (same worker, same claim count) attempts += 1
+        and the ``started`` mark set — once per claim: a job whose start was paid already
+        keeps its attempts. Returns, per lease in order, whether the job is still this
+        worker's; False means it must not run (recovered, cancelled, deleted, claimed
+        again).
+
+        A worker calls it before running a recovered held job (``Job.recovered``), and
+        for jobs it started without it, to make their attempt count while they run. An
+        outcome of a run (:meth:`complete` with anything but ``Release(refund=False)``)
+        pays the attempt too if nothing paid for it yet.
 
         The ``started`` mark lives as long as the claim: :meth:`recover_stale` and
         :meth:`register_worker`'s release keep it (the job comes back as a suspect,
@@ -126,6 +132,11 @@ class JobStore(Protocol):
     def complete(self, completions: Sequence[Completion], *, connection: Any = None) -> list[bool]:
         """Record outcomes, each fenced by its lease (running, same worker, same claim
         count; the attempt is not checked); True where it was applied.
+
+        An outcome of a run pays the job's attempt if its start was not paid yet (see
+        :meth:`start`); ``Release(refund=True)`` then gives it back, ``Release(refund=False)``
+        (a held job that never started) changes no attempt. Every outcome clears the
+        ``started`` mark and ``recovered``.
 
         ``completed_at`` (and a retry's due time) is the time of the writing statement,
         not of its transaction's start: inside a job's transaction it is when the job
@@ -173,7 +184,7 @@ class JobStore(Protocol):
         Jobs still running under ``info.id`` belong to an earlier life of this worker id
         (a worker re-registers only after it dropped every job it held): in the same
         transaction they go back to pending, due as before, attempts and claims unchanged,
-        claim cleared.
+        claim cleared, ``recovered`` set (as by :meth:`recover_stale`).
         """
 
     def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
@@ -194,7 +205,8 @@ class JobStore(Protocol):
     def recover_stale(self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> list[int]:
         """Running jobs whose worker's heartbeat is older than the kind's TTL (``ttls``,
         else ``default_ttl``), or whose worker row is gone, go back to pending (attempts
-        and claims unchanged, claim cleared, ``[stale-claim recovered]`` in last_error);
+        and claims unchanged, claim cleared, ``recovered`` set, ``[stale-claim recovered]``
+        in last_error);
         those with no attempt left go to dead. Returns the ids of both.
 
         Then deletes the rows of workers whose heartbeat is older than the largest of

@@ -78,6 +78,7 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
         claims=int(row["claims"]),
         explicit_max_attempts=bool(row["explicit_max_attempts"]),
         suspect=bool(row["suspect"]),
+        recovered=bool(row["recovered"]),
     )
 
 
@@ -284,7 +285,7 @@ def lease_params(leases: Sequence[Lease]) -> dict[str, list[Any]]:
 def complete_params(completions: Sequence[Completion]) -> dict[str, list[Any]]:
     """Column arrays for the fenced ``complete`` query."""
     cols = lease_params([c.lease for c in completions])
-    for k in ("statuses", "delays", "errors", "set_errors", "refunds"):
+    for k in ("statuses", "delays", "errors", "set_errors", "refunds", "rans"):
         cols[k] = []
     for c in completions:
         outcome = c.outcome
@@ -301,6 +302,8 @@ def complete_params(completions: Sequence[Completion]) -> dict[str, list[Any]]:
         cols["set_errors"].append(error is not None)
         # A release gives back the attempt its start counted (a held job used none).
         cols["refunds"].append(1 if isinstance(outcome, Release) and outcome.refund else 0)
+        # Every outcome but the release of a job that never started is one of a run.
+        cols["rans"].append(not (isinstance(outcome, Release) and not outcome.refund))
     return cols
 
 
@@ -314,6 +317,7 @@ _ONE = {
     "errors": "error",
     "set_errors": "set_error",
     "refunds": "refund",
+    "rans": "ran",
 }
 
 

@@ -201,9 +201,14 @@ def _holds(job: Job, lease: Lease) -> bool:
 
 
 def _after_outcome(job: Job, outcome: Outcome, now: datetime) -> Job:
-    """The row after a fenced outcome (the transition table decides the state); the
-    claim's started mark ends with it."""
-    job = attrs.evolve(job, suspect=False)
+    """The row after a fenced outcome (the transition table decides the state).
+
+    An outcome of a run pays the attempt if the start did not (a held job started
+    without a round trip); the claim's started mark and ``recovered`` end with it.
+    """
+    ran = not (isinstance(outcome, Release) and not outcome.refund)
+    paid = job.attempts + (1 if ran and not job.suspect else 0)
+    job = attrs.evolve(job, attempts=paid, suspect=False, recovered=False)
     match outcome:
         case Succeeded():
             return attrs.evolve(
@@ -531,7 +536,8 @@ class MemoryState:
                     started.append(False)
                     continue
                 seen.add(lease.job_id)
-                row = attrs.evolve(job, attempts=job.attempts + 1, suspect=True)
+                paid = job.attempts if job.suspect else job.attempts + 1  # once per claim
+                row = attrs.evolve(job, attempts=paid, suspect=True)
                 self._commit_row(row, now)
                 started.append(True)
         return started
@@ -600,7 +606,7 @@ class MemoryState:
             )
             for job in targets:
                 state = transition(job.state, event)
-                job = attrs.evolve(job, suspect=False)  # the claim's started mark ends
+                job = attrs.evolve(job, suspect=False, recovered=False)  # marks end
                 if event is Event.REPLAY:
                     row = attrs.evolve(
                         job,
@@ -646,6 +652,7 @@ class MemoryState:
                         state=transition(job.state, Event.RECOVER),
                         claimed_by=None,
                         claimed_at=None,
+                        recovered=True,
                     )
                     self._commit_row(released, now)
             row = self._workers.get(info.id)
@@ -719,6 +726,7 @@ class MemoryState:
                         claimed_by=None,
                         claimed_at=None,
                         last_error=error,
+                        recovered=True,
                     )
                 self._commit_row(row, now)
                 recovered.append(job_id)

@@ -253,6 +253,38 @@ class LifecycleContract:
         assert [(job.id, job.suspect) for job in again] == [(retried, False), (cancelled, False)]
         assert [job.attempts for job in again] == [3, 2]
 
+    def test_an_outcome_pays_for_a_start_that_was_not_paid(self, store: JobStore) -> None:
+        # A worker starts a held job without a round trip; its outcome pays the attempt,
+        # once, whether or not a start() paid already.
+        kind = _kind()
+        _add(store, kind, 4)
+        unpaid, paid, released, interrupted = _claim(store, kind, start_now=0)
+        assert store.start([paid.lease]) == [True]
+        assert store.start([paid.lease]) == [True]  # paid once per claim
+        assert (_stored(store, paid.id)).attempts == 1
+        store.complete(
+            [
+                Completion(unpaid.lease, Retry(timedelta(0), "boom")),
+                Completion(paid.lease, Succeeded()),
+                Completion(released.lease, Release(refund=False)),
+                Completion(interrupted.lease, Release(refund=True)),
+            ]
+        )
+        after = _all(store, unpaid.id, paid.id, released.id, interrupted.id)
+        assert [job.attempts for job in after] == [1, 1, 0, 0]
+
+    def test_recovered_is_set_by_recovery_and_cleared_by_an_outcome(self, store: JobStore) -> None:
+        kind = _kind()
+        _add(store, kind, 2)
+        first, second = _claim(store, kind, "vanished-worker", start_now=0)
+        store.recover_stale(default_ttl=_HOUR, ttls={})
+        assert [job.recovered for job in _all(store, first.id, second.id)] == [True] * 2
+        again = _claim(store, kind, start_now=0)
+        assert [job.recovered for job in again] == [True, True]  # the claim keeps it
+        store.complete([Completion(again[0].lease, Succeeded())])
+        store.apply(_one(second.id), Event.CANCEL)
+        assert [job.recovered for job in _all(store, first.id, second.id)] == [False] * 2
+
     def test_release_without_refund_of_a_held_job(self, store: JobStore) -> None:
         job = _held(store)
         self._finish(store, job, Release(refund=False))
@@ -382,6 +414,7 @@ class LifecycleContract:
         # The released started job may have ended its worker's life: it is a suspect,
         # and a claim starts it alone.
         assert [job.suspect for job in _all(store, started.id, held.id)] == [True, False]
+        assert [job.recovered for job in _all(store, started.id, held.id)] == [True] * 2
         again = _claim(store, kind)
         assert [job.suspect for job in again] == [True, False]
         assert _counters(again) == [(2, 2), (0, 2)]

@@ -259,6 +259,42 @@ class AsyncLifecycleContract:
         assert [(job.id, job.suspect) for job in again] == [(retried, False), (cancelled, False)]
         assert [job.attempts for job in again] == [3, 2]
 
+    async def test_an_outcome_pays_for_a_start_that_was_not_paid(
+        self, store: AsyncJobStore
+    ) -> None:
+        # A worker starts a held job without a round trip; its outcome pays the attempt,
+        # once, whether or not a start() paid already.
+        kind = _kind()
+        await _add(store, kind, 4)
+        unpaid, paid, released, interrupted = await _claim(store, kind, start_now=0)
+        assert await store.start([paid.lease]) == [True]
+        assert await store.start([paid.lease]) == [True]  # paid once per claim
+        assert (await _stored(store, paid.id)).attempts == 1
+        await store.complete(
+            [
+                Completion(unpaid.lease, Retry(timedelta(0), "boom")),
+                Completion(paid.lease, Succeeded()),
+                Completion(released.lease, Release(refund=False)),
+                Completion(interrupted.lease, Release(refund=True)),
+            ]
+        )
+        after = await _all(store, unpaid.id, paid.id, released.id, interrupted.id)
+        assert [job.attempts for job in after] == [1, 1, 0, 0]
+
+    async def test_recovered_is_set_by_recovery_and_cleared_by_an_outcome(
+        self, store: AsyncJobStore
+    ) -> None:
+        kind = _kind()
+        await _add(store, kind, 2)
+        first, second = await _claim(store, kind, "vanished-worker", start_now=0)
+        await store.recover_stale(default_ttl=_HOUR, ttls={})
+        assert [job.recovered for job in await _all(store, first.id, second.id)] == [True] * 2
+        again = await _claim(store, kind, start_now=0)
+        assert [job.recovered for job in again] == [True, True]  # the claim keeps it
+        await store.complete([Completion(again[0].lease, Succeeded())])
+        await store.apply(_one(second.id), Event.CANCEL)
+        assert [job.recovered for job in await _all(store, first.id, second.id)] == [False] * 2
+
     async def test_release_without_refund_of_a_held_job(self, store: AsyncJobStore) -> None:
         job = await _held(store)
         await self._finish(store, job, Release(refund=False))
@@ -396,6 +432,7 @@ class AsyncLifecycleContract:
         # The released started job may have ended its worker's life: it is a suspect,
         # and a claim starts it alone.
         assert [job.suspect for job in await _all(store, started.id, held.id)] == [True, False]
+        assert [job.recovered for job in await _all(store, started.id, held.id)] == [True] * 2
         again = await _claim(store, kind)
         assert [job.suspect for job in again] == [True, False]
         assert _counters(again) == [(2, 2), (0, 2)]

@@ -9,7 +9,7 @@
 j.id, j.kind, j.tenant_id, j.payload::text AS payload, j.status, j.priority,
 j.available_at, j.created_at, j.claimed_at, j.claimed_by, j.attempts, j.max_attempts,
 j.last_error, j.completed_at, j.idempotency_key, j.trace_context::text AS trace_context,
-j.claims, j.explicit_max_attempts
+j.claims, j.explicit_max_attempts, j.recovered
 
 -- name: _job_columns
 -- A suspect: pending with the started mark its vanished worker's claim left.
@@ -275,8 +275,13 @@ GROUP BY j.kind;
 -- clock_timestamp(): one time per statement, so a batch's rows and a row's due time and
 -- completed_at agree (and the update trigger's WHEN sees the same value).
 SET status = u.status,
+    -- An outcome of a run pays its attempt if nothing did yet (a held job started
+    -- without a round trip); a release gives back what the start paid.
+    attempts = greatest(
+        j.attempts + CASE WHEN u.ran AND NOT j.started THEN 1 ELSE 0 END - u.refund, 0
+    ),
     started = false,
-    attempts = greatest(j.attempts - u.refund, 0),
+    recovered = false,
     available_at = CASE
         WHEN u.status = 'pending' THEN statement_timestamp() + u.delay
         ELSE j.available_at
@@ -304,8 +309,9 @@ UPDATE {schema}.jobs AS j
 {_complete_set}
 FROM unnest(
     :ids::bigint[], :workers::text[], :claims::int[], :statuses::text[],
-    :delays::interval[], :errors::text[], :set_errors::bool[], :refunds::int[]
-) WITH ORDINALITY AS u (id, worker, claim, status, delay, error, set_error, refund, ord)
+    :delays::interval[], :errors::text[], :set_errors::bool[], :refunds::int[],
+    :rans::bool[]
+) WITH ORDINALITY AS u (id, worker, claim, status, delay, error, set_error, refund, ran, ord)
 {_lease_fence}
 RETURNING u.ord;
 
@@ -316,16 +322,18 @@ UPDATE {schema}.jobs AS j
 FROM (
     SELECT :id::bigint AS id, :worker::text AS worker, :claim::int AS claim,
         :status::text AS status, :delay::interval AS delay, :error::text AS error,
-        :set_error::bool AS set_error, :refund::int AS refund, 1::bigint AS ord
+        :set_error::bool AS set_error, :refund::int AS refund, :ran::bool AS ran,
+        1::bigint AS ord
 ) AS u
 {_lease_fence}
 RETURNING u.ord;
 
 -- name: start
--- Held jobs begin: attempts += 1 where the lease still holds. A lease given twice starts
+-- Held jobs begin: attempts += 1 where the lease still holds, unless a start already
+-- paid for this claim (so charging is idempotent). A lease given twice starts
 -- its job once (its first occurrence reports it); only equal leases can both match.
 UPDATE {schema}.jobs AS j
-SET attempts = j.attempts + 1, started = true
+SET attempts = j.attempts + CASE WHEN j.started THEN 0 ELSE 1 END, started = true
 FROM (
     SELECT DISTINCT ON (l.id, l.worker, l.claim) l.*
     FROM unnest(:ids::bigint[], :workers::text[], :claims::int[])
@@ -365,6 +373,7 @@ GROUP BY j.status, j.kind, j.tenant_id;
 UPDATE {schema}.jobs AS j
 SET status = t.target,
     started = false,
+    recovered = false,
     available_at = CASE WHEN t.target = 'pending' THEN now() ELSE j.available_at END,
     claimed_by = CASE WHEN t.target = 'pending' THEN NULL ELSE j.claimed_by END,
     claimed_at = CASE WHEN t.target = 'pending' THEN NULL ELSE j.claimed_at END,
@@ -389,7 +398,7 @@ RETURNING {_job_columns};
 -- worker row).
 WITH released AS (
     UPDATE {schema}.jobs AS j
-    SET status = 'pending', claimed_by = NULL, claimed_at = NULL
+    SET status = 'pending', claimed_by = NULL, claimed_at = NULL, recovered = true
     WHERE j.status = 'running' AND j.claimed_by = :id::text
     RETURNING j.id
 )
@@ -444,7 +453,8 @@ SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' E
     claimed_by = CASE WHEN j.attempts >= j.max_attempts THEN j.claimed_by END,
     claimed_at = CASE WHEN j.attempts >= j.max_attempts THEN j.claimed_at END,
     completed_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
-    last_error = left(:mark::text || coalesce(' ' || j.last_error, ''), :max_error::int)
+    last_error = left(:mark::text || coalesce(' ' || j.last_error, ''), :max_error::int),
+    recovered = true
 FROM stale
 WHERE j.id = stale.id
 RETURNING j.id;
@@ -497,13 +507,13 @@ archived AS (
     INSERT INTO {schema}.jobs_archive (
         id, kind, tenant_id, payload, status, priority, available_at, created_at,
         claimed_at, claimed_by, attempts, max_attempts, last_error, completed_at,
-        idempotency_key, trace_context, claims, explicit_max_attempts, started
+        idempotency_key, trace_context, claims, explicit_max_attempts, started, recovered
     )
     SELECT
         d.id, d.kind, d.tenant_id, d.payload, d.status, d.priority, d.available_at,
         d.created_at, d.claimed_at, d.claimed_by, d.attempts, d.max_attempts, d.last_error,
         d.completed_at, d.idempotency_key, d.trace_context, d.claims, d.explicit_max_attempts,
-        d.started
+        d.started, d.recovered
     FROM deleted AS d
     WHERE :archive::bool
     ON CONFLICT (id) DO NOTHING

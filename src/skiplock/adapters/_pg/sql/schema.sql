@@ -31,6 +31,9 @@ CREATE TABLE {schema}.jobs (
     -- Set while the current claim has started the job; kept by stale recovery, so a
     -- pending job with it is a suspect that the next claim starts alone.
     started boolean NOT NULL DEFAULT false,
+    -- Returned to pending by stale recovery (or a re-registration) until its next
+    -- outcome: the claiming worker pays its attempt before running it.
+    recovered boolean NOT NULL DEFAULT false,
     CONSTRAINT jobs_status_check CHECK (
         status IN ('pending', 'running', 'succeeded', 'failed', 'dead', 'cancelled')
     ),
@@ -141,7 +144,8 @@ CREATE TABLE {schema}.jobs_archive (
     archived_at timestamptz NOT NULL DEFAULT now(),
     claims integer NOT NULL DEFAULT 0,
     explicit_max_attempts boolean NOT NULL DEFAULT false,
-    started boolean NOT NULL DEFAULT false
+    started boolean NOT NULL DEFAULT false,
+    recovered boolean NOT NULL DEFAULT false
 );
 
 CREATE INDEX jobs_archive_completed_idx ON {schema}.jobs_archive (completed_at);

@@ -1,5 +1,6 @@
--- 0004: whether a job's max_attempts was chosen at enqueue, whether its claim started it,
--- and update notifications judged on the statement's time.
+-- 0004: whether a job's max_attempts was chosen at enqueue, whether its claim paid for a
+-- start, whether it was recovered, and update notifications judged on the statement's
+-- time.
 -- Placeholders: {schema} (quoted schema name), {channel} (quoted channel literal text).
 
 -- False: max_attempts is only the enqueuing node's default, and the worker that claims
@@ -15,6 +16,11 @@ ALTER TABLE {schema}.jobs_archive
 -- of it), which the next claim starts alone.
 ALTER TABLE {schema}.jobs ADD COLUMN started boolean NOT NULL DEFAULT false;
 ALTER TABLE {schema}.jobs_archive ADD COLUMN started boolean NOT NULL DEFAULT false;
+
+-- Set when stale recovery (or a worker's re-registration) returned the job to pending,
+-- until its next outcome: the worker that claims it pays its attempt before running it.
+ALTER TABLE {schema}.jobs ADD COLUMN recovered boolean NOT NULL DEFAULT false;
+ALTER TABLE {schema}.jobs_archive ADD COLUMN recovered boolean NOT NULL DEFAULT false;
 
 -- Completions now stamp completed_at and a retry's due time with statement_timestamp(),
 -- which inside a job's transaction is later than now() (the transaction's start): an
