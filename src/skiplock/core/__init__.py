@@ -7,7 +7,18 @@ without sleeping. Imports only the standard library and attrs.
 from __future__ import annotations
 
 from ._bucket import RateLimit, TokenBucket, new_bucket, refill, take
-from ._capacity import ThrottleLimits, charged_positions, plan_claim, throttle_limits
+from ._capacity import (
+    PairCap,
+    ThrottleLimits,
+    capped_kinds,
+    charged_positions,
+    claim_order,
+    kind_caps,
+    pair_caps,
+    pair_order,
+    plan_claim,
+    throttle_limits,
+)
 from ._errors import (
     InvalidTransitionError,
     JobNotFoundError,
@@ -18,7 +29,14 @@ from ._errors import (
     UnknownKindError,
     ValidationError,
 )
-from ._failure import MAX_ERROR_LENGTH, FailureKind, decide_failure, truncate_error
+from ._failure import (
+    MAX_ERROR_LENGTH,
+    STALE_MARK,
+    FailureKind,
+    decide_failure,
+    stale_error,
+    truncate_error,
+)
 from ._fields import (
     FLAG,
     NON_NEGATIVE_DURATION,
@@ -113,6 +131,7 @@ __all__ = [
     "POSITIVE_INT",
     "PRIORITY_RANGE",
     "RATE",
+    "STALE_MARK",
     "TERMINAL_STATES",
     "TRANSITIONS",
     "Bury",
@@ -132,6 +151,7 @@ __all__ = [
     "LeaseLostError",
     "Outcome",
     "Page",
+    "PairCap",
     "PolicyOverrides",
     "RateLimit",
     "Release",
@@ -151,6 +171,7 @@ __all__ = [
     "ValueType",
     "WorkerInfo",
     "base_delay",
+    "capped_kinds",
     "charged_positions",
     "check_bool",
     "check_connection_mode",
@@ -161,21 +182,26 @@ __all__ = [
     "check_number",
     "check_operator_event",
     "check_rate_limit",
+    "claim_order",
     "decide_failure",
     "encode_payload",
     "field_defaults",
     "first_occurrences",
+    "kind_caps",
     "legal_events",
     "new_bucket",
     "next_delay",
     "optional_duration",
     "optional_rate_limit",
     "overrides_from",
+    "pair_caps",
+    "pair_order",
     "plan_claim",
     "policy_from",
     "refill",
     "resolve_policy",
     "sources",
+    "stale_error",
     "take",
     "throttle_limits",
     "to_duration",

@@ -13,10 +13,77 @@ from ._types import ClaimRequest
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
+    from datetime import datetime
 
     from ._bucket import RateLimit, TokenBucket
+    from ._types import Job
 
 Pair = tuple[str, str | None]
+
+#: A capped (kind, tenant) pair of a claim and how many of its jobs the claim may take.
+PairCap = tuple[str, str | None, int]
+
+
+def claim_order(job: Job) -> tuple[int, datetime, int]:
+    """Sort key of the claim order: priority DESC, available_at ASC, id ASC."""
+    return (-job.priority, job.available_at, job.id)
+
+
+def capped_kinds(request: ClaimRequest) -> list[str]:
+    """Kinds with a per-claim or cluster cap that this claim may still take (sorted)."""
+    limited = set(request.kind_limits) | set(request.cluster_limits)
+    if request.kinds is not None:
+        limited &= request.kinds
+    return sorted(limited - request.excluded_kinds)
+
+
+def kind_caps(request: ClaimRequest, running: Mapping[str, int]) -> dict[str, int]:
+    """How many jobs of each of :func:`capped_kinds` this claim may take (0: none).
+
+    ``running`` counts the running jobs of the cluster-limited kinds (cluster-wide).
+    """
+    result: dict[str, int] = {}
+    for kind in capped_kinds(request):
+        cap = request.limit
+        if kind in request.kind_limits:
+            cap = min(cap, request.kind_limits[kind])
+        if kind in request.cluster_limits:
+            cap = min(cap, request.cluster_limits[kind] - running.get(kind, 0))
+        result[kind] = max(cap, 0)
+    return result
+
+
+def pair_order(pair: Pair) -> tuple[str, bool, str]:
+    """A total order of (kind, tenant) pairs (no tenant first)."""
+    kind, tenant = pair
+    return (kind, tenant is not None, tenant or "")
+
+
+def pair_caps(request: ClaimRequest, caps: Mapping[str, int]) -> list[PairCap]:
+    """The pair limits of ``request`` that bind, with what each pair may take (0: none).
+
+    ``caps`` is what each capped kind may take in this claim (:func:`kind_caps`). A pair
+    limit that cannot bind (at least its kind's cap, or the claim's limit) is left out,
+    and so is a pair this claim cannot take anyway (kind not requested, excluded, full;
+    tenant not requested; pair excluded).
+    """
+    result: list[PairCap] = []
+    for pair in sorted(request.pair_limits, key=pair_order):
+        kind, tenant = pair
+        if (
+            (request.kinds is not None and kind not in request.kinds)
+            or kind in request.excluded_kinds
+            or (request.tenants is not None and (tenant is None or tenant not in request.tenants))
+            or pair in request.excluded
+        ):
+            continue
+        cap = caps.get(kind, request.limit)
+        if cap <= 0:
+            continue
+        n = max(min(request.pair_limits[pair], cap), 0)
+        if n < cap:
+            result.append((kind, tenant, n))
+    return result
 
 
 @attrs.frozen

@@ -13,6 +13,9 @@ from ._types import Bury, Release, Retry
 #: last_error is capped before it is stored (R6 in docs/requirements.md).
 MAX_ERROR_LENGTH = 4096
 
+#: Prefix of ``last_error`` of a job whose worker stopped heart-beating (R12).
+STALE_MARK = "[stale-claim recovered]"
+
 
 class FailureKind(enum.Enum):
     """Why an attempt did not succeed."""
@@ -46,6 +49,12 @@ def truncate_error(text: str, limit: int = MAX_ERROR_LENGTH) -> str:
         keep = limit - len(marker)
     # Not even the marker fits: a bare cut is the best we can do.
     return text[:limit]
+
+
+def stale_error(previous: str | None) -> str:
+    """``last_error`` of a recovered stale claim: :data:`STALE_MARK`, then the previous
+    error (if any), capped like every stored error."""
+    return truncate_error(STALE_MARK if previous is None else f"{STALE_MARK} {previous}")
 
 
 def _storable(text: str) -> str:

@@ -15,8 +15,15 @@ import logging
 import random
 import time
 from abc import ABC, abstractmethod
+from datetime import timedelta
 
 from skiplock._compat import sleep
+from skiplock.core import RetryPolicy, next_delay
+
+#: Reconnect delays grow like retry delays (the core's backoff); the jitter keeps nodes
+#: from reconnecting in lockstep after a server restart.
+_RECONNECT_FACTOR = 2.0
+_RECONNECT_JITTER = 0.5
 
 
 class PgNotifierBase(ABC):
@@ -26,7 +33,9 @@ class PgNotifierBase(ABC):
     lost it reconnects with jittered exponential backoff, LISTENs again and reports one
     wakeup, because notifications sent meanwhile are lost: the worker then polls once
     to catch up. The worker's fallback poll runs regardless. An idle connection is pinged
-    every ``ping_interval`` seconds so a dead server is noticed.
+    every ``ping_interval`` seconds so a dead server is noticed. Reconnect delays follow
+    :func:`~skiplock.core.next_delay`: ``backoff_base`` doubling up to ``backoff_cap``
+    (seconds), plus up to 50% jitter.
 
     Subclasses set :attr:`_lost_errors` (the driver's errors that mean "connection
     trouble") and implement :meth:`_connect`, :meth:`_receive`, :meth:`_ping`,
@@ -47,8 +56,12 @@ class PgNotifierBase(ABC):
     ) -> None:
         self._channel = channel
         self._ping_interval = ping_interval
-        self._backoff_base = backoff_base
-        self._backoff_cap = backoff_cap
+        self._backoff = RetryPolicy(
+            base=timedelta(seconds=backoff_base),
+            factor=_RECONNECT_FACTOR,
+            cap=timedelta(seconds=backoff_cap),
+            jitter=_RECONNECT_JITTER,
+        )
         self._logger = logger or logging.getLogger("skiplock.adapters")
         self._started = False
         self._closed = False
@@ -163,8 +176,7 @@ class PgNotifierBase(ABC):
             self._logger.warning("skiplock listener lost its connection: %s; reconnecting", exc)
             return
         self._failures += 1
-        delay = min(self._backoff_cap, self._backoff_base * 2 ** (self._failures - 1))
-        delay *= 0.5 + random.random() / 2  # jitter: nodes do not reconnect in lockstep
+        delay = next_delay(self._backoff, self._failures, random.random()).total_seconds()
         self._next_attempt = time.monotonic() + delay
         self._logger.warning(
             "skiplock listener cannot connect (%s); retrying in %.2f s", exc, delay

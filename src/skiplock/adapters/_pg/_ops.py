@@ -16,22 +16,22 @@ from skiplock.core import (
     EnqueueResult,
     Job,
     StoreError,
+    capped_kinds,
+    claim_order,
     first_occurrences,
+    kind_caps,
+    pair_caps,
 )
 
 from ._migrate import Rows, Step
 from ._rows import (
-    capped_kinds,
-    caps,
     claim_params,
     enqueue_one_params,
     enqueue_params,
     job_from_row,
-    pair_caps,
     pair_params,
     recover_params,
     silent_workers_params,
-    sort_claimed,
 )
 from ._sql import lock_key, neutral_query
 
@@ -122,32 +122,31 @@ def claim_steps(schema: str, request: ClaimRequest) -> Generator[Step, Rows, lis
     if request.limit <= 0:
         return []
     limited = capped_kinds(request)
-    kind_caps: dict[str, int] = {}
-    if limited:
-        running: dict[str, int] = {}
-        cluster = [k for k in limited if k in request.cluster_limits]
-        if cluster:
-            keys = sorted(cluster_lock_key(schema, k) for k in cluster)
-            yield Step(neutral_query("lock_kinds", schema), {"keys": keys})
-            rows = yield Step(neutral_query("running_counts", schema), {"kinds": cluster})
-            running = {r["kind"]: int(r["running"]) for r in rows}
-        kind_caps = dict(zip(limited, caps(request, limited, running), strict=True))
-    full = {k for k in limited if kind_caps[k] <= 0}
+    running: dict[str, int] = {}
+    cluster = [k for k in limited if k in request.cluster_limits]
+    if cluster:
+        keys = sorted(cluster_lock_key(schema, k) for k in cluster)
+        yield Step(neutral_query("lock_kinds", schema), {"keys": keys})
+        rows = yield Step(neutral_query("running_counts", schema), {"kinds": cluster})
+        running = {r["kind"]: int(r["running"]) for r in rows}
+    caps = kind_caps(request, running)
+    full = {k for k, cap in caps.items() if cap <= 0}
     if request.kinds is not None and request.kinds <= full | request.excluded_kinds:
         return []
-    pairs = pair_caps(request, kind_caps)
+    pairs = pair_caps(request, caps)
     params: dict[str, Any] = claim_params(request, pairs)
     capped_pairs = pair_params(pairs)
     if not limited and not capped_pairs["pair_kinds"]:
         rows = yield Step(neutral_query("claim", schema), params)
-        return sort_claimed([job_from_row(r) for r in rows])
-    open_kinds = [k for k in limited if k not in full]
-    params["capped_kinds"] = open_kinds
-    params["caps"] = [kind_caps[k] for k in open_kinds]
-    params["excluded_kinds"] = sorted(request.excluded_kinds | full)
-    params |= capped_pairs
-    rows = yield Step(neutral_query("claim_capped", schema), params)
-    return sort_claimed([job_from_row(r) for r in rows])
+    else:
+        open_kinds = [k for k in limited if k not in full]
+        params["capped_kinds"] = open_kinds
+        params["caps"] = [caps[k] for k in open_kinds]
+        params["excluded_kinds"] = sorted(request.excluded_kinds | full)
+        params |= capped_pairs
+        rows = yield Step(neutral_query("claim_capped", schema), params)
+    # RETURNING has no order.
+    return sorted((job_from_row(r) for r in rows), key=claim_order)
 
 
 def maintenance_lock_key(schema: str, task: str) -> int:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from skiplock.core import (
     MAX_ERROR_LENGTH,
+    STALE_MARK,
     Bury,
     ClaimRequest,
     Completion,
@@ -24,12 +25,14 @@ from skiplock.core import (
     JobState,
     Lease,
     Page,
+    PairCap,
     Release,
     Retry,
     StateCount,
     Succeeded,
     WorkerInfo,
     encode_payload,
+    pair_order,
     sources,
     transition,
     truncate_error,
@@ -37,9 +40,6 @@ from skiplock.core import (
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
-
-#: Prefix of last_error of a job whose worker stopped heart-beating (R12).
-STALE_ERROR = "[stale-claim recovered]"
 
 
 def _json(text: str | None) -> Any:
@@ -80,11 +80,6 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
         suspect=bool(row["suspect"]),
         recovered=bool(row["recovered"]),
     )
-
-
-def sort_claimed(jobs: list[Job]) -> list[Job]:
-    """Claim order: priority DESC, available_at ASC, id ASC (RETURNING has no order)."""
-    return sorted(jobs, key=lambda j: (-j.priority, j.available_at, j.id))
 
 
 def state_count_from_row(row: Mapping[str, Any]) -> StateCount:
@@ -176,49 +171,13 @@ def copy_rows(requests: Sequence[EnqueueRequest], now: datetime) -> Iterator[tup
         )
 
 
-#: A capped (kind, tenant) pair of a claim and how many of its jobs the claim may take.
-PairCap = tuple[str, str | None, int]
-
-
-def _pair_order(pair: tuple[str, str | None]) -> tuple[str, bool, str]:
-    kind, tenant = pair
-    return (kind, tenant is not None, tenant or "")
-
-
-def pair_caps(request: ClaimRequest, kind_caps: Mapping[str, int]) -> list[PairCap]:
-    """The pair limits of ``request`` that bind, with what each pair may take (0: none).
-
-    ``kind_caps`` is what each capped kind may take in this claim. A pair limit that
-    cannot bind (at least its kind's cap, or the claim's limit) is left out, and so is a
-    pair this claim cannot take anyway (kind not requested, excluded, full; tenant not
-    requested; pair excluded).
-    """
-    result: list[PairCap] = []
-    for pair in sorted(request.pair_limits, key=_pair_order):
-        kind, tenant = pair
-        if (
-            (request.kinds is not None and kind not in request.kinds)
-            or kind in request.excluded_kinds
-            or (request.tenants is not None and (tenant is None or tenant not in request.tenants))
-            or pair in request.excluded
-        ):
-            continue
-        cap = kind_caps.get(kind, request.limit)
-        if cap <= 0:
-            continue
-        n = max(min(request.pair_limits[pair], cap), 0)
-        if n < cap:
-            result.append((kind, tenant, n))
-    return result
-
-
 def claim_params(request: ClaimRequest, pairs: Sequence[PairCap] = ()) -> dict[str, Any]:
     """Parameters shared by ``claim`` and ``claim_capped`` (caps added by the caller).
 
     The capped ``pairs`` join the excluded pairs: the kind-wide and uncapped branches of
     a claim must not take their jobs (only their own capped branch may).
     """
-    excluded = sorted(request.excluded | {(k, t) for k, t, _ in pairs}, key=_pair_order)
+    excluded = sorted(request.excluded | {(k, t) for k, t, _ in pairs}, key=pair_order)
     policy = sorted(request.max_attempts)
     return {
         "worker_id": request.worker_id,
@@ -242,27 +201,6 @@ def pair_params(pairs: Sequence[PairCap]) -> dict[str, list[Any]]:
         "pair_tenants": [t for _, t, _ in open_pairs],
         "pair_caps": [n for _, _, n in open_pairs],
     }
-
-
-def capped_kinds(request: ClaimRequest) -> list[str]:
-    """Kinds with a per-claim or cluster cap that this claim may still take."""
-    limited = set(request.kind_limits) | set(request.cluster_limits)
-    if request.kinds is not None:
-        limited &= request.kinds
-    return sorted(limited - request.excluded_kinds)
-
-
-def caps(request: ClaimRequest, kinds: Sequence[str], running: Mapping[str, int]) -> list[int]:
-    """How many jobs of each capped kind this claim may take (0: none)."""
-    result = []
-    for kind in kinds:
-        cap = request.limit
-        if kind in request.kind_limits:
-            cap = min(cap, request.kind_limits[kind])
-        if kind in request.cluster_limits:
-            cap = min(cap, request.cluster_limits[kind] - running.get(kind, 0))
-        result.append(max(cap, 0))
-    return result
 
 
 _OUTCOME_EVENTS: Mapping[type[Any], Event] = {
@@ -368,7 +306,7 @@ def recover_params(default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> dic
         "default_ttl": default_ttl,
         "ttl_kinds": kinds,
         "ttls": [ttls[k] for k in kinds],
-        "mark": STALE_ERROR,
+        "mark": STALE_MARK,
         "max_error": MAX_ERROR_LENGTH,
     }
 

@@ -91,7 +91,7 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
 
     Subclasses implement the abstract methods: :meth:`_open_pool`, :meth:`_acquire` (a
     pooled connection, no schema check), :meth:`_begin` (a transaction on a connection),
-    :meth:`_use` (the caller's connection or a pooled one), :meth:`_fetch`,
+    :meth:`_adopt` and :meth:`_commits_each_statement` (the caller's connection), :meth:`_fetch`,
     :meth:`_script`, :meth:`_copy`, :meth:`_aux_execute`, and the port's ``transaction``,
     ``autocommit``, ``notifier`` and ``close`` (which bound statements with
     :meth:`_limit_transaction` and :meth:`_limit_session`).
@@ -128,10 +128,19 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
     def _begin(self, conn: C) -> AbstractAsyncContextManager[Any]:
         """A transaction on ``conn``: commit on exit, roll back on error."""
 
+    def _acquire_autocommit(self) -> AbstractAsyncContextManager[C]:
+        """A pooled connection for single statements (default: :meth:`_acquire`)."""
+        return self._acquire()
+
     @abstractmethod
-    def _use(self, connection: Any, *, atomic: bool = False) -> AbstractAsyncContextManager[C]:
-        """The caller's connection (R0: never committed here) or a pooled one, in a
-        transaction if ``atomic``; schema checked either way."""
+    async def _adopt(self, connection: Any) -> C:
+        """The driver connection behind a caller's ``connection=`` (TypeError if it is
+        not one this driver takes)."""
+
+    @abstractmethod
+    def _commits_each_statement(self, conn: C) -> bool:
+        """True if no transaction is open on the caller's ``conn`` and each statement
+        would commit on its own (autocommit mode, outside a transaction block)."""
 
     @abstractmethod
     async def _fetch(self, conn: C, query: Query, params: Mapping[str, Any]) -> Rows:
@@ -217,11 +226,35 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
             self._schema_checked = True
 
     @asynccontextmanager
-    async def _pooled(self) -> AsyncIterator[C]:
+    async def _pooled(self, *, autocommit: bool = False) -> AsyncIterator[C]:
         await self._open_pool()
         await self._ensure_schema(None)
-        async with self._acquire() as conn:
+        async with self._acquire_autocommit() if autocommit else self._acquire() as conn:
             yield conn
+
+    @asynccontextmanager
+    async def _use(self, connection: Any, *, atomic: bool = False) -> AsyncIterator[C]:
+        """The caller's connection (R0: never committed here) or a pooled one, in a
+        transaction if ``atomic``; schema checked either way.
+
+        On a caller's connection that commits each statement (autocommit, no transaction
+        open) an ``atomic`` operation opens a short transaction of its own: it is all or
+        nothing on every driver. A transaction the caller opened is used as is.
+        """
+        if connection is not None:
+            conn = await self._adopt(connection)
+            await self._ensure_schema(conn)
+            if atomic and self._commits_each_statement(conn):
+                async with self._begin(conn):
+                    yield conn
+            else:
+                yield conn
+        elif atomic:
+            async with self._pooled() as conn, self._begin(conn):
+                yield conn
+        else:
+            async with self._pooled(autocommit=True) as conn:
+                yield conn
 
     # ---- lifecycle and schema -------------------------------------------------------------
 

@@ -194,7 +194,7 @@ class AsyncpgJobStore(AsyncPgJobStoreBase[Any]):
     def _begin(self, conn: Any) -> Any:
         return conn.transaction()
 
-    def _caller_connection(self, connection: Any) -> Any:
+    async def _adopt(self, connection: Any) -> Any:
         if is_connection(connection):
             return connection
         raise TypeError(
@@ -202,23 +202,8 @@ class AsyncpgJobStore(AsyncPgJobStoreBase[Any]):
             f"got {type(connection).__name__}"
         )
 
-    @asynccontextmanager
-    async def _use(self, connection: Any, *, atomic: bool = False) -> AsyncIterator[Any]:
-        if connection is not None:
-            conn = self._caller_connection(connection)
-            await self._ensure_schema(conn)
-            if atomic and not conn.is_in_transaction():
-                # No transaction of the caller's is open: a short one of our own.
-                async with conn.transaction():
-                    yield conn
-            else:
-                yield conn
-        elif atomic:
-            async with self._pooled() as conn, conn.transaction():
-                yield conn
-        else:
-            async with self._pooled() as conn:
-                yield conn
+    def _commits_each_statement(self, conn: Any) -> bool:
+        return not conn.is_in_transaction()
 
     async def _fetch(self, conn: Any, query: Query, params: Mapping[str, Any]) -> Rows:
         return await fetch(conn, query, params)

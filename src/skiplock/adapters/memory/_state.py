@@ -43,16 +43,17 @@ from skiplock.core import (
     WorkerInfo,
     charged_positions,
     check_operator_event,
+    claim_order,
     encode_payload,
     first_occurrences,
+    kind_caps,
+    pair_caps,
     sources,
+    stale_error,
     transition,
     truncate_error,
 )
 from skiplock.ports import Clock, SystemClock
-
-#: Prefix written to ``last_error`` by :meth:`MemoryState.recover_stale` (R12).
-STALE_MARK = "[stale-claim recovered]"
 
 # The engine enforces the configured payload limit before the store sees a request; this
 # only mirrors jsonb's own hard limit.
@@ -477,10 +478,12 @@ class MemoryState:
                 for job in (self._jobs[i] for i in self._by_state[JobState.PENDING])
                 if _claimable(request, job, now)
             ]
-            candidates.sort(key=lambda j: (-j.priority, j.available_at, j.id))
+            candidates.sort(key=claim_order)
             running: Counter[str] = Counter()
             if request.cluster_limits:
                 running.update(self._jobs[i].kind for i in self._by_state[JobState.RUNNING])
+            caps = kind_caps(request, running)
+            pairs = {(kind, tenant): n for kind, tenant, n in pair_caps(request, caps)}
             taken: Counter[str] = Counter()
             pairs_taken: Counter[tuple[str, str | None]] = Counter()
             chosen: list[Job] = []
@@ -488,14 +491,9 @@ class MemoryState:
                 if len(chosen) >= request.limit:
                     break
                 kind, pair = job.kind, (job.kind, job.tenant)
-                node_limit = request.kind_limits.get(kind)
-                if node_limit is not None and taken[kind] >= node_limit:
+                if kind in caps and taken[kind] >= caps[kind]:
                     continue
-                cluster_limit = request.cluster_limits.get(kind)
-                if cluster_limit is not None and running[kind] + taken[kind] >= cluster_limit:
-                    continue
-                pair_limit = request.pair_limits.get(pair)
-                if pair_limit is not None and pairs_taken[pair] >= pair_limit:
+                if pair in pairs and pairs_taken[pair] >= pairs[pair]:
                     continue
                 taken[kind] += 1
                 pairs_taken[pair] += 1
@@ -707,9 +705,7 @@ class MemoryState:
                 ttl = ttls.get(job.kind, default_ttl)
                 if worker is not None and worker.heartbeat_at >= now - ttl:
                     continue
-                error = truncate_error(
-                    STALE_MARK if job.last_error is None else f"{STALE_MARK} {job.last_error}"
-                )
+                error = stale_error(job.last_error)
                 if job.attempts >= job.max_attempts:
                     row = attrs.evolve(
                         job,

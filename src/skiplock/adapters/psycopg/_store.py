@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import Connection, sql
+from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from skiplock._compat import Lock
@@ -153,7 +154,7 @@ class PsycopgJobStore(PgJobStoreBase[Connection[Any]]):
 
     # ---- connections ----------------------------------------------------------------
 
-    def _caller_connection(self, connection: Any) -> Connection[Any]:
+    def _adopt(self, connection: Any) -> Connection[Any]:
         if isinstance(connection, Connection):
             return connection
         expected = Connection.__name__
@@ -161,6 +162,10 @@ class PsycopgJobStore(PgJobStoreBase[Connection[Any]]):
             f"connection= must be a psycopg {expected} (what transaction() yields), "
             f"got {type(connection).__name__}"
         )
+
+    def _commits_each_statement(self, conn: Connection[Any]) -> bool:
+        # Without autocommit psycopg opens a transaction itself (the caller commits it).
+        return conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
 
     @contextmanager
     def _acquire(self) -> Iterator[Connection[Any]]:
@@ -173,20 +178,6 @@ class PsycopgJobStore(PgJobStoreBase[Connection[Any]]):
                 yield conn
         finally:
             self._pool.putconn(conn)
-
-    @contextmanager
-    def _use(self, connection: Any, *, atomic: bool = False) -> Iterator[Connection[Any]]:
-        """The caller's connection as is, or a pooled one (in a transaction if ``atomic``)."""
-        if connection is not None:
-            conn = self._caller_connection(connection)
-            self._ensure_schema(conn)
-            yield conn
-        elif atomic:
-            with self._pooled() as conn, conn.transaction():
-                yield conn
-        else:
-            with self._pooled() as conn:
-                yield conn
 
     @contextmanager
     def transaction(self, *, statement_timeout: float | None = None) -> Iterator[Connection[Any]]:

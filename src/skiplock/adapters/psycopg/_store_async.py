@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import AsyncConnection, sql
+from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from skiplock._compat_async import Lock
@@ -150,7 +151,7 @@ class AsyncPsycopgJobStore(AsyncPgJobStoreBase[AsyncConnection[Any]]):
 
     # ---- connections ----------------------------------------------------------------
 
-    def _caller_connection(self, connection: Any) -> AsyncConnection[Any]:
+    async def _adopt(self, connection: Any) -> AsyncConnection[Any]:
         if isinstance(connection, AsyncConnection):
             return connection
         expected = AsyncConnection.__name__
@@ -158,6 +159,10 @@ class AsyncPsycopgJobStore(AsyncPgJobStoreBase[AsyncConnection[Any]]):
             f"connection= must be a psycopg {expected} (what transaction() yields), "
             f"got {type(connection).__name__}"
         )
+
+    def _commits_each_statement(self, conn: AsyncConnection[Any]) -> bool:
+        # Without autocommit psycopg opens a transaction itself (the caller commits it).
+        return conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
 
     @asynccontextmanager
     async def _acquire(self) -> AsyncIterator[AsyncConnection[Any]]:
@@ -170,22 +175,6 @@ class AsyncPsycopgJobStore(AsyncPgJobStoreBase[AsyncConnection[Any]]):
                 yield conn
         finally:
             await self._pool.putconn(conn)
-
-    @asynccontextmanager
-    async def _use(
-        self, connection: Any, *, atomic: bool = False
-    ) -> AsyncIterator[AsyncConnection[Any]]:
-        """The caller's connection as is, or a pooled one (in a transaction if ``atomic``)."""
-        if connection is not None:
-            conn = self._caller_connection(connection)
-            await self._ensure_schema(conn)
-            yield conn
-        elif atomic:
-            async with self._pooled() as conn, conn.transaction():
-                yield conn
-        else:
-            async with self._pooled() as conn:
-                yield conn
 
     @asynccontextmanager
     async def transaction(

@@ -107,7 +107,7 @@ class SessionJobStore(PgJobStoreBase[Connection]):
     def _begin(self, conn: Connection) -> contextlib.AbstractContextManager[Any]:
         return conn.begin()
 
-    def _caller_connection(self, connection: Any) -> Connection:
+    def _adopt(self, connection: Any) -> Connection:
         if isinstance(connection, Session):
             # What autoflush does before a query: the session's pending ORM changes reach
             # the database first, in the same transaction (R10: they commit together).
@@ -121,22 +121,13 @@ class SessionJobStore(PgJobStoreBase[Connection]):
             f"yields), got {type(connection).__name__}"
         )
 
-    @contextmanager
-    def _use(self, connection: Any, *, atomic: bool = False) -> Iterator[Connection]:
-        """The caller's connection as is, or a pooled one (in a transaction if ``atomic``,
-        else in autocommit mode)."""
-        if connection is not None:
-            conn = self._caller_connection(connection)
-            self._ensure_schema(conn)
-            yield conn
-            return
-        self._ensure_schema(None)
-        if atomic:
-            with self._connection(self._engine) as conn, conn.begin():
-                yield conn
-        else:
-            with self._connection(self._autocommit_engine) as conn:
-                yield conn
+    def _acquire_autocommit(self) -> contextlib.AbstractContextManager[Connection]:
+        return self._connection(self._autocommit_engine)
+
+    def _commits_each_statement(self, conn: Connection) -> bool:
+        # SQLAlchemy begins a transaction on first use (a caller's session or connection);
+        # an AUTOCOMMIT engine's begin() would not reach the database anyway.
+        return False
 
     def _fetch(self, conn: Connection, query: Query, params: Mapping[str, Any]) -> Rows:
         result = conn.execute(text_of(query.text), dict(params))

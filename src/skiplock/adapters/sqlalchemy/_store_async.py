@@ -103,7 +103,7 @@ class AsyncSessionJobStore(AsyncPgJobStoreBase[AsyncConnection]):
     def _begin(self, conn: AsyncConnection) -> contextlib.AbstractAsyncContextManager[Any]:
         return conn.begin()
 
-    async def _caller_connection(self, connection: Any) -> AsyncConnection:
+    async def _adopt(self, connection: Any) -> AsyncConnection:
         if isinstance(connection, AsyncSession):
             # What autoflush does before a query: the session's pending ORM changes reach
             # the database first, in the same transaction (R10: they commit together).
@@ -117,24 +117,13 @@ class AsyncSessionJobStore(AsyncPgJobStoreBase[AsyncConnection]):
             f"yields), got {type(connection).__name__}"
         )
 
-    @asynccontextmanager
-    async def _use(
-        self, connection: Any, *, atomic: bool = False
-    ) -> AsyncIterator[AsyncConnection]:
-        """The caller's connection as is, or a pooled one (in a transaction if ``atomic``,
-        else in autocommit mode)."""
-        if connection is not None:
-            conn = await self._caller_connection(connection)
-            await self._ensure_schema(conn)
-            yield conn
-            return
-        await self._ensure_schema(None)
-        if atomic:
-            async with self._connection(self._engine) as conn, conn.begin():
-                yield conn
-        else:
-            async with self._connection(self._autocommit_engine) as conn:
-                yield conn
+    def _acquire_autocommit(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
+        return self._connection(self._autocommit_engine)
+
+    def _commits_each_statement(self, conn: AsyncConnection) -> bool:
+        # SQLAlchemy begins a transaction on first use (a caller's session or connection);
+        # an AUTOCOMMIT engine's begin() would not reach the database anyway.
+        return False
 
     async def _fetch(self, conn: AsyncConnection, query: Query, params: Mapping[str, Any]) -> Rows:
         result = await conn.execute(text_of(query.text), dict(params))
