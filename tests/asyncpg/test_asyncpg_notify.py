@@ -12,7 +12,7 @@ from skiplock import AsyncEngine, JobState, Settings
 from skiplock._compat_async import join, sleep, spawn
 from skiplock.adapters.asyncpg import AsyncpgJobStore, AsyncpgNotifier
 from skiplock.adapters.asyncpg._driver import Connector
-from skiplock.core import ClaimRequest, EnqueueRequest
+from skiplock.core import EnqueueRequest
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -86,29 +86,6 @@ async def test_worker_with_a_long_poll_interval_is_woken_by_plain_sql(
     ]
 
 
-async def test_jobs_that_are_not_due_or_get_claimed_wake_nobody(
-    notifier: AsyncpgNotifier, store: AsyncpgJobStore, db: Any
-) -> None:
-    await db.execute(
-        "INSERT INTO skiplock.jobs (kind, available_at) VALUES ('later', now() + interval '1h')",
-    )
-    assert not await notifier.wait(0.3)
-    await store.enqueue([EnqueueRequest(kind="now")])
-    assert await notifier.wait(5.0)
-    await _drain(notifier)
-    assert len(await store.claim(ClaimRequest(worker_id="w", limit=10))) == 1
-    assert not await notifier.wait(0.3)
-
-
-async def test_a_burst_of_commits_wakes_a_few_times_not_once_per_job(
-    notifier: AsyncpgNotifier, db: Any
-) -> None:
-    for i in range(50):
-        await db.execute("INSERT INTO skiplock.jobs (kind) VALUES ($1)", f"burst{i % 3}")
-    assert await notifier.wait(5.0)
-    assert await _drain(notifier) < 10
-
-
 async def test_listener_reconnects_after_its_backend_is_terminated(
     notifier: AsyncpgNotifier, db: Any
 ) -> None:
@@ -138,14 +115,6 @@ async def test_unreachable_server_makes_wait_time_out_quietly() -> None:
     assert time.monotonic() - started < 3.0
     assert not notifier.connected
     await notifier.close()
-
-
-async def test_close_during_a_wait_ends_it(notifier: AsyncpgNotifier) -> None:
-    waiting = spawn(notifier.wait, 0.5)
-    await notifier.close()
-    assert not await join(waiting)
-    assert not notifier.connected
-    assert not await notifier.wait(0.1)
 
 
 async def test_notifier_of_a_store_on_a_caller_pool_borrows_and_returns_a_connection(

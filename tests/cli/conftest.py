@@ -51,19 +51,6 @@ def no_psycopg(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def pg_dsn() -> Iterator[str]:
-    """A fresh database on the test server, dropped afterwards; fails if unreachable."""
-    import psycopg
-    from psycopg import conninfo, sql
-
-    base = os.environ.get("SKIPLOCK_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
-    name = f"skiplock_cli_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield conninfo.make_conninfo(base, dbname=name)
-    finally:
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+def pg_dsn(make_database: Callable[[], str]) -> str:
+    """A fresh database without schema (the CLI applies it); fails if unreachable."""
+    return make_database()

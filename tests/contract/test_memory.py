@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 class TestInMemoryJobStore(JobStoreContract):
-    capabilities = Capabilities(controllable_clock=True)
+    capabilities = Capabilities(controllable_clock=True, statement_timeouts=False)
 
     @pytest.fixture
     def store(self, clock: FakeClock) -> Iterator[InMemoryJobStore]:

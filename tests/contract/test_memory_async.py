@@ -33,7 +33,7 @@ pytestmark = pytest.mark.anyio
 
 
 class TestAsyncInMemoryJobStore(AsyncJobStoreContract):
-    capabilities = Capabilities(controllable_clock=True)
+    capabilities = Capabilities(controllable_clock=True, statement_timeouts=False)
 
     @pytest.fixture
     async def store(self, clock: FakeClock) -> AsyncIterator[AsyncInMemoryJobStore]:

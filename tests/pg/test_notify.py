@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pytest
 
-from skiplock._compat import join, spawn
 from skiplock.adapters.psycopg import PsycopgJobStore, PsycopgNotifier, apply_schema
-from skiplock.core import ClaimRequest, EnqueueRequest
+from skiplock.core import EnqueueRequest
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -42,14 +41,6 @@ def _sql(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
         return cur.fetchall() if cur.description else []
 
 
-def _drain(notifier: PsycopgNotifier) -> int:
-    """Wakeups until the notifier stays quiet for a moment."""
-    wakeups = 0
-    while notifier.wait(0.3):
-        wakeups += 1
-    return wakeups
-
-
 def test_plain_sql_insert_wakes_the_notifier_within_a_second(
     notifier: PsycopgNotifier, pg_dsn: str
 ) -> None:
@@ -58,36 +49,6 @@ def test_plain_sql_insert_wakes_the_notifier_within_a_second(
     _sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('sql.inserted')")
     assert notifier.wait(1.0)
     assert time.monotonic() - started < 1.0
-
-
-def test_jobs_that_are_not_due_or_get_claimed_wake_nobody(
-    notifier: PsycopgNotifier, store: PsycopgJobStore, pg_dsn: str
-) -> None:
-    _sql(
-        pg_dsn,
-        "INSERT INTO skiplock.jobs (kind, available_at) VALUES ('later', now() + interval '1h')",
-    )
-    assert not notifier.wait(0.3)
-    store.enqueue([EnqueueRequest(kind="now")])
-    assert notifier.wait(5.0)
-    _drain(notifier)
-    assert len(store.claim(ClaimRequest(worker_id="w", limit=10))) == 1
-    assert not notifier.wait(0.3)
-
-
-def test_bulk_enqueue_wakes_the_notifier(notifier: PsycopgNotifier, store: PsycopgJobStore) -> None:
-    store.enqueue([EnqueueRequest(kind="bulk") for _ in range(2000)])  # COPY
-    assert notifier.wait(5.0)
-
-
-def test_a_burst_of_commits_wakes_a_few_times_not_once_per_job(
-    notifier: PsycopgNotifier, pg_dsn: str
-) -> None:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        for i in range(50):
-            conn.execute("INSERT INTO skiplock.jobs (kind) VALUES (%s)", [f"burst{i % 3}"])
-    assert notifier.wait(5.0)
-    assert _drain(notifier) < 10
 
 
 def test_trigger_notifies_once_per_kind_with_the_kind_as_payload(pg_dsn: str) -> None:
@@ -141,11 +102,3 @@ def test_unreachable_server_makes_wait_time_out_quietly() -> None:
     assert time.monotonic() - started < 3.0
     assert not notifier.connected
     notifier.close()
-
-
-def test_close_during_a_wait_ends_it(notifier: PsycopgNotifier) -> None:
-    waiting = spawn(notifier.wait, 0.5)
-    notifier.close()
-    assert not join(waiting)
-    assert not notifier.connected
-    assert not notifier.wait(0.1)

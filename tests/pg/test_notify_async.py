@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pytest
 
-from skiplock._compat_async import join, spawn
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore, AsyncPsycopgNotifier, apply_schema
-from skiplock.core import ClaimRequest, EnqueueRequest
+from skiplock.core import EnqueueRequest
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -40,14 +39,6 @@ def _sql(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
         return cur.fetchall() if cur.description else []
 
 
-async def _drain(notifier: AsyncPsycopgNotifier) -> int:
-    """Wakeups until the notifier stays quiet for a moment."""
-    wakeups = 0
-    while await notifier.wait(0.3):
-        wakeups += 1
-    return wakeups
-
-
 async def test_plain_sql_insert_wakes_the_notifier_within_a_second(
     notifier: AsyncPsycopgNotifier, pg_dsn: str
 ) -> None:
@@ -56,38 +47,6 @@ async def test_plain_sql_insert_wakes_the_notifier_within_a_second(
     _sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('sql.inserted')")
     assert await notifier.wait(1.0)
     assert time.monotonic() - started < 1.0
-
-
-async def test_jobs_that_are_not_due_or_get_claimed_wake_nobody(
-    notifier: AsyncPsycopgNotifier, store: AsyncPsycopgJobStore, pg_dsn: str
-) -> None:
-    _sql(
-        pg_dsn,
-        "INSERT INTO skiplock.jobs (kind, available_at) VALUES ('later', now() + interval '1h')",
-    )
-    assert not await notifier.wait(0.3)
-    await store.enqueue([EnqueueRequest(kind="now")])
-    assert await notifier.wait(5.0)
-    await _drain(notifier)
-    assert len(await store.claim(ClaimRequest(worker_id="w", limit=10))) == 1
-    assert not await notifier.wait(0.3)
-
-
-async def test_bulk_enqueue_wakes_the_notifier(
-    notifier: AsyncPsycopgNotifier, store: AsyncPsycopgJobStore
-) -> None:
-    await store.enqueue([EnqueueRequest(kind="bulk") for _ in range(2000)])  # COPY
-    assert await notifier.wait(5.0)
-
-
-async def test_a_burst_of_commits_wakes_a_few_times_not_once_per_job(
-    notifier: AsyncPsycopgNotifier, pg_dsn: str
-) -> None:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        for i in range(50):
-            conn.execute("INSERT INTO skiplock.jobs (kind) VALUES (%s)", [f"burst{i % 3}"])
-    assert await notifier.wait(5.0)
-    assert await _drain(notifier) < 10
 
 
 async def test_trigger_notifies_once_per_kind_with_the_kind_as_payload(pg_dsn: str) -> None:
@@ -141,11 +100,3 @@ async def test_unreachable_server_makes_wait_time_out_quietly() -> None:
     assert time.monotonic() - started < 3.0
     assert not notifier.connected
     await notifier.close()
-
-
-async def test_close_during_a_wait_ends_it(notifier: AsyncPsycopgNotifier) -> None:
-    waiting = spawn(notifier.wait, 0.5)
-    await notifier.close()
-    assert not await join(waiting)
-    assert not notifier.connected
-    assert not await notifier.wait(0.1)

@@ -1,10 +1,9 @@
-"""The psycopg store on a real server: statement timeouts of transaction() and
-autocommit() (R22), maintenance once per period across nodes (J13), heartbeats that
-report lost jobs, and the claim counter (fencing, archive)."""
+"""The psycopg store on a real server: the pool's own statement timeout beside a block's
+(R22; the rest is in the contract kit), maintenance once per period across nodes (J13),
+heartbeats that report lost jobs, and the claim counter (fencing, archive)."""
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +19,6 @@ from skiplock.core import (
     Event,
     JobFilter,
     Succeeded,
-    ValidationError,
     WorkerInfo,
 )
 
@@ -50,17 +48,6 @@ async def _setting(conn: AsyncConnection[Any]) -> str:
     return str(row[0])
 
 
-async def _server_default(store: AsyncPsycopgJobStore) -> str:
-    async with store.autocommit() as conn:
-        return await _setting(conn)
-
-
-async def _sleep_in_transaction(store: AsyncPsycopgJobStore, timeout: float) -> None:
-    async with store.transaction(statement_timeout=timeout) as tx:
-        assert await _setting(tx) == f"{round(timeout * 1000)}ms"
-        await tx.execute(_SLEEP)
-
-
 async def _sleep_in_autocommit(store: AsyncPsycopgJobStore, timeout: float) -> None:
     async with store.autocommit(statement_timeout=timeout) as conn:
         assert await _setting(conn) == f"{round(timeout * 1000)}ms"
@@ -68,45 +55,6 @@ async def _sleep_in_autocommit(store: AsyncPsycopgJobStore, timeout: float) -> N
 
 
 # ---- statement_timeout (R22) ---------------------------------------------------------------
-
-
-async def test_transaction_statement_timeout_cancels_a_longer_statement(
-    store: AsyncPsycopgJobStore,
-) -> None:
-    default = await _server_default(store)
-    started = time.monotonic()
-    with pytest.raises(psycopg.errors.QueryCanceled):
-        await _sleep_in_transaction(store, 0.2)
-    assert time.monotonic() - started < 5
-    # SET LOCAL ended with the transaction: the pooled connection is back to the default.
-    async with store.transaction() as tx:
-        assert await _setting(tx) == default
-        await tx.execute("SELECT pg_sleep(0.3)")  # no longer limited
-
-
-async def test_transaction_statement_timeout_lets_shorter_statements_commit(
-    store: AsyncPsycopgJobStore, pg_dsn: str
-) -> None:
-    async with store.transaction(statement_timeout=5) as tx:
-        await tx.execute("SELECT pg_sleep(0.05)")
-        [result] = await store.enqueue([EnqueueRequest(kind="pg.t")], connection=tx)
-    assert await store.get(result.id) is not None
-
-
-async def test_autocommit_statement_timeout_cancels_and_is_restored(
-    store: AsyncPsycopgJobStore,
-) -> None:
-    default = await _server_default(store)
-    started = time.monotonic()
-    with pytest.raises(psycopg.errors.QueryCanceled):
-        await _sleep_in_autocommit(store, 0.2)
-    assert time.monotonic() - started < 5
-    async with store.autocommit() as conn:  # the same pooled connection
-        assert await _setting(conn) == default
-    async with store.autocommit(statement_timeout=0.5) as conn:
-        await conn.execute("SELECT pg_sleep(0.05)")  # shorter: runs
-    async with store.transaction() as tx:
-        assert await _setting(tx) == default
 
 
 async def test_autocommit_restores_the_pool_statement_timeout(pg_dsn: str) -> None:
@@ -122,14 +70,6 @@ async def test_autocommit_restores_the_pool_statement_timeout(pg_dsn: str) -> No
             assert await _setting(tx) == "1s"
         async with store.transaction() as tx:
             assert await _setting(tx) == "30s"
-
-
-@pytest.mark.parametrize("bad", [0, -1.0])
-async def test_statement_timeout_must_be_positive(store: AsyncPsycopgJobStore, bad: float) -> None:
-    with pytest.raises(ValidationError):
-        await _sleep_in_transaction(store, bad)
-    with pytest.raises(ValidationError):
-        await _sleep_in_autocommit(store, bad)
 
 
 # ---- maintenance once per period across nodes (J13) -----------------------------------------

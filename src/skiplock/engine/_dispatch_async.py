@@ -216,8 +216,9 @@ class Dispatcher:
     # ---- starting held jobs ---------------------------------------------------------
 
     async def start_held(self) -> bool:
-        """Start held jobs in the free slots, once ``store.start`` confirmed them. False
-        when there was nothing to start (or it cannot be done now).
+        """Start held jobs in the free slots: at once, or — a recovered job — once
+        ``store.start`` confirmed it is still this worker's. False when there was nothing
+        to start (or it cannot be done now).
 
         A suspect starts alone: only once every running job has entered its processor
         and no other start or direct claim is in flight, and nothing else starts until it

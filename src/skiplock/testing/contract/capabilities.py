@@ -23,6 +23,10 @@ class Capabilities:
     transactions: bool = True
     #: The store may be called from concurrent tasks/threads (claims stay exclusive).
     concurrent: bool = True
+    #: ``statement_timeout=`` of ``transaction()``/``autocommit()`` bounds each statement
+    #: of the block (a SQL store; the contract class then overrides ``fetch_value``).
+    #: False: the store accepts and ignores it (the in-memory store).
+    statement_timeouts: bool = True
 
     def supports(self, name: str) -> bool:
         """Whether capability ``name`` is on; unknown names raise ValueError."""

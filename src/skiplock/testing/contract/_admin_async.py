@@ -1,0 +1,183 @@
+"""Contract tests of the operator's calls (async source; ``_admin.py`` is its generated twin).
+
+Operator transitions, deletes, listing with keyset pages and counts.
+Mixed into :class:`~.store_async.AsyncJobStoreContract`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from skiplock.core import (
+    Bury,
+    Event,
+    JobFilter,
+    JobState,
+    Page,
+    sources,
+    transition,
+)
+
+from ._support_async import (
+    AsyncContractBase,
+    _claim_one,
+    _enqueue,
+    _finish,
+    _get,
+    _ids,
+    _in_state,
+    _request,
+    _running,
+)
+
+if TYPE_CHECKING:
+    from skiplock.ports import AsyncJobStore
+
+
+class AsyncAdminContract(AsyncContractBase):
+    """Operator transitions, deletes, listing and counts."""
+
+    # ---- operator transitions (R13) ----------------------------------------------------
+
+    @pytest.mark.parametrize("event", [Event.CANCEL, Event.MARK_FAILED, Event.REPLAY])
+    async def test_apply_changes_only_jobs_in_legal_states(
+        self, store: AsyncJobStore, event: Event
+    ) -> None:
+        by_state = {state: await _in_state(store, state) for state in JobState}
+        changed = await store.apply(JobFilter(ids=frozenset(by_state.values())), event)
+        legal = sources(event)
+        assert sorted(changed) == sorted(by_state[s] for s in JobState if s in legal)
+        for state, job_id in by_state.items():
+            expected = transition(state, event) if state in legal else state
+            assert (await _get(store, job_id)).state is expected, state
+
+    async def test_apply_respects_the_filter(self, store: AsyncJobStore) -> None:
+        a = await _enqueue(store, "contract.a", tenant="t1", priority=1)
+        await _enqueue(store, "contract.a", tenant="t2", priority=1)
+        await _enqueue(store, "contract.b", tenant="t1", priority=1)
+        await _enqueue(store, "contract.a", tenant="t1", priority=9)
+        selected = JobFilter(
+            kinds=frozenset({"contract.a"}), tenants=frozenset({"t1"}), priority_max=5
+        )
+        assert await store.apply(selected, Event.CANCEL) == [a]
+        cancelled = JobFilter(states=frozenset({JobState.CANCELLED}))
+        assert _ids(await store.list_jobs(cancelled, Page())) == [a]
+
+    async def test_apply_replay_makes_the_job_due_now(self, store: AsyncJobStore) -> None:
+        job_id = await _in_state(store, JobState.DEAD)
+        dead = await _get(store, job_id)
+        assert await store.apply(JobFilter(ids=frozenset({job_id})), Event.REPLAY) == [job_id]
+        now = await store.now()
+        replayed = await _get(store, job_id)
+        assert replayed.state is JobState.PENDING
+        assert replayed.available_at <= now
+        assert replayed.claimed_by is None
+        assert replayed.claimed_at is None
+        assert replayed.completed_at is None
+        assert replayed.attempts == dead.attempts == 1
+        again = await _claim_one(store, dead.kind)
+        assert again.attempts == 2
+
+    async def test_apply_replay_can_reset_attempts(self, store: AsyncJobStore) -> None:
+        job_id = await _in_state(store, JobState.DEAD)
+        changed = await store.apply(
+            JobFilter(ids=frozenset({job_id})), Event.REPLAY, reset_attempts=True
+        )
+        assert changed == [job_id]
+        replayed = await _get(store, job_id)
+        assert (replayed.attempts, replayed.claims) == (0, 1)
+        again = await _claim_one(store, replayed.kind)
+        assert (again.attempts, again.claims) == (1, 2)
+
+    async def test_apply_replay_of_dead_jobs_in_bulk(self, store: AsyncJobStore) -> None:
+        dead = sorted([await _in_state(store, JobState.DEAD) for _ in range(3)])
+        await _in_state(store, JobState.SUCCEEDED)
+        only_dead = JobFilter(states=frozenset({JobState.DEAD}))
+        assert sorted(await store.apply(only_dead, Event.REPLAY)) == dead
+        assert await store.apply(only_dead, Event.REPLAY) == []
+
+    # ---- delete -------------------------------------------------------------------------
+
+    async def test_delete_removes_matching_jobs_but_not_running_ones(
+        self, store: AsyncJobStore
+    ) -> None:
+        pending = await _in_state(store, JobState.PENDING)
+        running = await _in_state(store, JobState.RUNNING)
+        succeeded = await _in_state(store, JobState.SUCCEEDED)
+        everything = JobFilter(ids=frozenset({pending, running, succeeded}))
+        deleted = await store.delete(everything)
+        assert sorted(_ids(deleted)) == sorted([pending, succeeded])
+        assert {job.state for job in deleted} == {JobState.PENDING, JobState.SUCCEEDED}
+        assert await store.get(pending) is None
+        assert await store.get(succeeded) is None
+        assert (await _get(store, running)).state is JobState.RUNNING
+
+    async def test_delete_with_no_match_returns_nothing(self, store: AsyncJobStore) -> None:
+        job_id = await _enqueue(store, "contract.keep")
+        assert await store.delete(JobFilter(kinds=frozenset({"contract.other"}))) == []
+        assert await store.get(job_id) is not None
+
+    # ---- list and counts (R13, R5) -----------------------------------------------------
+
+    async def test_list_jobs_filters(self, store: AsyncJobStore) -> None:
+        a1 = await _enqueue(store, "contract.a", tenant="t1", priority=1)
+        a2 = await _enqueue(store, "contract.a", tenant="t2", priority=5)
+        b = await _enqueue(store, "contract.b", priority=-3)
+        running = await _running(store, tenant="t1", priority=2)
+
+        async def ids(**fields: Any) -> list[int]:
+            return _ids(await store.list_jobs(JobFilter(**fields), Page()))
+
+        assert await ids() == sorted([a1, a2, b, running.id])
+        assert await ids(kinds=frozenset({"contract.a"})) == [a1, a2]
+        assert await ids(tenants=frozenset({"t1"})) == [a1, running.id]
+        assert await ids(states=frozenset({JobState.RUNNING})) == [running.id]
+        assert await ids(ids=frozenset({b, a2})) == sorted([a2, b])
+        assert await ids(priority_min=2) == [a2, running.id]
+        assert await ids(priority_max=1) == [a1, b]
+        assert await ids(priority_min=1, priority_max=2, tenants=frozenset({"t1"})) == [
+            a1,
+            running.id,
+        ]
+        assert await ids(kinds=frozenset({"contract.none"})) == []
+
+    async def test_list_jobs_keyset_pages(self, store: AsyncJobStore) -> None:
+        results = await store.enqueue([_request(payload=i) for i in range(7)])
+        ids = sorted(r.id for r in results)
+        everything = JobFilter()
+
+        pages: list[list[int]] = []
+        after: int | None = None
+        while page := _ids(await store.list_jobs(everything, Page(limit=3, after_id=after))):
+            pages.append(page)
+            after = page[-1]
+        assert pages == [ids[0:3], ids[3:6], ids[6:7]]
+
+        pages = []
+        after = None
+        while page := _ids(
+            await store.list_jobs(everything, Page(limit=3, after_id=after, descending=True))
+        ):
+            pages.append(page)
+            after = page[-1]
+        down = ids[::-1]
+        assert pages == [down[0:3], down[3:6], down[6:7]]
+
+    async def test_counts_per_state_kind_and_tenant(self, store: AsyncJobStore) -> None:
+        await _enqueue(store, "contract.a", tenant="t1")
+        await _enqueue(store, "contract.a", tenant="t1")
+        await _enqueue(store, "contract.a")
+        await _enqueue(store, "contract.b", tenant="t1")
+        job = await _claim_one(store, "contract.b")
+        await _finish(store, job, Bury(error="x"))
+        counts = {(c.state, c.kind, c.tenant): c.count for c in await store.counts()}
+        assert counts == {
+            (JobState.PENDING, "contract.a", "t1"): 2,
+            (JobState.PENDING, "contract.a", None): 1,
+            (JobState.DEAD, "contract.b", "t1"): 1,
+        }
+
+    async def test_counts_of_an_empty_store(self, store: AsyncJobStore) -> None:
+        assert await store.counts() == []

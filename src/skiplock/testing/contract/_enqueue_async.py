@@ -1,0 +1,180 @@
+"""Contract tests of enqueue and get (async source; ``_enqueue.py`` is its generated twin).
+
+The store's clock, what an enqueued job keeps, due times, batches, and idempotency keys.
+Mixed into :class:`~.store_async.AsyncJobStoreContract`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, timedelta
+from typing import TYPE_CHECKING
+
+from skiplock._compat_async import join, spawn
+from skiplock.core import (
+    JobFilter,
+    JobState,
+)
+
+from ._support_async import (
+    _PAYLOAD,
+    _TRACE,
+    AsyncContractBase,
+    _all_jobs,
+    _enqueue,
+    _get,
+    _ids,
+    _request,
+    _running,
+    requires,
+)
+
+if TYPE_CHECKING:
+    from skiplock.ports import AsyncJobStore
+    from skiplock.testing import FakeClock
+
+
+class AsyncEnqueueContract(AsyncContractBase):
+    """Enqueue, get, the store's clock and idempotency keys."""
+
+    # ---- clock, enqueue, get ----------------------------------------------------------
+
+    async def test_now_is_aware_utc(self, store: AsyncJobStore) -> None:
+        now = await store.now()
+        assert now.utcoffset() == timedelta(0)
+
+    @requires("controllable_clock")
+    async def test_now_follows_the_clock(self, store: AsyncJobStore, clock: FakeClock) -> None:
+        assert await store.now() == clock.now()
+        clock.advance(90)
+        assert await store.now() == clock.now()
+
+    async def test_enqueue_get_round_trip_keeps_every_field(self, store: AsyncJobStore) -> None:
+        before = await store.now()
+        available_at = (before - timedelta(minutes=1)).astimezone(UTC)
+        [result] = await store.enqueue(
+            [
+                _request(
+                    "contract.round_trip",
+                    payload=_PAYLOAD,
+                    priority=7,
+                    tenant="tenant-a",
+                    available_at=available_at,
+                    max_attempts=3,
+                    idempotency_key="round-trip-1",
+                    trace_context=_TRACE,
+                )
+            ]
+        )
+        after = await store.now()
+        assert result.created
+        job = await _get(store, result.id)
+        assert job.id == result.id
+        assert job.kind == "contract.round_trip"
+        assert job.payload == _PAYLOAD
+        assert job.state is JobState.PENDING
+        assert job.priority == 7
+        assert job.tenant == "tenant-a"
+        assert job.available_at == available_at
+        assert before <= job.created_at <= after
+        assert job.attempts == 0
+        assert job.claims == 0
+        assert job.max_attempts == 3
+        assert job.claimed_at is None
+        assert job.claimed_by is None
+        assert job.completed_at is None
+        assert job.last_error is None
+        assert job.idempotency_key == "round-trip-1"
+        assert job.trace_context is not None
+        assert dict(job.trace_context) == _TRACE
+
+    async def test_enqueue_defaults_make_the_job_due_now(self, store: AsyncJobStore) -> None:
+        before = await store.now()
+        job_id = await _enqueue(store)
+        after = await store.now()
+        job = await _get(store, job_id)
+        assert job.payload is None
+        assert job.priority == 0
+        assert job.tenant is None
+        assert job.max_attempts == 5
+        assert job.idempotency_key is None
+        assert not job.trace_context
+        assert before <= job.available_at <= after
+
+    async def test_enqueue_with_delay_is_due_later(self, store: AsyncJobStore) -> None:
+        before = await store.now()
+        job_id = await _enqueue(store, delay=timedelta(hours=1))
+        after = await store.now()
+        job = await _get(store, job_id)
+        assert before + timedelta(hours=1) <= job.available_at <= after + timedelta(hours=1)
+
+    async def test_enqueue_batch_results_follow_request_order(self, store: AsyncJobStore) -> None:
+        requests = [_request(f"contract.batch{i}", payload={"i": i}) for i in range(5)]
+        results = await store.enqueue(requests)
+        assert [r.created for r in results] == [True] * 5
+        assert len({r.id for r in results}) == 5
+        for i, result in enumerate(results):
+            job = await _get(store, result.id)
+            assert (job.kind, job.payload) == (f"contract.batch{i}", {"i": i})
+
+    async def test_enqueue_empty_batch_creates_nothing(self, store: AsyncJobStore) -> None:
+        assert await store.enqueue([]) == []
+        assert await _all_jobs(store) == []
+
+    async def test_enqueue_large_batch(self, store: AsyncJobStore) -> None:
+        results = await store.enqueue([_request(payload=i) for i in range(500)])
+        assert len({r.id for r in results}) == 500
+        assert len(await _all_jobs(store)) == 500
+
+    async def test_get_unknown_id_returns_none(self, store: AsyncJobStore) -> None:
+        assert await store.get(987_654_321) is None
+
+    # ---- idempotency (R16) ----------------------------------------------------------
+
+    async def test_enqueue_idempotency_key_returns_the_existing_job(
+        self, store: AsyncJobStore
+    ) -> None:
+        [first] = await store.enqueue([_request(payload=1, idempotency_key="once")])
+        [second] = await store.enqueue([_request(payload=2, idempotency_key="once")])
+        assert first.created
+        assert not second.created
+        assert second.id == first.id
+        jobs = await _all_jobs(store)
+        assert _ids(jobs) == [first.id]
+        assert jobs[0].payload == 1
+
+    async def test_enqueue_idempotency_key_within_one_batch(self, store: AsyncJobStore) -> None:
+        results = await store.enqueue(
+            [
+                _request(payload=1, idempotency_key="dup"),
+                _request(payload=2),
+                _request(payload=3, idempotency_key="dup"),
+            ]
+        )
+        assert [r.created for r in results] == [True, True, False]
+        assert results[2].id == results[0].id
+        assert sorted(_ids(await _all_jobs(store))) == sorted({r.id for r in results})
+
+    async def test_enqueue_idempotency_key_holds_in_any_state(self, store: AsyncJobStore) -> None:
+        job = await _running(store, idempotency_key="busy")
+        [again] = await store.enqueue([_request(idempotency_key="busy")])
+        assert again.id == job.id
+        assert not again.created
+
+    async def test_delete_frees_the_idempotency_key(self, store: AsyncJobStore) -> None:
+        job_id = await _enqueue(store, idempotency_key="reusable")
+        await store.delete(JobFilter(ids=frozenset({job_id})))
+        [again] = await store.enqueue([_request(idempotency_key="reusable")])
+        assert again.created
+        assert again.id != job_id
+
+    @requires("concurrent")
+    async def test_enqueue_idempotency_key_under_concurrency(self, store: AsyncJobStore) -> None:
+        async def enqueue(i: int) -> tuple[int, bool]:
+            [result] = await store.enqueue([_request(payload=i, idempotency_key="race")])
+            return result.id, result.created
+
+        tasks = [spawn(enqueue, i) for i in range(8)]
+        results = [await join(task) for task in tasks]
+        assert len({job_id for job_id, _ in results}) == 1
+        assert sum(created for _, created in results) == 1
+        assert len(await _all_jobs(store)) == 1

@@ -1,0 +1,131 @@
+"""Contract tests of the notifier (async source; ``_notifier.py`` is its generated twin).
+
+What wakes a store's notifier and what does not, coalescing, and closing. Tests that a
+"no wakeup" holds wait a short moment: a wakeup that is not coming cannot be awaited.
+Mixed into :class:`~.store_async.AsyncJobStoreContract`.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from skiplock._compat_async import join, spawn
+from skiplock.core import (
+    Bury,
+    Event,
+    JobFilter,
+    Retry,
+)
+
+from ._support_async import (
+    AsyncContractBase,
+    _claim_one,
+    _claim_request,
+    _enqueue,
+    _finish,
+    _fresh_kind,
+    _request,
+    _running,
+    requires,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from skiplock.ports import AsyncJobStore, AsyncNotifier
+
+
+class AsyncNotifierContract(AsyncContractBase):
+    """The notifier: woken by what makes a job due."""
+
+    # ---- notifier (R11) -----------------------------------------------------------------
+
+    @requires("listen_notify")
+    async def test_notifier_woken_by_enqueue(self, store: AsyncJobStore) -> None:
+        notifier = store.notifier()
+        assert notifier is not None
+        await notifier.start()
+        await notifier.start()  # idempotent
+        try:
+            await _enqueue(store)
+            assert await notifier.wait(10.0)
+        finally:
+            await notifier.close()
+
+    @requires("listen_notify")
+    async def test_notifier_woken_by_replay_and_immediate_retry(self, store: AsyncJobStore) -> None:
+        notifier = store.notifier()
+        assert notifier is not None
+        await notifier.start()
+        try:
+            job = await _running(store)
+            assert await notifier.wait(10.0)  # the enqueue
+            await _finish(store, job, Retry(delay=timedelta(0), error="again"))
+            assert await notifier.wait(10.0)
+            job = await _claim_one(store, job.kind)
+            await _finish(store, job, Bury(error="dead"))
+            await store.apply(JobFilter(ids=frozenset({job.id})), Event.REPLAY)
+            assert await notifier.wait(10.0)
+        finally:
+            await notifier.close()
+
+    @requires("listen_notify")
+    async def test_notifier_not_woken_by_jobs_not_due_or_claimed(
+        self, store: AsyncJobStore
+    ) -> None:
+        async with _listening(store) as notifier:
+            await _enqueue(store, delay=timedelta(hours=1))
+            assert not await notifier.wait(_QUIET)
+            await _enqueue(store, _fresh_kind())
+            assert await notifier.wait(10.0)
+            await _drain(notifier)
+            assert len(await store.claim(_claim_request(limit=10))) == 1
+            assert not await notifier.wait(_QUIET)
+
+    @requires("listen_notify")
+    async def test_notifier_woken_by_a_bulk_enqueue(self, store: AsyncJobStore) -> None:
+        async with _listening(store) as notifier:
+            await store.enqueue([_request() for _ in range(2000)])
+            assert await notifier.wait(10.0)
+
+    @requires("listen_notify")
+    async def test_notifier_coalesces_a_burst_of_commits(self, store: AsyncJobStore) -> None:
+        async with _listening(store) as notifier:
+            for i in range(50):
+                await _enqueue(store, f"contract.burst{i % 3}")
+            assert await notifier.wait(10.0)
+            assert await _drain(notifier) < 10
+
+    @requires("listen_notify")
+    async def test_notifier_closed_during_a_wait_ends_it(self, store: AsyncJobStore) -> None:
+        async with _listening(store) as notifier:
+            waiting = spawn(notifier.wait, 5.0)
+            await notifier.close()
+            assert not await join(waiting)
+            assert not await notifier.wait(0.1)
+
+
+#: How long a test waits to see that no wakeup comes.
+_QUIET = 0.3
+
+
+@asynccontextmanager
+async def _listening(store: AsyncJobStore) -> AsyncIterator[AsyncNotifier]:
+    """The store's notifier, started (and closed afterwards)."""
+    notifier = store.notifier()
+    assert notifier is not None
+    await notifier.start()
+    try:
+        yield notifier
+    finally:
+        await notifier.close()
+
+
+async def _drain(notifier: AsyncNotifier) -> int:
+    """Wakeups until the notifier stays quiet for a moment."""
+    wakeups = 0
+    while await notifier.wait(_QUIET):
+        wakeups += 1
+    return wakeups
