@@ -244,7 +244,8 @@ class JobFilter:
 
 @attrs.frozen
 class Page:
-    """Keyset pagination: jobs with ``id > after_id`` (ascending) or ``id < before_id``."""
+    """Keyset pagination: ``limit`` jobs ordered by id after the cursor ``after_id``
+    (ids above it ascending; with ``descending``, ids below it, largest first)."""
 
     limit: int = 100
     after_id: int | None = None
