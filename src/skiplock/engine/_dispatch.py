@@ -148,9 +148,10 @@ class Dispatcher:
         with self._lock:
             if self._stopping:
                 return 0, 0
-            # Claim again only once the buffer ran low, so a finished job does not cost
-            # a claim of one; with no prefetch the buffer is always empty.
-            if self._held and len(self._held) > scope.prefetch // 2:
+            # Claim again only once a quarter of the buffer (two places at least) is used
+            # up, so a finished job does not cost a claim of one, yet the claim's round
+            # trip is covered by the jobs still held; with no prefetch it is always empty.
+            if self._held and len(self._held) > scope.prefetch - max(scope.prefetch // 4, 2):
                 return 0, 0
             busy = self._busy()
             free = scope.concurrency + scope.prefetch - busy - len(self._held)
@@ -185,7 +186,13 @@ class Dispatcher:
             self._held.extend(job for i, job in enumerate(jobs) if i not in charged)
         for job in direct:
             self.slots.start(job)
-        if len(jobs) > len(direct):
+        with self._lock:
+            # Held jobs take free slots at once (as when a slot frees), not only once the
+            # start loop gets its turn; what must be paid for first is left to it.
+            if self._may_start():
+                self._start_unpaid()
+            waiting = bool(self._held) or self._ready is not None
+        if waiting:
             self.startable.set()
         return len(jobs), plan.limit
 
@@ -305,6 +312,11 @@ class Dispatcher:
             jobs.append(self._held.popleft())
         return jobs
 
+    def _may_start(self) -> bool:
+        # Under the lock: held jobs may start without the start loop (not stopping, and
+        # no doubt about the lease that the loop would first have to renew).
+        return not self._stopping and not self._lease.in_doubt()
+
     def _start_unpaid(self) -> int:
         # Under the lock: start the leading held jobs that were never recovered in the free
         # slots, without a round trip (their outcome, or the next heartbeat, pays for them).
@@ -374,7 +386,7 @@ class Dispatcher:
             # The next held job takes the slot at once, in this task (thread), unless the
             # lease is in doubt or the job must be paid for first: then the start loop.
             waiting = bool(self._held)
-            if waiting and not self._stopping and not self._lease.in_doubt():
+            if waiting and self._may_start():
                 self._start_unpaid()
                 waiting = bool(self._held) and len(self.slots) < self._scope.concurrency
         if waiting or alone or self._ready is not None:
