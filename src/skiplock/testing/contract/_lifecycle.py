@@ -13,7 +13,6 @@ records. Mixed into :class:`~.store.JobStoreContract`.
 
 from __future__ import annotations
 
-import itertools
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +27,13 @@ from skiplock.core import (
     JobFilter,
     JobState,
     Lease,
-    Outcome,
     Release,
     Retry,
     Succeeded,
     WorkerInfo,
 )
+
+from ._support import _finish, _fresh_kind, _get
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -43,12 +43,6 @@ if TYPE_CHECKING:
 
 _WORKER = "contract-starter"
 _HOUR = timedelta(hours=1)
-_kinds = itertools.count(1)
-
-
-def _kind() -> str:
-    """A kind no other job in the test has."""
-    return f"contract.start{next(_kinds)}"
 
 
 def _add(store: JobStore, kind: str, n: int = 1, **fields: Any) -> list[int]:
@@ -64,15 +58,9 @@ def _claim(
     return store.claim(ClaimRequest(worker_id=worker_id, kinds=kinds, **fields))
 
 
-def _stored(store: JobStore, job_id: int) -> Job:
-    job = store.get(job_id)
-    assert job is not None, f"job {job_id} is gone"
-    return job
-
-
 def _held(store: JobStore, worker_id: str = _WORKER, **fields: Any) -> Job:
     """A fresh job claimed by ``worker_id`` without starting it."""
-    kind = _kind()
+    kind = _fresh_kind()
     _add(store, kind, **fields)
     [job] = _claim(store, kind, worker_id, start_now=0)
     return job
@@ -85,12 +73,12 @@ def _suspect(store: JobStore, kind: str, **fields: Any) -> int:
     [job] = _claim(store, kind, "vanished-worker", limit=1)
     assert job.id == job_id
     store.recover_stale(default_ttl=_HOUR, ttls={})
-    assert (_stored(store, job_id)).suspect
+    assert (_get(store, job_id)).suspect
     return job_id
 
 
 def _all(store: JobStore, *ids: int) -> list[Job]:
-    return [_stored(store, job_id) for job_id in ids]
+    return [_get(store, job_id) for job_id in ids]
 
 
 def _counters(jobs: Sequence[Job]) -> list[tuple[int, int]]:
@@ -113,42 +101,42 @@ class LifecycleContract:
     # ---- start_now and start ------------------------------------------------------------
 
     def test_claim_start_now_charges_only_the_first_in_claim_order(self, store: JobStore) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         # Enqueued out of claim order: priority decides which jobs start.
         ids = {p: (_add(store, kind, priority=p))[0] for p in (1, 3, 0, 2)}
         jobs = _claim(store, kind, start_now=2)
         assert [job.id for job in jobs] == [ids[3], ids[2], ids[1], ids[0]]
         assert _counters(jobs) == [(1, 1), (1, 1), (0, 1), (0, 1)]
         assert {job.state for job in jobs} == {JobState.RUNNING}
-        stored = [_stored(store, job.id) for job in jobs]
+        stored = [_get(store, job.id) for job in jobs]
         assert _counters(stored) == _counters(jobs)
         assert {job.claimed_by for job in stored} == {_WORKER}
 
     def test_claim_start_now_zero_holds_every_job_and_none_starts_all(
         self, store: JobStore
     ) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         _add(store, kind, 3)
         held = _claim(store, kind, start_now=0)
         assert _counters(held) == [(0, 1)] * 3
         assert [job.lease.attempt for job in held] == [0, 0, 0]
-        other = _kind()
+        other = _fresh_kind()
         _add(store, other, 2)
         assert _counters(_claim(store, other, start_now=None)) == [(1, 1)] * 2
-        beyond = _kind()
+        beyond = _fresh_kind()
         _add(store, beyond, 2)
         assert _counters(_claim(store, beyond, start_now=5)) == [(1, 1)] * 2
 
     def test_start_charges_a_held_job_once(self, store: JobStore) -> None:
         job = _held(store)
-        assert (_stored(store, job.id)).attempts == 0
+        assert (_get(store, job.id)).attempts == 0
         assert store.start([job.lease]) == [True]
-        started = _stored(store, job.id)
+        started = _get(store, job.id)
         assert (started.state, started.attempts, started.claims) == (JobState.RUNNING, 1, 1)
         assert started.claimed_by == _WORKER
         assert started.lease.claim == job.lease.claim  # still the same claim
-        self._finish(store, job, Succeeded())
-        assert (_stored(store, job.id)).attempts == 1
+        _finish(store, job, Succeeded())
+        assert (_get(store, job.id)).attempts == 1
 
     def test_start_reports_each_lease_in_order(self, store: JobStore) -> None:
         first, second = _held(store), _held(store)
@@ -157,8 +145,8 @@ class LifecycleContract:
         leases = [first.lease, missing, other_claim, second.lease, first.lease]
         # A lease given twice in one call starts its job once.
         assert store.start(leases) == [True, False, False, True, False]
-        assert (_stored(store, first.id)).attempts == 1
-        assert (_stored(store, second.id)).attempts == 1
+        assert (_get(store, first.id)).attempts == 1
+        assert (_get(store, second.id)).attempts == 1
         assert store.start([]) == []
 
     def test_start_of_a_lost_lease_is_false_and_changes_nothing(self, store: JobStore) -> None:
@@ -170,34 +158,34 @@ class LifecycleContract:
         store.apply(_one(deleted.id), Event.CANCEL)
         assert [job.id for job in store.delete(_one(deleted.id))] == [deleted.id]
         reclaimed = _held(store)
-        self._finish(store, reclaimed, Release(refund=False))
+        _finish(store, reclaimed, Release(refund=False))
         [again] = _claim(store, reclaimed.kind, start_now=0)
         other_worker = Lease(
             job_id=again.id, worker_id="intruder", attempt=again.attempts, claim=again.claims
         )
         lost = [recovered.lease, cancelled.lease, deleted.lease, reclaimed.lease, other_worker]
         assert store.start(lost) == [False] * 5
-        after = _stored(store, recovered.id)
+        after = _get(store, recovered.id)
         assert (after.state, after.attempts, after.claimed_by) == (JobState.PENDING, 0, None)
-        after = _stored(store, cancelled.id)
+        after = _get(store, cancelled.id)
         assert (after.state, after.attempts) == (JobState.CANCELLED, 0)
         assert store.get(deleted.id) is None
-        after = _stored(store, again.id)
+        after = _get(store, again.id)
         assert (after.state, after.attempts, after.claims) == (JobState.RUNNING, 0, 2)
         assert store.start([again.lease]) == [True]  # the new claim still starts
 
     def test_recover_stale_of_a_held_job_costs_no_attempt(self, store: JobStore) -> None:
         # A worker that dies with a full prefetch buffer: its held jobs lose nothing.
-        kind = _kind()
+        kind = _fresh_kind()
         _add(store, kind, 3, max_attempts=1)
         jobs = _claim(store, kind, "crashed-worker", start_now=1)
         started, held = jobs[0], jobs[1:]
         recovered = store.recover_stale(default_ttl=_HOUR, ttls={})
         assert sorted(recovered) == sorted(job.id for job in jobs)
-        dead = _stored(store, started.id)
+        dead = _get(store, started.id)
         assert (dead.state, dead.attempts) == (JobState.DEAD, 1)
         for job in held:
-            after = _stored(store, job.id)
+            after = _get(store, job.id)
             assert (after.state, after.attempts, after.claims) == (JobState.PENDING, 0, 1)
         rescued = _claim(store, kind, "rescuer")
         assert sorted(job.id for job in rescued) == sorted(job.id for job in held)
@@ -206,7 +194,7 @@ class LifecycleContract:
     # ---- suspects: jobs whose worker vanished after starting them ------------------------
 
     def test_recover_stale_of_a_started_job_makes_it_a_suspect(self, store: JobStore) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         _add(store, kind, 3)
         direct, held, started = _claim(store, kind, "crashed-worker", start_now=1)
         assert store.start([started.lease]) == [True]
@@ -217,7 +205,7 @@ class LifecycleContract:
         assert [job.suspect for job in after] == [True, False, True]
 
     def test_claim_starts_a_suspect_alone(self, store: JobStore) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         suspect_id = _suspect(store, kind, priority=1)
         first = (_add(store, kind, priority=2))[0]
         last = (_add(store, kind, priority=0))[0]
@@ -229,7 +217,7 @@ class LifecycleContract:
         assert [job.attempts for job in _all(store, first, suspect_id, last)] == [0, 2, 0]
 
     def test_claim_holds_a_suspect_beyond_start_now_like_any_job(self, store: JobStore) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         suspect_id = _suspect(store, kind, priority=0)
         [first] = _add(store, kind, priority=1)
         jobs = _claim(store, kind, start_now=1)
@@ -239,13 +227,13 @@ class LifecycleContract:
         ]
 
     def test_any_outcome_or_operator_event_clears_the_started_mark(self, store: JobStore) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         # Made in this order so each claim takes the newest (the best in claim order).
         cancelled = _suspect(store, kind, priority=0)
         retried = _suspect(store, kind, priority=1)
         [job] = _claim(store, kind, limit=1)
         assert (job.id, job.suspect) == (retried, True)
-        self._finish(store, job, Retry(delay=timedelta(0), error="boom"))
+        _finish(store, job, Retry(delay=timedelta(0), error="boom"))
         store.apply(_one(cancelled), Event.CANCEL)
         store.apply(_one(cancelled), Event.REPLAY)
         assert [job.suspect for job in _all(store, retried, cancelled)] == [False, False]
@@ -256,12 +244,12 @@ class LifecycleContract:
     def test_an_outcome_pays_for_a_start_that_was_not_paid(self, store: JobStore) -> None:
         # A worker starts a held job without a round trip; its outcome pays the attempt,
         # once, whether or not a start() paid already.
-        kind = _kind()
+        kind = _fresh_kind()
         _add(store, kind, 4)
         unpaid, paid, released, interrupted = _claim(store, kind, start_now=0)
         assert store.start([paid.lease]) == [True]
         assert store.start([paid.lease]) == [True]  # paid once per claim
-        assert (_stored(store, paid.id)).attempts == 1
+        assert (_get(store, paid.id)).attempts == 1
         store.complete(
             [
                 Completion(unpaid.lease, Retry(timedelta(0), "boom")),
@@ -274,7 +262,7 @@ class LifecycleContract:
         assert [job.attempts for job in after] == [1, 1, 0, 0]
 
     def test_recovered_is_set_by_recovery_and_cleared_by_an_outcome(self, store: JobStore) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         _add(store, kind, 2)
         first, second = _claim(store, kind, "vanished-worker", start_now=0)
         store.recover_stale(default_ttl=_HOUR, ttls={})
@@ -287,8 +275,8 @@ class LifecycleContract:
 
     def test_release_without_refund_of_a_held_job(self, store: JobStore) -> None:
         job = _held(store)
-        self._finish(store, job, Release(refund=False))
-        released = _stored(store, job.id)
+        _finish(store, job, Release(refund=False))
+        released = _get(store, job.id)
         assert (released.state, released.attempts, released.claims) == (JobState.PENDING, 0, 1)
         [again] = _claim(store, job.kind)
         assert _counters([again]) == [(1, 2)]
@@ -296,7 +284,7 @@ class LifecycleContract:
     # ---- max_attempts policy ---------------------------------------------------------------
 
     def test_enqueue_keeps_whether_max_attempts_was_explicit(self, store: JobStore) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         requests = [
             EnqueueRequest(kind, max_attempts=2, explicit_max_attempts=True, idempotency_key="e1"),
             EnqueueRequest(kind, max_attempts=7, idempotency_key="e2"),
@@ -305,7 +293,7 @@ class LifecycleContract:
         keyed = store.enqueue(requests)
         [single] = store.enqueue([EnqueueRequest(kind, explicit_max_attempts=True)])
         [plain] = store.enqueue([EnqueueRequest(kind, max_attempts=4)])
-        stored = [_stored(store, r.id) for r in [*keyed, single, plain]]
+        stored = [_get(store, r.id) for r in [*keyed, single, plain]]
         assert [(j.max_attempts, j.explicit_max_attempts) for j in stored] == [
             (2, True),
             (7, False),
@@ -317,7 +305,7 @@ class LifecycleContract:
     def test_claim_max_attempts_applies_to_jobs_without_an_explicit_value(
         self, store: JobStore
     ) -> None:
-        kind, other = _kind(), _kind()
+        kind, other = _fresh_kind(), _fresh_kind()
         [explicit] = _add(store, kind, max_attempts=3, explicit_max_attempts=True)
         [default] = _add(store, kind, max_attempts=5)
         [elsewhere] = _add(store, other, max_attempts=5)
@@ -325,7 +313,7 @@ class LifecycleContract:
         claimed = {job.id: (job.max_attempts, job.explicit_max_attempts) for job in jobs}
         assert claimed == {explicit: (3, True), default: (9, False), elsewhere: (5, False)}
         for job_id, expected in claimed.items():
-            job = _stored(store, job_id)
+            job = _get(store, job_id)
             assert (job.max_attempts, job.explicit_max_attempts) == expected
 
     # ---- pair limits -------------------------------------------------------------------------
@@ -333,7 +321,7 @@ class LifecycleContract:
     def test_claim_pair_limits_cap_a_pair_and_keep_other_tenants_claimable(
         self, store: JobStore
     ) -> None:
-        kind, other = _kind(), _kind()
+        kind, other = _fresh_kind(), _fresh_kind()
         # The throttled pair comes first in claim order: it must not hide the others.
         _add(store, kind, 3, tenant="a", priority=9)
         _add(store, kind, 2, tenant="b")
@@ -355,7 +343,7 @@ class LifecycleContract:
         assert [(job.kind, job.tenant) for job in rest] == [(kind, None), (kind, None)]
 
     def test_claim_pair_limits_and_kind_limits_hold_together(self, store: JobStore) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         _add(store, kind, 3, tenant="a", priority=9)
         _add(store, kind, 3, tenant="b", priority=5)
         _add(store, kind, 3, tenant="c")
@@ -374,21 +362,21 @@ class LifecycleContract:
         self, store: JobStore, clock: FakeClock
     ) -> None:
         store.register_worker(_worker())
-        kind = _kind()
+        kind = _fresh_kind()
         _add(store, kind, 2)
         [earlier] = _claim(store, kind, limit=1)
         clock.advance(2 * _HOUR)  # silent for longer than the TTL...
         [now] = _claim(store, kind, limit=1)  # ...until this claim
         assert store.recover_stale(default_ttl=_HOUR, ttls={}) == []
         for job in (earlier, now):
-            assert (_stored(store, job.id)).claimed_by == _WORKER
+            assert (_get(store, job.id)).claimed_by == _WORKER
         clock.advance(2 * _HOUR)
         assert _claim(store, kind) == []  # took nothing
         recovered = store.recover_stale(default_ttl=_HOUR, ttls={})
         assert sorted(recovered) == sorted([earlier.id, now.id])
 
     def test_claim_by_an_unregistered_worker_does_not_register_it(self, store: JobStore) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         _add(store, kind)
         [job] = _claim(store, kind, "unregistered")
         assert job.claimed_by == "unregistered"
@@ -396,19 +384,19 @@ class LifecycleContract:
 
     def test_register_worker_releases_the_jobs_of_an_earlier_life(self, store: JobStore) -> None:
         store.register_worker(_worker())
-        kind = _kind()
+        kind = _fresh_kind()
         _add(store, kind, 2, priority=1)
         started, held = _claim(store, kind, start_now=1)
-        before = {job.id: _stored(store, job.id) for job in (started, held)}
+        before = {job.id: _get(store, job.id) for job in (started, held)}
         others = _held(store, "another-worker")
         store.register_worker(_worker())  # restarted under the same id
         for job in (started, held):
-            after = _stored(store, job.id)
+            after = _get(store, job.id)
             assert after.state is JobState.PENDING
             assert (after.claimed_by, after.claimed_at) == (None, None)
             assert (after.attempts, after.claims) == (job.attempts, job.claims)
             assert after.available_at == before[job.id].available_at
-        assert (_stored(store, others.id)).claimed_by == "another-worker"
+        assert (_get(store, others.id)).claimed_by == "another-worker"
         assert store.start([held.lease]) == [False]
         assert store.complete([Completion(started.lease, Succeeded())]) == [False]
         # The released started job may have ended its worker's life: it is a suspect,
@@ -426,7 +414,7 @@ class LifecycleContract:
     def test_completion_in_a_transaction_records_when_it_was_written(
         self, store: JobStore, clock: FakeClock
     ) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         _add(store, kind, 2)
         done, retried = _claim(store, kind)
         assert done.claimed_at is not None
@@ -442,12 +430,7 @@ class LifecycleContract:
             )
             assert applied == [True, True]
             clock.advance(30)
-        assert (_stored(store, done.id)).completed_at == written
+        assert (_get(store, done.id)).completed_at == written
         assert written == done.claimed_at + timedelta(seconds=30)
-        later = _stored(store, retried.id)
+        later = _get(store, retried.id)
         assert later.available_at == written + timedelta(minutes=1)
-
-    # ---- helpers ---------------------------------------------------------------------------
-
-    def _finish(self, store: JobStore, job: Job, outcome: Outcome) -> None:
-        assert store.complete([Completion(lease=job.lease, outcome=outcome)]) == [True]

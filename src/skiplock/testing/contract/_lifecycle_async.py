@@ -9,7 +9,6 @@ records. Mixed into :class:`~.store_async.AsyncJobStoreContract`.
 
 from __future__ import annotations
 
-import itertools
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -24,12 +23,13 @@ from skiplock.core import (
     JobFilter,
     JobState,
     Lease,
-    Outcome,
     Release,
     Retry,
     Succeeded,
     WorkerInfo,
 )
+
+from ._support_async import _finish, _fresh_kind, _get
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -39,12 +39,6 @@ if TYPE_CHECKING:
 
 _WORKER = "contract-starter"
 _HOUR = timedelta(hours=1)
-_kinds = itertools.count(1)
-
-
-def _kind() -> str:
-    """A kind no other job in the test has."""
-    return f"contract.start{next(_kinds)}"
 
 
 async def _add(store: AsyncJobStore, kind: str, n: int = 1, **fields: Any) -> list[int]:
@@ -60,15 +54,9 @@ async def _claim(
     return await store.claim(ClaimRequest(worker_id=worker_id, kinds=kinds, **fields))
 
 
-async def _stored(store: AsyncJobStore, job_id: int) -> Job:
-    job = await store.get(job_id)
-    assert job is not None, f"job {job_id} is gone"
-    return job
-
-
 async def _held(store: AsyncJobStore, worker_id: str = _WORKER, **fields: Any) -> Job:
     """A fresh job claimed by ``worker_id`` without starting it."""
-    kind = _kind()
+    kind = _fresh_kind()
     await _add(store, kind, **fields)
     [job] = await _claim(store, kind, worker_id, start_now=0)
     return job
@@ -81,12 +69,12 @@ async def _suspect(store: AsyncJobStore, kind: str, **fields: Any) -> int:
     [job] = await _claim(store, kind, "vanished-worker", limit=1)
     assert job.id == job_id
     await store.recover_stale(default_ttl=_HOUR, ttls={})
-    assert (await _stored(store, job_id)).suspect
+    assert (await _get(store, job_id)).suspect
     return job_id
 
 
 async def _all(store: AsyncJobStore, *ids: int) -> list[Job]:
-    return [await _stored(store, job_id) for job_id in ids]
+    return [await _get(store, job_id) for job_id in ids]
 
 
 def _counters(jobs: Sequence[Job]) -> list[tuple[int, int]]:
@@ -111,42 +99,42 @@ class AsyncLifecycleContract:
     async def test_claim_start_now_charges_only_the_first_in_claim_order(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         # Enqueued out of claim order: priority decides which jobs start.
         ids = {p: (await _add(store, kind, priority=p))[0] for p in (1, 3, 0, 2)}
         jobs = await _claim(store, kind, start_now=2)
         assert [job.id for job in jobs] == [ids[3], ids[2], ids[1], ids[0]]
         assert _counters(jobs) == [(1, 1), (1, 1), (0, 1), (0, 1)]
         assert {job.state for job in jobs} == {JobState.RUNNING}
-        stored = [await _stored(store, job.id) for job in jobs]
+        stored = [await _get(store, job.id) for job in jobs]
         assert _counters(stored) == _counters(jobs)
         assert {job.claimed_by for job in stored} == {_WORKER}
 
     async def test_claim_start_now_zero_holds_every_job_and_none_starts_all(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         await _add(store, kind, 3)
         held = await _claim(store, kind, start_now=0)
         assert _counters(held) == [(0, 1)] * 3
         assert [job.lease.attempt for job in held] == [0, 0, 0]
-        other = _kind()
+        other = _fresh_kind()
         await _add(store, other, 2)
         assert _counters(await _claim(store, other, start_now=None)) == [(1, 1)] * 2
-        beyond = _kind()
+        beyond = _fresh_kind()
         await _add(store, beyond, 2)
         assert _counters(await _claim(store, beyond, start_now=5)) == [(1, 1)] * 2
 
     async def test_start_charges_a_held_job_once(self, store: AsyncJobStore) -> None:
         job = await _held(store)
-        assert (await _stored(store, job.id)).attempts == 0
+        assert (await _get(store, job.id)).attempts == 0
         assert await store.start([job.lease]) == [True]
-        started = await _stored(store, job.id)
+        started = await _get(store, job.id)
         assert (started.state, started.attempts, started.claims) == (JobState.RUNNING, 1, 1)
         assert started.claimed_by == _WORKER
         assert started.lease.claim == job.lease.claim  # still the same claim
-        await self._finish(store, job, Succeeded())
-        assert (await _stored(store, job.id)).attempts == 1
+        await _finish(store, job, Succeeded())
+        assert (await _get(store, job.id)).attempts == 1
 
     async def test_start_reports_each_lease_in_order(self, store: AsyncJobStore) -> None:
         first, second = await _held(store), await _held(store)
@@ -155,8 +143,8 @@ class AsyncLifecycleContract:
         leases = [first.lease, missing, other_claim, second.lease, first.lease]
         # A lease given twice in one call starts its job once.
         assert await store.start(leases) == [True, False, False, True, False]
-        assert (await _stored(store, first.id)).attempts == 1
-        assert (await _stored(store, second.id)).attempts == 1
+        assert (await _get(store, first.id)).attempts == 1
+        assert (await _get(store, second.id)).attempts == 1
         assert await store.start([]) == []
 
     async def test_start_of_a_lost_lease_is_false_and_changes_nothing(
@@ -170,34 +158,34 @@ class AsyncLifecycleContract:
         await store.apply(_one(deleted.id), Event.CANCEL)
         assert [job.id for job in await store.delete(_one(deleted.id))] == [deleted.id]
         reclaimed = await _held(store)
-        await self._finish(store, reclaimed, Release(refund=False))
+        await _finish(store, reclaimed, Release(refund=False))
         [again] = await _claim(store, reclaimed.kind, start_now=0)
         other_worker = Lease(
             job_id=again.id, worker_id="intruder", attempt=again.attempts, claim=again.claims
         )
         lost = [recovered.lease, cancelled.lease, deleted.lease, reclaimed.lease, other_worker]
         assert await store.start(lost) == [False] * 5
-        after = await _stored(store, recovered.id)
+        after = await _get(store, recovered.id)
         assert (after.state, after.attempts, after.claimed_by) == (JobState.PENDING, 0, None)
-        after = await _stored(store, cancelled.id)
+        after = await _get(store, cancelled.id)
         assert (after.state, after.attempts) == (JobState.CANCELLED, 0)
         assert await store.get(deleted.id) is None
-        after = await _stored(store, again.id)
+        after = await _get(store, again.id)
         assert (after.state, after.attempts, after.claims) == (JobState.RUNNING, 0, 2)
         assert await store.start([again.lease]) == [True]  # the new claim still starts
 
     async def test_recover_stale_of_a_held_job_costs_no_attempt(self, store: AsyncJobStore) -> None:
         # A worker that dies with a full prefetch buffer: its held jobs lose nothing.
-        kind = _kind()
+        kind = _fresh_kind()
         await _add(store, kind, 3, max_attempts=1)
         jobs = await _claim(store, kind, "crashed-worker", start_now=1)
         started, held = jobs[0], jobs[1:]
         recovered = await store.recover_stale(default_ttl=_HOUR, ttls={})
         assert sorted(recovered) == sorted(job.id for job in jobs)
-        dead = await _stored(store, started.id)
+        dead = await _get(store, started.id)
         assert (dead.state, dead.attempts) == (JobState.DEAD, 1)
         for job in held:
-            after = await _stored(store, job.id)
+            after = await _get(store, job.id)
             assert (after.state, after.attempts, after.claims) == (JobState.PENDING, 0, 1)
         rescued = await _claim(store, kind, "rescuer")
         assert sorted(job.id for job in rescued) == sorted(job.id for job in held)
@@ -208,7 +196,7 @@ class AsyncLifecycleContract:
     async def test_recover_stale_of_a_started_job_makes_it_a_suspect(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         await _add(store, kind, 3)
         direct, held, started = await _claim(store, kind, "crashed-worker", start_now=1)
         assert await store.start([started.lease]) == [True]
@@ -219,7 +207,7 @@ class AsyncLifecycleContract:
         assert [job.suspect for job in after] == [True, False, True]
 
     async def test_claim_starts_a_suspect_alone(self, store: AsyncJobStore) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         suspect_id = await _suspect(store, kind, priority=1)
         first = (await _add(store, kind, priority=2))[0]
         last = (await _add(store, kind, priority=0))[0]
@@ -233,7 +221,7 @@ class AsyncLifecycleContract:
     async def test_claim_holds_a_suspect_beyond_start_now_like_any_job(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         suspect_id = await _suspect(store, kind, priority=0)
         [first] = await _add(store, kind, priority=1)
         jobs = await _claim(store, kind, start_now=1)
@@ -245,13 +233,13 @@ class AsyncLifecycleContract:
     async def test_any_outcome_or_operator_event_clears_the_started_mark(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         # Made in this order so each claim takes the newest (the best in claim order).
         cancelled = await _suspect(store, kind, priority=0)
         retried = await _suspect(store, kind, priority=1)
         [job] = await _claim(store, kind, limit=1)
         assert (job.id, job.suspect) == (retried, True)
-        await self._finish(store, job, Retry(delay=timedelta(0), error="boom"))
+        await _finish(store, job, Retry(delay=timedelta(0), error="boom"))
         await store.apply(_one(cancelled), Event.CANCEL)
         await store.apply(_one(cancelled), Event.REPLAY)
         assert [job.suspect for job in await _all(store, retried, cancelled)] == [False, False]
@@ -264,12 +252,12 @@ class AsyncLifecycleContract:
     ) -> None:
         # A worker starts a held job without a round trip; its outcome pays the attempt,
         # once, whether or not a start() paid already.
-        kind = _kind()
+        kind = _fresh_kind()
         await _add(store, kind, 4)
         unpaid, paid, released, interrupted = await _claim(store, kind, start_now=0)
         assert await store.start([paid.lease]) == [True]
         assert await store.start([paid.lease]) == [True]  # paid once per claim
-        assert (await _stored(store, paid.id)).attempts == 1
+        assert (await _get(store, paid.id)).attempts == 1
         await store.complete(
             [
                 Completion(unpaid.lease, Retry(timedelta(0), "boom")),
@@ -284,7 +272,7 @@ class AsyncLifecycleContract:
     async def test_recovered_is_set_by_recovery_and_cleared_by_an_outcome(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         await _add(store, kind, 2)
         first, second = await _claim(store, kind, "vanished-worker", start_now=0)
         await store.recover_stale(default_ttl=_HOUR, ttls={})
@@ -297,8 +285,8 @@ class AsyncLifecycleContract:
 
     async def test_release_without_refund_of_a_held_job(self, store: AsyncJobStore) -> None:
         job = await _held(store)
-        await self._finish(store, job, Release(refund=False))
-        released = await _stored(store, job.id)
+        await _finish(store, job, Release(refund=False))
+        released = await _get(store, job.id)
         assert (released.state, released.attempts, released.claims) == (JobState.PENDING, 0, 1)
         [again] = await _claim(store, job.kind)
         assert _counters([again]) == [(1, 2)]
@@ -308,7 +296,7 @@ class AsyncLifecycleContract:
     async def test_enqueue_keeps_whether_max_attempts_was_explicit(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         requests = [
             EnqueueRequest(kind, max_attempts=2, explicit_max_attempts=True, idempotency_key="e1"),
             EnqueueRequest(kind, max_attempts=7, idempotency_key="e2"),
@@ -317,7 +305,7 @@ class AsyncLifecycleContract:
         keyed = await store.enqueue(requests)
         [single] = await store.enqueue([EnqueueRequest(kind, explicit_max_attempts=True)])
         [plain] = await store.enqueue([EnqueueRequest(kind, max_attempts=4)])
-        stored = [await _stored(store, r.id) for r in [*keyed, single, plain]]
+        stored = [await _get(store, r.id) for r in [*keyed, single, plain]]
         assert [(j.max_attempts, j.explicit_max_attempts) for j in stored] == [
             (2, True),
             (7, False),
@@ -329,7 +317,7 @@ class AsyncLifecycleContract:
     async def test_claim_max_attempts_applies_to_jobs_without_an_explicit_value(
         self, store: AsyncJobStore
     ) -> None:
-        kind, other = _kind(), _kind()
+        kind, other = _fresh_kind(), _fresh_kind()
         [explicit] = await _add(store, kind, max_attempts=3, explicit_max_attempts=True)
         [default] = await _add(store, kind, max_attempts=5)
         [elsewhere] = await _add(store, other, max_attempts=5)
@@ -337,7 +325,7 @@ class AsyncLifecycleContract:
         claimed = {job.id: (job.max_attempts, job.explicit_max_attempts) for job in jobs}
         assert claimed == {explicit: (3, True), default: (9, False), elsewhere: (5, False)}
         for job_id, expected in claimed.items():
-            job = await _stored(store, job_id)
+            job = await _get(store, job_id)
             assert (job.max_attempts, job.explicit_max_attempts) == expected
 
     # ---- pair limits -------------------------------------------------------------------------
@@ -345,7 +333,7 @@ class AsyncLifecycleContract:
     async def test_claim_pair_limits_cap_a_pair_and_keep_other_tenants_claimable(
         self, store: AsyncJobStore
     ) -> None:
-        kind, other = _kind(), _kind()
+        kind, other = _fresh_kind(), _fresh_kind()
         # The throttled pair comes first in claim order: it must not hide the others.
         await _add(store, kind, 3, tenant="a", priority=9)
         await _add(store, kind, 2, tenant="b")
@@ -369,7 +357,7 @@ class AsyncLifecycleContract:
     async def test_claim_pair_limits_and_kind_limits_hold_together(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         await _add(store, kind, 3, tenant="a", priority=9)
         await _add(store, kind, 3, tenant="b", priority=5)
         await _add(store, kind, 3, tenant="c")
@@ -388,14 +376,14 @@ class AsyncLifecycleContract:
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
         await store.register_worker(_worker())
-        kind = _kind()
+        kind = _fresh_kind()
         await _add(store, kind, 2)
         [earlier] = await _claim(store, kind, limit=1)
         clock.advance(2 * _HOUR)  # silent for longer than the TTL...
         [now] = await _claim(store, kind, limit=1)  # ...until this claim
         assert await store.recover_stale(default_ttl=_HOUR, ttls={}) == []
         for job in (earlier, now):
-            assert (await _stored(store, job.id)).claimed_by == _WORKER
+            assert (await _get(store, job.id)).claimed_by == _WORKER
         clock.advance(2 * _HOUR)
         assert await _claim(store, kind) == []  # took nothing
         recovered = await store.recover_stale(default_ttl=_HOUR, ttls={})
@@ -404,7 +392,7 @@ class AsyncLifecycleContract:
     async def test_claim_by_an_unregistered_worker_does_not_register_it(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         await _add(store, kind)
         [job] = await _claim(store, kind, "unregistered")
         assert job.claimed_by == "unregistered"
@@ -414,19 +402,19 @@ class AsyncLifecycleContract:
         self, store: AsyncJobStore
     ) -> None:
         await store.register_worker(_worker())
-        kind = _kind()
+        kind = _fresh_kind()
         await _add(store, kind, 2, priority=1)
         started, held = await _claim(store, kind, start_now=1)
-        before = {job.id: await _stored(store, job.id) for job in (started, held)}
+        before = {job.id: await _get(store, job.id) for job in (started, held)}
         others = await _held(store, "another-worker")
         await store.register_worker(_worker())  # restarted under the same id
         for job in (started, held):
-            after = await _stored(store, job.id)
+            after = await _get(store, job.id)
             assert after.state is JobState.PENDING
             assert (after.claimed_by, after.claimed_at) == (None, None)
             assert (after.attempts, after.claims) == (job.attempts, job.claims)
             assert after.available_at == before[job.id].available_at
-        assert (await _stored(store, others.id)).claimed_by == "another-worker"
+        assert (await _get(store, others.id)).claimed_by == "another-worker"
         assert await store.start([held.lease]) == [False]
         assert await store.complete([Completion(started.lease, Succeeded())]) == [False]
         # The released started job may have ended its worker's life: it is a suspect,
@@ -444,7 +432,7 @@ class AsyncLifecycleContract:
     async def test_completion_in_a_transaction_records_when_it_was_written(
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
-        kind = _kind()
+        kind = _fresh_kind()
         await _add(store, kind, 2)
         done, retried = await _claim(store, kind)
         assert done.claimed_at is not None
@@ -460,12 +448,7 @@ class AsyncLifecycleContract:
             )
             assert applied == [True, True]
             clock.advance(30)
-        assert (await _stored(store, done.id)).completed_at == written
+        assert (await _get(store, done.id)).completed_at == written
         assert written == done.claimed_at + timedelta(seconds=30)
-        later = await _stored(store, retried.id)
+        later = await _get(store, retried.id)
         assert later.available_at == written + timedelta(minutes=1)
-
-    # ---- helpers ---------------------------------------------------------------------------
-
-    async def _finish(self, store: AsyncJobStore, job: Job, outcome: Outcome) -> None:
-        assert await store.complete([Completion(lease=job.lease, outcome=outcome)]) == [True]
