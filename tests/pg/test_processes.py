@@ -10,9 +10,6 @@ from __future__ import annotations
 import itertools
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 from typing import TYPE_CHECKING
 
@@ -22,10 +19,11 @@ import pytest
 from skiplock.core import EnqueueRequest
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
-from .workers import enqueue, sql, stop, wait_for
+from .workers import enqueue, sql, stop, wait_for, worker_processes
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -139,41 +137,22 @@ _MODULE = "skiplock_pg_process_app"
 @pytest.fixture
 def app(tmp_path: Path, pg_dsn: str) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     """Starts workers of the app module; kills whatever is left at the end."""
-    (tmp_path / f"{_MODULE}.py").write_text(textwrap.dedent(_APP), encoding="utf-8")
     sql(pg_dsn, "DROP TABLE IF EXISTS public.runs, public.started")
     sql(pg_dsn, "CREATE TABLE public.runs (job_id bigint, attempt int, pid int)")
     sql(pg_dsn, "CREATE TABLE public.started (job_id bigint, attempt int, pid int)")
-    procs: list[subprocess.Popen[bytes]] = []
+    with worker_processes(tmp_path, _MODULE, _APP) as run:
 
-    def start(
-        flavour: str, *, poll: float = 1.0, log_level: str = "WARNING"
-    ) -> subprocess.Popen[bytes]:
-        env = os.environ | {
-            "SKIPLOCK_TEST_APP_DSN": pg_dsn,
-            "SKIPLOCK_TEST_APP_FLAVOUR": flavour,
-            "SKIPLOCK_TEST_APP_POLL": str(poll),
-        }
-        command = [sys.executable, "-m", "skiplock", "worker", f"{_MODULE}:engine"]
-        with open(tmp_path / f"worker{len(procs)}.log", "wb") as log:
-            proc = subprocess.Popen(
-                [*command, "--log-level", log_level],
-                cwd=tmp_path,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        procs.append(proc)
-        return proc
+        def start(
+            flavour: str, *, poll: float = 1.0, log_level: str = "WARNING"
+        ) -> subprocess.Popen[bytes]:
+            env = {
+                "SKIPLOCK_TEST_APP_DSN": pg_dsn,
+                "SKIPLOCK_TEST_APP_FLAVOUR": flavour,
+                "SKIPLOCK_TEST_APP_POLL": str(poll),
+            }
+            return run(env, log_level)
 
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-    for log in sorted(tmp_path.glob("worker*.log")):
-        text = log.read_text(errors="replace")
-        if "Traceback" in text:
-            print(f"--- {log.name}\n{text}")
+        yield start
 
 
 def test_job_of_a_killed_worker_completes_elsewhere(

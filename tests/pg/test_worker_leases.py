@@ -13,8 +13,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
-import textwrap
 import time
 from collections import Counter
 from typing import TYPE_CHECKING
@@ -30,7 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
-from .workers import enqueue, sql, stop, wait_for
+from .workers import enqueue, sql, stop, wait_for, worker_processes
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -123,38 +121,18 @@ def app(
     tmp_path: Path, pg_dsn: str, invocations: Invocations
 ) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     """Starts ``skiplock worker`` processes of the app; kills what is left at the end."""
-    (tmp_path / f"{_MODULE}.py").write_text(textwrap.dedent(_APP), encoding="utf-8")
-    procs: list[subprocess.Popen[bytes]] = []
+    with worker_processes(tmp_path, _MODULE, _APP) as run:
 
-    def start(*, concurrency: int = 4, prefetch: int = 4) -> subprocess.Popen[bytes]:
-        env = os.environ | {
-            "SKIPLOCK_TEST_APP_DSN": pg_dsn,
-            "SKIPLOCK_TEST_APP_LOG": str(invocations.path),
-            "SKIPLOCK_TEST_APP_CONCURRENCY": str(concurrency),
-            "SKIPLOCK_TEST_APP_PREFETCH": str(prefetch),
-        }
-        command = [sys.executable, "-m", "skiplock", "worker", f"{_MODULE}:engine"]
-        with open(tmp_path / f"worker{len(procs)}.log", "wb") as log:
-            proc = subprocess.Popen(
-                [*command, "--log-level", "INFO"],
-                cwd=tmp_path,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        procs.append(proc)
-        return proc
+        def start(*, concurrency: int = 4, prefetch: int = 4) -> subprocess.Popen[bytes]:
+            env = {
+                "SKIPLOCK_TEST_APP_DSN": pg_dsn,
+                "SKIPLOCK_TEST_APP_LOG": str(invocations.path),
+                "SKIPLOCK_TEST_APP_CONCURRENCY": str(concurrency),
+                "SKIPLOCK_TEST_APP_PREFETCH": str(prefetch),
+            }
+            return run(env, "INFO")
 
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGCONT)  # a frozen one cannot die otherwise
-            proc.kill()
-            proc.wait(10)
-    for log in sorted(tmp_path.glob("worker*.log")):
-        text = log.read_text(errors="replace")
-        if "Traceback" in text:
-            print(f"--- {log.name}\n{text}")
+        yield start
 
 
 def _held_by(dsn: str, pid: int) -> int:

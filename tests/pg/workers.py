@@ -3,7 +3,12 @@ deadline wait, enqueue through a store, stop with SIGTERM."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -12,8 +17,8 @@ import psycopg
 from skiplock.adapters.psycopg import PsycopgJobStore
 
 if TYPE_CHECKING:
-    import subprocess
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator, Mapping
+    from pathlib import Path
 
     from skiplock.core import EnqueueRequest
 
@@ -46,3 +51,41 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
         proc.send_signal(signal.SIGTERM)
     for proc in procs:
         assert proc.wait(30) == 0
+
+
+@contextlib.contextmanager
+def worker_processes(
+    folder: Path, module: str, source: str
+) -> Iterator[Callable[[Mapping[str, str], str], subprocess.Popen[bytes]]]:
+    """Write the app ``module`` into ``folder``; yield ``start(env, log_level)``, which runs
+    ``skiplock worker <module>:engine`` there with ``env`` added to the environment (its
+    output in ``worker<n>.log``). At the end every process left is killed (a frozen one is
+    continued first) and logs with a traceback are printed."""
+    (folder / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(env: Mapping[str, str], log_level: str) -> subprocess.Popen[bytes]:
+        command = [sys.executable, "-m", "skiplock", "worker", f"{module}:engine"]
+        with open(folder / f"worker{len(procs)}.log", "wb") as log:
+            proc = subprocess.Popen(
+                [*command, "--log-level", log_level],
+                cwd=folder,
+                env=os.environ | dict(env),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        procs.append(proc)
+        return proc
+
+    try:
+        yield start
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)  # a frozen one cannot die otherwise
+                proc.kill()
+                proc.wait(10)
+        for log in sorted(folder.glob("worker*.log")):
+            text = log.read_text(errors="replace")
+            if "Traceback" in text:
+                print(f"--- {log.name}\n{text}")
