@@ -102,10 +102,11 @@ class JobStore(Protocol):
         vanished while it was started. Jobs whose ``max_attempts`` was not explicit take
         ``request.max_attempts[kind]`` when given. Honours every limit in the request.
 
-        The claim is also a heartbeat: a registered worker's heartbeat is refreshed to the
-        store's now in the same transaction, so a job is never claimed after its worker's
-        last heartbeat (stale recovery cannot take a job younger than the heartbeat). An
-        unregistered worker id claims as before (nothing to refresh).
+        A claim that takes jobs is also a heartbeat: a registered worker's heartbeat is
+        refreshed to the store's now in the same transaction, so a job is never claimed
+        after its worker's last heartbeat (stale recovery cannot take a job younger than
+        the heartbeat). A claim that takes nothing writes nothing; an unregistered worker
+        id claims as before (nothing to refresh).
         """
         ...
 
