@@ -267,3 +267,28 @@ async def test_a_transactional_jobs_completed_at_is_when_it_completed(
     assert job.claimed_at is not None
     assert job.completed_at is not None
     assert (job.completed_at - job.claimed_at).total_seconds() == 30
+
+
+async def test_heartbeats_pay_for_a_long_job_that_started_without_a_round_trip(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock, poll_interval=60.0, heartbeat_interval=0.02, prefetch=1)
+    gate = Event()
+
+    @engine.processor("job")
+    async def job(payload: int, ctx: JobContext) -> None:
+        if payload == 1:  # the held one: it runs until the test has seen its attempt
+            assert await wait_event(gate, 5.0)
+
+    first, held = [(await engine.enqueue("job", i, priority=9 - i)).id for i in range(2)]
+    worker = engine.worker(concurrency=1, install_signal_handlers=False)
+    task = spawn(worker.run)
+    await eventually(lambda: job_of(store, first).state is JobState.SUCCEEDED)
+    # Running, started from the buffer (unpaid), then paid by a heartbeat's store.start.
+    await eventually(lambda: store.starts >= 1 and job_of(store, held).attempts == 1)
+    assert job_of(store, held).state is JobState.RUNNING
+    gate.set()
+    await eventually(lambda: job_of(store, held).state is JobState.SUCCEEDED)
+    worker.stop()
+    await join(task)
+    assert job_of(store, held).attempts == 1  # the outcome did not pay a second time

@@ -86,6 +86,8 @@ class Dispatcher:
         self.throttled_for: float | None = None
         self.slots = Slots(
             worker_id=scope.worker_id,
+            store=store,
+            on_store_error=lease.store_failed,
             runner=runner,
             completer=completer,
             node_slots=node_slots,
@@ -331,24 +333,6 @@ class Dispatcher:
             free -= 1
             started += 1
         return started
-
-    def pay_for_running(self) -> None:
-        """Have the store count the attempts of running jobs that started without a round
-        trip (after a heartbeat): a long job's attempt then counts while it runs, and a
-        job found no longer this worker's is dropped."""
-        jobs = self.slots.unpaid()
-        if not jobs:
-            return
-        try:
-            confirmed = self._store.start([job.lease for job in jobs])
-        except Exception:
-            self._lease.store_failed()
-            logger.exception("worker %s: paying for started jobs failed", self._scope.worker_id)
-            return
-        self.slots.paid_for(job.id for job, ok in zip(jobs, confirmed, strict=True) if ok)
-        lost = [job.id for job, ok in zip(jobs, confirmed, strict=True) if not ok]
-        if lost:
-            self.slots.drop(lost)
 
     def _quiet(self) -> bool:
         # Under the lock: every running job entered its processor and nothing else is

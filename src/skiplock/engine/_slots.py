@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from skiplock.core import Job
-    from skiplock.ports import Clock, Tracer
+    from skiplock.ports import Clock, JobStore, Tracer
 
     from ._completer import Completer
     from ._limits import NodeSlots
@@ -68,6 +68,8 @@ class Slots:
         self,
         *,
         worker_id: str,
+        store: JobStore,
+        on_store_error: Callable[[], None],
         runner: JobRunner,
         completer: Completer,
         node_slots: NodeSlots,
@@ -77,6 +79,8 @@ class Slots:
         on_finished: Callable[[Job], None],
     ) -> None:
         self._worker_id = worker_id
+        self._store = store
+        self._on_store_error = on_store_error
         self._runner = runner
         self._completer = completer
         self._node_slots = node_slots
@@ -109,18 +113,26 @@ class Slots:
             self._running[job.id] = slot
         slot.task = spawn(self._run, slot)
 
-    def unpaid(self) -> list[Job]:
-        """Running jobs whose attempt the store has not counted yet."""
+    def pay(self) -> None:
+        """Have the store count the attempts of running jobs that started without a round
+        trip (after a heartbeat): a long job's attempt then counts while it runs, and a
+        job found no longer this worker's is dropped."""
         with self._lock:
-            return [slot.job for slot in self._running.values() if not slot.paid]
-
-    def paid_for(self, ids: Iterable[int]) -> None:
-        """The store counted these jobs' attempts."""
+            jobs = [slot.job for slot in self._running.values() if not slot.paid]
+        if not jobs:
+            return
+        try:
+            confirmed = self._store.start([job.lease for job in jobs])
+        except Exception:
+            self._on_store_error()
+            logger.exception("worker %s: paying for started jobs failed", self._worker_id)
+            return
         with self._lock:
-            for job_id in ids:
-                slot = self._running.get(job_id)
-                if slot is not None:
+            for job, ok in zip(jobs, confirmed, strict=True):
+                slot = self._running.get(job.id)
+                if ok and slot is not None:
                     slot.paid = True
+        self.drop(job.id for job, ok in zip(jobs, confirmed, strict=True) if not ok)
 
     def drop(self, ids: Iterable[int] | None) -> None:
         """Interrupt the jobs (``None``: all) that are no longer this worker's; nothing is

@@ -409,7 +409,7 @@ class Worker:
         interval = self._settings.heartbeat_interval
         while not self._finished.wait(interval):
             if self._lease.renew(always=True):
-                self._dispatcher.pay_for_running()
+                self._dispatcher.slots.pay()
 
     def _maintenance_loop(self) -> None:
         while True:

@@ -423,7 +423,7 @@ class AsyncWorker:
         interval = self._settings.heartbeat_interval
         while not await self._finished.wait(interval):
             if await self._lease.renew(always=True):
-                await self._dispatcher.pay_for_running()
+                await self._dispatcher.slots.pay()
 
     async def _maintenance_loop(self) -> None:
         while True:
