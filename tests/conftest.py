@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["skiplock.testing.plugin", "pgfixtures", "pytester"]
+pytest_plugins = ["skiplock.testing.plugin", "tests.pgfixtures", "pytester"]
 
 
 @pytest.fixture

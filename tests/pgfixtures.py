@@ -9,6 +9,11 @@ The admin work goes through psycopg when it is installed, else through asyncpg: 
 asyncpg env installs no psycopg, and the plugin loads in every env (the imports are
 lazy, so the pure-core env needs neither). The tables to empty between tests are read
 from the schema script itself, not listed by hand.
+
+Fixtures: ``pg_session_dsn``/``pg_dsn`` (the session database, emptied per test),
+``make_database`` (empty scratch databases), ``later_database`` (one that does not exist
+yet), ``effects`` (an application table for a processor's own writes). Test folders add
+driver-typed wrappers over these, never their own databases.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import re
 import urllib.parse
 import uuid
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
@@ -113,9 +118,14 @@ def apply_schema(dsn: str) -> None:
     _blocking(lambda: asyncpg.apply_schema(dsn))
 
 
-def create_database(with_schema: bool = False) -> tuple[str, str]:
-    """A new database on the test server: its name and DSN."""
-    name = f"skiplock_test_{uuid.uuid4().hex[:12]}"
+def new_name() -> str:
+    """A fresh, random database name."""
+    return f"skiplock_test_{uuid.uuid4().hex[:12]}"
+
+
+def create_database(with_schema: bool = False, name: str | None = None) -> tuple[str, str]:
+    """A new database on the test server (``name`` or a fresh one): its name and DSN."""
+    name = name or new_name()
     execute(base_dsn(), [f"CREATE DATABASE {quote(name)}"])
     dsn = dsn_for(name)
     if with_schema:
@@ -146,6 +156,22 @@ def make_database() -> Iterator[Callable[[], str]]:
         drop_database(name)
 
 
+class LaterDatabase(NamedTuple):
+    """A database that does not exist yet: its DSN, and ``create()`` to make it (empty)."""
+
+    dsn: str
+    create: Callable[[], object]
+
+
+@pytest.fixture
+def later_database() -> Iterator[LaterDatabase]:
+    """A database that does not exist yet, for tests of what a store does until it does;
+    dropped after the test if it was created."""
+    name = new_name()
+    yield LaterDatabase(dsn_for(name), lambda: create_database(name=name))
+    drop_database(name)
+
+
 @pytest.fixture(scope="session")
 def pg_session_dsn() -> Iterator[str]:
     """One database for the whole session with skiplock's schema applied."""
@@ -161,3 +187,17 @@ def pg_dsn(pg_session_dsn: str) -> str:
     """The session database, skiplock's tables emptied for this test."""
     execute(pg_session_dsn, empty_statements())
     return pg_session_dsn
+
+
+@pytest.fixture
+def effects(pg_dsn: str) -> str:
+    """An application table beside skiplock's, emptied for this test, for a processor's own
+    writes (R10); its qualified name."""
+    execute(
+        pg_dsn,
+        [
+            "CREATE TABLE IF NOT EXISTS public.effects (job_id bigint, note text)",
+            "DELETE FROM public.effects",
+        ],
+    )
+    return "public.effects"

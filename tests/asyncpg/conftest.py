@@ -24,16 +24,8 @@ def apg_session_dsn(pg_session_dsn: str) -> str:
 
 
 @pytest.fixture
-async def apg_dsn(pg_dsn: str) -> str:
+def apg_dsn(pg_dsn: str, effects: str) -> str:
     """The session database, emptied for this test, with an application table."""
-    conn = await asyncpg.connect(pg_dsn)
-    try:
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS public.effects (job_id bigint, note text);"
-            " DELETE FROM public.effects"
-        )
-    finally:
-        await conn.close()
     return pg_dsn
 
 

@@ -30,6 +30,8 @@ from skiplock.core import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from tests.pgfixtures import LaterDatabase
+
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
 
@@ -262,21 +264,16 @@ async def test_unreachable_server_raises_store_error() -> None:
         await store.close()
 
 
-async def test_store_connects_once_its_database_appears(
-    make_database: Callable[[], str],
-) -> None:
-    dsn = make_database()
-    missing = dsn + "_later"
-    store = AsyncpgJobStore(missing, timeout=2.0)
+async def test_store_connects_once_its_database_appears(later_database: LaterDatabase) -> None:
+    store = AsyncpgJobStore(later_database.dsn, timeout=2.0)
     try:
         with pytest.raises(StoreError, match="does not exist"):
             await store.now()
-        await _script(dsn, f'CREATE DATABASE "{missing.rsplit("/", 1)[1]}"')
-        await apply_schema(missing)
+        later_database.create()
+        await apply_schema(later_database.dsn)
         assert await store.counts() == []
     finally:
         await store.close()
-        await _script(dsn, f'DROP DATABASE IF EXISTS "{missing.rsplit("/", 1)[1]}" WITH (FORCE)')
 
 
 async def test_close_is_final(store: AsyncpgJobStore) -> None:

@@ -12,6 +12,7 @@ import pytest
 from skiplock.adapters.asyncpg import AsyncpgJobStore
 from skiplock.testing import Capabilities
 from skiplock.testing.contract import AsyncJobStoreContract
+from tests.contract.pgfaults import PgFaults
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.postgres
 
 
-class _Sql:
+class _Sql(PgFaults):
     async def fetch_value(self, handle: Any, query: str) -> object:
         return await handle.fetchval(query)
 

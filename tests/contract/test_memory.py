@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 
 
 class TestInMemoryJobStore(JobStoreContract):
-    capabilities = Capabilities(controllable_clock=True, statement_timeouts=False)
+    capabilities = Capabilities(
+        controllable_clock=True, statement_timeouts=False, fault_injection=False
+    )
 
     @pytest.fixture
     def store(self, clock: FakeClock) -> Iterator[InMemoryJobStore]:

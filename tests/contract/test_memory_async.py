@@ -33,7 +33,9 @@ pytestmark = pytest.mark.anyio
 
 
 class TestAsyncInMemoryJobStore(AsyncJobStoreContract):
-    capabilities = Capabilities(controllable_clock=True, statement_timeouts=False)
+    capabilities = Capabilities(
+        controllable_clock=True, statement_timeouts=False, fault_injection=False
+    )
 
     @pytest.fixture
     async def store(self, clock: FakeClock) -> AsyncIterator[AsyncInMemoryJobStore]:

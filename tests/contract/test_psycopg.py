@@ -11,6 +11,7 @@ import pytest
 from skiplock.adapters.psycopg import PsycopgJobStore
 from skiplock.testing import Capabilities
 from skiplock.testing.contract import JobStoreContract
+from tests.contract.pgfaults import PgFaults
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.postgres
 
 
-class TestPsycopgJobStore(JobStoreContract):
+class TestPsycopgJobStore(PgFaults, JobStoreContract):
     capabilities = Capabilities(listen_notify=True, controllable_clock=False)
 
     @pytest.fixture

@@ -9,6 +9,7 @@ import pytest
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore
 from skiplock.testing import Capabilities
 from skiplock.testing.contract import AsyncJobStoreContract
+from tests.contract.pgfaults import PgFaults
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.postgres
 
 
-class TestAsyncPsycopgJobStore(AsyncJobStoreContract):
+class TestAsyncPsycopgJobStore(PgFaults, AsyncJobStoreContract):
     capabilities = Capabilities(listen_notify=True, controllable_clock=False)
 
     @pytest.fixture

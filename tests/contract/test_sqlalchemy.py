@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 from skiplock.adapters.sqlalchemy import SessionJobStore
 from skiplock.testing import Capabilities
 from skiplock.testing.contract import JobStoreContract
+from tests.contract.pgfaults import PgFaults
 
 DRIVERS = ["psycopg"]
 
@@ -33,7 +34,7 @@ def driver(request: pytest.FixtureRequest) -> str:
     return driver
 
 
-class TestSessionJobStore(JobStoreContract):
+class TestSessionJobStore(PgFaults, JobStoreContract):
     capabilities = Capabilities(listen_notify=True, controllable_clock=False)
 
     @pytest.fixture

@@ -14,6 +14,7 @@ from sqlalchemy.engine import make_url
 from skiplock.adapters.sqlalchemy import AsyncSessionJobStore
 from skiplock.testing import Capabilities
 from skiplock.testing.contract import AsyncJobStoreContract
+from tests.contract.pgfaults import PgFaults
 
 if True:  # ASYNC
     from sqlalchemy.ext.asyncio import create_async_engine as create_engine
@@ -37,7 +38,7 @@ def driver(request: pytest.FixtureRequest) -> str:
     return driver
 
 
-class TestAsyncSessionJobStore(AsyncJobStoreContract):
+class TestAsyncSessionJobStore(PgFaults, AsyncJobStoreContract):
     capabilities = Capabilities(listen_notify=True, controllable_clock=False)
 
     @pytest.fixture

@@ -69,7 +69,7 @@ def test_run_copy_falls_back_to_insert_for_other_drivers(sa_url: URL) -> None:
     engine.dialect.driver = "elsewhere"  # neither psycopg nor asyncpg: no COPY
     try:
         with engine.begin() as conn:
-            run_copy(conn, "public", "receipts", ["id", "order_id"], [(1, 10), (2, 20)])
+            run_copy(conn, ("public", "receipts"), ["id", "order_id"], [(1, 10), (2, 20)])
         with engine.connect() as conn:
             rows = conn.execute(sa.text("SELECT id, order_id FROM receipts ORDER BY id")).all()
         assert [tuple(r) for r in rows] == [(1, 10), (2, 20)]

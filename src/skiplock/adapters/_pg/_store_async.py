@@ -1,17 +1,17 @@
-"""The driver-neutral half of every PostgreSQL job store (async source; twin generated).
+"""The one PostgreSQL job store, over a driver object (async source; twin generated).
 
-A driver adapter subclasses :class:`AsyncPgJobStoreBase` and supplies connections and
-the few calls that differ between drivers (run one query, run one script, open a
-transaction); the port methods themselves, the step-generator driving and the schema
-check live here once. Imports no driver.
+:class:`AsyncPgJobStore` implements every port method, the rules for the caller's
+connection, the worker-bookkeeping connection, statement timeouts, migrations and the
+schema check once, over an :class:`~._driver_async.AsyncPgDriver` that supplies
+connections and the few calls that differ between drivers. The public psycopg, asyncpg
+and SQLAlchemy stores only build their driver. Imports no driver.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from skiplock._compat_async import Lock
 from skiplock.core import (
@@ -31,6 +31,7 @@ from skiplock.core import (
     validate_identifier,
 )
 
+from ._driver_async import TX, C
 from ._migrate import Rows, SchemaStatus, Step, apply_steps, check_version, status_steps
 from ._ops import (
     claim_needs_transaction,
@@ -56,15 +57,14 @@ from ._rows import (
     utc,
     worker_params,
 )
-from ._sql import Query, Style, channel_name, convert_cached, queries
+from ._sql import Query, channel_name, convert_cached, queries
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Generator, Mapping, Sequence
-    from contextlib import AbstractAsyncContextManager
+
+    from ._driver_async import AsyncPgDriver
 
 T = TypeVar("T")
-#: The driver's connection type.
-C = TypeVar("C")
 
 #: From this many jobs without idempotency keys, enqueue uses COPY (several times faster).
 COPY_THRESHOLD = 500
@@ -86,23 +86,22 @@ def statement_timeout_ms(value: timedelta | float | None) -> int | None:
     return max(1, round(seconds * 1000))
 
 
-class AsyncPgJobStoreBase(ABC, Generic[C]):
-    """Port methods of a PostgreSQL job store, written once over a few driver hooks.
+class AsyncPgJobStore(Generic[C, TX]):
+    """Port methods of a PostgreSQL job store, written once over a driver.
 
-    Subclasses implement the abstract methods: :meth:`_open_pool`, :meth:`_acquire` (a
-    pooled connection, no schema check), :meth:`_begin` (a transaction on a connection),
-    :meth:`_adopt` and :meth:`_commits_each_statement` (the caller's connection), :meth:`_fetch`,
-    :meth:`_script`, :meth:`_copy`, :meth:`_aux_execute`, and the port's ``transaction``,
-    ``autocommit``, ``notifier`` and ``close`` (which bound statements with
-    :meth:`_limit_transaction` and :meth:`_limit_session`).
+    ``C`` is the driver's connection type, ``TX`` what :meth:`transaction` yields.
     """
 
-    def __init__(self, schema: str, style: Style) -> None:
+    def __init__(self, driver: AsyncPgDriver[C, TX], *, schema: str) -> None:
+        self._driver = driver
         self._schema = validate_identifier(schema)
-        self._style: Style = style
-        self._q: Mapping[str, Query] = queries(self._schema, style)
+        self._q: Mapping[str, Query] = queries(self._schema, driver.style)
+        self._open_lock = Lock()
+        self._closed = False
         self._schema_lock = Lock()
         self._schema_checked = False
+        self._aux: C | None = None
+        self._aux_lock = Lock()
 
     @property
     def schema(self) -> str:
@@ -114,101 +113,46 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
         """The NOTIFY channel the trigger signals."""
         return channel_name(self._schema)
 
-    # ---- driver hooks -------------------------------------------------------------------
-
-    @abstractmethod
-    async def _open_pool(self) -> None:
-        """Make the pool usable (idempotent); raise StoreError if the server is down."""
-
-    @abstractmethod
-    def _acquire(self) -> AbstractAsyncContextManager[C]:
-        """A pooled connection outside a transaction (no schema check)."""
-
-    @abstractmethod
-    def _begin(self, conn: C) -> AbstractAsyncContextManager[Any]:
-        """A transaction on ``conn``: commit on exit, roll back on error."""
-
-    def _acquire_autocommit(self) -> AbstractAsyncContextManager[C]:
-        """A pooled connection for single statements (default: :meth:`_acquire`)."""
-        return self._acquire()
-
-    @abstractmethod
-    async def _adopt(self, connection: Any) -> C:
-        """The driver connection behind a caller's ``connection=`` (TypeError if it is
-        not one this driver takes)."""
-
-    @abstractmethod
-    def _commits_each_statement(self, conn: C) -> bool:
-        """True if no transaction is open on the caller's ``conn`` and each statement
-        would commit on its own (autocommit mode, outside a transaction block)."""
-
-    @abstractmethod
-    async def _fetch(self, conn: C, query: Query, params: Mapping[str, Any]) -> Rows:
-        """Run one converted query; its rows as dicts (empty when it returns none)."""
-
-    @abstractmethod
-    async def _script(self, conn: C, sql: str) -> None:
-        """Run a parameterless script of one or more statements."""
-
-    @abstractmethod
-    async def _copy(
-        self, conn: C, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
-    ) -> None:
-        """COPY ``rows`` into ``table`` (in this store's schema) on ``conn``."""
-
-    @abstractmethod
-    async def _aux_execute(self, name: str, params: Mapping[str, Any]) -> Rows:
-        """Run a named query on the worker-bookkeeping connection (heartbeats)."""
-
-    async def _limit_transaction(self, conn: C, statement_timeout: float | None) -> None:
-        """``SET LOCAL statement_timeout`` in the transaction open on ``conn`` (None: keep
-        the server's setting); it ends with the transaction."""
-        ms = statement_timeout_ms(statement_timeout)
-        if ms is not None:
-            await self._execute(conn, "set_statement_timeout", {"value": f"{ms}ms", "local": True})
-
-    @asynccontextmanager
-    async def _limit_session(self, conn: C, statement_timeout: float | None) -> AsyncIterator[C]:
-        """``statement_timeout`` on the autocommit connection ``conn`` while the block
-        runs; the previous value is restored before the connection goes back to a pool."""
-        ms = statement_timeout_ms(statement_timeout)
-        if ms is None:
-            yield conn
-            return
-        [row] = await self._execute(conn, "swap_statement_timeout", {"value": f"{ms}ms"})
-        try:
-            yield conn
-        finally:
-            await self._execute(
-                conn, "set_statement_timeout", {"value": row["previous"], "local": False}
-            )
-
     # ---- shared plumbing ------------------------------------------------------------------
-
-    async def _run_step(self, conn: C, step: Step) -> Rows:
-        if step.params is None:
-            await self._script(conn, step.sql)
-            return []
-        return await self._fetch(conn, convert_cached(step.sql, self._style), step.params)
 
     async def _run(self, conn: C, steps: Generator[Step, Rows, T]) -> T:
         """Drive a step generator on ``conn`` (the caller decides about the transaction)."""
+        driver = self._driver
         try:
             step = next(steps)
             while True:
-                rows = await self._run_step(conn, step)
+                if step.params is None:
+                    await driver.script(conn, step.sql)
+                    rows: Rows = []
+                else:
+                    query = convert_cached(step.sql, driver.style)
+                    rows = await driver.fetch(conn, query, step.params)
                 step = steps.send(rows)
         except StopIteration as stop:
             result: T = stop.value
             return result
 
     async def _execute(self, conn: C, name: str, params: Mapping[str, Any]) -> Rows:
-        return await self._fetch(conn, self._q[name], params)
+        return await self._driver.fetch(conn, self._q[name], params)
 
-    # A plain read through a method: the flag changes while a task waits for the lock (a
-    # type checker would otherwise assume it cannot).
+    # Plain reads through methods: the flags change while a task waits for a lock (a type
+    # checker would otherwise assume they cannot).
     def _is_schema_checked(self) -> bool:
         return self._schema_checked
+
+    def _is_closed(self) -> bool:
+        return self._closed
+
+    async def _open_pool(self) -> None:
+        if self._is_closed():
+            raise RuntimeError("the store is closed")
+        if self._driver.is_open():
+            return
+        async with self._open_lock:
+            if self._is_closed():
+                raise RuntimeError("the store is closed")
+            if not self._driver.is_open():
+                await self._driver.open()
 
     async def _ensure_schema(self, conn: C | None) -> None:
         """Refuse a schema older than the code (SchemaVersionError), once per store."""
@@ -218,7 +162,7 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
             if self._is_schema_checked():
                 return
             if conn is None:
-                async with self._acquire() as own:
+                async with self._driver.acquire() as own:
                     status = await self._run(own, status_steps(self._schema))
             else:
                 status = await self._run(conn, status_steps(self._schema))
@@ -226,35 +170,85 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
             self._schema_checked = True
 
     @asynccontextmanager
-    async def _pooled(self, *, autocommit: bool = False) -> AsyncIterator[C]:
+    async def _pooled(self, *, autocommit: bool = False, check: bool = True) -> AsyncIterator[C]:
         await self._open_pool()
-        await self._ensure_schema(None)
-        async with self._acquire_autocommit() if autocommit else self._acquire() as conn:
+        if check:
+            await self._ensure_schema(None)
+        driver = self._driver
+        async with driver.acquire_autocommit() if autocommit else driver.acquire() as conn:
             yield conn
 
     @asynccontextmanager
-    async def _use(self, connection: Any, *, atomic: bool = False) -> AsyncIterator[C]:
+    async def _use(
+        self, connection: Any, *, atomic: bool = False, check: bool = True
+    ) -> AsyncIterator[C]:
         """The caller's connection (R0: never committed here) or a pooled one, in a
-        transaction if ``atomic``; schema checked either way.
+        transaction if ``atomic``; schema checked either way unless not ``check``.
 
         On a caller's connection that commits each statement (autocommit, no transaction
         open) an ``atomic`` operation opens a short transaction of its own: it is all or
         nothing on every driver. A transaction the caller opened is used as is.
         """
+        driver = self._driver
         if connection is not None:
-            conn = await self._adopt(connection)
-            await self._ensure_schema(conn)
-            if atomic and self._commits_each_statement(conn):
-                async with self._begin(conn):
+            conn = await driver.adopt(connection)
+            if check:
+                await self._ensure_schema(conn)
+            if atomic and driver.commits_each_statement(conn):
+                async with driver.begin(conn):
                     yield conn
             else:
                 yield conn
         elif atomic:
-            async with self._pooled() as conn, self._begin(conn):
+            async with self._pooled(check=check) as conn, driver.begin(conn):
                 yield conn
         else:
-            async with self._pooled(autocommit=True) as conn:
+            async with self._pooled(autocommit=True, check=check) as conn:
                 yield conn
+
+    # ---- the port's connections -----------------------------------------------------------
+
+    @asynccontextmanager
+    async def transaction(self, *, statement_timeout: float | None = None) -> AsyncIterator[TX]:
+        """A transaction on a pooled connection: commit on exit, rollback on error. Yields
+        the driver's handle (the connection; a session with SQLAlchemy).
+
+        ``statement_timeout`` (seconds) is ``SET LOCAL`` in the transaction.
+        """
+        ms = statement_timeout_ms(statement_timeout)
+        driver = self._driver
+        async with (
+            self._pooled() as conn,
+            driver.lent(conn, autocommit=False),
+            driver.transaction(conn) as handle,
+        ):
+            if ms is not None:
+                await self._execute(
+                    conn, "set_statement_timeout", {"value": f"{ms}ms", "local": True}
+                )
+            yield handle
+
+    @asynccontextmanager
+    async def autocommit(self, *, statement_timeout: float | None = None) -> AsyncIterator[C]:
+        """A pooled connection outside any transaction (e.g. CREATE INDEX CONCURRENTLY).
+
+        ``statement_timeout`` (seconds) is set on the connection for the block and the
+        previous value restored before it goes back to the pool (where the driver allows
+        session settings; else it is validated only).
+        """
+        ms = statement_timeout_ms(statement_timeout)
+        driver = self._driver
+        async with self._pooled(autocommit=True) as conn, driver.lent(conn, autocommit=True):
+            if ms is None or not driver.session_settings:
+                yield conn
+                return
+            [row] = await self._execute(conn, "swap_statement_timeout", {"value": f"{ms}ms"})
+            try:
+                yield conn
+            finally:
+                await self._execute(
+                    conn, "set_statement_timeout", {"value": row["previous"], "local": False}
+                )
 
     # ---- lifecycle and schema -------------------------------------------------------------
 
@@ -266,22 +260,45 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
         await self._open_pool()
         await self._ensure_schema(None)
 
+    async def close(self) -> None:
+        """Close the bookkeeping connection, and the pool if the store made it. Idempotent;
+        a closed store cannot be used again."""
+        self._closed = True
+        async with self._aux_lock:
+            aux, self._aux = self._aux, None
+            if aux is not None:
+                await self._driver.disconnect(aux, broken=False)
+        async with self._open_lock:
+            await self._driver.close()
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
     async def check_schema(self) -> SchemaStatus:
         """The schema's migration status; raises SchemaVersionError if it is older."""
         status = await self.schema_status()
         check_version(status)
         return status
 
-    async def schema_status(self) -> SchemaStatus:
-        """Applied and pending migrations (never raises for an old schema)."""
-        await self._open_pool()
-        async with self._acquire() as conn, self._begin(conn):
+    async def schema_status(self, *, connection: Any = None) -> SchemaStatus:
+        """Applied and pending migrations (never raises for an old schema).
+
+        ``connection=``: read them on the caller's connection (as for the port methods).
+        """
+        async with self._use(connection, atomic=True, check=False) as conn:
             return await self._run(conn, status_steps(self._schema))
 
-    async def apply_schema(self) -> list[str]:
-        """Apply pending migrations (safe to run concurrently); returns the names applied."""
-        await self._open_pool()
-        async with self._acquire() as conn, self._begin(conn):
+    async def apply_schema(self, *, connection: Any = None) -> list[str]:
+        """Apply pending migrations (safe to run concurrently); returns the names applied.
+
+        ``connection=``: apply them in the caller's open transaction, never committed here
+        (or, on an autocommit connection, in a transaction of their own).
+        """
+        async with self._use(connection, atomic=True, check=False) as conn:
             applied = await self._run(conn, apply_steps(self._schema))
         self._schema_checked = False
         return applied
@@ -319,7 +336,7 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
         ids: list[int] = list(reserved["ids"])
         now: datetime = reserved["now"]
         rows = [(job_id, *row) for job_id, row in zip(ids, copy_rows(requests, now), strict=True)]
-        await self._copy(conn, "jobs", COPY_COLUMNS, rows)
+        await self._driver.copy(conn, self._schema, "jobs", COPY_COLUMNS, rows)
         return [EnqueueResult(id=job_id, created=True) for job_id in ids]
 
     async def claim(self, request: ClaimRequest) -> list[Job]:
@@ -453,3 +470,34 @@ class AsyncPgJobStoreBase(ABC, Generic[C]):
             total += count
             if count < batch_size:
                 return total
+
+    # ---- the worker-bookkeeping connection ----------------------------------------------
+
+    async def _aux_execute(self, name: str, params: Mapping[str, Any]) -> Rows:
+        """Run a named query on the dedicated bookkeeping connection (heartbeats), so a busy
+        pool never starves it; reconnect once if it broke."""
+        # A worker registers first: refuse an old schema before anything runs.
+        await self.open()
+        driver = self._driver
+        async with self._aux_lock:
+            for attempt in range(2):
+                if self._aux is None or driver.is_closed(self._aux):
+                    await self._drop_aux(broken=True)
+                    self._aux = await driver.connect()
+                if self._aux is None:  # the driver has no connection outside the pool
+                    break
+                try:
+                    return await self._execute(self._aux, name, params)
+                except Exception as exc:
+                    if not driver.is_disconnect(exc):
+                        raise
+                    await self._drop_aux(broken=True)
+                    if attempt:
+                        raise
+        async with self._pooled(autocommit=True) as conn:
+            return await self._execute(conn, name, params)
+
+    async def _drop_aux(self, *, broken: bool) -> None:
+        aux, self._aux = self._aux, None
+        if aux is not None:
+            await self._driver.disconnect(aux, broken=broken)

@@ -1,21 +1,23 @@
-"""asyncpg specifics shared by the store and the notifier: queries, connection checks and
-the dedicated (non-pool) connections for heartbeats and LISTEN."""
+"""The asyncpg driver of the PostgreSQL store, and the dedicated (non-pool) connections
+for heartbeats and LISTEN that it shares with the notifier."""
 
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import asyncpg
 from asyncpg.pool import Pool, PoolConnectionProxy
 
+from skiplock.adapters._pg._driver_async import AsyncPgDriver
 from skiplock.core import StoreError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import AsyncIterator, Mapping, Sequence
 
     from skiplock.adapters._pg._migrate import Rows
-    from skiplock.adapters._pg._sql import Query
+    from skiplock.adapters._pg._sql import Query, Style
 
 #: Errors that mean the connection (or the server) is gone, not that a query was wrong.
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
@@ -28,23 +30,6 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     # The server's FATAL arrived but not yet the end of the stream: the protocol is stuck.
     asyncpg.exceptions.InternalClientError,
 )
-
-
-async def fetch(conn: Any, query: Query, params: Mapping[str, Any]) -> Rows:
-    """Run one ``$n`` query; its rows as dicts (empty when it returns none)."""
-    records = await conn.fetch(query.text, *query.args(params))
-    return [dict(r.items()) for r in records]
-
-
-async def script(conn: Any, sql: str) -> None:
-    """Run a parameterless script; without arguments asyncpg uses the simple protocol,
-    which accepts several statements and prepares nothing."""
-    await conn.execute(sql)
-
-
-def is_connection(value: object) -> bool:
-    """An asyncpg connection, or a pool's proxy of one (what ``pool.acquire()`` yields)."""
-    return isinstance(value, asyncpg.Connection | PoolConnectionProxy)
 
 
 class Connector:
@@ -90,3 +75,160 @@ class Connector:
 def connect_error(exc: BaseException) -> StoreError:
     """The StoreError raised when no connection could be had."""
     return StoreError(f"cannot get a PostgreSQL connection: {type(exc).__name__}: {exc}")
+
+
+async def _keep_session(conn: Any) -> None:
+    """Pool reset of owned pools: asyncpg still rolls back an open transaction, but the
+    session-level reset (UNLISTEN, RESET ALL, advisory unlock) is skipped: the store
+    sets no session state, connections lent to user code are reset on their return, and
+    behind PgBouncer the reset would hit whichever server connection it picks."""
+
+
+class AsyncpgDriver(AsyncPgDriver[Any, Any]):
+    """Connections from an asyncpg pool: one the driver creates on first use from a DSN
+    (closed with the store) or the caller's; dedicated ones through a :class:`Connector`."""
+
+    style: ClassVar[Style] = "numeric"
+
+    def __init__(
+        self,
+        pool_or_dsn: str | Pool,
+        *,
+        pgbouncer: bool,
+        min_size: int,
+        max_size: int,
+        timeout: float,
+        connect_kwargs: Mapping[str, Any],
+    ) -> None:
+        given: object = pool_or_dsn  # checked at runtime: callers may pass anything
+        self._dsn: str | None
+        self.pool: Pool | None
+        if isinstance(given, str):
+            self._dsn, self.pool, self._owns_pool = given, None, True
+            self._pool_sizes = (min_size, max_size)
+        elif isinstance(given, Pool):
+            self._dsn, self.pool, self._owns_pool = None, given, False
+            self._pool_sizes = (given.get_min_size(), given.get_max_size())
+        else:
+            raise TypeError(
+                f"pool_or_dsn must be a DSN string or an asyncpg.Pool, got {type(given).__name__}"
+            )
+        self.pgbouncer = pgbouncer
+        # PgBouncer: a session setting would land on whichever server connection it picks.
+        self.session_settings = not pgbouncer
+        self._timeout = timeout
+        self._connect_kwargs = dict(connect_kwargs)
+        self.connector = Connector(dsn=self._dsn, pool=self.pool, connect_kwargs=connect_kwargs)
+
+    # ---- the connection source ----------------------------------------------------------
+
+    def is_open(self) -> bool:
+        return self.pool is not None
+
+    async def open(self) -> None:
+        min_size, max_size = self._pool_sizes
+        # No session reset on release (asyncpg's default costs a round trip per checkout,
+        # a third of a single enqueue): the store's own statements leave no session state,
+        # and the connections lent to user code (transaction(), autocommit()) are reset
+        # when they come back (see lent()).
+        extra: dict[str, Any] = {"reset": _keep_session}
+        pool = asyncpg.create_pool(
+            self._dsn, min_size=min_size, max_size=max_size, **extra, **self._connect_kwargs
+        )
+        try:
+            await pool
+        except (*CONNECTION_ERRORS, asyncpg.PostgresError) as exc:
+            # Nothing to keep: the next use tries again (the server, or the database, may
+            # come up later).
+            pool.terminate()
+            raise connect_error(exc) from exc
+        self.pool = pool
+
+    async def close(self) -> None:
+        if self._owns_pool and self.pool is not None:
+            pool, self.pool = self.pool, None
+            await pool.close()
+
+    @asynccontextmanager
+    async def acquire(self) -> AsyncIterator[Any]:
+        pool = self.pool
+        assert pool is not None, "the store opens the pool first"
+        try:
+            conn = await pool.acquire(timeout=self._timeout)
+        except CONNECTION_ERRORS as exc:
+            raise connect_error(exc) from exc
+        try:
+            yield conn
+        finally:
+            await pool.release(conn)
+
+    @asynccontextmanager
+    async def lent(self, conn: Any, *, autocommit: bool) -> AsyncIterator[None]:
+        """Reset the session state user code may have left on a lent connection (SET,
+        LISTEN, session advisory locks) before it goes back to an owned pool."""
+        try:
+            yield
+        finally:
+            if self._owns_pool and not self.pgbouncer and not conn.is_closed():
+                with contextlib.suppress(*CONNECTION_ERRORS):  # the pool replaces it
+                    await conn.reset()
+
+    async def connect(self) -> Any:
+        try:
+            return await self.connector.open()
+        except CONNECTION_ERRORS as exc:
+            raise connect_error(exc) from exc
+
+    async def disconnect(self, conn: Any, *, broken: bool) -> None:
+        await self.connector.close(conn, broken=broken)
+
+    def is_closed(self, conn: Any) -> bool:
+        return bool(conn.is_closed())
+
+    def is_disconnect(self, exc: BaseException) -> bool:
+        return isinstance(exc, CONNECTION_ERRORS)
+
+    # ---- transactions -------------------------------------------------------------------
+
+    def begin(self, conn: Any) -> Any:
+        return conn.transaction()
+
+    @asynccontextmanager
+    async def transaction(self, conn: Any) -> AsyncIterator[Any]:
+        async with conn.transaction():
+            yield conn
+
+    async def adopt(self, connection: Any) -> Any:
+        # A connection, or a pool's proxy of one (what ``pool.acquire()`` yields).
+        if isinstance(connection, asyncpg.Connection | PoolConnectionProxy):
+            return connection
+        raise TypeError(
+            "connection= must be an asyncpg Connection (or what transaction() yields), "
+            f"got {type(connection).__name__}"
+        )
+
+    def commits_each_statement(self, conn: Any) -> bool:
+        return not conn.is_in_transaction()
+
+    # ---- statements ---------------------------------------------------------------------
+
+    async def fetch(self, conn: Any, query: Query, params: Mapping[str, Any]) -> Rows:
+        records = await conn.fetch(query.text, *query.args(params))
+        return [dict(r.items()) for r in records]
+
+    async def script(self, conn: Any, text: str) -> None:
+        # Without arguments asyncpg uses the simple protocol, which accepts several
+        # statements and prepares nothing.
+        await conn.execute(text)
+
+    async def copy(
+        self,
+        conn: Any,
+        schema: str,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[tuple[Any, ...]],
+    ) -> None:
+        await conn.copy_records_to_table(
+            table, records=rows, columns=list(columns), schema_name=schema
+        )

@@ -6,16 +6,15 @@ import psycopg
 
 from skiplock.adapters._pg import SchemaStatus
 from skiplock.adapters._pg import schema_sql as _schema_sql
-from skiplock.core import validate_identifier
 
-from ._driver import apply_migrations, read_status
+from ._store import PsycopgJobStore
 
 
 def apply_schema(conninfo: str, schema: str = "skiplock") -> list[str]:
     """Apply pending migrations (idempotent, safe concurrently); returns their names."""
-    validate_identifier(schema)
+    store = PsycopgJobStore(conninfo, schema=schema)  # its pool is never opened
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        return apply_migrations(conn, schema)
+        return store.apply_schema(connection=conn)
 
 
 def schema_sql(schema: str = "skiplock") -> str:
@@ -25,6 +24,6 @@ def schema_sql(schema: str = "skiplock") -> str:
 
 def schema_status(conninfo: str, schema: str = "skiplock") -> SchemaStatus:
     """Applied and pending migrations of ``schema``."""
-    validate_identifier(schema)
+    store = PsycopgJobStore(conninfo, schema=schema)
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        return read_status(conn, schema)
+        return store.schema_status(connection=conn)

@@ -7,37 +7,30 @@ This module is the generated sync twin of ``_store_async.py``.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-from psycopg import Connection, sql
-from psycopg.pq import TransactionStatus
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg import Connection
 
-from skiplock._compat import Lock
 from skiplock.adapters._pg._store import COPY_THRESHOLD as COPY_THRESHOLD  # re-export
-from skiplock.adapters._pg._store import PgJobStoreBase, statement_timeout_ms
-from skiplock.core import StoreError
+from skiplock.adapters._pg._store import PgJobStore, statement_timeout_ms
 
-from ._driver import execute
+from ._driver import PsycopgDriver
 from ._notify import PsycopgNotifier
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
     from datetime import timedelta
 
-    from skiplock.adapters._pg._migrate import Rows
-    from skiplock.adapters._pg._sql import Query
+    from psycopg_pool import ConnectionPool
 
 
-class PsycopgJobStore(PgJobStoreBase[Connection[Any]]):
+class PsycopgJobStore(PgJobStore[Connection[Any], Connection[Any]]):
     """Jobs in PostgreSQL through psycopg 3 and psycopg_pool.
 
     ``conninfo_or_pool`` is a connection string (the store creates, owns and closes its
     pool of ``min_size``..``max_size`` autocommit connections) or a
     :class:`~psycopg_pool.ConnectionPool` the caller owns (it must be open; the store
     never closes it). ``statement_timeout`` bounds every statement on an owned pool.
+    :meth:`transaction` and :meth:`autocommit` yield pooled ``Connection`` objects.
 
     ``timeout`` bounds the wait for a pooled connection (and for the first connection:
     an unreachable server raises StoreError).
@@ -67,211 +60,27 @@ class PsycopgJobStore(PgJobStoreBase[Connection[Any]]):
         statement_timeout: timedelta | float | None = None,
         timeout: float = 30.0,
     ) -> None:
-        super().__init__(schema, "pyformat")
-        self._timeout_ms = statement_timeout_ms(statement_timeout)
-        self._timeout = timeout
-        self._connect_kwargs: dict[str, Any] = {}
-        self._conninfo: str | None
-        self._pool: ConnectionPool[Any]
-        given: object = conninfo_or_pool  # checked at runtime: callers may pass anything
-        if isinstance(given, str):
-            self._conninfo = given
-            self._pool = ConnectionPool(
-                given,
-                min_size=min_size,
-                max_size=max_size,
-                kwargs={"autocommit": True},
-                configure=self._configure if self._timeout_ms is not None else None,
-                open=False,
-                timeout=timeout,
-                name=f"skiplock-{schema}",
-            )
-            self._owns_pool = True
-        elif isinstance(given, ConnectionPool):
-            self._pool = given
-            pool_conninfo = given.conninfo
-            self._conninfo = pool_conninfo if isinstance(pool_conninfo, str) else None
-            if isinstance(given.kwargs, dict):
-                self._connect_kwargs = dict(given.kwargs)
-            self._owns_pool = False
-        else:
-            expected = ConnectionPool.__name__
-            raise TypeError(
-                f"conninfo_or_pool must be a connection string or a {expected}, "
-                f"got {type(given).__name__}"
-            )
-        self._lock = Lock()
-        self._pool_ready = not self._owns_pool
-        self._closed = False
-        self._aux: Connection[Any] | None = None
-        self._aux_lock = Lock()
+        self._psycopg = PsycopgDriver(
+            conninfo_or_pool,
+            name=f"skiplock-{schema}",
+            min_size=min_size,
+            max_size=max_size,
+            timeout_ms=statement_timeout_ms(statement_timeout),
+            timeout=timeout,
+        )
+        super().__init__(self._psycopg, schema=schema)
 
     @property
     def pool(self) -> ConnectionPool[Any]:
         """The connection pool (owned or the caller's)."""
-        return self._pool
-
-    # ---- lifecycle ----------------------------------------------------------------
-
-    def _configure(self, conn: Connection[Any]) -> None:
-        conn.execute("SELECT set_config('statement_timeout', %s, false)", [f"{self._timeout_ms}ms"])
-
-    # A plain read through a method: the flag changes while a thread waits for the
-    # lock (a type checker would otherwise assume it cannot).
-    def _is_pool_ready(self) -> bool:
-        return self._pool_ready
-
-    def _open_pool(self) -> None:
-        if self._is_pool_ready():
-            return
-        with self._lock:
-            if self._is_pool_ready():
-                return
-            if self._closed:
-                raise RuntimeError("the store is closed")
-            # No wait=True: a pool that cannot fill in time closes for good, while a
-            # worker should survive a database that comes up a little later.
-            self._pool.open()
-            self._pool_ready = True
-
-    def close(self) -> None:
-        """Close the heartbeat connection and the pool if the store owns it."""
-        self._closed = True
-        with self._aux_lock:
-            if self._aux is not None:
-                self._aux.close()
-                self._aux = None
-        if self._owns_pool:
-            self._pool.close()
-            self._pool_ready = False
-
-    def __enter__(self) -> PsycopgJobStore:
-        self.open()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    # ---- connections ----------------------------------------------------------------
-
-    def _adopt(self, connection: Any) -> Connection[Any]:
-        if isinstance(connection, Connection):
-            return connection
-        expected = Connection.__name__
-        raise TypeError(
-            f"connection= must be a psycopg {expected} (what transaction() yields), "
-            f"got {type(connection).__name__}"
-        )
-
-    def _commits_each_statement(self, conn: Connection[Any]) -> bool:
-        # Without autocommit psycopg opens a transaction itself (the caller commits it).
-        return conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
-
-    @contextmanager
-    def _acquire(self) -> Iterator[Connection[Any]]:
-        try:
-            conn = self._pool.getconn()
-        except PoolTimeout as exc:
-            raise StoreError(f"no PostgreSQL connection within {self._timeout} s: {exc}") from exc
-        try:
-            with conn:  # commit or roll back like pool.connection()
-                yield conn
-        finally:
-            self._pool.putconn(conn)
-
-    @contextmanager
-    def transaction(self, *, statement_timeout: float | None = None) -> Iterator[Connection[Any]]:
-        """A pooled connection inside a transaction: commit on exit, rollback on error.
-
-        ``statement_timeout`` (seconds) is ``SET LOCAL`` in the transaction.
-        """
-        with self._pooled() as conn, conn.transaction():
-            self._limit_transaction(conn, statement_timeout)
-            yield conn
-
-    @contextmanager
-    def autocommit(self, *, statement_timeout: float | None = None) -> Iterator[Connection[Any]]:
-        """A pooled connection in autocommit mode (e.g. CREATE INDEX CONCURRENTLY).
-
-        ``statement_timeout`` (seconds) is set on the connection for the block and the
-        previous value restored before it goes back to the pool.
-        """
-        with self._pooled() as conn:
-            switch = not conn.autocommit
-            if switch:
-                conn.set_autocommit(True)
-            try:
-                with self._limit_session(conn, statement_timeout):
-                    yield conn
-            finally:
-                if switch:
-                    conn.set_autocommit(False)
-
-    def _limit_transaction(self, conn: Connection[Any], statement_timeout: float | None) -> None:
-        ms = statement_timeout_ms(statement_timeout)
-        if ms is not None:
-            conn.execute(
-                "SELECT set_config('statement_timeout', %s, true)", [f"{ms}ms"], prepare=False
-            )
-
-    def _begin(self, conn: Connection[Any]) -> Any:
-        return conn.transaction()
-
-    def _fetch(self, conn: Connection[Any], query: Query, params: Mapping[str, Any]) -> Rows:
-        return execute(conn, query, params)
-
-    def _script(self, conn: Connection[Any], script: str) -> None:
-        with conn.cursor() as cur:
-            # A script may hold several statements; without parameters psycopg sends it
-            # as is (no placeholder parsing, no prepared statement).
-            cur.execute(script, prepare=False)
-
-    def _copy(
-        self,
-        conn: Connection[Any],
-        table: str,
-        columns: Sequence[str],
-        rows: Sequence[tuple[Any, ...]],
-    ) -> None:
-        statement = sql.SQL("COPY {}.{} ({}) FROM STDIN").format(
-            sql.Identifier(self._schema),
-            sql.Identifier(table),
-            sql.SQL(", ").join(map(sql.Identifier, columns)),
-        )
-        with conn.cursor() as cur, cur.copy(statement) as copy:
-            for row in rows:
-                copy.write_row(row)
-
-    # ---- workers ----------------------------------------------------------------------
-
-    def _aux_execute(self, name: str, params: Mapping[str, Any]) -> Rows:
-        """Run on the dedicated worker connection (reconnecting once if it broke)."""
-        if self._conninfo is None:
-            with self._pooled() as conn:
-                return self._execute(conn, name, params)
-        # A worker registers first: refuse an old schema before anything runs.
-        self._open_pool()
-        self._ensure_schema(None)
-        with self._aux_lock:
-            for attempt in range(2):
-                if self._aux is None or self._aux.closed:
-                    self._aux = Connection.connect(
-                        self._conninfo, **(self._connect_kwargs | {"autocommit": True})
-                    )
-                try:
-                    return self._execute(self._aux, name, params)
-                except psycopg.OperationalError:
-                    self._aux.close()
-                    self._aux = None
-                    if attempt:
-                        raise
-        raise AssertionError("unreachable: the second attempt returns or raises")
+        return self._psycopg.pool
 
     def notifier(self) -> PsycopgNotifier | None:
         """A LISTEN notifier on its own connection (None if the pool's conninfo is not a
         string, e.g. a callable: then workers poll)."""
-        if self._conninfo is None:
+        conninfo = self._psycopg.conninfo
+        if conninfo is None:
             return None
         return PsycopgNotifier(
-            self._conninfo, channel=self.channel, connect_kwargs=self._connect_kwargs
+            conninfo, channel=self.channel, connect_kwargs=self._psycopg.connect_kwargs
         )

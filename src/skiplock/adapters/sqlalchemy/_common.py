@@ -1,4 +1,5 @@
-"""Helpers of both SQLAlchemy stores and the Alembic helper (hand-written, sync only).
+"""Helpers of both SQLAlchemy drivers (hand-written, sync only: the async driver runs
+them through ``run_sync``).
 
 The SQL is the shared ``_pg`` SQL: queries converted to the ``named`` style become cached
 ``text()`` constructs (``:name`` binds, which every SQLAlchemy PostgreSQL driver takes),
@@ -9,22 +10,18 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import AdaptedConnection
 
-from skiplock.adapters._pg._sql import convert_cached, quote_identifier
+from skiplock.adapters._pg._sql import quote_identifier
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Sequence
+    from collections.abc import Sequence
 
     from sqlalchemy import Connection, TextClause
     from sqlalchemy.engine import URL, Dialect
-
-    from skiplock.adapters._pg._migrate import Rows, Step
-
-T = TypeVar("T")
 
 logger = logging.getLogger("skiplock.adapters.sqlalchemy")
 
@@ -48,6 +45,12 @@ def run_script(conn: Connection, script: str) -> None:
     """
     # SQLAlchemy and its asyncio adapters begin the transaction lazily, on a statement.
     conn.exec_driver_sql("SELECT 1")
+    run_raw(conn, script)
+
+
+def run_raw(conn: Connection, script: str) -> None:
+    """Send a parameterless script straight to the driver's connection (no SQLAlchemy
+    transaction handling: on an autocommit connection ``BEGIN`` opens a block)."""
     dbapi = conn.connection.dbapi_connection
     if dbapi is None:
         raise RuntimeError("the SQLAlchemy connection has no DBAPI connection")
@@ -61,16 +64,19 @@ def run_script(conn: Connection, script: str) -> None:
         cursor.close()
 
 
+def in_autocommit(conn: Connection) -> bool:
+    """Whether the driver's connection under ``conn`` is in autocommit mode (an AUTOCOMMIT
+    isolation level): SQLAlchemy's ``begin()`` then reaches no server."""
+    return getattr(conn.connection.dbapi_connection, "autocommit", False) is True
+
+
 def run_copy(
-    conn: Connection,
-    schema: str,
-    table: str,
-    columns: Sequence[str],
-    rows: Sequence[tuple[Any, ...]],
+    conn: Connection, into: tuple[str, str], columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
 ) -> None:
-    """Bulk-load ``rows`` into ``schema.table`` in ``conn``'s current transaction (which a
-    statement on ``conn`` has begun): COPY through the driver when it is asyncpg or
-    psycopg, else a multi-row INSERT through SQLAlchemy."""
+    """Bulk-load ``rows`` into the table ``into`` (schema, table) in ``conn``'s current
+    transaction (which a statement on ``conn`` has begun): COPY through the driver when it
+    is asyncpg or psycopg, else a multi-row INSERT through SQLAlchemy."""
+    schema, table = into
     dbapi = conn.connection.dbapi_connection
     driver = conn.dialect.driver
     if driver == "asyncpg" and isinstance(dbapi, AdaptedConnection):
@@ -101,24 +107,6 @@ def run_copy(
     binds = ", ".join(f":c{i}" for i in range(len(columns)))
     insert = text(f"INSERT INTO {target} ({names}) VALUES ({binds})")
     conn.execute(insert, [{f"c{i}": v for i, v in enumerate(row)} for row in rows])
-
-
-def run_steps(conn: Connection, steps: Generator[Step, Rows, T]) -> T:
-    """Drive a ``_pg`` step generator on a sync connection (the Alembic helper's need)."""
-    try:
-        step = next(steps)
-        while True:
-            if step.params is None:
-                run_script(conn, step.sql)
-                rows: Rows = []
-            else:
-                query = text_of(convert_cached(step.sql, "named").text)
-                result = conn.execute(query, dict(step.params))
-                rows = [dict(r) for r in result.mappings()] if result.returns_rows else []
-            step = steps.send(rows)
-    except StopIteration as stop:
-        value: T = stop.value
-        return value
 
 
 def _url_arguments(dialect: Dialect, url: URL) -> tuple[list[Any], dict[str, Any]]:

@@ -7,38 +7,32 @@ This module is the generated sync twin of ``_store_async.py``.
 
 from __future__ import annotations
 
-import contextlib
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-
-from skiplock._compat import Lock
-from skiplock.adapters._pg._store import PgJobStoreBase, statement_timeout_ms
-from skiplock.core import StoreError
+from skiplock.adapters._pg._store import PgJobStore
 
 from ._classes import Connection, Engine, Session
-from ._common import logger, run_copy, run_script, text_of
+from ._common import logger
+from ._driver import SqlAlchemyDriver
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
-
-    from skiplock.adapters._pg._migrate import Rows
-    from skiplock.adapters._pg._sql import Query
     from skiplock.ports import Notifier
 
 
-class SessionJobStore(PgJobStoreBase[Connection]):
+class SessionJobStore(PgJobStore[Connection, Session]):
     """Jobs in PostgreSQL through a SQLAlchemy 2 ``Engine`` (psycopg).
 
     The store uses the engine's pool and never disposes the engine: it is the caller's.
     Single statements run on autocommit connections, multi-statement operations in a
-    transaction.
+    transaction. :meth:`autocommit` yields a ``Connection`` of the engine in
+    AUTOCOMMIT mode.
 
     ``connection=`` (R0) takes the caller's ``Session`` or ``Connection`` (or
     what :meth:`transaction` yields); the operation runs in its open transaction (pending
-    ORM changes of a session are flushed first) and never commits or rolls back.
+    ORM changes of a session are flushed first) and never commits or rolls back. On a
+    connection in AUTOCOMMIT mode, a multi-statement operation (e.g. ``enqueue`` with
+    idempotency keys) opens a short transaction of its own on the driver's connection:
+    all or nothing, as on every driver.
 
     :meth:`transaction` yields a ``Session`` in a transaction: processors get it as
     ``ctx.session`` (alias ``ctx.connection``), and their ORM writes commit atomically with
@@ -50,145 +44,13 @@ class SessionJobStore(PgJobStoreBase[Connection]):
     """
 
     def __init__(self, engine: Engine, *, schema: str = "skiplock") -> None:
-        given: object = engine  # checked at runtime: callers may pass anything
-        if not isinstance(given, Engine):
-            expected = Engine.__name__  # outside the f-string: unasync renames it
-            raise TypeError(f"engine must be a SQLAlchemy {expected}, got {type(given).__name__}")
-        if engine.dialect.name != "postgresql":
-            raise ValueError(f"skiplock needs PostgreSQL, got a {engine.dialect.name!r} engine")
-        super().__init__(schema, "named")
+        super().__init__(SqlAlchemyDriver(engine), schema=schema)
         self._engine = engine
-        self._autocommit_engine = engine.execution_options(isolation_level="AUTOCOMMIT")
-        self._aux: Connection | None = None
-        self._aux_lock = Lock()
 
     @property
     def engine(self) -> Engine:
         """The engine the store runs on."""
         return self._engine
-
-    def close(self) -> None:
-        """Return the heartbeat connection to the pool (the engine stays open)."""
-        with self._aux_lock:
-            aux, self._aux = self._aux, None
-            if aux is not None:
-                aux.close()
-
-    def __enter__(self) -> SessionJobStore:
-        self.open()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    # ---- driver hooks -------------------------------------------------------------------
-
-    def _open_pool(self) -> None:
-        """Nothing to do: the engine's pool connects on demand."""
-
-    def _connect(self, engine: Engine) -> Connection:
-        try:
-            return engine.connect()
-        except (PoolTimeoutError, DBAPIError, OSError) as exc:
-            raise StoreError(f"cannot get a PostgreSQL connection: {exc}") from exc
-
-    @contextmanager
-    def _connection(self, engine: Engine) -> Iterator[Connection]:
-        conn = self._connect(engine)
-        try:
-            yield conn
-        finally:
-            conn.close()
-
-    def _acquire(self) -> contextlib.AbstractContextManager[Connection]:
-        # Not the autocommit engine: _begin() must open a real transaction on it.
-        return self._connection(self._engine)
-
-    def _begin(self, conn: Connection) -> contextlib.AbstractContextManager[Any]:
-        return conn.begin()
-
-    def _adopt(self, connection: Any) -> Connection:
-        if isinstance(connection, Session):
-            # What autoflush does before a query: the session's pending ORM changes reach
-            # the database first, in the same transaction (R10: they commit together).
-            connection.flush()
-            return connection.connection()
-        if isinstance(connection, Connection):
-            return connection
-        session, conn = Session.__name__, Connection.__name__
-        raise TypeError(
-            f"connection= must be a SQLAlchemy {session} or {conn} (what transaction() "
-            f"yields), got {type(connection).__name__}"
-        )
-
-    def _acquire_autocommit(self) -> contextlib.AbstractContextManager[Connection]:
-        return self._connection(self._autocommit_engine)
-
-    def _commits_each_statement(self, conn: Connection) -> bool:
-        # SQLAlchemy begins a transaction on first use (a caller's session or connection);
-        # an AUTOCOMMIT engine's begin() would not reach the database anyway.
-        return False
-
-    def _fetch(self, conn: Connection, query: Query, params: Mapping[str, Any]) -> Rows:
-        result = conn.execute(text_of(query.text), dict(params))
-        if not result.returns_rows:
-            return []
-        return [dict(row) for row in result.mappings()]
-
-    def _script(self, conn: Connection, sql: str) -> None:
-        run_script(conn, sql)
-
-    def _copy(
-        self,
-        conn: Connection,
-        table: str,
-        columns: Sequence[str],
-        rows: Sequence[tuple[Any, ...]],
-    ) -> None:
-        run_copy(conn, self._schema, table, columns, rows)
-
-    def _aux_execute(self, name: str, params: Mapping[str, Any]) -> Rows:
-        """Run on the dedicated worker connection (reconnecting once if it broke)."""
-        self._ensure_schema(None)
-        with self._aux_lock:
-            for attempt in range(2):
-                if self._aux is None:
-                    self._aux = self._connect(self._autocommit_engine)
-                try:
-                    return self._execute(self._aux, name, params)
-                except DBAPIError as exc:
-                    aux, self._aux = self._aux, None
-                    with contextlib.suppress(Exception):  # already broken: nothing to release
-                        aux.close()
-                    if attempt or not exc.connection_invalidated:
-                        raise
-        raise AssertionError("unreachable: the second attempt returns or raises")
-
-    # ---- port methods that are not shared -------------------------------------------------
-
-    @contextmanager
-    def transaction(self, *, statement_timeout: float | None = None) -> Iterator[Session]:
-        """A ``Session`` in a transaction: commit on exit, rollback on error.
-
-        ``statement_timeout`` (seconds) is ``SET LOCAL`` in the transaction.
-        """
-        ms = statement_timeout_ms(statement_timeout)
-        self._ensure_schema(None)
-        with Session(self._engine, expire_on_commit=False) as session, session.begin():
-            if ms is not None:
-                query = self._q["set_statement_timeout"]
-                session.execute(text_of(query.text), {"value": f"{ms}ms", "local": True})
-            yield session
-
-    @contextmanager
-    def autocommit(self, *, statement_timeout: float | None = None) -> Iterator[Connection]:
-        """A ``Connection`` in autocommit mode (e.g. CREATE INDEX CONCURRENTLY).
-
-        ``statement_timeout`` (seconds) is set on the connection for the block and the
-        previous value restored before it goes back to the pool.
-        """
-        with self._use(None) as conn, self._limit_session(conn, statement_timeout):
-            yield conn
 
     def notifier(self) -> Notifier | None:
         """A LISTEN notifier on a connection of its own, or None (workers then poll).

@@ -27,10 +27,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Table
 
-from skiplock.adapters._pg._migrate import apply_steps
 from skiplock.core import validate_identifier
 
-from ._common import run_steps
+from ._store import SessionJobStore
 
 if TYPE_CHECKING:
     from alembic.operations import Operations
@@ -65,10 +64,13 @@ def apply_skiplock_migrations(
             "apply_skiplock_migrations needs a database connection; in Alembic's offline "
             "(--sql) mode include the output of `skiplock schema sql` instead"
         )
+    # The store's own migration path, in the connection's transaction (never committed
+    # there: Alembic commits it); its engine is only named, no pool connection is taken.
+    store = SessionJobStore(conn.engine, schema=schema)
     if conn.in_transaction():
-        return run_steps(conn, apply_steps(schema))
+        return store.apply_schema(connection=conn)
     with conn.begin():
-        return run_steps(conn, apply_steps(schema))
+        return store.apply_schema(connection=conn)
 
 
 def _schema_of(item: SchemaItem | None) -> str | None:

@@ -7,8 +7,8 @@ Requires ``pytest_plugins = ["skiplock.testing.plugin"]`` in your ``conftest.py`
 
 from __future__ import annotations
 
-from .capabilities import Capabilities
+from .capabilities import Capabilities, InjectedFault
 from .store import JobStoreContract
 from .store_async import AsyncJobStoreContract
 
-__all__ = ["AsyncJobStoreContract", "Capabilities", "JobStoreContract"]
+__all__ = ["AsyncJobStoreContract", "Capabilities", "InjectedFault", "JobStoreContract"]

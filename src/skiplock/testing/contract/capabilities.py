@@ -1,4 +1,5 @@
-"""What a store under test can do; the contract kit skips what it cannot."""
+"""What a store under test can do; the contract kit skips what it cannot. Also the
+exception a store's injected statement fault raises (shared by both flavours)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ class Capabilities:
     #: of the block (a SQL store; the contract class then overrides ``fetch_value``).
     #: False: the store accepts and ignores it (the in-memory store).
     statement_timeouts: bool = True
+    #: The contract class overrides ``failing_key_lookup`` so the kit can make the second
+    #: statement of a keyed enqueue fail (a SQL store) and check nothing was written.
+    #: False: the store has no such statement (the in-memory store's enqueue is one step).
+    fault_injection: bool = True
 
     def supports(self, name: str) -> bool:
         """Whether capability ``name`` is on; unknown names raise ValueError."""
@@ -34,3 +39,7 @@ class Capabilities:
             known = ", ".join(attrs.fields_dict(type(self)))
             raise ValueError(f"unknown store capability {name!r} (known: {known})")
         return bool(getattr(self, name))
+
+
+class InjectedFault(Exception):
+    """Raised by a statement a contract test made fail (see ``fault_injection``)."""

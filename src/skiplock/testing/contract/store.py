@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ._admin import AdminContract
+from ._atomicity import AtomicityContract
 from ._claim import ClaimContract
 from ._completion import CompletionContract
 from ._enqueue import EnqueueContract
@@ -52,6 +53,7 @@ class JobStoreContract(
     EnqueueContract,
     ClaimContract,
     TransactionContract,
+    AtomicityContract,
     StatementTimeoutContract,
     CompletionContract,
     AdminContract,

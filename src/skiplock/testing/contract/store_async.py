@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ._admin_async import AsyncAdminContract
+from ._atomicity_async import AsyncAtomicityContract
 from ._claim_async import AsyncClaimContract
 from ._completion_async import AsyncCompletionContract
 from ._enqueue_async import AsyncEnqueueContract
@@ -49,6 +50,7 @@ class AsyncJobStoreContract(
     AsyncEnqueueContract,
     AsyncClaimContract,
     AsyncTransactionContract,
+    AsyncAtomicityContract,
     AsyncStatementTimeoutContract,
     AsyncCompletionContract,
     AsyncAdminContract,

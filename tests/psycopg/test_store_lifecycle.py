@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import psycopg
 import pytest
 
 from skiplock.adapters.psycopg import PsycopgJobStore
@@ -23,6 +22,7 @@ from skiplock.core import (
     Succeeded,
     WorkerInfo,
 )
+from tests.pghelpers import sql
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -40,12 +40,6 @@ def store(pg_dsn: str) -> Iterator[PsycopgJobStore]:
     store = PsycopgJobStore(pg_dsn, max_size=4)
     yield store
     store.close()
-
-
-def _sql(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        cur = conn.execute(query, params)
-        return cur.fetchall() if cur.description else []
 
 
 def _claim(**fields: Any) -> ClaimRequest:
@@ -110,11 +104,11 @@ def test_immediate_retry_in_a_transaction_wakes_the_listeners(
 
 
 def _silence(dsn: str) -> None:
-    _sql(dsn, "UPDATE skiplock.workers SET heartbeat_at = now() - interval '3 hours'")
+    sql(dsn, "UPDATE skiplock.workers SET heartbeat_at = now() - interval '3 hours'")
 
 
 def _heartbeat(dsn: str) -> datetime:
-    [(at,)] = _sql(dsn, "SELECT heartbeat_at FROM skiplock.workers WHERE id = 'w1'")
+    [(at,)] = sql(dsn, "SELECT heartbeat_at FROM skiplock.workers WHERE id = 'w1'")
     moment: datetime = at
     return moment
 
@@ -145,7 +139,7 @@ def test_a_claim_that_takes_jobs_refreshes_the_heartbeat(
 def test_a_plain_sql_insert_takes_the_claiming_worker_max_attempts(
     store: PsycopgJobStore, pg_dsn: str
 ) -> None:
-    [(job_id,)] = _sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('pg.sql') RETURNING id")
+    [(job_id,)] = sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('pg.sql') RETURNING id")
     inserted = store.get(job_id)
     assert inserted is not None
     assert (inserted.max_attempts, inserted.explicit_max_attempts) == (5, False)

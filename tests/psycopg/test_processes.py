@@ -17,13 +17,12 @@ import psycopg
 import pytest
 
 from skiplock.core import EnqueueRequest
+from tests.pghelpers import enqueue, sql, stop, wait_for, worker_processes
 
 if TYPE_CHECKING:
     import subprocess
     from collections.abc import Callable, Iterator
     from pathlib import Path
-
-from .workers import enqueue, sql, stop, wait_for, worker_processes
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -31,6 +30,7 @@ _APP = """
 import asyncio
 import os
 import signal
+import sys
 import time
 
 import psycopg
@@ -94,6 +94,19 @@ if os.environ["SKIPLOCK_TEST_APP_FLAVOUR"] == "async":
             await asyncio.sleep(1.0)  # the test freezes the process in here
         await ctx.connection.execute(RUN, [ctx.job_id, ctx.attempt, os.getpid()])
 
+    @engine.processor("proc.nap", transactional=True)
+    async def nap(payload, ctx):
+        started(ctx.job_id, ctx.attempt)
+        await asyncio.sleep(0.3)
+        await ctx.connection.execute(RUN, [ctx.job_id, ctx.attempt, os.getpid()])
+
+    @engine.processor("proc.exit")
+    async def leave(payload, ctx):
+        started(ctx.job_id, ctx.attempt)
+        if payload == "exit":
+            sys.exit(3)
+        raise KeyboardInterrupt
+
 else:
     engine = Engine(PsycopgJobStore(DSN, max_size=12), settings)
 
@@ -129,6 +142,19 @@ else:
         if ctx.attempt == 1:
             time.sleep(1.0)  # the test freezes the process in here
         ctx.connection.execute(RUN, [ctx.job_id, ctx.attempt, os.getpid()])
+
+    @engine.processor("proc.nap", transactional=True)
+    def nap(payload, ctx):
+        started(ctx.job_id, ctx.attempt)
+        time.sleep(0.3)
+        ctx.connection.execute(RUN, [ctx.job_id, ctx.attempt, os.getpid()])
+
+    @engine.processor("proc.exit")
+    def leave(payload, ctx):
+        started(ctx.job_id, ctx.attempt)
+        if payload == "exit":
+            sys.exit(3)
+        raise KeyboardInterrupt
 """
 
 _MODULE = "skiplock_pg_process_app"
@@ -248,6 +274,52 @@ def test_second_signal_releases_running_jobs_and_unregisters(
         "SELECT status, attempts, claimed_by, last_error FROM skiplock.jobs WHERE id = %s",
         job_id,
     ) == [("pending", 0, None, None)]
+    assert sql(pg_dsn, "SELECT count(*) FROM skiplock.workers") == [(0,)]
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("how", "status", "error"),
+    [("exit", 3, "SystemExit: 3"), ("interrupt", 130, "KeyboardInterrupt")],
+)
+def test_an_exit_in_a_processor_fails_its_job_and_stops_the_worker_cleanly(
+    app: Callable[..., subprocess.Popen[bytes]],
+    pg_dsn: str,
+    flavour: str,
+    how: str,
+    status: int,
+    error: str,
+) -> None:
+    # Issue 9: sys.exit(3) in a processor used to end the process with every claimed
+    # job left running, most of them never started.
+    leaver = EnqueueRequest(
+        kind="proc.exit", payload=how, priority=1, max_attempts=1, explicit_max_attempts=True
+    )
+    [bad_id] = enqueue(pg_dsn, [leaver])
+    others = enqueue(pg_dsn, [EnqueueRequest(kind="proc.nap") for _ in range(40)])
+    worker = app(flavour)
+    assert worker.wait(30) == status
+    jobs = {
+        job_id: rest
+        for job_id, *rest in sql(
+            pg_dsn, "SELECT id, status, attempts, claims, claimed_by, last_error FROM skiplock.jobs"
+        )
+    }
+    assert [s for s, *_ in jobs.values() if s == "running"] == []
+    bad_status, bad_attempts, _, _, last_error = jobs[bad_id]
+    assert (bad_status, bad_attempts) == ("dead", 1)
+    assert last_error.startswith(error)
+    started = {job_id for (job_id,) in sql(pg_dsn, "SELECT job_id FROM public.started")}
+    ran = {job_id for (job_id,) in sql(pg_dsn, "SELECT job_id FROM public.runs")}
+    assert started - {bad_id} == ran  # what started finished, in the graceful stop
+    for job_id in others:
+        if job_id in started:
+            assert jobs[job_id][:2] == ["succeeded", 1]
+        else:  # never started: no attempt paid, nobody's claim
+            assert jobs[job_id][:2] == ["pending", 0]
+            assert jobs[job_id][3] is None
+    # Claimed and held, never started: released, not left running.
+    assert any(jobs[i][2] > 0 for i in others if i not in started)
     assert sql(pg_dsn, "SELECT count(*) FROM skiplock.workers") == [(0,)]
 
 

@@ -23,12 +23,11 @@ import pytest
 from skiplock import AsyncEngine, JobContext, Settings
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore
 from skiplock.core import EnqueueRequest
+from tests.pghelpers import enqueue, sql, stop, wait_for, worker_processes
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
-
-from .workers import enqueue, sql, stop, wait_for, worker_processes
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

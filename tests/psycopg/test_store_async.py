@@ -29,6 +29,7 @@ from skiplock.core import (
     Succeeded,
     WorkerInfo,
 )
+from tests.pghelpers import sql
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -43,15 +44,6 @@ async def store(pg_dsn: str) -> AsyncIterator[AsyncPsycopgJobStore]:
     await store.close()
 
 
-@pytest.fixture
-def effects(pg_dsn: str) -> str:
-    """An application table for a processor's own writes (R10)."""
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS public.effects (job_id bigint, note text)")
-        conn.execute("TRUNCATE public.effects")
-    return "public.effects"
-
-
 def _req(kind: str = "pg.job", **fields: Any) -> EnqueueRequest:
     return EnqueueRequest(kind=kind, **fields)
 
@@ -60,14 +52,8 @@ def _claim(worker_id: str = "w1", limit: int = 10, **fields: Any) -> ClaimReques
     return ClaimRequest(worker_id=worker_id, limit=limit, **fields)
 
 
-def _rows(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    """Read through a separate connection: what other sessions see (committed data)."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        return conn.execute(query, params).fetchall()
-
-
 def _job_count(dsn: str) -> int:
-    [(count,)] = _rows(dsn, "SELECT count(*) FROM skiplock.jobs")
+    [(count,)] = sql(dsn, "SELECT count(*) FROM skiplock.jobs")
     return int(count)
 
 
@@ -199,8 +185,8 @@ async def test_processor_write_and_completion_commit_together(
         assert await store.complete(
             [Completion(lease=job.lease, outcome=Succeeded())], connection=tx
         ) == [True]
-    assert _rows(pg_dsn, "SELECT job_id FROM public.effects") == [(job.id,)]
-    assert _rows(pg_dsn, "SELECT status FROM skiplock.jobs") == [("succeeded",)]
+    assert sql(pg_dsn, "SELECT job_id FROM public.effects") == [(job.id,)]
+    assert sql(pg_dsn, "SELECT status FROM skiplock.jobs") == [("succeeded",)]
 
 
 async def test_processor_failure_rolls_back_write_and_completion(
@@ -216,8 +202,8 @@ async def test_processor_failure_rolls_back_write_and_completion(
 
     with pytest.raises(RuntimeError):
         await _in_transaction(store, process)
-    assert _rows(pg_dsn, "SELECT * FROM public.effects") == []
-    assert _rows(pg_dsn, "SELECT status, claimed_by FROM skiplock.jobs") == [("running", "w1")]
+    assert sql(pg_dsn, "SELECT * FROM public.effects") == []
+    assert sql(pg_dsn, "SELECT status, claimed_by FROM skiplock.jobs") == [("running", "w1")]
 
 
 async def test_lost_lease_inside_the_job_transaction_rolls_back_the_processor_writes(
@@ -240,8 +226,8 @@ async def test_lost_lease_inside_the_job_transaction_rolls_back_the_processor_wr
 
     with pytest.raises(LeaseLostError):
         await _in_transaction(store, process)
-    assert _rows(pg_dsn, "SELECT * FROM public.effects") == []
-    assert _rows(pg_dsn, "SELECT status FROM skiplock.jobs") == [("pending",)]
+    assert sql(pg_dsn, "SELECT * FROM public.effects") == []
+    assert sql(pg_dsn, "SELECT status FROM skiplock.jobs") == [("pending",)]
 
 
 async def test_autocommit_runs_statements_that_refuse_transactions(
@@ -252,7 +238,7 @@ async def test_autocommit_runs_statements_that_refuse_transactions(
         await conn.execute(
             "CREATE INDEX CONCURRENTLY IF NOT EXISTS effects_job ON public.effects (job_id)"
         )
-    assert _rows(pg_dsn, "SELECT indexname FROM pg_indexes WHERE indexname = 'effects_job'")
+    assert sql(pg_dsn, "SELECT indexname FROM pg_indexes WHERE indexname = 'effects_job'")
 
 
 # ---- pools and settings --------------------------------------------------------------------
@@ -313,7 +299,7 @@ async def test_heartbeat_uses_the_database_clock(store: AsyncPsycopgJobStore, pg
     before = await store.now()
     await store.heartbeat("hb")
     after = await store.now()
-    [(beat, kinds)] = _rows(pg_dsn, "SELECT heartbeat_at, kinds FROM skiplock.workers")
+    [(beat, kinds)] = sql(pg_dsn, "SELECT heartbeat_at, kinds FROM skiplock.workers")
     assert before <= beat <= after
     assert kinds == ["a"]
 
@@ -322,14 +308,14 @@ async def test_heartbeat_survives_a_lost_connection(
     store: AsyncPsycopgJobStore, pg_dsn: str
 ) -> None:
     await store.register_worker(WorkerInfo(id="hb", host="h", pid=7))
-    _rows(
+    sql(
         pg_dsn,
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
         "WHERE datname = current_database() AND pid <> pg_backend_pid()",
     )
     await store.heartbeat("hb")  # the dedicated connection reconnects once
     await store.heartbeat("hb")
-    assert _rows(pg_dsn, "SELECT id FROM skiplock.workers") == [("hb",)]
+    assert sql(pg_dsn, "SELECT id FROM skiplock.workers") == [("hb",)]
 
 
 async def test_recover_stale_runs_on_one_node_at_a_time(
@@ -358,7 +344,7 @@ async def test_purge_runs_on_one_node_at_a_time_and_archives(
         other_node.execute("SELECT pg_advisory_unlock(%s)", [key])
     assert await store.purge(older_than=timedelta(0), archive=True, batch_size=2) == 5
     assert _job_count(pg_dsn) == 0
-    archived = _rows(
+    archived = sql(
         pg_dsn, "SELECT id, status, payload, attempts FROM skiplock.jobs_archive ORDER BY id"
     )
     assert archived == [(j.id, "succeeded", j.payload, 1) for j in sorted(jobs, key=lambda j: j.id)]
@@ -376,7 +362,7 @@ async def test_duplicate_enqueue_from_two_connections_creates_one_job(
         task = spawn(store.enqueue, [_req(idempotency_key="same")])
 
         def second_is_waiting() -> bool:
-            rows = _rows(
+            rows = sql(
                 pg_dsn,
                 "SELECT count(*) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND wait_event_type = 'Lock'",
@@ -399,7 +385,7 @@ async def test_duplicate_enqueue_after_the_other_rolled_back_creates_its_own(
         task = spawn(store.enqueue, [_req(idempotency_key="same")])
 
         def second_is_waiting() -> bool:
-            rows = _rows(
+            rows = sql(
                 pg_dsn,
                 "SELECT count(*) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND wait_event_type = 'Lock'",
@@ -411,7 +397,7 @@ async def test_duplicate_enqueue_after_the_other_rolled_back_creates_its_own(
         [second] = await join(task)
     assert second.created
     assert second.id != abandoned.id
-    assert _rows(pg_dsn, "SELECT id FROM skiplock.jobs") == [(second.id,)]
+    assert sql(pg_dsn, "SELECT id FROM skiplock.jobs") == [(second.id,)]
 
 
 async def test_cluster_limit_is_strict_for_claimers_on_separate_pools(pg_dsn: str) -> None:
@@ -468,9 +454,7 @@ async def test_cluster_limit_is_strict_for_claimers_on_separate_pools(pg_dsn: st
     assert len(claimed) == len(set(claimed)) == total
     assert observed
     assert max(observed) <= limit
-    assert _rows(pg_dsn, "SELECT DISTINCT status, attempts FROM skiplock.jobs") == [
-        ("succeeded", 1)
-    ]
+    assert sql(pg_dsn, "SELECT DISTINCT status, attempts FROM skiplock.jobs") == [("succeeded", 1)]
 
 
 # ---- bulk --------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from skiplock.core import (
     Succeeded,
     WorkerInfo,
 )
+from tests.pghelpers import sql
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -45,15 +46,6 @@ def store(pg_dsn: str) -> Iterator[PsycopgJobStore]:
     store.close()
 
 
-@pytest.fixture
-def effects(pg_dsn: str) -> str:
-    """An application table for a processor's own writes (R10)."""
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS public.effects (job_id bigint, note text)")
-        conn.execute("TRUNCATE public.effects")
-    return "public.effects"
-
-
 def _req(kind: str = "pg.job", **fields: Any) -> EnqueueRequest:
     return EnqueueRequest(kind=kind, **fields)
 
@@ -62,14 +54,8 @@ def _claim(worker_id: str = "w1", limit: int = 10, **fields: Any) -> ClaimReques
     return ClaimRequest(worker_id=worker_id, limit=limit, **fields)
 
 
-def _rows(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    """Read through a separate connection: what other sessions see (committed data)."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        return conn.execute(query, params).fetchall()
-
-
 def _job_count(dsn: str) -> int:
-    [(count,)] = _rows(dsn, "SELECT count(*) FROM skiplock.jobs")
+    [(count,)] = sql(dsn, "SELECT count(*) FROM skiplock.jobs")
     return int(count)
 
 
@@ -187,8 +173,8 @@ def test_processor_write_and_completion_commit_together(
         assert store.complete(
             [Completion(lease=job.lease, outcome=Succeeded())], connection=tx
         ) == [True]
-    assert _rows(pg_dsn, "SELECT job_id FROM public.effects") == [(job.id,)]
-    assert _rows(pg_dsn, "SELECT status FROM skiplock.jobs") == [("succeeded",)]
+    assert sql(pg_dsn, "SELECT job_id FROM public.effects") == [(job.id,)]
+    assert sql(pg_dsn, "SELECT status FROM skiplock.jobs") == [("succeeded",)]
 
 
 def test_processor_failure_rolls_back_write_and_completion(
@@ -204,8 +190,8 @@ def test_processor_failure_rolls_back_write_and_completion(
 
     with pytest.raises(RuntimeError):
         _in_transaction(store, process)
-    assert _rows(pg_dsn, "SELECT * FROM public.effects") == []
-    assert _rows(pg_dsn, "SELECT status, claimed_by FROM skiplock.jobs") == [("running", "w1")]
+    assert sql(pg_dsn, "SELECT * FROM public.effects") == []
+    assert sql(pg_dsn, "SELECT status, claimed_by FROM skiplock.jobs") == [("running", "w1")]
 
 
 def test_lost_lease_inside_the_job_transaction_rolls_back_the_processor_writes(
@@ -226,8 +212,8 @@ def test_lost_lease_inside_the_job_transaction_rolls_back_the_processor_writes(
 
     with pytest.raises(LeaseLostError):
         _in_transaction(store, process)
-    assert _rows(pg_dsn, "SELECT * FROM public.effects") == []
-    assert _rows(pg_dsn, "SELECT status FROM skiplock.jobs") == [("pending",)]
+    assert sql(pg_dsn, "SELECT * FROM public.effects") == []
+    assert sql(pg_dsn, "SELECT status FROM skiplock.jobs") == [("pending",)]
 
 
 def test_autocommit_runs_statements_that_refuse_transactions(
@@ -238,7 +224,7 @@ def test_autocommit_runs_statements_that_refuse_transactions(
         conn.execute(
             "CREATE INDEX CONCURRENTLY IF NOT EXISTS effects_job ON public.effects (job_id)"
         )
-    assert _rows(pg_dsn, "SELECT indexname FROM pg_indexes WHERE indexname = 'effects_job'")
+    assert sql(pg_dsn, "SELECT indexname FROM pg_indexes WHERE indexname = 'effects_job'")
 
 
 # ---- pools and settings --------------------------------------------------------------------
@@ -299,21 +285,21 @@ def test_heartbeat_uses_the_database_clock(store: PsycopgJobStore, pg_dsn: str) 
     before = store.now()
     store.heartbeat("hb")
     after = store.now()
-    [(beat, kinds)] = _rows(pg_dsn, "SELECT heartbeat_at, kinds FROM skiplock.workers")
+    [(beat, kinds)] = sql(pg_dsn, "SELECT heartbeat_at, kinds FROM skiplock.workers")
     assert before <= beat <= after
     assert kinds == ["a"]
 
 
 def test_heartbeat_survives_a_lost_connection(store: PsycopgJobStore, pg_dsn: str) -> None:
     store.register_worker(WorkerInfo(id="hb", host="h", pid=7))
-    _rows(
+    sql(
         pg_dsn,
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
         "WHERE datname = current_database() AND pid <> pg_backend_pid()",
     )
     store.heartbeat("hb")  # the dedicated connection reconnects once
     store.heartbeat("hb")
-    assert _rows(pg_dsn, "SELECT id FROM skiplock.workers") == [("hb",)]
+    assert sql(pg_dsn, "SELECT id FROM skiplock.workers") == [("hb",)]
 
 
 def test_recover_stale_runs_on_one_node_at_a_time(store: PsycopgJobStore, pg_dsn: str) -> None:
@@ -338,7 +324,7 @@ def test_purge_runs_on_one_node_at_a_time_and_archives(store: PsycopgJobStore, p
         other_node.execute("SELECT pg_advisory_unlock(%s)", [key])
     assert store.purge(older_than=timedelta(0), archive=True, batch_size=2) == 5
     assert _job_count(pg_dsn) == 0
-    archived = _rows(
+    archived = sql(
         pg_dsn, "SELECT id, status, payload, attempts FROM skiplock.jobs_archive ORDER BY id"
     )
     assert archived == [(j.id, "succeeded", j.payload, 1) for j in sorted(jobs, key=lambda j: j.id)]
@@ -356,7 +342,7 @@ def test_duplicate_enqueue_from_two_connections_creates_one_job(
         task = spawn(store.enqueue, [_req(idempotency_key="same")])
 
         def second_is_waiting() -> bool:
-            rows = _rows(
+            rows = sql(
                 pg_dsn,
                 "SELECT count(*) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND wait_event_type = 'Lock'",
@@ -379,7 +365,7 @@ def test_duplicate_enqueue_after_the_other_rolled_back_creates_its_own(
         task = spawn(store.enqueue, [_req(idempotency_key="same")])
 
         def second_is_waiting() -> bool:
-            rows = _rows(
+            rows = sql(
                 pg_dsn,
                 "SELECT count(*) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND wait_event_type = 'Lock'",
@@ -391,7 +377,7 @@ def test_duplicate_enqueue_after_the_other_rolled_back_creates_its_own(
         [second] = join(task)
     assert second.created
     assert second.id != abandoned.id
-    assert _rows(pg_dsn, "SELECT id FROM skiplock.jobs") == [(second.id,)]
+    assert sql(pg_dsn, "SELECT id FROM skiplock.jobs") == [(second.id,)]
 
 
 def test_cluster_limit_is_strict_for_claimers_on_separate_pools(pg_dsn: str) -> None:
@@ -446,9 +432,7 @@ def test_cluster_limit_is_strict_for_claimers_on_separate_pools(pg_dsn: str) -> 
     assert len(claimed) == len(set(claimed)) == total
     assert observed
     assert max(observed) <= limit
-    assert _rows(pg_dsn, "SELECT DISTINCT status, attempts FROM skiplock.jobs") == [
-        ("succeeded", 1)
-    ]
+    assert sql(pg_dsn, "SELECT DISTINCT status, attempts FROM skiplock.jobs") == [("succeeded", 1)]
 
 
 # ---- bulk --------------------------------------------------------------------------------

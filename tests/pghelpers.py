@@ -1,5 +1,11 @@
-"""Helpers of the tests that run worker processes against a real server: plain SQL, a
-deadline wait, enqueue through a store, stop with SIGTERM."""
+"""Helpers of the tests that run worker processes against a real server: a deadline wait,
+the process launcher, stop with SIGTERM; plain SQL and enqueue through psycopg.
+
+Imported as ``tests.pghelpers`` (pytest puts the repository root on ``sys.path``): the
+driver-named test folders have no ``__init__.py``, so that ``tests/psycopg`` and
+``tests/asyncpg`` cannot shadow the drivers. psycopg is imported only by the functions
+that use it: tox's asyncpg env has no psycopg, and its process tests use the rest.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +18,6 @@ import textwrap
 import time
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-
-from skiplock.adapters.psycopg import PsycopgJobStore
-
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
     from pathlib import Path
@@ -24,7 +26,9 @@ if TYPE_CHECKING:
 
 
 def sql(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    """Run one statement on its own autocommit connection; its rows, if any."""
+    """Run one statement on its own autocommit connection (psycopg); its rows, if any."""
+    import psycopg
+
     with psycopg.connect(dsn, autocommit=True) as conn:
         cur = conn.execute(query, params)
         return cur.fetchall() if cur.description else []
@@ -40,7 +44,9 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def enqueue(dsn: str, requests: list[EnqueueRequest]) -> list[int]:
-    """Create jobs through the store; their ids in request order."""
+    """Create jobs through the psycopg store; their ids in request order."""
+    from skiplock.adapters.psycopg import PsycopgJobStore
+
     with PsycopgJobStore(dsn) as store:
         return [r.id for r in store.enqueue(requests)]
 

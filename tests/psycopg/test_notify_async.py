@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore, AsyncPsycopgNotifier, apply_schema
 from skiplock.core import EnqueueRequest
+from tests.pghelpers import sql
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -33,18 +34,12 @@ async def notifier(store: AsyncPsycopgJobStore) -> AsyncIterator[AsyncPsycopgNot
     await notifier.close()
 
 
-def _sql(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        cur = conn.execute(query, params)
-        return cur.fetchall() if cur.description else []
-
-
 async def test_plain_sql_insert_wakes_the_notifier_within_a_second(
     notifier: AsyncPsycopgNotifier, pg_dsn: str
 ) -> None:
     assert not await notifier.wait(0.05)
     started = time.monotonic()
-    _sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('sql.inserted')")
+    sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('sql.inserted')")
     assert await notifier.wait(1.0)
     assert time.monotonic() - started < 1.0
 
@@ -80,12 +75,12 @@ async def test_listener_reconnects_after_its_backend_is_terminated(
 ) -> None:
     pid = notifier.backend_pid
     assert pid is not None
-    assert _sql(pg_dsn, "SELECT pg_terminate_backend(%s)", pid) == [(True,)]
+    assert sql(pg_dsn, "SELECT pg_terminate_backend(%s)", pid) == [(True,)]
     # The loss is noticed, the listener reconnects and reports one catch-up wakeup.
     assert await notifier.wait(5.0)
     assert notifier.connected
     assert notifier.backend_pid not in (None, pid)
-    _sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('after.reconnect')")
+    sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('after.reconnect')")
     assert await notifier.wait(1.0)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import psycopg
 import pytest
 
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore
@@ -21,6 +20,7 @@ from skiplock.core import (
     Succeeded,
     WorkerInfo,
 )
+from tests.pghelpers import sql
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -38,12 +38,6 @@ async def store(pg_dsn: str) -> AsyncIterator[AsyncPsycopgJobStore]:
     store = AsyncPsycopgJobStore(pg_dsn, max_size=4)
     yield store
     await store.close()
-
-
-def _sql(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        cur = conn.execute(query, params)
-        return cur.fetchall() if cur.description else []
 
 
 def _claim(**fields: Any) -> ClaimRequest:
@@ -108,11 +102,11 @@ async def test_immediate_retry_in_a_transaction_wakes_the_listeners(
 
 
 def _silence(dsn: str) -> None:
-    _sql(dsn, "UPDATE skiplock.workers SET heartbeat_at = now() - interval '3 hours'")
+    sql(dsn, "UPDATE skiplock.workers SET heartbeat_at = now() - interval '3 hours'")
 
 
 def _heartbeat(dsn: str) -> datetime:
-    [(at,)] = _sql(dsn, "SELECT heartbeat_at FROM skiplock.workers WHERE id = 'w1'")
+    [(at,)] = sql(dsn, "SELECT heartbeat_at FROM skiplock.workers WHERE id = 'w1'")
     moment: datetime = at
     return moment
 
@@ -143,7 +137,7 @@ async def test_a_claim_that_takes_jobs_refreshes_the_heartbeat(
 async def test_a_plain_sql_insert_takes_the_claiming_worker_max_attempts(
     store: AsyncPsycopgJobStore, pg_dsn: str
 ) -> None:
-    [(job_id,)] = _sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('pg.sql') RETURNING id")
+    [(job_id,)] = sql(pg_dsn, "INSERT INTO skiplock.jobs (kind) VALUES ('pg.sql') RETURNING id")
     inserted = await store.get(job_id)
     assert inserted is not None
     assert (inserted.max_attempts, inserted.explicit_max_attempts) == (5, False)
