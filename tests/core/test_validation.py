@@ -15,6 +15,7 @@ from skiplock.core import (
     IDENTIFIER_RE,
     KIND_RE,
     MAX_IDEMPOTENCY_KEY_LENGTH,
+    MAX_PAYLOAD_DEPTH,
     MAX_TENANT_LENGTH,
     EnqueueRequest,
     UnknownKindError,
@@ -149,6 +150,9 @@ def test_validate_request_accepts_full_request() -> None:
     validate_request(EnqueueRequest(kind="k", tenant="t" * MAX_TENANT_LENGTH))
 
 
+#: Arrays nested one level deeper than a payload may be.
+DEEP: Any = json.loads("[" * (MAX_PAYLOAD_DEPTH + 1) + "]" * (MAX_PAYLOAD_DEPTH + 1))
+
 CASES: list[tuple[dict[str, Any], type[Exception], str]] = [
     # kind
     ({"kind": ""}, ValidationError, "invalid kind ''"),
@@ -160,8 +164,9 @@ CASES: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"kind": 5}, ValidationError, "kind must be a str, got int"),
     ({"kind": "other"}, UnknownKindError, "unknown kind 'other'"),
     # priority
-    ({"priority": 32768}, ValidationError, "priority 32768 out of range [-32768, 32767]"),
-    ({"priority": -32769}, ValidationError, "priority -32769 out of range"),
+    ({"priority": 32768}, ValidationError, "priority must be within [-32768, 32767], got 32768"),
+    ({"priority": -32769}, ValidationError, "got -32769"),
+    ({"priority": 2**40}, ValidationError, "priority must be within"),
     ({"priority": True}, ValidationError, "priority must be an int, got bool"),
     ({"priority": 1.0}, ValidationError, "priority must be an int, got float"),
     ({"priority": "1"}, ValidationError, "priority must be an int, got str"),
@@ -169,12 +174,14 @@ CASES: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"tenant": ""}, ValidationError, "tenant must not be empty"),
     ({"tenant": "t" * 201}, ValidationError, "tenant too long: 201 characters, at most 200"),
     ({"tenant": "a\nb"}, ValidationError, "contains control characters"),
-    ({"tenant": "a\x00b"}, ValidationError, "contains control characters"),
+    ({"tenant": "a\x00b"}, ValidationError, "tenant must not contain NUL"),
+    ({"tenant": "a\ud800"}, ValidationError, "tenant is not valid text: it contains a lone"),
     ({"tenant": "a\x7fb"}, ValidationError, "contains control characters"),
     ({"tenant": 7}, ValidationError, "tenant must be a str or None, got int"),
     # max_attempts
-    ({"max_attempts": 0}, ValidationError, "max_attempts must be >= 1, got 0"),
-    ({"max_attempts": -3}, ValidationError, "max_attempts must be >= 1, got -3"),
+    ({"max_attempts": 0}, ValidationError, "max_attempts must be within [1, 2147483647], got 0"),
+    ({"max_attempts": -3}, ValidationError, "got -3"),
+    ({"max_attempts": 2**31}, ValidationError, "max_attempts must be within [1, 2147483647]"),
     ({"max_attempts": False}, ValidationError, "max_attempts must be an int, got bool"),
     ({"max_attempts": 2.0}, ValidationError, "max_attempts must be an int, got float"),
     # idempotency key
@@ -186,6 +193,7 @@ CASES: list[tuple[dict[str, Any], type[Exception], str]] = [
     ),
     ({"idempotency_key": 12}, ValidationError, "idempotency_key must be a str or None"),
     ({"idempotency_key": "a\x00"}, ValidationError, "must not contain NUL"),
+    ({"idempotency_key": "\udfff"}, ValidationError, "idempotency_key is not valid text"),
     # schedule
     (
         {"available_at": datetime(2030, 1, 1)},
@@ -198,16 +206,36 @@ CASES: list[tuple[dict[str, Any], type[Exception], str]] = [
         ValidationError,
         "available_at and delay are mutually exclusive",
     ),
-    ({"delay": timedelta(seconds=-1)}, ValidationError, "delay must be >= 0"),
+    ({"delay": timedelta(seconds=-1)}, ValidationError, "delay out of range: -1 day"),
+    ({"delay": timedelta.max}, ValidationError, "must be within [0, 36500 days]"),
+    ({"delay": timedelta(seconds=1e13)}, ValidationError, "delay out of range"),
+    (
+        {"available_at": datetime.min.replace(tzinfo=timezone(timedelta(hours=1)))},
+        ValidationError,
+        "available_at out of range: 0001-01-01T00:00:00+01:00, must be within "
+        "[0001-01-03T00:00:00+00:00, 9999-12-29T00:00:00+00:00]",
+    ),
+    ({"available_at": datetime(1, 1, 1, tzinfo=UTC)}, ValidationError, "out of range"),
+    ({"available_at": datetime(1, 1, 2, 23, 59, tzinfo=UTC)}, ValidationError, "out of range"),
+    ({"available_at": datetime(9999, 12, 29, 0, 0, 1, tzinfo=UTC)}, ValidationError, "range"),
+    ({"available_at": datetime.max.replace(tzinfo=UTC)}, ValidationError, "out of range"),
+    (
+        {"available_at": datetime.max.replace(tzinfo=timezone(-timedelta(hours=1)))},
+        ValidationError,
+        "out of range",
+    ),
     ({"delay": 5}, ValidationError, "delay must be a timedelta, got int"),
     # trace context
     ({"trace_context": "traceparent"}, ValidationError, "trace_context must be a mapping"),
     ({"trace_context": {"a": 1}}, ValidationError, "trace_context must be a mapping of str"),
     ({"trace_context": {1: "a"}}, ValidationError, "trace_context must be a mapping of str"),
+    ({"trace_context": {"a": "\x00"}}, ValidationError, "trace_context['a'] must not contain"),
+    ({"trace_context": {"\ud800": "a"}}, ValidationError, "trace_context key is not valid text"),
     # payload
     ({"payload": {"x": {1, 2}}}, ValidationError, "not JSON-serialisable: object of type 'set'"),
     ({"payload": float("nan")}, ValidationError, "not valid JSON"),
     ({"payload": "x" * 100}, ValidationError, "payload too large: 102 bytes encoded"),
+    ({"payload": DEEP}, ValidationError, "payload nested too deeply: more than 100"),
 ]
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
 import unicodedata
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard
 
 from ._bucket import RateLimit
@@ -23,11 +24,35 @@ KIND_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:\-]{0,199}$")
 MAX_PAYLOAD_BYTES = 1024 * 1024
 MAX_TENANT_LENGTH = 200
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
+#: PostgreSQL ``smallint``, the ``priority`` column.
 PRIORITY_RANGE = (-32768, 32767)
+#: PostgreSQL ``integer`` (``max_attempts``, ``attempts``, ``claims``).
+INT4_RANGE = (-(2**31), 2**31 - 1)
+#: PostgreSQL ``bigint`` (job ids).
+INT8_RANGE = (-(2**63), 2**63 - 1)
+#: The earliest and latest due time (``available_at``) a job may have. PostgreSQL's
+#: ``timestamptz`` stores far more than Python's ``datetime`` (years 1 to 9999) can read;
+#: two days inside Python's range keep every stored instant readable in any session
+#: time zone (no UTC offset reaches a day), so a job can always be read back.
+MIN_AVAILABLE_AT = datetime(1, 1, 3, tzinfo=UTC)
+MAX_AVAILABLE_AT = datetime(9999, 12, 29, tzinfo=UTC)
+#: The longest ``delay``: about a century, so the store's now + delay stays far inside
+#: :data:`MAX_AVAILABLE_AT` (and below every timer's limit).
+MAX_DELAY = timedelta(days=36_500)
+#: The deepest nesting of arrays and objects in a payload: decoding (Python's ``json``,
+#: typed converters) recurses once per level and must stay well inside the recursion
+#: limit wherever a worker reads it back.
+MAX_PAYLOAD_DEPTH = 100
+#: How much of a rejected value an error message shows.
+MAX_SHOWN_LENGTH = 80
 
 # A JSON text escape for NUL (an odd number of backslashes before "u0000"): PostgreSQL's
 # jsonb cannot store it, so it is rejected here with a clear message instead.
 _JSON_NUL_RE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+# A JSON string literal (escapes included), and the brackets left once they are removed.
+_JSON_STRING_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_JSON_BRACKETS_RE = re.compile(r"[\[\]{}]")
+_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -38,17 +63,62 @@ def _is_real(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message, cut to :data:`MAX_SHOWN_LENGTH` characters."""
+    text = repr(value)
+    if len(text) <= MAX_SHOWN_LENGTH:
+        return text
+    return f"{text[: MAX_SHOWN_LENGTH - 3]}... ({len(text)} characters)"
+
+
 # ---- the value checks shared by policies, Settings and the processor registry ------------
 # Each takes the setting's name for its message, raises ValidationError, and returns the
 # value it accepted.
 
 
-def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
-    """Return ``value`` if it is an int (not a bool) >= ``minimum``, else raise."""
+def check_int(
+    name: str, value: object, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """Return ``value`` if it is an int (not a bool) within ``[minimum, maximum]``, else raise."""
     if not _is_int(value):
         raise ValidationError(f"{name} must be an int, got {type(value).__name__}")
-    if minimum is not None and value < minimum:
-        raise ValidationError(f"{name} must be >= {minimum}, got {value}")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        if maximum is None:
+            bound = f">= {minimum}"
+        elif minimum is None:
+            bound = f"<= {maximum}"
+        else:
+            bound = f"within [{minimum}, {maximum}]"
+        raise ValidationError(f"{name} must be {bound}, got {shown(value)}")
+    return value
+
+
+def check_job_id(name: str, value: object) -> int:
+    """Return ``value`` if it can name a job (an int within PostgreSQL's ``bigint``)."""
+    low, high = INT8_RANGE
+    return check_int(name, value, minimum=low, maximum=high)
+
+
+def check_text(name: str, value: object, *, max_length: int | None = None) -> str:
+    """Return ``value`` if it is a str PostgreSQL's ``text`` can store, else raise.
+
+    That is: encodable as UTF-8 (no lone surrogates), no NUL character, and at most
+    ``max_length`` characters when given.
+    """
+    if not isinstance(value, str):
+        raise ValidationError(f"{name} must be a str, got {type(value).__name__}")
+    if max_length is not None and len(value) > max_length:
+        raise ValidationError(f"{name} too long: {len(value)} characters, at most {max_length}")
+    if "\x00" in value:
+        raise ValidationError(f"{name} must not contain NUL characters, got {shown(value)}")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError(
+                f"{name} is not valid text: it contains a lone surrogate character, "
+                f"got {shown(value)}"
+            ) from None
     return value
 
 
@@ -64,13 +134,13 @@ def check_number(
     ):
         return value
     bound = f">= {minimum}" if maximum is None else f"within [{minimum}, {maximum}]"
-    raise ValidationError(f"{name} must be a number {bound}, got {value!r}")
+    raise ValidationError(f"{name} must be a number {bound}, got {shown(value)}")
 
 
 def check_bool(name: str, value: object) -> bool:
     """Return ``value`` if it is a bool, else raise."""
     if not isinstance(value, bool):
-        raise ValidationError(f"{name} must be a bool, got {value!r}")
+        raise ValidationError(f"{name} must be a bool, got {shown(value)}")
     return value
 
 
@@ -96,7 +166,7 @@ def check_duration(name: str, value: object, *, allow_zero: bool = False) -> tim
     """Return ``value`` if it is a timedelta > 0 (>= 0 with ``allow_zero``), else raise."""
     if not isinstance(value, timedelta):
         raise ValidationError(
-            f"{name} must be a timedelta or a finite number of seconds, got {value!r}"
+            f"{name} must be a timedelta or a finite number of seconds, got {shown(value)}"
         )
     if value < timedelta(0) or (value == timedelta(0) and not allow_zero):
         raise ValidationError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
@@ -126,7 +196,7 @@ def optional_rate_limit(
 def check_rate_limit(name: str, value: object) -> RateLimit:
     """Return ``value`` if it is a RateLimit, else raise."""
     if not isinstance(value, RateLimit):
-        raise ValidationError(f"{name} must be a RateLimit or (rps, burst), got {value!r}")
+        raise ValidationError(f"{name} must be a RateLimit or (rps, burst), got {shown(value)}")
     return value
 
 
@@ -135,7 +205,7 @@ def check_kind(kind: object) -> str:
     if not isinstance(kind, str):
         raise ValidationError(f"kind must be a str, got {type(kind).__name__}")
     if KIND_RE.fullmatch(kind) is None:
-        raise ValidationError(f"invalid kind {kind!r}: must match {KIND_RE.pattern}")
+        raise ValidationError(f"invalid kind {shown(kind)}: must match {KIND_RE.pattern}")
     return kind
 
 
@@ -150,8 +220,13 @@ def validate_identifier(name: str) -> str:
     # fullmatch: "$" alone would also accept a trailing newline.
     if IDENTIFIER_RE.fullmatch(name) is None:
         raise ValidationError(
-            f"invalid identifier {name!r}: must match {IDENTIFIER_RE.pattern} "
+            f"invalid identifier {shown(name)}: must match {IDENTIFIER_RE.pattern} "
             "(lower case letters, digits and '_', at most 63 characters)"
+        )
+    if name.startswith("pg_") or name == "information_schema":
+        raise ValidationError(
+            f"invalid identifier {name!r}: names starting with 'pg_' and "
+            "'information_schema' belong to PostgreSQL's system catalogs"
         )
     return name
 
@@ -162,11 +237,21 @@ def _reject_type(value: object) -> NoReturn:
     )
 
 
+def _json_depth(text: str) -> int:
+    """How deep arrays and objects nest in the JSON ``text``."""
+    if text.count("[") + text.count("{") <= MAX_PAYLOAD_DEPTH:
+        return 0  # cannot nest deeper than it opens (the common case: no scan)
+    brackets = _JSON_BRACKETS_RE.findall(_JSON_STRING_RE.sub("", text))
+    return max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
+
+
 def encode_payload(payload: object, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
     """Serialise to compact JSON; raise ValidationError if not JSON or too large.
 
     Key order is kept; NaN/Infinity, NUL characters and lone surrogates are rejected
-    because PostgreSQL's jsonb cannot store them. The size limit counts UTF-8 bytes.
+    because PostgreSQL's jsonb cannot store them, and nesting deeper than
+    :data:`MAX_PAYLOAD_DEPTH` because it could not be decoded again. The size limit
+    counts UTF-8 bytes.
     """
     try:
         text = json.dumps(
@@ -193,6 +278,10 @@ def encode_payload(payload: object, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> st
         ) from None
     if _JSON_NUL_RE.search(text):
         raise ValidationError("payload is not valid JSON for storage: it contains a NUL character")
+    if _json_depth(text) > MAX_PAYLOAD_DEPTH:
+        raise ValidationError(
+            f"payload nested too deeply: more than {MAX_PAYLOAD_DEPTH} levels of arrays and objects"
+        )
     if size > max_bytes:
         raise ValidationError(
             f"payload too large: {size} bytes encoded, the limit is {max_bytes} bytes"
@@ -206,25 +295,28 @@ def _validate_kind(kind: object, known_kinds: frozenset[str] | None) -> None:
         raise UnknownKindError(f"unknown kind {kind!r}: no processor is registered for it")
 
 
-def _validate_priority(priority: object) -> None:
+def check_priority(name: str, value: object) -> int:
+    """Return ``value`` if it is a priority (an int within :data:`PRIORITY_RANGE`)."""
     low, high = PRIORITY_RANGE
-    if not low <= check_int("priority", priority) <= high:
-        raise ValidationError(f"priority {priority} out of range [{low}, {high}]")
+    return check_int(name, value, minimum=low, maximum=high)
 
 
-def _validate_tenant(tenant: object) -> None:
-    if tenant is None:
-        return
+def check_max_attempts(value: object) -> int:
+    """Return ``value`` if it is a ``max_attempts`` (an int from 1 to ``integer``'s max)."""
+    return check_int("max_attempts", value, minimum=1, maximum=INT4_RANGE[1])
+
+
+def check_tenant(name: str, tenant: object) -> str:
+    """Return ``tenant`` if it is a tenant name: non-empty text of at most
+    :data:`MAX_TENANT_LENGTH` characters without control characters."""
     if not isinstance(tenant, str):
-        raise ValidationError(f"tenant must be a str or None, got {type(tenant).__name__}")
+        raise ValidationError(f"{name} must be a str or None, got {type(tenant).__name__}")
     if not tenant:
-        raise ValidationError("tenant must not be empty (use None for no tenant)")
-    if len(tenant) > MAX_TENANT_LENGTH:
-        raise ValidationError(
-            f"tenant too long: {len(tenant)} characters, at most {MAX_TENANT_LENGTH}"
-        )
+        raise ValidationError(f"{name} must not be empty (use None for no tenant)")
+    check_text(name, tenant, max_length=MAX_TENANT_LENGTH)
     if _has_control_chars(tenant):
-        raise ValidationError(f"tenant {tenant!r} contains control characters")
+        raise ValidationError(f"{name} {shown(tenant)} contains control characters")
+    return tenant
 
 
 def _validate_idempotency_key(key: object) -> None:
@@ -234,31 +326,47 @@ def _validate_idempotency_key(key: object) -> None:
         raise ValidationError(f"idempotency_key must be a str or None, got {type(key).__name__}")
     if not key:
         raise ValidationError("idempotency_key must not be empty (use None for no key)")
-    if len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+    check_text("idempotency_key", key, max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
+
+
+def check_available_at(value: object) -> datetime:
+    """Return ``value`` in UTC if it is an aware datetime within
+    [:data:`MIN_AVAILABLE_AT`, :data:`MAX_AVAILABLE_AT`], else raise."""
+    if not isinstance(value, datetime):
+        raise ValidationError(f"available_at must be a datetime, got {type(value).__name__}")
+    if value.utcoffset() is None:
+        raise ValidationError(f"available_at must be timezone-aware, got naive {value.isoformat()}")
+    try:
+        # OverflowError: the offset moves it outside Python's years 1..9999.
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not MIN_AVAILABLE_AT <= utc <= MAX_AVAILABLE_AT:
         raise ValidationError(
-            f"idempotency_key too long: {len(key)} characters, at most {MAX_IDEMPOTENCY_KEY_LENGTH}"
+            f"available_at out of range: {value.isoformat()}, must be within "
+            f"[{MIN_AVAILABLE_AT.isoformat()}, {MAX_AVAILABLE_AT.isoformat()}]"
         )
-    if "\x00" in key:
-        raise ValidationError("idempotency_key must not contain NUL characters")
+    return utc
+
+
+def check_delay(value: object) -> timedelta:
+    """Return ``value`` if it is a timedelta within [0, :data:`MAX_DELAY`], else raise."""
+    if not isinstance(value, timedelta):
+        raise ValidationError(f"delay must be a timedelta, got {type(value).__name__}")
+    if not timedelta(0) <= value <= MAX_DELAY:
+        raise ValidationError(
+            f"delay out of range: {value}, must be within [0, {MAX_DELAY.days} days]"
+        )
+    return value
 
 
 def _validate_schedule(available_at: object, delay: object) -> None:
     if available_at is not None and delay is not None:
         raise ValidationError("available_at and delay are mutually exclusive; set at most one")
     if available_at is not None:
-        if not isinstance(available_at, datetime):
-            raise ValidationError(
-                f"available_at must be a datetime, got {type(available_at).__name__}"
-            )
-        if available_at.utcoffset() is None:
-            raise ValidationError(
-                f"available_at must be timezone-aware, got naive {available_at.isoformat()}"
-            )
+        check_available_at(available_at)
     if delay is not None:
-        if not isinstance(delay, timedelta):
-            raise ValidationError(f"delay must be a timedelta, got {type(delay).__name__}")
-        if delay < timedelta(0):
-            raise ValidationError(f"delay must be >= 0, got {delay}")
+        check_delay(delay)
 
 
 def _validate_trace_context(trace_context: object) -> None:
@@ -272,8 +380,10 @@ def _validate_trace_context(trace_context: object) -> None:
         if not isinstance(key, str) or not isinstance(value, str):
             raise ValidationError(
                 "trace_context must be a mapping of str to str, got entry "
-                f"{key!r}: {type(value).__name__}"
+                f"{shown(key)}: {type(value).__name__}"
             )
+        check_text("trace_context key", key)
+        check_text(f"trace_context[{shown(key)}]", value)
 
 
 def validate_request(
@@ -282,11 +392,16 @@ def validate_request(
     known_kinds: frozenset[str] | None = None,
     max_payload_bytes: int = MAX_PAYLOAD_BYTES,
 ) -> None:
-    """Raise ValidationError (or UnknownKindError) on the first problem in ``request``."""
+    """Raise ValidationError (or UnknownKindError) on the first problem in ``request``.
+
+    A request that passes can be written by every store and read back from it (every
+    column's bounds hold; README.md, "Enqueue limits").
+    """
     _validate_kind(request.kind, known_kinds)
-    _validate_priority(request.priority)
-    _validate_tenant(request.tenant)
-    check_int("max_attempts", request.max_attempts, minimum=1)
+    check_priority("priority", request.priority)
+    if request.tenant is not None:
+        check_tenant("tenant", request.tenant)
+    check_max_attempts(request.max_attempts)
     _validate_idempotency_key(request.idempotency_key)
     _validate_schedule(request.available_at, request.delay)
     _validate_trace_context(request.trace_context)

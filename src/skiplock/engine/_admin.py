@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skiplock.core import (
+    INT8_RANGE,
     Event,
     InvalidTransitionError,
     Job,
@@ -19,11 +20,14 @@ from skiplock.core import (
     JobState,
     Page,
     StateCount,
+    check_bool,
+    check_int,
+    check_job_id,
+    check_priority,
     transition,
 )
 
 from ._enqueue import as_names, as_states
-from ._registry import check_int
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -32,13 +36,17 @@ if TYPE_CHECKING:
 
 
 class AdminOps:
-    """The admin API, mixed into :class:`Engine` (it provides ``_store``)."""
+    """The admin API, mixed into :class:`Engine` (it provides ``_store``).
+
+    Arguments are validated like enqueue arguments: a bad one raises
+    :class:`~skiplock.ValidationError` before the store is asked.
+    """
 
     _store: JobStore
 
     def get_job(self, job_id: int) -> Job:
         """One job (with ``last_error`` and attempts); JobNotFoundError if absent."""
-        job = self._store.get(job_id)
+        job = self._store.get(check_job_id("job_id", job_id))
         if job is None:
             raise JobNotFoundError(f"no job with id {job_id}")
         return job
@@ -60,10 +68,13 @@ class AdminOps:
         Pass the last id of a page as ``after_id`` for the next one (with ``descending``
         the next page holds smaller ids).
         """
-        check_int("limit", limit, minimum=1)
+        check_int("limit", limit, minimum=1, maximum=INT8_RANGE[1])
+        if after_id is not None:
+            check_job_id("after_id", after_id)
+        check_bool("descending", descending)
         for name, value in (("priority_min", priority_min), ("priority_max", priority_max)):
             if value is not None:
-                check_int(name, value)
+                check_priority(name, value)
         job_filter = JobFilter(
             states=as_states(state),
             kinds=as_names("kind", kind),
@@ -105,6 +116,7 @@ class AdminOps:
     ) -> list[int]:
         """Replay every dead job matching the filter; returns the ids. Each starts over
         (attempts 0) unless ``reset_attempts=False`` keeps its attempts (J8)."""
+        check_bool("reset_attempts", reset_attempts)
         job_filter = JobFilter(
             states=frozenset({JobState.DEAD}),
             kinds=as_names("kind", kind),
@@ -124,6 +136,7 @@ class AdminOps:
 
     def delete_job(self, job_id: int) -> Job:
         """Delete a job that is not running; returns it as it was."""
+        check_job_id("job_id", job_id)
         deleted = self._store.delete(JobFilter(ids=frozenset({job_id})))
         if deleted:
             return deleted[0]
@@ -131,6 +144,8 @@ class AdminOps:
         raise InvalidTransitionError(f"cannot delete job {job_id}: it is {job.state.value}")
 
     def _apply_one(self, job_id: int, event: Event, *, reset_attempts: bool = False) -> Job:
+        check_job_id("job_id", job_id)
+        check_bool("reset_attempts", reset_attempts)
         changed = self._store.apply(
             JobFilter(ids=frozenset({job_id})), event, reset_attempts=reset_attempts
         )

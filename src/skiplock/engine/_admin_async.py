@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skiplock.core import (
+    INT8_RANGE,
     Event,
     InvalidTransitionError,
     Job,
@@ -14,11 +15,14 @@ from skiplock.core import (
     JobState,
     Page,
     StateCount,
+    check_bool,
+    check_int,
+    check_job_id,
+    check_priority,
     transition,
 )
 
 from ._enqueue import as_names, as_states
-from ._registry import check_int
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -27,13 +31,17 @@ if TYPE_CHECKING:
 
 
 class AsyncAdminOps:
-    """The admin API, mixed into :class:`AsyncEngine` (it provides ``_store``)."""
+    """The admin API, mixed into :class:`AsyncEngine` (it provides ``_store``).
+
+    Arguments are validated like enqueue arguments: a bad one raises
+    :class:`~skiplock.ValidationError` before the store is asked.
+    """
 
     _store: AsyncJobStore
 
     async def get_job(self, job_id: int) -> Job:
         """One job (with ``last_error`` and attempts); JobNotFoundError if absent."""
-        job = await self._store.get(job_id)
+        job = await self._store.get(check_job_id("job_id", job_id))
         if job is None:
             raise JobNotFoundError(f"no job with id {job_id}")
         return job
@@ -55,10 +63,13 @@ class AsyncAdminOps:
         Pass the last id of a page as ``after_id`` for the next one (with ``descending``
         the next page holds smaller ids).
         """
-        check_int("limit", limit, minimum=1)
+        check_int("limit", limit, minimum=1, maximum=INT8_RANGE[1])
+        if after_id is not None:
+            check_job_id("after_id", after_id)
+        check_bool("descending", descending)
         for name, value in (("priority_min", priority_min), ("priority_max", priority_max)):
             if value is not None:
-                check_int(name, value)
+                check_priority(name, value)
         job_filter = JobFilter(
             states=as_states(state),
             kinds=as_names("kind", kind),
@@ -100,6 +111,7 @@ class AsyncAdminOps:
     ) -> list[int]:
         """Replay every dead job matching the filter; returns the ids. Each starts over
         (attempts 0) unless ``reset_attempts=False`` keeps its attempts (J8)."""
+        check_bool("reset_attempts", reset_attempts)
         job_filter = JobFilter(
             states=frozenset({JobState.DEAD}),
             kinds=as_names("kind", kind),
@@ -119,6 +131,7 @@ class AsyncAdminOps:
 
     async def delete_job(self, job_id: int) -> Job:
         """Delete a job that is not running; returns it as it was."""
+        check_job_id("job_id", job_id)
         deleted = await self._store.delete(JobFilter(ids=frozenset({job_id})))
         if deleted:
             return deleted[0]
@@ -126,6 +139,8 @@ class AsyncAdminOps:
         raise InvalidTransitionError(f"cannot delete job {job_id}: it is {job.state.value}")
 
     async def _apply_one(self, job_id: int, event: Event, *, reset_attempts: bool = False) -> Job:
+        check_job_id("job_id", job_id)
+        check_bool("reset_attempts", reset_attempts)
         changed = await self._store.apply(
             JobFilter(ids=frozenset({job_id})), event, reset_attempts=reset_attempts
         )

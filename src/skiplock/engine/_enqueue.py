@@ -12,7 +12,10 @@ from skiplock.core import (
     EnqueueRequest,
     JobState,
     ValidationError,
+    check_available_at,
+    check_text,
     encode_payload,
+    shown,
     validate_request,
 )
 
@@ -76,13 +79,16 @@ def build_request(
     # Encoded once here (validating it) and handed to the store, which would otherwise
     # encode it again.
     text = encode_payload(payload, max_bytes=max_payload_bytes)
+    # In UTC: any offset Python allows (a fraction of a second, nearly a day) reaches the
+    # store as a plain instant.
+    available_at = None if item.available_at is None else check_available_at(item.available_at)
     request = EnqueueRequest(
         kind=item.kind,
         payload=payload,
         payload_json=text,
         priority=item.priority,
         tenant=item.tenant,
-        available_at=item.available_at,
+        available_at=available_at,
         delay=as_delay(item.delay),
         max_attempts=default_max_attempts if item.max_attempts is None else item.max_attempts,
         # Only the caller's own choice binds the worker; the default is the enqueuing
@@ -104,16 +110,19 @@ def as_states(
     items = [value] if isinstance(value, JobState | str) else list(value)
     try:
         return frozenset(JobState(v) for v in items)
-    except ValueError as exc:
-        raise ValidationError(f"unknown job state: {exc}") from None
+    except ValueError:
+        known = ", ".join(state.value for state in JobState)
+        bad = next(v for v in items if v not in JobState.__members__.values())
+        raise ValidationError(f"unknown job state {shown(bad)}: one of {known}") from None
 
 
 def as_names(name: str, value: str | Iterable[str] | None) -> frozenset[str] | None:
-    """A kind/tenant filter from one name or several."""
+    """A kind/tenant filter from one name or several (each text a store can compare)."""
     if value is None:
         return None
     items = [value] if isinstance(value, str) else list(value)
     for item in items:
         if not isinstance(item, str):
-            raise ValidationError(f"{name} filter must hold str, got {item!r}")
+            raise ValidationError(f"{name} filter must hold str, got {shown(item)}")
+        check_text(f"{name} filter", item)
     return frozenset(items)

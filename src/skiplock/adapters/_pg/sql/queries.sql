@@ -516,6 +516,18 @@ archived AS (
         d.started, d.recovered
     FROM deleted AS d
     WHERE :archive::bool
-    ON CONFLICT (id) DO NOTHING
+    -- An id archived before (the job was restored from the archive with its id and
+    -- finished again): the archive keeps one copy, the latest.
+    ON CONFLICT (id) DO UPDATE SET
+        kind = EXCLUDED.kind, tenant_id = EXCLUDED.tenant_id, payload = EXCLUDED.payload,
+        status = EXCLUDED.status, priority = EXCLUDED.priority,
+        available_at = EXCLUDED.available_at, created_at = EXCLUDED.created_at,
+        claimed_at = EXCLUDED.claimed_at, claimed_by = EXCLUDED.claimed_by,
+        attempts = EXCLUDED.attempts, max_attempts = EXCLUDED.max_attempts,
+        last_error = EXCLUDED.last_error, completed_at = EXCLUDED.completed_at,
+        idempotency_key = EXCLUDED.idempotency_key, trace_context = EXCLUDED.trace_context,
+        archived_at = now(), claims = EXCLUDED.claims,
+        explicit_max_attempts = EXCLUDED.explicit_max_attempts, started = EXCLUDED.started,
+        recovered = EXCLUDED.recovered
 )
 SELECT count(*)::int AS purged FROM deleted;

@@ -39,7 +39,11 @@ CREATE TABLE {schema}.jobs (
     ),
     CONSTRAINT jobs_attempts_check CHECK (attempts >= 0),
     CONSTRAINT jobs_max_attempts_check CHECK (max_attempts >= 1),
-    CONSTRAINT jobs_kind_check CHECK (kind <> '')
+    CONSTRAINT jobs_kind_check CHECK (kind <> ''),
+    -- Readable back into Python in any session time zone (skiplock.core's bounds).
+    CONSTRAINT jobs_available_at_check CHECK (
+        available_at BETWEEN '0001-01-03 00:00:00+00' AND '9999-12-29 00:00:00+00'
+    )
 ) WITH (
     fillfactor = 80,
     autovacuum_vacuum_scale_factor = 0.05,
