@@ -212,16 +212,14 @@ class Interruptible:
         error reaches it (a thread blocked in C code runs on until that call returns).
         """
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
+        # The outcome travels as a result and is raised here: a future holding an error
+        # that is no Exception (GeneratorExit, SystemExit, ...) is not raised faithfully.
+        future: asyncio.Future[tuple[T | None, BaseException | None]] = loop.create_future()
         blocking = _threads.Interruptible()
 
-        def deliver(result: T | None, error: BaseException | None) -> None:
-            if future.done():
-                return
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(result)  # type: ignore[arg-type]
+        def deliver(outcome: tuple[T | None, BaseException | None]) -> None:
+            if not future.done():
+                future.set_result(outcome)
 
         def run() -> None:
             try:
@@ -232,7 +230,7 @@ class Interruptible:
             else:
                 outcome = (result, None)
             with contextlib.suppress(RuntimeError):  # loop closed: nobody waits for it
-                loop.call_soon_threadsafe(deliver, *outcome)
+                loop.call_soon_threadsafe(deliver, outcome)
 
         with self._lock:
             if self._error is not None:
@@ -240,7 +238,10 @@ class Interruptible:
             self._blocking = blocking
         try:
             threading.Thread(target=run, daemon=True, name=f"skiplock-{fn!r}"[:60]).start()
-            return await future
+            result, error = await future
+            if error is not None:
+                raise error
+            return result  # type: ignore[return-value]
         finally:
             with self._lock:
                 self._blocking = None

@@ -1,9 +1,10 @@
 """The ``skiplock`` command: run workers, try the demo, manage the PostgreSQL schema.
 
 Exit status: 0 success (also a worker stopped gracefully by SIGTERM/SIGINT), 1 runtime
-failure (e.g. database unreachable), 2 usage error (bad arguments, bad import path,
-missing optional dependency), 130 interrupted: a forced stop (a second signal: running
-jobs were released) or an abandoned cleanup (a third signal, a KeyboardInterrupt).
+failure (e.g. database unreachable, schema missing or older than the code), 2 usage error
+(bad arguments, bad import path, missing optional dependency), 130 interrupted: a forced
+stop (a second signal: running jobs were released) or an abandoned cleanup (a third
+signal, a KeyboardInterrupt).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import inspect
 import logging
 import os
 import sys
+import threading
+import traceback
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import skiplock
@@ -23,17 +27,27 @@ from skiplock import AsyncEngine, AsyncWorker, Engine, Worker, demo
 from skiplock.core import KIND_RE, SkiplockError, StoreError, ValidationError, validate_identifier
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from types import ModuleType
 
-    from skiplock.ports import AsyncJobStore
+    from skiplock.ports import AsyncJobStore, JobStore
 
 DSN_ENV = "SKIPLOCK_DSN"
 PSYCOPG_HINT = "pip install 'skiplock[psycopg]'"
+#: Seconds ``skiplock worker`` gives the store to connect and check the schema before it
+#: gives up (a worker that was running retries store errors instead).
+STARTUP_TIMEOUT = 3.0
+#: psycopg's pool connects in the background and logs why an attempt failed here.
+POOL_LOGGER = "psycopg.pool"
 
 
 class CliError(Exception):
     """A usage problem: printed as ``skiplock: error: ...``, exit status 2."""
+
+
+class StartupError(Exception):
+    """The worker cannot start (database unreachable, schema missing or older): printed as
+    one line, exit status 1."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -302,24 +316,161 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         )
     except ValidationError as exc:
         raise CliError(str(exc)) from None
-    if isinstance(engine, AsyncEngine):
-        assert isinstance(worker, AsyncWorker)
-        asyncio.run(_serve_async(engine, worker))
-    else:
-        assert isinstance(worker, Worker)
-        try:
-            worker.run()
-        finally:
-            engine.store.close()
+    debug = args.log_level <= logging.DEBUG
+    try:
+        if isinstance(engine, AsyncEngine):
+            assert isinstance(worker, AsyncWorker)
+            asyncio.run(_serve_async(engine, worker, debug=debug))
+        else:
+            assert isinstance(worker, Worker)
+            try:
+                _open_sync(engine.store, debug=debug)
+                worker.run()
+            finally:
+                engine.store.close()
+    except StartupError as exc:
+        if debug:
+            traceback.print_exception(exc)
+        print(f"skiplock: error: cannot start the worker: {exc}", file=sys.stderr)
+        return 1
     # An interrupted run() (KeyboardInterrupt, cancellation) propagates: main() makes it 130.
     return 130 if worker.forced else 0
 
 
-async def _serve_async(engine: AsyncEngine, worker: AsyncWorker) -> None:
+async def _serve_async(engine: AsyncEngine, worker: AsyncWorker, *, debug: bool) -> None:
     try:
+        await _open_async(engine.store, debug=debug)
         await worker.run()
     finally:
         await engine.store.close()
+
+
+# The start-up check: the worker itself retries store errors with backoff (a database
+# restart must not stop a running worker), so the command first opens the store, which
+# connects and checks the schema version, and fails fast with the cause in one line: at
+# the first failed connection attempt, or after STARTUP_TIMEOUT without an answer.
+
+
+async def _open_async(store: AsyncJobStore, *, debug: bool) -> None:
+    """Open ``store`` (a store without ``open()`` needs none); StartupError if it fails."""
+    opener = getattr(store, "open", None)
+    if opener is None:
+        return
+    loop = asyncio.get_running_loop()
+    failures = _PoolFailures()
+    with _pool_failures(failures, show=debug):
+        try:
+            async with asyncio.timeout(STARTUP_TIMEOUT) as deadline:
+
+                def give_up() -> None:  # psycopg's async pool logs in tasks of this loop
+                    if not deadline.expired():
+                        deadline.reschedule(loop.time())
+
+                failures.notify = give_up
+                await opener()
+        except (TimeoutError, SkiplockError) as exc:
+            failures.listening = False
+            await store.close()  # while the pool's retries are still muted
+            raise _startup_error(exc, failures) from exc
+        finally:
+            failures.listening = False
+
+
+def _open_sync(store: JobStore, *, debug: bool) -> None:
+    """The sync twin of :func:`_open_async`: the blocking open runs in a daemon thread, so
+    giving up on it does not wait for the store's own (longer) timeout."""
+    opener = getattr(store, "open", None)
+    if opener is None:
+        return
+    outcome: list[BaseException | None] = []
+    settled = threading.Event()
+
+    def run() -> None:
+        try:
+            opener()
+        except BaseException as exc:  # handed to the waiting thread
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+        settled.set()
+
+    failures = _PoolFailures()
+    failures.notify = settled.set
+    with _pool_failures(failures, show=debug):
+        threading.Thread(target=run, name="skiplock-startup-check", daemon=True).start()
+        settled.wait(STARTUP_TIMEOUT)
+        failures.listening = False
+        error = outcome[0] if outcome else TimeoutError()
+        if error is None:
+            return
+        store.close()  # while the pool's retries are still muted
+    if not isinstance(error, TimeoutError | SkiplockError):
+        raise error
+    raise _startup_error(error, failures) from error
+
+
+class _PoolFailures(logging.Handler):
+    """Keeps the first failed connection attempt psycopg's pool reports while
+    ``listening`` (it retries in the background, so the opener would only see a timeout)
+    and calls ``notify``."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.message: str | None = None
+        self.notify: Callable[[], None] = lambda: None
+        self.listening = True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # "error connecting in %r: %s" with the exception last: keep what the server or
+        # the operating system said. Other warnings (e.g. about stopping) carry none, and
+        # an attempt cancelled by closing the pool carries a CancelledError.
+        last = record.args[-1] if isinstance(record.args, tuple) and record.args else None
+        if self.listening and self.message is None and isinstance(last, Exception):
+            self.message = _describe(last)
+            self.notify()
+
+
+@contextmanager
+def _pool_failures(handler: _PoolFailures, *, show: bool) -> Iterator[None]:
+    """Collect the pool's warnings in ``handler`` while the block runs; print them only
+    if ``show`` (--log-level DEBUG)."""
+    logger = logging.getLogger(POOL_LOGGER)
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = show
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
+def _startup_error(exc: BaseException, failures: _PoolFailures) -> StartupError:
+    if failures.message is not None:
+        return StartupError(f"cannot connect to PostgreSQL: {_one_line(failures.message)}")
+    if isinstance(exc, TimeoutError):
+        return StartupError(f"no answer from PostgreSQL within {STARTUP_TIMEOUT:g} s")
+    return StartupError(_describe(exc))
+
+
+def _describe(exc: BaseException) -> str:
+    """``exc`` as one line, with the operating system's word for a failed connection
+    (e.g. "Connection refused") when the message only gives its number."""
+    text = _one_line(str(exc))
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno:
+            reason = os.strerror(cause.errno)
+            if reason.lower() not in text.lower():
+                text = f"{text} ({reason})"
+            break
+        cause = cause.__cause__
+    return text
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its line breaks and runs of blanks as single spaces."""
+    return " ".join(text.split())
 
 
 # ---- skiplock demo ----------------------------------------------------------------------
@@ -416,7 +567,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
             return 0
         status = pg.schema_status(dsn, schema=args.schema)
     except (psycopg.Error, SkiplockError) as exc:
-        print(f"skiplock: error: {exc}", file=sys.stderr)
+        print(f"skiplock: error: {_describe(exc)}", file=sys.stderr)
         return 1
     print(f"schema:  {status.schema}")
     print(f"applied: {', '.join(status.applied) or '(none)'}")

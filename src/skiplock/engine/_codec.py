@@ -129,16 +129,21 @@ def payload_annotation(fn: Callable[..., Any]) -> tuple[object, int]:
     return annotation, positional
 
 
-def _resolve(fn: Callable[..., Any], name: str, annotation: str) -> object:
+def resolve_annotation(fn: Callable[..., Any], annotation: str) -> object:
+    """A string annotation of ``fn`` evaluated in its module (raises if it cannot be)."""
     target = inspect.unwrap(fn)
     target = getattr(target, "__func__", target)
     globalns = getattr(target, "__globals__", {})
 
     def probe() -> None: ...
 
-    probe.__annotations__ = {name: annotation}
+    probe.__annotations__ = {"it": annotation}
+    return typing.get_type_hints(probe, globalns=globalns)["it"]
+
+
+def _resolve(fn: Callable[..., Any], name: str, annotation: str) -> object:
     try:
-        return typing.get_type_hints(probe, globalns=globalns)[name]
+        return resolve_annotation(fn, annotation)
     except Exception as exc:
         raise TypeError(
             f"cannot resolve the payload annotation {annotation!r} of processor "

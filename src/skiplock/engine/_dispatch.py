@@ -422,6 +422,11 @@ class Dispatcher:
         if jobs:
             self.wakeup.set()  # the buffer has room again
 
+    def stop_starting(self) -> None:
+        """A stop began: claim and start nothing more (the drain releases the held jobs)."""
+        with self._lock:
+            self._stopping = True
+
     def drain(self, timeout: float, *, forced: Callable[[], bool]) -> None:
         """Shutdown: start nothing more, give the held jobs back to ``pending`` without
         using an attempt (they never had one; written by the completer), then let the

@@ -62,6 +62,8 @@ class LeaseKeeper:
         self._last_good = time.monotonic()
         self._failed = False
         self._errors = 0
+        #: True once :meth:`register` succeeded (there is a registration to remove).
+        self.registered = False
 
     def in_doubt(self) -> bool:
         """True after a store error or once the last good heartbeat is too old: start
@@ -76,6 +78,7 @@ class LeaseKeeper:
     def register(self) -> None:
         """Register the worker (its heartbeat starts now)."""
         self._store.register_worker(self._info)
+        self.registered = True
         self._good()
 
     def renew(self, *, always: bool = False) -> bool:

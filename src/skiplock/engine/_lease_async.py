@@ -59,6 +59,8 @@ class LeaseKeeper:
         self._last_good = time.monotonic()
         self._failed = False
         self._errors = 0
+        #: True once :meth:`register` succeeded (there is a registration to remove).
+        self.registered = False
 
     def in_doubt(self) -> bool:
         """True after a store error or once the last good heartbeat is too old: start
@@ -73,6 +75,7 @@ class LeaseKeeper:
     async def register(self) -> None:
         """Register the worker (its heartbeat starts now)."""
         await self._store.register_worker(self._info)
+        self.registered = True
         self._good()
 
     async def renew(self, *, always: bool = False) -> bool:

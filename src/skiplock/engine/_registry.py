@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
 import logging
 import threading
+import typing
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -22,7 +24,7 @@ from skiplock.core import (
 from skiplock.core import check_int as check_int  # re-exported for the engine and workers
 from skiplock.core import check_kind as check_kind
 
-from ._codec import Decoder, decoder_for, payload_annotation
+from ._codec import Decoder, decoder_for, payload_annotation, resolve_annotation
 
 if TYPE_CHECKING:
     from datetime import timedelta
@@ -113,6 +115,28 @@ def is_async_callable(fn: Callable[..., Any]) -> bool:
     )
 
 
+#: Outer names of return annotations that cannot be resolved (imported under
+#: TYPE_CHECKING) which surely mean an awaitable; "Task" or "Future" may be the app's own.
+_AWAITABLE_NAMES = frozenset({"Awaitable", "Coroutine"})
+
+
+def returns_awaitable(fn: Callable[..., Any]) -> bool:
+    """True when ``fn``'s return annotation says it returns an awaitable (a coroutine, a
+    future, ...): a plain function that does hands its work to nobody."""
+    try:
+        annotation = inspect.signature(fn).return_annotation
+    except (TypeError, ValueError):
+        return False
+    if isinstance(annotation, str):
+        try:
+            annotation = resolve_annotation(fn, annotation)
+        except Exception:
+            head = annotation.split("[", 1)[0].strip().rpartition(".")[2]
+            return head in _AWAITABLE_NAMES
+    origin = typing.get_origin(annotation) or annotation
+    return isinstance(origin, type) and issubclass(origin, collections.abc.Awaitable)
+
+
 def build_spec(
     kind: str,
     fn: Callable[..., Any],
@@ -133,6 +157,12 @@ def build_spec(
             kind,
             provider,
         )
+    is_async = is_async_callable(fn)
+    if not is_async and returns_awaitable(fn):
+        raise TypeError(
+            f"processor for {kind!r} is a plain function annotated to return an awaitable, "
+            "which nothing would await (its work would never run); make it async def"
+        )
     annotation, positional = payload_annotation(fn)
     return ProcessorSpec(
         kind=kind,
@@ -142,7 +172,7 @@ def build_spec(
         provider=provider,
         payload_type=annotation,
         decode=decoder_for(annotation),
-        is_async=is_async_callable(fn),
+        is_async=is_async,
         takes_context=positional >= 2,
     )
 

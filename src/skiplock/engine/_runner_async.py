@@ -7,6 +7,8 @@ write (completed inside the job's transaction, or no longer this worker's).
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import random
 import traceback
@@ -71,6 +73,11 @@ class RunResult:
 LOST = RunResult(None, "lost")
 
 
+#: What a processor raises to end its process: after its failed attempt is recorded, the
+#: worker stops gracefully and raises it again from ``run()``.
+EXITS = (SystemExit, KeyboardInterrupt)
+
+
 def format_error(exc: BaseException) -> str:
     """The error text stored for a failed attempt: summary line, then the traceback."""
     summary = "".join(traceback.format_exception_only(exc)).strip()
@@ -80,7 +87,14 @@ def format_error(exc: BaseException) -> str:
 
 class JobRunner:
     """Runs started jobs of one worker: rate limits, decoding, the processor call in the
-    kind's connection mode (R10) and timeout (R22), and the failure decision."""
+    kind's connection mode (R10) and timeout (R22), and the failure decision.
+
+    Every way a processor ends is an outcome: an exception, any other ``BaseException``
+    (``CancelledError`` it raised itself, ``GeneratorExit``, ...) and returning an
+    awaitable from a plain function are failed attempts; ``SystemExit`` and
+    ``KeyboardInterrupt`` are too, and ``on_exit(exc)`` then asks the worker to stop and
+    raise it. Only the worker's own interruptions (shutdown, a lost lease) release the job.
+    """
 
     def __init__(
         self,
@@ -93,6 +107,7 @@ class JobRunner:
         caps: Mapping[str, RateLimit],
         clock: Clock,
         metrics: Metrics,
+        on_exit: Callable[[BaseException], None],
     ) -> None:
         self._store = store
         self._worker_id = worker_id
@@ -102,6 +117,7 @@ class JobRunner:
         self._caps = caps
         self._clock = clock
         self._metrics = metrics
+        self._on_exit = on_exit
 
     async def run(self, job: Job, guard: Interruptible, entered: Callable[[], None]) -> RunResult:
         """Run ``job`` (started: its attempt is counted) and return its result.
@@ -144,6 +160,15 @@ class JobRunner:
             return LOST
         except Exception as exc:
             return self._error(job, spec, guard, exc)
+        except BaseException as exc:
+            if True:  # ASYNC
+                task = asyncio.current_task()
+                if isinstance(exc, asyncio.CancelledError) and task and task.cancelling():
+                    raise  # this task is being cancelled: not the processor's doing
+            result = self._error(job, spec, guard, exc)
+            if isinstance(exc, EXITS):
+                self._on_exit(exc)
+            return result
 
     async def _execute(
         self,
@@ -197,10 +222,18 @@ class JobRunner:
             if spec.is_async:
                 await spec.fn(*spec.args(payload, ctx))
             else:
-                await guard.call_blocking(spec.fn, *spec.args(payload, ctx))
+                returned = await guard.call_blocking(spec.fn, *spec.args(payload, ctx))
+                if inspect.isawaitable(returned):
+                    if inspect.iscoroutine(returned):
+                        returned.close()  # never awaited: no warning about it
+                    raise TypeError(
+                        f"processor for {kind!r} is a plain function but returned "
+                        f"{type(returned).__name__}, which nothing awaits: its work never "
+                        "ran; make the processor async def (on an AsyncEngine)"
+                    )
 
     def _error(
-        self, job: Job, spec: ProcessorSpec, guard: Interruptible, exc: Exception
+        self, job: Job, spec: ProcessorSpec, guard: Interruptible, exc: BaseException
     ) -> RunResult:
         interrupted = guard.error
         if isinstance(interrupted, JobCancelledError):

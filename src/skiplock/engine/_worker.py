@@ -186,6 +186,7 @@ class Worker:
                 caps=settings.caps,
                 clock=parts.clock,
                 metrics=parts.metrics,
+                on_exit=self._on_processor_exit,
             ),
             completer=self._completer,
             lease=self._lease,
@@ -202,6 +203,8 @@ class Worker:
         self._stop_requested = False
         self._force_requested = False
         self._stop_signals = 0
+        # SystemExit/KeyboardInterrupt a processor raised: run() raises it once stopped.
+        self._exit: BaseException | None = None
         self._finished = ThreadSafeEvent()
 
     # ---- public ---------------------------------------------------------------------
@@ -236,7 +239,10 @@ class Worker:
         """Serve until :meth:`stop` (or a stop signal), then drain and release.
 
         ``KeyboardInterrupt`` acts as ``stop(force=True)``: running jobs are released and
-        the worker unregistered, then the exception propagates.
+        the worker unregistered, then the exception propagates. A processor raising
+        ``SystemExit`` or ``KeyboardInterrupt`` fails its attempt and stops the worker as
+        :meth:`stop` does; then ``run()`` (and :meth:`run_until_idle`) raises that
+        exception.
         """
         self._serve(until_idle=False)
 
@@ -258,6 +264,7 @@ class Worker:
         start a thread for it.
         """
         self._stop_requested = True
+        self._dispatcher.stop_starting()
         if force:
             self._force_requested = True
             self._completer.hurry()
@@ -291,6 +298,24 @@ class Worker:
                 self._settings.shutdown_timeout,
             )
         self.stop(force=again)
+
+    def _on_processor_exit(self, exc: BaseException) -> None:
+        # The processor's attempt failed (its outcome is queued next): stop as for a
+        # SIGTERM, so the other running jobs finish and the held ones are released, then
+        # run() raises it and the process exits as the processor asked.
+        with self._lock:
+            first = self._exit is None
+            if first:
+                self._exit = exc
+        if first:
+            logger.error(
+                "worker %s: a processor raised %s: stopping (running jobs get up to %.1f s "
+                "to finish), then raising it",
+                self._id,
+                type(exc).__name__,
+                self._settings.shutdown_timeout,
+            )
+        self.stop()
 
     # ---- serving --------------------------------------------------------------------
 
@@ -340,6 +365,8 @@ class Worker:
                 raise
         finally:
             self._shut_down(helpers, notifier, uninstall)
+        if self._exit is not None:
+            raise self._exit
         return self._dispatcher.handled
 
     def _shut_down(
@@ -368,7 +395,8 @@ class Worker:
                         logger.exception("worker %s: closing the notifier failed", self._id)
             finally:
                 try:
-                    self._parts.store.unregister_worker(self._id)
+                    if self._lease.registered:  # else there is nothing to remove
+                        self._parts.store.unregister_worker(self._id)
                 except Exception:
                     logger.exception("worker %s: unregistering failed", self._id)
                 if uninstall is not None:

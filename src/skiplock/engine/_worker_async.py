@@ -195,6 +195,7 @@ class AsyncWorker:
                 caps=settings.caps,
                 clock=parts.clock,
                 metrics=parts.metrics,
+                on_exit=self._on_processor_exit,
             ),
             completer=self._completer,
             lease=self._lease,
@@ -211,6 +212,8 @@ class AsyncWorker:
         self._stop_requested = False
         self._force_requested = False
         self._stop_signals = 0
+        # SystemExit/KeyboardInterrupt a processor raised: run() raises it once stopped.
+        self._exit: BaseException | None = None
         self._finished = ThreadSafeEvent()
 
     # ---- public ---------------------------------------------------------------------
@@ -246,7 +249,9 @@ class AsyncWorker:
 
         Cancelling it (async) or ``KeyboardInterrupt`` (sync) acts as ``stop(force=True)``:
         running jobs are released and the worker unregistered, then the cancellation or
-        exception propagates.
+        exception propagates. A processor raising ``SystemExit`` or ``KeyboardInterrupt``
+        fails its attempt and stops the worker as :meth:`stop` does; then ``run()`` (and
+        :meth:`run_until_idle`) raises that exception.
         """
         await self._serve(until_idle=False)
 
@@ -268,6 +273,7 @@ class AsyncWorker:
         start a thread for it.
         """
         self._stop_requested = True
+        self._dispatcher.stop_starting()
         if force:
             self._force_requested = True
             self._completer.hurry()
@@ -301,6 +307,24 @@ class AsyncWorker:
                 self._settings.shutdown_timeout,
             )
         self.stop(force=again)
+
+    def _on_processor_exit(self, exc: BaseException) -> None:
+        # The processor's attempt failed (its outcome is queued next): stop as for a
+        # SIGTERM, so the other running jobs finish and the held ones are released, then
+        # run() raises it and the process exits as the processor asked.
+        with self._lock:
+            first = self._exit is None
+            if first:
+                self._exit = exc
+        if first:
+            logger.error(
+                "worker %s: a processor raised %s: stopping (running jobs get up to %.1f s "
+                "to finish), then raising it",
+                self._id,
+                type(exc).__name__,
+                self._settings.shutdown_timeout,
+            )
+        self.stop()
 
     # ---- serving --------------------------------------------------------------------
 
@@ -354,6 +378,8 @@ class AsyncWorker:
                 raise
         finally:
             await self._shut_down(helpers, notifier, uninstall)
+        if self._exit is not None:
+            raise self._exit
         return self._dispatcher.handled
 
     async def _shut_down(
@@ -382,7 +408,8 @@ class AsyncWorker:
                         logger.exception("worker %s: closing the notifier failed", self._id)
             finally:
                 try:
-                    await self._parts.store.unregister_worker(self._id)
+                    if self._lease.registered:  # else there is nothing to remove
+                        await self._parts.store.unregister_worker(self._id)
                 except Exception:
                     logger.exception("worker %s: unregistering failed", self._id)
                 if uninstall is not None:
