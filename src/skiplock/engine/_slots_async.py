@@ -138,6 +138,13 @@ class Slots:
             slots = [s for s in self._running.values() if wanted is None or s.job.id in wanted]
             for slot in slots:
                 slot.lost = True
+        if slots:
+            logger.warning(
+                "worker %s: job(s) %s no longer ours (recovered, cancelled or deleted); "
+                "interrupting their processors, nothing is written for them",
+                self._worker_id,
+                [slot.job.id for slot in slots],
+            )
         for slot in slots:
             slot.guard.interrupt(
                 JobCancelledError(f"job {slot.job.id} is no longer claimed by this worker")
