@@ -47,3 +47,20 @@ def test_job_lease_differs_for_a_later_claim_with_the_same_attempt() -> None:
 def test_job_lease_of_an_unclaimed_job_raises() -> None:
     with pytest.raises(ValueError, match="job 7 is not claimed"):
         _ = _job().lease
+
+
+def test_charged_job_has_one_more_attempt_and_every_other_field_kept() -> None:
+    job = _job(
+        state=JobState.RUNNING,
+        claimed_by="w",
+        attempts=2,
+        claims=4,
+        trace_context={"traceparent": "x"},
+        recovered=True,
+        suspect=True,
+        explicit_max_attempts=True,
+        last_error="boom",
+    )
+    charged = job.charged()
+    assert charged == attrs.evolve(job, attempts=3)
+    assert job.attempts == 2  # the original is untouched (frozen)

@@ -21,8 +21,6 @@ from collections import deque
 from threading import Lock
 from typing import TYPE_CHECKING
 
-import attrs
-
 from skiplock._compat import ThreadSafeEvent, spawn
 from skiplock.core import Release, charged_positions, plan_claim
 
@@ -280,7 +278,7 @@ class Dispatcher:
                     if self._starting.pop(job.id, None) is None:
                         continue  # dropped meanwhile
                     if ok:
-                        started.append(attrs.evolve(job, attempts=job.attempts + 1))
+                        started.append(job.charged())
                     else:
                         gone.append(job)
                         if self._isolated == job.id:
@@ -329,7 +327,7 @@ class Dispatcher:
             if job.recovered or job.suspect:
                 break
             self._held.popleft()
-            self.slots.start(attrs.evolve(job, attempts=job.attempts + 1), paid=False)
+            self.slots.start(job.charged(), paid=False)
             free -= 1
             started += 1
         return started
