@@ -18,7 +18,6 @@ from collections import deque
 from threading import Lock
 from typing import TYPE_CHECKING
 
-
 from skiplock._compat_async import ThreadSafeEvent, spawn
 from skiplock.core import Release, charged_positions, plan_claim
 
