@@ -247,7 +247,9 @@ def check_enqueue(engine: Engine, reader: JobStore, args: Args) -> Job | None:
     if fields.get("max_attempts") is not None:
         assert job.max_attempts == fields["max_attempts"]
     if fields.get("available_at") is not None:
-        assert job.available_at == fields["available_at"]
+        # In UTC: an ambiguous wall time (the repeated hour when daylight saving ends)
+        # never compares equal across zones (PEP 495), although it names this instant.
+        assert job.available_at == fields["available_at"].astimezone(UTC)
     if job.available_at <= before:
         claimed = reader.claim(
             ClaimRequest(worker_id="hostile", limit=1, kinds=frozenset({args.kind}))

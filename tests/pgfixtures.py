@@ -10,6 +10,8 @@ asyncpg env installs no psycopg, and the plugin loads in every env (the imports 
 lazy, so the pure-core env needs neither). The tables to empty between tests are read
 from the schema script itself, not listed by hand.
 
+``execute`` and ``fetch`` run plain SQL through either driver.
+
 Fixtures: ``pg_session_dsn``/``pg_dsn`` (the session database, emptied per test),
 ``make_database`` (empty scratch databases), ``later_database`` (one that does not exist
 yet), ``effects`` (an application table for a processor's own writes). Test folders add
@@ -97,6 +99,29 @@ def execute(dsn: str, statements: list[str]) -> None:
             await conn.close()
 
     _blocking(run)
+
+
+def fetch(dsn: str, query: str) -> list[tuple[Any, ...]]:
+    """The rows of one parameterless ``query`` on ``dsn`` (psycopg, else asyncpg)."""
+    if _has_psycopg():
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            return [tuple(row) for row in conn.execute(query).fetchall()]
+
+    import asyncpg
+
+    rows: list[tuple[Any, ...]] = []
+
+    async def run() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            rows.extend(tuple(row) for row in await conn.fetch(query))
+        finally:
+            await conn.close()
+
+    _blocking(run)
+    return rows
 
 
 def _blocking(run: Callable[[], Coroutine[Any, Any, object]]) -> None:

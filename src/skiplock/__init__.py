@@ -23,6 +23,7 @@ from skiplock.core import (
     SkiplockError,
     StateCount,
     StoreError,
+    UndecodableRowError,
     UnknownKindError,
     ValidationError,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "SystemClock",
     "Tracer",
     "UndecodablePayloadError",
+    "UndecodableRowError",
     "UnknownKindError",
     "ValidationError",
     "Worker",

@@ -575,9 +575,9 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     if status.unknown:
         print(f"unknown: {', '.join(status.unknown)} (the database is newer than this code)")
     if not status.installed:
-        verdict = "not installed: run `skiplock schema apply`"
+        verdict = f"not installed: run `{status.apply_command}`"
     elif status.pending:
-        verdict = "out of date: run `skiplock schema apply`"
+        verdict = f"out of date: run `{status.apply_command}`"
     else:
         verdict = "up to date"
     print(f"status:  {verdict}")

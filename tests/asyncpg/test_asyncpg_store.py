@@ -218,6 +218,46 @@ async def test_transaction_and_autocommit_yield_asyncpg_connections(
 
 # ---- pools and settings --------------------------------------------------------------------
 
+_SESSION = (
+    "SELECT current_user, current_setting('search_path'), "
+    "current_setting('default_transaction_read_only'), "
+    "(SELECT count(*) FROM pg_listening_channels()), "
+    "(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()), "
+    "(SELECT count(*) FROM pg_class WHERE relname = 'scratch' AND relpersistence = 't')"
+)
+
+
+@pytest.mark.parametrize("block", ["transaction", "autocommit"])
+async def test_session_state_left_on_a_lent_connection_is_reset(
+    apg_dsn: str, db: Any, block: str
+) -> None:
+    role = f"skiplock_nobody_{block}"
+    await db.execute(f'DROP ROLE IF EXISTS "{role}"; CREATE ROLE "{role}"')
+    # One connection: whatever a block leaves on it, the next operation meets.
+    store = AsyncpgJobStore(apg_dsn, max_size=1)
+    try:
+        async with store.autocommit() as conn:
+            clean = tuple(await conn.fetchrow(_SESSION))
+        async with store.transaction() if block == "transaction" else store.autocommit() as conn:
+            for statement in [
+                "CREATE TEMP TABLE scratch (x int)",
+                "SELECT pg_advisory_lock(4242)",
+                "LISTEN elsewhere",
+                "SET search_path TO other",
+                "SET default_transaction_read_only = on",
+                f'SET ROLE "{role}"',  # not undone by asyncpg's own reset (RESET ALL)
+            ]:
+                await conn.execute(statement)
+        async with store.autocommit() as conn:
+            assert tuple(await conn.fetchrow(_SESSION)) == clean
+        [result] = await store.enqueue([_req(idempotency_key="k")])
+        [job] = await store.claim(_claim(cluster_limits={"apg.job": 1}))
+        assert job.id == result.id
+        assert await store.complete([Completion(job.lease, Succeeded())]) == [True]
+    finally:
+        await store.close()
+        await db.execute(f'DROP ROLE "{role}"')
+
 
 async def test_store_on_a_caller_pool_leaves_it_open(apg_dsn: str) -> None:
     pool = await asyncpg.create_pool(apg_dsn, min_size=1, max_size=3)

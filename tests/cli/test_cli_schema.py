@@ -69,7 +69,9 @@ def test_cli_schema_apply_then_status(
         return
     dsn: str = request.getfixturevalue("pg_dsn")
     assert cli.main(["schema", "status", "--dsn", dsn, "--schema", "cli_s"]) == 1
-    assert "not installed" in capsys.readouterr().out
+    assert "not installed: run `skiplock schema apply --dsn ... --schema cli_s`" in (
+        capsys.readouterr().out
+    )
     assert cli.main(["schema", "apply", "--dsn", dsn, "--schema", "cli_s"]) == 0
     out = capsys.readouterr().out
     assert [line for line in out.splitlines() if line.startswith("applied ")] == [

@@ -181,7 +181,7 @@ def test_worker_without_schema_says_to_apply_it(
 ) -> None:
     app = make_app(PSYCOPG_APPS[flavour])
     result, elapsed = run_worker(app, pg_dsn)
-    assert_one_line_failure(result, "not installed", "skiplock schema apply")
+    assert_one_line_failure(result, "not installed", "skiplock schema apply --dsn ...")
     assert elapsed < DEADLINE
 
 
@@ -200,7 +200,9 @@ def test_worker_on_an_older_schema_says_to_apply_it(
     execute(pg_dsn, [f"DELETE FROM skiplock.schema_migrations WHERE version = {latest.version}"])
     app = make_app(PSYCOPG_APPS[flavour])
     result, elapsed = run_worker(app, pg_dsn)
-    assert_one_line_failure(result, "older than this code", latest.name, "skiplock schema apply")
+    assert_one_line_failure(
+        result, "older than this code", latest.name, "skiplock schema apply --dsn ..."
+    )
     assert elapsed < DEADLINE
 
 

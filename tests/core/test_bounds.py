@@ -20,9 +20,12 @@ from skiplock.core import (
     MIN_AVAILABLE_AT,
     PRIORITY_RANGE,
     EnqueueRequest,
+    Job,
+    JobState,
     ValidationError,
     check_available_at,
     check_kind,
+    counter_problem,
     encode_payload,
     shown,
     validate_identifier,
@@ -115,3 +118,33 @@ def test_available_at_is_normalised_to_utc_by_the_engine() -> None:
     assert request.available_at == datetime(2030, 1, 2, tzinfo=odd)
     assert request.available_at is not None
     assert request.available_at.tzinfo is UTC
+
+
+def test_a_counter_at_the_integer_maximum_cannot_count_on() -> None:
+    high = INT4_RANGE[1]
+
+    def job(attempts: int, claims: int) -> Job:
+        when = MIN_AVAILABLE_AT
+        return Job(
+            id=1,
+            kind="k",
+            payload=None,
+            state=JobState.RUNNING,
+            priority=0,
+            tenant=None,
+            available_at=when,
+            created_at=when,
+            attempts=attempts,
+            max_attempts=1,
+            claims=claims,
+        )
+
+    assert counter_problem(job(high - 1, high - 1)) is None
+    assert counter_problem(job(high, 0)) == (
+        "attempts",
+        f"{high} is the column's maximum: no attempt can be counted",
+    )
+    assert counter_problem(job(0, high)) == (
+        "claims",
+        f"{high} is the column's maximum: no claim can be counted",
+    )

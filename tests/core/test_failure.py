@@ -9,16 +9,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skiplock.core import (
+    MAX_DELAY,
     MAX_ERROR_LENGTH,
+    UNDECODABLE_MARK,
     Bury,
     FailureKind,
     Release,
     Retry,
     RetryPolicy,
+    UndecodableRowError,
     ValidationError,
     decide_failure,
     next_delay,
     truncate_error,
+    undecodable_error,
 )
 
 POLICY = RetryPolicy(max_attempts=3, base=timedelta(seconds=10), factor=2.0, jitter=0.5)
@@ -84,6 +88,15 @@ def test_decide_failure_throttled_releases_without_attempt(attempt: int) -> None
     # Even on the last attempt a throttle does not bury: no attempt is used.
     outcome = _decide(FailureKind.THROTTLED, "bucket empty", attempt=attempt, retry_after=1.5)
     assert outcome == Release(delay=timedelta(seconds=1.5))
+
+
+def test_decide_failure_retry_and_throttle_delays_stay_within_the_stores_bounds() -> None:
+    # A backoff cap (or a bucket's wait) past what now + delay may reach is clamped.
+    huge = RetryPolicy(max_attempts=9, base=timedelta(days=10**6), cap=timedelta.max)
+    retry = _decide(FailureKind.ERROR, attempt=8, max_attempts=9, retry=huge)
+    assert retry == Retry(delay=MAX_DELAY, error="boom")
+    throttled = _decide(FailureKind.THROTTLED, retry_after=1e300)
+    assert throttled == Release(delay=MAX_DELAY)
 
 
 @pytest.mark.parametrize("retry_after", [-1.0, float("nan"), float("inf")])
@@ -162,3 +175,23 @@ def test_decide_failure_never_returns_an_unstorable_error(failure: FailureKind) 
     )
     assert isinstance(outcome, Retry)
     assert "\x00" not in outcome.error
+
+
+def test_undecodable_error_names_the_column_and_is_capped() -> None:
+    assert undecodable_error("payload", "nested too deeply") == (
+        f"{UNDECODABLE_MARK} payload: nested too deeply"
+    )
+    long = undecodable_error("trace_context", "x\x00" * MAX_ERROR_LENGTH)
+    assert len(long) == MAX_ERROR_LENGTH
+    assert long.startswith(f"{UNDECODABLE_MARK} trace_context: x\\x00")
+    assert "truncated" in long
+
+
+def test_undecodable_row_error_names_job_column_and_problem() -> None:
+    error = UndecodableRowError(7, "created_at", "-infinity is out of range")
+    assert str(error) == "job 7 cannot be read: created_at: -infinity is out of range"
+    assert (error.job_id, error.column, error.problem) == (
+        7,
+        "created_at",
+        "-infinity is out of range",
+    )

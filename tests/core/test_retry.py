@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skiplock.core import RetryPolicy, ValidationError, base_delay, next_delay
+from skiplock.core import (
+    MAX_AVAILABLE_AT,
+    MAX_DELAY,
+    RetryPolicy,
+    ValidationError,
+    base_delay,
+    next_delay,
+)
 
 # timedelta keeps microseconds, so results may be off by half a microsecond.
 EPS = 1e-6
@@ -80,7 +87,17 @@ def test_next_delay_huge_attempt_hits_cap_without_overflow() -> None:
 
 def test_next_delay_max_cap_does_not_overflow() -> None:
     policy = RetryPolicy(cap=timedelta.max, jitter=1.0, factor=10.0)
-    assert next_delay(policy, 10**6, 0.99) == timedelta.max
+    assert next_delay(policy, 10**6, 0.99) == MAX_DELAY
+
+
+@given(st.integers(min_value=1, max_value=10**6), jitters)
+def test_next_delay_keeps_a_retry_due_within_the_stores_bounds(attempt: int, u: float) -> None:
+    # A cap past the latest due time a store accepts (a CHECK constraint on PostgreSQL):
+    # the delay is clamped, so now + delay can always be written.
+    policy = RetryPolicy(base=timedelta(days=1), cap=timedelta.max, jitter=1.0)
+    delay = next_delay(policy, attempt, u)
+    assert timedelta(days=1) <= delay <= MAX_DELAY
+    assert datetime(2100, 1, 1, tzinfo=UTC) + delay < MAX_AVAILABLE_AT
 
 
 def test_base_delay_zero_base() -> None:

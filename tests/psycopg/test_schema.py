@@ -16,7 +16,7 @@ from skiplock.adapters.psycopg import (
     schema_sql,
     schema_status,
 )
-from skiplock.core import SchemaVersionError, ValidationError
+from skiplock.core import ClaimRequest, SchemaVersionError, ValidationError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -183,7 +183,7 @@ def test_store_refuses_a_missing_schema(make_database: Callable[[], str]) -> Non
     dsn = make_database()
     store = PsycopgJobStore(dsn)
     try:
-        with pytest.raises(SchemaVersionError, match="skiplock schema apply"):
+        with pytest.raises(SchemaVersionError, match=r"skiplock schema apply --dsn \.\.\."):
             store.open()
         with pytest.raises(SchemaVersionError, match="not installed"):
             store.counts()
@@ -201,13 +201,59 @@ def test_store_refuses_an_older_schema(make_database: Callable[[], str]) -> None
         )
     store = PsycopgJobStore(dsn)
     try:
-        with pytest.raises(SchemaVersionError, match=r"older than this code.*skiplock schema"):
+        with pytest.raises(
+            SchemaVersionError, match=r"older than this code.*`skiplock schema apply --dsn \.\.\.`"
+        ):
             store.open()
         with pytest.raises(SchemaVersionError):
             store.check_schema()
         assert store.schema_status().pending == (migrations()[-1].name,)
     finally:
         store.close()
+
+
+def test_the_due_time_bounds_migration_clamps_rows_written_before(
+    make_database: Callable[[], str],
+) -> None:
+    """0005 adds the due-time CHECK on a table holding rows outside it (plain SQL): they
+    move to the nearest bound, keeping what they meant (due at once, or never)."""
+    dsn = make_database()
+    apply_schema(dsn)
+    bounds = migrations()[4]
+    assert bounds.name == "0005_available_at_bounds"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # Back to the schema before 0005.
+        conn.execute("ALTER TABLE skiplock.jobs DROP CONSTRAINT jobs_available_at_check")
+        conn.execute("DELETE FROM skiplock.schema_migrations WHERE version = 5")
+        for when in ("-infinity", "0044-03-15 BC", "0001-01-02 23:59:59+00", "2030-05-06 UTC"):
+            conn.execute(
+                "INSERT INTO skiplock.jobs (kind, available_at) VALUES ('early', %s)", [when]
+            )
+        for when in ("infinity", "20000-01-01 UTC", "9999-12-29 00:00:01+00"):
+            conn.execute(
+                "INSERT INTO skiplock.jobs (kind, available_at) VALUES ('late', %s)", [when]
+            )
+    assert apply_schema(dsn) == [bounds.name]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        rows = conn.execute(
+            "SELECT kind, available_at::text FROM skiplock.jobs ORDER BY id"
+        ).fetchall()
+    low, high = "0001-01-03 00:00:00+00", "9999-12-29 00:00:00+00"
+    assert rows == [
+        ("early", low),
+        ("early", low),
+        ("early", low),
+        ("early", "2030-05-06 00:00:00+00"),
+        ("late", high),
+        ("late", high),
+        ("late", high),
+    ]
+    with PsycopgJobStore(dsn) as store:
+        assert store.check_schema().up_to_date
+        # The rows that were due before are due now, and read back.
+        jobs = store.claim(ClaimRequest(worker_id="w", limit=10, kinds=frozenset({"early"})))
+        assert [job.available_at.year for job in jobs] == [1, 1, 1]
 
 
 def test_store_accepts_a_newer_schema(make_database: Callable[[], str]) -> None:

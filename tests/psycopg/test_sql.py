@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from skiplock.adapters._pg import _sql
 from skiplock.adapters._pg._migrate import Step, migrations, schema_sql
 from skiplock.adapters._pg._ops import claim_steps
-from skiplock.core import ClaimRequest, ValidationError
+from skiplock.adapters._pg._rows import job_from_row
+from skiplock.core import (
+    MAX_AVAILABLE_AT,
+    MIN_AVAILABLE_AT,
+    UNDECODABLE_MARK,
+    ClaimRequest,
+    UndecodableRowError,
+    ValidationError,
+)
 
 
 def test_convert_pyformat_keeps_casts_and_escapes_percent() -> None:
@@ -115,3 +126,133 @@ def test_a_pair_limit_that_cannot_bind_keeps_the_plain_claim() -> None:
     assert step.params is not None
     assert step.params["excluded_pair_kinds"] == ["j", "k"]
     assert step.params["excluded_pair_tenants"] == ["b", None]
+
+
+# ---- rows that cannot become a job (issue 9) ------------------------------------------
+
+_WHEN = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def _row(job_id: int, **fields: Any) -> dict[str, Any]:
+    """A claimed row as ``_job_fields`` (plus the claim's flags) returns it."""
+    row: dict[str, Any] = {
+        "id": job_id,
+        "kind": "k",
+        "tenant_id": None,
+        "payload": "null",
+        "status": "running",
+        "priority": 0,
+        "available_at": _WHEN,
+        "created_at": _WHEN,
+        "claimed_at": _WHEN,
+        "claimed_by": "w",
+        "attempts": 1,
+        "max_attempts": 5,
+        "last_error": None,
+        "completed_at": None,
+        "idempotency_key": None,
+        "trace_context": None,
+        "claims": 1,
+        "explicit_max_attempts": False,
+        "recovered": False,
+        "unreadable": None,
+        "suspect": False,
+        "charged": True,
+    }
+    return row | fields
+
+
+def test_the_cores_bounds_are_the_ones_in_the_queries_and_the_schema() -> None:
+    query = _sql.neutral_query("get_job", "skiplock")
+    assert f"BETWEEN {_sql.CONSTANTS['min_time']} AND {_sql.CONSTANTS['max_time']}" in query
+    low, high = (
+        f"'{t.isoformat(sep=' ').removesuffix(':00')}'"
+        for t in (MIN_AVAILABLE_AT, MAX_AVAILABLE_AT)
+    )
+    check = f"available_at BETWEEN {low} AND {high}"
+    assert check in resources.files("skiplock.adapters._pg").joinpath("sql/schema.sql").read_text()
+    assert check in migrations()[4].template
+
+
+@pytest.mark.parametrize(
+    ("fields", "column", "problem"),
+    [
+        ({"trace_context": "[1, 2]"}, "trace_context", "not a JSON object: '[1, 2]'"),
+        ({"trace_context": '"t"'}, "trace_context", "not a JSON object"),
+        ({"payload": "1" * 4301}, "payload", "Exceeds the limit (4300 digits)"),
+        ({"payload": "[" * 5000 + "]" * 5000}, "payload", "nested too deeply"),
+        ({"payload": "{"}, "payload", "cannot be decoded"),
+        ({"status": "lost"}, "status", "'lost' is not a valid JobState"),
+        (
+            {"created_at": None, "unreadable": "created_at -infinity; completed_at infinity"},
+            "created_at",
+            "-infinity is outside the timestamps Python reads back",
+        ),
+        ({"created_at": None}, "row", "AttributeError"),
+    ],
+)
+def test_a_row_that_cannot_become_a_job_names_its_column(
+    fields: dict[str, Any], column: str, problem: str
+) -> None:
+    with pytest.raises(UndecodableRowError) as info:
+        job_from_row(_row(7, **fields))
+    assert (info.value.job_id, info.value.column) == (7, column)
+    assert problem in info.value.problem
+
+
+def test_a_trace_context_with_odd_values_reads_as_text() -> None:
+    job = job_from_row(_row(1, trace_context='{"a": [1, [2]], "b": null, "c": "x"}'))
+    assert job.trace_context == {"a": "[1, [2]]", "b": "None", "c": "x"}
+
+
+@settings(max_examples=200)
+@given(
+    payload=st.text() | st.recursive(st.just("0"), lambda s: s.map(lambda t: f"[{t}]")),
+    trace=st.none() | st.text(),
+    status=st.sampled_from(["running", "pending", "?"]),
+)
+def test_decoding_a_row_returns_a_job_or_names_the_column(
+    payload: str, trace: str | None, status: str
+) -> None:
+    column = None
+    try:
+        job_from_row(_row(1, payload=payload, trace_context=trace, status=status))
+    except UndecodableRowError as exc:  # nothing else may escape
+        column = exc.column
+    assert column in {None, "payload", "trace_context", "status"}
+
+
+def test_a_claim_buries_bad_rows_and_recharges_the_rest() -> None:
+    """Sans I/O: the bad row is buried with a fenced complete; the kept jobs are charged
+    as the worker's rule says over them alone."""
+    steps = claim_steps("skiplock", ClaimRequest(worker_id="w", limit=5, start_now=2))
+    assert next(steps).sql == _sql.neutral_query("claim", "skiplock")
+    rows = [
+        _row(1, priority=3),
+        _row(2, priority=2, trace_context="[]", attempts=4, claims=9),
+        _row(3, priority=1, attempts=0, charged=False),
+        _row(4, priority=0, attempts=0, claims=2**31 - 1, charged=False),
+    ]
+    bury = steps.send(rows)
+    assert bury.sql == _sql.neutral_query("complete", "skiplock")
+    assert bury.params is not None
+    assert (bury.params["ids"], bury.params["claims"]) == ([2, 4], [9, 2**31 - 1])
+    assert bury.params["workers"] == ["w", "w"]
+    assert bury.params["statuses"] == ["dead", "dead"]
+    assert bury.params["errors"][0] == f"{UNDECODABLE_MARK} trace_context: not a JSON object: '[]'"
+    assert bury.params["errors"][1].startswith(f"{UNDECODABLE_MARK} claims: 2147483647")
+    recharge = steps.send([{"ord": 1}, {"ord": 2}])
+    assert recharge.sql == _sql.neutral_query("recharge", "skiplock")
+    assert recharge.params == {"ids": [3], "workers": ["w"], "claims": [1], "starts": [True]}
+    with pytest.raises(StopIteration) as done:
+        steps.send([{"ord": 1}])
+    jobs = done.value.value
+    assert [(job.id, job.attempts) for job in jobs] == [(1, 1), (3, 1)]
+
+
+def test_a_claim_without_bad_rows_is_one_statement() -> None:
+    steps = claim_steps("skiplock", ClaimRequest(worker_id="w", limit=5, start_now=1))
+    next(steps)
+    with pytest.raises(StopIteration) as done:
+        steps.send([_row(2, priority=0, charged=False), _row(1, priority=1)])
+    assert [job.id for job in done.value.value] == [1, 2]

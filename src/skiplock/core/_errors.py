@@ -33,3 +33,19 @@ class StoreError(SkiplockError):
 
 class SchemaVersionError(StoreError):
     """The database schema is older (or newer) than this code expects."""
+
+
+class UndecodableRowError(StoreError):
+    """A stored job row that cannot become a :class:`~skiplock.core.Job`: one written
+    around enqueue's validation (plain SQL, say), e.g. a ``trace_context`` that is no JSON
+    object or a timestamp Python cannot read. Names the job, the column and the problem.
+
+    A claim moves such a row to ``dead`` (see :func:`~skiplock.core.undecodable_error`);
+    admin reads of it raise this error.
+    """
+
+    def __init__(self, job_id: int, column: str, problem: str) -> None:
+        super().__init__(f"job {job_id} cannot be read: {column}: {problem}")
+        self.job_id = job_id
+        self.column = column
+        self.problem = problem

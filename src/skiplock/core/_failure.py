@@ -9,12 +9,17 @@ from datetime import timedelta
 from ._errors import ValidationError
 from ._retry import RetryPolicy, next_delay
 from ._types import Bury, Release, Retry
+from ._validation import MAX_DELAY
 
 #: last_error is capped before it is stored (R6 in docs/requirements.md).
 MAX_ERROR_LENGTH = 4096
 
 #: Prefix of ``last_error`` of a job whose worker stopped heart-beating (R12).
 STALE_MARK = "[stale-claim recovered]"
+
+#: Prefix of ``last_error`` of a job moved to ``dead`` by its claim because its stored row
+#: cannot become a Job (a value written around enqueue's validation).
+UNDECODABLE_MARK = "[undecodable row]"
 
 
 class FailureKind(enum.Enum):
@@ -57,6 +62,12 @@ def stale_error(previous: str | None) -> str:
     return truncate_error(STALE_MARK if previous is None else f"{STALE_MARK} {previous}")
 
 
+def undecodable_error(column: str, problem: str) -> str:
+    """``last_error`` of a job whose row cannot become a Job: :data:`UNDECODABLE_MARK`,
+    the column and the problem, capped like every stored error."""
+    return truncate_error(f"{UNDECODABLE_MARK} {column}: {problem}")
+
+
 def _storable(text: str) -> str:
     if "\x00" in text:
         text = text.replace("\x00", "\\x00")
@@ -90,7 +101,8 @@ def decide_failure(
         if not (math.isfinite(retry_after) and retry_after >= 0):
             raise ValidationError(f"retry_after must be >= 0 seconds, got {retry_after!r}")
         # No error text: a throttle is not a failure, and the job's last real error stays.
-        return Release(delay=timedelta(seconds=retry_after))
+        # Clamped like a retry's delay, so the job stays due within the store's bounds.
+        return Release(delay=timedelta(seconds=min(retry_after, MAX_DELAY.total_seconds())))
     text = f"timeout exceeded: {error}" if failure is FailureKind.TIMEOUT else error
     text = truncate_error(text)
     if attempt >= max_attempts:

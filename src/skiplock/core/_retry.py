@@ -8,6 +8,7 @@ from datetime import timedelta
 import attrs
 
 from ._errors import ValidationError
+from ._validation import MAX_DELAY
 
 
 def _is_int(value: object) -> bool:
@@ -74,12 +75,14 @@ def next_delay(policy: RetryPolicy, attempt: int, jitter: float) -> timedelta:
     """Delay before the attempt after ``attempt`` (1-based).
 
     ``jitter`` is U(0,1) drawn by the caller; the result lies within
-    ``[d, d * (1 + policy.jitter)]`` where ``d = min(base * factor**(attempt-1), cap)``.
+    ``[d, d * (1 + policy.jitter)]`` where ``d = min(base * factor**(attempt-1), cap)``,
+    and never beyond :data:`~skiplock.core.MAX_DELAY`: a retry is due within the bounds
+    every store accepts (``MAX_AVAILABLE_AT``), whatever the policy's cap.
     """
     _check(0 <= jitter < 1, f"jitter must be within [0, 1), got {jitter!r}")
     delay = base_delay(policy, attempt)
     seconds = delay + policy.jitter * delay * jitter
-    # A cap near timedelta.max plus jitter must not overflow.
-    if seconds >= timedelta.max.total_seconds():
-        return timedelta.max
+    # Compared in seconds: a cap near timedelta.max plus jitter must not overflow.
+    if seconds >= MAX_DELAY.total_seconds():
+        return MAX_DELAY
     return timedelta(seconds=seconds)

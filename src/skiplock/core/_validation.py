@@ -15,7 +15,7 @@ from ._bucket import RateLimit
 from ._errors import UnknownKindError, ValidationError
 
 if TYPE_CHECKING:
-    from ._types import EnqueueRequest
+    from ._types import EnqueueRequest, Job
 
 #: PostgreSQL identifiers we create or accept (schema names): lower case, <= 63 bytes.
 IDENTIFIER_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -33,7 +33,8 @@ INT8_RANGE = (-(2**63), 2**63 - 1)
 #: The earliest and latest due time (``available_at``) a job may have. PostgreSQL's
 #: ``timestamptz`` stores far more than Python's ``datetime`` (years 1 to 9999) can read;
 #: two days inside Python's range keep every stored instant readable in any session
-#: time zone (no UTC offset reaches a day), so a job can always be read back.
+#: time zone (no UTC offset reaches a day), so a job can always be read back. A stored
+#: timestamp outside them (written around enqueue, by plain SQL) makes its row undecodable.
 MIN_AVAILABLE_AT = datetime(1, 1, 3, tzinfo=UTC)
 MAX_AVAILABLE_AT = datetime(9999, 12, 29, tzinfo=UTC)
 #: The longest ``delay``: about a century, so the store's now + delay stays far inside
@@ -347,6 +348,21 @@ def check_available_at(value: object) -> datetime:
             f"[{MIN_AVAILABLE_AT.isoformat()}, {MAX_AVAILABLE_AT.isoformat()}]"
         )
     return utc
+
+
+def counter_problem(job: Job) -> tuple[str, str] | None:
+    """The counter of a claimed ``job`` that cannot count on, as (column, problem), or None.
+
+    ``attempts`` and ``claims`` are PostgreSQL ``integer`` columns: at their maximum no
+    further attempt or claim can be counted (a claim saturates instead of failing), so
+    such a job must not run; its claim moves it to ``dead`` like an undecodable row.
+    """
+    high = INT4_RANGE[1]
+    if job.attempts >= high:
+        return "attempts", f"{job.attempts} is the column's maximum: no attempt can be counted"
+    if job.claims >= high:
+        return "claims", f"{job.claims} is the column's maximum: no claim can be counted"
+    return None
 
 
 def check_delay(value: object) -> timedelta:

@@ -102,6 +102,12 @@ class AsyncJobStore(Protocol):
         vanished while it was started. Jobs whose ``max_attempts`` was not explicit take
         ``request.max_attempts[kind]`` when given. Honours every limit in the request.
 
+        A store that can hold rows which cannot become a :class:`Job` (PostgreSQL: written
+        by plain SQL around enqueue's validation) moves each such row it claims to
+        ``dead`` in the same call, ``last_error`` from
+        :func:`~skiplock.core.undecodable_error`, and returns the others, charged as
+        :func:`~skiplock.core.charged_positions` says over the jobs returned.
+
         A claim that takes jobs is also a heartbeat: a registered worker's heartbeat is
         refreshed to the store's now in the same transaction, so a job is never claimed
         after its worker's last heartbeat (stale recovery cannot take a job younger than

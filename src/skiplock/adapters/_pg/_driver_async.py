@@ -23,6 +23,17 @@ C = TypeVar("C")
 #: What ``transaction()`` yields to user code (the connection, or e.g. an ORM session).
 TX = TypeVar("TX")
 
+#: Undoes what user code may leave in the session of a lent connection (``SET``, ``SET
+#: ROLE``, ``SET SESSION AUTHORIZATION``, cursors, ``LISTEN``, session advisory locks,
+#: temporary tables, sequence caches) in one round trip: ``DISCARD ALL`` without its
+#: ``DEALLOCATE ALL`` and ``DISCARD PLANS``, so the drivers' prepared statements (the
+#: store's hot queries) survive. Settings return to the session's defaults, those of the
+#: connection string included. ``RESET ALL`` alone keeps a ``SET ROLE``.
+SESSION_RESET = (
+    "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; "
+    "SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES"
+)
+
 
 class AsyncPgDriver(ABC, Generic[C, TX]):
     """Connections and the few calls that differ between PostgreSQL drivers.

@@ -29,6 +29,9 @@ _MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 Rows = list[dict[str, Any]]
 
+#: The schema ``skiplock schema`` manages unless ``--schema`` names another.
+DEFAULT_SCHEMA = "skiplock"
+
 
 @attrs.frozen
 class Migration:
@@ -68,6 +71,12 @@ class SchemaStatus:
         """True if no migration is pending."""
         return not self.pending
 
+    @property
+    def apply_command(self) -> str:
+        """The command that installs or updates this schema (the DSN left to fill in)."""
+        option = "" if self.schema == DEFAULT_SCHEMA else f" --schema {self.schema}"
+        return f"skiplock schema apply --dsn ...{option}"
+
     def __str__(self) -> str:
         lines = [f"schema {self.schema!r}: " + self._summary()]
         lines += [f"  applied  {name}" for name in self.applied]
@@ -77,9 +86,9 @@ class SchemaStatus:
 
     def _summary(self) -> str:
         if not self.installed:
-            return "not installed (run `skiplock schema apply`)"
+            return f"not installed (run `{self.apply_command}`)"
         if self.pending:
-            return f"{len(self.pending)} migration(s) pending (run `skiplock schema apply`)"
+            return f"{len(self.pending)} migration(s) pending (run `{self.apply_command}`)"
         return "up to date"
 
 
@@ -166,17 +175,16 @@ def check_version(status: SchemaStatus) -> None:
     if not status.installed:
         raise SchemaVersionError(
             f"skiplock schema {status.schema!r} is not installed in this database; "
-            f"run `skiplock schema apply --schema {status.schema}` first"
+            f"run `{status.apply_command}` first"
         )
     if status.pending:
         raise SchemaVersionError(
             f"skiplock schema {status.schema!r} is older than this code: pending "
-            f"migrations {', '.join(status.pending)}; run "
-            f"`skiplock schema apply --schema {status.schema}`"
+            f"migrations {', '.join(status.pending)}; run `{status.apply_command}`"
         )
 
 
-def schema_sql(schema: str = "skiplock") -> str:
+def schema_sql(schema: str = DEFAULT_SCHEMA) -> str:
     """Standalone DDL creating the current schema in a fresh database (one transaction)."""
     quoted = quote_identifier(schema)
     records = ",\n    ".join(f"({m.version}, '{m.name}')" for m in migrations())

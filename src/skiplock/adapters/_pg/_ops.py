@@ -8,28 +8,40 @@ required.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from skiplock.core import (
+    Bury,
     ClaimRequest,
+    Completion,
     EnqueueRequest,
     EnqueueResult,
     Job,
+    Lease,
     StoreError,
+    UndecodableRowError,
     capped_kinds,
+    charged_positions,
     claim_order,
+    counter_problem,
     first_occurrences,
     kind_caps,
     pair_caps,
+    undecodable_error,
 )
 
 from ._migrate import Rows, Step
 from ._rows import (
     claim_params,
+    complete_params,
     enqueue_one_params,
     enqueue_params,
     job_from_row,
     pair_params,
+    recharge_params,
     recover_params,
     silent_workers_params,
 )
@@ -38,6 +50,8 @@ from ._sql import lock_key, neutral_query
 if TYPE_CHECKING:
     from collections.abc import Generator, Mapping, Sequence
     from datetime import timedelta
+
+logger = logging.getLogger("skiplock.store")
 
 #: How often enqueue re-inserts a keyed job whose conflicting row vanished meanwhile.
 _ENQUEUE_ROUNDS = 3
@@ -145,8 +159,59 @@ def claim_steps(schema: str, request: ClaimRequest) -> Generator[Step, Rows, lis
         params["excluded_kinds"] = sorted(request.excluded_kinds | full)
         params |= capped_pairs
         rows = yield Step(neutral_query("claim_capped", schema), params)
+    return (yield from _claimed(schema, request, rows))
+
+
+def _claimed(schema: str, request: ClaimRequest, rows: Rows) -> Generator[Step, Rows, list[Job]]:
+    """The claimed rows as jobs in claim order; rows that cannot become a runnable job are
+    moved to ``dead`` in the same claim, so none stays ``running`` unknown to its worker
+    (X4).
+
+    Such a row (written around enqueue's validation) is buried with a fenced ``complete``
+    naming the column (core's :func:`~skiplock.core.undecodable_error`); then the jobs kept
+    are charged as :func:`~skiplock.core.charged_positions` says over them alone, which is
+    what the worker computes from the jobs it gets.
+    """
+    kept: list[tuple[Job, bool]] = []
+    buried: list[Completion] = []
+    for row in rows:
+        try:
+            job = job_from_row(row)
+            problem = counter_problem(job)
+            if problem is not None:
+                raise UndecodableRowError(job.id, *problem)
+        except UndecodableRowError as exc:
+            logger.warning("%s; moved to dead", exc)
+            lease = Lease(
+                job_id=exc.job_id,
+                worker_id=request.worker_id,
+                attempt=int(row["attempts"]),
+                claim=int(row["claims"]),
+            )
+            error = undecodable_error(exc.column, exc.problem)
+            buried.append(Completion(lease=lease, outcome=Bury(error=error)))
+            continue
+        kept.append((job, bool(row["charged"])))
     # RETURNING has no order.
-    return sorted((job_from_row(r) for r in rows), key=claim_order)
+    kept.sort(key=lambda pair: claim_order(pair[0]))
+    jobs = [job for job, _ in kept]
+    if not buried:
+        return jobs
+    yield Step(neutral_query("complete", schema), complete_params(buried))
+    charged = set(charged_positions([job.suspect for job in jobs], request.start_now))
+    changed = [i for i, (_, was) in enumerate(kept) if (i in charged) != was]
+    if not changed:
+        return jobs
+    starts = [i in charged for i in changed]
+    rows = yield Step(
+        neutral_query("recharge", schema),
+        recharge_params([jobs[i].lease for i in changed], starts),
+    )
+    for row in rows:  # a lease lost meanwhile changes nothing: its job is not ours
+        n = int(row["ord"]) - 1
+        i, step = changed[n], 1 if starts[n] else -1
+        jobs[i] = attrs.evolve(jobs[i], attempts=jobs[i].attempts + step)
+    return jobs
 
 
 def maintenance_lock_key(schema: str, task: str) -> int:

@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import sys
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from skiplock.core import (
+    MAX_AVAILABLE_AT,
     MAX_ERROR_LENGTH,
+    MIN_AVAILABLE_AT,
     STALE_MARK,
     Bury,
     ClaimRequest,
@@ -30,16 +32,20 @@ from skiplock.core import (
     Retry,
     StateCount,
     Succeeded,
+    UndecodableRowError,
     WorkerInfo,
     encode_payload,
     pair_order,
+    shown,
     sources,
     transition,
     truncate_error,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+
+T = TypeVar("T")
 
 
 def _json(text: str | None) -> Any:
@@ -55,31 +61,85 @@ def _utc_or_none(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(UTC)
 
 
-def job_from_row(row: Mapping[str, Any]) -> Job:
-    """A job from a row selected with the ``_job_columns`` fragment (JSON as text)."""
-    trace = _json(row["trace_context"])
-    return Job(
-        id=int(row["id"]),
-        kind=row["kind"],
-        payload=_json(row["payload"]),
-        state=JobState(row["status"]),
-        priority=int(row["priority"]),
-        tenant=row["tenant_id"],
-        available_at=utc(row["available_at"]),
-        created_at=utc(row["created_at"]),
-        attempts=int(row["attempts"]),
-        max_attempts=int(row["max_attempts"]),
-        claimed_at=_utc_or_none(row["claimed_at"]),
-        claimed_by=row["claimed_by"],
-        completed_at=_utc_or_none(row["completed_at"]),
-        last_error=row["last_error"],
-        idempotency_key=row["idempotency_key"],
-        trace_context=None if trace is None else {str(k): str(v) for k, v in trace.items()},
-        claims=int(row["claims"]),
-        explicit_max_attempts=bool(row["explicit_max_attempts"]),
-        suspect=bool(row["suspect"]),
-        recovered=bool(row["recovered"]),
+class _BadValue(ValueError):
+    """A value of the wrong shape; its message is the whole problem."""
+
+
+def _problem(exc: Exception) -> str:
+    if isinstance(exc, _BadValue):
+        return str(exc)
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to decode (RecursionError)"
+    return f"cannot be decoded: {exc} ({type(exc).__name__})"
+
+
+def _decoded(job_id: int, column: str, decode: Callable[[Any], T], value: Any) -> T:
+    """``decode(value)``; any exception becomes an UndecodableRowError naming ``column``."""
+    try:
+        return decode(value)
+    except Exception as exc:
+        raise UndecodableRowError(job_id, column, _problem(exc)) from exc
+
+
+def _trace_context(text: str | None) -> dict[str, str] | None:
+    trace = _json(text)
+    if trace is None:
+        return None
+    if not isinstance(trace, dict):
+        raise _BadValue(f"not a JSON object: {shown(text)}")
+    return {str(k): str(v) for k, v in trace.items()}
+
+
+def _unreadable(job_id: int, text: str) -> UndecodableRowError:
+    """The error for the ``unreadable`` column: ``"<column> <value>[; ...]"``."""
+    column, _, value = text.partition(";")[0].partition(" ")
+    problem = (
+        f"{value} is outside the timestamps Python reads back "
+        f"({MIN_AVAILABLE_AT.isoformat()} to {MAX_AVAILABLE_AT.isoformat()})"
     )
+    if ";" in text:
+        problem += f"; also {text.partition('; ')[2]}"
+    return UndecodableRowError(job_id, column, problem)
+
+
+def job_from_row(row: Mapping[str, Any]) -> Job:
+    """A job from a row selected with the ``_job_columns`` fragment (JSON as text).
+
+    Raises :class:`~skiplock.core.UndecodableRowError` naming the first column that cannot
+    be decoded (a row written around enqueue's validation); nothing else escapes.
+    """
+    job_id = int(row["id"])
+    unreadable = row.get("unreadable")
+    if unreadable is not None:
+        raise _unreadable(job_id, unreadable)
+    payload = _decoded(job_id, "payload", _json, row["payload"])
+    trace_context = _decoded(job_id, "trace_context", _trace_context, row["trace_context"])
+    state = _decoded(job_id, "status", JobState, row["status"])
+    try:
+        return Job(
+            id=job_id,
+            kind=row["kind"],
+            payload=payload,
+            state=state,
+            priority=int(row["priority"]),
+            tenant=row["tenant_id"],
+            available_at=utc(row["available_at"]),
+            created_at=utc(row["created_at"]),
+            attempts=int(row["attempts"]),
+            max_attempts=int(row["max_attempts"]),
+            claimed_at=_utc_or_none(row["claimed_at"]),
+            claimed_by=row["claimed_by"],
+            completed_at=_utc_or_none(row["completed_at"]),
+            last_error=row["last_error"],
+            idempotency_key=row["idempotency_key"],
+            trace_context=trace_context,
+            claims=int(row["claims"]),
+            explicit_max_attempts=bool(row["explicit_max_attempts"]),
+            suspect=bool(row["suspect"]),
+            recovered=bool(row["recovered"]),
+        )
+    except Exception as exc:  # the columns above cannot fail; should one ever, name it
+        raise UndecodableRowError(job_id, "row", _problem(exc)) from exc
 
 
 def state_count_from_row(row: Mapping[str, Any]) -> StateCount:
@@ -218,6 +278,11 @@ def lease_params(leases: Sequence[Lease]) -> dict[str, list[Any]]:
         "workers": [lease.worker_id for lease in leases],
         "claims": [lease.claim for lease in leases],
     }
+
+
+def recharge_params(leases: Sequence[Lease], starts: Sequence[bool]) -> dict[str, list[Any]]:
+    """Parameters of ``recharge``: per lease, whether its job is charged now."""
+    return lease_params(leases) | {"starts": list(starts)}
 
 
 def complete_params(completions: Sequence[Completion]) -> dict[str, list[Any]]:

@@ -2,9 +2,10 @@
 
 The files under ``sql/`` are written once: ``{schema}`` stands for the quoted schema
 name, ``{channel}`` for the NOTIFY channel, ``{_fragment}`` for a named fragment of
-``queries.sql``, and values are ``:name`` parameters. Each driver converts the neutral
-text at load time (psycopg: ``%(name)s``; asyncpg: ``$n``; SQLAlchemy ``text()``:
-``:name``), and the results are cached.
+``queries.sql``, ``{min_time}``, ``{max_time}`` and ``{max_int4}`` in ``queries.sql`` for
+the core's bounds (:data:`CONSTANTS`), and values are ``:name`` parameters. Each driver
+converts the neutral text at load time (psycopg: ``%(name)s``; asyncpg: ``$n``;
+SQLAlchemy ``text()``: ``:name``), and the results are cached.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from skiplock.core import validate_identifier
+from skiplock.core import INT4_RANGE, MAX_AVAILABLE_AT, MIN_AVAILABLE_AT, validate_identifier
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from datetime import datetime
 
 #: PostgreSQL's identifier limit (NAMEDATALEN - 1); NOTIFY channels share it.
 MAX_NAME_BYTES = 63
@@ -31,6 +33,19 @@ _HEADER_RE = re.compile(r"^--\s*name:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$", re.MULTIL
 _FRAGMENT_RE = re.compile(r"\{(_[a-z0-9_]+)\}")
 
 Style = Literal["pyformat", "numeric", "named"]
+
+
+def _time_literal(value: datetime) -> str:
+    return f"'{value.isoformat()}'::timestamptz"
+
+
+#: The core's bounds as SQL literals, substituted into ``queries.sql`` at load time: the
+#: timestamps Python reads back in any session time zone, and ``integer``'s maximum.
+CONSTANTS: Mapping[str, str] = {
+    "min_time": _time_literal(MIN_AVAILABLE_AT),
+    "max_time": _time_literal(MAX_AVAILABLE_AT),
+    "max_int4": str(INT4_RANGE[1]),
+}
 
 
 def quote_identifier(name: str) -> str:
@@ -146,7 +161,10 @@ def convert(text: str, style: Style, name: str = "<sql>") -> Query:
 
 @functools.cache
 def _neutral_queries() -> Mapping[str, str]:
-    return expand_fragments(parse_blocks(read_resource("queries.sql")))
+    text = read_resource("queries.sql")
+    for name, value in CONSTANTS.items():
+        text = text.replace("{" + name + "}", value)
+    return expand_fragments(parse_blocks(text))
 
 
 @functools.cache

@@ -29,6 +29,7 @@ from skiplock.core import (
     Lease,
     Page,
     StateCount,
+    StoreError,
     ValidationError,
     WorkerInfo,
     check_operator_event,
@@ -174,6 +175,17 @@ class PgJobStore(Generic[C, TX]):
             self._schema_checked = True
 
     @contextmanager
+    def _lost_as_store_error(self) -> Iterator[None]:
+        """A lost connection of the store's own is StoreError (the store's fault), not the
+        driver's exception; other errors (a constraint, a timeout) pass unchanged."""
+        try:
+            yield
+        except Exception as exc:
+            if self._driver.is_disconnect(exc):
+                raise StoreError(f"lost the PostgreSQL connection: {exc}") from exc
+            raise
+
+    @contextmanager
     def _pooled(self, *, autocommit: bool = False, check: bool = True) -> Iterator[C]:
         self._open_pool()
         if check:
@@ -189,7 +201,8 @@ class PgJobStore(Generic[C, TX]):
 
         On a caller's connection that commits each statement (autocommit, no transaction
         open) an ``atomic`` operation opens a short transaction of its own: it is all or
-        nothing on every driver. A transaction the caller opened is used as is.
+        nothing on every driver. A transaction the caller opened is used as is. A pooled
+        connection that is lost raises StoreError; the caller's raises the driver's error.
         """
         driver = self._driver
         if connection is not None:
@@ -202,10 +215,17 @@ class PgJobStore(Generic[C, TX]):
             else:
                 yield conn
         elif atomic:
-            with self._pooled(check=check) as conn, driver.begin(conn):
+            with (
+                self._pooled(check=check) as conn,
+                self._lost_as_store_error(),
+                driver.begin(conn),
+            ):
                 yield conn
         else:
-            with self._pooled(autocommit=True, check=check) as conn:
+            with (
+                self._pooled(autocommit=True, check=check) as conn,
+                self._lost_as_store_error(),
+            ):
                 yield conn
 
     # ---- the port's connections -----------------------------------------------------------
@@ -307,7 +327,7 @@ class PgJobStore(Generic[C, TX]):
 
     def now(self) -> datetime:
         """The database's ``now()``."""
-        with self._pooled() as conn:
+        with self._pooled() as conn, self._lost_as_store_error():
             rows = self._execute(conn, "now", {})
         return utc(rows[0]["now"])
 
@@ -339,7 +359,8 @@ class PgJobStore(Generic[C, TX]):
 
     def claim(self, request: ClaimRequest) -> list[Job]:
         """Claim due jobs in one statement (a transaction with advisory locks for kinds
-        with a cluster limit); a claim that takes jobs refreshes its worker's heartbeat."""
+        with a cluster limit); a claim that takes jobs refreshes its worker's heartbeat.
+        Rows that cannot become a job are moved to ``dead`` by a further statement."""
         if request.limit <= 0:
             return []
         atomic = claim_needs_transaction(request)
@@ -369,13 +390,14 @@ class PgJobStore(Generic[C, TX]):
         return _applied(rows, len(completions))
 
     def get(self, job_id: int, *, connection: Any = None) -> Job | None:
-        """One job, or None."""
+        """One job, or None; UndecodableRowError for a row that cannot become a job."""
         with self._use(connection) as conn:
             rows = self._execute(conn, "get_job", {"id": job_id})
         return job_from_row(rows[0]) if rows else None
 
     def list_jobs(self, filter: JobFilter, page: Page) -> list[Job]:
-        """Jobs matching ``filter``, ordered by id, one keyset page."""
+        """Jobs matching ``filter``, ordered by id, one keyset page; UndecodableRowError
+        if a row of the page cannot become a job."""
         name = "list_jobs_desc" if page.descending else "list_jobs_asc"
         with self._use(None) as conn:
             rows = self._execute(conn, name, filter_params(filter) | page_params(page))
@@ -403,7 +425,8 @@ class PgJobStore(Generic[C, TX]):
         return sorted(int(r["id"]) for r in rows)
 
     def delete(self, filter: JobFilter, *, connection: Any = None) -> list[Job]:
-        """Delete matching jobs that are not running; returns them."""
+        """Delete matching jobs that are not running; returns them. A deleted row that
+        cannot become a job raises UndecodableRowError (it is deleted all the same)."""
         with self._use(connection) as conn:
             rows = self._execute(conn, "delete", filter_params(filter))
         return sorted((job_from_row(r) for r in rows), key=lambda j: j.id)
@@ -487,8 +510,8 @@ class PgJobStore(Generic[C, TX]):
                         raise
                     self._drop_aux(broken=True)
                     if attempt:
-                        raise
-        with self._pooled(autocommit=True) as conn:
+                        raise StoreError(f"lost the PostgreSQL connection: {exc}") from exc
+        with self._pooled(autocommit=True) as conn, self._lost_as_store_error():
             return self._execute(conn, name, params)
 
     def _drop_aux(self, *, broken: bool) -> None:

@@ -25,6 +25,7 @@ from skiplock.core import (
     Lease,
     Page,
     StateCount,
+    StoreError,
     ValidationError,
     WorkerInfo,
     check_operator_event,
@@ -170,6 +171,17 @@ class AsyncPgJobStore(Generic[C, TX]):
             self._schema_checked = True
 
     @asynccontextmanager
+    async def _lost_as_store_error(self) -> AsyncIterator[None]:
+        """A lost connection of the store's own is StoreError (the store's fault), not the
+        driver's exception; other errors (a constraint, a timeout) pass unchanged."""
+        try:
+            yield
+        except Exception as exc:
+            if self._driver.is_disconnect(exc):
+                raise StoreError(f"lost the PostgreSQL connection: {exc}") from exc
+            raise
+
+    @asynccontextmanager
     async def _pooled(self, *, autocommit: bool = False, check: bool = True) -> AsyncIterator[C]:
         await self._open_pool()
         if check:
@@ -187,7 +199,8 @@ class AsyncPgJobStore(Generic[C, TX]):
 
         On a caller's connection that commits each statement (autocommit, no transaction
         open) an ``atomic`` operation opens a short transaction of its own: it is all or
-        nothing on every driver. A transaction the caller opened is used as is.
+        nothing on every driver. A transaction the caller opened is used as is. A pooled
+        connection that is lost raises StoreError; the caller's raises the driver's error.
         """
         driver = self._driver
         if connection is not None:
@@ -200,10 +213,17 @@ class AsyncPgJobStore(Generic[C, TX]):
             else:
                 yield conn
         elif atomic:
-            async with self._pooled(check=check) as conn, driver.begin(conn):
+            async with (
+                self._pooled(check=check) as conn,
+                self._lost_as_store_error(),
+                driver.begin(conn),
+            ):
                 yield conn
         else:
-            async with self._pooled(autocommit=True, check=check) as conn:
+            async with (
+                self._pooled(autocommit=True, check=check) as conn,
+                self._lost_as_store_error(),
+            ):
                 yield conn
 
     # ---- the port's connections -----------------------------------------------------------
@@ -307,7 +327,7 @@ class AsyncPgJobStore(Generic[C, TX]):
 
     async def now(self) -> datetime:
         """The database's ``now()``."""
-        async with self._pooled() as conn:
+        async with self._pooled() as conn, self._lost_as_store_error():
             rows = await self._execute(conn, "now", {})
         return utc(rows[0]["now"])
 
@@ -341,7 +361,8 @@ class AsyncPgJobStore(Generic[C, TX]):
 
     async def claim(self, request: ClaimRequest) -> list[Job]:
         """Claim due jobs in one statement (a transaction with advisory locks for kinds
-        with a cluster limit); a claim that takes jobs refreshes its worker's heartbeat."""
+        with a cluster limit); a claim that takes jobs refreshes its worker's heartbeat.
+        Rows that cannot become a job are moved to ``dead`` by a further statement."""
         if request.limit <= 0:
             return []
         atomic = claim_needs_transaction(request)
@@ -373,13 +394,14 @@ class AsyncPgJobStore(Generic[C, TX]):
         return _applied(rows, len(completions))
 
     async def get(self, job_id: int, *, connection: Any = None) -> Job | None:
-        """One job, or None."""
+        """One job, or None; UndecodableRowError for a row that cannot become a job."""
         async with self._use(connection) as conn:
             rows = await self._execute(conn, "get_job", {"id": job_id})
         return job_from_row(rows[0]) if rows else None
 
     async def list_jobs(self, filter: JobFilter, page: Page) -> list[Job]:
-        """Jobs matching ``filter``, ordered by id, one keyset page."""
+        """Jobs matching ``filter``, ordered by id, one keyset page; UndecodableRowError
+        if a row of the page cannot become a job."""
         name = "list_jobs_desc" if page.descending else "list_jobs_asc"
         async with self._use(None) as conn:
             rows = await self._execute(conn, name, filter_params(filter) | page_params(page))
@@ -407,7 +429,8 @@ class AsyncPgJobStore(Generic[C, TX]):
         return sorted(int(r["id"]) for r in rows)
 
     async def delete(self, filter: JobFilter, *, connection: Any = None) -> list[Job]:
-        """Delete matching jobs that are not running; returns them."""
+        """Delete matching jobs that are not running; returns them. A deleted row that
+        cannot become a job raises UndecodableRowError (it is deleted all the same)."""
         async with self._use(connection) as conn:
             rows = await self._execute(conn, "delete", filter_params(filter))
         return sorted((job_from_row(r) for r in rows), key=lambda j: j.id)
@@ -493,8 +516,8 @@ class AsyncPgJobStore(Generic[C, TX]):
                         raise
                     await self._drop_aux(broken=True)
                     if attempt:
-                        raise
-        async with self._pooled(autocommit=True) as conn:
+                        raise StoreError(f"lost the PostgreSQL connection: {exc}") from exc
+        async with self._pooled(autocommit=True) as conn, self._lost_as_store_error():
             return await self._execute(conn, name, params)
 
     async def _drop_aux(self, *, broken: bool) -> None:

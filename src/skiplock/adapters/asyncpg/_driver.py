@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import asyncpg
 from asyncpg.pool import Pool, PoolConnectionProxy
 
-from skiplock.adapters._pg._driver_async import AsyncPgDriver
+from skiplock.adapters._pg._driver_async import SESSION_RESET, AsyncPgDriver
 from skiplock.core import StoreError
 
 if TYPE_CHECKING:
@@ -164,14 +164,21 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
 
     @asynccontextmanager
     async def lent(self, conn: Any, *, autocommit: bool) -> AsyncIterator[None]:
-        """Reset the session state user code may have left on a lent connection (SET,
-        LISTEN, session advisory locks) before it goes back to an owned pool."""
+        """Reset the session state user code may have left on a lent connection before it
+        goes back to an owned pool: asyncpg's reset (an open transaction, listener
+        callbacks, SET, LISTEN, advisory locks), then :data:`SESSION_RESET` for what that
+        leaves (SET ROLE, SET SESSION AUTHORIZATION, temporary tables). A connection that
+        cannot be reset is terminated (the pool replaces it); never raises, so the
+        processor's outcome stands."""
         try:
             yield
         finally:
             if self._owns_pool and not self.pgbouncer and not conn.is_closed():
-                with contextlib.suppress(*CONNECTION_ERRORS):  # the pool replaces it
+                try:
                     await conn.reset()
+                    await conn.execute(SESSION_RESET)
+                except (*CONNECTION_ERRORS, asyncpg.PostgresError):
+                    conn.terminate()
 
     async def connect(self) -> Any:
         try:

@@ -7,16 +7,18 @@ This module is the generated sync twin of ``_driver_async.py``.
 
 from __future__ import annotations
 
+import logging
+import select
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import psycopg
-from psycopg import Connection, sql
+from psycopg import Connection, IsolationLevel, sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from skiplock.adapters._pg._driver import PgDriver
+from skiplock.adapters._pg._driver import SESSION_RESET, PgDriver
 from skiplock.core import StoreError
 
 if TYPE_CHECKING:
@@ -24,6 +26,65 @@ if TYPE_CHECKING:
 
     from skiplock.adapters._pg._migrate import Rows
     from skiplock.adapters._pg._sql import Query, Style
+
+logger = logging.getLogger("skiplock.adapters.psycopg")
+
+#: SQLSTATE prefixes of errors after which the server has ended the session: connection
+#: exceptions (08), shutdown and termination (57P: pg_terminate_backend, a restart, an
+#: idle session timeout), and the idle-in-transaction timeout (25P03).
+_SESSION_ENDED = ("08", "57P", "25P03")
+
+
+def _has_input(conn: Connection[Any]) -> bool:
+    """Whether something waits to be read on an idle connection: when the server ended the
+    session (pg_terminate_backend, a restart), its goodbye and the end of the stream. One
+    poll() tells, without a round trip."""
+    try:
+        fd = conn.fileno()
+    except psycopg.Error:  # closed
+        return True
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))  # POLLHUP and POLLERR are always reported too
+    readable, _, broken = select.select([fd], [], [fd], 0)  # Windows
+    return bool(readable or broken)
+
+
+class _ClientSettings(NamedTuple):
+    """The Python-side settings of a connection that user code may change."""
+
+    autocommit: bool
+    isolation_level: IsolationLevel | None
+    read_only: bool | None
+    deferrable: bool | None
+    row_factory: Any
+    prepare_threshold: int | None
+
+    @classmethod
+    def of(cls, conn: Connection[Any]) -> _ClientSettings:
+        return cls(
+            conn.autocommit,
+            conn.isolation_level,
+            conn.read_only,
+            conn.deferrable,
+            conn.row_factory,
+            conn.prepare_threshold,
+        )
+
+    def restore(self, conn: Connection[Any]) -> None:
+        # psycopg sends isolation_level/read_only/deferrable with every BEGIN, also of the
+        # store's own transactions: they must not outlive the loan.
+        if conn.autocommit != self.autocommit:
+            conn.set_autocommit(self.autocommit)
+        if conn.isolation_level != self.isolation_level:
+            conn.set_isolation_level(self.isolation_level)
+        if conn.read_only != self.read_only:
+            conn.set_read_only(self.read_only)
+        if conn.deferrable != self.deferrable:
+            conn.set_deferrable(self.deferrable)
+        conn.row_factory = self.row_factory
+        conn.prepare_threshold = self.prepare_threshold
 
 
 class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
@@ -97,27 +158,81 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
 
     @contextmanager
     def acquire(self) -> Iterator[Connection[Any]]:
-        try:
-            conn = self.pool.getconn()
-        except PoolTimeout as exc:
-            raise StoreError(f"no PostgreSQL connection within {self.timeout} s: {exc}") from exc
+        conn = self._checkout()
         try:
             with conn:  # commit or roll back like pool.connection()
                 yield conn
         finally:
             self.pool.putconn(conn)
 
+    def _checkout(self) -> Connection[Any]:
+        """A pooled connection whose session the server has not ended.
+
+        psycopg_pool hands out idle connections unchecked (its ``check`` callback costs a
+        round trip per checkout, and a failed check backs off for seconds). A connection
+        the server ended while it sat in the pool has input waiting (:func:`_has_input`);
+        only such a one is checked with an empty query, and if that fails it is closed and
+        given back (the pool opens a replacement) and the next one is taken. So after
+        pg_terminate_backend or a restart no operation fails on a dead pooled connection;
+        one that dies silently (a network partition) still fails its next statement.
+        """
+        pool = self.pool
+        for _ in range(pool.max_size + 1):
+            try:
+                conn: Connection[Any] = pool.getconn()
+            except PoolTimeout as exc:
+                raise StoreError(
+                    f"no PostgreSQL connection within {self.timeout} s: {exc}"
+                ) from exc
+            if not _has_input(conn):
+                return conn
+            try:
+                ConnectionPool.check_connection(conn)
+            except psycopg.Error as exc:
+                logger.info("dropping a pooled connection the server ended: %s", exc)
+                conn.close()
+                pool.putconn(conn)
+                continue
+            except BaseException:
+                pool.putconn(conn)
+                raise
+            return conn  # a notice or a parameter change, not a goodbye
+        raise StoreError("no working PostgreSQL connection: every pooled one was ended")
+
     @contextmanager
     def lent(self, conn: Connection[Any], *, autocommit: bool) -> Iterator[None]:
-        # A caller's pool may hand out connections outside autocommit mode.
-        switch = autocommit and not conn.autocommit
-        if switch:
+        """Lend ``conn`` to user code, then give it back to the pool as it came out: its
+        Python-side settings restored and, on a pool the driver made, its session reset
+        (:data:`SESSION_RESET`, then the store's statement timeout again).
+
+        A caller's pool keeps its own reset policy (its ``configure`` may have set what
+        a reset would undo): give it a ``reset`` callback.
+        """
+        settings = _ClientSettings.of(conn)
+        if autocommit and not conn.autocommit:
+            # A caller's pool may hand out connections outside autocommit mode.
             conn.set_autocommit(True)
         try:
             yield
         finally:
-            if switch:
-                conn.set_autocommit(False)
+            self._take_back(conn, settings)
+
+    def _take_back(self, conn: Connection[Any], settings: _ClientSettings) -> None:
+        # Never raises, so the processor's outcome stands: a connection that cannot be
+        # reset is closed, and the pool replaces it.
+        if conn.closed:
+            return
+        try:
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                conn.rollback()  # e.g. a BEGIN left open in an autocommit() block
+            settings.restore(conn)
+            if self._owns_pool:
+                self.script(conn, SESSION_RESET)
+                if self._timeout_ms is not None:
+                    self._configure(conn)
+        except psycopg.Error as exc:
+            logger.warning("closing a pooled connection that could not be reset: %s", exc)
+            conn.close()
 
     def connect(self) -> Connection[Any] | None:
         if self.conninfo is None:  # e.g. a callable conninfo: only the pool can connect
@@ -134,7 +249,12 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
         return conn.closed
 
     def is_disconnect(self, exc: BaseException) -> bool:
-        return isinstance(exc, psycopg.OperationalError)
+        # Not every OperationalError: a statement timeout, a deadlock or a serialization
+        # failure leave the connection usable. No SQLSTATE: a client-side connection error.
+        if not isinstance(exc, psycopg.OperationalError):
+            return False
+        state = exc.sqlstate
+        return state is None or state.startswith(_SESSION_ENDED)
 
     # ---- transactions -------------------------------------------------------------------
 

@@ -45,6 +45,12 @@ class PsycopgJobStore(PgJobStore[Connection[Any], Connection[Any]]):
     or rolls back. A connection in autocommit mode outside a ``transaction()`` block has
     no open transaction: each statement then commits on its own.
 
+    A pooled connection lent to user code (:meth:`transaction`, :meth:`autocommit`, the
+    processors' ``ctx.connection``) goes back as it came out: psycopg's settings restored
+    and, on an owned pool, its session reset (``SET``, ``SET ROLE``, ``LISTEN``, advisory
+    locks, temporary tables). Pooled connections the server ended are dropped when taken
+    from the pool; one lost during an operation raises StoreError.
+
     Heartbeats and worker registration use one dedicated connection, so a busy job pool
     never starves them. The first use checks the schema version (SchemaVersionError on an
     older schema: run ``skiplock schema apply``).

@@ -6,10 +6,30 @@
 -- alias the jobs table as j.
 
 -- name: _job_fields
+-- A timestamp Python cannot read (outside the core's {min_time} .. {max_time}: -infinity,
+-- BC, year 10000 on; written by plain SQL) would fail the driver's fetch of every row
+-- with it: it comes back NULL instead, and "unreadable" names it with its text, so the
+-- row alone is refused when it is decoded.
 j.id, j.kind, j.tenant_id, j.payload::text AS payload, j.status, j.priority,
-j.available_at, j.created_at, j.claimed_at, j.claimed_by, j.attempts, j.max_attempts,
-j.last_error, j.completed_at, j.idempotency_key, j.trace_context::text AS trace_context,
-j.claims, j.explicit_max_attempts, j.recovered
+CASE WHEN j.available_at BETWEEN {min_time} AND {max_time} THEN j.available_at END
+    AS available_at,
+CASE WHEN j.created_at BETWEEN {min_time} AND {max_time} THEN j.created_at END AS created_at,
+CASE WHEN j.claimed_at BETWEEN {min_time} AND {max_time} THEN j.claimed_at END AS claimed_at,
+j.claimed_by, j.attempts, j.max_attempts, j.last_error,
+CASE WHEN j.completed_at BETWEEN {min_time} AND {max_time} THEN j.completed_at END
+    AS completed_at,
+j.idempotency_key, j.trace_context::text AS trace_context,
+j.claims, j.explicit_max_attempts, j.recovered,
+nullif(concat_ws('; ',
+    CASE WHEN NOT j.available_at BETWEEN {min_time} AND {max_time}
+        THEN 'available_at ' || j.available_at END,
+    CASE WHEN NOT j.created_at BETWEEN {min_time} AND {max_time}
+        THEN 'created_at ' || j.created_at END,
+    CASE WHEN NOT j.claimed_at BETWEEN {min_time} AND {max_time}
+        THEN 'claimed_at ' || j.claimed_at END,
+    CASE WHEN NOT j.completed_at BETWEEN {min_time} AND {max_time}
+        THEN 'completed_at ' || j.completed_at END
+), '') AS unreadable
 
 -- name: _job_columns
 -- A suspect: pending with the started mark its vanished worker's claim left.
@@ -67,10 +87,15 @@ charged AS MATERIALIZED (
 -- name: _claim_update
 -- The rest are held until start(). A job whose max_attempts was not chosen at enqueue
 -- takes the claiming worker's value for its kind, if given. Each job is returned with
--- whether it was a suspect before this claim.
+-- whether it was a suspect before this claim and whether this claim charged it. The
+-- counters saturate: a row at integer's maximum (plain SQL) must not fail the claim of
+-- the whole batch; it is claimed, then buried as undecodable (core.counter_problem).
 UPDATE {schema}.jobs AS j
-SET status = 'running', claimed_by = :worker_id, claimed_at = now(), claims = j.claims + 1,
-    attempts = j.attempts + CASE WHEN c.start THEN 1 ELSE 0 END,
+SET status = 'running', claimed_by = :worker_id, claimed_at = now(),
+    claims = CASE WHEN j.claims < {max_int4} THEN j.claims + 1 ELSE j.claims END,
+    attempts = CASE
+        WHEN c.start AND j.attempts < {max_int4} THEN j.attempts + 1 ELSE j.attempts
+    END,
     started = c.start,
     max_attempts = CASE
         WHEN j.explicit_max_attempts THEN j.max_attempts
@@ -81,7 +106,7 @@ SET status = 'running', claimed_by = :worker_id, claimed_at = now(), claims = j.
     END
 FROM charged AS c
 WHERE j.id = c.id
-RETURNING {_job_fields}, c.suspect
+RETURNING {_job_fields}, c.suspect, c.start AS charged
 
 -- ---- migrations -------------------------------------------------------------------
 
@@ -277,8 +302,12 @@ GROUP BY j.kind;
 SET status = u.status,
     -- An outcome of a run pays its attempt if nothing did yet (a held job started
     -- without a round trip); a release gives back what the start paid.
+    -- attempts saturate at integer's maximum, so no row's value can fail the batch.
     attempts = greatest(
-        j.attempts + CASE WHEN u.ran AND NOT j.started THEN 1 ELSE 0 END - u.refund, 0
+        j.attempts
+        + CASE WHEN u.ran AND NOT j.started AND j.attempts < {max_int4} THEN 1 ELSE 0 END
+        - u.refund,
+        0
     ),
     started = false,
     recovered = false,
@@ -333,7 +362,9 @@ RETURNING u.ord;
 -- paid for this claim (so charging is idempotent). A lease given twice starts
 -- its job once (its first occurrence reports it); only equal leases can both match.
 UPDATE {schema}.jobs AS j
-SET attempts = j.attempts + CASE WHEN j.started THEN 0 ELSE 1 END, started = true
+SET attempts = j.attempts
+        + CASE WHEN j.started OR j.attempts >= {max_int4} THEN 0 ELSE 1 END,
+    started = true
 FROM (
     SELECT DISTINCT ON (l.id, l.worker, l.claim) l.*
     FROM unnest(:ids::bigint[], :workers::text[], :claims::int[])
@@ -341,6 +372,20 @@ FROM (
     ORDER BY l.id, l.worker, l.claim, l.ord
 ) AS u
 {_lease_fence}
+RETURNING u.ord;
+
+-- name: recharge
+-- After a claim buried rows it could not decode, the jobs it returns are charged as
+-- core.charged_positions says over them alone (the worker applies that rule to what it
+-- got): a start is paid (attempts + 1, started) or given back (attempts - 1, held).
+-- Only rows whose charge changes are passed; kept jobs are below integer's maximum.
+UPDATE {schema}.jobs AS j
+SET attempts = CASE WHEN u.start THEN j.attempts + 1 ELSE greatest(j.attempts - 1, 0) END,
+    started = u.start
+FROM unnest(:ids::bigint[], :workers::text[], :claims::int[], :starts::bool[])
+    WITH ORDINALITY AS u (id, worker, claim, start, ord)
+{_lease_fence}
+  AND j.started <> u.start
 RETURNING u.ord;
 
 -- name: get_job
