@@ -8,6 +8,7 @@ same way.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import secrets
 from contextlib import asynccontextmanager
@@ -82,17 +83,70 @@ async def fetch_one(conninfo: str, query: Query, params: Sequence[Any] = ()) -> 
     return tuple(row)
 
 
-async def settle(conninfo: str) -> None:
-    """VACUUM ANALYZE and CHECKPOINT before a timed phase.
+async def settle(conninfo: str, *, analyze: bool = True) -> None:
+    """Before a timed phase: VACUUM ANALYZE (unless ``analyze`` is False: cold tables,
+    whose planner statistics stay as the prefill left them, i.e. none) and CHECKPOINT.
 
-    Autovacuum may be off (it is on this machine's test server) and a checkpoint in the
-    middle of a short run would dominate it; both are taken out of the measurement.
+    A checkpoint in the middle of a short run would dominate it, so it is taken out of
+    the measurement either way.
     """
     async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
-        await conn.execute("VACUUM ANALYZE")
+        if analyze:
+            await conn.execute("VACUUM ANALYZE")
         # CHECKPOINT needs superuser (or pg_checkpoint); the run is still valid without.
         with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
             await conn.execute("CHECKPOINT")
+
+
+#: The database's own tables: every ordinary table outside the system schemas.
+_USER_TABLES = """
+    SELECT n.nspname, c.relname
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.relkind = 'r' AND c.relpersistence <> 't'
+      AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+    ORDER BY 1, 2
+"""
+
+
+async def autovacuum_off(conninfo: str) -> list[str]:
+    """Turn autovacuum, and with it autoanalyze, off for every table of the database
+    (``autovacuum_enabled = false``), so no statistics appear on their own during a
+    timed phase; returns the tables as ``schema.table``."""
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+        cur = await conn.execute(_USER_TABLES)
+        tables = [(str(schema), str(name)) for schema, name in await cur.fetchall()]
+        for schema, name in tables:
+            await conn.execute(
+                sql.SQL("ALTER TABLE {}.{} SET (autovacuum_enabled = false)").format(
+                    sql.Identifier(schema), sql.Identifier(name)
+                )
+            )
+    return [f"{schema}.{name}" for schema, name in tables]
+
+
+@dataclasses.dataclass(frozen=True)
+class TableStats:
+    """What PostgreSQL knows about the database's own tables at one moment."""
+
+    #: ANALYZE runs so far over them, manual and automatic (``pg_stat_user_tables``).
+    analyses: int
+    #: Columns with planner statistics (rows of ``pg_stats``): 0 on cold tables.
+    columns: int
+
+
+async def table_stats(conninfo: str) -> TableStats:
+    """The analyze count and the statistics of the database's tables."""
+    row = await fetch_one(
+        conninfo,
+        """
+        SELECT
+          (SELECT coalesce(sum(analyze_count + autoanalyze_count), 0) FROM pg_stat_user_tables),
+          (SELECT count(*) FROM pg_stats
+           WHERE schemaname NOT IN ('pg_catalog', 'information_schema'))
+        """,
+    )
+    analyses, columns = (int(x) for x in row)
+    return TableStats(analyses=analyses, columns=columns)
 
 
 async def server_info(dsn: str) -> dict[str, str]:
@@ -128,6 +182,9 @@ class Poller:
     async def open(cls, conninfo: str, query: Query) -> AsyncIterator[Poller]:
         """Connect and yield a poller for ``query`` (a query returning one integer)."""
         async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+            # A probe over a big table would start parallel workers every poll: CPU taken
+            # from the system under test on a small machine.
+            await conn.execute("SET max_parallel_workers_per_gather = 0")
             yield cls(conn, query)
 
     async def value(self) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -14,8 +14,17 @@ ENQUEUE_SINGLE = "enqueue_single"
 ENQUEUE_BULK = "enqueue_bulk"
 DRAIN = "drain"
 DRAIN_TX = "drain_tx"
+#: One ``enqueue_many`` of a big backlog (200,000 jobs by default), then drained.
+DRAIN_BACKLOG = "drain_backlog"
 LATENCY = "latency"
 PGBENCH = "pgbench"
+
+#: The state of the tables a drain is timed on: ``cold``, the planner statistics as the
+#: bulk prefill left them (none: no ANALYZE), or ``analyzed`` (VACUUM ANALYZE after it).
+Tables = Literal["cold", "analyzed"]
+TABLES: tuple[Tables, ...] = ("cold", "analyzed")
+#: The workloads measured on cold and on analyzed tables.
+DRAINS = (DRAIN, DRAIN_TX, DRAIN_BACKLOG)
 
 
 @dataclasses.dataclass
@@ -88,6 +97,28 @@ def add_ratios(measurements: Sequence[Measurement], pgbench: Mapping[int, float]
             m.extra["pgbench_clients"] = ref[0]
 
 
+def _twin_key(m: Measurement) -> tuple[Any, ...]:
+    # A drain's configuration, whatever the state of its tables.
+    e = m.extra
+    return (m.system, m.workload, m.processes, e.get("concurrency"), e.get("note"), m.jobs)
+
+
+def add_cold_ratios(measurements: Sequence[Measurement]) -> None:
+    """Give every cold drain the ratio to its analyzed twin of the same run
+    (``extra["vs_analyzed"]``: cold jobs/s over analyzed jobs/s)."""
+    analyzed = {
+        _twin_key(m): m
+        for m in measurements
+        if m.ok and m.workload in DRAINS and m.extra.get("tables") == "analyzed"
+    }
+    for m in measurements:
+        if not m.ok or m.workload not in DRAINS or m.extra.get("tables") != "cold":
+            continue
+        twin = analyzed.get(_twin_key(m))
+        if twin is not None and twin.value and m.value is not None:
+            m.extra["vs_analyzed"] = m.value / twin.value
+
+
 def _fmt_rate(value: float) -> str:
     return f"{value:,.0f}"
 
@@ -114,10 +145,16 @@ def markdown_table(measurements: Sequence[Measurement]) -> str:
         "| --- | --- | ---: | ---: | ---: | --- |",
     ]
     for m in measurements:
-        notes = m.extra.get("note", "")
+        parts = []
         if m.jobs is not None and m.seconds is not None:
-            detail = f"{m.jobs:,} jobs in {m.seconds:.2f} s"
-            notes = f"{detail}; {notes}" if notes else detail
+            parts.append(f"{m.jobs:,} jobs in {m.seconds:.2f} s")
+        if "vs_analyzed" in m.extra:
+            parts.append(f"{m.extra['vs_analyzed']:.2f}x of analyzed")
+        if m.extra.get("analyses_during"):
+            parts.append(f"ANALYZE ran {m.extra['analyses_during']} time(s) during the drain")
+        if m.extra.get("note"):
+            parts.append(str(m.extra["note"]))
+        notes = "; ".join(parts)
         clients = f"{m.processes}x{m.clients // m.processes}" if m.processes > 1 else str(m.clients)
         lines.append(
             f"| {m.system} | {m.label} | {clients} | {_fmt_result(m)} | {_fmt_ratio(m)} | {notes} |"
@@ -154,8 +191,17 @@ def _find(
     return None
 
 
-def _best(ms: Sequence[Measurement], system: str, workload: str) -> Measurement | None:
-    found = [m for m in ms if m.ok and m.system == system and m.workload == workload]
+def _best(
+    ms: Sequence[Measurement], system: str, workload: str, **extra: Any
+) -> Measurement | None:
+    found = [
+        m
+        for m in ms
+        if m.ok
+        and m.system == system
+        and m.workload == workload
+        and all(m.extra.get(k) == v for k, v in extra.items())
+    ]
     return max(found, key=lambda m: m.value or 0.0, default=None)
 
 
@@ -171,16 +217,17 @@ def _ratio_target(
 
 
 def evaluate_targets(
-    ms: Sequence[Measurement], pgbench: Mapping[int, float], system: str
+    ms: Sequence[Measurement], pgbench: Mapping[int, float], system: str, tables: Tables
 ) -> list[Target]:
-    """The targets of docs/performance.md for ``system`` (a skiplock adapter's label)."""
-    drain16 = _find(ms, system, DRAIN, processes=1, concurrency=16)
-    drain2x16 = _find(ms, system, DRAIN, processes=2, concurrency=16)
-    tx16 = _find(ms, system, DRAIN_TX)
+    """The targets of docs/performance.md for ``system`` (a skiplock adapter's label),
+    judged on the drains timed on ``tables`` (pgqueuer's too)."""
+    drain16 = _find(ms, system, DRAIN, processes=1, concurrency=16, tables=tables)
+    drain2x16 = _find(ms, system, DRAIN, processes=2, concurrency=16, tables=tables)
+    tx16 = _find(ms, system, DRAIN_TX, tables=tables)
     single = _find(ms, system, ENQUEUE_SINGLE)
     bulk = _find(ms, system, ENQUEUE_BULK)
     latency = _find(ms, system, LATENCY)
-    pgq_drain = _best(ms, "pgqueuer", DRAIN)
+    pgq_drain = _best(ms, "pgqueuer", DRAIN, tables=tables)
     targets = [
         _ratio_target("drain @16, one process", 2, drain16, pgq_drain, "pgqueuer's best drain"),
     ]

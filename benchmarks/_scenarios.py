@@ -15,11 +15,13 @@ from benchmarks import _pg
 from benchmarks._procs import WorkerError, WorkerProcess, release, workers
 from benchmarks._results import (
     DRAIN,
+    DRAIN_BACKLOG,
     DRAIN_TX,
     ENQUEUE_BULK,
     ENQUEUE_SINGLE,
     LATENCY,
     Measurement,
+    Tables,
     percentile,
 )
 from benchmarks._system import Client, Mode, System, WorkerArgs
@@ -27,8 +29,11 @@ from benchmarks._system import Client, Mode, System, WorkerArgs
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-#: How often the harness checks whether a drain is finished.
+#: How often the harness checks whether a drain is finished: every 20 ms, or every
+#: n / 2,000,000 s for bigger drains (100 ms at 200,000 jobs), since each probe counts the
+#: unfinished jobs on the very tables being drained.
 POLL_INTERVAL = 0.02
+POLL_JOBS_PER_SECOND = 2_000_000
 #: The schema skiplock is installed in (not the default one, to exercise ``schema=``).
 SCHEMA = "bench"
 
@@ -88,6 +93,19 @@ async def enqueue_bulk(label: str, client: Client, n: int) -> Measurement:
     )  # fmt: skip
 
 
+def drain_name(
+    *, n: int, processes: int, concurrency: int, mode: Mode, tables: Tables, backlog: bool
+) -> tuple[str, str]:
+    """A drain's workload and the label of its row (e.g. ``drain, 1 process x 16, cold
+    tables``)."""
+    workload = DRAIN_TX if mode == "tx" else DRAIN
+    what = "transactional drain" if mode == "tx" else "drain"
+    if backlog:
+        workload, what = DRAIN_BACKLOG, f"backlog of {n:,} from one enqueue_many"
+    procs = f"{processes} processes" if processes > 1 else "1 process"
+    return workload, f"{what}, {procs} x {concurrency or 'unlimited'}, {tables} tables"
+
+
 async def drain(
     system: System,
     label: str,
@@ -102,23 +120,36 @@ async def drain(
     config: str = "",
     adapter: str = "psycopg",
     profile: Path | None = None,
+    tables: Tables = "analyzed",
+    backlog: bool = False,
 ) -> Measurement:
-    """``n`` pre-enqueued no-op jobs processed by ``processes`` worker processes.
+    """``n`` no-op jobs enqueued in one bulk call, then processed by ``processes`` worker
+    processes; ``backlog`` names it the big-backlog workload.
 
-    The clock starts when the first processor runs (reported by the workers on the
-    shared monotonic clock) and stops when the harness's poll sees no unfinished job;
-    then every job must have succeeded exactly once.
+    Autovacuum is off for every table of the (fresh) database before the prefill, so
+    nothing analyzes them behind the harness's back; after the prefill the tables are
+    either left ``cold`` (no statistics) or ``analyzed`` (VACUUM ANALYZE). The analyze
+    counts before and after the timed phase are recorded, and so are the columns with
+    statistics at its start. The clock starts when the first processor runs (reported by
+    the workers on the shared monotonic clock) and stops when the harness's poll sees no
+    unfinished job; then every job must have succeeded exactly once.
     """
-    workload = DRAIN_TX if mode == "tx" else DRAIN
+    workload, name = drain_name(
+        n=n, processes=processes, concurrency=concurrency, mode=mode, tables=tables,
+        backlog=backlog,
+    )  # fmt: skip
     slots = concurrency or 16
-    what = "transactional drain" if mode == "tx" else "drain"
-    procs_label = f"{processes} processes" if processes > 1 else "1 process"
-    name = f"{what}, {procs_label} x {concurrency or 'unlimited'}"
-    extra: dict[str, object] = {"processes": processes, "concurrency": concurrency}
+    extra: dict[str, object] = {
+        "processes": processes,
+        "concurrency": concurrency,
+        "tables": tables,
+    }
     if config:
         extra["note"] = config
+    extra["autovacuum_off_tables"] = len(await _pg.autovacuum_off(conninfo))
     await client.enqueue_bulk(range(n))
-    await _pg.settle(conninfo)
+    await _pg.settle(conninfo, analyze=tables == "analyzed")
+    before = await _pg.table_stats(conninfo)
     wargs = WorkerArgs(
         system=system.name,
         conninfo=conninfo,
@@ -129,6 +160,7 @@ async def drain(
         batch_size=batch_size,
     )
     deadline_secs = max(120.0, n / 50)
+    poll_interval = max(POLL_INTERVAL, n / POLL_JOBS_PER_SECOND)
     async with (
         _pg.Poller.open(conninfo, client.unfinished_sql) as poller,
         workers([wargs] * processes) as procs,
@@ -137,7 +169,7 @@ async def drain(
         released = time.monotonic()
         release(procs)
         while True:
-            await asyncio.sleep(POLL_INTERVAL)
+            await asyncio.sleep(poll_interval)
             left = await poller.value()
             now = time.monotonic()
             if left == 0:
@@ -150,6 +182,9 @@ async def drain(
                 raise TimeoutError(f"{left} of {n} jobs left after {deadline_secs:.0f} s")
         firsts = [p.first for p in procs if p.first is not None]
         start = min(firsts) if firsts else released
+        after = await _pg.table_stats(conninfo)
+    extra["stats_columns_at_start"] = before.columns
+    extra["analyses_during"] = after.analyses - before.analyses
     for profiler in profilers:
         await profiler.wait()  # py-spy writes its file when the worker exits
     secs = end - start

@@ -75,6 +75,7 @@ class PgqueuerSystem:
         DrainConfig("batch 50, unlimited tasks", 0, 50),
         DrainConfig("batch 200, unlimited tasks", 0, 200),
     )
+    backlog_config = DrainConfig("batch 200, unlimited tasks", 0, 200)
 
     async def install(self, conninfo: str, schema: str) -> Client:
         import asyncpg

@@ -92,6 +92,7 @@ class ProcrastinateSystem:
         DrainConfig("concurrency 4", 4),
         DrainConfig("concurrency 16", 16),
     )
+    backlog_config = DrainConfig("concurrency 16", 16)
 
     async def install(self, conninfo: str, schema: str) -> Client:
         app, task = _app(conninfo, None)

@@ -85,6 +85,7 @@ class SkiplockSystem:
 
     name = "skiplock"
     drain_configs: tuple[DrainConfig, ...] = (DrainConfig("concurrency 16", 16),)
+    backlog_config = DrainConfig("concurrency 16", 16)
 
     def __init__(self, adapter: str = "psycopg") -> None:
         self.adapter_name = adapter

@@ -146,6 +146,9 @@ class System(Protocol):
     name: str
     #: Configurations a drain is tried with to find the system's best (competitors).
     drain_configs: tuple[DrainConfig, ...]
+    #: The one configuration of its backlog drain (competitors: their best drain of the
+    #: reference run; skiplock runs it at the largest ``--drain-concurrency``).
+    backlog_config: DrainConfig
 
     async def install(self, conninfo: str, schema: str) -> Client:
         """Install the system into a fresh database and return a client for it."""

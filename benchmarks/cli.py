@@ -19,11 +19,13 @@ from benchmarks import _pg, _pgbench, _scenarios
 from benchmarks._procs import ROOT
 from benchmarks._results import (
     DRAIN,
-    DRAIN_TX,
     ENQUEUE_BULK,
     ENQUEUE_SINGLE,
     LATENCY,
+    TABLES,
     Measurement,
+    Tables,
+    add_cold_ratios,
     add_ratios,
     evaluate_targets,
     failed,
@@ -37,9 +39,11 @@ from benchmarks.systems import COMPETITORS, make_system
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
-    from benchmarks._system import System
+    from benchmarks._system import Mode, System
 
-SECTIONS = ("pgbench", "enqueue", "drain", "latency", "competitors")
+SECTIONS = ("pgbench", "enqueue", "drain", "backlog", "latency", "competitors")
+#: The sections that measure workloads (for skiplock, and for competitors when asked).
+WORKLOADS = frozenset({"enqueue", "drain", "backlog", "latency"})
 #: A scenario that takes longer than this is reported as failed (never hangs CI).
 SCENARIO_TIMEOUT = 900.0
 
@@ -51,11 +55,15 @@ class Plan:
     enqueue_jobs: int = 10_000
     bulk_jobs: int = 100_000
     drain_jobs: int = 20_000
+    #: The backlog workload: one enqueue_many of this many jobs, then drained (0: skip).
+    backlog_jobs: int = 200_000
     latency_samples: int = 200
     pgbench_seconds: float = 10.0
     pgbench_clients: tuple[int, ...] = (1, 4, 16)
     drain_concurrency: tuple[int, ...] = (1, 4, 16)
     competitor_configs: int = 99
+    #: Table states every drain is timed on, in this order (cold first).
+    tables: tuple[Tables, ...] = TABLES
 
     @classmethod
     def quick(cls) -> Plan:
@@ -64,6 +72,7 @@ class Plan:
             enqueue_jobs=100,
             bulk_jobs=1_000,
             drain_jobs=500,
+            backlog_jobs=2_000,
             latency_samples=10,
             pgbench_seconds=1.0,
             competitor_configs=1,
@@ -128,6 +137,7 @@ class Runner:
                     continue
                 await self._run_system(COMPETITORS[name](), label, "", competitor=True)
         add_ratios(self.results, self.pgbench)
+        add_cold_ratios(self.results)
 
     async def _run_pgbench(self) -> None:
         async def go() -> list[Measurement]:
@@ -142,10 +152,9 @@ class Runner:
     async def _run_system(self, system: System, label: str, adapter: str, *,
                           competitor: bool) -> None:  # fmt: skip
         p = self.plan
-        workloads = {"enqueue", "drain", "latency"}
-        want = self.sections & workloads
+        want = self.sections & WORKLOADS
         if competitor and not want:  # "--only competitors": every workload for them
-            want = workloads
+            want = set(WORKLOADS)
         if not competitor and adapter not in ADAPTERS:
             self.results.append(failed(label, DRAIN, "all workloads", 0, "unknown adapter"))
             return
@@ -177,7 +186,22 @@ class Runner:
                 top = max(p.drain_concurrency)
                 runs += [(2, top, "noop", 0, ""), (1, top, "tx", 0, "")]
             for processes, conc, mode, batch, note in runs:
-                await self._drain(system, label, adapter, processes, conc, mode, batch, note)
+                for tables in p.tables:
+                    await self._drain(
+                        system, label, adapter, processes, conc, mode, batch, note, tables
+                    )
+
+        if "backlog" in want and p.backlog_jobs > 0:
+            # One process at skiplock's largest concurrency; a competitor in the
+            # configuration it names for it (its best drain of the reference run).
+            cfg = system.backlog_config
+            conc, batch, note = max(p.drain_concurrency), 0, ""
+            if competitor:
+                conc, batch, note = cfg.concurrency, cfg.batch_size, cfg.label
+            for tables in p.tables:
+                await self._drain(
+                    system, label, adapter, 1, conc, "noop", batch, note, tables, backlog=True
+                )
 
         if "latency" in want:
 
@@ -195,24 +219,32 @@ class Runner:
             )
 
     async def _drain(self, system: System, label: str, adapter: str, processes: int,
-                     conc: int, mode: str, batch: int, note: str) -> None:  # fmt: skip
-        n = self.plan.drain_jobs
-        wl = DRAIN_TX if mode == "tx" else DRAIN
-        title = f"{label}: {wl} {processes}x{conc or 'unlimited'} {note}".rstrip()
+                     conc: int, mode: str, batch: int, note: str, tables: Tables, *,
+                     backlog: bool = False) -> None:  # fmt: skip
+        n = self.plan.backlog_jobs if backlog else self.plan.drain_jobs
+        wmode: Mode = "tx" if mode == "tx" else "noop"
+        wl, name = _scenarios.drain_name(
+            n=n, processes=processes, concurrency=conc, mode=wmode, tables=tables,
+            backlog=backlog,
+        )  # fmt: skip
+        title = f"{label}: {name}{'; ' + note if note else ''}"
 
         async def go() -> list[Measurement]:
-            async with installed(system, self.dsn, self.namer, "drain") as (ci, client):
+            async with installed(system, self.dsn, self.namer, wl) as (ci, client):
                 m = await _scenarios.drain(
                     system, label, ci, client, n=n, processes=processes, concurrency=conc,
-                    mode="tx" if mode == "tx" else "noop", batch_size=batch, config=note,
-                    adapter=adapter, profile=self.profile,
+                    mode=wmode, batch_size=batch, config=note, adapter=adapter,
+                    profile=self.profile, tables=tables, backlog=backlog,
                 )  # fmt: skip
             return [m]
 
         def on_error(reason: str) -> list[Measurement]:
-            m = failed(label, wl, title.split(": ", 1)[1], processes * (conc or 16), reason)
+            m = failed(label, wl, name, processes * (conc or 16), reason)
             m.processes = processes
-            m.extra.update(processes=processes, concurrency=conc)
+            m.jobs = n
+            m.extra.update(processes=processes, concurrency=conc, tables=tables)
+            if note:
+                m.extra["note"] = note
             return [m]
 
         await self._guard(go, on_error, title)
@@ -242,6 +274,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--enqueue-jobs", type=int)
     p.add_argument("--bulk-jobs", type=int)
     p.add_argument("--drain-jobs", type=int)
+    p.add_argument("--backlog-jobs", type=int,
+                   help="jobs of the backlog workload, enqueued in one enqueue_many "
+                        "(default 200,000; 0 skips it)")  # fmt: skip
+    p.add_argument("--tables", type=_tables, metavar="LIST",
+                   help="table states the drains are timed on, comma-separated: cold (no "
+                        "ANALYZE after the prefill), analyzed (default: both)")  # fmt: skip
     p.add_argument("--latency-samples", type=int)
     p.add_argument("--pgbench-seconds", type=float)
     p.add_argument("--drain-concurrency", type=lambda t: tuple(int(x) for x in _split(t)),
@@ -254,6 +292,14 @@ def _split(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
+def _tables(text: str) -> tuple[Tables, ...]:
+    wanted = _split(text)
+    known = [t for t in TABLES if t in wanted]  # always cold first
+    if not wanted or len(known) != len(set(wanted)):
+        raise argparse.ArgumentTypeError(f"expected some of {', '.join(TABLES)}, got {text!r}")
+    return tuple(known)
+
+
 def _plan(ns: argparse.Namespace) -> Plan:
     plan = Plan.quick() if ns.quick else Plan()
     changes = {
@@ -262,9 +308,11 @@ def _plan(ns: argparse.Namespace) -> Plan:
             "enqueue_jobs",
             "bulk_jobs",
             "drain_jobs",
+            "backlog_jobs",
             "latency_samples",
             "pgbench_seconds",
             "drain_concurrency",
+            "tables",
         )
         if getattr(ns, k) is not None
     }
@@ -300,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"unknown section(s) {sorted(unknown)}; known: {', '.join(SECTIONS)}")
         return 2
     plan = _plan(ns)
-    adapters = _split(ns.adapter) if sections & {"enqueue", "drain", "latency"} else []
+    adapters = _split(ns.adapter) if sections & WORKLOADS else []
     competitors = _split(ns.competitors)
     bad = [c for c in competitors if c not in COMPETITORS]
     if bad:
@@ -317,14 +365,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_start = os.getloadavg()
     server = asyncio.run(go())
     results = runner.results
-    targets = {a: evaluate_targets(results, runner.pgbench, f"skiplock/{a}") for a in adapters}
+    # Judged per table state: on the cold drains (first) and on the analyzed ones.
+    targets = {
+        (a, tables): evaluate_targets(results, runner.pgbench, f"skiplock/{a}", tables)
+        for a in adapters
+        for tables in plan.tables
+    }
     doc = {
         **_meta(ns, plan, server, load_start),
         "pgbench_tps": {str(k): v for k, v in runner.pgbench.items()},
         "results": [dataclasses.asdict(m) for m in results],
         "targets": {
-            a: [dataclasses.asdict(t) | {"status": t.status} for t in ts]
-            for a, ts in targets.items()
+            a: {
+                tables: [dataclasses.asdict(t) | {"status": t.status} for t in ts]
+                for (adapter, tables), ts in targets.items()
+                if adapter == a
+            }
+            for a in adapters
         },
     }
     path = ns.json
@@ -339,9 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"PostgreSQL: {settings}; CPUs: {os.cpu_count()}; load average at end: {load}\n")
     print(markdown_table(results))
-    for a, ts in targets.items():
+    for (a, tables), ts in targets.items():
         print()
-        print(targets_table(f"skiplock/{a}", ts))
+        print(targets_table(f"skiplock/{a}, {tables} tables", ts))
     print(f"\nJSON: {path}")
     broken = [m for m in results if m.error and m.system.startswith("skiplock/")]
     return 1 if broken else 0

@@ -40,6 +40,9 @@ def test_settings_defaults_match_the_seed() -> None:
     assert (s.concurrency, s.batch_size, s.poll_interval) == (4, None, 1.0)
     assert s.claim_batch_size(4) == 20  # concurrency plus the default prefetch (4 per slot)
     assert s.completion_batch_size == 100
+    # Backpressure: slots, prefetch and two completion batches of unwritten outcomes.
+    assert s.unwritten_limit(4) == 4 + 16 + 2 * 100
+    assert Settings(prefetch=0, completion_batch_size=3).unwritten_limit(2) == 2 + 0 + 6
     assert s.shutdown_timeout == 30.0
     assert s.heartbeat_interval == 10.0
     assert s.stale_ttl == timedelta(minutes=15)

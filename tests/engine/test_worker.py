@@ -40,10 +40,10 @@ from .helpers import CountingStore, eventually
 from .support import Email, Invoice, RecordingMetrics, RecordingTracer, Report
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from skiplock import Job
-    from skiplock.core import Completion
+    from skiplock.core import ClaimRequest, Completion
     from skiplock.testing import FakeClock
 
 
@@ -793,6 +793,132 @@ def test_worker_logs_lost_leases_of_a_batch_per_job(
         JobState.CANCELLED,
         JobState.CANCELLED,
     ]
+
+
+# ---- backpressure: claims wait for the completer ---------------------------------------
+
+
+class BlockedStore(CountingStore):
+    """Its ``complete`` outside a transaction waits until ``gate`` is set. After every
+    claim it records how many jobs are ``running`` (held by the worker, outcome not
+    written); ``probe`` runs at every claim and write."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gate = Event()
+        self.running_after_claims: list[int] = []
+        self.probe: Callable[[], None] = lambda: None
+
+    def running(self) -> int:
+        return sum(c.count for c in self.state.counts() if c.state is JobState.RUNNING)
+
+    def claim(self, request: ClaimRequest) -> list[Job]:
+        self.probe()
+        jobs = super().claim(request)
+        self.running_after_claims.append(self.running())
+        return jobs
+
+    def complete(self, completions: Sequence[Completion], *, connection: Any = None) -> list[bool]:
+        if connection is None:
+            self.probe()
+            assert wait_event(self.gate, 10.0), "the gate was never opened"
+        return super().complete(completions, connection=connection)
+
+
+def test_worker_claims_no_faster_than_its_outcomes_are_written(
+    clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    store = BlockedStore(clock=clock)
+    engine = make_engine(store, clock, metrics, concurrency=2, prefetch=2, completion_batch_size=3)
+    lock = threading.Lock()
+    ran: list[int] = []
+    samples: list[int] = []
+
+    @engine.processor("k")
+    def k(payload: dict[str, int], ctx: JobContext) -> None:
+        with lock:
+            ran.append(payload["i"])
+            samples.append(worker.unwritten)
+
+    n = 60
+    ids = [r.id for r in engine.enqueue_many(Enqueue("k", {"i": i}) for i in range(n))]
+    worker = engine.worker()
+    store.probe = lambda: samples.append(worker.unwritten)
+    limit = worker.unwritten_limit
+    assert limit == 2 + 2 + 2 * 3  # slots, prefetch, two completion batches
+    task = spawn(worker.run_until_idle)
+    # The first write does not return: the worker runs jobs until it holds `limit`
+    # outcomes, then claims nothing more (nothing runs, nothing is held).
+    eventually(lambda: worker.unwritten == limit)
+    assert store.claimed == len(ran) == limit
+    assert store.running() == limit
+    assert worker.running == 0
+    store.gate.set()
+    assert join(task) == n
+    assert sorted(ran) == list(range(n))  # every job ran, once
+    assert max(samples) <= limit
+    assert max(store.running_after_claims) <= limit
+    assert sum(store.batches) == n
+    jobs = engine.list_jobs()
+    assert sorted(job.id for job in jobs) == ids
+    assert {(job.state, job.attempts) for job in jobs} == {(JobState.SUCCEEDED, 1)}
+    assert metrics.outcomes() == ["succeeded"] * n
+
+
+def test_worker_at_its_unwritten_limit_stops_cleanly(
+    clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    store = BlockedStore(clock=clock)
+    engine = make_engine(
+        store, clock, metrics, concurrency=2, prefetch=2, completion_batch_size=3,
+        poll_interval=0.01,
+    )  # fmt: skip
+    lock = threading.Lock()
+    ran: list[int] = []
+    go = Event()
+
+    @engine.processor("k")
+    def k(payload: dict[str, int], ctx: JobContext) -> None:
+        with lock:
+            ran.append(payload["i"])
+            late = len(ran) > 6
+        if late:  # the seventh job on waits for `go`
+            assert wait_event(go, 5.0)
+
+    n = 20
+    ids = [r.id for r in engine.enqueue_many(Enqueue("k", {"i": i}) for i in range(n))]
+    worker = engine.worker(install_signal_handlers=False)
+    limit = worker.unwritten_limit
+    task = spawn(worker.run)
+    # Six outcomes wait behind the blocked write, two jobs run, one or two are held (a
+    # claim of one may meet a finishing job counted twice; with prefetch 2 the next
+    # claim waits for an empty buffer).
+    eventually(lambda: worker.unwritten == 6 and worker.running == 2 and store.running() > 8)
+    held = store.running() - 8
+    assert held in (1, 2)
+    worker.stop()
+    eventually(lambda: worker.state == "draining")
+    # The held jobs are given back through the completer: still within the limit.
+    eventually(lambda: worker.unwritten == 6 + held)
+    go.set()
+    eventually(lambda: worker.unwritten == 8 + held)
+    assert worker.unwritten <= limit
+    store.gate.set()
+    join(task)
+    assert worker.state == "stopped"
+    assert store.state.workers() == []
+    assert max(store.running_after_claims) <= limit
+    jobs = {job.id: job for job in engine.list_jobs()}
+    done = [i for i in ids if jobs[i].state is JobState.SUCCEEDED]
+    assert len(done) == 8
+    assert all(jobs[i].attempts == 1 for i in done)
+    # The two released held jobs and the ten never claimed are pending, no attempt used.
+    assert {(jobs[i].state, jobs[i].attempts) for i in ids if i not in done} == {
+        (JobState.PENDING, 0)
+    }
+    assert metrics.outcomes().count("succeeded") == 8
+    assert engine.worker().run_until_idle() == n - 8
+    assert sorted(ran) == list(range(n))  # every job ran, once
 
 
 # ---- timeouts (R22) -------------------------------------------------------------------

@@ -175,6 +175,29 @@ def test_worker_renews_its_lease_before_claiming_after_a_store_error(
     assert after[0] == "heartbeat"
 
 
+def test_worker_claims_again_at_once_when_the_store_is_back_after_a_failed_claim(
+    clock: FakeClock,
+) -> None:
+    # A lost connection fails one claim; the next try comes after a short backoff, not
+    # after the poll interval (nothing else would wake this worker: no notifier).
+    store = FailingClaimStore(clock=clock)
+    store.armed = True
+    engine = make_engine(store, clock, poll_interval=30.0, heartbeat_interval=60.0)
+    ran: list[int] = []
+
+    @engine.processor("job")
+    def job(payload: int, ctx: JobContext) -> None:
+        ran.append(payload)
+
+    engine.enqueue("job", 1)
+    worker = engine.worker(install_signal_handlers=False)
+    task = spawn(worker.run)
+    eventually(lambda: ran == [1], timeout=5.0)
+    worker.stop()
+    join(task)
+    assert store.calls[:4] == ["claim", "claim failed", "heartbeat", "claim"]
+
+
 def test_worker_whose_registration_is_gone_drops_what_it_held_and_starts_over(
     store: CountingStore, clock: FakeClock
 ) -> None:

@@ -100,6 +100,13 @@ class Completer:
             return self._written_batches
 
     @property
+    def unwritten(self) -> int:
+        """Outcomes not written yet: waiting, or in the write under way (a failed write's
+        batch is back among the waiting ones)."""
+        with self._lock:
+            return len(self._outbox) + self._writing
+
+    @property
     def busy(self) -> bool:
         """True while outcomes wait or are being written."""
         with self._lock:

@@ -11,7 +11,9 @@ a round trip, while the lease is sound; its outcome (or the next heartbeat) pays
 so a worker that dies with a full buffer costs the jobs it never started nothing. A
 recovered job is paid for with ``store.start`` before it runs (fenced: a job taken away
 meanwhile never runs here), and a suspect (recovered while it was running) starts alone,
-so a job that kills its worker takes no innocent job's attempt with it.
+so a job that kills its worker takes no innocent job's attempt with it. Claims are also
+bounded by what the completer has not written yet (backpressure): the jobs held plus the
+outcomes waiting never exceed the scope's ``unwritten_limit``.
 """
 
 from __future__ import annotations
@@ -154,12 +156,20 @@ class Dispatcher:
             if self._held and len(self._held) > scope.prefetch - max(scope.prefetch // 4, 2):
                 return 0, 0
             busy = self._busy()
-            free = scope.concurrency + scope.prefetch - busy - len(self._held)
+            held = busy + len(self._held)
+            # Backpressure: every job held here ends as an outcome for the completer, so
+            # held jobs plus unwritten outcomes stay within the limit. A store that writes
+            # slowly slows claiming instead of letting outcomes pile up; starting a held
+            # job needs no room (it was counted when claimed), so nothing ever waits.
+            free = min(
+                scope.concurrency + scope.prefetch - held,
+                scope.unwritten_limit - held - self._completer.unwritten,
+            )
             # While a suspect runs alone, claimed jobs are only held. The slots of jobs
             # that start at once are reserved now, before anything else can take them.
             start_now = 0
             if self._isolated is None:
-                start_now = max(0, scope.concurrency - busy - len(self._held))
+                start_now = max(0, min(scope.concurrency - held, free))
             self._reserved += start_now
         try:
             plan = self._plan(free, start_now)

@@ -21,12 +21,17 @@ def default_worker_id() -> str:
 
 @attrs.frozen
 class ClaimScope:
-    """What one worker claims: kinds, tenants and the policies that bound its claims."""
+    """What one worker claims: kinds, tenants and the policies that bound its claims.
+
+    ``unwritten_limit``: most jobs the worker holds whose outcome is not written yet
+    (running, prefetched, or waiting for the completer; :meth:`Settings.unwritten_limit`).
+    """
 
     worker_id: str
     concurrency: int
     prefetch: int
     batch_size: int
+    unwritten_limit: int
     kinds: frozenset[str] | None
     tenants: frozenset[str] | None
     policies: Mapping[str, KindPolicy]

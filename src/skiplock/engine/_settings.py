@@ -46,11 +46,23 @@ from skiplock.core import (
     to_rate_limit,
 )
 
-__all__ = ["ENGINE_FIELDS", "PREFETCH_FACTOR", "SETTING_FIELDS", "Settings", "overrides_from"]
+__all__ = [
+    "ENGINE_FIELDS",
+    "PREFETCH_FACTOR",
+    "SETTING_FIELDS",
+    "UNWRITTEN_BATCHES",
+    "Settings",
+    "overrides_from",
+]
 
 #: Default prefetch per slot: a worker holds up to this many claimed jobs per slot
 #: waiting, beside the running ones.
 PREFETCH_FACTOR = 4
+
+#: Completion batches of finished jobs a worker may hold beyond its slots and prefetch
+#: before it claims nothing more: one being written while the next one fills, so a slow
+#: store still gets full batches (see :meth:`Settings.unwritten_limit`).
+UNWRITTEN_BATCHES = 2
 
 #: The engine's own settings (the global policy values are :data:`POLICY_FIELDS`).
 ENGINE_FIELDS: tuple[Setting, ...] = (
@@ -74,7 +86,9 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         "completion_batch_size",
         100,
         POSITIVE_INT,
-        "Most outcomes of jobs that ran outside their transaction one store call writes.",
+        "Most outcomes of jobs that ran outside their transaction one store call writes. "
+        "A worker holds at most concurrency + prefetch + twice this many jobs whose outcome "
+        "is not written; at that bound it claims nothing until the store has taken some.",
     ),
     Setting(
         "poll_interval",
@@ -317,6 +331,19 @@ class Settings:
     def claim_prefetch(self, concurrency: int) -> int:
         """How many claimed jobs a worker with ``concurrency`` slots may hold unstarted."""
         return self.prefetch if self.prefetch is not None else PREFETCH_FACTOR * concurrency
+
+    def unwritten_limit(self, concurrency: int) -> int:
+        """Most jobs a worker with ``concurrency`` slots holds whose outcome is not written
+        yet: running, prefetched, or finished with the outcome waiting for the completer.
+
+        So at most this many outcomes ever wait to be written: when the store writes
+        slower than jobs finish, the worker claims only as fast as outcomes are written.
+        """
+        return (
+            concurrency
+            + self.claim_prefetch(concurrency)
+            + UNWRITTEN_BATCHES * self.completion_batch_size
+        )
 
     def claim_batch_size(self, concurrency: int) -> int:
         """How many jobs one claim may take for a worker with ``concurrency`` slots."""

@@ -15,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import signal
 import socket
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from threading import Lock
 from typing import TYPE_CHECKING
 
@@ -31,7 +33,7 @@ from skiplock._compat_async import (
     skip_sync,
     spawn,
 )
-from skiplock.core import KindPolicy, ValidationError, WorkerInfo
+from skiplock.core import KindPolicy, RetryPolicy, ValidationError, WorkerInfo, next_delay
 from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
 
 from ._completer_async import Completer
@@ -55,6 +57,18 @@ logger = logging.getLogger("skiplock.worker")
 
 #: Upper bound of one notifier wait, so a stopping worker's listener notices quickly.
 NOTIFIER_WAIT = 0.1
+
+#: Waits after a failed claim or lease renewal before the next try (0.1 s doubling up to
+#: 5 s, plus up to 50 % jitter; never longer than the poll interval): a store that is back
+#: after a lost connection is used again at once, not after a whole poll interval, and
+#: one that is down is not hammered. ``max_attempts`` is unused.
+STORE_RETRY = RetryPolicy(
+    max_attempts=1,
+    base=timedelta(seconds=0.1),
+    factor=2.0,
+    cap=timedelta(seconds=5),
+    jitter=0.5,
+)
 
 
 @skip_sync
@@ -115,7 +129,9 @@ class AsyncWorker:
     worker runs, and at shutdown for up to ``shutdown_timeout`` more seconds (one attempt
     when forced); then those jobs are left to stale-claim recovery. :meth:`run_until_idle`
     and shutdown return only after the last write. A crash before a write re-runs those
-    jobs after stale-claim recovery (at-least-once).
+    jobs after stale-claim recovery (at-least-once). While the store writes slower than
+    jobs finish, claiming waits for it: running, held and unwritten jobs together stay
+    within :attr:`unwritten_limit`.
     """
 
     def __init__(
@@ -180,6 +196,7 @@ class AsyncWorker:
                 concurrency=self._concurrency,
                 prefetch=settings.claim_prefetch(self._concurrency),
                 batch_size=settings.claim_batch_size(self._concurrency),
+                unwritten_limit=settings.unwritten_limit(self._concurrency),
                 kinds=self._claim_kinds,
                 tenants=info.tenants,
                 policies=policies,
@@ -243,6 +260,18 @@ class AsyncWorker:
     def running(self) -> int:
         """Number of jobs running now."""
         return len(self._dispatcher.slots)
+
+    @property
+    def unwritten(self) -> int:
+        """Outcomes of finished jobs waiting to be written (or being written) now; never
+        more than :attr:`unwritten_limit`."""
+        return self._completer.unwritten
+
+    @property
+    def unwritten_limit(self) -> int:
+        """Most jobs this worker holds whose outcome is not written yet (running,
+        prefetched, or waiting for the completer): ``Settings.unwritten_limit``."""
+        return self._settings.unwritten_limit(self._concurrency)
 
     async def run(self) -> None:
         """Serve until :meth:`stop` (or a stop signal), then drain and release.
@@ -419,13 +448,15 @@ class AsyncWorker:
     async def _dispatch(self, *, until_idle: bool) -> None:
         dispatcher = self._dispatcher
         poll = self._settings.poll_interval
+        failures = 0  # store errors in a row (a failed claim or lease renewal)
         while not self._stop_requested:
             dispatcher.wakeup.clear()
             generation = dispatcher.generation()
             # After a store error, or with no recent heartbeat, renew the lease before
             # anything else is claimed (run_until_idle reports store errors instead).
             if not until_idle and self._lease.in_doubt() and not await self._lease.renew():
-                await dispatcher.wakeup.wait(poll)
+                failures += 1
+                await dispatcher.wakeup.wait(self._retry_wait(failures))
                 continue
             try:
                 claimed, limit = await dispatcher.claim()
@@ -433,8 +464,12 @@ class AsyncWorker:
                 self._lease.store_failed()
                 if until_idle:
                     raise
-                logger.exception("worker %s: claim failed; retrying after the poll", self._id)
-                claimed, limit = 0, 1
+                failures += 1
+                wait = self._retry_wait(failures)
+                logger.exception("worker %s: claim failed; retrying in %.2f s", self._id, wait)
+                await dispatcher.wakeup.wait(wait)
+                continue
+            failures = 0
             if claimed and claimed >= limit:
                 continue  # a full batch: more may be due
             if until_idle and not claimed and dispatcher.idle_since(generation):
@@ -443,6 +478,11 @@ class AsyncWorker:
             if dispatcher.throttled_for is not None:
                 wait = min(wait, dispatcher.throttled_for)
             await dispatcher.wakeup.wait(wait)
+
+    def _retry_wait(self, failures: int) -> float:
+        """Seconds to wait after ``failures`` store errors in a row (:data:`STORE_RETRY`)."""
+        delay = next_delay(STORE_RETRY, failures, random.random()).total_seconds()
+        return min(delay, self._settings.poll_interval)
 
     # ---- helpers running beside the dispatcher --------------------------------------
 
