@@ -250,6 +250,21 @@ def test_a_claim_buries_bad_rows_and_recharges_the_rest() -> None:
     assert [(job.id, job.attempts) for job in jobs] == [(1, 1), (3, 1)]
 
 
+def test_a_claim_recharges_the_jobs_a_row_it_did_not_update_shifted() -> None:
+    """Sans I/O: the statement charged the first three rows it locked, but one of them (a
+    job committed after its snapshot) was not updated, so the job it returned third was
+    held: it is charged, as the worker's rule says over the jobs it gets."""
+    steps = claim_steps("skiplock", ClaimRequest(worker_id="w", limit=5, start_now=3))
+    next(steps)
+    rows = [_row(1, priority=3), _row(2, priority=2), _row(4, attempts=0, charged=False)]
+    recharge = steps.send(rows)
+    assert recharge.sql == _sql.neutral_query("recharge", "skiplock")
+    assert recharge.params == {"ids": [4], "workers": ["w"], "claims": [1], "starts": [True]}
+    with pytest.raises(StopIteration) as done:
+        steps.send([{"ord": 1}])
+    assert [(job.id, job.attempts) for job in done.value.value] == [(1, 1), (2, 1), (4, 1)]
+
+
 def test_a_claim_without_bad_rows_is_one_statement() -> None:
     steps = claim_steps("skiplock", ClaimRequest(worker_id="w", limit=5, start_now=1))
     next(steps)

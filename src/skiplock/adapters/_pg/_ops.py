@@ -168,9 +168,12 @@ def _claimed(schema: str, request: ClaimRequest, rows: Rows) -> Generator[Step, 
     (X4).
 
     Such a row (written around enqueue's validation) is buried with a fenced ``complete``
-    naming the column (core's :func:`~skiplock.core.undecodable_error`); then the jobs kept
-    are charged as :func:`~skiplock.core.charged_positions` says over them alone, which is
-    what the worker computes from the jobs it gets.
+    naming the column (core's :func:`~skiplock.core.undecodable_error`). The jobs kept
+    must be charged as :func:`~skiplock.core.charged_positions` says over them alone,
+    which is what the worker computes from the jobs it gets; those whose charge differs
+    are re-charged. Besides a buried row, a row the claim locked but could not update
+    shifts the charges: ``claim_candidates`` reads with a snapshot of its own, so it can
+    lock a job committed after the claim statement's snapshot was taken.
     """
     kept: list[tuple[Job, bool]] = []
     buried: list[Completion] = []
@@ -195,9 +198,8 @@ def _claimed(schema: str, request: ClaimRequest, rows: Rows) -> Generator[Step, 
     # RETURNING has no order.
     kept.sort(key=lambda pair: claim_order(pair[0]))
     jobs = [job for job, _ in kept]
-    if not buried:
-        return jobs
-    yield Step(neutral_query("complete", schema), complete_params(buried))
+    if buried:
+        yield Step(neutral_query("complete", schema), complete_params(buried))
     charged = set(charged_positions([job.suspect for job in jobs], request.start_now))
     changed = [i for i, (_, was) in enumerate(kept) if (i in charged) != was]
     if not changed:

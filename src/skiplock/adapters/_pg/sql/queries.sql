@@ -43,19 +43,6 @@ AND (:tenants::text[] IS NULL OR j.tenant_id = ANY(:tenants::text[]))
 AND (:priority_min::int IS NULL OR j.priority >= :priority_min::int)
 AND (:priority_max::int IS NULL OR j.priority <= :priority_max::int)
 
--- name: _due
-j.status = 'pending'
-AND j.available_at <= now()
-AND (:tenants::text[] IS NULL OR j.tenant_id = ANY(:tenants::text[]))
-
--- name: _claimable
-{_due}
-AND NOT EXISTS (
-    SELECT 1
-    FROM unnest(:excluded_pair_kinds::text[], :excluded_pair_tenants::text[]) AS x (kind, tenant_id)
-    WHERE x.kind = j.kind AND x.tenant_id IS NOT DISTINCT FROM j.tenant_id
-)
-
 -- name: _claim_heartbeat
 -- A claim that takes jobs is also a heartbeat of its worker (if registered), at the same
 -- now() as claimed_at: stale recovery never takes a job younger than the heartbeat. A
@@ -70,18 +57,18 @@ beat AS (
 -- chosen: the ids to claim with their rank n in claim order and whether each is a
 -- suspect. The first :start_now start now (attempts += 1, started mark set) — unless a
 -- suspect is among them: then it starts alone (core.charged_positions is the rule).
+-- The first suspect's rank is an uncorrelated subquery, computed once per claim.
 charged AS MATERIALIZED (
     SELECT c.id, c.suspect,
-        CASE
-            WHEN f.first_suspect IS NOT NULL THEN c.n = f.first_suspect
-            ELSE :start_now::int IS NULL OR c.n <= :start_now::int
-        END AS start
+        coalesce(
+            c.n = (
+                SELECT min(s.n)
+                FROM chosen AS s
+                WHERE s.suspect AND (:start_now::int IS NULL OR s.n <= :start_now::int)
+            ),
+            :start_now::int IS NULL OR c.n <= :start_now::int
+        ) AS start
     FROM chosen AS c
-    CROSS JOIN (
-        SELECT min(s.n) AS first_suspect
-        FROM chosen AS s
-        WHERE s.suspect AND (:start_now::int IS NULL OR s.n <= :start_now::int)
-    ) AS f
 )
 
 -- name: _claim_update
@@ -190,22 +177,21 @@ WHERE j.idempotency_key = ANY(:keys::text[]);
 
 -- name: claim
 -- One statement: lock up to :limit due jobs in claim order, skipping rows other claimers
--- hold, and mark them running.
-WITH picked AS MATERIALIZED (
-    SELECT j.id, j.priority, j.available_at, j.started AS suspect
-    FROM {schema}.jobs AS j
-    WHERE {_claimable}
-      AND (:kinds::text[] IS NULL OR j.kind = ANY(:kinds::text[]))
-      AND j.kind <> ALL(:excluded_kinds::text[])
-    ORDER BY j.priority DESC, j.available_at, j.id
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-),
--- Ranked apart: FOR UPDATE does not allow window functions.
-chosen AS MATERIALIZED (
-    SELECT p.id, p.suspect,
-        row_number() OVER (ORDER BY p.priority DESC, p.available_at, p.id) AS n
-    FROM picked AS p
+-- hold, and mark them running. The locking walk is claim_candidates (migration 0006):
+-- its plan is the ordered walk of the claim index whatever the statistics say.
+WITH chosen AS MATERIALIZED (
+    SELECT c.id, c.suspect,
+        row_number() OVER (ORDER BY c.priority DESC, c.available_at, c.id) AS n
+    FROM {schema}.claim_candidates(
+        batch => :limit::int,
+        only_kinds => :kinds::text[],
+        excluded_kinds => :excluded_kinds::text[],
+        only_tenants => :tenants::text[],
+        excluded_pair_kinds => :excluded_pair_kinds::text[],
+        excluded_pair_tenants => :excluded_pair_tenants::text[],
+        capped_kinds => '{}', caps => '{}',
+        pair_kinds => '{}', pair_tenants => '{}', pair_caps => '{}'
+    ) AS c
 ),
 {_claim_charged},
 {_claim_heartbeat}
@@ -213,59 +199,35 @@ chosen AS MATERIALIZED (
 
 -- name: claim_capped
 -- Like claim, with capped kinds (per-node slots, cluster limits) and capped (kind,
--- tenant) pairs (token buckets): each capped kind and each capped pair is locked
--- separately up to its cap, everything else together up to :limit. The capped pairs
--- (:pair_*) are also in :excluded_pair_*, so only their own branch can take their jobs.
+-- tenant) pairs (token buckets): claim_candidates locks each capped kind and each capped
+-- pair separately up to its cap, everything else together up to :limit. The capped pairs
+-- (:pair_*) are also in :excluded_pair_*, so only their own lane can take their jobs.
 -- The final choice keeps a capped kind within its cap in total (its pairs' jobs
 -- included) and the best :limit overall: what taking the jobs one by one in claim order
 -- would take. The rows locked but not chosen are released at the end of the statement's
 -- transaction.
-WITH capped AS MATERIALIZED (
+WITH candidates AS MATERIALIZED (
     SELECT c.id, c.kind, c.priority, c.available_at, c.suspect
-    FROM unnest(:capped_kinds::text[], :caps::int[]) AS cap (kind, n)
-    CROSS JOIN LATERAL (
-        SELECT j.id, j.kind, j.priority, j.available_at, j.started AS suspect
-        FROM {schema}.jobs AS j
-        WHERE {_claimable} AND j.kind = cap.kind
-        ORDER BY j.priority DESC, j.available_at, j.id
-        LIMIT cap.n
-        FOR UPDATE SKIP LOCKED
+    FROM {schema}.claim_candidates(
+        batch => :limit::int,
+        only_kinds => :kinds::text[],
+        excluded_kinds => :excluded_kinds::text[],
+        only_tenants => :tenants::text[],
+        excluded_pair_kinds => :excluded_pair_kinds::text[],
+        excluded_pair_tenants => :excluded_pair_tenants::text[],
+        capped_kinds => :capped_kinds::text[],
+        caps => :caps::int[],
+        pair_kinds => :pair_kinds::text[],
+        pair_tenants => :pair_tenants::text[],
+        pair_caps => :pair_caps::int[]
     ) AS c
-),
-paired AS MATERIALIZED (
-    SELECT c.id, c.kind, c.priority, c.available_at, c.suspect
-    FROM unnest(:pair_kinds::text[], :pair_tenants::text[], :pair_caps::int[])
-        AS pair (kind, tenant_id, n)
-    CROSS JOIN LATERAL (
-        SELECT j.id, j.kind, j.priority, j.available_at, j.started AS suspect
-        FROM {schema}.jobs AS j
-        WHERE {_due}
-          AND j.kind = pair.kind
-          AND j.tenant_id IS NOT DISTINCT FROM pair.tenant_id
-        ORDER BY j.priority DESC, j.available_at, j.id
-        LIMIT pair.n
-        FOR UPDATE SKIP LOCKED
-    ) AS c
-),
-uncapped AS MATERIALIZED (
-    SELECT j.id, j.kind, j.priority, j.available_at, j.started AS suspect
-    FROM {schema}.jobs AS j
-    WHERE {_claimable}
-      AND (:kinds::text[] IS NULL OR j.kind = ANY(:kinds::text[]))
-      AND j.kind <> ALL(:excluded_kinds::text[])
-      AND j.kind <> ALL(:capped_kinds::text[])
-    ORDER BY j.priority DESC, j.available_at, j.id
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
 ),
 ranked AS (
-    SELECT u.*,
+    SELECT c.*,
         row_number() OVER (
-            PARTITION BY u.kind ORDER BY u.priority DESC, u.available_at, u.id
+            PARTITION BY c.kind ORDER BY c.priority DESC, c.available_at, c.id
         ) AS kind_n
-    FROM (
-        SELECT * FROM capped UNION ALL SELECT * FROM paired UNION ALL SELECT * FROM uncapped
-    ) AS u
+    FROM candidates AS c
 ),
 chosen AS MATERIALIZED (
     SELECT r.id, r.suspect,
@@ -326,9 +288,13 @@ SET status = u.status,
 
 -- name: _lease_fence
 -- Fenced: only a job still running under the same worker and claim count changes (the
--- count never repeats, so a stale lease of the same worker cannot match).
+-- count never repeats, so a stale lease of the same worker cannot match). Jobs are found
+-- by primary key: status is tested so that no partial index of running jobs can serve
+-- the test (status is never NULL, so this means = 'running'). Statistics taken when few
+-- or no jobs ran make such an index look empty, and the planner read every running job
+-- for each batch.
 WHERE j.id = u.id
-  AND j.status = 'running'
+  AND j.status IS NOT DISTINCT FROM 'running'
   AND j.claimed_by = u.worker
   AND j.claims = u.claim
 
@@ -456,7 +422,8 @@ SET host = excluded.host, pid = excluded.pid, kinds = excluded.kinds,
 
 -- name: heartbeat
 -- No row when the worker row is gone (nothing refreshed); else one row with the ids
--- among :running that no longer run under this worker (missing ones included).
+-- among :running that no longer run under this worker (missing ones included). Each
+-- job is looked up by primary key (the status test as in _lease_fence).
 WITH w AS (
     UPDATE {schema}.workers SET heartbeat_at = now() WHERE id = :id RETURNING id
 )
@@ -467,7 +434,9 @@ SELECT coalesce(
         WHERE NOT EXISTS (
             SELECT 1
             FROM {schema}.jobs AS j
-            WHERE j.id = r.id AND j.status = 'running' AND j.claimed_by = w.id
+            WHERE j.id = r.id
+              AND j.status IS NOT DISTINCT FROM 'running'
+              AND j.claimed_by = w.id
         )
     ),
     '{}'::bigint[]

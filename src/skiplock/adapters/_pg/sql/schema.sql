@@ -103,6 +103,73 @@ CREATE TRIGGER jobs_notify_update
     WHEN (NEW.status = 'pending' AND NEW.available_at <= statement_timestamp())
     EXECUTE FUNCTION {schema}.notify_job('{channel}');
 
+-- Claiming: the index walk that locks the candidates of a claim, planned with sorts and
+-- bitmap scans disabled so its plan is the ordered walk of jobs_claim_idx whatever the
+-- statistics say (none, or stale): O(batch), never O(table). Each lane (a capped kind, a
+-- capped pair, the rest) takes its own jobs up to its own number; the caller chooses.
+CREATE FUNCTION {schema}.claim_candidates(
+    batch integer,
+    only_kinds text[],
+    excluded_kinds text[],
+    only_tenants text[],
+    excluded_pair_kinds text[],
+    excluded_pair_tenants text[],
+    capped_kinds text[],
+    caps integer[],
+    pair_kinds text[],
+    pair_tenants text[],
+    pair_caps integer[]
+)
+RETURNS TABLE (id bigint, kind text, priority smallint, available_at timestamptz, suspect boolean)
+LANGUAGE plpgsql
+VOLATILE
+ROWS 10
+SET search_path = pg_catalog, pg_temp
+SET enable_sort = off
+SET enable_bitmapscan = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT c.id, c.kind, c.priority, c.available_at, c.suspect
+    FROM (
+        SELECT k.kind, NULL::text AS tenant_id, false AS paired, k.n
+        FROM unnest(capped_kinds, caps) AS k (kind, n)
+        UNION ALL
+        SELECT p.kind, p.tenant_id, true, p.n
+        FROM unnest(pair_kinds, pair_tenants, pair_caps) AS p (kind, tenant_id, n)
+        UNION ALL
+        SELECT NULL, NULL, false, batch
+    ) AS lane
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.kind, j.priority, j.available_at, j.started AS suspect
+        FROM {schema}.jobs AS j
+        WHERE j.status = 'pending'
+          AND j.available_at <= now()
+          AND (only_tenants IS NULL OR j.tenant_id = ANY(only_tenants))
+          AND CASE
+              WHEN lane.kind IS NULL THEN
+                  (only_kinds IS NULL OR j.kind = ANY(only_kinds))
+                  AND j.kind <> ALL(excluded_kinds)
+                  AND j.kind <> ALL(capped_kinds)
+              ELSE j.kind = lane.kind
+          END
+          AND CASE
+              WHEN lane.paired THEN j.tenant_id IS NOT DISTINCT FROM lane.tenant_id
+              ELSE NOT EXISTS (
+                  SELECT 1
+                  FROM unnest(excluded_pair_kinds, excluded_pair_tenants) AS x (kind, tenant_id)
+                  WHERE x.kind = j.kind AND x.tenant_id IS NOT DISTINCT FROM j.tenant_id
+              )
+          END
+        ORDER BY j.priority DESC, j.available_at, j.id
+        LIMIT lane.n
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS c;
+END
+$$;
+
 -- Workers: one row per running worker, kept alive by heartbeats (DB clock only).
 CREATE TABLE {schema}.workers (
     id text PRIMARY KEY,

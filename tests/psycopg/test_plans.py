@@ -1,0 +1,255 @@
+"""Plans of the hot statements do not depend on statistics (docs/performance.md).
+
+A jobs table of 50,000 due jobs, the last 20,000 in claim order running under one
+worker, with no statistics (filled by a bulk insert, never analyzed) or stale ones
+(analyzed while empty, while every job had succeeded, or while every job was pending):
+each claim and each completion, in a custom and in a generic plan, reads rows in
+proportion to its batch, never to the table. EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
+shows the statement's plan, auto_explain the plan of the claim's index walk inside
+``claim_candidates`` (loading it takes a superuser, as the fixtures' server user is).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+import pytest
+
+from skiplock.adapters._pg._ops import claim_steps
+from skiplock.adapters._pg._rows import (
+    complete_one_params,
+    complete_params,
+    lease_params,
+    recharge_params,
+)
+from skiplock.adapters._pg._sql import convert, neutral_query
+from skiplock.core import ClaimRequest, Completion, Lease, Retry, Succeeded
+from tests.pgfixtures import create_database, drop_database
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = pytest.mark.postgres
+
+SCHEMA = "skiplock"
+JOBS = 50_000
+RUNNING = 20_000  # the last ones in claim order run under WORKER
+WORKER = "w"
+CLAIM_BATCH = 80
+COMPLETE_BATCH = 100
+#: A plan reads O(batch) rows if no node reads this many times its batch or more.
+FACTOR = 10
+
+# Four kinds and ten tenants, interleaved, each job due a millisecond after the previous.
+_FILL = """
+    INSERT INTO skiplock.jobs (kind, tenant_id, status, available_at)
+    SELECT 'k' || mod(g, 4), 't' || mod(g, 10), %(status)s,
+        now() - interval '1 hour' + g * interval '1 millisecond'
+    FROM generate_series(1, %(n)s) AS g
+"""
+
+_AUTO_EXPLAIN = (
+    "auto_explain.log_min_duration = 0",
+    "auto_explain.log_analyze = on",
+    "auto_explain.log_buffers = on",
+    "auto_explain.log_nested_statements = on",
+    "auto_explain.log_format = json",
+    "auto_explain.log_level = notice",
+)
+
+
+@pytest.fixture(scope="module", params=["none", "empty", "succeeded", "pending"])
+def table(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database whose jobs table holds JOBS due jobs, RUNNING of them running, with the
+    statistics the parameter names: none, or taken while the table was empty, held only
+    succeeded jobs, or held the same jobs all pending. Shared by the tests of a module:
+    every statement they run is rolled back."""
+    stats = request.param
+    expected = {"none": None, "empty": None, "succeeded": "succeeded", "pending": "pending"}
+    name, dsn = create_database(with_schema=True)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            # Autovacuum must not analyze the table while the tests run.
+            conn.execute("ALTER TABLE skiplock.jobs SET (autovacuum_enabled = false)")
+            if stats == "empty":
+                conn.execute("ANALYZE skiplock.jobs")
+            elif stats == "succeeded":
+                conn.execute(_FILL, {"status": "succeeded", "n": JOBS})
+                conn.execute("ANALYZE skiplock.jobs")
+                conn.execute("DELETE FROM skiplock.jobs")
+            conn.execute(_FILL, {"status": "pending", "n": JOBS})
+            if stats == "pending":
+                conn.execute("ANALYZE skiplock.jobs")
+            conn.execute(
+                "UPDATE skiplock.jobs SET status = 'running', claimed_by = %s, claims = 1"
+                " WHERE id IN (SELECT id FROM skiplock.jobs ORDER BY id DESC LIMIT %s)",
+                [WORKER, RUNNING],
+            )
+            conn.execute(
+                "INSERT INTO skiplock.workers (id, host, pid) VALUES (%s, 'host', 1)", [WORKER]
+            )
+        before = _statistics(dsn)
+        assert before[0] == expected[stats]
+        assert (before[1] <= 0) == (stats in ("none", "empty")), before
+        yield dsn
+        assert _statistics(dsn) == before, "the table was analyzed meanwhile"
+    finally:
+        drop_database(name)
+
+
+def _statistics(dsn: str) -> tuple[str | None, float]:
+    """What the planner knows of jobs: the most common status (None: no statistics) and
+    the row count of the last ANALYZE (-1 or 0 before the first one)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        common = conn.execute(
+            "SELECT most_common_vals::text FROM pg_stats"
+            " WHERE schemaname = 'skiplock' AND tablename = 'jobs' AND attname = 'status'"
+        ).fetchone()
+        count = conn.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = 'skiplock.jobs'::regclass"
+        ).fetchone()
+    assert count is not None
+    return (None if common is None else str(common[0]).strip("{}"), float(count[0]))
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def _rows_read(node: dict[str, Any]) -> float:
+    """Rows a node produced or looked at and dropped, over all its loops."""
+    seen = sum(
+        node.get(key, 0)
+        for key in (
+            "Actual Rows",
+            "Rows Removed by Filter",
+            "Rows Removed by Join Filter",
+            "Rows Removed by Index Recheck",
+        )
+    )
+    return float(seen * node.get("Actual Loops", 1))
+
+
+def _explain(
+    dsn: str, sql: str, params: dict[str, Any], mode: str
+) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
+    """Run ``sql`` as a prepared statement under ``plan_cache_mode = mode``: once for its
+    rows (which also compiles the functions it calls), then under EXPLAIN for its plan and
+    the plans of the statements it ran inside functions. Both runs roll back, so every
+    run sees the table as built."""
+    query = convert(sql, "numeric")
+    args = [params[name] for name in query.params]
+    values = ", ".join(["%s"] * len(args))
+    notices: list[str] = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
+        cur = psycopg.ClientCursor(conn)  # EXECUTE takes its arguments as literals
+        with conn.transaction(force_rollback=True):
+            cur.execute(f"SET LOCAL plan_cache_mode = {mode}")
+            cur.execute(f"PREPARE statement AS {query.text}")
+            rows = cur.execute(f"EXECUTE statement({values})", args).fetchall()
+        with conn.transaction(force_rollback=True):
+            cur.execute(f"SET LOCAL plan_cache_mode = {mode}")
+            cur.execute("LOAD 'auto_explain'")
+            for setting in _AUTO_EXPLAIN:
+                cur.execute(f"SET LOCAL {setting}")
+            notices.clear()
+            explain = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE statement"
+            row = cur.execute(f"{explain}({values})", args).fetchone()
+    assert row is not None
+    logged = [json.loads(text[text.index("{") :]) for text in notices if '"Plan"' in text]
+    # auto_explain logs the statement itself too (by its PREPARE text): EXPLAIN has it.
+    nested = [entry["Plan"] for entry in logged if "statement" not in entry["Query Text"]]
+    return [row[0][0]["Plan"], *nested], rows
+
+
+def _outline(plan: dict[str, Any], depth: int = 0) -> str:
+    """The plan as indented lines: node, relation and index, rows read, buffers."""
+    where = " ".join(plan[k] for k in ("Relation Name", "Index Name") if k in plan)
+    buffers = plan.get("Shared Hit Blocks", 0) + plan.get("Shared Read Blocks", 0)
+    line = f"{'  ' * depth}{plan['Node Type']} {where} read={_rows_read(plan):g} buf={buffers}"
+    return "\n".join([line, *(_outline(child, depth + 1) for child in plan.get("Plans", []))])
+
+
+def _assert_reads_its_batch(plans: list[dict[str, Any]], batch: int, index: str, what: str) -> None:
+    """No node reads FACTOR x batch rows; jobs is read only through ``index`` and its
+    primary key; nothing spills to disk; shared buffers stay below 30 per row of the
+    batch (an updated row writes several index entries)."""
+    outline = "\n\n".join(_outline(plan) for plan in plans)
+    for node in (node for plan in plans for node in _nodes(plan)):
+        assert _rows_read(node) < FACTOR * batch, f"{what} reads O(table):\n{outline}"
+        if node.get("Relation Name") == "jobs" and "Scan" in node["Node Type"]:
+            assert node["Node Type"] == "Index Scan", f"{what}:\n{outline}"
+            assert node["Index Name"] in {index, "jobs_pkey"}, f"{what}:\n{outline}"
+    assert all(plan.get("Temp Written Blocks", 0) == 0 for plan in plans), outline
+    top = plans[0]
+    assert top["Shared Hit Blocks"] + top["Shared Read Blocks"] < 30 * batch, outline
+    assert index in {node.get("Index Name") for plan in plans for node in _nodes(plan)}, outline
+
+
+def _running_leases(dsn: str) -> list[Lease]:
+    """Leases of COMPLETE_BATCH running jobs spread over all of them."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ids = [
+            row[0]
+            for row in conn.execute(
+                "SELECT id FROM skiplock.jobs WHERE status = 'running' ORDER BY id"
+            ).fetchall()
+        ]
+    step = len(ids) // COMPLETE_BATCH
+    return [
+        Lease(job_id=i, worker_id=WORKER, attempt=0, claim=1) for i in ids[::step][:COMPLETE_BATCH]
+    ]
+
+
+@pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
+def test_claims_read_their_batch_whatever_the_statistics(table: str, mode: str) -> None:
+    plain = ClaimRequest(worker_id=WORKER, limit=CLAIM_BATCH, start_now=16)
+    capped = ClaimRequest(
+        worker_id=WORKER,
+        limit=CLAIM_BATCH,
+        start_now=16,
+        kind_limits={"k1": 5},
+        pair_limits={("k2", "t2"): 3},
+    )
+    for request, name in ((plain, "claim"), (capped, "claim_capped")):
+        step = next(claim_steps(SCHEMA, request))
+        assert step.sql == neutral_query(name, SCHEMA)
+        assert step.params is not None
+        plans, rows = _explain(table, step.sql, dict(step.params), mode)
+        assert len(rows) == CLAIM_BATCH, name
+        _assert_reads_its_batch(plans, CLAIM_BATCH, "jobs_claim_idx", name)
+        assert plans[0]["Actual Rows"] == CLAIM_BATCH, name
+
+
+@pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
+def test_completions_find_their_jobs_by_key_whatever_the_statistics(table: str, mode: str) -> None:
+    leases = _running_leases(table)
+    assert len(leases) == COMPLETE_BATCH
+    retry = Retry(delay=timedelta(seconds=5), error="again")
+    completions = [
+        Completion(lease=lease, outcome=retry if i % 2 else Succeeded())
+        for i, lease in enumerate(leases)
+    ]
+    statements = [
+        ("complete", complete_params(completions), COMPLETE_BATCH),
+        ("complete_one", complete_one_params(completions[0]), 1),
+        ("start", lease_params(leases), COMPLETE_BATCH),
+        ("recharge", recharge_params(leases, [True] * len(leases)), COMPLETE_BATCH),
+    ]
+    for name, params, batch in statements:
+        plans, rows = _explain(table, neutral_query(name, SCHEMA), params, mode)
+        assert len(rows) == batch, name
+        _assert_reads_its_batch(plans, batch, "jobs_pkey", name)
+        assert plans[0]["Actual Rows"] == batch, name
+    running = [lease.job_id for lease in leases]
+    plans, rows = _explain(
+        table, neutral_query("heartbeat", SCHEMA), {"id": WORKER, "running": running}, mode
+    )
+    assert rows == [([],)]
+    _assert_reads_its_batch(plans, COMPLETE_BATCH, "jobs_pkey", "heartbeat")
