@@ -1,12 +1,13 @@
 """Plans of the hot statements do not depend on statistics (docs/performance.md).
 
 A jobs table of 50,000 due jobs, the last 20,000 in claim order running under one
-worker, with no statistics (filled by a bulk insert, never analyzed) or stale ones
-(analyzed while empty, while every job had succeeded, or while every job was pending):
-each claim and each completion, in a custom and in a generic plan, reads rows in
-proportion to its batch, never to the table. EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
-shows the statement's plan, auto_explain the plan of the claim's index walk inside
-``claim_candidates`` (loading it takes a superuser, as the fixtures' server user is).
+worker, plus 20,000 jobs that succeeded two days ago, with no statistics (filled by a
+bulk insert, never analyzed) or stale ones (analyzed while empty, while every job had
+succeeded, or while every job was pending): each claim, each completion and each
+retention batch, in a custom and in a generic plan, reads rows in proportion to its
+batch, never to the table. EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) shows the statement's
+plan, auto_explain the plan of the index walk inside ``claim_candidates`` and
+``purge_candidates`` (loading it takes a superuser, as the fixtures' server user is).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pytest
 
-from skiplock.adapters._pg._ops import claim_steps
+from skiplock.adapters._pg._ops import claim_steps, purge_batch_steps
 from skiplock.adapters._pg._rows import (
     complete_one_params,
     complete_params,
@@ -40,6 +41,8 @@ RUNNING = 20_000  # the last ones in claim order run under WORKER
 WORKER = "w"
 CLAIM_BATCH = 80
 COMPLETE_BATCH = 100
+OLD = 20_000  # succeeded two days ago: what a purge of jobs older than a day deletes
+PURGE_BATCH = 100
 #: A plan reads O(batch) rows if no node reads this many times its batch or more.
 FACTOR = 10
 
@@ -48,6 +51,14 @@ _FILL = """
     INSERT INTO skiplock.jobs (kind, tenant_id, status, available_at)
     SELECT 'k' || mod(g, 4), 't' || mod(g, 10), %(status)s,
         now() - interval '1 hour' + g * interval '1 millisecond'
+    FROM generate_series(1, %(n)s) AS g
+"""
+
+# Succeeded jobs completed two days ago, oldest first, a millisecond apart.
+_FILL_OLD = """
+    INSERT INTO skiplock.jobs (kind, tenant_id, status, available_at, completed_at)
+    SELECT 'k' || mod(g, 4), 't' || mod(g, 10), 'succeeded', now() - interval '3 days',
+        now() - interval '2 days' + g * interval '1 millisecond'
     FROM generate_series(1, %(n)s) AS g
 """
 
@@ -63,10 +74,11 @@ _AUTO_EXPLAIN = (
 
 @pytest.fixture(scope="module", params=["none", "empty", "succeeded", "pending"])
 def table(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A database whose jobs table holds JOBS due jobs, RUNNING of them running, with the
-    statistics the parameter names: none, or taken while the table was empty, held only
-    succeeded jobs, or held the same jobs all pending. Shared by the tests of a module:
-    every statement they run is rolled back."""
+    """A database whose jobs table holds JOBS due jobs, RUNNING of them running, then OLD
+    old succeeded jobs, with the statistics the parameter names: none, or taken while the
+    table was empty, held only succeeded jobs, or held the same due jobs all pending (the
+    old jobs came later). Shared by the tests of a module: every statement they run is
+    rolled back."""
     stats = request.param
     expected = {"none": None, "empty": None, "succeeded": "succeeded", "pending": "pending"}
     name, dsn = create_database(with_schema=True)
@@ -88,6 +100,7 @@ def table(request: pytest.FixtureRequest) -> Iterator[str]:
                 " WHERE id IN (SELECT id FROM skiplock.jobs ORDER BY id DESC LIMIT %s)",
                 [WORKER, RUNNING],
             )
+            conn.execute(_FILL_OLD, {"n": OLD})
             conn.execute(
                 "INSERT INTO skiplock.workers (id, host, pid) VALUES (%s, 'host', 1)", [WORKER]
             )
@@ -259,3 +272,18 @@ def test_completions_find_their_jobs_by_key_whatever_the_statistics(table: str, 
     )
     assert rows == [([],)]
     _assert_reads_its_batch(plans, COMPLETE_BATCH, "jobs_pkey", "heartbeat")
+
+
+@pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
+def test_purge_batches_read_their_batch_whatever_the_statistics(table: str, mode: str) -> None:
+    for archive in (False, True):
+        steps = purge_batch_steps(
+            SCHEMA, older_than=timedelta(days=1), archive=archive, batch_size=PURGE_BATCH
+        )
+        next(steps)  # the maintenance lock
+        step = steps.send([{"locked": True}])
+        assert step.sql == neutral_query("purge", SCHEMA)
+        assert step.params is not None
+        plans, rows = _explain(table, step.sql, dict(step.params), mode)
+        assert rows == [(PURGE_BATCH,)], archive
+        _assert_reads_its_batch(plans, PURGE_BATCH, "jobs_succeeded_completed_idx", "purge")

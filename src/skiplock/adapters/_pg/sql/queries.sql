@@ -502,14 +502,14 @@ SELECT p.previous, set_config('statement_timeout', :value::text, false) AS value
 FROM p;
 
 -- name: purge
--- One retention batch: delete (and optionally archive) the oldest succeeded jobs.
+-- One retention batch: delete (and optionally archive) the oldest succeeded jobs. The
+-- locking walk is purge_candidates (migration 0007): its plan is the ordered walk of
+-- jobs_succeeded_completed_idx whatever the statistics say.
 WITH doomed AS MATERIALIZED (
-    SELECT j.id
-    FROM {schema}.jobs AS j
-    WHERE j.status = 'succeeded' AND j.completed_at < now() - :older_than::interval
-    ORDER BY j.completed_at
-    LIMIT :batch_size
-    FOR UPDATE SKIP LOCKED
+    SELECT c.id
+    FROM {schema}.purge_candidates(
+        older_than => :older_than::interval, batch => :batch_size::int
+    ) AS c (id)
 ),
 deleted AS (
     DELETE FROM {schema}.jobs AS j

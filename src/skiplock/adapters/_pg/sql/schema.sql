@@ -173,6 +173,33 @@ BEGIN
 END
 $$;
 
+-- Retention: the walk that locks the oldest succeeded jobs of a purge batch, planned with
+-- sorts and bitmap scans disabled so its plan is the ordered walk of
+-- jobs_succeeded_completed_idx whatever the statistics say: O(batch), never O(table).
+CREATE FUNCTION {schema}.purge_candidates(older_than interval, batch integer)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+VOLATILE
+ROWS 10
+SET search_path = pg_catalog, pg_temp
+SET enable_sort = off
+SET enable_bitmapscan = off
+-- The generic plan's cost assumes the whole index is walked (the LIMIT is a parameter):
+-- JIT would compile it at every call on a large analyzed table.
+SET jit = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT j.id
+    FROM {schema}.jobs AS j
+    WHERE j.status = 'succeeded' AND j.completed_at < now() - older_than
+    ORDER BY j.completed_at
+    LIMIT batch
+    FOR UPDATE OF j SKIP LOCKED;
+END
+$$;
+
 -- Workers: one row per running worker, kept alive by heartbeats (DB clock only).
 CREATE TABLE {schema}.workers (
     id text PRIMARY KEY,
