@@ -15,7 +15,8 @@ from the schema script itself, not listed by hand.
 Fixtures: ``pg_session_dsn``/``pg_dsn`` (the session database, emptied per test),
 ``make_database`` (empty scratch databases), ``later_database`` (one that does not exist
 yet), ``effects`` (an application table for a processor's own writes). Test folders add
-driver-typed wrappers over these, never their own databases.
+driver-typed wrappers over these, never their own databases; ``store_fixture`` makes a
+module's ``store`` fixture.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import asyncio
 import concurrent.futures
 import importlib.resources
 import importlib.util
+import inspect
 import os
 import re
 import urllib.parse
@@ -34,7 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine, Iterator
+    from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 #: The schema every scratch database with a schema gets.
@@ -226,3 +228,27 @@ def effects(pg_dsn: str) -> str:
         ],
     )
     return "public.effects"
+
+
+def store_fixture(store_class: Callable[..., Any], **options: Any) -> Any:
+    """A ``store`` fixture for a test module: ``store_class(pg_dsn, **options)``, closed
+    after the test. Written once for async and sync stores (an async source's
+    ``store_fixture(AsyncPsycopgJobStore, ...)`` becomes the twin's
+    ``store_fixture(PsycopgJobStore, ...)``)."""
+    if inspect.iscoroutinefunction(getattr(store_class, "close", None)):
+
+        @pytest.fixture
+        async def store(pg_dsn: str) -> AsyncIterator[Any]:
+            opened = store_class(pg_dsn, **options)
+            yield opened
+            await opened.close()
+
+        return store
+
+    @pytest.fixture(name="store")
+    def sync_store(pg_dsn: str) -> Iterator[Any]:
+        opened = store_class(pg_dsn, **options)
+        yield opened
+        opened.close()
+
+    return sync_store

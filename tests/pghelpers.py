@@ -1,9 +1,10 @@
 """Helpers of the tests that run worker processes against a real server: a deadline wait,
 the process launcher, stop with SIGTERM; plain SQL and enqueue through psycopg.
 
-Imported as ``tests.pghelpers`` (pytest puts the repository root on ``sys.path``): the
-driver-named test folders have no ``__init__.py``, so that ``tests/psycopg`` and
-``tests/asyncpg`` cannot shadow the drivers. psycopg is imported only by the functions
+Imported as ``tests.pghelpers`` (pytest's ``pythonpath`` puts the repository root on
+``sys.path``; its importlib import mode keeps ``tests/`` itself off it, so that the
+driver-named folders ``tests/psycopg`` and ``tests/asyncpg`` cannot shadow the
+drivers). psycopg is imported only by the functions
 that use it: tox's asyncpg env has no psycopg, and its process tests use the rest.
 """
 

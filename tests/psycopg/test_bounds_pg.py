@@ -18,19 +18,16 @@ from skiplock.core import (
     Succeeded,
     ValidationError,
 )
+from tests.pgfixtures import store_fixture
 from tests.pghelpers import sql
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture
-def store(pg_dsn: str) -> Iterator[PsycopgJobStore]:
-    store = PsycopgJobStore(pg_dsn, max_size=2)
-    yield store
-    store.close()
+store = store_fixture(PsycopgJobStore, max_size=2)
 
 
 @pytest.mark.parametrize(

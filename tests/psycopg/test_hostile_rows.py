@@ -11,19 +11,15 @@ import pytest
 
 from skiplock.adapters.psycopg import PsycopgJobStore
 from tests import hostile_rows as scenarios
-from tests.pgfixtures import apply_schema
+from tests.pgfixtures import apply_schema, store_fixture
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
 pytestmark = [pytest.mark.postgres]
 
 
-@pytest.fixture
-def store(pg_dsn: str) -> Iterator[PsycopgJobStore]:
-    store = PsycopgJobStore(pg_dsn, max_size=4)
-    yield store
-    store.close()
+store = store_fixture(PsycopgJobStore, max_size=4)
 
 
 def test_a_worker_buries_hostile_rows_and_runs_the_rest(

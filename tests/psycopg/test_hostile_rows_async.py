@@ -9,19 +9,15 @@ import pytest
 
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore
 from tests import hostile_rows_async as scenarios
-from tests.pgfixtures import apply_schema
+from tests.pgfixtures import apply_schema, store_fixture
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import Callable
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
 
-@pytest.fixture
-async def store(pg_dsn: str) -> AsyncIterator[AsyncPsycopgJobStore]:
-    store = AsyncPsycopgJobStore(pg_dsn, max_size=4)
-    yield store
-    await store.close()
+store = store_fixture(AsyncPsycopgJobStore, max_size=4)
 
 
 async def test_a_worker_buries_hostile_rows_and_runs_the_rest(

@@ -12,6 +12,7 @@ import pytest
 
 from skiplock.adapters.psycopg import PsycopgJobStore, PsycopgNotifier, apply_schema
 from skiplock.core import EnqueueRequest
+from tests.pgfixtures import store_fixture
 from tests.pghelpers import sql
 
 if TYPE_CHECKING:
@@ -20,11 +21,7 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.postgres]
 
 
-@pytest.fixture
-def store(pg_dsn: str) -> Iterator[PsycopgJobStore]:
-    store = PsycopgJobStore(pg_dsn, max_size=4)
-    yield store
-    store.close()
+store = store_fixture(PsycopgJobStore, max_size=4)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest
 
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore, AsyncPsycopgNotifier, apply_schema
 from skiplock.core import EnqueueRequest
+from tests.pgfixtures import store_fixture
 from tests.pghelpers import sql
 
 if TYPE_CHECKING:
@@ -18,11 +19,7 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
 
-@pytest.fixture
-async def store(pg_dsn: str) -> AsyncIterator[AsyncPsycopgJobStore]:
-    store = AsyncPsycopgJobStore(pg_dsn, max_size=4)
-    yield store
-    await store.close()
+store = store_fixture(AsyncPsycopgJobStore, max_size=4)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from skiplock._compat import join, sleep, spawn
 from skiplock.adapters.psycopg import PsycopgJobStore
 from skiplock.adapters.psycopg import _driver as driver_module
 from skiplock.core import ClaimRequest, Completion, EnqueueRequest, StoreError, Succeeded
+from tests.pgfixtures import store_fixture
 from tests.pghelpers import sql
 
 if TYPE_CHECKING:
@@ -54,12 +55,8 @@ def role(pg_dsn: str) -> Iterator[str]:
     sql(pg_dsn, f'DROP ROLE "{name}"')
 
 
-@pytest.fixture
-def store(pg_dsn: str) -> Iterator[PsycopgJobStore]:
-    # One connection: whatever a block leaves on it, the next operation meets.
-    store = PsycopgJobStore(pg_dsn, min_size=1, max_size=1)
-    yield store
-    store.close()
+# One connection: whatever a block leaves on it, the next operation meets.
+store = store_fixture(PsycopgJobStore, min_size=1, max_size=1)
 
 
 def _session(store: PsycopgJobStore) -> tuple[Any, ...]:

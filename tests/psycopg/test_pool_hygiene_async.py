@@ -16,10 +16,11 @@ from skiplock._compat_async import join, sleep, spawn
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore
 from skiplock.adapters.psycopg import _driver_async as driver_module
 from skiplock.core import ClaimRequest, Completion, EnqueueRequest, StoreError, Succeeded
+from tests.pgfixtures import store_fixture
 from tests.pghelpers import sql
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator
+    from collections.abc import Callable, Iterator
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
@@ -52,12 +53,8 @@ def role(pg_dsn: str) -> Iterator[str]:
     sql(pg_dsn, f'DROP ROLE "{name}"')
 
 
-@pytest.fixture
-async def store(pg_dsn: str) -> AsyncIterator[AsyncPsycopgJobStore]:
-    # One connection: whatever a block leaves on it, the next operation meets.
-    store = AsyncPsycopgJobStore(pg_dsn, min_size=1, max_size=1)
-    yield store
-    await store.close()
+# One connection: whatever a block leaves on it, the next operation meets.
+store = store_fixture(AsyncPsycopgJobStore, min_size=1, max_size=1)
 
 
 async def _session(store: AsyncPsycopgJobStore) -> tuple[Any, ...]:

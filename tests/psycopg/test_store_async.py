@@ -29,19 +29,16 @@ from skiplock.core import (
     Succeeded,
     WorkerInfo,
 )
+from tests.pgfixtures import store_fixture
 from tests.pghelpers import sql
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import Callable
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
 
-@pytest.fixture
-async def store(pg_dsn: str) -> AsyncIterator[AsyncPsycopgJobStore]:
-    store = AsyncPsycopgJobStore(pg_dsn, max_size=8)
-    yield store
-    await store.close()
+store = store_fixture(AsyncPsycopgJobStore, max_size=8)
 
 
 def _req(kind: str = "pg.job", **fields: Any) -> EnqueueRequest:

@@ -22,11 +22,10 @@ from skiplock.core import (
     Succeeded,
     WorkerInfo,
 )
+from tests.pgfixtures import store_fixture
 from tests.pghelpers import sql
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from psycopg import Connection
 
 pytestmark = [pytest.mark.postgres]
@@ -35,11 +34,7 @@ pytestmark = [pytest.mark.postgres]
 _PAUSE = timedelta(milliseconds=200)
 
 
-@pytest.fixture
-def store(pg_dsn: str) -> Iterator[PsycopgJobStore]:
-    store = PsycopgJobStore(pg_dsn, max_size=4)
-    yield store
-    store.close()
+store = store_fixture(PsycopgJobStore, max_size=4)
 
 
 def _claim(**fields: Any) -> ClaimRequest:

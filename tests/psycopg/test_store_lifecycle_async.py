@@ -20,11 +20,10 @@ from skiplock.core import (
     Succeeded,
     WorkerInfo,
 )
+from tests.pgfixtures import store_fixture
 from tests.pghelpers import sql
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
     from psycopg import AsyncConnection
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
@@ -33,11 +32,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 _PAUSE = timedelta(milliseconds=200)
 
 
-@pytest.fixture
-async def store(pg_dsn: str) -> AsyncIterator[AsyncPsycopgJobStore]:
-    store = AsyncPsycopgJobStore(pg_dsn, max_size=4)
-    yield store
-    await store.close()
+store = store_fixture(AsyncPsycopgJobStore, max_size=4)
 
 
 def _claim(**fields: Any) -> ClaimRequest:

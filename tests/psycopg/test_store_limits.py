@@ -23,10 +23,9 @@ from skiplock.core import (
     Succeeded,
     WorkerInfo,
 )
+from tests.pgfixtures import store_fixture
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from psycopg import Connection
 
 pytestmark = [pytest.mark.postgres]
@@ -35,12 +34,8 @@ pytestmark = [pytest.mark.postgres]
 _SLEEP = "SELECT pg_sleep(10)"
 
 
-@pytest.fixture
-def store(pg_dsn: str) -> Iterator[PsycopgJobStore]:
-    # One connection: the next user of the pool gets the very connection a test used.
-    store = PsycopgJobStore(pg_dsn, min_size=1, max_size=1)
-    yield store
-    store.close()
+# One connection: the next user of the pool gets the very connection a test used.
+store = store_fixture(PsycopgJobStore, min_size=1, max_size=1)
 
 
 def _setting(conn: Connection[Any]) -> str:

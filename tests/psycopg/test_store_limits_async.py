@@ -21,10 +21,9 @@ from skiplock.core import (
     Succeeded,
     WorkerInfo,
 )
+from tests.pgfixtures import store_fixture
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
     from psycopg import AsyncConnection
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
@@ -33,12 +32,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 _SLEEP = "SELECT pg_sleep(10)"
 
 
-@pytest.fixture
-async def store(pg_dsn: str) -> AsyncIterator[AsyncPsycopgJobStore]:
-    # One connection: the next user of the pool gets the very connection a test used.
-    store = AsyncPsycopgJobStore(pg_dsn, min_size=1, max_size=1)
-    yield store
-    await store.close()
+# One connection: the next user of the pool gets the very connection a test used.
+store = store_fixture(AsyncPsycopgJobStore, min_size=1, max_size=1)
 
 
 async def _setting(conn: AsyncConnection[Any]) -> str:
