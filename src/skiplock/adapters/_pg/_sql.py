@@ -31,6 +31,8 @@ MAX_NAME_BYTES = 63
 _PARAM_RE = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 _HEADER_RE = re.compile(r"^--\s*name:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$", re.MULTILINE)
 _FRAGMENT_RE = re.compile(r"\{(_[a-z0-9_]+)\}")
+#: A ``::type[]`` cast right after a parameter: an array parameter.
+_ARRAY_CAST_RE = re.compile(r"::\s*[A-Za-z_][A-Za-z0-9_ ]*\[\]")
 
 Style = Literal["pyformat", "numeric", "named"]
 
@@ -150,7 +152,10 @@ def convert(text: str, style: Style, name: str = "<sql>") -> Query:
         if style == "named":
             return f":{param} " if match.string.startswith(":", match.end()) else f":{param}"
         if style == "pyformat":
-            return f"%({param})s"
+            # Arrays go in binary: psycopg's text array dumper quotes element by element
+            # in Python (a regex per element), the binary one does not.
+            binary = _ARRAY_CAST_RE.match(match.string, match.end())
+            return f"%({param})b" if binary else f"%({param})s"
         return f"${order.index(param) + 1}"
 
     if style == "pyformat":
