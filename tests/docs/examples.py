@@ -241,7 +241,10 @@ def _run_python(
     filename = f"{block.name}[block {block.number}]"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     try:
-        compiled = compile(source, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        # dont_inherit: not this module's ``from __future__ import annotations``.
+        compiled = compile(
+            source, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True
+        )
         if compiled.co_flags & inspect.CO_COROUTINE:
             runner.run(eval(compiled, namespace))
         else:

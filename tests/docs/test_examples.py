@@ -217,6 +217,20 @@ def test_a_failing_block_names_file_block_and_line(tmp_path: Path) -> None:
     assert "examples.py" not in message  # the runner's own frames left out
 
 
+def test_annotations_are_evaluated_as_in_a_script(tmp_path: Path) -> None:
+    """The runner's own ``from __future__ import annotations`` does not leak into a block."""
+    path = write(
+        tmp_path,
+        """        ~~~python
+        def f() -> NotDefinedAnywhere:
+            pass
+        ~~~
+        """,
+    )
+    with pytest.raises(ExampleFailed, match="NameError: name 'NotDefinedAnywhere'"):
+        run_file(path, no_database)
+
+
 def test_the_scratch_database_is_made_once_and_only_when_used(tmp_path: Path) -> None:
     path = write(
         tmp_path,
