@@ -163,6 +163,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply: run pending migrations; sql: print standalone DDL (no database "
         "needed); status: show migrations, exit 1 unless up to date",
     )
+    schema.add_argument(
+        "--from",
+        dest="from_version",
+        type=int,
+        metavar="N",
+        help="with sql: print the upgrade script from schema version N to the current one "
+        "(the migrations after N, each recorded in the version table; 0: the fresh-install "
+        "DDL, the default)",
+    )
     schema.add_argument("--dsn", help=f"PostgreSQL connection string (default: ${DSN_ENV})")
     schema.add_argument(
         "--schema",
@@ -551,8 +560,14 @@ def _cmd_schema(args: argparse.Namespace) -> int:
         # Driver-neutral: printing DDL needs neither a database nor the psycopg extra.
         from skiplock.adapters._pg import schema_sql
 
-        sys.stdout.write(schema_sql(args.schema))
+        try:
+            script = schema_sql(args.schema, args.from_version or 0)
+        except ValidationError as exc:
+            raise CliError(f"--from: {exc}") from None
+        sys.stdout.write(script)
         return 0
+    if args.from_version is not None:
+        raise CliError(f"--from is an option of 'schema sql', not of 'schema {args.action}'")
     pg = psycopg_adapter()
     dsn = _dsn(args)
     import psycopg
