@@ -344,6 +344,12 @@ async def test_bound_handle_is_still_the_function(
     assert await deliver(Email("a")) == "sent to a"
     assert "email.welcome" in repr(deliver)
     assert "deliver" in repr(deliver)
+    # A handle bound again elsewhere (another engine) wraps the function, not the handle.
+    elsewhere = _engine(store, clock)
+    rebound = elsewhere.task(welcome)(deliver)
+    assert rebound.fn is deliver
+    assert elsewhere.processors["email.welcome"].fn is deliver
+    assert await rebound(Email("b")) == "sent to b"
     enqueue_only = engine.declare(welcome)  # the same declaration again: a handle
     with pytest.raises(TypeError, match="enqueue-only"):
         enqueue_only(Email("a"))

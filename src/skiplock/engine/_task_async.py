@@ -54,8 +54,9 @@ class AsyncTask(Generic[P]):
         self._declaration = declaration
         self._fn = fn
         if fn is not None:
-            # Name, docstring and __wrapped__ (so inspect.signature shows the function's).
-            functools.update_wrapper(self, fn)
+            # Name, docstring and __wrapped__ (so inspect.signature shows the function's);
+            # not the function's __dict__, which could hold another handle's fields.
+            functools.update_wrapper(self, fn, updated=())
 
     @property
     def kind(self) -> str:
