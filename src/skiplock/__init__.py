@@ -3,7 +3,8 @@
 Enqueue jobs inside your own database transaction; workers on any number of machines
 claim them with ``FOR UPDATE SKIP LOCKED``. Build an :class:`AsyncEngine` (or the sync
 :class:`Engine`) on a store from :mod:`skiplock.adapters`, register processors, enqueue,
-and run ``engine.worker()``.
+and run ``engine.worker()``. :func:`declare` declares a kind with its payload type and
+defaults, for typed enqueue handles (``docs/tasks.md``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from skiplock.core import (
 )
 from skiplock.engine import (
     AsyncEngine,
+    AsyncTask,
     AsyncWorker,
     Engine,
     Enqueue,
@@ -38,8 +40,12 @@ from skiplock.engine import (
     Processor,
     ProcessorSpec,
     Settings,
+    Task,
+    TaskDef,
+    TaskOptions,
     UndecodablePayloadError,
     Worker,
+    declare,
 )
 from skiplock.ports import Clock, Metrics, NoopMetrics, NoopTracer, SystemClock, Tracer
 
@@ -47,6 +53,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncEngine",
+    "AsyncTask",
     "AsyncWorker",
     "Clock",
     "Engine",
@@ -75,6 +82,9 @@ __all__ = [
     "StateCount",
     "StoreError",
     "SystemClock",
+    "Task",
+    "TaskDef",
+    "TaskOptions",
     "Tracer",
     "UndecodablePayloadError",
     "UndecodableRowError",
@@ -82,4 +92,5 @@ __all__ = [
     "ValidationError",
     "Worker",
     "__version__",
+    "declare",
 ]

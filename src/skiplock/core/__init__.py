@@ -53,6 +53,7 @@ from ._fields import (
     Setting,
     ValueType,
     check_fields,
+    choice,
     field_defaults,
 )
 from ._idempotency import first_occurrences
@@ -110,6 +111,7 @@ from ._validation import (
     PRIORITY_RANGE,
     check_available_at,
     check_bool,
+    check_choice,
     check_delay,
     check_duration,
     check_int,
@@ -128,6 +130,7 @@ from ._validation import (
     shown,
     to_duration,
     to_rate_limit,
+    unknown_kind_message,
     validate_identifier,
     validate_request,
 )
@@ -203,6 +206,7 @@ __all__ = [
     "charged_positions",
     "check_available_at",
     "check_bool",
+    "check_choice",
     "check_connection_mode",
     "check_delay",
     "check_duration",
@@ -217,6 +221,7 @@ __all__ = [
     "check_rate_limit",
     "check_tenant",
     "check_text",
+    "choice",
     "claim_order",
     "counter_problem",
     "decide_failure",
@@ -246,6 +251,7 @@ __all__ = [
     "transition",
     "truncate_error",
     "undecodable_error",
+    "unknown_kind_message",
     "validate_identifier",
     "validate_request",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._codec import decoder_for, encode
 from ._context import JobContext
+from ._declaration import TaskDef, TaskOptions, declare
 from ._engine import Engine
 from ._engine_async import AsyncEngine
 from ._enqueue import Enqueue
@@ -11,11 +12,14 @@ from ._errors import JobCancelledError, JobTimeoutError, UndecodablePayloadError
 from ._registry import Processor, ProcessorSpec
 from ._scope import default_worker_id
 from ._settings import Settings
+from ._task import Task
+from ._task_async import AsyncTask
 from ._worker import Worker
 from ._worker_async import AsyncWorker
 
 __all__ = [
     "AsyncEngine",
+    "AsyncTask",
     "AsyncWorker",
     "Engine",
     "Enqueue",
@@ -25,8 +29,12 @@ __all__ = [
     "Processor",
     "ProcessorSpec",
     "Settings",
+    "Task",
+    "TaskDef",
+    "TaskOptions",
     "UndecodablePayloadError",
     "Worker",
+    "declare",
     "decoder_for",
     "default_worker_id",
     "encode",

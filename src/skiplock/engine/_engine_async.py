@@ -5,19 +5,21 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, TypeVar, Unpack, overload
 
 from skiplock._compat_async import IS_ASYNC
 from skiplock.core import (
     EnqueueResult,
     KindPolicy,
-    RateLimit,
     ValidationError,
+    unknown_kind_message,
 )
 from skiplock.ports import NoopMetrics, NoopTracer, SystemClock
 
 from ._admin_async import AsyncAdminOps
+from ._declaration import TaskDef, TaskOptions, declare
 from ._enqueue import Enqueue, build_request
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance_async import Maintenance
@@ -26,11 +28,11 @@ from ._registry import (
     ProcessorSpec,
     Registry,
     build_spec,
-    check_kind,
-    make_overrides,
-    overrides_of,
+    declaration_of,
+    typed_by,
 )
 from ._settings import Settings
+from ._task_async import AsyncTask
 from ._worker_async import AsyncWorker, WorkerParts
 
 if TYPE_CHECKING:
@@ -38,11 +40,16 @@ if TYPE_CHECKING:
 
     from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
 
-#: At most this many resolved policies of kinds without a processor are kept.
+logger = logging.getLogger("skiplock.engine")
+
+#: At most this many resolved policies of kinds without a processor are kept (and as
+#: many undeclared kinds warned about).
 _POLICY_CACHE_SIZE = 1024
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = TypeVar("P", bound=Processor)
+#: A task's payload type.
+T = TypeVar("T")
 
 
 class AsyncEngine(AsyncAdminOps):
@@ -50,7 +57,8 @@ class AsyncEngine(AsyncAdminOps):
 
     ``store`` is any :class:`~skiplock.ports.AsyncJobStore`; ``clock`` drives rate limits
     (the store keeps its own clock for due times); ``metrics``/``tracer`` default to no-ops.
-    An engine without processors is an enqueue-only node.
+    An engine without processors is an enqueue-only node; one that declares its kinds
+    (:meth:`declare`) refuses the kinds it does not know (``Settings.unknown_kinds``).
     """
 
     def __init__(
@@ -79,6 +87,7 @@ class AsyncEngine(AsyncAdminOps):
         # only a registration can change them): resolving builds and validates new
         # policy objects, far too slow to repeat for every enqueued job.
         self._policies: dict[str, KindPolicy] = {}
+        self._warned_kinds: set[str] = set()  # undeclared kinds warned about (unknown_kinds)
 
     # ---- accessors ------------------------------------------------------------------
 
@@ -119,46 +128,39 @@ class AsyncEngine(AsyncAdminOps):
 
     @property
     def known_kinds(self) -> frozenset[str]:
-        """Kinds with a processor plus kinds declared with :meth:`declare_kind`."""
+        """Kinds with a processor or a declaration (:meth:`declare`, :meth:`declare_kind`)."""
         return self._registry.known_kinds()
 
+    @property
+    def declarations(self) -> dict[str, TaskDef[Any]]:
+        """Every kind's declaration by kind (a copy), processors' implicit ones included."""
+        return dict(self._registry.declarations)
+
     def policy(self, kind: str) -> KindPolicy:
-        """The resolved policy of ``kind`` (explicit config > processor > global)."""
+        """The resolved policy of ``kind``: ``Settings.kinds`` > the kind's declaration
+        or processor > the global settings."""
         spec = self._registry.get(kind)
         if spec is not None:
             return spec.policy
         policy = self._policies.get(kind)
         if policy is None:
-            policy = self._settings.policy_for(kind, None)
+            declaration = self._registry.declaration(kind)
+            overrides = None if declaration is None else declaration.overrides
+            policy = self._settings.policy_for(kind, overrides)
             if len(self._policies) < _POLICY_CACHE_SIZE:  # bounded: kinds come from callers
                 self._policies[kind] = policy
         return policy
 
     # ---- registration ---------------------------------------------------------------
 
-    def processor(
-        self,
-        kind: str,
-        *,
-        max_attempts: int | None = None,
-        timeout: float | timedelta | None = None,
-        transactional: bool | None = None,
-        autocommit: bool | None = None,
-        node_limit: int | None = None,
-        cluster_limit: int | None = None,
-        rate_limit: RateLimit | None = None,
-        provider: str | None = None,
-        backoff_base: timedelta | float | None = None,
-        backoff_factor: float | None = None,
-        backoff_cap: timedelta | float | None = None,
-        backoff_jitter: float | None = None,
-        stale_ttl: timedelta | float | None = None,
-    ) -> Callable[[F], F]:
-        """Register the decorated function as the processor of ``kind``.
+    def processor(self, kind: str, **options: Unpack[TaskOptions]) -> Callable[[F], F]:
+        """Register the decorated function as the processor of ``kind``; returns it as is
+        (:meth:`task` returns a typed handle instead).
 
         The function takes ``(payload, ctx)`` (or just ``payload``); the payload
-        parameter's annotation selects the decoded type (R25). Keywords are the
-        processor's policy defaults; ``Settings.kinds`` overrides them.
+        parameter's annotation selects the decoded type (R25). Keywords
+        (:class:`~skiplock.TaskOptions`) are the kind's policy defaults, its ``provider``
+        and the default ``priority`` of its jobs; ``Settings.kinds`` overrides the policy.
 
         Connection mode (R10): ``transactional=True`` runs the processor inside the job's
         transaction (``ctx.connection``; its writes commit with the completion),
@@ -167,25 +169,49 @@ class AsyncEngine(AsyncAdminOps):
         ``rate_limit`` is a token bucket per process, shared by this engine's workers
         there (divide a cluster-wide limit by the number of worker processes).
         """
-        check_kind(kind)
-        overrides = make_overrides(
-            max_attempts=max_attempts,
-            timeout=timeout,
-            transactional=transactional,
-            autocommit=autocommit,
-            node_limit=node_limit,
-            cluster_limit=cluster_limit,
-            rate_limit=rate_limit,
-            backoff_base=backoff_base,
-            backoff_factor=backoff_factor,
-            backoff_cap=backoff_cap,
-            backoff_jitter=backoff_jitter,
-            stale_ttl=stale_ttl,
-        )
+        declared = declare(kind, **options)  # checked now, not when a function comes
 
         def decorate(fn: F) -> F:
-            self._add(build_spec(kind, fn, overrides, provider, self._settings))
+            self._bind(typed_by(declared, fn), fn)
             return fn
+
+        return decorate
+
+    @overload
+    def task(
+        self, declaration: TaskDef[T], /
+    ) -> Callable[[Callable[Concatenate[T, ...], Any]], AsyncTask[T]]: ...
+    @overload
+    def task(
+        self, kind: str, /, **options: Unpack[TaskOptions]
+    ) -> Callable[[Callable[Concatenate[T, ...], Any]], AsyncTask[T]]: ...
+    def task(
+        self, kind: str | TaskDef[Any], /, **options: Unpack[TaskOptions]
+    ) -> Callable[[Callable[..., Any]], AsyncTask[Any]]:
+        """Register the decorated function as a processor and return its typed handle.
+
+        ``@engine.task("email.welcome", max_attempts=5)`` declares the kind as
+        :meth:`processor` does, the payload type taken from the function's annotation;
+        ``@engine.task(welcome)`` binds the function to the declaration ``welcome``
+        (:func:`~skiplock.declare`), whose payload type and defaults it takes (a
+        function annotating another payload type is a TypeError). The handle enqueues
+        typed payloads (:class:`AsyncTask`) and calls the function when called.
+        """
+        if isinstance(kind, TaskDef):
+            if options:
+                raise TypeError(
+                    "engine.task(declaration) takes no options: the declaration carries "
+                    "the kind's defaults"
+                )
+            declared: TaskDef[Any] = kind
+        else:
+            declared = declare(kind, **options)
+        explicit = isinstance(kind, TaskDef)
+
+        def decorate(fn: Callable[..., Any]) -> AsyncTask[Any]:
+            declaration = declared if explicit else typed_by(declared, fn)
+            self._bind(declaration, fn)
+            return AsyncTask(self, declaration, fn)
 
         return decorate
 
@@ -194,16 +220,15 @@ class AsyncEngine(AsyncAdminOps):
         instance = processor() if isinstance(processor, type) else processor
         if not isinstance(instance, Processor):
             raise TypeError(f"expected a skiplock.Processor, got {type(instance).__name__}")
-        kind = getattr(type(instance), "kind", None)
-        if kind is None:
+        if getattr(type(instance), "kind", None) is None:
             raise TypeError(f"{type(instance).__name__} must set the class attribute 'kind'")
-        spec = build_spec(
-            kind, instance.process, overrides_of(instance), type(instance).provider, self._settings
-        )
-        self._add(spec)
+        self._bind(declaration_of(instance), instance.process)
         return instance
 
-    def _add(self, spec: ProcessorSpec) -> None:
+    def _bind(self, declaration: TaskDef[Any], fn: Callable[..., Any]) -> None:
+        self._add(build_spec(declaration, fn, self._settings), declaration)
+
+    def _add(self, spec: ProcessorSpec, declaration: TaskDef[Any]) -> None:
         if IS_ASYNC:
             policy = spec.policy
             if not spec.is_async and (policy.transactional or policy.autocommit):
@@ -218,11 +243,31 @@ class AsyncEngine(AsyncAdminOps):
                 f"processor for {spec.kind!r} is async: a sync Engine cannot run it; "
                 "use AsyncEngine, or make it a plain function"
             )
-        self._registry.add(spec)
+        self._registry.add(spec, declaration)
         self._policies.pop(spec.kind, None)
 
+    def declare(self, declaration: TaskDef[T]) -> AsyncTask[T]:
+        """Know ``declaration``'s kind here and return its enqueue handle.
+
+        For enqueue-only processes: jobs of the kind are written with the declaration's
+        defaults (its ``priority``, and its ``max_attempts`` unless ``Settings.kinds``
+        sets one), and the engine refuses kinds it does not know
+        (``Settings.unknown_kinds``). Declaring an equal declaration again is a no-op; a
+        different one for the same kind is a ValueError.
+        """
+        if not isinstance(declaration, TaskDef):
+            raise TypeError(
+                "engine.declare() takes a declaration from skiplock.declare(kind, type, ...); "
+                f"got {declaration!r} (engine.declare_kind(kind) knows a bare kind name)"
+            )
+        self._settings.policy_for(declaration.kind, declaration.overrides)  # fails now
+        self._registry.declare_task(declaration)
+        self._policies.pop(declaration.kind, None)
+        return AsyncTask(self, declaration, None)
+
     def declare_kind(self, kind: str) -> None:
-        """Accept enqueues of ``kind`` although it is processed elsewhere."""
+        """Accept enqueues of ``kind`` although it is processed elsewhere (untyped and
+        without defaults; :meth:`declare` takes a declaration with both)."""
         self._registry.declare(kind)
 
     # ---- enqueue --------------------------------------------------------------------
@@ -232,7 +277,7 @@ class AsyncEngine(AsyncAdminOps):
         kind: str,
         payload: Any = None,
         *,
-        priority: int = 0,
+        priority: int | None = None,
         tenant: str | None = None,
         idempotency_key: str | None = None,
         max_attempts: int | None = None,
@@ -242,7 +287,8 @@ class AsyncEngine(AsyncAdminOps):
     ) -> EnqueueResult:
         """Create one job; joins ``connection``'s transaction when given (R0).
 
-        The job is due now, at ``available_at`` (a timezone-aware datetime) or ``delay``
+        ``priority`` ``None`` takes the kind's declared default (0 if none). The job is
+        due now, at ``available_at`` (a timezone-aware datetime) or ``delay``
         (a timedelta or seconds) after the store's now; the two are mutually exclusive
         (R18). Raises :class:`~skiplock.ValidationError` (or ``UnknownKindError``) before
         anything is written (X2). An existing ``idempotency_key`` returns the existing
@@ -266,7 +312,7 @@ class AsyncEngine(AsyncAdminOps):
         kind: str,
         payload: Any = None,
         *,
-        priority: int = 0,
+        priority: int | None = None,
         tenant: str | None = None,
         idempotency_key: str | None = None,
         max_attempts: int | None = None,
@@ -290,7 +336,7 @@ class AsyncEngine(AsyncAdminOps):
         kind: str,
         payload: Any = None,
         *,
-        priority: int = 0,
+        priority: int | None = None,
         tenant: str | None = None,
         idempotency_key: str | None = None,
         max_attempts: int | None = None,
@@ -322,22 +368,24 @@ class AsyncEngine(AsyncAdminOps):
         if not items:
             return []
         known = self._registry.known_kinds()
-        known_kinds = known if known and self._settings.strict_kinds else None
+        mode = self._settings.unknown_kinds
+        known_kinds = known if known and mode == "error" else None
         trace = self._tracer.inject()
         max_payload_bytes = self._settings.max_payload_bytes
-        defaults: dict[object, int] = {}
+        defaults: dict[str, tuple[int, int]] = {}
         requests = []
         for index, item in enumerate(items):
             kind = getattr(item, "kind", None)
             default = defaults.get(kind) if isinstance(kind, str) else None
             if default is None:
-                default = self._default_max_attempts(kind)
+                default = self._enqueue_defaults(kind)
                 if isinstance(kind, str):
                     defaults[kind] = default
             try:
                 request = build_request(
                     item,
-                    default_max_attempts=default,
+                    default_priority=default[0],
+                    default_max_attempts=default[1],
                     trace_context=trace,
                     known_kinds=known_kinds,
                     max_payload_bytes=max_payload_bytes,
@@ -346,13 +394,28 @@ class AsyncEngine(AsyncAdminOps):
                 if len(items) == 1:
                     raise
                 raise type(exc)(f"item {index}: {exc}") from None
+            if known and mode == "warn" and request.kind not in known:
+                self._warn_unknown(request.kind, known)
             requests.append(request)
         return await self._store.enqueue(requests, connection=connection)
 
-    def _default_max_attempts(self, kind: object) -> int:
-        if isinstance(kind, str):
-            return self.policy(kind).retry.max_attempts
-        return self._settings.max_attempts
+    def _enqueue_defaults(self, kind: object) -> tuple[int, int]:
+        """``(priority, max_attempts)`` for a job of ``kind`` whose enqueue sets neither:
+        the declared priority (else 0) and the kind's resolved ``max_attempts``."""
+        if not isinstance(kind, str):
+            return 0, self._settings.max_attempts  # refused by validation next
+        declaration = self._registry.declaration(kind)
+        priority = declaration.priority if declaration is not None else None
+        return (0 if priority is None else priority), self.policy(kind).retry.max_attempts
+
+    def _warn_unknown(self, kind: str, known: frozenset[str]) -> None:
+        if kind in self._warned_kinds or len(self._warned_kinds) >= _POLICY_CACHE_SIZE:
+            return
+        self._warned_kinds.add(kind)
+        logger.warning(
+            "%s; writing the job anyway (Settings.unknown_kinds='warn')",
+            unknown_kind_message(kind, known),
+        )
 
     # ---- maintenance (J13) ----------------------------------------------------------
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import functools
 import os
+import typing
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -36,6 +37,7 @@ from skiplock.core import (
     check_connection_mode,
     check_kind,
     check_rate_limit,
+    choice,
     field_defaults,
     optional_duration,
     optional_rate_limit,
@@ -52,6 +54,7 @@ __all__ = [
     "SETTING_FIELDS",
     "UNWRITTEN_BATCHES",
     "Settings",
+    "UnknownKinds",
     "overrides_from",
 ]
 
@@ -63,6 +66,10 @@ PREFETCH_FACTOR = 4
 #: before it claims nothing more: one being written while the next one fills, so a slow
 #: store still gets full batches (see :meth:`Settings.unwritten_limit`).
 UNWRITTEN_BATCHES = 2
+
+#: What ``Settings.unknown_kinds`` may say.
+UnknownKinds = Literal["error", "warn", "allow"]
+UNKNOWN_KINDS = choice(*typing.get_args(UnknownKinds))
 
 #: The engine's own settings (the global policy values are :data:`POLICY_FIELDS`).
 ENGINE_FIELDS: tuple[Setting, ...] = (
@@ -135,10 +142,13 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         "Largest encoded payload (UTF-8 bytes) enqueue accepts.",
     ),
     Setting(
-        "strict_kinds",
-        True,
-        FLAG,
-        "Enqueue rejects kinds the engine neither processes nor declared.",
+        "unknown_kinds",
+        "error",
+        UNKNOWN_KINDS,
+        "What enqueue does with a kind the engine neither processes nor declared, once it "
+        "knows any: `error` raises `UnknownKindError`, `warn` logs a warning (once per "
+        "kind) and writes the job, `allow` writes it. An engine that knows no kind "
+        "accepts any.",
     ),
 )
 
@@ -205,12 +215,12 @@ class Settings:
     float) or a ``timedelta`` and stored as a ``timedelta``; ``poll_interval``,
     ``shutdown_timeout``, ``heartbeat_interval``, ``maintenance_interval`` and ``timeout``
     read back as float seconds, as they always have. The policy fields here are global
-    values: per-kind ``kinds`` overrides (explicit configuration) win over a processor's
-    own values, which win over these (R6).
+    values: per-kind ``kinds`` overrides (explicit configuration) win over the values a
+    kind's declaration or processor sets, which win over these (R21).
 
     :meth:`from_env` reads ``SKIPLOCK_<FIELD>`` for every scalar field, e.g.
     ``SKIPLOCK_CONCURRENCY=8``, ``SKIPLOCK_STALE_TTL=15m``, ``SKIPLOCK_TIMEOUT=none``,
-    ``SKIPLOCK_RETENTION=off``, ``SKIPLOCK_STRICT_KINDS=false``. Durations are seconds
+    ``SKIPLOCK_RETENTION=off``, ``SKIPLOCK_UNKNOWN_KINDS=warn``. Durations are seconds
     or carry a unit suffix ``ms``, ``s``, ``m``, ``h`` or ``d``; booleans are
     ``1/0/true/false/yes/no/on/off``. Per-kind values are comma-separated ``kind=value``
     lists, one variable per policy field (its ``kind_env``), e.g.
@@ -246,7 +256,7 @@ class Settings:
     )
     retention_archive: bool = _DEFAULT["retention_archive"]
     max_payload_bytes: int = _DEFAULT["max_payload_bytes"]
-    strict_kinds: bool = _DEFAULT["strict_kinds"]
+    unknown_kinds: UnknownKinds = _DEFAULT["unknown_kinds"]
     # ---- global policy values (POLICY_FIELDS) -----------------------------------------
     max_attempts: int = _DEFAULT["max_attempts"]
     backoff_base: timedelta = attrs.field(default=_DEFAULT["backoff_base"], converter=to_duration)
