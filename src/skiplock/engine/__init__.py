@@ -8,6 +8,7 @@ from ._engine import Engine
 from ._engine_async import AsyncEngine
 from ._enqueue import Enqueue
 from ._errors import JobCancelledError, JobTimeoutError, UndecodablePayloadError
+from ._periodic import CatchUp, ScheduleInfo, TickResult
 from ._registry import Processor, ProcessorSpec
 from ._scope import default_worker_id
 from ._settings import Settings
@@ -17,6 +18,7 @@ from ._worker_async import AsyncWorker
 __all__ = [
     "AsyncEngine",
     "AsyncWorker",
+    "CatchUp",
     "Engine",
     "Enqueue",
     "JobCancelledError",
@@ -24,7 +26,9 @@ __all__ = [
     "JobTimeoutError",
     "Processor",
     "ProcessorSpec",
+    "ScheduleInfo",
     "Settings",
+    "TickResult",
     "UndecodablePayloadError",
     "Worker",
     "decoder_for",
