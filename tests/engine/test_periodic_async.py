@@ -286,6 +286,32 @@ async def test_catch_up_never_goes_past_retention(
     assert await late.enqueue_due_ticks() == []
 
 
+async def test_a_tick_whose_job_was_purged_is_not_enqueued_again(
+    store: AsyncInMemoryJobStore, clock: FakeClock
+) -> None:
+    # Retention frees a purged job's key; the retention bound keeps its tick from coming
+    # back on a restart (it would run twice).
+    engine = make_engine(store, clock, retention=60)
+
+    @engine.periodic("hourly", every=3600)
+    @engine.processor("hourly")
+    async def hourly(payload: Any) -> None:
+        pass
+
+    [first] = await engine.enqueue_due_ticks()
+    assert first.tick == at(0, 0)
+    assert await engine.worker().run_until_idle() == 1
+    clock.advance(120)
+    assert await engine.maintain() == ([], 1)  # purged: the key is free again
+    restarted = another_process(store, clock, retention=60)
+    restarted.declare_kind("hourly")
+    restarted.periodic("hourly", every=3600)
+    assert await restarted.enqueue_due_ticks() == []
+    assert await restarted.list_jobs(kind="hourly") == []
+    clock.set(at(1, 0))  # the next tick is enqueued as usual
+    assert ticks(await restarted.enqueue_due_ticks()) == [at(1, 0)]
+
+
 async def test_a_restart_within_a_tick_finds_the_tick_job(
     store: AsyncInMemoryJobStore, clock: FakeClock
 ) -> None:

@@ -96,10 +96,13 @@ class Scheduler:
         window of ticks is kept); the others go on. Raises only if the store's clock
         cannot be read.
         """
+        schedules = self.schedules()
+        if not schedules:
+            return [], None
         now = self._store.now()
         results: list[TickResult] = []
         upcoming: datetime | None = None
-        for schedule in self.schedules():
+        for schedule in schedules:
             with self._lock:
                 state = self._states[schedule.name]
                 if state.after is None:
