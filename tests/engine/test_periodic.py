@@ -141,6 +141,29 @@ def test_cron_with_a_time_zone(store: InMemoryJobStore, clock: FakeClock) -> Non
     assert ticks(engine.enqueue_due_ticks()) == [datetime(2024, 7, 1, 4, 0, tzinfo=UTC)]
 
 
+def test_cron_across_daylight_saving_changes(store: InMemoryJobStore, clock: FakeClock) -> None:
+    # Europe/Paris, 02:30 local. 2024-03-31: clocks jump from 02:00 to 03:00, so the
+    # skipped 02:30 runs right after the jump (03:00 CEST = 01:00 UTC), as in Debian cron.
+    clock.set(datetime(2024, 3, 31, 0, 59, 59, tzinfo=UTC))
+    engine = make_engine(store, clock)
+    engine.periodic("tick", cron="30 2 * * *", tz="Europe/Paris", catch_up="skip")
+    assert engine.enqueue_due_ticks() == []
+    clock.advance(1)
+    assert ticks(engine.enqueue_due_ticks()) == [datetime(2024, 3, 31, 1, tzinfo=UTC)]
+    # 2024-10-27: 02:00-03:00 happens twice (CEST, then CET); 02:30 runs once, in CEST
+    # (00:30 UTC). A process starting during the second 02:00-02:30 (01:15 UTC) finds
+    # that tick as the latest, not the day before's.
+    clock.set(datetime(2024, 10, 27, 1, 15, tzinfo=UTC))
+    late = make_engine(store, clock)
+    late.periodic("tick", cron="30 2 * * *", tz="Europe/Paris")
+    assert ticks(late.enqueue_due_ticks()) == [datetime(2024, 10, 27, 0, 30, tzinfo=UTC)]
+    seen = []
+    for _ in range(25 * 60):  # a pass a minute for 25 hours: no tick twice, none more
+        clock.advance(60)
+        seen += ticks(late.enqueue_due_ticks())
+    assert seen == [datetime(2024, 10, 28, 1, 30, tzinfo=UTC)]  # 02:30 CET
+
+
 def test_cron_with_a_seconds_field_and_a_tzinfo(store: InMemoryJobStore, clock: FakeClock) -> None:
     engine = make_engine(store, clock)
     engine.periodic("tick", cron="*/20 * * * * *", tz=timezone(timedelta(hours=2)))

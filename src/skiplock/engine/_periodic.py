@@ -75,12 +75,22 @@ class Cron:
     def latest(self, now: datetime) -> datetime | None:
         """The most recent tick at or before ``now``."""
         # Ticks are whole seconds; a reverse walk yields times strictly before its start.
-        start = now.replace(microsecond=0) + _SECOND
-        return _first(self._walk(start, reverse=True))
+        return self._before(now.replace(microsecond=0) + _SECOND)
 
     def previous(self, tick: datetime) -> datetime | None:
         """The tick before ``tick``."""
-        return _first(self._walk(tick, reverse=True))
+        return self._before(tick)
+
+    def _before(self, when: datetime) -> datetime | None:
+        # The forward walk is the schedule (Debian cron's); a reverse one can land a day
+        # early near a daylight saving change (a local time that occurs twice), so it only
+        # gives a start for walking forward.
+        tick = _first(self._walk(when, reverse=True))
+        while tick is not None and (following := self.next_after(tick)) is not None:
+            if following >= when:
+                break
+            tick = following
+        return tick
 
     def next_after(self, when: datetime) -> datetime | None:
         """The first tick after ``when``."""
