@@ -448,6 +448,7 @@ def test_run_until_idle_runs_no_schedule(store: InMemoryJobStore, clock: FakeClo
         ({"every": -5}, "every must be at least 1 s"),
         ({"every": timedelta(milliseconds=500)}, "every must be at least 1 s"),
         ({"every": float("nan")}, "finite number of seconds"),
+        ({"every": timedelta.max}, "every out of range"),
         ({"every": "60"}, "every must be a timedelta or seconds"),
         ({"every": True}, "every must be a timedelta or seconds"),
         ({"cron": "61 * * * *"}, "invalid cron expression '61 * * * *': Bad minute"),

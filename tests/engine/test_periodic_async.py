@@ -458,6 +458,7 @@ async def test_run_until_idle_runs_no_schedule(
         ({"every": -5}, "every must be at least 1 s"),
         ({"every": timedelta(milliseconds=500)}, "every must be at least 1 s"),
         ({"every": float("nan")}, "finite number of seconds"),
+        ({"every": timedelta.max}, "every out of range"),
         ({"every": "60"}, "every must be a timedelta or seconds"),
         ({"every": True}, "every must be a timedelta or seconds"),
         ({"cron": "61 * * * *"}, "invalid cron expression '61 * * * *': Bad minute"),

@@ -263,6 +263,10 @@ def build_schedule(
                 "tz applies to cron schedules only; intervals count from the Unix epoch"
             )
         timetable = interval_timetable(every)
+        try:
+            timetable.next_after(now)
+        except OverflowError:
+            raise ValidationError(f"every out of range: {every!r} (no tick before 9999)") from None
     else:
         timetable = cron_timetable(cron, tz, now)
     return Schedule(
