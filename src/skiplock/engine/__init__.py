@@ -9,6 +9,7 @@ from ._engine import Engine
 from ._engine_async import AsyncEngine
 from ._enqueue import Enqueue
 from ._errors import JobCancelledError, JobTimeoutError, UndecodablePayloadError
+from ._periodic import CatchUp, ScheduleInfo, TickResult
 from ._registry import Processor, ProcessorSpec
 from ._scope import default_worker_id
 from ._settings import Settings
@@ -21,6 +22,7 @@ __all__ = [
     "AsyncEngine",
     "AsyncTask",
     "AsyncWorker",
+    "CatchUp",
     "Engine",
     "Enqueue",
     "JobCancelledError",
@@ -28,10 +30,12 @@ __all__ = [
     "JobTimeoutError",
     "Processor",
     "ProcessorSpec",
+    "ScheduleInfo",
     "Settings",
     "Task",
     "TaskDef",
     "TaskOptions",
+    "TickResult",
     "UndecodablePayloadError",
     "Worker",
     "declare",

@@ -23,21 +23,25 @@ from ._declaration import TaskDef, TaskOptions, declare
 from ._enqueue import Enqueue, build_request
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance_async import Maintenance
+from ._periodic import CatchUp, ScheduleInfo, TickResult, build_schedule
 from ._registry import (
     Processor,
     ProcessorSpec,
     Registry,
     build_spec,
+    check_kind,
     declaration_of,
     typed_by,
 )
+from ._scheduler_async import Scheduler
 from ._settings import Settings
 from ._task_async import AsyncTask
 from ._worker_async import AsyncWorker, WorkerParts
 
 if TYPE_CHECKING:
-    from datetime import datetime, timedelta
+    from datetime import datetime, timedelta, tzinfo
 
+    from skiplock.core import EnqueueRequest
     from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
 
 logger = logging.getLogger("skiplock.engine")
@@ -83,6 +87,7 @@ class AsyncEngine(AsyncAdminOps):
         self._rate_limiter = RateLimiter()
         self._node_slots = NodeSlots()
         self._maintenance = Maintenance(store, self._settings, self.stale_ttls)
+        self._scheduler = Scheduler(store, self._requests, self._settings.retention)
         # Resolved policies of kinds without a processor here (Settings is frozen, so
         # only a registration can change them): resolving builds and validates new
         # policy objects, far too slow to repeat for every enqueued job.
@@ -367,9 +372,15 @@ class AsyncEngine(AsyncAdminOps):
     async def _enqueue(self, items: Sequence[Enqueue], connection: Any) -> list[EnqueueResult]:
         if not items:
             return []
+        return await self._store.enqueue(self._requests(items), connection=connection)
+
+    def _requests(
+        self, items: Sequence[Enqueue], *, check_kinds: bool = True
+    ) -> list[EnqueueRequest]:
+        """Validate ``items`` as ``enqueue`` does; the store requests, in order."""
         known = self._registry.known_kinds()
         mode = self._settings.unknown_kinds
-        known_kinds = known if known and mode == "error" else None
+        known_kinds = known if known and mode == "error" and check_kinds else None
         trace = self._tracer.inject()
         max_payload_bytes = self._settings.max_payload_bytes
         defaults: dict[str, tuple[int, int]] = {}
@@ -394,10 +405,10 @@ class AsyncEngine(AsyncAdminOps):
                 if len(items) == 1:
                     raise
                 raise type(exc)(f"item {index}: {exc}") from None
-            if known and mode == "warn" and request.kind not in known:
+            if known and check_kinds and mode == "warn" and request.kind not in known:
                 self._warn_unknown(request.kind, known)
             requests.append(request)
-        return await self._store.enqueue(requests, connection=connection)
+        return requests
 
     def _enqueue_defaults(self, kind: object) -> tuple[int, int]:
         """``(priority, max_attempts)`` for a job of ``kind`` whose enqueue sets neither:
@@ -416,6 +427,77 @@ class AsyncEngine(AsyncAdminOps):
             "%s; writing the job anyway (Settings.unknown_kinds='warn')",
             unknown_kind_message(kind, known),
         )
+
+    # ---- periodic jobs --------------------------------------------------------------
+
+    def periodic(
+        self,
+        kind: str,
+        *,
+        cron: str | None = None,
+        every: timedelta | float | None = None,
+        tz: str | tzinfo | None = None,
+        payload: Any = None,
+        priority: int | None = None,
+        tenant: str | None = None,
+        max_attempts: int | None = None,
+        name: str | None = None,
+        catch_up: CatchUp = "latest",
+    ) -> Callable[[F], F]:
+        """Declare a schedule: a job of ``kind`` at every tick (see docs/periodic.md).
+
+        Exactly one of ``cron`` (a cron expression, evaluated in UTC unless ``tz`` names a
+        zoneinfo zone; needs the ``cron`` extra) and ``every`` (a timedelta or seconds, at
+        least 1 s; ticks at whole multiples of it since the Unix epoch). Each tick's job
+        has ``payload``, ``priority``, ``tenant`` and ``max_attempts`` as for
+        :meth:`enqueue`, is due at its tick, and carries the idempotency key
+        ``periodic:<name>:<tick, UTC ISO 8601>``, so any number of workers create one
+        job per tick. ``name`` (default: ``kind``) must be unique in the engine.
+
+        ``catch_up`` says which ticks missed while no scheduler ran are enqueued:
+        ``"latest"`` (default) only the most recent, ``"skip"`` none, an int N up to the
+        N most recent (at most 1000). Ticks older than ``Settings.retention`` are never
+        enqueued.
+
+        Every argument is checked now (:class:`~skiplock.ValidationError`); whether the
+        kind may be enqueued (``Settings.unknown_kinds``) is checked by :meth:`worker`. Workers
+        started by :meth:`worker` run the schedules; :meth:`enqueue_due_ticks` runs one
+        pass by hand. Returns a decorator that returns its function unchanged, so it
+        may also sit on top of the kind's processor.
+        """
+        item = Enqueue(kind, payload, priority=priority, tenant=tenant, max_attempts=max_attempts)
+        check_kind(kind)
+        self._requests([item], check_kinds=False)  # payload, priority, tenant, attempts
+        schedule = build_schedule(
+            kind,
+            cron=cron,
+            every=every,
+            tz=tz,
+            name=name,
+            catch_up=catch_up,
+            item=item,
+            now=self._clock.now(),
+        )
+        self._scheduler.add(schedule)
+
+        def decorate(fn: F) -> F:
+            return fn
+
+        return decorate
+
+    async def schedules(self) -> list[ScheduleInfo]:
+        """The declared schedules (declaration order): when each ticks, its next tick
+        (from the store's now), and the last tick this process enqueued with its job id."""
+        return await self._scheduler.infos()
+
+    async def enqueue_due_ticks(self) -> list[TickResult]:
+        """One scheduler pass: enqueue every schedule's due ticks now (as a worker's
+        scheduler loop does); returns them, ``created=False`` for ticks whose job existed.
+
+        A schedule whose enqueue fails is logged and retried by the next pass.
+        """
+        results, _ = await self._scheduler.run_pass()
+        return results
 
     # ---- maintenance (J13) ----------------------------------------------------------
 
@@ -448,7 +530,13 @@ class AsyncEngine(AsyncAdminOps):
         worker_id: str | None = None,
         install_signal_handlers: bool = True,
     ) -> AsyncWorker:
-        """A worker for this engine's processors (see :class:`AsyncWorker`)."""
+        """A worker for this engine's processors (see :class:`AsyncWorker`).
+
+        Its :meth:`~AsyncWorker.run` also runs the engine's periodic schedules;
+        UnknownKindError if one is for a kind this engine may not enqueue
+        (``Settings.unknown_kinds``).
+        """
+        self._requests([schedule.item for schedule in self._scheduler.schedules()])
         parts = WorkerParts(
             store=self._store,
             settings=self._settings,
@@ -457,6 +545,7 @@ class AsyncEngine(AsyncAdminOps):
             limiter=self._rate_limiter,
             node_slots=self._node_slots,
             maintenance=self._maintenance,
+            scheduler=self._scheduler,
             clock=self._clock,
             metrics=self._metrics,
             tracer=self._tracer,

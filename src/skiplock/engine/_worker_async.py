@@ -43,6 +43,7 @@ from ._limits import NodeSlots, RateLimiter
 from ._maintenance_async import Maintenance
 from ._registry import ProcessorSpec, check_int
 from ._runner_async import JobRunner
+from ._scheduler_async import Scheduler
 from ._scope import ClaimScope, check_tenants, claim_kinds, default_worker_id
 from ._settings import Settings
 
@@ -57,6 +58,9 @@ logger = logging.getLogger("skiplock.worker")
 
 #: Upper bound of one notifier wait, so a stopping worker's listener notices quickly.
 NOTIFIER_WAIT = 0.1
+
+#: Shortest wait of the scheduler loop before a tick that is (nearly) due.
+SCHEDULE_MIN_WAIT = 0.001
 
 #: Waits after a failed claim or lease renewal before the next try (0.1 s doubling up to
 #: 5 s, plus up to 50 % jitter; never longer than the poll interval): a store that is back
@@ -92,6 +96,7 @@ class WorkerParts:
     limiter: RateLimiter
     node_slots: NodeSlots
     maintenance: Maintenance
+    scheduler: Scheduler
     clock: Clock
     metrics: Metrics
     tracer: Tracer
@@ -382,6 +387,8 @@ class AsyncWorker:
                 helpers.append(spawn(self._dispatcher.start_loop, self._finished, poll))
                 if not until_idle:
                     helpers.append(spawn(self._maintenance_loop))
+                    if self._parts.scheduler:
+                        helpers.append(spawn(self._schedule_loop))
                     notifier = self._parts.store.notifier()
                     if notifier is not None:
                         await notifier.start()
@@ -502,6 +509,32 @@ class AsyncWorker:
                 except Exception:
                     logger.exception("worker %s: maintenance failed", self._id)
             if await self._finished.wait(self._settings.maintenance_interval):
+                return
+
+    async def _schedule_loop(self) -> None:
+        # Every worker of an engine with schedules runs them: a tick's idempotency key
+        # makes the racing passes create one job, and no worker waits for a leader.
+        # Woken at the next tick, or after poll_interval at most (the store's clock may
+        # run apart from ours, or be a test's fake one).
+        scheduler = self._parts.scheduler
+        poll = self._settings.poll_interval
+        failures = 0
+        while True:
+            try:
+                _, until_next = await scheduler.run_pass()
+                failures = 0
+                wait = poll
+                if until_next is not None:
+                    wait = min(poll, max(until_next.total_seconds(), SCHEDULE_MIN_WAIT))
+            except Exception:
+                failures += 1
+                wait = self._retry_wait(failures)
+                logger.exception(
+                    "worker %s: reading the store's clock for schedules failed; retrying in %.2f s",
+                    self._id,
+                    wait,
+                )
+            if await self._finished.wait(wait):
                 return
 
     async def _forward_wakeups(self, notifier: AsyncNotifier) -> None:
