@@ -25,6 +25,7 @@ from skiplock import (
     Settings,
     UnknownKindError,
     ValidationError,
+    declare,
 )
 from skiplock._compat import gather, join, spawn
 from skiplock.adapters.memory import InMemoryJobStore
@@ -519,3 +520,18 @@ def test_cron_without_cronsim_names_the_extra(
     with pytest.raises(ImportError, match=r"pip install 'skiplock\[cron\]'"):
         engine.periodic("tick", cron="* * * * *")
     engine.periodic("tick", every=60)  # intervals need no library
+
+
+def test_a_task_handle_schedules_its_kind_with_a_typed_payload(
+    store: InMemoryJobStore, clock: FakeClock
+) -> None:
+    engine = Engine(store, clock=clock)
+    engine.declare_kind("tick")
+    report = engine.declare(declare("report.daily", dict, priority=-5))
+    report.periodic({"scope": "all"}, every=60, name="reports")
+    [info] = engine.schedules()
+    assert (info.name, info.kind, info.payload) == ("reports", "report.daily", {"scope": "all"})
+    [result] = engine.enqueue_due_ticks()
+    job = engine.get_job(result.job_id)
+    # The declaration's default priority applies to the tick's job.
+    assert (job.kind, job.payload, job.priority) == ("report.daily", {"scope": "all"}, -5)

@@ -15,17 +15,35 @@ from ._enqueue import Enqueue
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from datetime import datetime, timedelta
+    from datetime import datetime, timedelta, tzinfo
 
     from skiplock.core import EnqueueResult
 
     from ._declaration import TaskDef
+    from ._periodic import CatchUp
 
 P = TypeVar("P")
 
 
 class AsyncEnqueuer(Protocol):
     """What a handle enqueues through: an :class:`AsyncEngine`."""
+
+    def periodic(
+        self,
+        kind: str,
+        *,
+        cron: str | None = None,
+        every: timedelta | float | None = None,
+        tz: str | tzinfo | None = None,
+        payload: Any = None,
+        priority: int | None = None,
+        tenant: str | None = None,
+        max_attempts: int | None = None,
+        name: str | None = None,
+        catch_up: CatchUp = "latest",
+    ) -> Callable[[Any], Any]:
+        """Declare a schedule for ``kind``."""
+        ...
 
     async def enqueue_many(
         self, items: Iterable[Enqueue], *, connection: Any = None
@@ -202,3 +220,32 @@ class AsyncTask(Generic[P]):
                     f"{self.kind!r} (build its items with task.item(...))"
                 )
         return await self._engine.enqueue_many(batch, connection=connection)
+
+    def periodic(
+        self,
+        payload: P,
+        *,
+        cron: str | None = None,
+        every: timedelta | float | None = None,
+        tz: str | tzinfo | None = None,
+        priority: int | None = None,
+        tenant: str | None = None,
+        max_attempts: int | None = None,
+        name: str | None = None,
+        catch_up: CatchUp = "latest",
+    ) -> None:
+        """Enqueue a job of this kind with ``payload`` at every tick of a schedule: the
+        engine's :meth:`AsyncEngine.periodic` with the kind filled in and the payload
+        typed (see docs/periodic.md)."""
+        self._engine.periodic(
+            self.kind,
+            cron=cron,
+            every=every,
+            tz=tz,
+            payload=payload,
+            priority=priority,
+            tenant=tenant,
+            max_attempts=max_attempts,
+            name=name,
+            catch_up=catch_up,
+        )
