@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from skiplock.core import (
     EnqueueResult,
+    HealthReport,
     InvalidTransitionError,
     Job,
     JobNotFoundError,
     JobState,
+    KindHealth,
     KindPolicy,
     LeaseLostError,
     PolicyOverrides,
     RateLimit,
     RetryPolicy,
+    SchemaInfo,
     SchemaVersionError,
     SkiplockError,
     StateCount,
@@ -26,6 +29,7 @@ from skiplock.core import (
     UndecodableRowError,
     UnknownKindError,
     ValidationError,
+    WorkerHealth,
 )
 from skiplock.engine import (
     AsyncEngine,
@@ -52,6 +56,7 @@ __all__ = [
     "Engine",
     "Enqueue",
     "EnqueueResult",
+    "HealthReport",
     "InvalidTransitionError",
     "Job",
     "JobCancelledError",
@@ -59,6 +64,7 @@ __all__ = [
     "JobNotFoundError",
     "JobState",
     "JobTimeoutError",
+    "KindHealth",
     "KindPolicy",
     "LeaseLostError",
     "Metrics",
@@ -69,6 +75,7 @@ __all__ = [
     "ProcessorSpec",
     "RateLimit",
     "RetryPolicy",
+    "SchemaInfo",
     "SchemaVersionError",
     "Settings",
     "SkiplockError",
@@ -81,5 +88,6 @@ __all__ = [
     "UnknownKindError",
     "ValidationError",
     "Worker",
+    "WorkerHealth",
     "__version__",
 ]
