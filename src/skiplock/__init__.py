@@ -11,15 +11,18 @@ from __future__ import annotations
 
 from skiplock.core import (
     EnqueueResult,
+    HealthReport,
     InvalidTransitionError,
     Job,
     JobNotFoundError,
     JobState,
+    KindHealth,
     KindPolicy,
     LeaseLostError,
     PolicyOverrides,
     RateLimit,
     RetryPolicy,
+    SchemaInfo,
     SchemaVersionError,
     SkiplockError,
     StateCount,
@@ -27,6 +30,7 @@ from skiplock.core import (
     UndecodableRowError,
     UnknownKindError,
     ValidationError,
+    WorkerHealth,
 )
 from skiplock.engine import (
     AsyncEngine,
@@ -63,6 +67,7 @@ __all__ = [
     "Engine",
     "Enqueue",
     "EnqueueResult",
+    "HealthReport",
     "InvalidTransitionError",
     "Job",
     "JobCancelledError",
@@ -70,6 +75,7 @@ __all__ = [
     "JobNotFoundError",
     "JobState",
     "JobTimeoutError",
+    "KindHealth",
     "KindPolicy",
     "LeaseLostError",
     "Metrics",
@@ -81,6 +87,7 @@ __all__ = [
     "RateLimit",
     "RetryPolicy",
     "ScheduleInfo",
+    "SchemaInfo",
     "SchemaVersionError",
     "Settings",
     "SkiplockError",
@@ -97,6 +104,7 @@ __all__ = [
     "UnknownKindError",
     "ValidationError",
     "Worker",
+    "WorkerHealth",
     "__version__",
     "declare",
 ]

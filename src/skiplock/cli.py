@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import skiplock
-from skiplock import AsyncEngine, AsyncWorker, Engine, Worker, demo
+from skiplock import AsyncEngine, AsyncWorker, Engine, Worker, _cli_admin, demo
 from skiplock.core import KIND_RE, SkiplockError, StoreError, ValidationError, validate_identifier
 
 if TYPE_CHECKING:
@@ -181,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="PostgreSQL schema holding skiplock's tables (default: skiplock)",
     )
     schema.set_defaults(handler=_cmd_schema)
+
+    # health, jobs, dlq, counts, workers (skiplock/_cli_admin.py)
+    _cli_admin.add_commands(commands)
     return parser
 
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         EnqueueRequest,
         EnqueueResult,
         Event,
+        HealthSnapshot,
         Job,
         JobFilter,
         Lease,
@@ -161,6 +162,18 @@ class JobStore(Protocol):
 
     def counts(self) -> list[StateCount]:
         """Number of jobs per (state, kind, tenant), zero counts omitted."""
+        ...
+
+    def health_snapshot(self) -> HealthSnapshot:
+        """What the health report needs (R9), read in one operation: the store's now;
+        every registered worker with its heartbeat, the kinds and tenants it claims and
+        how many jobs run under its id; per (kind, tenant) with any, the pending jobs due
+        now and later, the earliest due time among the due ones, and the running and dead
+        jobs; and the schema's version (None for a store without a versioned schema).
+
+        Never raises for a schema that is missing or older than the code: it reports it
+        (a missing schema has no workers or jobs to read).
+        """
         ...
 
     def apply(

@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from skiplock.core import SchemaVersionError, ValidationError
+from skiplock.core import SchemaInfo, SchemaVersionError, ValidationError
 
 from ._sql import lock_key, neutral_query, quote_identifier, read_resource, render
 
@@ -66,6 +66,9 @@ class SchemaStatus:
     unknown: tuple[str, ...] = ()
     #: Whether the schema's version table exists at all.
     installed: bool = True
+    #: The highest migration version applied (0: none); above :func:`latest_version`
+    #: when the database is newer than the code.
+    version: int = 0
 
     @property
     def up_to_date(self) -> bool:
@@ -134,6 +137,7 @@ def _status(schema: str, applied_rows: Rows, *, installed: bool = True) -> Schem
         pending=tuple(known[v] for v in sorted(known) if v not in applied),
         unknown=tuple(applied[v] for v in sorted(applied) if v not in known),
         installed=installed,
+        version=max(applied, default=0),
     )
 
 
@@ -165,6 +169,18 @@ def apply_steps(schema: str) -> Generator[Step, Rows, list[str]]:
         )
         applied.append(migration.name)
     return applied
+
+
+def schema_info(status: SchemaStatus) -> SchemaInfo:
+    """``status`` as the health report's :class:`~skiplock.core.SchemaInfo`."""
+    return SchemaInfo(
+        name=status.schema,
+        installed=status.installed,
+        version=status.version,
+        expected=latest_version(),
+        pending=status.pending,
+        apply_command=status.apply_command,
+    )
 
 
 def check_version(status: SchemaStatus) -> None:

@@ -20,6 +20,7 @@ from skiplock.core import (
     EnqueueRequest,
     EnqueueResult,
     Event,
+    HealthSnapshot,
     Job,
     JobFilter,
     Lease,
@@ -33,7 +34,15 @@ from skiplock.core import (
 )
 
 from ._driver_async import TX, C
-from ._migrate import Rows, SchemaStatus, Step, apply_steps, check_version, status_steps
+from ._migrate import (
+    Rows,
+    SchemaStatus,
+    Step,
+    apply_steps,
+    check_version,
+    schema_info,
+    status_steps,
+)
 from ._ops import (
     claim_needs_transaction,
     claim_steps,
@@ -54,9 +63,11 @@ from ._rows import (
     lease_params,
     maintenance_params,
     page_params,
+    queue_stats_from_row,
     state_count_from_row,
     utc,
     worker_params,
+    worker_status_from_row,
 )
 from ._sql import Query, channel_name, convert_cached, queries
 
@@ -412,6 +423,25 @@ class AsyncPgJobStore(Generic[C, TX]):
         async with self._use(None) as conn:
             rows = await self._execute(conn, "counts", {})
         return [state_count_from_row(r) for r in rows]
+
+    async def health_snapshot(self) -> HealthSnapshot:
+        """The schema's version, the workers and the per-kind queues (R9), read in one
+        transaction (one ``now()``); a missing or older schema is reported, not
+        refused (a missing one has nothing else to read)."""
+        async with self._use(None, atomic=True, check=False) as conn:
+            status = await self._run(conn, status_steps(self._schema))
+            [row] = await self._execute(conn, "now", {})
+            now = utc(row["now"])
+            if not status.installed:
+                return HealthSnapshot(now=now, schema=schema_info(status))
+            queues = await self._execute(conn, "health_queues", {})
+            workers = await self._execute(conn, "health_workers", {})
+        return HealthSnapshot(
+            now=now,
+            workers=tuple(worker_status_from_row(r) for r in workers),
+            queues=tuple(queue_stats_from_row(r) for r in queues),
+            schema=schema_info(status),
+        )
 
     async def apply(
         self,

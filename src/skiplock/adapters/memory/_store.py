@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         EnqueueRequest,
         EnqueueResult,
         Event,
+        HealthSnapshot,
         Job,
         JobFilter,
         Lease,
@@ -160,6 +161,10 @@ class InMemoryJobStore:
     def counts(self) -> list[StateCount]:
         """Number of jobs per (state, kind, tenant), zero counts omitted."""
         return self._state.counts()
+
+    def health_snapshot(self) -> HealthSnapshot:
+        """Workers and per-kind queues for the health report (no schema to report)."""
+        return self._state.health_snapshot()
 
     def apply(
         self,

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         EnqueueRequest,
         EnqueueResult,
         Event,
+        HealthSnapshot,
         Job,
         JobFilter,
         Lease,
@@ -158,6 +159,10 @@ class AsyncInMemoryJobStore:
     async def counts(self) -> list[StateCount]:
         """Number of jobs per (state, kind, tenant), zero counts omitted."""
         return self._state.counts()
+
+    async def health_snapshot(self) -> HealthSnapshot:
+        """Workers and per-kind queues for the health report (no schema to report)."""
+        return self._state.health_snapshot()
 
     async def apply(
         self,

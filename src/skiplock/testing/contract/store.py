@@ -39,6 +39,7 @@ from ._atomicity import AtomicityContract
 from ._claim import ClaimContract
 from ._completion import CompletionContract
 from ._enqueue import EnqueueContract
+from ._health import HealthContract
 from ._lifecycle import LifecycleContract
 from ._notifier import NotifierContract
 from ._timeouts import StatementTimeoutContract
@@ -58,6 +59,7 @@ class JobStoreContract(
     CompletionContract,
     AdminContract,
     WorkersContract,
+    HealthContract,
     NotifierContract,
     LifecycleContract,
 ):

@@ -36,6 +36,7 @@ from ._atomicity_async import AsyncAtomicityContract
 from ._claim_async import AsyncClaimContract
 from ._completion_async import AsyncCompletionContract
 from ._enqueue_async import AsyncEnqueueContract
+from ._health_async import AsyncHealthContract
 from ._lifecycle_async import AsyncLifecycleContract
 from ._notifier_async import AsyncNotifierContract
 from ._timeouts_async import AsyncStatementTimeoutContract
@@ -55,6 +56,7 @@ class AsyncJobStoreContract(
     AsyncCompletionContract,
     AsyncAdminContract,
     AsyncWorkersContract,
+    AsyncHealthContract,
     AsyncNotifierContract,
     AsyncLifecycleContract,
 ):
