@@ -323,14 +323,16 @@ class AsyncWorker:
         """
         if self._started:
             raise RuntimeError("a worker runs once; build a new one with engine.worker()")
-        task = spawn(self.run)
+        task = spawn(self._run_in_background)
         try:
             await self._serving.wait()
         except BaseException:
             await self._leave(task, force=True)
             raise
         if task.done():  # run() ended at once: raise why (or go on if stopped before)
-            await join(task)
+            failure = await join(task)
+            if failure is not None:
+                raise failure
         error: BaseException | None = None
         try:
             yield self
@@ -355,31 +357,37 @@ class AsyncWorker:
                         exc_info=failure,
                     )
 
-    async def _leave(self, task: Task[None], *, force: bool) -> BaseException | None:
+    async def _run_in_background(self) -> BaseException | None:
+        """:meth:`run` for :meth:`in_background`, returning what it raised: raised in the
+        host's code when the block ends (a SystemExit escaping a task would stop the
+        host's event loop)."""
+        try:
+            await self.run()
+        except BaseException as exc:
+            if True:  # ASYNC
+                if isinstance(exc, asyncio.CancelledError):
+                    raise  # the host's own cancellation (see _leave)
+            return exc
+        return None
+
+    async def _leave(
+        self, task: Task[BaseException | None], *, force: bool
+    ) -> BaseException | None:
         """Stop the worker :meth:`in_background` started and wait for it; returns what its
         :meth:`run` raised, or None.
 
-        Interrupted while waiting (a cancellation, ``KeyboardInterrupt``), it forces the
-        stop, waits for the cleanup and raises the interruption.
+        Interrupted while waiting (a cancellation, which cancels :meth:`run` too;
+        ``KeyboardInterrupt``), it forces the stop, waits for the cleanup and raises the
+        interruption.
         """
         self.stop(force=force)
         try:
-            await join(task)
-        except BaseException as exc:
-            interrupted = not task.done()
-            if True:  # ASYNC
-                # Cancelling the wait cancelled run() too (a forced stop), which raised it.
-                interrupted = isinstance(exc, asyncio.CancelledError)
-            if not interrupted:
-                return exc
+            return await join(task)
+        except BaseException:
             self.stop(force=True)
             if not task.done():
-                try:
-                    await join(task)
-                except Exception:
-                    logger.exception("worker %s: failed while being stopped", self._id)
+                await join(task)
             raise
-        return None
 
     def stop(self, *, force: bool = False) -> None:
         """Stop claiming, drain and release (thread-safe; also before :meth:`run`).
