@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency",
         type=_positive_int,
         metavar="N",
-        help="job slots of this worker (default: the engine's settings)",
+        help="job slots of this worker (default: SKIPLOCK_CONCURRENCY, else the engine's settings)",
     )
     worker.add_argument(
         "--kinds",
