@@ -101,7 +101,7 @@ class Worker:
     :meth:`run` serves until :meth:`stop`; :meth:`in_background` runs it in the background
     for the length of a ``with`` block (embedding in a host process, see docs/embedding.md);
     :meth:`run_until_idle` returns once nothing is due and nothing runs. A worker installs
-    no signal handlers unless built with ``install_signal_handlers=True`` (the ``skiplock
+    no signal handlers unless built with ``install_signal_handlers=True`` (as the ``skiplock
     worker`` command does): then, while :meth:`run` runs in the main thread, SIGTERM/SIGINT
     stop it gracefully, a second signal forces the stop and a third abandons the cleanup;
     the handlers found before are put back when it returns or raises. Shutdown stops

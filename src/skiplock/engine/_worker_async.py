@@ -110,16 +110,15 @@ class AsyncWorker:
     :meth:`run` serves until :meth:`stop`; :meth:`in_background` runs it in the background
     for the length of a ``with`` block (embedding in a host process, see docs/embedding.md);
     :meth:`run_until_idle` returns once nothing is due and nothing runs. A worker installs
-    no signal handlers unless built with ``install_signal_handlers=True`` (the
+    no signal handlers unless built with ``install_signal_handlers=True`` (as the
     ``skiplock worker`` command does): then, while :meth:`run` runs in the main thread,
-    SIGTERM/SIGINT stop it gracefully, a second signal forces the stop and a third
-    abandons the cleanup; the handlers found before are put back when it returns or
-    raises. Shutdown stops
-    claiming, lets running jobs finish for up to ``Settings.shutdown_timeout`` seconds,
-    then interrupts the rest and releases them to ``pending`` without using an attempt;
-    heartbeats go on during the drain. A forced stop (``stop(force=True)``, a cancelled
-    :meth:`run`, ``KeyboardInterrupt``) interrupts and releases running jobs at once.
-    Every shutdown ends by removing the worker's row, so stale-claim recovery takes
+    SIGTERM/SIGINT stop it gracefully, a second signal forces the stop and a third abandons
+    the cleanup; the handlers found before are put back when it returns or raises. Shutdown
+    stops claiming, lets running jobs finish for up to ``Settings.shutdown_timeout``
+    seconds, then interrupts the rest and releases them to ``pending`` without using an
+    attempt; heartbeats go on during the drain. A forced stop (``stop(force=True)``, a
+    cancelled :meth:`run`, ``KeyboardInterrupt``) interrupts and releases running jobs at
+    once. Every shutdown ends by removing the worker's row, so stale-claim recovery takes
     whatever is still left ``running`` at once.
 
     Prefetched (held) jobs pay their attempt only once they start (see
