@@ -247,6 +247,10 @@ class Interruptible:
                 self._blocking = None
 
 
+#: The same in both flavours: signal handlers are the main thread's, whatever runs there.
+replace_signal_handlers = _threads.replace_signal_handlers
+
+
 def install_signal_handlers(
     callback: Callable[[int], object],
     signums: tuple[int, ...] = _STOP_SIGNALS,
@@ -254,11 +258,14 @@ def install_signal_handlers(
     give_up_after: int | None = None,
 ) -> Callable[[], None]:
     """Call ``callback(signum)`` on these signals (in the running loop); returns an
-    uninstaller that puts the previous handlers back.
+    uninstaller that puts the previous handlers back exactly.
 
-    The ``give_up_after``-th signal does not call back: it cancels the task that installed
+    The handlers are Python-level (``signal.signal``, see :func:`replace_signal_handlers`),
+    so whatever was there before comes back as it was; the loop's own handlers
+    (``loop.add_signal_handler``) are not touched and keep being called. The
+    ``give_up_after``-th signal does not call back: it cancels the task that installed
     the handlers (cleanup that hangs can always be abandoned). Does nothing outside the
-    main thread or where the loop cannot handle signals.
+    main thread.
     """
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
@@ -272,22 +279,13 @@ def install_signal_handlers(
             return
         callback(signum)
 
-    previous: dict[int, Any] = {}
-    for signum in signums:
-        before = signal.getsignal(signum)
-        try:
-            loop.add_signal_handler(signum, on_signal, signum)
-        except (NotImplementedError, RuntimeError, ValueError):
-            continue
-        previous[signum] = before
+    def handler(signum: int, frame: object) -> None:
+        # Runs in the main thread between two bytecodes of whatever runs there; the
+        # callback runs in the loop, which call_soon_threadsafe also wakes from its wait.
+        with contextlib.suppress(RuntimeError):  # loop closed: nothing left to stop
+            loop.call_soon_threadsafe(on_signal, signum)
 
-    def uninstall() -> None:
-        for signum, before in previous.items():
-            loop.remove_signal_handler(signum)
-            if before is not None:  # None: set outside Python, nothing to restore
-                signal.signal(signum, before)
-
-    return uninstall
+    return replace_signal_handlers(signums, handler)
 
 
 async def cancel_and_join(task: Task[T]) -> None:

@@ -2,7 +2,8 @@
 
 Exit status: 0 success (also a worker stopped gracefully by SIGTERM/SIGINT), 1 runtime
 failure (e.g. database unreachable, schema missing or older than the code), 2 usage error
-(bad arguments, bad import path, missing optional dependency), 130 interrupted: a forced
+(bad arguments, bad import path, bad ``SKIPLOCK_*`` variable, missing optional
+dependency), 130 interrupted: a forced
 stop (a second signal: running jobs were released) or an abandoned cleanup (a third
 signal, a KeyboardInterrupt).
 """
@@ -23,11 +24,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import skiplock
-from skiplock import AsyncEngine, AsyncWorker, Engine, Worker, _cli_admin, demo
+from skiplock import AsyncEngine, AsyncWorker, Engine, Settings, Worker, _cli_admin, demo
 from skiplock.core import KIND_RE, SkiplockError, StoreError, ValidationError, validate_identifier
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from types import ModuleType
 
     from skiplock.ports import AsyncJobStore, JobStore
@@ -87,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Run a worker for the engine named by APP until SIGTERM/SIGINT. The first "
             "signal stops claiming and lets running jobs finish; a second one releases "
-            "running jobs and exits."
+            "running jobs and exits. Settings: the engine's own, then SKIPLOCK_* "
+            "environment variables on top, then these options on top of both."
         ),
     )
     worker.add_argument(
@@ -100,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency",
         type=_positive_int,
         metavar="N",
-        help="job slots of this worker (default: the engine's settings)",
+        help="job slots of this worker (default: SKIPLOCK_CONCURRENCY, else the engine's settings)",
     )
     worker.add_argument(
         "--kinds",
@@ -283,6 +285,21 @@ def resolve_app(spec: str) -> AsyncEngine | Engine:
     raise CliError(f"{spec!r} is {type(target).__name__}, not an Engine or AsyncEngine")
 
 
+def apply_env(engine: AsyncEngine | Engine, environ: Mapping[str, str] | None = None) -> None:
+    """Apply ``SKIPLOCK_*`` variables on top of the engine's own settings (its processors'
+    policies included); command-line options, applied after, win over both. Raises
+    CliError naming the variable if one is invalid."""
+    try:
+        settings = Settings.from_env(environ, base=engine.settings)
+    except ValidationError as exc:
+        raise CliError(f"invalid environment: {_one_line(str(exc))}") from None
+    if settings != engine.settings:
+        try:
+            engine.configure(settings)
+        except ValidationError as exc:  # a processor's own value clashes with the variables
+            raise CliError(f"invalid environment: {_one_line(str(exc))}") from None
+
+
 def _ensure_cwd_importable() -> None:
     cwd = os.getcwd()
     if not any(os.path.abspath(entry or os.curdir) == cwd for entry in sys.path):
@@ -310,6 +327,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     )
     logging.getLogger("skiplock").setLevel(args.log_level)
     engine = resolve_app(args.app)
+    apply_env(engine)
     missing = sorted(args.kinds - engine.kinds) if args.kinds else []
     if missing and not args.all_kinds:
         raise CliError(

@@ -87,7 +87,7 @@ class AsyncEngine(AsyncAdminOps):
         self._rate_limiter = RateLimiter()
         self._node_slots = NodeSlots()
         self._maintenance = Maintenance(store, self._settings, self.stale_ttls)
-        self._scheduler = Scheduler(store, self._requests, self._settings.retention)
+        self._scheduler = Scheduler(store, self._requests, lambda: self._settings.retention)
         # Resolved policies of kinds without a processor here (Settings is frozen, so
         # only a registration can change them): resolving builds and validates new
         # policy objects, far too slow to repeat for every enqueued job.
@@ -105,6 +105,22 @@ class AsyncEngine(AsyncAdminOps):
     def settings(self) -> Settings:
         """The settings."""
         return self._settings
+
+    def configure(self, settings: Settings) -> None:
+        """Replace the engine's settings, e.g. with ``Settings.from_env(base=...)``.
+
+        Every processor's policy is resolved again (``kinds`` > processor > globals, R6):
+        all or nothing, a ValidationError leaves the engine as it was. Enqueue,
+        maintenance and workers built from now on use the new settings; workers built
+        before keep theirs. ``skiplock worker`` calls it to apply ``SKIPLOCK_*`` on top of
+        the engine's own settings (docs/configuration.md).
+        """
+        if not isinstance(settings, Settings):
+            raise TypeError(f"settings must be skiplock.Settings, got {type(settings).__name__}")
+        self._registry.resolve_again(lambda spec: settings.policy_for(spec.kind, spec.overrides))
+        self._settings = settings
+        self._maintenance = Maintenance(self._store, settings, self.stale_ttls)
+        self._policies.clear()
 
     @property
     def clock(self) -> Clock:
@@ -528,11 +544,14 @@ class AsyncEngine(AsyncAdminOps):
         tenants: Iterable[str] | None = None,
         all_kinds: bool = False,
         worker_id: str | None = None,
-        install_signal_handlers: bool = True,
+        install_signal_handlers: bool = False,
     ) -> AsyncWorker:
-        """A worker for this engine's processors (see :class:`AsyncWorker`).
+        """A worker for this engine's processors and settings (see :class:`AsyncWorker`).
 
-        Its :meth:`~AsyncWorker.run` also runs the engine's periodic schedules;
+        It installs no signal handlers unless ``install_signal_handlers=True`` (what the
+        ``skiplock worker`` command asks for): a worker embedded in a host process (a web
+        server) leaves the host's signal handling alone; see docs/embedding.md. Its
+        :meth:`~AsyncWorker.run` also runs the engine's periodic schedules;
         UnknownKindError if one is for a kind this engine may not enqueue
         (``Settings.unknown_kinds``).
         """

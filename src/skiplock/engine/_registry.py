@@ -280,3 +280,12 @@ class Registry:
         """Kinds with a processor or a declaration, and bare declared kinds."""
         with self._lock:
             return frozenset(self._declarations) | frozenset(self._declared)
+
+    def resolve_again(self, policy: Callable[[ProcessorSpec], KindPolicy]) -> None:
+        """Give every processor the policy ``policy(spec)`` (new settings); all or none:
+        if one raises, nothing changes."""
+        with self._lock:
+            specs = {
+                kind: attrs.evolve(spec, policy=policy(spec)) for kind, spec in self._specs.items()
+            }
+            self._specs = specs

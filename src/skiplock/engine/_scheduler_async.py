@@ -48,15 +48,15 @@ class Scheduler:
     """Holds an engine's schedules and enqueues their due ticks.
 
     ``build`` validates enqueues as the engine's ``enqueue`` does (kinds, payloads,
-    defaults) and returns the store requests; ``retention`` is the engine's
-    ``Settings.retention``, the oldest a tick may be and still be enqueued.
+    defaults) and returns the store requests; ``retention()`` is the engine's
+    current ``Settings.retention``, the oldest a tick may be and still be enqueued.
     """
 
     def __init__(
         self,
         store: AsyncJobStore,
         build: Callable[[Sequence[Enqueue]], list[EnqueueRequest]],
-        retention: timedelta | None,
+        retention: Callable[[], timedelta | None],
     ) -> None:
         self._store = store
         self._build = build
@@ -106,7 +106,7 @@ class Scheduler:
                     # Kept if this pass fails: "skip" still counts from the first pass.
                     state.after = schedule.first_after(now)
                 after = state.after
-            ticks = schedule.due(now, after, self._retention)
+            ticks = schedule.due(now, after, self._retention())
             try:
                 if ticks:
                     results.extend(await self._enqueue(schedule, ticks))

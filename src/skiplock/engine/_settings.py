@@ -364,12 +364,24 @@ class Settings:
     # ---- environment ----------------------------------------------------------------
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Settings from ``SKIPLOCK_*`` variables (see the class docstring); keyword
-        ``overrides`` win over the environment. Invalid values raise
-        :class:`~skiplock.core.ValidationError` naming the variable."""
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        base: Settings | None = None,
+        **overrides: Any,
+    ) -> Settings:
+        """Settings from ``SKIPLOCK_*`` variables (see the class docstring) on top of
+        ``base`` (default: the defaults); keyword ``overrides`` win over both.
+
+        With ``base`` a variable replaces that field; per-kind variables
+        (``SKIPLOCK_NODE_LIMITS``, ...) set their field for the kinds they name, keeping
+        the rest of ``base.kinds``; ``SKIPLOCK_CAPS`` replaces the caps of the providers it
+        names. Invalid values raise :class:`~skiplock.core.ValidationError` naming the
+        variable.
+        """
         env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = {} if base is None else base._values()
         sources: dict[str, str] = {}
         for field in SETTING_FIELDS:
             raw = env.get(field.env)
@@ -377,6 +389,13 @@ class Settings:
                 values[field.name] = _parse(field.env, raw, field.parse_env)
                 sources[field.name] = field.env
         kinds: dict[str, dict[str, Any]] = {}
+        if base is not None:
+            for kind, kind_overrides in base.kinds.items():
+                kinds[kind] = {
+                    field.name: field.stored(kind_overrides)
+                    for field in POLICY_FIELDS
+                    if field.stored(kind_overrides) is not None
+                }
         for field in POLICY_FIELDS:
             name = field.kind_env
             raw = env.get(name) if name is not None else None
@@ -390,7 +409,8 @@ class Settings:
             values["kinds"] = kinds
         raw_caps = env.get("SKIPLOCK_CAPS")
         if raw_caps is not None and raw_caps.strip():
-            values["caps"] = _parse("SKIPLOCK_CAPS", raw_caps, lambda r: _pairs(r, RATE.parse))
+            caps = _parse("SKIPLOCK_CAPS", raw_caps, lambda r: _pairs(r, RATE.parse))
+            values["caps"] = {**values.get("caps", {}), **caps}
             sources["caps"] = "SKIPLOCK_CAPS"
         for key in overrides:
             sources.pop(key, None)
@@ -401,6 +421,13 @@ class Settings:
             if exc.field in sources:
                 raise ValidationError(f"{sources[exc.field]}: {exc}") from None
             raise
+
+    def _values(self) -> dict[str, Any]:
+        """Every field as a constructor keyword (durations as stored timedeltas)."""
+        values = {field.name: field.stored(self) for field in SETTING_FIELDS}
+        values["kinds"] = dict(self.kinds)
+        values["caps"] = dict(self.caps)
+        return values
 
 
 # ---- environment parsing ---------------------------------------------------------------
