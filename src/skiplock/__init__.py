@@ -40,6 +40,7 @@ from skiplock.engine import (
     Settings,
     UndecodablePayloadError,
     Worker,
+    current_job,
 )
 from skiplock.ports import Clock, Metrics, NoopMetrics, NoopTracer, SystemClock, Tracer
 
@@ -82,4 +83,5 @@ __all__ = [
     "ValidationError",
     "Worker",
     "__version__",
+    "current_job",
 ]

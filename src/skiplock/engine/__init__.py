@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._codec import decoder_for, encode
-from ._context import JobContext
+from ._context import JobContext, current_job
 from ._engine import Engine
 from ._engine_async import AsyncEngine
 from ._enqueue import Enqueue
@@ -27,6 +27,7 @@ __all__ = [
     "Settings",
     "UndecodablePayloadError",
     "Worker",
+    "current_job",
     "decoder_for",
     "default_worker_id",
     "encode",

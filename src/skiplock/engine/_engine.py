@@ -23,6 +23,7 @@ from ._admin import AdminOps
 from ._enqueue import Enqueue, build_request
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance import Maintenance
+from ._observe import PublishSpan, traces
 from ._registry import (
     Processor,
     ProcessorSpec,
@@ -36,8 +37,10 @@ from ._settings import Settings
 from ._worker import Worker, WorkerParts
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from datetime import datetime, timedelta
 
+    from skiplock.core import EnqueueRequest
     from skiplock.ports import Clock, JobStore, Metrics, Tracer
 
 #: At most this many resolved policies of kinds without a processor are kept.
@@ -71,6 +74,7 @@ class Engine(AdminOps):
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._metrics: Metrics = metrics if metrics is not None else NoopMetrics()
         self._tracer: Tracer = tracer if tracer is not None else NoopTracer()
+        self._traced = traces(self._tracer)
         self._registry = Registry()
         # Token buckets and node limits of every worker of this engine in this process
         # (J6): a node is a process.
@@ -323,9 +327,31 @@ class Engine(AdminOps):
     def _enqueue(self, items: Sequence[Enqueue], connection: Any) -> list[EnqueueResult]:
         if not items:
             return []
+        if not self._traced:
+            return self._store.enqueue(self._requests(items, None), connection=connection)
+        # R3: a producer span around the call; its context is stored with every job.
+        kinds = [
+            kind if isinstance(kind := getattr(item, "kind", None), str) else "" for item in items
+        ]
+        span = PublishSpan(self._tracer, kinds)
+        error: BaseException | None = None
+        try:
+            requests = self._requests(items, span.context)
+            results = self._store.enqueue(requests, connection=connection)
+            span.published(results)
+            return results
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            span.close(error)
+
+    def _requests(
+        self, items: Sequence[Enqueue], trace: Mapping[str, str] | None
+    ) -> list[EnqueueRequest]:
+        """Validated requests for ``items`` (X2), each carrying ``trace``."""
         known = self._registry.known_kinds()
         known_kinds = known if known and self._settings.strict_kinds else None
-        trace = self._tracer.inject()
         max_payload_bytes = self._settings.max_payload_bytes
         defaults: dict[object, int] = {}
         requests = []
@@ -349,7 +375,7 @@ class Engine(AdminOps):
                     raise
                 raise type(exc)(f"item {index}: {exc}") from None
             requests.append(request)
-        return self._store.enqueue(requests, connection=connection)
+        return requests
 
     def _default_max_attempts(self, kind: object) -> int:
         if isinstance(kind, str):

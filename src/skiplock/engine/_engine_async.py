@@ -21,6 +21,7 @@ from ._admin_async import AsyncAdminOps
 from ._enqueue import Enqueue, build_request
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance_async import Maintenance
+from ._observe import PublishSpan, traces
 from ._registry import (
     Processor,
     ProcessorSpec,
@@ -34,8 +35,10 @@ from ._settings import Settings
 from ._worker_async import AsyncWorker, WorkerParts
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from datetime import datetime, timedelta
 
+    from skiplock.core import EnqueueRequest
     from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
 
 #: At most this many resolved policies of kinds without a processor are kept.
@@ -69,6 +72,7 @@ class AsyncEngine(AsyncAdminOps):
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._metrics: Metrics = metrics if metrics is not None else NoopMetrics()
         self._tracer: Tracer = tracer if tracer is not None else NoopTracer()
+        self._traced = traces(self._tracer)
         self._registry = Registry()
         # Token buckets and node limits of every worker of this engine in this process
         # (J6): a node is a process.
@@ -321,9 +325,31 @@ class AsyncEngine(AsyncAdminOps):
     async def _enqueue(self, items: Sequence[Enqueue], connection: Any) -> list[EnqueueResult]:
         if not items:
             return []
+        if not self._traced:
+            return await self._store.enqueue(self._requests(items, None), connection=connection)
+        # R3: a producer span around the call; its context is stored with every job.
+        kinds = [
+            kind if isinstance(kind := getattr(item, "kind", None), str) else "" for item in items
+        ]
+        span = PublishSpan(self._tracer, kinds)
+        error: BaseException | None = None
+        try:
+            requests = self._requests(items, span.context)
+            results = await self._store.enqueue(requests, connection=connection)
+            span.published(results)
+            return results
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            span.close(error)
+
+    def _requests(
+        self, items: Sequence[Enqueue], trace: Mapping[str, str] | None
+    ) -> list[EnqueueRequest]:
+        """Validated requests for ``items`` (X2), each carrying ``trace``."""
         known = self._registry.known_kinds()
         known_kinds = known if known and self._settings.strict_kinds else None
-        trace = self._tracer.inject()
         max_payload_bytes = self._settings.max_payload_bytes
         defaults: dict[object, int] = {}
         requests = []
@@ -347,7 +373,7 @@ class AsyncEngine(AsyncAdminOps):
                     raise
                 raise type(exc)(f"item {index}: {exc}") from None
             requests.append(request)
-        return await self._store.enqueue(requests, connection=connection)
+        return requests
 
     def _default_max_attempts(self, kind: object) -> int:
         if isinstance(kind, str):

@@ -30,6 +30,7 @@ import attrs
 from skiplock._compat import (
     Task,
     ThreadSafeEvent,
+    blocking_caller,
     cancel_and_join,
     install_signal_handlers,
     spawn,
@@ -42,6 +43,7 @@ from ._dispatch import Dispatcher
 from ._lease import LeaseKeeper
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance import Maintenance
+from ._observe import worker_started, worker_stopped
 from ._registry import ProcessorSpec, check_int
 from ._runner import JobRunner
 from ._scope import ClaimScope, check_tenants, claim_kinds, default_worker_id
@@ -253,6 +255,11 @@ class Worker:
         return len(self._dispatcher.slots)
 
     @property
+    def held(self) -> int:
+        """Claimed jobs that wait for a slot here (prefetched, not started yet)."""
+        return self._dispatcher.held
+
+    @property
     def unwritten(self) -> int:
         """Outcomes of finished jobs waiting to be written (or being written) now; never
         more than :attr:`unwritten_limit`."""
@@ -357,16 +364,21 @@ class Worker:
             uninstall = install_signal_handlers(self._on_stop_signal, give_up_after=3)
         notifier: Notifier | None = None
         helpers: list[Task[None]] = []
+        reporting = False
         try:
             try:
                 self._lease.register()
                 logger.info(
-                    "worker %s started: %d slots, kinds=%s, tenants=%s",
+                    "worker %s started: %d slots, kinds=%s, tenants=%s, store=%r",
                     self._id,
                     self._concurrency,
                     "all" if self._claim_kinds is None else sorted(self._claim_kinds),
                     "all" if self._info.tenants is None else sorted(self._info.tenants),
+                    self._parts.store,
                 )
+                # Gauges and queue depths are read at scrape time, from another thread.
+                worker_started(self._parts.metrics, self, blocking_caller(self._parts.store.counts))
+                reporting = True
                 self._completer.start()
                 helpers.append(spawn(self._heartbeat_loop))
                 poll = self._settings.poll_interval
@@ -393,7 +405,11 @@ class Worker:
                 self._dispatcher.drain(0.0, forced=lambda: True)
                 raise
         finally:
-            self._shut_down(helpers, notifier, uninstall)
+            try:
+                self._shut_down(helpers, notifier, uninstall)
+            finally:
+                if reporting:
+                    worker_stopped(self._parts.metrics, self)
         if self._exit is not None:
             raise self._exit
         return self._dispatcher.handled
