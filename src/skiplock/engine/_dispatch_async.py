@@ -184,14 +184,14 @@ class Dispatcher:
         if plan is None:
             return 0, 0
         self._node_slots.settle(plan, (job.kind for job in jobs))
-        try:
-            for job in jobs:
-                latency = 0.0
-                if job.claimed_at is not None:
-                    latency = max(0.0, (job.claimed_at - job.available_at).total_seconds())
+        for job in jobs:
+            latency = 0.0
+            if job.claimed_at is not None:
+                latency = max(0.0, (job.claimed_at - job.available_at).total_seconds())
+            try:
                 self._metrics.job_claimed(job.kind, job.tenant, latency)
-        except Exception:  # a failing sink never loses the claimed jobs
-            logger.exception("worker %s: metrics failed", self._scope.worker_id)
+            except Exception:  # a failing sink never loses the claimed jobs
+                logger.exception("worker %s: metrics failed", self._scope.worker_id)
         # The store charged these (claim order) and held the rest; a charged suspect
         # waits until the running jobs are under way, then runs alone.
         charged = charged_positions([job.suspect for job in jobs], plan.start_now)
