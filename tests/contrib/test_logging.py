@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import signal
 import subprocess
 import sys
@@ -254,7 +253,6 @@ def test_worker_command_writes_json_lines(tmp_path: Path) -> None:
             cwd=tmp_path,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)},
         )
     try:
         deadline = time.monotonic() + 30

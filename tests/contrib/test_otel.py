@@ -323,7 +323,6 @@ def test_a_trace_crosses_from_the_enqueuing_process_to_a_worker_process(
     env = os.environ | {
         "SKIPLOCK_TEST_APP_DSN": pg_dsn,
         "SPANS_FILE": str(spans_file),
-        "PYTHONPATH": os.pathsep.join(sys.path),
     }
     command = [sys.executable, "-m", "skiplock", "worker", "otel_app:engine"]
     with open(log, "wb") as out:

@@ -558,7 +558,6 @@ def test_worker_command_serves_metrics(tmp_path: Path) -> None:
             cwd=tmp_path,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)},
         )
     try:
         deadline = time.monotonic() + 30

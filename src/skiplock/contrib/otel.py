@@ -132,7 +132,8 @@ class _Send(_Current):
     (one span for a batch: the conventions' "publish" span used as creation context)."""
 
     def __init__(self, tracer: trace.Tracer, kinds: Sequence[str]) -> None:
-        single = kinds[0] if kinds and all(kind == kinds[0] for kind in kinds) else None
+        first = kinds[0] if kinds else ""
+        single = first if first and all(kind == first for kind in kinds) else None
         attributes: dict[str, AttributeValue] = {
             SYSTEM: "skiplock",
             OPERATION_TYPE: "send",
