@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from skiplock.ports import NoopMetrics, NoopTracer
+from skiplock.ports import NoopTracer
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -24,11 +24,6 @@ logger = logging.getLogger("skiplock.observability")
 def traces(tracer: Tracer) -> bool:
     """False for the default no-op tracer: callers skip it outright."""
     return type(tracer) is not NoopTracer
-
-
-def measures(metrics: Metrics) -> bool:
-    """False for the default no-op metrics."""
-    return type(metrics) is not NoopMetrics
 
 
 class _Guarded:
