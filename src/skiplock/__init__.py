@@ -52,6 +52,7 @@ from skiplock.engine import (
     TickResult,
     UndecodablePayloadError,
     Worker,
+    current_job,
     declare,
 )
 from skiplock.ports import Clock, Metrics, NoopMetrics, NoopTracer, SystemClock, Tracer
@@ -106,5 +107,6 @@ __all__ = [
     "Worker",
     "WorkerHealth",
     "__version__",
+    "current_job",
     "declare",
 ]

@@ -30,11 +30,14 @@ from skiplock.core import KIND_RE, SkiplockError, StoreError, ValidationError, v
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
     from types import ModuleType
+    from wsgiref.simple_server import WSGIServer
 
+    from skiplock.contrib.prometheus import PrometheusMetrics
     from skiplock.ports import AsyncJobStore, JobStore
 
 DSN_ENV = "SKIPLOCK_DSN"
 PSYCOPG_HINT = "pip install 'skiplock[psycopg]'"
+PROMETHEUS_HINT = "pip install 'skiplock[prometheus]'"
 #: Seconds ``skiplock worker`` gives the store to connect and check the schema before it
 #: gives up (a worker that was running retries store errors instead).
 STARTUP_TIMEOUT = 3.0
@@ -129,6 +132,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LEVEL",
         help="DEBUG, INFO (default), WARNING or ERROR",
     )
+    worker.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="text (default), or json: one JSON object per line with the running job's "
+        "fields (job_id, kind, tenant, attempt, worker_id, trace_id)",
+    )
+    worker.add_argument(
+        "--metrics-port",
+        type=_port,
+        metavar="N",
+        help="serve Prometheus metrics on http://0.0.0.0:N/metrics (the engine's metrics "
+        "must be a skiplock.contrib.prometheus.PrometheusMetrics; needs "
+        f"{PROMETHEUS_HINT})",
+    )
     worker.set_defaults(handler=_cmd_worker)
 
     demo = commands.add_parser(
@@ -206,6 +224,13 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number up to 65535, got {value}")
     return value
 
 
@@ -322,12 +347,18 @@ def _import(module_name: str) -> ModuleType:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
-    )
+    if args.log_format == "json":
+        from skiplock.contrib.logging import json_handler
+
+        logging.basicConfig(level=args.log_level, handlers=[json_handler()])
+    else:
+        logging.basicConfig(
+            level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+        )
     logging.getLogger("skiplock").setLevel(args.log_level)
     engine = resolve_app(args.app)
     apply_env(engine)
+    metrics = _prometheus_metrics(engine) if args.metrics_port is not None else None
     missing = sorted(args.kinds - engine.kinds) if args.kinds else []
     if missing and not args.all_kinds:
         raise CliError(
@@ -348,6 +379,11 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     debug = args.log_level <= logging.DEBUG
     try:
+        server = None if metrics is None else _serve_metrics(metrics, args.metrics_port)
+    except StartupError as exc:
+        print(f"skiplock: error: cannot start the worker: {exc}", file=sys.stderr)
+        return 1
+    try:
         if isinstance(engine, AsyncEngine):
             assert isinstance(worker, AsyncWorker)
             asyncio.run(_serve_async(engine, worker, debug=debug))
@@ -363,8 +399,44 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             traceback.print_exception(exc)
         print(f"skiplock: error: cannot start the worker: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
     # An interrupted run() (KeyboardInterrupt, cancellation) propagates: main() makes it 130.
     return 130 if worker.forced else 0
+
+
+def _prometheus_metrics(engine: AsyncEngine | Engine) -> PrometheusMetrics:
+    """The engine's PrometheusMetrics, or CliError saying how to get one."""
+    try:
+        from skiplock.contrib.prometheus import PrometheusMetrics
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] == "prometheus_client":
+            raise CliError(
+                f"--metrics-port needs prometheus-client, which is not installed; run: "
+                f"{PROMETHEUS_HINT}"
+            ) from None
+        raise
+    if not isinstance(engine.metrics, PrometheusMetrics):
+        raise CliError(
+            "--metrics-port: the engine's metrics are "
+            f"{type(engine.metrics).__name__}, not skiplock.contrib.prometheus."
+            "PrometheusMetrics; build the engine with metrics=PrometheusMetrics()"
+        )
+    return engine.metrics
+
+
+def _serve_metrics(metrics: PrometheusMetrics, port: int) -> WSGIServer:
+    """Serve ``metrics``' registry on ``port``; StartupError if the port is taken."""
+    try:
+        server, _ = metrics.serve(port)
+    except OSError as exc:
+        raise StartupError(f"cannot serve metrics on port {port}: {_describe(exc)}") from exc
+    logging.getLogger("skiplock.metrics").info(
+        "serving Prometheus metrics on http://0.0.0.0:%d/metrics", port
+    )
+    return server
 
 
 async def _serve_async(engine: AsyncEngine, worker: AsyncWorker, *, debug: bool) -> None:

@@ -24,6 +24,7 @@ from ._enqueue import Enqueue, build_request
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance_async import Maintenance
 from ._periodic import CatchUp, ScheduleInfo, TickResult, build_schedule
+from ._observe import PublishSpan, traces
 from ._registry import (
     Processor,
     ProcessorSpec,
@@ -39,6 +40,7 @@ from ._task_async import AsyncTask
 from ._worker_async import AsyncWorker, WorkerParts
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from datetime import datetime, timedelta, tzinfo
 
     from skiplock.core import EnqueueRequest
@@ -81,6 +83,7 @@ class AsyncEngine(AsyncAdminOps):
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._metrics: Metrics = metrics if metrics is not None else NoopMetrics()
         self._tracer: Tracer = tracer if tracer is not None else NoopTracer()
+        self._traced = traces(self._tracer)
         self._registry = Registry()
         # Token buckets and node limits of every worker of this engine in this process
         # (J6): a node is a process.
@@ -388,16 +391,37 @@ class AsyncEngine(AsyncAdminOps):
     async def _enqueue(self, items: Sequence[Enqueue], connection: Any) -> list[EnqueueResult]:
         if not items:
             return []
-        return await self._store.enqueue(self._requests(items), connection=connection)
+        if not self._traced:
+            return await self._store.enqueue(self._requests(items, None), connection=connection)
+        # R3: a producer span around the call; its context is stored with every job.
+        kinds = [
+            kind if isinstance(kind := getattr(item, "kind", None), str) else "" for item in items
+        ]
+        span = PublishSpan(self._tracer, kinds)
+        error: BaseException | None = None
+        try:
+            requests = self._requests(items, span.context)
+            results = await self._store.enqueue(requests, connection=connection)
+            span.published(results)
+            return results
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            span.close(error)
 
     def _requests(
-        self, items: Sequence[Enqueue], *, check_kinds: bool = True
+        self,
+        items: Sequence[Enqueue],
+        trace: Mapping[str, str] | None = None,
+        *,
+        check_kinds: bool = True,
     ) -> list[EnqueueRequest]:
-        """Validate ``items`` as ``enqueue`` does; the store requests, in order."""
+        """Validated requests for ``items`` (X2), each carrying ``trace``; with
+        ``check_kinds=False`` the kind may be one this engine does not know yet."""
         known = self._registry.known_kinds()
         mode = self._settings.unknown_kinds
         known_kinds = known if known and mode == "error" and check_kinds else None
-        trace = self._tracer.inject()
         max_payload_bytes = self._settings.max_payload_bytes
         defaults: dict[str, tuple[int, int]] = {}
         requests = []

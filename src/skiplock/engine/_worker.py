@@ -31,6 +31,7 @@ import attrs
 from skiplock._compat import (
     Task,
     ThreadSafeEvent,
+    blocking_caller,
     cancel_and_join,
     install_signal_handlers,
     join,
@@ -44,6 +45,7 @@ from ._dispatch import Dispatcher
 from ._lease import LeaseKeeper
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance import Maintenance
+from ._observe import worker_started, worker_stopped
 from ._registry import ProcessorSpec, check_int
 from ._runner import JobRunner
 from ._scheduler import Scheduler
@@ -266,6 +268,11 @@ class Worker:
         return len(self._dispatcher.slots)
 
     @property
+    def held(self) -> int:
+        """Claimed jobs that wait for a slot here (prefetched, not started yet)."""
+        return self._dispatcher.held
+
+    @property
     def unwritten(self) -> int:
         """Outcomes of finished jobs waiting to be written (or being written) now; never
         more than :attr:`unwritten_limit`."""
@@ -459,16 +466,21 @@ class Worker:
     def _serve_once(self, *, until_idle: bool) -> int:
         notifier: Notifier | None = None
         helpers: list[Task[None]] = []
+        reporting = False
         try:
             try:
                 self._lease.register()
                 logger.info(
-                    "worker %s started: %d slots, kinds=%s, tenants=%s",
+                    "worker %s started: %d slots, kinds=%s, tenants=%s, store=%r",
                     self._id,
                     self._concurrency,
                     "all" if self._claim_kinds is None else sorted(self._claim_kinds),
                     "all" if self._info.tenants is None else sorted(self._info.tenants),
+                    self._parts.store,
                 )
+                # Gauges and queue depths are read at scrape time, from another thread.
+                worker_started(self._parts.metrics, self, blocking_caller(self._parts.store.counts))
+                reporting = True
                 self._completer.start()
                 helpers.append(spawn(self._heartbeat_loop))
                 poll = self._settings.poll_interval
@@ -498,7 +510,11 @@ class Worker:
                 self._dispatcher.drain(0.0, forced=lambda: True)
                 raise
         finally:
-            self._shut_down(helpers, notifier)
+            try:
+                self._shut_down(helpers, notifier)
+            finally:
+                if reporting:
+                    worker_stopped(self._parts.metrics, self)
         if self._exit is not None:
             raise self._exit
         return self._dispatcher.handled

@@ -29,6 +29,7 @@ import attrs
 from skiplock._compat_async import (
     Task,
     ThreadSafeEvent,
+    blocking_caller,
     cancel_and_join,
     install_signal_handlers,
     join,
@@ -43,6 +44,7 @@ from ._dispatch_async import Dispatcher
 from ._lease_async import LeaseKeeper
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance_async import Maintenance
+from ._observe import worker_started, worker_stopped
 from ._registry import ProcessorSpec, check_int
 from ._runner_async import JobRunner
 from ._scheduler_async import Scheduler
@@ -275,6 +277,11 @@ class AsyncWorker:
         return len(self._dispatcher.slots)
 
     @property
+    def held(self) -> int:
+        """Claimed jobs that wait for a slot here (prefetched, not started yet)."""
+        return self._dispatcher.held
+
+    @property
     def unwritten(self) -> int:
         """Outcomes of finished jobs waiting to be written (or being written) now; never
         more than :attr:`unwritten_limit`."""
@@ -477,16 +484,21 @@ class AsyncWorker:
     async def _serve_once(self, *, until_idle: bool) -> int:
         notifier: AsyncNotifier | None = None
         helpers: list[Task[None]] = []
+        reporting = False
         try:
             try:
                 await self._lease.register()
                 logger.info(
-                    "worker %s started: %d slots, kinds=%s, tenants=%s",
+                    "worker %s started: %d slots, kinds=%s, tenants=%s, store=%r",
                     self._id,
                     self._concurrency,
                     "all" if self._claim_kinds is None else sorted(self._claim_kinds),
                     "all" if self._info.tenants is None else sorted(self._info.tenants),
+                    self._parts.store,
                 )
+                # Gauges and queue depths are read at scrape time, from another thread.
+                worker_started(self._parts.metrics, self, blocking_caller(self._parts.store.counts))
+                reporting = True
                 self._completer.start()
                 helpers.append(spawn(self._heartbeat_loop))
                 poll = self._settings.poll_interval
@@ -520,7 +532,11 @@ class AsyncWorker:
                 await self._dispatcher.drain(0.0, forced=lambda: True)
                 raise
         finally:
-            await self._shut_down(helpers, notifier)
+            try:
+                await self._shut_down(helpers, notifier)
+            finally:
+                if reporting:
+                    worker_stopped(self._parts.metrics, self)
         if self._exit is not None:
             raise self._exit
         return self._dispatcher.handled

@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 from ._clock import Clock, SystemClock
-from ._observability import Metrics, NoopMetrics, NoopTracer, Tracer
+from ._observability import (
+    Attempt,
+    Metrics,
+    NoopMetrics,
+    NoopTracer,
+    Publication,
+    Tracer,
+    WorkerStatus,
+)
 from ._store import JobStore, Notifier
 from ._store_async import AsyncJobStore, AsyncNotifier
 
 __all__ = [
     "AsyncJobStore",
     "AsyncNotifier",
+    "Attempt",
     "Clock",
     "JobStore",
     "Metrics",
     "NoopMetrics",
     "NoopTracer",
     "Notifier",
+    "Publication",
     "SystemClock",
     "Tracer",
+    "WorkerStatus",
 ]

@@ -161,7 +161,9 @@ class JobStore(Protocol):
         ...
 
     def counts(self) -> list[StateCount]:
-        """Number of jobs per (state, kind, tenant), zero counts omitted."""
+        """Number of jobs per (state, kind, tenant), zero counts omitted; a pending group
+        also says how long its earliest due job has been due (``oldest_due_age``, on the
+        store's clock). One query: metrics scrapes call it (R5)."""
         ...
 
     def health_snapshot(self) -> HealthSnapshot:

@@ -150,6 +150,7 @@ def state_count_from_row(row: Mapping[str, Any]) -> StateCount:
         kind=row["kind"],
         tenant=row["tenant_id"],
         count=int(row["count"]),
+        oldest_due_age=None if row["oldest_due_age"] is None else float(row["oldest_due_age"]),
     )
 
 

@@ -116,6 +116,8 @@ class PgJobStore(Generic[C, TX]):
         self._closed = False
         self._schema_lock = Lock()
         self._schema_checked = False
+        # The schema's latest applied migration, once checked (for __repr__, the logs).
+        self._version: str | None = None
         self._aux: C | None = None
         self._aux_lock = Lock()
 
@@ -123,6 +125,11 @@ class PgJobStore(Generic[C, TX]):
     def schema(self) -> str:
         """The PostgreSQL schema holding the tables."""
         return self._schema
+
+    def __repr__(self) -> str:
+        # No DSN: it may hold a password. The version is known once the schema was checked.
+        version = "" if self._version is None else f", version={self._version!r}"
+        return f"{type(self).__name__}(schema={self._schema!r}{version})"
 
     @property
     def channel(self) -> str:
@@ -183,6 +190,7 @@ class PgJobStore(Generic[C, TX]):
             else:
                 status = self._run(conn, status_steps(self._schema))
             check_version(status)
+            self._version = status.applied[-1] if status.applied else None
             self._schema_checked = True
 
     @contextmanager

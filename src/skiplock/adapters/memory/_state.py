@@ -583,10 +583,26 @@ class MemoryState:
 
     def counts(self) -> list[StateCount]:
         """Jobs per (state, kind, tenant); zero counts omitted."""
+        now = self.now()
+        earliest: dict[tuple[str, str | None], datetime] = {}
         with self._lock:
             counter = Counter((j.state, j.kind, j.tenant) for j in self._jobs.values())
+            for j in (self._jobs[i] for i in self._by_state[JobState.PENDING]):
+                key = (j.kind, j.tenant)
+                if key not in earliest or j.available_at < earliest[key]:
+                    earliest[key] = j.available_at
         return [
-            StateCount(state=state, kind=kind, tenant=tenant, count=n)
+            StateCount(
+                state=state,
+                kind=kind,
+                tenant=tenant,
+                count=n,
+                oldest_due_age=(
+                    max(0.0, (now - earliest[kind, tenant]).total_seconds())
+                    if state is JobState.PENDING
+                    else None
+                ),
+            )
             for (state, kind, tenant), n in sorted(
                 counter.items(), key=lambda kv: (kv[0][0].value, kv[0][1], kv[0][2] or "")
             )

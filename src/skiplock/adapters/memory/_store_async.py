@@ -96,6 +96,9 @@ class AsyncInMemoryJobStore:
         """The shared state; another store built with ``state=`` sees the same jobs."""
         return self._state
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
     async def now(self) -> datetime:
         """The store's clock."""
         return self._state.now()

@@ -374,7 +374,12 @@ ORDER BY j.id DESC
 LIMIT :limit;
 
 -- name: counts
-SELECT j.status, j.kind, j.tenant_id, count(*)::bigint AS count
+-- One grouped scan (a metrics scrape reads it): per group also how long its oldest due
+-- pending job has waited, on the database's clock.
+SELECT j.status, j.kind, j.tenant_id, count(*)::bigint AS count,
+       CASE WHEN j.status = 'pending'
+            THEN greatest(extract(epoch FROM now() - min(j.available_at)), 0)::float8
+       END AS oldest_due_age
 FROM {schema}.jobs AS j
 GROUP BY j.status, j.kind, j.tenant_id;
 
