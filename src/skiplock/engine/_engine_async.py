@@ -23,8 +23,8 @@ from ._declaration import TaskDef, TaskOptions, declare
 from ._enqueue import Enqueue, build_request
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance_async import Maintenance
-from ._periodic import CatchUp, ScheduleInfo, TickResult, build_schedule
 from ._observe import PublishSpan, traces
+from ._periodic import CatchUp, ScheduleInfo, TickResult, build_schedule
 from ._registry import (
     Processor,
     ProcessorSpec,
