@@ -21,7 +21,14 @@ from typing import Any, Generic, TypeVar, cast, overload
 import attrs
 
 from ._bucket import RateLimit
-from ._validation import check_bool, check_duration, check_int, check_number, check_rate_limit
+from ._validation import (
+    check_actor,
+    check_bool,
+    check_duration,
+    check_int,
+    check_number,
+    check_rate_limit,
+)
 
 _S = TypeVar("_S", bound=float | None)
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
@@ -96,6 +103,7 @@ FRACTION = ValueType(
 )
 FLAG = ValueType(check_bool, parse_bool, "bool")
 RATE = ValueType(check_rate_limit, parse_rate, "rps/burst")
+ACTOR = ValueType(check_actor, str.strip, "text")
 
 
 @attrs.frozen
