@@ -9,6 +9,8 @@ and run ``engine.worker()``.
 from __future__ import annotations
 
 from skiplock.core import (
+    AuditAction,
+    AuditEvent,
     EnqueueResult,
     InvalidTransitionError,
     Job,
@@ -41,13 +43,30 @@ from skiplock.engine import (
     UndecodablePayloadError,
     Worker,
 )
-from skiplock.ports import Clock, Metrics, NoopMetrics, NoopTracer, SystemClock, Tracer
+from skiplock.ports import (
+    AsyncAuditSink,
+    AsyncCallbackAuditSink,
+    AuditSink,
+    CallbackAuditSink,
+    Clock,
+    Metrics,
+    NoopMetrics,
+    NoopTracer,
+    SystemClock,
+    Tracer,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncAuditSink",
+    "AsyncCallbackAuditSink",
     "AsyncEngine",
     "AsyncWorker",
+    "AuditAction",
+    "AuditEvent",
+    "AuditSink",
+    "CallbackAuditSink",
     "Clock",
     "Engine",
     "Enqueue",

@@ -8,7 +8,7 @@ This module is the generated sync twin of ``_engine_async.py``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from skiplock._compat import IS_ASYNC
 from skiplock.core import (
@@ -17,7 +17,14 @@ from skiplock.core import (
     RateLimit,
     ValidationError,
 )
-from skiplock.ports import NoopMetrics, NoopTracer, SystemClock
+from skiplock.ports import (
+    Audit,
+    AuditSink,
+    CallbackAuditSink,
+    NoopMetrics,
+    NoopTracer,
+    SystemClock,
+)
 
 from ._admin import AdminOps
 from ._enqueue import Enqueue, build_request
@@ -53,6 +60,11 @@ class Engine(AdminOps):
     ``store`` is any :class:`~skiplock.ports.JobStore`; ``clock`` drives rate limits
     (the store keeps its own clock for due times); ``metrics``/``tracer`` default to no-ops.
     An engine without processors is an enqueue-only node.
+
+    The audit trail (J10) is off unless ``Settings.audit`` is on (events go to the
+    store's audit table) or ``audit_sink`` is given (an
+    :class:`~skiplock.ports.AuditSink`, or a function ``(events, connection)``
+    wrapped in :class:`~skiplock.ports.CallbackAuditSink`; events go to it instead).
     """
 
     def __init__(
@@ -63,11 +75,17 @@ class Engine(AdminOps):
         clock: Clock | None = None,
         metrics: Metrics | None = None,
         tracer: Tracer | None = None,
+        audit_sink: AuditSink | Callable[..., object] | None = None,
     ) -> None:
         if settings is not None and not isinstance(settings, Settings):
             raise TypeError(f"settings must be skiplock.Settings, got {type(settings).__name__}")
         self._store = store
         self._settings = settings if settings is not None else Settings()
+        sink = _audit_sink(audit_sink)
+        # The audit of changes made without an actor (J10); None: no audit trail.
+        self._audit: Audit | None = None
+        if self._settings.audit or sink is not None:
+            self._audit = Audit(actor=self._settings.audit_actor, sink=sink)
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._metrics: Metrics = metrics if metrics is not None else NoopMetrics()
         self._tracer: Tracer = tracer if tracer is not None else NoopTracer()
@@ -76,7 +94,7 @@ class Engine(AdminOps):
         # (J6): a node is a process.
         self._rate_limiter = RateLimiter()
         self._node_slots = NodeSlots()
-        self._maintenance = Maintenance(store, self._settings, self.stale_ttls)
+        self._maintenance = Maintenance(store, self._settings, self.stale_ttls, self._audit)
         # Resolved policies of kinds without a processor here (Settings is frozen, so
         # only a registration can change them): resolving builds and validates new
         # policy objects, far too slow to repeat for every enqueued job.
@@ -108,6 +126,12 @@ class Engine(AdminOps):
     def tracer(self) -> Tracer:
         """The tracer."""
         return self._tracer
+
+    @property
+    def audit(self) -> Audit | None:
+        """How changes are audited (J10): the sink (None: the store's audit table) and
+        the actor of changes without one; None while the audit trail is off."""
+        return self._audit
 
     @property
     def processors(self) -> dict[str, ProcessorSpec]:
@@ -349,7 +373,9 @@ class Engine(AdminOps):
                     raise
                 raise type(exc)(f"item {index}: {exc}") from None
             requests.append(request)
-        return self._store.enqueue(requests, connection=connection)
+        if self._audit is None:
+            return self._store.enqueue(requests, connection=connection)
+        return self._store.enqueue(requests, connection=connection, audit=self._audit)
 
     def _default_max_attempts(self, kind: object) -> int:
         if isinstance(kind, str):
@@ -399,6 +425,7 @@ class Engine(AdminOps):
             clock=self._clock,
             metrics=self._metrics,
             tracer=self._tracer,
+            audit=self._audit,
         )
         return Worker(
             parts,
@@ -409,3 +436,17 @@ class Engine(AdminOps):
             worker_id=worker_id,
             install_signal_handlers=install_signal_handlers,
         )
+
+
+def _audit_sink(sink: object) -> AuditSink | None:
+    """An audit sink as given to the engine: a sink, a callback wrapped in one, or None."""
+    if sink is None:
+        return None
+    if callable(getattr(sink, "record", None)):
+        return cast("AuditSink", sink)
+    if callable(sink):
+        return CallbackAuditSink(sink)
+    raise TypeError(
+        f"audit_sink must be an audit sink (with a record method) or a function, "
+        f"got {type(sink).__name__}"
+    )

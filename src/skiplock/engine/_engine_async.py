@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from skiplock._compat_async import IS_ASYNC
 from skiplock.core import (
@@ -15,7 +15,14 @@ from skiplock.core import (
     RateLimit,
     ValidationError,
 )
-from skiplock.ports import NoopMetrics, NoopTracer, SystemClock
+from skiplock.ports import (
+    AsyncAudit,
+    AsyncAuditSink,
+    AsyncCallbackAuditSink,
+    NoopMetrics,
+    NoopTracer,
+    SystemClock,
+)
 
 from ._admin_async import AsyncAdminOps
 from ._enqueue import Enqueue, build_request
@@ -51,6 +58,11 @@ class AsyncEngine(AsyncAdminOps):
     ``store`` is any :class:`~skiplock.ports.AsyncJobStore`; ``clock`` drives rate limits
     (the store keeps its own clock for due times); ``metrics``/``tracer`` default to no-ops.
     An engine without processors is an enqueue-only node.
+
+    The audit trail (J10) is off unless ``Settings.audit`` is on (events go to the
+    store's audit table) or ``audit_sink`` is given (an
+    :class:`~skiplock.ports.AsyncAuditSink`, or a function ``(events, connection)``
+    wrapped in :class:`~skiplock.ports.AsyncCallbackAuditSink`; events go to it instead).
     """
 
     def __init__(
@@ -61,11 +73,17 @@ class AsyncEngine(AsyncAdminOps):
         clock: Clock | None = None,
         metrics: Metrics | None = None,
         tracer: Tracer | None = None,
+        audit_sink: AsyncAuditSink | Callable[..., object] | None = None,
     ) -> None:
         if settings is not None and not isinstance(settings, Settings):
             raise TypeError(f"settings must be skiplock.Settings, got {type(settings).__name__}")
         self._store = store
         self._settings = settings if settings is not None else Settings()
+        sink = _audit_sink(audit_sink)
+        # The audit of changes made without an actor (J10); None: no audit trail.
+        self._audit: AsyncAudit | None = None
+        if self._settings.audit or sink is not None:
+            self._audit = AsyncAudit(actor=self._settings.audit_actor, sink=sink)
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._metrics: Metrics = metrics if metrics is not None else NoopMetrics()
         self._tracer: Tracer = tracer if tracer is not None else NoopTracer()
@@ -74,7 +92,7 @@ class AsyncEngine(AsyncAdminOps):
         # (J6): a node is a process.
         self._rate_limiter = RateLimiter()
         self._node_slots = NodeSlots()
-        self._maintenance = Maintenance(store, self._settings, self.stale_ttls)
+        self._maintenance = Maintenance(store, self._settings, self.stale_ttls, self._audit)
         # Resolved policies of kinds without a processor here (Settings is frozen, so
         # only a registration can change them): resolving builds and validates new
         # policy objects, far too slow to repeat for every enqueued job.
@@ -106,6 +124,12 @@ class AsyncEngine(AsyncAdminOps):
     def tracer(self) -> Tracer:
         """The tracer."""
         return self._tracer
+
+    @property
+    def audit(self) -> AsyncAudit | None:
+        """How changes are audited (J10): the sink (None: the store's audit table) and
+        the actor of changes without one; None while the audit trail is off."""
+        return self._audit
 
     @property
     def processors(self) -> dict[str, ProcessorSpec]:
@@ -347,7 +371,9 @@ class AsyncEngine(AsyncAdminOps):
                     raise
                 raise type(exc)(f"item {index}: {exc}") from None
             requests.append(request)
-        return await self._store.enqueue(requests, connection=connection)
+        if self._audit is None:
+            return await self._store.enqueue(requests, connection=connection)
+        return await self._store.enqueue(requests, connection=connection, audit=self._audit)
 
     def _default_max_attempts(self, kind: object) -> int:
         if isinstance(kind, str):
@@ -397,6 +423,7 @@ class AsyncEngine(AsyncAdminOps):
             clock=self._clock,
             metrics=self._metrics,
             tracer=self._tracer,
+            audit=self._audit,
         )
         return AsyncWorker(
             parts,
@@ -407,3 +434,17 @@ class AsyncEngine(AsyncAdminOps):
             worker_id=worker_id,
             install_signal_handlers=install_signal_handlers,
         )
+
+
+def _audit_sink(sink: object) -> AsyncAuditSink | None:
+    """An audit sink as given to the engine: a sink, a callback wrapped in one, or None."""
+    if sink is None:
+        return None
+    if callable(getattr(sink, "record", None)):
+        return cast("AsyncAuditSink", sink)
+    if callable(sink):
+        return AsyncCallbackAuditSink(sink)
+    raise TypeError(
+        f"audit_sink must be an audit sink (with a record method) or a function, "
+        f"got {type(sink).__name__}"
+    )
