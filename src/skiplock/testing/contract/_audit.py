@@ -25,6 +25,7 @@ from skiplock.core import (
     Bury,
     Completion,
     Event,
+    Job,
     JobFilter,
     JobState,
     Release,
@@ -452,5 +453,5 @@ class AuditContract(ContractBase):
         assert len(store.audit_trail(job_id)) == 1
 
 
-def _get_kind(jobs: Sequence[Any], job_id: int) -> str:
+def _get_kind(jobs: Sequence[Job], job_id: int) -> str:
     return next(job.kind for job in jobs if job.id == job_id)

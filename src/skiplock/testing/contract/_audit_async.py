@@ -22,6 +22,7 @@ from skiplock.core import (
     Bury,
     Completion,
     Event,
+    Job,
     JobFilter,
     JobState,
     Release,
@@ -465,5 +466,5 @@ class AsyncAuditContract(AsyncContractBase):
         assert len(await store.audit_trail(job_id)) == 1
 
 
-def _get_kind(jobs: Sequence[Any], job_id: int) -> str:
+def _get_kind(jobs: Sequence[Job], job_id: int) -> str:
     return next(job.kind for job in jobs if job.id == job_id)
