@@ -93,8 +93,8 @@ class InMemoryJobStore:
     caller asked for (enqueue, apply, delete) in a transaction: the caller's (undone back
     to where the call began if the sink raises) or one of the store's own (rolled back
     if it raises), and gets that transaction's handle. A worker's change (complete,
-    recover_stale) applies first; the sink then gets the caller's handle or None, and
-    its error is logged.
+    recover_stale) applies first; the sink then gets the job's transaction handle (what
+    it wrote there is undone if it raises) or None, and its error is logged.
     """
 
     def __init__(self, clock: Clock | None = None, *, state: MemoryState | None = None) -> None:
@@ -150,8 +150,15 @@ class InMemoryJobStore:
         tx = state.handle(connection)
         if audit.sink is None or kept:
             yield connection, note
-            if note.events:
+            if not note.events:
+                return
+            if tx is None or tx.autocommit:
                 audit.record_kept(note.events, connection)
+                return
+            # In a job's transaction: what a failing sink wrote there goes, the change stays.
+            savepoint = state.savepoint(tx)
+            if not audit.record_kept(note.events, tx):
+                state.rollback_to(tx, savepoint)
         elif tx is None or tx.autocommit:
             own = state.begin()
             try:

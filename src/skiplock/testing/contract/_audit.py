@@ -416,6 +416,21 @@ class AuditContract(ContractBase):
         assert f"job_done job {done.id} by {_WORKER}" in record.getMessage()
         assert record.exc_info is not None
 
+    @requires("transactions")
+    def test_a_raising_sink_in_a_jobs_transaction_keeps_the_completion(
+        self, store: JobStore
+    ) -> None:
+        job = _running(store)
+        side = _fresh_kind()
+        failing = _Sink(store, side=side, fail=True)
+        with store.transaction() as tx:
+            completion = [Completion(job.lease, Succeeded())]
+            assert store.complete(completion, connection=tx, audit=_audit(sink=failing)) == [True]
+        assert (_get(store, job.id)).state is JobState.SUCCEEDED
+        # What the sink wrote in the job's transaction before it raised is undone.
+        assert [j.kind for j in _all_jobs(store)] == [job.kind]
+        assert len(failing.calls) == 1
+
     def test_a_raising_sink_keeps_a_stale_recovery(
         self, store: JobStore, caplog: pytest.LogCaptureFixture
     ) -> None:
