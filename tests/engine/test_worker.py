@@ -1402,7 +1402,7 @@ def test_worker_second_stop_signal_forces_the_stop(store: CountingStore, clock: 
         block_until_interrupted(ctx)
 
     job_id = (engine.enqueue("stuck", {})).id
-    worker = engine.worker()  # with its own signal handlers
+    worker = engine.worker(install_signal_handlers=True)
 
     def send() -> None:
         eventually(started.is_set)

@@ -1411,7 +1411,7 @@ async def test_worker_stops_on_sigterm(store: CountingStore, clock: FakeClock) -
     @engine.processor("k")
     async def k(payload: Any, ctx: JobContext) -> None: ...
 
-    worker = engine.worker()
+    worker = engine.worker(install_signal_handlers=True)
     task = spawn(worker.run)
     await eventually(lambda: bool(store.state.workers()))
     os.kill(os.getpid(), signal.SIGTERM)
@@ -1431,7 +1431,7 @@ async def test_worker_second_stop_signal_forces_the_stop(
         await block_until_interrupted(ctx)
 
     job_id = (await engine.enqueue("stuck", {})).id
-    worker = engine.worker()  # with its own signal handlers
+    worker = engine.worker(install_signal_handlers=True)
     if True:  # ASYNC
         task = spawn(worker.run)
         await eventually(started.is_set)

@@ -7,7 +7,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard
 
@@ -48,6 +48,8 @@ MAX_DELAY = timedelta(days=36_500)
 MAX_PAYLOAD_DEPTH = 100
 #: How much of a rejected value an error message shows.
 MAX_SHOWN_LENGTH = 80
+#: How many known kinds an unknown-kind message names before "and N more".
+MAX_KINDS_SHOWN = 20
 
 # A JSON text escape for NUL (an odd number of backslashes before "u0000"): PostgreSQL's
 # jsonb cannot store it, so it is rejected here with a clear message instead.
@@ -138,6 +140,15 @@ def check_number(
         return value
     bound = f">= {minimum}" if maximum is None else f"within [{minimum}, {maximum}]"
     raise ValidationError(f"{name} must be a number {bound}, got {shown(value)}")
+
+
+def check_choice(name: str, value: object, *, choices: Iterable[str]) -> str:
+    """Return ``value`` if it is one of the str ``choices``, else raise."""
+    options = tuple(choices)
+    if not isinstance(value, str) or value not in options:
+        listed = ", ".join(repr(option) for option in options)
+        raise ValidationError(f"{name} must be one of {listed}, got {shown(value)}")
+    return value
 
 
 def check_bool(name: str, value: object) -> bool:
@@ -292,10 +303,25 @@ def encode_payload(payload: object, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> st
     return text
 
 
+def unknown_kind_message(kind: str, known_kinds: Iterable[str]) -> str:
+    """Why ``kind`` is unknown, naming the known kinds (at most :data:`MAX_KINDS_SHOWN`)."""
+    names = sorted(known_kinds)
+    listed = ", ".join(repr(name) for name in names[:MAX_KINDS_SHOWN]) or "none"
+    if len(names) > MAX_KINDS_SHOWN:
+        listed += f" and {len(names) - MAX_KINDS_SHOWN} more"
+    return (
+        f"unknown kind {shown(kind)}: no processor or declaration for it here "
+        f"(known kinds: {listed})"
+    )
+
+
 def _validate_kind(kind: object, known_kinds: frozenset[str] | None) -> None:
-    check_kind(kind)
-    if known_kinds is not None and kind not in known_kinds:
-        raise UnknownKindError(f"unknown kind {kind!r}: no processor is registered for it")
+    name = check_kind(kind)
+    if known_kinds is not None and name not in known_kinds:
+        raise UnknownKindError(
+            f"{unknown_kind_message(name, known_kinds)}; declare it where it is enqueued, "
+            "or set Settings.unknown_kinds to 'warn' or 'allow'"
+        )
 
 
 def check_priority(name: str, value: object) -> int:

@@ -1,17 +1,21 @@
 """Admin operations of an engine (R13 / J8) (async source; ``_admin.py`` is the sync
-twin): read, list, replay, cancel, fail and delete jobs through the store, and read a
-job's audit trail (J10)."""
+twin): read, list, replay, cancel, fail and delete jobs through the store, the health
+report (R9) and a job's audit trail (J10)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import attrs
 
 from skiplock.core import (
     INT8_RANGE,
+    LIVE_HEARTBEATS,
     AuditEvent,
     Event,
+    HealthReport,
+    HealthThresholds,
     InvalidTransitionError,
     Job,
     JobFilter,
@@ -19,12 +23,16 @@ from skiplock.core import (
     JobState,
     Page,
     StateCount,
+    assess_health,
     check_actor,
     check_bool,
+    check_duration,
     check_int,
     check_job_id,
     check_priority,
+    to_duration,
     transition,
+    unreachable_report,
 )
 
 from ._enqueue import as_names, as_states
@@ -34,10 +42,13 @@ if TYPE_CHECKING:
 
     from skiplock.ports import AsyncAudit, AsyncJobStore
 
+    from ._settings import Settings
+
 
 class AsyncAdminOps:
-    """The admin API, mixed into :class:`AsyncEngine` (it provides ``_store`` and
-    ``_audit``, the engine's audit of changes without an actor, None when it is off).
+    """The admin API, mixed into :class:`AsyncEngine` (it provides ``_store``,
+    ``_settings`` and ``_audit``, the engine's audit of changes without an actor, None
+    while it is off).
 
     Arguments are validated like enqueue arguments: a bad one raises
     :class:`~skiplock.ValidationError` before the store is asked. Every method that
@@ -46,6 +57,7 @@ class AsyncAdminOps:
     """
 
     _store: AsyncJobStore
+    _settings: Settings
     _audit: AsyncAudit | None
 
     def _audit_by(self, actor: str | None) -> AsyncAudit | None:
@@ -114,6 +126,57 @@ class AsyncAdminOps:
     async def counts(self) -> list[StateCount]:
         """Number of jobs per (state, kind, tenant)."""
         return await self._store.counts()
+
+    async def health(
+        self,
+        *,
+        max_pending_age: timedelta | float | None = None,
+        worker_timeout: timedelta | float | None = None,
+        max_dead: int | None = None,
+    ) -> HealthReport:
+        """The health of the queue and its workers (R9), from one store read.
+
+        A worker is live while its last heartbeat is at most ``worker_timeout`` old
+        (timedelta or seconds; default three ``heartbeat_interval``, at most ``stale_ttl``).
+        The report is unhealthy, with one line per problem, when the store cannot be read,
+        its schema is missing or older than the code, due pending jobs have no live worker
+        claiming their kind (and tenant), and, when given, when a kind's oldest due job has
+        waited longer than ``max_pending_age`` or a kind has more than ``max_dead`` dead
+        jobs. Never raises for a store failure (a database that is down, a timeout): the
+        report says so. Bad thresholds raise :class:`~skiplock.ValidationError`.
+        """
+        thresholds = self.health_thresholds(
+            max_pending_age=max_pending_age, worker_timeout=worker_timeout, max_dead=max_dead
+        )
+        try:
+            snapshot = await self._store.health_snapshot()
+        except Exception as exc:  # a health check reports what failed, it does not raise
+            return unreachable_report(str(exc) or type(exc).__name__, thresholds)
+        return assess_health(snapshot, thresholds)
+
+    def health_thresholds(
+        self,
+        *,
+        max_pending_age: timedelta | float | None = None,
+        worker_timeout: timedelta | float | None = None,
+        max_dead: int | None = None,
+    ) -> HealthThresholds:
+        """The thresholds :meth:`health` uses for these arguments (validated, defaults
+        filled in); for a report made without the store, e.g.
+        :func:`skiplock.core.unreachable_report`."""
+        if worker_timeout is None:
+            settings = self._settings
+            beats = timedelta(seconds=LIVE_HEARTBEATS * settings.heartbeat_interval)
+            live_for = min(beats, settings.stale_ttl)
+        else:
+            live_for = check_duration("worker_timeout", to_duration(worker_timeout))
+        return HealthThresholds(
+            worker_timeout=live_for,
+            max_pending_age=None
+            if max_pending_age is None
+            else check_duration("max_pending_age", to_duration(max_pending_age), allow_zero=True),
+            max_dead=None if max_dead is None else check_int("max_dead", max_dead, minimum=0),
+        )
 
     async def retry_job(
         self, job_id: int, *, reset_attempts: bool = True, actor: str | None = None

@@ -119,6 +119,13 @@ class Dispatcher:
         with self._lock:
             return self._handled
 
+    @property
+    def held(self) -> int:
+        """Claimed jobs not running yet: prefetched, being started, or a suspect waiting
+        for quiet."""
+        with self._lock:
+            return len(self._held) + len(self._starting) + (self._ready is not None)
+
     def held_ids(self) -> list[int]:
         """Every job this worker holds: running, held, being started."""
         with self._lock:
@@ -184,7 +191,10 @@ class Dispatcher:
             latency = 0.0
             if job.claimed_at is not None:
                 latency = max(0.0, (job.claimed_at - job.available_at).total_seconds())
-            self._metrics.job_claimed(job.kind, job.tenant, latency)
+            try:
+                self._metrics.job_claimed(job.kind, job.tenant, latency)
+            except Exception:  # a failing sink never loses the claimed jobs
+                logger.exception("worker %s: metrics failed", self._scope.worker_id)
         # The store charged these (claim order) and held the rest; a charged suspect
         # waits until the running jobs are under way, then runs alone.
         charged = charged_positions([job.suspect for job in jobs], plan.start_now)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         EnqueueRequest,
         EnqueueResult,
         Event,
+        HealthSnapshot,
         Job,
         JobFilter,
         Lease,
@@ -196,7 +197,21 @@ class AsyncJobStore(Protocol):
         ...
 
     async def counts(self) -> list[StateCount]:
-        """Number of jobs per (state, kind, tenant), zero counts omitted."""
+        """Number of jobs per (state, kind, tenant), zero counts omitted; a pending group
+        also says how long its earliest due job has been due (``oldest_due_age``, on the
+        store's clock). One query: metrics scrapes call it (R5)."""
+        ...
+
+    async def health_snapshot(self) -> HealthSnapshot:
+        """What the health report needs (R9), read in one operation: the store's now;
+        every registered worker with its heartbeat, the kinds and tenants it claims and
+        how many jobs run under its id; per (kind, tenant) with any, the pending jobs due
+        now and later, the earliest due time among the due ones, and the running and dead
+        jobs; and the schema's version (None for a store without a versioned schema).
+
+        Never raises for a schema that is missing or older than the code: it reports it
+        (a missing schema has no workers or jobs to read).
+        """
         ...
 
     async def apply(

@@ -32,12 +32,14 @@ from skiplock.core import (
     Lease,
     Page,
     PairCap,
+    QueueStats,
     Release,
     Retry,
     StateCount,
     Succeeded,
     UndecodableRowError,
     WorkerInfo,
+    WorkerStatus,
     encode_payload,
     operator_action,
     operator_extra,
@@ -154,6 +156,38 @@ def state_count_from_row(row: Mapping[str, Any]) -> StateCount:
         kind=row["kind"],
         tenant=row["tenant_id"],
         count=int(row["count"]),
+        oldest_due_age=None if row["oldest_due_age"] is None else float(row["oldest_due_age"]),
+    )
+
+
+def queue_stats_from_row(row: Mapping[str, Any]) -> QueueStats:
+    """One row of the ``health_queues`` query."""
+    return QueueStats(
+        kind=row["kind"],
+        tenant=row["tenant_id"],
+        due=int(row["due"]),
+        scheduled=int(row["scheduled"]),
+        oldest_due_at=_utc_or_none(row["oldest_due_at"]),
+        running=int(row["running"]),
+        dead=int(row["dead"]),
+    )
+
+
+def _frozen_or_none(values: Sequence[str] | None) -> frozenset[str] | None:
+    return None if values is None else frozenset(values)
+
+
+def worker_status_from_row(row: Mapping[str, Any]) -> WorkerStatus:
+    """One row of the ``health_workers`` query."""
+    return WorkerStatus(
+        id=row["id"],
+        host=row["host"],
+        pid=int(row["pid"]),
+        kinds=_frozen_or_none(row["kinds"]),
+        tenants=_frozen_or_none(row["tenants"]),
+        started_at=utc(row["started_at"]),
+        heartbeat_at=utc(row["heartbeat_at"]),
+        running=int(row["running"]),
     )
 
 

@@ -25,6 +25,7 @@ from skiplock.core import (
     EnqueueRequest,
     EnqueueResult,
     Event,
+    HealthSnapshot,
     Job,
     JobFilter,
     Lease,
@@ -38,7 +39,15 @@ from skiplock.core import (
 )
 
 from ._driver import TX, C
-from ._migrate import Rows, SchemaStatus, Step, apply_steps, check_version, status_steps
+from ._migrate import (
+    Rows,
+    SchemaStatus,
+    Step,
+    apply_steps,
+    check_version,
+    schema_info,
+    status_steps,
+)
 from ._ops import (
     claim_needs_transaction,
     claim_steps,
@@ -65,9 +74,11 @@ from ._rows import (
     maintenance_params,
     operator_audit_params,
     page_params,
+    queue_stats_from_row,
     state_count_from_row,
     utc,
     worker_params,
+    worker_status_from_row,
 )
 from ._sql import Query, channel_name, convert_cached, queries
 
@@ -121,6 +132,8 @@ class PgJobStore(Generic[C, TX]):
         self._closed = False
         self._schema_lock = Lock()
         self._schema_checked = False
+        # The schema's latest applied migration, once checked (for __repr__, the logs).
+        self._version: str | None = None
         self._aux: C | None = None
         self._aux_lock = Lock()
 
@@ -128,6 +141,11 @@ class PgJobStore(Generic[C, TX]):
     def schema(self) -> str:
         """The PostgreSQL schema holding the tables."""
         return self._schema
+
+    def __repr__(self) -> str:
+        # No DSN: it may hold a password. The version is known once the schema was checked.
+        version = "" if self._version is None else f", version={self._version!r}"
+        return f"{type(self).__name__}(schema={self._schema!r}{version})"
 
     @property
     def channel(self) -> str:
@@ -188,6 +206,7 @@ class PgJobStore(Generic[C, TX]):
             else:
                 status = self._run(conn, status_steps(self._schema))
             check_version(status)
+            self._version = status.applied[-1] if status.applied else None
             self._schema_checked = True
 
     @contextmanager
@@ -514,6 +533,25 @@ class PgJobStore(Generic[C, TX]):
         with self._use(None) as conn:
             rows = self._execute(conn, "counts", {})
         return [state_count_from_row(r) for r in rows]
+
+    def health_snapshot(self) -> HealthSnapshot:
+        """The schema's version, the workers and the per-kind queues (R9), read in one
+        transaction (one ``now()``); a missing or older schema is reported, not
+        refused (a missing one has nothing else to read)."""
+        with self._use(None, atomic=True, check=False) as conn:
+            status = self._run(conn, status_steps(self._schema))
+            [row] = self._execute(conn, "now", {})
+            now = utc(row["now"])
+            if not status.installed:
+                return HealthSnapshot(now=now, schema=schema_info(status))
+            queues = self._execute(conn, "health_queues", {})
+            workers = self._execute(conn, "health_workers", {})
+        return HealthSnapshot(
+            now=now,
+            workers=tuple(worker_status_from_row(r) for r in workers),
+            queues=tuple(queue_stats_from_row(r) for r in queues),
+            schema=schema_info(status),
+        )
 
     def apply(
         self,

@@ -21,6 +21,7 @@ from skiplock.core import (
     EnqueueRequest,
     EnqueueResult,
     Event,
+    HealthSnapshot,
     Job,
     JobFilter,
     Lease,
@@ -34,7 +35,15 @@ from skiplock.core import (
 )
 
 from ._driver_async import TX, C
-from ._migrate import Rows, SchemaStatus, Step, apply_steps, check_version, status_steps
+from ._migrate import (
+    Rows,
+    SchemaStatus,
+    Step,
+    apply_steps,
+    check_version,
+    schema_info,
+    status_steps,
+)
 from ._ops import (
     claim_needs_transaction,
     claim_steps,
@@ -61,9 +70,11 @@ from ._rows import (
     maintenance_params,
     operator_audit_params,
     page_params,
+    queue_stats_from_row,
     state_count_from_row,
     utc,
     worker_params,
+    worker_status_from_row,
 )
 from ._sql import Query, channel_name, convert_cached, queries
 
@@ -117,6 +128,8 @@ class AsyncPgJobStore(Generic[C, TX]):
         self._closed = False
         self._schema_lock = Lock()
         self._schema_checked = False
+        # The schema's latest applied migration, once checked (for __repr__, the logs).
+        self._version: str | None = None
         self._aux: C | None = None
         self._aux_lock = Lock()
 
@@ -124,6 +137,11 @@ class AsyncPgJobStore(Generic[C, TX]):
     def schema(self) -> str:
         """The PostgreSQL schema holding the tables."""
         return self._schema
+
+    def __repr__(self) -> str:
+        # No DSN: it may hold a password. The version is known once the schema was checked.
+        version = "" if self._version is None else f", version={self._version!r}"
+        return f"{type(self).__name__}(schema={self._schema!r}{version})"
 
     @property
     def channel(self) -> str:
@@ -184,6 +202,7 @@ class AsyncPgJobStore(Generic[C, TX]):
             else:
                 status = await self._run(conn, status_steps(self._schema))
             check_version(status)
+            self._version = status.applied[-1] if status.applied else None
             self._schema_checked = True
 
     @asynccontextmanager
@@ -514,6 +533,25 @@ class AsyncPgJobStore(Generic[C, TX]):
         async with self._use(None) as conn:
             rows = await self._execute(conn, "counts", {})
         return [state_count_from_row(r) for r in rows]
+
+    async def health_snapshot(self) -> HealthSnapshot:
+        """The schema's version, the workers and the per-kind queues (R9), read in one
+        transaction (one ``now()``); a missing or older schema is reported, not
+        refused (a missing one has nothing else to read)."""
+        async with self._use(None, atomic=True, check=False) as conn:
+            status = await self._run(conn, status_steps(self._schema))
+            [row] = await self._execute(conn, "now", {})
+            now = utc(row["now"])
+            if not status.installed:
+                return HealthSnapshot(now=now, schema=schema_info(status))
+            queues = await self._execute(conn, "health_queues", {})
+            workers = await self._execute(conn, "health_workers", {})
+        return HealthSnapshot(
+            now=now,
+            workers=tuple(worker_status_from_row(r) for r in workers),
+            queues=tuple(queue_stats_from_row(r) for r in queues),
+            schema=schema_info(status),
+        )
 
     async def apply(
         self,

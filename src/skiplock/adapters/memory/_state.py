@@ -29,6 +29,7 @@ from skiplock.core import (
     EnqueueRequest,
     EnqueueResult,
     Event,
+    HealthSnapshot,
     Job,
     JobFilter,
     JobState,
@@ -36,6 +37,7 @@ from skiplock.core import (
     LeaseLostError,
     Outcome,
     Page,
+    QueueStats,
     Release,
     Retry,
     StateCount,
@@ -43,6 +45,7 @@ from skiplock.core import (
     Succeeded,
     ValidationError,
     WorkerInfo,
+    WorkerStatus,
     charged_positions,
     check_operator_event,
     claim_order,
@@ -238,6 +241,12 @@ def _matches(f: JobFilter, job: Job) -> bool:
         and (f.priority_min is None or job.priority >= f.priority_min)
         and (f.priority_max is None or job.priority <= f.priority_max)
     )
+
+
+def _by_kind(key: tuple[str, str | None]) -> tuple[str, bool, str]:
+    """Sort key of (kind, tenant): by kind, no tenant first."""
+    kind, tenant = key
+    return (kind, tenant is not None, tenant or "")
 
 
 def _claimable(request: ClaimRequest, job: Job, now: datetime) -> bool:
@@ -677,10 +686,26 @@ class MemoryState:
 
     def counts(self) -> list[StateCount]:
         """Jobs per (state, kind, tenant); zero counts omitted."""
+        now = self.now()
+        earliest: dict[tuple[str, str | None], datetime] = {}
         with self._lock:
             counter = Counter((j.state, j.kind, j.tenant) for j in self._jobs.values())
+            for j in (self._jobs[i] for i in self._by_state[JobState.PENDING]):
+                key = (j.kind, j.tenant)
+                if key not in earliest or j.available_at < earliest[key]:
+                    earliest[key] = j.available_at
         return [
-            StateCount(state=state, kind=kind, tenant=tenant, count=n)
+            StateCount(
+                state=state,
+                kind=kind,
+                tenant=tenant,
+                count=n,
+                oldest_due_age=(
+                    max(0.0, (now - earliest[kind, tenant]).total_seconds())
+                    if state is JobState.PENDING
+                    else None
+                ),
+            )
             for (state, kind, tenant), n in sorted(
                 counter.items(), key=lambda kv: (kv[0][0].value, kv[0][1], kv[0][2] or "")
             )
@@ -806,6 +831,57 @@ class MemoryState:
         """Registered workers (for tests and health views)."""
         with self._lock:
             return [row.info for row in self._workers.values()]
+
+    def health_snapshot(self) -> HealthSnapshot:
+        """Workers with their running jobs, and per (kind, tenant) the pending (due and
+        later), running and dead jobs; no schema."""
+        with self._lock:
+            now = self.now()
+            due: Counter[tuple[str, str | None]] = Counter()
+            scheduled: Counter[tuple[str, str | None]] = Counter()
+            oldest: dict[tuple[str, str | None], datetime] = {}
+            for job_id in self._by_state[JobState.PENDING]:
+                job = self._jobs[job_id]
+                key = (job.kind, job.tenant)
+                if job.available_at > now:
+                    scheduled[key] += 1
+                    continue
+                due[key] += 1
+                if key not in oldest or job.available_at < oldest[key]:
+                    oldest[key] = job.available_at
+            running_jobs = [self._jobs[i] for i in self._by_state[JobState.RUNNING]]
+            running = Counter((job.kind, job.tenant) for job in running_jobs)
+            per_worker = Counter(job.claimed_by for job in running_jobs)
+            dead = Counter(
+                (self._jobs[i].kind, self._jobs[i].tenant) for i in self._by_state[JobState.DEAD]
+            )
+            workers = tuple(
+                WorkerStatus(
+                    id=worker_id,
+                    host=row.info.host,
+                    pid=row.info.pid,
+                    kinds=row.info.kinds,
+                    tenants=row.info.tenants,
+                    started_at=row.started_at,
+                    heartbeat_at=row.heartbeat_at,
+                    running=per_worker[worker_id],
+                )
+                for worker_id, row in sorted(self._workers.items())
+            )
+        keys = sorted(due.keys() | scheduled.keys() | running.keys() | dead.keys(), key=_by_kind)
+        queues = tuple(
+            QueueStats(
+                kind=kind,
+                tenant=tenant,
+                due=due[kind, tenant],
+                scheduled=scheduled[kind, tenant],
+                oldest_due_at=oldest.get((kind, tenant)),
+                running=running[kind, tenant],
+                dead=dead[kind, tenant],
+            )
+            for kind, tenant in keys
+        )
+        return HealthSnapshot(now=now, workers=workers, queues=queues)
 
     def recover_stale(
         self,

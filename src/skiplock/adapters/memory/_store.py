@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         EnqueueRequest,
         EnqueueResult,
         Event,
+        HealthSnapshot,
         Job,
         JobFilter,
         Lease,
@@ -107,6 +108,9 @@ class InMemoryJobStore:
     def state(self) -> MemoryState:
         """The shared state; another store built with ``state=`` sees the same jobs."""
         return self._state
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
 
     def now(self) -> datetime:
         """The store's clock."""
@@ -228,6 +232,10 @@ class InMemoryJobStore:
     def counts(self) -> list[StateCount]:
         """Number of jobs per (state, kind, tenant), zero counts omitted."""
         return self._state.counts()
+
+    def health_snapshot(self) -> HealthSnapshot:
+        """Workers and per-kind queues for the health report (no schema to report)."""
+        return self._state.health_snapshot()
 
     def apply(
         self,

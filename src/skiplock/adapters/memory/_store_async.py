@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         EnqueueRequest,
         EnqueueResult,
         Event,
+        HealthSnapshot,
         Job,
         JobFilter,
         Lease,
@@ -103,6 +104,9 @@ class AsyncInMemoryJobStore:
     def state(self) -> MemoryState:
         """The shared state; another store built with ``state=`` sees the same jobs."""
         return self._state
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
 
     async def now(self) -> datetime:
         """The store's clock."""
@@ -224,6 +228,10 @@ class AsyncInMemoryJobStore:
     async def counts(self) -> list[StateCount]:
         """Number of jobs per (state, kind, tenant), zero counts omitted."""
         return self._state.counts()
+
+    async def health_snapshot(self) -> HealthSnapshot:
+        """Workers and per-kind queues for the health report (no schema to report)."""
+        return self._state.health_snapshot()
 
     async def apply(
         self,

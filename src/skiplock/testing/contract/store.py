@@ -40,6 +40,7 @@ from ._audit import AuditContract
 from ._claim import ClaimContract
 from ._completion import CompletionContract
 from ._enqueue import EnqueueContract
+from ._health import HealthContract
 from ._lifecycle import LifecycleContract
 from ._notifier import NotifierContract
 from ._timeouts import StatementTimeoutContract
@@ -60,6 +61,7 @@ class JobStoreContract(
     AdminContract,
     AuditContract,
     WorkersContract,
+    HealthContract,
     NotifierContract,
     LifecycleContract,
 ):

@@ -37,6 +37,7 @@ from ._audit_async import AsyncAuditContract
 from ._claim_async import AsyncClaimContract
 from ._completion_async import AsyncCompletionContract
 from ._enqueue_async import AsyncEnqueueContract
+from ._health_async import AsyncHealthContract
 from ._lifecycle_async import AsyncLifecycleContract
 from ._notifier_async import AsyncNotifierContract
 from ._timeouts_async import AsyncStatementTimeoutContract
@@ -57,6 +58,7 @@ class AsyncJobStoreContract(
     AsyncAdminContract,
     AsyncAuditContract,
     AsyncWorkersContract,
+    AsyncHealthContract,
     AsyncNotifierContract,
     AsyncLifecycleContract,
 ):

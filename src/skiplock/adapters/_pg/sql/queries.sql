@@ -461,9 +461,42 @@ ORDER BY j.id DESC
 LIMIT :limit;
 
 -- name: counts
-SELECT j.status, j.kind, j.tenant_id, count(*)::bigint AS count
+-- One grouped scan (a metrics scrape reads it): per group also how long its oldest due
+-- pending job has waited, on the database's clock.
+SELECT j.status, j.kind, j.tenant_id, count(*)::bigint AS count,
+       CASE WHEN j.status = 'pending'
+            THEN greatest(extract(epoch FROM now() - min(j.available_at)), 0)::float8
+       END AS oldest_due_age
 FROM {schema}.jobs AS j
 GROUP BY j.status, j.kind, j.tenant_id;
+
+-- name: health_queues
+-- The jobs the health report looks at (R9), per kind and tenant: pending due now and
+-- later, the earliest due time, running and dead. Succeeded, failed and cancelled jobs
+-- are left out. A grouped scan, like counts.
+SELECT j.kind, j.tenant_id,
+    count(*) FILTER (WHERE j.status = 'pending' AND j.available_at <= now()) AS due,
+    count(*) FILTER (WHERE j.status = 'pending' AND j.available_at > now()) AS scheduled,
+    min(j.available_at) FILTER (WHERE j.status = 'pending' AND j.available_at <= now())
+        AS oldest_due_at,
+    count(*) FILTER (WHERE j.status = 'running') AS running,
+    count(*) FILTER (WHERE j.status = 'dead') AS dead
+FROM {schema}.jobs AS j
+WHERE j.status IN ('pending', 'running', 'dead')
+GROUP BY j.kind, j.tenant_id
+ORDER BY j.kind, j.tenant_id NULLS FIRST;
+
+-- name: health_workers
+-- Every registered worker with the number of jobs running under its id (each counted
+-- through jobs_running_worker_idx).
+SELECT w.id, w.host, w.pid, w.kinds, w.tenants, w.started_at, w.heartbeat_at,
+    (
+        SELECT count(*)
+        FROM {schema}.jobs AS j
+        WHERE j.status = 'running' AND j.claimed_by = w.id
+    ) AS running
+FROM {schema}.workers AS w
+ORDER BY w.id;
 
 -- name: _apply_update
 -- Operator transition: :sources/:targets is the transition table's slice for the event
