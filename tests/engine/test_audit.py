@@ -133,3 +133,32 @@ def test_maintenance_audits_stale_jobs_it_buries_and_purges_old_events(
     engine.maintain()
     assert engine.audit_trail(stuck) == []
     assert (engine.get_job(stuck)).state is JobState.DEAD
+
+
+def test_configure_turns_the_audit_trail_on_for_what_comes_after(
+    store: InMemoryJobStore,
+) -> None:
+    engine = Engine(store)
+    engine.declare_kind("audit.k")
+    before = (engine.enqueue("audit.k", {})).id
+    engine.configure(Settings(audit=True, audit_actor="api"))
+    assert engine.audit is not None
+    after = (engine.enqueue("audit.k", {})).id
+    assert engine.audit_trail(before) == []
+    assert [(e.action, e.actor) for e in engine.audit_trail(after)] == [
+        (AuditAction.ENQUEUED, "api")
+    ]
+    engine.configure(Settings())
+    assert engine.audit is None
+
+
+def test_periodic_ticks_are_audited_as_enqueues(store: InMemoryJobStore, clock: FakeClock) -> None:
+    engine = Engine(store, Settings(audit=True, audit_actor="scheduler"), clock=clock)
+    engine.declare_kind("audit.tick")
+    engine.periodic("audit.tick", every=timedelta(minutes=1))
+    [first] = engine.enqueue_due_ticks()
+    assert engine.enqueue_due_ticks() == []  # the same tick again: nothing created
+    trail = engine.audit_trail(first.job_id)
+    assert [(e.action, e.kind, e.actor) for e in trail] == [
+        (AuditAction.ENQUEUED, "audit.tick", "scheduler")
+    ]

@@ -148,3 +148,34 @@ async def test_maintenance_audits_stale_jobs_it_buries_and_purges_old_events(
     await engine.maintain()
     assert await engine.audit_trail(stuck) == []
     assert (await engine.get_job(stuck)).state is JobState.DEAD
+
+
+async def test_configure_turns_the_audit_trail_on_for_what_comes_after(
+    store: AsyncInMemoryJobStore,
+) -> None:
+    engine = AsyncEngine(store)
+    engine.declare_kind("audit.k")
+    before = (await engine.enqueue("audit.k", {})).id
+    engine.configure(Settings(audit=True, audit_actor="api"))
+    assert engine.audit is not None
+    after = (await engine.enqueue("audit.k", {})).id
+    assert await engine.audit_trail(before) == []
+    assert [(e.action, e.actor) for e in await engine.audit_trail(after)] == [
+        (AuditAction.ENQUEUED, "api")
+    ]
+    engine.configure(Settings())
+    assert engine.audit is None
+
+
+async def test_periodic_ticks_are_audited_as_enqueues(
+    store: AsyncInMemoryJobStore, clock: FakeClock
+) -> None:
+    engine = AsyncEngine(store, Settings(audit=True, audit_actor="scheduler"), clock=clock)
+    engine.declare_kind("audit.tick")
+    engine.periodic("audit.tick", every=timedelta(minutes=1))
+    [first] = await engine.enqueue_due_ticks()
+    assert await engine.enqueue_due_ticks() == []  # the same tick again: nothing created
+    trail = await engine.audit_trail(first.job_id)
+    assert [(e.action, e.kind, e.actor) for e in trail] == [
+        (AuditAction.ENQUEUED, "audit.tick", "scheduler")
+    ]
