@@ -10,6 +10,8 @@ defaults, for typed enqueue handles (``docs/tasks.md``).
 from __future__ import annotations
 
 from skiplock.core import (
+    AuditAction,
+    AuditEvent,
     EnqueueResult,
     HealthReport,
     InvalidTransitionError,
@@ -55,14 +57,31 @@ from skiplock.engine import (
     current_job,
     declare,
 )
-from skiplock.ports import Clock, Metrics, NoopMetrics, NoopTracer, SystemClock, Tracer
+from skiplock.ports import (
+    AsyncAuditSink,
+    AsyncCallbackAuditSink,
+    AuditSink,
+    CallbackAuditSink,
+    Clock,
+    Metrics,
+    NoopMetrics,
+    NoopTracer,
+    SystemClock,
+    Tracer,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncAuditSink",
+    "AsyncCallbackAuditSink",
     "AsyncEngine",
     "AsyncTask",
     "AsyncWorker",
+    "AuditAction",
+    "AuditEvent",
+    "AuditSink",
+    "CallbackAuditSink",
     "CatchUp",
     "Clock",
     "Engine",

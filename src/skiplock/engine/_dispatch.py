@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
     from skiplock.core import ClaimRequest, Job
-    from skiplock.ports import Clock, JobStore, Metrics, Tracer
+    from skiplock.ports import Audit, Clock, JobStore, Metrics, Tracer
 
     from ._completer import Completer
     from ._lease import LeaseKeeper
@@ -66,9 +66,12 @@ class Dispatcher:
         clock: Clock,
         metrics: Metrics,
         tracer: Tracer,
+        audit: Audit | None = None,
     ) -> None:
         self._scope = scope
         self._store = store
+        # A claim audits the rows it buries as undecodable (J10).
+        self._audit = audit
         self._completer = completer
         self._lease = lease
         self._node_slots = node_slots
@@ -180,7 +183,7 @@ class Dispatcher:
             self._reserved += start_now
         try:
             plan = self._plan(free, start_now)
-            jobs = self._store.claim(plan) if plan is not None else []
+            jobs = self._claim(plan) if plan is not None else []
         finally:
             with self._lock:
                 self._reserved -= start_now
@@ -215,6 +218,11 @@ class Dispatcher:
         if waiting:
             self.startable.set()
         return len(jobs), plan.limit
+
+    def _claim(self, plan: ClaimRequest) -> list[Job]:
+        if self._audit is None:
+            return self._store.claim(plan)
+        return self._store.claim(plan, audit=self._audit)
 
     def _plan(self, free: int, start_now: int) -> ClaimRequest | None:
         scope = self._scope

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
     from skiplock.core import ClaimRequest, Job
-    from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
+    from skiplock.ports import AsyncAudit, AsyncJobStore, Clock, Metrics, Tracer
 
     from ._completer_async import Completer
     from ._lease_async import LeaseKeeper
@@ -63,9 +63,12 @@ class Dispatcher:
         clock: Clock,
         metrics: Metrics,
         tracer: Tracer,
+        audit: AsyncAudit | None = None,
     ) -> None:
         self._scope = scope
         self._store = store
+        # A claim audits the rows it buries as undecodable (J10).
+        self._audit = audit
         self._completer = completer
         self._lease = lease
         self._node_slots = node_slots
@@ -177,7 +180,7 @@ class Dispatcher:
             self._reserved += start_now
         try:
             plan = self._plan(free, start_now)
-            jobs = await self._store.claim(plan) if plan is not None else []
+            jobs = await self._claim(plan) if plan is not None else []
         finally:
             with self._lock:
                 self._reserved -= start_now
@@ -212,6 +215,11 @@ class Dispatcher:
         if waiting:
             self.startable.set()
         return len(jobs), plan.limit
+
+    async def _claim(self, plan: ClaimRequest) -> list[Job]:
+        if self._audit is None:
+            return await self._store.claim(plan)
+        return await self._store.claim(plan, audit=self._audit)
 
     def _plan(self, free: int, start_now: int) -> ClaimRequest | None:
         scope = self._scope

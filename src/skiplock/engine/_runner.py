@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from skiplock._compat import Interruptible
     from skiplock.core import Job, KindPolicy, RateLimit
-    from skiplock.ports import Clock, JobStore, Metrics
+    from skiplock.ports import Audit, Clock, JobStore, Metrics
 
     from ._context import JobContext
     from ._limits import RateLimiter
@@ -114,8 +114,10 @@ class JobRunner:
         clock: Clock,
         metrics: Metrics,
         on_exit: Callable[[BaseException], None],
+        audit: Audit | None = None,
     ) -> None:
         self._store = store
+        self._audit = audit
         self._worker_id = worker_id
         self._processors = processors
         self._policy = policy
@@ -197,7 +199,11 @@ class JobRunner:
             with self._store.transaction(statement_timeout=statement_timeout) as tx:
                 ctx.connection = tx
                 self._call(spec, payload, ctx, guard, entered)
-                done = self._store.complete([Completion(job.lease, Succeeded())], connection=tx)
+                completion = [Completion(job.lease, Succeeded())]
+                if self._audit is None:
+                    done = self._store.complete(completion, connection=tx)
+                else:
+                    done = self._store.complete(completion, connection=tx, audit=self._audit)
                 if not done[0]:
                     # Rolls the processor's writes back with the transaction.
                     raise LeaseLostError(f"job {job.id} is no longer claimed by this worker")

@@ -38,7 +38,7 @@ from skiplock._compat import (
     spawn,
 )
 from skiplock.core import KindPolicy, RetryPolicy, ValidationError, WorkerInfo, next_delay
-from skiplock.ports import Clock, JobStore, Metrics, Tracer
+from skiplock.ports import Audit, Clock, JobStore, Metrics, Tracer
 
 from ._completer import Completer
 from ._dispatch import Dispatcher
@@ -95,6 +95,8 @@ class WorkerParts:
     clock: Clock
     metrics: Metrics
     tracer: Tracer
+    #: The engine's audit (J10), None while it is off; the worker audits as itself.
+    audit: Audit | None = None
 
 
 class Worker:
@@ -161,6 +163,8 @@ class Worker:
             raise ValidationError(f"worker_id must be a non-empty str, got {worker_id!r}")
         self._id = worker_id if worker_id is not None else default_worker_id()
         self._install_signals = install_signal_handlers
+        # The worker's own changes (successes, moves to dead) name it as their actor (J10).
+        audit = None if parts.audit is None else attrs.evolve(parts.audit, actor=self._id)
         info = WorkerInfo(
             id=self._id,
             host=socket.gethostname(),
@@ -188,6 +192,7 @@ class Worker:
             on_written=lambda: self._dispatcher.wakeup.set(),
             on_store_error=self._lease.store_failed,
             on_settled=lambda job: parts.node_slots.release(job.kind),
+            audit=audit,
         )
         provider_caps: dict[str, tuple[str, RateLimit]] = {}
         for kind, spec in parts.processors.items():
@@ -217,6 +222,7 @@ class Worker:
                 clock=parts.clock,
                 metrics=parts.metrics,
                 on_exit=self._on_processor_exit,
+                audit=audit,
             ),
             completer=self._completer,
             lease=self._lease,
@@ -225,6 +231,7 @@ class Worker:
             clock=parts.clock,
             metrics=parts.metrics,
             tracer=parts.tracer,
+            audit=audit,
         )
         self._info = info
         self._lock = Lock()
