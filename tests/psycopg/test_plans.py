@@ -23,6 +23,7 @@ from skiplock.adapters._pg._ops import claim_steps, purge_audit_batch_steps, pur
 from skiplock.adapters._pg._rows import (
     complete_one_params,
     complete_params,
+    finished_counts_params,
     lease_params,
     recharge_params,
 )
@@ -60,6 +61,18 @@ _FILL_OLD = """
     SELECT 'k' || mod(g, 4), 't' || mod(g, 10), 'succeeded', now() - interval '3 days',
         now() - interval '2 days' + g * interval '1 millisecond'
     FROM generate_series(1, %(n)s) AS g
+"""
+
+# Jobs that finished within the last hour (succeeded, then dead), spread over it, and dead
+# jobs two days old: what throughput over the last hour counts, and what it must skip.
+RECENT_SUCCEEDED = 300
+RECENT_DEAD = 30
+OLD_DEAD = 5_000
+_FILL_FINISHED = """
+    INSERT INTO skiplock.jobs (kind, tenant_id, status, available_at, completed_at)
+    SELECT 'k' || mod(g, 4), 't' || mod(g, 10), %(status)s, now() - %(age)s::interval,
+        now() - %(age)s::interval + g * (%(span)s::interval / %(n)s)
+    FROM generate_series(0, %(n)s - 1) AS g
 """
 
 _AUTO_EXPLAIN = (
@@ -101,6 +114,13 @@ def table(request: pytest.FixtureRequest) -> Iterator[str]:
                 [WORKER, RUNNING],
             )
             conn.execute(_FILL_OLD, {"n": OLD})
+            for status, age, n in (
+                ("dead", "2 days", OLD_DEAD),
+                ("succeeded", "59 minutes", RECENT_SUCCEEDED),
+                ("dead", "59 minutes", RECENT_DEAD),
+            ):
+                span = "1 hour" if age == "2 days" else "58 minutes"
+                conn.execute(_FILL_FINISHED, {"status": status, "age": age, "n": n, "span": span})
             conn.execute(
                 "INSERT INTO skiplock.workers (id, host, pid) VALUES (%s, 'host', 1)", [WORKER]
             )
@@ -290,6 +310,31 @@ def test_purge_batches_read_their_batch_whatever_the_statistics(table: str, mode
         plans, rows = _explain(table, step.sql, dict(step.params), mode)
         assert rows == [(PURGE_BATCH,)], archive
         _assert_reads_its_batch(plans, PURGE_BATCH, "jobs_succeeded_completed_idx", "purge")
+
+
+@pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
+def test_throughput_reads_the_window_whatever_the_statistics(table: str, mode: str) -> None:
+    """finished_counts over the last hour reads the jobs that finished in it through the
+    two partial indexes on completed_at, never the pending, running or old jobs."""
+    with psycopg.connect(table, autocommit=True) as conn:
+        [row] = conn.execute("SELECT now() - interval '1 hour'").fetchall()
+    params = finished_counts_params(row[0], timedelta(minutes=1))
+    plans, rows = _explain(table, neutral_query("finished_counts", SCHEMA), params, mode)
+    totals: dict[str, int] = {}
+    for _, status, count in rows:
+        totals[status] = totals.get(status, 0) + count
+    assert totals == {"succeeded": RECENT_SUCCEEDED, "dead": RECENT_DEAD}
+    assert len(rows) > 50  # one row per minute and state
+    window = RECENT_SUCCEEDED + RECENT_DEAD
+    outline = "\n\n".join(_outline(plan) for plan in plans)
+    indexes = {"jobs_succeeded_completed_idx", "jobs_unsuccessful_completed_idx"}
+    for node in (node for plan in plans for node in _nodes(plan)):
+        assert _rows_read(node) < FACTOR * window, f"throughput reads O(table):\n{outline}"
+        assert node["Node Type"] != "Seq Scan", outline
+        if "Index Name" in node:
+            assert node["Index Name"] in indexes, outline
+    used = {node.get("Index Name") for plan in plans for node in _nodes(plan)}
+    assert indexes <= used, outline
 
 
 # ---- the audit trail's retention (J10) ----------------------------------------------------

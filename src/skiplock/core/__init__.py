@@ -102,6 +102,15 @@ from ._states import (
     sources,
     transition,
 )
+from ._throughput import (
+    FINISHED_STATES,
+    MAX_BUCKETS,
+    FinishedCount,
+    Throughput,
+    ThroughputBucket,
+    throughput_from,
+    throughput_window,
+)
 from ._types import (
     JSON,
     Bury,
@@ -166,6 +175,7 @@ from ._validation import (
 
 __all__ = [
     "ACTOR",
+    "FINISHED_STATES",
     "FLAG",
     "IDENTIFIER_RE",
     "INT4_RANGE",
@@ -175,6 +185,7 @@ __all__ = [
     "LIVE_HEARTBEATS",
     "MAX_ACTOR_LENGTH",
     "MAX_AVAILABLE_AT",
+    "MAX_BUCKETS",
     "MAX_DELAY",
     "MAX_ERROR_LENGTH",
     "MAX_IDEMPOTENCY_KEY_LENGTH",
@@ -206,6 +217,7 @@ __all__ = [
     "EnqueueResult",
     "Event",
     "FailureKind",
+    "FinishedCount",
     "HealthReport",
     "HealthSnapshot",
     "HealthThresholds",
@@ -236,6 +248,8 @@ __all__ = [
     "StoreError",
     "Succeeded",
     "ThrottleLimits",
+    "Throughput",
+    "ThroughputBucket",
     "TokenBucket",
     "UndecodableRowError",
     "UnknownKindError",
@@ -299,6 +313,8 @@ __all__ = [
     "stale_error",
     "take",
     "throttle_limits",
+    "throughput_from",
+    "throughput_window",
     "to_duration",
     "to_rate_limit",
     "transition",

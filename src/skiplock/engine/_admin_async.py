@@ -23,6 +23,7 @@ from skiplock.core import (
     JobState,
     Page,
     StateCount,
+    Throughput,
     assess_health,
     check_actor,
     check_bool,
@@ -30,6 +31,8 @@ from skiplock.core import (
     check_int,
     check_job_id,
     check_priority,
+    throughput_from,
+    throughput_window,
     to_duration,
     transition,
     unreachable_report,
@@ -126,6 +129,26 @@ class AsyncAdminOps:
     async def counts(self) -> list[StateCount]:
         """Number of jobs per (state, kind, tenant)."""
         return await self._store.counts()
+
+    async def throughput(
+        self,
+        *,
+        window: timedelta | float = timedelta(hours=1),
+        bucket: timedelta | float = timedelta(minutes=1),
+    ) -> Throughput:
+        """How many jobs finished per ``bucket`` over the last ``window`` (timedeltas or
+        seconds): succeeded, dead, marked failed and cancelled, by each job's
+        ``completed_at`` on the store's clock. Buckets are aligned on multiples of
+        ``bucket`` (a whole number of seconds) and the last one, still filling, holds
+        now; at most :data:`~skiplock.core.MAX_BUCKETS` of them. It counts the jobs as
+        they are now: a job replayed since, or deleted or purged by retention, no longer
+        counts. Bad arguments raise :class:`~skiplock.ValidationError`."""
+        window = check_duration("window", to_duration(window))
+        bucket = check_duration("bucket", to_duration(bucket))
+        now = await self._store.now()
+        since, count = throughput_window(now, window, bucket)
+        finished = await self._store.finished_counts(since, bucket)
+        return throughput_from(now, since, bucket, count, finished)
 
     async def health(
         self,

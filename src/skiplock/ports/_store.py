@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         EnqueueRequest,
         EnqueueResult,
         Event,
+        FinishedCount,
         HealthSnapshot,
         Job,
         JobFilter,
@@ -200,6 +201,14 @@ class JobStore(Protocol):
         """Number of jobs per (state, kind, tenant), zero counts omitted; a pending group
         also says how long its earliest due job has been due (``oldest_due_age``, on the
         store's clock). One query: metrics scrapes call it (R5)."""
+        ...
+
+    def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
+        """How many jobs finished (succeeded, failed, dead, cancelled: their
+        ``completed_at``) at or after ``since``, per final state and bucket: a row's
+        ``start`` is ``since + n * bucket``, the start of the bucket its jobs finished in;
+        zero counts omitted. ``bucket`` is a whole number of seconds. Reads the jobs that
+        finished since ``since``, not the whole table (the dashboard calls it often)."""
         ...
 
     def health_snapshot(self) -> HealthSnapshot:

@@ -26,6 +26,7 @@ from skiplock.core import (
     Completion,
     EnqueueRequest,
     Event,
+    FinishedCount,
     Job,
     JobFilter,
     JobState,
@@ -157,6 +158,17 @@ def state_count_from_row(row: Mapping[str, Any]) -> StateCount:
         tenant=row["tenant_id"],
         count=int(row["count"]),
         oldest_due_age=None if row["oldest_due_age"] is None else float(row["oldest_due_age"]),
+    )
+
+
+def finished_counts_params(since: datetime, bucket: timedelta) -> dict[str, Any]:
+    return {"since": since, "bucket": bucket}
+
+
+def finished_count_from_row(row: Mapping[str, Any]) -> FinishedCount:
+    """One row of the ``finished_counts`` query."""
+    return FinishedCount(
+        start=utc(row["start"]), state=JobState(row["status"]), count=int(row["count"])
     )
 
 

@@ -25,6 +25,7 @@ from skiplock.core import (
     EnqueueRequest,
     EnqueueResult,
     Event,
+    FinishedCount,
     HealthSnapshot,
     Job,
     JobFilter,
@@ -68,6 +69,8 @@ from ._rows import (
     copy_rows,
     enqueued_events,
     filter_params,
+    finished_count_from_row,
+    finished_counts_params,
     heartbeat_params,
     job_from_row,
     lease_params,
@@ -533,6 +536,13 @@ class PgJobStore(Generic[C, TX]):
         with self._use(None) as conn:
             rows = self._execute(conn, "counts", {})
         return [state_count_from_row(r) for r in rows]
+
+    def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
+        """The jobs finished since ``since`` per bucket and final state, from index
+        ranges (``finished_counts``, migration 0009)."""
+        with self._use(None) as conn:
+            rows = self._execute(conn, "finished_counts", finished_counts_params(since, bucket))
+        return [finished_count_from_row(r) for r in rows]
 
     def health_snapshot(self) -> HealthSnapshot:
         """The schema's version, the workers and the per-kind queues (R9), read in one

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 import attrs
 
 from skiplock.core import (
+    FINISHED_STATES,
     AuditAction,
     AuditEvent,
     Bury,
@@ -29,6 +30,7 @@ from skiplock.core import (
     EnqueueRequest,
     EnqueueResult,
     Event,
+    FinishedCount,
     HealthSnapshot,
     Job,
     JobFilter,
@@ -770,6 +772,20 @@ class MemoryState:
                 details = discard_details(job.state, json.loads(job.payload))
                 scope.audit(audit, AuditAction.DISCARD, job, details)
         return [_public(j) for j in doomed]
+
+    def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
+        """Jobs finished at or after ``since`` per bucket (from ``since``) and final state."""
+        with self._lock:
+            counter = Counter(
+                (since + ((j.completed_at - since) // bucket) * bucket, j.state)
+                for state in FINISHED_STATES
+                for j in (self._jobs[i] for i in self._by_state[state])
+                if j.completed_at is not None and j.completed_at >= since
+            )
+        return [
+            FinishedCount(start=start, state=state, count=n)
+            for (start, state), n in sorted(counter.items(), key=lambda kv: kv[0])
+        ]
 
     def audit_trail(self, job_id: int, connection: object = None) -> list[AuditEvent]:
         """The job's events in the audit table, oldest first (a transaction also sees

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         EnqueueRequest,
         EnqueueResult,
         Event,
+        FinishedCount,
         HealthSnapshot,
         Job,
         JobFilter,
@@ -232,6 +233,10 @@ class InMemoryJobStore:
     def counts(self) -> list[StateCount]:
         """Number of jobs per (state, kind, tenant), zero counts omitted."""
         return self._state.counts()
+
+    def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
+        """Jobs finished at or after ``since`` per bucket and final state."""
+        return self._state.finished_counts(since, bucket)
 
     def health_snapshot(self) -> HealthSnapshot:
         """Workers and per-kind queues for the health report (no schema to report)."""

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         EnqueueRequest,
         EnqueueResult,
         Event,
+        FinishedCount,
         HealthSnapshot,
         Job,
         JobFilter,
@@ -228,6 +229,10 @@ class AsyncInMemoryJobStore:
     async def counts(self) -> list[StateCount]:
         """Number of jobs per (state, kind, tenant), zero counts omitted."""
         return self._state.counts()
+
+    async def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
+        """Jobs finished at or after ``since`` per bucket and final state."""
+        return self._state.finished_counts(since, bucket)
 
     async def health_snapshot(self) -> HealthSnapshot:
         """Workers and per-kind queues for the health report (no schema to report)."""

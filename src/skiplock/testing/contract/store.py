@@ -43,6 +43,7 @@ from ._enqueue import EnqueueContract
 from ._health import HealthContract
 from ._lifecycle import LifecycleContract
 from ._notifier import NotifierContract
+from ._throughput import ThroughputContract
 from ._timeouts import StatementTimeoutContract
 from ._transactions import TransactionContract
 from ._workers import WorkersContract
@@ -62,6 +63,7 @@ class JobStoreContract(
     AuditContract,
     WorkersContract,
     HealthContract,
+    ThroughputContract,
     NotifierContract,
     LifecycleContract,
 ):

@@ -40,6 +40,7 @@ from ._enqueue_async import AsyncEnqueueContract
 from ._health_async import AsyncHealthContract
 from ._lifecycle_async import AsyncLifecycleContract
 from ._notifier_async import AsyncNotifierContract
+from ._throughput_async import AsyncThroughputContract
 from ._timeouts_async import AsyncStatementTimeoutContract
 from ._transactions_async import AsyncTransactionContract
 from ._workers_async import AsyncWorkersContract
@@ -59,6 +60,7 @@ class AsyncJobStoreContract(
     AsyncAuditContract,
     AsyncWorkersContract,
     AsyncHealthContract,
+    AsyncThroughputContract,
     AsyncNotifierContract,
     AsyncLifecycleContract,
 ):

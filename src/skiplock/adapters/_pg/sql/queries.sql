@@ -470,6 +470,12 @@ SELECT j.status, j.kind, j.tenant_id, count(*)::bigint AS count,
 FROM {schema}.jobs AS j
 GROUP BY j.status, j.kind, j.tenant_id;
 
+-- name: finished_counts
+-- Throughput over time: the jobs that finished since :since, per bucket and final state
+-- (finished_counts, migration 0009: index ranges, never the whole table).
+SELECT f.start, f.status, f.count
+FROM {schema}.finished_counts(:since::timestamptz, :bucket::interval) AS f;
+
 -- name: health_queues
 -- The jobs the health report looks at (R9), per kind and tenant: pending due now and
 -- later, the earliest due time, running and dead. Succeeded, failed and cancelled jobs

@@ -60,6 +60,10 @@ CREATE INDEX jobs_running_worker_idx ON {schema}.jobs (claimed_by) WHERE status 
 -- Retention deletes succeeded jobs oldest first.
 CREATE INDEX jobs_succeeded_completed_idx ON {schema}.jobs (completed_at)
     WHERE status = 'succeeded';
+-- Throughput over time (finished_counts) reads dead, failed and cancelled jobs by
+-- completion time (succeeded ones through the index above). Such rows are few.
+CREATE INDEX jobs_unsuccessful_completed_idx ON {schema}.jobs (completed_at)
+    WHERE status IN ('failed', 'dead', 'cancelled');
 -- Idempotency keys are unique where set (R16); enqueue uses ON CONFLICT on this index.
 CREATE UNIQUE INDEX jobs_idempotency_key_idx ON {schema}.jobs (idempotency_key)
     WHERE idempotency_key IS NOT NULL;
@@ -198,6 +202,29 @@ BEGIN
     LIMIT batch
     FOR UPDATE OF j SKIP LOCKED;
 END
+$$;
+
+-- Throughput over time (the dashboard's chart): the finished jobs since :since per
+-- bucket (date_bin from since) and state. Each branch is a range of a partial index on
+-- completed_at; sequential scans are disabled for this function's statement only, so with
+-- no statistics or stale ones it still reads the window's rows, never the table.
+CREATE FUNCTION {schema}.finished_counts(since timestamptz, bucket interval)
+RETURNS TABLE (start timestamptz, status text, count bigint)
+LANGUAGE sql
+STABLE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+    SELECT date_bin(bucket, j.completed_at, since), j.status, count(*)
+    FROM {schema}.jobs AS j
+    WHERE j.status = 'succeeded' AND j.completed_at >= since
+    GROUP BY 1, 2
+    UNION ALL
+    SELECT date_bin(bucket, j.completed_at, since), j.status, count(*)
+    FROM {schema}.jobs AS j
+    WHERE j.status IN ('failed', 'dead', 'cancelled') AND j.completed_at >= since
+    GROUP BY 1, 2
 $$;
 
 -- Workers: one row per running worker, kept alive by heartbeats (DB clock only).

@@ -1,0 +1,96 @@
+"""Contract tests of throughput over time (async source; ``_throughput.py`` is its
+generated twin).
+
+``finished_counts()`` counts the jobs that finished since a time per bucket and final
+state, from their ``completed_at``. Mixed into :class:`~.store_async.AsyncJobStoreContract`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from skiplock.core import FINISHED_STATES, Event, JobFilter, JobState, Succeeded
+
+from ._support_async import AsyncContractBase, _finish, _get, _in_state, _running, requires
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from skiplock.core import FinishedCount
+    from skiplock.ports import AsyncJobStore
+    from skiplock.testing import FakeClock
+
+_MINUTE = timedelta(minutes=1)
+
+
+def _totals(rows: list[FinishedCount]) -> Counter[tuple[datetime, JobState]]:
+    totals: Counter[tuple[datetime, JobState]] = Counter()
+    for row in rows:
+        assert row.count > 0, "zero counts are omitted"
+        assert (row.start, row.state) not in totals, "one row per bucket and state"
+        totals[row.start, row.state] = row.count
+    return totals
+
+
+class AsyncThroughputContract(AsyncContractBase):
+    """Finished jobs per bucket and final state."""
+
+    async def test_finished_counts_of_an_empty_store(self, store: AsyncJobStore) -> None:
+        assert await store.finished_counts(await store.now() - timedelta(hours=1), _MINUTE) == []
+
+    async def test_finished_counts_count_each_final_state_in_its_bucket(
+        self, store: AsyncJobStore
+    ) -> None:
+        since = await store.now() - timedelta(hours=1)
+        by_state = {state: await _in_state(store, state) for state in JobState}
+        second = await _in_state(store, JobState.DEAD)
+        replayed = await _in_state(store, JobState.DEAD)
+        assert await store.apply(JobFilter(ids=frozenset({replayed})), Event.REPLAY) == [replayed]
+        expected: Counter[tuple[datetime, JobState]] = Counter()
+        for job_id in [*by_state.values(), second]:
+            job = await _get(store, job_id)
+            if job.state in FINISHED_STATES:
+                assert job.completed_at is not None
+                start = since + ((job.completed_at - since) // _MINUTE) * _MINUTE
+                expected[start, job.state] += 1
+
+        assert _totals(await store.finished_counts(since, _MINUTE)) == expected
+        assert sum(expected.values()) == 5  # pending, running and the replayed job: not
+
+    async def test_finished_counts_start_at_since(self, store: AsyncJobStore) -> None:
+        job = await _running(store)
+        await _finish(store, job, Succeeded())
+        completed_at = (await _get(store, job.id)).completed_at
+        assert completed_at is not None
+        rows = await store.finished_counts(completed_at, timedelta(seconds=30))
+        assert _totals(rows) == {(completed_at, JobState.SUCCEEDED): 1}
+        later = completed_at + timedelta(microseconds=1)
+        assert await store.finished_counts(later, timedelta(seconds=30)) == []
+
+    @requires("controllable_clock")
+    async def test_finished_counts_put_jobs_in_the_buckets_of_their_completion(
+        self, store: AsyncJobStore, clock: FakeClock
+    ) -> None:
+        since = await store.now()
+        await _in_state(store, JobState.SUCCEEDED)
+        clock.advance(timedelta(seconds=59))
+        await _in_state(store, JobState.SUCCEEDED)
+        clock.advance(timedelta(seconds=1))
+        await _in_state(store, JobState.SUCCEEDED)
+        await _in_state(store, JobState.CANCELLED)
+        clock.advance(timedelta(minutes=5))
+        await _in_state(store, JobState.FAILED)
+
+        assert _totals(await store.finished_counts(since, _MINUTE)) == {
+            (since, JobState.SUCCEEDED): 2,
+            (since + _MINUTE, JobState.SUCCEEDED): 1,
+            (since + _MINUTE, JobState.CANCELLED): 1,
+            (since + 6 * _MINUTE, JobState.FAILED): 1,
+        }
+        assert _totals(await store.finished_counts(since + _MINUTE, 5 * _MINUTE)) == {
+            (since + _MINUTE, JobState.SUCCEEDED): 1,
+            (since + _MINUTE, JobState.CANCELLED): 1,
+            (since + 6 * _MINUTE, JobState.FAILED): 1,
+        }
