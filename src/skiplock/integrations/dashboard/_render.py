@@ -1,0 +1,217 @@
+"""The dashboard's pages as HTML: what each page shows, computed from the engine's data,
+and the Jinja2 templates that render it (autoescaped: every value is HTML-escaped).
+
+Pure functions of their arguments (no I/O but reading the packaged templates and the
+stylesheet), shared by the async and the sync dashboard.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import jinja2
+
+from skiplock.core import JobState, format_duration
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from skiplock.core import AuditEvent, HealthReport, Job, StateCount, Throughput
+
+#: The states of the depth table, in lifecycle order.
+STATES = tuple(JobState)
+#: The content type of every page.
+HTML_TYPE = "text/html; charset=utf-8"
+#: Headers of every page: no script may run, nothing is loaded from elsewhere, forms
+#: post only to the dashboard, no other site may frame it, nothing is cached.
+PAGE_HEADERS: Mapping[str, str] = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+#: A dead job's error is cut to this many characters in the list (the job's page has it all).
+SHORT_ERROR = 300
+
+#: What a page shows for a missing value (an en dash).
+DASH = "\u2013"
+
+_CHART_WIDTH = 720
+_CHART_HALF = 90  # pixels above the axis (succeeded) and below it (failures)
+
+
+def when(value: datetime | None) -> str:
+    """A time as shown on the pages (UTC), or a dash."""
+    if value is None:
+        return DASH
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _short(value: str | None) -> str:
+    if not value:
+        return ""
+    return value if len(value) <= SHORT_ERROR else value[: SHORT_ERROR - 1] + "\u2026"
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    """The templates, autoescaped (every ``{{ value }}`` is HTML-escaped)."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("skiplock.integrations.dashboard", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["when"] = when
+    env.filters["short"] = _short
+    return env
+
+
+def render(template: str, context: Mapping[str, Any]) -> bytes:
+    """``template`` rendered with ``context``, as UTF-8."""
+    return environment().get_template(template).render(**context).encode()
+
+
+@functools.cache
+def stylesheet() -> bytes:
+    """The dashboard's stylesheet (shipped in the package)."""
+    return (
+        resources.files("skiplock.integrations.dashboard")
+        .joinpath("static", "dashboard.css")
+        .read_bytes()
+    )
+
+
+def _age(seconds: float | None) -> str:
+    return DASH if seconds is None else format_duration(timedelta(seconds=seconds))
+
+
+@attrs.frozen
+class DepthRow:
+    """One kind of the depth table: jobs per state (every tenant), the oldest due age."""
+
+    kind: str
+    counts: Mapping[str, int]
+    oldest: str
+
+
+def depths(counts: Sequence[StateCount]) -> tuple[list[DepthRow], dict[str, int], str]:
+    """The depth table by kind, the totals per state, and the age of the oldest due
+    pending job (every kind) from ``engine.counts()``."""
+    by_kind: dict[str, dict[JobState, int]] = {}
+    oldest: dict[str, float] = {}
+    for c in counts:
+        row = by_kind.setdefault(c.kind, dict.fromkeys(STATES, 0))
+        row[c.state] += c.count
+        if c.state is JobState.PENDING and c.oldest_due_age is not None:
+            oldest[c.kind] = max(oldest.get(c.kind, 0.0), c.oldest_due_age)
+    rows = [
+        DepthRow(kind, {s.value: n for s, n in row.items()}, _age(oldest.get(kind)))
+        for kind, row in sorted(by_kind.items())
+    ]
+    totals = {s.value: sum(r.counts[s.value] for r in rows) for s in STATES}
+    return rows, totals, _age(max(oldest.values(), default=None))
+
+
+def chart(throughput: Throughput) -> dict[str, Any]:
+    """The throughput chart's geometry: per bucket a bar of succeeded jobs above the
+    axis and one of failures below, each half scaled to its own maximum."""
+    buckets = throughput.buckets
+    max_up = max((b.succeeded for b in buckets), default=0)
+    max_down = max((b.failures for b in buckets), default=0)
+    step = _CHART_WIDTH / max(len(buckets), 1)
+
+    def height(value: int, top: int) -> int:
+        return 0 if not value else max(1, round(_CHART_HALF * value / top))
+
+    bars = [
+        {
+            "x": round(i * step + step * 0.1, 2),
+            "up": height(b.succeeded, max_up),
+            "down": height(b.failures, max_down),
+            "succeeded": b.succeeded,
+            "failures": b.failures,
+            "label": b.start.astimezone(UTC).strftime("%H:%M:%S"),
+        }
+        for i, b in enumerate(buckets)
+    ]
+    return {
+        "width": _CHART_WIDTH,
+        "height": 2 * _CHART_HALF,
+        "axis": _CHART_HALF,
+        "bar_width": round(step * 0.8, 2),
+        "bars": bars,
+        "max_up": max_up,
+        "max_down": max_down,
+        "first": bars[0]["label"] if bars else "",
+        "last": buckets[-1].end.astimezone(UTC).strftime("%H:%M:%S") if buckets else "",
+    }
+
+
+def workers(report: HealthReport) -> list[dict[str, Any]]:
+    """The registered workers of the health report, live ones first."""
+    return [
+        {
+            "id": w.id,
+            "host": w.host,
+            "pid": w.pid,
+            "kinds": "all" if w.kinds is None else ", ".join(sorted(w.kinds)),
+            "running": w.running,
+            "heartbeat_age": format_duration(w.heartbeat_age),
+            "live": w.live,
+        }
+        for w in sorted(report.workers, key=lambda w: (not w.live, w.id))
+    ]
+
+
+def overview(
+    counts: Sequence[StateCount], report: HealthReport, throughput: Throughput
+) -> dict[str, Any]:
+    """What the overview page shows."""
+    rows, totals, oldest = depths(counts)
+    return {
+        "page": "overview",
+        "states": [s.value for s in STATES],
+        "depths": rows,
+        "totals": totals,
+        "oldest_pending": oldest,
+        "workers": workers(report),
+        "live_workers": sum(1 for w in report.workers if w.live),
+        "problems": report.problems,
+        "throughput": throughput,
+        "window": format_duration(throughput.buckets[-1].end - throughput.buckets[0].start),
+        "bucket": format_duration(throughput.bucket),
+        "chart": chart(throughput),
+    }
+
+
+def audit_rows(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
+    """A job's audit events for the job page (details as compact JSON)."""
+    return [
+        {
+            "at": e.at,
+            "action": str(e.action.value),
+            "actor": e.actor,
+            "details": "" if e.details is None else _json(e.details, indent=None),
+        }
+        for e in events
+    ]
+
+
+def payload_text(job: Job) -> str:
+    """A job's payload as indented JSON."""
+    return _json(job.payload, indent=2)
+
+
+def _json(value: Any, *, indent: int | None) -> str:
+    return json.dumps(value, indent=indent, ensure_ascii=False, sort_keys=True, default=str)
