@@ -1,0 +1,426 @@
+"""The dashboard's framework-neutral pages (sync twin generated) on the in-memory store:
+authorization (deny by default, read vs write, the caller as audit actor), CSRF, what
+each page shows, escaping, errors."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+import pytest
+
+from skiplock import AsyncEngine, JobState, Settings
+from skiplock.adapters.memory import AsyncInMemoryJobStore
+from skiplock.core import WorkerInfo
+from skiplock.integrations.dashboard import (
+    CSRF_COOKIE,
+    AsyncDashboard,
+    Forbidden,
+    Permission,
+    Request,
+    Response,
+    mount_root,
+)
+
+if TYPE_CHECKING:
+    from skiplock.testing import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+ROOT = "/admin/dashboard"
+HOST = "jobs.example"
+#: Who may do what: "admin" reads and writes, "viewer" only reads.
+USERS = {"admin": {Permission.READ, Permission.WRITE}, "viewer": {Permission.READ}}
+
+
+def authorize(request: Request, permission: Permission) -> str | None:
+    user = request.header("x-user")
+    if user not in USERS:
+        return None
+    if permission not in USERS[user]:
+        raise Forbidden(f"{user} may not {permission.value}")
+    return user
+
+
+@pytest.fixture
+async def engine(clock: FakeClock) -> AsyncEngine:
+    engine = AsyncEngine(
+        AsyncInMemoryJobStore(clock=clock), clock=clock, settings=Settings(audit=True)
+    )
+
+    @engine.processor("report.build")
+    async def build(payload: Any) -> None:
+        pass
+
+    @engine.processor("webhook.send", max_attempts=1)
+    async def send(payload: Any) -> None:
+        raise ConnectionError(f"<script>alert({payload['n']})</script> refused")
+
+    for n in range(3):
+        await engine.enqueue("report.build", {"n": n}, tenant="acme" if n else None)
+        await engine.enqueue("webhook.send", {"n": n, "html": "<b>bold</b>"})
+    await engine.worker().run_until_idle()
+    await engine.enqueue("report.build", {"n": 9})
+    await engine.enqueue("report.build", {"n": 10}, delay=3600)
+    return engine
+
+
+@pytest.fixture
+def dashboard(engine: AsyncEngine) -> AsyncDashboard:
+    return AsyncDashboard(engine, authorize=authorize)
+
+
+def _get(page: str, path: str, user: str | None = "admin", **params: str) -> Request:
+    headers = {"host": HOST} | ({"x-user": user} if user else {})
+    path, _, query = path.partition("?")
+    values: dict[str, list[str]] = {}
+    for pair in filter(None, query.split("&")):
+        name, _, value = pair.partition("=")
+        values.setdefault(name, []).append(value)
+    return Request("GET", ROOT + path, query=values, headers=headers, path_params=params)
+
+
+async def _page(
+    dashboard: AsyncDashboard, page: str, path: str, user: str | None = "admin", **params: str
+) -> tuple[Response, str]:
+    response = await dashboard.handle(page, _get(page, path, user, **params))
+    return response, response.body.decode()
+
+
+def _token(response: Response) -> str:
+    match = re.match(rf"{CSRF_COOKIE}=([^;]+);", response.headers["Set-Cookie"])
+    assert match is not None
+    return match.group(1)
+
+
+def _post(
+    action: str,
+    job_id: int,
+    user: str | None = "admin",
+    *,
+    token: str | None = "t" * 43,
+    form_token: str | None = None,
+    site: str | None = "same-origin",
+    origin: str | None = None,
+    next_page: str = "dead",
+) -> Request:
+    headers = {"host": HOST, "content-type": "application/x-www-form-urlencoded"}
+    if user:
+        headers["x-user"] = user
+    if token:
+        headers["cookie"] = f"theme=dark; {CSRF_COOKIE}={token}"
+    if site:
+        headers["sec-fetch-site"] = site
+    if origin:
+        headers["origin"] = origin
+    form = {"next": next_page} | ({"csrf_token": form_token or token} if token else {})
+    return Request(
+        "POST",
+        f"{ROOT}/jobs/{job_id}/{action}",
+        headers=headers,
+        body=urlencode(form).encode(),
+        path_params={"job_id": str(job_id)},
+    )
+
+
+async def _dead_ids(engine: AsyncEngine) -> list[int]:
+    return [job.id for job in await engine.dead_jobs()]
+
+
+# ---- deny by default ------------------------------------------------------------------
+
+
+async def test_no_dashboard_without_a_hook(engine: AsyncEngine) -> None:
+    with pytest.raises(TypeError, match="denies by default"):
+        AsyncDashboard(engine, authorize=None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be a callable"):
+        AsyncDashboard(engine, authorize="admin")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("page", "path", "params"),
+    [("overview", "/", {}), ("dead", "/dead", {}), ("job", "/jobs/2", {"job_id": "2"})],
+)
+async def test_an_unknown_caller_gets_401_and_sees_nothing(
+    dashboard: AsyncDashboard, page: str, path: str, params: dict[str, str]
+) -> None:
+    response, html = await _page(dashboard, page, path, None, **params)
+    assert response.status == 401
+    assert response.headers["WWW-Authenticate"] == 'Bearer realm="skiplock"'
+    assert response.content_type == "text/html; charset=utf-8"
+    assert "Authentication required" in html
+    assert "webhook.send" not in html
+    assert "Set-Cookie" not in response.headers
+
+
+async def test_a_hook_returning_anything_but_an_identity_refuses_the_request(
+    engine: AsyncEngine,
+) -> None:
+    dashboard = AsyncDashboard(engine, authorize=lambda request, permission: True)  # type: ignore[arg-type]
+    response, html = await _page(dashboard, "overview", "/")
+    assert response.status == 500
+    assert "webhook.send" not in html
+
+
+async def test_a_reader_sees_no_buttons_and_cannot_retry(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    response, html = await _page(dashboard, "dead", "/dead", "viewer")
+    assert response.status == 200
+    assert "viewer (read only)" in html
+    assert "<form" not in html
+    dead = await _dead_ids(engine)
+    assert len(dead) == 3
+    refused = await dashboard.handle("retry", _post("retry", dead[0], "viewer"))
+    assert refused.status == 403
+    assert "viewer may not write" in refused.body.decode()
+    assert await _dead_ids(engine) == dead
+
+
+# ---- the pages ------------------------------------------------------------------------
+
+
+async def test_the_overview_shows_depth_by_kind_and_state(dashboard: AsyncDashboard) -> None:
+    response, html = await _page(dashboard, "overview", "/")
+    assert response.status == 200
+    for name in ("Content-Security-Policy", "X-Content-Type-Options", "Cache-Control"):
+        assert name in response.headers
+    cells = dict(
+        re.findall(
+            r'<tr data-kind="([^"]+)">\s*<th scope="row">[^<]*</th>\s*(.*?)</tr>', html, re.S
+        )
+    )
+    rows = {
+        kind: dict(re.findall(r'data-state="(\w+)">([^<]*)<', row)) for kind, row in cells.items()
+    }
+    assert rows["report.build"] == {
+        "pending": "2",
+        "running": "0",
+        "succeeded": "3",
+        "failed": "0",
+        "dead": "0",
+        "cancelled": "0",
+        "oldest": "0ms",  # the due job was enqueued now (the other is due in an hour)
+    }
+    assert rows["webhook.send"]["dead"] == "3"
+    assert rows["webhook.send"]["oldest"] == "\u2013"  # no pending job
+    assert re.search(r'data-testid="total-pending">2<', html)
+    assert re.search(r'data-testid="total-dead">3<', html)
+    assert re.search(r'data-testid="window-succeeded">3<', html)
+    assert re.search(r'data-testid="window-failures">3<', html)
+    assert "No registered worker." in html
+    assert response.headers["Set-Cookie"].endswith(f"Path={ROOT}; HttpOnly; SameSite=Strict")
+
+
+async def test_the_oldest_pending_age_and_live_workers(
+    dashboard: AsyncDashboard, engine: AsyncEngine, clock: FakeClock
+) -> None:
+    clock.advance(125)
+    info = WorkerInfo(id="w-1", host="box", pid=7, kinds=frozenset({"other.kind"}))
+    await engine.store.register_worker(info)
+    await engine.store.register_worker(WorkerInfo(id="w-0", host="old", pid=8))
+    clock.advance(3600)
+    await engine.store.heartbeat("w-1")
+    html = (await _page(dashboard, "overview", "/"))[1]
+    assert re.search(r'data-testid="oldest-pending">1h2m<', html)
+    assert re.search(r'data-testid="live-workers">1<', html)
+    live, stale = re.findall(r'<tr data-worker="([^"]+)"( class="stale")?>', html)
+    assert (live, stale) == (("w-1", ""), ("w-0", ' class="stale"'))
+    assert "<td>other.kind</td>" in html
+    assert "<td>all</td>" in html
+
+
+async def test_the_dead_letter_page_lists_dead_jobs_escaped(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    response, html = await _page(dashboard, "dead", "/dead")
+    assert response.status == 200
+    for job_id in await _dead_ids(engine):
+        assert f'<tr data-job="{job_id}">' in html
+        assert f'data-testid="retry-{job_id}"' in html
+        assert f'action="{ROOT}/jobs/{job_id}/delete"' in html
+    assert "<script>" not in html
+    assert "&lt;script&gt;alert(0)&lt;/script&gt; refused" in html
+    token = _token(response)
+    assert html.count(f'name="csrf_token" value="{token}"') == 6
+
+
+async def test_the_dead_letter_page_filters_by_kind_and_pages(engine: AsyncEngine) -> None:
+    dashboard = AsyncDashboard(engine, authorize=authorize, page_size=2)
+    dead = await _dead_ids(engine)
+    html = (await _page(dashboard, "dead", "/dead?kind=webhook.send"))[1]
+    assert [int(i) for i in re.findall(r'<tr data-job="(\d+)">', html)] == dead[:2]
+    assert f'href="{ROOT}/dead?kind=webhook.send&amp;after={dead[1]}"' in html
+    html = (await _page(dashboard, "dead", f"/dead?kind=webhook.send&after={dead[1]}"))[1]
+    assert [int(i) for i in re.findall(r'<tr data-job="(\d+)">', html)] == dead[2:]
+    assert "next-page" not in html
+    html = (await _page(dashboard, "dead", "/dead?kind=report.build"))[1]
+    assert 'data-testid="no-dead"' in html
+
+
+async def test_a_job_page_shows_the_job_and_its_audit_trail(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    job_id = (await _dead_ids(engine))[0]
+    response, html = await _page(dashboard, "job", f"/jobs/{job_id}", job_id=str(job_id))
+    assert response.status == 200
+    assert 'data-testid="job-state">dead<' in html
+    assert "&lt;b&gt;bold&lt;/b&gt;" in html  # the payload, escaped
+    assert "<b>bold</b>" not in html
+    assert "job_enqueued" in html
+    assert "job_dlq" in html
+    assert f'data-testid="retry-{job_id}"' in html
+
+
+async def test_a_job_page_without_audit_events_says_whether_the_trail_is_off(
+    engine: AsyncEngine,
+) -> None:
+    engine.configure(Settings(audit=False))
+    job = await engine.enqueue("report.build", {"n": 99})
+    dashboard = AsyncDashboard(engine, authorize=authorize)
+    html = (await _page(dashboard, "job", f"/jobs/{job.id}", job_id=str(job.id)))[1]
+    assert "the audit trail is off" in html
+    assert "retry-" not in html  # a pending job: nothing to replay
+
+
+@pytest.mark.parametrize("job_id", ["999", "0", "x1", "99999999999999999999", "\u0661"])
+async def test_an_unknown_job_is_a_404_page(dashboard: AsyncDashboard, job_id: str) -> None:
+    response, html = await _page(dashboard, "job", f"/jobs/{job_id}", job_id=job_id)
+    assert response.status == 404
+    assert "no job with id" in html
+
+
+async def test_the_stylesheet_is_served_without_asking_the_hook(
+    dashboard: AsyncDashboard,
+) -> None:
+    request = Request("GET", f"{ROOT}/static/dashboard.css")
+    response = await dashboard.handle("static", request)
+    assert (response.status, response.content_type) == (200, "text/css; charset=utf-8")
+    assert b".tiles" in response.body
+
+
+# ---- the buttons -------------------------------------------------------------------------
+
+
+async def test_retry_moves_a_dead_job_to_pending_with_the_caller_as_actor(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    job_id = (await _dead_ids(engine))[0]
+    response = await dashboard.handle("retry", _post("retry", job_id))
+    assert response.status == 303
+    assert response.headers["Location"] == f"{ROOT}/dead?done=retried&job={job_id}"
+    assert (await engine.get_job(job_id)).state is JobState.PENDING
+    replay = (await engine.audit_trail(job_id))[-1]
+    assert (replay.action.value, replay.actor) == ("job_replay", "admin")
+    html = (await _page(dashboard, "dead", f"/dead?done=retried&job={job_id}"))[1]
+    assert f"Job {job_id} retried: it is pending again." in html
+    assert f'<tr data-job="{job_id}">' not in html
+
+
+async def test_retry_from_a_job_page_returns_to_it(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    job_id = (await _dead_ids(engine))[0]
+    response = await dashboard.handle("retry", _post("retry", job_id, next_page="job"))
+    assert response.headers["Location"] == f"{ROOT}/jobs/{job_id}?done=retried"
+
+
+async def test_discard_deletes_a_dead_job_with_the_caller_as_actor(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    job_id = (await _dead_ids(engine))[1]
+    response = await dashboard.handle("delete", _post("delete", job_id, next_page="job"))
+    assert response.status == 303
+    assert response.headers["Location"] == f"{ROOT}/dead?done=discarded&job={job_id}"
+    assert job_id not in await _dead_ids(engine)
+    discard = (await engine.audit_trail(job_id))[-1]
+    assert (discard.action.value, discard.actor) == ("job_discard", "admin")
+
+
+async def test_retrying_a_job_that_is_not_dead_is_a_409_page(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    pending = (await engine.list_jobs(state="pending"))[0]
+    response = await dashboard.handle("retry", _post("retry", pending.id))
+    assert response.status == 409
+    assert f'href="{ROOT}/dead"' in response.body.decode()
+    assert (await engine.get_job(pending.id)).state is JobState.PENDING
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"token": None}, "the form has expired"),
+        ({"form_token": "u" * 43}, "the form has expired"),
+        ({"token": "short"}, "the form has expired"),
+        ({"site": "cross-site"}, "cross-site request refused"),
+        ({"site": "same-site"}, "cross-site request refused"),
+        ({"site": None}, "no Origin header"),
+        ({"site": None, "origin": "https://evil.example"}, "cross-site request refused"),
+        ({"site": None, "origin": "null"}, "no Origin header"),
+    ],
+)
+async def test_a_forged_or_stale_form_is_refused_and_changes_nothing(
+    dashboard: AsyncDashboard, engine: AsyncEngine, options: dict[str, Any], message: str
+) -> None:
+    dead = await _dead_ids(engine)
+    response = await dashboard.handle("retry", _post("retry", dead[0], **options))
+    assert response.status == 403
+    assert message in response.body.decode()
+    assert await _dead_ids(engine) == dead
+
+
+async def test_a_form_from_the_same_origin_without_fetch_metadata_is_accepted(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    job_id = (await _dead_ids(engine))[0]
+    request = _post("retry", job_id, site=None, origin=f"https://{HOST}")
+    assert (await dashboard.handle("retry", request)).status == 303
+    assert (await engine.get_job(job_id)).state is JobState.PENDING
+
+
+async def test_a_post_that_is_not_the_form_is_refused(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    job_id = (await _dead_ids(engine))[0]
+    form = _post("retry", job_id)
+    json_post = Request(
+        form.method,
+        form.path,
+        headers=dict(form.headers) | {"content-type": "application/json"},
+        body=b"{}",
+        path_params=form.path_params,
+    )
+    assert (await dashboard.handle("retry", json_post)).status == 403
+    assert (await engine.get_job(job_id)).state is JobState.DEAD
+
+
+async def test_a_reader_asking_to_write_is_refused_before_the_csrf_check(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    job_id = (await _dead_ids(engine))[0]
+    response = await dashboard.handle("delete", _post("delete", job_id, None, token=None))
+    assert response.status == 401
+    assert (await engine.get_job(job_id)).state is JobState.DEAD
+
+
+# ---- mounting -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("page", "path", "params", "root"),
+    [
+        ("overview", "/ops/jobs/", {}, "/ops/jobs"),
+        ("overview", "/ops/jobs", {}, "/ops/jobs"),
+        ("overview", "/", {}, ""),
+        ("dead", "/ops/dead", {}, "/ops"),
+        ("job", "/x/jobs/7", {"job_id": "7"}, "/x"),
+        ("retry", "/x/jobs/7/retry", {"job_id": "7"}, "/x"),
+        ("static", "/x/static/dashboard.css", {}, "/x"),
+    ],
+)
+def test_the_mount_point_comes_from_the_path(
+    page: str, path: str, params: dict[str, str], root: str
+) -> None:
+    assert mount_root(page, Request("GET", path, path_params=params)) == root
