@@ -4,8 +4,9 @@ Usage::
 
     python tools/check_dist.py DIST_DIR     # after `python -m build --outdir DIST_DIR`
 
-The wheel must hold every ``*.sql`` file and ``py.typed`` of ``src/skiplock`` (the
-migrations are read at run time, the marker tells type checkers the package is typed),
+The wheel must hold every ``*.sql`` file, the dashboard's templates and stylesheet
+(``*.html``, ``*.css``) and ``py.typed`` of ``src/skiplock`` (they are read at run time,
+the marker tells type checkers the package is typed),
 the LICENSE, and metadata naming the MIT license; it must hold no tests. The sdist must
 hold the LICENSE, the docs and the tests. Exit status 1 with one line per problem.
 """
@@ -24,7 +25,8 @@ PACKAGE = ROOT / "src" / "skiplock"
 
 def required_package_files() -> set[str]:
     """Paths inside the wheel (``skiplock/...``) of the data files the code reads."""
-    files = {p for p in PACKAGE.rglob("*.sql")} | {PACKAGE / "py.typed"}
+    files = {p for pattern in ("*.sql", "*.html", "*.css") for p in PACKAGE.rglob(pattern)}
+    files.add(PACKAGE / "py.typed")
     return {p.relative_to(PACKAGE.parent).as_posix() for p in files}
 
 

@@ -4,6 +4,9 @@
 ``FastAPI(lifespan=...)``, or enter it inside your own lifespan. It needs neither FastAPI
 nor Starlette to import: a lifespan is just a callable taking the app and returning an
 async context manager (Starlette's lifespan protocol). See docs/embedding.md.
+
+``create_dashboard_router(engine, authorize=...)``: the web dashboard (docs/dashboard.md);
+it imports FastAPI when called (``pip install 'skiplock[fastapi,dashboard]'``).
 """
 
 from __future__ import annotations
@@ -17,8 +20,13 @@ from skiplock.engine import AsyncEngine, AsyncWorker, Engine, Worker
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
     from contextlib import AbstractAsyncContextManager
+    from datetime import timedelta
 
-__all__ = ["WorkerLifespan", "worker_lifespan"]
+    from fastapi import APIRouter
+
+    from .dashboard import AsyncAuthorize, Authorize
+
+__all__ = ["WorkerLifespan", "create_dashboard_router", "worker_lifespan"]
 
 
 class WorkerLifespan:
@@ -128,4 +136,40 @@ def worker_lifespan(
         tenants=tenants,
         all_kinds=all_kinds,
         worker_id=worker_id,
+    )
+
+
+def create_dashboard_router(
+    engine: AsyncEngine | Engine,
+    *,
+    authorize: AsyncAuthorize | Authorize,
+    prefix: str = "",
+    refresh: int | None = None,
+    page_size: int = 50,
+    window: timedelta | float = 3600,
+    bucket: timedelta | float = 60,
+) -> APIRouter:
+    """The web dashboard of ``engine`` as a FastAPI router (docs/dashboard.md).
+
+    Deny by default: ``authorize`` is required (TypeError without it). It is called with
+    each request (:class:`~skiplock.integrations.dashboard.Request`, whose ``native`` is
+    Starlette's) and the :class:`~skiplock.integrations.dashboard.Permission` it needs,
+    ``read`` for a page and ``write`` for the Retry and Discard buttons; it returns the
+    caller's identity (the audit actor of a button's change), None for a 401, or raises
+    :class:`~skiplock.integrations.dashboard.Forbidden` for a 403. With an
+    ``AsyncEngine`` it may be a coroutine function; a sync ``Engine`` runs it and the
+    pages in the thread pool. Mount it with ``app.include_router(router,
+    prefix="/admin/dashboard")``; its routes stay out of the app's OpenAPI document. The
+    other options are :class:`~skiplock.integrations.dashboard.AsyncDashboard`'s.
+    """
+    from .dashboard._starlette import create_router
+
+    return create_router(
+        engine,
+        authorize=authorize,
+        prefix=prefix,
+        refresh=refresh,
+        page_size=page_size,
+        window=window,
+        bucket=bucket,
     )

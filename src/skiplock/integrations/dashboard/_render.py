@@ -39,8 +39,9 @@ PAGE_HEADERS: Mapping[str, str] = {
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
-#: A dead job's error is cut to this many characters in the list (the job's page has it all).
-SHORT_ERROR = 300
+#: A dead job's error is cut to its first line, and to this many characters, in the list
+#: (the job's page has it all); so are the values of audit details.
+SHORT_ERROR = 200
 
 #: What a page shows for a missing value (an en dash).
 DASH = "\u2013"
@@ -56,10 +57,16 @@ def when(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _short(value: str | None) -> str:
-    if not value:
+def short(value: object) -> str:
+    """The first line of ``value`` (as text), cut to :data:`SHORT_ERROR` characters."""
+    if value is None or value == "":
         return ""
-    return value if len(value) <= SHORT_ERROR else value[: SHORT_ERROR - 1] + "\u2026"
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    lines = text.strip().splitlines() or [""]
+    line = lines[0]
+    if len(line) > SHORT_ERROR or len(lines) > 1:
+        return line[: SHORT_ERROR - 1] + "\u2026"
+    return line
 
 
 @functools.cache
@@ -73,7 +80,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["when"] = when
-    env.filters["short"] = _short
+    env.filters["short"] = short
     return env
 
 
@@ -125,20 +132,21 @@ def depths(counts: Sequence[StateCount]) -> tuple[list[DepthRow], dict[str, int]
 
 def chart(throughput: Throughput) -> dict[str, Any]:
     """The throughput chart's geometry: per bucket a bar of succeeded jobs above the
-    axis and one of failures below, each half scaled to its own maximum."""
+    axis and one of failures below, on one scale (the largest bar fills its half)."""
     buckets = throughput.buckets
     max_up = max((b.succeeded for b in buckets), default=0)
     max_down = max((b.failures for b in buckets), default=0)
+    top = max(max_up, max_down)
     step = _CHART_WIDTH / max(len(buckets), 1)
 
-    def height(value: int, top: int) -> int:
+    def height(value: int) -> int:
         return 0 if not value else max(1, round(_CHART_HALF * value / top))
 
     bars = [
         {
             "x": round(i * step + step * 0.1, 2),
-            "up": height(b.succeeded, max_up),
-            "down": height(b.failures, max_down),
+            "up": height(b.succeeded),
+            "down": height(b.failures),
             "succeeded": b.succeeded,
             "failures": b.failures,
             "label": b.start.astimezone(UTC).strftime("%H:%M:%S"),
@@ -196,13 +204,13 @@ def overview(
 
 
 def audit_rows(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
-    """A job's audit events for the job page (details as compact JSON)."""
+    """A job's audit events for the job page (each detail's value cut to one line)."""
     return [
         {
             "at": e.at,
             "action": str(e.action.value),
             "actor": e.actor,
-            "details": "" if e.details is None else _json(e.details, indent=None),
+            "details": [(key, short(value)) for key, value in sorted((e.details or {}).items())],
         }
         for e in events
     ]
@@ -210,8 +218,4 @@ def audit_rows(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
 
 def payload_text(job: Job) -> str:
     """A job's payload as indented JSON."""
-    return _json(job.payload, indent=2)
-
-
-def _json(value: Any, *, indent: int | None) -> str:
-    return json.dumps(value, indent=indent, ensure_ascii=False, sort_keys=True, default=str)
+    return json.dumps(job.payload, indent=2, ensure_ascii=False, sort_keys=True, default=str)

@@ -1,0 +1,252 @@
+"""The dashboard in a real headless chromium, through each binding (FastAPI on an
+AsyncEngine, Flask on a sync Engine) on PostgreSQL: the pages load, the depths shown are
+the table's, retrying a dead job from the DLQ page makes it pending, a reader cannot
+retry, an unknown caller is refused; and the screenshots of docs/dashboard.md.
+
+Set ``SKIPLOCK_DASHBOARD_SCREENSHOTS=docs/images`` to write the screenshots there (the
+test always takes them, in a temporary folder otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.pgfixtures import create_database, drop_database, execute, fetch
+
+from .apps import MOUNT, SESSION, SESSIONS, fastapi_app, flask_app, seed
+from .conftest import serve_asgi, serve_wsgi
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from playwright.sync_api import Browser, BrowserContext, Page
+
+pytestmark = pytest.mark.postgres
+
+STATES = ("pending", "running", "succeeded", "failed", "dead", "cancelled")
+
+
+class Site:
+    """A dashboard being served: its URL, its database."""
+
+    def __init__(self, url: str, dsn: str) -> None:
+        self.url = url
+        self.dsn = dsn
+
+    def page(self, path: str = "/") -> str:
+        return f"{self.url}{MOUNT}{path}"
+
+
+@pytest.fixture(params=["fastapi", "flask"])
+def site(request: pytest.FixtureRequest) -> Iterator[Site]:
+    """The seeded database, served by the binding the parameter names."""
+    name, dsn = create_database(with_schema=True)
+    try:
+        seed(dsn)
+        if request.param == "fastapi":
+            with serve_asgi(fastapi_app(dsn)) as url:
+                yield Site(url, dsn)
+        else:
+            app, store = flask_app(dsn)
+            try:
+                with serve_wsgi(app) as url:
+                    yield Site(url, dsn)
+            finally:
+                store.close()
+    finally:
+        drop_database(name)
+
+
+@pytest.fixture
+def as_user(browser: Browser, site: Site) -> Iterator[Any]:
+    """``as_user(name)``: a page of a fresh browser context signed in to the site as
+    ``name`` (None: nobody)."""
+    contexts: list[BrowserContext] = []
+    base_url = site.url
+
+    def open_page(user: str | None) -> Page:
+        context = browser.new_context()
+        contexts.append(context)
+        if user is not None:
+            [token] = [token for token, (name, _) in SESSIONS.items() if name == user]
+            context.add_cookies([{"name": SESSION, "value": token, "url": base_url}])
+        return context.new_page()
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+def _table_counts(dsn: str) -> dict[tuple[str, str], int]:
+    rows = fetch(dsn, "SELECT kind, status, count(*) FROM skiplock.jobs GROUP BY 1, 2")
+    return {(kind, status): int(n) for kind, status, n in rows}
+
+
+def _dead_ids(dsn: str) -> list[int]:
+    rows = fetch(dsn, "SELECT id FROM skiplock.jobs WHERE status = 'dead' ORDER BY id")
+    return [int(row[0]) for row in rows]
+
+
+def _state(dsn: str, job_id: int) -> str:
+    [(state,)] = fetch(dsn, f"SELECT status FROM skiplock.jobs WHERE id = {job_id}")
+    return str(state)
+
+
+def test_an_unknown_caller_is_refused(site: Site, as_user: Any) -> None:
+    page = as_user(None)
+    for path in ("/", "/dead", f"/jobs/{_dead_ids(site.dsn)[0]}"):
+        response = page.goto(site.page(path))
+        assert response is not None
+        assert response.status == 401, path
+        assert response.headers["www-authenticate"] == 'Bearer realm="skiplock"'
+        assert page.get_by_test_id("error").inner_text() == "missing or invalid credentials"
+        assert "webhook.deliver" not in page.content()
+
+
+def test_the_overview_shows_the_depths_of_the_table(site: Site, as_user: Any) -> None:
+    page = as_user("viewer")
+    response = page.goto(site.page("/"))
+    assert response is not None
+    assert response.status == 200
+    assert page.title() == "Overview · skiplock"
+    truth = _table_counts(site.dsn)
+    kinds = sorted({kind for kind, _ in truth})
+    assert kinds == ["email.send", "report.build", "webhook.deliver"]
+    shown_kinds = page.locator("table.depths tbody tr").evaluate_all(
+        "rows => rows.map(r => r.dataset.kind)"
+    )
+    assert shown_kinds == kinds
+    for kind in kinds:
+        row = page.locator(f'tr[data-kind="{kind}"]')
+        cells = {state: row.locator(f'td[data-state="{state}"]') for state in STATES}
+        shown = {state: int(cell.inner_text()) for state, cell in cells.items()}
+        assert shown == {state: truth.get((kind, state), 0) for state in STATES}, kind
+    totals = {
+        state: sum(n for (_, s), n in truth.items() if s == state) for state in ("pending", "dead")
+    }
+    assert int(page.get_by_test_id("total-pending").inner_text()) == totals["pending"] == 7
+    assert int(page.get_by_test_id("total-dead").inner_text()) == totals["dead"] == 4
+    assert int(page.get_by_test_id("window-succeeded").inner_text()) == 7
+    assert int(page.get_by_test_id("window-failures").inner_text()) == 5  # 4 dead, 1 failed
+    assert page.locator("figure.chart svg rect.ok").count() >= 1
+    assert page.get_by_test_id("identity").inner_text() == "viewer (read only)"
+    # The stylesheet came from the package (no other request left the page's origin).
+    assert page.locator("header.top").evaluate("e => getComputedStyle(e).display") == "flex"
+
+
+def test_retrying_a_dead_job_from_the_dlq_page_makes_it_pending(site: Site, as_user: Any) -> None:
+    page = as_user("admin")
+    page.goto(site.page("/dead"))
+    dead = _dead_ids(site.dsn)
+    rows = page.locator("table.jobs tbody tr")
+    assert rows.evaluate_all("rows => rows.map(r => Number(r.dataset.job))") == dead
+    assert "refused the connection" in rows.first.inner_text()
+    target = dead[1]
+    page.get_by_test_id(f"retry-{target}").click()
+    page.wait_for_url(re.compile(r"/dashboard/dead\?done=retried"))
+    notice = page.get_by_test_id("notice").inner_text()
+    assert notice == f"Job {target} retried: it is pending again."
+    assert _state(site.dsn, target) == "pending"
+    assert _dead_ids(site.dsn) == [i for i in dead if i != target]
+    assert page.locator(f'tr[data-job="{target}"]').count() == 0
+    [(_action, actor)] = fetch(
+        site.dsn,
+        f"SELECT action, actor FROM skiplock.audit WHERE job_id = {target} "
+        "AND action = 'job_replay'",
+    )
+    assert actor == "admin"
+    # Its page shows the replay in the audit trail.
+    page.goto(site.page(f"/jobs/{target}"))
+    assert page.get_by_test_id("job-state").inner_text() == "pending"
+    audit = page.get_by_test_id("audit").inner_text()
+    assert "job_dlq" in audit
+    assert "job_replay\tadmin" in audit
+
+
+def test_discarding_a_dead_job_from_its_page_deletes_it(site: Site, as_user: Any) -> None:
+    page = as_user("admin")
+    target = _dead_ids(site.dsn)[0]
+    page.goto(site.page(f"/jobs/{target}"))
+    assert "https://hooks0.example/<in>" in page.get_by_test_id("payload").inner_text()
+    page.get_by_test_id(f"discard-{target}").click()
+    page.wait_for_url(re.compile(r"/dashboard/dead\?done=discarded"))
+    assert fetch(site.dsn, f"SELECT count(*) FROM skiplock.jobs WHERE id = {target}") == [(0,)]
+
+
+def test_a_reader_cannot_retry(site: Site, as_user: Any) -> None:
+    page = as_user("viewer")
+    page.goto(site.page("/dead"))
+    dead = _dead_ids(site.dsn)
+    assert page.locator("table.jobs tbody tr").count() == len(dead)
+    assert page.locator("button").count() == 0
+    page.goto(site.page(f"/jobs/{dead[0]}"))
+    assert page.locator("button").count() == 0
+    # A form posted anyway, with the viewer's own valid CSRF token: the hook refuses.
+    [cookie] = [c for c in page.context.cookies() if c["name"] == "skiplock_csrf"]
+    with page.expect_navigation() as navigation:
+        page.evaluate(
+            """([action, token]) => {
+                const form = document.createElement("form");
+                form.method = "post";
+                form.action = action;
+                const field = document.createElement("input");
+                field.name = "csrf_token";
+                field.value = token;
+                form.appendChild(field);
+                document.body.appendChild(form);
+                form.submit();
+            }""",
+            [f"{MOUNT}/jobs/{dead[0]}/retry", cookie["value"]],
+        )
+    response = navigation.value
+    assert response is not None
+    assert response.status == 403
+    assert "viewer may only read" in page.get_by_test_id("error").inner_text()
+    assert _dead_ids(site.dsn) == dead
+
+
+#: More history for the pictures: 400 jobs that succeeded over the last hour, the dead ones
+#: spread over it too, and two live workers.
+SCREENSHOT_DATA = [
+    """
+    INSERT INTO skiplock.jobs (kind, status, payload, attempts, created_at, available_at,
+        completed_at)
+    SELECT (ARRAY['email.send', 'report.build', 'image.resize'])[1 + g % 3], 'succeeded',
+        jsonb_build_object('n', g), 1, now() - interval '2 hours', now() - interval '2 hours',
+        now() - ((g * g) % 3540) * interval '1 second'
+    FROM generate_series(1, 400) AS g
+    """,
+    "UPDATE skiplock.jobs SET completed_at = now() - (id * 7 % 55) * interval '1 minute'"
+    " WHERE status IN ('dead', 'failed', 'cancelled')",
+    """
+    INSERT INTO skiplock.workers (id, host, pid, kinds) VALUES
+        ('web-1/4412/7f3a9c', 'web-1', 4412, ARRAY['email.send', 'report.build']),
+        ('web-2/3150/0b2e41', 'web-2', 3150, NULL)
+    """,
+]
+
+
+def test_screenshots_of_the_main_pages(site: Site, as_user: Any, tmp_path: Path) -> None:
+    """The pictures of docs/dashboard.md: the jobs finished over the last hour (their
+    completion times spread out), the overview, the DLQ and a dead job's page."""
+    execute(site.dsn, SCREENSHOT_DATA)
+    folder = Path(os.environ.get("SKIPLOCK_DASHBOARD_SCREENSHOTS") or tmp_path)
+    page = as_user("admin")
+    page.set_viewport_size({"width": 1200, "height": 900})
+    shots = {
+        "overview": "/",
+        "dead": "/dead",
+        "job": f"/jobs/{_dead_ids(site.dsn)[0]}",
+    }
+    for name, path in shots.items():
+        response = page.goto(site.page(path))
+        assert response is not None
+        assert response.status == 200
+        target = folder / f"dashboard-{name}.png"
+        page.screenshot(path=str(target), full_page=True)
+        assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
