@@ -221,8 +221,14 @@ SCREENSHOT_DATA = [
         now() - ((g * g) % 3540) * interval '1 second'
     FROM generate_series(1, 400) AS g
     """,
-    "UPDATE skiplock.jobs SET completed_at = now() - (id * 7 % 55) * interval '1 minute'"
-    " WHERE status IN ('dead', 'failed', 'cancelled')",
+    """
+    UPDATE skiplock.jobs SET
+        completed_at = now() - (id * 7 % 55) * interval '1 minute',
+        claimed_at = now() - (id * 7 % 55) * interval '1 minute' - interval '2 seconds',
+        created_at = now() - (id * 7 % 55) * interval '1 minute' - interval '3 seconds',
+        available_at = now() - (id * 7 % 55) * interval '1 minute' - interval '3 seconds'
+    WHERE status IN ('dead', 'failed', 'cancelled')
+    """,
     """
     INSERT INTO skiplock.workers (id, host, pid, kinds) VALUES
         ('web-1/4412/7f3a9c', 'web-1', 4412, ARRAY['email.send', 'report.build']),
