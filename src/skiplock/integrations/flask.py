@@ -113,10 +113,7 @@ class Skiplock:
         engine = engine if engine is not None else self._engine
         if engine is None:
             raise TypeError("Skiplock needs the application's engine: Skiplock(app, engine=...)")
-        if not isinstance(engine, Engine):
-            raise TypeError(
-                f"Flask needs a sync skiplock Engine (views are sync), got {type(engine).__name__}"
-            )
+        _check_sync(engine)
         settings = settings_from_config(app.config, engine.settings)
         if settings != engine.settings:
             engine.configure(settings)
@@ -155,6 +152,13 @@ class Skiplock:
         if state.db is not None:
             options.setdefault("connection", self.connection)
         return state.engine.enqueue(kind, payload, **options)
+
+
+def _check_sync(engine: object) -> None:
+    if not isinstance(engine, Engine):
+        raise TypeError(
+            f"Flask needs a sync skiplock Engine (views are sync), got {type(engine).__name__}"
+        )
 
 
 def _has_app() -> bool:
@@ -233,6 +237,7 @@ def create_blueprint(
     with ``app.register_blueprint(bp, url_prefix="/admin/jobs")``; the OpenAPI document
     is served at ``<prefix>/openapi.json``. Route names are ``<name>.<operationId>``.
     """
+    _check_sync(engine)
     api = RestApi(engine, authorize=authorize)
     blueprint = Blueprint(name, __name__, url_prefix=url_prefix)
     for op in OPERATIONS:

@@ -54,7 +54,8 @@ class RestApi:
 
     def __init__(self, engine: Engine, *, authorize: Authorize) -> None:
         if not isinstance(engine, Engine):
-            raise TypeError(f"expected a skiplock AsyncEngine, got {type(engine).__name__}")
+            expected = Engine.__name__
+            raise TypeError(f"expected a skiplock {expected}, got {type(engine).__name__}")
         check_hook(authorize)
         if inspect.iscoroutinefunction(authorize):
             raise TypeError("a coroutine function as authorize hook needs an AsyncEngine")

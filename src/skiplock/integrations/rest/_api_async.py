@@ -50,7 +50,8 @@ class AsyncRestApi:
 
     def __init__(self, engine: AsyncEngine, *, authorize: AsyncAuthorize) -> None:
         if not isinstance(engine, AsyncEngine):
-            raise TypeError(f"expected a skiplock AsyncEngine, got {type(engine).__name__}")
+            expected = AsyncEngine.__name__
+            raise TypeError(f"expected a skiplock {expected}, got {type(engine).__name__}")
         check_hook(authorize)
         if True:  # ASYNC
             pass

@@ -58,10 +58,10 @@ FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-dat
 _JOB_ID: TypeAdapter[int] = TypeAdapter(m.JobId)
 
 
-def field_errors(exc: pydantic.ValidationError, where: str) -> list[dict[str, Any]]:
-    """pydantic's errors as ``{"loc": [where, ...], "msg": ...}`` (never the input)."""
+def field_errors(exc: pydantic.ValidationError, *where: str) -> list[dict[str, Any]]:
+    """pydantic's errors as ``{"loc": [*where, ...], "msg": ...}`` (never the input)."""
     return [
-        {"loc": [where, *error["loc"]], "msg": error["msg"]}
+        {"loc": [*where, *error["loc"]], "msg": error["msg"]}
         for error in exc.errors(include_url=False, include_input=False)[:MAX_ERRORS]
     ]
 
@@ -104,7 +104,8 @@ def parse_job_id(request: Request) -> int:
     try:
         return _JOB_ID.validate_python(request.path_params.get("job_id"), strict=False)
     except pydantic.ValidationError as exc:
-        raise InvalidRequest("invalid job id", errors=field_errors(exc, "path")) from None
+        errors = field_errors(exc, "path", "job_id")
+        raise InvalidRequest("invalid job id", errors=errors) from None
 
 
 def _is_json(media_type: str) -> bool:

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import (
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     JsonValue,
@@ -38,8 +39,24 @@ DEFAULT_PAGE = 50
 #: The longest duration a query parameter takes (seconds): ten years.
 MAX_SECONDS = 10 * 365 * 86400
 
+
+def _integral(value: object) -> object:
+    """A float with no fraction as the int it is (JSON Schema's ``integer`` allows 5.0)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: An integer of a JSON body (parsed strictly: a string is no integer).
+BodyInt = Annotated[int, BeforeValidator(_integral)]
 Kind = Annotated[str, StringConstraints(pattern=KIND_RE.pattern)]
-Tenant = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TENANT_LENGTH)]
+#: Tenant names: no control characters (the engine's rule, Unicode category Cc).
+Tenant = Annotated[
+    str,
+    StringConstraints(
+        min_length=1, max_length=MAX_TENANT_LENGTH, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$"
+    ),
+]
 Priority = Annotated[int, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])]
 JobId = Annotated[int, Field(ge=1, le=INT8_RANGE[1])]
 Limit = Annotated[int, Field(ge=1, le=MAX_PAGE, description="Jobs per page.")]
@@ -48,7 +65,8 @@ Cursor = Annotated[
     StringConstraints(pattern=r"^[0-9]{1,19}$"),
     Field(description="The `next_cursor` of the previous page (opaque: pass it back as is)."),
 ]
-Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
+#: A duration in seconds, at least a millisecond (a shorter one would round to zero).
+Seconds = Annotated[float, Field(ge=0.001, le=MAX_SECONDS, allow_inf_nan=False)]
 Time = Annotated[AwareDatetime, Field(description="RFC 3339 date-time with a UTC offset.")]
 
 
@@ -128,13 +146,18 @@ class JobCreate(_Body):
 
     kind: Kind
     payload: JsonValue = None
-    priority: Priority | None = None
+    priority: Annotated[BodyInt, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])] | None = None
     tenant: Tenant | None = None
     idempotency_key: (
-        Annotated[str, StringConstraints(min_length=1, max_length=MAX_IDEMPOTENCY_KEY_LENGTH)]
+        Annotated[
+            str,
+            StringConstraints(
+                min_length=1, max_length=MAX_IDEMPOTENCY_KEY_LENGTH, pattern=r"^[^\x00]+$"
+            ),
+        ]
         | None
     ) = None
-    max_attempts: Annotated[int, Field(ge=1, le=INT4_RANGE[1])] | None = None
+    max_attempts: Annotated[BodyInt, Field(ge=1, le=INT4_RANGE[1])] | None = None
     available_at: Time | None = None
     delay: (
         Annotated[float, Field(ge=0, le=MAX_DELAY.total_seconds(), allow_inf_nan=False)] | None
@@ -150,8 +173,8 @@ class RetryOptions(_Body):
 class RetryDead(_Body):
     """Which dead jobs to replay (every one when no filter is given)."""
 
-    kind: list[Kind] | None = None
-    tenant: list[Tenant] | None = None
+    kind: Annotated[list[Kind], Field(min_length=1)] | None = None
+    tenant: Annotated[list[Tenant], Field(min_length=1)] | None = None
     reset_attempts: bool = True
 
 
