@@ -440,7 +440,7 @@ def test_bindings_refuse_to_mount_without_a_hook() -> None:
     with pytest.raises(TypeError, match="must be a callable"):
         create_blueprint(engine, authorize="admin")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="needs an AsyncEngine"):
-        create_blueprint(engine, authorize=_true_async)
+        create_blueprint(engine, authorize=_true_async)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Flask needs a sync skiplock Engine"):
         create_blueprint(async_engine, authorize=lambda r, p: "x")  # type: ignore[arg-type]
 
