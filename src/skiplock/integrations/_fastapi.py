@@ -13,7 +13,7 @@ from starlette.responses import Response as StarletteResponse
 from skiplock.engine import AsyncEngine, Engine
 
 from .rest import OPENAPI_PATH, OPERATIONS, AsyncRestApi, Request, Response, RestApi
-from .rest._spec import Operation, operation_openapi
+from .rest._spec import Operation, operation_object, operation_openapi
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -98,14 +98,15 @@ def create_router(
 
 
 def _route(router: APIRouter, api: AsyncRestApi | RestApi, op: Operation, **options: Any) -> None:
+    described = operation_object(op)
     router.add_api_route(
         op.path,
         _answer(api, op.id),
         methods=[op.method],
         name=op.id,
         operation_id=op.id,
-        summary=op.summary,
-        description=f"{op.description}\n\nPermission: `{op.permission.value}`.",
+        summary=described["summary"],
+        description=described["description"],
         status_code=op.status,
         response_model=None,
         openapi_extra=operation_openapi(op),

@@ -104,8 +104,9 @@ OPERATIONS: tuple[Operation, ...] = (
         _JOB,
         _WRITE,
         "Delete a job",
-        "Delete (discard) a job that is not running; returns it as it was. The audit "
-        "trail keeps its payload. A running job is a 409: cancel it first.",
+        "Delete (discard) a job that is not running; returns it as it was, payload "
+        "included (an engine with the audit trail records the discard with the payload). "
+        "A running job is a 409: cancel it first.",
         m.Job,
         problems=(404, 409, 422),
     ),

@@ -213,7 +213,7 @@ class AuditEntry(_Output):
 
 
 class JobDetail(Job):
-    """A job with its audit trail, oldest first (null: this engine keeps none)."""
+    """A job with its audit trail, oldest first (null from an engine without one)."""
 
     audit_trail: list[AuditEntry] | None
 
