@@ -10,6 +10,8 @@ defaults, for typed enqueue handles (``docs/tasks.md``).
 from __future__ import annotations
 
 from skiplock.core import (
+    AuditAction,
+    AuditEvent,
     EnqueueResult,
     HealthReport,
     InvalidTransitionError,
@@ -52,16 +54,34 @@ from skiplock.engine import (
     TickResult,
     UndecodablePayloadError,
     Worker,
+    current_job,
     declare,
 )
-from skiplock.ports import Clock, Metrics, NoopMetrics, NoopTracer, SystemClock, Tracer
+from skiplock.ports import (
+    AsyncAuditSink,
+    AsyncCallbackAuditSink,
+    AuditSink,
+    CallbackAuditSink,
+    Clock,
+    Metrics,
+    NoopMetrics,
+    NoopTracer,
+    SystemClock,
+    Tracer,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncAuditSink",
+    "AsyncCallbackAuditSink",
     "AsyncEngine",
     "AsyncTask",
     "AsyncWorker",
+    "AuditAction",
+    "AuditEvent",
+    "AuditSink",
+    "CallbackAuditSink",
     "CatchUp",
     "Clock",
     "Engine",
@@ -106,5 +126,6 @@ __all__ = [
     "Worker",
     "WorkerHealth",
     "__version__",
+    "current_job",
     "declare",
 ]

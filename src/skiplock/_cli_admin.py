@@ -33,12 +33,13 @@ from skiplock.core import (
     JobState,
     SkiplockError,
     ValidationError,
+    check_actor,
     format_duration,
     parse_duration,
     unreachable_report,
     validate_identifier,
 )
-from skiplock.engine import Engine
+from skiplock.engine import Engine, Settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -345,7 +346,10 @@ def _tenants(text: str) -> list[str]:
 def _actor_name(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a name")
-    return text
+    try:
+        return check_actor("the actor", text)  # what the audit trail accepts (J10)
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _identifier(text: str) -> str:
@@ -386,7 +390,10 @@ def _run(
                     min_size=1,
                     max_size=2,
                     timeout=args.timeout.total_seconds(),
-                )
+                ),
+                # An operator's changes are what an audit trail is for (J10): recorded in
+                # the audit table with --actor, whatever the applications configured.
+                Settings(audit=True),
             )
             try:
                 problem = _reach(dsn, args.timeout)

@@ -67,6 +67,16 @@ def spawn(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Task[T]:
     return Task(fn, args, kwargs)
 
 
+def blocking_caller(fn: Callable[[], T]) -> Callable[[float], T]:
+    """``fn`` with the async twin's signature: any thread may call it; the timeout is left
+    to ``fn`` (a sync store bounds its own calls)."""
+
+    def call(timeout: float) -> T:
+        return fn()
+
+    return call
+
+
 def join(task: Task[T]) -> T:
     """Wait for a spawned thread and return its result."""
     return task.join()

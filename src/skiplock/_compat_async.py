@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import signal
 import threading
@@ -54,6 +55,35 @@ async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
 def spawn(fn: Callable[P, Coroutine[Any, Any, T]], *args: P.args, **kwargs: P.kwargs) -> Task[T]:
     """Run ``fn(*args)`` concurrently; ``join()`` waits for it."""
     return asyncio.get_running_loop().create_task(fn(*args, **kwargs))
+
+
+def blocking_caller(fn: Callable[[], Coroutine[Any, Any, T]]) -> Callable[[float], T]:
+    """A function other threads call to run ``fn()`` on the running event loop and wait
+    up to ``timeout`` seconds for its result (then TimeoutError, and the call is
+    cancelled). Called from the loop's own thread it raises RuntimeError: waiting there
+    would block the loop it waits for."""
+    loop = asyncio.get_running_loop()
+
+    def call(timeout: float) -> T:
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        if current is loop:
+            raise RuntimeError("cannot wait for an event loop's call from inside that loop")
+        coro = fn()
+        try:
+            future = asyncio.run_coroutine_threadsafe(coro, loop)
+        except RuntimeError:  # the loop is closed
+            coro.close()
+            raise
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise
+
+    return call
 
 
 async def join(task: Task[T]) -> T:
@@ -237,7 +267,12 @@ class Interruptible:
                 raise self._error
             self._blocking = blocking
         try:
-            threading.Thread(target=run, daemon=True, name=f"skiplock-{fn!r}"[:60]).start()
+            # In a copy of this task's context: the processor sees the job's context
+            # variables (skiplock's current_job(), a tracer's current span).
+            context = contextvars.copy_context()
+            threading.Thread(
+                target=context.run, args=(run,), daemon=True, name=f"skiplock-{fn!r}"[:60]
+            ).start()
             result, error = await future
             if error is not None:
                 raise error

@@ -30,12 +30,15 @@ from skiplock.core import KIND_RE, SkiplockError, StoreError, ValidationError, v
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
     from types import ModuleType
+    from wsgiref.simple_server import WSGIServer
 
     from skiplock.adapters._pg import SchemaStatus
+    from skiplock.contrib.prometheus import PrometheusMetrics
     from skiplock.ports import AsyncJobStore, JobStore
 
 DSN_ENV = "SKIPLOCK_DSN"
 PSYCOPG_HINT = "pip install 'skiplock[psycopg]'"
+PROMETHEUS_HINT = "pip install 'skiplock[prometheus]'"
 #: Seconds ``skiplock worker`` gives the store to connect and check the schema before it
 #: gives up (a worker that was running retries store errors instead).
 STARTUP_TIMEOUT = 3.0
@@ -184,6 +187,21 @@ def add_worker_options(parser: argparse.ArgumentParser) -> None:
         metavar="LEVEL",
         help="DEBUG, INFO (default), WARNING or ERROR",
     )
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="text (default), or json: one JSON object per line with the running job's "
+        "fields (job_id, kind, tenant, attempt, worker_id, trace_id)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=_port,
+        metavar="N",
+        help="serve Prometheus metrics on http://0.0.0.0:N/metrics (the engine's metrics "
+        "must be a skiplock.contrib.prometheus.PrometheusMetrics; needs "
+        f"{PROMETHEUS_HINT})",
+    )
 
 
 def _add_schema_action(parser: argparse.ArgumentParser) -> None:
@@ -221,6 +239,13 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number up to 65535, got {value}")
     return value
 
 
@@ -337,21 +362,30 @@ def _import(module_name: str) -> ModuleType:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    _log_at(args.log_level)
+    _setup_logging(args)
     return run_worker(resolve_app(args.app), args, label=args.app)
 
 
-def _log_at(level: int) -> None:
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
-    logging.getLogger("skiplock").setLevel(level)
+def _setup_logging(args: argparse.Namespace) -> None:
+    if args.log_format == "json":
+        from skiplock.contrib.logging import json_handler
+
+        logging.basicConfig(level=args.log_level, handlers=[json_handler()])
+    else:
+        logging.basicConfig(
+            level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+        )
+    logging.getLogger("skiplock").setLevel(args.log_level)
 
 
 def run_worker(engine: AsyncEngine | Engine, args: argparse.Namespace, *, label: str) -> int:
     """Run a worker of ``engine`` as ``skiplock worker`` does, with the options of
-    :func:`add_worker_options` (``label`` names the engine in errors): ``SKIPLOCK_*``
-    applied over its settings, the store opened and checked first, signals handled."""
-    _log_at(args.log_level)
+    :func:`add_worker_options` (``label`` names the engine in errors): logging set up,
+    ``SKIPLOCK_*`` applied over its settings, the store opened and checked first,
+    signals handled."""
+    _setup_logging(args)
     apply_env(engine)
+    metrics = _prometheus_metrics(engine) if args.metrics_port is not None else None
     missing = sorted(args.kinds - engine.kinds) if args.kinds else []
     if missing and not args.all_kinds:
         raise CliError(
@@ -372,6 +406,11 @@ def run_worker(engine: AsyncEngine | Engine, args: argparse.Namespace, *, label:
         raise CliError(str(exc)) from None
     debug = args.log_level <= logging.DEBUG
     try:
+        server = None if metrics is None else _serve_metrics(metrics, args.metrics_port)
+    except StartupError as exc:
+        print(f"skiplock: error: cannot start the worker: {exc}", file=sys.stderr)
+        return 1
+    try:
         if isinstance(engine, AsyncEngine):
             assert isinstance(worker, AsyncWorker)
             asyncio.run(_serve_async(engine, worker, debug=debug))
@@ -387,8 +426,44 @@ def run_worker(engine: AsyncEngine | Engine, args: argparse.Namespace, *, label:
             traceback.print_exception(exc)
         print(f"skiplock: error: cannot start the worker: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
     # An interrupted run() (KeyboardInterrupt, cancellation) propagates: main() makes it 130.
     return 130 if worker.forced else 0
+
+
+def _prometheus_metrics(engine: AsyncEngine | Engine) -> PrometheusMetrics:
+    """The engine's PrometheusMetrics, or CliError saying how to get one."""
+    try:
+        from skiplock.contrib.prometheus import PrometheusMetrics
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] == "prometheus_client":
+            raise CliError(
+                f"--metrics-port needs prometheus-client, which is not installed; run: "
+                f"{PROMETHEUS_HINT}"
+            ) from None
+        raise
+    if not isinstance(engine.metrics, PrometheusMetrics):
+        raise CliError(
+            "--metrics-port: the engine's metrics are "
+            f"{type(engine.metrics).__name__}, not skiplock.contrib.prometheus."
+            "PrometheusMetrics; build the engine with metrics=PrometheusMetrics()"
+        )
+    return engine.metrics
+
+
+def _serve_metrics(metrics: PrometheusMetrics, port: int) -> WSGIServer:
+    """Serve ``metrics``' registry on ``port``; StartupError if the port is taken."""
+    try:
+        server, _ = metrics.serve(port)
+    except OSError as exc:
+        raise StartupError(f"cannot serve metrics on port {port}: {_describe(exc)}") from exc
+    logging.getLogger("skiplock.metrics").info(
+        "serving Prometheus metrics on http://0.0.0.0:%d/metrics", port
+    )
+    return server
 
 
 async def _serve_async(engine: AsyncEngine, worker: AsyncWorker, *, debug: bool) -> None:

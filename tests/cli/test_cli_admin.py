@@ -21,7 +21,7 @@ from tests.cli.admin_helpers import (
     parse,
     run_cli,
 )
-from tests.pgfixtures import execute
+from tests.pgfixtures import execute, fetch
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -338,6 +338,23 @@ def test_actor_is_passed_only_where_the_admin_api_takes_it(
     assert run("jobs", "cancel", str(third)) == 0
     assert seen == ["bob", None]
     assert set(job_states(run.dsn).values()) == {"cancelled"}
+
+
+@needs_psycopg
+@pytest.mark.postgres
+def test_admin_commands_record_their_changes_in_the_audit_trail(run: Run) -> None:
+    first, second = enqueue(run.dsn, "email", 2)
+    assert run("jobs", "cancel", str(first), "--actor", "alice") == 0
+    assert run("jobs", "retry", str(first), "--actor", "alice") == 0
+    assert run("jobs", "delete", str(second)) == 0
+    rows = fetch(run.dsn, "SELECT job_id, action, actor FROM skiplock.audit ORDER BY id")
+    assert [tuple(row) for row in rows] == [
+        (first, "job_cancelled", "alice"),
+        (first, "job_replay", "alice"),
+        (second, "job_discard", None),
+    ]
+    assert run("jobs", "fail", str(first), "--actor", "bad\nname") == 2
+    assert "actor" in run.err
 
 
 # ---- counts and workers -------------------------------------------------------------------

@@ -367,11 +367,11 @@ async def test_a_failed_enqueue_is_tried_again_by_the_next_pass(
     real_enqueue = store.enqueue
     calls: list[str] = []
 
-    async def failing_once(requests: Any, *, connection: Any = None) -> Any:
+    async def failing_once(requests: Any, *, connection: Any = None, audit: Any = None) -> Any:
         calls.append(requests[0].kind)
         if len(calls) == 1:
             raise ConnectionError("store down")
-        return await real_enqueue(requests, connection=connection)
+        return await real_enqueue(requests, connection=connection, audit=audit)
 
     store.enqueue = failing_once  # type: ignore[method-assign]
     with caplog.at_level(logging.ERROR, logger="skiplock.periodic"):

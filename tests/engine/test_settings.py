@@ -242,6 +242,8 @@ ENV_SAMPLES: dict[str, tuple[str, Any]] = {
     "retention_archive": ("yes", True),
     "max_payload_bytes": ("2048", 2048),
     "unknown_kinds": ("allow", "allow"),
+    "audit": ("on", True),
+    "audit_actor": (" billing-api ", "billing-api"),
     "max_attempts": ("9", 9),
     "backoff_base": ("2s", timedelta(seconds=2)),
     "backoff_factor": ("3", 3.0),

@@ -11,9 +11,9 @@ def test_every_listed_variable_is_read() -> None:
     names = Settings.env_names()
     assert {"SKIPLOCK_CONCURRENCY", "SKIPLOCK_TIMEOUTS", "SKIPLOCK_CAPS"} <= names
     for name in sorted(names):
-        # Read: a value no setting accepts is refused, naming the variable.
+        # Read: a value no setting accepts (a control character) is refused, naming it.
         with pytest.raises(ValidationError, match=name):
-            Settings.from_env({name: "§"})
+            Settings.from_env({name: "\x01§"})
 
 
 def test_other_variables_are_not_read() -> None:

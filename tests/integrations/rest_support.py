@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from flask import Flask
 
-from skiplock import AsyncEngine, Engine
+from skiplock import AsyncEngine, Engine, Settings
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore, PsycopgJobStore
 from skiplock.integrations.fastapi import create_router
 from skiplock.integrations.flask import create_blueprint
@@ -141,18 +141,17 @@ def client_for(
     flavour: str,
     dsn: str,
     *,
-    engine_class: type[Any] | None = None,
+    settings: Settings | None = None,
     hook: Callable[..., Any] | None = None,
 ) -> Iterator[Client]:
-    """A client of ``flavour``'s app on ``dsn`` (engines of ``engine_class``, a subclass
-    of the right flavour, if given)."""
+    """A client of ``flavour``'s app on ``dsn``, its engine with ``settings``."""
     if flavour == "fastapi-async":
-        engine: Any = (engine_class or AsyncEngine)(AsyncPsycopgJobStore(dsn, max_size=4))
+        engine: Any = AsyncEngine(AsyncPsycopgJobStore(dsn, max_size=4), settings)
         with TestClient(fastapi_app(engine, hook or authorize_async)) as test_client:
             yield Client(flavour, test_client, engine)
         return
     store = PsycopgJobStore(dsn, max_size=4)
-    engine = (engine_class or Engine)(store)
+    engine = Engine(store, settings)
     try:
         if flavour == "fastapi-sync":
             with TestClient(fastapi_app(engine, hook or authorize)) as test_client:

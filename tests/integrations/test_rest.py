@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from skiplock import AsyncEngine, Engine, JobState
+from skiplock import AsyncEngine, Engine, JobState, Settings
 from skiplock.adapters.memory import AsyncInMemoryJobStore, InMemoryJobStore
 from skiplock.adapters.psycopg import PsycopgJobStore
 from skiplock.core import ClaimRequest
@@ -218,7 +218,7 @@ def test_get_job(client: Client, jobs: Engine, pg_dsn: str) -> None:
     assert reply.status == 200
     models.JobDetail.model_validate(reply.body)
     job = jobs.get_job(job_id)
-    assert reply.body == job_dict(job) | {"audit_trail": None}
+    assert reply.body == job_dict(job) | {"audit_trail": []}  # the engine records none
     assert (reply.body["state"], reply.body["last_error"], reply.body["payload"]) == (
         "dead",
         "refused",
@@ -402,19 +402,24 @@ def test_read_only_callers_get_403_on_writes_and_change_nothing(
     assert snapshot(pg_dsn) == before
 
 
+@pytest.mark.parametrize("identity", [True, "", "ops\nadmin", "x" * 256])
 def test_hook_that_returns_no_identity_refuses_the_request(
-    jobs: Engine, pg_dsn: str, caplog: pytest.LogCaptureFixture
+    jobs: Engine, pg_dsn: str, caplog: pytest.LogCaptureFixture, identity: object
 ) -> None:
     job_id = jobs.enqueue("report.build", {}).id
     before = snapshot(pg_dsn)
+
+    async def hook_async(request: Request, permission: Permission) -> Any:
+        return identity
+
     for flavour in FLAVOURS:
-        hook = (lambda request, permission: True) if flavour != "fastapi-async" else _true_async
+        hook = (lambda r, p: identity) if flavour != "fastapi-async" else hook_async
         with client_for(flavour, pg_dsn, hook=hook) as made:
             reply = made.post(f"/jobs/{job_id}/cancel")
             problem(reply, 500, "internal-error")
             assert "see the server's log" in reply.body["detail"]
     assert snapshot(pg_dsn) == before
-    assert "must return the caller's identity" in caplog.text
+    assert "must return the caller's identity or None" in caplog.text
 
 
 async def _true_async(request: Request, permission: Permission) -> Any:
@@ -448,72 +453,28 @@ def test_bindings_refuse_to_mount_without_a_hook() -> None:
 # ---- the caller is the audit actor --------------------------------------------------------
 
 
-class _RecordingEngine(Engine):
-    """An engine whose changes record an ``actor=`` (as the audit trail's do, J10)."""
-
-    actors: list[tuple[str, str | None]]
-
-    def cancel_job(self, job_id: int, *, actor: str | None = None) -> Any:
-        self.actors.append(("cancel_job", actor))
-        return super().cancel_job(job_id)
-
-    def retry_dead(self, *, actor: str | None = None, **options: Any) -> Any:
-        self.actors.append(("retry_dead", actor))
-        return super().retry_dead(**options)
-
-    def audit_trail(self, job_id: int) -> list[Any]:
-        return [_Event("job_cancelled", actor) for _, actor in self.actors]
-
-
-class _RecordingAsyncEngine(AsyncEngine):
-    actors: list[tuple[str, str | None]]
-
-    async def cancel_job(self, job_id: int, *, actor: str | None = None) -> Any:
-        self.actors.append(("cancel_job", actor))
-        return await super().cancel_job(job_id)
-
-    async def retry_dead(self, *, actor: str | None = None, **options: Any) -> Any:
-        self.actors.append(("retry_dead", actor))
-        return await super().retry_dead(**options)
-
-    async def audit_trail(self, job_id: int) -> list[Any]:
-        return [_Event("job_cancelled", actor) for _, actor in self.actors]
-
-
-class _Event:
-    def __init__(self, action: str, actor: str | None) -> None:
-        self.action = action
-        self.actor = actor
-        self.at = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
-        self.details = {"from": "pending"}
-
-
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_the_callers_identity_is_the_audit_actor(flavour: str, jobs: Engine, pg_dsn: str) -> None:
-    job_id = jobs.enqueue("report.build", {}).id
-    engine_class = _RecordingAsyncEngine if flavour == "fastapi-async" else _RecordingEngine
-    engine_class.actors = []
-    with client_for(flavour, pg_dsn, engine_class=engine_class) as made:
+    job_id = jobs.enqueue("report.build", {"n": 1}).id
+    other = jobs.enqueue("report.build", {"n": 2}).id
+    with client_for(flavour, pg_dsn, settings=Settings(audit=True)) as made:
         assert made.post(f"/jobs/{job_id}/cancel").status == 200
-        assert made.post("/dlq/retry", json={}).status == 200
+        assert made.post(f"/jobs/{job_id}/retry", json={"reset_attempts": False}).status == 200
+        assert made.delete(f"/jobs/{other}").status == 200
         detail = made.get(f"/jobs/{job_id}", token=VIEWER).body
-    assert engine_class.actors == [
-        ("cancel_job", "ops@example.com"),
-        ("retry_dead", "ops@example.com"),
-    ]
-    assert (
-        detail["audit_trail"]
-        == [
-            {
-                "action": "job_cancelled",
-                "actor": "ops@example.com",
-                "at": "2030-01-02T03:04:05+00:00",
-                "details": {"from": "pending"},
-            }
-        ]
-        * 2
-    )
     models.JobDetail.model_validate(detail)
+    assert [(e["action"], e["actor"], e["details"]) for e in detail["audit_trail"]] == [
+        ("job_cancelled", "ops@example.com", {"from": "pending"}),
+        ("job_replay", "ops@example.com", {"from": "cancelled", "reset_attempts": False}),
+    ]
+    assert all(datetime.fromisoformat(e["at"]).tzinfo for e in detail["audit_trail"])
+    # The discard keeps the payload of the job that is gone.
+    [discard] = jobs.audit_trail(other)
+    assert (discard.action, discard.actor, discard.details) == (
+        "job_discard",
+        "ops@example.com",
+        {"from": "pending", "payload": {"n": 2}},
+    )
 
 
 # ---- one mapping, one schema --------------------------------------------------------------

@@ -36,6 +36,10 @@ def test_counters_saturate_in_start_and_complete(store: PsycopgJobStore, pg_dsn:
     scenarios.counters_saturate_in_start_and_complete(store, pg_dsn)
 
 
+def test_a_claim_audits_the_rows_it_buries(store: PsycopgJobStore, pg_dsn: str) -> None:
+    scenarios.claim_audits_the_rows_it_buries(store, pg_dsn)
+
+
 def test_admin_reads_name_the_bad_row(store: PsycopgJobStore, pg_dsn: str) -> None:
     scenarios.admin_reads_name_the_bad_row(store, pg_dsn)
 

@@ -59,5 +59,9 @@ async def test_counters_saturate_in_start_and_complete(
     await scenarios.counters_saturate_in_start_and_complete(store, pg_dsn)
 
 
+async def test_a_claim_audits_the_rows_it_buries(store: AsyncSessionJobStore, pg_dsn: str) -> None:
+    await scenarios.claim_audits_the_rows_it_buries(store, pg_dsn)
+
+
 async def test_admin_reads_name_the_bad_row(store: AsyncSessionJobStore, pg_dsn: str) -> None:
     await scenarios.admin_reads_name_the_bad_row(store, pg_dsn)

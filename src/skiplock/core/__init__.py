@@ -6,6 +6,17 @@ without sleeping. Imports only the standard library and attrs.
 
 from __future__ import annotations
 
+from ._audit import (
+    OPERATOR_ACTIONS,
+    AuditAction,
+    AuditEvent,
+    completion_action,
+    discard_details,
+    dlq_details,
+    operator_action,
+    operator_details,
+    operator_extra,
+)
 from ._bucket import RateLimit, TokenBucket, new_bucket, refill, take
 from ._capacity import (
     PairCap,
@@ -41,6 +52,7 @@ from ._failure import (
     undecodable_error,
 )
 from ._fields import (
+    ACTOR,
     FLAG,
     NON_NEGATIVE_DURATION,
     NON_NEGATIVE_INT,
@@ -115,6 +127,7 @@ from ._validation import (
     INT4_RANGE,
     INT8_RANGE,
     KIND_RE,
+    MAX_ACTOR_LENGTH,
     MAX_AVAILABLE_AT,
     MAX_DELAY,
     MAX_IDEMPOTENCY_KEY_LENGTH,
@@ -124,6 +137,7 @@ from ._validation import (
     MAX_TENANT_LENGTH,
     MIN_AVAILABLE_AT,
     PRIORITY_RANGE,
+    check_actor,
     check_available_at,
     check_bool,
     check_choice,
@@ -151,6 +165,7 @@ from ._validation import (
 )
 
 __all__ = [
+    "ACTOR",
     "FLAG",
     "IDENTIFIER_RE",
     "INT4_RANGE",
@@ -158,6 +173,7 @@ __all__ = [
     "JSON",
     "KIND_RE",
     "LIVE_HEARTBEATS",
+    "MAX_ACTOR_LENGTH",
     "MAX_AVAILABLE_AT",
     "MAX_DELAY",
     "MAX_ERROR_LENGTH",
@@ -169,6 +185,7 @@ __all__ = [
     "MIN_AVAILABLE_AT",
     "NON_NEGATIVE_DURATION",
     "NON_NEGATIVE_INT",
+    "OPERATOR_ACTIONS",
     "OPERATOR_EVENTS",
     "POLICY_FIELDS",
     "POLICY_FIELD_NAMES",
@@ -180,6 +197,8 @@ __all__ = [
     "TERMINAL_STATES",
     "TRANSITIONS",
     "UNDECODABLE_MARK",
+    "AuditAction",
+    "AuditEvent",
     "Bury",
     "ClaimRequest",
     "Completion",
@@ -229,6 +248,7 @@ __all__ = [
     "base_delay",
     "capped_kinds",
     "charged_positions",
+    "check_actor",
     "check_available_at",
     "check_bool",
     "check_choice",
@@ -248,8 +268,11 @@ __all__ = [
     "check_text",
     "choice",
     "claim_order",
+    "completion_action",
     "counter_problem",
     "decide_failure",
+    "discard_details",
+    "dlq_details",
     "encode_payload",
     "field_defaults",
     "first_occurrences",
@@ -258,6 +281,9 @@ __all__ = [
     "legal_events",
     "new_bucket",
     "next_delay",
+    "operator_action",
+    "operator_details",
+    "operator_extra",
     "optional_duration",
     "optional_rate_limit",
     "overrides_from",

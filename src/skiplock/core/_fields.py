@@ -22,6 +22,7 @@ import attrs
 
 from ._bucket import RateLimit
 from ._validation import (
+    check_actor,
     check_bool,
     check_choice,
     check_duration,
@@ -103,6 +104,7 @@ FRACTION = ValueType(
 )
 FLAG = ValueType(check_bool, parse_bool, "bool")
 RATE = ValueType(check_rate_limit, parse_rate, "rps/burst")
+ACTOR = ValueType(check_actor, str.strip, "text")
 
 
 def _parse_word(raw: str) -> str:

@@ -23,6 +23,8 @@ IDENTIFIER_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 KIND_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:\-]{0,199}$")
 MAX_PAYLOAD_BYTES = 1024 * 1024
 MAX_TENANT_LENGTH = 200
+#: Longest actor name the audit trail records (J10).
+MAX_ACTOR_LENGTH = 255
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
 #: PostgreSQL ``smallint``, the ``priority`` column.
 PRIORITY_RANGE = (-32768, 32767)
@@ -344,6 +346,20 @@ def check_tenant(name: str, tenant: object) -> str:
     if _has_control_chars(tenant):
         raise ValidationError(f"{name} {shown(tenant)} contains control characters")
     return tenant
+
+
+def check_actor(name: str, actor: object) -> str:
+    """Return ``actor`` if it names who made a change for the audit trail (J10):
+    non-empty text of at most :data:`MAX_ACTOR_LENGTH` characters without control
+    characters."""
+    if not isinstance(actor, str):
+        raise ValidationError(f"{name} must be a str or None, got {type(actor).__name__}")
+    if not actor.strip():
+        raise ValidationError(f"{name} must not be blank (use None for no actor)")
+    check_text(name, actor, max_length=MAX_ACTOR_LENGTH)
+    if _has_control_chars(actor):
+        raise ValidationError(f"{name} {shown(actor)} contains control characters")
+    return actor
 
 
 def _validate_idempotency_key(key: object) -> None:

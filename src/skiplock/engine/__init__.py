@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._codec import decoder_for, encode
-from ._context import JobContext
+from ._context import JobContext, current_job
 from ._declaration import TaskDef, TaskOptions, declare
 from ._engine import Engine
 from ._engine_async import AsyncEngine
@@ -38,6 +38,7 @@ __all__ = [
     "TickResult",
     "UndecodablePayloadError",
     "Worker",
+    "current_job",
     "declare",
     "decoder_for",
     "default_worker_id",

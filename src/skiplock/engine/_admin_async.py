@@ -1,17 +1,20 @@
 """Admin operations of an engine (R13 / J8) (async source; ``_admin.py`` is the sync
-twin): read, list, replay, cancel, fail and delete jobs through the store, and the health
-report (R9)."""
+twin): read, list, replay, cancel, fail and delete jobs through the store, the health
+report (R9) and a job's audit trail (J10)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+import attrs
+
 from skiplock.core import (
     INT8_RANGE,
     LIVE_HEARTBEATS,
     MAX_AVAILABLE_AT,
     MIN_AVAILABLE_AT,
+    AuditEvent,
     Event,
     HealthReport,
     HealthThresholds,
@@ -24,6 +27,7 @@ from skiplock.core import (
     StateCount,
     ValidationError,
     assess_health,
+    check_actor,
     check_bool,
     check_duration,
     check_int,
@@ -39,21 +43,34 @@ from ._enqueue import as_names, as_states
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from skiplock.ports import AsyncJobStore
+    from skiplock.ports import AsyncAudit, AsyncJobStore
 
     from ._settings import Settings
 
 
 class AsyncAdminOps:
-    """The admin API, mixed into :class:`AsyncEngine` (it provides ``_store`` and
-    ``_settings``).
+    """The admin API, mixed into :class:`AsyncEngine` (it provides ``_store``,
+    ``_settings`` and ``_audit``, the engine's audit of changes without an actor, None
+    while it is off).
 
     Arguments are validated like enqueue arguments: a bad one raises
-    :class:`~skiplock.ValidationError` before the store is asked.
+    :class:`~skiplock.ValidationError` before the store is asked. Every method that
+    changes jobs takes ``actor=``: who the audit trail names for the change (J10;
+    default ``Settings.audit_actor``; ignored while the audit trail is off).
     """
 
     _store: AsyncJobStore
     _settings: Settings
+    _audit: AsyncAudit | None
+
+    def _audit_by(self, actor: str | None) -> AsyncAudit | None:
+        """The audit of a change made by ``actor`` (checked), None when it is off."""
+        if actor is not None:
+            check_actor("actor", actor)
+        audit = self._audit
+        if audit is None or actor is None:
+            return audit
+        return attrs.evolve(audit, actor=actor)
 
     async def get_job(self, job_id: int) -> Job:
         """One job (with ``last_error`` and attempts); JobNotFoundError if absent."""
@@ -174,10 +191,15 @@ class AsyncAdminOps:
             max_dead=None if max_dead is None else check_int("max_dead", max_dead, minimum=0),
         )
 
-    async def retry_job(self, job_id: int, *, reset_attempts: bool = True) -> Job:
+    async def retry_job(
+        self, job_id: int, *, reset_attempts: bool = True, actor: str | None = None
+    ) -> Job:
         """Replay a dead, failed or cancelled job: pending and due now. It starts over
-        (attempts 0) unless ``reset_attempts=False`` keeps its attempts."""
-        return await self._apply_one(job_id, Event.REPLAY, reset_attempts=reset_attempts)
+        (attempts 0) unless ``reset_attempts=False`` keeps its attempts. Audited as
+        ``job_replay``."""
+        return await self._apply_one(
+            job_id, Event.REPLAY, reset_attempts=reset_attempts, actor=actor
+        )
 
     async def retry_dead(
         self,
@@ -185,41 +207,73 @@ class AsyncAdminOps:
         kind: str | Iterable[str] | None = None,
         tenant: str | Iterable[str] | None = None,
         reset_attempts: bool = True,
+        actor: str | None = None,
     ) -> list[int]:
         """Replay every dead job matching the filter; returns the ids. Each starts over
-        (attempts 0) unless ``reset_attempts=False`` keeps its attempts (J8)."""
+        (attempts 0) unless ``reset_attempts=False`` keeps its attempts (J8). Audited as
+        ``job_replay`` per job."""
         check_bool("reset_attempts", reset_attempts)
         job_filter = JobFilter(
             states=frozenset({JobState.DEAD}),
             kinds=as_names("kind", kind),
             tenants=as_names("tenant", tenant),
         )
-        return await self._store.apply(job_filter, Event.REPLAY, reset_attempts=reset_attempts)
+        return await self._apply(job_filter, Event.REPLAY, reset_attempts, actor)
 
-    async def cancel_job(self, job_id: int) -> Job:
+    async def cancel_job(self, job_id: int, *, actor: str | None = None) -> Job:
         """Cancel a job. A running one is asked to stop: its worker's next heartbeat
         interrupts the processor (``ctx.cancelled``, :class:`JobCancelledError`), and its
-        result is discarded by fencing (R13)."""
-        return await self._apply_one(job_id, Event.CANCEL)
+        result is discarded by fencing (R13). Audited as ``job_cancelled``."""
+        return await self._apply_one(job_id, Event.CANCEL, actor=actor)
 
-    async def fail_job(self, job_id: int) -> Job:
-        """Set the manual stop flag: ``failed``, never tried again unless replayed."""
-        return await self._apply_one(job_id, Event.MARK_FAILED)
+    async def fail_job(self, job_id: int, *, actor: str | None = None) -> Job:
+        """Set the manual stop flag: ``failed``, never tried again unless replayed.
+        Audited as ``job_failed_manually``."""
+        return await self._apply_one(job_id, Event.MARK_FAILED, actor=actor)
 
-    async def delete_job(self, job_id: int) -> Job:
-        """Delete a job that is not running; returns it as it was."""
+    async def delete_job(self, job_id: int, *, actor: str | None = None) -> Job:
+        """Delete a job that is not running; returns it as it was. Audited as
+        ``job_discard``, with its payload."""
         check_job_id("job_id", job_id)
-        deleted = await self._store.delete(JobFilter(ids=frozenset({job_id})))
+        audit = self._audit_by(actor)
+        job_filter = JobFilter(ids=frozenset({job_id}))
+        if audit is None:
+            deleted = await self._store.delete(job_filter)
+        else:
+            deleted = await self._store.delete(job_filter, audit=audit)
         if deleted:
             return deleted[0]
         job = await self.get_job(job_id)
         raise InvalidTransitionError(f"cannot delete job {job_id}: it is {job.state.value}")
 
-    async def _apply_one(self, job_id: int, event: Event, *, reset_attempts: bool = False) -> Job:
+    async def audit_trail(self, job_id: int) -> list[AuditEvent]:
+        """The job's audit events (J10) in the store's audit table, oldest first;
+        ``[]`` for a job without any (also an unknown one). A deleted job's events stay
+        until retention purges them."""
+        return await self._store.audit_trail(check_job_id("job_id", job_id))
+
+    async def _apply(
+        self, job_filter: JobFilter, event: Event, reset_attempts: bool, actor: str | None
+    ) -> list[int]:
+        audit = self._audit_by(actor)
+        if audit is None:
+            return await self._store.apply(job_filter, event, reset_attempts=reset_attempts)
+        return await self._store.apply(
+            job_filter, event, reset_attempts=reset_attempts, audit=audit
+        )
+
+    async def _apply_one(
+        self,
+        job_id: int,
+        event: Event,
+        *,
+        reset_attempts: bool = False,
+        actor: str | None = None,
+    ) -> Job:
         check_job_id("job_id", job_id)
         check_bool("reset_attempts", reset_attempts)
-        changed = await self._store.apply(
-            JobFilter(ids=frozenset({job_id})), event, reset_attempts=reset_attempts
+        changed = await self._apply(
+            JobFilter(ids=frozenset({job_id})), event, reset_attempts, actor
         )
         job = await self.get_job(job_id)
         if not changed:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Concatenate, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Concatenate, TypeVar, Unpack, cast, overload
 
 from skiplock._compat_async import IS_ASYNC
 from skiplock.core import (
@@ -16,13 +16,21 @@ from skiplock.core import (
     ValidationError,
     unknown_kind_message,
 )
-from skiplock.ports import NoopMetrics, NoopTracer, SystemClock
+from skiplock.ports import (
+    AsyncAudit,
+    AsyncAuditSink,
+    AsyncCallbackAuditSink,
+    NoopMetrics,
+    NoopTracer,
+    SystemClock,
+)
 
 from ._admin_async import AsyncAdminOps
 from ._declaration import TaskDef, TaskOptions, declare
 from ._enqueue import Enqueue, build_request
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance_async import Maintenance
+from ._observe import PublishSpan, traces
 from ._periodic import CatchUp, ScheduleInfo, TickResult, build_schedule
 from ._registry import (
     Processor,
@@ -39,6 +47,7 @@ from ._task_async import AsyncTask
 from ._worker_async import AsyncWorker, WorkerParts
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from datetime import datetime, timedelta, tzinfo
 
     from skiplock.core import EnqueueRequest
@@ -63,6 +72,11 @@ class AsyncEngine(AsyncAdminOps):
     (the store keeps its own clock for due times); ``metrics``/``tracer`` default to no-ops.
     An engine without processors is an enqueue-only node; one that declares its kinds
     (:meth:`declare`) refuses the kinds it does not know (``Settings.unknown_kinds``).
+
+    The audit trail (J10) is off unless ``Settings.audit`` is on (events go to the
+    store's audit table) or ``audit_sink`` is given (an
+    :class:`~skiplock.ports.AsyncAuditSink`, or a function ``(events, connection)``
+    wrapped in :class:`~skiplock.ports.AsyncCallbackAuditSink`; events go to it instead).
     """
 
     def __init__(
@@ -73,21 +87,31 @@ class AsyncEngine(AsyncAdminOps):
         clock: Clock | None = None,
         metrics: Metrics | None = None,
         tracer: Tracer | None = None,
+        audit_sink: AsyncAuditSink | Callable[..., object] | None = None,
     ) -> None:
         if settings is not None and not isinstance(settings, Settings):
             raise TypeError(f"settings must be skiplock.Settings, got {type(settings).__name__}")
         self._store = store
         self._settings = settings if settings is not None else Settings()
+        self._audit_sink = _audit_sink(audit_sink)
+        # The audit of changes made without an actor (J10); None: no audit trail.
+        self._audit = self._audit_of(self._settings)
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._metrics: Metrics = metrics if metrics is not None else NoopMetrics()
         self._tracer: Tracer = tracer if tracer is not None else NoopTracer()
+        self._traced = traces(self._tracer)
         self._registry = Registry()
         # Token buckets and node limits of every worker of this engine in this process
         # (J6): a node is a process.
         self._rate_limiter = RateLimiter()
         self._node_slots = NodeSlots()
-        self._maintenance = Maintenance(store, self._settings, self.stale_ttls)
-        self._scheduler = Scheduler(store, self._requests, lambda: self._settings.retention)
+        self._maintenance = Maintenance(store, self._settings, self.stale_ttls, self._audit)
+        self._scheduler = Scheduler(
+            store,
+            self._requests,
+            lambda: self._settings.retention,
+            audit=lambda: self._audit,
+        )
         # Resolved policies of kinds without a processor here (Settings is frozen, so
         # only a registration can change them): resolving builds and validates new
         # policy objects, far too slow to repeat for every enqueued job.
@@ -119,7 +143,8 @@ class AsyncEngine(AsyncAdminOps):
             raise TypeError(f"settings must be skiplock.Settings, got {type(settings).__name__}")
         self._registry.resolve_again(lambda spec: settings.policy_for(spec.kind, spec.overrides))
         self._settings = settings
-        self._maintenance = Maintenance(self._store, settings, self.stale_ttls)
+        self._audit = self._audit_of(settings)
+        self._maintenance = Maintenance(self._store, settings, self.stale_ttls, self._audit)
         self._policies.clear()
 
     @property
@@ -136,6 +161,17 @@ class AsyncEngine(AsyncAdminOps):
     def tracer(self) -> Tracer:
         """The tracer."""
         return self._tracer
+
+    def _audit_of(self, settings: Settings) -> AsyncAudit | None:
+        if not settings.audit and self._audit_sink is None:
+            return None
+        return AsyncAudit(actor=settings.audit_actor, sink=self._audit_sink)
+
+    @property
+    def audit(self) -> AsyncAudit | None:
+        """How changes are audited (J10): the sink (None: the store's audit table) and
+        the actor of changes without one; None while the audit trail is off."""
+        return self._audit
 
     @property
     def processors(self) -> dict[str, ProcessorSpec]:
@@ -388,16 +424,43 @@ class AsyncEngine(AsyncAdminOps):
     async def _enqueue(self, items: Sequence[Enqueue], connection: Any) -> list[EnqueueResult]:
         if not items:
             return []
-        return await self._store.enqueue(self._requests(items), connection=connection)
+        if not self._traced:
+            return await self._write(self._requests(items, None), connection)
+        # R3: a producer span around the call; its context is stored with every job.
+        kinds = [
+            kind if isinstance(kind := getattr(item, "kind", None), str) else "" for item in items
+        ]
+        span = PublishSpan(self._tracer, kinds)
+        error: BaseException | None = None
+        try:
+            requests = self._requests(items, span.context)
+            results = await self._write(requests, connection)
+            span.published(results)
+            return results
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            span.close(error)
+
+    async def _write(self, requests: list[EnqueueRequest], connection: Any) -> list[EnqueueResult]:
+        """``store.enqueue``, audited (J10) when the audit trail is on."""
+        if self._audit is None:
+            return await self._store.enqueue(requests, connection=connection)
+        return await self._store.enqueue(requests, connection=connection, audit=self._audit)
 
     def _requests(
-        self, items: Sequence[Enqueue], *, check_kinds: bool = True
+        self,
+        items: Sequence[Enqueue],
+        trace: Mapping[str, str] | None = None,
+        *,
+        check_kinds: bool = True,
     ) -> list[EnqueueRequest]:
-        """Validate ``items`` as ``enqueue`` does; the store requests, in order."""
+        """Validated requests for ``items`` (X2), each carrying ``trace``; with
+        ``check_kinds=False`` the kind may be one this engine does not know yet."""
         known = self._registry.known_kinds()
         mode = self._settings.unknown_kinds
         known_kinds = known if known and mode == "error" and check_kinds else None
-        trace = self._tracer.inject()
         max_payload_bytes = self._settings.max_payload_bytes
         defaults: dict[str, tuple[int, int]] = {}
         requests = []
@@ -568,6 +631,7 @@ class AsyncEngine(AsyncAdminOps):
             clock=self._clock,
             metrics=self._metrics,
             tracer=self._tracer,
+            audit=self._audit,
         )
         return AsyncWorker(
             parts,
@@ -578,3 +642,17 @@ class AsyncEngine(AsyncAdminOps):
             worker_id=worker_id,
             install_signal_handlers=install_signal_handlers,
         )
+
+
+def _audit_sink(sink: object) -> AsyncAuditSink | None:
+    """An audit sink as given to the engine: a sink, a callback wrapped in one, or None."""
+    if sink is None:
+        return None
+    if callable(getattr(sink, "record", None)):
+        return cast("AsyncAuditSink", sink)
+    if callable(sink):
+        return AsyncCallbackAuditSink(sink)
+    raise TypeError(
+        f"audit_sink must be an audit sink (with a record method) or a function, "
+        f"got {type(sink).__name__}"
+    )

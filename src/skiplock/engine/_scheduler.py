@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from datetime import timedelta
 
     from skiplock.core import EnqueueRequest
-    from skiplock.ports import JobStore
+    from skiplock.ports import Audit, JobStore
 
     from ._enqueue import Enqueue
     from ._periodic import Schedule
@@ -52,7 +52,8 @@ class Scheduler:
 
     ``build`` validates enqueues as the engine's ``enqueue`` does (kinds, payloads,
     defaults) and returns the store requests; ``retention()`` is the engine's
-    current ``Settings.retention``, the oldest a tick may be and still be enqueued.
+    current ``Settings.retention``, the oldest a tick may be and still be enqueued;
+    ``audit()`` the engine's current audit of enqueues (J10), None while it is off.
     """
 
     def __init__(
@@ -60,10 +61,12 @@ class Scheduler:
         store: JobStore,
         build: Callable[[Sequence[Enqueue]], list[EnqueueRequest]],
         retention: Callable[[], timedelta | None],
+        audit: Callable[[], Audit | None] = lambda: None,
     ) -> None:
         self._store = store
         self._build = build
         self._retention = retention
+        self._audit = audit
         self._schedules: dict[str, Schedule] = {}
         self._states: dict[str, _State] = {}
         self._lock = Lock()  # the sync flavour's workers are threads
@@ -131,7 +134,11 @@ class Scheduler:
 
     def _enqueue(self, schedule: Schedule, ticks: list[datetime]) -> list[TickResult]:
         requests = self._build([schedule.tick_item(tick) for tick in ticks])
-        enqueued = self._store.enqueue(requests)
+        audit = self._audit()
+        if audit is None:
+            enqueued = self._store.enqueue(requests)
+        else:
+            enqueued = self._store.enqueue(requests, audit=audit)
         results = [
             TickResult(
                 schedule=schedule.name,

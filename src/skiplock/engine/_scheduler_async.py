@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from datetime import timedelta
 
     from skiplock.core import EnqueueRequest
-    from skiplock.ports import AsyncJobStore
+    from skiplock.ports import AsyncAudit, AsyncJobStore
 
     from ._enqueue import Enqueue
     from ._periodic import Schedule
@@ -49,7 +49,8 @@ class Scheduler:
 
     ``build`` validates enqueues as the engine's ``enqueue`` does (kinds, payloads,
     defaults) and returns the store requests; ``retention()`` is the engine's
-    current ``Settings.retention``, the oldest a tick may be and still be enqueued.
+    current ``Settings.retention``, the oldest a tick may be and still be enqueued;
+    ``audit()`` the engine's current audit of enqueues (J10), None while it is off.
     """
 
     def __init__(
@@ -57,10 +58,12 @@ class Scheduler:
         store: AsyncJobStore,
         build: Callable[[Sequence[Enqueue]], list[EnqueueRequest]],
         retention: Callable[[], timedelta | None],
+        audit: Callable[[], AsyncAudit | None] = lambda: None,
     ) -> None:
         self._store = store
         self._build = build
         self._retention = retention
+        self._audit = audit
         self._schedules: dict[str, Schedule] = {}
         self._states: dict[str, _State] = {}
         self._lock = Lock()  # the sync flavour's workers are threads
@@ -128,7 +131,11 @@ class Scheduler:
 
     async def _enqueue(self, schedule: Schedule, ticks: list[datetime]) -> list[TickResult]:
         requests = self._build([schedule.tick_item(tick) for tick in ticks])
-        enqueued = await self._store.enqueue(requests)
+        audit = self._audit()
+        if audit is None:
+            enqueued = await self._store.enqueue(requests)
+        else:
+            enqueued = await self._store.enqueue(requests, audit=audit)
         results = [
             TickResult(
                 schedule=schedule.name,

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import attrs
 
 from skiplock.core import (
+    ACTOR,
     FLAG,
     MAX_PAYLOAD_BYTES,
     NON_NEGATIVE_DURATION,
@@ -134,7 +135,7 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         "retention",
         timedelta(days=7),
         POSITIVE_DURATION,
-        "Succeeded jobs older than this are purged (none: never).",
+        "Succeeded jobs, and audit events, older than this are purged (none: never).",
         nullable=True,
     ),
     Setting("retention_archive", False, FLAG, "Purged jobs are archived instead of deleted."),
@@ -152,6 +153,21 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         "knows any: `error` raises `UnknownKindError`, `warn` logs a warning (once per "
         "kind) and writes the job, `allow` writes it. An engine that knows no kind "
         "accepts any.",
+    ),
+    Setting(
+        "audit",
+        False,
+        FLAG,
+        "Record an audit trail of job lifecycle changes in the store's audit table (or "
+        "the engine's `audit_sink`, which turns it on by itself); see docs/operations.md.",
+    ),
+    Setting(
+        "audit_actor",
+        None,
+        ACTOR,
+        "Who the audit trail names for enqueues, for admin calls without `actor=` and for "
+        "stale-claim recovery (none: no one); workers name themselves by their id.",
+        nullable=True,
     ),
 )
 
@@ -260,6 +276,8 @@ class Settings:
     retention_archive: bool = _DEFAULT["retention_archive"]
     max_payload_bytes: int = _DEFAULT["max_payload_bytes"]
     unknown_kinds: UnknownKinds = _DEFAULT["unknown_kinds"]
+    audit: bool = _DEFAULT["audit"]
+    audit_actor: str | None = _DEFAULT["audit_actor"]
     # ---- global policy values (POLICY_FIELDS) -----------------------------------------
     max_attempts: int = _DEFAULT["max_attempts"]
     backoff_base: timedelta = attrs.field(default=_DEFAULT["backoff_base"], converter=to_duration)

@@ -29,6 +29,7 @@ import attrs
 from skiplock._compat_async import (
     Task,
     ThreadSafeEvent,
+    blocking_caller,
     cancel_and_join,
     install_signal_handlers,
     join,
@@ -36,13 +37,14 @@ from skiplock._compat_async import (
     spawn,
 )
 from skiplock.core import KindPolicy, RetryPolicy, ValidationError, WorkerInfo, next_delay
-from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
+from skiplock.ports import AsyncAudit, AsyncJobStore, Clock, Metrics, Tracer
 
 from ._completer_async import Completer
 from ._dispatch_async import Dispatcher
 from ._lease_async import LeaseKeeper
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance_async import Maintenance
+from ._observe import worker_started, worker_stopped
 from ._registry import ProcessorSpec, check_int
 from ._runner_async import JobRunner
 from ._scheduler_async import Scheduler
@@ -102,6 +104,8 @@ class WorkerParts:
     clock: Clock
     metrics: Metrics
     tracer: Tracer
+    #: The engine's audit (J10), None while it is off; the worker audits as itself.
+    audit: AsyncAudit | None = None
 
 
 class AsyncWorker:
@@ -168,6 +172,8 @@ class AsyncWorker:
             raise ValidationError(f"worker_id must be a non-empty str, got {worker_id!r}")
         self._id = worker_id if worker_id is not None else default_worker_id()
         self._install_signals = install_signal_handlers
+        # The worker's own changes (successes, moves to dead) name it as their actor (J10).
+        audit = None if parts.audit is None else attrs.evolve(parts.audit, actor=self._id)
         info = WorkerInfo(
             id=self._id,
             host=socket.gethostname(),
@@ -195,6 +201,7 @@ class AsyncWorker:
             on_written=lambda: self._dispatcher.wakeup.set(),
             on_store_error=self._lease.store_failed,
             on_settled=lambda job: parts.node_slots.release(job.kind),
+            audit=audit,
         )
         provider_caps: dict[str, tuple[str, RateLimit]] = {}
         for kind, spec in parts.processors.items():
@@ -224,6 +231,7 @@ class AsyncWorker:
                 clock=parts.clock,
                 metrics=parts.metrics,
                 on_exit=self._on_processor_exit,
+                audit=audit,
             ),
             completer=self._completer,
             lease=self._lease,
@@ -232,6 +240,7 @@ class AsyncWorker:
             clock=parts.clock,
             metrics=parts.metrics,
             tracer=parts.tracer,
+            audit=audit,
         )
         self._info = info
         self._lock = Lock()
@@ -273,6 +282,11 @@ class AsyncWorker:
     def running(self) -> int:
         """Number of jobs running now."""
         return len(self._dispatcher.slots)
+
+    @property
+    def held(self) -> int:
+        """Claimed jobs that wait for a slot here (prefetched, not started yet)."""
+        return self._dispatcher.held
 
     @property
     def unwritten(self) -> int:
@@ -477,16 +491,21 @@ class AsyncWorker:
     async def _serve_once(self, *, until_idle: bool) -> int:
         notifier: AsyncNotifier | None = None
         helpers: list[Task[None]] = []
+        reporting = False
         try:
             try:
                 await self._lease.register()
                 logger.info(
-                    "worker %s started: %d slots, kinds=%s, tenants=%s",
+                    "worker %s started: %d slots, kinds=%s, tenants=%s, store=%r",
                     self._id,
                     self._concurrency,
                     "all" if self._claim_kinds is None else sorted(self._claim_kinds),
                     "all" if self._info.tenants is None else sorted(self._info.tenants),
+                    self._parts.store,
                 )
+                # Gauges and queue depths are read at scrape time, from another thread.
+                worker_started(self._parts.metrics, self, blocking_caller(self._parts.store.counts))
+                reporting = True
                 self._completer.start()
                 helpers.append(spawn(self._heartbeat_loop))
                 poll = self._settings.poll_interval
@@ -520,7 +539,11 @@ class AsyncWorker:
                 await self._dispatcher.drain(0.0, forced=lambda: True)
                 raise
         finally:
-            await self._shut_down(helpers, notifier)
+            try:
+                await self._shut_down(helpers, notifier)
+            finally:
+                if reporting:
+                    worker_stopped(self._parts.metrics, self)
         if self._exit is not None:
             raise self._exit
         return self._dispatcher.handled

@@ -21,6 +21,8 @@ from datetime import UTC, datetime, timedelta
 import attrs
 
 from skiplock.core import (
+    AuditAction,
+    AuditEvent,
     Bury,
     ClaimRequest,
     Completion,
@@ -47,9 +49,14 @@ from skiplock.core import (
     charged_positions,
     check_operator_event,
     claim_order,
+    completion_action,
+    discard_details,
+    dlq_details,
     encode_payload,
     first_occurrences,
     kind_caps,
+    operator_action,
+    operator_details,
     pair_caps,
     sources,
     stale_error,
@@ -64,6 +71,28 @@ _JSONB_MAX_BYTES = 255 * 1024 * 1024
 
 
 Listener = Callable[[], None]
+
+
+@attrs.define
+class AuditNote:
+    """How one store call audits (J10): the actor its events name, and whether they go
+    to the state's own audit table (``table``) or are collected in ``events`` for a
+    sink."""
+
+    actor: str | None
+    table: bool
+    events: list[AuditEvent] = attrs.Factory(list)
+
+
+@attrs.frozen
+class _Savepoint:
+    """A transaction's buffers as they were (see :meth:`MemoryState.savepoint`)."""
+
+    seen: dict[int, Job | None]
+    writes: dict[int, Job | None]
+    keys: dict[str, int]
+    fenced: set[int]
+    audit: list[AuditEvent]
 
 
 @attrs.define
@@ -97,6 +126,8 @@ class InMemoryTransaction:
         self._keys: dict[str, int] = {}
         # ids whose write was fenced by a lease
         self._fenced: set[int] = set()
+        # audit events written in this transaction (J10)
+        self._audit: list[AuditEvent] = []
 
     def __repr__(self) -> str:
         kind = "autocommit" if self.autocommit else "transaction"
@@ -157,6 +188,33 @@ class _Scope:
         if job_id not in self.tx._seen:
             self.tx._seen[job_id] = self.state._jobs.get(job_id)
         self.tx._writes[job_id] = None
+
+    def audit(
+        self,
+        note: AuditNote | None,
+        action: AuditAction,
+        job: Job,
+        details: Mapping[str, object] | None = None,
+    ) -> None:
+        """Record ``action`` on ``job`` as ``note`` says: in the audit table (with the
+        transaction's writes) or for the sink (J10)."""
+        if note is None:
+            return
+        event = AuditEvent(
+            action=action,
+            job_id=job.id,
+            kind=job.kind,
+            tenant=job.tenant,
+            actor=note.actor,
+            at=self.now,
+            details=details,
+        )
+        if not note.table:
+            note.events.append(event)
+        elif self.tx is None:
+            self.state._audit.append(event)
+        else:
+            self.tx._audit.append(event)
 
 
 def _public(row: Job, *, suspect: bool | None = None) -> Job:
@@ -280,6 +338,8 @@ class MemoryState:
         # maintenance task name -> when it last ran (store clock)
         self._maintenance: dict[str, datetime] = {}
         self._archived: dict[int, Job] = {}
+        # the audit table (J10), oldest first
+        self._audit: list[AuditEvent] = []
         self._next_id = 1
         self._listeners: list[Listener] = []
         self._wake = False
@@ -390,6 +450,34 @@ class MemoryState:
                 raise ValidationError("rollback() of a transaction of another in-memory store")
             tx.closed = True
 
+    def savepoint(self, tx: InMemoryTransaction) -> _Savepoint:
+        """The transaction's writes so far, for :meth:`rollback_to`."""
+        with self._lock:
+            self._check_handle(tx)
+            return _Savepoint(
+                seen=dict(tx._seen),
+                writes=dict(tx._writes),
+                keys=dict(tx._keys),
+                fenced=set(tx._fenced),
+                audit=list(tx._audit),
+            )
+
+    def rollback_to(self, tx: InMemoryTransaction, savepoint: _Savepoint) -> None:
+        """Undo what the transaction wrote since ``savepoint``; it stays open."""
+        with self._lock:
+            tx._seen = dict(savepoint.seen)
+            tx._writes = dict(savepoint.writes)
+            tx._keys = dict(savepoint.keys)
+            tx._fenced = set(savepoint.fenced)
+            tx._audit = list(savepoint.audit)
+
+    def handle(self, connection: object) -> InMemoryTransaction | None:
+        """The transaction handle ``connection=`` names (checked), or None."""
+        if connection is None:
+            return None
+        with self._lock:
+            return self._check_handle(connection)
+
     def _apply_transaction(self, tx: InMemoryTransaction) -> None:
         changed = [
             job_id
@@ -418,18 +506,25 @@ class MemoryState:
             else:
                 self._commit_row(job, now)
         # After the removals, so a key freed by this transaction may be reused by it.
+        dropped: set[int] = set()
         for job in created:
             key = job.idempotency_key
             if key is not None and key in self._keys:
-                continue  # committed first by someone else: the key keeps that job
+                dropped.add(job.id)  # committed first by someone else: the key keeps that job
+                continue
             self._commit_row(job, now)
+        self._audit.extend(event for event in tx._audit if event.job_id not in dropped)
 
     # ---- jobs -----------------------------------------------------------------------
 
     def enqueue(
-        self, requests: Sequence[EnqueueRequest], connection: object = None
+        self,
+        requests: Sequence[EnqueueRequest],
+        connection: object = None,
+        audit: AuditNote | None = None,
     ) -> list[EnqueueResult]:
-        """Create jobs, all or none; idempotency keys dedupe (also within the batch)."""
+        """Create jobs, all or none; idempotency keys dedupe (also within the batch).
+        With ``audit`` each job created is audited (J10)."""
         # Encode everything first: a bad payload raises before anything is written.
         payloads = [encode_payload(r.payload, max_bytes=_JSONB_MAX_BYTES) for r in requests]
         firsts = first_occurrences(requests)
@@ -455,23 +550,23 @@ class MemoryState:
                 job_id = self._next_id
                 self._next_id += 1
                 tc = request.trace_context
-                scope.put(
-                    Job(
-                        id=job_id,
-                        kind=request.kind,
-                        payload=payload,
-                        state=JobState.PENDING,
-                        priority=request.priority,
-                        tenant=request.tenant,
-                        available_at=available_at,
-                        created_at=now,
-                        attempts=0,
-                        max_attempts=request.max_attempts,
-                        explicit_max_attempts=request.explicit_max_attempts,
-                        idempotency_key=key,
-                        trace_context=None if tc is None else dict(tc),
-                    )
+                job = Job(
+                    id=job_id,
+                    kind=request.kind,
+                    payload=payload,
+                    state=JobState.PENDING,
+                    priority=request.priority,
+                    tenant=request.tenant,
+                    available_at=available_at,
+                    created_at=now,
+                    attempts=0,
+                    max_attempts=request.max_attempts,
+                    explicit_max_attempts=request.explicit_max_attempts,
+                    idempotency_key=key,
+                    trace_context=None if tc is None else dict(tc),
                 )
+                scope.put(job)
+                scope.audit(audit, AuditAction.ENQUEUED, job)
                 results.append(EnqueueResult(id=job_id, created=True))
         return results
 
@@ -553,8 +648,14 @@ class MemoryState:
                 started.append(True)
         return started
 
-    def complete(self, completions: Sequence[Completion], connection: object = None) -> list[bool]:
-        """Apply each outcome if its lease still holds (running, same worker, same claim)."""
+    def complete(
+        self,
+        completions: Sequence[Completion],
+        connection: object = None,
+        audit: AuditNote | None = None,
+    ) -> list[bool]:
+        """Apply each outcome if its lease still holds (running, same worker, same claim).
+        With ``audit`` successes and moves to dead are audited (J10)."""
         applied: list[bool] = []
         with self._writing():
             scope = self._scope(connection)
@@ -563,7 +664,9 @@ class MemoryState:
                 if job is None or not _holds(job, completion.lease):
                     applied.append(False)
                     continue
-                scope.put(_after_outcome(job, completion.outcome, scope.now), fenced=True)
+                row = _after_outcome(job, completion.outcome, scope.now)
+                scope.put(row, fenced=True)
+                _audit_end(scope, audit, row)
                 applied.append(True)
         return applied
 
@@ -587,10 +690,26 @@ class MemoryState:
 
     def counts(self) -> list[StateCount]:
         """Jobs per (state, kind, tenant); zero counts omitted."""
+        now = self.now()
+        earliest: dict[tuple[str, str | None], datetime] = {}
         with self._lock:
             counter = Counter((j.state, j.kind, j.tenant) for j in self._jobs.values())
+            for j in (self._jobs[i] for i in self._by_state[JobState.PENDING]):
+                key = (j.kind, j.tenant)
+                if key not in earliest or j.available_at < earliest[key]:
+                    earliest[key] = j.available_at
         return [
-            StateCount(state=state, kind=kind, tenant=tenant, count=n)
+            StateCount(
+                state=state,
+                kind=kind,
+                tenant=tenant,
+                count=n,
+                oldest_due_age=(
+                    max(0.0, (now - earliest[kind, tenant]).total_seconds())
+                    if state is JobState.PENDING
+                    else None
+                ),
+            )
             for (state, kind, tenant), n in sorted(
                 counter.items(), key=lambda kv: (kv[0][0].value, kv[0][1], kv[0][2] or "")
             )
@@ -603,8 +722,10 @@ class MemoryState:
         *,
         reset_attempts: bool = False,
         connection: object = None,
+        audit: AuditNote | None = None,
     ) -> list[int]:
-        """Operator transition of every matching job whose state allows ``event``."""
+        """Operator transition of every matching job whose state allows ``event``
+        (each audited with ``audit``, J10)."""
         check_operator_event(event)
         allowed = sources(event)
         changed: list[int] = []
@@ -631,11 +752,16 @@ class MemoryState:
                 else:
                     row = attrs.evolve(job, state=state, completed_at=now)
                 scope.put(row)
+                details = operator_details(job.state, event, reset_attempts=reset_attempts)
+                scope.audit(audit, operator_action(event), row, details)
                 changed.append(job.id)
         return changed
 
-    def delete(self, filter: JobFilter, connection: object = None) -> list[Job]:
-        """Delete matching jobs that are not running; returns them."""
+    def delete(
+        self, filter: JobFilter, connection: object = None, audit: AuditNote | None = None
+    ) -> list[Job]:
+        """Delete matching jobs that are not running; returns them. With ``audit`` each
+        is audited with its payload (J10)."""
         with self._writing():
             scope = self._scope(connection)
             doomed = sorted(
@@ -645,7 +771,19 @@ class MemoryState:
             doomed = [j for j in doomed if _matches(filter, j)]
             for job in doomed:
                 scope.remove(job.id)
+                details = discard_details(job.state, json.loads(job.payload))
+                scope.audit(audit, AuditAction.DISCARD, job, details)
         return [_public(j) for j in doomed]
+
+    def audit_trail(self, job_id: int, connection: object = None) -> list[AuditEvent]:
+        """The job's events in the audit table, oldest first (a transaction also sees
+        its own)."""
+        with self._lock:
+            scope = self._scope(connection)
+            events = list(self._audit)
+            if scope.tx is not None:
+                events += scope.tx._audit
+        return [event for event in events if event.job_id == job_id]
 
     # ---- workers and maintenance ----------------------------------------------------
 
@@ -749,13 +887,20 @@ class MemoryState:
         )
         return HealthSnapshot(now=now, workers=workers, queues=queues)
 
-    def recover_stale(self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> list[int]:
+    def recover_stale(
+        self,
+        *,
+        default_ttl: timedelta,
+        ttls: Mapping[str, timedelta],
+        audit: AuditNote | None = None,
+    ) -> list[int]:
         """Running jobs of vanished or silent workers: back to pending, or dead when no
-        attempt is left. Returns the ids of both. Then removes the rows of workers silent
-        for longer than every TTL."""
+        attempt is left (audited with ``audit``, J10). Returns the ids of both. Then
+        removes the rows of workers silent for longer than every TTL."""
         recovered: list[int] = []
         with self._writing():
             now = self.now()
+            scope = _Scope(self, None, now)
             # Every job of such a worker is recovered below (its TTL is at most this one).
             longest = max([default_ttl, *ttls.values()])
             silent = [
@@ -789,6 +934,7 @@ class MemoryState:
                         recovered=True,
                     )
                 self._commit_row(row, now)
+                _audit_end(scope, audit, row)
                 recovered.append(job_id)
             for worker_id in silent:
                 del self._workers[worker_id]
@@ -807,7 +953,8 @@ class MemoryState:
 
     def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
         """Delete (or archive) succeeded jobs completed before ``now - older_than``, in
-        batches of ``batch_size`` (the lock is released between batches)."""
+        batches of ``batch_size`` (the lock is released between batches), then the audit
+        events older than that (J10); returns the number of jobs."""
         if batch_size < 1:
             raise ValidationError(f"batch_size must be >= 1, got {batch_size}")
         total = 0
@@ -825,9 +972,23 @@ class MemoryState:
                         self._archived[job_id] = job
             total += len(batch)
             if len(batch) < batch_size:
-                return total
+                break
+        with self._lock:
+            cutoff = self.now() - older_than
+            self._audit = [event for event in self._audit if event.at >= cutoff]
+        return total
 
     def archived(self) -> dict[int, Job]:
         """Jobs moved out by ``purge(archive=True)``, by id."""
         with self._lock:
             return {job_id: _public(job) for job_id, job in sorted(self._archived.items())}
+
+
+def _audit_end(scope: _Scope, note: AuditNote | None, row: Job) -> None:
+    """Audit a job a worker or maintenance moved out of ``running``: success and dead
+    are audited, a return to pending is not (J10)."""
+    action = completion_action(row.state)
+    if action is AuditAction.DLQ:
+        scope.audit(note, action, row, dlq_details(row.last_error, row.attempts))
+    elif action is not None:
+        scope.audit(note, action, row)

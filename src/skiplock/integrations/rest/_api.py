@@ -151,16 +151,11 @@ class RestApi:
         return page(jobs, query.limit)
 
     def get_job(self, job_id: int) -> dict[str, Any]:
-        """One job with its audit trail (``JobDetail``)."""
+        """One job with its audit trail (``JobDetail``; the trail is empty unless the
+        engine records one, J10)."""
         job = self._engine.get_job(job_id)
-        return job_dict(job) | {"audit_trail": self._audit_trail(job_id)}
-
-    def _audit_trail(self, job_id: int) -> list[dict[str, Any]] | None:
-        # None: an engine without the audit trail (J10).
-        reader = getattr(self._engine, "audit_trail", None)
-        if reader is None:
-            return None
-        return [audit_dict(event) for event in reader(job_id)]
+        events = self._engine.audit_trail(job_id)
+        return job_dict(job) | {"audit_trail": [audit_dict(event) for event in events]}
 
     def create_job(self, body: m.JobCreate, *, actor: str) -> tuple[dict[str, Any], bool]:
         """Enqueue a job; returns it (``Job``) and whether it was created (False: the

@@ -6,6 +6,8 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Protocol
 
+from skiplock.core import ValidationError, check_actor
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
@@ -60,12 +62,16 @@ def check_hook(authorize: object) -> None:
 
 
 def identity_of(outcome: object) -> str | None:
-    """The identity a hook returned (None: unknown caller); TypeError for anything but a
-    non-blank str or None, so a mistaken hook refuses the request instead of letting it
-    through."""
-    if outcome is None or (isinstance(outcome, str) and outcome.strip()):
-        return outcome
-    raise TypeError(
-        "the authorize hook must return the caller's identity (a non-blank str) or None, "
-        f"got {type(outcome).__name__} {outcome!r:.40}"
-    )
+    """The identity a hook returned (None: unknown caller); TypeError for anything but
+    None or an actor the audit trail accepts (non-blank text, at most 255 characters,
+    no control characters), so a mistaken hook refuses the request instead of letting
+    it through."""
+    if outcome is None:
+        return None
+    try:
+        return check_actor("the caller's identity", outcome)
+    except ValidationError as exc:
+        raise TypeError(
+            "the authorize hook must return the caller's identity or None: "
+            f"{exc} ({type(outcome).__name__} {outcome!r:.40})"
+        ) from None

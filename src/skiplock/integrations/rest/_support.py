@@ -16,6 +16,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from skiplock._cli_admin import job_dict
 from skiplock.core import (
+    AuditEvent,
     InvalidTransitionError,
     Job,
     JobNotFoundError,
@@ -141,11 +142,11 @@ def parse_body(model: type[M] | None, request: Request, *, required: bool) -> M 
         raise InvalidRequest("invalid body", errors=field_errors(exc, "body")) from None
 
 
-def audit_dict(event: Any) -> dict[str, Any]:
-    """An audit event (``AuditEvent``, J10) as JSON-ready data (``AuditEntry``)."""
+def audit_dict(event: AuditEvent) -> dict[str, Any]:
+    """An audit event (J10) as JSON-ready data (``AuditEntry``)."""
     details = event.details
     return {
-        "action": str(getattr(event.action, "value", event.action)),
+        "action": str(event.action),
         "actor": event.actor,
         "at": event.at.isoformat(),
         "details": None if details is None else dict(details),

@@ -213,9 +213,9 @@ class AuditEntry(_Output):
 
 
 class JobDetail(Job):
-    """A job with its audit trail, oldest first (null from an engine without one)."""
+    """A job with its audit trail, oldest first (empty unless the engine records one)."""
 
-    audit_trail: list[AuditEntry] | None
+    audit_trail: list[AuditEntry]
 
 
 class JobPage(_Output):

@@ -36,6 +36,7 @@ import pytest
 
 from ._admin import AdminContract
 from ._atomicity import AtomicityContract
+from ._audit import AuditContract
 from ._claim import ClaimContract
 from ._completion import CompletionContract
 from ._enqueue import EnqueueContract
@@ -58,6 +59,7 @@ class JobStoreContract(
     StatementTimeoutContract,
     CompletionContract,
     AdminContract,
+    AuditContract,
     WorkersContract,
     HealthContract,
     NotifierContract,

@@ -33,6 +33,7 @@ import pytest
 
 from ._admin_async import AsyncAdminContract
 from ._atomicity_async import AsyncAtomicityContract
+from ._audit_async import AsyncAuditContract
 from ._claim_async import AsyncClaimContract
 from ._completion_async import AsyncCompletionContract
 from ._enqueue_async import AsyncEnqueueContract
@@ -55,6 +56,7 @@ class AsyncJobStoreContract(
     AsyncStatementTimeoutContract,
     AsyncCompletionContract,
     AsyncAdminContract,
+    AsyncAuditContract,
     AsyncWorkersContract,
     AsyncHealthContract,
     AsyncNotifierContract,
