@@ -59,7 +59,7 @@ TEMPLATES = [
     }
 ]
 
-TASKS = {
+TASKS: dict[str, dict[str, Any]] = {
     "default": {
         "BACKEND": "skiplock.integrations.django.SkiplockBackend",
         "QUEUES": ["default", "emails", "reports"],

@@ -55,5 +55,6 @@ def test_get_result_reports_the_return_value_from_the_worker_process(tmp_path: P
         assert result.status == "SUCCESSFUL"
         assert result.return_value == {"order": order_id, "email": "c@example.com"}
         assert result.started_at is not None
+        assert result.finished_at is not None
         assert result.started_at <= result.finished_at
         assert stop(proc) == 0

@@ -24,6 +24,11 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+@task
+def echo(*args: Any, **kwargs: Any) -> list[Any]:
+    return [list(args), kwargs]
+
+
 @task(queue_name="emails")
 def record(key: str, note: str = "") -> str:
     Attempt.objects.create(key=key, note=note)
@@ -53,7 +58,7 @@ async def async_add(a: int, b: int) -> int:
 
 
 @task(takes_context=True)
-def with_context(context: TaskContext, key: str) -> dict[str, Any]:
+def with_context(context: TaskContext[..., Any], key: str) -> dict[str, Any]:
     result = context.task_result
     seen = {
         "id": result.id,

@@ -16,7 +16,7 @@ class Refused(Exception):
 def create_order(request: HttpRequest) -> JsonResponse:
     with transaction.atomic():
         order = Order.objects.create(email=request.POST["email"])
-        result = confirm_order.enqueue(order.id)
+        result = confirm_order.enqueue(order.pk)
         if request.POST.get("fail"):
             raise Refused("rolled back after the enqueue")
-    return JsonResponse({"order": order.id, "task": result.id})
+    return JsonResponse({"order": order.pk, "task": result.id})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
     from skiplock.adapters.psycopg import PsycopgJobStore
     from skiplock.engine import Engine, Worker
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 #: The idempotency-key prefix of jobs enqueued in ``ON_COMMIT`` mode (their result id is
 #: the rest of the key).
@@ -91,7 +94,7 @@ class SkiplockBackend(BaseTaskBackend):
 
     # ---- Django's backend API ---------------------------------------------------------------
 
-    def validate_task(self, task: Task) -> None:
+    def validate_task(self, task: Task[..., Any]) -> None:
         """Django's checks, then skiplock's: the module path must be a valid kind and the
         queue name a valid tenant. A valid task is remembered: workers of this process
         run its jobs."""
@@ -103,7 +106,9 @@ class SkiplockBackend(BaseTaskBackend):
             raise InvalidTask(str(exc)) from None
         remember_task(task)
 
-    def enqueue(self, task: Task, args: Sequence[Any], kwargs: dict[str, Any]) -> TaskResult:
+    def enqueue(
+        self, task: Task[_P, _R], args: Sequence[Any], kwargs: dict[str, Any]
+    ) -> TaskResult[_P, _R]:
         """Create ``task``'s job and return its READY result.
 
         The job joins the transaction of Django's connection to ``OPTIONS["DATABASE"]``
@@ -114,8 +119,8 @@ class SkiplockBackend(BaseTaskBackend):
         self.validate_task(task)
         config = self.config
         call = TaskCall(
-            args=normalize_json(list(args)),
-            kwargs=normalize_json(dict(kwargs)),
+            args=cast("list[Any]", normalize_json(list(args))),
+            kwargs=cast("dict[str, Any]", normalize_json(dict(kwargs))),
             run_after=run_after_text(task.run_after),
         )
         runtime = self.runtime
@@ -134,7 +139,7 @@ class SkiplockBackend(BaseTaskBackend):
         transaction.on_commit(write, using=config.on_commit)
         return result
 
-    def _new_result(self, task: Task, call: TaskCall, result_id: str) -> TaskResult:
+    def _new_result(self, task: Task[_P, _R], call: TaskCall, result_id: str) -> TaskResult[_P, _R]:
         return TaskResult(
             task=task,
             id=result_id,
@@ -150,7 +155,7 @@ class SkiplockBackend(BaseTaskBackend):
             worker_ids=[],
         )
 
-    def get_result(self, result_id: str) -> TaskResult:
+    def get_result(self, result_id: str) -> TaskResult[..., Any]:
         """The result of the job ``result_id`` names, read on Django's connection (so
         inside ``atomic()`` it sees the block's own enqueues). TaskResultDoesNotExist if
         there is no such job (purged by retention, deleted) or it is no Django task."""
@@ -177,16 +182,15 @@ class SkiplockBackend(BaseTaskBackend):
         task = task_for(base, job, call, backend=self.alias)
         return task_result(job, task, backend=self.alias, result_id=text)
 
-    def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         """The backend's configuration (run by ``manage.py check``): ``OPTIONS``, the
         queue's database (PostgreSQL through psycopg 3) and its PgBouncer mode."""
-        yield from super().check(**kwargs)
+        messages: list[checks.CheckMessage] = list(super().check(**kwargs))
         try:
             config = self.config
         except ImproperlyConfigured as exc:
-            yield checks.Error(str(exc), obj=self.alias, id="skiplock.E001")
-            return
-        yield from _database_checks(self.alias, config)
+            return [*messages, checks.Error(str(exc), obj=self.alias, id="skiplock.E001")]
+        return [*messages, *_database_checks(self.alias, config)]
 
     def close(self) -> None:
         """Close the store's pool (workers, admin actions and health checks open it) in

@@ -102,7 +102,9 @@ def _time(value: datetime | None) -> datetime | None:
     return timezone.make_naive(value)
 
 
-def task_result(job: Job, task: Task, *, backend: str, result_id: str | None = None) -> TaskResult:
+def task_result(
+    job: Job, task: Task[..., Any], *, backend: str, result_id: str | None = None
+) -> TaskResult[..., Any]:
     """``job`` as Django's :class:`TaskResult` of ``task`` (read by ``backend``).
 
     Relies on skiplock's results (X5): ``Job.started_at``, ``Job.result``, ``Job.errors``
@@ -119,7 +121,7 @@ def task_result(job: Job, task: Task, *, backend: str, result_id: str | None = N
     if last_attempted is None and errors:
         last_attempted = errors[-1].claimed_at
     payload = job.payload if isinstance(job.payload, dict) else {}
-    result = TaskResult(
+    result: TaskResult[..., Any] = TaskResult(
         task=task,
         id=str(job.id) if result_id is None else result_id,
         status=STATUS[job.state],

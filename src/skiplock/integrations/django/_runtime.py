@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 #: Every Django task this process has seen defined, by module path (its job's kind): the
 #: first definition of each (``Task.using()`` copies differ only in what a job records).
-_known_tasks: dict[str, Task] = {}
+_known_tasks: dict[str, Task[..., Any]] = {}
 _known_lock = threading.Lock()
 
 #: Connection-string keys of ``get_connection_params()`` that are psycopg objects, not
@@ -46,7 +46,7 @@ _known_lock = threading.Lock()
 _NOT_CONNINFO = frozenset({"cursor_factory", "context", "prepare_threshold", "autocommit"})
 
 
-def remember_task(task: Task) -> None:
+def remember_task(task: Task[..., Any]) -> None:
     """Know ``task`` here, so that a worker of this process can run its jobs."""
     path = task.module_path
     if path not in _known_tasks:
@@ -54,13 +54,13 @@ def remember_task(task: Task) -> None:
             _known_tasks.setdefault(path, task)
 
 
-def known_tasks() -> dict[str, Task]:
+def known_tasks() -> dict[str, Task[..., Any]]:
     """The Django tasks this process has seen defined, by module path (a copy)."""
     with _known_lock:
         return dict(_known_tasks)
 
 
-def resolve_task(kind: str) -> Task | None:
+def resolve_task(kind: str) -> Task[..., Any] | None:
     """The Django task whose jobs have ``kind`` (its module path), imported if need be;
     None if ``kind`` names no Django task."""
     task = _known_tasks.get(kind)
@@ -82,7 +82,7 @@ def conninfo_for(alias: str) -> str:
     return make_conninfo(
         "",
         **{
-            key: value
+            key: str(value)
             for key, value in params.items()
             if key not in _NOT_CONNINFO and isinstance(value, str | int | float)
         },
@@ -151,7 +151,9 @@ class Runtime:
     # ---- web side: Django's connection ----------------------------------------------
 
     @async_unsafe
-    def write(self, task: Task, call: TaskCall, *, idempotency_key: str | None = None) -> int:
+    def write(
+        self, task: Task[..., Any], call: TaskCall, *, idempotency_key: str | None = None
+    ) -> int:
         """Create ``task``'s job on the connection of the queue's database alias, in its
         transaction if one is open (never committed here); returns the job id.
 
@@ -272,7 +274,7 @@ def _finish(result: Any, status: TaskResultStatus, value: Any = None) -> None:
         object.__setattr__(result, "_return_value", value)
 
 
-def task_for(base: Task, job: Job, call: TaskCall, *, backend: str) -> Task:
+def task_for(base: Task[..., Any], job: Job, call: TaskCall, *, backend: str) -> Task[..., Any]:
     """``base`` as ``job`` was enqueued: its priority, queue, ``run_after`` and backend."""
     run_after = None if call.run_after is None else datetime.fromisoformat(call.run_after)
     if run_after is not None and not _use_tz():

@@ -12,6 +12,7 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
+from django.contrib.auth.models import AnonymousUser, PermissionsMixin
 from django.utils.html import format_html, format_html_join
 
 from skiplock.core import InvalidTransitionError, JobNotFoundError, StoreError
@@ -48,6 +49,11 @@ def with_actor(method: Callable[..., Any], actor: str) -> dict[str, Any]:
     """The keyword passing ``actor`` to an engine admin method: the one place the admin
     names the user to the audit trail (``actor=``, where the method takes it)."""
     return {"actor": actor} if "actor" in inspect.signature(method).parameters else {}
+
+
+def _has_perm(request: HttpRequest, permission: str) -> bool:
+    user = request.user
+    return isinstance(user, PermissionsMixin | AnonymousUser) and user.has_perm(permission)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -89,11 +95,11 @@ class JobAdmin(ReadOnlyAdmin):
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
         """Retry, cancel, mark failed: the ``change`` permission on jobs."""
-        return request.user.has_perm("skiplock.change_job")
+        return _has_perm(request, "skiplock.change_job")
 
     def has_remove_permission(self, request: HttpRequest) -> bool:
         """Delete: the ``delete`` permission on jobs."""
-        return request.user.has_perm("skiplock.delete_job")
+        return _has_perm(request, "skiplock.delete_job")
 
     # ---- actions ---------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ skiplock's rules (a running job is not deleted, a transition must be allowed).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from django.db import models
 
@@ -18,8 +18,17 @@ from skiplock.core import JobState
 
 from ._schema import admin_backend, database, table
 
+if TYPE_CHECKING:
+    from datetime import datetime
 
-class TextArrayField(models.Field):  # type: ignore[type-arg]
+
+if TYPE_CHECKING:
+    _TextArrayBase = models.Field[list[str] | None, list[str] | None]
+else:  # Django's fields are generic for type checkers only
+    _TextArrayBase = models.Field
+
+
+class TextArrayField(_TextArrayBase):
     """A PostgreSQL ``text[]`` column read as a list of str (or None); without
     ``django.contrib.postgres``, which ``ArrayField`` needs in ``INSTALLED_APPS``."""
 
@@ -54,21 +63,27 @@ class Job(ReadOnlyModel):
 
     STATES: ClassVar[list[tuple[str, str]]] = [(s.value, s.value) for s in JobState]
 
-    id = models.BigIntegerField(primary_key=True)
-    kind = models.TextField()
-    tenant = models.TextField(db_column="tenant_id", null=True, verbose_name="tenant (queue)")
-    state = models.TextField(db_column="status", choices=STATES)
-    priority = models.SmallIntegerField()
-    payload = models.JSONField(null=True)
-    attempts = models.IntegerField()
-    max_attempts = models.IntegerField()
-    available_at = models.DateTimeField()
-    created_at = models.DateTimeField()
-    claimed_at = models.DateTimeField(null=True)
-    claimed_by = models.TextField(null=True)
-    completed_at = models.DateTimeField(null=True)
-    last_error = models.TextField(null=True)
-    idempotency_key = models.TextField(null=True)
+    id: models.BigIntegerField[int, int] = models.BigIntegerField(primary_key=True)
+    kind: models.TextField[str, str] = models.TextField()
+    tenant: models.TextField[str | None, str | None] = models.TextField(
+        db_column="tenant_id", null=True, verbose_name="tenant (queue)"
+    )
+    state: models.TextField[str, str] = models.TextField(db_column="status", choices=STATES)
+    priority: models.SmallIntegerField[int, int] = models.SmallIntegerField()
+    payload: models.JSONField[Any, Any] = models.JSONField(null=True)
+    attempts: models.IntegerField[int, int] = models.IntegerField()
+    max_attempts: models.IntegerField[int, int] = models.IntegerField()
+    available_at: models.DateTimeField[datetime, datetime] = models.DateTimeField()
+    created_at: models.DateTimeField[datetime, datetime] = models.DateTimeField()
+    claimed_at: models.DateTimeField[datetime | None, datetime | None] = models.DateTimeField(
+        null=True
+    )
+    claimed_by: models.TextField[str | None, str | None] = models.TextField(null=True)
+    completed_at: models.DateTimeField[datetime | None, datetime | None] = models.DateTimeField(
+        null=True
+    )
+    last_error: models.TextField[str | None, str | None] = models.TextField(null=True)
+    idempotency_key: models.TextField[str | None, str | None] = models.TextField(null=True)
 
     class Meta:
         managed = False
@@ -83,13 +98,13 @@ class Job(ReadOnlyModel):
 class Worker(ReadOnlyModel):
     """A registered worker (``schema``.workers), kept alive by its heartbeats."""
 
-    id = models.TextField(primary_key=True)
-    host = models.TextField()
-    pid = models.IntegerField()
-    started_at = models.DateTimeField()
-    heartbeat_at = models.DateTimeField()
-    kinds = TextArrayField(null=True)
-    tenants = TextArrayField(null=True, verbose_name="tenants (queues)")
+    id: models.TextField[str, str] = models.TextField(primary_key=True)
+    host: models.TextField[str, str] = models.TextField()
+    pid: models.IntegerField[int, int] = models.IntegerField()
+    started_at: models.DateTimeField[datetime, datetime] = models.DateTimeField()
+    heartbeat_at: models.DateTimeField[datetime, datetime] = models.DateTimeField()
+    kinds: TextArrayField = TextArrayField(null=True)
+    tenants: TextArrayField = TextArrayField(null=True, verbose_name="tenants (queues)")
 
     class Meta:
         managed = False
@@ -98,18 +113,18 @@ class Worker(ReadOnlyModel):
         verbose_name = "worker"
 
     def __str__(self) -> str:
-        return self.id
+        return str(self.id)
 
 
 class AuditEvent(ReadOnlyModel):
     """One audited change of a job (``schema``.audit), with the actor that made it."""
 
-    id = models.BigIntegerField(primary_key=True)
-    at = models.DateTimeField()
-    job_id = models.BigIntegerField(null=True)
-    action = models.TextField()
-    actor = models.TextField(null=True)
-    details = models.JSONField(null=True)
+    id: models.BigIntegerField[int, int] = models.BigIntegerField(primary_key=True)
+    at: models.DateTimeField[datetime, datetime] = models.DateTimeField()
+    job_id: models.BigIntegerField[int | None, int | None] = models.BigIntegerField(null=True)
+    action: models.TextField[str, str] = models.TextField()
+    actor: models.TextField[str | None, str | None] = models.TextField(null=True)
+    details: models.JSONField[Any, Any] = models.JSONField(null=True)
 
     class Meta:
         managed = False
