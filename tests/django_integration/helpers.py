@@ -25,11 +25,11 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = "tests.django_integration.settings"
 
-#: skiplock's job results (X5: Job.result/errors/started_at) are merged; the tests that
+#: skiplock's job results (Job.result, errors, started_at) are merged; the tests that
 #: read a return value or the recorded errors are expected to fail before.
 HAS_RESULTS = "result" in {field.name for field in attrs.fields(CoreJob)}
 requires_results = pytest.mark.xfail(
-    not HAS_RESULTS, reason="needs skiplock's job results (X5)", strict=True
+    not HAS_RESULTS, reason="needs skiplock's job results", strict=True
 )
 
 

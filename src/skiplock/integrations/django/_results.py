@@ -107,7 +107,7 @@ def task_result(
 ) -> TaskResult[..., Any]:
     """``job`` as Django's :class:`TaskResult` of ``task`` (read by ``backend``).
 
-    Relies on skiplock's results (X5): ``Job.started_at``, ``Job.result``, ``Job.errors``
+    Relies on skiplock's job results: ``Job.started_at``, ``Job.result``, ``Job.errors``
     (each with ``worker_id``, ``claimed_at`` and ``error``) and ``Job.worker_ids``. Read
     with ``getattr`` so that a job without them maps too (no history: no errors, the
     running or succeeding worker only, no return value).
