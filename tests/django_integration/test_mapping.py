@@ -8,7 +8,15 @@ from django.tasks import TaskResultStatus
 from django.tasks.exceptions import InvalidTask
 from django.test import override_settings
 
-from skiplock.core import JobState
+from skiplock.core import (
+    Bury,
+    FailureKind,
+    JobState,
+    RetryPolicy,
+    decide_failure,
+    stale_error,
+    undecodable_error,
+)
 from skiplock.engine import JobTimeoutError
 from skiplock.engine._runner import format_error
 from skiplock.integrations.django import error_from_text
@@ -51,15 +59,21 @@ def test_a_stored_exception_maps_as_the_exception_itself(exc: BaseException, pat
     assert from_text.exception_class is type(exc)
 
 
+def failure_text(kind: FailureKind, error: str) -> str:
+    """The error text skiplock's core stores for a failure of ``kind``."""
+    outcome = decide_failure(kind, error, attempt=1, max_attempts=1, retry=RetryPolicy(), jitter=0)
+    assert isinstance(outcome, Bury)
+    return outcome.error
+
+
 @pytest.mark.parametrize(
     ("text", "path"),
     [
-        ("ran longer than 0.2 s", "skiplock.JobTimeoutError"),
-        ("[stale-claim recovered] ValueError: x", OTHER_ERROR_CLASS),
-        ("[undecodable row] payload: not JSON", OTHER_ERROR_CLASS),
-        ("undecodable payload: args: expected a list", OTHER_ERROR_CLASS),
-        ("unstorable result: not JSON", OTHER_ERROR_CLASS),
-        ("no processor registered for kind 'x'", OTHER_ERROR_CLASS),
+        (failure_text(FailureKind.TIMEOUT, "ran longer than 0.2 s"), "skiplock.JobTimeoutError"),
+        (stale_error("ValueError: x"), OTHER_ERROR_CLASS),
+        (undecodable_error("payload", "not JSON"), OTHER_ERROR_CLASS),
+        (failure_text(FailureKind.UNDECODABLE, "args: expected a list"), OTHER_ERROR_CLASS),
+        (failure_text(FailureKind.UNKNOWN_KIND, "x"), OTHER_ERROR_CLASS),
     ],
 )
 def test_a_failure_that_is_no_exception_of_the_task(text: str, path: str) -> None:

@@ -46,7 +46,7 @@ FINISHED_STATES = frozenset(
 #: ``module.Class: message`` (``Class: message`` for builtins), as Python prints it.
 _EXCEPTION_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s|:?$)")
 #: Stored errors that are not an exception of the task, by the start of their text.
-_NOT_AN_EXCEPTION = (("ran longer than ", "skiplock.JobTimeoutError"),)
+_NOT_AN_EXCEPTION = (("timeout exceeded: ", "skiplock.JobTimeoutError"),)
 #: The class named for any other error that was not an exception of the task (a vanished
 #: worker, an undecodable payload, an unstorable return value).
 OTHER_ERROR_CLASS = "skiplock.SkiplockError"
