@@ -11,11 +11,12 @@ import pytest
 
 from skiplock.adapters._pg import _migrate, latest_version, migrations
 from skiplock.adapters.psycopg import PsycopgJobStore, schema_sql
-from tests.django_integration.helpers import django_command
+from tests.django_integration.helpers import django_command, settings_module
 from tests.psycopg.test_schema import catalog
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
 pytestmark = pytest.mark.postgres
 
@@ -105,3 +106,15 @@ def test_migrate_applies_a_later_skiplocks_schema_migrations(
     assert catalog(old) == catalog(fresh)
     checked = django_command("check", "--database", "default", database=name_of(old))
     assert "skiplock.W002" not in checked.stderr
+
+
+@pytest.mark.parametrize("schema", ["skiplock", "jobs_here"])
+def test_the_migration_state_matches_the_models(tmp_path: Path, schema: str) -> None:
+    """``makemigrations --check`` finds nothing to add for the app, whatever the schema:
+    no migration file is ever written into the installed package."""
+    env = settings_module(
+        tmp_path, "schema_settings", f'TASKS["default"]["OPTIONS"]["SCHEMA"] = "{schema}"'
+    )
+    done = django_command("makemigrations", "--check", "--dry-run", "skiplock", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "No changes detected in app 'skiplock'" in done.stdout

@@ -14,7 +14,7 @@ import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import close_old_connections, connections, transaction
+from django.db import close_old_connections, connections, reset_queries, transaction
 from django.tasks.base import Task, TaskContext, TaskResultStatus
 from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
@@ -23,12 +23,13 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from skiplock.adapters.psycopg import PsycopgJobStore
+from skiplock.core import SchemaVersionError
 from skiplock.engine import Engine, JobCancelledError, JobContext, Worker
 
 from ._results import DEFAULT_QUEUE, TaskCall, error_from_exception, task_result
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
 
     from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -165,7 +166,7 @@ class Runtime:
             engine.declare_kind(kind)
             self._declared.add(kind)
         alias = self.config.database
-        with transaction.mark_for_rollback_on_error(using=alias):
+        with transaction.mark_for_rollback_on_error(using=alias), _migrate_hint(alias):
             result = engine.enqueue(
                 kind,
                 call,
@@ -181,7 +182,7 @@ class Runtime:
     def read(self, job_id: int) -> Job | None:
         """Job ``job_id`` read on Django's connection (what its transaction sees)."""
         alias = self.config.database
-        with transaction.mark_for_rollback_on_error(using=alias):
+        with transaction.mark_for_rollback_on_error(using=alias), _migrate_hint(alias):
             return self.store.get(job_id, connection=raw_connection(alias))
 
     @async_unsafe
@@ -237,7 +238,10 @@ class Runtime:
         backend = task_backends[self.config.alias]
         sender = type(backend)
         task = task_for(known_tasks()[path], ctx.job, call, backend=self.config.alias)
-        close_old_connections()  # as around a request: a worker thread lives long
+        # As around a request: a worker thread lives long, and with DEBUG each of its
+        # connections would keep a log of its queries.
+        close_old_connections()
+        reset_queries()
         try:
             job = self.store.get(ctx.job_id) or ctx.job  # with its history (errors)
             result = task_result(job, task, backend=self.config.alias)
@@ -264,6 +268,17 @@ class Runtime:
             return value
         finally:
             close_old_connections()
+
+
+@contextlib.contextmanager
+def _migrate_hint(alias: str) -> Iterator[None]:
+    """A missing or older schema, with the command a Django project runs."""
+    try:
+        yield
+    except SchemaVersionError as exc:
+        raise SchemaVersionError(
+            f"{exc} (in a Django project: `manage.py migrate --database {alias}`)"
+        ) from None
 
 
 def _finish(result: Any, status: TaskResultStatus, value: Any = None) -> None:

@@ -2,15 +2,15 @@
 
 Unmanaged: skiplock's migrations own the tables (Django creates or alters none of them).
 The tables are those of the admin's backend (:func:`admin_backend`: ``schema``.jobs,
-.workers, .audit), read on its ``OPTIONS["DATABASE"]`` (``Job.objects.using(...)``; the
-admin does this itself). Saving or deleting through these models is refused: change jobs
-through the engine's admin operations (``backend.engine.retry_job(...)``), which keep
-skiplock's rules (a running job is not deleted, a transition must be allowed).
+.workers, .audit), read on its ``OPTIONS["DATABASE"]`` (``Job.objects`` queries it).
+Saving or deleting through these models is refused: change jobs through the engine's
+admin operations (``backend.engine.retry_job(...)``), which keep skiplock's rules (a
+running job is not deleted, a transition must be allowed).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
 from django.db import models
 
@@ -38,6 +38,17 @@ class TextArrayField(_TextArrayBase):
         return "text[]"
 
 
+_M = TypeVar("_M", bound=models.Model)
+
+
+class SkiplockManager(models.Manager[_M]):
+    """Queries on the database that holds skiplock's tables (``OPTIONS["DATABASE"]`` of
+    the admin's backend): ``Job.objects.filter(...)`` needs no ``.using()``."""
+
+    def get_queryset(self) -> models.QuerySet[_M]:
+        return super().get_queryset().using(database())
+
+
 class ReadOnlyModel(models.Model):
     """A view of a skiplock table: never saved or deleted through Django."""
 
@@ -60,6 +71,8 @@ class ReadOnlyModel(models.Model):
 class Job(ReadOnlyModel):
     """A job (``schema``.jobs): a Django task's has the task's module path as ``kind`` and
     its queue name as ``tenant``."""
+
+    objects: ClassVar[SkiplockManager[Job]] = SkiplockManager()
 
     STATES: ClassVar[list[tuple[str, str]]] = [(s.value, s.value) for s in JobState]
 
@@ -98,6 +111,8 @@ class Job(ReadOnlyModel):
 class Worker(ReadOnlyModel):
     """A registered worker (``schema``.workers), kept alive by its heartbeats."""
 
+    objects: ClassVar[SkiplockManager[Worker]] = SkiplockManager()
+
     id: models.TextField[str, str] = models.TextField(primary_key=True)
     host: models.TextField[str, str] = models.TextField()
     pid: models.IntegerField[int, int] = models.IntegerField()
@@ -118,6 +133,8 @@ class Worker(ReadOnlyModel):
 
 class AuditEvent(ReadOnlyModel):
     """One audited change of a job (``schema``.audit), with the actor that made it."""
+
+    objects: ClassVar[SkiplockManager[AuditEvent]] = SkiplockManager()
 
     id: models.BigIntegerField[int, int] = models.BigIntegerField(primary_key=True)
     at: models.DateTimeField[datetime, datetime] = models.DateTimeField()
