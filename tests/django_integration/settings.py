@@ -76,6 +76,7 @@ TASKS: dict[str, dict[str, Any]] = {
                 "tests.django_integration.testapp.tasks.flaky": {"max_attempts": 5},
                 "tests.django_integration.testapp.tasks.always_fails": {"max_attempts": 2},
                 "tests.django_integration.testapp.tasks.slow": {"max_attempts": 1, "timeout": 3},
+                "tests.django_integration.testapp.tasks.returns_object": {"max_attempts": 1},
             },
         },
     }

@@ -47,7 +47,6 @@ def raised(exc: BaseException) -> BaseException:
         (KeyError("k"), "builtins.KeyError"),
         (RuntimeError(), "builtins.RuntimeError"),
         (PartnerDownError("503\nretry later"), f"{__name__}.PartnerDownError"),
-        (JobTimeoutError("late"), "skiplock.engine._errors.JobTimeoutError"),
     ],
 )
 def test_a_stored_exception_maps_as_the_exception_itself(exc: BaseException, path: str) -> None:
@@ -64,6 +63,13 @@ def failure_text(kind: FailureKind, error: str) -> str:
     outcome = decide_failure(kind, error, attempt=1, max_attempts=1, retry=RetryPolicy(), jitter=0)
     assert isinstance(outcome, Bury)
     return outcome.error
+
+
+def test_a_timeout_is_named_alike_in_the_worker_and_in_results() -> None:
+    live = error_from_exception(raised(JobTimeoutError("ran longer than 0.2 s")))
+    stored = error_from_text(failure_text(FailureKind.TIMEOUT, "ran longer than 0.2 s"))
+    assert live.exception_class_path == stored.exception_class_path == "skiplock.JobTimeoutError"
+    assert live.exception_class is JobTimeoutError
 
 
 @pytest.mark.parametrize(

@@ -127,6 +127,22 @@ def test_a_timeout_is_a_job_timeout_error() -> None:
     assert error.exception_class_path == "skiplock.JobTimeoutError"
 
 
+def test_a_return_value_django_cannot_normalise_fails_the_attempt() -> None:
+    result = tasks.returns_object.enqueue()
+    run_worker(finished(result), "the task returning an object")
+    assert result.status == TaskResultStatus.FAILED
+    assert Attempt.objects.filter(key="returns_object").count() == 1
+
+
+@requires_results
+def test_the_error_of_a_return_value_django_cannot_normalise() -> None:
+    result = tasks.returns_object.enqueue()
+    run_worker(finished(result), "the task returning an object")
+    [error] = result.errors
+    assert error.exception_class_path == "builtins.TypeError"
+    assert "Unsupported type" in error.traceback
+
+
 def test_cancelled_and_marked_failed_jobs_are_failed() -> None:
     cancelled = tasks.add.enqueue(1, 1)
     marked = tasks.add.enqueue(2, 2)

@@ -81,3 +81,9 @@ def slow(key: str, seconds: float) -> str:
         time.sleep(0.01)
     Attempt.objects.create(key=key, note="end")
     return key
+
+
+@task
+def returns_object() -> Any:
+    Attempt.objects.create(key="returns_object")
+    return object()

@@ -16,6 +16,7 @@ from django.tasks.base import TaskError, TaskResult, TaskResultStatus
 from django.utils import timezone
 
 from skiplock.core import JobState
+from skiplock.engine import JobTimeoutError
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -45,8 +46,10 @@ FINISHED_STATES = frozenset(
 #: The first line of an error text the worker stored for an exception of the task:
 #: ``module.Class: message`` (``Class: message`` for builtins), as Python prints it.
 _EXCEPTION_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s|:?$)")
+#: The class named for an attempt that ran past its timeout.
+TIMEOUT_CLASS = "skiplock.JobTimeoutError"
 #: Stored errors that are not an exception of the task, by the start of their text.
-_NOT_AN_EXCEPTION = (("timeout exceeded: ", "skiplock.JobTimeoutError"),)
+_NOT_AN_EXCEPTION = (("timeout exceeded: ", TIMEOUT_CLASS),)
 #: The class named for any other error that was not an exception of the task (a vanished
 #: worker, an undecodable payload, an unstorable return value).
 OTHER_ERROR_CLASS = "skiplock.SkiplockError"
@@ -64,10 +67,11 @@ class TaskCall:
 
 def error_from_exception(exc: BaseException) -> TaskError:
     """A failed attempt's :class:`TaskError` from the exception itself (as Django's own
-    backends make it)."""
+    backends make it; a timeout named as :func:`error_from_text` names it)."""
     cls = type(exc)
+    path = f"{cls.__module__}.{cls.__qualname__}"
     return TaskError(
-        exception_class_path=f"{cls.__module__}.{cls.__qualname__}",
+        exception_class_path=TIMEOUT_CLASS if isinstance(exc, JobTimeoutError) else path,
         traceback="".join(traceback.format_exception(exc)).rstrip(),
     )
 

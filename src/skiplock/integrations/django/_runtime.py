@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from skiplock.core import Job
 
     from ._config import BackendConfig
+
+logger = logging.getLogger("skiplock.integrations.django")
 
 #: Every Django task this process has seen defined, by module path (its job's kind): the
 #: first definition of each (``Task.using()`` copies differ only in what a job records).
@@ -229,6 +232,16 @@ class Runtime:
         process.__qualname__ = process.__name__ = f"run[{path}]"
         return process
 
+    def _with_history(self, ctx: JobContext) -> Job:
+        """The running job read again with its history (its earlier errors and workers:
+        a claim leaves them out); the claimed job itself if that read fails (the task
+        runs all the same)."""
+        try:
+            return self.store.get(ctx.job_id) or ctx.job
+        except Exception:
+            logger.warning("cannot read job %s's history; running it without", ctx.job_id)
+            return ctx.job
+
     def run(self, path: str, call: TaskCall, ctx: JobContext) -> Any:
         """Run one attempt of the Django task ``path`` in a worker thread, sending
         ``task_started`` and ``task_finished`` around it; returns its JSON-normalised
@@ -243,7 +256,7 @@ class Runtime:
         close_old_connections()
         reset_queries()
         try:
-            job = self.store.get(ctx.job_id) or ctx.job  # with its history (errors)
+            job = self._with_history(ctx)
             result = task_result(job, task, backend=self.config.alias)
             task_started.send(sender=sender, task_result=result)
             try:
