@@ -3,14 +3,22 @@ database made by pytest-django (``migrate`` installs skiplock's schema)."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
+import django
 import pytest
-from django.db import connection
-from django.tasks import task_backends
 
-from skiplock.integrations.django import SkiplockBackend
-from tests import pgfixtures
+# tox sets it (pytest-django reads it at start-up); for a plain `pytest` run, here,
+# before the test modules import the project's models.
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.django_integration.settings")
+django.setup()
+
+from django.db import connection  # noqa: E402
+from django.tasks import task_backends  # noqa: E402
+
+from skiplock.integrations.django import SkiplockBackend  # noqa: E402
+from tests import pgfixtures  # noqa: E402
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
