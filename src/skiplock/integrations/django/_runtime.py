@@ -23,6 +23,7 @@ from django.utils.asyncio import async_unsafe
 from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
+from skiplock.adapters._pg import quote_identifier
 from skiplock.adapters.psycopg import PsycopgJobStore
 from skiplock.core import SchemaVersionError
 from skiplock.engine import Engine, JobCancelledError, JobContext, Worker
@@ -194,7 +195,8 @@ class Runtime:
         alias = self.config.database
         with connections[alias].cursor() as cursor:
             cursor.execute(
-                f'SELECT id FROM "{self.config.schema}".jobs WHERE idempotency_key = %s',
+                f"SELECT id FROM {quote_identifier(self.config.schema)}.jobs "
+                "WHERE idempotency_key = %s",
                 [key],
             )
             row = cursor.fetchone()
