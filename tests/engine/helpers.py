@@ -109,7 +109,7 @@ class CountingStore(InMemoryJobStore):
         return super().purge(older_than=older_than, archive=archive, batch_size=batch_size)
 
 
-def eventually(predicate: Callable[[], bool], timeout: float = 3.0) -> None:
+def eventually(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
     """Wait until ``predicate()`` holds (checked every few ms), failing after ``timeout``."""
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -104,7 +104,7 @@ class CountingStore(AsyncInMemoryJobStore):
         return await super().purge(older_than=older_than, archive=archive, batch_size=batch_size)
 
 
-async def eventually(predicate: Callable[[], bool], timeout: float = 3.0) -> None:
+async def eventually(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
     """Wait until ``predicate()`` holds (checked every few ms), failing after ``timeout``."""
     deadline = time.monotonic() + timeout
     while not predicate():

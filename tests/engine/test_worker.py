@@ -772,7 +772,7 @@ def test_worker_forced_stop_tries_a_failing_write_once(
         eventually(lambda: len(store.calls) >= 1)
         calls = len(store.calls)
         worker.stop(force=True)
-        eventually(task.done, 4.0)
+        eventually(task.done, 10.0)
         join(task)
     assert 1 <= len(store.calls) - calls <= 3
     assert any("giving up completing 1 job(s)" in r.getMessage() for r in caplog.records)
@@ -1202,7 +1202,7 @@ def test_worker_forced_stop_releases_running_jobs_and_unregisters(
     # From another thread, as a signal handler would.
     forcer = threading.Thread(target=worker.stop, kwargs={"force": True})
     forcer.start()
-    eventually(task.done, 4.0)
+    eventually(task.done, 10.0)
     join(task)
     forcer.join()
     assert worker.state == "stopped"
@@ -1413,7 +1413,7 @@ def test_worker_second_stop_signal_forces_the_stop(store: CountingStore, clock: 
     helper = spawn(send)
     begun = time.monotonic()
     worker.run()  # in the main thread: Python runs signal handlers only there
-    assert time.monotonic() - begun < 10.0  # not the 60 s drain
+    assert time.monotonic() - begun < 30.0  # not the 60 s drain
     join(helper)
     assert released(engine.get_job(job_id))
     assert store.state.workers() == []

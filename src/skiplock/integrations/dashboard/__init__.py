@@ -7,15 +7,15 @@ stylesheet shipped in the package: no JavaScript, no build step, nothing loaded 
 elsewhere. Needs ``jinja2`` (``pip install 'skiplock[dashboard]'``; Flask has it).
 
 Deny by default: :class:`AsyncDashboard` / :class:`Dashboard` refuse to exist without an
-authorization hook, asked for ``read`` on every page and ``write`` for the buttons; the
-identity it returns is the audit actor of a button's change. See docs/dashboard.md.
+authorization hook, the REST API's (:mod:`skiplock.integrations.rest`: its ``Request``,
+``Permission``, ``Forbidden`` and ``NotAuthenticated`` are re-exported here), asked for
+``read`` on every page and ``write`` for the buttons; the identity it returns is the audit
+actor of a button's change. See docs/dashboard.md.
 """
 
 from __future__ import annotations
 
-from ._csrf import COOKIE as CSRF_COOKIE
-from ._csrf import FIELD as CSRF_FIELD
-from ._neutral import (
+from ..rest import (
     AsyncAuthorize,
     Authorize,
     Forbidden,
@@ -24,6 +24,8 @@ from ._neutral import (
     Request,
     Response,
 )
+from ._csrf import COOKIE as CSRF_COOKIE
+from ._csrf import FIELD as CSRF_FIELD
 from ._views import Dashboard
 from ._views_async import PAGES, AsyncDashboard, mount_root
 

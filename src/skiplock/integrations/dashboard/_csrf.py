@@ -21,7 +21,7 @@ import secrets
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import urlsplit
 
-from ._neutral import Forbidden, Request
+from ..rest import Forbidden, Request
 
 #: The cookie holding the token.
 COOKIE = "skiplock_csrf"

@@ -8,7 +8,6 @@ HTML pages with the matching status. The FastAPI and Flask bindings route to it.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -16,33 +15,23 @@ from urllib.parse import parse_qs, urlencode
 
 from skiplock.core import (
     INT8_RANGE,
-    InvalidTransitionError,
     JobNotFoundError,
     JobState,
     SkiplockError,
-    StoreError,
-    ValidationError,
     check_duration,
     check_int,
     to_duration,
 )
-from skiplock.engine import AsyncEngine
 
+from ..rest import AsyncRestApi, Forbidden, Permission, Problem, Request, Response, problem_for
 from . import _csrf, _render
-from ._neutral import (
-    AsyncAuthorize,
-    Forbidden,
-    NotAuthenticated,
-    Permission,
-    Problem,
-    Request,
-    Response,
-    check_hook,
-    identity_of,
-)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from skiplock.engine import AsyncEngine
+
+    from ..rest import AsyncAuthorize
 
 logger = logging.getLogger("skiplock.dashboard")
 
@@ -59,13 +48,6 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
 #: The job states whose page offers Retry and Discard.
 REPLAYABLE = frozenset({JobState.DEAD, JobState.FAILED, JobState.CANCELLED})
 _DONE = {"retried": "retried: it is pending again", "discarded": "discarded"}
-_STATUS_TITLES = {
-    404: "Not found",
-    409: "Conflict",
-    422: "Invalid request",
-    500: "Internal server error",
-    503: "Job store unavailable",
-}
 
 
 def mount_root(page: str, request: Request) -> str:
@@ -114,17 +96,10 @@ class AsyncDashboard:
         window: timedelta | float = timedelta(hours=1),
         bucket: timedelta | float = timedelta(minutes=1),
     ) -> None:
-        if not isinstance(engine, AsyncEngine):
-            expected = AsyncEngine.__name__
-            raise TypeError(f"expected a skiplock {expected}, got {type(engine).__name__}")
-        check_hook(authorize)
-        if True:  # ASYNC
-            pass
-        else:
-            if inspect.iscoroutinefunction(authorize):
-                raise TypeError("a coroutine function as authorize hook needs an AsyncEngine")
+        # The REST API's authorization: the same checks of the engine and the hook, and
+        # the same rules for what the hook returns.
+        self._api = AsyncRestApi(engine, authorize=authorize)
         self._engine = engine
-        self._authorize = authorize
         self._refresh = None if refresh is None else check_int("refresh", refresh, minimum=1)
         self._page_size = check_int("page_size", page_size, minimum=1, maximum=1000)
         self._window = check_duration("window", to_duration(window))
@@ -170,9 +145,9 @@ class AsyncDashboard:
         except Problem as problem:
             return _error(problem.status, problem.title, problem.detail, context, problem.headers)
         except SkiplockError as exc:
-            status = _status(exc)
-            back = f"{root}/dead" if status == 409 else None
-            return _error(status, _STATUS_TITLES[status], _detail(exc), context, back=back)
+            answer = problem_for(exc)
+            back = f"{root}/dead" if answer.status == 409 else None
+            return _error(answer.status, answer.title, answer.detail, context, back=back)
         except Exception:
             logger.exception("dashboard error on %s %s", request.method, request.path)
             detail = "an unexpected error; see the server's log"
@@ -181,14 +156,7 @@ class AsyncDashboard:
     # ---- authorization ----------------------------------------------------------------
 
     async def _identity(self, request: Request, permission: Permission) -> str:
-        outcome = self._authorize(request, permission)
-        if True:  # ASYNC
-            if inspect.isawaitable(outcome):
-                outcome = await outcome
-        identity = identity_of(outcome)
-        if identity is None:
-            raise NotAuthenticated("missing or invalid credentials")
-        return identity
+        return await self._api.authorize(request, permission)
 
     async def _may_write(self, request: Request) -> bool:
         """Whether the hook grants ``write`` (to show the buttons)."""
@@ -273,22 +241,6 @@ def _notice(request: Request) -> str | None:
         return None
     job = _one(request.query, "job") or request.path_params.get("job_id", "")
     return f"Job {job} {done}." if job.isascii() and job.isdigit() else None
-
-
-def _status(exc: SkiplockError) -> int:
-    if isinstance(exc, JobNotFoundError):
-        return 404
-    if isinstance(exc, InvalidTransitionError):
-        return 409
-    if isinstance(exc, ValidationError):
-        return 422
-    if isinstance(exc, StoreError):
-        return 503
-    return 500  # a row written around the API (UndecodableRowError): not transient
-
-
-def _detail(exc: SkiplockError) -> str:
-    return " ".join(str(exc).split())
 
 
 def _html(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> Response:

@@ -1,0 +1,93 @@
+"""``python -m django check`` with the app installed reports skiplock's system checks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.django_integration.helpers import django_command, settings_module
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.postgres
+
+
+def check(tmp_path: Path, code: str = "", *arguments: str) -> tuple[int, str]:
+    env = settings_module(tmp_path, "check_settings", code)
+    done = django_command("check", *arguments, env=env)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_a_configured_project_has_no_issues(tmp_path: Path) -> None:
+    status, output = check(tmp_path)
+    assert (status, output.strip()) == (0, "System check identified no issues (0 silenced).")
+
+
+def test_invalid_options_are_an_error_naming_the_key(tmp_path: Path) -> None:
+    status, output = check(tmp_path, 'TASKS["default"]["OPTIONS"]["SCHEMA"] = "Bad-Name"')
+    assert status == 1
+    assert "skiplock.E001" in output
+    assert "TASKS['default']['OPTIONS']['SCHEMA']: invalid identifier 'Bad-Name'" in output
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ('TASKS["default"]["OPTIONS"]["COLOUR"] = "blue"', "unknown key(s) ['COLOUR']"),
+        ('TASKS["default"]["OPTIONS"]["DATABASE"] = "nowhere"', "'nowhere' is not an alias"),
+        ('TASKS["default"]["OPTIONS"]["SETTINGS"] = {"concurrency": 0}', "concurrency"),
+        (
+            'TASKS["default"]["OPTIONS"]["TASKS"] = {"app.tasks.x": {"priority": 3}}',
+            "['priority'] cannot be set here",
+        ),
+        (
+            'TASKS["default"]["OPTIONS"]["TASKS"] = {"app.tasks.x": {"max_attempts": 0}}',
+            "max_attempts",
+        ),
+    ],
+)
+def test_each_invalid_option_is_reported(tmp_path: Path, code: str, message: str) -> None:
+    status, output = check(tmp_path, code)
+    assert status == 1
+    assert "skiplock.E001" in output
+    assert message in output
+
+
+def test_the_app_without_a_skiplock_backend_is_a_warning(tmp_path: Path) -> None:
+    code = (
+        'TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend", '
+        '"QUEUES": []}}'
+    )
+    status, output = check(tmp_path, code)
+    assert status == 0
+    assert "skiplock.W001" in output
+
+
+def test_pgbouncer_transaction_pooling_needs_a_direct_dsn(tmp_path: Path) -> None:
+    code = 'DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True'
+    status, output = check(tmp_path, code)
+    assert status == 1
+    assert "skiplock.E004" in output
+    assert "transaction pooling" in output
+    direct = 'TASKS["default"]["OPTIONS"]["DSN"] = "postgresql://postgres@127.0.0.1/app"'
+    assert check(tmp_path, f"{code}\n{direct}")[0] == 0
+    session = 'TASKS["default"]["OPTIONS"]["PGBOUNCER"] = "session"'
+    assert check(tmp_path, f"{code}\n{session}")[0] == 0
+
+
+def test_a_database_that_is_not_postgresql_is_an_error(tmp_path: Path) -> None:
+    code = (
+        'DATABASES["queue"] = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}\n'
+        'TASKS["default"]["OPTIONS"]["DATABASE"] = "queue"'
+    )
+    status, output = check(tmp_path, code)
+    assert status == 1
+    assert "skiplock.E002" in output
+
+
+@pytest.mark.django_db
+def test_the_database_check_reads_the_schema(tmp_path: Path) -> None:
+    status, output = check(tmp_path, "", "--database", "default")
+    assert (status, output.strip()) == (0, "System check identified no issues (0 silenced).")

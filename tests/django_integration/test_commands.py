@@ -1,0 +1,139 @@
+"""``skiplock_worker`` (signals, start-up failures, ``--until-idle``), ``skiplock_schema``
+and ``skiplock_health``."""
+
+from __future__ import annotations
+
+import signal
+from io import StringIO
+from typing import TYPE_CHECKING
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.tasks import TaskResultStatus
+
+from skiplock.adapters.psycopg import schema_sql
+from tests.django_integration.helpers import (
+    django_command,
+    finished,
+    settings_module,
+    stop,
+    worker_process,
+)
+from tests.django_integration.testapp import tasks
+from tests.django_integration.testapp.models import Attempt
+from tests.pghelpers import wait_for
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("jobs")]
+
+
+def started(key: str) -> bool:
+    return Attempt.objects.filter(key=key, note="start").exists()
+
+
+def test_sigterm_lets_the_running_task_finish_then_exits_0(tmp_path: Path) -> None:
+    result = tasks.slow.enqueue("drain", 1.0)
+    with worker_process(tmp_path) as proc:
+        wait_for(lambda: started("drain"), 30, "the slow task to start")
+        assert stop(proc) == 0
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert Attempt.objects.filter(key="drain", note="end").exists()
+
+
+def test_a_second_signal_releases_the_running_task_and_exits_130(tmp_path: Path) -> None:
+    result = tasks.slow.enqueue("forced", 2.5)
+    with worker_process(tmp_path) as proc:
+        wait_for(lambda: started("forced"), 30, "the slow task to start")
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130
+    result.refresh()
+    assert result.status == TaskResultStatus.READY  # released: it runs again later
+    assert not Attempt.objects.filter(key="forced", note="end").exists()
+
+
+def test_the_worker_runs_only_the_queues_it_is_given(tmp_path: Path) -> None:
+    email = tasks.record.enqueue("queues", "email")
+    report = tasks.record.using(queue_name="reports").enqueue("queues", "report")
+    with worker_process(tmp_path, "--queue", "reports", "--queue", "default") as proc:
+        wait_for(finished(report), 30, "the reports task")
+        assert stop(proc) == 0
+    email.refresh()
+    assert email.status == TaskResultStatus.READY
+
+
+def test_until_idle_runs_what_is_due_and_returns() -> None:
+    result = tasks.add.enqueue(1, 2)
+    out = StringIO()
+    call_command("skiplock_worker", "--until-idle", stdout=out)
+    assert "handled 1 job(s)" in out.getvalue()
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL
+
+
+def test_an_unreachable_database_stops_the_worker_with_one_line(tmp_path: Path) -> None:
+    env = settings_module(
+        tmp_path,
+        "unreachable",
+        'TASKS["default"]["OPTIONS"]["DSN"] = "postgresql://postgres@127.0.0.1:1/none"',
+    )
+    done = django_command("skiplock_worker", env=env)
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("CommandError: cannot start the worker: ")
+    assert "127.0.0.1" in line
+
+
+def test_a_missing_schema_stops_the_worker_with_the_command_to_run(tmp_path: Path) -> None:
+    env = settings_module(
+        tmp_path, "other_schema", 'TASKS["default"]["OPTIONS"]["SCHEMA"] = "nope"'
+    )
+    done = django_command("skiplock_worker", env=env)
+    assert done.returncode == 1
+    assert "schema 'nope' is not installed" in done.stderr
+
+
+def test_schema_sql_prints_what_migrate_applies() -> None:
+    out = StringIO()
+    call_command("skiplock_schema", "sql", stdout=out)
+    assert out.getvalue() == schema_sql()
+    out = StringIO()
+    call_command("skiplock_schema", "sql", "--from", "3", stdout=out)
+    assert out.getvalue() == schema_sql(from_version=3)
+    with pytest.raises(CommandError, match="--from"):
+        call_command("skiplock_schema", "sql", "--from", "999")
+
+
+def test_schema_status_and_apply() -> None:
+    out = StringIO()
+    call_command("skiplock_schema", "status", stdout=out)
+    assert "schema 'skiplock': up to date" in out.getvalue()
+    out = StringIO()
+    call_command("skiplock_schema", "apply", stdout=out)
+    assert out.getvalue().strip() == "schema 'skiplock' is up to date"
+
+
+def test_health_is_unhealthy_while_due_tasks_have_no_worker() -> None:
+    out = StringIO()
+    call_command("skiplock_health", stdout=out)
+    assert out.getvalue().startswith("status:   healthy")
+    tasks.add.enqueue(1, 1)
+    out = StringIO()
+    with pytest.raises(CommandError, match="unhealthy") as raised:
+        call_command("skiplock_health", stdout=out)
+    assert raised.value.returncode == 1
+    assert "problem:" in out.getvalue()
+    assert tasks.add.module_path in out.getvalue()
+    out = StringIO()
+    with pytest.raises(CommandError):
+        call_command("skiplock_health", "--json", stdout=out)
+    assert '"healthy": false' in out.getvalue()
+
+
+def test_a_backend_that_is_not_skiplock_is_refused() -> None:
+    with pytest.raises(CommandError, match="nowhere"):
+        call_command("skiplock_health", "--backend", "nowhere")
