@@ -83,20 +83,7 @@ def add_commands(commands: Subparsers[argparse.ArgumentParser]) -> None:
             "line per problem otherwise."
         ),
     )
-    health.add_argument(
-        "--max-age",
-        type=_duration,
-        metavar="DURATION",
-        help="unhealthy if a kind's oldest due pending job has waited longer (30s, 5m, 1h, "
-        "or seconds; default: no limit)",
-    )
-    health.add_argument(
-        "--max-dead",
-        type=_non_negative_int,
-        metavar="N",
-        help="unhealthy if a kind has more than N dead jobs (default: no limit)",
-    )
-    _worker_timeout_option(health)
+    add_health_options(health)
     health.set_defaults(handler=_run(_cmd_health, health=True))
 
     jobs = commands.add_parser(
@@ -180,6 +167,27 @@ def add_commands(commands: Subparsers[argparse.ArgumentParser]) -> None:
         help='only workers on HOST (e.g. "$(hostname)"); exit 1 unless one is live',
     )
     workers.set_defaults(handler=_run(_cmd_workers))
+
+
+def add_health_options(parser: argparse.ArgumentParser, *, with_json: bool = False) -> None:
+    """The options of ``health`` besides the connection: its thresholds, and ``--json``
+    if ``with_json`` (``skiplock health`` has it among the connection options)."""
+    parser.add_argument(
+        "--max-age",
+        type=_duration,
+        metavar="DURATION",
+        help="unhealthy if a kind's oldest due pending job has waited longer (30s, 5m, 1h, "
+        "or seconds; default: no limit)",
+    )
+    parser.add_argument(
+        "--max-dead",
+        type=_non_negative_int,
+        metavar="N",
+        help="unhealthy if a kind has more than N dead jobs (default: no limit)",
+    )
+    _worker_timeout_option(parser)
+    if with_json:
+        parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def _common_options() -> argparse.ArgumentParser:
@@ -788,6 +796,16 @@ def _print_unreachable(engine: Engine, args: argparse.Namespace, problem: str) -
     )
     _print_health(unreachable_report(problem, thresholds), as_json=args.json)
     return 1
+
+
+def engine_health(engine: Engine, args: argparse.Namespace) -> int:
+    """``health`` on an application's engine (its store, however it connects), with the
+    options of :func:`add_health_options`: print the report, exit 1 if unhealthy."""
+    try:
+        return _cmd_health(engine, args)
+    except ValidationError as exc:
+        print(f"skiplock: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 2
 
 
 def _cmd_health(engine: Engine, args: argparse.Namespace) -> int:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from types import ModuleType
     from wsgiref.simple_server import WSGIServer
 
+    from skiplock.adapters._pg import SchemaStatus
     from skiplock.contrib.prometheus import PrometheusMetrics
     from skiplock.ports import AsyncJobStore, JobStore
 
@@ -56,7 +57,12 @@ class StartupError(Exception):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
-    parser = build_parser()
+    return run(build_parser(), argv)
+
+
+def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` with ``parser`` and run the handler it selects, with :func:`main`'s
+    error handling and exit statuses."""
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, argparse usage errors
@@ -101,52 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="import path 'module:attribute' of an Engine/AsyncEngine or a zero-argument "
         "callable returning one (the current directory is importable)",
     )
-    worker.add_argument(
-        "--concurrency",
-        type=_positive_int,
-        metavar="N",
-        help="job slots of this worker (default: SKIPLOCK_CONCURRENCY, else the engine's settings)",
-    )
-    worker.add_argument(
-        "--kinds",
-        type=_kind_list,
-        metavar="A,B",
-        help="claim only these kinds (default: every kind with a processor)",
-    )
-    worker.add_argument(
-        "--all-kinds",
-        action="store_true",
-        help="also claim kinds without a processor (they go to 'dead'); with --kinds: "
-        "allow listing such kinds",
-    )
-    worker.add_argument(
-        "--tenants",
-        type=_tenant_list,
-        metavar="T1,T2",
-        help="claim only jobs of these tenants (default: any tenant)",
-    )
-    worker.add_argument(
-        "--log-level",
-        type=_log_level,
-        default=logging.INFO,
-        metavar="LEVEL",
-        help="DEBUG, INFO (default), WARNING or ERROR",
-    )
-    worker.add_argument(
-        "--log-format",
-        choices=["text", "json"],
-        default="text",
-        help="text (default), or json: one JSON object per line with the running job's "
-        "fields (job_id, kind, tenant, attempt, worker_id, trace_id)",
-    )
-    worker.add_argument(
-        "--metrics-port",
-        type=_port,
-        metavar="N",
-        help="serve Prometheus metrics on http://0.0.0.0:N/metrics (the engine's metrics "
-        "must be a skiplock.contrib.prometheus.PrometheusMetrics; needs "
-        f"{PROMETHEUS_HINT})",
-    )
+    add_worker_options(worker)
     worker.set_defaults(handler=_cmd_worker)
 
     demo = commands.add_parser(
@@ -177,21 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Manage skiplock's tables. apply and status need the psycopg extra: "
         + PSYCOPG_HINT,
     )
-    schema.add_argument(
-        "action",
-        choices=["apply", "sql", "status"],
-        help="apply: run pending migrations; sql: print standalone DDL (no database "
-        "needed); status: show migrations, exit 1 unless up to date",
-    )
-    schema.add_argument(
-        "--from",
-        dest="from_version",
-        type=int,
-        metavar="N",
-        help="with sql: print the upgrade script from schema version N to the current one "
-        "(the migrations after N, each recorded in the version table; 0: the fresh-install "
-        "DDL, the default)",
-    )
+    _add_schema_action(schema)
     schema.add_argument("--dsn", help=f"PostgreSQL connection string (default: ${DSN_ENV})")
     schema.add_argument(
         "--schema",
@@ -205,6 +152,74 @@ def build_parser() -> argparse.ArgumentParser:
     # health, jobs, dlq, counts, workers (skiplock/_cli_admin.py)
     _cli_admin.add_commands(commands)
     return parser
+
+
+def add_worker_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``skiplock worker`` (all but APP), for :func:`run_worker`."""
+    parser.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        metavar="N",
+        help="job slots of this worker (default: SKIPLOCK_CONCURRENCY, else the engine's settings)",
+    )
+    parser.add_argument(
+        "--kinds",
+        type=_kind_list,
+        metavar="A,B",
+        help="claim only these kinds (default: every kind with a processor)",
+    )
+    parser.add_argument(
+        "--all-kinds",
+        action="store_true",
+        help="also claim kinds without a processor (they go to 'dead'); with --kinds: "
+        "allow listing such kinds",
+    )
+    parser.add_argument(
+        "--tenants",
+        type=_tenant_list,
+        metavar="T1,T2",
+        help="claim only jobs of these tenants (default: any tenant)",
+    )
+    parser.add_argument(
+        "--log-level",
+        type=_log_level,
+        default=logging.INFO,
+        metavar="LEVEL",
+        help="DEBUG, INFO (default), WARNING or ERROR",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="text (default), or json: one JSON object per line with the running job's "
+        "fields (job_id, kind, tenant, attempt, worker_id, trace_id)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=_port,
+        metavar="N",
+        help="serve Prometheus metrics on http://0.0.0.0:N/metrics (the engine's metrics "
+        "must be a skiplock.contrib.prometheus.PrometheusMetrics; needs "
+        f"{PROMETHEUS_HINT})",
+    )
+
+
+def _add_schema_action(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "action",
+        choices=["apply", "sql", "status"],
+        help="apply: run pending migrations; sql: print standalone DDL (no database "
+        "needed); status: show migrations, exit 1 unless up to date",
+    )
+    parser.add_argument(
+        "--from",
+        dest="from_version",
+        type=int,
+        metavar="N",
+        help="with sql: print the upgrade script from schema version N to the current one "
+        "(the migrations after N, each recorded in the version table; 0: the fresh-install "
+        "DDL, the default)",
+    )
 
 
 # ---- option types -----------------------------------------------------------------------
@@ -347,6 +362,11 @@ def _import(module_name: str) -> ModuleType:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
+    _setup_logging(args)
+    return run_worker(resolve_app(args.app), args, label=args.app)
+
+
+def _setup_logging(args: argparse.Namespace) -> None:
     if args.log_format == "json":
         from skiplock.contrib.logging import json_handler
 
@@ -356,13 +376,20 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
         )
     logging.getLogger("skiplock").setLevel(args.log_level)
-    engine = resolve_app(args.app)
+
+
+def run_worker(engine: AsyncEngine | Engine, args: argparse.Namespace, *, label: str) -> int:
+    """Run a worker of ``engine`` as ``skiplock worker`` does, with the options of
+    :func:`add_worker_options` (``label`` names the engine in errors): logging set up,
+    ``SKIPLOCK_*`` applied over its settings, the store opened and checked first,
+    signals handled."""
+    _setup_logging(args)
     apply_env(engine)
     metrics = _prometheus_metrics(engine) if args.metrics_port is not None else None
     missing = sorted(args.kinds - engine.kinds) if args.kinds else []
     if missing and not args.all_kinds:
         raise CliError(
-            f"{args.app} has no processor for kind(s) {', '.join(missing)}; "
+            f"{label} has no processor for kind(s) {', '.join(missing)}; "
             "register them, or pass --all-kinds to claim and bury them"
         )
     try:
@@ -650,43 +677,128 @@ def _dsn(args: argparse.Namespace) -> str:
 
 def _cmd_schema(args: argparse.Namespace) -> int:
     if args.action == "sql":
-        # Driver-neutral: printing DDL needs neither a database nor the psycopg extra.
-        from skiplock.adapters._pg import schema_sql
-
-        try:
-            script = schema_sql(args.schema, args.from_version or 0)
-        except ValidationError as exc:
-            raise CliError(f"--from: {exc}") from None
-        sys.stdout.write(script)
-        return 0
+        return _print_schema_sql(args.schema, args.from_version)
     if args.from_version is not None:
         raise CliError(f"--from is an option of 'schema sql', not of 'schema {args.action}'")
     pg = psycopg_adapter()
     dsn = _dsn(args)
     import psycopg
 
+    return _schema_action(
+        args.action,
+        args.schema,
+        apply=lambda: pg.apply_schema(dsn, schema=args.schema),
+        status=lambda: pg.schema_status(dsn, schema=args.schema),
+        errors=(psycopg.Error, SkiplockError),
+    )
+
+
+def _print_schema_sql(schema: str, from_version: int | None) -> int:
+    # Driver-neutral: printing DDL needs neither a database nor the psycopg extra.
+    from skiplock.adapters._pg import schema_sql
+
     try:
-        if args.action == "apply":
-            applied: list[str] = pg.apply_schema(dsn, schema=args.schema)
+        script = schema_sql(schema, from_version or 0)
+    except ValidationError as exc:
+        raise CliError(f"--from: {exc}") from None
+    sys.stdout.write(script)
+    return 0
+
+
+def _schema_action(
+    action: str,
+    schema: str,
+    *,
+    apply: Callable[[], list[str]],
+    status: Callable[[], SchemaStatus],
+    errors: tuple[type[BaseException], ...],
+) -> int:
+    """``schema apply`` or ``schema status`` through ``apply`` and ``status``; an error
+    of ``errors`` is printed on one line, exit status 1."""
+    try:
+        if action == "apply":
+            applied = apply()
             for name in applied:
                 print(f"applied {name}")
             if not applied:
-                print(f"schema {args.schema!r} is up to date")
+                print(f"schema {schema!r} is up to date")
             return 0
-        status = pg.schema_status(dsn, schema=args.schema)
-    except (psycopg.Error, SkiplockError) as exc:
+        result = status()
+    except errors as exc:
         print(f"skiplock: error: {_describe(exc)}", file=sys.stderr)
         return 1
-    print(f"schema:  {status.schema}")
-    print(f"applied: {', '.join(status.applied) or '(none)'}")
-    print(f"pending: {', '.join(status.pending) or '(none)'}")
-    if status.unknown:
-        print(f"unknown: {', '.join(status.unknown)} (the database is newer than this code)")
-    if not status.installed:
-        verdict = f"not installed: run `{status.apply_command}`"
-    elif status.pending:
-        verdict = f"out of date: run `{status.apply_command}`"
+    print(f"schema:  {result.schema}")
+    print(f"applied: {', '.join(result.applied) or '(none)'}")
+    print(f"pending: {', '.join(result.pending) or '(none)'}")
+    if result.unknown:
+        print(f"unknown: {', '.join(result.unknown)} (the database is newer than this code)")
+    if not result.installed:
+        verdict = f"not installed: run `{result.apply_command}`"
+    elif result.pending:
+        verdict = f"out of date: run `{result.apply_command}`"
     else:
         verdict = "up to date"
     print(f"status:  {verdict}")
-    return 0 if status.installed and status.up_to_date else 1
+    return 0 if result.installed and result.up_to_date else 1
+
+
+# ---- the commands of an application's engine (framework integrations) --------------------
+
+#: The commands :func:`run_embedded` offers.
+EMBEDDED_COMMANDS = ("worker", "schema", "health")
+
+
+def run_embedded(
+    engine: AsyncEngine | Engine, command: str, argv: Sequence[str], *, prog: str
+) -> int:
+    """Run ``skiplock`` ``command`` (one of :data:`EMBEDDED_COMMANDS`) on ``engine``, an
+    application's own engine, with the arguments ``argv``: what a framework integration
+    offers as its own commands (``flask skiplock worker``). The options, their parsing,
+    the output and the exit statuses are those of the ``skiplock`` command, without
+    APP, ``--dsn`` and ``--schema``: the engine's store is the database.
+
+    ``worker`` takes either engine; ``schema`` (apply, sql, status) and ``health`` a sync
+    :class:`~skiplock.Engine` on a PostgreSQL store.
+    """
+    parser = argparse.ArgumentParser(prog=prog)
+    if command == "worker":
+        parser.description = "Run a worker of the application's engine until SIGTERM/SIGINT."
+        add_worker_options(parser)
+        parser.set_defaults(handler=lambda args: run_worker(engine, args, label=prog))
+    elif command == "schema":
+        parser.description = "Apply, print or check the schema of the engine's store."
+        _add_schema_action(parser)
+        parser.set_defaults(handler=lambda args: _embedded_schema(engine, args))
+    elif command == "health":
+        parser.description = "Check the engine's database, schema, workers and queues."
+        _cli_admin.add_health_options(parser, with_json=True)
+        parser.set_defaults(
+            handler=lambda args: _cli_admin.engine_health(_sync_pg_engine(engine, prog), args)
+        )
+    else:
+        raise ValueError(f"command must be one of {', '.join(EMBEDDED_COMMANDS)}, got {command!r}")
+    return run(parser, argv)
+
+
+def _sync_pg_engine(engine: AsyncEngine | Engine, prog: str) -> Engine:
+    if not isinstance(engine, Engine):
+        raise CliError(f"{prog} needs a sync skiplock Engine, got {type(engine).__name__}")
+    return engine
+
+
+def _embedded_schema(engine: AsyncEngine | Engine, args: argparse.Namespace) -> int:
+    store: Any = _sync_pg_engine(engine, "schema").store
+    schema = getattr(store, "schema", None)
+    if not isinstance(schema, str) or not hasattr(store, "schema_status"):
+        raise CliError(f"the engine's store ({type(store).__name__}) has no PostgreSQL schema")
+    if args.action == "sql":
+        return _print_schema_sql(schema, args.from_version)
+    if args.from_version is not None:
+        raise CliError(f"--from is an option of 'schema sql', not of 'schema {args.action}'")
+    return _schema_action(
+        args.action,
+        schema,
+        apply=store.apply_schema,
+        status=store.schema_status,
+        errors=(Exception,),  # whatever the driver raises: one line, exit 1
+    )

@@ -371,6 +371,11 @@ def test_engine_admin_get_list_and_counts(engine: Engine) -> None:
         engine.list_jobs(limit=0)
     with pytest.raises(ValidationError, match="state"):
         engine.list_jobs(state="nonsense")
+    created = (engine.get_job(ids[0])).created_at
+    assert engine.list_jobs(created_before=created) == []
+    assert len(engine.list_jobs(created_since=created)) == 5
+    due = (engine.get_job(ids[0])).available_at
+    assert engine.list_jobs(available_since=due + timedelta(seconds=1)) == []
     counts = engine.counts()
     assert sorted((c.tenant, c.count) for c in counts) == [("t0", 3), ("t1", 2)]
 

@@ -396,6 +396,11 @@ async def test_engine_admin_get_list_and_counts(engine: AsyncEngine) -> None:
         await engine.list_jobs(limit=0)
     with pytest.raises(ValidationError, match="state"):
         await engine.list_jobs(state="nonsense")
+    created = (await engine.get_job(ids[0])).created_at
+    assert await engine.list_jobs(created_before=created) == []
+    assert len(await engine.list_jobs(created_since=created)) == 5
+    due = (await engine.get_job(ids[0])).available_at
+    assert await engine.list_jobs(available_since=due + timedelta(seconds=1)) == []
     counts = await engine.counts()
     assert sorted((c.tenant, c.count) for c in counts) == [("t0", 3), ("t1", 2)]
 

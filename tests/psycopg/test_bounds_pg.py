@@ -3,7 +3,7 @@ CHECK constraint, the archive keeps one copy per id, system schema names are ref
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -45,6 +45,20 @@ store = store_fixture(PsycopgJobStore, max_size=2)
         (lambda e: e.list_jobs(tenant="a\x00"), "tenant filter must not contain NUL"),
         (lambda e: e.list_jobs(kind="\ud800"), "kind filter is not valid text"),
         (lambda e: e.list_jobs(state="x" * 10_000), "unknown job state 'xxx"),
+        (
+            lambda e: e.list_jobs(created_since=datetime(2024, 1, 1)),
+            "created_since must be timezone-aware",
+        ),
+        (
+            lambda e: e.list_jobs(available_before="2024-01-01"),
+            "available_before must be a datetime, got str",
+        ),
+        (
+            lambda e: e.list_jobs(
+                created_before=datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))
+            ),
+            "created_before out of range",
+        ),
     ],
 )
 def test_admin_arguments_are_validated_before_the_driver(

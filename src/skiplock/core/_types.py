@@ -249,7 +249,11 @@ class ClaimRequest:
 
 @attrs.frozen
 class JobFilter:
-    """Selects jobs for admin operations; ``None`` fields match everything."""
+    """Selects jobs for admin operations; ``None`` fields match everything.
+
+    The time ranges are half-open: ``created_since <= created_at < created_before``, and
+    the same for ``available_at`` (aware datetimes).
+    """
 
     ids: frozenset[int] | None = None
     states: frozenset[JobState] | None = None
@@ -257,6 +261,10 @@ class JobFilter:
     tenants: frozenset[str] | None = None
     priority_min: int | None = None
     priority_max: int | None = None
+    created_since: datetime | None = None
+    created_before: datetime | None = None
+    available_since: datetime | None = None
+    available_before: datetime | None = None
 
 
 @attrs.frozen

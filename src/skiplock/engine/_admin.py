@@ -8,7 +8,7 @@ This module is the generated sync twin of ``_admin_async.py``.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import attrs
@@ -16,6 +16,8 @@ import attrs
 from skiplock.core import (
     INT8_RANGE,
     LIVE_HEARTBEATS,
+    MAX_AVAILABLE_AT,
+    MIN_AVAILABLE_AT,
     AuditEvent,
     Event,
     HealthReport,
@@ -27,6 +29,7 @@ from skiplock.core import (
     JobState,
     Page,
     StateCount,
+    ValidationError,
     assess_health,
     check_actor,
     check_bool,
@@ -88,14 +91,20 @@ class AdminOps:
         tenant: str | Iterable[str] | None = None,
         priority_min: int | None = None,
         priority_max: int | None = None,
+        created_since: datetime | None = None,
+        created_before: datetime | None = None,
+        available_since: datetime | None = None,
+        available_before: datetime | None = None,
         limit: int = 100,
         after_id: int | None = None,
         descending: bool = False,
     ) -> list[Job]:
         """Jobs matching every given filter, ordered by id, one keyset page.
 
-        Pass the last id of a page as ``after_id`` for the next one (with ``descending``
-        the next page holds smaller ids).
+        The time ranges take aware datetimes and are half-open: ``created_since <=
+        created_at < created_before``, the same for ``available_at``. Pass the last id of
+        a page as ``after_id`` for the next one (with ``descending`` the next page holds
+        smaller ids).
         """
         check_int("limit", limit, minimum=1, maximum=INT8_RANGE[1])
         if after_id is not None:
@@ -110,6 +119,10 @@ class AdminOps:
             tenants=as_names("tenant", tenant),
             priority_min=priority_min,
             priority_max=priority_max,
+            created_since=_instant("created_since", created_since),
+            created_before=_instant("created_before", created_before),
+            available_since=_instant("available_since", available_since),
+            available_before=_instant("available_before", available_before),
         )
         page = Page(limit=limit, after_id=after_id, descending=descending)
         return self._store.list_jobs(job_filter, page)
@@ -265,3 +278,27 @@ class AdminOps:
             transition(job.state, event)  # raises with the allowed events named
             raise InvalidTransitionError(f"job {job_id} changed concurrently; try again")
         return job
+
+
+def _instant(name: str, value: datetime | None) -> datetime | None:
+    """``value`` in UTC if it is an aware datetime within the times a job may have
+    (:data:`~skiplock.core.MIN_AVAILABLE_AT` .. ``MAX_AVAILABLE_AT``), else
+    ValidationError; None stays None."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise ValidationError(f"{name} must be a datetime, got {type(value).__name__}")
+    if value.utcoffset() is None:
+        raise ValidationError(f"{name} must be timezone-aware, got naive {value.isoformat()}")
+    try:
+        # OverflowError: the offset moves it outside Python's years 1..9999.
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    low, high = MIN_AVAILABLE_AT, MAX_AVAILABLE_AT
+    if utc is None or not low <= utc <= high:
+        raise ValidationError(
+            f"{name} out of range: {value.isoformat()}, must be within "
+            f"[{low.isoformat()}, {high.isoformat()}]"
+        )
+    return utc

@@ -68,6 +68,9 @@ PREFETCH_FACTOR = 4
 #: store still gets full batches (see :meth:`Settings.unwritten_limit`).
 UNWRITTEN_BATCHES = 2
 
+#: The variable of ``Settings.caps`` (provider=rate pairs).
+_CAPS_ENV = "SKIPLOCK_CAPS"
+
 #: What ``Settings.unknown_kinds`` may say.
 UnknownKinds = Literal["error", "warn", "allow"]
 UNKNOWN_KINDS = choice(*typing.get_args(UnknownKinds))
@@ -425,11 +428,11 @@ class Settings:
             sources["kinds"] = f"{sources['kinds']}, {name}" if "kinds" in sources else name
         if kinds:
             values["kinds"] = kinds
-        raw_caps = env.get("SKIPLOCK_CAPS")
+        raw_caps = env.get(_CAPS_ENV)
         if raw_caps is not None and raw_caps.strip():
-            caps = _parse("SKIPLOCK_CAPS", raw_caps, lambda r: _pairs(r, RATE.parse))
+            caps = _parse(_CAPS_ENV, raw_caps, lambda r: _pairs(r, RATE.parse))
             values["caps"] = {**values.get("caps", {}), **caps}
-            sources["caps"] = "SKIPLOCK_CAPS"
+            sources["caps"] = _CAPS_ENV
         for key in overrides:
             sources.pop(key, None)
         values.update(overrides)
@@ -439,6 +442,12 @@ class Settings:
             if exc.field in sources:
                 raise ValidationError(f"{sources[exc.field]}: {exc}") from None
             raise
+
+    @staticmethod
+    def env_names() -> frozenset[str]:
+        """Every variable :meth:`from_env` reads (e.g. to refuse a misspelt one)."""
+        kind_names = {field.kind_env for field in POLICY_FIELDS if field.kind_env is not None}
+        return frozenset({field.env for field in SETTING_FIELDS} | kind_names | {_CAPS_ENV})
 
     def _values(self) -> dict[str, Any]:
         """Every field as a constructor keyword (durations as stored timedeltas)."""

@@ -1,24 +1,34 @@
-"""FastAPI (and any Starlette app): run a skiplock worker for the lifetime of the app.
+"""FastAPI (and any Starlette app): a worker for the lifetime of the app, the REST admin
+API as a router, and the request's transaction for enqueueing.
 
-``worker_lifespan(engine, concurrency=4)`` is a lifespan: pass it as
-``FastAPI(lifespan=...)``, or enter it inside your own lifespan. It needs neither FastAPI
-nor Starlette to import: a lifespan is just a callable taking the app and returning an
-async context manager (Starlette's lifespan protocol). See docs/embedding.md.
+* ``worker_lifespan(engine, concurrency=4)`` is a lifespan: pass it as
+  ``FastAPI(lifespan=...)``, or enter it inside your own lifespan. It needs neither
+  FastAPI nor Starlette: a lifespan is just a callable taking the app and returning an
+  async context manager (Starlette's lifespan protocol). See docs/embedding.md.
+* ``create_router(engine, authorize=...)``: the REST admin API (docs/rest.md).
+* ``transaction(engine)``: a dependency giving the request a transaction of the engine's
+  store, committed when the endpoint returns (docs/fastapi.md).
+
+The last two import FastAPI when called (``pip install 'skiplock[fastapi]'``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from skiplock.engine import AsyncEngine, AsyncWorker, Engine, Worker
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
+    from collections.abc import AsyncIterator, Iterable, Sequence
     from contextlib import AbstractAsyncContextManager
 
-__all__ = ["WorkerLifespan", "worker_lifespan"]
+    from fastapi import APIRouter
+
+    from .rest import AsyncAuthorize, Authorize
+
+__all__ = ["WorkerLifespan", "create_router", "transaction", "worker_lifespan"]
 
 
 class WorkerLifespan:
@@ -129,3 +139,47 @@ def worker_lifespan(
         all_kinds=all_kinds,
         worker_id=worker_id,
     )
+
+
+def create_router(
+    engine: AsyncEngine | Engine,
+    *,
+    authorize: AsyncAuthorize | Authorize,
+    prefix: str = "",
+    tags: Sequence[str] = ("skiplock",),
+    include_in_schema: bool = True,
+) -> APIRouter:
+    """The REST admin API of ``engine`` as a FastAPI router (docs/rest.md).
+
+    Deny by default: ``authorize`` is required (TypeError without it). It is called
+    with each request (:class:`~skiplock.integrations.rest.Request`) and the
+    :class:`~skiplock.integrations.rest.Permission` the operation needs; it returns the
+    caller's identity (the audit actor), None for a 401, or raises
+    :class:`~skiplock.integrations.rest.Forbidden` for a 403. With an ``AsyncEngine`` it
+    may be a coroutine function; a sync ``Engine`` runs it and the admin calls in the
+    thread pool. Mount it with ``app.include_router(router, prefix="/admin/jobs")``: the
+    operations (with their stable operation ids and schemas) appear in the app's OpenAPI
+    document, and the API's own document is served at ``<prefix>/openapi.json``.
+    """
+    from ._fastapi import create_router as create
+
+    return create(
+        engine, authorize=authorize, prefix=prefix, tags=tags, include_in_schema=include_in_schema
+    )
+
+
+def transaction(engine: AsyncEngine | Engine, *, statement_timeout: float | None = None) -> Any:
+    """A FastAPI dependency (``Depends``) giving an endpoint a transaction of ``engine``'s
+    store, to write its own rows and enqueue jobs (``connection=``) atomically.
+
+    It yields what ``engine.store.transaction()`` yields: the psycopg or asyncpg
+    connection, the SQLAlchemy ``AsyncSession`` / ``Session`` of a SQLAlchemy store.
+    The transaction commits when the endpoint returns, before the response is sent (the
+    dependency's ``scope="function"``), so a client that got a success knows the rows
+    and the jobs exist; an exception (``HTTPException`` included) rolls both back.
+    ``statement_timeout`` (seconds) bounds each statement. Use it as
+    ``conn = transaction(engine)`` in the endpoint's parameters, or in ``Annotated``.
+    """
+    from ._fastapi import transaction as dependency
+
+    return dependency(engine, statement_timeout=statement_timeout)

@@ -378,6 +378,10 @@ def filter_params(f: JobFilter) -> dict[str, Any]:
         "tenants": _sorted_or_none(f.tenants),
         "priority_min": f.priority_min,
         "priority_max": f.priority_max,
+        "created_since": f.created_since,
+        "created_before": f.created_before,
+        "available_since": f.available_since,
+        "available_before": f.available_before,
     }
 
 

@@ -240,6 +240,10 @@ def _matches(f: JobFilter, job: Job) -> bool:
         and (f.tenants is None or (job.tenant is not None and job.tenant in f.tenants))
         and (f.priority_min is None or job.priority >= f.priority_min)
         and (f.priority_max is None or job.priority <= f.priority_max)
+        and (f.created_since is None or job.created_at >= f.created_since)
+        and (f.created_before is None or job.created_at < f.created_before)
+        and (f.available_since is None or job.available_at >= f.available_since)
+        and (f.available_before is None or job.available_at < f.available_before)
     )
 
 

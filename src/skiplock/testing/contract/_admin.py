@@ -142,6 +142,27 @@ class AdminContract(ContractBase):
         ]
         assert ids(kinds=frozenset({"contract.none"})) == []
 
+    def test_list_jobs_time_ranges_are_half_open(self, store: JobStore) -> None:
+        now = store.now()
+        soon, later = now + timedelta(hours=1), now + timedelta(hours=2)
+        a = _enqueue(store, "contract.a", available_at=soon)
+        b = _enqueue(store, "contract.a", available_at=later)
+        created = (_get(store, a)).created_at
+
+        def ids(**fields: Any) -> list[int]:
+            return _ids(store.list_jobs(JobFilter(**fields), Page()))
+
+        assert ids(available_since=soon) == [a, b]
+        assert ids(available_since=soon + timedelta(microseconds=1)) == [b]
+        assert ids(available_before=later) == [a]
+        assert ids(available_since=soon, available_before=later) == [a]
+        assert ids(available_before=soon) == []
+        assert ids(created_since=created, ids=frozenset({a})) == [a]
+        assert ids(created_before=created, ids=frozenset({a})) == []
+        day = timedelta(days=1)
+        assert ids(created_since=created - day, created_before=created + day) == [a, b]
+        assert ids(created_since=created + day) == []
+
     def test_list_jobs_keyset_pages(self, store: JobStore) -> None:
         results = store.enqueue([_request(payload=i) for i in range(7)])
         ids = sorted(r.id for r in results)

@@ -144,6 +144,27 @@ class AsyncAdminContract(AsyncContractBase):
         ]
         assert await ids(kinds=frozenset({"contract.none"})) == []
 
+    async def test_list_jobs_time_ranges_are_half_open(self, store: AsyncJobStore) -> None:
+        now = await store.now()
+        soon, later = now + timedelta(hours=1), now + timedelta(hours=2)
+        a = await _enqueue(store, "contract.a", available_at=soon)
+        b = await _enqueue(store, "contract.a", available_at=later)
+        created = (await _get(store, a)).created_at
+
+        async def ids(**fields: Any) -> list[int]:
+            return _ids(await store.list_jobs(JobFilter(**fields), Page()))
+
+        assert await ids(available_since=soon) == [a, b]
+        assert await ids(available_since=soon + timedelta(microseconds=1)) == [b]
+        assert await ids(available_before=later) == [a]
+        assert await ids(available_since=soon, available_before=later) == [a]
+        assert await ids(available_before=soon) == []
+        assert await ids(created_since=created, ids=frozenset({a})) == [a]
+        assert await ids(created_before=created, ids=frozenset({a})) == []
+        day = timedelta(days=1)
+        assert await ids(created_since=created - day, created_before=created + day) == [a, b]
+        assert await ids(created_since=created + day) == []
+
     async def test_list_jobs_keyset_pages(self, store: AsyncJobStore) -> None:
         results = await store.enqueue([_request(payload=i) for i in range(7)])
         ids = sorted(r.id for r in results)

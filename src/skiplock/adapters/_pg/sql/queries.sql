@@ -42,6 +42,10 @@ AND (:kinds::text[] IS NULL OR j.kind = ANY(:kinds::text[]))
 AND (:tenants::text[] IS NULL OR j.tenant_id = ANY(:tenants::text[]))
 AND (:priority_min::int IS NULL OR j.priority >= :priority_min::int)
 AND (:priority_max::int IS NULL OR j.priority <= :priority_max::int)
+AND (:created_since::timestamptz IS NULL OR j.created_at >= :created_since::timestamptz)
+AND (:created_before::timestamptz IS NULL OR j.created_at < :created_before::timestamptz)
+AND (:available_since::timestamptz IS NULL OR j.available_at >= :available_since::timestamptz)
+AND (:available_before::timestamptz IS NULL OR j.available_at < :available_before::timestamptz)
 
 -- name: _claim_heartbeat
 -- A claim that takes jobs is also a heartbeat of its worker (if registered), at the same

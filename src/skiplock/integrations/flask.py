@@ -1,0 +1,257 @@
+"""Flask: the ``Skiplock`` extension and the REST admin API as a blueprint.
+
+* ``Skiplock(app, engine=jobs)`` (or ``init_app``) applies the app's ``SKIPLOCK_*``
+  config keys over the engine's settings (the syntax of the ``SKIPLOCK_*`` environment
+  variables: one rule, :meth:`Settings.from_env <skiplock.Settings.from_env>`), adds the
+  ``flask skiplock worker|schema|health`` commands (those of the ``skiplock`` command,
+  on the app's engine) and, given Flask-SQLAlchemy's ``db``, enqueues in the request's
+  session: the job commits with ``db.session.commit()``, or not at all.
+* ``create_blueprint(engine, authorize=...)``: the REST admin API (docs/rest.md).
+
+Needs ``pip install 'skiplock[flask]'``; see docs/flask.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import click
+from flask import Blueprint, Flask, current_app, request
+from flask import Response as FlaskResponse
+from flask.cli import with_appcontext
+
+from skiplock import cli
+from skiplock.core import ValidationError
+from skiplock.engine import Engine, Settings
+
+from .rest import OPENAPI_PATH, OPERATIONS, Request, Response, RestApi
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from skiplock.core import EnqueueResult
+
+    from .rest import Authorize
+
+__all__ = ["EXTENSION", "Skiplock", "create_blueprint", "settings_from_config"]
+
+#: The key of the extension's state in ``app.extensions``.
+EXTENSION = "skiplock"
+#: The config prefix: ``SKIPLOCK_CONCURRENCY``, ``SKIPLOCK_MAX_ATTEMPTS``, ...
+PREFIX = "SKIPLOCK_"
+
+
+def settings_from_config(config: Mapping[str, Any], base: Settings) -> Settings:
+    """``base`` with the ``SKIPLOCK_*`` keys of a Flask config applied, as
+    :meth:`Settings.from_env <skiplock.Settings.from_env>` applies the environment.
+
+    A value is the text the environment variable would hold; a bool, int, float or
+    timedelta is turned into that text (``True``: ``"true"``, a timedelta: seconds). A
+    ``SKIPLOCK_*`` key that is no setting, or a value of another type, raises
+    :class:`~skiplock.ValidationError` naming the key.
+    """
+    known = Settings.env_names()
+    values: dict[str, str] = {}
+    for key, value in config.items():
+        if not key.startswith(PREFIX):
+            continue
+        if key not in known:
+            raise ValidationError(
+                f"{key} is not a skiplock setting (the settings are the SKIPLOCK_* "
+                "environment variables of docs/configuration.md)"
+            )
+        values[key] = _as_text(key, value)
+    return Settings.from_env(values, base=base)
+
+
+def _as_text(key: str, value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    if isinstance(value, timedelta):
+        return str(value.total_seconds())
+    raise ValidationError(
+        f"{key} must be the text of the environment variable (or a bool, int, float or "
+        f"timedelta), got {type(value).__name__}"
+    )
+
+
+class _State:
+    """What the extension keeps per app (``app.extensions["skiplock"]``)."""
+
+    def __init__(self, engine: Engine, db: Any) -> None:
+        self.engine = engine
+        self.db = db
+
+
+class Skiplock:
+    """The Flask extension: ``Skiplock(app, engine=jobs)``, or ``Skiplock(engine=jobs)``
+    then ``init_app(app)`` in an app factory.
+
+    ``engine`` is the application's sync :class:`~skiplock.Engine` (its processors, its
+    store). ``db``, a Flask-SQLAlchemy ``SQLAlchemy`` over the same database, makes
+    :meth:`enqueue` join the request's session (the engine's store must then be a
+    :class:`~skiplock.adapters.sqlalchemy.SessionJobStore`, which writes on the
+    session's connection).
+    """
+
+    def __init__(
+        self, app: Flask | None = None, *, engine: Engine | None = None, db: Any = None
+    ) -> None:
+        self._engine = engine
+        self._db = db
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: Flask, *, engine: Engine | None = None, db: Any = None) -> None:
+        """Bind the extension to ``app``: apply its ``SKIPLOCK_*`` config to the engine's
+        settings (``engine.configure``; an invalid key raises ValidationError), register
+        the ``flask skiplock`` commands, keep the engine (and ``db``) for the app."""
+        engine = engine if engine is not None else self._engine
+        if engine is None:
+            raise TypeError("Skiplock needs the application's engine: Skiplock(app, engine=...)")
+        _check_sync(engine)
+        settings = settings_from_config(app.config, engine.settings)
+        if settings != engine.settings:
+            engine.configure(settings)
+        app.extensions[EXTENSION] = _State(engine, db if db is not None else self._db)
+        app.cli.add_command(commands)
+
+    @staticmethod
+    def _state() -> _State:
+        state = current_app.extensions.get(EXTENSION)
+        if not isinstance(state, _State):
+            raise RuntimeError("Skiplock is not initialised for this app: call init_app(app)")
+        return state
+
+    @property
+    def engine(self) -> Engine:
+        """The current app's engine (in an app context), else the one given here."""
+        if self._engine is not None and not _has_app():
+            return self._engine
+        return self._state().engine
+
+    @property
+    def connection(self) -> Any:
+        """The current Flask-SQLAlchemy session, to pass as ``connection=``: the job is
+        written in its transaction (RuntimeError without ``db``)."""
+        db = self._state().db
+        if db is None:
+            raise RuntimeError("no Flask-SQLAlchemy db given: Skiplock(app, engine=..., db=db)")
+        return db.session()  # the scoped session's Session of this request
+
+    def enqueue(self, kind: str, payload: Any = None, **options: Any) -> EnqueueResult:
+        """``engine.enqueue`` for the current app: in the request's Flask-SQLAlchemy
+        session when the extension has ``db`` (it exists once you ``db.session.commit()``;
+        a rollback, or no commit, leaves no job), else committed at once. The options are
+        ``engine.enqueue``'s (``connection=`` wins)."""
+        state = self._state()
+        if state.db is not None:
+            options.setdefault("connection", self.connection)
+        return state.engine.enqueue(kind, payload, **options)
+
+
+def _check_sync(engine: object) -> None:
+    if not isinstance(engine, Engine):
+        raise TypeError(
+            f"Flask needs a sync skiplock Engine (views are sync), got {type(engine).__name__}"
+        )
+
+
+def _has_app() -> bool:
+    from flask import has_app_context
+
+    return has_app_context()
+
+
+# ---- flask skiplock ---------------------------------------------------------------------
+
+
+@click.group("skiplock", help="skiplock commands for this app's engine.")
+def commands() -> None:
+    """``flask skiplock``."""
+
+
+def _delegate(command: str, summary: str) -> click.Command:
+    """A ``flask skiplock <command>`` that runs the ``skiplock`` command's own parser and
+    code on the app's engine (``--help`` included)."""
+
+    @click.command(
+        command,
+        help=f"{summary} (flask skiplock {command} --help: the options).",
+        context_settings={"ignore_unknown_options": True, "help_option_names": []},
+        add_help_option=False,
+    )
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    @with_appcontext
+    def run(args: tuple[str, ...]) -> None:
+        engine = Skiplock._state().engine
+        sys.exit(cli.run_embedded(engine, command, args, prog=f"flask skiplock {command}"))
+
+    return run
+
+
+commands.add_command(_delegate("worker", "Run a worker of the app's engine"))
+commands.add_command(_delegate("schema", "Apply, print or check the schema of the engine's store"))
+commands.add_command(_delegate("health", "Check the database, schema, workers and queues"))
+
+
+# ---- the REST blueprint -----------------------------------------------------------------
+
+
+def _neutral_request() -> Request:
+    headers = request.headers
+    return Request(
+        method=request.method,
+        path=request.script_root + request.path,
+        query={key: request.args.getlist(key) for key in request.args},
+        headers={name: ", ".join(headers.getlist(name)) for name in set(headers.keys())},
+        body=request.get_data(cache=False),
+        path_params={name: str(value) for name, value in (request.view_args or {}).items()},
+        native=request._get_current_object(),  # type: ignore[attr-defined]
+    )
+
+
+def _flask_response(response: Response) -> FlaskResponse:
+    return FlaskResponse(
+        response.body,
+        status=response.status,
+        headers=dict(response.headers),
+        content_type=response.content_type,
+    )
+
+
+def create_blueprint(
+    engine: Engine, *, authorize: Authorize, name: str = "skiplock", url_prefix: str | None = None
+) -> Blueprint:
+    """The REST admin API of ``engine`` as a Flask blueprint (docs/rest.md).
+
+    Deny by default: ``authorize`` is required (TypeError without it). It is called
+    with each request (:class:`~skiplock.integrations.rest.Request`, whose ``native`` is
+    Flask's ``request``) and the :class:`~skiplock.integrations.rest.Permission` the
+    operation needs; it returns the caller's identity (the audit actor), None for a 401,
+    or raises :class:`~skiplock.integrations.rest.Forbidden` for a 403. Register it
+    with ``app.register_blueprint(bp, url_prefix="/admin/jobs")``; the OpenAPI document
+    is served at ``<prefix>/openapi.json``. Route names are ``<name>.<operationId>``.
+    """
+    _check_sync(engine)
+    api = RestApi(engine, authorize=authorize)
+    blueprint = Blueprint(name, __name__, url_prefix=url_prefix)
+    for op in OPERATIONS:
+        path = op.path.replace("{job_id}", "<job_id>")
+        blueprint.add_url_rule(path, op.id, _view(api, op.id), methods=[op.method])
+    blueprint.add_url_rule(OPENAPI_PATH, "openapi", _view(api, None), methods=["GET"])
+    return blueprint
+
+
+def _view(api: RestApi, operation_id: str | None) -> Any:
+    def view(**_: str) -> FlaskResponse:
+        neutral = _neutral_request()
+        if operation_id is None:
+            return _flask_response(api.openapi(neutral))
+        return _flask_response(api.handle(operation_id, neutral))
+
+    return view

@@ -1,0 +1,155 @@
+"""Errors of the REST layer as RFC 9457 problem details (``application/problem+json``).
+
+Every error response has ``type`` (a stable URN naming the problem), ``title``,
+``status``, ``detail`` and ``instance`` (the request's path); an invalid request adds
+``errors`` (where and what). Authorization hooks raise :class:`NotAuthenticated` and
+:class:`Forbidden`; the handlers raise the rest.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ._http import PROBLEM_TYPE, Response, encode
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+#: The prefix of every problem ``type``: ``urn:skiplock:problem:not-found``, ...
+TYPE_PREFIX = "urn:skiplock:problem:"
+#: What a 401 asks for unless the hook says otherwise (RFC 9110 requires the header).
+DEFAULT_CHALLENGE = 'Bearer realm="skiplock"'
+
+
+class Problem(Exception):
+    """An error response: raise a subclass (or this with ``status=``) from a handler or
+    an authorization hook. ``detail`` is shown to the client: say what went wrong, never
+    a secret."""
+
+    status: ClassVar[int] = 500
+    slug: ClassVar[str] = "internal-error"
+    title: ClassVar[str] = "Internal server error"
+
+    def __init__(
+        self,
+        detail: str | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        errors: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        super().__init__(detail or self.title)
+        self.detail = detail or self.title
+        self.headers: Mapping[str, str] = dict(headers or {})
+        self.errors = None if errors is None else [dict(e) for e in errors]
+
+    @property
+    def type(self) -> str:
+        """The problem type: a URN, stable across releases."""
+        return TYPE_PREFIX + self.slug
+
+    def to_dict(self, instance: str | None = None) -> dict[str, Any]:
+        """The problem details object."""
+        data: dict[str, Any] = {
+            "type": self.type,
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            "instance": instance,
+        }
+        if self.errors is not None:
+            data["errors"] = self.errors
+        return data
+
+    def response(self, instance: str | None = None) -> Response:
+        """This problem as an ``application/problem+json`` response."""
+        return Response(self.status, encode(self.to_dict(instance)), PROBLEM_TYPE, self.headers)
+
+
+class NotAuthenticated(Problem):
+    """401: the caller is not known (no or bad credentials). An authorization hook
+    raises it (or returns None). ``challenge`` is the ``WWW-Authenticate`` header."""
+
+    status = 401
+    slug = "unauthenticated"
+    title = "Authentication required"
+
+    def __init__(self, detail: str | None = None, *, challenge: str = DEFAULT_CHALLENGE) -> None:
+        super().__init__(detail, headers={"WWW-Authenticate": challenge})
+
+
+class Forbidden(Problem):
+    """403: the caller is known but lacks the permission. An authorization hook raises it."""
+
+    status = 403
+    slug = "forbidden"
+    title = "Permission denied"
+
+
+class BadRequest(Problem):
+    """400: the body is not JSON."""
+
+    status = 400
+    slug = "malformed-request"
+    title = "Malformed request"
+
+
+class NotFound(Problem):
+    """404: no job with that id."""
+
+    status = 404
+    slug = "not-found"
+    title = "Not found"
+
+
+class Conflict(Problem):
+    """409: the job's state does not allow the action (nothing changed)."""
+
+    status = 409
+    slug = "invalid-transition"
+    title = "Invalid state transition"
+
+
+class UnsupportedMediaType(Problem):
+    """415: a body or ``Content-Type`` that is not JSON."""
+
+    status = 415
+    slug = "unsupported-media-type"
+    title = "Unsupported media type"
+
+
+class InvalidRequest(Problem):
+    """422: a parameter or a body field is invalid (``errors`` says which)."""
+
+    status = 422
+    slug = "invalid-request"
+    title = "Invalid request"
+
+
+class InternalError(Problem):
+    """500: an unexpected failure (logged on ``skiplock.rest``; the client is told
+    nothing more)."""
+
+
+class Unavailable(Problem):
+    """503: the job store failed (database down, schema missing or too old)."""
+
+    status = 503
+    slug = "unavailable"
+    title = "Job store unavailable"
+
+
+#: Every problem type the API answers with, by status (for the OpenAPI document).
+PROBLEMS: Mapping[int, type[Problem]] = {
+    cls.status: cls
+    for cls in (
+        BadRequest,
+        NotAuthenticated,
+        Forbidden,
+        NotFound,
+        Conflict,
+        UnsupportedMediaType,
+        InvalidRequest,
+        InternalError,
+        Unavailable,
+    )
+}

@@ -1,0 +1,206 @@
+"""What the REST handlers share (written once for the async and the sync API): parsing
+the path, query and body into the models (errors are 422 problems with ``errors``), the
+JSON of jobs, pages and audit events, and the problem of each engine error."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+import typing
+from typing import Any, TypeVar
+
+import attrs
+import pydantic
+from pydantic import BaseModel, TypeAdapter
+
+from skiplock._cli_admin import job_dict
+from skiplock.core import (
+    AuditEvent,
+    InvalidTransitionError,
+    Job,
+    JobNotFoundError,
+    SkiplockError,
+    StoreError,
+    UndecodableRowError,
+    ValidationError,
+)
+
+from . import models as m
+from ._problems import (
+    BadRequest,
+    Conflict,
+    InternalError,
+    InvalidRequest,
+    NotFound,
+    Problem,
+    Unavailable,
+    UnsupportedMediaType,
+)
+
+if typing.TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from datetime import datetime
+
+    from ._http import Request
+
+__all__ = ["job_dict"]
+
+M = TypeVar("M", bound=BaseModel)
+
+#: At most this many field errors are listed in a 422.
+MAX_ERRORS = 20
+#: Media types an HTML form (or a no-CORS ``fetch``) can send across sites: a write
+#: request with one is refused, whatever its body, so a forged cross-site form cannot
+#: retry or delete jobs with the victim's cookies (the JSON a client sends needs a CORS
+#: preflight).
+FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data", "text/plain"})
+
+_JOB_ID: TypeAdapter[int] = TypeAdapter(m.JobId)
+
+
+def field_errors(exc: pydantic.ValidationError, *where: str) -> list[dict[str, Any]]:
+    """pydantic's errors as ``{"loc": [*where, ...], "msg": ...}`` (never the input)."""
+    return [
+        {"loc": [*where, *error["loc"]], "msg": error["msg"]}
+        for error in exc.errors(include_url=False, include_input=False)[:MAX_ERRORS]
+    ]
+
+
+def _takes_many(annotation: Any) -> bool:
+    """Whether a field's type is a list (possibly optional)."""
+    if typing.get_origin(annotation) is list:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_takes_many(arg) for arg in typing.get_args(annotation))
+    return False
+
+
+def parse_query(model: type[M], query: Mapping[str, Sequence[str]]) -> M:
+    """The query parameters as ``model``: a list field takes every value of its
+    parameter, another field exactly one."""
+    data: dict[str, Any] = {}
+    errors: list[dict[str, Any]] = []
+    for name, values in query.items():
+        field = model.model_fields.get(name)
+        if field is not None and _takes_many(field.annotation):
+            data[name] = list(values)
+        elif len(values) == 1:
+            data[name] = values[0]
+        else:
+            errors.append({"loc": ["query", name], "msg": "expected one value"})
+            data[name] = values[-1]
+    try:
+        parsed = model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        errors += field_errors(exc, "query")
+        raise InvalidRequest("invalid query parameters", errors=errors) from None
+    if errors:
+        raise InvalidRequest("invalid query parameters", errors=errors)
+    return parsed
+
+
+def parse_job_id(request: Request) -> int:
+    """The ``job_id`` path parameter."""
+    try:
+        return _JOB_ID.validate_python(request.path_params.get("job_id"), strict=False)
+    except pydantic.ValidationError as exc:
+        errors = field_errors(exc, "path", "job_id")
+        raise InvalidRequest("invalid job id", errors=errors) from None
+
+
+def _is_json(media_type: str) -> bool:
+    return media_type == "application/json" or (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    )
+
+
+def parse_body(model: type[M] | None, request: Request, *, required: bool) -> M | None:
+    """The JSON body as ``model`` (its defaults when the body is empty and optional);
+    None for an operation that takes no body, which then must not have one."""
+    media_type = request.media_type
+    if media_type in FORM_TYPES:
+        raise UnsupportedMediaType(f"{media_type} is not accepted: send JSON")
+    has_body = bool(request.body.strip())
+    if model is None:
+        if has_body:
+            raise UnsupportedMediaType("this operation takes no body")
+        return None
+    if not has_body:
+        if required:
+            raise InvalidRequest(
+                "a JSON body is required", errors=[{"loc": ["body"], "msg": "Field required"}]
+            )
+        return model()
+    if media_type is None or not _is_json(media_type):
+        raise UnsupportedMediaType(f"send the body as application/json, not {media_type}")
+    try:
+        return model.model_validate_json(request.body)
+    except pydantic.ValidationError as exc:
+        if any(e["type"] == "json_invalid" for e in exc.errors()):
+            raise BadRequest("the body is not valid JSON") from None
+        raise InvalidRequest("invalid body", errors=field_errors(exc, "body")) from None
+
+
+def audit_dict(event: AuditEvent) -> dict[str, Any]:
+    """An audit event (J10) as JSON-ready data (``AuditEntry``)."""
+    details = event.details
+    return {
+        "action": str(event.action),
+        "actor": event.actor,
+        "at": event.at.isoformat(),
+        "details": None if details is None else dict(details),
+    }
+
+
+def iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+@functools.cache
+def takes_actor(method: Callable[..., Any]) -> bool:
+    """Whether an engine method records an ``actor=`` in the audit trail (J10)."""
+    return "actor" in inspect.signature(method).parameters
+
+
+def problem_for(exc: SkiplockError) -> Problem:
+    """The problem an error of the engine's admin API answers with."""
+    detail = " ".join(str(exc).split())
+    if isinstance(exc, ValidationError):
+        return InvalidRequest(detail)
+    if isinstance(exc, JobNotFoundError):
+        return NotFound(detail)
+    if isinstance(exc, InvalidTransitionError):
+        return Conflict(detail)
+    if isinstance(exc, UndecodableRowError):  # a row written around the API: not transient
+        return InternalError(detail)
+    if isinstance(exc, StoreError):
+        return Unavailable(detail)
+    return InternalError(detail)
+
+
+@attrs.frozen
+class Call:
+    """A request that passed the hook, parsed: who, which job, the query and the body."""
+
+    path: str
+    actor: str
+    job_id: int
+    query: BaseModel
+    body: BaseModel | None
+
+
+def typed(value: object, model: type[M]) -> M:
+    assert isinstance(value, model), (value, model)
+    return value
+
+
+def page(jobs: list[Job], limit: int) -> dict[str, Any]:
+    """A page (``JobPage``) from up to ``limit + 1`` jobs: the extra one says there is a
+    next page, whose cursor is the last id shown."""
+    more = len(jobs) > limit
+    shown = jobs[:limit]
+    return {
+        "jobs": [job_dict(job) for job in shown],
+        "next_cursor": str(shown[-1].id) if more else None,
+    }

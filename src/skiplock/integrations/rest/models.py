@@ -1,0 +1,332 @@
+"""The REST API's schemas as pydantic models: what requests may hold (validated here for
+every binding) and what responses hold (the OpenAPI document; the JSON itself comes from
+the same mappings as the CLI's ``--json``).
+
+Input models forbid unknown fields, so a misspelt filter is an error, not a no-op.
+Bodies are parsed strictly (JSON types as the schema says); query parameters are text,
+so they are converted (``limit=5``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StringConstraints,
+)
+
+from skiplock.core import (
+    INT4_RANGE,
+    INT8_RANGE,
+    KIND_RE,
+    MAX_DELAY,
+    MAX_IDEMPOTENCY_KEY_LENGTH,
+    MAX_TENANT_LENGTH,
+    PRIORITY_RANGE,
+    JobState,
+)
+
+#: The most jobs one page may hold.
+MAX_PAGE = 1000
+#: The default page size.
+DEFAULT_PAGE = 50
+#: The longest duration a query parameter takes (seconds): ten years.
+MAX_SECONDS = 10 * 365 * 86400
+
+
+def _integral(value: object) -> object:
+    """A float with no fraction as the int it is (JSON Schema's ``integer`` allows 5.0)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: An integer of a JSON body (parsed strictly: a string is no integer).
+BodyInt = Annotated[int, BeforeValidator(_integral)]
+Kind = Annotated[str, StringConstraints(pattern=KIND_RE.pattern)]
+#: Tenant names: no control characters (the engine's rule, Unicode category Cc).
+Tenant = Annotated[
+    str,
+    StringConstraints(
+        min_length=1, max_length=MAX_TENANT_LENGTH, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$"
+    ),
+]
+Priority = Annotated[int, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])]
+JobId = Annotated[int, Field(ge=1, le=INT8_RANGE[1])]
+Limit = Annotated[int, Field(ge=1, le=MAX_PAGE, description="Jobs per page.")]
+Cursor = Annotated[
+    str,
+    StringConstraints(pattern=r"^[0-9]{1,19}$"),
+    Field(description="The `next_cursor` of the previous page (opaque: pass it back as is)."),
+]
+#: A duration in seconds, at least a millisecond (a shorter one would round to zero).
+Seconds = Annotated[float, Field(ge=0.001, le=MAX_SECONDS, allow_inf_nan=False)]
+Time = Annotated[AwareDatetime, Field(description="RFC 3339 date-time with a UTC offset.")]
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class _Output(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---- query parameters -------------------------------------------------------------------
+
+
+class NoQuery(_Input):
+    """No query parameters: any one is an error."""
+
+
+class JobQuery(_Input):
+    """Filters of the job list; they combine with AND, a repeated parameter matches any
+    of its values. Time ranges are half-open: ``since <= t < before``."""
+
+    state: list[JobState] | None = None
+    kind: list[Kind] | None = None
+    tenant: list[Tenant] | None = None
+    priority_min: Priority | None = None
+    priority_max: Priority | None = None
+    created_since: Time | None = None
+    created_before: Time | None = None
+    available_since: Time | None = None
+    available_before: Time | None = None
+    limit: Limit = DEFAULT_PAGE
+    cursor: Cursor | None = None
+    order: Literal["asc", "desc"] = Field(
+        "asc", description="By id: oldest first (asc) or newest first (desc)."
+    )
+
+
+class DeadJobQuery(_Input):
+    """Filters of the dead-letter view."""
+
+    kind: list[Kind] | None = None
+    tenant: list[Tenant] | None = None
+    limit: Limit = DEFAULT_PAGE
+    cursor: Cursor | None = None
+
+
+class WorkersQuery(_Input):
+    """Options of the worker list."""
+
+    worker_timeout: Seconds | None = Field(
+        None, description="A worker is live while its last heartbeat is younger (seconds)."
+    )
+
+
+class HealthQuery(WorkersQuery):
+    """Thresholds of the health report (see docs/operations.md)."""
+
+    max_pending_age: Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)] | None = (
+        Field(None, description="Unhealthy if a kind's oldest due job waited longer (seconds).")
+    )
+    max_dead: Annotated[int, Field(ge=0, le=INT8_RANGE[1])] | None = Field(
+        None, description="Unhealthy if a kind has more dead jobs."
+    )
+
+
+# ---- request bodies ---------------------------------------------------------------------
+
+
+class JobCreate(_Body):
+    """A job to enqueue (``engine.enqueue``). ``available_at`` and ``delay`` (seconds)
+    are mutually exclusive; without either the job is due now."""
+
+    kind: Kind
+    payload: JsonValue = None
+    priority: Annotated[BodyInt, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])] | None = None
+    tenant: Tenant | None = None
+    idempotency_key: (
+        Annotated[
+            str,
+            StringConstraints(
+                min_length=1, max_length=MAX_IDEMPOTENCY_KEY_LENGTH, pattern=r"^[^\x00]+$"
+            ),
+        ]
+        | None
+    ) = None
+    max_attempts: Annotated[BodyInt, Field(ge=1, le=INT4_RANGE[1])] | None = None
+    available_at: Time | None = None
+    delay: (
+        Annotated[float, Field(ge=0, le=MAX_DELAY.total_seconds(), allow_inf_nan=False)] | None
+    ) = None
+
+
+class RetryOptions(_Body):
+    """How a job is replayed: from attempt 0 (the default) or keeping its attempts."""
+
+    reset_attempts: bool = True
+
+
+class RetryDead(_Body):
+    """Which dead jobs to replay (every one when no filter is given)."""
+
+    kind: Annotated[list[Kind], Field(min_length=1)] | None = None
+    tenant: Annotated[list[Tenant], Field(min_length=1)] | None = None
+    reset_attempts: bool = True
+
+
+# ---- responses --------------------------------------------------------------------------
+
+
+class Job(_Output):
+    """A job (times RFC 3339 in UTC)."""
+
+    id: int
+    kind: str
+    state: JobState
+    tenant: str | None
+    priority: int
+    payload: JsonValue
+    attempts: int
+    max_attempts: int
+    claims: int
+    available_at: AwareDatetime
+    created_at: AwareDatetime
+    claimed_at: AwareDatetime | None
+    claimed_by: str | None
+    completed_at: AwareDatetime | None
+    last_error: str | None
+    idempotency_key: str | None
+    trace_context: dict[str, str] | None
+
+
+class AuditEntry(_Output):
+    """One audited change of the job (J10)."""
+
+    action: str
+    actor: str | None
+    at: AwareDatetime
+    details: dict[str, JsonValue] | None
+
+
+class JobDetail(Job):
+    """A job with its audit trail, oldest first (empty unless the engine records one)."""
+
+    audit_trail: list[AuditEntry]
+
+
+class JobPage(_Output):
+    """One page of jobs; ``next_cursor`` is null on the last page."""
+
+    jobs: list[Job]
+    next_cursor: str | None
+
+
+class RetriedJobs(_Output):
+    """The ids of the replayed jobs."""
+
+    retried: list[int]
+
+
+class StateCount(_Output):
+    """How many jobs of a kind and tenant are in a state."""
+
+    state: JobState
+    kind: str
+    tenant: str | None
+    count: int
+
+
+class Counts(_Output):
+    """Job counts per (state, kind, tenant), for combinations that have jobs."""
+
+    counts: list[StateCount]
+
+
+class Worker(_Output):
+    """A registered worker (kinds/tenants null: any)."""
+
+    id: str
+    host: str
+    pid: int
+    kinds: list[str] | None
+    tenants: list[str] | None
+    started_at: AwareDatetime
+    last_heartbeat: AwareDatetime
+    heartbeat_age_seconds: float
+    running: int
+    live: bool
+
+
+class Workers(_Output):
+    """The registered workers as the store saw them at ``checked_at``."""
+
+    checked_at: AwareDatetime | None
+    workers: list[Worker]
+
+
+class Database(_Output):
+    reachable: bool
+    error: str | None
+
+
+class SchemaInfo(_Output):
+    name: str
+    installed: bool
+    version: int
+    expected: int
+    pending: list[str]
+    up_to_date: bool
+
+
+class KindHealth(_Output):
+    kind: str
+    pending_due: int
+    scheduled: int
+    oldest_due_age_seconds: float | None
+    running: int
+    dead: int
+    uncovered: int
+    covered: bool
+
+
+class Thresholds(_Output):
+    worker_timeout_seconds: float
+    max_pending_age_seconds: float | None
+    max_dead: int | None
+
+
+class HealthReport(_Output):
+    """The health report (R9): ``healthy`` with one line per problem otherwise. Served
+    with status 200 either way: read ``healthy``."""
+
+    healthy: bool
+    problems: list[str]
+    checked_at: AwareDatetime | None
+    database: Database
+    schema_: SchemaInfo | None = Field(alias="schema")
+    workers: list[Worker]
+    kinds: list[KindHealth]
+    uncovered_kinds: list[str]
+    thresholds: Thresholds
+
+
+class FieldError(_Output):
+    """Where a request is invalid (``loc``: query/body/path, then the field) and why."""
+
+    loc: list[str | int]
+    msg: str
+
+
+class Problem(_Output):
+    """An RFC 9457 problem details object."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str | None
+    errors: list[FieldError] | None = None

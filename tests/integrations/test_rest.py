@@ -1,0 +1,508 @@
+"""The REST admin API through each binding (FastAPI over an AsyncEngine and over a sync
+Engine, Flask) on PostgreSQL: every operation, deny by default (401, 403, nothing
+changed), the caller's identity as the audit actor, problem details, the OpenAPI
+document."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from skiplock import AsyncEngine, Engine, JobState, Settings
+from skiplock.adapters.memory import AsyncInMemoryJobStore, InMemoryJobStore
+from skiplock.adapters.psycopg import PsycopgJobStore
+from skiplock.core import ClaimRequest
+from skiplock.integrations.fastapi import create_router
+from skiplock.integrations.flask import create_blueprint
+from skiplock.integrations.rest import (
+    OPERATIONS,
+    PROBLEM_TYPE,
+    AsyncRestApi,
+    Permission,
+    Request,
+    RestApi,
+    models,
+)
+from skiplock.integrations.rest._support import job_dict
+from tests.cli.admin_helpers import add_worker, bury
+
+from .rest_support import FLAVOURS, PREFIX, VIEWER, Client, client_for, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def jobs(pg_dsn: str) -> Iterator[Engine]:
+    """A sync engine on the test database, to arrange jobs beside the app's own."""
+    store = PsycopgJobStore(pg_dsn, max_size=2)
+    yield Engine(store)
+    store.close()
+
+
+@pytest.fixture(params=FLAVOURS)
+def client(request: pytest.FixtureRequest, pg_dsn: str) -> Iterator[Client]:
+    with client_for(request.param, pg_dsn) as made:
+        yield made
+
+
+def running(jobs: Engine, kind: str = "slow.job") -> int:
+    """A job claimed by worker ``w1`` (running)."""
+    job_id = jobs.enqueue(kind, {}).id
+    claimed = jobs.store.claim(ClaimRequest(worker_id="w1", limit=1, kinds=frozenset({kind})))
+    assert [job.id for job in claimed] == [job_id]
+    return job_id
+
+
+def dead(jobs: Engine, dsn: str, kind: str = "webhook.send", **options: Any) -> int:
+    job_id = jobs.enqueue(kind, {"url": "https://a.example"}, **options).id
+    bury(dsn, job_id, error="refused")
+    return job_id
+
+
+def problem(reply: Any, status: int, slug: str) -> dict[str, Any]:
+    """The problem details of ``reply``, checked: status, media type, type, schema."""
+    assert reply.status == status, (reply.status, reply.body)
+    assert reply.content_type.startswith(PROBLEM_TYPE), reply.content_type
+    body: dict[str, Any] = reply.body
+    assert body["type"] == f"urn:skiplock:problem:{slug}"
+    assert body["status"] == status
+    models.Problem.model_validate(body)
+    return body
+
+
+def ids(reply: Any) -> list[int]:
+    assert reply.status == 200, reply.body
+    models.JobPage.model_validate(reply.body)
+    return [job["id"] for job in reply.body["jobs"]]
+
+
+# ---- each operation -----------------------------------------------------------------------
+
+
+def test_list_jobs_filters(client: Client, jobs: Engine, pg_dsn: str) -> None:
+    soon = datetime.now(UTC) + timedelta(hours=1)
+    a = jobs.enqueue("report.build", {"n": 1}, tenant="acme", priority=1).id
+    b = jobs.enqueue("report.build", {"n": 2}, tenant="globex", priority=5).id
+    c = jobs.enqueue("email.send", {"n": 3}, tenant="acme", priority=-2, available_at=soon).id
+    d = dead(jobs, pg_dsn)
+
+    assert ids(client.get("/jobs")) == [a, b, c, d]
+    assert ids(client.get("/jobs", params={"state": "dead"})) == [d]
+    assert ids(client.get("/jobs", params={"state": ["dead", "pending"]})) == [a, b, c, d]
+    assert ids(client.get("/jobs", params={"kind": "report.build"})) == [a, b]
+    assert ids(client.get("/jobs", params={"tenant": ["acme"]})) == [a, c]
+    assert ids(client.get("/jobs", params={"priority_min": 1, "priority_max": 4})) == [a]
+    assert ids(client.get("/jobs", params={"priority_max": 0, "kind": "email.send"})) == [c]
+    created = jobs.get_job(b).created_at
+    assert ids(client.get("/jobs", params={"created_since": created.isoformat()})) == [b, c, d]
+    assert ids(client.get("/jobs", params={"created_before": created.isoformat()})) == [a]
+    later = (soon - timedelta(minutes=1)).isoformat()
+    assert ids(client.get("/jobs", params={"available_since": later})) == [c]
+    assert ids(client.get("/jobs", params={"available_before": later})) == [a, b, d]
+    # Z and offsets are both RFC 3339.
+    zulu = (soon + timedelta(minutes=1)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert ids(client.get("/jobs", params={"available_before": zulu})) == [a, b, c, d]
+
+
+def test_list_jobs_cursor_pages_and_order(client: Client, jobs: Engine) -> None:
+    made = [jobs.enqueue("page.me", {"n": n}).id for n in range(5)]
+    seen: list[int] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        params: dict[str, Any] = {"limit": 2} if cursor is None else {"limit": 2, "cursor": cursor}
+        reply = client.get("/jobs", params=params)
+        seen += ids(reply)
+        pages += 1
+        cursor = reply.body["next_cursor"]
+        if cursor is None:
+            break
+    assert (seen, pages) == (made, 3)
+    newest = client.get("/jobs", params={"limit": 2, "order": "desc"})
+    assert ids(newest) == made[:-3:-1]
+    older = client.get(
+        "/jobs", params={"limit": 2, "order": "desc", "cursor": newest.body["next_cursor"]}
+    )
+    assert ids(older) == [made[2], made[1]]
+
+
+def test_list_jobs_rejects_bad_parameters(client: Client) -> None:
+    for params, where in [
+        ({"state": "exploded"}, "state"),
+        ({"limit": 0}, "limit"),
+        ({"limit": "many"}, "limit"),
+        ({"priority_min": 40000}, "priority_min"),
+        ({"created_since": "yesterday"}, "created_since"),
+        ({"created_since": "2024-01-01T00:00:00"}, "created_since"),  # no offset
+        ({"cursor": "-1"}, "cursor"),
+        ({"order": "random"}, "order"),
+        ({"statte": "dead"}, "statte"),  # misspelt: an error, not a silent no-op
+        ({"limit": ["1", "2"]}, "limit"),
+    ]:
+        body = problem(client.get("/jobs", params=params), 422, "invalid-request")
+        assert [e["loc"][:2] for e in body["errors"]] == [["query", where]], (params, body)
+    # Out of bigint: the engine's own check, still a 422.
+    body = problem(client.get("/jobs", params={"cursor": "9" * 19}), 422, "invalid-request")
+    assert "after_id" in body["detail"]
+
+
+def test_create_job(client: Client, jobs: Engine) -> None:
+    reply = client.post(
+        "/jobs",
+        json={
+            "kind": "email.send",
+            "payload": {"to": "a@example.com"},
+            "tenant": "acme",
+            "priority": 3,
+            "max_attempts": 2,
+        },
+    )
+    assert reply.status == 201, reply.body
+    models.Job.model_validate(reply.body)
+    job = jobs.get_job(reply.body["id"])
+    assert reply.headers["location"] == f"{PREFIX}/jobs/{job.id}"
+    assert (job.kind, job.payload, job.tenant, job.priority, job.max_attempts) == (
+        "email.send",
+        {"to": "a@example.com"},
+        "acme",
+        3,
+        2,
+    )
+    assert reply.body == job_dict(job)
+
+    keyed = {"kind": "email.send", "payload": [1], "idempotency_key": "order-7"}
+    first = client.post("/jobs", json=keyed)
+    again = client.post("/jobs", json=keyed | {"payload": [2]})
+    assert (first.status, again.status) == (201, 200)
+    assert again.body["id"] == first.body["id"]
+    assert again.body["payload"] == [1]
+
+    later = client.post("/jobs", json={"kind": "report.build", "delay": 3600})
+    assert later.status == 201
+    assert jobs.get_job(later.body["id"]).available_at > datetime.now(UTC) + timedelta(minutes=59)
+
+
+def test_create_job_refuses_bad_input_and_writes_nothing(
+    client: Client, jobs: Engine, pg_dsn: str
+) -> None:
+    before = snapshot(pg_dsn)
+    body = problem(client.post("/jobs", json={"kind": "bad kind!"}), 422, "invalid-request")
+    assert body["errors"][0]["loc"] == ["body", "kind"]
+    problem(client.post("/jobs", json={"kind": "k", "colour": "red"}), 422, "invalid-request")
+    problem(client.post("/jobs", json={"kind": "k", "priority": "5"}), 422, "invalid-request")
+    problem(client.post("/jobs", json=[]), 422, "invalid-request")
+    problem(client.post("/jobs"), 422, "invalid-request")  # no body
+    # Mutually exclusive: the engine's own validation, as a 422.
+    both = {"kind": "k", "delay": 5, "available_at": "2030-01-01T00:00:00Z"}
+    assert (
+        "mutually exclusive"
+        in problem(client.post("/jobs", json=both), 422, "invalid-request")["detail"]
+    )
+    nul = {"kind": "k", "payload": {"text": "a\u0000b"}}
+    problem(client.post("/jobs", json=nul), 422, "invalid-request")
+    malformed = client.post("/jobs", content=b"{", headers={"Content-Type": "application/json"})
+    problem(malformed, 400, "malformed-request")
+    as_text = client.post("/jobs", content=b'{"kind": "k"}', headers={"Content-Type": "text/plain"})
+    problem(as_text, 415, "unsupported-media-type")
+    assert snapshot(pg_dsn) == before
+
+
+def test_get_job(client: Client, jobs: Engine, pg_dsn: str) -> None:
+    job_id = dead(jobs, pg_dsn, tenant="acme")
+    reply = client.get(f"/jobs/{job_id}")
+    assert reply.status == 200
+    models.JobDetail.model_validate(reply.body)
+    job = jobs.get_job(job_id)
+    assert reply.body == job_dict(job) | {"audit_trail": []}  # the engine records none
+    assert (reply.body["state"], reply.body["last_error"], reply.body["payload"]) == (
+        "dead",
+        "refused",
+        {"url": "https://a.example"},
+    )
+    assert "999999" in problem(client.get("/jobs/999999"), 404, "not-found")["detail"]
+    for bad in ("abc", "0", "-3", str(2**63)):
+        body = problem(client.get(f"/jobs/{bad}"), 422, "invalid-request")
+        assert body["errors"][0]["loc"][:2] == ["path", "job_id"]
+
+
+def test_retry_one_job(client: Client, jobs: Engine, pg_dsn: str) -> None:
+    job_id = dead(jobs, pg_dsn)
+    reply = client.post(f"/jobs/{job_id}/retry")
+    assert reply.status == 200, reply.body
+    assert (reply.body["state"], reply.body["attempts"]) == ("pending", 0)
+    assert jobs.get_job(job_id).state is JobState.PENDING
+    # Pending cannot be replayed: 409, nothing changed.
+    before = snapshot(pg_dsn)
+    assert (
+        "pending"
+        in problem(client.post(f"/jobs/{job_id}/retry"), 409, "invalid-transition")["detail"]
+    )
+    assert snapshot(pg_dsn) == before
+    bury(pg_dsn, job_id)
+    kept = client.post(f"/jobs/{job_id}/retry", json={"reset_attempts": False})
+    assert (kept.body["state"], kept.body["attempts"]) == (
+        "pending",
+        jobs.get_job(job_id).max_attempts,
+    )
+    problem(client.post("/jobs/424242/retry"), 404, "not-found")
+    problem(client.post(f"/jobs/{job_id}/retry", json={"reset": True}), 422, "invalid-request")
+
+
+def test_cancel_fail_and_delete(client: Client, jobs: Engine, pg_dsn: str) -> None:
+    a = jobs.enqueue("report.build", {"n": 1}).id
+    b = jobs.enqueue("report.build", {"n": 2}).id
+    assert client.post(f"/jobs/{a}/cancel").body["state"] == "cancelled"
+    problem(client.post(f"/jobs/{a}/cancel"), 409, "invalid-transition")
+    assert client.post(f"/jobs/{a}/fail").body["state"] == "failed"
+    problem(client.post(f"/jobs/{a}/fail"), 409, "invalid-transition")
+    deleted = client.delete(f"/jobs/{b}")
+    assert deleted.status == 200
+    assert deleted.body["id"] == b
+    assert deleted.body["payload"] == {"n": 2}
+    problem(client.get(f"/jobs/{b}"), 404, "not-found")
+    problem(client.delete(f"/jobs/{b}"), 404, "not-found")
+    busy = running(jobs)
+    assert "running" in problem(client.delete(f"/jobs/{busy}"), 409, "invalid-transition")["detail"]
+    assert client.post(f"/jobs/{busy}/cancel").body["state"] == "cancelled"
+    # An operation without a body refuses one (and any form).
+    problem(client.post(f"/jobs/{a}/cancel", json={"why": "x"}), 415, "unsupported-media-type")
+
+
+def test_dead_letter_view_and_bulk_retry(client: Client, jobs: Engine, pg_dsn: str) -> None:
+    hooks = [dead(jobs, pg_dsn, tenant=t) for t in ("acme", "acme", "globex")]
+    mail = dead(jobs, pg_dsn, kind="email.send")
+    jobs.enqueue("webhook.send", {})  # pending: not in the DLQ
+    assert ids(client.get("/dlq")) == [*hooks, mail]
+    assert ids(client.get("/dlq", params={"kind": "webhook.send", "tenant": "acme"})) == hooks[:2]
+    first = client.get("/dlq", params={"limit": 3})
+    assert len(ids(first)) == 3
+    assert ids(client.get("/dlq", params={"cursor": first.body["next_cursor"]})) == [mail]
+    problem(client.get("/dlq", params={"state": "dead"}), 422, "invalid-request")
+
+    reply = client.post("/dlq/retry", json={"kind": ["webhook.send"], "tenant": ["acme"]})
+    assert reply.status == 200
+    assert reply.body == {"retried": hooks[:2]}
+    assert ids(client.get("/dlq")) == [hooks[2], mail]
+    problem(client.post("/dlq/retry"), 422, "invalid-request")  # the filter is explicit
+    everything = client.post("/dlq/retry", json={"reset_attempts": False})
+    assert everything.body == {"retried": [hooks[2], mail]}
+    assert jobs.get_job(mail).attempts == jobs.get_job(mail).max_attempts
+    assert ids(client.get("/dlq")) == []
+
+
+def test_counts_workers_and_health(client: Client, jobs: Engine, pg_dsn: str) -> None:
+    jobs.enqueue("report.build", {}, tenant="acme")
+    jobs.enqueue("report.build", {}, tenant="acme")
+    dead(jobs, pg_dsn)
+    counts = client.get("/counts")
+    models.Counts.model_validate(counts.body)
+    assert counts.body == {
+        "counts": [
+            {"state": "pending", "kind": "report.build", "tenant": "acme", "count": 2},
+            {"state": "dead", "kind": "webhook.send", "tenant": None, "count": 1},
+        ]
+    }
+    problem(client.get("/counts", params={"x": "1"}), 422, "invalid-request")
+
+    add_worker(pg_dsn, "w-live", "report.build")
+    add_worker(pg_dsn, "w-old", silent_for=3600)
+    workers = client.get("/workers")
+    models.Workers.model_validate(workers.body)
+    assert sorted((w["id"], w["live"], w["kinds"]) for w in workers.body["workers"]) == [
+        ("w-live", True, ["report.build"]),
+        ("w-old", False, None),
+    ]
+    forgiving = client.get("/workers", params={"worker_timeout": 7200})
+    assert all(w["live"] for w in forgiving.body["workers"])
+    problem(client.get("/workers", params={"worker_timeout": 0}), 422, "invalid-request")
+    problem(client.get("/workers", params={"worker_timeout": "nan"}), 422, "invalid-request")
+
+    health = client.get("/health")
+    models.HealthReport.model_validate(health.body)
+    assert health.status == 200
+    assert health.body["healthy"] is True
+    assert {k["kind"]: k["pending_due"] for k in health.body["kinds"]} == {
+        "report.build": 2,
+        "webhook.send": 0,
+    }
+    strict = client.get("/health", params={"max_dead": 0})
+    assert strict.status == 200
+    assert strict.body["healthy"] is False
+    assert "webhook.send" in strict.body["problems"][0]
+    problem(client.get("/health", params={"max_dead": -1}), 422, "invalid-request")
+
+
+def test_openapi_document_is_served_at_the_mount_point(client: Client) -> None:
+    reply = client.get("/openapi.json")
+    assert reply.status == 200
+    document = reply.body
+    assert document["openapi"].startswith("3.1")
+    assert document["servers"] == [{"url": PREFIX}]
+    operation_ids = {
+        operation["operationId"]
+        for path in document["paths"].values()
+        for operation in path.values()
+    }
+    assert operation_ids == {op.id for op in OPERATIONS}
+    problem(client.get("/openapi.json", token=None), 401, "unauthenticated")
+
+
+# ---- deny by default ----------------------------------------------------------------------
+
+
+def every_call(job_id: int) -> list[tuple[str, str, str, Any]]:
+    """(operation, method, path, body) of every operation, on job ``job_id``."""
+    bodies = {"createJob": {"kind": "k"}, "retryDeadJobs": {}}
+    calls = []
+    for op in OPERATIONS:
+        path = op.path.replace("{job_id}", str(job_id))
+        calls.append((op.id, op.method, path, bodies.get(op.id)))
+    return [*calls, ("openapi", "GET", "/openapi.json", None)]
+
+
+@pytest.mark.parametrize("token", [None, "wrong-token"])
+def test_unauthenticated_callers_get_401_and_change_nothing(
+    client: Client, jobs: Engine, pg_dsn: str, token: str | None
+) -> None:
+    job_id = dead(jobs, pg_dsn)
+    before = snapshot(pg_dsn)
+    for name, method, path, body in every_call(job_id):
+        reply = client.call(method, path, token=token, json=body)
+        problem(reply, 401, "unauthenticated")
+        assert reply.headers["www-authenticate"] == 'Bearer realm="skiplock"', name
+    assert snapshot(pg_dsn) == before
+
+
+def test_read_only_callers_get_403_on_writes_and_change_nothing(
+    client: Client, jobs: Engine, pg_dsn: str
+) -> None:
+    job_id = dead(jobs, pg_dsn)
+    before = snapshot(pg_dsn)
+    writes = {op.id for op in OPERATIONS if op.permission is Permission.WRITE}
+    assert writes == {
+        "createJob",
+        "retryJob",
+        "retryDeadJobs",
+        "cancelJob",
+        "failJob",
+        "deleteJob",
+    }
+    for name, method, path, body in every_call(job_id):
+        reply = client.call(method, path, token=VIEWER, json=body)
+        if name in writes:
+            detail = problem(reply, 403, "forbidden")["detail"]
+            assert detail == "viewer@example.com may not write"
+        else:
+            assert reply.status == 200, (name, reply.body)
+    assert snapshot(pg_dsn) == before
+
+
+@pytest.mark.parametrize("identity", [True, "", "ops\nadmin", "x" * 256])
+def test_hook_that_returns_no_identity_refuses_the_request(
+    jobs: Engine, pg_dsn: str, caplog: pytest.LogCaptureFixture, identity: object
+) -> None:
+    job_id = jobs.enqueue("report.build", {}).id
+    before = snapshot(pg_dsn)
+
+    async def hook_async(request: Request, permission: Permission) -> Any:
+        return identity
+
+    for flavour in FLAVOURS:
+        hook = (lambda r, p: identity) if flavour != "fastapi-async" else hook_async
+        with client_for(flavour, pg_dsn, hook=hook) as made:
+            reply = made.post(f"/jobs/{job_id}/cancel")
+            problem(reply, 500, "internal-error")
+            assert "see the server's log" in reply.body["detail"]
+    assert snapshot(pg_dsn) == before
+    assert "must return the caller's identity or None" in caplog.text
+
+
+async def _true_async(request: Request, permission: Permission) -> Any:
+    return True
+
+
+def test_bindings_refuse_to_mount_without_a_hook() -> None:
+    async_engine = AsyncEngine(AsyncInMemoryJobStore())
+    engine = Engine(InMemoryJobStore())
+    for make in (
+        lambda: create_router(async_engine, authorize=None),  # type: ignore[arg-type]
+        lambda: create_router(engine, authorize=None),  # type: ignore[arg-type]
+        lambda: create_blueprint(engine, authorize=None),  # type: ignore[arg-type]
+        lambda: RestApi(engine, authorize=None),  # type: ignore[arg-type]
+        lambda: AsyncRestApi(async_engine, authorize=None),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(TypeError, match="denies by default: pass authorize="):
+            make()
+    with pytest.raises(TypeError, match="authorize"):
+        create_router(async_engine)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="authorize"):
+        create_blueprint(engine)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="must be a callable"):
+        create_blueprint(engine, authorize="admin")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="needs an AsyncEngine"):
+        create_blueprint(engine, authorize=_true_async)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Flask needs a sync skiplock Engine"):
+        create_blueprint(async_engine, authorize=lambda r, p: "x")  # type: ignore[arg-type]
+
+
+# ---- the caller is the audit actor --------------------------------------------------------
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_the_callers_identity_is_the_audit_actor(flavour: str, jobs: Engine, pg_dsn: str) -> None:
+    job_id = jobs.enqueue("report.build", {"n": 1}).id
+    other = jobs.enqueue("report.build", {"n": 2}).id
+    with client_for(flavour, pg_dsn, settings=Settings(audit=True)) as made:
+        assert made.post(f"/jobs/{job_id}/cancel").status == 200
+        assert made.post(f"/jobs/{job_id}/retry", json={"reset_attempts": False}).status == 200
+        assert made.delete(f"/jobs/{other}").status == 200
+        detail = made.get(f"/jobs/{job_id}", token=VIEWER).body
+    models.JobDetail.model_validate(detail)
+    assert [(e["action"], e["actor"], e["details"]) for e in detail["audit_trail"]] == [
+        ("job_cancelled", "ops@example.com", {"from": "pending"}),
+        ("job_replay", "ops@example.com", {"from": "cancelled", "reset_attempts": False}),
+    ]
+    assert all(datetime.fromisoformat(e["at"]).tzinfo for e in detail["audit_trail"])
+    # The discard keeps the payload of the job that is gone.
+    [discard] = jobs.audit_trail(other)
+    assert (discard.action, discard.actor, discard.details) == (
+        "job_discard",
+        "ops@example.com",
+        {"from": "pending", "payload": {"n": 2}},
+    )
+
+
+# ---- one mapping, one schema --------------------------------------------------------------
+
+
+def test_the_job_schema_is_the_json_of_a_job(jobs: Engine, pg_dsn: str) -> None:
+    job = jobs.get_job(dead(jobs, pg_dsn, tenant="t"))
+    assert set(models.Job.model_fields) == set(job_dict(job))
+    models.Job.model_validate(job_dict(job))
+
+
+def test_fastapi_document_has_every_operation_with_its_schemas() -> None:
+    from fastapi import FastAPI
+
+    app = FastAPI()
+    app.include_router(
+        create_router(Engine(InMemoryJobStore()), authorize=lambda r, p: "x"), prefix=PREFIX
+    )
+    document = app.openapi()
+    found = {
+        operation["operationId"]: (method.upper(), path)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+    }
+    assert found == {op.id: (op.method, PREFIX + op.path) for op in OPERATIONS}
+    get_job = document["paths"][PREFIX + "/jobs/{job_id}"]["get"]
+    schema = get_job["responses"]["200"]["content"]["application/json"]["schema"]
+    assert "audit_trail" in schema["properties"]
+    assert "$ref" not in str(schema)
+    assert set(get_job["responses"]) == {"200", "401", "403", "404", "422", "500", "503"}
+    assert PREFIX + "/openapi.json" not in document["paths"]
