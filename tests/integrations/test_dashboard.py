@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from skiplock import Engine, JobState, Settings
+from skiplock import Engine, JobState, Settings, ValidationError
 from skiplock.adapters.memory import InMemoryJobStore
 from skiplock.core import WorkerInfo
 from skiplock.integrations.dashboard import (
@@ -138,6 +138,23 @@ def test_no_dashboard_without_a_hook(engine: Engine) -> None:
         Dashboard(engine, authorize=None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="must be a callable"):
         Dashboard(engine, authorize="admin")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"page_size": 0}, "page_size must be"),
+        ({"refresh": 0}, "refresh must be"),
+        ({"window": 0}, "window must be > 0"),
+        ({"bucket": 0.5}, "bucket must be a whole number of seconds"),
+        ({"window": 86400 * 2}, "at most 1440 buckets"),
+    ],
+)
+def test_bad_options_are_refused_at_once(
+    engine: Engine, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        Dashboard(engine, authorize=authorize, **options)
 
 
 @pytest.mark.parametrize(

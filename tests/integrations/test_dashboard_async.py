@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from skiplock import AsyncEngine, JobState, Settings
+from skiplock import AsyncEngine, JobState, Settings, ValidationError
 from skiplock.adapters.memory import AsyncInMemoryJobStore
 from skiplock.core import WorkerInfo
 from skiplock.integrations.dashboard import (
@@ -136,6 +136,23 @@ async def test_no_dashboard_without_a_hook(engine: AsyncEngine) -> None:
         AsyncDashboard(engine, authorize=None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="must be a callable"):
         AsyncDashboard(engine, authorize="admin")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"page_size": 0}, "page_size must be"),
+        ({"refresh": 0}, "refresh must be"),
+        ({"window": 0}, "window must be > 0"),
+        ({"bucket": 0.5}, "bucket must be a whole number of seconds"),
+        ({"window": 86400 * 2}, "at most 1440 buckets"),
+    ],
+)
+async def test_bad_options_are_refused_at_once(
+    engine: AsyncEngine, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        AsyncDashboard(engine, authorize=authorize, **options)
 
 
 @pytest.mark.parametrize(

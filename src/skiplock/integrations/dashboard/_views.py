@@ -24,6 +24,7 @@ from skiplock.core import (
     SkiplockError,
     check_duration,
     check_int,
+    throughput_window,
     to_duration,
 )
 
@@ -108,6 +109,7 @@ class Dashboard:
         self._page_size = check_int("page_size", page_size, minimum=1, maximum=1000)
         self._window = check_duration("window", to_duration(window))
         self._bucket = check_duration("bucket", to_duration(bucket))
+        throughput_window(datetime.now(UTC), self._window, self._bucket)  # refused now
 
     @property
     def engine(self) -> Engine:
