@@ -35,9 +35,11 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """A headless chromium for the session."""
+    """A headless chromium for a module. Not for the session: Playwright's sync API runs
+    an event loop in this thread until it stops, and tests after this module (asyncio
+    ones) need the thread without it."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
