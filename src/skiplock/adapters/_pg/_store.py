@@ -539,7 +539,7 @@ class PgJobStore(Generic[C, TX]):
 
     def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
         """The jobs finished since ``since`` per bucket and final state, from index
-        ranges (``finished_counts``, migration 0009)."""
+        ranges (``finished_counts``, migration 0010)."""
         with self._use(None) as conn:
             rows = self._execute(conn, "finished_counts", finished_counts_params(since, bucket))
         return [finished_count_from_row(r) for r in rows]

@@ -539,7 +539,7 @@ class AsyncPgJobStore(Generic[C, TX]):
 
     async def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
         """The jobs finished since ``since`` per bucket and final state, from index
-        ranges (``finished_counts``, migration 0009)."""
+        ranges (``finished_counts``, migration 0010)."""
         async with self._use(None) as conn:
             rows = await self._execute(
                 conn, "finished_counts", finished_counts_params(since, bucket)

@@ -476,7 +476,7 @@ GROUP BY j.status, j.kind, j.tenant_id;
 
 -- name: finished_counts
 -- Throughput over time: the jobs that finished since :since, per bucket and final state
--- (finished_counts, migration 0009: index ranges, never the whole table).
+-- (finished_counts, migration 0010: index ranges, never the whole table).
 SELECT f.start, f.status, f.count
 FROM {schema}.finished_counts(:since::timestamptz, :bucket::interval) AS f;
 
