@@ -20,6 +20,7 @@ import attrs
 from skiplock.core import (
     FLAG,
     MAX_PAYLOAD_BYTES,
+    MAX_RESULT_BYTES,
     NON_NEGATIVE_DURATION,
     NON_NEGATIVE_INT,
     POLICY_FIELDS,
@@ -135,6 +136,13 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         "Largest encoded payload (UTF-8 bytes) enqueue accepts.",
     ),
     Setting(
+        "max_result_bytes",
+        MAX_RESULT_BYTES,
+        POSITIVE_INT,
+        "Largest encoded processor return value (UTF-8 bytes) stored as the job's result; "
+        "a larger one fails the job (dead, no retry).",
+    ),
+    Setting(
         "strict_kinds",
         True,
         FLAG,
@@ -246,6 +254,7 @@ class Settings:
     )
     retention_archive: bool = _DEFAULT["retention_archive"]
     max_payload_bytes: int = _DEFAULT["max_payload_bytes"]
+    max_result_bytes: int = _DEFAULT["max_result_bytes"]
     strict_kinds: bool = _DEFAULT["strict_kinds"]
     # ---- global policy values (POLICY_FIELDS) -----------------------------------------
     max_attempts: int = _DEFAULT["max_attempts"]

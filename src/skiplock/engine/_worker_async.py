@@ -213,6 +213,7 @@ class AsyncWorker:
                 clock=parts.clock,
                 metrics=parts.metrics,
                 on_exit=self._on_processor_exit,
+                max_result_bytes=settings.max_result_bytes,
             ),
             completer=self._completer,
             lease=self._lease,

@@ -41,6 +41,7 @@ from ._completion import CompletionContract
 from ._enqueue import EnqueueContract
 from ._lifecycle import LifecycleContract
 from ._notifier import NotifierContract
+from ._results import ResultsContract
 from ._timeouts import StatementTimeoutContract
 from ._transactions import TransactionContract
 from ._workers import WorkersContract
@@ -60,6 +61,7 @@ class JobStoreContract(
     WorkersContract,
     NotifierContract,
     LifecycleContract,
+    ResultsContract,
 ):
     """Behaviour every job store must have. Subclass it as ``Test...`` and override the
     ``store`` fixture (a fresh, empty store per test); set ``capabilities`` for what your

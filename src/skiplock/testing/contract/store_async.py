@@ -38,6 +38,7 @@ from ._completion_async import AsyncCompletionContract
 from ._enqueue_async import AsyncEnqueueContract
 from ._lifecycle_async import AsyncLifecycleContract
 from ._notifier_async import AsyncNotifierContract
+from ._results_async import AsyncResultsContract
 from ._timeouts_async import AsyncStatementTimeoutContract
 from ._transactions_async import AsyncTransactionContract
 from ._workers_async import AsyncWorkersContract
@@ -57,6 +58,7 @@ class AsyncJobStoreContract(
     AsyncWorkersContract,
     AsyncNotifierContract,
     AsyncLifecycleContract,
+    AsyncResultsContract,
 ):
     """Behaviour every job store must have. Subclass it as ``Test...`` and override the
     ``store`` fixture (a fresh, empty store per test); set ``capabilities`` for what your

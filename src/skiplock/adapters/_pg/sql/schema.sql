@@ -34,6 +34,12 @@ CREATE TABLE {schema}.jobs (
     -- Returned to pending by stale recovery (or a re-registration) until its next
     -- outcome: the claiming worker pays its attempt before running it.
     recovered boolean NOT NULL DEFAULT false,
+    -- What the job's runs produced (X5, migration 0009): when the first claim that ran it
+    -- was taken, the processor's return value (succeeded jobs), and a JSON array of the
+    -- latest failed attempts (appended on failure only). NULL costs nothing.
+    started_at timestamptz,
+    result jsonb,
+    errors jsonb,
     CONSTRAINT jobs_status_check CHECK (
         status IN ('pending', 'running', 'succeeded', 'failed', 'dead', 'cancelled')
     ),
@@ -246,7 +252,10 @@ CREATE TABLE {schema}.jobs_archive (
     claims integer NOT NULL DEFAULT 0,
     explicit_max_attempts boolean NOT NULL DEFAULT false,
     started boolean NOT NULL DEFAULT false,
-    recovered boolean NOT NULL DEFAULT false
+    recovered boolean NOT NULL DEFAULT false,
+    started_at timestamptz,
+    result jsonb,
+    errors jsonb
 );
 
 CREATE INDEX jobs_archive_completed_idx ON {schema}.jobs_archive (completed_at);
