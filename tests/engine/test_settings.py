@@ -236,6 +236,7 @@ ENV_SAMPLES: dict[str, tuple[str, Any]] = {
     "retention": ("3d", timedelta(days=3)),
     "retention_archive": ("yes", True),
     "max_payload_bytes": ("2048", 2048),
+    "max_result_bytes": ("4096", 4096),
     "strict_kinds": ("off", False),
     "max_attempts": ("9", 9),
     "backoff_base": ("2s", timedelta(seconds=2)),

@@ -49,5 +49,9 @@ def test_counters_saturate_in_start_and_complete(store: SessionJobStore, pg_dsn:
     scenarios.counters_saturate_in_start_and_complete(store, pg_dsn)
 
 
+def test_recorded_errors_survive_hostile_values(store: SessionJobStore, pg_dsn: str) -> None:
+    scenarios.recorded_errors_survive_hostile_values(store, pg_dsn)
+
+
 def test_admin_reads_name_the_bad_row(store: SessionJobStore, pg_dsn: str) -> None:
     scenarios.admin_reads_name_the_bad_row(store, pg_dsn)
