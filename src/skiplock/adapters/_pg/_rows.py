@@ -315,6 +315,13 @@ _OUTCOME_EVENTS: Mapping[type[Any], Event] = {
 }
 
 
+#: The state each outcome moves a running job to (the transition table's, looked up once).
+_TARGETS: Mapping[type[Any], str] = {
+    outcome: transition(JobState.RUNNING, event).value
+    for outcome, event in _OUTCOME_EVENTS.items()
+}
+
+
 def lease_params(leases: Sequence[Lease]) -> dict[str, list[Any]]:
     """Column arrays naming leases for the ``_lease_fence`` fragment (``start``)."""
     return {
@@ -343,29 +350,29 @@ def complete_params(completions: Sequence[Completion]) -> dict[str, list[Any] | 
     refunds: list[int] = []
     rans: list[bool] = []
     results: list[str | None] | None = None
+    no_delay = timedelta(0)
     for i, c in enumerate(completions):
         outcome = c.outcome
-        target = transition(JobState.RUNNING, _OUTCOME_EVENTS[type(outcome)])
-        error: str | None = None
-        delay = timedelta(0)
-        if isinstance(outcome, Retry | Release):
-            delay = outcome.delay
-        if isinstance(outcome, Retry | Bury | Release) and outcome.error is not None:
-            error = truncate_error(outcome.error)
-        statuses.append(target.value)
-        delays.append(delay)
+        statuses.append(_TARGETS[type(outcome)])
+        if isinstance(outcome, Succeeded):  # the common case first
+            delays.append(no_delay)
+            errors.append(None)
+            set_errors.append(False)
+            refunds.append(0)
+            rans.append(True)
+            if outcome.result is not None or outcome.result_json is not None:
+                if results is None:
+                    results = [None] * len(completions)
+                results[i] = result_json(outcome.result, outcome.result_json)
+            continue
+        error = None if outcome.error is None else truncate_error(outcome.error)
+        delays.append(outcome.delay if isinstance(outcome, Retry | Release) else no_delay)
         errors.append(error)
         set_errors.append(error is not None)
         # A release gives back the attempt its start counted (a held job used none).
         refunds.append(1 if isinstance(outcome, Release) and outcome.refund else 0)
         # Every outcome but the release of a job that never started is one of a run.
         rans.append(not (isinstance(outcome, Release) and not outcome.refund))
-        if isinstance(outcome, Succeeded) and (
-            outcome.result is not None or outcome.result_json is not None
-        ):
-            if results is None:
-                results = [None] * len(completions)
-            results[i] = result_json(outcome.result, outcome.result_json)
     cols |= {
         "statuses": statuses,
         "delays": delays,

@@ -266,18 +266,6 @@ GROUP BY j.kind;
 -- trip: nothing paid yet), else 0. Saturates at integer's maximum.
 CASE WHEN u.ran AND NOT j.started AND j.attempts < {max_int4} THEN 1 ELSE 0 END
 
--- name: _kept_errors
--- A job's recorded failures with room for one more (X5): the latest
--- {max_recorded_errors} - 1 at most. A value that is not an array (plain SQL) is dropped
--- instead of failing the statement.
-CASE
-    WHEN jsonb_typeof(j.errors) IS DISTINCT FROM 'array' THEN '[]'::jsonb
-    WHEN jsonb_array_length(j.errors) < {max_recorded_errors} THEN j.errors
-    ELSE jsonb_path_query_array(
-        j.errors, '$[last - $n to last]', jsonb_build_object('n', {max_recorded_errors} - 2)
-    )
-END
-
 -- name: _complete_set
 -- Success clears the error; an outcome without error text keeps the previous one.
 -- Times are statement_timestamp(), not now(): inside a job's transaction now() is when
@@ -310,14 +298,14 @@ SET status = u.status,
     result = CAST(u.result AS jsonb),
     errors = CASE
         -- A failed attempt (Retry, Bury): error text, a run, no attempt given back.
-        WHEN u.set_error AND u.ran AND u.refund = 0 THEN {_kept_errors} || jsonb_build_array(
-            jsonb_build_object(
-                'attempt', j.attempts + {_paid},
-                'worker_id', u.worker,
-                'claimed_at', j.claimed_at,
-                'failed_at', statement_timestamp(),
-                'error', u.error
-            )
+        WHEN u.set_error AND u.ran AND u.refund = 0 THEN {schema}.recorded_errors(
+            errors => j.errors,
+            keep => {max_recorded_errors},
+            attempt => j.attempts + {_paid},
+            worker_id => u.worker,
+            claimed_at => j.claimed_at,
+            failed_at => statement_timestamp(),
+            error => u.error
         )
         ELSE j.errors
     END
@@ -516,14 +504,14 @@ SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' E
     recovered = true,
     -- X5: a run under way (its start counted an attempt) failed with its worker.
     errors = CASE
-        WHEN j.started THEN {_kept_errors} || jsonb_build_array(
-            jsonb_build_object(
-                'attempt', j.attempts,
-                'worker_id', j.claimed_by,
-                'claimed_at', j.claimed_at,
-                'failed_at', now(),
-                'error', :mark::text
-            )
+        WHEN j.started THEN {schema}.recorded_errors(
+            errors => j.errors,
+            keep => {max_recorded_errors},
+            attempt => j.attempts,
+            worker_id => j.claimed_by,
+            claimed_at => j.claimed_at,
+            failed_at => now(),
+            error => :mark::text
         )
         ELSE j.errors
     END
