@@ -317,8 +317,7 @@ _OUTCOME_EVENTS: Mapping[type[Any], Event] = {
 
 #: The state each outcome moves a running job to (the transition table's, looked up once).
 _TARGETS: Mapping[type[Any], str] = {
-    outcome: transition(JobState.RUNNING, event).value
-    for outcome, event in _OUTCOME_EVENTS.items()
+    outcome: transition(JobState.RUNNING, event).value for outcome, event in _OUTCOME_EVENTS.items()
 }
 
 

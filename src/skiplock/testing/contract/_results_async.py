@@ -206,6 +206,7 @@ class AsyncResultsContract(AsyncContractBase):
         assert done.worker_ids == ("w-one", "w-two", "w-three")
         # The first run's claim, kept through the retries.
         assert done.started_at == claims[0].claimed_at
+        assert done.started_at is not None
         assert done.completed_at is not None
         assert done.started_at <= done.completed_at
 
