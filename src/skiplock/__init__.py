@@ -9,6 +9,7 @@ and run ``engine.worker()``.
 from __future__ import annotations
 
 from skiplock.core import (
+    AttemptError,
     EnqueueResult,
     InvalidTransitionError,
     Job,
@@ -48,6 +49,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncEngine",
     "AsyncWorker",
+    "AttemptError",
     "Clock",
     "Engine",
     "Enqueue",

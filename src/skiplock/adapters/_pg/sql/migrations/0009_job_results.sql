@@ -4,8 +4,9 @@
 --
 -- Nullable columns without a default: adding them rewrites nothing (instant on a large
 -- table), and a job that never started, returned nothing or never failed costs no space
--- (a NULL is a bit in the row's null bitmap). Rows written before keep NULL: they have no
--- recorded history, and a backfill would rewrite the whole hot table.
+-- (a NULL is a bit in the row's null bitmap). Rows written before have no history (a
+-- backfill would rewrite the whole hot table); one running across the upgrade gets its
+-- current claim's time as started_at when its outcome is written.
 --   started_at: the time of the first claim that ran the job.
 --   result:     the processor's return value as JSON (succeeded jobs only).
 --   errors:     a JSON array of the latest failed attempts, oldest first, each
