@@ -428,14 +428,16 @@ class ResultsContract(ContractBase):
             assert (job.state, job.attempts, job.result) == (JobState.DEAD, 1, None)
             assert [e.error for e in job.errors] == [job.last_error]
             errors[kind] = job.last_error
-        assert errors == {
+        expected = {
             "results.set": "unstorable result: result is not JSON-serialisable: "
             "object of type 'set'",
-            "results.nan": "unstorable result: result is not valid JSON: "
-            "Out of range float values are not JSON compliant",
+            # The rest is the json module's message.
+            "results.nan": "unstorable result: result is not valid JSON: ",
             "results.large": "unstorable result: result too large: 202 bytes encoded, "
             "the limit is 100 bytes",
         }
+        for kind, start in expected.items():
+            assert (errors[kind] or "").startswith(start), (kind, errors[kind])
 
     @requires("transactions")
     def test_engine_buries_an_unstorable_transactional_result_and_rolls_back(
