@@ -24,6 +24,8 @@ from skiplock.core import (
     MAX_ERROR_LENGTH,
     MAX_RECORDED_ERRORS,
     UNDECODABLE_MARK,
+    AuditAction,
+    AuditEvent,
     Bury,
     ClaimRequest,
     Completion,
@@ -35,6 +37,7 @@ from skiplock.core import (
     UndecodableRowError,
     charged_positions,
 )
+from skiplock.ports import Audit
 from tests.pgfixtures import execute, fetch
 
 if TYPE_CHECKING:
@@ -375,6 +378,66 @@ def due_time_out_of_range_is_buried(store: JobStore, dsn: str) -> None:
     assert found[4] == ("pending", None)  # never due
     with pytest.raises(UndecodableRowError, match="available_at: infinity is outside"):
         store.get(4)
+
+
+class _Sink:
+    """An audit sink that keeps the events it was given; raises if ``fail``."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.fail = fail
+        self.events: list[AuditEvent] = []
+
+    def record(self, events: Sequence[AuditEvent], connection: Any) -> None:
+        self.events.extend(events)
+        if self.fail:
+            raise RuntimeError("the audit log is down")
+
+
+def claim_audits_the_rows_it_buries(store: JobStore, dsn: str) -> None:
+    """With an audit, a claim records ``job_dlq`` for each row it buries (J10), as the
+    claiming worker, with the error it stored; a sink gets the same events, and one that
+    raises changes nothing the claim did. Deleting such a row records its payload as
+    JSON text when Python cannot decode it."""
+    bad = {"trace_context": _json("[1]")}
+    nested = {"payload": _json(_nested(3000))}
+    execute(
+        dsn, [_insert(1, bad, second=0), _insert(2, nested, second=1), _insert(3, {}, second=2)]
+    )
+    jobs = store.claim(_claim(), audit=Audit(actor="w1"))
+    assert [job.id for job in jobs] == [3]
+    found = states(dsn)
+    for job_id, column in ((1, "trace_context"), (2, "payload")):
+        check_buried(found, job_id, column)
+        [event] = store.audit_trail(job_id)
+        assert (event.action, event.job_id, event.kind, event.actor) == (
+            AuditAction.DLQ,
+            job_id,
+            KIND,
+            "w1",
+        )
+        assert event.details == {"error": found[job_id][1], "attempts": 1}
+    assert store.audit_trail(3) == []
+    rows = fetch(dsn, "SELECT job_id, kind, tenant_id, action, actor FROM skiplock.audit")
+    assert sorted(rows) == [(1, KIND, None, "job_dlq", "w1"), (2, KIND, None, "job_dlq", "w1")]
+
+    for fail in (False, True):
+        execute(dsn, [_insert(10 + fail, bad, second=3)])
+        sink = _Sink(fail=fail)
+        assert store.claim(_claim(), audit=Audit(actor="w2", sink=sink)) == []
+        check_buried(states(dsn), 10 + fail, "trace_context")
+        assert [(e.action, e.job_id, e.actor) for e in sink.events] == [
+            (AuditAction.DLQ, 10 + fail, "w2")
+        ]
+        assert store.audit_trail(10 + fail) == []
+
+    sink = _Sink()
+    with pytest.raises(UndecodableRowError, match="payload"):
+        store.delete(JobFilter(ids=frozenset({2})), audit=Audit(actor="ops", sink=sink))
+    assert store.get(2) is None
+    [event] = sink.events
+    assert event.action is AuditAction.DISCARD
+    assert event.details is not None
+    assert event.details["json"].startswith('{"from": "dead", "payload": [[[')
 
 
 def engine_for(store: JobStore) -> Engine:

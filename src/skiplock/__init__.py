@@ -3,23 +3,29 @@
 Enqueue jobs inside your own database transaction; workers on any number of machines
 claim them with ``FOR UPDATE SKIP LOCKED``. Build an :class:`AsyncEngine` (or the sync
 :class:`Engine`) on a store from :mod:`skiplock.adapters`, register processors, enqueue,
-and run ``engine.worker()``.
+and run ``engine.worker()``. :func:`declare` declares a kind with its payload type and
+defaults, for typed enqueue handles (``docs/tasks.md``).
 """
 
 from __future__ import annotations
 
 from skiplock.core import (
     AttemptError,
+    AuditAction,
+    AuditEvent,
     EnqueueResult,
+    HealthReport,
     InvalidTransitionError,
     Job,
     JobNotFoundError,
     JobState,
+    KindHealth,
     KindPolicy,
     LeaseLostError,
     PolicyOverrides,
     RateLimit,
     RetryPolicy,
+    SchemaInfo,
     SchemaVersionError,
     SkiplockError,
     StateCount,
@@ -27,10 +33,13 @@ from skiplock.core import (
     UndecodableRowError,
     UnknownKindError,
     ValidationError,
+    WorkerHealth,
 )
 from skiplock.engine import (
     AsyncEngine,
+    AsyncTask,
     AsyncWorker,
+    CatchUp,
     Engine,
     Enqueue,
     JobCancelledError,
@@ -38,22 +47,49 @@ from skiplock.engine import (
     JobTimeoutError,
     Processor,
     ProcessorSpec,
+    ScheduleInfo,
     Settings,
+    Task,
+    TaskDef,
+    TaskOptions,
+    TickResult,
     UndecodablePayloadError,
     Worker,
+    current_job,
+    declare,
 )
-from skiplock.ports import Clock, Metrics, NoopMetrics, NoopTracer, SystemClock, Tracer
+from skiplock.ports import (
+    AsyncAuditSink,
+    AsyncCallbackAuditSink,
+    AuditSink,
+    CallbackAuditSink,
+    Clock,
+    Metrics,
+    NoopMetrics,
+    NoopTracer,
+    SystemClock,
+    Tracer,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncAuditSink",
+    "AsyncCallbackAuditSink",
     "AsyncEngine",
+    "AsyncTask",
     "AsyncWorker",
     "AttemptError",
+    "AuditAction",
+    "AuditEvent",
+    "AuditSink",
+    "CallbackAuditSink",
+    "CatchUp",
     "Clock",
     "Engine",
     "Enqueue",
     "EnqueueResult",
+    "HealthReport",
     "InvalidTransitionError",
     "Job",
     "JobCancelledError",
@@ -61,6 +97,7 @@ __all__ = [
     "JobNotFoundError",
     "JobState",
     "JobTimeoutError",
+    "KindHealth",
     "KindPolicy",
     "LeaseLostError",
     "Metrics",
@@ -71,17 +108,26 @@ __all__ = [
     "ProcessorSpec",
     "RateLimit",
     "RetryPolicy",
+    "ScheduleInfo",
+    "SchemaInfo",
     "SchemaVersionError",
     "Settings",
     "SkiplockError",
     "StateCount",
     "StoreError",
     "SystemClock",
+    "Task",
+    "TaskDef",
+    "TaskOptions",
+    "TickResult",
     "Tracer",
     "UndecodablePayloadError",
     "UndecodableRowError",
     "UnknownKindError",
     "ValidationError",
     "Worker",
+    "WorkerHealth",
     "__version__",
+    "current_job",
+    "declare",
 ]

@@ -67,6 +67,16 @@ def spawn(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Task[T]:
     return Task(fn, args, kwargs)
 
 
+def blocking_caller(fn: Callable[[], T]) -> Callable[[float], T]:
+    """``fn`` with the async twin's signature: any thread may call it; the timeout is left
+    to ``fn`` (a sync store bounds its own calls)."""
+
+    def call(timeout: float) -> T:
+        return fn()
+
+    return call
+
+
 def join(task: Task[T]) -> T:
     """Wait for a spawned thread and return its result."""
     return task.join()
@@ -172,6 +182,35 @@ class Interruptible:
         return fn(*args, **kwargs)
 
 
+def replace_signal_handlers(
+    signums: tuple[int, ...], handler: Callable[[int, Any], object]
+) -> Callable[[], None]:
+    """Install ``handler`` for ``signums`` with ``signal.signal`` (main thread only);
+    returns an idempotent uninstaller that puts back exactly the handlers found.
+
+    A signal whose handler was set outside Python (``signal.getsignal`` is None) is left
+    alone: that handler could not be put back. Shared by both flavours.
+    """
+    previous: dict[int, Any] = {}
+
+    def uninstall() -> None:
+        while previous:
+            signum, before = previous.popitem()
+            signal.signal(signum, before)
+
+    try:
+        for signum in signums:
+            before = signal.getsignal(signum)
+            if before is None:
+                continue
+            signal.signal(signum, handler)
+            previous[signum] = before
+    except BaseException:
+        uninstall()
+        raise
+    return uninstall
+
+
 def install_signal_handlers(
     callback: Callable[[int], object],
     signums: tuple[int, ...] = _STOP_SIGNALS,
@@ -179,7 +218,7 @@ def install_signal_handlers(
     give_up_after: int | None = None,
 ) -> Callable[[], None]:
     """Call ``callback(signum)`` (in a new thread) on these signals; returns an uninstaller
-    that puts the previous handlers back.
+    that puts the previous handlers back exactly (:func:`replace_signal_handlers`).
 
     The ``give_up_after``-th signal does not call back: it raises ``KeyboardInterrupt`` in
     the main thread (cleanup that hangs can always be abandoned). Does nothing outside
@@ -196,13 +235,7 @@ def install_signal_handlers(
             raise KeyboardInterrupt
         threading.Thread(target=callback, args=(signum,), daemon=True).start()
 
-    previous = {signum: signal.signal(signum, handler) for signum in signums}
-
-    def uninstall() -> None:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
-
-    return uninstall
+    return replace_signal_handlers(signums, handler)
 
 
 def cancel_and_join(task: Task[T]) -> None:

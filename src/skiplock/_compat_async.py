@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import signal
 import threading
@@ -54,6 +55,35 @@ async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
 def spawn(fn: Callable[P, Coroutine[Any, Any, T]], *args: P.args, **kwargs: P.kwargs) -> Task[T]:
     """Run ``fn(*args)`` concurrently; ``join()`` waits for it."""
     return asyncio.get_running_loop().create_task(fn(*args, **kwargs))
+
+
+def blocking_caller(fn: Callable[[], Coroutine[Any, Any, T]]) -> Callable[[float], T]:
+    """A function other threads call to run ``fn()`` on the running event loop and wait
+    up to ``timeout`` seconds for its result (then TimeoutError, and the call is
+    cancelled). Called from the loop's own thread it raises RuntimeError: waiting there
+    would block the loop it waits for."""
+    loop = asyncio.get_running_loop()
+
+    def call(timeout: float) -> T:
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        if current is loop:
+            raise RuntimeError("cannot wait for an event loop's call from inside that loop")
+        coro = fn()
+        try:
+            future = asyncio.run_coroutine_threadsafe(coro, loop)
+        except RuntimeError:  # the loop is closed
+            coro.close()
+            raise
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise
+
+    return call
 
 
 async def join(task: Task[T]) -> T:
@@ -237,7 +267,12 @@ class Interruptible:
                 raise self._error
             self._blocking = blocking
         try:
-            threading.Thread(target=run, daemon=True, name=f"skiplock-{fn!r}"[:60]).start()
+            # In a copy of this task's context: the processor sees the job's context
+            # variables (skiplock's current_job(), a tracer's current span).
+            context = contextvars.copy_context()
+            threading.Thread(
+                target=context.run, args=(run,), daemon=True, name=f"skiplock-{fn!r}"[:60]
+            ).start()
             result, error = await future
             if error is not None:
                 raise error
@@ -247,6 +282,10 @@ class Interruptible:
                 self._blocking = None
 
 
+#: The same in both flavours: signal handlers are the main thread's, whatever runs there.
+replace_signal_handlers = _threads.replace_signal_handlers
+
+
 def install_signal_handlers(
     callback: Callable[[int], object],
     signums: tuple[int, ...] = _STOP_SIGNALS,
@@ -254,11 +293,14 @@ def install_signal_handlers(
     give_up_after: int | None = None,
 ) -> Callable[[], None]:
     """Call ``callback(signum)`` on these signals (in the running loop); returns an
-    uninstaller that puts the previous handlers back.
+    uninstaller that puts the previous handlers back exactly.
 
-    The ``give_up_after``-th signal does not call back: it cancels the task that installed
+    The handlers are Python-level (``signal.signal``, see :func:`replace_signal_handlers`),
+    so whatever was there before comes back as it was; the loop's own handlers
+    (``loop.add_signal_handler``) are not touched and keep being called. The
+    ``give_up_after``-th signal does not call back: it cancels the task that installed
     the handlers (cleanup that hangs can always be abandoned). Does nothing outside the
-    main thread or where the loop cannot handle signals.
+    main thread.
     """
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
@@ -272,22 +314,13 @@ def install_signal_handlers(
             return
         callback(signum)
 
-    previous: dict[int, Any] = {}
-    for signum in signums:
-        before = signal.getsignal(signum)
-        try:
-            loop.add_signal_handler(signum, on_signal, signum)
-        except (NotImplementedError, RuntimeError, ValueError):
-            continue
-        previous[signum] = before
+    def handler(signum: int, frame: object) -> None:
+        # Runs in the main thread between two bytecodes of whatever runs there; the
+        # callback runs in the loop, which call_soon_threadsafe also wakes from its wait.
+        with contextlib.suppress(RuntimeError):  # loop closed: nothing left to stop
+            loop.call_soon_threadsafe(on_signal, signum)
 
-    def uninstall() -> None:
-        for signum, before in previous.items():
-            loop.remove_signal_handler(signum)
-            if before is not None:  # None: set outside Python, nothing to restore
-                signal.signal(signum, before)
-
-    return uninstall
+    return replace_signal_handlers(signums, handler)
 
 
 async def cancel_and_join(task: Task[T]) -> None:

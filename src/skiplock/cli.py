@@ -2,7 +2,8 @@
 
 Exit status: 0 success (also a worker stopped gracefully by SIGTERM/SIGINT), 1 runtime
 failure (e.g. database unreachable, schema missing or older than the code), 2 usage error
-(bad arguments, bad import path, missing optional dependency), 130 interrupted: a forced
+(bad arguments, bad import path, bad ``SKIPLOCK_*`` variable, missing optional
+dependency), 130 interrupted: a forced
 stop (a second signal: running jobs were released) or an abandoned cleanup (a third
 signal, a KeyboardInterrupt).
 """
@@ -23,17 +24,20 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import skiplock
-from skiplock import AsyncEngine, AsyncWorker, Engine, Worker, demo
+from skiplock import AsyncEngine, AsyncWorker, Engine, Settings, Worker, _cli_admin, demo
 from skiplock.core import KIND_RE, SkiplockError, StoreError, ValidationError, validate_identifier
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from types import ModuleType
+    from wsgiref.simple_server import WSGIServer
 
+    from skiplock.contrib.prometheus import PrometheusMetrics
     from skiplock.ports import AsyncJobStore, JobStore
 
 DSN_ENV = "SKIPLOCK_DSN"
 PSYCOPG_HINT = "pip install 'skiplock[psycopg]'"
+PROMETHEUS_HINT = "pip install 'skiplock[prometheus]'"
 #: Seconds ``skiplock worker`` gives the store to connect and check the schema before it
 #: gives up (a worker that was running retries store errors instead).
 STARTUP_TIMEOUT = 3.0
@@ -87,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Run a worker for the engine named by APP until SIGTERM/SIGINT. The first "
             "signal stops claiming and lets running jobs finish; a second one releases "
-            "running jobs and exits."
+            "running jobs and exits. Settings: the engine's own, then SKIPLOCK_* "
+            "environment variables on top, then these options on top of both."
         ),
     )
     worker.add_argument(
@@ -100,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency",
         type=_positive_int,
         metavar="N",
-        help="job slots of this worker (default: the engine's settings)",
+        help="job slots of this worker (default: SKIPLOCK_CONCURRENCY, else the engine's settings)",
     )
     worker.add_argument(
         "--kinds",
@@ -126,6 +131,21 @@ def build_parser() -> argparse.ArgumentParser:
         default=logging.INFO,
         metavar="LEVEL",
         help="DEBUG, INFO (default), WARNING or ERROR",
+    )
+    worker.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="text (default), or json: one JSON object per line with the running job's "
+        "fields (job_id, kind, tenant, attempt, worker_id, trace_id)",
+    )
+    worker.add_argument(
+        "--metrics-port",
+        type=_port,
+        metavar="N",
+        help="serve Prometheus metrics on http://0.0.0.0:N/metrics (the engine's metrics "
+        "must be a skiplock.contrib.prometheus.PrometheusMetrics; needs "
+        f"{PROMETHEUS_HINT})",
     )
     worker.set_defaults(handler=_cmd_worker)
 
@@ -163,6 +183,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply: run pending migrations; sql: print standalone DDL (no database "
         "needed); status: show migrations, exit 1 unless up to date",
     )
+    schema.add_argument(
+        "--from",
+        dest="from_version",
+        type=int,
+        metavar="N",
+        help="with sql: print the upgrade script from schema version N to the current one "
+        "(the migrations after N, each recorded in the version table; 0: the fresh-install "
+        "DDL, the default)",
+    )
     schema.add_argument("--dsn", help=f"PostgreSQL connection string (default: ${DSN_ENV})")
     schema.add_argument(
         "--schema",
@@ -172,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="PostgreSQL schema holding skiplock's tables (default: skiplock)",
     )
     schema.set_defaults(handler=_cmd_schema)
+
+    # health, jobs, dlq, counts, workers (skiplock/_cli_admin.py)
+    _cli_admin.add_commands(commands)
     return parser
 
 
@@ -192,6 +224,13 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number up to 65535, got {value}")
     return value
 
 
@@ -271,6 +310,21 @@ def resolve_app(spec: str) -> AsyncEngine | Engine:
     raise CliError(f"{spec!r} is {type(target).__name__}, not an Engine or AsyncEngine")
 
 
+def apply_env(engine: AsyncEngine | Engine, environ: Mapping[str, str] | None = None) -> None:
+    """Apply ``SKIPLOCK_*`` variables on top of the engine's own settings (its processors'
+    policies included); command-line options, applied after, win over both. Raises
+    CliError naming the variable if one is invalid."""
+    try:
+        settings = Settings.from_env(environ, base=engine.settings)
+    except ValidationError as exc:
+        raise CliError(f"invalid environment: {_one_line(str(exc))}") from None
+    if settings != engine.settings:
+        try:
+            engine.configure(settings)
+        except ValidationError as exc:  # a processor's own value clashes with the variables
+            raise CliError(f"invalid environment: {_one_line(str(exc))}") from None
+
+
 def _ensure_cwd_importable() -> None:
     cwd = os.getcwd()
     if not any(os.path.abspath(entry or os.curdir) == cwd for entry in sys.path):
@@ -293,11 +347,18 @@ def _import(module_name: str) -> ModuleType:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
-    )
+    if args.log_format == "json":
+        from skiplock.contrib.logging import json_handler
+
+        logging.basicConfig(level=args.log_level, handlers=[json_handler()])
+    else:
+        logging.basicConfig(
+            level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+        )
     logging.getLogger("skiplock").setLevel(args.log_level)
     engine = resolve_app(args.app)
+    apply_env(engine)
+    metrics = _prometheus_metrics(engine) if args.metrics_port is not None else None
     missing = sorted(args.kinds - engine.kinds) if args.kinds else []
     if missing and not args.all_kinds:
         raise CliError(
@@ -318,6 +379,11 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     debug = args.log_level <= logging.DEBUG
     try:
+        server = None if metrics is None else _serve_metrics(metrics, args.metrics_port)
+    except StartupError as exc:
+        print(f"skiplock: error: cannot start the worker: {exc}", file=sys.stderr)
+        return 1
+    try:
         if isinstance(engine, AsyncEngine):
             assert isinstance(worker, AsyncWorker)
             asyncio.run(_serve_async(engine, worker, debug=debug))
@@ -333,8 +399,44 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             traceback.print_exception(exc)
         print(f"skiplock: error: cannot start the worker: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
     # An interrupted run() (KeyboardInterrupt, cancellation) propagates: main() makes it 130.
     return 130 if worker.forced else 0
+
+
+def _prometheus_metrics(engine: AsyncEngine | Engine) -> PrometheusMetrics:
+    """The engine's PrometheusMetrics, or CliError saying how to get one."""
+    try:
+        from skiplock.contrib.prometheus import PrometheusMetrics
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] == "prometheus_client":
+            raise CliError(
+                f"--metrics-port needs prometheus-client, which is not installed; run: "
+                f"{PROMETHEUS_HINT}"
+            ) from None
+        raise
+    if not isinstance(engine.metrics, PrometheusMetrics):
+        raise CliError(
+            "--metrics-port: the engine's metrics are "
+            f"{type(engine.metrics).__name__}, not skiplock.contrib.prometheus."
+            "PrometheusMetrics; build the engine with metrics=PrometheusMetrics()"
+        )
+    return engine.metrics
+
+
+def _serve_metrics(metrics: PrometheusMetrics, port: int) -> WSGIServer:
+    """Serve ``metrics``' registry on ``port``; StartupError if the port is taken."""
+    try:
+        server, _ = metrics.serve(port)
+    except OSError as exc:
+        raise StartupError(f"cannot serve metrics on port {port}: {_describe(exc)}") from exc
+    logging.getLogger("skiplock.metrics").info(
+        "serving Prometheus metrics on http://0.0.0.0:%d/metrics", port
+    )
+    return server
 
 
 async def _serve_async(engine: AsyncEngine, worker: AsyncWorker, *, debug: bool) -> None:
@@ -551,8 +653,14 @@ def _cmd_schema(args: argparse.Namespace) -> int:
         # Driver-neutral: printing DDL needs neither a database nor the psycopg extra.
         from skiplock.adapters._pg import schema_sql
 
-        sys.stdout.write(schema_sql(args.schema))
+        try:
+            script = schema_sql(args.schema, args.from_version or 0)
+        except ValidationError as exc:
+            raise CliError(f"--from: {exc}") from None
+        sys.stdout.write(script)
         return 0
+    if args.from_version is not None:
+        raise CliError(f"--from is an option of 'schema sql', not of 'schema {args.action}'")
     pg = psycopg_adapter()
     dsn = _dsn(args)
     import psycopg

@@ -41,6 +41,10 @@ async def test_recorded_errors_survive_hostile_values(store: AsyncpgJobStore, ap
     await scenarios.recorded_errors_survive_hostile_values(store, apg_dsn)
 
 
+async def test_a_claim_audits_the_rows_it_buries(store: AsyncpgJobStore, apg_dsn: str) -> None:
+    await scenarios.claim_audits_the_rows_it_buries(store, apg_dsn)
+
+
 async def test_admin_reads_name_the_bad_row(store: AsyncpgJobStore, apg_dsn: str) -> None:
     await scenarios.admin_reads_name_the_bad_row(store, apg_dsn)
 

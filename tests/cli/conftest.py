@@ -54,3 +54,13 @@ def no_psycopg(monkeypatch: pytest.MonkeyPatch) -> None:
 def pg_dsn(make_database: Callable[[], str]) -> str:
     """A fresh database without schema (the CLI applies it); fails if unreachable."""
     return make_database()
+
+
+@pytest.fixture
+def admin_dsn(pg_session_dsn: str) -> str:
+    """The session database with skiplock's schema, its tables emptied for this test (for
+    the admin and health commands); fails if PostgreSQL is unreachable."""
+    from tests.pgfixtures import empty_statements, execute
+
+    execute(pg_session_dsn, empty_statements())
+    return pg_session_dsn

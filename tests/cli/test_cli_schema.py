@@ -100,3 +100,75 @@ def test_cli_schema_unreachable_database_exit_1(capsys: pytest.CaptureFixture[st
     [line] = err.splitlines()
     assert line.startswith("skiplock: error:")
     assert "Connection refused" in line
+
+
+def _sql(capsys: pytest.CaptureFixture[str], *options: str) -> str:
+    assert cli.main(["schema", "sql", *options]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("no_psycopg")
+def test_cli_schema_sql_from_0_is_the_fresh_install_ddl(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    fresh = _sql(capsys)
+    assert _sql(capsys, "--from", "0") == fresh
+    assert "CREATE SCHEMA IF NOT EXISTS" in fresh
+
+
+@pytest.mark.usefixtures("no_psycopg")
+def test_cli_schema_sql_from_n_prints_the_later_migrations_in_order(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    script = _sql(capsys, "--from", "3", "--schema", "jobs_here")
+    later = migrations()[3:]
+    assert later, "needs migrations after version 3"
+    positions = [script.index(m.sql("jobs_here").strip()) for m in later]
+    assert positions == sorted(positions)
+    for m in migrations()[:3]:
+        assert m.name not in script
+    # Each migration is recorded as the migrator records it, right after its DDL.
+    for m in later:
+        assert (
+            f'INSERT INTO "jobs_here".schema_migrations (version, name) '
+            f"VALUES ({m.version}, '{m.name}');"
+        ) in script
+    assert "CREATE SCHEMA" not in script  # an upgrade: the schema exists
+    assert script.index("BEGIN;") < script.index("IF current <> 3 THEN") < positions[0]
+    assert script.rstrip().endswith("COMMIT;")
+    assert '"skiplock"' not in script
+
+
+@pytest.mark.usefixtures("no_psycopg")
+def test_cli_schema_sql_from_the_current_version_only_checks_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    latest = len(migrations())
+    script = _sql(capsys, "--from", str(latest))
+    assert f"IF current <> {latest} THEN" in script
+    assert "schema_migrations (version, name)" not in script
+    assert all(m.name not in script for m in migrations())
+
+
+@pytest.mark.parametrize("value", ["-1", str(len(migrations()) + 1), "1000"])
+def test_cli_schema_sql_from_out_of_range_exit_2(
+    capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    assert cli.main(["schema", "sql", "--from", value]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"no schema version {value}" in captured.err
+    assert f"0 (none) to {len(migrations())}" in captured.err
+
+
+def test_cli_schema_sql_from_needs_an_int(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["schema", "sql", "--from", "three"]) == 2
+    assert "invalid int value: 'three'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("action", ["apply", "status"])
+def test_cli_schema_from_is_only_for_sql(capsys: pytest.CaptureFixture[str], action: str) -> None:
+    status = cli.main(["schema", action, "--from", "1", "--dsn", "postgresql://nowhere/db"])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert "--from is an option of 'schema sql'" in err

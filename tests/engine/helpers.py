@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from skiplock import Job
     from skiplock.adapters.memory import InMemoryTransaction
     from skiplock.core import ClaimRequest, Completion, Lease
+    from skiplock.ports import Audit
 
 
 class CountingStore(InMemoryJobStore):
@@ -62,13 +63,19 @@ class CountingStore(InMemoryJobStore):
         with super().autocommit(statement_timeout=statement_timeout) as handle:
             yield handle
 
-    def complete(self, completions: Sequence[Completion], *, connection: Any = None) -> list[bool]:
+    def complete(
+        self,
+        completions: Sequence[Completion],
+        *,
+        connection: Any = None,
+        audit: Audit | None = None,
+    ) -> list[bool]:
         if connection is None:
             self.batches.append(len(completions))
-        return super().complete(completions, connection=connection)
+        return super().complete(completions, connection=connection, audit=audit)
 
-    def claim(self, request: ClaimRequest) -> list[Job]:
-        jobs = super().claim(request)
+    def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> list[Job]:
+        jobs = super().claim(request, audit=audit)
         self.last_request = request
         self.claims += 1
         self.claimed += len(jobs)
@@ -82,9 +89,15 @@ class CountingStore(InMemoryJobStore):
         self.heartbeats += 1
         return super().heartbeat(worker_id, running)
 
-    def recover_stale(self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> list[int]:
+    def recover_stale(
+        self,
+        *,
+        default_ttl: timedelta,
+        ttls: Mapping[str, timedelta],
+        audit: Audit | None = None,
+    ) -> list[int]:
         self.recoveries += 1
-        return super().recover_stale(default_ttl=default_ttl, ttls=ttls)
+        return super().recover_stale(default_ttl=default_ttl, ttls=ttls, audit=audit)
 
     def try_maintenance(self, name: str, every: timedelta) -> bool:
         granted = super().try_maintenance(name, every)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from skiplock import Job
     from skiplock.adapters.memory import InMemoryTransaction
     from skiplock.core import ClaimRequest, Completion, Lease
+    from skiplock.ports import AsyncAudit
 
 
 class CountingStore(AsyncInMemoryJobStore):
@@ -58,14 +59,18 @@ class CountingStore(AsyncInMemoryJobStore):
             yield handle
 
     async def complete(
-        self, completions: Sequence[Completion], *, connection: Any = None
+        self,
+        completions: Sequence[Completion],
+        *,
+        connection: Any = None,
+        audit: AsyncAudit | None = None,
     ) -> list[bool]:
         if connection is None:
             self.batches.append(len(completions))
-        return await super().complete(completions, connection=connection)
+        return await super().complete(completions, connection=connection, audit=audit)
 
-    async def claim(self, request: ClaimRequest) -> list[Job]:
-        jobs = await super().claim(request)
+    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> list[Job]:
+        jobs = await super().claim(request, audit=audit)
         self.last_request = request
         self.claims += 1
         self.claimed += len(jobs)
@@ -80,10 +85,14 @@ class CountingStore(AsyncInMemoryJobStore):
         return await super().heartbeat(worker_id, running)
 
     async def recover_stale(
-        self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]
+        self,
+        *,
+        default_ttl: timedelta,
+        ttls: Mapping[str, timedelta],
+        audit: AsyncAudit | None = None,
     ) -> list[int]:
         self.recoveries += 1
-        return await super().recover_stale(default_ttl=default_ttl, ttls=ttls)
+        return await super().recover_stale(default_ttl=default_ttl, ttls=ttls, audit=audit)
 
     async def try_maintenance(self, name: str, every: timedelta) -> bool:
         granted = await super().try_maintenance(name, every)

@@ -10,10 +10,13 @@ from typing import TYPE_CHECKING
 import attrs
 import pydantic
 
-if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+from skiplock.ports import NoopMetrics
 
-    from skiplock import Job
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+
+    from skiplock import EnqueueResult, Job, StateCount
+    from skiplock.ports import Attempt, Publication, WorkerStatus
 
 
 @attrs.frozen
@@ -33,7 +36,7 @@ class Invoice(pydantic.BaseModel):
     customer: str
 
 
-class RecordingMetrics:
+class RecordingMetrics(NoopMetrics):
     """Remembers every metrics call (thread-safe)."""
 
     def __init__(self) -> None:
@@ -41,6 +44,9 @@ class RecordingMetrics:
         self.claimed: list[tuple[str, str | None, float]] = []
         self.finished: list[tuple[str, str | None, str]] = []
         self.throttled: list[tuple[str, str | None]] = []
+        self.workers: list[WorkerStatus] = []
+        self.counts: list[Callable[[float], Sequence[StateCount]]] = []
+        self.stopped: list[str] = []
 
     def job_claimed(self, kind: str, tenant: str | None, latency: float) -> None:
         with self._lock:
@@ -54,25 +60,70 @@ class RecordingMetrics:
         with self._lock:
             self.throttled.append((kind, tenant))
 
+    def worker_started(
+        self, worker: WorkerStatus, counts: Callable[[float], Sequence[StateCount]]
+    ) -> None:
+        with self._lock:
+            self.workers.append(worker)
+            self.counts.append(counts)
+
+    def worker_stopped(self, worker: WorkerStatus) -> None:
+        with self._lock:
+            self.stopped.append(worker.id)
+
     def outcomes(self) -> list[str]:
         with self._lock:
             return [outcome for _, _, outcome in self.finished]
 
 
 class RecordingTracer:
-    """Injects a fixed W3C context and records the jobs it opened spans for."""
+    """Stores a fixed W3C context at enqueue and records what it was told (thread-safe)."""
 
     CONTEXT: Mapping[str, str] = {
         "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     }
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
+        #: Per enqueue call: its kinds, and the ids it published (None: not published).
+        self.publications: list[tuple[list[str], list[int] | None]] = []
+        #: Job ids whose attempt opened a span, in order.
         self.spans: list[int] = []
-
-    def inject(self) -> Mapping[str, str] | None:
-        return dict(self.CONTEXT)
+        #: Per attempt that ended: job id, outcome, the error's type name.
+        self.ended: list[tuple[int, str, str | None]] = []
 
     @contextmanager
-    def span(self, job: Job) -> Iterator[object]:
-        self.spans.append(job.id)
-        yield None
+    def publish(self, kinds: Sequence[str]) -> Iterator[Publication]:
+        with self._lock:
+            index = len(self.publications)
+            self.publications.append((list(kinds), None))
+        yield _Publication(self, index)
+
+    @contextmanager
+    def span(self, job: Job) -> Iterator[Attempt]:
+        with self._lock:
+            self.spans.append(job.id)
+        yield _Attempt(self, job.id)
+
+
+class _Publication:
+    def __init__(self, tracer: RecordingTracer, index: int) -> None:
+        self._tracer = tracer
+        self._index = index
+        self.context = RecordingTracer.CONTEXT
+
+    def published(self, results: Sequence[EnqueueResult]) -> None:
+        with self._tracer._lock:
+            kinds, _ = self._tracer.publications[self._index]
+            self._tracer.publications[self._index] = (kinds, [r.id for r in results])
+
+
+class _Attempt:
+    def __init__(self, tracer: RecordingTracer, job_id: int) -> None:
+        self._tracer = tracer
+        self._job_id = job_id
+
+    def ended(self, outcome: str, error: BaseException | None) -> None:
+        with self._tracer._lock:
+            name = None if error is None else type(error).__name__
+            self._tracer.ended.append((self._job_id, outcome, name))

@@ -333,8 +333,8 @@ def test_engine_enqueue_only_engine_accepts_any_valid_kind(clock: FakeClock) -> 
         engine.enqueue("not a kind", {})
 
 
-def test_engine_non_strict_kinds_accept_unknown_kinds(clock: FakeClock) -> None:
-    engine = Engine(InMemoryJobStore(clock=clock), Settings(strict_kinds=False), clock=clock)
+def test_engine_allowing_unknown_kinds_accepts_them(clock: FakeClock) -> None:
+    engine = Engine(InMemoryJobStore(clock=clock), Settings(unknown_kinds="allow"), clock=clock)
     engine.declare_kind("known")
     assert (engine.enqueue("elsewhere", {})).created
 

@@ -356,9 +356,9 @@ async def test_engine_enqueue_only_engine_accepts_any_valid_kind(clock: FakeCloc
         await engine.enqueue("not a kind", {})
 
 
-async def test_engine_non_strict_kinds_accept_unknown_kinds(clock: FakeClock) -> None:
+async def test_engine_allowing_unknown_kinds_accepts_them(clock: FakeClock) -> None:
     engine = AsyncEngine(
-        AsyncInMemoryJobStore(clock=clock), Settings(strict_kinds=False), clock=clock
+        AsyncInMemoryJobStore(clock=clock), Settings(unknown_kinds="allow"), clock=clock
     )
     engine.declare_kind("known")
     assert (await engine.enqueue("elsewhere", {})).created

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import typing
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,9 @@ from skiplock import (
     Processor,
     RateLimit,
     Settings,
+    TaskOptions,
     ValidationError,
+    declare,
 )
 from skiplock.adapters.memory import InMemoryJobStore
 from skiplock.core import (
@@ -28,6 +31,7 @@ from skiplock.core import (
     SecondsView,
     Setting,
 )
+from skiplock.engine._declaration import TASK_OPTION_NAMES
 from skiplock.engine._registry import make_overrides
 from skiplock.engine._settings import ENGINE_FIELDS, SETTING_FIELDS
 
@@ -56,7 +60,7 @@ def test_settings_defaults_match_the_seed() -> None:
     assert s.retention == timedelta(days=7)
     assert s.retention_archive is False
     assert s.max_payload_bytes == 1024 * 1024
-    assert s.strict_kinds is True
+    assert s.unknown_kinds == "error"
     assert dict(s.kinds) == {}
     assert dict(s.caps) == {}
 
@@ -103,7 +107,8 @@ def test_settings_accepts_seconds_for_durations_and_dicts_for_overrides() -> Non
         ({"timeout": 0}, "timeout"),
         ({"retention": 0}, "retention"),
         ({"max_payload_bytes": 0}, "max_payload_bytes"),
-        ({"strict_kinds": "yes"}, "strict_kinds"),
+        ({"unknown_kinds": "yes"}, "unknown_kinds"),
+        ({"unknown_kinds": True}, "unknown_kinds"),
         ({"kinds": {"bad kind": {}}}, "kinds"),
         ({"kinds": {"a": {"nope": 1}}}, "unknown policy field"),
         ({"kinds": {"a": {"node_limit": 0}}}, "node_limit"),
@@ -141,7 +146,7 @@ def test_settings_from_env_reads_scalars_with_units() -> None:
         "SKIPLOCK_TIMEOUT": "none",
         "SKIPLOCK_RETENTION": "off",
         "SKIPLOCK_RETENTION_ARCHIVE": "yes",
-        "SKIPLOCK_STRICT_KINDS": "false",
+        "SKIPLOCK_UNKNOWN_KINDS": " Warn ",
         "SKIPLOCK_MAX_PAYLOAD_BYTES": "2048",
         "SKIPLOCK_DSN": "postgresql://ignored",  # other tools' variables are ignored
         "OTHER": "x",
@@ -156,7 +161,7 @@ def test_settings_from_env_reads_scalars_with_units() -> None:
     assert s.timeout is None
     assert s.retention is None
     assert s.retention_archive is True
-    assert s.strict_kinds is False
+    assert s.unknown_kinds == "warn"
     assert s.max_payload_bytes == 2048
 
 
@@ -202,7 +207,7 @@ def test_settings_from_env_keyword_overrides_win() -> None:
         ({"SKIPLOCK_CONCURRENCY": "many"}, "SKIPLOCK_CONCURRENCY"),
         ({"SKIPLOCK_CONCURRENCY": "0"}, "SKIPLOCK_CONCURRENCY"),
         ({"SKIPLOCK_POLL_INTERVAL": "5 weeks"}, "SKIPLOCK_POLL_INTERVAL"),
-        ({"SKIPLOCK_STRICT_KINDS": "maybe"}, "SKIPLOCK_STRICT_KINDS"),
+        ({"SKIPLOCK_UNKNOWN_KINDS": "maybe"}, "SKIPLOCK_UNKNOWN_KINDS"),
         ({"SKIPLOCK_NODE_LIMITS": "email.send"}, "SKIPLOCK_NODE_LIMITS"),
         ({"SKIPLOCK_NODE_LIMITS": "email.send=0"}, "SKIPLOCK_NODE_LIMITS"),
         ({"SKIPLOCK_NODE_LIMITS": "a=1,a=2"}, "SKIPLOCK_NODE_LIMITS"),
@@ -237,7 +242,9 @@ ENV_SAMPLES: dict[str, tuple[str, Any]] = {
     "retention_archive": ("yes", True),
     "max_payload_bytes": ("2048", 2048),
     "max_result_bytes": ("4096", 4096),
-    "strict_kinds": ("off", False),
+    "unknown_kinds": ("allow", "allow"),
+    "audit": ("on", True),
+    "audit_actor": (" billing-api ", "billing-api"),
     "max_attempts": ("9", 9),
     "backoff_base": ("2s", timedelta(seconds=2)),
     "backoff_factor": ("3", 3.0),
@@ -336,10 +343,15 @@ def test_every_policy_field_is_a_processor_option(name: str, clock: FakeClock) -
 
 
 def test_processor_options_are_exactly_the_declared_fields() -> None:
-    for method in (AsyncEngine.processor, Engine.processor):
-        params = set(inspect.signature(method).parameters) - {"self", "kind", "provider"}
-        assert params == set(POLICY_FIELD_NAMES), method.__qualname__
-    for name in POLICY_FIELD_NAMES:
+    # One keyword list (TaskOptions) for declare(), engine.task() and engine.processor().
+    options = typing.get_type_hints(TaskOptions)
+    assert set(options) == {*POLICY_FIELD_NAMES, "provider", "priority"}
+    assert set(options) == set(TASK_OPTION_NAMES)
+    assert TaskOptions.__required_keys__ == frozenset()
+    for method in (AsyncEngine.processor, Engine.processor, declare):
+        kwargs = inspect.signature(method).parameters["options"]
+        assert kwargs.kind is inspect.Parameter.VAR_KEYWORD, method.__qualname__
+    for name in (*POLICY_FIELD_NAMES, "provider", "priority"):
         assert getattr(Processor, name) is None, name
     with pytest.raises(ValidationError, match="unknown policy field"):
         make_overrides(max_attempt=3)

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
     from skiplock import Job
     from skiplock.core import ClaimRequest, Completion
+    from skiplock.ports import Audit
     from skiplock.testing import FakeClock
 
 
@@ -490,11 +491,17 @@ class GatedStore(CountingStore):
         self.gate = Event()
         self.held = Event()
 
-    def complete(self, completions: Sequence[Completion], *, connection: Any = None) -> list[bool]:
+    def complete(
+        self,
+        completions: Sequence[Completion],
+        *,
+        connection: Any = None,
+        audit: Audit | None = None,
+    ) -> list[bool]:
         if connection is None and not self.held.is_set():
             self.held.set()
             assert wait_event(self.gate, 5.0), "the gate was never opened"
-        return super().complete(completions, connection=connection)
+        return super().complete(completions, connection=connection, audit=audit)
 
 
 class FlakyStore(CountingStore):
@@ -508,7 +515,13 @@ class FlakyStore(CountingStore):
         self.calls: list[tuple[float, list[int]]] = []
         self._calls_lock = threading.Lock()
 
-    def complete(self, completions: Sequence[Completion], *, connection: Any = None) -> list[bool]:
+    def complete(
+        self,
+        completions: Sequence[Completion],
+        *,
+        connection: Any = None,
+        audit: Audit | None = None,
+    ) -> list[bool]:
         if connection is None:
             with self._calls_lock:
                 self.calls.append((time.monotonic(), [c.lease.job_id for c in completions]))
@@ -518,7 +531,7 @@ class FlakyStore(CountingStore):
             if fail:
                 self.failed.set()
                 raise ConnectionError("the database went away mid-flush")
-        return super().complete(completions, connection=connection)
+        return super().complete(completions, connection=connection, audit=audit)
 
     def ids(self, calls: list[tuple[float, list[int]]]) -> list[list[int]]:
         return [ids for _, ids in calls]
@@ -812,17 +825,23 @@ class BlockedStore(CountingStore):
     def running(self) -> int:
         return sum(c.count for c in self.state.counts() if c.state is JobState.RUNNING)
 
-    def claim(self, request: ClaimRequest) -> list[Job]:
+    def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> list[Job]:
         self.probe()
-        jobs = super().claim(request)
+        jobs = super().claim(request, audit=audit)
         self.running_after_claims.append(self.running())
         return jobs
 
-    def complete(self, completions: Sequence[Completion], *, connection: Any = None) -> list[bool]:
+    def complete(
+        self,
+        completions: Sequence[Completion],
+        *,
+        connection: Any = None,
+        audit: Audit | None = None,
+    ) -> list[bool]:
         if connection is None:
             self.probe()
             assert wait_event(self.gate, 10.0), "the gate was never opened"
-        return super().complete(completions, connection=connection)
+        return super().complete(completions, connection=connection, audit=audit)
 
 
 def test_worker_claims_no_faster_than_its_outcomes_are_written(
@@ -1383,7 +1402,7 @@ def test_worker_second_stop_signal_forces_the_stop(store: CountingStore, clock: 
         block_until_interrupted(ctx)
 
     job_id = (engine.enqueue("stuck", {})).id
-    worker = engine.worker()  # with its own signal handlers
+    worker = engine.worker(install_signal_handlers=True)
 
     def send() -> None:
         eventually(started.is_set)

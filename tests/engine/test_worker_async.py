@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from skiplock import Job
     from skiplock.core import ClaimRequest, Completion
+    from skiplock.ports import AsyncAudit
     from skiplock.testing import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -489,12 +490,16 @@ class GatedStore(CountingStore):
         self.held = Event()
 
     async def complete(
-        self, completions: Sequence[Completion], *, connection: Any = None
+        self,
+        completions: Sequence[Completion],
+        *,
+        connection: Any = None,
+        audit: AsyncAudit | None = None,
     ) -> list[bool]:
         if connection is None and not self.held.is_set():
             self.held.set()
             assert await wait_event(self.gate, 5.0), "the gate was never opened"
-        return await super().complete(completions, connection=connection)
+        return await super().complete(completions, connection=connection, audit=audit)
 
 
 class FlakyStore(CountingStore):
@@ -509,7 +514,11 @@ class FlakyStore(CountingStore):
         self._calls_lock = threading.Lock()
 
     async def complete(
-        self, completions: Sequence[Completion], *, connection: Any = None
+        self,
+        completions: Sequence[Completion],
+        *,
+        connection: Any = None,
+        audit: AsyncAudit | None = None,
     ) -> list[bool]:
         if connection is None:
             with self._calls_lock:
@@ -520,7 +529,7 @@ class FlakyStore(CountingStore):
             if fail:
                 self.failed.set()
                 raise ConnectionError("the database went away mid-flush")
-        return await super().complete(completions, connection=connection)
+        return await super().complete(completions, connection=connection, audit=audit)
 
     def ids(self, calls: list[tuple[float, list[int]]]) -> list[list[int]]:
         return [ids for _, ids in calls]
@@ -814,19 +823,23 @@ class BlockedStore(CountingStore):
     def running(self) -> int:
         return sum(c.count for c in self.state.counts() if c.state is JobState.RUNNING)
 
-    async def claim(self, request: ClaimRequest) -> list[Job]:
+    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> list[Job]:
         self.probe()
-        jobs = await super().claim(request)
+        jobs = await super().claim(request, audit=audit)
         self.running_after_claims.append(self.running())
         return jobs
 
     async def complete(
-        self, completions: Sequence[Completion], *, connection: Any = None
+        self,
+        completions: Sequence[Completion],
+        *,
+        connection: Any = None,
+        audit: AsyncAudit | None = None,
     ) -> list[bool]:
         if connection is None:
             self.probe()
             assert await wait_event(self.gate, 10.0), "the gate was never opened"
-        return await super().complete(completions, connection=connection)
+        return await super().complete(completions, connection=connection, audit=audit)
 
 
 async def test_worker_claims_no_faster_than_its_outcomes_are_written(
@@ -1398,7 +1411,7 @@ async def test_worker_stops_on_sigterm(store: CountingStore, clock: FakeClock) -
     @engine.processor("k")
     async def k(payload: Any, ctx: JobContext) -> None: ...
 
-    worker = engine.worker()
+    worker = engine.worker(install_signal_handlers=True)
     task = spawn(worker.run)
     await eventually(lambda: bool(store.state.workers()))
     os.kill(os.getpid(), signal.SIGTERM)
@@ -1418,7 +1431,7 @@ async def test_worker_second_stop_signal_forces_the_stop(
         await block_until_interrupted(ctx)
 
     job_id = (await engine.enqueue("stuck", {})).id
-    worker = engine.worker()  # with its own signal handlers
+    worker = engine.worker(install_signal_handlers=True)
     if True:  # ASYNC
         task = spawn(worker.run)
         await eventually(started.is_set)

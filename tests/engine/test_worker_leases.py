@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from skiplock import Job
     from skiplock.core import Lease
+    from skiplock.ports import Audit
     from skiplock.testing import FakeClock
 
 
@@ -133,13 +134,13 @@ class FailingClaimStore(CountingStore):
         with self._lock:
             self.calls.append(call)
 
-    def claim(self, request: ClaimRequest) -> list[Job]:
+    def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> list[Job]:
         self._record("claim")
         if self.armed:
             self.armed = False
             self._record("claim failed")
             raise ConnectionError("the database went away")
-        return super().claim(request)
+        return super().claim(request, audit=audit)
 
     def start(self, leases: Sequence[Lease]) -> list[bool]:
         self._record("start")

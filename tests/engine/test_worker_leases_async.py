@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from skiplock import Job
     from skiplock.core import Lease
+    from skiplock.ports import AsyncAudit
     from skiplock.testing import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -131,13 +132,13 @@ class FailingClaimStore(CountingStore):
         with self._lock:
             self.calls.append(call)
 
-    async def claim(self, request: ClaimRequest) -> list[Job]:
+    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> list[Job]:
         self._record("claim")
         if self.armed:
             self.armed = False
             self._record("claim failed")
             raise ConnectionError("the database went away")
-        return await super().claim(request)
+        return await super().claim(request, audit=audit)
 
     async def start(self, leases: Sequence[Lease]) -> list[bool]:
         self._record("start")

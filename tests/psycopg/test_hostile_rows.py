@@ -40,6 +40,10 @@ def test_recorded_errors_survive_hostile_values(store: PsycopgJobStore, pg_dsn: 
     scenarios.recorded_errors_survive_hostile_values(store, pg_dsn)
 
 
+def test_a_claim_audits_the_rows_it_buries(store: PsycopgJobStore, pg_dsn: str) -> None:
+    scenarios.claim_audits_the_rows_it_buries(store, pg_dsn)
+
+
 def test_admin_reads_name_the_bad_row(store: PsycopgJobStore, pg_dsn: str) -> None:
     scenarios.admin_reads_name_the_bad_row(store, pg_dsn)
 

@@ -46,6 +46,10 @@ async def test_recorded_errors_survive_hostile_values(
     await scenarios.recorded_errors_survive_hostile_values(store, pg_dsn)
 
 
+async def test_a_claim_audits_the_rows_it_buries(store: AsyncPsycopgJobStore, pg_dsn: str) -> None:
+    await scenarios.claim_audits_the_rows_it_buries(store, pg_dsn)
+
+
 async def test_admin_reads_name_the_bad_row(store: AsyncPsycopgJobStore, pg_dsn: str) -> None:
     await scenarios.admin_reads_name_the_bad_row(store, pg_dsn)
 

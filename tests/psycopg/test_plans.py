@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pytest
 
-from skiplock.adapters._pg._ops import claim_steps, purge_batch_steps
+from skiplock.adapters._pg._ops import claim_steps, purge_audit_batch_steps, purge_batch_steps
 from skiplock.adapters._pg._rows import (
     complete_one_params,
     complete_params,
@@ -261,9 +261,13 @@ def test_completions_find_their_jobs_by_key_whatever_the_statistics(table: str, 
         Completion(lease=lease, outcome=retry if i % 2 else returned)
         for i, lease in enumerate(leases)
     ]
-    statements = [
+    audited: dict[str, Any] = {"actor": WORKER, "audit_table": True}
+    statements: list[tuple[str, dict[str, Any], int]] = [
         ("complete", complete_params(completions), COMPLETE_BATCH),
         ("complete", complete_params(with_results), COMPLETE_BATCH),
+        # With the audit trail on (J10): the same walk, and one insert for the batch.
+        ("complete_audited", complete_params(completions) | audited, COMPLETE_BATCH),
+        ("complete_audited", complete_params(with_results) | audited, COMPLETE_BATCH),
         ("complete_one", complete_one_params(completions[0]), 1),
         ("complete_one", complete_one_params(with_results[0]), 1),
         ("start", lease_params(leases), COMPLETE_BATCH),
@@ -295,3 +299,56 @@ def test_purge_batches_read_their_batch_whatever_the_statistics(table: str, mode
         plans, rows = _explain(table, step.sql, dict(step.params), mode)
         assert rows == [(PURGE_BATCH,)], archive
         _assert_reads_its_batch(plans, PURGE_BATCH, "jobs_succeeded_completed_idx", "purge")
+
+
+# ---- the audit trail's retention (J10) ----------------------------------------------------
+
+AUDIT_RECENT = 30_000
+AUDIT_OLD = 20_000  # two days old, with ids above the recent ones
+
+_FILL_AUDIT = """
+    INSERT INTO skiplock.audit (at, job_id, kind, action, actor)
+    SELECT now() - %(age)s::interval + g * interval '1 millisecond', g, 'k', 'job_done', 'w'
+    FROM generate_series(1, %(n)s) AS g
+"""
+
+
+@pytest.fixture(scope="module", params=["none", "empty", "recent"])
+def audit_table(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database whose audit table holds AUDIT_RECENT recent events, then AUDIT_OLD
+    events two days old, with no statistics, or statistics taken while it was empty or
+    held only recent events."""
+    stats = request.param
+    name, dsn = create_database(with_schema=True)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ALTER TABLE skiplock.audit SET (autovacuum_enabled = false)")
+            if stats == "empty":
+                conn.execute("ANALYZE skiplock.audit")
+            conn.execute(_FILL_AUDIT, {"age": "1 hour", "n": AUDIT_RECENT})
+            if stats == "recent":
+                conn.execute("ANALYZE skiplock.audit")
+            conn.execute(_FILL_AUDIT, {"age": "2 days", "n": AUDIT_OLD})
+        yield dsn
+    finally:
+        drop_database(name)
+
+
+@pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
+def test_audit_purge_batches_read_their_batch_whatever_the_statistics(
+    audit_table: str, mode: str
+) -> None:
+    steps = purge_audit_batch_steps(SCHEMA, older_than=timedelta(days=1), batch_size=PURGE_BATCH)
+    next(steps)  # the maintenance lock
+    step = steps.send([{"locked": True}])
+    assert step.sql == neutral_query("purge_audit", SCHEMA)
+    assert step.params is not None
+    plans, rows = _explain(audit_table, step.sql, dict(step.params), mode)
+    assert rows == [(PURGE_BATCH,)]
+    outline = "\n\n".join(_outline(plan) for plan in plans)
+    for node in (node for plan in plans for node in _nodes(plan)):
+        assert _rows_read(node) < FACTOR * PURGE_BATCH, f"the purge reads O(table):\n{outline}"
+        if node.get("Relation Name") == "audit" and "Scan" in node["Node Type"]:
+            assert node["Node Type"] == "Index Scan", outline
+            assert node["Index Name"] in {"audit_at_idx", "audit_pkey"}, outline
+    assert "audit_at_idx" in {node.get("Index Name") for plan in plans for node in _nodes(plan)}

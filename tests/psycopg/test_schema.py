@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pytest
 
-from skiplock.adapters._pg import latest_version, migrations
+from skiplock import cli
+from skiplock.adapters._pg import _migrate, latest_version, migrations
 from skiplock.adapters.psycopg import (
     AsyncPsycopgJobStore,
     PsycopgJobStore,
@@ -100,6 +101,62 @@ def test_schema_sql_equals_the_migrations_applied_in_order(
     expected = catalog(migrated)
     assert expected["indexes"], "the catalog dump found nothing"
     assert catalog(standalone) == expected
+
+
+def migrate_to(dsn: str, version: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bring ``dsn`` to schema ``version`` with the migrator of a release whose last
+    migration was ``version``."""
+    shipped = migrations()[:version]
+    with monkeypatch.context() as patch:
+        patch.setattr(_migrate, "migrations", lambda: shipped)
+        assert apply_schema(dsn) == [m.name for m in shipped]
+
+
+def upgrade_script(from_version: int, capsys: pytest.CaptureFixture[str]) -> str:
+    """What ``skiplock schema sql --from N`` prints."""
+    assert cli.main(["schema", "sql", "--from", str(from_version)]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("from_version", range(1, latest_version() + 1))
+def test_schema_sql_from_n_upgrades_to_the_fresh_schema(
+    make_database: Callable[[], str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    from_version: int,
+) -> None:
+    """The upgrade script from version N, run as a plain script (no migrator) on a
+    database at N, gives the schema and version records of a fresh install."""
+    fresh, old = make_database(), make_database()
+    apply_schema(fresh)
+    migrate_to(old, from_version, monkeypatch)
+    assert schema_status(old).pending == tuple(m.name for m in migrations()[from_version:])
+    script = upgrade_script(from_version, capsys)
+    with psycopg.connect(old, autocommit=True) as conn:
+        conn.execute(script)
+    assert catalog(old) == catalog(fresh)
+    assert schema_status(old).up_to_date
+
+
+@pytest.mark.parametrize("wrong", ["older", "newer"])
+def test_schema_sql_from_n_refuses_a_database_at_another_version(
+    make_database: Callable[[], str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    wrong: str,
+) -> None:
+    """Run on a database not at version N, the script changes nothing: it would skip or
+    repeat migrations."""
+    dsn = make_database()
+    migrate_to(dsn, 2 if wrong == "older" else 4, monkeypatch)
+    before = catalog(dsn)
+    script = upgrade_script(3, capsys)
+    with (
+        psycopg.connect(dsn, autocommit=True) as conn,
+        pytest.raises(psycopg.errors.RaiseException, match=r"is at version [24], not 3"),
+    ):
+        conn.execute(script)
+    assert catalog(dsn) == before
 
 
 def test_schema_has_every_table_index_and_trigger(make_database: Callable[[], str]) -> None:

@@ -53,5 +53,9 @@ def test_recorded_errors_survive_hostile_values(store: SessionJobStore, pg_dsn: 
     scenarios.recorded_errors_survive_hostile_values(store, pg_dsn)
 
 
+def test_a_claim_audits_the_rows_it_buries(store: SessionJobStore, pg_dsn: str) -> None:
+    scenarios.claim_audits_the_rows_it_buries(store, pg_dsn)
+
+
 def test_admin_reads_name_the_bad_row(store: SessionJobStore, pg_dsn: str) -> None:
     scenarios.admin_reads_name_the_bad_row(store, pg_dsn)

@@ -21,7 +21,15 @@ from typing import Any, Generic, TypeVar, cast, overload
 import attrs
 
 from ._bucket import RateLimit
-from ._validation import check_bool, check_duration, check_int, check_number, check_rate_limit
+from ._validation import (
+    check_actor,
+    check_bool,
+    check_choice,
+    check_duration,
+    check_int,
+    check_number,
+    check_rate_limit,
+)
 
 _S = TypeVar("_S", bound=float | None)
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
@@ -96,6 +104,17 @@ FRACTION = ValueType(
 )
 FLAG = ValueType(check_bool, parse_bool, "bool")
 RATE = ValueType(check_rate_limit, parse_rate, "rps/burst")
+ACTOR = ValueType(check_actor, str.strip, "text")
+
+
+def _parse_word(raw: str) -> str:
+    return raw.strip().lower()
+
+
+def choice(*options: str) -> ValueType:
+    """One of the words ``options`` (any case in the environment)."""
+    text = f"{', '.join(options[:-1])} or {options[-1]}" if len(options) > 1 else options[0]
+    return ValueType(functools.partial(check_choice, choices=options), _parse_word, text)
 
 
 @attrs.frozen

@@ -337,9 +337,15 @@ class WorkerInfo:
 
 @attrs.frozen
 class StateCount:
-    """How many jobs of a kind and tenant are in a state."""
+    """How many jobs of a kind and tenant are in a state.
+
+    ``oldest_due_age`` is set for ``pending`` only: seconds since the earliest due time
+    of these jobs, on the store's clock (how long the longest-waiting due job has waited;
+    0.0 when none is due yet). None for every other state.
+    """
 
     state: JobState
     kind: str
     tenant: str | None
     count: int
+    oldest_due_age: float | None = None

@@ -7,7 +7,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard
 
@@ -27,6 +27,8 @@ MAX_RESULT_BYTES = 1024 * 1024
 #: PostgreSQL's own limit of a jsonb value (stores mirror it; the engine's are lower).
 JSONB_MAX_BYTES = 255 * 1024 * 1024
 MAX_TENANT_LENGTH = 200
+#: Longest actor name the audit trail records (J10).
+MAX_ACTOR_LENGTH = 255
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
 #: PostgreSQL ``smallint``, the ``priority`` column.
 PRIORITY_RANGE = (-32768, 32767)
@@ -50,6 +52,8 @@ MAX_DELAY = timedelta(days=36_500)
 MAX_PAYLOAD_DEPTH = 100
 #: How much of a rejected value an error message shows.
 MAX_SHOWN_LENGTH = 80
+#: How many known kinds an unknown-kind message names before "and N more".
+MAX_KINDS_SHOWN = 20
 
 # A JSON text escape for NUL (an odd number of backslashes before "u0000"): PostgreSQL's
 # jsonb cannot store it, so it is rejected here with a clear message instead.
@@ -140,6 +144,15 @@ def check_number(
         return value
     bound = f">= {minimum}" if maximum is None else f"within [{minimum}, {maximum}]"
     raise ValidationError(f"{name} must be a number {bound}, got {shown(value)}")
+
+
+def check_choice(name: str, value: object, *, choices: Iterable[str]) -> str:
+    """Return ``value`` if it is one of the str ``choices``, else raise."""
+    options = tuple(choices)
+    if not isinstance(value, str) or value not in options:
+        listed = ", ".join(repr(option) for option in options)
+        raise ValidationError(f"{name} must be one of {listed}, got {shown(value)}")
+    return value
 
 
 def check_bool(name: str, value: object) -> bool:
@@ -323,10 +336,25 @@ def _encode_json(value: object, what: str, max_bytes: int) -> str:
     return text
 
 
+def unknown_kind_message(kind: str, known_kinds: Iterable[str]) -> str:
+    """Why ``kind`` is unknown, naming the known kinds (at most :data:`MAX_KINDS_SHOWN`)."""
+    names = sorted(known_kinds)
+    listed = ", ".join(repr(name) for name in names[:MAX_KINDS_SHOWN]) or "none"
+    if len(names) > MAX_KINDS_SHOWN:
+        listed += f" and {len(names) - MAX_KINDS_SHOWN} more"
+    return (
+        f"unknown kind {shown(kind)}: no processor or declaration for it here "
+        f"(known kinds: {listed})"
+    )
+
+
 def _validate_kind(kind: object, known_kinds: frozenset[str] | None) -> None:
-    check_kind(kind)
-    if known_kinds is not None and kind not in known_kinds:
-        raise UnknownKindError(f"unknown kind {kind!r}: no processor is registered for it")
+    name = check_kind(kind)
+    if known_kinds is not None and name not in known_kinds:
+        raise UnknownKindError(
+            f"{unknown_kind_message(name, known_kinds)}; declare it where it is enqueued, "
+            "or set Settings.unknown_kinds to 'warn' or 'allow'"
+        )
 
 
 def check_priority(name: str, value: object) -> int:
@@ -351,6 +379,20 @@ def check_tenant(name: str, tenant: object) -> str:
     if _has_control_chars(tenant):
         raise ValidationError(f"{name} {shown(tenant)} contains control characters")
     return tenant
+
+
+def check_actor(name: str, actor: object) -> str:
+    """Return ``actor`` if it names who made a change for the audit trail (J10):
+    non-empty text of at most :data:`MAX_ACTOR_LENGTH` characters without control
+    characters."""
+    if not isinstance(actor, str):
+        raise ValidationError(f"{name} must be a str or None, got {type(actor).__name__}")
+    if not actor.strip():
+        raise ValidationError(f"{name} must not be blank (use None for no actor)")
+    check_text(name, actor, max_length=MAX_ACTOR_LENGTH)
+    if _has_control_chars(actor):
+        raise ValidationError(f"{name} {shown(actor)} contains control characters")
+    return actor
 
 
 def _validate_idempotency_key(key: object) -> None:

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, TextIO
 
 from skiplock.core import JobState
+from skiplock.ports import NoopMetrics
 
 from ._showcase import FINAL_STATES, KINDS
 
@@ -30,7 +31,7 @@ _FAILURES = {
 }
 
 
-class DemoEvents:
+class DemoEvents(NoopMetrics):
     """What the worker reports (a :class:`skiplock.ports.Metrics`), kept for the live view.
 
     The async worker calls it in the event loop that also draws the view, so it needs no

@@ -1,13 +1,21 @@
 """Admin operations of an engine (R13 / J8) (async source; ``_admin.py`` is the sync
-twin): read, list, replay, cancel, fail and delete jobs through the store."""
+twin): read, list, replay, cancel, fail and delete jobs through the store, the health
+report (R9) and a job's audit trail (J10)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
+
+import attrs
 
 from skiplock.core import (
     INT8_RANGE,
+    LIVE_HEARTBEATS,
+    AuditEvent,
     Event,
+    HealthReport,
+    HealthThresholds,
     InvalidTransitionError,
     Job,
     JobFilter,
@@ -15,11 +23,16 @@ from skiplock.core import (
     JobState,
     Page,
     StateCount,
+    assess_health,
+    check_actor,
     check_bool,
+    check_duration,
     check_int,
     check_job_id,
     check_priority,
+    to_duration,
     transition,
+    unreachable_report,
 )
 
 from ._enqueue import as_names, as_states
@@ -27,17 +40,34 @@ from ._enqueue import as_names, as_states
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from skiplock.ports import AsyncJobStore
+    from skiplock.ports import AsyncAudit, AsyncJobStore
+
+    from ._settings import Settings
 
 
 class AsyncAdminOps:
-    """The admin API, mixed into :class:`AsyncEngine` (it provides ``_store``).
+    """The admin API, mixed into :class:`AsyncEngine` (it provides ``_store``,
+    ``_settings`` and ``_audit``, the engine's audit of changes without an actor, None
+    while it is off).
 
     Arguments are validated like enqueue arguments: a bad one raises
-    :class:`~skiplock.ValidationError` before the store is asked.
+    :class:`~skiplock.ValidationError` before the store is asked. Every method that
+    changes jobs takes ``actor=``: who the audit trail names for the change (J10;
+    default ``Settings.audit_actor``; ignored while the audit trail is off).
     """
 
     _store: AsyncJobStore
+    _settings: Settings
+    _audit: AsyncAudit | None
+
+    def _audit_by(self, actor: str | None) -> AsyncAudit | None:
+        """The audit of a change made by ``actor`` (checked), None when it is off."""
+        if actor is not None:
+            check_actor("actor", actor)
+        audit = self._audit
+        if audit is None or actor is None:
+            return audit
+        return attrs.evolve(audit, actor=actor)
 
     async def get_job(self, job_id: int) -> Job:
         """One job, with what its runs recorded (``attempts``, ``last_error``,
@@ -102,10 +132,66 @@ class AsyncAdminOps:
         """Number of jobs per (state, kind, tenant)."""
         return await self._store.counts()
 
-    async def retry_job(self, job_id: int, *, reset_attempts: bool = True) -> Job:
+    async def health(
+        self,
+        *,
+        max_pending_age: timedelta | float | None = None,
+        worker_timeout: timedelta | float | None = None,
+        max_dead: int | None = None,
+    ) -> HealthReport:
+        """The health of the queue and its workers (R9), from one store read.
+
+        A worker is live while its last heartbeat is at most ``worker_timeout`` old
+        (timedelta or seconds; default three ``heartbeat_interval``, at most ``stale_ttl``).
+        The report is unhealthy, with one line per problem, when the store cannot be read,
+        its schema is missing or older than the code, due pending jobs have no live worker
+        claiming their kind (and tenant), and, when given, when a kind's oldest due job has
+        waited longer than ``max_pending_age`` or a kind has more than ``max_dead`` dead
+        jobs. Never raises for a store failure (a database that is down, a timeout): the
+        report says so. Bad thresholds raise :class:`~skiplock.ValidationError`.
+        """
+        thresholds = self.health_thresholds(
+            max_pending_age=max_pending_age, worker_timeout=worker_timeout, max_dead=max_dead
+        )
+        try:
+            snapshot = await self._store.health_snapshot()
+        except Exception as exc:  # a health check reports what failed, it does not raise
+            return unreachable_report(str(exc) or type(exc).__name__, thresholds)
+        return assess_health(snapshot, thresholds)
+
+    def health_thresholds(
+        self,
+        *,
+        max_pending_age: timedelta | float | None = None,
+        worker_timeout: timedelta | float | None = None,
+        max_dead: int | None = None,
+    ) -> HealthThresholds:
+        """The thresholds :meth:`health` uses for these arguments (validated, defaults
+        filled in); for a report made without the store, e.g.
+        :func:`skiplock.core.unreachable_report`."""
+        if worker_timeout is None:
+            settings = self._settings
+            beats = timedelta(seconds=LIVE_HEARTBEATS * settings.heartbeat_interval)
+            live_for = min(beats, settings.stale_ttl)
+        else:
+            live_for = check_duration("worker_timeout", to_duration(worker_timeout))
+        return HealthThresholds(
+            worker_timeout=live_for,
+            max_pending_age=None
+            if max_pending_age is None
+            else check_duration("max_pending_age", to_duration(max_pending_age), allow_zero=True),
+            max_dead=None if max_dead is None else check_int("max_dead", max_dead, minimum=0),
+        )
+
+    async def retry_job(
+        self, job_id: int, *, reset_attempts: bool = True, actor: str | None = None
+    ) -> Job:
         """Replay a dead, failed or cancelled job: pending and due now. It starts over
-        (attempts 0) unless ``reset_attempts=False`` keeps its attempts."""
-        return await self._apply_one(job_id, Event.REPLAY, reset_attempts=reset_attempts)
+        (attempts 0) unless ``reset_attempts=False`` keeps its attempts. Audited as
+        ``job_replay``."""
+        return await self._apply_one(
+            job_id, Event.REPLAY, reset_attempts=reset_attempts, actor=actor
+        )
 
     async def retry_dead(
         self,
@@ -113,41 +199,73 @@ class AsyncAdminOps:
         kind: str | Iterable[str] | None = None,
         tenant: str | Iterable[str] | None = None,
         reset_attempts: bool = True,
+        actor: str | None = None,
     ) -> list[int]:
         """Replay every dead job matching the filter; returns the ids. Each starts over
-        (attempts 0) unless ``reset_attempts=False`` keeps its attempts (J8)."""
+        (attempts 0) unless ``reset_attempts=False`` keeps its attempts (J8). Audited as
+        ``job_replay`` per job."""
         check_bool("reset_attempts", reset_attempts)
         job_filter = JobFilter(
             states=frozenset({JobState.DEAD}),
             kinds=as_names("kind", kind),
             tenants=as_names("tenant", tenant),
         )
-        return await self._store.apply(job_filter, Event.REPLAY, reset_attempts=reset_attempts)
+        return await self._apply(job_filter, Event.REPLAY, reset_attempts, actor)
 
-    async def cancel_job(self, job_id: int) -> Job:
+    async def cancel_job(self, job_id: int, *, actor: str | None = None) -> Job:
         """Cancel a job. A running one is asked to stop: its worker's next heartbeat
         interrupts the processor (``ctx.cancelled``, :class:`JobCancelledError`), and its
-        result is discarded by fencing (R13)."""
-        return await self._apply_one(job_id, Event.CANCEL)
+        result is discarded by fencing (R13). Audited as ``job_cancelled``."""
+        return await self._apply_one(job_id, Event.CANCEL, actor=actor)
 
-    async def fail_job(self, job_id: int) -> Job:
-        """Set the manual stop flag: ``failed``, never tried again unless replayed."""
-        return await self._apply_one(job_id, Event.MARK_FAILED)
+    async def fail_job(self, job_id: int, *, actor: str | None = None) -> Job:
+        """Set the manual stop flag: ``failed``, never tried again unless replayed.
+        Audited as ``job_failed_manually``."""
+        return await self._apply_one(job_id, Event.MARK_FAILED, actor=actor)
 
-    async def delete_job(self, job_id: int) -> Job:
-        """Delete a job that is not running; returns it as it was."""
+    async def delete_job(self, job_id: int, *, actor: str | None = None) -> Job:
+        """Delete a job that is not running; returns it as it was. Audited as
+        ``job_discard``, with its payload."""
         check_job_id("job_id", job_id)
-        deleted = await self._store.delete(JobFilter(ids=frozenset({job_id})))
+        audit = self._audit_by(actor)
+        job_filter = JobFilter(ids=frozenset({job_id}))
+        if audit is None:
+            deleted = await self._store.delete(job_filter)
+        else:
+            deleted = await self._store.delete(job_filter, audit=audit)
         if deleted:
             return deleted[0]
         job = await self.get_job(job_id)
         raise InvalidTransitionError(f"cannot delete job {job_id}: it is {job.state.value}")
 
-    async def _apply_one(self, job_id: int, event: Event, *, reset_attempts: bool = False) -> Job:
+    async def audit_trail(self, job_id: int) -> list[AuditEvent]:
+        """The job's audit events (J10) in the store's audit table, oldest first;
+        ``[]`` for a job without any (also an unknown one). A deleted job's events stay
+        until retention purges them."""
+        return await self._store.audit_trail(check_job_id("job_id", job_id))
+
+    async def _apply(
+        self, job_filter: JobFilter, event: Event, reset_attempts: bool, actor: str | None
+    ) -> list[int]:
+        audit = self._audit_by(actor)
+        if audit is None:
+            return await self._store.apply(job_filter, event, reset_attempts=reset_attempts)
+        return await self._store.apply(
+            job_filter, event, reset_attempts=reset_attempts, audit=audit
+        )
+
+    async def _apply_one(
+        self,
+        job_id: int,
+        event: Event,
+        *,
+        reset_attempts: bool = False,
+        actor: str | None = None,
+    ) -> Job:
         check_job_id("job_id", job_id)
         check_bool("reset_attempts", reset_attempts)
-        changed = await self._store.apply(
-            JobFilter(ids=frozenset({job_id})), event, reset_attempts=reset_attempts
+        changed = await self._apply(
+            JobFilter(ids=frozenset({job_id})), event, reset_attempts, actor
         )
         job = await self.get_job(job_id)
         if not changed:

@@ -27,7 +27,7 @@ from ._runner_async import LABELS
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skiplock.ports import AsyncJobStore, Metrics
+    from skiplock.ports import AsyncAudit, AsyncJobStore, Metrics
 
 logger = logging.getLogger("skiplock.worker")
 
@@ -58,6 +58,7 @@ class Completer:
     ``on_store_error`` after every failed write (the worker's lease is then in doubt);
     ``on_settled(job)`` once per job when its outcome was written or given up on (until
     then the job is still ``running`` in the store and counts against node limits).
+    With ``audit`` each write audits its successes and moves to dead (J10).
     """
 
     def __init__(
@@ -71,8 +72,10 @@ class Completer:
         on_written: Callable[[], None],
         on_store_error: Callable[[], None],
         on_settled: Callable[[Job], None],
+        audit: AsyncAudit | None = None,
     ) -> None:
         self._store = store
+        self._audit = audit
         self._worker_id = worker_id
         self._metrics = metrics
         self._batch_size = batch_size
@@ -222,10 +225,12 @@ class Completer:
     async def _write(self, batch: list[Done]) -> Exception | None:
         """One ``store.complete`` call for ``batch``; returns the store's error (nothing is
         reported then: the caller retries or gives up)."""
+        completions = [Completion(done.job.lease, done.outcome) for done in batch]
         try:
-            applied = await self._store.complete(
-                [Completion(done.job.lease, done.outcome) for done in batch]
-            )
+            if self._audit is None:
+                applied = await self._store.complete(completions)
+            else:
+                applied = await self._store.complete(completions, audit=self._audit)
         except Exception as exc:
             return exc
         if len(applied) != len(batch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -113,3 +114,18 @@ class JobContext:
             f"JobContext(job_id={self.job_id}, kind={self.kind!r}, attempt={self.attempt}, "
             f"tenant={self.tenant!r}, worker_id={self.worker_id!r})"
         )
+
+
+#: The job running in this task (async) or thread (sync, and a sync processor's thread
+#: under an AsyncEngine): set by the worker for the whole attempt.
+running_job: ContextVar[JobContext | None] = ContextVar("skiplock_running_job", default=None)
+
+
+def current_job() -> JobContext | None:
+    """The :class:`JobContext` of the job whose processor runs in the current asyncio task
+    or thread (and the tasks and threads it starts with the context copied), else None.
+
+    Lets code far from the processor (a logging filter, a client library) tell which job
+    it works for without passing ``ctx`` down.
+    """
+    return running_job.get()

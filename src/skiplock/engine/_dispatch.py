@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
     from skiplock.core import ClaimRequest, Job
-    from skiplock.ports import Clock, JobStore, Metrics, Tracer
+    from skiplock.ports import Audit, Clock, JobStore, Metrics, Tracer
 
     from ._completer import Completer
     from ._lease import LeaseKeeper
@@ -66,9 +66,12 @@ class Dispatcher:
         clock: Clock,
         metrics: Metrics,
         tracer: Tracer,
+        audit: Audit | None = None,
     ) -> None:
         self._scope = scope
         self._store = store
+        # A claim audits the rows it buries as undecodable (J10).
+        self._audit = audit
         self._completer = completer
         self._lease = lease
         self._node_slots = node_slots
@@ -118,6 +121,13 @@ class Dispatcher:
         """Claimed jobs handled so far (any outcome, dropped ones included)."""
         with self._lock:
             return self._handled
+
+    @property
+    def held(self) -> int:
+        """Claimed jobs not running yet: prefetched, being started, or a suspect waiting
+        for quiet."""
+        with self._lock:
+            return len(self._held) + len(self._starting) + (self._ready is not None)
 
     def held_ids(self) -> list[int]:
         """Every job this worker holds: running, held, being started."""
@@ -173,7 +183,7 @@ class Dispatcher:
             self._reserved += start_now
         try:
             plan = self._plan(free, start_now)
-            jobs = self._store.claim(plan) if plan is not None else []
+            jobs = self._claim(plan) if plan is not None else []
         finally:
             with self._lock:
                 self._reserved -= start_now
@@ -184,7 +194,10 @@ class Dispatcher:
             latency = 0.0
             if job.claimed_at is not None:
                 latency = max(0.0, (job.claimed_at - job.available_at).total_seconds())
-            self._metrics.job_claimed(job.kind, job.tenant, latency)
+            try:
+                self._metrics.job_claimed(job.kind, job.tenant, latency)
+            except Exception:  # a failing sink never loses the claimed jobs
+                logger.exception("worker %s: metrics failed", self._scope.worker_id)
         # The store charged these (claim order) and held the rest; a charged suspect
         # waits until the running jobs are under way, then runs alone.
         charged = charged_positions([job.suspect for job in jobs], plan.start_now)
@@ -205,6 +218,11 @@ class Dispatcher:
         if waiting:
             self.startable.set()
         return len(jobs), plan.limit
+
+    def _claim(self, plan: ClaimRequest) -> list[Job]:
+        if self._audit is None:
+            return self._store.claim(plan)
+        return self._store.claim(plan, audit=self._audit)
 
     def _plan(self, free: int, start_now: int) -> ClaimRequest | None:
         scope = self._scope

@@ -5,44 +5,64 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, TypeVar, Unpack, cast, overload
 
 from skiplock._compat_async import IS_ASYNC
 from skiplock.core import (
     EnqueueResult,
     KindPolicy,
-    RateLimit,
     ValidationError,
+    unknown_kind_message,
 )
-from skiplock.ports import NoopMetrics, NoopTracer, SystemClock
+from skiplock.ports import (
+    AsyncAudit,
+    AsyncAuditSink,
+    AsyncCallbackAuditSink,
+    NoopMetrics,
+    NoopTracer,
+    SystemClock,
+)
 
 from ._admin_async import AsyncAdminOps
+from ._declaration import TaskDef, TaskOptions, declare
 from ._enqueue import Enqueue, build_request
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance_async import Maintenance
+from ._observe import PublishSpan, traces
+from ._periodic import CatchUp, ScheduleInfo, TickResult, build_schedule
 from ._registry import (
     Processor,
     ProcessorSpec,
     Registry,
     build_spec,
     check_kind,
-    make_overrides,
-    overrides_of,
+    declaration_of,
+    typed_by,
 )
+from ._scheduler_async import Scheduler
 from ._settings import Settings
+from ._task_async import AsyncTask
 from ._worker_async import AsyncWorker, WorkerParts
 
 if TYPE_CHECKING:
-    from datetime import datetime, timedelta
+    from collections.abc import Mapping
+    from datetime import datetime, timedelta, tzinfo
 
+    from skiplock.core import EnqueueRequest
     from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
 
-#: At most this many resolved policies of kinds without a processor are kept.
+logger = logging.getLogger("skiplock.engine")
+
+#: At most this many resolved policies of kinds without a processor are kept (and as
+#: many undeclared kinds warned about).
 _POLICY_CACHE_SIZE = 1024
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = TypeVar("P", bound=Processor)
+#: A task's payload type.
+T = TypeVar("T")
 
 
 class AsyncEngine(AsyncAdminOps):
@@ -50,7 +70,13 @@ class AsyncEngine(AsyncAdminOps):
 
     ``store`` is any :class:`~skiplock.ports.AsyncJobStore`; ``clock`` drives rate limits
     (the store keeps its own clock for due times); ``metrics``/``tracer`` default to no-ops.
-    An engine without processors is an enqueue-only node.
+    An engine without processors is an enqueue-only node; one that declares its kinds
+    (:meth:`declare`) refuses the kinds it does not know (``Settings.unknown_kinds``).
+
+    The audit trail (J10) is off unless ``Settings.audit`` is on (events go to the
+    store's audit table) or ``audit_sink`` is given (an
+    :class:`~skiplock.ports.AsyncAuditSink`, or a function ``(events, connection)``
+    wrapped in :class:`~skiplock.ports.AsyncCallbackAuditSink`; events go to it instead).
     """
 
     def __init__(
@@ -61,24 +87,36 @@ class AsyncEngine(AsyncAdminOps):
         clock: Clock | None = None,
         metrics: Metrics | None = None,
         tracer: Tracer | None = None,
+        audit_sink: AsyncAuditSink | Callable[..., object] | None = None,
     ) -> None:
         if settings is not None and not isinstance(settings, Settings):
             raise TypeError(f"settings must be skiplock.Settings, got {type(settings).__name__}")
         self._store = store
         self._settings = settings if settings is not None else Settings()
+        self._audit_sink = _audit_sink(audit_sink)
+        # The audit of changes made without an actor (J10); None: no audit trail.
+        self._audit = self._audit_of(self._settings)
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._metrics: Metrics = metrics if metrics is not None else NoopMetrics()
         self._tracer: Tracer = tracer if tracer is not None else NoopTracer()
+        self._traced = traces(self._tracer)
         self._registry = Registry()
         # Token buckets and node limits of every worker of this engine in this process
         # (J6): a node is a process.
         self._rate_limiter = RateLimiter()
         self._node_slots = NodeSlots()
-        self._maintenance = Maintenance(store, self._settings, self.stale_ttls)
+        self._maintenance = Maintenance(store, self._settings, self.stale_ttls, self._audit)
+        self._scheduler = Scheduler(
+            store,
+            self._requests,
+            lambda: self._settings.retention,
+            audit=lambda: self._audit,
+        )
         # Resolved policies of kinds without a processor here (Settings is frozen, so
         # only a registration can change them): resolving builds and validates new
         # policy objects, far too slow to repeat for every enqueued job.
         self._policies: dict[str, KindPolicy] = {}
+        self._warned_kinds: set[str] = set()  # undeclared kinds warned about (unknown_kinds)
 
     # ---- accessors ------------------------------------------------------------------
 
@@ -91,6 +129,23 @@ class AsyncEngine(AsyncAdminOps):
     def settings(self) -> Settings:
         """The settings."""
         return self._settings
+
+    def configure(self, settings: Settings) -> None:
+        """Replace the engine's settings, e.g. with ``Settings.from_env(base=...)``.
+
+        Every processor's policy is resolved again (``kinds`` > processor > globals, R6):
+        all or nothing, a ValidationError leaves the engine as it was. Enqueue,
+        maintenance and workers built from now on use the new settings; workers built
+        before keep theirs. ``skiplock worker`` calls it to apply ``SKIPLOCK_*`` on top of
+        the engine's own settings (docs/configuration.md).
+        """
+        if not isinstance(settings, Settings):
+            raise TypeError(f"settings must be skiplock.Settings, got {type(settings).__name__}")
+        self._registry.resolve_again(lambda spec: settings.policy_for(spec.kind, spec.overrides))
+        self._settings = settings
+        self._audit = self._audit_of(settings)
+        self._maintenance = Maintenance(self._store, settings, self.stale_ttls, self._audit)
+        self._policies.clear()
 
     @property
     def clock(self) -> Clock:
@@ -107,6 +162,17 @@ class AsyncEngine(AsyncAdminOps):
         """The tracer."""
         return self._tracer
 
+    def _audit_of(self, settings: Settings) -> AsyncAudit | None:
+        if not settings.audit and self._audit_sink is None:
+            return None
+        return AsyncAudit(actor=settings.audit_actor, sink=self._audit_sink)
+
+    @property
+    def audit(self) -> AsyncAudit | None:
+        """How changes are audited (J10): the sink (None: the store's audit table) and
+        the actor of changes without one; None while the audit trail is off."""
+        return self._audit
+
     @property
     def processors(self) -> dict[str, ProcessorSpec]:
         """Registered processors by kind (a copy)."""
@@ -119,46 +185,39 @@ class AsyncEngine(AsyncAdminOps):
 
     @property
     def known_kinds(self) -> frozenset[str]:
-        """Kinds with a processor plus kinds declared with :meth:`declare_kind`."""
+        """Kinds with a processor or a declaration (:meth:`declare`, :meth:`declare_kind`)."""
         return self._registry.known_kinds()
 
+    @property
+    def declarations(self) -> dict[str, TaskDef[Any]]:
+        """Every kind's declaration by kind (a copy), processors' implicit ones included."""
+        return dict(self._registry.declarations)
+
     def policy(self, kind: str) -> KindPolicy:
-        """The resolved policy of ``kind`` (explicit config > processor > global)."""
+        """The resolved policy of ``kind``: ``Settings.kinds`` > the kind's declaration
+        or processor > the global settings."""
         spec = self._registry.get(kind)
         if spec is not None:
             return spec.policy
         policy = self._policies.get(kind)
         if policy is None:
-            policy = self._settings.policy_for(kind, None)
+            declaration = self._registry.declaration(kind)
+            overrides = None if declaration is None else declaration.overrides
+            policy = self._settings.policy_for(kind, overrides)
             if len(self._policies) < _POLICY_CACHE_SIZE:  # bounded: kinds come from callers
                 self._policies[kind] = policy
         return policy
 
     # ---- registration ---------------------------------------------------------------
 
-    def processor(
-        self,
-        kind: str,
-        *,
-        max_attempts: int | None = None,
-        timeout: float | timedelta | None = None,
-        transactional: bool | None = None,
-        autocommit: bool | None = None,
-        node_limit: int | None = None,
-        cluster_limit: int | None = None,
-        rate_limit: RateLimit | None = None,
-        provider: str | None = None,
-        backoff_base: timedelta | float | None = None,
-        backoff_factor: float | None = None,
-        backoff_cap: timedelta | float | None = None,
-        backoff_jitter: float | None = None,
-        stale_ttl: timedelta | float | None = None,
-    ) -> Callable[[F], F]:
-        """Register the decorated function as the processor of ``kind``.
+    def processor(self, kind: str, **options: Unpack[TaskOptions]) -> Callable[[F], F]:
+        """Register the decorated function as the processor of ``kind``; returns it as is
+        (:meth:`task` returns a typed handle instead).
 
         The function takes ``(payload, ctx)`` (or just ``payload``); the payload
-        parameter's annotation selects the decoded type (R25). Keywords are the
-        processor's policy defaults; ``Settings.kinds`` overrides them.
+        parameter's annotation selects the decoded type (R25). Keywords
+        (:class:`~skiplock.TaskOptions`) are the kind's policy defaults, its ``provider``
+        and the default ``priority`` of its jobs; ``Settings.kinds`` overrides the policy.
 
         Connection mode (R10): ``transactional=True`` runs the processor inside the job's
         transaction (``ctx.connection``; its writes commit with the completion),
@@ -167,25 +226,49 @@ class AsyncEngine(AsyncAdminOps):
         ``rate_limit`` is a token bucket per process, shared by this engine's workers
         there (divide a cluster-wide limit by the number of worker processes).
         """
-        check_kind(kind)
-        overrides = make_overrides(
-            max_attempts=max_attempts,
-            timeout=timeout,
-            transactional=transactional,
-            autocommit=autocommit,
-            node_limit=node_limit,
-            cluster_limit=cluster_limit,
-            rate_limit=rate_limit,
-            backoff_base=backoff_base,
-            backoff_factor=backoff_factor,
-            backoff_cap=backoff_cap,
-            backoff_jitter=backoff_jitter,
-            stale_ttl=stale_ttl,
-        )
+        declared = declare(kind, **options)  # checked now, not when a function comes
 
         def decorate(fn: F) -> F:
-            self._add(build_spec(kind, fn, overrides, provider, self._settings))
+            self._bind(typed_by(declared, fn), fn)
             return fn
+
+        return decorate
+
+    @overload
+    def task(
+        self, declaration: TaskDef[T], /
+    ) -> Callable[[Callable[Concatenate[T, ...], Any]], AsyncTask[T]]: ...
+    @overload
+    def task(
+        self, kind: str, /, **options: Unpack[TaskOptions]
+    ) -> Callable[[Callable[Concatenate[T, ...], Any]], AsyncTask[T]]: ...
+    def task(
+        self, kind: str | TaskDef[Any], /, **options: Unpack[TaskOptions]
+    ) -> Callable[[Callable[..., Any]], AsyncTask[Any]]:
+        """Register the decorated function as a processor and return its typed handle.
+
+        ``@engine.task("email.welcome", max_attempts=5)`` declares the kind as
+        :meth:`processor` does, the payload type taken from the function's annotation;
+        ``@engine.task(welcome)`` binds the function to the declaration ``welcome``
+        (:func:`~skiplock.declare`), whose payload type and defaults it takes (a
+        function annotating another payload type is a TypeError). The handle enqueues
+        typed payloads (:class:`AsyncTask`) and calls the function when called.
+        """
+        if isinstance(kind, TaskDef):
+            if options:
+                raise TypeError(
+                    "engine.task(declaration) takes no options: the declaration carries "
+                    "the kind's defaults"
+                )
+            declared: TaskDef[Any] = kind
+        else:
+            declared = declare(kind, **options)
+        explicit = isinstance(kind, TaskDef)
+
+        def decorate(fn: Callable[..., Any]) -> AsyncTask[Any]:
+            declaration = declared if explicit else typed_by(declared, fn)
+            self._bind(declaration, fn)
+            return AsyncTask(self, declaration, fn)
 
         return decorate
 
@@ -194,16 +277,15 @@ class AsyncEngine(AsyncAdminOps):
         instance = processor() if isinstance(processor, type) else processor
         if not isinstance(instance, Processor):
             raise TypeError(f"expected a skiplock.Processor, got {type(instance).__name__}")
-        kind = getattr(type(instance), "kind", None)
-        if kind is None:
+        if getattr(type(instance), "kind", None) is None:
             raise TypeError(f"{type(instance).__name__} must set the class attribute 'kind'")
-        spec = build_spec(
-            kind, instance.process, overrides_of(instance), type(instance).provider, self._settings
-        )
-        self._add(spec)
+        self._bind(declaration_of(instance), instance.process)
         return instance
 
-    def _add(self, spec: ProcessorSpec) -> None:
+    def _bind(self, declaration: TaskDef[Any], fn: Callable[..., Any]) -> None:
+        self._add(build_spec(declaration, fn, self._settings), declaration)
+
+    def _add(self, spec: ProcessorSpec, declaration: TaskDef[Any]) -> None:
         if IS_ASYNC:
             policy = spec.policy
             if not spec.is_async and (policy.transactional or policy.autocommit):
@@ -218,11 +300,31 @@ class AsyncEngine(AsyncAdminOps):
                 f"processor for {spec.kind!r} is async: a sync Engine cannot run it; "
                 "use AsyncEngine, or make it a plain function"
             )
-        self._registry.add(spec)
+        self._registry.add(spec, declaration)
         self._policies.pop(spec.kind, None)
 
+    def declare(self, declaration: TaskDef[T]) -> AsyncTask[T]:
+        """Know ``declaration``'s kind here and return its enqueue handle.
+
+        For enqueue-only processes: jobs of the kind are written with the declaration's
+        defaults (its ``priority``, and its ``max_attempts`` unless ``Settings.kinds``
+        sets one), and the engine refuses kinds it does not know
+        (``Settings.unknown_kinds``). Declaring an equal declaration again is a no-op; a
+        different one for the same kind is a ValueError.
+        """
+        if not isinstance(declaration, TaskDef):
+            raise TypeError(
+                "engine.declare() takes a declaration from skiplock.declare(kind, type, ...); "
+                f"got {declaration!r} (engine.declare_kind(kind) knows a bare kind name)"
+            )
+        self._settings.policy_for(declaration.kind, declaration.overrides)  # fails now
+        self._registry.declare_task(declaration)
+        self._policies.pop(declaration.kind, None)
+        return AsyncTask(self, declaration, None)
+
     def declare_kind(self, kind: str) -> None:
-        """Accept enqueues of ``kind`` although it is processed elsewhere."""
+        """Accept enqueues of ``kind`` although it is processed elsewhere (untyped and
+        without defaults; :meth:`declare` takes a declaration with both)."""
         self._registry.declare(kind)
 
     # ---- enqueue --------------------------------------------------------------------
@@ -232,7 +334,7 @@ class AsyncEngine(AsyncAdminOps):
         kind: str,
         payload: Any = None,
         *,
-        priority: int = 0,
+        priority: int | None = None,
         tenant: str | None = None,
         idempotency_key: str | None = None,
         max_attempts: int | None = None,
@@ -242,7 +344,8 @@ class AsyncEngine(AsyncAdminOps):
     ) -> EnqueueResult:
         """Create one job; joins ``connection``'s transaction when given (R0).
 
-        The job is due now, at ``available_at`` (a timezone-aware datetime) or ``delay``
+        ``priority`` ``None`` takes the kind's declared default (0 if none). The job is
+        due now, at ``available_at`` (a timezone-aware datetime) or ``delay``
         (a timedelta or seconds) after the store's now; the two are mutually exclusive
         (R18). Raises :class:`~skiplock.ValidationError` (or ``UnknownKindError``) before
         anything is written (X2). An existing ``idempotency_key`` returns the existing
@@ -266,7 +369,7 @@ class AsyncEngine(AsyncAdminOps):
         kind: str,
         payload: Any = None,
         *,
-        priority: int = 0,
+        priority: int | None = None,
         tenant: str | None = None,
         idempotency_key: str | None = None,
         max_attempts: int | None = None,
@@ -290,7 +393,7 @@ class AsyncEngine(AsyncAdminOps):
         kind: str,
         payload: Any = None,
         *,
-        priority: int = 0,
+        priority: int | None = None,
         tenant: str | None = None,
         idempotency_key: str | None = None,
         max_attempts: int | None = None,
@@ -321,23 +424,58 @@ class AsyncEngine(AsyncAdminOps):
     async def _enqueue(self, items: Sequence[Enqueue], connection: Any) -> list[EnqueueResult]:
         if not items:
             return []
+        if not self._traced:
+            return await self._write(self._requests(items, None), connection)
+        # R3: a producer span around the call; its context is stored with every job.
+        kinds = [
+            kind if isinstance(kind := getattr(item, "kind", None), str) else "" for item in items
+        ]
+        span = PublishSpan(self._tracer, kinds)
+        error: BaseException | None = None
+        try:
+            requests = self._requests(items, span.context)
+            results = await self._write(requests, connection)
+            span.published(results)
+            return results
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            span.close(error)
+
+    async def _write(self, requests: list[EnqueueRequest], connection: Any) -> list[EnqueueResult]:
+        """``store.enqueue``, audited (J10) when the audit trail is on."""
+        if self._audit is None:
+            return await self._store.enqueue(requests, connection=connection)
+        return await self._store.enqueue(requests, connection=connection, audit=self._audit)
+
+    def _requests(
+        self,
+        items: Sequence[Enqueue],
+        trace: Mapping[str, str] | None = None,
+        *,
+        check_kinds: bool = True,
+    ) -> list[EnqueueRequest]:
+        """Validated requests for ``items`` (X2), each carrying ``trace``; with
+        ``check_kinds=False`` the kind may be one this engine does not know yet."""
         known = self._registry.known_kinds()
-        known_kinds = known if known and self._settings.strict_kinds else None
-        trace = self._tracer.inject()
+        mode = self._settings.unknown_kinds
+        known_kinds = known if known and mode == "error" and check_kinds else None
         max_payload_bytes = self._settings.max_payload_bytes
-        defaults: dict[object, int] = {}
+        defaults: dict[str, tuple[int, int]] = {}
         requests = []
         for index, item in enumerate(items):
             kind = getattr(item, "kind", None)
             default = defaults.get(kind) if isinstance(kind, str) else None
             if default is None:
-                default = self._default_max_attempts(kind)
+                default = self._enqueue_defaults(kind)
                 if isinstance(kind, str):
                     defaults[kind] = default
             try:
                 request = build_request(
                     item,
-                    default_max_attempts=default,
+                    default_priority=default[0],
+                    default_max_attempts=default[1],
                     trace_context=trace,
                     known_kinds=known_kinds,
                     max_payload_bytes=max_payload_bytes,
@@ -346,13 +484,99 @@ class AsyncEngine(AsyncAdminOps):
                 if len(items) == 1:
                     raise
                 raise type(exc)(f"item {index}: {exc}") from None
+            if known and check_kinds and mode == "warn" and request.kind not in known:
+                self._warn_unknown(request.kind, known)
             requests.append(request)
-        return await self._store.enqueue(requests, connection=connection)
+        return requests
 
-    def _default_max_attempts(self, kind: object) -> int:
-        if isinstance(kind, str):
-            return self.policy(kind).retry.max_attempts
-        return self._settings.max_attempts
+    def _enqueue_defaults(self, kind: object) -> tuple[int, int]:
+        """``(priority, max_attempts)`` for a job of ``kind`` whose enqueue sets neither:
+        the declared priority (else 0) and the kind's resolved ``max_attempts``."""
+        if not isinstance(kind, str):
+            return 0, self._settings.max_attempts  # refused by validation next
+        declaration = self._registry.declaration(kind)
+        priority = declaration.priority if declaration is not None else None
+        return (0 if priority is None else priority), self.policy(kind).retry.max_attempts
+
+    def _warn_unknown(self, kind: str, known: frozenset[str]) -> None:
+        if kind in self._warned_kinds or len(self._warned_kinds) >= _POLICY_CACHE_SIZE:
+            return
+        self._warned_kinds.add(kind)
+        logger.warning(
+            "%s; writing the job anyway (Settings.unknown_kinds='warn')",
+            unknown_kind_message(kind, known),
+        )
+
+    # ---- periodic jobs --------------------------------------------------------------
+
+    def periodic(
+        self,
+        kind: str,
+        *,
+        cron: str | None = None,
+        every: timedelta | float | None = None,
+        tz: str | tzinfo | None = None,
+        payload: Any = None,
+        priority: int | None = None,
+        tenant: str | None = None,
+        max_attempts: int | None = None,
+        name: str | None = None,
+        catch_up: CatchUp = "latest",
+    ) -> Callable[[F], F]:
+        """Declare a schedule: a job of ``kind`` at every tick (see docs/periodic.md).
+
+        Exactly one of ``cron`` (a cron expression, evaluated in UTC unless ``tz`` names a
+        zoneinfo zone; needs the ``cron`` extra) and ``every`` (a timedelta or seconds, at
+        least 1 s; ticks at whole multiples of it since the Unix epoch). Each tick's job
+        has ``payload``, ``priority``, ``tenant`` and ``max_attempts`` as for
+        :meth:`enqueue`, is due at its tick, and carries the idempotency key
+        ``periodic:<name>:<tick, UTC ISO 8601>``, so any number of workers create one
+        job per tick. ``name`` (default: ``kind``) must be unique in the engine.
+
+        ``catch_up`` says which ticks missed while no scheduler ran are enqueued:
+        ``"latest"`` (default) only the most recent, ``"skip"`` none, an int N up to the
+        N most recent (at most 1000). Ticks older than ``Settings.retention`` are never
+        enqueued.
+
+        Every argument is checked now (:class:`~skiplock.ValidationError`); whether the
+        kind may be enqueued (``Settings.unknown_kinds``) is checked by :meth:`worker`. Workers
+        started by :meth:`worker` run the schedules; :meth:`enqueue_due_ticks` runs one
+        pass by hand. Returns a decorator that returns its function unchanged, so it
+        may also sit on top of the kind's processor.
+        """
+        item = Enqueue(kind, payload, priority=priority, tenant=tenant, max_attempts=max_attempts)
+        check_kind(kind)
+        self._requests([item], check_kinds=False)  # payload, priority, tenant, attempts
+        schedule = build_schedule(
+            kind,
+            cron=cron,
+            every=every,
+            tz=tz,
+            name=name,
+            catch_up=catch_up,
+            item=item,
+            now=self._clock.now(),
+        )
+        self._scheduler.add(schedule)
+
+        def decorate(fn: F) -> F:
+            return fn
+
+        return decorate
+
+    async def schedules(self) -> list[ScheduleInfo]:
+        """The declared schedules (declaration order): when each ticks, its next tick
+        (from the store's now), and the last tick this process enqueued with its job id."""
+        return await self._scheduler.infos()
+
+    async def enqueue_due_ticks(self) -> list[TickResult]:
+        """One scheduler pass: enqueue every schedule's due ticks now (as a worker's
+        scheduler loop does); returns them, ``created=False`` for ticks whose job existed.
+
+        A schedule whose enqueue fails is logged and retried by the next pass.
+        """
+        results, _ = await self._scheduler.run_pass()
+        return results
 
     # ---- maintenance (J13) ----------------------------------------------------------
 
@@ -383,9 +607,18 @@ class AsyncEngine(AsyncAdminOps):
         tenants: Iterable[str] | None = None,
         all_kinds: bool = False,
         worker_id: str | None = None,
-        install_signal_handlers: bool = True,
+        install_signal_handlers: bool = False,
     ) -> AsyncWorker:
-        """A worker for this engine's processors (see :class:`AsyncWorker`)."""
+        """A worker for this engine's processors and settings (see :class:`AsyncWorker`).
+
+        It installs no signal handlers unless ``install_signal_handlers=True`` (what the
+        ``skiplock worker`` command asks for): a worker embedded in a host process (a web
+        server) leaves the host's signal handling alone; see docs/embedding.md. Its
+        :meth:`~AsyncWorker.run` also runs the engine's periodic schedules;
+        UnknownKindError if one is for a kind this engine may not enqueue
+        (``Settings.unknown_kinds``).
+        """
+        self._requests([schedule.item for schedule in self._scheduler.schedules()])
         parts = WorkerParts(
             store=self._store,
             settings=self._settings,
@@ -394,9 +627,11 @@ class AsyncEngine(AsyncAdminOps):
             limiter=self._rate_limiter,
             node_slots=self._node_slots,
             maintenance=self._maintenance,
+            scheduler=self._scheduler,
             clock=self._clock,
             metrics=self._metrics,
             tracer=self._tracer,
+            audit=self._audit,
         )
         return AsyncWorker(
             parts,
@@ -407,3 +642,17 @@ class AsyncEngine(AsyncAdminOps):
             worker_id=worker_id,
             install_signal_handlers=install_signal_handlers,
         )
+
+
+def _audit_sink(sink: object) -> AsyncAuditSink | None:
+    """An audit sink as given to the engine: a sink, a callback wrapped in one, or None."""
+    if sink is None:
+        return None
+    if callable(getattr(sink, "record", None)):
+        return cast("AsyncAuditSink", sink)
+    if callable(sink):
+        return AsyncCallbackAuditSink(sink)
+    raise TypeError(
+        f"audit_sink must be an audit sink (with a record method) or a function, "
+        f"got {type(sink).__name__}"
+    )

@@ -31,13 +31,14 @@ class Enqueue:
 
     ``available_at`` (an aware datetime) and ``delay`` (a timedelta or seconds, counted
     from the store's clock) are mutually exclusive; neither means "due now".
+    ``priority`` ``None`` takes the kind's declared default priority (0 if it has none).
     ``max_attempts`` ``None`` leaves it to the policy of the processor that runs the job
     (the enqueuing engine's resolved policy is stored until a worker claims it).
     """
 
     kind: str
     payload: Any = None
-    priority: int = attrs.field(default=0, kw_only=True)
+    priority: int | None = attrs.field(default=None, kw_only=True)
     tenant: str | None = attrs.field(default=None, kw_only=True)
     idempotency_key: str | None = attrs.field(default=None, kw_only=True)
     available_at: datetime | None = attrs.field(default=None, kw_only=True)
@@ -63,11 +64,16 @@ def build_request(
     item: Enqueue,
     *,
     default_max_attempts: int,
+    default_priority: int = 0,
     trace_context: Mapping[str, str] | None,
     known_kinds: frozenset[str] | None,
     max_payload_bytes: int,
 ) -> EnqueueRequest:
-    """Encode the payload and validate; raises ValidationError/UnknownKindError."""
+    """Encode the payload and validate; raises ValidationError/UnknownKindError.
+
+    ``default_max_attempts`` and ``default_priority`` are the kind's defaults, for an
+    item that sets neither (the engine resolves them per kind, in one place).
+    """
     if not isinstance(item, Enqueue):
         raise TypeError(f"expected skiplock.Enqueue, got {type(item).__name__}")
     try:
@@ -86,7 +92,7 @@ def build_request(
         kind=item.kind,
         payload=payload,
         payload_json=text,
-        priority=item.priority,
+        priority=default_priority if item.priority is None else item.priority,
         tenant=item.tenant,
         available_at=available_at,
         delay=as_delay(item.delay),

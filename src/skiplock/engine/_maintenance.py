@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skiplock.ports import JobStore
+    from skiplock.ports import Audit, JobStore
 
     from ._settings import Settings
 
@@ -25,7 +25,8 @@ class Maintenance:
     """Stale-claim recovery (R12) and retention (R26) for one engine.
 
     ``stale_ttls()`` gives the per-kind stale TTLs that differ from
-    ``Settings.stale_ttl``.
+    ``Settings.stale_ttl``. With ``audit``, jobs recovery moves to dead are audited
+    (J10); retention also purges audit events older than ``Settings.retention``.
     """
 
     def __init__(
@@ -33,10 +34,12 @@ class Maintenance:
         store: JobStore,
         settings: Settings,
         stale_ttls: Callable[[], dict[str, timedelta]],
+        audit: Audit | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
         self._stale_ttls = stale_ttls
+        self._audit = audit
 
     def run(self, *, once_per_period: bool = False) -> tuple[list[int], int]:
         """One run; returns the recovered job ids and the number of purged jobs.
@@ -49,9 +52,13 @@ class Maintenance:
         every = timedelta(seconds=settings.maintenance_interval)
         recovered: list[int] = []
         if not once_per_period or self._store.try_maintenance("recover", every):
-            recovered = self._store.recover_stale(
-                default_ttl=settings.stale_ttl, ttls=self._stale_ttls()
-            )
+            ttls = self._stale_ttls()
+            if self._audit is None:
+                recovered = self._store.recover_stale(default_ttl=settings.stale_ttl, ttls=ttls)
+            else:
+                recovered = self._store.recover_stale(
+                    default_ttl=settings.stale_ttl, ttls=ttls, audit=self._audit
+                )
         purged = 0
         if settings.retention is not None and (
             not once_per_period or self._store.try_maintenance("purge", every)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skiplock.ports import AsyncJobStore
+    from skiplock.ports import AsyncAudit, AsyncJobStore
 
     from ._settings import Settings
 
@@ -21,7 +21,8 @@ class Maintenance:
     """Stale-claim recovery (R12) and retention (R26) for one engine.
 
     ``stale_ttls()`` gives the per-kind stale TTLs that differ from
-    ``Settings.stale_ttl``.
+    ``Settings.stale_ttl``. With ``audit``, jobs recovery moves to dead are audited
+    (J10); retention also purges audit events older than ``Settings.retention``.
     """
 
     def __init__(
@@ -29,10 +30,12 @@ class Maintenance:
         store: AsyncJobStore,
         settings: Settings,
         stale_ttls: Callable[[], dict[str, timedelta]],
+        audit: AsyncAudit | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
         self._stale_ttls = stale_ttls
+        self._audit = audit
 
     async def run(self, *, once_per_period: bool = False) -> tuple[list[int], int]:
         """One run; returns the recovered job ids and the number of purged jobs.
@@ -45,9 +48,15 @@ class Maintenance:
         every = timedelta(seconds=settings.maintenance_interval)
         recovered: list[int] = []
         if not once_per_period or await self._store.try_maintenance("recover", every):
-            recovered = await self._store.recover_stale(
-                default_ttl=settings.stale_ttl, ttls=self._stale_ttls()
-            )
+            ttls = self._stale_ttls()
+            if self._audit is None:
+                recovered = await self._store.recover_stale(
+                    default_ttl=settings.stale_ttl, ttls=ttls
+                )
+            else:
+                recovered = await self._store.recover_stale(
+                    default_ttl=settings.stale_ttl, ttls=ttls, audit=self._audit
+                )
         purged = 0
         if settings.retention is not None and (
             not once_per_period or await self._store.try_maintenance("purge", every)

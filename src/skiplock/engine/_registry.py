@@ -1,4 +1,6 @@
-"""Processor registration: the decorator and class styles, resolved into specs (R2)."""
+"""Processor registration and declared kinds: the decorator and class styles resolved into
+specs (R2), and every kind's declaration (its payload type and defaults, ``docs/tasks.md``).
+"""
 
 from __future__ import annotations
 
@@ -18,13 +20,13 @@ from skiplock.core import (
     KindPolicy,
     PolicyOverrides,
     RateLimit,
-    ValidationError,
     overrides_from,
 )
 from skiplock.core import check_int as check_int  # re-exported for the engine and workers
 from skiplock.core import check_kind as check_kind
 
 from ._codec import Decoder, decoder_for, payload_annotation, resolve_annotation
+from ._declaration import TaskDef, declare, type_name
 
 if TYPE_CHECKING:
     from datetime import timedelta
@@ -40,7 +42,8 @@ class Processor:
 
     Set ``kind`` and any policy attribute (``None`` means "use the configured default";
     durations may be seconds or a timedelta, see :data:`~skiplock.core.POLICY_FIELDS`),
-    and implement ``process(self, payload, ctx)`` — ``async def`` for an ``AsyncEngine``.
+    and ``priority`` (the default priority of the kind's jobs), and implement
+    ``process(self, payload, ctx)`` — ``async def`` for an ``AsyncEngine``.
     ``transactional = True`` runs it inside the job's transaction, ``autocommit = True``
     hands it an autocommit connection; by default it gets no connection (R10).
     ``rate_limit`` (per tenant and kind) and a ``provider``'s cap in ``Settings.caps`` are
@@ -70,6 +73,7 @@ class Processor:
     backoff_cap: ClassVar[timedelta | float | None] = None
     backoff_jitter: ClassVar[float | None] = None
     stale_ttl: ClassVar[timedelta | float | None] = None
+    priority: ClassVar[int | None] = None
 
     def process(self, payload: Any, ctx: JobContext) -> Any:
         """Handle one job; raise to fail the attempt."""
@@ -101,10 +105,44 @@ def make_overrides(**options: Any) -> PolicyOverrides:
     return overrides_from(options)
 
 
-def overrides_of(processor: Processor) -> PolicyOverrides:
-    """The policy attributes of a class-style processor."""
+def declaration_of(processor: Processor) -> TaskDef[Any]:
+    """The implicit declaration of a class-style processor: its kind, the payload type
+    its ``process`` annotates, and its policy, ``provider`` and ``priority`` attributes."""
     cls = type(processor)
-    return overrides_from({name: getattr(cls, name) for name in POLICY_FIELD_NAMES})
+    options: dict[str, Any] = {name: getattr(cls, name) for name in POLICY_FIELD_NAMES}
+    declared = declare(cls.kind, provider=cls.provider, priority=cls.priority, **options)
+    return typed_by(declared, processor.process)
+
+
+def typed_by(declaration: TaskDef[Any], fn: Callable[..., Any]) -> TaskDef[Any]:
+    """The implicit declaration of a processor registered by kind: ``declaration`` (from
+    its registration keywords) with the payload type ``fn`` annotates, if it names one."""
+    if not callable(fn):
+        raise TypeError(f"processor for {declaration.kind!r} must be callable, got {fn!r}")
+    annotation, _ = payload_annotation(fn)
+    if annotation is inspect.Parameter.empty:
+        return declaration
+    try:
+        return attrs.evolve(declaration, payload_type=typing.cast("type[Any]", annotation))
+    except TypeError:  # an annotation no declaration names (None, say): still decoded
+        return declaration
+
+
+def bound_payload_type(declaration: TaskDef[Any], fn: Callable[..., Any]) -> object:
+    """The payload type a processor bound to ``declaration`` receives: the declared one,
+    or the function's own annotation when the declaration says Any. A function
+    annotating another type than the declared one is a TypeError."""
+    annotation, _ = payload_annotation(fn)
+    declared = declaration.payload_type
+    if annotation is inspect.Parameter.empty or annotation == declared:
+        return declared
+    if declared is Any:
+        return annotation
+    raise TypeError(
+        f"processor {getattr(fn, '__qualname__', fn)!r} annotates its payload as "
+        f"{type_name(annotation)}, but {declaration.kind!r} is declared with payload type "
+        f"{type_name(declared)}: annotate it as that type, or leave it unannotated"
+    )
 
 
 def is_async_callable(fn: Callable[..., Any]) -> bool:
@@ -138,19 +176,14 @@ def returns_awaitable(fn: Callable[..., Any]) -> bool:
 
 
 def build_spec(
-    kind: str,
-    fn: Callable[..., Any],
-    overrides: PolicyOverrides,
-    provider: str | None,
-    settings: Settings,
+    declaration: TaskDef[Any], fn: Callable[..., Any], settings: Settings
 ) -> ProcessorSpec:
-    """Validate and resolve one registration."""
-    check_kind(kind)
+    """Validate and resolve one registration: ``fn`` processes ``declaration``'s kind with
+    its policy (``Settings.kinds`` over the declaration over the globals)."""
+    kind = declaration.kind
     if not callable(fn):
         raise TypeError(f"processor for {kind!r} must be callable, got {fn!r}")
-    checked: object = provider
-    if checked is not None and (not isinstance(checked, str) or not checked.strip()):
-        raise ValidationError(f"provider must be a non-empty str, got {provider!r}")
+    provider = declaration.provider
     if provider is not None and provider not in settings.caps:
         logger.warning(
             "processor %r names provider %r, which has no cap in Settings.caps: unlimited",
@@ -163,37 +196,62 @@ def build_spec(
             f"processor for {kind!r} is a plain function annotated to return an awaitable, "
             "which nothing would await (its work would never run); make it async def"
         )
-    annotation, positional = payload_annotation(fn)
+    payload_type = bound_payload_type(declaration, fn)
+    _, positional = payload_annotation(fn)
     return ProcessorSpec(
         kind=kind,
         fn=fn,
-        overrides=overrides,
-        policy=settings.policy_for(kind, overrides),
+        overrides=declaration.overrides,
+        policy=settings.policy_for(kind, declaration.overrides),
         provider=provider,
-        payload_type=annotation,
-        decode=decoder_for(annotation),
+        payload_type=payload_type,
+        decode=decoder_for(payload_type),
         is_async=is_async,
         takes_context=positional >= 2,
     )
 
 
 class Registry:
-    """Processors by kind, plus kinds declared as processed elsewhere. Thread-safe."""
+    """Every kind an engine knows: processors, declarations, and bare declared kinds.
+
+    Each processor comes with its kind's declaration (an implicit one when registered by
+    kind); a kind has one declaration, so two different ones for a kind are refused.
+    Thread-safe.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._specs: dict[str, ProcessorSpec] = {}
+        self._declarations: dict[str, TaskDef[Any]] = {}
         self._declared: set[str] = set()
 
-    def add(self, spec: ProcessorSpec) -> None:
-        """Register ``spec``; a kind can have one processor only."""
+    def add(self, spec: ProcessorSpec, declaration: TaskDef[Any]) -> None:
+        """Register ``spec`` for ``declaration``'s kind; a kind can have one processor."""
         with self._lock:
             if spec.kind in self._specs:
                 raise ValueError(f"a processor for kind {spec.kind!r} is already registered")
+            self._check_same(declaration)
             self._specs[spec.kind] = spec
+            self._declarations[spec.kind] = declaration
+
+    def declare_task(self, declaration: TaskDef[Any]) -> None:
+        """Know ``declaration``'s kind with its defaults (again: a no-op if equal)."""
+        with self._lock:
+            self._check_same(declaration)
+            self._declarations[declaration.kind] = declaration
+
+    def _check_same(self, declaration: TaskDef[Any]) -> None:
+        known = self._declarations.get(declaration.kind)
+        if known is not None and known != declaration:
+            differences = "; ".join(known.differences(declaration))
+            raise ValueError(
+                f"kind {declaration.kind!r} is already declared differently here "
+                f"({differences}): declare each kind once, with skiplock.declare(), and "
+                "bind its processor with engine.task(declaration)"
+            )
 
     def declare(self, kind: str) -> None:
-        """Know ``kind`` without processing it here (enqueue-only for it)."""
+        """Know ``kind`` without processing it here (enqueue-only for it, no defaults)."""
         check_kind(kind)
         with self._lock:
             self._declared.add(kind)
@@ -202,13 +260,32 @@ class Registry:
         """The spec for ``kind``, or None."""
         return self._specs.get(kind)
 
+    def declaration(self, kind: str) -> TaskDef[Any] | None:
+        """The declaration of ``kind`` (a processor's implicit one included), or None."""
+        return self._declarations.get(kind)
+
     @property
     def specs(self) -> Mapping[str, ProcessorSpec]:
         """Registered processors by kind (a read-only snapshot)."""
         with self._lock:
             return MappingProxyType(dict(self._specs))
 
-    def known_kinds(self) -> frozenset[str]:
-        """Registered and declared kinds."""
+    @property
+    def declarations(self) -> Mapping[str, TaskDef[Any]]:
+        """Declarations by kind (a read-only snapshot)."""
         with self._lock:
-            return frozenset(self._specs) | frozenset(self._declared)
+            return MappingProxyType(dict(self._declarations))
+
+    def known_kinds(self) -> frozenset[str]:
+        """Kinds with a processor or a declaration, and bare declared kinds."""
+        with self._lock:
+            return frozenset(self._declarations) | frozenset(self._declared)
+
+    def resolve_again(self, policy: Callable[[ProcessorSpec], KindPolicy]) -> None:
+        """Give every processor the policy ``policy(spec)`` (new settings); all or none:
+        if one raises, nothing changes."""
+        with self._lock:
+            specs = {
+                kind: attrs.evolve(spec, policy=policy(spec)) for kind, spec in self._specs.items()
+            }
+            self._specs = specs

@@ -28,13 +28,13 @@ from skiplock.core import (
     Release,
     Retry,
     Succeeded,
+    UnknownKindError,
     ValidationError,
     decide_failure,
     encode_result,
 )
 
 from ._codec import encode
-from ._context import JobContext
 from ._errors import (
     JobCancelledError,
     JobTimeoutError,
@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 
     from skiplock._compat import Interruptible
     from skiplock.core import Job, KindPolicy, RateLimit
-    from skiplock.ports import Clock, JobStore, Metrics
+    from skiplock.ports import Audit, Clock, JobStore, Metrics
 
+    from ._context import JobContext
     from ._limits import RateLimiter
     from ._registry import ProcessorSpec
 
@@ -70,15 +71,17 @@ class RunResult:
     ``outcome`` is left for the completer to write; ``None`` means nothing is left to
     write, and ``label`` says why (``succeeded`` in the job's own transaction, ``lost``
     when the job is no longer this worker's, ``error`` when it could not be completed).
+    ``error`` is why the attempt failed, for the tracer (None when it did not).
     """
 
     outcome: Outcome | None
     label: str
+    error: BaseException | None = None
 
     @classmethod
-    def pending(cls, outcome: Outcome) -> RunResult:
+    def pending(cls, outcome: Outcome, error: BaseException | None = None) -> RunResult:
         """An outcome for the completer (labelled as it will be once written)."""
-        return cls(outcome, LABELS[type(outcome)])
+        return cls(outcome, LABELS[type(outcome)], error)
 
 
 LOST = RunResult(None, "lost")
@@ -145,9 +148,11 @@ class JobRunner:
         metrics: Metrics,
         on_exit: Callable[[BaseException], None],
         max_result_bytes: int,
+        audit: Audit | None = None,
     ) -> None:
         self._store = store
         self._max_result_bytes = max_result_bytes
+        self._audit = audit
         self._worker_id = worker_id
         self._processors = processors
         self._policy = policy
@@ -157,13 +162,14 @@ class JobRunner:
         self._metrics = metrics
         self._on_exit = on_exit
 
-    def run(self, job: Job, guard: Interruptible, entered: Callable[[], None]) -> RunResult:
-        """Run ``job`` (started: its attempt is counted) and return its result.
+    def run(self, ctx: JobContext, guard: Interruptible, entered: Callable[[], None]) -> RunResult:
+        """Run ``ctx.job`` (started: its attempt is counted) and return its result.
 
-        ``guard`` is how others stop the processor: a shutdown or a lost lease interrupts
-        it with :class:`JobCancelledError` (released, or discarded by the caller).
-        ``entered()`` is called right before the processor is.
+        ``guard`` is how others stop the processor (``ctx`` was built on it): a shutdown
+        or a lost lease interrupts it with :class:`JobCancelledError` (released, or
+        discarded by the caller). ``entered()`` is called right before the processor is.
         """
+        job = ctx.job
         spec = self._processors.get(job.kind)
         if spec is None:
             logger.warning(
@@ -172,10 +178,19 @@ class JobRunner:
                 job.kind,
                 job.id,
             )
-            return self._failed(job, FailureKind.UNKNOWN_KIND, job.kind, self._policy(job.kind))
+            return self._failed(
+                job,
+                FailureKind.UNKNOWN_KIND,
+                job.kind,
+                self._policy(job.kind),
+                error=UnknownKindError(f"no processor registered for kind {job.kind!r}"),
+            )
         wait = self._throttle(job, spec)
         if wait > 0:
-            self._metrics.rate_limited(job.kind, job.tenant)
+            try:
+                self._metrics.rate_limited(job.kind, job.tenant)
+            except Exception:  # a failing sink never stops a job
+                logger.exception("worker %s: metrics failed", self._worker_id)
             return self._failed(
                 job, FailureKind.THROTTLED, "rate limited", spec.policy, retry_after=wait
             )
@@ -183,8 +198,7 @@ class JobRunner:
             payload = spec.decode(job.payload)
         except UndecodablePayloadError as exc:
             logger.error("worker %s: job %d (%s): %s", self._worker_id, job.id, job.kind, exc)
-            return self._failed(job, FailureKind.UNDECODABLE, str(exc), spec.policy)
-        ctx = JobContext(job, self._worker_id, cancel=guard)
+            return self._failed(job, FailureKind.UNDECODABLE, str(exc), spec.policy, error=exc)
         try:
             return self._execute(job, spec, payload, ctx, guard, entered)
         except LeaseLostError:
@@ -221,8 +235,11 @@ class JobRunner:
                 ctx.connection = tx
                 returned = self._call(spec, payload, ctx, guard, entered)
                 # An unstorable result raises here: the processor's writes roll back.
-                outcome = succeeded(returned, self._max_result_bytes)
-                done = self._store.complete([Completion(job.lease, outcome)], connection=tx)
+                completion = [Completion(job.lease, succeeded(returned, self._max_result_bytes))]
+                if self._audit is None:
+                    done = self._store.complete(completion, connection=tx)
+                else:
+                    done = self._store.complete(completion, connection=tx, audit=self._audit)
                 if not done[0]:
                     # Rolls the processor's writes back with the transaction.
                     raise LeaseLostError(f"job {job.id} is no longer claimed by this worker")
@@ -276,11 +293,12 @@ class JobRunner:
             return RunResult.pending(Release())
         if isinstance(interrupted, JobTimeoutError):
             failure, text = FailureKind.TIMEOUT, f"ran longer than {spec.policy.timeout} s"
+            exc = interrupted
         elif isinstance(exc, UnstorableResultError):
             failure, text = FailureKind.UNSTORABLE_RESULT, str(exc)
         else:
             failure, text = FailureKind.ERROR, format_error(exc)
-        result = self._failed(job, failure, text, spec.policy, jitter=random.random())
+        result = self._failed(job, failure, text, spec.policy, jitter=random.random(), error=exc)
         logger.log(
             logging.ERROR if isinstance(result.outcome, Bury) else logging.WARNING,
             "worker %s: job %d (%s) attempt %d/%d failed (%s): %s",
@@ -303,6 +321,7 @@ class JobRunner:
         *,
         jitter: float = 0.0,
         retry_after: float = 0.0,
+        error: BaseException | None = None,
     ) -> RunResult:
         outcome = decide_failure(
             failure,
@@ -313,7 +332,7 @@ class JobRunner:
             jitter=jitter,
             retry_after=retry_after,
         )
-        return RunResult.pending(outcome)
+        return RunResult.pending(outcome, error)
 
     def _throttle(self, job: Job, spec: ProcessorSpec) -> float:
         """Take a token from the (kind, tenant) bucket and the provider's, both shared by

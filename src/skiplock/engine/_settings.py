@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import functools
 import os
+import typing
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
 from skiplock.core import (
+    ACTOR,
     FLAG,
     MAX_PAYLOAD_BYTES,
     MAX_RESULT_BYTES,
@@ -37,6 +39,7 @@ from skiplock.core import (
     check_connection_mode,
     check_kind,
     check_rate_limit,
+    choice,
     field_defaults,
     optional_duration,
     optional_rate_limit,
@@ -53,6 +56,7 @@ __all__ = [
     "SETTING_FIELDS",
     "UNWRITTEN_BATCHES",
     "Settings",
+    "UnknownKinds",
     "overrides_from",
 ]
 
@@ -64,6 +68,10 @@ PREFETCH_FACTOR = 4
 #: before it claims nothing more: one being written while the next one fills, so a slow
 #: store still gets full batches (see :meth:`Settings.unwritten_limit`).
 UNWRITTEN_BATCHES = 2
+
+#: What ``Settings.unknown_kinds`` may say.
+UnknownKinds = Literal["error", "warn", "allow"]
+UNKNOWN_KINDS = choice(*typing.get_args(UnknownKinds))
 
 #: The engine's own settings (the global policy values are :data:`POLICY_FIELDS`).
 ENGINE_FIELDS: tuple[Setting, ...] = (
@@ -125,7 +133,7 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         "retention",
         timedelta(days=7),
         POSITIVE_DURATION,
-        "Succeeded jobs older than this are purged (none: never).",
+        "Succeeded jobs, and audit events, older than this are purged (none: never).",
         nullable=True,
     ),
     Setting("retention_archive", False, FLAG, "Purged jobs are archived instead of deleted."),
@@ -143,10 +151,28 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         "a larger one fails the job (dead, no retry).",
     ),
     Setting(
-        "strict_kinds",
-        True,
+        "unknown_kinds",
+        "error",
+        UNKNOWN_KINDS,
+        "What enqueue does with a kind the engine neither processes nor declared, once it "
+        "knows any: `error` raises `UnknownKindError`, `warn` logs a warning (once per "
+        "kind) and writes the job, `allow` writes it. An engine that knows no kind "
+        "accepts any.",
+    ),
+    Setting(
+        "audit",
+        False,
         FLAG,
-        "Enqueue rejects kinds the engine neither processes nor declared.",
+        "Record an audit trail of job lifecycle changes in the store's audit table (or "
+        "the engine's `audit_sink`, which turns it on by itself); see docs/operations.md.",
+    ),
+    Setting(
+        "audit_actor",
+        None,
+        ACTOR,
+        "Who the audit trail names for enqueues, for admin calls without `actor=` and for "
+        "stale-claim recovery (none: no one); workers name themselves by their id.",
+        nullable=True,
     ),
 )
 
@@ -213,12 +239,12 @@ class Settings:
     float) or a ``timedelta`` and stored as a ``timedelta``; ``poll_interval``,
     ``shutdown_timeout``, ``heartbeat_interval``, ``maintenance_interval`` and ``timeout``
     read back as float seconds, as they always have. The policy fields here are global
-    values: per-kind ``kinds`` overrides (explicit configuration) win over a processor's
-    own values, which win over these (R6).
+    values: per-kind ``kinds`` overrides (explicit configuration) win over the values a
+    kind's declaration or processor sets, which win over these (R21).
 
     :meth:`from_env` reads ``SKIPLOCK_<FIELD>`` for every scalar field, e.g.
     ``SKIPLOCK_CONCURRENCY=8``, ``SKIPLOCK_STALE_TTL=15m``, ``SKIPLOCK_TIMEOUT=none``,
-    ``SKIPLOCK_RETENTION=off``, ``SKIPLOCK_STRICT_KINDS=false``. Durations are seconds
+    ``SKIPLOCK_RETENTION=off``, ``SKIPLOCK_UNKNOWN_KINDS=warn``. Durations are seconds
     or carry a unit suffix ``ms``, ``s``, ``m``, ``h`` or ``d``; booleans are
     ``1/0/true/false/yes/no/on/off``. Per-kind values are comma-separated ``kind=value``
     lists, one variable per policy field (its ``kind_env``), e.g.
@@ -255,7 +281,9 @@ class Settings:
     retention_archive: bool = _DEFAULT["retention_archive"]
     max_payload_bytes: int = _DEFAULT["max_payload_bytes"]
     max_result_bytes: int = _DEFAULT["max_result_bytes"]
-    strict_kinds: bool = _DEFAULT["strict_kinds"]
+    unknown_kinds: UnknownKinds = _DEFAULT["unknown_kinds"]
+    audit: bool = _DEFAULT["audit"]
+    audit_actor: str | None = _DEFAULT["audit_actor"]
     # ---- global policy values (POLICY_FIELDS) -----------------------------------------
     max_attempts: int = _DEFAULT["max_attempts"]
     backoff_base: timedelta = attrs.field(default=_DEFAULT["backoff_base"], converter=to_duration)
@@ -363,12 +391,24 @@ class Settings:
     # ---- environment ----------------------------------------------------------------
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Settings from ``SKIPLOCK_*`` variables (see the class docstring); keyword
-        ``overrides`` win over the environment. Invalid values raise
-        :class:`~skiplock.core.ValidationError` naming the variable."""
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        base: Settings | None = None,
+        **overrides: Any,
+    ) -> Settings:
+        """Settings from ``SKIPLOCK_*`` variables (see the class docstring) on top of
+        ``base`` (default: the defaults); keyword ``overrides`` win over both.
+
+        With ``base`` a variable replaces that field; per-kind variables
+        (``SKIPLOCK_NODE_LIMITS``, ...) set their field for the kinds they name, keeping
+        the rest of ``base.kinds``; ``SKIPLOCK_CAPS`` replaces the caps of the providers it
+        names. Invalid values raise :class:`~skiplock.core.ValidationError` naming the
+        variable.
+        """
         env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = {} if base is None else base._values()
         sources: dict[str, str] = {}
         for field in SETTING_FIELDS:
             raw = env.get(field.env)
@@ -376,6 +416,13 @@ class Settings:
                 values[field.name] = _parse(field.env, raw, field.parse_env)
                 sources[field.name] = field.env
         kinds: dict[str, dict[str, Any]] = {}
+        if base is not None:
+            for kind, kind_overrides in base.kinds.items():
+                kinds[kind] = {
+                    field.name: field.stored(kind_overrides)
+                    for field in POLICY_FIELDS
+                    if field.stored(kind_overrides) is not None
+                }
         for field in POLICY_FIELDS:
             name = field.kind_env
             raw = env.get(name) if name is not None else None
@@ -389,7 +436,8 @@ class Settings:
             values["kinds"] = kinds
         raw_caps = env.get("SKIPLOCK_CAPS")
         if raw_caps is not None and raw_caps.strip():
-            values["caps"] = _parse("SKIPLOCK_CAPS", raw_caps, lambda r: _pairs(r, RATE.parse))
+            caps = _parse("SKIPLOCK_CAPS", raw_caps, lambda r: _pairs(r, RATE.parse))
+            values["caps"] = {**values.get("caps", {}), **caps}
             sources["caps"] = "SKIPLOCK_CAPS"
         for key in overrides:
             sources.pop(key, None)
@@ -400,6 +448,13 @@ class Settings:
             if exc.field in sources:
                 raise ValidationError(f"{sources[exc.field]}: {exc}") from None
             raise
+
+    def _values(self) -> dict[str, Any]:
+        """Every field as a constructor keyword (durations as stored timedeltas)."""
+        values = {field.name: field.stored(self) for field in SETTING_FIELDS}
+        values["kinds"] = dict(self.kinds)
+        values["caps"] = dict(self.caps)
+        return values
 
 
 # ---- environment parsing ---------------------------------------------------------------

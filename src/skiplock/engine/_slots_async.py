@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 from skiplock._compat_async import Interruptible, Task, ThreadSafeEvent, spawn
 
 from ._completer_async import Done
+from ._context import JobContext, running_job
 from ._errors import JobCancelledError
+from ._observe import AttemptSpan, traces
 from ._runner_async import LOST, RunResult
 
 if TYPE_CHECKING:
@@ -82,6 +84,7 @@ class Slots:
         self._node_slots = node_slots
         self._clock = clock
         self._tracer = tracer
+        self._traced = traces(tracer)
         self._on_entered = on_entered
         self._on_finished = on_finished
         self._lock = Lock()
@@ -161,12 +164,18 @@ class Slots:
 
     async def _run(self, slot: _Slot) -> None:
         job = slot.job
+        ctx = JobContext(job, self._worker_id, cancel=slot.guard)
+        # For the whole attempt, so every record logged meanwhile (the processor's, the
+        # tasks and threads it starts, ours below) can tell its job (current_job()).
+        token = running_job.set(ctx)
+        span = AttemptSpan(self._tracer, job) if self._traced else None
         started = self._clock.monotonic()
         result = RunResult(None, "error")
+        failure: BaseException | None = None
         try:
-            with self._tracer.span(job):
-                result = await self._runner.run(job, slot.guard, lambda: self._entered(slot))
-        except Exception:
+            result = await self._runner.run(ctx, slot.guard, lambda: self._entered(slot))
+        except Exception as exc:
+            failure = exc
             logger.exception(
                 "worker %s: job %d (%s) could not be completed; it stays running until "
                 "stale-claim recovery",
@@ -174,12 +183,30 @@ class Slots:
                 job.id,
                 job.kind,
             )
+        except BaseException as exc:  # this task (thread) is being stopped
+            failure = exc
+            raise
         finally:
             duration = max(0.0, self._clock.monotonic() - started)
             with self._lock:
                 lost = slot.lost
+            label = LOST.label if lost else result.label
+            if span is not None:
+                span.ended(label, result.error if failure is None else failure)
+                span.close(failure)
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug(
+                    "worker %s: job %d (%s) attempt %d: %s after %.3f s",
+                    self._worker_id,
+                    job.id,
+                    job.kind,
+                    job.attempts,
+                    label,
+                    duration,
+                )
+            running_job.reset(token)
             if lost or result.outcome is None:
-                self._completer.report(job, LOST.label if lost else result.label, duration)
+                self._completer.report(job, label, duration)
                 self._node_slots.release(job.kind)
             else:
                 # The node slot is released once the outcome is written (on_settled): the

@@ -21,34 +21,39 @@ import random
 import signal
 import socket
 from collections.abc import Callable, Mapping
+from contextlib import contextmanager
 from datetime import timedelta
 from threading import Lock
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 import attrs
 
 from skiplock._compat import (
     Task,
     ThreadSafeEvent,
+    blocking_caller,
     cancel_and_join,
     install_signal_handlers,
+    join,
     spawn,
 )
 from skiplock.core import KindPolicy, RetryPolicy, ValidationError, WorkerInfo, next_delay
-from skiplock.ports import Clock, JobStore, Metrics, Tracer
+from skiplock.ports import Audit, Clock, JobStore, Metrics, Tracer
 
 from ._completer import Completer
 from ._dispatch import Dispatcher
 from ._lease import LeaseKeeper
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance import Maintenance
+from ._observe import worker_started, worker_stopped
 from ._registry import ProcessorSpec, check_int
 from ._runner import JobRunner
+from ._scheduler import Scheduler
 from ._scope import ClaimScope, check_tenants, claim_kinds, default_worker_id
 from ._settings import Settings
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
 
     from skiplock.core import RateLimit
     from skiplock.ports import Notifier
@@ -58,6 +63,9 @@ logger = logging.getLogger("skiplock.worker")
 
 #: Upper bound of one notifier wait, so a stopping worker's listener notices quickly.
 NOTIFIER_WAIT = 0.1
+
+#: Shortest wait of the scheduler loop before a tick that is (nearly) due.
+SCHEDULE_MIN_WAIT = 0.001
 
 #: Waits after a failed claim or lease renewal before the next try (0.1 s doubling up to
 #: 5 s, plus up to 50 % jitter; never longer than the poll interval): a store that is back
@@ -83,9 +91,12 @@ class WorkerParts:
     limiter: RateLimiter
     node_slots: NodeSlots
     maintenance: Maintenance
+    scheduler: Scheduler
     clock: Clock
     metrics: Metrics
     tracer: Tracer
+    #: The engine's audit (J10), None while it is off; the worker audits as itself.
+    audit: Audit | None = None
 
 
 class Worker:
@@ -96,15 +107,19 @@ class Worker:
     tenants' jobs (J2). ``all_kinds=True`` claims every kind and buries jobs of kinds
     without a processor in ``dead`` (R8).
 
-    :meth:`run` serves until :meth:`stop` (or SIGTERM/SIGINT when run in the main thread
-    with ``install_signal_handlers``; a second signal forces the stop);
-    :meth:`run_until_idle` returns once nothing is due and nothing runs. Shutdown stops
-    claiming, lets running jobs finish for up to ``Settings.shutdown_timeout`` seconds,
-    then interrupts the rest and releases them to ``pending`` without using an attempt;
+    :meth:`run` serves until :meth:`stop`; :meth:`in_background` runs it in the background
+    for the length of a ``with`` block (embedding in a host process, see docs/embedding.md);
+    :meth:`run_until_idle` returns once nothing is due and nothing runs. A worker installs
+    no signal handlers unless built with ``install_signal_handlers=True`` (as the ``skiplock
+    worker`` command does): then, while :meth:`run` runs in the main thread, SIGTERM/SIGINT
+    stop it gracefully, a second signal forces the stop and a third abandons the cleanup;
+    the handlers found before are put back when it returns or raises. Shutdown stops
+    claiming, lets running jobs finish for up to ``Settings.shutdown_timeout`` seconds, then
+    interrupts the rest and releases them to ``pending`` without using an attempt;
     heartbeats go on during the drain. A forced stop (``stop(force=True)``,
-    ``KeyboardInterrupt``) interrupts and releases running jobs at once. Every shutdown
-    ends by removing the worker's row, so stale-claim recovery takes whatever is still
-    left ``running`` at once.
+    ``KeyboardInterrupt``) interrupts and releases running jobs at once. Every shutdown ends
+    by removing the worker's row, so stale-claim recovery takes whatever is still left
+    ``running`` at once.
 
     Prefetched (held) jobs pay their attempt only once they start (see
     docs/architecture.md, "The worker"). While the worker's lease is in doubt (a store
@@ -134,7 +149,7 @@ class Worker:
         tenants: Iterable[str] | None = None,
         all_kinds: bool = False,
         worker_id: str | None = None,
-        install_signal_handlers: bool = True,
+        install_signal_handlers: bool = False,
     ) -> None:
         settings = parts.settings
         self._parts = parts
@@ -148,6 +163,8 @@ class Worker:
             raise ValidationError(f"worker_id must be a non-empty str, got {worker_id!r}")
         self._id = worker_id if worker_id is not None else default_worker_id()
         self._install_signals = install_signal_handlers
+        # The worker's own changes (successes, moves to dead) name it as their actor (J10).
+        audit = None if parts.audit is None else attrs.evolve(parts.audit, actor=self._id)
         info = WorkerInfo(
             id=self._id,
             host=socket.gethostname(),
@@ -175,6 +192,7 @@ class Worker:
             on_written=lambda: self._dispatcher.wakeup.set(),
             on_store_error=self._lease.store_failed,
             on_settled=lambda job: parts.node_slots.release(job.kind),
+            audit=audit,
         )
         provider_caps: dict[str, tuple[str, RateLimit]] = {}
         for kind, spec in parts.processors.items():
@@ -205,6 +223,7 @@ class Worker:
                 metrics=parts.metrics,
                 on_exit=self._on_processor_exit,
                 max_result_bytes=settings.max_result_bytes,
+                audit=audit,
             ),
             completer=self._completer,
             lease=self._lease,
@@ -213,6 +232,7 @@ class Worker:
             clock=parts.clock,
             metrics=parts.metrics,
             tracer=parts.tracer,
+            audit=audit,
         )
         self._info = info
         self._lock = Lock()
@@ -224,6 +244,8 @@ class Worker:
         # SystemExit/KeyboardInterrupt a processor raised: run() raises it once stopped.
         self._exit: BaseException | None = None
         self._finished = ThreadSafeEvent()
+        # Set once serving began (registered) or run() ended: in_background() waits for it.
+        self._serving = ThreadSafeEvent()
 
     # ---- public ---------------------------------------------------------------------
 
@@ -254,6 +276,11 @@ class Worker:
         return len(self._dispatcher.slots)
 
     @property
+    def held(self) -> int:
+        """Claimed jobs that wait for a slot here (prefetched, not started yet)."""
+        return self._dispatcher.held
+
+    @property
     def unwritten(self) -> int:
         """Outcomes of finished jobs waiting to be written (or being written) now; never
         more than :attr:`unwritten_limit`."""
@@ -266,7 +293,8 @@ class Worker:
         return self._settings.unwritten_limit(self._concurrency)
 
     def run(self) -> None:
-        """Serve until :meth:`stop` (or a stop signal), then drain and release.
+        """Serve until :meth:`stop` (or a stop signal, with ``install_signal_handlers``),
+        then drain and release.
 
         ``KeyboardInterrupt`` acts as ``stop(force=True)``: running jobs are released and
         the worker unregistered, then the exception propagates. A processor raising
@@ -283,6 +311,84 @@ class Worker:
         For tests and scripts; no signal handlers, notifier or maintenance.
         """
         return self._serve(until_idle=True)
+
+    @contextmanager
+    def in_background(self) -> Iterator[Self]:
+        """Run the worker in the background while the ``with`` block runs.
+
+        :meth:`run` runs in a background thread (so it never installs signal
+        handlers).
+
+        For embedding in a host process (see docs/embedding.md). Entering returns once the
+        worker has registered: a worker that cannot start (database unreachable, schema
+        missing) raises here. Leaving the block stops it as :meth:`stop` does and waits:
+        claiming stops, running jobs get up to ``Settings.shutdown_timeout`` to finish,
+        the rest are released to ``pending`` without using an attempt. Leaving by a
+        cancellation or ``KeyboardInterrupt``, or being interrupted so while waiting,
+        forces the stop (running jobs are released at once). If :meth:`run` raised (a
+        processor's ``SystemExit``, a crash), leaving the block raises that error, unless
+        the block raised its own (then the worker's error is logged).
+        """
+        if self._started:
+            raise RuntimeError("a worker runs once; build a new one with engine.worker()")
+        task = spawn(self._run_in_background)
+        try:
+            self._serving.wait()
+        except BaseException:
+            self._leave(task, force=True)
+            raise
+        if task.done():  # run() ended at once: raise why (or go on if stopped before)
+            failure = join(task)
+            if failure is not None:
+                raise failure
+        error: BaseException | None = None
+        try:
+            yield self
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            if error is None:
+                failure = self._leave(task, force=False)
+                if failure is not None:
+                    raise failure
+            else:
+                forced = isinstance(error, KeyboardInterrupt)
+                failure = self._leave(task, force=forced)
+                if failure is not None:
+                    logger.error(
+                        "worker %s failed while its block raised %s",
+                        self._id,
+                        type(error).__name__,
+                        exc_info=failure,
+                    )
+
+    def _run_in_background(self) -> BaseException | None:
+        """:meth:`run` for :meth:`in_background`, returning what it raised: raised in the
+        host's code when the block ends (a SystemExit escaping a task would stop the
+        host's event loop)."""
+        try:
+            self.run()
+        except BaseException as exc:
+            return exc
+        return None
+
+    def _leave(self, task: Task[BaseException | None], *, force: bool) -> BaseException | None:
+        """Stop the worker :meth:`in_background` started and wait for it; returns what its
+        :meth:`run` raised, or None.
+
+        Interrupted while waiting (a cancellation, which cancels :meth:`run` too;
+        ``KeyboardInterrupt``), it forces the stop, waits for the cleanup and raises the
+        interruption.
+        """
+        self.stop(force=force)
+        try:
+            return join(task)
+        except BaseException:
+            self.stop(force=True)
+            if not task.done():
+                join(task)
+            raise
 
     def stop(self, *, force: bool = False) -> None:
         """Stop claiming, drain and release (thread-safe; also before :meth:`run`).
@@ -353,32 +459,50 @@ class Worker:
         if self._started:
             raise RuntimeError("a worker runs once; build a new one with engine.worker()")
         self._started = True
-        uninstall = None
-        if self._install_signals and not until_idle:
-            uninstall = install_signal_handlers(self._on_stop_signal, give_up_after=3)
+        uninstall: Callable[[], None] | None = None
+        try:
+            if self._install_signals and not until_idle:
+                uninstall = install_signal_handlers(self._on_stop_signal, give_up_after=3)
+            return self._serve_once(until_idle=until_idle)
+        finally:
+            # Whatever happened (a third signal abandoning the cleanup too), the host's
+            # handlers are back as they were.
+            if uninstall is not None:
+                uninstall()
+            self._serving.set()
+
+    def _serve_once(self, *, until_idle: bool) -> int:
         notifier: Notifier | None = None
         helpers: list[Task[None]] = []
+        reporting = False
         try:
             try:
                 self._lease.register()
                 logger.info(
-                    "worker %s started: %d slots, kinds=%s, tenants=%s",
+                    "worker %s started: %d slots, kinds=%s, tenants=%s, store=%r",
                     self._id,
                     self._concurrency,
                     "all" if self._claim_kinds is None else sorted(self._claim_kinds),
                     "all" if self._info.tenants is None else sorted(self._info.tenants),
+                    self._parts.store,
                 )
+                # Gauges and queue depths are read at scrape time, from another thread.
+                worker_started(self._parts.metrics, self, blocking_caller(self._parts.store.counts))
+                reporting = True
                 self._completer.start()
                 helpers.append(spawn(self._heartbeat_loop))
                 poll = self._settings.poll_interval
                 helpers.append(spawn(self._dispatcher.start_loop, self._finished, poll))
                 if not until_idle:
                     helpers.append(spawn(self._maintenance_loop))
+                    if self._parts.scheduler:
+                        helpers.append(spawn(self._schedule_loop))
                     notifier = self._parts.store.notifier()
                     if notifier is not None:
                         notifier.start()
                         helpers.append(spawn(self._forward_wakeups, notifier))
                 self._state = "running"
+                self._serving.set()
                 self._dispatch(until_idle=until_idle)
                 self._state = "draining"
                 self._dispatcher.drain(
@@ -394,7 +518,11 @@ class Worker:
                 self._dispatcher.drain(0.0, forced=lambda: True)
                 raise
         finally:
-            self._shut_down(helpers, notifier, uninstall)
+            try:
+                self._shut_down(helpers, notifier)
+            finally:
+                if reporting:
+                    worker_stopped(self._parts.metrics, self)
         if self._exit is not None:
             raise self._exit
         return self._dispatcher.handled
@@ -403,7 +531,6 @@ class Worker:
         self,
         helpers: list[Task[None]],
         notifier: Notifier | None,
-        uninstall: Callable[[], None] | None,
     ) -> None:
         # Nested so that an interruption of one step (a third stop signal) still removes
         # the worker's row: then stale-claim recovery takes its jobs at once.
@@ -429,8 +556,6 @@ class Worker:
                         self._parts.store.unregister_worker(self._id)
                 except Exception:
                     logger.exception("worker %s: unregistering failed", self._id)
-                if uninstall is not None:
-                    uninstall()
                 logger.info("worker %s stopped after %d jobs", self._id, self._dispatcher.handled)
 
     def _dispatch(self, *, until_idle: bool) -> None:
@@ -490,6 +615,32 @@ class Worker:
                 except Exception:
                     logger.exception("worker %s: maintenance failed", self._id)
             if self._finished.wait(self._settings.maintenance_interval):
+                return
+
+    def _schedule_loop(self) -> None:
+        # Every worker of an engine with schedules runs them: a tick's idempotency key
+        # makes the racing passes create one job, and no worker waits for a leader.
+        # Woken at the next tick, or after poll_interval at most (the store's clock may
+        # run apart from ours, or be a test's fake one).
+        scheduler = self._parts.scheduler
+        poll = self._settings.poll_interval
+        failures = 0
+        while True:
+            try:
+                _, until_next = scheduler.run_pass()
+                failures = 0
+                wait = poll
+                if until_next is not None:
+                    wait = min(poll, max(until_next.total_seconds(), SCHEDULE_MIN_WAIT))
+            except Exception:
+                failures += 1
+                wait = self._retry_wait(failures)
+                logger.exception(
+                    "worker %s: reading the store's clock for schedules failed; retrying in %.2f s",
+                    self._id,
+                    wait,
+                )
+            if self._finished.wait(wait):
                 return
 
     def _forward_wakeups(self, notifier: Notifier) -> None:

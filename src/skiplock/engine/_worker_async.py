@@ -19,35 +19,40 @@ import random
 import signal
 import socket
 from collections.abc import Callable, Mapping
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from threading import Lock
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 import attrs
 
 from skiplock._compat_async import (
     Task,
     ThreadSafeEvent,
+    blocking_caller,
     cancel_and_join,
     install_signal_handlers,
+    join,
     skip_sync,
     spawn,
 )
 from skiplock.core import KindPolicy, RetryPolicy, ValidationError, WorkerInfo, next_delay
-from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
+from skiplock.ports import AsyncAudit, AsyncJobStore, Clock, Metrics, Tracer
 
 from ._completer_async import Completer
 from ._dispatch_async import Dispatcher
 from ._lease_async import LeaseKeeper
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance_async import Maintenance
+from ._observe import worker_started, worker_stopped
 from ._registry import ProcessorSpec, check_int
 from ._runner_async import JobRunner
+from ._scheduler_async import Scheduler
 from ._scope import ClaimScope, check_tenants, claim_kinds, default_worker_id
 from ._settings import Settings
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import AsyncIterator, Iterable
 
     from skiplock.core import RateLimit
     from skiplock.ports import AsyncNotifier
@@ -57,6 +62,9 @@ logger = logging.getLogger("skiplock.worker")
 
 #: Upper bound of one notifier wait, so a stopping worker's listener notices quickly.
 NOTIFIER_WAIT = 0.1
+
+#: Shortest wait of the scheduler loop before a tick that is (nearly) due.
+SCHEDULE_MIN_WAIT = 0.001
 
 #: Waits after a failed claim or lease renewal before the next try (0.1 s doubling up to
 #: 5 s, plus up to 50 % jitter; never longer than the poll interval): a store that is back
@@ -92,9 +100,12 @@ class WorkerParts:
     limiter: RateLimiter
     node_slots: NodeSlots
     maintenance: Maintenance
+    scheduler: Scheduler
     clock: Clock
     metrics: Metrics
     tracer: Tracer
+    #: The engine's audit (J10), None while it is off; the worker audits as itself.
+    audit: AsyncAudit | None = None
 
 
 class AsyncWorker:
@@ -105,14 +116,18 @@ class AsyncWorker:
     tenants' jobs (J2). ``all_kinds=True`` claims every kind and buries jobs of kinds
     without a processor in ``dead`` (R8).
 
-    :meth:`run` serves until :meth:`stop` (or SIGTERM/SIGINT when run in the main thread
-    with ``install_signal_handlers``; a second signal forces the stop);
-    :meth:`run_until_idle` returns once nothing is due and nothing runs. Shutdown stops
-    claiming, lets running jobs finish for up to ``Settings.shutdown_timeout`` seconds,
-    then interrupts the rest and releases them to ``pending`` without using an attempt;
-    heartbeats go on during the drain. A forced stop (``stop(force=True)``, a cancelled
-    :meth:`run`, ``KeyboardInterrupt``) interrupts and releases running jobs at once.
-    Every shutdown ends by removing the worker's row, so stale-claim recovery takes
+    :meth:`run` serves until :meth:`stop`; :meth:`in_background` runs it in the background
+    for the length of a ``with`` block (embedding in a host process, see docs/embedding.md);
+    :meth:`run_until_idle` returns once nothing is due and nothing runs. A worker installs
+    no signal handlers unless built with ``install_signal_handlers=True`` (as the
+    ``skiplock worker`` command does): then, while :meth:`run` runs in the main thread,
+    SIGTERM/SIGINT stop it gracefully, a second signal forces the stop and a third abandons
+    the cleanup; the handlers found before are put back when it returns or raises. Shutdown
+    stops claiming, lets running jobs finish for up to ``Settings.shutdown_timeout``
+    seconds, then interrupts the rest and releases them to ``pending`` without using an
+    attempt; heartbeats go on during the drain. A forced stop (``stop(force=True)``, a
+    cancelled :meth:`run`, ``KeyboardInterrupt``) interrupts and releases running jobs at
+    once. Every shutdown ends by removing the worker's row, so stale-claim recovery takes
     whatever is still left ``running`` at once.
 
     Prefetched (held) jobs pay their attempt only once they start (see
@@ -143,7 +158,7 @@ class AsyncWorker:
         tenants: Iterable[str] | None = None,
         all_kinds: bool = False,
         worker_id: str | None = None,
-        install_signal_handlers: bool = True,
+        install_signal_handlers: bool = False,
     ) -> None:
         settings = parts.settings
         self._parts = parts
@@ -157,6 +172,8 @@ class AsyncWorker:
             raise ValidationError(f"worker_id must be a non-empty str, got {worker_id!r}")
         self._id = worker_id if worker_id is not None else default_worker_id()
         self._install_signals = install_signal_handlers
+        # The worker's own changes (successes, moves to dead) name it as their actor (J10).
+        audit = None if parts.audit is None else attrs.evolve(parts.audit, actor=self._id)
         info = WorkerInfo(
             id=self._id,
             host=socket.gethostname(),
@@ -184,6 +201,7 @@ class AsyncWorker:
             on_written=lambda: self._dispatcher.wakeup.set(),
             on_store_error=self._lease.store_failed,
             on_settled=lambda job: parts.node_slots.release(job.kind),
+            audit=audit,
         )
         provider_caps: dict[str, tuple[str, RateLimit]] = {}
         for kind, spec in parts.processors.items():
@@ -214,6 +232,7 @@ class AsyncWorker:
                 metrics=parts.metrics,
                 on_exit=self._on_processor_exit,
                 max_result_bytes=settings.max_result_bytes,
+                audit=audit,
             ),
             completer=self._completer,
             lease=self._lease,
@@ -222,6 +241,7 @@ class AsyncWorker:
             clock=parts.clock,
             metrics=parts.metrics,
             tracer=parts.tracer,
+            audit=audit,
         )
         self._info = info
         self._lock = Lock()
@@ -233,6 +253,8 @@ class AsyncWorker:
         # SystemExit/KeyboardInterrupt a processor raised: run() raises it once stopped.
         self._exit: BaseException | None = None
         self._finished = ThreadSafeEvent()
+        # Set once serving began (registered) or run() ended: in_background() waits for it.
+        self._serving = ThreadSafeEvent()
 
     # ---- public ---------------------------------------------------------------------
 
@@ -263,6 +285,11 @@ class AsyncWorker:
         return len(self._dispatcher.slots)
 
     @property
+    def held(self) -> int:
+        """Claimed jobs that wait for a slot here (prefetched, not started yet)."""
+        return self._dispatcher.held
+
+    @property
     def unwritten(self) -> int:
         """Outcomes of finished jobs waiting to be written (or being written) now; never
         more than :attr:`unwritten_limit`."""
@@ -275,7 +302,8 @@ class AsyncWorker:
         return self._settings.unwritten_limit(self._concurrency)
 
     async def run(self) -> None:
-        """Serve until :meth:`stop` (or a stop signal), then drain and release.
+        """Serve until :meth:`stop` (or a stop signal, with ``install_signal_handlers``),
+        then drain and release.
 
         Cancelling it (async) or ``KeyboardInterrupt`` (sync) acts as ``stop(force=True)``:
         running jobs are released and the worker unregistered, then the cancellation or
@@ -292,6 +320,93 @@ class AsyncWorker:
         For tests and scripts; no signal handlers, notifier or maintenance.
         """
         return await self._serve(until_idle=True)
+
+    @asynccontextmanager
+    async def in_background(self) -> AsyncIterator[Self]:
+        """Run the worker in the background while the ``async with`` block runs.
+
+        Async only: :meth:`run` runs in a task of the running loop.
+
+        Sync only: :meth:`run` runs in a background thread (so it never installs signal
+        handlers).
+
+        For embedding in a host process (see docs/embedding.md). Entering returns once the
+        worker has registered: a worker that cannot start (database unreachable, schema
+        missing) raises here. Leaving the block stops it as :meth:`stop` does and waits:
+        claiming stops, running jobs get up to ``Settings.shutdown_timeout`` to finish,
+        the rest are released to ``pending`` without using an attempt. Leaving by a
+        cancellation or ``KeyboardInterrupt``, or being interrupted so while waiting,
+        forces the stop (running jobs are released at once). If :meth:`run` raised (a
+        processor's ``SystemExit``, a crash), leaving the block raises that error, unless
+        the block raised its own (then the worker's error is logged).
+        """
+        if self._started:
+            raise RuntimeError("a worker runs once; build a new one with engine.worker()")
+        task = spawn(self._run_in_background)
+        try:
+            await self._serving.wait()
+        except BaseException:
+            await self._leave(task, force=True)
+            raise
+        if task.done():  # run() ended at once: raise why (or go on if stopped before)
+            failure = await join(task)
+            if failure is not None:
+                raise failure
+        error: BaseException | None = None
+        try:
+            yield self
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            if error is None:
+                failure = await self._leave(task, force=False)
+                if failure is not None:
+                    raise failure
+            else:
+                forced = isinstance(error, KeyboardInterrupt)
+                if True:  # ASYNC
+                    forced = forced or isinstance(error, asyncio.CancelledError)
+                failure = await self._leave(task, force=forced)
+                if failure is not None:
+                    logger.error(
+                        "worker %s failed while its block raised %s",
+                        self._id,
+                        type(error).__name__,
+                        exc_info=failure,
+                    )
+
+    async def _run_in_background(self) -> BaseException | None:
+        """:meth:`run` for :meth:`in_background`, returning what it raised: raised in the
+        host's code when the block ends (a SystemExit escaping a task would stop the
+        host's event loop)."""
+        try:
+            await self.run()
+        except BaseException as exc:
+            if True:  # ASYNC
+                if isinstance(exc, asyncio.CancelledError):
+                    raise  # the host's own cancellation (see _leave)
+            return exc
+        return None
+
+    async def _leave(
+        self, task: Task[BaseException | None], *, force: bool
+    ) -> BaseException | None:
+        """Stop the worker :meth:`in_background` started and wait for it; returns what its
+        :meth:`run` raised, or None.
+
+        Interrupted while waiting (a cancellation, which cancels :meth:`run` too;
+        ``KeyboardInterrupt``), it forces the stop, waits for the cleanup and raises the
+        interruption.
+        """
+        self.stop(force=force)
+        try:
+            return await join(task)
+        except BaseException:
+            self.stop(force=True)
+            if not task.done():
+                await join(task)
+            raise
 
     def stop(self, *, force: bool = False) -> None:
         """Stop claiming, drain and release (thread-safe; also before :meth:`run`).
@@ -362,32 +477,50 @@ class AsyncWorker:
         if self._started:
             raise RuntimeError("a worker runs once; build a new one with engine.worker()")
         self._started = True
-        uninstall = None
-        if self._install_signals and not until_idle:
-            uninstall = install_signal_handlers(self._on_stop_signal, give_up_after=3)
+        uninstall: Callable[[], None] | None = None
+        try:
+            if self._install_signals and not until_idle:
+                uninstall = install_signal_handlers(self._on_stop_signal, give_up_after=3)
+            return await self._serve_once(until_idle=until_idle)
+        finally:
+            # Whatever happened (a third signal abandoning the cleanup too), the host's
+            # handlers are back as they were.
+            if uninstall is not None:
+                uninstall()
+            self._serving.set()
+
+    async def _serve_once(self, *, until_idle: bool) -> int:
         notifier: AsyncNotifier | None = None
         helpers: list[Task[None]] = []
+        reporting = False
         try:
             try:
                 await self._lease.register()
                 logger.info(
-                    "worker %s started: %d slots, kinds=%s, tenants=%s",
+                    "worker %s started: %d slots, kinds=%s, tenants=%s, store=%r",
                     self._id,
                     self._concurrency,
                     "all" if self._claim_kinds is None else sorted(self._claim_kinds),
                     "all" if self._info.tenants is None else sorted(self._info.tenants),
+                    self._parts.store,
                 )
+                # Gauges and queue depths are read at scrape time, from another thread.
+                worker_started(self._parts.metrics, self, blocking_caller(self._parts.store.counts))
+                reporting = True
                 self._completer.start()
                 helpers.append(spawn(self._heartbeat_loop))
                 poll = self._settings.poll_interval
                 helpers.append(spawn(self._dispatcher.start_loop, self._finished, poll))
                 if not until_idle:
                     helpers.append(spawn(self._maintenance_loop))
+                    if self._parts.scheduler:
+                        helpers.append(spawn(self._schedule_loop))
                     notifier = self._parts.store.notifier()
                     if notifier is not None:
                         await notifier.start()
                         helpers.append(spawn(self._forward_wakeups, notifier))
                 self._state = "running"
+                self._serving.set()
                 await self._dispatch(until_idle=until_idle)
                 self._state = "draining"
                 await self._dispatcher.drain(
@@ -407,7 +540,11 @@ class AsyncWorker:
                 await self._dispatcher.drain(0.0, forced=lambda: True)
                 raise
         finally:
-            await self._shut_down(helpers, notifier, uninstall)
+            try:
+                await self._shut_down(helpers, notifier)
+            finally:
+                if reporting:
+                    worker_stopped(self._parts.metrics, self)
         if self._exit is not None:
             raise self._exit
         return self._dispatcher.handled
@@ -416,7 +553,6 @@ class AsyncWorker:
         self,
         helpers: list[Task[None]],
         notifier: AsyncNotifier | None,
-        uninstall: Callable[[], None] | None,
     ) -> None:
         # Nested so that an interruption of one step (a third stop signal) still removes
         # the worker's row: then stale-claim recovery takes its jobs at once.
@@ -442,8 +578,6 @@ class AsyncWorker:
                         await self._parts.store.unregister_worker(self._id)
                 except Exception:
                     logger.exception("worker %s: unregistering failed", self._id)
-                if uninstall is not None:
-                    uninstall()
                 logger.info("worker %s stopped after %d jobs", self._id, self._dispatcher.handled)
 
     async def _dispatch(self, *, until_idle: bool) -> None:
@@ -503,6 +637,32 @@ class AsyncWorker:
                 except Exception:
                     logger.exception("worker %s: maintenance failed", self._id)
             if await self._finished.wait(self._settings.maintenance_interval):
+                return
+
+    async def _schedule_loop(self) -> None:
+        # Every worker of an engine with schedules runs them: a tick's idempotency key
+        # makes the racing passes create one job, and no worker waits for a leader.
+        # Woken at the next tick, or after poll_interval at most (the store's clock may
+        # run apart from ours, or be a test's fake one).
+        scheduler = self._parts.scheduler
+        poll = self._settings.poll_interval
+        failures = 0
+        while True:
+            try:
+                _, until_next = await scheduler.run_pass()
+                failures = 0
+                wait = poll
+                if until_next is not None:
+                    wait = min(poll, max(until_next.total_seconds(), SCHEDULE_MIN_WAIT))
+            except Exception:
+                failures += 1
+                wait = self._retry_wait(failures)
+                logger.exception(
+                    "worker %s: reading the store's clock for schedules failed; retrying in %.2f s",
+                    self._id,
+                    wait,
+                )
+            if await self._finished.wait(wait):
                 return
 
     async def _forward_wakeups(self, notifier: AsyncNotifier) -> None:

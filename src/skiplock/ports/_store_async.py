@@ -4,6 +4,11 @@ One call is one transaction or one clearly bounded operation. Ports speak core t
 only. The caller's transaction enters as ``connection=``: whatever the adapter's
 ``transaction()`` yields, or the adapter's native connection/session type (R0). Without
 it the store uses its own connection and commits.
+
+Methods that change jobs take ``audit=`` (J10): None (the default) writes no audit
+trail and runs exactly what it ran before; an :class:`~._audit_async.AsyncAudit`
+records an :class:`~skiplock.core.AuditEvent` per audited change in the change's
+transaction (see :class:`AsyncJobStore`).
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ if TYPE_CHECKING:
     from datetime import datetime, timedelta
 
     from skiplock.core import (
+        AuditEvent,
         ClaimRequest,
         Completion,
         EnqueueRequest,
         EnqueueResult,
         Event,
+        HealthSnapshot,
         Job,
         JobFilter,
         Lease,
@@ -28,6 +35,8 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
+
+    from ._audit_async import AsyncAudit
 
 
 class AsyncNotifier(Protocol):
@@ -50,6 +59,18 @@ class AsyncJobStore(Protocol):
     Every method that changes a job's state after its claim is *fenced* by the job's
     :class:`~skiplock.core.Lease`: it applies only while the job is running under the
     lease's worker with ``claims == lease.claim``; a mismatch changes nothing.
+
+    Audit (J10): with ``audit=AsyncAudit(actor, sink)`` a method records one
+    :class:`~skiplock.core.AuditEvent` per job it changes in an audited way (the
+    :class:`~skiplock.core.AuditAction` of each method is named there), with
+    ``audit.actor``, in the same transaction as the change: a change rolled back leaves
+    no event. Without a sink the events go to the store's own audit table (read by
+    :meth:`audit_trail`); with one the store calls ``sink.record(events, connection)``
+    before the change's transaction ends. If the sink raises, a change the caller asked
+    for (``enqueue``, ``apply``, ``delete``) is undone (in the caller's transaction, back
+    to where the call began) and the error propagates; a worker's or maintenance's
+    change (``claim``, ``complete``, ``recover_stale``) is kept, the sink's own writes
+    are undone and the error is logged (``skiplock.audit``).
     """
 
     async def now(self) -> datetime:
@@ -80,16 +101,21 @@ class AsyncJobStore(Protocol):
         ...
 
     async def enqueue(
-        self, requests: Sequence[EnqueueRequest], *, connection: Any = None
+        self,
+        requests: Sequence[EnqueueRequest],
+        *,
+        connection: Any = None,
+        audit: AsyncAudit | None = None,
     ) -> list[EnqueueResult]:
         """Create jobs (already validated), all or none; results in request order.
 
         An idempotency key that exists (also one created concurrently, or earlier in the
         same batch) creates nothing and returns the existing job's id, ``created=False``.
+        Audit: ``job_enqueued`` per job created.
         """
         ...
 
-    async def claim(self, request: ClaimRequest) -> list[Job]:
+    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> list[Job]:
         """Atomically move due pending jobs to running for ``request.worker_id``.
 
         Order: priority DESC, available_at ASC, id ASC; the jobs are returned in that
@@ -106,7 +132,8 @@ class AsyncJobStore(Protocol):
         by plain SQL around enqueue's validation) moves each such row it claims to
         ``dead`` in the same call, ``last_error`` from
         :func:`~skiplock.core.undecodable_error`, and returns the others, charged as
-        :func:`~skiplock.core.charged_positions` says over the jobs returned.
+        :func:`~skiplock.core.charged_positions` says over the jobs returned. Audit:
+        ``job_dlq`` per such row.
 
         A claim that takes jobs is also a heartbeat: a registered worker's heartbeat is
         refreshed to the store's now in the same transaction, so a job is never claimed
@@ -137,7 +164,11 @@ class AsyncJobStore(Protocol):
         ...
 
     async def complete(
-        self, completions: Sequence[Completion], *, connection: Any = None
+        self,
+        completions: Sequence[Completion],
+        *,
+        connection: Any = None,
+        audit: AsyncAudit | None = None,
     ) -> list[bool]:
         """Record outcomes, each fenced by its lease (running, same worker, same claim
         count; the attempt is not checked); True where it was applied.
@@ -150,6 +181,10 @@ class AsyncJobStore(Protocol):
         ``completed_at`` (and a retry's due time) is the time of the writing statement,
         not of its transaction's start: inside a job's transaction it is when the job
         completed, not when it began.
+
+        Audit: ``job_done`` per applied success, ``job_dlq`` per applied ``Bury``
+        (details: the stored error and the attempts); retries and releases are not
+        audited.
         """
         ...
 
@@ -162,7 +197,21 @@ class AsyncJobStore(Protocol):
         ...
 
     async def counts(self) -> list[StateCount]:
-        """Number of jobs per (state, kind, tenant), zero counts omitted."""
+        """Number of jobs per (state, kind, tenant), zero counts omitted; a pending group
+        also says how long its earliest due job has been due (``oldest_due_age``, on the
+        store's clock). One query: metrics scrapes call it (R5)."""
+        ...
+
+    async def health_snapshot(self) -> HealthSnapshot:
+        """What the health report needs (R9), read in one operation: the store's now;
+        every registered worker with its heartbeat, the kinds and tenants it claims and
+        how many jobs run under its id; per (kind, tenant) with any, the pending jobs due
+        now and later, the earliest due time among the due ones, and the running and dead
+        jobs; and the schema's version (None for a store without a versioned schema).
+
+        Never raises for a schema that is missing or older than the code: it reports it
+        (a missing schema has no workers or jobs to read).
+        """
         ...
 
     async def apply(
@@ -172,9 +221,12 @@ class AsyncJobStore(Protocol):
         *,
         reset_attempts: bool = False,
         connection: Any = None,
+        audit: AsyncAudit | None = None,
     ) -> list[int]:
         """Operator transition (CANCEL, MARK_FAILED, REPLAY) of every matching job whose
         state allows ``event`` (``skiplock.core.sources``); returns the changed ids.
+        Audit: ``skiplock.core.operator_action(event)`` per job changed, details from
+        ``skiplock.core.operator_details``.
 
         REPLAY makes the job due now, clears the claim, and with ``reset_attempts`` sets
         attempts to 0; ``claims`` is never reset, so leases of earlier claims stay stale.
@@ -183,8 +235,16 @@ class AsyncJobStore(Protocol):
         """
         ...
 
-    async def delete(self, filter: JobFilter, *, connection: Any = None) -> list[Job]:
-        """Delete matching jobs that are not running; returns what was deleted."""
+    async def delete(
+        self, filter: JobFilter, *, connection: Any = None, audit: AsyncAudit | None = None
+    ) -> list[Job]:
+        """Delete matching jobs that are not running; returns what was deleted.
+        Audit: ``job_discard`` per job deleted (details: its state and payload)."""
+        ...
+
+    async def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
+        """The events of ``job_id`` in the store's own audit table, oldest first ([] for
+        none: also for a job deleted since, whose events stay until retention)."""
         ...
 
     async def register_worker(self, info: WorkerInfo) -> None:
@@ -212,13 +272,18 @@ class AsyncJobStore(Protocol):
         """Remove the worker row (clean shutdown)."""
 
     async def recover_stale(
-        self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]
+        self,
+        *,
+        default_ttl: timedelta,
+        ttls: Mapping[str, timedelta],
+        audit: AsyncAudit | None = None,
     ) -> list[int]:
         """Running jobs whose worker's heartbeat is older than the kind's TTL (``ttls``,
         else ``default_ttl``), or whose worker row is gone, go back to pending (attempts
         and claims unchanged, claim cleared, ``recovered`` set, ``[stale-claim recovered]``
         in last_error);
-        those with no attempt left go to dead. Returns the ids of both.
+        those with no attempt left go to dead. Returns the ids of both. Audit:
+        ``job_dlq`` per job moved to dead (recoveries to pending are not audited).
 
         Then deletes the rows of workers whose heartbeat is older than the largest of
         ``default_ttl`` and every ``ttls`` value (their jobs were all recovered just
@@ -239,7 +304,9 @@ class AsyncJobStore(Protocol):
         ...
 
     async def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
-        """Delete (or archive) succeeded jobs completed more than ``older_than`` ago."""
+        """Delete (or archive) succeeded jobs completed more than ``older_than`` ago, and
+        the store's audit events older than that (deleted, never archived); returns the
+        number of jobs."""
         ...
 
     def notifier(self) -> AsyncNotifier | None:

@@ -35,6 +35,7 @@ from skiplock.core import (
 
 from ._migrate import Rows, Step
 from ._rows import (
+    AuditNote,
     claim_params,
     complete_params,
     enqueue_one_params,
@@ -62,29 +63,40 @@ def enqueue_needs_transaction(requests: Sequence[EnqueueRequest]) -> bool:
     return any(r.idempotency_key is not None for r in requests)
 
 
+def _audited(schema: str, name: str, params: Mapping[str, Any], audit: AuditNote | None) -> Step:
+    """Query ``name``, or with ``audit`` its ``<name>_audited`` variant, which writes (or
+    returns, for a sink) the audit events of its change in the same statement (J10)."""
+    if audit is None:
+        return Step(neutral_query(name, schema), params)
+    return Step(neutral_query(f"{name}_audited", schema), {**params, **audit.params()})
+
+
 def enqueue_steps(
-    schema: str, requests: Sequence[EnqueueRequest]
+    schema: str, requests: Sequence[EnqueueRequest], audit: AuditNote | None = None
 ) -> Generator[Step, Rows, list[EnqueueResult]]:
     """Insert the jobs in one statement; keys that exist resolve to the existing job.
 
     Duplicates within the batch insert once (core rule). A conflicting key is looked up
     in a second statement, whose fresh snapshot sees a job a concurrent transaction
     committed while the insert waited for it. Run in a transaction when
-    :func:`enqueue_needs_transaction` says so.
+    :func:`enqueue_needs_transaction` says so. With ``audit`` each job created is
+    audited by the statement that inserts it.
     """
     if not requests:
         return []
     if len(requests) == 1 and requests[0].idempotency_key is None:
-        rows = yield Step(neutral_query("enqueue_one", schema), enqueue_one_params(requests[0]))
+        rows = yield _audited(schema, "enqueue_one", enqueue_one_params(requests[0]), audit)
+        if audit is not None:
+            audit.collect(rows)
         return [EnqueueResult(id=int(rows[0]["id"]), created=True)]
     first = first_occurrences(requests)
     todo = [i for i, f in enumerate(first) if f == i]
     ids: dict[int, int] = {}
     created: set[int] = set()
     for _ in range(_ENQUEUE_ROUNDS):
-        rows = yield Step(
-            neutral_query("enqueue", schema), enqueue_params([requests[i] for i in todo])
-        )
+        rows = yield _audited(schema, "enqueue", enqueue_params([requests[i] for i in todo]), audit)
+        if audit is not None:
+            audit.collect(rows)
         conflicts: list[int] = []
         for row in rows:
             index = todo[int(row["ord"]) - 1]
@@ -123,7 +135,9 @@ def claim_needs_transaction(request: ClaimRequest) -> bool:
     return any(k in request.cluster_limits for k in capped_kinds(request))
 
 
-def claim_steps(schema: str, request: ClaimRequest) -> Generator[Step, Rows, list[Job]]:
+def claim_steps(
+    schema: str, request: ClaimRequest, audit: AuditNote | None = None
+) -> Generator[Step, Rows, list[Job]]:
     """Claim due jobs for ``request.worker_id``; one statement unless kinds are capped.
 
     Cluster-limited kinds: lock each (sorted keys: no deadlock between claimers), count
@@ -131,7 +145,8 @@ def claim_steps(schema: str, request: ClaimRequest) -> Generator[Step, Rows, lis
     the previous lock holder), claim at most limit - running. The locks are released at
     commit, after this claim is visible. Capped kinds or binding pair limits take the
     ``claim_capped`` statement. Run in a transaction when
-    :func:`claim_needs_transaction` says so.
+    :func:`claim_needs_transaction` says so. With ``audit`` a row buried as undecodable
+    is audited (``job_dlq``) by the statement that buries it.
     """
     if request.limit <= 0:
         return []
@@ -159,10 +174,12 @@ def claim_steps(schema: str, request: ClaimRequest) -> Generator[Step, Rows, lis
         params["excluded_kinds"] = sorted(request.excluded_kinds | full)
         params |= capped_pairs
         rows = yield Step(neutral_query("claim_capped", schema), params)
-    return (yield from _claimed(schema, request, rows))
+    return (yield from _claimed(schema, request, rows, audit))
 
 
-def _claimed(schema: str, request: ClaimRequest, rows: Rows) -> Generator[Step, Rows, list[Job]]:
+def _claimed(
+    schema: str, request: ClaimRequest, rows: Rows, audit: AuditNote | None
+) -> Generator[Step, Rows, list[Job]]:
     """The claimed rows as jobs in claim order; rows that cannot become a runnable job are
     moved to ``dead`` in the same claim, so none stays ``running`` unknown to its worker
     (X4).
@@ -199,7 +216,9 @@ def _claimed(schema: str, request: ClaimRequest, rows: Rows) -> Generator[Step, 
     kept.sort(key=lambda pair: claim_order(pair[0]))
     jobs = [job for job, _ in kept]
     if buried:
-        yield Step(neutral_query("complete", schema), complete_params(buried))
+        rows = yield _audited(schema, "complete", complete_params(buried), audit)
+        if audit is not None:
+            audit.collect(rows)
     charged = set(charged_positions([job.suspect for job in jobs], request.start_now))
     changed = [i for i, (_, was) in enumerate(kept) if (i in charged) != was]
     if not changed:
@@ -222,16 +241,22 @@ def maintenance_lock_key(schema: str, task: str) -> int:
 
 
 def recover_steps(
-    schema: str, default_ttl: timedelta, ttls: Mapping[str, timedelta]
+    schema: str,
+    default_ttl: timedelta,
+    ttls: Mapping[str, timedelta],
+    audit: AuditNote | None = None,
 ) -> Generator[Step, Rows, list[int]]:
     """Recover stale claims unless another node is at it, then delete the rows of
-    workers silent for longer than every TTL. Run in a transaction."""
+    workers silent for longer than every TTL. Run in a transaction. With ``audit`` each
+    job moved to dead is audited by the recovering statement."""
     rows = yield Step(
         neutral_query("try_lock", schema), {"key": maintenance_lock_key(schema, "recover")}
     )
     if not rows[0]["locked"]:
         return []
-    rows = yield Step(neutral_query("recover_stale", schema), recover_params(default_ttl, ttls))
+    rows = yield _audited(schema, "recover_stale", recover_params(default_ttl, ttls), audit)
+    if audit is not None:
+        audit.collect(rows)
     yield Step(
         neutral_query("delete_silent_workers", schema), silent_workers_params(default_ttl, ttls)
     )
@@ -250,5 +275,23 @@ def purge_batch_steps(
     rows = yield Step(
         neutral_query("purge", schema),
         {"older_than": older_than, "archive": archive, "batch_size": batch_size},
+    )
+    return int(rows[0]["purged"])
+
+
+def purge_audit_batch_steps(
+    schema: str, *, older_than: timedelta, batch_size: int
+) -> Generator[Step, Rows, int | None]:
+    """One retention batch of the audit trail (J10): its oldest events; None when
+    another node holds the lock. Run in a transaction."""
+    rows = yield Step(
+        neutral_query("try_lock", schema),
+        {"key": maintenance_lock_key(schema, "purge_audit")},
+    )
+    if not rows[0]["locked"]:
+        return None
+    rows = yield Step(
+        neutral_query("purge_audit", schema),
+        {"older_than": older_than, "batch_size": batch_size},
     )
     return int(rows[0]["purged"])

@@ -12,12 +12,16 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import attrs
+
 from skiplock.core import (
     MAX_AVAILABLE_AT,
     MAX_ERROR_LENGTH,
     MIN_AVAILABLE_AT,
     STALE_MARK,
     AttemptError,
+    AuditAction,
+    AuditEvent,
     Bury,
     ClaimRequest,
     Completion,
@@ -29,13 +33,17 @@ from skiplock.core import (
     Lease,
     Page,
     PairCap,
+    QueueStats,
     Release,
     Retry,
     StateCount,
     Succeeded,
     UndecodableRowError,
     WorkerInfo,
+    WorkerStatus,
     encode_payload,
+    operator_action,
+    operator_extra,
     pair_order,
     result_json,
     shown,
@@ -192,6 +200,38 @@ def state_count_from_row(row: Mapping[str, Any]) -> StateCount:
         kind=row["kind"],
         tenant=row["tenant_id"],
         count=int(row["count"]),
+        oldest_due_age=None if row["oldest_due_age"] is None else float(row["oldest_due_age"]),
+    )
+
+
+def queue_stats_from_row(row: Mapping[str, Any]) -> QueueStats:
+    """One row of the ``health_queues`` query."""
+    return QueueStats(
+        kind=row["kind"],
+        tenant=row["tenant_id"],
+        due=int(row["due"]),
+        scheduled=int(row["scheduled"]),
+        oldest_due_at=_utc_or_none(row["oldest_due_at"]),
+        running=int(row["running"]),
+        dead=int(row["dead"]),
+    )
+
+
+def _frozen_or_none(values: Sequence[str] | None) -> frozenset[str] | None:
+    return None if values is None else frozenset(values)
+
+
+def worker_status_from_row(row: Mapping[str, Any]) -> WorkerStatus:
+    """One row of the ``health_workers`` query."""
+    return WorkerStatus(
+        id=row["id"],
+        host=row["host"],
+        pid=int(row["pid"]),
+        kinds=_frozen_or_none(row["kinds"]),
+        tenants=_frozen_or_none(row["tenants"]),
+        started_at=utc(row["started_at"]),
+        heartbeat_at=utc(row["heartbeat_at"]),
+        running=int(row["running"]),
     )
 
 
@@ -465,3 +505,92 @@ def heartbeat_params(worker_id: str, running: Sequence[int]) -> dict[str, Any]:
 
 def maintenance_params(name: str, every: timedelta) -> dict[str, Any]:
     return {"name": name, "every": every, "always": every <= timedelta(0)}
+
+
+# ---- the audit trail (J10) -----------------------------------------------------------
+
+
+@attrs.define
+class AuditNote:
+    """How one store call audits (J10): the actor its statements name, whether they
+    write the audit table themselves (``table``) or return the events for a sink, and
+    the events collected for the sink."""
+
+    actor: str | None
+    table: bool
+    events: list[AuditEvent] = attrs.Factory(list)
+
+    def params(self) -> dict[str, Any]:
+        """The parameters every ``*_audited`` statement takes."""
+        return {"actor": self.actor, "audit_table": self.table}
+
+    def collect(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Keep the events among rows of an ``*_audited`` statement (for the sink)."""
+        if not self.table:
+            self.events.extend(
+                audit_event_from_row(row) for row in rows if row["audit_action"] is not None
+            )
+
+
+def _audit_details(text: str | None) -> Mapping[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        details: Mapping[str, Any] = json.loads(text)
+    except (ValueError, RecursionError):
+        # A payload Python cannot decode (written around the API, X4): its JSON text.
+        return {"json": text}
+    return details
+
+
+def audit_event_from_row(row: Mapping[str, Any]) -> AuditEvent:
+    """An event from a row with the ``audit_*`` columns (``_audit_columns``,
+    ``audit_trail``)."""
+    job_id = int(row["audit_job_id"])
+    return AuditEvent(
+        action=_decoded(job_id, "audit.action", AuditAction, row["audit_action"]),
+        job_id=job_id,
+        kind=row["audit_kind"],
+        tenant=row["audit_tenant"],
+        actor=row["audit_actor"],
+        at=utc(row["audit_at"]),
+        details=_audit_details(row["audit_details"]),
+    )
+
+
+def operator_audit_params(event: Event, *, reset_attempts: bool) -> dict[str, Any]:
+    """The action and extra details of ``apply_audited``."""
+    return {
+        "action": operator_action(event).value,
+        "details": json.dumps(operator_extra(event, reset_attempts=reset_attempts)),
+    }
+
+
+def enqueued_events(
+    ids: Sequence[int], requests: Sequence[EnqueueRequest], at: datetime, actor: str | None
+) -> list[AuditEvent]:
+    """The ``job_enqueued`` events of a COPY-based enqueue (every job created)."""
+    return [
+        AuditEvent(
+            action=AuditAction.ENQUEUED,
+            job_id=job_id,
+            kind=r.kind,
+            tenant=r.tenant,
+            actor=actor,
+            at=utc(at),
+        )
+        for job_id, r in zip(ids, requests, strict=True)
+    ]
+
+
+def audit_enqueued_params(
+    ids: Sequence[int], requests: Sequence[EnqueueRequest], at: datetime, actor: str | None
+) -> dict[str, Any]:
+    """Parameters of ``audit_enqueued`` (a COPY-based enqueue's events)."""
+    return {
+        "at": at,
+        "actor": actor,
+        "ids": list(ids),
+        "kinds": [r.kind for r in requests],
+        "tenants": [r.tenant for r in requests],
+    }

@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from skiplock._compat_async import Lock
 from skiplock.core import (
+    AuditEvent,
     ClaimRequest,
     Completion,
     EnqueueRequest,
     EnqueueResult,
     Event,
+    HealthSnapshot,
     Job,
     JobFilter,
     Lease,
@@ -33,35 +35,53 @@ from skiplock.core import (
 )
 
 from ._driver_async import TX, C
-from ._migrate import Rows, SchemaStatus, Step, apply_steps, check_version, status_steps
+from ._migrate import (
+    Rows,
+    SchemaStatus,
+    Step,
+    apply_steps,
+    check_version,
+    schema_info,
+    status_steps,
+)
 from ._ops import (
     claim_needs_transaction,
     claim_steps,
     enqueue_needs_transaction,
     enqueue_steps,
+    purge_audit_batch_steps,
     purge_batch_steps,
     recover_steps,
 )
 from ._rows import (
     COPY_COLUMNS,
+    AuditNote,
     apply_params,
+    audit_enqueued_params,
+    audit_event_from_row,
     complete_one_params,
     complete_params,
     copy_rows,
+    enqueued_events,
     filter_params,
     heartbeat_params,
     job_from_row,
     lease_params,
     maintenance_params,
+    operator_audit_params,
     page_params,
+    queue_stats_from_row,
     state_count_from_row,
     utc,
     worker_params,
+    worker_status_from_row,
 )
 from ._sql import Query, channel_name, convert_cached, queries
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Generator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Callable, Generator, Mapping, Sequence
+
+    from skiplock.ports import AsyncAudit
 
     from ._driver_async import AsyncPgDriver
 
@@ -69,6 +89,13 @@ T = TypeVar("T")
 
 #: From this many jobs without idempotency keys, enqueue uses COPY (several times faster).
 COPY_THRESHOLD = 500
+
+# An audit sink runs behind a savepoint where its failure must not take the transaction
+# with it: a worker's change stands, a caller's change in the caller's transaction is
+# undone back to where the call began (J10).
+_SAVEPOINT = "SAVEPOINT skiplock_audit"
+_RELEASE = "RELEASE SAVEPOINT skiplock_audit"
+_ROLLBACK_TO = "ROLLBACK TO SAVEPOINT skiplock_audit; RELEASE SAVEPOINT skiplock_audit"
 
 
 def _applied(rows: Rows, n: int) -> list[bool]:
@@ -101,6 +128,8 @@ class AsyncPgJobStore(Generic[C, TX]):
         self._closed = False
         self._schema_lock = Lock()
         self._schema_checked = False
+        # The schema's latest applied migration, once checked (for __repr__, the logs).
+        self._version: str | None = None
         self._aux: C | None = None
         self._aux_lock = Lock()
 
@@ -108,6 +137,11 @@ class AsyncPgJobStore(Generic[C, TX]):
     def schema(self) -> str:
         """The PostgreSQL schema holding the tables."""
         return self._schema
+
+    def __repr__(self) -> str:
+        # No DSN: it may hold a password. The version is known once the schema was checked.
+        version = "" if self._version is None else f", version={self._version!r}"
+        return f"{type(self).__name__}(schema={self._schema!r}{version})"
 
     @property
     def channel(self) -> str:
@@ -168,6 +202,7 @@ class AsyncPgJobStore(Generic[C, TX]):
             else:
                 status = await self._run(conn, status_steps(self._schema))
             check_version(status)
+            self._version = status.applied[-1] if status.applied else None
             self._schema_checked = True
 
     @asynccontextmanager
@@ -202,29 +237,81 @@ class AsyncPgJobStore(Generic[C, TX]):
         nothing on every driver. A transaction the caller opened is used as is. A pooled
         connection that is lost raises StoreError; the caller's raises the driver's error.
         """
+        async with self._scoped(connection, atomic=atomic, check=check) as (conn, _):
+            yield conn
+
+    @asynccontextmanager
+    async def _scoped(
+        self, connection: Any, *, atomic: bool = False, check: bool = True
+    ) -> AsyncIterator[tuple[C, bool]]:
+        """:meth:`_use`, yielding also whether the connection is in a transaction the
+        caller opened (which the store must neither commit nor roll back)."""
         driver = self._driver
         if connection is not None:
             conn = await driver.adopt(connection)
             if check:
                 await self._ensure_schema(conn)
-            if atomic and driver.commits_each_statement(conn):
-                async with driver.begin(conn):
-                    yield conn
+            if driver.commits_each_statement(conn):
+                if atomic:
+                    async with driver.begin(conn):
+                        yield conn, False
+                else:
+                    yield conn, False
             else:
-                yield conn
+                yield conn, True
         elif atomic:
             async with (
                 self._pooled(check=check) as conn,
                 self._lost_as_store_error(),
                 driver.begin(conn),
             ):
-                yield conn
+                yield conn, False
         else:
             async with (
                 self._pooled(autocommit=True, check=check) as conn,
                 self._lost_as_store_error(),
             ):
-                yield conn
+                yield conn, False
+
+    @asynccontextmanager
+    async def _audited(
+        self, connection: Any, audit: AsyncAudit, *, kept: bool, atomic: bool = False
+    ) -> AsyncIterator[tuple[C, AuditNote]]:
+        """A connection for a change audited by ``audit`` (J10) and the note its
+        statements collect events in.
+
+        Without a sink the statements write the audit table themselves: the connection is
+        :meth:`_use`'s. With a sink the change runs in a transaction and the sink is
+        called with the events before it ends. A change that is ``kept`` (a worker's or
+        maintenance's) stands if the sink raises: the sink's writes are rolled back to a
+        savepoint and the error is logged. Otherwise the error propagates and the change
+        is undone: the store's own transaction rolls back, the caller's goes back to a
+        savepoint taken before the change (and stays usable).
+        """
+        note = AuditNote(actor=audit.actor, table=audit.sink is None)
+        if audit.sink is None:
+            async with self._use(connection, atomic=atomic) as conn:
+                yield conn, note
+            return
+        driver = self._driver
+        async with self._scoped(connection, atomic=True) as (conn, callers):
+            guarded = callers and not kept
+            if guarded:
+                await driver.script(conn, _SAVEPOINT)
+            try:
+                yield conn, note
+                if note.events and kept:
+                    await driver.script(conn, _SAVEPOINT)
+                    recorded = await audit.record_kept(note.events, conn)
+                    await driver.script(conn, _RELEASE if recorded else _ROLLBACK_TO)
+                elif note.events:
+                    await audit.sink.record(note.events, conn)
+            except Exception:
+                if guarded:
+                    await driver.script(conn, _ROLLBACK_TO)
+                raise
+            if guarded:
+                await driver.script(conn, _RELEASE)
 
     # ---- the port's connections -----------------------------------------------------------
 
@@ -332,23 +419,35 @@ class AsyncPgJobStore(Generic[C, TX]):
         return utc(rows[0]["now"])
 
     async def enqueue(
-        self, requests: Sequence[EnqueueRequest], *, connection: Any = None
+        self,
+        requests: Sequence[EnqueueRequest],
+        *,
+        connection: Any = None,
+        audit: AsyncAudit | None = None,
     ) -> list[EnqueueResult]:
         """Insert jobs in one multi-row statement; existing idempotency keys resolve.
 
-        Large batches without idempotency keys go through COPY.
+        Large batches without idempotency keys go through COPY. With ``audit`` each job
+        created is audited in the same statement (J10).
         """
         if not requests:
             return []
-        if len(requests) >= COPY_THRESHOLD and not enqueue_needs_transaction(requests):
-            async with self._use(connection, atomic=True) as conn:
-                return await self._copy_enqueue(conn, requests)
-        atomic = enqueue_needs_transaction(requests)
-        async with self._use(connection, atomic=atomic) as conn:
-            return await self._run(conn, enqueue_steps(self._schema, requests))
+        copy = len(requests) >= COPY_THRESHOLD and not enqueue_needs_transaction(requests)
+        atomic = copy or enqueue_needs_transaction(requests)
+        if audit is None:
+            async with self._use(connection, atomic=atomic) as conn:
+                if copy:
+                    return await self._copy_enqueue(conn, requests)
+                return await self._run(conn, enqueue_steps(self._schema, requests))
+        async with self._audited(connection, audit, kept=False, atomic=atomic) as (conn, note):
+            if copy:
+                results = await self._copy_enqueue(conn, requests, note)
+            else:
+                results = await self._run(conn, enqueue_steps(self._schema, requests, note))
+        return results
 
     async def _copy_enqueue(
-        self, conn: C, requests: Sequence[EnqueueRequest]
+        self, conn: C, requests: Sequence[EnqueueRequest], audit: AuditNote | None = None
     ) -> list[EnqueueResult]:
         # Ids are reserved first so results follow the request order; due times are
         # computed from the transaction's now(), the value column defaults would use.
@@ -357,17 +456,27 @@ class AsyncPgJobStore(Generic[C, TX]):
         now: datetime = reserved["now"]
         rows = [(job_id, *row) for job_id, row in zip(ids, copy_rows(requests, now), strict=True)]
         await self._driver.copy(conn, self._schema, "jobs", COPY_COLUMNS, rows)
+        if audit is not None and audit.table:
+            params = audit_enqueued_params(ids, requests, now, audit.actor)
+            await self._execute(conn, "audit_enqueued", params)
+        elif audit is not None:
+            audit.events.extend(enqueued_events(ids, requests, now, audit.actor))
         return [EnqueueResult(id=job_id, created=True) for job_id in ids]
 
-    async def claim(self, request: ClaimRequest) -> list[Job]:
+    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> list[Job]:
         """Claim due jobs in one statement (a transaction with advisory locks for kinds
         with a cluster limit); a claim that takes jobs refreshes its worker's heartbeat.
-        Rows that cannot become a job are moved to ``dead`` by a further statement."""
+        Rows that cannot become a job are moved to ``dead`` by a further statement
+        (audited with ``audit``; with a sink the claim runs in a transaction)."""
         if request.limit <= 0:
             return []
         atomic = claim_needs_transaction(request)
-        async with self._use(None, atomic=atomic) as conn:
-            return await self._run(conn, claim_steps(self._schema, request))
+        if audit is None:
+            async with self._use(None, atomic=atomic) as conn:
+                return await self._run(conn, claim_steps(self._schema, request))
+        async with self._audited(None, audit, kept=True, atomic=atomic) as (conn, note):
+            jobs = await self._run(conn, claim_steps(self._schema, request, note))
+        return jobs
 
     async def start(self, leases: Sequence[Lease]) -> list[bool]:
         """Begin held jobs in one fenced statement (attempts += 1); False where the lease
@@ -379,11 +488,23 @@ class AsyncPgJobStore(Generic[C, TX]):
         return _applied(rows, len(leases))
 
     async def complete(
-        self, completions: Sequence[Completion], *, connection: Any = None
+        self,
+        completions: Sequence[Completion],
+        *,
+        connection: Any = None,
+        audit: AsyncAudit | None = None,
     ) -> list[bool]:
-        """Record outcomes in one fenced statement; False where the lease was lost."""
+        """Record outcomes in one fenced statement; False where the lease was lost. With
+        ``audit`` the statement audits successes and moves to dead (with a sink it runs
+        in a transaction)."""
         if not completions:
             return []
+        if audit is not None:
+            async with self._audited(connection, audit, kept=True) as (conn, note):
+                params = complete_params(completions) | note.params()
+                rows = await self._execute(conn, "complete_audited", params)
+                note.collect(rows)
+            return _applied(rows, len(completions))
         async with self._use(connection) as conn:
             # One completion (a transactional job's own) needs no arrays to build.
             if len(completions) == 1:
@@ -413,6 +534,25 @@ class AsyncPgJobStore(Generic[C, TX]):
             rows = await self._execute(conn, "counts", {})
         return [state_count_from_row(r) for r in rows]
 
+    async def health_snapshot(self) -> HealthSnapshot:
+        """The schema's version, the workers and the per-kind queues (R9), read in one
+        transaction (one ``now()``); a missing or older schema is reported, not
+        refused (a missing one has nothing else to read)."""
+        async with self._use(None, atomic=True, check=False) as conn:
+            status = await self._run(conn, status_steps(self._schema))
+            [row] = await self._execute(conn, "now", {})
+            now = utc(row["now"])
+            if not status.installed:
+                return HealthSnapshot(now=now, schema=schema_info(status))
+            queues = await self._execute(conn, "health_queues", {})
+            workers = await self._execute(conn, "health_workers", {})
+        return HealthSnapshot(
+            now=now,
+            workers=tuple(worker_status_from_row(r) for r in workers),
+            queues=tuple(queue_stats_from_row(r) for r in queues),
+            schema=schema_info(status),
+        )
+
     async def apply(
         self,
         filter: JobFilter,
@@ -420,20 +560,44 @@ class AsyncPgJobStore(Generic[C, TX]):
         *,
         reset_attempts: bool = False,
         connection: Any = None,
+        audit: AsyncAudit | None = None,
     ) -> list[int]:
-        """Operator transition of every matching job whose state allows ``event``."""
+        """Operator transition of every matching job whose state allows ``event``
+        (each audited in the same statement with ``audit``)."""
         check_operator_event(event)
         params = filter_params(filter) | apply_params(event, reset_attempts=reset_attempts)
-        async with self._use(connection) as conn:
-            rows = await self._execute(conn, "apply", params)
+        if audit is None:
+            async with self._use(connection) as conn:
+                rows = await self._execute(conn, "apply", params)
+        else:
+            params |= operator_audit_params(event, reset_attempts=reset_attempts)
+            async with self._audited(connection, audit, kept=False) as (conn, note):
+                rows = await self._execute(conn, "apply_audited", params | note.params())
+                note.collect(rows)
         return sorted(int(r["id"]) for r in rows)
 
-    async def delete(self, filter: JobFilter, *, connection: Any = None) -> list[Job]:
-        """Delete matching jobs that are not running; returns them. A deleted row that
-        cannot become a job raises UndecodableRowError (it is deleted all the same)."""
-        async with self._use(connection) as conn:
-            rows = await self._execute(conn, "delete", filter_params(filter))
+    async def delete(
+        self, filter: JobFilter, *, connection: Any = None, audit: AsyncAudit | None = None
+    ) -> list[Job]:
+        """Delete matching jobs that are not running (each audited, with its payload, in
+        the same statement with ``audit``); returns them. A deleted row that cannot
+        become a job raises UndecodableRowError (it is deleted all the same)."""
+        if audit is None:
+            async with self._use(connection) as conn:
+                rows = await self._execute(conn, "delete", filter_params(filter))
+        else:
+            async with self._audited(connection, audit, kept=False) as (conn, note):
+                rows = await self._execute(
+                    conn, "delete_audited", filter_params(filter) | note.params()
+                )
+                note.collect(rows)
         return sorted((job_from_row(r) for r in rows), key=lambda j: j.id)
+
+    async def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
+        """The job's events in the audit table, oldest first."""
+        async with self._use(connection) as conn:
+            rows = await self._execute(conn, "audit_trail", {"id": job_id})
+        return [audit_event_from_row(r) for r in rows]
 
     # ---- workers and maintenance ----------------------------------------------------------
 
@@ -456,13 +620,21 @@ class AsyncPgJobStore(Generic[C, TX]):
         await self._aux_execute("unregister_worker", {"id": worker_id})
 
     async def recover_stale(
-        self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]
+        self,
+        *,
+        default_ttl: timedelta,
+        ttls: Mapping[str, timedelta],
+        audit: AsyncAudit | None = None,
     ) -> list[int]:
         """Recover claims of workers that stopped heart-beating, then delete the rows of
         workers silent for longer than every TTL; [] if another node is running the
-        recovery right now."""
-        async with self._use(None, atomic=True) as conn:
-            return await self._run(conn, recover_steps(self._schema, default_ttl, ttls))
+        recovery right now. With ``audit`` each job moved to dead is audited."""
+        if audit is None:
+            async with self._use(None, atomic=True) as conn:
+                return await self._run(conn, recover_steps(self._schema, default_ttl, ttls))
+        async with self._audited(None, audit, kept=True, atomic=True) as (conn, note):
+            ids = await self._run(conn, recover_steps(self._schema, default_ttl, ttls, note))
+        return ids
 
     async def try_maintenance(self, name: str, every: timedelta) -> bool:
         """Take the right to run maintenance task ``name`` now, once per ``every`` across
@@ -473,21 +645,32 @@ class AsyncPgJobStore(Generic[C, TX]):
 
     async def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
         """Delete (or archive) old succeeded jobs in batches of ``batch_size``, one
-        transaction each; 0 if another node is purging right now."""
+        transaction each, then the audit events older than ``older_than`` (J10) the same
+        way; returns the number of jobs, 0 if another node is purging right now."""
         if batch_size < 1:
             raise ValidationError(f"batch_size must be >= 1, got {batch_size}")
+        schema = self._schema
+        purged = await self._purge_batches(
+            lambda: purge_batch_steps(
+                schema, older_than=older_than, archive=archive, batch_size=batch_size
+            ),
+            batch_size,
+        )
+        await self._purge_batches(
+            lambda: purge_audit_batch_steps(schema, older_than=older_than, batch_size=batch_size),
+            batch_size,
+        )
+        return purged
+
+    async def _purge_batches(
+        self, batch: Callable[[], Generator[Step, Rows, int | None]], batch_size: int
+    ) -> int:
+        """Run retention batches, one transaction each, until one comes back short (or
+        another node holds the lock); returns how many rows they deleted."""
         total = 0
         while True:
             async with self._use(None, atomic=True) as conn:
-                count = await self._run(
-                    conn,
-                    purge_batch_steps(
-                        self._schema,
-                        older_than=older_than,
-                        archive=archive,
-                        batch_size=batch_size,
-                    ),
-                )
+                count = await self._run(conn, batch())
             if count is None:
                 return total
             total += count

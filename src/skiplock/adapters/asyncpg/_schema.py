@@ -26,6 +26,7 @@ async def schema_status(dsn: str, schema: str = "skiplock") -> SchemaStatus:
         await store.close()
 
 
-def schema_sql(schema: str = "skiplock") -> str:
-    """Standalone DDL creating the current schema in a fresh database."""
-    return _schema_sql(schema)
+def schema_sql(schema: str = "skiplock", from_version: int = 0) -> str:
+    """Standalone DDL creating the current schema in a fresh database, or with
+    ``from_version`` N the upgrade script from version N (``skiplock schema sql --from N``)."""
+    return _schema_sql(schema, from_version)

@@ -24,12 +24,15 @@ from skiplock.core import (
     JSONB_MAX_BYTES,
     STALE_MARK,
     AttemptError,
+    AuditAction,
+    AuditEvent,
     Bury,
     ClaimRequest,
     Completion,
     EnqueueRequest,
     EnqueueResult,
     Event,
+    HealthSnapshot,
     Job,
     JobFilter,
     JobState,
@@ -37,6 +40,7 @@ from skiplock.core import (
     LeaseLostError,
     Outcome,
     Page,
+    QueueStats,
     Release,
     Retry,
     StateCount,
@@ -44,12 +48,18 @@ from skiplock.core import (
     Succeeded,
     ValidationError,
     WorkerInfo,
+    WorkerStatus,
     charged_positions,
     check_operator_event,
     claim_order,
+    completion_action,
+    discard_details,
+    dlq_details,
     encode_payload,
     first_occurrences,
     kind_caps,
+    operator_action,
+    operator_details,
     pair_caps,
     recorded_errors,
     result_json,
@@ -61,6 +71,28 @@ from skiplock.core import (
 from skiplock.ports import Clock, SystemClock
 
 Listener = Callable[[], None]
+
+
+@attrs.define
+class AuditNote:
+    """How one store call audits (J10): the actor its events name, and whether they go
+    to the state's own audit table (``table``) or are collected in ``events`` for a
+    sink."""
+
+    actor: str | None
+    table: bool
+    events: list[AuditEvent] = attrs.Factory(list)
+
+
+@attrs.frozen
+class _Savepoint:
+    """A transaction's buffers as they were (see :meth:`MemoryState.savepoint`)."""
+
+    seen: dict[int, Job | None]
+    writes: dict[int, Job | None]
+    keys: dict[str, int]
+    fenced: set[int]
+    audit: list[AuditEvent]
 
 
 @attrs.define
@@ -94,6 +126,8 @@ class InMemoryTransaction:
         self._keys: dict[str, int] = {}
         # ids whose write was fenced by a lease
         self._fenced: set[int] = set()
+        # audit events written in this transaction (J10)
+        self._audit: list[AuditEvent] = []
 
     def __repr__(self) -> str:
         kind = "autocommit" if self.autocommit else "transaction"
@@ -155,6 +189,33 @@ class _Scope:
             self.tx._seen[job_id] = self.state._jobs.get(job_id)
         self.tx._writes[job_id] = None
 
+    def audit(
+        self,
+        note: AuditNote | None,
+        action: AuditAction,
+        job: Job,
+        details: Mapping[str, object] | None = None,
+    ) -> None:
+        """Record ``action`` on ``job`` as ``note`` says: in the audit table (with the
+        transaction's writes) or for the sink (J10)."""
+        if note is None:
+            return
+        event = AuditEvent(
+            action=action,
+            job_id=job.id,
+            kind=job.kind,
+            tenant=job.tenant,
+            actor=note.actor,
+            at=self.now,
+            details=details,
+        )
+        if not note.table:
+            note.events.append(event)
+        elif self.tx is None:
+            self.state._audit.append(event)
+        else:
+            self.tx._audit.append(event)
+
 
 def _public(row: Job, *, suspect: bool | None = None) -> Job:
     """A caller's copy of a stored row: payload and result decoded, mappings copied.
@@ -207,6 +268,12 @@ def _matches(f: JobFilter, job: Job) -> bool:
         and (f.priority_min is None or job.priority >= f.priority_min)
         and (f.priority_max is None or job.priority <= f.priority_max)
     )
+
+
+def _by_kind(key: tuple[str, str | None]) -> tuple[str, bool, str]:
+    """Sort key of (kind, tenant): by kind, no tenant first."""
+    kind, tenant = key
+    return (kind, tenant is not None, tenant or "")
 
 
 def _claimable(request: ClaimRequest, job: Job, now: datetime) -> bool:
@@ -303,6 +370,8 @@ class MemoryState:
         # maintenance task name -> when it last ran (store clock)
         self._maintenance: dict[str, datetime] = {}
         self._archived: dict[int, Job] = {}
+        # the audit table (J10), oldest first
+        self._audit: list[AuditEvent] = []
         self._next_id = 1
         self._listeners: list[Listener] = []
         self._wake = False
@@ -413,6 +482,34 @@ class MemoryState:
                 raise ValidationError("rollback() of a transaction of another in-memory store")
             tx.closed = True
 
+    def savepoint(self, tx: InMemoryTransaction) -> _Savepoint:
+        """The transaction's writes so far, for :meth:`rollback_to`."""
+        with self._lock:
+            self._check_handle(tx)
+            return _Savepoint(
+                seen=dict(tx._seen),
+                writes=dict(tx._writes),
+                keys=dict(tx._keys),
+                fenced=set(tx._fenced),
+                audit=list(tx._audit),
+            )
+
+    def rollback_to(self, tx: InMemoryTransaction, savepoint: _Savepoint) -> None:
+        """Undo what the transaction wrote since ``savepoint``; it stays open."""
+        with self._lock:
+            tx._seen = dict(savepoint.seen)
+            tx._writes = dict(savepoint.writes)
+            tx._keys = dict(savepoint.keys)
+            tx._fenced = set(savepoint.fenced)
+            tx._audit = list(savepoint.audit)
+
+    def handle(self, connection: object) -> InMemoryTransaction | None:
+        """The transaction handle ``connection=`` names (checked), or None."""
+        if connection is None:
+            return None
+        with self._lock:
+            return self._check_handle(connection)
+
     def _apply_transaction(self, tx: InMemoryTransaction) -> None:
         changed = [
             job_id
@@ -441,18 +538,25 @@ class MemoryState:
             else:
                 self._commit_row(job, now)
         # After the removals, so a key freed by this transaction may be reused by it.
+        dropped: set[int] = set()
         for job in created:
             key = job.idempotency_key
             if key is not None and key in self._keys:
-                continue  # committed first by someone else: the key keeps that job
+                dropped.add(job.id)  # committed first by someone else: the key keeps that job
+                continue
             self._commit_row(job, now)
+        self._audit.extend(event for event in tx._audit if event.job_id not in dropped)
 
     # ---- jobs -----------------------------------------------------------------------
 
     def enqueue(
-        self, requests: Sequence[EnqueueRequest], connection: object = None
+        self,
+        requests: Sequence[EnqueueRequest],
+        connection: object = None,
+        audit: AuditNote | None = None,
     ) -> list[EnqueueResult]:
-        """Create jobs, all or none; idempotency keys dedupe (also within the batch)."""
+        """Create jobs, all or none; idempotency keys dedupe (also within the batch).
+        With ``audit`` each job created is audited (J10)."""
         # Encode everything first: a bad payload raises before anything is written.
         payloads = [encode_payload(r.payload, max_bytes=JSONB_MAX_BYTES) for r in requests]
         firsts = first_occurrences(requests)
@@ -478,23 +582,23 @@ class MemoryState:
                 job_id = self._next_id
                 self._next_id += 1
                 tc = request.trace_context
-                scope.put(
-                    Job(
-                        id=job_id,
-                        kind=request.kind,
-                        payload=payload,
-                        state=JobState.PENDING,
-                        priority=request.priority,
-                        tenant=request.tenant,
-                        available_at=available_at,
-                        created_at=now,
-                        attempts=0,
-                        max_attempts=request.max_attempts,
-                        explicit_max_attempts=request.explicit_max_attempts,
-                        idempotency_key=key,
-                        trace_context=None if tc is None else dict(tc),
-                    )
+                job = Job(
+                    id=job_id,
+                    kind=request.kind,
+                    payload=payload,
+                    state=JobState.PENDING,
+                    priority=request.priority,
+                    tenant=request.tenant,
+                    available_at=available_at,
+                    created_at=now,
+                    attempts=0,
+                    max_attempts=request.max_attempts,
+                    explicit_max_attempts=request.explicit_max_attempts,
+                    idempotency_key=key,
+                    trace_context=None if tc is None else dict(tc),
                 )
+                scope.put(job)
+                scope.audit(audit, AuditAction.ENQUEUED, job)
                 results.append(EnqueueResult(id=job_id, created=True))
         return results
 
@@ -578,8 +682,14 @@ class MemoryState:
                 started.append(True)
         return started
 
-    def complete(self, completions: Sequence[Completion], connection: object = None) -> list[bool]:
-        """Apply each outcome if its lease still holds (running, same worker, same claim)."""
+    def complete(
+        self,
+        completions: Sequence[Completion],
+        connection: object = None,
+        audit: AuditNote | None = None,
+    ) -> list[bool]:
+        """Apply each outcome if its lease still holds (running, same worker, same claim).
+        With ``audit`` successes and moves to dead are audited (J10)."""
         # Encode results first: a bad one raises before anything is written.
         completions = [_encoded(c) for c in completions]
         applied: list[bool] = []
@@ -590,7 +700,9 @@ class MemoryState:
                 if job is None or not _holds(job, completion.lease):
                     applied.append(False)
                     continue
-                scope.put(_after_outcome(job, completion.outcome, scope.now), fenced=True)
+                row = _after_outcome(job, completion.outcome, scope.now)
+                scope.put(row, fenced=True)
+                _audit_end(scope, audit, row)
                 applied.append(True)
         return applied
 
@@ -614,10 +726,26 @@ class MemoryState:
 
     def counts(self) -> list[StateCount]:
         """Jobs per (state, kind, tenant); zero counts omitted."""
+        now = self.now()
+        earliest: dict[tuple[str, str | None], datetime] = {}
         with self._lock:
             counter = Counter((j.state, j.kind, j.tenant) for j in self._jobs.values())
+            for j in (self._jobs[i] for i in self._by_state[JobState.PENDING]):
+                key = (j.kind, j.tenant)
+                if key not in earliest or j.available_at < earliest[key]:
+                    earliest[key] = j.available_at
         return [
-            StateCount(state=state, kind=kind, tenant=tenant, count=n)
+            StateCount(
+                state=state,
+                kind=kind,
+                tenant=tenant,
+                count=n,
+                oldest_due_age=(
+                    max(0.0, (now - earliest[kind, tenant]).total_seconds())
+                    if state is JobState.PENDING
+                    else None
+                ),
+            )
             for (state, kind, tenant), n in sorted(
                 counter.items(), key=lambda kv: (kv[0][0].value, kv[0][1], kv[0][2] or "")
             )
@@ -630,8 +758,10 @@ class MemoryState:
         *,
         reset_attempts: bool = False,
         connection: object = None,
+        audit: AuditNote | None = None,
     ) -> list[int]:
-        """Operator transition of every matching job whose state allows ``event``."""
+        """Operator transition of every matching job whose state allows ``event``
+        (each audited with ``audit``, J10)."""
         check_operator_event(event)
         allowed = sources(event)
         changed: list[int] = []
@@ -658,11 +788,16 @@ class MemoryState:
                 else:
                     row = attrs.evolve(job, state=state, completed_at=now)
                 scope.put(row)
+                details = operator_details(job.state, event, reset_attempts=reset_attempts)
+                scope.audit(audit, operator_action(event), row, details)
                 changed.append(job.id)
         return changed
 
-    def delete(self, filter: JobFilter, connection: object = None) -> list[Job]:
-        """Delete matching jobs that are not running; returns them."""
+    def delete(
+        self, filter: JobFilter, connection: object = None, audit: AuditNote | None = None
+    ) -> list[Job]:
+        """Delete matching jobs that are not running; returns them. With ``audit`` each
+        is audited with its payload (J10)."""
         with self._writing():
             scope = self._scope(connection)
             doomed = sorted(
@@ -672,7 +807,19 @@ class MemoryState:
             doomed = [j for j in doomed if _matches(filter, j)]
             for job in doomed:
                 scope.remove(job.id)
+                details = discard_details(job.state, json.loads(job.payload))
+                scope.audit(audit, AuditAction.DISCARD, job, details)
         return [_public(j) for j in doomed]
+
+    def audit_trail(self, job_id: int, connection: object = None) -> list[AuditEvent]:
+        """The job's events in the audit table, oldest first (a transaction also sees
+        its own)."""
+        with self._lock:
+            scope = self._scope(connection)
+            events = list(self._audit)
+            if scope.tx is not None:
+                events += scope.tx._audit
+        return [event for event in events if event.job_id == job_id]
 
     # ---- workers and maintenance ----------------------------------------------------
 
@@ -725,13 +872,71 @@ class MemoryState:
         with self._lock:
             return [row.info for row in self._workers.values()]
 
-    def recover_stale(self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> list[int]:
+    def health_snapshot(self) -> HealthSnapshot:
+        """Workers with their running jobs, and per (kind, tenant) the pending (due and
+        later), running and dead jobs; no schema."""
+        with self._lock:
+            now = self.now()
+            due: Counter[tuple[str, str | None]] = Counter()
+            scheduled: Counter[tuple[str, str | None]] = Counter()
+            oldest: dict[tuple[str, str | None], datetime] = {}
+            for job_id in self._by_state[JobState.PENDING]:
+                job = self._jobs[job_id]
+                key = (job.kind, job.tenant)
+                if job.available_at > now:
+                    scheduled[key] += 1
+                    continue
+                due[key] += 1
+                if key not in oldest or job.available_at < oldest[key]:
+                    oldest[key] = job.available_at
+            running_jobs = [self._jobs[i] for i in self._by_state[JobState.RUNNING]]
+            running = Counter((job.kind, job.tenant) for job in running_jobs)
+            per_worker = Counter(job.claimed_by for job in running_jobs)
+            dead = Counter(
+                (self._jobs[i].kind, self._jobs[i].tenant) for i in self._by_state[JobState.DEAD]
+            )
+            workers = tuple(
+                WorkerStatus(
+                    id=worker_id,
+                    host=row.info.host,
+                    pid=row.info.pid,
+                    kinds=row.info.kinds,
+                    tenants=row.info.tenants,
+                    started_at=row.started_at,
+                    heartbeat_at=row.heartbeat_at,
+                    running=per_worker[worker_id],
+                )
+                for worker_id, row in sorted(self._workers.items())
+            )
+        keys = sorted(due.keys() | scheduled.keys() | running.keys() | dead.keys(), key=_by_kind)
+        queues = tuple(
+            QueueStats(
+                kind=kind,
+                tenant=tenant,
+                due=due[kind, tenant],
+                scheduled=scheduled[kind, tenant],
+                oldest_due_at=oldest.get((kind, tenant)),
+                running=running[kind, tenant],
+                dead=dead[kind, tenant],
+            )
+            for kind, tenant in keys
+        )
+        return HealthSnapshot(now=now, workers=workers, queues=queues)
+
+    def recover_stale(
+        self,
+        *,
+        default_ttl: timedelta,
+        ttls: Mapping[str, timedelta],
+        audit: AuditNote | None = None,
+    ) -> list[int]:
         """Running jobs of vanished or silent workers: back to pending, or dead when no
-        attempt is left. Returns the ids of both. Then removes the rows of workers silent
-        for longer than every TTL."""
+        attempt is left (audited with ``audit``, J10). Returns the ids of both. Then
+        removes the rows of workers silent for longer than every TTL."""
         recovered: list[int] = []
         with self._writing():
             now = self.now()
+            scope = _Scope(self, None, now)
             # Every job of such a worker is recovered below (its TTL is at most this one).
             longest = max([default_ttl, *ttls.values()])
             silent = [
@@ -768,6 +973,7 @@ class MemoryState:
                         recovered=True,
                     )
                 self._commit_row(row, now)
+                _audit_end(scope, audit, row)
                 recovered.append(job_id)
             for worker_id in silent:
                 del self._workers[worker_id]
@@ -786,7 +992,8 @@ class MemoryState:
 
     def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
         """Delete (or archive) succeeded jobs completed before ``now - older_than``, in
-        batches of ``batch_size`` (the lock is released between batches)."""
+        batches of ``batch_size`` (the lock is released between batches), then the audit
+        events older than that (J10); returns the number of jobs."""
         if batch_size < 1:
             raise ValidationError(f"batch_size must be >= 1, got {batch_size}")
         total = 0
@@ -804,9 +1011,23 @@ class MemoryState:
                         self._archived[job_id] = job
             total += len(batch)
             if len(batch) < batch_size:
-                return total
+                break
+        with self._lock:
+            cutoff = self.now() - older_than
+            self._audit = [event for event in self._audit if event.at >= cutoff]
+        return total
 
     def archived(self) -> dict[int, Job]:
         """Jobs moved out by ``purge(archive=True)``, by id."""
         with self._lock:
             return {job_id: _public(job) for job_id, job in sorted(self._archived.items())}
+
+
+def _audit_end(scope: _Scope, note: AuditNote | None, row: Job) -> None:
+    """Audit a job a worker or maintenance moved out of ``running``: success and dead
+    are audited, a return to pending is not (J10)."""
+    action = completion_action(row.state)
+    if action is AuditAction.DLQ:
+        scope.audit(note, action, row, dlq_details(row.last_error, row.attempts))
+    elif action is not None:
+        scope.audit(note, action, row)

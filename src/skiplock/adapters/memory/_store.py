@@ -16,18 +16,20 @@ from typing import TYPE_CHECKING, Any
 
 from skiplock._compat import ThreadSafeEvent
 
-from ._state import InMemoryTransaction, MemoryState
+from ._state import AuditNote, InMemoryTransaction, MemoryState
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
     from datetime import datetime, timedelta
 
     from skiplock.core import (
+        AuditEvent,
         ClaimRequest,
         Completion,
         EnqueueRequest,
         EnqueueResult,
         Event,
+        HealthSnapshot,
         Job,
         JobFilter,
         Lease,
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
-    from skiplock.ports import Clock
+    from skiplock.ports import Audit, Clock
 
 
 class InMemoryNotifier:
@@ -86,6 +88,14 @@ class InMemoryJobStore:
     ``connection=``; its writes apply atomically at commit. ``statement_timeout`` of
     ``transaction()`` and ``autocommit()`` is accepted and ignored (nothing here blocks on
     a database).
+
+    Audit (J10): without a sink the events go to the state's audit table, committed with
+    the transaction's writes. An audit sink is called with the events of a change the
+    caller asked for (enqueue, apply, delete) in a transaction: the caller's (undone back
+    to where the call began if the sink raises) or one of the store's own (rolled back
+    if it raises), and gets that transaction's handle. A worker's change (complete,
+    recover_stale) applies first; the sink then gets the job's transaction handle (what
+    it wrote there is undone if it raises) or None, and its error is logged.
     """
 
     def __init__(self, clock: Clock | None = None, *, state: MemoryState | None = None) -> None:
@@ -98,6 +108,9 @@ class InMemoryJobStore:
     def state(self) -> MemoryState:
         """The shared state; another store built with ``state=`` sees the same jobs."""
         return self._state
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
 
     def now(self) -> datetime:
         """The store's clock."""
@@ -130,24 +143,83 @@ class InMemoryJobStore:
         finally:
             self._state.rollback(handle)
 
+    @contextmanager
+    def _audited(
+        self, connection: Any, audit: Audit, *, kept: bool
+    ) -> Iterator[tuple[Any, AuditNote]]:
+        """The handle for a change audited by ``audit`` and the note it collects events
+        in; with a sink, the sink is called as the class docstring says."""
+        note = AuditNote(actor=audit.actor, table=audit.sink is None)
+        state = self._state
+        tx = state.handle(connection)
+        if audit.sink is None or kept:
+            yield connection, note
+            if not note.events:
+                return
+            if tx is None or tx.autocommit:
+                audit.record_kept(note.events, connection)
+                return
+            # In a job's transaction: what a failing sink wrote there goes, the change stays.
+            savepoint = state.savepoint(tx)
+            if not audit.record_kept(note.events, tx):
+                state.rollback_to(tx, savepoint)
+        elif tx is None or tx.autocommit:
+            own = state.begin()
+            try:
+                yield own, note
+                if note.events:
+                    audit.sink.record(note.events, own)
+            except BaseException:
+                state.rollback(own)
+                raise
+            state.commit(own)
+        else:
+            savepoint = state.savepoint(tx)
+            try:
+                yield tx, note
+                if note.events:
+                    audit.sink.record(note.events, tx)
+            except Exception:
+                state.rollback_to(tx, savepoint)
+                raise
+
     def enqueue(
-        self, requests: Sequence[EnqueueRequest], *, connection: Any = None
+        self,
+        requests: Sequence[EnqueueRequest],
+        *,
+        connection: Any = None,
+        audit: Audit | None = None,
     ) -> list[EnqueueResult]:
         """Create jobs (already validated), all or none; results in request order."""
-        return self._state.enqueue(requests, connection)
+        if audit is None:
+            return self._state.enqueue(requests, connection)
+        with self._audited(connection, audit, kept=False) as (handle, note):
+            results = self._state.enqueue(requests, handle, note)
+        return results
 
-    def claim(self, request: ClaimRequest) -> list[Job]:
+    def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> list[Job]:
         """Atomically move due pending jobs to running for ``request.worker_id``; the
-        first ``request.start_now`` start, the rest are held until :meth:`start`."""
+        first ``request.start_now`` start, the rest are held until :meth:`start`.
+        (Every row here is a job, so a claim buries nothing and audits nothing.)"""
         return self._state.claim(request)
 
     def start(self, leases: Sequence[Lease]) -> list[bool]:
         """Begin held jobs (attempts += 1); False where the lease was lost."""
         return self._state.start(leases)
 
-    def complete(self, completions: Sequence[Completion], *, connection: Any = None) -> list[bool]:
+    def complete(
+        self,
+        completions: Sequence[Completion],
+        *,
+        connection: Any = None,
+        audit: Audit | None = None,
+    ) -> list[bool]:
         """Record outcomes, each fenced by its lease; True where it was applied."""
-        return self._state.complete(completions, connection)
+        if audit is None:
+            return self._state.complete(completions, connection)
+        with self._audited(connection, audit, kept=True) as (handle, note):
+            applied = self._state.complete(completions, handle, note)
+        return applied
 
     def get(self, job_id: int, *, connection: Any = None) -> Job | None:
         """One job, or None."""
@@ -161,6 +233,10 @@ class InMemoryJobStore:
         """Number of jobs per (state, kind, tenant), zero counts omitted."""
         return self._state.counts()
 
+    def health_snapshot(self) -> HealthSnapshot:
+        """Workers and per-kind queues for the health report (no schema to report)."""
+        return self._state.health_snapshot()
+
     def apply(
         self,
         filter: JobFilter,
@@ -168,15 +244,32 @@ class InMemoryJobStore:
         *,
         reset_attempts: bool = False,
         connection: Any = None,
+        audit: Audit | None = None,
     ) -> list[int]:
         """Operator transition (CANCEL, MARK_FAILED, REPLAY); returns the changed ids."""
-        return self._state.apply(
-            filter, event, reset_attempts=reset_attempts, connection=connection
-        )
+        if audit is None:
+            return self._state.apply(
+                filter, event, reset_attempts=reset_attempts, connection=connection
+            )
+        with self._audited(connection, audit, kept=False) as (handle, note):
+            changed = self._state.apply(
+                filter, event, reset_attempts=reset_attempts, connection=handle, audit=note
+            )
+        return changed
 
-    def delete(self, filter: JobFilter, *, connection: Any = None) -> list[Job]:
+    def delete(
+        self, filter: JobFilter, *, connection: Any = None, audit: Audit | None = None
+    ) -> list[Job]:
         """Delete matching jobs that are not running; returns what was deleted."""
-        return self._state.delete(filter, connection)
+        if audit is None:
+            return self._state.delete(filter, connection)
+        with self._audited(connection, audit, kept=False) as (handle, note):
+            deleted = self._state.delete(filter, handle, note)
+        return deleted
+
+    def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
+        """The job's events in the audit table, oldest first."""
+        return self._state.audit_trail(job_id, connection)
 
     def register_worker(self, info: WorkerInfo) -> None:
         """Insert or refresh a worker row (heartbeat = now); jobs an earlier life of
@@ -192,17 +285,28 @@ class InMemoryJobStore:
         """Remove the worker row (clean shutdown)."""
         self._state.unregister_worker(worker_id)
 
-    def recover_stale(self, *, default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> list[int]:
+    def recover_stale(
+        self,
+        *,
+        default_ttl: timedelta,
+        ttls: Mapping[str, timedelta],
+        audit: Audit | None = None,
+    ) -> list[int]:
         """Return stale running jobs to pending (or dead), then drop long-silent worker
         rows; returns the jobs' ids."""
-        return self._state.recover_stale(default_ttl=default_ttl, ttls=ttls)
+        if audit is None:
+            return self._state.recover_stale(default_ttl=default_ttl, ttls=ttls)
+        with self._audited(None, audit, kept=True) as (_, note):
+            recovered = self._state.recover_stale(default_ttl=default_ttl, ttls=ttls, audit=note)
+        return recovered
 
     def try_maintenance(self, name: str, every: timedelta) -> bool:
         """Take the right to run maintenance task ``name`` now, once per ``every``."""
         return self._state.try_maintenance(name, every)
 
     def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
-        """Delete (or archive, see :meth:`archived`) old succeeded jobs; returns how many."""
+        """Delete (or archive, see :meth:`archived`) old succeeded jobs, and audit events
+        older than ``older_than``; returns how many jobs."""
         return self._state.purge(older_than=older_than, archive=archive, batch_size=batch_size)
 
     def archived(self) -> dict[int, Job]:

@@ -17,9 +17,10 @@ def apply_schema(conninfo: str, schema: str = "skiplock") -> list[str]:
         return store.apply_schema(connection=conn)
 
 
-def schema_sql(schema: str = "skiplock") -> str:
-    """Standalone DDL creating the current schema in a fresh database."""
-    return _schema_sql(schema)
+def schema_sql(schema: str = "skiplock", from_version: int = 0) -> str:
+    """Standalone DDL creating the current schema in a fresh database, or with
+    ``from_version`` N the upgrade script from version N (``skiplock schema sql --from N``)."""
+    return _schema_sql(schema, from_version)
 
 
 def schema_status(conninfo: str, schema: str = "skiplock") -> SchemaStatus:

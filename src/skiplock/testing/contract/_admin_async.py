@@ -6,6 +6,7 @@ Mixed into :class:`~.store_async.AsyncJobStoreContract`.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -178,6 +179,25 @@ class AsyncAdminContract(AsyncContractBase):
             (JobState.PENDING, "contract.a", None): 1,
             (JobState.DEAD, "contract.b", "t1"): 1,
         }
+
+    async def test_counts_say_how_long_the_oldest_due_pending_job_waited(
+        self, store: AsyncJobStore
+    ) -> None:
+        now = await store.now()
+        await _enqueue(store, "contract.a", available_at=now - timedelta(hours=1))
+        await _enqueue(store, "contract.a", available_at=now - timedelta(minutes=1))
+        await _enqueue(store, "contract.a", tenant="t1", available_at=now + timedelta(hours=1))
+        await _enqueue(store, "contract.b")
+        job = await _claim_one(store, "contract.b")
+        await _finish(store, job, Bury(error="x"))
+        ages = {(c.state, c.kind, c.tenant): c.oldest_due_age for c in await store.counts()}
+        waited = ages[JobState.PENDING, "contract.a", None]
+        assert waited is not None
+        # Measured on the store's clock a moment after `now`: the hour-old job, not the
+        # minute-old one.
+        assert 3600 <= waited < 3600 + 60
+        assert ages[JobState.PENDING, "contract.a", "t1"] == 0.0  # nothing due yet
+        assert ages[JobState.DEAD, "contract.b", None] is None
 
     async def test_counts_of_an_empty_store(self, store: AsyncJobStore) -> None:
         assert await store.counts() == []

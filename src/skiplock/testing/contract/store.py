@@ -36,9 +36,11 @@ import pytest
 
 from ._admin import AdminContract
 from ._atomicity import AtomicityContract
+from ._audit import AuditContract
 from ._claim import ClaimContract
 from ._completion import CompletionContract
 from ._enqueue import EnqueueContract
+from ._health import HealthContract
 from ._lifecycle import LifecycleContract
 from ._notifier import NotifierContract
 from ._results import ResultsContract
@@ -58,7 +60,9 @@ class JobStoreContract(
     StatementTimeoutContract,
     CompletionContract,
     AdminContract,
+    AuditContract,
     WorkersContract,
+    HealthContract,
     NotifierContract,
     LifecycleContract,
     ResultsContract,

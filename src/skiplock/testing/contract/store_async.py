@@ -33,9 +33,11 @@ import pytest
 
 from ._admin_async import AsyncAdminContract
 from ._atomicity_async import AsyncAtomicityContract
+from ._audit_async import AsyncAuditContract
 from ._claim_async import AsyncClaimContract
 from ._completion_async import AsyncCompletionContract
 from ._enqueue_async import AsyncEnqueueContract
+from ._health_async import AsyncHealthContract
 from ._lifecycle_async import AsyncLifecycleContract
 from ._notifier_async import AsyncNotifierContract
 from ._results_async import AsyncResultsContract
@@ -55,7 +57,9 @@ class AsyncJobStoreContract(
     AsyncStatementTimeoutContract,
     AsyncCompletionContract,
     AsyncAdminContract,
+    AsyncAuditContract,
     AsyncWorkersContract,
+    AsyncHealthContract,
     AsyncNotifierContract,
     AsyncLifecycleContract,
     AsyncResultsContract,

@@ -101,6 +101,25 @@ FROM charged AS c
 WHERE j.id = c.id
 RETURNING {_job_fields}, c.suspect, c.start AS charged
 
+-- name: _audit_write
+-- The audit trail (J10): a statement that changes jobs and records them builds "events"
+-- (job_id, kind, tenant_id, action, actor, at, details; action NULL for a change that
+-- is not audited) and writes them to the audit table in the same statement, unless
+-- :audit_table is false: then an audit sink records the events the statement returns.
+audited AS (
+    INSERT INTO {schema}.audit (at, job_id, kind, tenant_id, action, actor, details)
+    SELECT e.at, e.job_id, e.kind, e.tenant_id, e.action, e.actor, e.details
+    FROM events AS e
+    WHERE :audit_table::bool AND e.action IS NOT NULL
+)
+
+-- name: _audit_columns
+-- The events as returned for an audit sink (audit_action NULL: nothing to record).
+CASE WHEN NOT :audit_table::bool THEN e.action END AS audit_action,
+e.job_id AS audit_job_id, e.kind AS audit_kind, e.tenant_id AS audit_tenant,
+e.actor AS audit_actor, e.at AS audit_at,
+CASE WHEN NOT :audit_table::bool THEN e.details::text END AS audit_details
+
 -- ---- migrations -------------------------------------------------------------------
 
 -- name: migration_lock
@@ -120,12 +139,10 @@ INSERT INTO {schema}.schema_migrations (version, name) VALUES (:version::int, :n
 -- name: now
 SELECT now() AS now;
 
--- name: enqueue
+-- name: _enqueue_input
 -- Ids are drawn from the identity sequence in request order so each result row maps
--- back to its request (ord), whether it was inserted or hit an existing key. Rows go in
--- in key order: two batches sharing keys wait for each other in one order, never in a
--- deadlock.
-WITH input AS MATERIALIZED (
+-- back to its request (ord), whether it was inserted or hit an existing key.
+input AS MATERIALIZED (
     SELECT nextval(pg_get_serial_sequence('{schema}.jobs', 'id')) AS id, u.*
     FROM unnest(
         :kinds::text[], :tenants::text[], :payloads::text[], :priorities::int[],
@@ -136,27 +153,47 @@ WITH input AS MATERIALIZED (
         explicit_max_attempts, idempotency_key, trace_context, ord
     )
     ORDER BY u.ord
-),
+)
+
+-- name: _enqueue_insert
+-- Rows go in in key order: two batches sharing keys wait for each other in one order,
+-- never in a deadlock.
+INSERT INTO {schema}.jobs AS j (
+    id, kind, tenant_id, payload, priority, available_at, max_attempts,
+    explicit_max_attempts, idempotency_key, trace_context
+)
+SELECT
+    i.id, i.kind, i.tenant_id, i.payload::jsonb, i.priority,
+    coalesce(i.available_at, now() + i.delay, now()), i.max_attempts,
+    i.explicit_max_attempts, i.idempotency_key, i.trace_context::jsonb
+FROM input AS i
+ORDER BY i.idempotency_key NULLS LAST, i.ord
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+
+-- name: enqueue
+WITH {_enqueue_input},
 inserted AS (
-    INSERT INTO {schema}.jobs AS j (
-        id, kind, tenant_id, payload, priority, available_at, max_attempts,
-        explicit_max_attempts, idempotency_key, trace_context
-    )
-    SELECT
-        i.id, i.kind, i.tenant_id, i.payload::jsonb, i.priority,
-        coalesce(i.available_at, now() + i.delay, now()), i.max_attempts,
-        i.explicit_max_attempts, i.idempotency_key, i.trace_context::jsonb
-    FROM input AS i
-    ORDER BY i.idempotency_key NULLS LAST, i.ord
-    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    {_enqueue_insert}
     RETURNING j.id
 )
 SELECT input.ord, inserted.id
 FROM input LEFT JOIN inserted ON inserted.id = input.id
 ORDER BY input.ord;
 
--- name: enqueue_one
--- One job without an idempotency key: a plain single-row insert (no arrays, no CTE).
+-- name: enqueue_audited
+-- enqueue with an audit event per job created (J10), in the same statement.
+WITH {_enqueue_input},
+inserted AS (
+    {_enqueue_insert}
+    RETURNING j.id, j.kind, j.tenant_id, j.created_at
+),
+{_enqueued_events},
+{_audit_write}
+SELECT input.ord, e.job_id AS id, {_audit_columns}
+FROM input LEFT JOIN events AS e ON e.job_id = input.id
+ORDER BY input.ord;
+
+-- name: _enqueue_one_insert
 INSERT INTO {schema}.jobs AS j (
     kind, tenant_id, payload, priority, available_at, max_attempts, explicit_max_attempts,
     trace_context
@@ -166,7 +203,34 @@ VALUES (
     coalesce(:available_at::timestamptz, now() + :delay::interval, now()),
     :max_attempts::int, :explicit_max_attempts::bool, CAST(:trace_context::text AS jsonb)
 )
+
+-- name: enqueue_one
+-- One job without an idempotency key: a plain single-row insert (no arrays, no CTE).
+{_enqueue_one_insert}
 RETURNING j.id;
+
+-- name: enqueue_one_audited
+-- enqueue_one with the job's audit event (J10), in the same statement.
+WITH inserted AS (
+    {_enqueue_one_insert}
+    RETURNING j.id, j.kind, j.tenant_id, j.created_at
+),
+{_enqueued_events},
+{_audit_write}
+SELECT e.job_id AS id, {_audit_columns} FROM events AS e;
+
+-- name: _enqueued_events
+events AS (
+    SELECT i.id AS job_id, i.kind, i.tenant_id, 'job_enqueued'::text AS action,
+        :actor::text AS actor, i.created_at AS at, NULL::jsonb AS details
+    FROM inserted AS i
+)
+
+-- name: audit_enqueued
+-- The audit events of a COPY-based bulk enqueue (J10), in its transaction.
+INSERT INTO {schema}.audit (at, job_id, kind, tenant_id, action, actor)
+SELECT :at::timestamptz, u.job_id, u.kind, u.tenant_id, 'job_enqueued', :actor::text
+FROM unnest(:ids::bigint[], :kinds::text[], :tenants::text[]) AS u (job_id, kind, tenant_id);
 
 -- name: reserve_ids
 -- Job ids for a COPY-based bulk enqueue, with the transaction's now().
@@ -322,8 +386,7 @@ WHERE j.id = u.id
   AND j.claimed_by = u.worker
   AND j.claims = u.claim
 
--- name: complete
--- A batch of outcomes in one statement.
+-- name: _complete_batch
 UPDATE {schema}.jobs AS j
 {_complete_set}
 FROM unnest(
@@ -334,7 +397,31 @@ FROM unnest(
     id, worker, claim, status, delay, error, set_error, refund, ran, result, ord
 )
 {_lease_fence}
+
+-- name: complete
+-- A batch of outcomes in one statement.
+{_complete_batch}
 RETURNING u.ord;
+
+-- name: complete_audited
+-- complete with an audit event per success (job_done) and per move to dead (job_dlq),
+-- in the same statement (J10); retries and releases are not audited.
+WITH changed AS (
+    {_complete_batch}
+    RETURNING u.ord, j.id, j.kind, j.tenant_id, j.status, j.last_error, j.attempts
+),
+events AS (
+    SELECT c.ord, c.id AS job_id, c.kind, c.tenant_id,
+        CASE c.status WHEN 'succeeded' THEN 'job_done' WHEN 'dead' THEN 'job_dlq' END
+            AS action,
+        :actor::text AS actor, statement_timestamp() AS at,
+        CASE WHEN c.status = 'dead' THEN
+            jsonb_build_object('error', c.last_error, 'attempts', c.attempts)
+        END AS details
+    FROM changed AS c
+),
+{_audit_write}
+SELECT e.ord, {_audit_columns} FROM events AS e;
 
 -- name: complete_one
 -- One outcome (a transactional job's completion): scalar parameters, no arrays to build.
@@ -407,11 +494,44 @@ ORDER BY j.id DESC
 LIMIT :limit;
 
 -- name: counts
-SELECT j.status, j.kind, j.tenant_id, count(*)::bigint AS count
+-- One grouped scan (a metrics scrape reads it): per group also how long its oldest due
+-- pending job has waited, on the database's clock.
+SELECT j.status, j.kind, j.tenant_id, count(*)::bigint AS count,
+       CASE WHEN j.status = 'pending'
+            THEN greatest(extract(epoch FROM now() - min(j.available_at)), 0)::float8
+       END AS oldest_due_age
 FROM {schema}.jobs AS j
 GROUP BY j.status, j.kind, j.tenant_id;
 
--- name: apply
+-- name: health_queues
+-- The jobs the health report looks at (R9), per kind and tenant: pending due now and
+-- later, the earliest due time, running and dead. Succeeded, failed and cancelled jobs
+-- are left out. A grouped scan, like counts.
+SELECT j.kind, j.tenant_id,
+    count(*) FILTER (WHERE j.status = 'pending' AND j.available_at <= now()) AS due,
+    count(*) FILTER (WHERE j.status = 'pending' AND j.available_at > now()) AS scheduled,
+    min(j.available_at) FILTER (WHERE j.status = 'pending' AND j.available_at <= now())
+        AS oldest_due_at,
+    count(*) FILTER (WHERE j.status = 'running') AS running,
+    count(*) FILTER (WHERE j.status = 'dead') AS dead
+FROM {schema}.jobs AS j
+WHERE j.status IN ('pending', 'running', 'dead')
+GROUP BY j.kind, j.tenant_id
+ORDER BY j.kind, j.tenant_id NULLS FIRST;
+
+-- name: health_workers
+-- Every registered worker with the number of jobs running under its id (each counted
+-- through jobs_running_worker_idx).
+SELECT w.id, w.host, w.pid, w.kinds, w.tenants, w.started_at, w.heartbeat_at,
+    (
+        SELECT count(*)
+        FROM {schema}.jobs AS j
+        WHERE j.status = 'running' AND j.claimed_by = w.id
+    ) AS running
+FROM {schema}.workers AS w
+ORDER BY w.id;
+
+-- name: _apply_update
 -- Operator transition: :sources/:targets is the transition table's slice for the event
 -- (computed by the core). Back to pending means due now with the claim cleared.
 UPDATE {schema}.jobs AS j
@@ -425,12 +545,61 @@ SET status = t.target,
     attempts = CASE WHEN :reset_attempts::bool THEN 0 ELSE j.attempts END
 FROM unnest(:sources::text[], :targets::text[]) AS t (source, target)
 WHERE j.status = t.source AND {_job_filter}
+
+-- name: apply
+{_apply_update}
 RETURNING j.id;
 
--- name: delete
+-- name: apply_audited
+-- apply with an audit event per job changed (J10), in the same statement: :action is
+-- the event's action, the details name the state left and add :details.
+WITH changed AS (
+    {_apply_update}
+    RETURNING j.id, j.kind, j.tenant_id, t.source
+),
+events AS (
+    SELECT c.id AS job_id, c.kind, c.tenant_id, :action::text AS action,
+        :actor::text AS actor, now() AS at,
+        jsonb_build_object('from', c.source) || CAST(:details::text AS jsonb) AS details
+    FROM changed AS c
+),
+{_audit_write}
+SELECT e.job_id AS id, {_audit_columns} FROM events AS e;
+
+-- name: _delete
 DELETE FROM {schema}.jobs AS j
 WHERE j.status <> 'running' AND {_job_filter}
+
+-- name: delete
+{_delete}
 RETURNING {_job_columns};
+
+-- name: delete_audited
+-- delete with an audit event per job deleted (J10), its payload in the details, in the
+-- same statement.
+WITH deleted AS (
+    {_delete}
+    RETURNING j.*
+),
+events AS (
+    SELECT d.id AS job_id, d.kind, d.tenant_id, 'job_discard'::text AS action,
+        :actor::text AS actor, now() AS at,
+        jsonb_build_object('from', d.status, 'payload', d.payload) AS details
+    FROM deleted AS d
+),
+{_audit_write}
+SELECT {_job_columns}, {_audit_columns}
+FROM deleted AS j JOIN events AS e ON e.job_id = j.id;
+
+-- name: audit_trail
+-- One job's audit events, oldest first: a job's next event is written after the
+-- previous one committed, so its ids grow with time.
+SELECT a.action AS audit_action, a.job_id AS audit_job_id, a.kind AS audit_kind,
+    a.tenant_id AS audit_tenant, a.actor AS audit_actor, a.at AS audit_at,
+    a.details::text AS audit_details
+FROM {schema}.audit AS a
+WHERE a.job_id = :id::bigint
+ORDER BY a.id;
 
 -- ---- workers and maintenance ---------------------------------------------------------
 
@@ -482,11 +651,8 @@ DELETE FROM {schema}.workers WHERE id = :id;
 -- name: try_lock
 SELECT pg_try_advisory_xact_lock(:key::bigint) AS locked;
 
--- name: recover_stale
--- Running jobs whose worker stopped heart-beating (or whose worker row is gone): back to
--- pending with attempts unchanged, or dead when no attempt is left. The mark is
--- prepended to the previous error.
-WITH stale AS MATERIALIZED (
+-- name: _stale
+stale AS MATERIALIZED (
     SELECT j.id
     FROM {schema}.jobs AS j
     LEFT JOIN {schema}.workers AS w ON w.id = j.claimed_by
@@ -495,6 +661,8 @@ WITH stale AS MATERIALIZED (
       AND (w.id IS NULL OR w.heartbeat_at < now() - coalesce(t.ttl, :default_ttl::interval))
     FOR UPDATE OF j SKIP LOCKED
 )
+
+-- name: _recover_update
 UPDATE {schema}.jobs AS j
 SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
     claimed_by = CASE WHEN j.attempts >= j.max_attempts THEN j.claimed_by END,
@@ -517,7 +685,34 @@ SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' E
     END
 FROM stale
 WHERE j.id = stale.id
+
+-- name: recover_stale
+-- Running jobs whose worker stopped heart-beating (or whose worker row is gone): back to
+-- pending with attempts unchanged, or dead when no attempt is left. The mark is
+-- prepended to the previous error.
+WITH {_stale}
+{_recover_update}
 RETURNING j.id;
+
+-- name: recover_stale_audited
+-- recover_stale with an audit event per job moved to dead (J10), in the same statement;
+-- returns to pending are not audited.
+WITH {_stale},
+recovered AS (
+    {_recover_update}
+    RETURNING j.id, j.kind, j.tenant_id, j.status, j.last_error, j.attempts
+),
+events AS (
+    SELECT r.id AS job_id, r.kind, r.tenant_id,
+        CASE WHEN r.status = 'dead' THEN 'job_dlq' END AS action,
+        :actor::text AS actor, now() AS at,
+        CASE WHEN r.status = 'dead' THEN
+            jsonb_build_object('error', r.last_error, 'attempts', r.attempts)
+        END AS details
+    FROM recovered AS r
+),
+{_audit_write}
+SELECT e.job_id AS id, {_audit_columns} FROM events AS e;
 
 -- name: delete_silent_workers
 -- After a recovery in the same transaction: rows of workers silent for longer than
@@ -591,5 +786,23 @@ archived AS (
         explicit_max_attempts = EXCLUDED.explicit_max_attempts, started = EXCLUDED.started,
         recovered = EXCLUDED.recovered, started_at = EXCLUDED.started_at,
         result = EXCLUDED.result, errors = EXCLUDED.errors
+)
+SELECT count(*)::int AS purged FROM deleted;
+
+-- name: purge_audit
+-- One retention batch of the audit trail: delete the oldest events (J10). The walk is
+-- purge_audit_candidates (migration 0008): the ordered walk of audit_at_idx whatever the
+-- statistics say.
+WITH doomed AS MATERIALIZED (
+    SELECT c.id
+    FROM {schema}.purge_audit_candidates(
+        older_than => :older_than::interval, batch => :batch_size::int
+    ) AS c (id)
+),
+deleted AS (
+    DELETE FROM {schema}.audit AS a
+    USING doomed
+    WHERE a.id = doomed.id
+    RETURNING a.id
 )
 SELECT count(*)::int AS purged FROM deleted;

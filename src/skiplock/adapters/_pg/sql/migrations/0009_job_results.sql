@@ -1,6 +1,5 @@
 -- 0009: what a job's runs produced (X5): when it first started, the processor's return
--- value, and its failed attempts. Placeholders: {schema} (quoted schema name). Applies
--- on top of 0007 or 0008 alike: it touches nothing an earlier migration did but add.
+-- value, and its failed attempts. Placeholders: {schema} (quoted schema name).
 --
 -- Nullable columns without a default: adding them rewrites nothing (instant on a large
 -- table), and a job that never started, returned nothing or never failed costs no space

@@ -1,0 +1,360 @@
+"""Prometheus metrics for skiplock (R5): ``pip install 'skiplock[prometheus]'``.
+
+:class:`PrometheusMetrics` is a :class:`skiplock.ports.Metrics`: pass it to the engine
+(``AsyncEngine(store, metrics=PrometheusMetrics())``) and serve its registry
+(``skiplock worker --metrics-port 9100``, or :meth:`PrometheusMetrics.serve`). The full
+list of metrics, their labels and example alerts are in docs/operations.md, "Metrics".
+
+Per-job counters and histograms are updated by the worker as jobs go. Queue depths and
+worker gauges are read when Prometheus scrapes: one grouped ``counts()`` query per scrape
+(cached for ``cache_seconds``), never per job.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from skiplock.core import JobState, ValidationError, check_bool, check_int
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from threading import Thread
+    from wsgiref.simple_server import WSGIServer
+
+    from prometheus_client.metrics_core import Metric
+
+    from skiplock.core import StateCount
+    from skiplock.ports import WorkerStatus
+
+__all__ = [
+    "DEFAULT_DURATION_BUCKETS",
+    "DEFAULT_LATENCY_BUCKETS",
+    "OTHER",
+    "PrometheusMetrics",
+]
+
+logger = logging.getLogger("skiplock.metrics")
+
+#: The tenant label of the (kind, tenant) pairs beyond ``max_series``, summed per kind.
+OTHER = "__other__"
+
+#: Claim latency (due to claimed): from a few ms on an idle queue to hours of backlog.
+DEFAULT_LATENCY_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
+    3600.0,
+)  # fmt: skip
+#: Processing time of an attempt: sub-millisecond work to hour-long jobs.
+DEFAULT_DURATION_BUCKETS = (
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+    900.0, 3600.0,
+)  # fmt: skip
+
+# Outcomes of attempts whose processor ran to an end: their durations are observed.
+_PROCESSED = frozenset({"succeeded", "retry", "dead"})
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _check_namespace(namespace: object) -> str:
+    if (
+        not isinstance(namespace, str)
+        or not namespace
+        or namespace[0].isdigit()
+        or not set(namespace) <= _NAME_CHARS
+    ):
+        raise ValidationError(
+            f"namespace must be a Prometheus name ([a-zA-Z_][a-zA-Z0-9_]*), got {namespace!r}"
+        )
+    return namespace
+
+
+def _positive(name: str, value: object, *, allow_zero: bool = False) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (value >= 0 if allow_zero else value > 0)
+        or value != value  # NaN
+        or value == float("inf")
+    ):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValidationError(f"{name} must be a finite number {bound}, got {value!r}")
+    return float(value)
+
+
+class PrometheusMetrics:
+    """A :class:`skiplock.ports.Metrics` that keeps Prometheus metrics in ``registry``.
+
+    Every name starts with ``namespace`` (default ``skiplock``). ``depths=False`` leaves
+    out the queue-depth gauges (they are cluster-wide: one process reporting them is
+    enough). ``max_series`` caps the (kind, tenant) pairs of every metric with a tenant
+    label: the pairs with the most jobs keep their own series, the rest are summed per
+    kind under tenant ``"__other__"``. Depths are read at most once per ``cache_seconds``
+    (concurrent scrapes share one query); an async store gets ``counts_timeout`` seconds
+    to answer, else the scrape goes without depths (logged).
+
+    Register one instance per registry: a second one on the same registry raises
+    ``ValueError`` (duplicated time series).
+    """
+
+    def __init__(
+        self,
+        *,
+        namespace: str = "skiplock",
+        registry: CollectorRegistry = REGISTRY,
+        depths: bool = True,
+        max_series: int = 100,
+        cache_seconds: float = 5.0,
+        counts_timeout: float = 5.0,
+        latency_buckets: Sequence[float] = DEFAULT_LATENCY_BUCKETS,
+        duration_buckets: Sequence[float] = DEFAULT_DURATION_BUCKETS,
+    ) -> None:
+        ns = _check_namespace(namespace)
+        check_int("max_series", max_series, minimum=1)
+        if not isinstance(registry, CollectorRegistry):
+            raise TypeError(
+                f"registry must be a prometheus_client CollectorRegistry, got "
+                f"{type(registry).__name__}"
+            )
+        self._namespace = ns
+        self._registry = registry
+        self._depths = check_bool("depths", depths)
+        self._max_series = max_series
+        self._cache_seconds = _positive("cache_seconds", cache_seconds, allow_zero=True)
+        self._counts_timeout = _positive("counts_timeout", counts_timeout)
+
+        self._claim_latency = Histogram(
+            f"{ns}_jobs_claim_latency_seconds",
+            "Seconds from a job's due time to its claim.",
+            ["kind"],
+            registry=registry,
+            buckets=tuple(latency_buckets),
+        )
+        self._processing = Histogram(
+            f"{ns}_jobs_processing_seconds",
+            "Seconds an attempt ran, for attempts that ended succeeded, retry or dead.",
+            ["kind"],
+            registry=registry,
+            buckets=tuple(duration_buckets),
+        )
+        self._attempts = Counter(
+            f"{ns}_jobs_attempts",
+            "Claimed jobs that ended, by outcome: succeeded, retry, dead, released, lost, error.",
+            ["kind", "outcome"],
+            registry=registry,
+        )
+        self._rate_limited = Counter(
+            f"{ns}_rate_limited",
+            "Jobs released by a token bucket (rate limit or provider cap).",
+            ["tenant", "kind"],
+            registry=registry,
+        )
+        # Label children by label values, so the per-job hooks skip labels() (its lock and
+        # validation) after the first job of a kind: a plain dict read, no lock of ours.
+        self._latency_of: dict[str, Histogram] = {}
+        self._processing_of: dict[str, Histogram] = {}
+        self._attempts_of: dict[tuple[str, str], Counter] = {}
+        self._throttled_of: dict[tuple[str, str | None], Counter] = {}
+
+        self._lock = threading.Lock()  # workers and the throttled pairs; never per job
+        self._workers: dict[str, tuple[WorkerStatus, Callable[[float], Sequence[StateCount]]]] = {}
+        self._depth_lock = threading.Lock()  # one counts() query at a time
+        self._cached: list[StateCount] | None = None
+        self._cached_at = 0.0
+        registry.register(_ScrapeCollector(self))
+
+    # ---- accessors ------------------------------------------------------------------
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The registry holding these metrics (serve it)."""
+        return self._registry
+
+    @property
+    def namespace(self) -> str:
+        """The prefix of every metric name."""
+        return self._namespace
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> tuple[WSGIServer, Thread]:
+        """Serve the registry on ``http://addr:port/metrics`` from a daemon thread
+        (``prometheus_client.start_http_server``); returns the server (``shutdown()`` it)
+        and its thread. Raises OSError if the port is taken."""
+        return start_http_server(port, addr, registry=self._registry)
+
+    # ---- the Metrics port: per job --------------------------------------------------
+
+    def job_claimed(self, kind: str, tenant: str | None, latency: float) -> None:
+        child = self._latency_of.get(kind)
+        if child is None:
+            child = self._latency_of[kind] = self._claim_latency.labels(kind)
+        child.observe(latency)
+
+    def job_finished(self, kind: str, tenant: str | None, outcome: str, duration: float) -> None:
+        counter = self._attempts_of.get((kind, outcome))
+        if counter is None:
+            counter = self._attempts_of[kind, outcome] = self._attempts.labels(kind, outcome)
+        counter.inc()
+        if outcome in _PROCESSED:
+            child = self._processing_of.get(kind)
+            if child is None:
+                child = self._processing_of[kind] = self._processing.labels(kind)
+            child.observe(duration)
+
+    def rate_limited(self, kind: str, tenant: str | None) -> None:
+        counter = self._throttled_of.get((kind, tenant))
+        if counter is None:
+            with self._lock:
+                counter = self._throttled_of.get((kind, tenant))
+                if counter is None:
+                    if len(self._throttled_of) < self._max_series:
+                        counter = self._rate_limited.labels(tenant or "", kind)
+                        self._throttled_of[kind, tenant] = counter
+                    else:  # beyond the cap: not remembered, so memory stays bounded too
+                        counter = self._rate_limited.labels(OTHER, kind)
+        counter.inc()
+
+    # ---- the Metrics port: workers --------------------------------------------------
+
+    def worker_started(
+        self, worker: WorkerStatus, counts: Callable[[float], Sequence[StateCount]]
+    ) -> None:
+        with self._lock:
+            self._workers[worker.id] = (worker, counts)
+
+    def worker_stopped(self, worker: WorkerStatus) -> None:
+        with self._lock:
+            self._workers.pop(worker.id, None)
+            if not self._workers:
+                self._cached = None  # stale: the next worker reads afresh
+
+    # ---- scraping -------------------------------------------------------------------
+
+    def _families(self) -> dict[str, GaugeMetricFamily]:
+        ns = self._namespace
+        pair = ["kind", "tenant"]
+        worker = ["worker"]
+        specs: list[tuple[str, str, list[str]]] = []
+        if self._depths:
+            specs += [
+                ("jobs_pending", "Jobs waiting to run (due or scheduled).", pair),
+                ("jobs_running", "Jobs claimed by a worker (running or prefetched).", pair),
+                ("jobs_dlq", "Jobs in the dead-letter state (dead).", pair),
+                (
+                    "jobs_oldest_pending_age_seconds",
+                    "Seconds the longest-waiting due pending job has been due (0: none).",
+                    pair,
+                ),
+            ]
+        specs += [
+            ("worker_slots", "Job slots of a running worker (its concurrency).", worker),
+            ("worker_slots_busy", "Slots running a job now.", worker),
+            ("worker_jobs_held", "Claimed jobs waiting in the worker's prefetch buffer.", worker),
+            (
+                "worker_outcomes_unwritten",
+                "Finished jobs whose outcome is not written yet.",
+                worker,
+            ),
+        ]
+        return {
+            name: GaugeMetricFamily(f"{ns}_{name}", doc, labels=labels)
+            for name, doc, labels in specs
+        }
+
+    def _describe(self) -> Iterable[Metric]:
+        return list(self._families().values())
+
+    def _collect(self) -> Iterable[Metric]:
+        families = self._families()
+        with self._lock:
+            workers = list(self._workers.values())
+        for status, _ in workers:
+            labels = [status.id]
+            families["worker_slots"].add_metric(labels, status.concurrency)
+            families["worker_slots_busy"].add_metric(labels, status.running)
+            families["worker_jobs_held"].add_metric(labels, status.held)
+            families["worker_outcomes_unwritten"].add_metric(labels, status.unwritten)
+        if self._depths and workers:
+            counts = self._counts(workers[0][1])
+            if counts is not None:
+                for (kind, tenant), (pending, running, dead, age) in self._depth_rows(counts):
+                    labels = [kind, tenant]
+                    families["jobs_pending"].add_metric(labels, pending)
+                    families["jobs_running"].add_metric(labels, running)
+                    families["jobs_dlq"].add_metric(labels, dead)
+                    families["jobs_oldest_pending_age_seconds"].add_metric(labels, age)
+            else:
+                for name in ("jobs_pending", "jobs_running", "jobs_dlq"):
+                    del families[name]
+                del families["jobs_oldest_pending_age_seconds"]
+        return list(families.values())
+
+    def _counts(self, source: Callable[[float], Sequence[StateCount]]) -> list[StateCount] | None:
+        """The store's counts: cached, else one query (concurrent scrapes share it)."""
+        with self._depth_lock:
+            now = time.monotonic()
+            cached = self._cached
+            if cached is not None and now - self._cached_at < self._cache_seconds:
+                return cached
+            try:
+                counts = list(source(self._counts_timeout))
+            except Exception as exc:
+                logger.warning(
+                    "reading the job counts failed (%s: %s); this scrape has no queue depths",
+                    type(exc).__name__,
+                    exc,
+                )
+                return None
+            self._cached, self._cached_at = counts, time.monotonic()
+            return counts
+
+    def _depth_rows(
+        self, counts: Iterable[StateCount]
+    ) -> list[tuple[tuple[str, str], tuple[int, int, int, float]]]:
+        """(kind, tenant label) -> (pending, running, dead, oldest due age), the pairs
+        beyond ``max_series`` summed per kind under :data:`OTHER`."""
+        pairs: dict[tuple[str, str | None], list[float]] = {}
+        column = {JobState.PENDING: 0, JobState.RUNNING: 1, JobState.DEAD: 2}
+        for c in counts:
+            row = pairs.setdefault((c.kind, c.tenant), [0, 0, 0, 0.0])
+            index = column.get(c.state)
+            if index is not None:
+                row[index] += c.count
+            if c.state is JobState.PENDING and c.oldest_due_age is not None:
+                row[3] = max(row[3], c.oldest_due_age)
+        # The busiest pairs keep their series (ties broken by name, so it is stable).
+        ranked = sorted(
+            pairs.items(),
+            key=lambda kv: (-(kv[1][0] + kv[1][1] + kv[1][2]), kv[0][0], kv[0][1] or ""),
+        )
+        rows: dict[tuple[str, str], list[float]] = {}
+        for index, ((kind, tenant), values) in enumerate(ranked):
+            key = (kind, tenant or "") if index < self._max_series else (kind, OTHER)
+            row = rows.setdefault(key, [0, 0, 0, 0.0])
+            row[0] += values[0]
+            row[1] += values[1]
+            row[2] += values[2]
+            row[3] = max(row[3], values[3])
+        return [
+            (key, (int(row[0]), int(row[1]), int(row[2]), row[3]))
+            for key, row in sorted(rows.items())
+        ]
+
+
+class _ScrapeCollector(Collector):
+    """The scrape-time gauges of one :class:`PrometheusMetrics`."""
+
+    def __init__(self, owner: PrometheusMetrics) -> None:
+        self._owner = owner
+
+    def describe(self) -> Iterable[Metric]:
+        # Names for the registry's duplicate check, without querying anything.
+        return self._owner._describe()
+
+    def collect(self) -> Iterable[Metric]:
+        return self._owner._collect()

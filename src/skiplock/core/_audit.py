@@ -1,0 +1,103 @@
+"""The audit trail's events (J10): what each lifecycle change records. Pure data.
+
+Stores build the events of the changes they make; the rule of which change records which
+action, and with which details, is here once (a SQL store repeats it in its statements,
+and the contract kit holds both to the same events).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from ._types import JSON, Event, JobState
+
+
+class AuditAction(enum.StrEnum):
+    """What an audit event records."""
+
+    #: A job was created (an idempotency-key hit creates nothing and records nothing).
+    ENQUEUED = "job_enqueued"
+    #: A worker recorded the job's success.
+    DONE = "job_done"
+    #: The job moved to ``dead``: its worker buried it (attempts used up, unknown kind,
+    #: undecodable payload), a claim buried a row that cannot become a job (X4), or
+    #: stale-claim recovery found no attempt left.
+    DLQ = "job_dlq"
+    #: An operator replayed a dead, failed or cancelled job (``retry_job``, ``retry_dead``).
+    REPLAY = "job_replay"
+    #: An operator deleted the job; the details keep its payload.
+    DISCARD = "job_discard"
+    #: An operator cancelled the job.
+    CANCELLED = "job_cancelled"
+    #: An operator marked the job failed.
+    FAILED_MANUALLY = "job_failed_manually"
+
+
+@attrs.frozen
+class AuditEvent:
+    """One audited change of one job.
+
+    ``actor`` is who made it: the caller's ``actor=`` (or ``Settings.audit_actor``) for
+    enqueues and admin calls, the worker's id for a worker's transitions. ``at`` is the
+    store's time of the change. ``details`` depend on the action (see
+    :func:`dlq_details`, :func:`operator_details`, :func:`discard_details`); None for
+    ``job_enqueued`` and ``job_done``.
+    """
+
+    action: AuditAction
+    job_id: int
+    kind: str
+    tenant: str | None
+    actor: str | None
+    at: datetime
+    details: Mapping[str, JSON] | None = None
+
+
+#: The action an operator event records.
+OPERATOR_ACTIONS: Mapping[Event, AuditAction] = {
+    Event.REPLAY: AuditAction.REPLAY,
+    Event.CANCEL: AuditAction.CANCELLED,
+    Event.MARK_FAILED: AuditAction.FAILED_MANUALLY,
+}
+
+
+def operator_action(event: Event) -> AuditAction:
+    """The action of an operator transition (``CANCEL``, ``MARK_FAILED``, ``REPLAY``)."""
+    return OPERATOR_ACTIONS[event]
+
+
+def operator_details(source: JobState, event: Event, *, reset_attempts: bool) -> dict[str, Any]:
+    """Details of an operator transition: the state it left (``from``), and for a replay
+    whether the attempts were reset."""
+    details: dict[str, Any] = {"from": source.value}
+    return details | operator_extra(event, reset_attempts=reset_attempts)
+
+
+def operator_extra(event: Event, *, reset_attempts: bool) -> dict[str, Any]:
+    """The details of an operator transition besides ``from``."""
+    return {"reset_attempts": reset_attempts} if event is Event.REPLAY else {}
+
+
+def dlq_details(error: str | None, attempts: int) -> dict[str, Any]:
+    """Details of a move to ``dead``: the stored error and the attempts used."""
+    return {"error": error, "attempts": attempts}
+
+
+def discard_details(state: JobState, payload: JSON) -> dict[str, Any]:
+    """Details of a delete: the state the job was in and its payload."""
+    return {"from": state.value, "payload": payload}
+
+
+def completion_action(state: JobState) -> AuditAction | None:
+    """The action of a worker's outcome by the state it leaves the job in: success and
+    ``dead`` are audited, a retry or release (back to ``pending``) is not."""
+    if state is JobState.SUCCEEDED:
+        return AuditAction.DONE
+    if state is JobState.DEAD:
+        return AuditAction.DLQ
+    return None

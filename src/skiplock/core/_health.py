@@ -1,0 +1,399 @@
+"""Health and info (R9): what a store reads for it, the report, and the rules between them.
+
+A store reads a :class:`HealthSnapshot` (its now, the registered workers, per kind and
+tenant the jobs that matter, the schema version); :func:`assess_health` turns it into a
+:class:`HealthReport` with one line per problem. Pure: time comes with the snapshot.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+
+#: A worker is live while its last heartbeat is younger than this many heartbeat
+#: intervals (capped at the stale TTL), unless the caller gives a timeout.
+LIVE_HEARTBEATS = 3
+#: Problem lines name at most this many tenants or workers, then "and N more".
+_MAX_NAMED = 3
+
+
+# ---- what a store reads ----------------------------------------------------------------
+
+
+@attrs.frozen
+class WorkerStatus:
+    """A registered worker as the store sees it."""
+
+    id: str
+    host: str
+    pid: int
+    #: The kinds it claims; None: every kind.
+    kinds: frozenset[str] | None
+    #: The tenants whose jobs it claims; None: any tenant (and jobs without one).
+    tenants: frozenset[str] | None
+    started_at: datetime
+    heartbeat_at: datetime
+    #: Jobs running under its id.
+    running: int = 0
+
+    def claims(self, kind: str, tenant: str | None) -> bool:
+        """Whether this worker would claim a job of ``kind`` and ``tenant``."""
+        return (self.kinds is None or kind in self.kinds) and (
+            self.tenants is None or (tenant is not None and tenant in self.tenants)
+        )
+
+
+@attrs.frozen
+class QueueStats:
+    """Jobs of one kind and tenant: pending (due now, or scheduled later), running, dead."""
+
+    kind: str
+    tenant: str | None
+    due: int = 0
+    scheduled: int = 0
+    #: The earliest due time of the due pending jobs (None: none is due).
+    oldest_due_at: datetime | None = None
+    running: int = 0
+    dead: int = 0
+
+
+@attrs.frozen
+class SchemaInfo:
+    """The version of a store's schema: ``version`` is the highest migration applied
+    (0: none), ``expected`` the one this code needs."""
+
+    name: str
+    installed: bool
+    version: int
+    expected: int
+    #: Migrations this code has that the database lacks.
+    pending: tuple[str, ...] = ()
+    #: What installs or updates it, e.g. ``skiplock schema apply --dsn ...``.
+    apply_command: str | None = None
+
+    @property
+    def up_to_date(self) -> bool:
+        """Installed with no migration pending (a newer database is up to date too)."""
+        return self.installed and not self.pending
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``name``, ``installed``, ``version``, ``expected``, ``pending``,
+        ``up_to_date``."""
+        return {
+            "name": self.name,
+            "installed": self.installed,
+            "version": self.version,
+            "expected": self.expected,
+            "pending": list(self.pending),
+            "up_to_date": self.up_to_date,
+        }
+
+
+@attrs.frozen
+class HealthSnapshot:
+    """What a store reads for the health report, in one operation (R9)."""
+
+    #: The store's clock when it read the rest.
+    now: datetime
+    workers: tuple[WorkerStatus, ...] = ()
+    queues: tuple[QueueStats, ...] = ()
+    #: None: the store has no versioned schema (the in-memory one).
+    schema: SchemaInfo | None = None
+
+
+# ---- the report ------------------------------------------------------------------------
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _seconds(value: timedelta | None) -> float | None:
+    return None if value is None else value.total_seconds()
+
+
+def _names(values: frozenset[str] | None) -> list[str] | None:
+    return None if values is None else sorted(values)
+
+
+@attrs.frozen
+class WorkerHealth:
+    """A registered worker in the report: live while its heartbeat is recent enough."""
+
+    id: str
+    host: str
+    pid: int
+    kinds: frozenset[str] | None
+    tenants: frozenset[str] | None
+    started_at: datetime
+    last_heartbeat: datetime
+    heartbeat_age: timedelta
+    running: int
+    live: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (times ISO 8601, ages in seconds, kinds/tenants sorted or null)."""
+        return {
+            "id": self.id,
+            "host": self.host,
+            "pid": self.pid,
+            "kinds": _names(self.kinds),
+            "tenants": _names(self.tenants),
+            "started_at": _iso(self.started_at),
+            "last_heartbeat": _iso(self.last_heartbeat),
+            "heartbeat_age_seconds": _seconds(self.heartbeat_age),
+            "running": self.running,
+            "live": self.live,
+        }
+
+
+@attrs.frozen
+class KindHealth:
+    """One kind in the report (every tenant together)."""
+
+    kind: str
+    #: Pending jobs due now (the queue depth) and pending jobs due later.
+    pending_due: int
+    scheduled: int
+    #: How long the oldest due pending job has been due (None: none is due).
+    oldest_due_age: timedelta | None
+    running: int
+    dead: int
+    #: Due pending jobs that no live worker claims (its kind and tenant).
+    uncovered: int
+
+    @property
+    def covered(self) -> bool:
+        """Whether a live worker claims every due pending job of the kind."""
+        return self.uncovered == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the age in seconds)."""
+        return {
+            "kind": self.kind,
+            "pending_due": self.pending_due,
+            "scheduled": self.scheduled,
+            "oldest_due_age_seconds": _seconds(self.oldest_due_age),
+            "running": self.running,
+            "dead": self.dead,
+            "uncovered": self.uncovered,
+            "covered": self.covered,
+        }
+
+
+@attrs.frozen
+class HealthThresholds:
+    """What the report counts as a problem: a worker is live while its last heartbeat is
+    at most ``worker_timeout`` old; a kind whose oldest due job has waited longer than
+    ``max_pending_age``, or with more than ``max_dead`` dead jobs, is a problem (None:
+    never)."""
+
+    worker_timeout: timedelta
+    max_pending_age: timedelta | None = None
+    max_dead: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (durations in seconds)."""
+        return {
+            "worker_timeout_seconds": _seconds(self.worker_timeout),
+            "max_pending_age_seconds": _seconds(self.max_pending_age),
+            "max_dead": self.max_dead,
+        }
+
+
+@attrs.frozen
+class HealthReport:
+    """The health of a store's queue and workers (R9), from ``engine.health()``.
+
+    ``healthy`` is True when ``problems`` is empty; each problem is one line saying what
+    is wrong and, where it can, what to do. ``to_dict()`` is JSON-serialisable.
+    """
+
+    healthy: bool
+    problems: list[str]
+    #: False when the store could not be read (``error`` says why); the rest is empty.
+    reachable: bool
+    error: str | None
+    #: The store's clock when it was read (None if it could not be).
+    checked_at: datetime | None
+    #: None: unknown (unreachable) or the store has no versioned schema.
+    schema: SchemaInfo | None
+    workers: list[WorkerHealth]
+    kinds: list[KindHealth]
+    #: Kinds with due pending jobs that no live worker claims.
+    uncovered_kinds: list[str]
+    #: The thresholds the report was made with.
+    thresholds: HealthThresholds
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data; keys are listed in docs/operations.md."""
+        return {
+            "healthy": self.healthy,
+            "problems": list(self.problems),
+            "checked_at": _iso(self.checked_at),
+            "database": {"reachable": self.reachable, "error": self.error},
+            "schema": None if self.schema is None else self.schema.to_dict(),
+            "workers": [worker.to_dict() for worker in self.workers],
+            "kinds": [kind.to_dict() for kind in self.kinds],
+            "uncovered_kinds": list(self.uncovered_kinds),
+            "thresholds": self.thresholds.to_dict(),
+        }
+
+
+# ---- the rules -------------------------------------------------------------------------
+
+
+def format_duration(value: timedelta) -> str:
+    """A short human duration: ``250ms``, ``45s``, ``12m30s``, ``2h5m``, ``3d4h``."""
+    seconds = value.total_seconds()
+    if seconds < 0:
+        return "-" + format_duration(-value)
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    whole = round(seconds)
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, whole = divmod(whole, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts[:2])
+
+
+def _listed(items: list[str]) -> str:
+    named = ", ".join(items[:_MAX_NAMED])
+    more = len(items) - _MAX_NAMED
+    return f"{named} and {more} more" if more > 0 else named
+
+
+def _schema_problem(schema: SchemaInfo) -> str | None:
+    todo = f"; run `{schema.apply_command}`" if schema.apply_command else ""
+    if not schema.installed:
+        return f"schema {schema.name!r} is not installed{todo}"
+    if schema.pending:
+        return (
+            f"schema {schema.name!r} is at version {schema.version}, this code expects "
+            f"{schema.expected} (pending: {', '.join(schema.pending)}){todo}"
+        )
+    return None
+
+
+def _claims_kind(worker: WorkerHealth, kind: str) -> bool:
+    return worker.kinds is None or kind in worker.kinds
+
+
+def _uncovered_problem(
+    kind: str, uncovered: dict[str | None, int], workers: list[WorkerHealth]
+) -> str:
+    count = sum(uncovered.values())
+    if any(w.live and _claims_kind(w, kind) for w in workers):
+        # The kind is claimed, but not for these tenants.
+        tenants = sorted("(no tenant)" if t is None else repr(t) for t in uncovered)
+        return (
+            f"kind {kind!r}: {count} due job(s) of tenant(s) {_listed(tenants)} "
+            "that no live worker claims"
+        )
+    line = f"kind {kind!r}: {count} due job(s) and no live worker claims the kind"
+    silent = sorted(
+        (w for w in workers if not w.live and _claims_kind(w, kind)),
+        key=lambda w: w.heartbeat_age,
+    )
+    if silent:
+        names = [f"{w.id} (silent for {format_duration(w.heartbeat_age)})" for w in silent]
+        line += f"; worker(s) that claim it stopped sending heartbeats: {_listed(names)}"
+    return line
+
+
+def assess_health(snapshot: HealthSnapshot, thresholds: HealthThresholds) -> HealthReport:
+    """The report on ``snapshot``. Problems: a schema missing or older than the code, due
+    pending jobs no live worker claims, and those ``thresholds`` define."""
+    now = snapshot.now
+    worker_timeout = thresholds.worker_timeout
+    max_pending_age = thresholds.max_pending_age
+    max_dead = thresholds.max_dead
+    statuses = {w.id: w for w in snapshot.workers}
+    workers = [
+        WorkerHealth(
+            id=w.id,
+            host=w.host,
+            pid=w.pid,
+            kinds=w.kinds,
+            tenants=w.tenants,
+            started_at=w.started_at,
+            last_heartbeat=w.heartbeat_at,
+            heartbeat_age=max(now - w.heartbeat_at, timedelta(0)),
+            running=w.running,
+            live=w.heartbeat_at >= now - worker_timeout,
+        )
+        for w in sorted(snapshot.workers, key=lambda w: w.id)
+    ]
+    live = [statuses[w.id] for w in workers if w.live]
+
+    by_kind: dict[str, list[QueueStats]] = defaultdict(list)
+    for stats in snapshot.queues:
+        by_kind[stats.kind].append(stats)
+    problems: list[str] = []
+    if snapshot.schema is not None and (problem := _schema_problem(snapshot.schema)):
+        problems.append(problem)
+    kinds: list[KindHealth] = []
+    uncovered_kinds: list[str] = []
+    for kind in sorted(by_kind):
+        rows = by_kind[kind]
+        uncovered = {
+            s.tenant: s.due
+            for s in rows
+            if s.due and not any(w.claims(kind, s.tenant) for w in live)
+        }
+        due_times = [s.oldest_due_at for s in rows if s.oldest_due_at is not None]
+        health = KindHealth(
+            kind=kind,
+            pending_due=sum(s.due for s in rows),
+            scheduled=sum(s.scheduled for s in rows),
+            oldest_due_age=max(now - min(due_times), timedelta(0)) if due_times else None,
+            running=sum(s.running for s in rows),
+            dead=sum(s.dead for s in rows),
+            uncovered=sum(uncovered.values()),
+        )
+        kinds.append(health)
+        if uncovered:
+            uncovered_kinds.append(kind)
+            problems.append(_uncovered_problem(kind, uncovered, workers))
+        age = health.oldest_due_age
+        if max_pending_age is not None and age is not None and age > max_pending_age:
+            problems.append(
+                f"kind {kind!r}: the oldest due job has waited {format_duration(age)} "
+                f"(max {format_duration(max_pending_age)})"
+            )
+        if max_dead is not None and health.dead > max_dead:
+            problems.append(f"kind {kind!r}: {health.dead} dead job(s) (max {max_dead})")
+    return HealthReport(
+        healthy=not problems,
+        problems=problems,
+        reachable=True,
+        error=None,
+        checked_at=now,
+        schema=snapshot.schema,
+        workers=workers,
+        kinds=kinds,
+        uncovered_kinds=uncovered_kinds,
+        thresholds=thresholds,
+    )
+
+
+def unreachable_report(error: str, thresholds: HealthThresholds) -> HealthReport:
+    """The report when the store could not be read: unhealthy, ``error`` as the reason."""
+    line = " ".join(error.split()) or "unknown error"
+    return HealthReport(
+        healthy=False,
+        problems=[f"database unreachable: {line}"],
+        reachable=False,
+        error=line,
+        checked_at=None,
+        schema=None,
+        workers=[],
+        kinds=[],
+        uncovered_kinds=[],
+        thresholds=thresholds,
+    )

@@ -1,0 +1,3 @@
+"""Integrations with web frameworks (import the one you use): ``skiplock.integrations.fastapi``."""
+
+from __future__ import annotations

@@ -1,0 +1,487 @@
+"""Contract tests of the audit trail (J10) (async source; ``_audit.py`` is its generated
+twin).
+
+With ``audit=`` every audited change records exactly one event per job, with its action,
+job, kind, tenant and actor, in the change's transaction; without it nothing is
+recorded. An audit sink gets the events inside that transaction; a sink that raises undoes
+a caller's change and leaves a worker's change standing. Retention purges old events.
+Mixed into :class:`~.store_async.AsyncJobStoreContract`.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from skiplock.core import (
+    AuditAction,
+    AuditEvent,
+    Bury,
+    Completion,
+    Event,
+    Job,
+    JobFilter,
+    JobState,
+    Release,
+    Retry,
+    Succeeded,
+)
+from skiplock.ports import AsyncAudit
+
+from ._support_async import (
+    _PAYLOAD,
+    _WORKER,
+    AsyncContractBase,
+    _all_jobs,
+    _claim_one,
+    _enqueue,
+    _fresh_kind,
+    _get,
+    _in_state,
+    _request,
+    _Rollback,
+    _running,
+    requires,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from skiplock.ports import AsyncJobStore
+    from skiplock.testing import FakeClock
+
+_ACTOR = "alice@example.com"
+
+
+class _SinkError(Exception):
+    """What a failing contract sink raises."""
+
+
+class _Sink:
+    """An audit sink that keeps every call; with ``side`` it enqueues a job of that kind
+    through the connection it is given, then raises if ``fail``."""
+
+    def __init__(
+        self, store: AsyncJobStore, *, side: str | None = None, fail: bool = False
+    ) -> None:
+        self.store = store
+        self.side = side
+        self.fail = fail
+        self.calls: list[tuple[list[AuditEvent], Any]] = []
+
+    async def record(self, events: Sequence[AuditEvent], connection: Any) -> None:
+        self.calls.append((list(events), connection))
+        if self.side is not None:
+            await self.store.enqueue([_request(self.side)], connection=connection)
+        if self.fail:
+            raise _SinkError("the audit log is down")
+
+    def events(self) -> list[AuditEvent]:
+        return [event for events, _ in self.calls for event in events]
+
+
+def _audit(actor: str | None = _ACTOR, sink: _Sink | None = None) -> AsyncAudit:
+    return AsyncAudit(actor=actor, sink=sink)
+
+
+def _one(job_id: int) -> JobFilter:
+    return JobFilter(ids=frozenset({job_id}))
+
+
+def _facts(events: Sequence[AuditEvent]) -> list[tuple[Any, ...]]:
+    """The events without their times."""
+    return [(e.action, e.job_id, e.kind, e.tenant, e.actor, e.details) for e in events]
+
+
+class AsyncAuditContract(AsyncContractBase):
+    """The audit trail: one event per audited change, in the change's transaction."""
+
+    # ---- off by default -----------------------------------------------------------------
+
+    async def test_audit_off_records_nothing(self, store: AsyncJobStore) -> None:
+        ids = [await _in_state(store, state) for state in JobState]
+        dead = await _in_state(store, JobState.DEAD)
+        await store.apply(_one(dead), Event.REPLAY)
+        await store.delete(_one(ids[0]))
+        for job_id in [*ids, dead]:
+            assert await store.audit_trail(job_id) == []
+
+    # ---- one event per change -----------------------------------------------------------
+
+    async def test_enqueue_records_each_job_created(self, store: AsyncJobStore) -> None:
+        kind = _fresh_kind()
+        before = await store.now()
+        results = await store.enqueue(
+            [
+                _request(kind, tenant="t1"),
+                _request(kind, idempotency_key="audit-key"),
+                _request(kind, idempotency_key="audit-key"),
+            ],
+            audit=_audit(),
+        )
+        after = await store.now()
+        first, keyed, same = results
+        assert (first.created, keyed.created, same.created) == (True, True, False)
+        [event] = await store.audit_trail(first.id)
+        assert _facts([event]) == [(AuditAction.ENQUEUED, first.id, kind, "t1", _ACTOR, None)]
+        assert before <= event.at <= after
+        assert _facts(await store.audit_trail(keyed.id)) == [
+            (AuditAction.ENQUEUED, keyed.id, kind, None, _ACTOR, None)
+        ]
+        # An existing key creates nothing and records nothing.
+        [again] = await store.enqueue([_request(kind, idempotency_key="audit-key")], audit=_audit())
+        assert (again.id, again.created) == (keyed.id, False)
+        assert len(await store.audit_trail(keyed.id)) == 1
+
+    async def test_bulk_enqueue_records_every_job(self, store: AsyncJobStore) -> None:
+        results = await store.enqueue(
+            [_request(payload=i) for i in range(600)], audit=_audit(actor=None)
+        )
+        for result in results[::599]:
+            [event] = await store.audit_trail(result.id)
+            assert (event.action, event.job_id, event.actor) == (
+                AuditAction.ENQUEUED,
+                result.id,
+                None,
+            )
+
+    async def test_complete_records_success_and_dead_but_not_retries(
+        self, store: AsyncJobStore
+    ) -> None:
+        audit = _audit(actor=_WORKER)
+        done, dead, retried, released = [await _running(store, tenant="t") for _ in range(4)]
+        completions = [
+            Completion(done.lease, Succeeded()),
+            Completion(dead.lease, Bury(error="gave up")),
+            Completion(retried.lease, Retry(delay=timedelta(0), error="again")),
+            Completion(released.lease, Release()),
+        ]
+        before = await store.now()
+        assert await store.complete(completions, audit=audit) == [True] * 4
+        after = await store.now()
+        [success] = await store.audit_trail(done.id)
+        assert _facts([success]) == [(AuditAction.DONE, done.id, done.kind, "t", _WORKER, None)]
+        assert before <= success.at <= after
+        assert _facts(await store.audit_trail(dead.id)) == [
+            (
+                AuditAction.DLQ,
+                dead.id,
+                dead.kind,
+                "t",
+                _WORKER,
+                {"error": "gave up", "attempts": 1},
+            )
+        ]
+        assert await store.audit_trail(retried.id) == []
+        assert await store.audit_trail(released.id) == []
+
+    async def test_a_lost_completion_records_nothing(self, store: AsyncJobStore) -> None:
+        job = await _running(store)
+        await store.apply(_one(job.id), Event.CANCEL)
+        assert await store.complete([Completion(job.lease, Succeeded())], audit=_audit()) == [False]
+        assert await store.audit_trail(job.id) == []
+
+    @pytest.mark.parametrize(
+        ("event", "state", "action"),
+        [
+            (Event.CANCEL, JobState.PENDING, AuditAction.CANCELLED),
+            (Event.CANCEL, JobState.RUNNING, AuditAction.CANCELLED),
+            (Event.MARK_FAILED, JobState.PENDING, AuditAction.FAILED_MANUALLY),
+            (Event.REPLAY, JobState.DEAD, AuditAction.REPLAY),
+            (Event.REPLAY, JobState.CANCELLED, AuditAction.REPLAY),
+        ],
+    )
+    async def test_operator_transitions_record_the_state_they_left(
+        self, store: AsyncJobStore, event: Event, state: JobState, action: AuditAction
+    ) -> None:
+        job_id = await _in_state(store, state)
+        job = await _get(store, job_id)
+        assert await store.apply(_one(job_id), event, reset_attempts=True, audit=_audit()) == [
+            job_id
+        ]
+        details: dict[str, Any] = {"from": state.value}
+        if event is Event.REPLAY:
+            details["reset_attempts"] = True
+        assert _facts(await store.audit_trail(job_id)) == [
+            (action, job_id, job.kind, None, _ACTOR, details)
+        ]
+
+    async def test_operator_transitions_record_each_job_and_only_jobs_changed(
+        self, store: AsyncJobStore
+    ) -> None:
+        dead = [await _in_state(store, JobState.DEAD) for _ in range(3)]
+        succeeded = await _in_state(store, JobState.SUCCEEDED)
+        selected = JobFilter(ids=frozenset([*dead, succeeded]))
+        replayed = await store.apply(selected, Event.REPLAY, audit=_audit())
+        assert sorted(replayed) == sorted(dead)
+        for job_id in dead:
+            [event] = await store.audit_trail(job_id)
+            assert (event.action, event.details) == (
+                AuditAction.REPLAY,
+                {"from": "dead", "reset_attempts": False},
+            )
+        assert await store.audit_trail(succeeded) == []
+
+    async def test_delete_records_the_payload_and_outlives_the_job(
+        self, store: AsyncJobStore
+    ) -> None:
+        job = await _running(store, tenant="t", payload=_PAYLOAD)
+        await store.complete([Completion(job.lease, Bury(error="x"))])
+        running = await _in_state(store, JobState.RUNNING)
+        deleted = await store.delete(JobFilter(ids=frozenset({job.id, running})), audit=_audit())
+        assert [d.id for d in deleted] == [job.id]
+        assert await store.get(job.id) is None
+        assert _facts(await store.audit_trail(job.id)) == [
+            (
+                AuditAction.DISCARD,
+                job.id,
+                job.kind,
+                "t",
+                _ACTOR,
+                {"from": "dead", "payload": _PAYLOAD},
+            )
+        ]
+        assert await store.audit_trail(running) == []
+
+    async def test_stale_recovery_records_jobs_it_buries_only(self, store: AsyncJobStore) -> None:
+        buried = await _running(store, "crashed", max_attempts=1)
+        returned = await _running(store, "crashed", max_attempts=5)
+        hour = timedelta(hours=1)
+        recovered = await store.recover_stale(default_ttl=hour, ttls={}, audit=_audit())
+        assert sorted(recovered) == sorted([buried.id, returned.id])
+        [event] = await store.audit_trail(buried.id)
+        dead = await _get(store, buried.id)
+        assert _facts([event]) == [
+            (
+                AuditAction.DLQ,
+                buried.id,
+                buried.kind,
+                None,
+                _ACTOR,
+                {"error": dead.last_error, "attempts": 1},
+            )
+        ]
+        assert await store.audit_trail(returned.id) == []
+
+    async def test_audit_trail_lists_a_jobs_events_oldest_first(self, store: AsyncJobStore) -> None:
+        kind = _fresh_kind()
+        [result] = await store.enqueue([_request(kind)], audit=_audit(actor="api"))
+        job = await _claim_one(store, kind)
+        await store.complete([Completion(job.lease, Bury(error="no"))], audit=_audit(_WORKER))
+        await store.apply(_one(job.id), Event.REPLAY, audit=_audit("ops"))
+        await store.apply(_one(job.id), Event.CANCEL, audit=_audit("ops"))
+        await store.delete(_one(job.id), audit=_audit("admin"))
+        trail = await store.audit_trail(result.id)
+        assert [(e.action, e.actor) for e in trail] == [
+            (AuditAction.ENQUEUED, "api"),
+            (AuditAction.DLQ, _WORKER),
+            (AuditAction.REPLAY, "ops"),
+            (AuditAction.CANCELLED, "ops"),
+            (AuditAction.DISCARD, "admin"),
+        ]
+        assert [e.at for e in trail] == sorted(e.at for e in trail)
+        assert await store.audit_trail(987_654_321) == []
+
+    # ---- in the change's transaction --------------------------------------------------------
+
+    @requires("transactions")
+    async def test_a_rolled_back_enqueue_leaves_no_event(self, store: AsyncJobStore) -> None:
+        async def enqueue_then_fail() -> int:
+            async with store.transaction() as tx:
+                [result] = await store.enqueue([_request()], connection=tx, audit=_audit())
+                assert len(await store.audit_trail(result.id, connection=tx)) == 1
+                raise _Rollback(result.id)
+
+        with pytest.raises(_Rollback) as rolled_back:
+            await enqueue_then_fail()
+        job_id = rolled_back.value.args[0]
+        assert await store.get(job_id) is None
+        assert await store.audit_trail(job_id) == []
+        async with store.transaction() as tx:
+            [kept] = await store.enqueue([_request()], connection=tx, audit=_audit())
+        assert len(await store.audit_trail(kept.id)) == 1
+
+    @requires("transactions")
+    async def test_a_rolled_back_completion_leaves_no_event(self, store: AsyncJobStore) -> None:
+        job = await _running(store)
+
+        async def complete_then_fail() -> None:
+            async with store.transaction() as tx:
+                done = await store.complete(
+                    [Completion(job.lease, Succeeded())], connection=tx, audit=_audit(_WORKER)
+                )
+                assert done == [True]
+                raise _Rollback
+
+        with pytest.raises(_Rollback):
+            await complete_then_fail()
+        assert (await _get(store, job.id)).state is JobState.RUNNING
+        assert await store.audit_trail(job.id) == []
+
+    # ---- audit sinks ------------------------------------------------------------------------
+
+    async def test_a_sink_gets_the_events_instead_of_the_table(self, store: AsyncJobStore) -> None:
+        sink = _Sink(store)
+        kind = _fresh_kind()
+        results = await store.enqueue(
+            [_request(kind), _request(kind, tenant="t")], audit=_audit(sink=sink)
+        )
+        job = await _claim_one(store, kind)
+        done_ = await store.complete([Completion(job.lease, Succeeded())], audit=_audit(sink=sink))
+        assert done_ == [True]
+        [(enqueued, _), (done, _)] = sink.calls
+        assert _facts(enqueued) == [
+            (AuditAction.ENQUEUED, results[0].id, kind, None, _ACTOR, None),
+            (AuditAction.ENQUEUED, results[1].id, kind, "t", _ACTOR, None),
+        ]
+        assert _facts(done) == [(AuditAction.DONE, job.id, kind, None, _ACTOR, None)]
+        assert await store.audit_trail(job.id) == []
+        # A change with nothing to record does not call the sink.
+        assert await store.apply(_one(job.id), Event.CANCEL, audit=_audit(sink=sink)) == []
+        assert len(sink.calls) == 2
+
+    async def test_a_sink_writes_in_the_transaction_of_a_callers_change(
+        self, store: AsyncJobStore
+    ) -> None:
+        side = _fresh_kind()
+        sink = _Sink(store, side=side)
+        [result] = await store.enqueue([_request()], audit=_audit(sink=sink))
+        jobs = await _all_jobs(store)
+        assert sorted(job.kind for job in jobs) == sorted([side, _get_kind(jobs, result.id)])
+        failing = _Sink(store, side=_fresh_kind(), fail=True)
+        with pytest.raises(_SinkError):
+            await store.enqueue([_request()], audit=_audit(sink=failing))
+        # The change and what the sink wrote in its transaction are undone together.
+        assert await _all_jobs(store) == jobs
+        assert len(failing.calls) == 1
+
+    @pytest.mark.parametrize("change", ["apply", "delete"])
+    async def test_a_raising_sink_undoes_an_operator_change(
+        self, store: AsyncJobStore, change: str
+    ) -> None:
+        job_id = await _enqueue(store)
+        failing = _Sink(store, fail=True)
+
+        async def change_it() -> None:
+            if change == "apply":
+                await store.apply(_one(job_id), Event.CANCEL, audit=_audit(sink=failing))
+            else:
+                await store.delete(_one(job_id), audit=_audit(sink=failing))
+
+        with pytest.raises(_SinkError):
+            await change_it()
+        assert (await _get(store, job_id)).state is JobState.PENDING
+        [(events, _)] = failing.calls
+        expected = AuditAction.CANCELLED if change == "apply" else AuditAction.DISCARD
+        assert [(e.action, e.job_id) for e in events] == [(expected, job_id)]
+
+    @requires("transactions")
+    async def test_a_raising_sink_undoes_only_its_change_in_the_callers_transaction(
+        self, store: AsyncJobStore
+    ) -> None:
+        failing = _Sink(store, side=_fresh_kind(), fail=True)
+        async with store.transaction() as tx:
+            [before] = await store.enqueue([_request(payload="before")], connection=tx)
+            with pytest.raises(_SinkError):
+                await store.enqueue(
+                    [_request(payload="undone")], connection=tx, audit=_audit(sink=failing)
+                )
+            [after] = await store.enqueue([_request(payload="after")], connection=tx)
+        assert sorted(job.payload for job in await _all_jobs(store)) == ["after", "before"]
+        assert {before.id, after.id} == {job.id for job in await _all_jobs(store)}
+
+    @requires("transactions")
+    async def test_a_callers_rollback_undoes_what_the_sink_wrote(
+        self, store: AsyncJobStore
+    ) -> None:
+        sink = _Sink(store, side=_fresh_kind())
+
+        async def enqueue_then_fail() -> None:
+            async with store.transaction() as tx:
+                await store.enqueue([_request()], connection=tx, audit=_audit(sink=sink))
+                raise _Rollback
+
+        with pytest.raises(_Rollback):
+            await enqueue_then_fail()
+        assert len(sink.calls) == 1
+        assert await _all_jobs(store) == []
+
+    async def test_a_raising_sink_keeps_a_workers_change(
+        self, store: AsyncJobStore, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        failing = _Sink(store, fail=True)
+        done, dead = await _running(store), await _running(store)
+        completions = [Completion(done.lease, Succeeded()), Completion(dead.lease, Bury("x"))]
+        with caplog.at_level(logging.ERROR, logger="skiplock.audit"):
+            applied = await store.complete(completions, audit=_audit(_WORKER, sink=failing))
+        assert applied == [True, True]
+        assert (await _get(store, done.id)).state is JobState.SUCCEEDED
+        assert (await _get(store, dead.id)).state is JobState.DEAD
+        [(events, _)] = failing.calls
+        assert [(e.action, e.job_id) for e in events] == [
+            (AuditAction.DONE, done.id),
+            (AuditAction.DLQ, dead.id),
+        ]
+        [record] = [r for r in caplog.records if r.name == "skiplock.audit"]
+        assert f"job_done job {done.id} by {_WORKER}" in record.getMessage()
+        assert record.exc_info is not None
+
+    @requires("transactions")
+    async def test_a_raising_sink_in_a_jobs_transaction_keeps_the_completion(
+        self, store: AsyncJobStore
+    ) -> None:
+        job = await _running(store)
+        side = _fresh_kind()
+        failing = _Sink(store, side=side, fail=True)
+        async with store.transaction() as tx:
+            completion = [Completion(job.lease, Succeeded())]
+            assert await store.complete(completion, connection=tx, audit=_audit(sink=failing)) == [
+                True
+            ]
+        assert (await _get(store, job.id)).state is JobState.SUCCEEDED
+        # What the sink wrote in the job's transaction before it raised is undone.
+        assert [j.kind for j in await _all_jobs(store)] == [job.kind]
+        assert len(failing.calls) == 1
+
+    async def test_a_raising_sink_keeps_a_stale_recovery(
+        self, store: AsyncJobStore, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        failing = _Sink(store, fail=True)
+        job = await _running(store, "crashed", max_attempts=1)
+        with caplog.at_level(logging.ERROR, logger="skiplock.audit"):
+            recovered = await store.recover_stale(
+                default_ttl=timedelta(hours=1), ttls={}, audit=_audit(sink=failing)
+            )
+        assert recovered == [job.id]
+        assert (await _get(store, job.id)).state is JobState.DEAD
+        assert [e.action for e in failing.events()] == [AuditAction.DLQ]
+        assert any(r.name == "skiplock.audit" for r in caplog.records)
+
+    # ---- retention (R26) ----------------------------------------------------------------
+
+    async def test_purge_removes_old_events(self, store: AsyncJobStore, clock: FakeClock) -> None:
+        old = [await _enqueue(store) for _ in range(3)]
+        for job_id in old:
+            await store.apply(_one(job_id), Event.CANCEL, audit=_audit())
+        if self.capabilities.controllable_clock:
+            clock.advance(timedelta(hours=2))
+            cutoff = timedelta(hours=1)
+        else:
+            cutoff = timedelta(0)  # the store's own clock moves on by itself
+        assert await store.purge(older_than=cutoff, archive=False, batch_size=2) == 0
+        for job_id in old:
+            assert await store.audit_trail(job_id) == []
+            assert (await _get(store, job_id)).state is JobState.CANCELLED
+
+    async def test_purge_keeps_recent_events(self, store: AsyncJobStore) -> None:
+        job_id = await _in_state(store, JobState.PENDING)
+        await store.apply(_one(job_id), Event.CANCEL, audit=_audit())
+        await store.purge(older_than=timedelta(days=7), archive=False, batch_size=10)
+        assert len(await store.audit_trail(job_id)) == 1
+
+
+def _get_kind(jobs: Sequence[Job], job_id: int) -> str:
+    return next(job.kind for job in jobs if job.id == job_id)

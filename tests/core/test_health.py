@@ -1,0 +1,263 @@
+"""The health rules (R9): from a store's snapshot to a report with one line per problem."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from skiplock.core import (
+    HealthSnapshot,
+    HealthThresholds,
+    QueueStats,
+    SchemaInfo,
+    WorkerStatus,
+    assess_health,
+    format_duration,
+    unreachable_report,
+)
+
+NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+LIMITS = HealthThresholds(worker_timeout=timedelta(seconds=30))
+
+
+def _worker(
+    worker_id: str,
+    *,
+    silent: float = 0,
+    kinds: set[str] | None = None,
+    tenants: set[str] | None = None,
+    running: int = 0,
+) -> WorkerStatus:
+    return WorkerStatus(
+        id=worker_id,
+        host="host",
+        pid=1,
+        kinds=None if kinds is None else frozenset(kinds),
+        tenants=None if tenants is None else frozenset(tenants),
+        started_at=NOW - timedelta(hours=1),
+        heartbeat_at=NOW - timedelta(seconds=silent),
+        running=running,
+    )
+
+
+def _due(kind: str, n: int = 1, *, tenant: str | None = None, waited: float = 0) -> QueueStats:
+    return QueueStats(kind, tenant, due=n, oldest_due_at=NOW - timedelta(seconds=waited))
+
+
+def _snapshot(*rows: WorkerStatus | QueueStats, schema: SchemaInfo | None = None) -> HealthSnapshot:
+    return HealthSnapshot(
+        now=NOW,
+        workers=tuple(r for r in rows if isinstance(r, WorkerStatus)),
+        queues=tuple(r for r in rows if isinstance(r, QueueStats)),
+        schema=schema,
+    )
+
+
+def test_an_idle_store_is_healthy() -> None:
+    report = assess_health(_snapshot(), LIMITS)
+    assert report.healthy
+    assert report.problems == []
+    assert report.reachable
+    assert report.checked_at == NOW
+    assert (report.workers, report.kinds, report.uncovered_kinds) == ([], [], [])
+
+
+def test_due_jobs_claimed_by_a_live_worker_are_healthy() -> None:
+    report = assess_health(_snapshot(_worker("w", silent=29, kinds={"a"}), _due("a", 3)), LIMITS)
+    assert report.healthy, report.problems
+    [kind] = report.kinds
+    assert (kind.kind, kind.pending_due, kind.covered, kind.uncovered) == ("a", 3, True, 0)
+    [worker] = report.workers
+    assert worker.live
+    assert worker.heartbeat_age == timedelta(seconds=29)
+
+
+def test_a_silent_workers_kinds_are_uncovered() -> None:
+    snapshot = _snapshot(_worker("gone", silent=600, kinds={"a", "b"}), _due("a", 2), _due("c"))
+    report = assess_health(snapshot, LIMITS)
+    assert not report.healthy
+    assert report.uncovered_kinds == ["a", "c"]
+    assert report.problems == [
+        "kind 'a': 2 due job(s) and no live worker claims the kind; worker(s) that claim it "
+        "stopped sending heartbeats: gone (silent for 10m)",
+        "kind 'c': 1 due job(s) and no live worker claims the kind",
+    ]
+    assert not report.workers[0].live
+
+
+def test_scheduled_running_and_dead_jobs_need_no_worker() -> None:
+    stats = QueueStats("a", None, scheduled=4, running=1, dead=7)
+    report = assess_health(_snapshot(stats), LIMITS)
+    assert report.healthy
+    [kind] = report.kinds
+    assert (kind.pending_due, kind.scheduled, kind.running, kind.dead) == (0, 4, 1, 7)
+    assert kind.oldest_due_age is None
+
+
+def test_a_worker_of_every_kind_covers_them_all() -> None:
+    report = assess_health(_snapshot(_worker("any"), _due("x"), _due("y", tenant="t")), LIMITS)
+    assert report.healthy
+
+
+def test_tenant_restricted_workers_leave_other_tenants_uncovered() -> None:
+    snapshot = _snapshot(
+        _worker("w", kinds={"a"}, tenants={"t1"}),
+        _due("a", 2, tenant="t1"),
+        _due("a", 3, tenant="t2"),
+        _due("a", 1),
+    )
+    report = assess_health(snapshot, LIMITS)
+    assert report.uncovered_kinds == ["a"]
+    [kind] = report.kinds
+    assert (kind.pending_due, kind.uncovered) == (6, 4)
+    assert report.problems == [
+        "kind 'a': 4 due job(s) of tenant(s) 't2', (no tenant) that no live worker claims"
+    ]
+
+
+def test_kinds_sum_their_tenants_and_keep_the_oldest_due_time() -> None:
+    snapshot = _snapshot(
+        _worker("w"),
+        _due("a", 1, tenant="t1", waited=30),
+        _due("a", 2, tenant="t2", waited=90),
+        QueueStats("a", None, scheduled=5, running=2, dead=1),
+    )
+    [kind] = assess_health(snapshot, LIMITS).kinds
+    assert (kind.pending_due, kind.scheduled, kind.running, kind.dead) == (3, 5, 2, 1)
+    assert kind.oldest_due_age == timedelta(seconds=90)
+
+
+def test_max_pending_age_and_max_dead_are_problems_only_beyond_them() -> None:
+    limits = HealthThresholds(
+        worker_timeout=timedelta(seconds=30), max_pending_age=timedelta(minutes=5), max_dead=2
+    )
+    within = _snapshot(_worker("w"), _due("a", waited=300), QueueStats("b", None, dead=2))
+    assert assess_health(within, limits).healthy
+    beyond = _snapshot(_worker("w"), _due("a", waited=301), QueueStats("b", None, dead=3))
+    assert assess_health(beyond, limits).problems == [
+        "kind 'a': the oldest due job has waited 5m1s (max 5m)",
+        "kind 'b': 3 dead job(s) (max 2)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        (
+            SchemaInfo("jobs", installed=False, version=0, expected=7, apply_command="apply it"),
+            "schema 'jobs' is not installed; run `apply it`",
+        ),
+        (
+            SchemaInfo(
+                "jobs",
+                installed=True,
+                version=5,
+                expected=7,
+                pending=("0006_x", "0007_y"),
+                apply_command="apply it",
+            ),
+            "schema 'jobs' is at version 5, this code expects 7 (pending: 0006_x, 0007_y); "
+            "run `apply it`",
+        ),
+        (SchemaInfo("jobs", installed=True, version=7, expected=7), None),
+        (SchemaInfo("jobs", installed=True, version=9, expected=7), None),  # newer: fine
+    ],
+)
+def test_schema_missing_or_older_is_a_problem(schema: SchemaInfo, problem: str | None) -> None:
+    report = assess_health(_snapshot(schema=schema), LIMITS)
+    assert report.problems == ([] if problem is None else [problem])
+    assert report.schema == schema
+
+
+def test_unreachable_report_is_unhealthy_with_the_error_on_one_line() -> None:
+    report = unreachable_report("connection refused\n\tIs the server running?", LIMITS)
+    assert not report.healthy
+    assert report.problems == ["database unreachable: connection refused Is the server running?"]
+    assert not report.reachable
+    assert report.error == "connection refused Is the server running?"
+    assert report.checked_at is None
+
+
+def test_to_dict_is_json_with_stable_keys() -> None:
+    schema = SchemaInfo("skiplock", installed=True, version=7, expected=7)
+    snapshot = _snapshot(
+        _worker("w", silent=5, kinds={"b", "a"}, tenants={"t"}, running=2),
+        _due("a", waited=12),
+        schema=schema,
+    )
+    data = json.loads(json.dumps(assess_health(snapshot, LIMITS).to_dict()))
+    assert set(data) == {
+        "healthy",
+        "problems",
+        "checked_at",
+        "database",
+        "schema",
+        "workers",
+        "kinds",
+        "uncovered_kinds",
+        "thresholds",
+    }
+    assert data["checked_at"] == NOW.isoformat()
+    assert data["database"] == {"reachable": True, "error": None}
+    assert data["schema"] == {
+        "name": "skiplock",
+        "installed": True,
+        "version": 7,
+        "expected": 7,
+        "pending": [],
+        "up_to_date": True,
+    }
+    assert data["workers"] == [
+        {
+            "id": "w",
+            "host": "host",
+            "pid": 1,
+            "kinds": ["a", "b"],
+            "tenants": ["t"],
+            "started_at": (NOW - timedelta(hours=1)).isoformat(),
+            "last_heartbeat": (NOW - timedelta(seconds=5)).isoformat(),
+            "heartbeat_age_seconds": 5.0,
+            "running": 2,
+            "live": True,
+        }
+    ]
+    assert data["kinds"] == [
+        {
+            "kind": "a",
+            "pending_due": 1,
+            "scheduled": 0,
+            "oldest_due_age_seconds": 12.0,
+            "running": 0,
+            "dead": 0,
+            "uncovered": 1,
+            "covered": False,
+        }
+    ]
+    assert data["thresholds"] == {
+        "worker_timeout_seconds": 30.0,
+        "max_pending_age_seconds": None,
+        "max_dead": None,
+    }
+    unreachable = json.loads(json.dumps(unreachable_report("down", LIMITS).to_dict()))
+    assert unreachable["database"] == {"reachable": False, "error": "down"}
+    assert unreachable["schema"] is None
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0ms"),
+        (0.25, "250ms"),
+        (1, "1s"),
+        (59.6, "1m"),
+        (90, "1m30s"),
+        (3600, "1h"),
+        (3600 + 5 * 60 + 7, "1h5m"),
+        (3 * 86400 + 4 * 3600, "3d4h"),
+        (-90, "-1m30s"),
+    ],
+)
+def test_format_duration(seconds: float, text: str) -> None:
+    assert format_duration(timedelta(seconds=seconds)) == text

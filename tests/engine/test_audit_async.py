@@ -1,0 +1,181 @@
+"""The audit trail (J10) through the engine on the in-memory store (async source; twin
+generated): the shared scenarios, plus actor checks, sinks given to the engine and
+maintenance."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from skiplock import (
+    AsyncCallbackAuditSink,
+    AsyncEngine,
+    AuditAction,
+    AuditEvent,
+    JobState,
+    Settings,
+    ValidationError,
+)
+from skiplock._compat_async import skip_sync
+from skiplock.adapters.memory import AsyncInMemoryJobStore
+from skiplock.core import ClaimRequest
+from tests import audit_trail_async as scenarios
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from skiplock.testing import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def store(clock: FakeClock) -> AsyncInMemoryJobStore:
+    return AsyncInMemoryJobStore(clock=clock)
+
+
+# ---- the scenarios every store runs -------------------------------------------------------
+
+
+async def test_audit_is_off_by_default(store: AsyncInMemoryJobStore) -> None:
+    await scenarios.audit_is_off_by_default(store)
+
+
+async def test_worker_and_admin_changes_are_audited(store: AsyncInMemoryJobStore) -> None:
+    await scenarios.worker_and_admin_changes_are_audited(store)
+
+
+async def test_a_rolled_back_enqueue_leaves_no_event(store: AsyncInMemoryJobStore) -> None:
+    await scenarios.a_rolled_back_enqueue_leaves_no_event(store)
+
+
+async def test_a_callback_gets_the_events_instead_of_the_table(
+    store: AsyncInMemoryJobStore,
+) -> None:
+    await scenarios.a_callback_gets_the_events_instead_of_the_table(store)
+
+
+async def test_a_raising_callback_keeps_the_workers_outcomes(
+    store: AsyncInMemoryJobStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    await scenarios.a_raising_callback_keeps_the_workers_outcomes(store, caplog)
+
+
+# ---- the engine's own rules ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("actor", ["", "  ", "a\nb", "x" * 256, 42, b"bytes"])
+async def test_a_bad_actor_is_refused_before_anything_changes(
+    store: AsyncInMemoryJobStore, actor: Any
+) -> None:
+    for settings in (Settings(), Settings(audit=True)):
+        engine = AsyncEngine(store, settings)
+        engine.declare_kind("audit.k")
+        job_id = (await engine.enqueue("audit.k", {})).id
+        with pytest.raises(ValidationError, match="actor"):
+            await engine.cancel_job(job_id, actor=actor)
+        with pytest.raises(ValidationError, match="actor"):
+            await engine.delete_job(job_id, actor=actor)
+        with pytest.raises(ValidationError, match="actor"):
+            await engine.retry_dead(actor=actor)
+        assert (await engine.get_job(job_id)).state is JobState.PENDING
+    with pytest.raises(ValidationError, match="audit_actor"):
+        Settings(audit_actor=actor)
+
+
+async def test_audit_trail_checks_the_job_id(store: AsyncInMemoryJobStore) -> None:
+    engine = AsyncEngine(store, Settings(audit=True))
+    with pytest.raises(ValidationError, match="job_id"):
+        await engine.audit_trail("1")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="job_id"):
+        await engine.audit_trail(2**63)
+    assert await engine.audit_trail(12345) == []
+
+
+async def test_audit_sink_must_be_a_sink_or_a_function(store: AsyncInMemoryJobStore) -> None:
+    with pytest.raises(TypeError, match="audit_sink"):
+        AsyncEngine(store, audit_sink=42)  # type: ignore[arg-type]
+    sink = AsyncCallbackAuditSink(lambda events, connection: None)
+    engine = AsyncEngine(store, audit_sink=sink)
+    assert engine.audit is not None
+    assert engine.audit.sink is sink
+    assert engine.audit.actor is None
+    with pytest.raises(TypeError, match="callable"):
+        AsyncCallbackAuditSink(42)  # type: ignore[arg-type]
+
+
+@skip_sync
+async def test_an_async_engine_awaits_an_async_callback(store: AsyncInMemoryJobStore) -> None:
+    seen: list[AuditEvent] = []
+
+    async def record(events: Sequence[AuditEvent], connection: Any) -> None:
+        seen.extend(events)
+
+    engine = AsyncEngine(store, Settings(audit_actor="api"), audit_sink=record)
+    engine.declare_kind("audit.k")
+    job_id = (await engine.enqueue("audit.k", {})).id
+    assert [(e.action, e.job_id, e.actor) for e in seen] == [(AuditAction.ENQUEUED, job_id, "api")]
+
+
+async def test_maintenance_audits_stale_jobs_it_buries_and_purges_old_events(
+    store: AsyncInMemoryJobStore, clock: FakeClock
+) -> None:
+    settings = Settings(audit=True, audit_actor="ops-cron", retention=timedelta(days=1))
+    engine = AsyncEngine(store, settings, clock=clock)
+    engine.declare_kind("audit.k")
+    stuck = (await engine.enqueue("audit.k", {}, max_attempts=1)).id
+    [job] = await store.claim(ClaimRequest(worker_id="crashed", limit=1))
+    assert job.id == stuck
+    clock.advance(timedelta(hours=1))
+    recovered, _ = await engine.maintain()
+    assert recovered == [stuck]
+    trail = await engine.audit_trail(stuck)
+    assert [(e.action, e.actor) for e in trail] == [
+        (AuditAction.ENQUEUED, "ops-cron"),
+        (AuditAction.DLQ, "ops-cron"),
+    ]
+    assert trail[1].details == {
+        "error": (await engine.get_job(stuck)).last_error,
+        "attempts": 1,
+    }
+    # Retention: events older than Settings.retention go, whatever their job's state.
+    clock.advance(timedelta(hours=23, minutes=30))
+    await engine.maintain()
+    assert [e.action for e in await engine.audit_trail(stuck)] == [AuditAction.DLQ]
+    clock.advance(timedelta(hours=1))
+    await engine.maintain()
+    assert await engine.audit_trail(stuck) == []
+    assert (await engine.get_job(stuck)).state is JobState.DEAD
+
+
+async def test_configure_turns_the_audit_trail_on_for_what_comes_after(
+    store: AsyncInMemoryJobStore,
+) -> None:
+    engine = AsyncEngine(store)
+    engine.declare_kind("audit.k")
+    before = (await engine.enqueue("audit.k", {})).id
+    engine.configure(Settings(audit=True, audit_actor="api"))
+    assert engine.audit is not None
+    after = (await engine.enqueue("audit.k", {})).id
+    assert await engine.audit_trail(before) == []
+    assert [(e.action, e.actor) for e in await engine.audit_trail(after)] == [
+        (AuditAction.ENQUEUED, "api")
+    ]
+    engine.configure(Settings())
+    assert engine.audit is None
+
+
+async def test_periodic_ticks_are_audited_as_enqueues(
+    store: AsyncInMemoryJobStore, clock: FakeClock
+) -> None:
+    engine = AsyncEngine(store, Settings(audit=True, audit_actor="scheduler"), clock=clock)
+    engine.declare_kind("audit.tick")
+    engine.periodic("audit.tick", every=timedelta(minutes=1))
+    [first] = await engine.enqueue_due_ticks()
+    assert await engine.enqueue_due_ticks() == []  # the same tick again: nothing created
+    trail = await engine.audit_trail(first.job_id)
+    assert [(e.action, e.kind, e.actor) for e in trail] == [
+        (AuditAction.ENQUEUED, "audit.tick", "scheduler")
+    ]
