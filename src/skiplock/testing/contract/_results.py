@@ -6,7 +6,9 @@ This module is the generated sync twin of ``_results_async.py``.
 
 A success's result, every failed attempt (bounded), when the job first started (X5);
 first through the port, then through an engine's worker over the same store (what a
-processor returns, a transactional processor's result). Mixed into
+processor returns, a transactional processor's result). Every test runs three times: with
+the audit trail off, writing the store's audit table, and calling an audit sink (J10):
+what a job records is the same, the audit only adds its events. Mixed into
 :class:`~.store.JobStoreContract`.
 """
 
@@ -23,6 +25,7 @@ from skiplock.core import (
     MAX_ERROR_LENGTH,
     MAX_RECORDED_ERRORS,
     STALE_MARK,
+    AuditAction,
     Bury,
     ClaimRequest,
     Completion,
@@ -35,13 +38,13 @@ from skiplock.core import (
     ValidationError,
 )
 from skiplock.engine import Engine, JobContext, Settings
+from skiplock.ports import Audit
 
 from ._support import (
     _WORKER,
     ContractBase,
     _claim_one,
     _enqueue,
-    _finish,
     _fresh_kind,
     _get,
     _Rollback,
@@ -50,9 +53,10 @@ from ._support import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from datetime import datetime
 
-    from skiplock.core import AttemptError, Job
+    from skiplock.core import AttemptError, AuditEvent, Job, Outcome
     from skiplock.ports import JobStore
 
 _RESULT = {"total": 3, "items": [1, "two", None, True, 2.5], "nested": {"ok": "grüße ✓"}}
@@ -84,10 +88,49 @@ def _numbers(errors: tuple[AttemptError, ...]) -> list[int]:
     return [e.attempt for e in errors]
 
 
-def _engine(store: JobStore, **settings: Any) -> Engine:
+class _Recorder:
+    """An audit sink keeping the events it is given."""
+
+    def __init__(self) -> None:
+        self.events: list[AuditEvent] = []
+
+    def record(self, events: Sequence[AuditEvent], connection: Any) -> None:
+        self.events.extend(events)
+
+
+def _engine(store: JobStore, audit: Audit | None, **settings: Any) -> Engine:
+    """An engine auditing as ``audit`` says (off, its table, or the sink)."""
     # No backoff: a failed attempt is due again at once, so one run_until_idle() runs
     # every attempt of a job.
-    return Engine(store, Settings(backoff_base=0, backoff_jitter=0, **settings))
+    options = Settings(
+        backoff_base=0,
+        backoff_jitter=0,
+        audit=audit is not None and audit.sink is None,
+        **settings,
+    )
+    return Engine(store, options, audit_sink=None if audit is None else audit.sink)
+
+
+def _finish(store: JobStore, job: Job, outcome: Outcome, audit: Audit | None) -> None:
+    completion = Completion(lease=job.lease, outcome=outcome)
+    assert store.complete([completion], audit=audit) == [True]
+
+
+def _actions(store: JobStore, audit: Audit | None, job_id: int) -> list[str]:
+    """The audit actions recorded for ``job_id``, oldest first (none with the trail off)."""
+    if audit is None:
+        return []
+    if audit.sink is None:
+        events = store.audit_trail(job_id)
+    else:
+        assert isinstance(audit.sink, _Recorder)
+        events = audit.sink.events
+    return [e.action.value for e in events if e.job_id == job_id]
+
+
+def _expected(audit: Audit | None, *actions: AuditAction) -> list[str]:
+    """What :func:`_actions` gives when the audit records ``actions``."""
+    return [] if audit is None else [a.value for a in actions]
 
 
 def _run(engine: Engine) -> int:
@@ -95,53 +138,70 @@ def _run(engine: Engine) -> int:
     return worker.run_until_idle()
 
 
-def _complete_and_roll_back(store: JobStore, completion: Completion) -> None:
+def _complete_and_roll_back(store: JobStore, completion: Completion, audit: Audit | None) -> None:
     with store.transaction() as tx:
-        assert store.complete([completion], connection=tx) == [True]
+        assert store.complete([completion], connection=tx, audit=audit) == [True]
         raise _Rollback
 
 
 class ResultsContract(ContractBase):
     """Results, failed attempts and start times of jobs (X5)."""
 
+    @pytest.fixture(params=["audit-off", "audit-table", "audit-sink"])
+    def audit(self, request: pytest.FixtureRequest) -> Audit | None:
+        """How the store calls (and engines) of a test audit (J10)."""
+        if request.param == "audit-off":
+            return None
+        return Audit(
+            actor=_ENGINE_WORKER, sink=_Recorder() if request.param == "audit-sink" else None
+        )
+
     # ---- through the port ---------------------------------------------------------------
 
-    def test_result_is_stored_with_the_success(self, store: JobStore) -> None:
+    def test_result_is_stored_with_the_success(self, store: JobStore, audit: Audit | None) -> None:
         job = _running(store)
         text = json.dumps(_RESULT)
         before = store.now()
-        _finish(store, job, Succeeded(result=_RESULT, result_json=text))
+        _finish(store, job, Succeeded(result=_RESULT, result_json=text), audit)
         after = store.now()
         done = _get(store, job.id)
         assert (done.state, done.result, done.errors) == (JobState.SUCCEEDED, _RESULT, ())
         assert _between(done.completed_at, before, after)
         assert done.started_at == job.claimed_at
         assert done.worker_ids == (_WORKER,)
+        assert _actions(store, audit, job.id) == _expected(audit, AuditAction.DONE)
 
-    def test_no_result_reads_back_as_none(self, store: JobStore) -> None:
+    def test_no_result_reads_back_as_none(self, store: JobStore, audit: Audit | None) -> None:
         job = _running(store)
-        _finish(store, job, Succeeded())
+        _finish(store, job, Succeeded(), audit)
         done = _get(store, job.id)
         assert (done.state, done.result, done.errors) == (JobState.SUCCEEDED, None, ())
 
-    def test_a_result_given_as_data_is_encoded_by_the_store(self, store: JobStore) -> None:
+    def test_a_result_given_as_data_is_encoded_by_the_store(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
         job = _running(store)
-        _finish(store, job, Succeeded(result={"pair": (1, "a"), "n": 2}))
+        _finish(store, job, Succeeded(result={"pair": (1, "a"), "n": 2}), audit)
         assert (_get(store, job.id)).result == {"pair": [1, "a"], "n": 2}
 
-    def test_an_unencodable_result_is_refused_and_writes_nothing(self, store: JobStore) -> None:
+    def test_an_unencodable_result_is_refused_and_writes_nothing(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
         good, bad = _running(store), _running(store)
         completions = [
             Completion(lease=good.lease, outcome=Succeeded(result=1)),
             Completion(lease=bad.lease, outcome=Succeeded(result={1, 2})),
         ]
         with pytest.raises(ValidationError, match=r"result is not JSON-serialisable.*set"):
-            store.complete(completions)
+            store.complete(completions, audit=audit)
         for job in (good, bad):
             after = _get(store, job.id)
             assert (after.state, after.result) == (JobState.RUNNING, None)
+            assert _actions(store, audit, job.id) == []
 
-    def test_a_batch_records_each_outcome_of_its_own(self, store: JobStore) -> None:
+    def test_a_batch_records_each_outcome_of_its_own(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
         returned, plain, retried, buried = [_running(store) for _ in range(4)]
         before = store.now()
         applied = store.complete(
@@ -150,7 +210,8 @@ class ResultsContract(ContractBase):
                 Completion(lease=plain.lease, outcome=Succeeded()),
                 Completion(lease=retried.lease, outcome=Retry(delay=_NOW, error="retry me")),
                 Completion(lease=buried.lease, outcome=Bury(error="bury me")),
-            ]
+            ],
+            audit=audit,
         )
         after = store.now()
         assert applied == [True] * 4
@@ -168,29 +229,41 @@ class ResultsContract(ContractBase):
             assert (entry.attempt, entry.worker_id, entry.error) == (1, _WORKER, text)
             assert entry.claimed_at == claimed.claimed_at
             assert _between(entry.failed_at, before, after)
+        # Retries are not audited.
+        assert [_actions(store, audit, j.id) for j in jobs] == [
+            _expected(audit, AuditAction.DONE),
+            _expected(audit, AuditAction.DONE),
+            [],
+            _expected(audit, AuditAction.DLQ),
+        ]
 
-    def test_a_batch_without_results_records_its_failures(self, store: JobStore) -> None:
+    def test_a_batch_without_results_records_its_failures(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
         plain, retried = _running(store), _running(store)
         applied = store.complete(
             [
                 Completion(lease=plain.lease, outcome=Succeeded()),
                 Completion(lease=retried.lease, outcome=Retry(delay=_NOW, error="again")),
-            ]
+            ],
+            audit=audit,
         )
         assert applied == [True, True]
         assert (_get(store, plain.id)).result is None
         assert [e.error for e in (_get(store, retried.id)).errors] == ["again"]
 
-    def test_failed_attempts_are_recorded_then_the_success(self, store: JobStore) -> None:
+    def test_failed_attempts_are_recorded_then_the_success(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
         kind = _fresh_kind()
         job_id = _enqueue(store, kind)
         claims: list[Job] = []
         for n, worker in enumerate(("w-one", "w-two"), start=1):
             job = _claim_one(store, kind, worker)
             claims.append(job)
-            _finish(store, job, _retry(f"failure {n}"))
+            _finish(store, job, _retry(f"failure {n}"), audit)
         last = _claim_one(store, kind, "w-three")
-        _finish(store, last, Succeeded(result={"done": True}))
+        _finish(store, last, Succeeded(result={"done": True}), audit)
         done = _get(store, job_id)
         assert (done.state, done.attempts, done.result) == (JobState.SUCCEEDED, 3, {"done": True})
         assert done.last_error is None
@@ -207,14 +280,16 @@ class ResultsContract(ContractBase):
         assert done.completed_at is not None
         assert done.started_at <= done.completed_at
 
-    def test_a_job_failing_every_attempt_keeps_its_latest_errors(self, store: JobStore) -> None:
+    def test_a_job_failing_every_attempt_keeps_its_latest_errors(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
         attempts = MAX_RECORDED_ERRORS + 3
         kind = _fresh_kind()
         job_id = _enqueue(store, kind, max_attempts=attempts)
         for n in range(1, attempts + 1):
             job = _claim_one(store, kind)
             outcome = Bury(error=f"failure {n}") if n == attempts else _retry(f"failure {n}")
-            _finish(store, job, outcome)
+            _finish(store, job, outcome, audit)
         dead = _get(store, job_id)
         assert (dead.state, dead.attempts, dead.last_error) == (
             JobState.DEAD,
@@ -226,17 +301,21 @@ class ResultsContract(ContractBase):
         assert [e.error for e in dead.errors] == [f"failure {n}" for n in kept]
         assert dead.worker_ids == (_WORKER,) * MAX_RECORDED_ERRORS
 
-    def test_recorded_errors_are_capped_like_last_error(self, store: JobStore) -> None:
+    def test_recorded_errors_are_capped_like_last_error(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
         job = _running(store)
-        _finish(store, job, _retry("E" * 100 + "x" * (3 * MAX_ERROR_LENGTH)))
+        _finish(store, job, _retry("E" * 100 + "x" * (3 * MAX_ERROR_LENGTH)), audit)
         [entry] = (_get(store, job.id)).errors
         assert len(entry.error) <= MAX_ERROR_LENGTH
         assert entry.error.startswith("E" * 100)
         assert entry.error == (_get(store, job.id)).last_error
 
-    def test_a_release_records_no_failed_attempt(self, store: JobStore) -> None:
+    def test_a_release_records_no_failed_attempt(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
         job = _running(store)
-        _finish(store, job, Release(error="throttled"))
+        _finish(store, job, Release(error="throttled"), audit)
         released = _get(store, job.id)
         assert (released.state, released.errors, released.last_error) == (
             JobState.PENDING,
@@ -246,7 +325,9 @@ class ResultsContract(ContractBase):
         # The run was given back, its start time stays: the job did start once.
         assert released.started_at == job.claimed_at
 
-    def test_a_held_job_has_started_once_paid_for(self, store: JobStore) -> None:
+    def test_a_held_job_has_started_once_paid_for(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
         held: list[Job] = []
         for _ in range(2):
             kind = _fresh_kind()
@@ -260,22 +341,26 @@ class ResultsContract(ContractBase):
         assert store.start([paid.lease]) == [True]
         assert (_get(store, paid.id)).started_at == paid.claimed_at
         # A held job that ran without a start() pays with its outcome, and started then.
-        _finish(store, unpaid, _retry("failed unpaid"))
+        _finish(store, unpaid, _retry("failed unpaid"), audit)
         failed = _get(store, unpaid.id)
         assert failed.started_at == unpaid.claimed_at
         assert [(e.attempt, e.error) for e in failed.errors] == [(1, "failed unpaid")]
 
-    def test_a_held_job_given_back_never_started(self, store: JobStore) -> None:
+    def test_a_held_job_given_back_never_started(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
         kind = _fresh_kind()
         job_id = _enqueue(store, kind)
         [job] = store.claim(
             ClaimRequest(worker_id=_WORKER, limit=1, kinds=frozenset({kind}), start_now=0)
         )
-        _finish(store, job, Release(refund=False))
+        _finish(store, job, Release(refund=False), audit)
         released = _get(store, job_id)
         assert (released.attempts, released.started_at, released.errors) == (0, None, ())
 
-    def test_stale_recovery_records_the_run_it_ended(self, store: JobStore) -> None:
+    def test_stale_recovery_records_the_run_it_ended(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
         running = _running(store, "vanished")
         kind = _fresh_kind()
         _enqueue(store, kind)
@@ -283,7 +368,7 @@ class ResultsContract(ContractBase):
             ClaimRequest(worker_id="vanished", limit=1, kinds=frozenset({kind}), start_now=0)
         )
         before = store.now()
-        recovered = store.recover_stale(default_ttl=timedelta(hours=1), ttls={})
+        recovered = store.recover_stale(default_ttl=timedelta(hours=1), ttls={}, audit=audit)
         after = store.now()
         assert sorted(recovered) == sorted([running.id, held.id])
         [entry] = (_get(store, running.id)).errors
@@ -292,36 +377,45 @@ class ResultsContract(ContractBase):
         assert _between(entry.failed_at, before, after)
         # A held job that never started used no attempt: no failed run to record.
         assert (_get(store, held.id)).errors == ()
+        # Back to pending: not audited.
+        assert _actions(store, audit, running.id) == []
 
-    def test_a_replay_keeps_the_history(self, store: JobStore) -> None:
+    def test_a_replay_keeps_the_history(self, store: JobStore, audit: Audit | None) -> None:
         job = _running(store)
-        _finish(store, job, Bury(error="gave up"))
-        assert store.apply(JobFilter(ids=frozenset({job.id})), Event.REPLAY) == [job.id]
+        _finish(store, job, Bury(error="gave up"), audit)
+        replay = store.apply(JobFilter(ids=frozenset({job.id})), Event.REPLAY, audit=audit)
+        assert replay == [job.id]
         replayed = _get(store, job.id)
         assert replayed.state is JobState.PENDING
         assert [(e.attempt, e.error) for e in replayed.errors] == [(1, "gave up")]
         assert (replayed.started_at, replayed.result) == (job.claimed_at, None)
+        assert _actions(store, audit, job.id) == _expected(
+            audit, AuditAction.DLQ, AuditAction.REPLAY
+        )
 
     @requires("transactions")
     def test_a_result_written_in_the_jobs_transaction_commits_with_it(
-        self, store: JobStore
+        self, store: JobStore, audit: Audit | None
     ) -> None:
         committed, rolled_back = _running(store), _running(store)
         with store.transaction() as tx:
             outcome = Succeeded(result={"in": "tx"}, result_json='{"in": "tx"}')
             completion = Completion(lease=committed.lease, outcome=outcome)
-            assert store.complete([completion], connection=tx) == [True]
+            assert store.complete([completion], connection=tx, audit=audit) == [True]
         assert (_get(store, committed.id)).result == {"in": "tx"}
+        assert _actions(store, audit, committed.id) == _expected(audit, AuditAction.DONE)
 
         with pytest.raises(_Rollback):
-            _complete_and_roll_back(store, Completion(rolled_back.lease, Succeeded(5)))
+            _complete_and_roll_back(store, Completion(rolled_back.lease, Succeeded(5)), audit)
         after = _get(store, rolled_back.id)
         assert (after.state, after.result) == (JobState.RUNNING, None)
 
     # ---- through an engine's worker ---------------------------------------------------
 
-    def test_engine_stores_what_processors_return(self, store: JobStore) -> None:
-        engine = _engine(store)
+    def test_engine_stores_what_processors_return(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
+        engine = _engine(store, audit)
         returns: dict[str, Any] = {
             "results.data": _RESULT,
             "results.typed": _Report(total=2, tags=("a", "b")),
@@ -344,8 +438,10 @@ class ResultsContract(ContractBase):
             "results.none": None,
         }
 
-    def test_engine_records_failed_attempts_then_the_success(self, store: JobStore) -> None:
-        engine = _engine(store)
+    def test_engine_records_failed_attempts_then_the_success(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
+        engine = _engine(store, audit)
         runs: list[int] = []
 
         @engine.processor("results.flaky", max_attempts=5)
@@ -368,9 +464,14 @@ class ResultsContract(ContractBase):
         assert job.worker_ids == (_ENGINE_WORKER,) * 3
         assert _between(job.started_at, before, after)
         assert _between(job.completed_at, before, after)
+        assert _actions(store, audit, job_id) == _expected(
+            audit, AuditAction.ENQUEUED, AuditAction.DONE
+        )
 
-    def test_engine_records_the_failures_of_a_dead_job(self, store: JobStore) -> None:
-        engine = _engine(store)
+    def test_engine_records_the_failures_of_a_dead_job(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
+        engine = _engine(store, audit)
         attempts = MAX_RECORDED_ERRORS + 2
 
         @engine.processor("results.doomed", max_attempts=attempts)
@@ -384,10 +485,15 @@ class ResultsContract(ContractBase):
         assert _numbers(job.errors) == list(range(3, attempts + 1))
         assert all(e.error.startswith(f"ValueError: doomed run {e.attempt}") for e in job.errors)
         assert job.completed_at is not None
+        assert _actions(store, audit, job_id) == _expected(
+            audit, AuditAction.ENQUEUED, AuditAction.DLQ
+        )
 
     @requires("transactions")
-    def test_engine_stores_a_transactional_processors_result(self, store: JobStore) -> None:
-        engine = _engine(store)
+    def test_engine_stores_a_transactional_processors_result(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
+        engine = _engine(store, audit)
         runs: list[int] = []
 
         @engine.processor("results.booked", transactional=True, max_attempts=3)
@@ -406,8 +512,10 @@ class ResultsContract(ContractBase):
             (1, "RuntimeError: first booking failed")
         ]
 
-    def test_engine_buries_a_result_it_cannot_store(self, store: JobStore) -> None:
-        engine = _engine(store, max_result_bytes=100)
+    def test_engine_buries_a_result_it_cannot_store(
+        self, store: JobStore, audit: Audit | None
+    ) -> None:
+        engine = _engine(store, audit, max_result_bytes=100)
         returns: dict[str, Any] = {
             "results.set": {1, 2},
             "results.nan": {"x": float("nan")},
@@ -441,9 +549,9 @@ class ResultsContract(ContractBase):
 
     @requires("transactions")
     def test_engine_buries_an_unstorable_transactional_result_and_rolls_back(
-        self, store: JobStore
+        self, store: JobStore, audit: Audit | None
     ) -> None:
-        engine = _engine(store)
+        engine = _engine(store, audit)
 
         @engine.processor("results.follow_up")
         def follow_up(payload: Any, ctx: JobContext) -> None: ...
@@ -461,3 +569,6 @@ class ResultsContract(ContractBase):
         assert job.last_error is not None
         assert job.last_error.startswith("unstorable result: result is not JSON-serialisable")
         assert engine.list_jobs(kind="results.follow_up") == []
+        assert _actions(store, audit, job_id) == _expected(
+            audit, AuditAction.ENQUEUED, AuditAction.DLQ
+        )

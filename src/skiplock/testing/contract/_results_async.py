@@ -3,7 +3,9 @@ generated twin).
 
 A success's result, every failed attempt (bounded), when the job first started (X5);
 first through the port, then through an engine's worker over the same store (what a
-processor returns, a transactional processor's result). Mixed into
+processor returns, a transactional processor's result). Every test runs three times: with
+the audit trail off, writing the store's audit table, and calling an audit sink (J10):
+what a job records is the same, the audit only adds its events. Mixed into
 :class:`~.store_async.AsyncJobStoreContract`.
 """
 
@@ -20,6 +22,7 @@ from skiplock.core import (
     MAX_ERROR_LENGTH,
     MAX_RECORDED_ERRORS,
     STALE_MARK,
+    AuditAction,
     Bury,
     ClaimRequest,
     Completion,
@@ -32,13 +35,13 @@ from skiplock.core import (
     ValidationError,
 )
 from skiplock.engine import AsyncEngine, JobContext, Settings
+from skiplock.ports import AsyncAudit
 
 from ._support_async import (
     _WORKER,
     AsyncContractBase,
     _claim_one,
     _enqueue,
-    _finish,
     _fresh_kind,
     _get,
     _Rollback,
@@ -47,9 +50,10 @@ from ._support_async import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from datetime import datetime
 
-    from skiplock.core import AttemptError, Job
+    from skiplock.core import AttemptError, AuditEvent, Job, Outcome
     from skiplock.ports import AsyncJobStore
 
 _RESULT = {"total": 3, "items": [1, "two", None, True, 2.5], "nested": {"ok": "grüße ✓"}}
@@ -81,10 +85,51 @@ def _numbers(errors: tuple[AttemptError, ...]) -> list[int]:
     return [e.attempt for e in errors]
 
 
-def _engine(store: AsyncJobStore, **settings: Any) -> AsyncEngine:
+class _Recorder:
+    """An audit sink keeping the events it is given."""
+
+    def __init__(self) -> None:
+        self.events: list[AuditEvent] = []
+
+    async def record(self, events: Sequence[AuditEvent], connection: Any) -> None:
+        self.events.extend(events)
+
+
+def _engine(store: AsyncJobStore, audit: AsyncAudit | None, **settings: Any) -> AsyncEngine:
+    """An engine auditing as ``audit`` says (off, its table, or the sink)."""
     # No backoff: a failed attempt is due again at once, so one run_until_idle() runs
     # every attempt of a job.
-    return AsyncEngine(store, Settings(backoff_base=0, backoff_jitter=0, **settings))
+    options = Settings(
+        backoff_base=0,
+        backoff_jitter=0,
+        audit=audit is not None and audit.sink is None,
+        **settings,
+    )
+    return AsyncEngine(store, options, audit_sink=None if audit is None else audit.sink)
+
+
+async def _finish(
+    store: AsyncJobStore, job: Job, outcome: Outcome, audit: AsyncAudit | None
+) -> None:
+    completion = Completion(lease=job.lease, outcome=outcome)
+    assert await store.complete([completion], audit=audit) == [True]
+
+
+async def _actions(store: AsyncJobStore, audit: AsyncAudit | None, job_id: int) -> list[str]:
+    """The audit actions recorded for ``job_id``, oldest first (none with the trail off)."""
+    if audit is None:
+        return []
+    if audit.sink is None:
+        events = await store.audit_trail(job_id)
+    else:
+        assert isinstance(audit.sink, _Recorder)
+        events = audit.sink.events
+    return [e.action.value for e in events if e.job_id == job_id]
+
+
+def _expected(audit: AsyncAudit | None, *actions: AuditAction) -> list[str]:
+    """What :func:`_actions` gives when the audit records ``actions``."""
+    return [] if audit is None else [a.value for a in actions]
 
 
 async def _run(engine: AsyncEngine) -> int:
@@ -92,44 +137,60 @@ async def _run(engine: AsyncEngine) -> int:
     return await worker.run_until_idle()
 
 
-async def _complete_and_roll_back(store: AsyncJobStore, completion: Completion) -> None:
+async def _complete_and_roll_back(
+    store: AsyncJobStore, completion: Completion, audit: AsyncAudit | None
+) -> None:
     async with store.transaction() as tx:
-        assert await store.complete([completion], connection=tx) == [True]
+        assert await store.complete([completion], connection=tx, audit=audit) == [True]
         raise _Rollback
 
 
 class AsyncResultsContract(AsyncContractBase):
     """Results, failed attempts and start times of jobs (X5)."""
 
+    @pytest.fixture(params=["audit-off", "audit-table", "audit-sink"])
+    def audit(self, request: pytest.FixtureRequest) -> AsyncAudit | None:
+        """How the store calls (and engines) of a test audit (J10)."""
+        if request.param == "audit-off":
+            return None
+        return AsyncAudit(
+            actor=_ENGINE_WORKER, sink=_Recorder() if request.param == "audit-sink" else None
+        )
+
     # ---- through the port ---------------------------------------------------------------
 
-    async def test_result_is_stored_with_the_success(self, store: AsyncJobStore) -> None:
+    async def test_result_is_stored_with_the_success(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
         job = await _running(store)
         text = json.dumps(_RESULT)
         before = await store.now()
-        await _finish(store, job, Succeeded(result=_RESULT, result_json=text))
+        await _finish(store, job, Succeeded(result=_RESULT, result_json=text), audit)
         after = await store.now()
         done = await _get(store, job.id)
         assert (done.state, done.result, done.errors) == (JobState.SUCCEEDED, _RESULT, ())
         assert _between(done.completed_at, before, after)
         assert done.started_at == job.claimed_at
         assert done.worker_ids == (_WORKER,)
+        assert await _actions(store, audit, job.id) == _expected(audit, AuditAction.DONE)
 
-    async def test_no_result_reads_back_as_none(self, store: AsyncJobStore) -> None:
+    async def test_no_result_reads_back_as_none(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
         job = await _running(store)
-        await _finish(store, job, Succeeded())
+        await _finish(store, job, Succeeded(), audit)
         done = await _get(store, job.id)
         assert (done.state, done.result, done.errors) == (JobState.SUCCEEDED, None, ())
 
     async def test_a_result_given_as_data_is_encoded_by_the_store(
-        self, store: AsyncJobStore
+        self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
         job = await _running(store)
-        await _finish(store, job, Succeeded(result={"pair": (1, "a"), "n": 2}))
+        await _finish(store, job, Succeeded(result={"pair": (1, "a"), "n": 2}), audit)
         assert (await _get(store, job.id)).result == {"pair": [1, "a"], "n": 2}
 
     async def test_an_unencodable_result_is_refused_and_writes_nothing(
-        self, store: AsyncJobStore
+        self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
         good, bad = await _running(store), await _running(store)
         completions = [
@@ -137,12 +198,15 @@ class AsyncResultsContract(AsyncContractBase):
             Completion(lease=bad.lease, outcome=Succeeded(result={1, 2})),
         ]
         with pytest.raises(ValidationError, match=r"result is not JSON-serialisable.*set"):
-            await store.complete(completions)
+            await store.complete(completions, audit=audit)
         for job in (good, bad):
             after = await _get(store, job.id)
             assert (after.state, after.result) == (JobState.RUNNING, None)
+            assert await _actions(store, audit, job.id) == []
 
-    async def test_a_batch_records_each_outcome_of_its_own(self, store: AsyncJobStore) -> None:
+    async def test_a_batch_records_each_outcome_of_its_own(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
         returned, plain, retried, buried = [await _running(store) for _ in range(4)]
         before = await store.now()
         applied = await store.complete(
@@ -151,7 +215,8 @@ class AsyncResultsContract(AsyncContractBase):
                 Completion(lease=plain.lease, outcome=Succeeded()),
                 Completion(lease=retried.lease, outcome=Retry(delay=_NOW, error="retry me")),
                 Completion(lease=buried.lease, outcome=Bury(error="bury me")),
-            ]
+            ],
+            audit=audit,
         )
         after = await store.now()
         assert applied == [True] * 4
@@ -169,21 +234,31 @@ class AsyncResultsContract(AsyncContractBase):
             assert (entry.attempt, entry.worker_id, entry.error) == (1, _WORKER, text)
             assert entry.claimed_at == claimed.claimed_at
             assert _between(entry.failed_at, before, after)
+        # Retries are not audited.
+        assert [await _actions(store, audit, j.id) for j in jobs] == [
+            _expected(audit, AuditAction.DONE),
+            _expected(audit, AuditAction.DONE),
+            [],
+            _expected(audit, AuditAction.DLQ),
+        ]
 
-    async def test_a_batch_without_results_records_its_failures(self, store: AsyncJobStore) -> None:
+    async def test_a_batch_without_results_records_its_failures(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
         plain, retried = await _running(store), await _running(store)
         applied = await store.complete(
             [
                 Completion(lease=plain.lease, outcome=Succeeded()),
                 Completion(lease=retried.lease, outcome=Retry(delay=_NOW, error="again")),
-            ]
+            ],
+            audit=audit,
         )
         assert applied == [True, True]
         assert (await _get(store, plain.id)).result is None
         assert [e.error for e in (await _get(store, retried.id)).errors] == ["again"]
 
     async def test_failed_attempts_are_recorded_then_the_success(
-        self, store: AsyncJobStore
+        self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
         kind = _fresh_kind()
         job_id = await _enqueue(store, kind)
@@ -191,9 +266,9 @@ class AsyncResultsContract(AsyncContractBase):
         for n, worker in enumerate(("w-one", "w-two"), start=1):
             job = await _claim_one(store, kind, worker)
             claims.append(job)
-            await _finish(store, job, _retry(f"failure {n}"))
+            await _finish(store, job, _retry(f"failure {n}"), audit)
         last = await _claim_one(store, kind, "w-three")
-        await _finish(store, last, Succeeded(result={"done": True}))
+        await _finish(store, last, Succeeded(result={"done": True}), audit)
         done = await _get(store, job_id)
         assert (done.state, done.attempts, done.result) == (JobState.SUCCEEDED, 3, {"done": True})
         assert done.last_error is None
@@ -211,7 +286,7 @@ class AsyncResultsContract(AsyncContractBase):
         assert done.started_at <= done.completed_at
 
     async def test_a_job_failing_every_attempt_keeps_its_latest_errors(
-        self, store: AsyncJobStore
+        self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
         attempts = MAX_RECORDED_ERRORS + 3
         kind = _fresh_kind()
@@ -219,7 +294,7 @@ class AsyncResultsContract(AsyncContractBase):
         for n in range(1, attempts + 1):
             job = await _claim_one(store, kind)
             outcome = Bury(error=f"failure {n}") if n == attempts else _retry(f"failure {n}")
-            await _finish(store, job, outcome)
+            await _finish(store, job, outcome, audit)
         dead = await _get(store, job_id)
         assert (dead.state, dead.attempts, dead.last_error) == (
             JobState.DEAD,
@@ -231,17 +306,21 @@ class AsyncResultsContract(AsyncContractBase):
         assert [e.error for e in dead.errors] == [f"failure {n}" for n in kept]
         assert dead.worker_ids == (_WORKER,) * MAX_RECORDED_ERRORS
 
-    async def test_recorded_errors_are_capped_like_last_error(self, store: AsyncJobStore) -> None:
+    async def test_recorded_errors_are_capped_like_last_error(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
         job = await _running(store)
-        await _finish(store, job, _retry("E" * 100 + "x" * (3 * MAX_ERROR_LENGTH)))
+        await _finish(store, job, _retry("E" * 100 + "x" * (3 * MAX_ERROR_LENGTH)), audit)
         [entry] = (await _get(store, job.id)).errors
         assert len(entry.error) <= MAX_ERROR_LENGTH
         assert entry.error.startswith("E" * 100)
         assert entry.error == (await _get(store, job.id)).last_error
 
-    async def test_a_release_records_no_failed_attempt(self, store: AsyncJobStore) -> None:
+    async def test_a_release_records_no_failed_attempt(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
         job = await _running(store)
-        await _finish(store, job, Release(error="throttled"))
+        await _finish(store, job, Release(error="throttled"), audit)
         released = await _get(store, job.id)
         assert (released.state, released.errors, released.last_error) == (
             JobState.PENDING,
@@ -251,7 +330,9 @@ class AsyncResultsContract(AsyncContractBase):
         # The run was given back, its start time stays: the job did start once.
         assert released.started_at == job.claimed_at
 
-    async def test_a_held_job_has_started_once_paid_for(self, store: AsyncJobStore) -> None:
+    async def test_a_held_job_has_started_once_paid_for(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
         held: list[Job] = []
         for _ in range(2):
             kind = _fresh_kind()
@@ -265,22 +346,26 @@ class AsyncResultsContract(AsyncContractBase):
         assert await store.start([paid.lease]) == [True]
         assert (await _get(store, paid.id)).started_at == paid.claimed_at
         # A held job that ran without a start() pays with its outcome, and started then.
-        await _finish(store, unpaid, _retry("failed unpaid"))
+        await _finish(store, unpaid, _retry("failed unpaid"), audit)
         failed = await _get(store, unpaid.id)
         assert failed.started_at == unpaid.claimed_at
         assert [(e.attempt, e.error) for e in failed.errors] == [(1, "failed unpaid")]
 
-    async def test_a_held_job_given_back_never_started(self, store: AsyncJobStore) -> None:
+    async def test_a_held_job_given_back_never_started(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
         kind = _fresh_kind()
         job_id = await _enqueue(store, kind)
         [job] = await store.claim(
             ClaimRequest(worker_id=_WORKER, limit=1, kinds=frozenset({kind}), start_now=0)
         )
-        await _finish(store, job, Release(refund=False))
+        await _finish(store, job, Release(refund=False), audit)
         released = await _get(store, job_id)
         assert (released.attempts, released.started_at, released.errors) == (0, None, ())
 
-    async def test_stale_recovery_records_the_run_it_ended(self, store: AsyncJobStore) -> None:
+    async def test_stale_recovery_records_the_run_it_ended(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
         running = await _running(store, "vanished")
         kind = _fresh_kind()
         await _enqueue(store, kind)
@@ -288,7 +373,7 @@ class AsyncResultsContract(AsyncContractBase):
             ClaimRequest(worker_id="vanished", limit=1, kinds=frozenset({kind}), start_now=0)
         )
         before = await store.now()
-        recovered = await store.recover_stale(default_ttl=timedelta(hours=1), ttls={})
+        recovered = await store.recover_stale(default_ttl=timedelta(hours=1), ttls={}, audit=audit)
         after = await store.now()
         assert sorted(recovered) == sorted([running.id, held.id])
         [entry] = (await _get(store, running.id)).errors
@@ -297,36 +382,47 @@ class AsyncResultsContract(AsyncContractBase):
         assert _between(entry.failed_at, before, after)
         # A held job that never started used no attempt: no failed run to record.
         assert (await _get(store, held.id)).errors == ()
+        # Back to pending: not audited.
+        assert await _actions(store, audit, running.id) == []
 
-    async def test_a_replay_keeps_the_history(self, store: AsyncJobStore) -> None:
+    async def test_a_replay_keeps_the_history(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
         job = await _running(store)
-        await _finish(store, job, Bury(error="gave up"))
-        assert await store.apply(JobFilter(ids=frozenset({job.id})), Event.REPLAY) == [job.id]
+        await _finish(store, job, Bury(error="gave up"), audit)
+        replay = await store.apply(JobFilter(ids=frozenset({job.id})), Event.REPLAY, audit=audit)
+        assert replay == [job.id]
         replayed = await _get(store, job.id)
         assert replayed.state is JobState.PENDING
         assert [(e.attempt, e.error) for e in replayed.errors] == [(1, "gave up")]
         assert (replayed.started_at, replayed.result) == (job.claimed_at, None)
+        assert await _actions(store, audit, job.id) == _expected(
+            audit, AuditAction.DLQ, AuditAction.REPLAY
+        )
 
     @requires("transactions")
     async def test_a_result_written_in_the_jobs_transaction_commits_with_it(
-        self, store: AsyncJobStore
+        self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
         committed, rolled_back = await _running(store), await _running(store)
         async with store.transaction() as tx:
             outcome = Succeeded(result={"in": "tx"}, result_json='{"in": "tx"}')
             completion = Completion(lease=committed.lease, outcome=outcome)
-            assert await store.complete([completion], connection=tx) == [True]
+            assert await store.complete([completion], connection=tx, audit=audit) == [True]
         assert (await _get(store, committed.id)).result == {"in": "tx"}
+        assert await _actions(store, audit, committed.id) == _expected(audit, AuditAction.DONE)
 
         with pytest.raises(_Rollback):
-            await _complete_and_roll_back(store, Completion(rolled_back.lease, Succeeded(5)))
+            await _complete_and_roll_back(store, Completion(rolled_back.lease, Succeeded(5)), audit)
         after = await _get(store, rolled_back.id)
         assert (after.state, after.result) == (JobState.RUNNING, None)
 
     # ---- through an engine's worker ---------------------------------------------------
 
-    async def test_engine_stores_what_processors_return(self, store: AsyncJobStore) -> None:
-        engine = _engine(store)
+    async def test_engine_stores_what_processors_return(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        engine = _engine(store, audit)
         returns: dict[str, Any] = {
             "results.data": _RESULT,
             "results.typed": _Report(total=2, tags=("a", "b")),
@@ -350,9 +446,9 @@ class AsyncResultsContract(AsyncContractBase):
         }
 
     async def test_engine_records_failed_attempts_then_the_success(
-        self, store: AsyncJobStore
+        self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        engine = _engine(store)
+        engine = _engine(store, audit)
         runs: list[int] = []
 
         @engine.processor("results.flaky", max_attempts=5)
@@ -375,9 +471,14 @@ class AsyncResultsContract(AsyncContractBase):
         assert job.worker_ids == (_ENGINE_WORKER,) * 3
         assert _between(job.started_at, before, after)
         assert _between(job.completed_at, before, after)
+        assert await _actions(store, audit, job_id) == _expected(
+            audit, AuditAction.ENQUEUED, AuditAction.DONE
+        )
 
-    async def test_engine_records_the_failures_of_a_dead_job(self, store: AsyncJobStore) -> None:
-        engine = _engine(store)
+    async def test_engine_records_the_failures_of_a_dead_job(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        engine = _engine(store, audit)
         attempts = MAX_RECORDED_ERRORS + 2
 
         @engine.processor("results.doomed", max_attempts=attempts)
@@ -391,12 +492,15 @@ class AsyncResultsContract(AsyncContractBase):
         assert _numbers(job.errors) == list(range(3, attempts + 1))
         assert all(e.error.startswith(f"ValueError: doomed run {e.attempt}") for e in job.errors)
         assert job.completed_at is not None
+        assert await _actions(store, audit, job_id) == _expected(
+            audit, AuditAction.ENQUEUED, AuditAction.DLQ
+        )
 
     @requires("transactions")
     async def test_engine_stores_a_transactional_processors_result(
-        self, store: AsyncJobStore
+        self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        engine = _engine(store)
+        engine = _engine(store, audit)
         runs: list[int] = []
 
         @engine.processor("results.booked", transactional=True, max_attempts=3)
@@ -415,8 +519,10 @@ class AsyncResultsContract(AsyncContractBase):
             (1, "RuntimeError: first booking failed")
         ]
 
-    async def test_engine_buries_a_result_it_cannot_store(self, store: AsyncJobStore) -> None:
-        engine = _engine(store, max_result_bytes=100)
+    async def test_engine_buries_a_result_it_cannot_store(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        engine = _engine(store, audit, max_result_bytes=100)
         returns: dict[str, Any] = {
             "results.set": {1, 2},
             "results.nan": {"x": float("nan")},
@@ -450,9 +556,9 @@ class AsyncResultsContract(AsyncContractBase):
 
     @requires("transactions")
     async def test_engine_buries_an_unstorable_transactional_result_and_rolls_back(
-        self, store: AsyncJobStore
+        self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        engine = _engine(store)
+        engine = _engine(store, audit)
 
         @engine.processor("results.follow_up")
         async def follow_up(payload: Any, ctx: JobContext) -> None: ...
@@ -470,3 +576,6 @@ class AsyncResultsContract(AsyncContractBase):
         assert job.last_error is not None
         assert job.last_error.startswith("unstorable result: result is not JSON-serialisable")
         assert await engine.list_jobs(kind="results.follow_up") == []
+        assert await _actions(store, audit, job_id) == _expected(
+            audit, AuditAction.ENQUEUED, AuditAction.DLQ
+        )
