@@ -14,6 +14,7 @@ through ``tests.pgfixtures`` (either driver). A row that cannot become a job mus
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -21,6 +22,7 @@ import pytest
 from skiplock import Engine, Settings
 from skiplock.core import (
     MAX_ERROR_LENGTH,
+    MAX_RECORDED_ERRORS,
     UNDECODABLE_MARK,
     AuditAction,
     AuditEvent,
@@ -30,6 +32,7 @@ from skiplock.core import (
     JobFilter,
     JobState,
     Page,
+    Retry,
     Succeeded,
     UndecodableRowError,
     charged_positions,
@@ -81,6 +84,7 @@ BAD_ROWS: tuple[tuple[str, Mapping[str, str]], ...] = (
     ("created_at", {"created_at": "'0001-01-01 00:00:00+00'"}),
     ("completed_at", {"completed_at": "'-infinity'"}),
     ("completed_at", {"completed_at": "'12345-06-07 00:00:00+00'"}),
+    ("started_at", {"started_at": "'-infinity'"}),
     ("attempts", {"attempts": "2147483647"}),
     ("claims", {"claims": "2147483647"}),
     ("attempts", {"attempts": "2147483647", "max_attempts": "2147483647", "claims": "2147483647"}),
@@ -134,6 +138,11 @@ ODD_ROWS: tuple[Mapping[str, str], ...] = (
     {"started": "true", "recovered": "true"},
     {"recovered": "true"},
     {"explicit_max_attempts": "true", "max_attempts": "1"},
+    # X5's columns: a claim reads none of them but started_at, a success sets result.
+    {"started_at": "'2000-01-01 00:00:00+00'"},
+    {"result": _json('{"left": "by plain SQL"}')},
+    {"errors": _json('"not an array"')},
+    {"errors": _json("[1, 2]")},
 )
 
 
@@ -292,6 +301,45 @@ def counters_saturate_in_start_and_complete(store: JobStore, dsn: str) -> None:
     assert store.complete(done) == [True, True]
     rows = fetch(dsn, "SELECT id, status, attempts FROM skiplock.jobs ORDER BY id")
     assert rows == [(1, "dead", 2**31 - 1), (2, "succeeded", 2**31 - 1)]
+
+
+def _recorded(attempts: range) -> str:
+    entries = ", ".join(
+        f'{{"attempt": {n}, "worker_id": "old", "claimed_at": null, '
+        f'"failed_at": "2000-01-01T00:00:00+00:00", "error": "old {n}"}}'
+        for n in attempts
+    )
+    return _json(f"[{entries}]")
+
+
+def recorded_errors_survive_hostile_values(store: JobStore, dsn: str) -> None:
+    """X5: an ``errors`` value written by plain SQL fails no completion: one that is not
+    an array is replaced by the new failure, an over-long one keeps its latest entries."""
+    execute(
+        dsn,
+        [
+            _insert(1, {"errors": _json('"text"')}, second=0),
+            _insert(2, {"errors": _json('{"attempt": 1}')}, second=1),
+            _insert(3, {"errors": _recorded(range(1, 51))}, second=2),
+            _insert(4, {}, second=3),
+        ],
+    )
+    jobs = store.claim(_claim())
+    assert [job.id for job in jobs] == [1, 2, 3, 4]
+    done = [Completion(job.lease, Retry(delay=timedelta(0), error=f"new {job.id}")) for job in jobs]
+    assert store.complete(done) == [True] * 4
+    for job_id in (1, 2, 4):
+        job = store.get(job_id)
+        assert job is not None
+        assert [(e.attempt, e.worker_id, e.error) for e in job.errors] == [
+            (1, "w1", f"new {job_id}")
+        ]
+    long = store.get(3)
+    assert long is not None
+    assert [e.error for e in long.errors] == [
+        *(f"old {n}" for n in range(51 - MAX_RECORDED_ERRORS + 1, 51)),
+        "new 3",
+    ]
 
 
 def admin_reads_name_the_bad_row(store: JobStore, dsn: str) -> None:

@@ -10,6 +10,7 @@ defaults, for typed enqueue handles (``docs/tasks.md``).
 from __future__ import annotations
 
 from skiplock.core import (
+    AttemptError,
     AuditAction,
     AuditEvent,
     EnqueueResult,
@@ -78,6 +79,7 @@ __all__ = [
     "AsyncEngine",
     "AsyncTask",
     "AsyncWorker",
+    "AttemptError",
     "AuditAction",
     "AuditEvent",
     "AuditSink",

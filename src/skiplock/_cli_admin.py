@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
     from datetime import datetime
 
+    from skiplock.core import AttemptError
+
 DSN_ENV = "SKIPLOCK_DSN"
 PSYCOPG_HINT = "pip install 'skiplock[psycopg]'"
 #: Default of ``--timeout``: how long a command waits for PostgreSQL.
@@ -519,6 +521,16 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
+def _error_dict(entry: AttemptError) -> dict[str, Any]:
+    return {
+        "attempt": entry.attempt,
+        "worker_id": entry.worker_id,
+        "claimed_at": _iso(entry.claimed_at),
+        "failed_at": _iso(entry.failed_at),
+        "error": entry.error,
+    }
+
+
 def job_dict(job: Job) -> dict[str, Any]:
     """A job as JSON-ready data (the ``--json`` keys; times ISO 8601 in UTC)."""
     return {
@@ -533,10 +545,14 @@ def job_dict(job: Job) -> dict[str, Any]:
         "claims": job.claims,
         "available_at": _iso(job.available_at),
         "created_at": _iso(job.created_at),
+        "started_at": _iso(job.started_at),
         "claimed_at": _iso(job.claimed_at),
         "claimed_by": job.claimed_by,
         "completed_at": _iso(job.completed_at),
         "last_error": job.last_error,
+        "result": job.result,
+        "errors": [_error_dict(entry) for entry in job.errors],
+        "worker_ids": list(job.worker_ids),
         "idempotency_key": job.idempotency_key,
         "trace_context": None if job.trace_context is None else dict(job.trace_context),
     }
@@ -654,16 +670,28 @@ def _cmd_show(engine: Engine, args: argparse.Namespace) -> int:
         _print_json(data)
         return 0
     width = max(len(key) for key in data)
+    indent = "\n" + " " * (width + 2)
     for key, value in data.items():
-        if key in {"payload", "trace_context"}:
+        if key in {"payload", "result", "trace_context"}:
             shown = "-" if value is None else json.dumps(value, indent=2, ensure_ascii=False)
-            shown = shown.replace("\n", "\n" + " " * (width + 2))
+            shown = shown.replace("\n", indent)
         elif key == "last_error" and value is not None:
-            shown = str(value).replace("\n", "\n" + " " * (width + 2))
+            shown = str(value).replace("\n", indent)
+        elif key == "errors":
+            # One line per failed attempt: its summary line (the whole text is in --json).
+            shown = indent.join(_error_line(entry) for entry in job.errors) or "-"
+        elif key == "worker_ids":
+            shown = ", ".join(value) or "-"
         else:
             shown = "-" if value is None else str(value)
         print(f"{key + ':':<{width + 1}} {shown}")
     return 0
+
+
+def _error_line(entry: AttemptError) -> str:
+    """A failed attempt on one line: number, worker, time, the error's first line."""
+    first = entry.error.partition("\n")[0]
+    return f"#{entry.attempt} {entry.worker_id} {_time(entry.failed_at)}: {first}"
 
 
 #: What each per-id action calls, and the word for its result.

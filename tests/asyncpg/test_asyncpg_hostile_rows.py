@@ -37,6 +37,10 @@ async def test_counters_saturate_in_start_and_complete(
     await scenarios.counters_saturate_in_start_and_complete(store, apg_dsn)
 
 
+async def test_recorded_errors_survive_hostile_values(store: AsyncpgJobStore, apg_dsn: str) -> None:
+    await scenarios.recorded_errors_survive_hostile_values(store, apg_dsn)
+
+
 async def test_a_claim_audits_the_rows_it_buries(store: AsyncpgJobStore, apg_dsn: str) -> None:
     await scenarios.claim_audits_the_rows_it_buries(store, apg_dsn)
 

@@ -72,10 +72,14 @@ JOB_KEYS = {
     "claims",
     "available_at",
     "created_at",
+    "started_at",
     "claimed_at",
     "claimed_by",
     "completed_at",
     "last_error",
+    "result",
+    "errors",
+    "worker_ids",
     "idempotency_key",
     "trace_context",
 }
@@ -172,6 +176,51 @@ def test_jobs_show_one_job_in_full(run: Run) -> None:
     assert job["last_error"] == "first\nsecond"
     assert run("jobs", "show", "99999") == 1
     assert run.err == "skiplock: error: no job with id 99999\n"
+
+
+@needs_psycopg
+@pytest.mark.postgres
+def test_jobs_show_a_jobs_result_and_failed_attempts(run: Run) -> None:
+    [job_id] = enqueue(run.dsn, "report")
+    # What a worker leaves after a failed attempt and a success with a result (X5).
+    entry = (
+        '{"attempt": 1, "worker_id": "w-1", "claimed_at": "2024-05-01T09:00:00+00:00", '
+        '"failed_at": "2024-05-01T09:00:05+00:00", '
+        '"error": "RuntimeError: database busy\\n\\nTraceback (most recent call last): ..."}'
+    )
+    execute(
+        run.dsn,
+        [
+            "UPDATE skiplock.jobs SET status = 'succeeded', attempts = 2, claims = 2, "
+            "claimed_by = 'w-2', claimed_at = '2024-05-01T09:00:10Z', "
+            "started_at = '2024-05-01T09:00:00Z', completed_at = '2024-05-01T09:00:12Z', "
+            f"""result = '{{"rows": 3, "pages": [1, 2]}}', errors = '[{entry}]' """
+            f"WHERE id = {job_id}"
+        ],
+    )
+    job = run.json("jobs", "show", str(job_id))
+    assert set(job) == JOB_KEYS
+    assert job["result"] == {"rows": 3, "pages": [1, 2]}
+    assert job["started_at"] == "2024-05-01T09:00:00+00:00"
+    assert job["errors"] == [
+        {
+            "attempt": 1,
+            "worker_id": "w-1",
+            "claimed_at": "2024-05-01T09:00:00+00:00",
+            "failed_at": "2024-05-01T09:00:05+00:00",
+            "error": "RuntimeError: database busy\n\nTraceback (most recent call last): ...",
+        }
+    ]
+    assert job["worker_ids"] == ["w-1", "w-2"]
+    assert run("jobs", "show", str(job_id)) == 0
+    # A field's line starts with its name; continuation lines are indented.
+    fields = [line.split(":", 1) for line in run.lines if not line.startswith(" ")]
+    shown = {name: value.strip() for name, value in fields}
+    assert shown["errors"] == "#1 w-1 2024-05-01 09:00:05Z: RuntimeError: database busy"
+    assert shown["started_at"] == "2024-05-01T09:00:00+00:00"
+    assert "Traceback" not in run.out  # the summary line only; --json has the whole text
+    assert shown["worker_ids"] == "w-1, w-2"
+    assert '  "rows": 3,' in run.out
 
 
 @needs_psycopg

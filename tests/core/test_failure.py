@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from skiplock.core import (
     MAX_DELAY,
     MAX_ERROR_LENGTH,
+    MAX_RECORDED_ERRORS,
     UNDECODABLE_MARK,
+    AttemptError,
     Bury,
     FailureKind,
     Release,
@@ -21,10 +23,12 @@ from skiplock.core import (
     ValidationError,
     decide_failure,
     next_delay,
+    recorded_errors,
     truncate_error,
     undecodable_error,
 )
 
+_AT = datetime(2024, 1, 1, tzinfo=UTC)
 POLICY = RetryPolicy(max_attempts=3, base=timedelta(seconds=10), factor=2.0, jitter=0.5)
 
 
@@ -81,6 +85,28 @@ def test_decide_failure_undecodable_buries_immediately(attempt: int) -> None:
 def test_decide_failure_unknown_kind_buries_immediately(attempt: int) -> None:
     outcome = _decide(FailureKind.UNKNOWN_KIND, "email.send", attempt=attempt)
     assert outcome == Bury(error="no processor registered for kind 'email.send'")
+
+
+@pytest.mark.parametrize("attempt", [1, 3])
+def test_decide_failure_unstorable_result_buries_immediately(attempt: int) -> None:
+    # The same code would return the same kind of value again: no retry (X5).
+    outcome = _decide(FailureKind.UNSTORABLE_RESULT, "result too large", attempt=attempt)
+    assert outcome == Bury(error="unstorable result: result too large")
+
+
+def _entry(attempt: int) -> AttemptError:
+    return AttemptError(
+        attempt=attempt, worker_id="w", claimed_at=None, failed_at=_AT, error=f"e{attempt}"
+    )
+
+
+def test_recorded_errors_append_and_keep_the_latest() -> None:
+    errors: tuple[AttemptError, ...] = ()
+    for n in range(1, MAX_RECORDED_ERRORS + 4):
+        errors = recorded_errors(errors, _entry(n))
+        assert len(errors) == min(n, MAX_RECORDED_ERRORS)
+        assert errors[-1] == _entry(n)
+    assert [e.attempt for e in errors] == list(range(4, MAX_RECORDED_ERRORS + 4))
 
 
 @pytest.mark.parametrize("attempt", [1, 3, 10])

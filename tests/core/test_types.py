@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import attrs
 import pytest
 
-from skiplock.core import Job, JobState, Lease
+from skiplock.core import AttemptError, Job, JobState, Lease, Succeeded
 
 _AT = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -60,7 +60,43 @@ def test_charged_job_has_one_more_attempt_and_every_other_field_kept() -> None:
         suspect=True,
         explicit_max_attempts=True,
         last_error="boom",
+        started_at=_AT,
+        errors=(_failed("w0"),),
     )
     charged = job.charged()
     assert charged == attrs.evolve(job, attempts=3)
     assert job.attempts == 2  # the original is untouched (frozen)
+
+
+def _failed(worker_id: str) -> AttemptError:
+    return AttemptError(attempt=1, worker_id=worker_id, claimed_at=None, failed_at=_AT, error="e")
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        (JobState.RUNNING, ("w1", "w2", "w3")),
+        (JobState.SUCCEEDED, ("w1", "w2", "w3")),
+        # The last failure is the run of the claim that buried it: listed once.
+        (JobState.DEAD, ("w1", "w2")),
+        (JobState.PENDING, ("w1", "w2")),
+        (JobState.CANCELLED, ("w1", "w2")),
+    ],
+)
+def test_worker_ids_are_the_failed_runs_then_the_current_or_successful_one(
+    state: JobState, expected: tuple[str, ...]
+) -> None:
+    job = _job(state=state, claimed_by="w3", errors=(_failed("w1"), _failed("w2")))
+    assert job.worker_ids == expected
+    assert _job(state=state).worker_ids == ()
+
+
+def test_a_new_job_has_no_history() -> None:
+    job = _job()
+    assert (job.started_at, job.result, job.errors, job.worker_ids) == (None, None, (), ())
+
+
+def test_succeeded_result_json_is_a_cache_outside_equality() -> None:
+    assert Succeeded(result=[1], result_json="[1]") == Succeeded(result=[1])
+    assert Succeeded() == Succeeded(result=None)
+    assert Succeeded(result=1) != Succeeded(result=2)

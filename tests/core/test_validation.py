@@ -16,11 +16,14 @@ from skiplock.core import (
     KIND_RE,
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_PAYLOAD_DEPTH,
+    MAX_RESULT_BYTES,
     MAX_TENANT_LENGTH,
     EnqueueRequest,
     UnknownKindError,
     ValidationError,
     encode_payload,
+    encode_result,
+    result_json,
     validate_identifier,
     validate_request,
 )
@@ -87,6 +90,33 @@ def test_encode_payload_rejects_bad_keys() -> None:
 def test_encode_payload_rejects_nan_and_infinity(value: float) -> None:
     with pytest.raises(ValidationError, match="not valid JSON"):
         encode_payload({"x": value})
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ({1, 2}, "result is not JSON-serialisable: object of type 'set'"),
+        ({"x": float("nan")}, "result is not valid JSON"),
+        ({(1,): 2}, "result is not JSON-serialisable"),
+        ("x" * 30, "result too large: 32 bytes encoded, the limit is 20 bytes"),
+        ("\x00", "result is not valid JSON for storage: it contains a NUL character"),
+    ],
+)
+def test_encode_result_applies_the_payload_rules_naming_the_result(
+    value: object, problem: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        encode_result(value, max_bytes=20)
+    assert str(info.value).startswith(problem)
+
+
+def test_encode_result_and_the_stores_text() -> None:
+    assert encode_result({"b": (1, 2), "a": None}) == '{"b":[1,2],"a":null}'
+    assert result_json({"a": 1}, None) == '{"a":1}'
+    assert result_json({"a": 1}, "cached") == "cached"
+    assert result_json(None, None) is None
+    # A store applies only jsonb's own limit: the engine enforced its configured one.
+    assert result_json("x" * (MAX_RESULT_BYTES + 10), None) is not None
 
 
 def test_encode_payload_rejects_circular() -> None:

@@ -96,8 +96,13 @@ def test_every_attempt_gets_a_span_with_its_outcome_and_error(
     def doomed(payload: Any, ctx: JobContext) -> None:
         raise KeyError("never works")
 
+    @engine.processor("unstorable", max_attempts=3)
+    def unstorable(payload: Any, ctx: JobContext) -> object:
+        return {1, 2}  # not JSON: dead at once, the span told why (X5)
+
     flaky_id = (engine.enqueue("flaky")).id
     doomed_id = (engine.enqueue("doomed")).id
+    unstorable_id = (engine.enqueue("unstorable")).id
     # No processor here: a worker claiming every kind buries it (R8).
     stranger = (make_engine(store, clock).enqueue("stranger")).id
     engine.worker(all_kinds=True).run_until_idle()
@@ -106,10 +111,11 @@ def test_every_attempt_gets_a_span_with_its_outcome_and_error(
             (flaky_id, "retry", "ValueError"),
             (flaky_id, "succeeded", None),
             (doomed_id, "dead", "KeyError"),
+            (unstorable_id, "dead", "UnstorableResultError"),
             (stranger, "dead", "UnknownKindError"),
         ]
     )
-    assert sorted(tracer.spans) == sorted([flaky_id, flaky_id, doomed_id, stranger])
+    assert sorted(tracer.spans) == sorted([flaky_id, flaky_id, doomed_id, unstorable_id, stranger])
 
 
 class BrokenTracer:

@@ -95,8 +95,13 @@ async def test_every_attempt_gets_a_span_with_its_outcome_and_error(
     async def doomed(payload: Any, ctx: JobContext) -> None:
         raise KeyError("never works")
 
+    @engine.processor("unstorable", max_attempts=3)
+    async def unstorable(payload: Any, ctx: JobContext) -> object:
+        return {1, 2}  # not JSON: dead at once, the span told why (X5)
+
     flaky_id = (await engine.enqueue("flaky")).id
     doomed_id = (await engine.enqueue("doomed")).id
+    unstorable_id = (await engine.enqueue("unstorable")).id
     # No processor here: a worker claiming every kind buries it (R8).
     stranger = (await make_engine(store, clock).enqueue("stranger")).id
     await engine.worker(all_kinds=True).run_until_idle()
@@ -105,10 +110,11 @@ async def test_every_attempt_gets_a_span_with_its_outcome_and_error(
             (flaky_id, "retry", "ValueError"),
             (flaky_id, "succeeded", None),
             (doomed_id, "dead", "KeyError"),
+            (unstorable_id, "dead", "UnstorableResultError"),
             (stranger, "dead", "UnknownKindError"),
         ]
     )
-    assert sorted(tracer.spans) == sorted([flaky_id, flaky_id, doomed_id, stranger])
+    assert sorted(tracer.spans) == sorted([flaky_id, flaky_id, doomed_id, unstorable_id, stranger])
 
 
 class BrokenTracer:

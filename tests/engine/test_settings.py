@@ -241,6 +241,7 @@ ENV_SAMPLES: dict[str, tuple[str, Any]] = {
     "retention": ("3d", timedelta(days=3)),
     "retention_archive": ("yes", True),
     "max_payload_bytes": ("2048", 2048),
+    "max_result_bytes": ("4096", 4096),
     "unknown_kinds": ("allow", "allow"),
     "audit": ("on", True),
     "audit_actor": (" billing-api ", "billing-api"),

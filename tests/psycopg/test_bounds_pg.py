@@ -86,7 +86,8 @@ def test_an_id_archived_again_keeps_one_copy_the_latest(
     def succeed(expected: int) -> None:
         [job] = store.claim(ClaimRequest(worker_id="w", limit=1))
         assert job.id == expected
-        assert store.complete([Completion(lease=job.lease, outcome=Succeeded())]) == [True]
+        outcome = Succeeded(result={"from": job.payload["run"]})
+        assert store.complete([Completion(lease=job.lease, outcome=outcome)]) == [True]
 
     engine = Engine(store)
     job_id = engine.enqueue("archive.job", {"run": 1}).id
@@ -101,8 +102,8 @@ def test_an_id_archived_again_keeps_one_copy_the_latest(
     )
     succeed(job_id)
     assert store.purge(older_than=timedelta(0), archive=True, batch_size=10) == 1
-    rows = sql(pg_dsn, "SELECT id, payload FROM skiplock.jobs_archive")
-    assert rows == [(job_id, {"run": 2})]
+    rows = sql(pg_dsn, "SELECT id, payload, result FROM skiplock.jobs_archive")
+    assert rows == [(job_id, {"run": 2}, {"from": 2})]
 
 
 @pytest.mark.parametrize("schema", ["information_schema", "pg_catalog", "pg_toast", "pg_x"])

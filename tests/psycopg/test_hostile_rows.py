@@ -36,6 +36,10 @@ def test_counters_saturate_in_start_and_complete(store: PsycopgJobStore, pg_dsn:
     scenarios.counters_saturate_in_start_and_complete(store, pg_dsn)
 
 
+def test_recorded_errors_survive_hostile_values(store: PsycopgJobStore, pg_dsn: str) -> None:
+    scenarios.recorded_errors_survive_hostile_values(store, pg_dsn)
+
+
 def test_a_claim_audits_the_rows_it_buries(store: PsycopgJobStore, pg_dsn: str) -> None:
     scenarios.claim_audits_the_rows_it_buries(store, pg_dsn)
 

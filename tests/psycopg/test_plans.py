@@ -275,12 +275,21 @@ def test_completions_find_their_jobs_by_key_whatever_the_statistics(table: str, 
         Completion(lease=lease, outcome=retry if i % 2 else Succeeded())
         for i, lease in enumerate(leases)
     ]
+    # Results (X5) travel in one more array, NULL unless some outcome carries one.
+    returned = Succeeded(result={"n": 1}, result_json='{"n": 1}')
+    with_results = [
+        Completion(lease=lease, outcome=retry if i % 2 else returned)
+        for i, lease in enumerate(leases)
+    ]
     audited: dict[str, Any] = {"actor": WORKER, "audit_table": True}
     statements: list[tuple[str, dict[str, Any], int]] = [
         ("complete", complete_params(completions), COMPLETE_BATCH),
+        ("complete", complete_params(with_results), COMPLETE_BATCH),
         # With the audit trail on (J10): the same walk, and one insert for the batch.
         ("complete_audited", complete_params(completions) | audited, COMPLETE_BATCH),
+        ("complete_audited", complete_params(with_results) | audited, COMPLETE_BATCH),
         ("complete_one", complete_one_params(completions[0]), 1),
+        ("complete_one", complete_one_params(with_results[0]), 1),
         ("start", lease_params(leases), COMPLETE_BATCH),
         ("recharge", recharge_params(leases, [True] * len(leases)), COMPLETE_BATCH),
     ]

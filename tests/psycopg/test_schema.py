@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -17,7 +18,16 @@ from skiplock.adapters.psycopg import (
     schema_sql,
     schema_status,
 )
-from skiplock.core import ClaimRequest, SchemaVersionError, ValidationError
+from skiplock.core import (
+    ClaimRequest,
+    Completion,
+    JobState,
+    Lease,
+    Retry,
+    SchemaVersionError,
+    Succeeded,
+    ValidationError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -311,6 +321,59 @@ def test_the_due_time_bounds_migration_clamps_rows_written_before(
         # The rows that were due before are due now, and read back.
         jobs = store.claim(ClaimRequest(worker_id="w", limit=10, kinds=frozenset({"early"})))
         assert [job.available_at.year for job in jobs] == [1, 1, 1]
+
+
+def test_the_results_migration_keeps_jobs_written_before(
+    make_database: Callable[[], str],
+) -> None:
+    """0009 (X5) only adds: jobs from before it read back without a history, and a job
+    that was running across the upgrade records its failure and its result."""
+    dsn = make_database()
+    apply_schema(dsn)
+    results = migrations()[8]
+    assert results.name == "0009_job_results"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # Back to the schema before 0009.
+        conn.execute("DROP FUNCTION skiplock.recorded_errors")
+        for table in ("jobs", "jobs_archive"):
+            conn.execute(
+                f"ALTER TABLE skiplock.{table} "
+                "DROP COLUMN started_at, DROP COLUMN result, DROP COLUMN errors"
+            )
+        conn.execute("DELETE FROM skiplock.schema_migrations WHERE version = 9")
+        conn.execute(
+            "INSERT INTO skiplock.jobs (id, kind, status, claimed_by, claimed_at, attempts, "
+            "claims, started, completed_at) VALUES "
+            "(1, 'old', 'succeeded', 'w', now(), 1, 1, false, now()), "
+            "(2, 'old', 'running', 'w', now(), 1, 1, true, NULL), "
+            "(3, 'old', 'running', 'w', now(), 1, 1, true, NULL)"
+        )
+    assert apply_schema(dsn) == [results.name]
+    with PsycopgJobStore(dsn) as store:
+        done = store.get(1)
+        assert done is not None
+        assert (done.state, done.started_at, done.result, done.errors) == (
+            JobState.SUCCEEDED,
+            None,
+            None,
+            (),
+        )
+        failing, returning = (
+            Lease(job_id=job_id, worker_id="w", attempt=1, claim=1) for job_id in (2, 3)
+        )
+        outcomes = [
+            Completion(failing, Retry(delay=timedelta(0), error="after the upgrade")),
+            Completion(returning, Succeeded(result={"upgraded": True})),
+        ]
+        assert store.complete(outcomes) == [True, True]
+        failed, succeeded = store.get(2), store.get(3)
+        assert failed is not None
+        assert succeeded is not None
+        assert [(e.attempt, e.error) for e in failed.errors] == [(1, "after the upgrade")]
+        assert succeeded.result == {"upgraded": True}
+        # Running across the upgrade: dated by its current claim, the best known.
+        assert failed.started_at is not None
+        assert succeeded.started_at == succeeded.claimed_at
 
 
 def test_store_accepts_a_newer_schema(make_database: Callable[[], str]) -> None:

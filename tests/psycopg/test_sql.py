@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import json
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any
 
@@ -133,6 +134,23 @@ def test_a_pair_limit_that_cannot_bind_keeps_the_plain_claim() -> None:
 _WHEN = datetime(2030, 1, 1, tzinfo=UTC)
 
 
+def _entry(**fields: Any) -> dict[str, Any]:
+    """One recorded attempt as the ``errors`` column holds it (``fields`` override)."""
+    entry = {
+        "attempt": 1,
+        "worker_id": "w",
+        "claimed_at": _WHEN.isoformat(),
+        "failed_at": _WHEN.isoformat(),
+        "error": "boom",
+    }
+    return entry | fields
+
+
+def _entries(**fields: Any) -> str:
+    """An ``errors`` column of one recorded attempt."""
+    return json.dumps([_entry(**fields)])
+
+
 def _row(job_id: int, **fields: Any) -> dict[str, Any]:
     """A claimed row as ``_job_fields`` (plus the claim's flags) returns it."""
     row: dict[str, Any] = {
@@ -155,6 +173,7 @@ def _row(job_id: int, **fields: Any) -> dict[str, Any]:
         "claims": 1,
         "explicit_max_attempts": False,
         "recovered": False,
+        "started_at": _WHEN,
         "unreadable": None,
         "suspect": False,
         "charged": True,
@@ -189,6 +208,13 @@ def test_the_cores_bounds_are_the_ones_in_the_queries_and_the_schema() -> None:
             "-infinity is outside the timestamps Python reads back",
         ),
         ({"created_at": None}, "row", "AttributeError"),
+        ({"result": "[" * 5000 + "]" * 5000}, "result", "nested too deeply"),
+        ({"errors": '{"attempt": 1}'}, "errors", "not a JSON array"),
+        ({"errors": "[1]"}, "errors", "an entry is not an object with"),
+        ({"errors": '[{"attempt": 1}]'}, "errors", "an entry is not an object with"),
+        ({"errors": _entries(attempt="1")}, "errors", "an entry has a value of the wrong type"),
+        ({"errors": _entries(failed_at="yesterday")}, "errors", "Invalid isoformat"),
+        ({"errors": _entries(failed_at=None)}, "errors", "not a timestamp: None"),
     ],
 )
 def test_a_row_that_cannot_become_a_job_names_its_column(
@@ -198,6 +224,24 @@ def test_a_row_that_cannot_become_a_job_names_its_column(
         job_from_row(_row(7, **fields))
     assert (info.value.job_id, info.value.column) == (7, column)
     assert problem in info.value.problem
+
+
+def test_results_and_recorded_errors_read_back() -> None:
+    """X5: the admin columns; a claim's row has neither (the job then has none)."""
+    plain = job_from_row(_row(1))
+    assert (plain.result, plain.errors, plain.started_at) == (None, (), _WHEN)
+    entries = [
+        _entry(extra="newer code may add keys", claimed_at=None),
+        _entry(attempt=2, failed_at="2030-01-01T05:30:00.5+05:30"),
+    ]
+    job = job_from_row(_row(2, result='{"n": [1, 2]}', errors=json.dumps(entries)))
+    assert job.result == {"n": [1, 2]}
+    assert [(e.attempt, e.worker_id, e.claimed_at, e.error) for e in job.errors] == [
+        (1, "w", None, "boom"),
+        (2, "w", _WHEN, "boom"),
+    ]
+    assert [e.failed_at for e in job.errors] == [_WHEN, _WHEN + timedelta(seconds=0.5)]
+    assert all(e.failed_at.tzinfo is UTC for e in job.errors)
 
 
 def test_a_trace_context_with_odd_values_reads_as_text() -> None:

@@ -27,6 +27,7 @@ from skiplock.core import (
     JobState,
     LeaseLostError,
     Page,
+    Retry,
     StoreError,
     Succeeded,
     WorkerInfo,
@@ -325,6 +326,21 @@ def test_purge_runs_on_one_node_at_a_time_and_archives(store: PsycopgJobStore, p
         pg_dsn, "SELECT id, status, payload, attempts FROM skiplock.jobs_archive ORDER BY id"
     )
     assert archived == [(j.id, "succeeded", j.payload, 1) for j in sorted(jobs, key=lambda j: j.id)]
+
+
+def test_purge_archives_results_and_recorded_errors(store: PsycopgJobStore, pg_dsn: str) -> None:
+    store.enqueue([_req()])
+    [job] = store.claim(_claim())
+    store.complete([Completion(job.lease, Retry(delay=timedelta(0), error="first"))])
+    [job] = store.claim(_claim())
+    store.complete([Completion(job.lease, Succeeded(result={"n": [1, 2]}))])
+    assert store.purge(older_than=timedelta(0), archive=True, batch_size=10) == 1
+    [(started_at, result, errors)] = sql(
+        pg_dsn, "SELECT started_at, result, errors FROM skiplock.jobs_archive"
+    )
+    assert started_at is not None
+    assert result == {"n": [1, 2]}
+    assert [(e["attempt"], e["worker_id"], e["error"]) for e in errors] == [(1, "w1", "first")]
 
 
 # ---- concurrency across connections ---------------------------------------------------------

@@ -59,6 +59,12 @@ async def test_counters_saturate_in_start_and_complete(
     await scenarios.counters_saturate_in_start_and_complete(store, pg_dsn)
 
 
+async def test_recorded_errors_survive_hostile_values(
+    store: AsyncSessionJobStore, pg_dsn: str
+) -> None:
+    await scenarios.recorded_errors_survive_hostile_values(store, pg_dsn)
+
+
 async def test_a_claim_audits_the_rows_it_buries(store: AsyncSessionJobStore, pg_dsn: str) -> None:
     await scenarios.claim_audits_the_rows_it_buries(store, pg_dsn)
 

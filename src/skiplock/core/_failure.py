@@ -8,11 +8,15 @@ from datetime import timedelta
 
 from ._errors import ValidationError
 from ._retry import RetryPolicy, next_delay
-from ._types import Bury, Release, Retry
+from ._types import AttemptError, Bury, Release, Retry
 from ._validation import MAX_DELAY
 
 #: last_error is capped before it is stored (R6 in docs/requirements.md).
 MAX_ERROR_LENGTH = 4096
+
+#: How many failed attempts a job records in ``Job.errors`` (X5): the latest ones. With
+#: errors capped at :data:`MAX_ERROR_LENGTH`, a job's record stays below ~40 KiB.
+MAX_RECORDED_ERRORS = 10
 
 #: Prefix of ``last_error`` of a job whose worker stopped heart-beating (R12).
 STALE_MARK = "[stale-claim recovered]"
@@ -30,6 +34,9 @@ class FailureKind(enum.Enum):
     UNDECODABLE = "undecodable"  # the payload does not decode to the processor's type: no retry
     UNKNOWN_KIND = "unknown_kind"  # no processor registered: no retry
     THROTTLED = "throttled"  # rate limited: wait without using an attempt
+    #: The processor's return value cannot be stored (not JSON, too large): no retry, as
+    #: the same code would return the same kind of value again.
+    UNSTORABLE_RESULT = "unstorable_result"
 
 
 def truncate_error(text: str, limit: int = MAX_ERROR_LENGTH) -> str:
@@ -68,6 +75,14 @@ def undecodable_error(column: str, problem: str) -> str:
     return truncate_error(f"{UNDECODABLE_MARK} {column}: {problem}")
 
 
+def recorded_errors(
+    errors: tuple[AttemptError, ...], entry: AttemptError
+) -> tuple[AttemptError, ...]:
+    """``errors`` with ``entry`` appended, keeping the latest :data:`MAX_RECORDED_ERRORS`
+    (the rule of ``Job.errors``; the PostgreSQL store applies it in SQL)."""
+    return (*errors, entry)[-MAX_RECORDED_ERRORS:]
+
+
 def _storable(text: str) -> str:
     if "\x00" in text:
         text = text.replace("\x00", "\\x00")
@@ -97,6 +112,8 @@ def decide_failure(
         return Bury(error=truncate_error(f"no processor registered for kind {error!r}"))
     if failure is FailureKind.UNDECODABLE:
         return Bury(error=truncate_error(f"undecodable payload: {error}"))
+    if failure is FailureKind.UNSTORABLE_RESULT:
+        return Bury(error=truncate_error(f"unstorable result: {error}"))
     if failure is FailureKind.THROTTLED:
         if not (math.isfinite(retry_after) and retry_after >= 0):
             raise ValidationError(f"retry_after must be >= 0 seconds, got {retry_after!r}")

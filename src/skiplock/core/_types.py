@@ -40,8 +40,30 @@ class Event(enum.StrEnum):
 
 
 @attrs.frozen
+class AttemptError:
+    """One failed attempt of a job, as a store records it in :attr:`Job.errors`.
+
+    ``attempt`` is the attempt's number (1-based, as ``Job.attempts`` counted it),
+    ``worker_id`` the worker that ran it, ``claimed_at`` when that worker's claim was
+    taken and ``failed_at`` when the failure was written (store clock, UTC). ``error`` is
+    the stored error text, capped like ``last_error``
+    (:data:`~skiplock.core.MAX_ERROR_LENGTH`).
+    """
+
+    attempt: int
+    worker_id: str
+    claimed_at: datetime | None
+    failed_at: datetime
+    error: str
+
+
+@attrs.frozen
 class Job:
-    """A job as read from a store."""
+    """A job as read from a store.
+
+    ``result`` and ``errors`` are read by ``get``/``list_jobs``/``delete``; a claim may
+    return them empty (the worker that runs a job needs neither).
+    """
 
     id: int
     kind: str
@@ -75,6 +97,30 @@ class Job:
     #: pending until its next outcome: the worker that claims it pays its attempt before
     #: running it, even when it only prefetched it.
     recovered: bool = False
+    #: When the job first started: the time of the first claim that ran it (a
+    #: prefetched job may start a little after its claim). Kept through retries,
+    #: releases and replays; None until a run started.
+    started_at: datetime | None = None
+    #: The processor's return value, JSON-normalised, once the job succeeded (None
+    #: before, and when it returned None).
+    result: JSON = None
+    #: The failed attempts, oldest first: the latest :data:`~skiplock.core.MAX_RECORDED_ERRORS`
+    #: (a failure of the processor, a timeout, a vanished worker, an undecodable row...).
+    #: Kept through replays.
+    errors: tuple[AttemptError, ...] = ()
+
+    @property
+    def worker_ids(self) -> tuple[str, ...]:
+        """The workers of the recorded attempts, oldest first: one per entry of
+        :attr:`errors`, then the worker running the job or that ran it to success.
+
+        An attempt dropped from ``errors`` (more failures than it keeps) is not listed,
+        nor the worker of a run cancelled or marked failed by an operator.
+        """
+        failed = tuple(e.worker_id for e in self.errors)
+        if self.claimed_by is not None and self.state in (JobState.RUNNING, JobState.SUCCEEDED):
+            return (*failed, self.claimed_by)
+        return failed
 
     @property
     def lease(self) -> Lease:
@@ -157,7 +203,16 @@ class EnqueueResult:
 
 @attrs.frozen
 class Succeeded:
-    """The processor returned normally."""
+    """The processor returned normally; ``result`` is its return value as JSON-ready data
+    (None: nothing is stored).
+
+    ``result_json`` is ``result`` as :func:`~skiplock.core.encode_result` encoded it, when
+    the caller already did (the engine does, to validate it): stores then write this text
+    instead of encoding again. Derived from ``result``, so not part of equality.
+    """
+
+    result: JSON = None
+    result_json: str | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen

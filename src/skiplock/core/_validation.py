@@ -7,7 +7,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard
 
@@ -22,6 +22,10 @@ IDENTIFIER_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 #: Job kinds: dotted/dashed names, <= 200 chars.
 KIND_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:\-]{0,199}$")
 MAX_PAYLOAD_BYTES = 1024 * 1024
+#: The default largest stored result of a processor (``Settings.max_result_bytes``).
+MAX_RESULT_BYTES = 1024 * 1024
+#: PostgreSQL's own limit of a jsonb value (stores mirror it; the engine's are lower).
+JSONB_MAX_BYTES = 255 * 1024 * 1024
 MAX_TENANT_LENGTH = 200
 #: Longest actor name the audit trail records (J10).
 MAX_ACTOR_LENGTH = 255
@@ -245,10 +249,17 @@ def validate_identifier(name: str) -> str:
     return name
 
 
-def _reject_type(value: object) -> NoReturn:
-    raise ValidationError(
-        f"payload is not JSON-serialisable: object of type {type(value).__name__!r}"
-    )
+def _rejecter(what: str) -> Callable[[object], NoReturn]:
+    def reject(value: object) -> NoReturn:
+        raise ValidationError(
+            f"{what} is not JSON-serialisable: object of type {type(value).__name__!r}"
+        )
+
+    return reject
+
+
+# json.dumps' ``default``: called for a value it cannot encode (built once, not per call).
+_REJECT = {"payload": _rejecter("payload"), "result": _rejecter("result")}
 
 
 def _json_depth(text: str) -> int:
@@ -267,38 +278,60 @@ def encode_payload(payload: object, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> st
     :data:`MAX_PAYLOAD_DEPTH` because it could not be decoded again. The size limit
     counts UTF-8 bytes.
     """
+    return _encode_json(payload, "payload", max_bytes)
+
+
+def encode_result(result: object, *, max_bytes: int = MAX_RESULT_BYTES) -> str:
+    """A processor's return value as compact JSON, by the rules of
+    :func:`encode_payload` (the same JSON is storable, the same errors name ``result``);
+    ``max_bytes`` is ``Settings.max_result_bytes`` (X5)."""
+    return _encode_json(result, "result", max_bytes)
+
+
+def result_json(result: object, result_json: str | None) -> str | None:
+    """The JSON text a store writes for a ``Succeeded`` outcome's result: its
+    ``result_json`` if given, else ``result`` encoded (jsonb's own size limit only; the
+    engine enforced its configured one), None for no result."""
+    if result_json is not None:
+        return result_json
+    if result is None:
+        return None
+    return encode_result(result, max_bytes=JSONB_MAX_BYTES)
+
+
+def _encode_json(value: object, what: str, max_bytes: int) -> str:
     try:
         text = json.dumps(
-            payload,
+            value,
             separators=(",", ":"),
             ensure_ascii=False,
             allow_nan=False,
             sort_keys=False,
-            default=_reject_type,
+            default=_REJECT[what],
         )
     except ValidationError:
         raise
     except TypeError as exc:  # e.g. a dict key of an unsupported type
-        raise ValidationError(f"payload is not JSON-serialisable: {exc}") from None
+        raise ValidationError(f"{what} is not JSON-serialisable: {exc}") from None
     except ValueError as exc:  # NaN/Infinity, circular reference
-        raise ValidationError(f"payload is not valid JSON: {exc}") from None
+        raise ValidationError(f"{what} is not valid JSON: {exc}") from None
     except RecursionError:
-        raise ValidationError("payload is not valid JSON: nested too deeply") from None
+        raise ValidationError(f"{what} is not valid JSON: nested too deeply") from None
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:
         raise ValidationError(
-            "payload is not valid JSON: it contains a lone surrogate character"
+            f"{what} is not valid JSON: it contains a lone surrogate character"
         ) from None
     if _JSON_NUL_RE.search(text):
-        raise ValidationError("payload is not valid JSON for storage: it contains a NUL character")
+        raise ValidationError(f"{what} is not valid JSON for storage: it contains a NUL character")
     if _json_depth(text) > MAX_PAYLOAD_DEPTH:
         raise ValidationError(
-            f"payload nested too deeply: more than {MAX_PAYLOAD_DEPTH} levels of arrays and objects"
+            f"{what} nested too deeply: more than {MAX_PAYLOAD_DEPTH} levels of arrays and objects"
         )
     if size > max_bytes:
         raise ValidationError(
-            f"payload too large: {size} bytes encoded, the limit is {max_bytes} bytes"
+            f"{what} too large: {size} bytes encoded, the limit is {max_bytes} bytes"
         )
     return text
 

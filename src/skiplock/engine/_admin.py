@@ -80,7 +80,10 @@ class AdminOps:
         return attrs.evolve(audit, actor=actor)
 
     def get_job(self, job_id: int) -> Job:
-        """One job (with ``last_error`` and attempts); JobNotFoundError if absent."""
+        """One job, with what its runs recorded (``attempts``, ``last_error``,
+        ``started_at``, ``completed_at``, the processor's ``result`` and the failed
+        attempts in ``errors``: docs/architecture.md, "What a job records");
+        JobNotFoundError if absent."""
         job = self._store.get(check_job_id("job_id", job_id))
         if job is None:
             raise JobNotFoundError(f"no job with id {job_id}")
@@ -102,7 +105,8 @@ class AdminOps:
         after_id: int | None = None,
         descending: bool = False,
     ) -> list[Job]:
-        """Jobs matching every given filter, ordered by id, one keyset page.
+        """Jobs matching every given filter, ordered by id, one keyset page (each with its
+        ``result`` and ``errors``, as :meth:`get_job`).
 
         The time ranges take aware datetimes and are half-open: ``created_since <=
         created_at < created_before``, the same for ``available_at``. Pass the last id of
@@ -138,7 +142,8 @@ class AdminOps:
         limit: int = 100,
         after_id: int | None = None,
     ) -> list[Job]:
-        """The dead-letter view: dead jobs with their last_error, payload and tenant."""
+        """The dead-letter view: dead jobs with their last_error, errors, payload and
+        tenant."""
         return self.list_jobs(
             state=JobState.DEAD, kind=kind, tenant=tenant, limit=limit, after_id=after_id
         )

@@ -22,3 +22,8 @@ class JobCancelledError(SkiplockError):
 
 class UndecodablePayloadError(SkiplockError, ValueError):
     """A stored payload does not decode to the processor's payload type (R25)."""
+
+
+class UnstorableResultError(SkiplockError, ValueError):
+    """A processor returned a value that cannot be stored as its job's result (not JSON,
+    or larger than ``Settings.max_result_bytes``): the job goes to ``dead`` (X5)."""

@@ -26,10 +26,18 @@ from skiplock.core import (
     Retry,
     Succeeded,
     UnknownKindError,
+    ValidationError,
     decide_failure,
+    encode_result,
 )
 
-from ._errors import JobCancelledError, JobTimeoutError, UndecodablePayloadError
+from ._codec import encode
+from ._errors import (
+    JobCancelledError,
+    JobTimeoutError,
+    UndecodablePayloadError,
+    UnstorableResultError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -81,6 +89,31 @@ LOST = RunResult(None, "lost")
 EXITS = (SystemExit, KeyboardInterrupt)
 
 
+#: The outcome of a processor that returned None: nothing to encode or store.
+NO_RESULT = Succeeded()
+
+
+def succeeded(returned: object, max_bytes: int) -> Succeeded:
+    """The outcome of a processor that returned ``returned``: its result converted like a
+    payload (attrs classes, dataclasses, pydantic models) and encoded as JSON by the
+    payload rules (X5). Raises :class:`UnstorableResultError` for a value that cannot be
+    stored: not JSON, or more than ``max_bytes`` encoded."""
+    if returned is None:
+        return NO_RESULT
+    try:
+        value = encode(returned)
+    except Exception as exc:  # a converter choking on a typed value
+        raise UnstorableResultError(
+            f"the return value ({type(returned).__name__}) could not be converted to JSON: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    try:
+        text = encode_result(value, max_bytes=max_bytes)
+    except ValidationError as exc:
+        raise UnstorableResultError(str(exc)) from None
+    return Succeeded(result=value, result_json=text)
+
+
 def format_error(exc: BaseException) -> str:
     """The error text stored for a failed attempt: summary line, then the traceback."""
     summary = "".join(traceback.format_exception_only(exc)).strip()
@@ -111,9 +144,11 @@ class JobRunner:
         clock: Clock,
         metrics: Metrics,
         on_exit: Callable[[BaseException], None],
+        max_result_bytes: int,
         audit: AsyncAudit | None = None,
     ) -> None:
         self._store = store
+        self._max_result_bytes = max_result_bytes
         self._audit = audit
         self._worker_id = worker_id
         self._processors = processors
@@ -201,8 +236,9 @@ class JobRunner:
             # R10: the processor's writes and the completion commit together.
             async with self._store.transaction(statement_timeout=statement_timeout) as tx:
                 ctx.connection = tx
-                await self._call(spec, payload, ctx, guard, entered)
-                completion = [Completion(job.lease, Succeeded())]
+                returned = await self._call(spec, payload, ctx, guard, entered)
+                # An unstorable result raises here: the processor's writes roll back.
+                completion = [Completion(job.lease, succeeded(returned, self._max_result_bytes))]
                 if self._audit is None:
                     done = await self._store.complete(completion, connection=tx)
                 else:
@@ -215,11 +251,11 @@ class JobRunner:
             # For work that cannot run in a transaction (CREATE INDEX CONCURRENTLY).
             async with self._store.autocommit(statement_timeout=statement_timeout) as conn:
                 ctx.connection = conn
-                await self._call(spec, payload, ctx, guard, entered)
+                returned = await self._call(spec, payload, ctx, guard, entered)
         else:
             # The default: no connection is held while the processor runs.
-            await self._call(spec, payload, ctx, guard, entered)
-        return RunResult.pending(Succeeded())
+            returned = await self._call(spec, payload, ctx, guard, entered)
+        return RunResult.pending(succeeded(returned, self._max_result_bytes))
 
     async def _call(
         self,
@@ -228,7 +264,8 @@ class JobRunner:
         ctx: JobContext,
         guard: Interruptible,
         entered: Callable[[], None],
-    ) -> None:
+    ) -> object:
+        """Call the processor in its timeout region; returns what it returned."""
         timeout = spec.policy.timeout
         job_id, kind = ctx.job_id, ctx.kind
 
@@ -238,7 +275,7 @@ class JobRunner:
         async with guard.region(timeout, timeout_error):
             entered()
             if spec.is_async:
-                await spec.fn(*spec.args(payload, ctx))
+                returned: object = await spec.fn(*spec.args(payload, ctx))
             else:
                 returned = await guard.call_blocking(spec.fn, *spec.args(payload, ctx))
                 if inspect.isawaitable(returned):
@@ -249,6 +286,7 @@ class JobRunner:
                         f"{type(returned).__name__}, which nothing awaits: its work never "
                         "ran; make the processor async def (on an AsyncEngine)"
                     )
+        return returned
 
     def _error(
         self, job: Job, spec: ProcessorSpec, guard: Interruptible, exc: BaseException
@@ -259,6 +297,8 @@ class JobRunner:
         if isinstance(interrupted, JobTimeoutError):
             failure, text = FailureKind.TIMEOUT, f"ran longer than {spec.policy.timeout} s"
             exc = interrupted
+        elif isinstance(exc, UnstorableResultError):
+            failure, text = FailureKind.UNSTORABLE_RESULT, str(exc)
         else:
             failure, text = FailureKind.ERROR, format_error(exc)
         result = self._failed(job, failure, text, spec.policy, jitter=random.random(), error=exc)

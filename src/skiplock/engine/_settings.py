@@ -22,6 +22,7 @@ from skiplock.core import (
     ACTOR,
     FLAG,
     MAX_PAYLOAD_BYTES,
+    MAX_RESULT_BYTES,
     NON_NEGATIVE_DURATION,
     NON_NEGATIVE_INT,
     POLICY_FIELDS,
@@ -144,6 +145,13 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         MAX_PAYLOAD_BYTES,
         POSITIVE_INT,
         "Largest encoded payload (UTF-8 bytes) enqueue accepts.",
+    ),
+    Setting(
+        "max_result_bytes",
+        MAX_RESULT_BYTES,
+        POSITIVE_INT,
+        "Largest encoded processor return value (UTF-8 bytes) stored as the job's result; "
+        "a larger one fails the job (dead, no retry).",
     ),
     Setting(
         "unknown_kinds",
@@ -275,6 +283,7 @@ class Settings:
     )
     retention_archive: bool = _DEFAULT["retention_archive"]
     max_payload_bytes: int = _DEFAULT["max_payload_bytes"]
+    max_result_bytes: int = _DEFAULT["max_result_bytes"]
     unknown_kinds: UnknownKinds = _DEFAULT["unknown_kinds"]
     audit: bool = _DEFAULT["audit"]
     audit_actor: str | None = _DEFAULT["audit_actor"]

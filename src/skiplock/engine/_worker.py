@@ -222,6 +222,7 @@ class Worker:
                 clock=parts.clock,
                 metrics=parts.metrics,
                 on_exit=self._on_processor_exit,
+                max_result_bytes=settings.max_result_bytes,
                 audit=audit,
             ),
             completer=self._completer,

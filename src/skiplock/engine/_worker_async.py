@@ -231,6 +231,7 @@ class AsyncWorker:
                 clock=parts.clock,
                 metrics=parts.metrics,
                 on_exit=self._on_processor_exit,
+                max_result_bytes=settings.max_result_bytes,
                 audit=audit,
             ),
             completer=self._completer,

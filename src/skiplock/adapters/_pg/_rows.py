@@ -19,6 +19,7 @@ from skiplock.core import (
     MAX_ERROR_LENGTH,
     MIN_AVAILABLE_AT,
     STALE_MARK,
+    AttemptError,
     AuditAction,
     AuditEvent,
     Bury,
@@ -45,6 +46,7 @@ from skiplock.core import (
     operator_action,
     operator_extra,
     pair_order,
+    result_json,
     shown,
     sources,
     transition,
@@ -99,6 +101,42 @@ def _trace_context(text: str | None) -> dict[str, str] | None:
     return {str(k): str(v) for k, v in trace.items()}
 
 
+_ERROR_KEYS = frozenset({"attempt", "worker_id", "claimed_at", "failed_at", "error"})
+
+
+def _time(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise _BadValue(f"not a timestamp: {shown(value)}")
+    return datetime.fromisoformat(value).astimezone(UTC)
+
+
+def _attempt_error(entry: Any) -> AttemptError:
+    # Keys beyond these are ignored: newer code may record more.
+    if not isinstance(entry, dict) or not entry.keys() >= _ERROR_KEYS:
+        raise _BadValue(f"an entry is not an object with {sorted(_ERROR_KEYS)}: {shown(entry)}")
+    attempt, worker, error = entry["attempt"], entry["worker_id"], entry["error"]
+    if not (isinstance(attempt, int) and isinstance(worker, str) and isinstance(error, str)):
+        raise _BadValue(f"an entry has a value of the wrong type: {shown(entry)}")
+    claimed = entry["claimed_at"]
+    return AttemptError(
+        attempt=attempt,
+        worker_id=worker,
+        claimed_at=None if claimed is None else _time(claimed),
+        failed_at=_time(entry["failed_at"]),
+        error=error,
+    )
+
+
+def _errors(text: str | None) -> tuple[AttemptError, ...]:
+    """The ``errors`` column (X5): a JSON array of attempt entries, or NULL."""
+    entries = _json(text)
+    if entries is None:
+        return ()
+    if not isinstance(entries, list):
+        raise _BadValue(f"not a JSON array: {shown(text)}")
+    return tuple(_attempt_error(entry) for entry in entries)
+
+
 def _unreadable(job_id: int, text: str) -> UndecodableRowError:
     """The error for the ``unreadable`` column: ``"<column> <value>[; ...]"``."""
     column, _, value = text.partition(";")[0].partition(" ")
@@ -115,7 +153,8 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
     """A job from a row selected with the ``_job_columns`` fragment (JSON as text).
 
     Raises :class:`~skiplock.core.UndecodableRowError` naming the first column that cannot
-    be decoded (a row written around enqueue's validation); nothing else escapes.
+    be decoded (a row written around enqueue's validation); nothing else escapes. A claim's
+    rows have no ``result`` and ``errors`` columns: the job has none then.
     """
     job_id = int(row["id"])
     unreadable = row.get("unreadable")
@@ -124,6 +163,8 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
     payload = _decoded(job_id, "payload", _json, row["payload"])
     trace_context = _decoded(job_id, "trace_context", _trace_context, row["trace_context"])
     state = _decoded(job_id, "status", JobState, row["status"])
+    result = _decoded(job_id, "result", _json, row.get("result"))
+    errors = _decoded(job_id, "errors", _errors, row.get("errors"))
     try:
         return Job(
             id=job_id,
@@ -146,6 +187,9 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
             explicit_max_attempts=bool(row["explicit_max_attempts"]),
             suspect=bool(row["suspect"]),
             recovered=bool(row["recovered"]),
+            started_at=_utc_or_none(row["started_at"]),
+            result=result,
+            errors=errors,
         )
     except Exception as exc:  # the columns above cannot fail; should one ever, name it
         raise UndecodableRowError(job_id, "row", _problem(exc)) from exc
@@ -323,6 +367,12 @@ _OUTCOME_EVENTS: Mapping[type[Any], Event] = {
 }
 
 
+#: The state each outcome moves a running job to (the transition table's, looked up once).
+_TARGETS: Mapping[type[Any], str] = {
+    outcome: transition(JobState.RUNNING, event).value for outcome, event in _OUTCOME_EVENTS.items()
+}
+
+
 def lease_params(leases: Sequence[Lease]) -> dict[str, list[Any]]:
     """Column arrays naming leases for the ``_lease_fence`` fragment (``start``)."""
     return {
@@ -337,28 +387,52 @@ def recharge_params(leases: Sequence[Lease], starts: Sequence[bool]) -> dict[str
     return lease_params(leases) | {"starts": list(starts)}
 
 
-def complete_params(completions: Sequence[Completion]) -> dict[str, list[Any]]:
-    """Column arrays for the fenced ``complete`` query."""
-    cols = lease_params([c.lease for c in completions])
-    for k in ("statuses", "delays", "errors", "set_errors", "refunds", "rans"):
-        cols[k] = []
-    for c in completions:
+def complete_params(completions: Sequence[Completion]) -> dict[str, list[Any] | None]:
+    """Column arrays for the fenced ``complete`` query.
+
+    ``results`` is NULL unless an outcome carries a result (X5): a batch of jobs that
+    returned nothing builds no array for it (``unnest`` pads a NULL array with NULLs).
+    """
+    cols: dict[str, list[Any] | None] = dict(lease_params([c.lease for c in completions]))
+    statuses: list[str] = []
+    delays: list[timedelta] = []
+    errors: list[str | None] = []
+    set_errors: list[bool] = []
+    refunds: list[int] = []
+    rans: list[bool] = []
+    results: list[str | None] | None = None
+    no_delay = timedelta(0)
+    for i, c in enumerate(completions):
         outcome = c.outcome
-        target = transition(JobState.RUNNING, _OUTCOME_EVENTS[type(outcome)])
-        error: str | None = None
-        delay = timedelta(0)
-        if isinstance(outcome, Retry | Release):
-            delay = outcome.delay
-        if isinstance(outcome, Retry | Bury | Release) and outcome.error is not None:
-            error = truncate_error(outcome.error)
-        cols["statuses"].append(target.value)
-        cols["delays"].append(delay)
-        cols["errors"].append(error)
-        cols["set_errors"].append(error is not None)
+        statuses.append(_TARGETS[type(outcome)])
+        if isinstance(outcome, Succeeded):  # the common case first
+            delays.append(no_delay)
+            errors.append(None)
+            set_errors.append(False)
+            refunds.append(0)
+            rans.append(True)
+            if outcome.result is not None or outcome.result_json is not None:
+                if results is None:
+                    results = [None] * len(completions)
+                results[i] = result_json(outcome.result, outcome.result_json)
+            continue
+        error = None if outcome.error is None else truncate_error(outcome.error)
+        delays.append(outcome.delay if isinstance(outcome, Retry | Release) else no_delay)
+        errors.append(error)
+        set_errors.append(error is not None)
         # A release gives back the attempt its start counted (a held job used none).
-        cols["refunds"].append(1 if isinstance(outcome, Release) and outcome.refund else 0)
+        refunds.append(1 if isinstance(outcome, Release) and outcome.refund else 0)
         # Every outcome but the release of a job that never started is one of a run.
-        cols["rans"].append(not (isinstance(outcome, Release) and not outcome.refund))
+        rans.append(not (isinstance(outcome, Release) and not outcome.refund))
+    cols |= {
+        "statuses": statuses,
+        "delays": delays,
+        "errors": errors,
+        "set_errors": set_errors,
+        "refunds": refunds,
+        "rans": rans,
+        "results": results,
+    }
     return cols
 
 
@@ -373,12 +447,16 @@ _ONE = {
     "set_errors": "set_error",
     "refunds": "refund",
     "rans": "ran",
+    "results": "result",
 }
 
 
 def complete_one_params(completion: Completion) -> dict[str, Any]:
     """Scalar parameters of the single-row ``complete_one`` query."""
-    return {_ONE[name]: values[0] for name, values in complete_params([completion]).items()}
+    return {
+        _ONE[name]: None if values is None else values[0]
+        for name, values in complete_params([completion]).items()
+    }
 
 
 def filter_params(f: JobFilter) -> dict[str, Any]:

@@ -2,10 +2,11 @@
 
 The files under ``sql/`` are written once: ``{schema}`` stands for the quoted schema
 name, ``{channel}`` for the NOTIFY channel, ``{_fragment}`` for a named fragment of
-``queries.sql``, ``{min_time}``, ``{max_time}`` and ``{max_int4}`` in ``queries.sql`` for
-the core's bounds (:data:`CONSTANTS`), and values are ``:name`` parameters. Each driver
-converts the neutral text at load time (psycopg: ``%(name)s``; asyncpg: ``$n``;
-SQLAlchemy ``text()``: ``:name``), and the results are cached.
+``queries.sql``, ``{min_time}``, ``{max_time}``, ``{max_int4}`` and
+``{max_recorded_errors}`` in ``queries.sql`` for the core's constants
+(:data:`CONSTANTS`), and values are ``:name`` parameters. Each driver converts the
+neutral text at load time (psycopg: ``%(name)s``; asyncpg: ``$n``; SQLAlchemy
+``text()``: ``:name``), and the results are cached.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from skiplock.core import INT4_RANGE, MAX_AVAILABLE_AT, MIN_AVAILABLE_AT, validate_identifier
+from skiplock.core import (
+    INT4_RANGE,
+    MAX_AVAILABLE_AT,
+    MAX_RECORDED_ERRORS,
+    MIN_AVAILABLE_AT,
+    validate_identifier,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -42,11 +49,13 @@ def _time_literal(value: datetime) -> str:
 
 
 #: The core's bounds as SQL literals, substituted into ``queries.sql`` at load time: the
-#: timestamps Python reads back in any session time zone, and ``integer``'s maximum.
+#: timestamps Python reads back in any session time zone, ``integer``'s maximum, and how
+#: many failed attempts a job records.
 CONSTANTS: Mapping[str, str] = {
     "min_time": _time_literal(MIN_AVAILABLE_AT),
     "max_time": _time_literal(MAX_AVAILABLE_AT),
     "max_int4": str(INT4_RANGE[1]),
+    "max_recorded_errors": str(MAX_RECORDED_ERRORS),
 }
 
 

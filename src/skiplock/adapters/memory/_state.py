@@ -22,6 +22,9 @@ import attrs
 
 from skiplock.core import (
     FINISHED_STATES,
+    JSONB_MAX_BYTES,
+    STALE_MARK,
+    AttemptError,
     AuditAction,
     AuditEvent,
     Bury,
@@ -60,17 +63,14 @@ from skiplock.core import (
     operator_action,
     operator_details,
     pair_caps,
+    recorded_errors,
+    result_json,
     sources,
     stale_error,
     transition,
     truncate_error,
 )
 from skiplock.ports import Clock, SystemClock
-
-# The engine enforces the configured payload limit before the store sees a request; this
-# only mirrors jsonb's own hard limit.
-_JSONB_MAX_BYTES = 255 * 1024 * 1024
-
 
 Listener = Callable[[], None]
 
@@ -220,18 +220,45 @@ class _Scope:
 
 
 def _public(row: Job, *, suspect: bool | None = None) -> Job:
-    """A caller's copy of a stored row: payload decoded, mappings copied.
+    """A caller's copy of a stored row: payload and result decoded, mappings copied.
 
     A stored row's ``suspect`` holds the claim's ``started`` mark (see
     ``AsyncJobStore.start``); callers see ``suspect`` as defined for :class:`Job`: a
-    pending job whose mark survived its worker. A claim passes the value it had before.
+    pending job whose mark survived its worker. A claim passes the value it had before
+    (and its jobs come without errors, as a PostgreSQL claim does not read them).
     """
     return attrs.evolve(
         row,
         payload=json.loads(row.payload),
         trace_context=None if row.trace_context is None else dict(row.trace_context),
         suspect=(row.state is JobState.PENDING and row.suspect) if suspect is None else suspect,
+        result=None if row.result is None else json.loads(row.result),
+        errors=row.errors if suspect is None else (),
     )
+
+
+def _encoded(completion: Completion) -> Completion:
+    """``completion`` with its result encoded (``result_json``), if it has one."""
+    outcome = completion.outcome
+    if not isinstance(outcome, Succeeded) or outcome.result_json is not None:
+        return completion
+    if outcome.result is None:
+        return completion
+    text = result_json(outcome.result, None)
+    return attrs.evolve(completion, outcome=attrs.evolve(outcome, result_json=text))
+
+
+def _failed(job: Job, attempt: int, error: str, now: datetime) -> tuple[AttemptError, ...]:
+    """``job.errors`` with its current run's failure appended (X5)."""
+    assert job.claimed_by is not None  # a running job's
+    entry = AttemptError(
+        attempt=attempt,
+        worker_id=job.claimed_by,
+        claimed_at=job.claimed_at,
+        failed_at=now,
+        error=error,
+    )
+    return recorded_errors(job.errors, entry)
 
 
 def _matches(f: JobFilter, job: Job) -> bool:
@@ -282,30 +309,39 @@ def _after_outcome(job: Job, outcome: Outcome, now: datetime) -> Job:
     """
     ran = not (isinstance(outcome, Release) and not outcome.refund)
     paid = job.attempts + (1 if ran and not job.suspect else 0)
-    job = attrs.evolve(job, attempts=paid, suspect=False, recovered=False)
+    # A held job whose run is paid here started under this claim.
+    started_at = job.started_at if job.started_at is not None or not ran else job.claimed_at
+    job = attrs.evolve(
+        job, attempts=paid, suspect=False, recovered=False, started_at=started_at, result=None
+    )
     match outcome:
-        case Succeeded():
+        case Succeeded(result_json=text):  # encoded by complete()
             return attrs.evolve(
                 job,
                 state=transition(job.state, Event.SUCCEED),
                 completed_at=now,
                 last_error=None,
+                result=text,
             )
         case Retry(delay=delay, error=error):
+            error = truncate_error(error)
             return attrs.evolve(
                 job,
                 state=transition(job.state, Event.RETRY),
                 available_at=now + delay,
-                last_error=truncate_error(error),
+                last_error=error,
                 claimed_by=None,
                 claimed_at=None,
+                errors=_failed(job, paid, error, now),
             )
         case Bury(error=error):
+            error = truncate_error(error)
             return attrs.evolve(
                 job,
                 state=transition(job.state, Event.BURY),
                 completed_at=now,
-                last_error=truncate_error(error),
+                last_error=error,
+                errors=_failed(job, paid, error, now),
             )
         case Release(delay=delay, error=error, refund=refund):
             # The attempt counted at start is given back (a held job used none).
@@ -528,7 +564,7 @@ class MemoryState:
         """Create jobs, all or none; idempotency keys dedupe (also within the batch).
         With ``audit`` each job created is audited (J10)."""
         # Encode everything first: a bad payload raises before anything is written.
-        payloads = [encode_payload(r.payload, max_bytes=_JSONB_MAX_BYTES) for r in requests]
+        payloads = [encode_payload(r.payload, max_bytes=JSONB_MAX_BYTES) for r in requests]
         firsts = first_occurrences(requests)
         results: list[EnqueueResult] = []
         with self._writing():
@@ -623,6 +659,7 @@ class MemoryState:
                     claimed_by=request.worker_id,
                     claimed_at=now,
                     suspect=start,  # the claim's started mark
+                    started_at=now if start and job.started_at is None else job.started_at,
                 )
                 self._commit_row(row, now)
                 claimed.append(_public(row, suspect=job.suspect))
@@ -645,7 +682,8 @@ class MemoryState:
                     continue
                 seen.add(lease.job_id)
                 paid = job.attempts if job.suspect else job.attempts + 1  # once per claim
-                row = attrs.evolve(job, attempts=paid, suspect=True)
+                started_at = job.claimed_at if job.started_at is None else job.started_at
+                row = attrs.evolve(job, attempts=paid, suspect=True, started_at=started_at)
                 self._commit_row(row, now)
                 started.append(True)
         return started
@@ -658,6 +696,8 @@ class MemoryState:
     ) -> list[bool]:
         """Apply each outcome if its lease still holds (running, same worker, same claim).
         With ``audit`` successes and moves to dead are audited (J10)."""
+        # Encode results first: a bad one raises before anything is written.
+        completions = [_encoded(c) for c in completions]
         applied: list[bool] = []
         with self._writing():
             scope = self._scope(connection)
@@ -931,6 +971,9 @@ class MemoryState:
                 if worker is not None and worker.heartbeat_at >= now - ttl:
                     continue
                 error = stale_error(job.last_error)
+                # X5: a run under way (its start counted an attempt) failed with its worker.
+                if job.suspect:
+                    job = attrs.evolve(job, errors=_failed(job, job.attempts, STALE_MARK, now))
                 if job.attempts >= job.max_attempts:
                     row = attrs.evolve(
                         job,

@@ -181,6 +181,16 @@ class RetryDead(_Body):
 # ---- responses --------------------------------------------------------------------------
 
 
+class AttemptError(_Output):
+    """One failed attempt of the job (the latest ten are kept)."""
+
+    attempt: int
+    worker_id: str | None
+    claimed_at: AwareDatetime | None
+    failed_at: AwareDatetime
+    error: str
+
+
 class Job(_Output):
     """A job (times RFC 3339 in UTC)."""
 
@@ -195,10 +205,14 @@ class Job(_Output):
     claims: int
     available_at: AwareDatetime
     created_at: AwareDatetime
+    started_at: AwareDatetime | None
     claimed_at: AwareDatetime | None
     claimed_by: str | None
     completed_at: AwareDatetime | None
     last_error: str | None
+    result: JsonValue
+    errors: list[AttemptError]
+    worker_ids: list[str]
     idempotency_key: str | None
     trace_context: dict[str, str] | None
 

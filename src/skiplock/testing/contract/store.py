@@ -43,6 +43,7 @@ from ._enqueue import EnqueueContract
 from ._health import HealthContract
 from ._lifecycle import LifecycleContract
 from ._notifier import NotifierContract
+from ._results import ResultsContract
 from ._throughput import ThroughputContract
 from ._timeouts import StatementTimeoutContract
 from ._transactions import TransactionContract
@@ -66,6 +67,7 @@ class JobStoreContract(
     ThroughputContract,
     NotifierContract,
     LifecycleContract,
+    ResultsContract,
 ):
     """Behaviour every job store must have. Subclass it as ``Test...`` and override the
     ``store`` fixture (a fresh, empty store per test); set ``capabilities`` for what your

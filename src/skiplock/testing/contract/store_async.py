@@ -40,6 +40,7 @@ from ._enqueue_async import AsyncEnqueueContract
 from ._health_async import AsyncHealthContract
 from ._lifecycle_async import AsyncLifecycleContract
 from ._notifier_async import AsyncNotifierContract
+from ._results_async import AsyncResultsContract
 from ._throughput_async import AsyncThroughputContract
 from ._timeouts_async import AsyncStatementTimeoutContract
 from ._transactions_async import AsyncTransactionContract
@@ -63,6 +64,7 @@ class AsyncJobStoreContract(
     AsyncThroughputContract,
     AsyncNotifierContract,
     AsyncLifecycleContract,
+    AsyncResultsContract,
 ):
     """Behaviour every job store must have. Subclass it as ``Test...`` and override the
     ``store`` fixture (a fresh, empty store per test); set ``capabilities`` for what your

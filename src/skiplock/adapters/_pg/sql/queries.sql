@@ -20,6 +20,7 @@ CASE WHEN j.completed_at BETWEEN {min_time} AND {max_time} THEN j.completed_at E
     AS completed_at,
 j.idempotency_key, j.trace_context::text AS trace_context,
 j.claims, j.explicit_max_attempts, j.recovered,
+CASE WHEN j.started_at BETWEEN {min_time} AND {max_time} THEN j.started_at END AS started_at,
 nullif(concat_ws('; ',
     CASE WHEN NOT j.available_at BETWEEN {min_time} AND {max_time}
         THEN 'available_at ' || j.available_at END,
@@ -28,12 +29,16 @@ nullif(concat_ws('; ',
     CASE WHEN NOT j.claimed_at BETWEEN {min_time} AND {max_time}
         THEN 'claimed_at ' || j.claimed_at END,
     CASE WHEN NOT j.completed_at BETWEEN {min_time} AND {max_time}
-        THEN 'completed_at ' || j.completed_at END
+        THEN 'completed_at ' || j.completed_at END,
+    CASE WHEN NOT j.started_at BETWEEN {min_time} AND {max_time}
+        THEN 'started_at ' || j.started_at END
 ), '') AS unreadable
 
 -- name: _job_columns
--- A suspect: pending with the started mark its vanished worker's claim left.
-{_job_fields}, (j.status = 'pending' AND j.started) AS suspect
+-- A suspect: pending with the started mark its vanished worker's claim left. The result
+-- and the recorded errors are read here only (admin reads), never by a claim.
+{_job_fields}, (j.status = 'pending' AND j.started) AS suspect,
+j.result::text AS result, j.errors::text AS errors
 
 -- name: _job_filter
 (:ids::bigint[] IS NULL OR j.id = ANY(:ids::bigint[]))
@@ -88,6 +93,7 @@ SET status = 'running', claimed_by = :worker_id, claimed_at = now(),
         WHEN c.start AND j.attempts < {max_int4} THEN j.attempts + 1 ELSE j.attempts
     END,
     started = c.start,
+    started_at = CASE WHEN c.start THEN coalesce(j.started_at, now()) ELSE j.started_at END,
     max_attempts = CASE
         WHEN j.explicit_max_attempts THEN j.max_attempts
         ELSE coalesce(
@@ -323,6 +329,11 @@ FROM {schema}.jobs AS j
 WHERE j.status = 'running' AND j.kind = ANY(:kinds::text[])
 GROUP BY j.kind;
 
+-- name: _paid
+-- 1 when an outcome pays for its run's attempt (a held job started without a round
+-- trip: nothing paid yet), else 0. Saturates at integer's maximum.
+CASE WHEN u.ran AND NOT j.started AND j.attempts < {max_int4} THEN 1 ELSE 0 END
+
 -- name: _complete_set
 -- Success clears the error; an outcome without error text keeps the previous one.
 -- Times are statement_timestamp(), not now(): inside a job's transaction now() is when
@@ -333,12 +344,7 @@ SET status = u.status,
     -- An outcome of a run pays its attempt if nothing did yet (a held job started
     -- without a round trip); a release gives back what the start paid.
     -- attempts saturate at integer's maximum, so no row's value can fail the batch.
-    attempts = greatest(
-        j.attempts
-        + CASE WHEN u.ran AND NOT j.started AND j.attempts < {max_int4} THEN 1 ELSE 0 END
-        - u.refund,
-        0
-    ),
+    attempts = greatest(j.attempts + {_paid} - u.refund, 0),
     started = false,
     recovered = false,
     available_at = CASE
@@ -352,6 +358,24 @@ SET status = u.status,
         WHEN u.status = 'succeeded' THEN NULL
         WHEN u.set_error THEN u.error
         ELSE j.last_error
+    END,
+    -- X5. A job without a result and without a failure writes NULL, NULL and the value
+    -- it had: no work beyond the row update itself. A held job whose run is paid here
+    -- started under this claim.
+    started_at = coalesce(j.started_at, CASE WHEN u.ran THEN j.claimed_at END),
+    result = CAST(u.result AS jsonb),
+    errors = CASE
+        -- A failed attempt (Retry, Bury): error text, a run, no attempt given back.
+        WHEN u.set_error AND u.ran AND u.refund = 0 THEN {schema}.recorded_errors(
+            errors => j.errors,
+            keep => {max_recorded_errors},
+            attempt => j.attempts + {_paid},
+            worker_id => u.worker,
+            claimed_at => j.claimed_at,
+            failed_at => statement_timestamp(),
+            error => u.error
+        )
+        ELSE j.errors
     END
 
 -- name: _lease_fence
@@ -372,8 +396,10 @@ UPDATE {schema}.jobs AS j
 FROM unnest(
     :ids::bigint[], :workers::text[], :claims::int[], :statuses::text[],
     :delays::interval[], :errors::text[], :set_errors::bool[], :refunds::int[],
-    :rans::bool[]
-) WITH ORDINALITY AS u (id, worker, claim, status, delay, error, set_error, refund, ran, ord)
+    :rans::bool[], :results::text[]
+) WITH ORDINALITY AS u (
+    id, worker, claim, status, delay, error, set_error, refund, ran, result, ord
+)
 {_lease_fence}
 
 -- name: complete
@@ -409,7 +435,7 @@ FROM (
     SELECT :id::bigint AS id, :worker::text AS worker, :claim::int AS claim,
         :status::text AS status, :delay::interval AS delay, :error::text AS error,
         :set_error::bool AS set_error, :refund::int AS refund, :ran::bool AS ran,
-        1::bigint AS ord
+        :result::text AS result, 1::bigint AS ord
 ) AS u
 {_lease_fence}
 RETURNING u.ord;
@@ -421,7 +447,8 @@ RETURNING u.ord;
 UPDATE {schema}.jobs AS j
 SET attempts = j.attempts
         + CASE WHEN j.started OR j.attempts >= {max_int4} THEN 0 ELSE 1 END,
-    started = true
+    started = true,
+    started_at = coalesce(j.started_at, j.claimed_at)
 FROM (
     SELECT DISTINCT ON (l.id, l.worker, l.claim) l.*
     FROM unnest(:ids::bigint[], :workers::text[], :claims::int[])
@@ -438,7 +465,13 @@ RETURNING u.ord;
 -- Only rows whose charge changes are passed; kept jobs are below integer's maximum.
 UPDATE {schema}.jobs AS j
 SET attempts = CASE WHEN u.start THEN j.attempts + 1 ELSE greatest(j.attempts - 1, 0) END,
-    started = u.start
+    started = u.start,
+    -- A charge given back also takes back the start time its claim set.
+    started_at = CASE
+        WHEN u.start THEN coalesce(j.started_at, j.claimed_at)
+        WHEN j.started_at = j.claimed_at THEN NULL
+        ELSE j.started_at
+    END
 FROM unnest(:ids::bigint[], :workers::text[], :claims::int[], :starts::bool[])
     WITH ORDINALITY AS u (id, worker, claim, start, ord)
 {_lease_fence}
@@ -646,7 +679,20 @@ SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' E
     claimed_at = CASE WHEN j.attempts >= j.max_attempts THEN j.claimed_at END,
     completed_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
     last_error = left(:mark::text || coalesce(' ' || j.last_error, ''), :max_error::int),
-    recovered = true
+    recovered = true,
+    -- X5: a run under way (its start counted an attempt) failed with its worker.
+    errors = CASE
+        WHEN j.started THEN {schema}.recorded_errors(
+            errors => j.errors,
+            keep => {max_recorded_errors},
+            attempt => j.attempts,
+            worker_id => j.claimed_by,
+            claimed_at => j.claimed_at,
+            failed_at => now(),
+            error => :mark::text
+        )
+        ELSE j.errors
+    END
 FROM stale
 WHERE j.id = stale.id
 
@@ -726,13 +772,14 @@ archived AS (
     INSERT INTO {schema}.jobs_archive (
         id, kind, tenant_id, payload, status, priority, available_at, created_at,
         claimed_at, claimed_by, attempts, max_attempts, last_error, completed_at,
-        idempotency_key, trace_context, claims, explicit_max_attempts, started, recovered
+        idempotency_key, trace_context, claims, explicit_max_attempts, started, recovered,
+        started_at, result, errors
     )
     SELECT
         d.id, d.kind, d.tenant_id, d.payload, d.status, d.priority, d.available_at,
         d.created_at, d.claimed_at, d.claimed_by, d.attempts, d.max_attempts, d.last_error,
         d.completed_at, d.idempotency_key, d.trace_context, d.claims, d.explicit_max_attempts,
-        d.started, d.recovered
+        d.started, d.recovered, d.started_at, d.result, d.errors
     FROM deleted AS d
     WHERE :archive::bool
     -- An id archived before (the job was restored from the archive with its id and
@@ -747,7 +794,8 @@ archived AS (
         idempotency_key = EXCLUDED.idempotency_key, trace_context = EXCLUDED.trace_context,
         archived_at = now(), claims = EXCLUDED.claims,
         explicit_max_attempts = EXCLUDED.explicit_max_attempts, started = EXCLUDED.started,
-        recovered = EXCLUDED.recovered
+        recovered = EXCLUDED.recovered, started_at = EXCLUDED.started_at,
+        result = EXCLUDED.result, errors = EXCLUDED.errors
 )
 SELECT count(*)::int AS purged FROM deleted;
 

@@ -34,6 +34,12 @@ CREATE TABLE {schema}.jobs (
     -- Returned to pending by stale recovery (or a re-registration) until its next
     -- outcome: the claiming worker pays its attempt before running it.
     recovered boolean NOT NULL DEFAULT false,
+    -- What the job's runs produced (X5, migration 0009): when the first claim that ran it
+    -- was taken, the processor's return value (succeeded jobs), and a JSON array of the
+    -- latest failed attempts (appended on failure only). NULL costs nothing.
+    started_at timestamptz,
+    result jsonb,
+    errors jsonb,
     CONSTRAINT jobs_status_check CHECK (
         status IN ('pending', 'running', 'succeeded', 'failed', 'dead', 'cancelled')
     ),
@@ -227,6 +233,48 @@ AS $$
     GROUP BY 1, 2
 $$;
 
+-- Recording a failed attempt (X5): the job's errors with one entry appended, keeping the
+-- latest `keep` (the caller passes skiplock.core.MAX_RECORDED_ERRORS). A completion and a
+-- stale recovery call it for a failed run only: a job that does not fail never pays for
+-- it, and the completion statement stays as cheap to start as without it (the same
+-- expression written inline cost every batch ~0.1 ms to set up). A value that is not an
+-- array (plain SQL) is replaced rather than failing the statement. Times are written in
+-- UTC, whatever the session's time zone.
+CREATE FUNCTION {schema}.recorded_errors(
+    errors jsonb,
+    keep integer,
+    attempt integer,
+    worker_id text,
+    claimed_at timestamptz,
+    failed_at timestamptz,
+    error text
+)
+RETURNS jsonb
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+SET timezone = 'UTC'
+AS $$
+BEGIN
+    IF jsonb_typeof(errors) IS DISTINCT FROM 'array' THEN
+        errors := '[]'::jsonb;
+    ELSIF jsonb_array_length(errors) >= keep THEN
+        errors := jsonb_path_query_array(
+            errors, '$[last - $n to last]', jsonb_build_object('n', keep - 2)
+        );
+    END IF;
+    RETURN errors || jsonb_build_array(
+        jsonb_build_object(
+            'attempt', attempt,
+            'worker_id', worker_id,
+            'claimed_at', claimed_at,
+            'failed_at', failed_at,
+            'error', error
+        )
+    );
+END
+$$;
+
 -- Workers: one row per running worker, kept alive by heartbeats (DB clock only).
 CREATE TABLE {schema}.workers (
     id text PRIMARY KEY,
@@ -302,7 +350,10 @@ CREATE TABLE {schema}.jobs_archive (
     claims integer NOT NULL DEFAULT 0,
     explicit_max_attempts boolean NOT NULL DEFAULT false,
     started boolean NOT NULL DEFAULT false,
-    recovered boolean NOT NULL DEFAULT false
+    recovered boolean NOT NULL DEFAULT false,
+    started_at timestamptz,
+    result jsonb,
+    errors jsonb
 );
 
 CREATE INDEX jobs_archive_completed_idx ON {schema}.jobs_archive (completed_at);

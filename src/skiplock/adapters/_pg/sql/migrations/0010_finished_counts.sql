@@ -1,4 +1,4 @@
--- 0009: throughput over time (the dashboard's chart): the jobs that finished since a
+-- 0010: throughput over time (the dashboard's chart): the jobs that finished since a
 -- time, counted per bucket and final state, read through indexes whatever the
 -- statistics say. Placeholders: {schema} (quoted schema name).
 

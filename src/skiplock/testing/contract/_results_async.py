@@ -1,0 +1,581 @@
+"""Contract tests of what a job's runs leave behind (async source; ``_results.py`` is its
+generated twin).
+
+A success's result, every failed attempt (bounded), when the job first started (X5);
+first through the port, then through an engine's worker over the same store (what a
+processor returns, a transactional processor's result). Every test runs three times: with
+the audit trail off, writing the store's audit table, and calling an audit sink (J10):
+what a job records is the same, the audit only adds its events. Mixed into
+:class:`~.store_async.AsyncJobStoreContract`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import pytest
+
+from skiplock.core import (
+    MAX_ERROR_LENGTH,
+    MAX_RECORDED_ERRORS,
+    STALE_MARK,
+    AuditAction,
+    Bury,
+    ClaimRequest,
+    Completion,
+    Event,
+    JobFilter,
+    JobState,
+    Release,
+    Retry,
+    Succeeded,
+    ValidationError,
+)
+from skiplock.engine import AsyncEngine, JobContext, Settings
+from skiplock.ports import AsyncAudit
+
+from ._support_async import (
+    _WORKER,
+    AsyncContractBase,
+    _claim_one,
+    _enqueue,
+    _fresh_kind,
+    _get,
+    _Rollback,
+    _running,
+    requires,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from datetime import datetime
+
+    from skiplock.core import AttemptError, AuditEvent, Job, Outcome
+    from skiplock.ports import AsyncJobStore
+
+_RESULT = {"total": 3, "items": [1, "two", None, True, 2.5], "nested": {"ok": "grüße ✓"}}
+_ENGINE_WORKER = "contract-results-worker"
+_NOW = timedelta(0)
+
+
+@attrs.frozen
+class _Report:
+    """A typed return value: stored as its JSON form, like a typed payload."""
+
+    total: int
+    tags: tuple[str, ...]
+
+
+def _normalised(value: object) -> Any:
+    return json.loads(json.dumps(value))
+
+
+def _retry(error: str) -> Retry:
+    return Retry(delay=_NOW, error=error)
+
+
+def _between(moment: datetime | None, before: datetime, after: datetime) -> bool:
+    return moment is not None and before <= moment <= after
+
+
+def _numbers(errors: tuple[AttemptError, ...]) -> list[int]:
+    return [e.attempt for e in errors]
+
+
+class _Recorder:
+    """An audit sink keeping the events it is given."""
+
+    def __init__(self) -> None:
+        self.events: list[AuditEvent] = []
+
+    async def record(self, events: Sequence[AuditEvent], connection: Any) -> None:
+        self.events.extend(events)
+
+
+def _engine(store: AsyncJobStore, audit: AsyncAudit | None, **settings: Any) -> AsyncEngine:
+    """An engine auditing as ``audit`` says (off, its table, or the sink)."""
+    # No backoff: a failed attempt is due again at once, so one run_until_idle() runs
+    # every attempt of a job.
+    options = Settings(
+        backoff_base=0,
+        backoff_jitter=0,
+        audit=audit is not None and audit.sink is None,
+        **settings,
+    )
+    return AsyncEngine(store, options, audit_sink=None if audit is None else audit.sink)
+
+
+async def _finish(
+    store: AsyncJobStore, job: Job, outcome: Outcome, audit: AsyncAudit | None
+) -> None:
+    completion = Completion(lease=job.lease, outcome=outcome)
+    assert await store.complete([completion], audit=audit) == [True]
+
+
+async def _actions(store: AsyncJobStore, audit: AsyncAudit | None, job_id: int) -> list[str]:
+    """The audit actions recorded for ``job_id``, oldest first (none with the trail off)."""
+    if audit is None:
+        return []
+    if audit.sink is None:
+        events = await store.audit_trail(job_id)
+    else:
+        assert isinstance(audit.sink, _Recorder)
+        events = audit.sink.events
+    return [e.action.value for e in events if e.job_id == job_id]
+
+
+def _expected(audit: AsyncAudit | None, *actions: AuditAction) -> list[str]:
+    """What :func:`_actions` gives when the audit records ``actions``."""
+    return [] if audit is None else [a.value for a in actions]
+
+
+async def _run(engine: AsyncEngine) -> int:
+    worker = engine.worker(worker_id=_ENGINE_WORKER, install_signal_handlers=False)
+    return await worker.run_until_idle()
+
+
+async def _complete_and_roll_back(
+    store: AsyncJobStore, completion: Completion, audit: AsyncAudit | None
+) -> None:
+    async with store.transaction() as tx:
+        assert await store.complete([completion], connection=tx, audit=audit) == [True]
+        raise _Rollback
+
+
+class AsyncResultsContract(AsyncContractBase):
+    """Results, failed attempts and start times of jobs (X5)."""
+
+    @pytest.fixture(params=["audit-off", "audit-table", "audit-sink"])
+    def audit(self, request: pytest.FixtureRequest) -> AsyncAudit | None:
+        """How the store calls (and engines) of a test audit (J10)."""
+        if request.param == "audit-off":
+            return None
+        return AsyncAudit(
+            actor=_ENGINE_WORKER, sink=_Recorder() if request.param == "audit-sink" else None
+        )
+
+    # ---- through the port ---------------------------------------------------------------
+
+    async def test_result_is_stored_with_the_success(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        job = await _running(store)
+        text = json.dumps(_RESULT)
+        before = await store.now()
+        await _finish(store, job, Succeeded(result=_RESULT, result_json=text), audit)
+        after = await store.now()
+        done = await _get(store, job.id)
+        assert (done.state, done.result, done.errors) == (JobState.SUCCEEDED, _RESULT, ())
+        assert _between(done.completed_at, before, after)
+        assert done.started_at == job.claimed_at
+        assert done.worker_ids == (_WORKER,)
+        assert await _actions(store, audit, job.id) == _expected(audit, AuditAction.DONE)
+
+    async def test_no_result_reads_back_as_none(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        job = await _running(store)
+        await _finish(store, job, Succeeded(), audit)
+        done = await _get(store, job.id)
+        assert (done.state, done.result, done.errors) == (JobState.SUCCEEDED, None, ())
+
+    async def test_a_result_given_as_data_is_encoded_by_the_store(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        job = await _running(store)
+        await _finish(store, job, Succeeded(result={"pair": (1, "a"), "n": 2}), audit)
+        assert (await _get(store, job.id)).result == {"pair": [1, "a"], "n": 2}
+
+    async def test_an_unencodable_result_is_refused_and_writes_nothing(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        good, bad = await _running(store), await _running(store)
+        completions = [
+            Completion(lease=good.lease, outcome=Succeeded(result=1)),
+            Completion(lease=bad.lease, outcome=Succeeded(result={1, 2})),
+        ]
+        with pytest.raises(ValidationError, match=r"result is not JSON-serialisable.*set"):
+            await store.complete(completions, audit=audit)
+        for job in (good, bad):
+            after = await _get(store, job.id)
+            assert (after.state, after.result) == (JobState.RUNNING, None)
+            assert await _actions(store, audit, job.id) == []
+
+    async def test_a_batch_records_each_outcome_of_its_own(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        returned, plain, retried, buried = [await _running(store) for _ in range(4)]
+        before = await store.now()
+        applied = await store.complete(
+            [
+                Completion(lease=returned.lease, outcome=Succeeded(result=[1, 2])),
+                Completion(lease=plain.lease, outcome=Succeeded()),
+                Completion(lease=retried.lease, outcome=Retry(delay=_NOW, error="retry me")),
+                Completion(lease=buried.lease, outcome=Bury(error="bury me")),
+            ],
+            audit=audit,
+        )
+        after = await store.now()
+        assert applied == [True] * 4
+        jobs = [await _get(store, j.id) for j in (returned, plain, retried, buried)]
+        assert [j.result for j in jobs] == [[1, 2], None, None, None]
+        assert [j.state for j in jobs] == [
+            JobState.SUCCEEDED,
+            JobState.SUCCEEDED,
+            JobState.PENDING,
+            JobState.DEAD,
+        ]
+        assert [len(j.errors) for j in jobs] == [0, 0, 1, 1]
+        for job, claimed, text in ((jobs[2], retried, "retry me"), (jobs[3], buried, "bury me")):
+            [entry] = job.errors
+            assert (entry.attempt, entry.worker_id, entry.error) == (1, _WORKER, text)
+            assert entry.claimed_at == claimed.claimed_at
+            assert _between(entry.failed_at, before, after)
+        # Retries are not audited.
+        assert [await _actions(store, audit, j.id) for j in jobs] == [
+            _expected(audit, AuditAction.DONE),
+            _expected(audit, AuditAction.DONE),
+            [],
+            _expected(audit, AuditAction.DLQ),
+        ]
+
+    async def test_a_batch_without_results_records_its_failures(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        plain, retried = await _running(store), await _running(store)
+        applied = await store.complete(
+            [
+                Completion(lease=plain.lease, outcome=Succeeded()),
+                Completion(lease=retried.lease, outcome=Retry(delay=_NOW, error="again")),
+            ],
+            audit=audit,
+        )
+        assert applied == [True, True]
+        assert (await _get(store, plain.id)).result is None
+        assert [e.error for e in (await _get(store, retried.id)).errors] == ["again"]
+
+    async def test_failed_attempts_are_recorded_then_the_success(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        kind = _fresh_kind()
+        job_id = await _enqueue(store, kind)
+        claims: list[Job] = []
+        for n, worker in enumerate(("w-one", "w-two"), start=1):
+            job = await _claim_one(store, kind, worker)
+            claims.append(job)
+            await _finish(store, job, _retry(f"failure {n}"), audit)
+        last = await _claim_one(store, kind, "w-three")
+        await _finish(store, last, Succeeded(result={"done": True}), audit)
+        done = await _get(store, job_id)
+        assert (done.state, done.attempts, done.result) == (JobState.SUCCEEDED, 3, {"done": True})
+        assert done.last_error is None
+        assert [(e.attempt, e.worker_id, e.error) for e in done.errors] == [
+            (1, "w-one", "failure 1"),
+            (2, "w-two", "failure 2"),
+        ]
+        assert [e.claimed_at for e in done.errors] == [c.claimed_at for c in claims]
+        assert done.errors[0].failed_at <= done.errors[1].failed_at
+        assert done.worker_ids == ("w-one", "w-two", "w-three")
+        # The first run's claim, kept through the retries.
+        assert done.started_at == claims[0].claimed_at
+        assert done.started_at is not None
+        assert done.completed_at is not None
+        assert done.started_at <= done.completed_at
+
+    async def test_a_job_failing_every_attempt_keeps_its_latest_errors(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        attempts = MAX_RECORDED_ERRORS + 3
+        kind = _fresh_kind()
+        job_id = await _enqueue(store, kind, max_attempts=attempts)
+        for n in range(1, attempts + 1):
+            job = await _claim_one(store, kind)
+            outcome = Bury(error=f"failure {n}") if n == attempts else _retry(f"failure {n}")
+            await _finish(store, job, outcome, audit)
+        dead = await _get(store, job_id)
+        assert (dead.state, dead.attempts, dead.last_error) == (
+            JobState.DEAD,
+            attempts,
+            f"failure {attempts}",
+        )
+        kept = range(attempts - MAX_RECORDED_ERRORS + 1, attempts + 1)
+        assert _numbers(dead.errors) == list(kept)
+        assert [e.error for e in dead.errors] == [f"failure {n}" for n in kept]
+        assert dead.worker_ids == (_WORKER,) * MAX_RECORDED_ERRORS
+
+    async def test_recorded_errors_are_capped_like_last_error(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        job = await _running(store)
+        await _finish(store, job, _retry("E" * 100 + "x" * (3 * MAX_ERROR_LENGTH)), audit)
+        [entry] = (await _get(store, job.id)).errors
+        assert len(entry.error) <= MAX_ERROR_LENGTH
+        assert entry.error.startswith("E" * 100)
+        assert entry.error == (await _get(store, job.id)).last_error
+
+    async def test_a_release_records_no_failed_attempt(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        job = await _running(store)
+        await _finish(store, job, Release(error="throttled"), audit)
+        released = await _get(store, job.id)
+        assert (released.state, released.errors, released.last_error) == (
+            JobState.PENDING,
+            (),
+            "throttled",
+        )
+        # The run was given back, its start time stays: the job did start once.
+        assert released.started_at == job.claimed_at
+
+    async def test_a_held_job_has_started_once_paid_for(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        held: list[Job] = []
+        for _ in range(2):
+            kind = _fresh_kind()
+            await _enqueue(store, kind)
+            [job] = await store.claim(
+                ClaimRequest(worker_id=_WORKER, limit=1, kinds=frozenset({kind}), start_now=0)
+            )
+            assert (await _get(store, job.id)).started_at is None
+            held.append(job)
+        paid, unpaid = held
+        assert await store.start([paid.lease]) == [True]
+        assert (await _get(store, paid.id)).started_at == paid.claimed_at
+        # A held job that ran without a start() pays with its outcome, and started then.
+        await _finish(store, unpaid, _retry("failed unpaid"), audit)
+        failed = await _get(store, unpaid.id)
+        assert failed.started_at == unpaid.claimed_at
+        assert [(e.attempt, e.error) for e in failed.errors] == [(1, "failed unpaid")]
+
+    async def test_a_held_job_given_back_never_started(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        kind = _fresh_kind()
+        job_id = await _enqueue(store, kind)
+        [job] = await store.claim(
+            ClaimRequest(worker_id=_WORKER, limit=1, kinds=frozenset({kind}), start_now=0)
+        )
+        await _finish(store, job, Release(refund=False), audit)
+        released = await _get(store, job_id)
+        assert (released.attempts, released.started_at, released.errors) == (0, None, ())
+
+    async def test_stale_recovery_records_the_run_it_ended(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        running = await _running(store, "vanished")
+        kind = _fresh_kind()
+        await _enqueue(store, kind)
+        [held] = await store.claim(
+            ClaimRequest(worker_id="vanished", limit=1, kinds=frozenset({kind}), start_now=0)
+        )
+        before = await store.now()
+        recovered = await store.recover_stale(default_ttl=timedelta(hours=1), ttls={}, audit=audit)
+        after = await store.now()
+        assert sorted(recovered) == sorted([running.id, held.id])
+        [entry] = (await _get(store, running.id)).errors
+        assert (entry.attempt, entry.worker_id, entry.error) == (1, "vanished", STALE_MARK)
+        assert entry.claimed_at == running.claimed_at
+        assert _between(entry.failed_at, before, after)
+        # A held job that never started used no attempt: no failed run to record.
+        assert (await _get(store, held.id)).errors == ()
+        # Back to pending: not audited.
+        assert await _actions(store, audit, running.id) == []
+
+    async def test_a_replay_keeps_the_history(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        job = await _running(store)
+        await _finish(store, job, Bury(error="gave up"), audit)
+        replay = await store.apply(JobFilter(ids=frozenset({job.id})), Event.REPLAY, audit=audit)
+        assert replay == [job.id]
+        replayed = await _get(store, job.id)
+        assert replayed.state is JobState.PENDING
+        assert [(e.attempt, e.error) for e in replayed.errors] == [(1, "gave up")]
+        assert (replayed.started_at, replayed.result) == (job.claimed_at, None)
+        assert await _actions(store, audit, job.id) == _expected(
+            audit, AuditAction.DLQ, AuditAction.REPLAY
+        )
+
+    @requires("transactions")
+    async def test_a_result_written_in_the_jobs_transaction_commits_with_it(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        committed, rolled_back = await _running(store), await _running(store)
+        async with store.transaction() as tx:
+            outcome = Succeeded(result={"in": "tx"}, result_json='{"in": "tx"}')
+            completion = Completion(lease=committed.lease, outcome=outcome)
+            assert await store.complete([completion], connection=tx, audit=audit) == [True]
+        assert (await _get(store, committed.id)).result == {"in": "tx"}
+        assert await _actions(store, audit, committed.id) == _expected(audit, AuditAction.DONE)
+
+        with pytest.raises(_Rollback):
+            await _complete_and_roll_back(store, Completion(rolled_back.lease, Succeeded(5)), audit)
+        after = await _get(store, rolled_back.id)
+        assert (after.state, after.result) == (JobState.RUNNING, None)
+
+    # ---- through an engine's worker ---------------------------------------------------
+
+    async def test_engine_stores_what_processors_return(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        engine = _engine(store, audit)
+        returns: dict[str, Any] = {
+            "results.data": _RESULT,
+            "results.typed": _Report(total=2, tags=("a", "b")),
+            "results.text": "plain text",
+            "results.none": None,
+        }
+        for kind, value in returns.items():
+
+            @engine.processor(kind)
+            async def give(payload: Any, ctx: JobContext, value: Any = value) -> Any:
+                return value
+
+        ids = {kind: (await engine.enqueue(kind, {})).id for kind in returns}
+        assert await _run(engine) == len(returns)
+        stored = {kind: (await engine.get_job(job_id)).result for kind, job_id in ids.items()}
+        assert stored == {
+            "results.data": _normalised(_RESULT),
+            "results.typed": {"total": 2, "tags": ["a", "b"]},
+            "results.text": "plain text",
+            "results.none": None,
+        }
+
+    async def test_engine_records_failed_attempts_then_the_success(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        engine = _engine(store, audit)
+        runs: list[int] = []
+
+        @engine.processor("results.flaky", max_attempts=5)
+        async def flaky(payload: Any, ctx: JobContext) -> dict[str, int]:
+            runs.append(ctx.attempt)
+            if len(runs) < 3:
+                raise RuntimeError(f"flaky failure {len(runs)}")
+            return {"attempt": ctx.attempt}
+
+        before = await store.now()
+        job_id = (await engine.enqueue("results.flaky", {})).id
+        await _run(engine)
+        after = await store.now()
+        job = await engine.get_job(job_id)
+        assert (job.state, job.attempts, job.result) == (JobState.SUCCEEDED, 3, {"attempt": 3})
+        assert _numbers(job.errors) == [1, 2]
+        for n, entry in enumerate(job.errors, start=1):
+            assert entry.error.startswith(f"RuntimeError: flaky failure {n}")
+            assert _between(entry.failed_at, before, after)
+        assert job.worker_ids == (_ENGINE_WORKER,) * 3
+        assert _between(job.started_at, before, after)
+        assert _between(job.completed_at, before, after)
+        assert await _actions(store, audit, job_id) == _expected(
+            audit, AuditAction.ENQUEUED, AuditAction.DONE
+        )
+
+    async def test_engine_records_the_failures_of_a_dead_job(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        engine = _engine(store, audit)
+        attempts = MAX_RECORDED_ERRORS + 2
+
+        @engine.processor("results.doomed", max_attempts=attempts)
+        async def doomed(payload: Any, ctx: JobContext) -> None:
+            raise ValueError(f"doomed run {ctx.attempt}")
+
+        job_id = (await engine.enqueue("results.doomed", {})).id
+        await _run(engine)
+        job = await engine.get_job(job_id)
+        assert (job.state, job.attempts, job.result) == (JobState.DEAD, attempts, None)
+        assert _numbers(job.errors) == list(range(3, attempts + 1))
+        assert all(e.error.startswith(f"ValueError: doomed run {e.attempt}") for e in job.errors)
+        assert job.completed_at is not None
+        assert await _actions(store, audit, job_id) == _expected(
+            audit, AuditAction.ENQUEUED, AuditAction.DLQ
+        )
+
+    @requires("transactions")
+    async def test_engine_stores_a_transactional_processors_result(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        engine = _engine(store, audit)
+        runs: list[int] = []
+
+        @engine.processor("results.booked", transactional=True, max_attempts=3)
+        async def book(payload: Any, ctx: JobContext) -> dict[str, Any]:
+            assert ctx.connection is not None
+            runs.append(ctx.attempt)
+            if len(runs) == 1:
+                raise RuntimeError("first booking failed")
+            return {"booked": payload["invoice"]}
+
+        job_id = (await engine.enqueue("results.booked", {"invoice": 17})).id
+        await _run(engine)
+        job = await engine.get_job(job_id)
+        assert (job.state, job.attempts, job.result) == (JobState.SUCCEEDED, 2, {"booked": 17})
+        assert [(e.attempt, e.error.partition("\n")[0]) for e in job.errors] == [
+            (1, "RuntimeError: first booking failed")
+        ]
+
+    async def test_engine_buries_a_result_it_cannot_store(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        engine = _engine(store, audit, max_result_bytes=100)
+        returns: dict[str, Any] = {
+            "results.set": {1, 2},
+            "results.nan": {"x": float("nan")},
+            "results.large": "x" * 200,
+        }
+        for kind, value in returns.items():
+
+            @engine.processor(kind, max_attempts=3)
+            async def give(payload: Any, ctx: JobContext, value: Any = value) -> Any:
+                return value
+
+        ids = {kind: (await engine.enqueue(kind, {})).id for kind in returns}
+        await _run(engine)
+        errors: dict[str, str | None] = {}
+        for kind, job_id in ids.items():
+            job = await engine.get_job(job_id)
+            # Not retried: the same code would return the same kind of value again.
+            assert (job.state, job.attempts, job.result) == (JobState.DEAD, 1, None)
+            assert [e.error for e in job.errors] == [job.last_error]
+            errors[kind] = job.last_error
+        expected = {
+            "results.set": "unstorable result: result is not JSON-serialisable: "
+            "object of type 'set'",
+            # The rest is the json module's message.
+            "results.nan": "unstorable result: result is not valid JSON: ",
+            "results.large": "unstorable result: result too large: 202 bytes encoded, "
+            "the limit is 100 bytes",
+        }
+        for kind, start in expected.items():
+            assert (errors[kind] or "").startswith(start), (kind, errors[kind])
+
+    @requires("transactions")
+    async def test_engine_buries_an_unstorable_transactional_result_and_rolls_back(
+        self, store: AsyncJobStore, audit: AsyncAudit | None
+    ) -> None:
+        engine = _engine(store, audit)
+
+        @engine.processor("results.follow_up")
+        async def follow_up(payload: Any, ctx: JobContext) -> None: ...
+
+        @engine.processor("results.tx_set", transactional=True, max_attempts=3)
+        async def give(payload: Any, ctx: JobContext) -> Any:
+            # Written in the job's transaction, which the unstorable result rolls back.
+            await engine.enqueue("results.follow_up", {}, connection=ctx.connection)
+            return {3, 4}
+
+        job_id = (await engine.enqueue("results.tx_set", {})).id
+        assert await _run(engine) == 1
+        job = await engine.get_job(job_id)
+        assert (job.state, job.attempts) == (JobState.DEAD, 1)
+        assert job.last_error is not None
+        assert job.last_error.startswith("unstorable result: result is not JSON-serialisable")
+        assert await engine.list_jobs(kind="results.follow_up") == []
+        assert await _actions(store, audit, job_id) == _expected(
+            audit, AuditAction.ENQUEUED, AuditAction.DLQ
+        )
