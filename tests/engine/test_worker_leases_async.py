@@ -5,6 +5,7 @@ node limits per process, the running processor's retry policy (the sync twin
 from __future__ import annotations
 
 import threading
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +19,10 @@ from .helpers_async import CountingStore, eventually
 from .support import RecordingMetrics
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import AsyncIterator, Sequence
 
     from skiplock import Job
+    from skiplock.adapters.memory import InMemoryTransaction
     from skiplock.core import Lease
     from skiplock.ports import AsyncAudit
     from skiplock.testing import FakeClock
@@ -316,3 +318,58 @@ async def test_heartbeats_pay_for_a_long_job_that_started_without_a_round_trip(
     worker.stop()
     await join(task)
     assert job_of(store, held).attempts == 1  # the outcome did not pay a second time
+
+
+class SlowReturnStore(CountingStore):
+    """A store whose transactions take a while to hand their connection back after the
+    commit (as a pooled connection's session reset does), with a gate to hold them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.hand_back = Event()
+
+    @asynccontextmanager
+    async def transaction(
+        self, *, statement_timeout: float | None = None
+    ) -> AsyncIterator[InMemoryTransaction]:
+        async with super().transaction(statement_timeout=statement_timeout) as tx:
+            yield tx
+        assert await wait_event(self.hand_back, 5.0)
+
+
+async def test_a_heartbeat_does_not_take_a_transactional_job_that_just_committed_for_lost(
+    clock: FakeClock,
+) -> None:
+    # A held job starts unpaid; its processor commits with its outcome, and a heartbeat's
+    # store.start (paying for it) then finds it no longer running: done, not lost.
+    store = SlowReturnStore(clock=clock)
+    metrics = RecordingMetrics()
+    engine = make_engine(
+        store, clock, metrics, poll_interval=60.0, heartbeat_interval=0.01, prefetch=1
+    )
+
+    go = Event()
+
+    @engine.processor("job", transactional=True)
+    async def job(payload: int, ctx: JobContext) -> None:
+        if payload == 1:  # the held one
+            assert await wait_event(go, 5.0)
+
+    first, held = [(await engine.enqueue("job", i, priority=9 - i)).id for i in range(2)]
+    store.hand_back.set()  # the first job (paid by its claim) goes through at once
+    worker = engine.worker(concurrency=1, install_signal_handlers=False)
+    task = spawn(worker.run)
+    await eventually(lambda: job_of(store, first).state is JobState.SUCCEEDED)
+    await eventually(lambda: job_of(store, held).state is JobState.RUNNING)
+    store.hand_back.clear()
+    go.set()
+    await eventually(lambda: job_of(store, held).state is JobState.SUCCEEDED)
+    starts = store.starts
+    # Committed, its connection not handed back yet: heartbeats try to pay for it.
+    await eventually(lambda: store.starts > starts)
+    store.hand_back.set()
+    await eventually(lambda: len(metrics.outcomes()) == 2)
+    worker.stop()
+    await join(task)
+    assert sorted(metrics.outcomes()) == ["succeeded", "succeeded"]
+    assert job_of(store, held).attempts == 1

@@ -162,12 +162,20 @@ class JobRunner:
         self._metrics = metrics
         self._on_exit = on_exit
 
-    def run(self, ctx: JobContext, guard: Interruptible, entered: Callable[[], None]) -> RunResult:
+    def run(
+        self,
+        ctx: JobContext,
+        guard: Interruptible,
+        entered: Callable[[], None],
+        returned: Callable[[], None],
+    ) -> RunResult:
         """Run ``ctx.job`` (started: its attempt is counted) and return its result.
 
         ``guard`` is how others stop the processor (``ctx`` was built on it): a shutdown
         or a lost lease interrupts it with :class:`JobCancelledError` (released, or
-        discarded by the caller). ``entered()`` is called right before the processor is.
+        discarded by the caller). ``entered()`` is called right before the processor is,
+        ``returned()`` right after it returned (before its outcome is written: in its
+        transaction, for a transactional kind).
         """
         job = ctx.job
         spec = self._processors.get(job.kind)
@@ -200,7 +208,7 @@ class JobRunner:
             logger.error("worker %s: job %d (%s): %s", self._worker_id, job.id, job.kind, exc)
             return self._failed(job, FailureKind.UNDECODABLE, str(exc), spec.policy, error=exc)
         try:
-            return self._execute(job, spec, payload, ctx, guard, entered)
+            return self._execute(job, spec, payload, ctx, guard, (entered, returned))
         except LeaseLostError:
             logger.warning(
                 "worker %s: job %d (%s) was no longer ours (recovered, cancelled or "
@@ -225,7 +233,7 @@ class JobRunner:
         payload: Any,
         ctx: JobContext,
         guard: Interruptible,
-        entered: Callable[[], None],
+        hooks: tuple[Callable[[], None], Callable[[], None]],
     ) -> RunResult:
         # R22: the job's database work is bounded by its own timeout, also server-side.
         statement_timeout = spec.policy.timeout
@@ -233,7 +241,7 @@ class JobRunner:
             # R10: the processor's writes and the completion commit together.
             with self._store.transaction(statement_timeout=statement_timeout) as tx:
                 ctx.connection = tx
-                returned = self._call(spec, payload, ctx, guard, entered)
+                returned = self._call(spec, payload, ctx, guard, hooks)
                 # An unstorable result raises here: the processor's writes roll back.
                 completion = [Completion(job.lease, succeeded(returned, self._max_result_bytes))]
                 if self._audit is None:
@@ -248,10 +256,10 @@ class JobRunner:
             # For work that cannot run in a transaction (CREATE INDEX CONCURRENTLY).
             with self._store.autocommit(statement_timeout=statement_timeout) as conn:
                 ctx.connection = conn
-                returned = self._call(spec, payload, ctx, guard, entered)
+                returned = self._call(spec, payload, ctx, guard, hooks)
         else:
             # The default: no connection is held while the processor runs.
-            returned = self._call(spec, payload, ctx, guard, entered)
+            returned = self._call(spec, payload, ctx, guard, hooks)
         return RunResult.pending(succeeded(returned, self._max_result_bytes))
 
     def _call(
@@ -260,15 +268,17 @@ class JobRunner:
         payload: Any,
         ctx: JobContext,
         guard: Interruptible,
-        entered: Callable[[], None],
+        hooks: tuple[Callable[[], None], Callable[[], None]],
     ) -> object:
-        """Call the processor in its timeout region; returns what it returned."""
+        """Call the processor in its timeout region; returns what it returned. ``hooks``:
+        called before the processor and after it returned."""
         timeout = spec.policy.timeout
         job_id, kind = ctx.job_id, ctx.kind
 
         def timeout_error() -> JobTimeoutError:
             return JobTimeoutError(f"job {job_id} ({kind}) ran past its timeout of {timeout} s")
 
+        entered, returned_hook = hooks
         with guard.region(timeout, timeout_error):
             entered()
             if spec.is_async:
@@ -283,6 +293,7 @@ class JobRunner:
                         f"{type(returned).__name__}, which nothing awaits: its work never "
                         "ran; make the processor async def (on an AsyncEngine)"
                     )
+        returned_hook()
         return returned
 
     def _error(

@@ -38,7 +38,7 @@ FORCE_GRACE = 1.0
 class _Slot:
     """A started job on this worker."""
 
-    __slots__ = ("entered", "guard", "job", "lost", "paid", "task")
+    __slots__ = ("entered", "guard", "job", "lost", "paid", "returned", "task")
 
     def __init__(self, job: Job, *, paid: bool) -> None:
         self.job = job
@@ -52,6 +52,8 @@ class _Slot:
         self.lost = False
         # Set once the processor is called (a suspect waits for every running job's).
         self.entered = False
+        # Set once the processor returned: nothing is left to interrupt (see drop()).
+        self.returned = False
 
 
 class Slots:
@@ -138,7 +140,15 @@ class Slots:
         written for them."""
         wanted = None if ids is None else set(ids)
         with self._lock:
-            slots = [s for s in self._running.values() if wanted is None or s.job.id in wanted]
+            # A job whose processor returned is past interrupting: its outcome is queued
+            # or being written, fenced (a transactional job's, in its transaction, which
+            # may just have committed: then the store rightly no longer sees it running
+            # here, and it is done, not lost). A write that finds it gone reports it lost.
+            slots = [
+                s
+                for s in self._running.values()
+                if (wanted is None or s.job.id in wanted) and not s.returned
+            ]
             for slot in slots:
                 slot.lost = True
         if slots:
@@ -162,6 +172,10 @@ class Slots:
             slot.entered = True
         self._on_entered()
 
+    def _returned(self, slot: _Slot) -> None:
+        with self._lock:
+            slot.returned = True
+
     async def _run(self, slot: _Slot) -> None:
         job = slot.job
         ctx = JobContext(job, self._worker_id, cancel=slot.guard)
@@ -173,7 +187,9 @@ class Slots:
         result = RunResult(None, "error")
         failure: BaseException | None = None
         try:
-            result = await self._runner.run(ctx, slot.guard, lambda: self._entered(slot))
+            result = await self._runner.run(
+                ctx, slot.guard, lambda: self._entered(slot), lambda: self._returned(slot)
+            )
         except Exception as exc:
             failure = exc
             logger.exception(
