@@ -12,13 +12,13 @@ import contextvars
 import itertools
 import signal
 import threading
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from skiplock import _compat as _threads
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+    from collections.abc import Awaitable, Callable, Coroutine
+    from types import TracebackType
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -111,20 +111,21 @@ class ThreadSafeEvent:
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: int | None = None
         self._event = asyncio.Event()
 
     def _bind(self) -> None:
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
+            self._thread = threading.get_ident()
 
     def set(self) -> None:
         """Set the event (thread-safe); a no-op once the loop is closed."""
         loop = self._loop
-        try:
-            here = asyncio.get_running_loop()
-        except RuntimeError:
-            here = None
-        if loop is None or here is loop:
+        # The loop's own thread sets it directly. The thread is compared, not the running
+        # loop: this runs several times per job, and asking for the running loop costs
+        # more (a getpid() per call on Python 3.11).
+        if loop is None or threading.get_ident() == self._thread:
             self._event.set()
             return
         with contextlib.suppress(RuntimeError):  # loop closed: nobody waits any more
@@ -193,47 +194,14 @@ class Interruptible:
             self._cancelled = True
             self._task.cancel()
 
-    @asynccontextmanager
-    async def region(
+    def region(
         self,
         timeout: float | None = None,
         timeout_error: Callable[[], BaseException] | None = None,
-    ) -> AsyncIterator[None]:
-        """Run the body interruptibly; after ``timeout`` seconds interrupt it with
-        ``timeout_error()`` (default: ``TimeoutError``)."""
-        task = asyncio.current_task()
-        if task is None:
-            raise RuntimeError("Interruptible.region() needs a running task")
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            if self._error is not None:
-                raise self._error
-            self._task, self._loop = task, loop
-        handle: asyncio.TimerHandle | None = None
-        if timeout is not None:
-            make = timeout_error or (lambda: TimeoutError(f"timed out after {timeout} s"))
-            handle = loop.call_later(timeout, lambda: self.interrupt(make()))
-        try:
-            try:
-                yield
-            finally:
-                if handle is not None:
-                    handle.cancel()
-                with self._lock:
-                    self._task = None
-        except BaseException as exc:
-            error = self._current()
-            if error is None or exc is error:
-                raise
-            # Take back our own cancellation; a cancellation from elsewhere still counts.
-            if self._cancelled and task.uncancel() > 0:
-                raise
-            raise error from (None if isinstance(exc, asyncio.CancelledError) else exc)
-        error = self._current()
-        if error is not None:
-            if self._cancelled:
-                task.uncancel()
-            raise error
+    ) -> _Region:
+        """Run the body interruptibly (``async with guard.region():``); after ``timeout``
+        seconds interrupt it with ``timeout_error()`` (default: ``TimeoutError``)."""
+        return _Region(self, timeout, timeout_error)
 
     async def call_blocking(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Call a blocking function in a new thread; :meth:`interrupt` also raises into it.
@@ -280,6 +248,67 @@ class Interruptible:
         finally:
             with self._lock:
                 self._blocking = None
+
+
+class _Region:
+    """The body of :meth:`Interruptible.region`: a class, not a generator-based context
+    manager, because it wraps every processor call (the worker's hot path)."""
+
+    __slots__ = ("_guard", "_handle", "_make", "_task", "_timeout")
+
+    def __init__(
+        self,
+        guard: Interruptible,
+        timeout: float | None,
+        timeout_error: Callable[[], BaseException] | None,
+    ) -> None:
+        self._guard = guard
+        self._timeout = timeout
+        self._make = timeout_error
+        self._task: asyncio.Task[Any] | None = None
+        self._handle: asyncio.TimerHandle | None = None
+
+    async def __aenter__(self) -> None:
+        guard = self._guard
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("Interruptible.region() needs a running task")
+        loop = task.get_loop()
+        with guard._lock:
+            if guard._error is not None:
+                raise guard._error
+            guard._task, guard._loop = task, loop
+        self._task = task
+        timeout = self._timeout
+        if timeout is not None:
+            make = self._make or (lambda: TimeoutError(f"timed out after {timeout} s"))
+            self._handle = loop.call_later(timeout, lambda: guard.interrupt(make()))
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        guard, task = self._guard, self._task
+        assert task is not None
+        if self._handle is not None:
+            self._handle.cancel()
+        with guard._lock:
+            guard._task = None
+        error = guard._current()
+        if exc is not None:
+            if error is None or exc is error:
+                return False
+            # Take back our own cancellation; a cancellation from elsewhere still counts.
+            if guard._cancelled and task.uncancel() > 0:
+                return False
+            raise error from (None if isinstance(exc, asyncio.CancelledError) else exc)
+        if error is not None:
+            if guard._cancelled:
+                task.uncancel()
+            raise error
+        return False
 
 
 #: The same in both flavours: signal handlers are the main thread's, whatever runs there.

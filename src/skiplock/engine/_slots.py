@@ -21,6 +21,9 @@ from ._errors import JobCancelledError
 from ._observe import AttemptSpan, traces
 from ._runner import LOST, RunResult
 
+#: The result of a run that raised before it produced one (nothing to write).
+NOT_RUN = RunResult(None, "error")
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
@@ -188,7 +191,7 @@ class Slots:
         token = running_job.set(ctx)
         span = AttemptSpan(self._tracer, job) if self._traced else None
         started = self._clock.monotonic()
-        result = RunResult(None, "error")
+        result = NOT_RUN
         failure: BaseException | None = None
         try:
             result = self._runner.run(

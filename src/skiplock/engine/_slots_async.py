@@ -17,6 +17,9 @@ from ._errors import JobCancelledError
 from ._observe import AttemptSpan, traces
 from ._runner_async import LOST, RunResult
 
+#: The result of a run that raised before it produced one (nothing to write).
+NOT_RUN = RunResult(None, "error")
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
@@ -184,7 +187,7 @@ class Slots:
         token = running_job.set(ctx)
         span = AttemptSpan(self._tracer, job) if self._traced else None
         started = self._clock.monotonic()
-        result = RunResult(None, "error")
+        result = NOT_RUN
         failure: BaseException | None = None
         try:
             result = await self._runner.run(

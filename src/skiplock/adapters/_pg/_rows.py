@@ -161,10 +161,17 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
     if unreadable is not None:
         raise _unreadable(job_id, unreadable)
     payload = _decoded(job_id, "payload", _json, row["payload"])
-    trace_context = _decoded(job_id, "trace_context", _trace_context, row["trace_context"])
+    # NULL columns (the common case for these; a claim's rows lack the last two) need no
+    # decoding: this runs once per claimed job.
+    trace = row["trace_context"]
+    trace_context = (
+        None if trace is None else _decoded(job_id, "trace_context", _trace_context, trace)
+    )
     state = _decoded(job_id, "status", JobState, row["status"])
-    result = _decoded(job_id, "result", _json, row.get("result"))
-    errors = _decoded(job_id, "errors", _errors, row.get("errors"))
+    result_text = row.get("result")
+    result = None if result_text is None else _decoded(job_id, "result", _json, result_text)
+    errors_text = row.get("errors")
+    errors = () if errors_text is None else _decoded(job_id, "errors", _errors, errors_text)
     try:
         return Job(
             id=job_id,
