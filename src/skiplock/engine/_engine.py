@@ -46,7 +46,8 @@ from ._registry import (
 from ._scheduler import Scheduler
 from ._settings import Settings
 from ._task import Task
-from ._worker import Worker, WorkerParts
+from ._worker import Worker
+from ._worker_parts import WorkerParts
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -44,7 +44,8 @@ from ._registry import (
 from ._scheduler_async import Scheduler
 from ._settings import Settings
 from ._task_async import AsyncTask
-from ._worker_async import AsyncWorker, WorkerParts
+from ._worker_async import AsyncWorker
+from ._worker_parts_async import WorkerParts
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
