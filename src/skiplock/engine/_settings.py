@@ -39,7 +39,7 @@ from skiplock.core import (
     to_rate_limit,
 )
 
-from ._settings_env import env_names, read_env
+from ._settings_env import env_names, read_env, warn_unknown
 from ._settings_fields import (
     ENGINE_FIELDS,
     PREFETCH_FACTOR,
@@ -285,9 +285,12 @@ class Settings:
         (``SKIPLOCK_NODE_LIMITS``, ...) set their field for the kinds they name, keeping
         the rest of ``base.kinds``; ``SKIPLOCK_CAPS`` replaces the caps of the providers it
         names. Invalid values raise :class:`~skiplock.core.ValidationError` naming the
-        variable.
+        variable. A ``SKIPLOCK_*`` variable it does not read (misspelt, or removed such as
+        ``SKIPLOCK_STRICT_KINDS``) is logged as a warning on the ``skiplock.settings``
+        logger, naming its replacement or the closest setting, and ignored.
         """
         env = os.environ if environ is None else environ
+        warn_unknown(env)
         values, sources = read_env(env, {} if base is None else base._values())
         for key in overrides:
             sources.pop(key, None)

@@ -1,12 +1,17 @@
 """Settings from ``SKIPLOCK_*`` environment variables (:meth:`Settings.from_env`).
 
 Every scalar field is read from its ``SKIPLOCK_<FIELD>``, the per-kind policy from one
-``kind=value`` list per policy field, the provider caps from ``SKIPLOCK_CAPS``.
+``kind=value`` list per policy field, the provider caps from ``SKIPLOCK_CAPS``. A
+``SKIPLOCK_*`` variable that is none of these is logged as a warning on the
+``skiplock.settings`` logger and ignored: a misspelt or removed setting does not pass
+unnoticed.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
+import logging
 from typing import TYPE_CHECKING, Any
 
 from skiplock.core import POLICY_FIELDS, RATE, Setting, ValidationError
@@ -16,14 +21,52 @@ from ._settings_fields import SETTING_FIELDS
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+logger = logging.getLogger("skiplock.settings")
+
+PREFIX = "SKIPLOCK_"
+
 #: The variable of ``Settings.caps`` (provider=rate pairs).
 CAPS_ENV = "SKIPLOCK_CAPS"
+
+#: ``SKIPLOCK_*`` variables skiplock reads that are no setting: the database of the
+#: ``skiplock`` command (``cli.DSN_ENV``).
+OTHER_NAMES = frozenset({"SKIPLOCK_DSN"})
+
+#: Settings variables that were removed, and what replaced them.
+REMOVED = {
+    "SKIPLOCK_STRICT_KINDS": (
+        "SKIPLOCK_UNKNOWN_KINDS (error, warn or allow: SKIPLOCK_STRICT_KINDS=true was "
+        "error, false was allow)"
+    ),
+}
 
 
 def env_names() -> frozenset[str]:
     """Every variable :meth:`Settings.from_env` reads."""
     kind_names = {field.kind_env for field in POLICY_FIELDS if field.kind_env is not None}
     return frozenset({field.env for field in SETTING_FIELDS} | kind_names | {CAPS_ENV})
+
+
+def ignored_message(name: str) -> str:
+    """Why the ``SKIPLOCK_*`` variable ``name`` is ignored: removed (naming what replaced
+    it), or no setting (naming the closest one, if one is close)."""
+    if name in REMOVED:
+        return f"{name} is ignored: it was removed, use {REMOVED[name]}"
+    close = difflib.get_close_matches(name, sorted(env_names()), n=1, cutoff=0.85)
+    hint = (
+        f"did you mean {close[0]}?"
+        if close
+        else "the settings are the SKIPLOCK_* variables of docs/configuration.md"
+    )
+    return f"{name} is ignored: it is not a skiplock setting ({hint})"
+
+
+def warn_unknown(env: Mapping[str, str]) -> None:
+    """Log a warning for every ``SKIPLOCK_*`` variable in ``env`` that skiplock does not
+    read (:func:`ignored_message`)."""
+    known = env_names() | OTHER_NAMES
+    for name in sorted(name for name in env if name.startswith(PREFIX) and name not in known):
+        logger.warning("%s", ignored_message(name))
 
 
 def read_env(
