@@ -3,6 +3,10 @@
 """The engine: processor registry, enqueue and admin operations.
 
 This module is the generated sync twin of ``_engine_async.py``.
+
+The enqueue API and periodic schedules are mixed in from ``_enqueue_ops.py``, the
+admin API from ``_admin.py``; what enqueue accepts (each kind's policy, validated
+requests) comes from ``_intake.py``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""The engine: processor registry, enqueue and admin operations (async source).
+"""The engine: processor registry, enqueue and admin operations (async source;
+``_engine.py`` is its generated sync twin, ``Engine``).
 
-``_engine.py`` is its generated sync twin (``Engine``). The enqueue API and periodic
-schedules come from ``_enqueue_ops_async.py``, the admin API from ``_admin_async.py``
-(mixins); what enqueue accepts (policies, validated requests) from ``_intake.py``.
+The enqueue API and periodic schedules are mixed in from ``_enqueue_ops_async.py``, the
+admin API from ``_admin_async.py``; what enqueue accepts (each kind's policy, validated
+requests) comes from ``_intake.py``.
 """
 
 from __future__ import annotations
