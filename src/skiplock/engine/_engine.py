@@ -3,21 +3,18 @@
 """The engine: processor registry, enqueue and admin operations.
 
 This module is the generated sync twin of ``_engine_async.py``.
+
+The enqueue API and periodic schedules are mixed in from ``_enqueue_ops.py``, the
+admin API from ``_admin.py``; what enqueue accepts (each kind's policy, validated
+requests) comes from ``_intake.py``.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Concatenate, TypeVar, Unpack, cast, overload
 
 from skiplock._compat import IS_ASYNC
-from skiplock.core import (
-    EnqueueResult,
-    KindPolicy,
-    ValidationError,
-    unknown_kind_message,
-)
 from skiplock.ports import (
     Audit,
     AuditSink,
@@ -29,37 +26,30 @@ from skiplock.ports import (
 
 from ._admin import AdminOps
 from ._declaration import TaskDef, TaskOptions, declare
-from ._enqueue import Enqueue, build_request
+from ._enqueue_ops import EnqueueOps
+from ._intake import Intake
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance import Maintenance
-from ._observe import PublishSpan, traces
-from ._periodic import CatchUp, ScheduleInfo, TickResult, build_schedule
+from ._observe import traces
 from ._registry import (
     Processor,
     ProcessorSpec,
     Registry,
     build_spec,
-    check_kind,
     declaration_of,
     typed_by,
 )
 from ._scheduler import Scheduler
 from ._settings import Settings
 from ._task import Task
-from ._worker import Worker, WorkerParts
+from ._worker import Worker
+from ._worker_parts import WorkerParts
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from datetime import datetime, timedelta, tzinfo
+    from datetime import timedelta
 
-    from skiplock.core import EnqueueRequest
+    from skiplock.core import KindPolicy
     from skiplock.ports import Clock, JobStore, Metrics, Tracer
-
-logger = logging.getLogger("skiplock.engine")
-
-#: At most this many resolved policies of kinds without a processor are kept (and as
-#: many undeclared kinds warned about).
-_POLICY_CACHE_SIZE = 1024
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = TypeVar("P", bound=Processor)
@@ -67,7 +57,7 @@ P = TypeVar("P", bound=Processor)
 T = TypeVar("T")
 
 
-class Engine(AdminOps):
+class Engine(EnqueueOps, AdminOps):
     """An application's handle on skiplock: processors, enqueue, admin operations, workers.
 
     ``store`` is any :class:`~skiplock.ports.JobStore`; ``clock`` drives rate limits
@@ -103,6 +93,7 @@ class Engine(AdminOps):
         self._tracer: Tracer = tracer if tracer is not None else NoopTracer()
         self._traced = traces(self._tracer)
         self._registry = Registry()
+        self._intake = Intake(self._registry, self._settings)
         # Token buckets and node limits of every worker of this engine in this process
         # (J6): a node is a process.
         self._rate_limiter = RateLimiter()
@@ -110,15 +101,10 @@ class Engine(AdminOps):
         self._maintenance = Maintenance(store, self._settings, self.stale_ttls, self._audit)
         self._scheduler = Scheduler(
             store,
-            self._requests,
+            self._intake.requests,
             lambda: self._settings.retention,
             audit=lambda: self._audit,
         )
-        # Resolved policies of kinds without a processor here (Settings is frozen, so
-        # only a registration can change them): resolving builds and validates new
-        # policy objects, far too slow to repeat for every enqueued job.
-        self._policies: dict[str, KindPolicy] = {}
-        self._warned_kinds: set[str] = set()  # undeclared kinds warned about (unknown_kinds)
 
     # ---- accessors ------------------------------------------------------------------
 
@@ -147,7 +133,7 @@ class Engine(AdminOps):
         self._settings = settings
         self._audit = self._audit_of(settings)
         self._maintenance = Maintenance(self._store, settings, self.stale_ttls, self._audit)
-        self._policies.clear()
+        self._intake.configure(settings)
 
     @property
     def clock(self) -> Clock:
@@ -198,17 +184,7 @@ class Engine(AdminOps):
     def policy(self, kind: str) -> KindPolicy:
         """The resolved policy of ``kind``: ``Settings.kinds`` > the kind's declaration
         or processor > the global settings."""
-        spec = self._registry.get(kind)
-        if spec is not None:
-            return spec.policy
-        policy = self._policies.get(kind)
-        if policy is None:
-            declaration = self._registry.declaration(kind)
-            overrides = None if declaration is None else declaration.overrides
-            policy = self._settings.policy_for(kind, overrides)
-            if len(self._policies) < _POLICY_CACHE_SIZE:  # bounded: kinds come from callers
-                self._policies[kind] = policy
-        return policy
+        return self._intake.policy(kind)
 
     # ---- registration ---------------------------------------------------------------
 
@@ -303,7 +279,7 @@ class Engine(AdminOps):
                 "use AsyncEngine, or make it a plain function"
             )
         self._registry.add(spec, declaration)
-        self._policies.pop(spec.kind, None)
+        self._intake.forget(spec.kind)
 
     def declare(self, declaration: TaskDef[T]) -> Task[T]:
         """Know ``declaration``'s kind here and return its enqueue handle.
@@ -321,264 +297,13 @@ class Engine(AdminOps):
             )
         self._settings.policy_for(declaration.kind, declaration.overrides)  # fails now
         self._registry.declare_task(declaration)
-        self._policies.pop(declaration.kind, None)
+        self._intake.forget(declaration.kind)
         return Task(self, declaration, None)
 
     def declare_kind(self, kind: str) -> None:
         """Accept enqueues of ``kind`` although it is processed elsewhere (untyped and
         without defaults; :meth:`declare` takes a declaration with both)."""
         self._registry.declare(kind)
-
-    # ---- enqueue --------------------------------------------------------------------
-
-    def enqueue(
-        self,
-        kind: str,
-        payload: Any = None,
-        *,
-        priority: int | None = None,
-        tenant: str | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        available_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        connection: Any = None,
-    ) -> EnqueueResult:
-        """Create one job; joins ``connection``'s transaction when given (R0).
-
-        ``priority`` ``None`` takes the kind's declared default (0 if none). The job is
-        due now, at ``available_at`` (a timezone-aware datetime) or ``delay``
-        (a timedelta or seconds) after the store's now; the two are mutually exclusive
-        (R18). Raises :class:`~skiplock.ValidationError` (or ``UnknownKindError``) before
-        anything is written (X2). An existing ``idempotency_key`` returns the existing
-        job's id with ``created=False``.
-        """
-        item = Enqueue(
-            kind,
-            payload,
-            priority=priority,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            available_at=available_at,
-            delay=delay,
-            max_attempts=max_attempts,
-        )
-        return (self._enqueue([item], connection))[0]
-
-    def enqueue_at(
-        self,
-        when: datetime,
-        kind: str,
-        payload: Any = None,
-        *,
-        priority: int | None = None,
-        tenant: str | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        connection: Any = None,
-    ) -> EnqueueResult:
-        """Create one job that is not claimed before ``when`` (a timezone-aware datetime)."""
-        return self.enqueue(
-            kind,
-            payload,
-            priority=priority,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            max_attempts=max_attempts,
-            available_at=when,
-            connection=connection,
-        )
-
-    def enqueue_after(
-        self,
-        delay: timedelta | float,
-        kind: str,
-        payload: Any = None,
-        *,
-        priority: int | None = None,
-        tenant: str | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        connection: Any = None,
-    ) -> EnqueueResult:
-        """Create one job due ``delay`` (timedelta or seconds) after the store's now."""
-        return self.enqueue(
-            kind,
-            payload,
-            priority=priority,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            max_attempts=max_attempts,
-            delay=delay,
-            connection=connection,
-        )
-
-    def enqueue_many(
-        self, items: Iterable[Enqueue], *, connection: Any = None
-    ) -> list[EnqueueResult]:
-        """Create many jobs in one store call, all or none (X1); results in input order.
-
-        Every item is validated first; a bad one raises (naming its index) and nothing
-        is written.
-        """
-        return self._enqueue(list(items), connection)
-
-    def _enqueue(self, items: Sequence[Enqueue], connection: Any) -> list[EnqueueResult]:
-        if not items:
-            return []
-        if not self._traced:
-            return self._write(self._requests(items, None), connection)
-        # R3: a producer span around the call; its context is stored with every job.
-        kinds = [
-            kind if isinstance(kind := getattr(item, "kind", None), str) else "" for item in items
-        ]
-        span = PublishSpan(self._tracer, kinds)
-        error: BaseException | None = None
-        try:
-            requests = self._requests(items, span.context)
-            results = self._write(requests, connection)
-            span.published(results)
-            return results
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            span.close(error)
-
-    def _write(self, requests: list[EnqueueRequest], connection: Any) -> list[EnqueueResult]:
-        """``store.enqueue``, audited (J10) when the audit trail is on."""
-        if self._audit is None:
-            return self._store.enqueue(requests, connection=connection)
-        return self._store.enqueue(requests, connection=connection, audit=self._audit)
-
-    def _requests(
-        self,
-        items: Sequence[Enqueue],
-        trace: Mapping[str, str] | None = None,
-        *,
-        check_kinds: bool = True,
-    ) -> list[EnqueueRequest]:
-        """Validated requests for ``items`` (X2), each carrying ``trace``; with
-        ``check_kinds=False`` the kind may be one this engine does not know yet."""
-        known = self._registry.known_kinds()
-        mode = self._settings.unknown_kinds
-        known_kinds = known if known and mode == "error" and check_kinds else None
-        max_payload_bytes = self._settings.max_payload_bytes
-        defaults: dict[str, tuple[int, int]] = {}
-        requests = []
-        for index, item in enumerate(items):
-            kind = getattr(item, "kind", None)
-            default = defaults.get(kind) if isinstance(kind, str) else None
-            if default is None:
-                default = self._enqueue_defaults(kind)
-                if isinstance(kind, str):
-                    defaults[kind] = default
-            try:
-                request = build_request(
-                    item,
-                    default_priority=default[0],
-                    default_max_attempts=default[1],
-                    trace_context=trace,
-                    known_kinds=known_kinds,
-                    max_payload_bytes=max_payload_bytes,
-                )
-            except ValidationError as exc:
-                if len(items) == 1:
-                    raise
-                raise type(exc)(f"item {index}: {exc}") from None
-            if known and check_kinds and mode == "warn" and request.kind not in known:
-                self._warn_unknown(request.kind, known)
-            requests.append(request)
-        return requests
-
-    def _enqueue_defaults(self, kind: object) -> tuple[int, int]:
-        """``(priority, max_attempts)`` for a job of ``kind`` whose enqueue sets neither:
-        the declared priority (else 0) and the kind's resolved ``max_attempts``."""
-        if not isinstance(kind, str):
-            return 0, self._settings.max_attempts  # refused by validation next
-        declaration = self._registry.declaration(kind)
-        priority = declaration.priority if declaration is not None else None
-        return (0 if priority is None else priority), self.policy(kind).retry.max_attempts
-
-    def _warn_unknown(self, kind: str, known: frozenset[str]) -> None:
-        if kind in self._warned_kinds or len(self._warned_kinds) >= _POLICY_CACHE_SIZE:
-            return
-        self._warned_kinds.add(kind)
-        logger.warning(
-            "%s; writing the job anyway (Settings.unknown_kinds='warn')",
-            unknown_kind_message(kind, known),
-        )
-
-    # ---- periodic jobs --------------------------------------------------------------
-
-    def periodic(
-        self,
-        kind: str,
-        *,
-        cron: str | None = None,
-        every: timedelta | float | None = None,
-        tz: str | tzinfo | None = None,
-        payload: Any = None,
-        priority: int | None = None,
-        tenant: str | None = None,
-        max_attempts: int | None = None,
-        name: str | None = None,
-        catch_up: CatchUp = "latest",
-    ) -> Callable[[F], F]:
-        """Declare a schedule: a job of ``kind`` at every tick (see docs/periodic.md).
-
-        Exactly one of ``cron`` (a cron expression, evaluated in UTC unless ``tz`` names a
-        zoneinfo zone; needs the ``cron`` extra) and ``every`` (a timedelta or seconds, at
-        least 1 s; ticks at whole multiples of it since the Unix epoch). Each tick's job
-        has ``payload``, ``priority``, ``tenant`` and ``max_attempts`` as for
-        :meth:`enqueue`, is due at its tick, and carries the idempotency key
-        ``periodic:<name>:<tick, UTC ISO 8601>``, so any number of workers create one
-        job per tick. ``name`` (default: ``kind``) must be unique in the engine.
-
-        ``catch_up`` says which ticks missed while no scheduler ran are enqueued:
-        ``"latest"`` (default) only the most recent, ``"skip"`` none, an int N up to the
-        N most recent (at most 1000). Ticks older than ``Settings.retention`` are never
-        enqueued.
-
-        Every argument is checked now (:class:`~skiplock.ValidationError`); whether the
-        kind may be enqueued (``Settings.unknown_kinds``) is checked by :meth:`worker`. Workers
-        started by :meth:`worker` run the schedules; :meth:`enqueue_due_ticks` runs one
-        pass by hand. Returns a decorator that returns its function unchanged, so it
-        may also sit on top of the kind's processor.
-        """
-        item = Enqueue(kind, payload, priority=priority, tenant=tenant, max_attempts=max_attempts)
-        check_kind(kind)
-        self._requests([item], check_kinds=False)  # payload, priority, tenant, attempts
-        schedule = build_schedule(
-            kind,
-            cron=cron,
-            every=every,
-            tz=tz,
-            name=name,
-            catch_up=catch_up,
-            item=item,
-            now=self._clock.now(),
-        )
-        self._scheduler.add(schedule)
-
-        def decorate(fn: F) -> F:
-            return fn
-
-        return decorate
-
-    def schedules(self) -> list[ScheduleInfo]:
-        """The declared schedules (declaration order): when each ticks, its next tick
-        (from the store's now), and the last tick this process enqueued with its job id."""
-        return self._scheduler.infos()
-
-    def enqueue_due_ticks(self) -> list[TickResult]:
-        """One scheduler pass: enqueue every schedule's due ticks now (as a worker's
-        scheduler loop does); returns them, ``created=False`` for ticks whose job existed.
-
-        A schedule whose enqueue fails is logged and retried by the next pass.
-        """
-        results, _ = self._scheduler.run_pass()
-        return results
 
     # ---- maintenance (J13) ----------------------------------------------------------
 
@@ -620,7 +345,7 @@ class Engine(AdminOps):
         UnknownKindError if one is for a kind this engine may not enqueue
         (``Settings.unknown_kinds``).
         """
-        self._requests([schedule.item for schedule in self._scheduler.schedules()])
+        self._intake.requests([schedule.item for schedule in self._scheduler.schedules()])
         parts = WorkerParts(
             store=self._store,
             settings=self._settings,

@@ -1,45 +1,34 @@
 """Engine and worker settings, from code or from ``SKIPLOCK_*`` environment variables.
 
 Every field is declared once as a :class:`~skiplock.core.Setting`: the engine's own in
-:data:`ENGINE_FIELDS`, the per-kind policy in :data:`~skiplock.core.POLICY_FIELDS`.
-Validation and :meth:`Settings.from_env` iterate :data:`SETTING_FIELDS`; the class body
-spells the fields only for typing (a drift test keeps both in step).
+:data:`ENGINE_FIELDS` (``_settings_fields.py``), the per-kind policy in
+:data:`~skiplock.core.POLICY_FIELDS`. Validation and :meth:`Settings.from_env` (which
+reads the variables with ``_settings_env.py``) iterate :data:`SETTING_FIELDS`; the class
+body spells the fields only for typing (a drift test keeps both in step).
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import typing
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
 from skiplock.core import (
-    ACTOR,
-    FLAG,
-    MAX_PAYLOAD_BYTES,
-    MAX_RESULT_BYTES,
-    NON_NEGATIVE_DURATION,
-    NON_NEGATIVE_INT,
     POLICY_FIELDS,
-    POSITIVE_DURATION,
-    POSITIVE_INT,
-    RATE,
     KindPolicy,
     PolicyOverrides,
     RateLimit,
     RetryPolicy,
     SecondsView,
-    Setting,
     ValidationError,
     check_connection_mode,
     check_kind,
     check_rate_limit,
-    choice,
     field_defaults,
     optional_duration,
     optional_rate_limit,
@@ -48,6 +37,15 @@ from skiplock.core import (
     resolve_policy,
     to_duration,
     to_rate_limit,
+)
+
+from ._settings_env import env_names, read_env, warn_unknown
+from ._settings_fields import (
+    ENGINE_FIELDS,
+    PREFETCH_FACTOR,
+    SETTING_FIELDS,
+    UNWRITTEN_BATCHES,
+    UnknownKinds,
 )
 
 __all__ = [
@@ -60,127 +58,6 @@ __all__ = [
     "overrides_from",
 ]
 
-#: Default prefetch per slot: a worker holds up to this many claimed jobs per slot
-#: waiting, beside the running ones.
-PREFETCH_FACTOR = 4
-
-#: Completion batches of finished jobs a worker may hold beyond its slots and prefetch
-#: before it claims nothing more: one being written while the next one fills, so a slow
-#: store still gets full batches (see :meth:`Settings.unwritten_limit`).
-UNWRITTEN_BATCHES = 2
-
-#: The variable of ``Settings.caps`` (provider=rate pairs).
-_CAPS_ENV = "SKIPLOCK_CAPS"
-
-#: What ``Settings.unknown_kinds`` may say.
-UnknownKinds = Literal["error", "warn", "allow"]
-UNKNOWN_KINDS = choice(*typing.get_args(UnknownKinds))
-
-#: The engine's own settings (the global policy values are :data:`POLICY_FIELDS`).
-ENGINE_FIELDS: tuple[Setting, ...] = (
-    Setting("concurrency", 4, POSITIVE_INT, "Job slots per worker."),
-    Setting(
-        "batch_size",
-        None,
-        POSITIVE_INT,
-        "Most jobs one claim takes (none: concurrency plus prefetch).",
-        nullable=True,
-    ),
-    Setting(
-        "prefetch",
-        None,
-        NON_NEGATIVE_INT,
-        f"Claimed jobs a worker keeps waiting beside its running ones (none: "
-        f"{PREFETCH_FACTOR} per slot; 0 for long jobs).",
-        nullable=True,
-    ),
-    Setting(
-        "completion_batch_size",
-        100,
-        POSITIVE_INT,
-        "Most outcomes of jobs that ran outside their transaction one store call writes. "
-        "A worker holds at most concurrency + prefetch + twice this many jobs whose outcome "
-        "is not written; at that bound it claims nothing until the store has taken some.",
-    ),
-    Setting(
-        "poll_interval",
-        timedelta(seconds=1),
-        POSITIVE_DURATION,
-        "How often an idle worker looks for due jobs. Reads back as float seconds.",
-        seconds_view=True,
-    ),
-    Setting(
-        "shutdown_timeout",
-        timedelta(seconds=30),
-        NON_NEGATIVE_DURATION,
-        "How long a stopping worker lets running jobs finish. Reads back as float seconds.",
-        seconds_view=True,
-    ),
-    Setting(
-        "heartbeat_interval",
-        timedelta(seconds=10),
-        POSITIVE_DURATION,
-        "How often a worker reports it is alive; at most half of every `stale_ttl`. "
-        "Reads back as float seconds.",
-        seconds_view=True,
-    ),
-    Setting(
-        "maintenance_interval",
-        timedelta(minutes=5),
-        POSITIVE_DURATION,
-        "How often stale jobs are recovered and old ones purged (one node at a time). "
-        "Reads back as float seconds.",
-        seconds_view=True,
-    ),
-    Setting(
-        "retention",
-        timedelta(days=7),
-        POSITIVE_DURATION,
-        "Succeeded jobs, and audit events, older than this are purged (none: never).",
-        nullable=True,
-    ),
-    Setting("retention_archive", False, FLAG, "Purged jobs are archived instead of deleted."),
-    Setting(
-        "max_payload_bytes",
-        MAX_PAYLOAD_BYTES,
-        POSITIVE_INT,
-        "Largest encoded payload (UTF-8 bytes) enqueue accepts.",
-    ),
-    Setting(
-        "max_result_bytes",
-        MAX_RESULT_BYTES,
-        POSITIVE_INT,
-        "Largest encoded processor return value (UTF-8 bytes) stored as the job's result; "
-        "a larger one fails the job (dead, no retry).",
-    ),
-    Setting(
-        "unknown_kinds",
-        "error",
-        UNKNOWN_KINDS,
-        "What enqueue does with a kind the engine neither processes nor declared, once it "
-        "knows any: `error` raises `UnknownKindError`, `warn` logs a warning (once per "
-        "kind) and writes the job, `allow` writes it. An engine that knows no kind "
-        "accepts any.",
-    ),
-    Setting(
-        "audit",
-        False,
-        FLAG,
-        "Record an audit trail of job lifecycle changes in the store's audit table (or "
-        "the engine's `audit_sink`, which turns it on by itself); see docs/operations.md.",
-    ),
-    Setting(
-        "audit_actor",
-        None,
-        ACTOR,
-        "Who the audit trail names for enqueues, for admin calls without `actor=` and for "
-        "stale-claim recovery (none: no one); workers name themselves by their id.",
-        nullable=True,
-    ),
-)
-
-#: Every scalar field of :class:`Settings`, each read from ``SKIPLOCK_<NAME>``.
-SETTING_FIELDS: tuple[Setting, ...] = ENGINE_FIELDS + POLICY_FIELDS
 _DEFAULT = field_defaults(SETTING_FIELDS)
 
 
@@ -408,40 +285,13 @@ class Settings:
         (``SKIPLOCK_NODE_LIMITS``, ...) set their field for the kinds they name, keeping
         the rest of ``base.kinds``; ``SKIPLOCK_CAPS`` replaces the caps of the providers it
         names. Invalid values raise :class:`~skiplock.core.ValidationError` naming the
-        variable.
+        variable. A ``SKIPLOCK_*`` variable it does not read (misspelt, or removed such as
+        ``SKIPLOCK_STRICT_KINDS``) is logged as a warning on the ``skiplock.settings``
+        logger, naming its replacement or the closest setting, and ignored.
         """
         env = os.environ if environ is None else environ
-        values: dict[str, Any] = {} if base is None else base._values()
-        sources: dict[str, str] = {}
-        for field in SETTING_FIELDS:
-            raw = env.get(field.env)
-            if raw is not None and raw.strip():
-                values[field.name] = _parse(field.env, raw, field.parse_env)
-                sources[field.name] = field.env
-        kinds: dict[str, dict[str, Any]] = {}
-        if base is not None:
-            for kind, kind_overrides in base.kinds.items():
-                kinds[kind] = {
-                    field.name: field.stored(kind_overrides)
-                    for field in POLICY_FIELDS
-                    if field.stored(kind_overrides) is not None
-                }
-        for field in POLICY_FIELDS:
-            name = field.kind_env
-            raw = env.get(name) if name is not None else None
-            if name is None or raw is None or not raw.strip():
-                continue
-            parse = functools.partial(_per_kind_value, field)
-            for kind, value in _parse(name, raw, functools.partial(_pairs, parse=parse)).items():
-                kinds.setdefault(kind, {})[field.name] = value
-            sources["kinds"] = f"{sources['kinds']}, {name}" if "kinds" in sources else name
-        if kinds:
-            values["kinds"] = kinds
-        raw_caps = env.get(_CAPS_ENV)
-        if raw_caps is not None and raw_caps.strip():
-            caps = _parse(_CAPS_ENV, raw_caps, lambda r: _pairs(r, RATE.parse))
-            values["caps"] = {**values.get("caps", {}), **caps}
-            sources["caps"] = _CAPS_ENV
+        warn_unknown(env)
+        values, sources = read_env(env, {} if base is None else base._values())
         for key in overrides:
             sources.pop(key, None)
         values.update(overrides)
@@ -455,8 +305,7 @@ class Settings:
     @staticmethod
     def env_names() -> frozenset[str]:
         """Every variable :meth:`from_env` reads (e.g. to refuse a misspelt one)."""
-        kind_names = {field.kind_env for field in POLICY_FIELDS if field.kind_env is not None}
-        return frozenset({field.env for field in SETTING_FIELDS} | kind_names | {_CAPS_ENV})
+        return env_names()
 
     def _values(self) -> dict[str, Any]:
         """Every field as a constructor keyword (durations as stored timedeltas)."""
@@ -464,38 +313,3 @@ class Settings:
         values["kinds"] = dict(self.kinds)
         values["caps"] = dict(self.caps)
         return values
-
-
-# ---- environment parsing ---------------------------------------------------------------
-
-
-def _parse(name: str, raw: str, parse: Callable[[str], Any]) -> Any:
-    try:
-        return parse(raw)
-    except (ValueError, ValidationError) as exc:
-        raise ValidationError(f"{name}={raw!r}: {exc}") from None
-
-
-def _per_kind_value(field: Setting, raw: str) -> Any:
-    # A per-kind value always sets the field: "none" would mean "not set" there.
-    value = field.type.parse(raw)
-    field.check(value, none_ok=False)
-    return value
-
-
-def _pairs(raw: str, parse: Callable[[str], Any]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for item in raw.split(","):
-        if not item.strip():
-            continue
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ValueError(f"expected comma-separated name=value entries, got {item.strip()!r}")
-        if key in result:
-            raise ValueError(f"{key!r} is given twice")
-        try:
-            result[key] = parse(value)
-        except (ValueError, ValidationError) as exc:
-            raise ValueError(f"{key}: {exc}") from None
-    return result

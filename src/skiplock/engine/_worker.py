@@ -10,23 +10,20 @@ parts, each with its own state (see docs/architecture.md, "The worker"): the
 :class:`~._runner.JobRunner` (one job), the :class:`~._completer.Completer` (batched
 outcomes), the :class:`~._lease.LeaseKeeper` (registration, heartbeats, lost jobs) and
 the engine's :class:`~._limits.RateLimiter` and :class:`~._limits.NodeSlots` (throttling
-and node limits, shared by the engine's workers in this process).
+and node limits, shared by the engine's workers in this process). They are built and
+wired in ``_worker_parts.py``; the loops the worker runs while it serves are in
+``_worker_loops.py``, how it lives in its host process (in the background, under stop
+signals) in ``_worker_host.py``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import random
-import signal
 import socket
-from collections.abc import Callable, Mapping
 from contextlib import contextmanager
-from datetime import timedelta
 from threading import Lock
 from typing import TYPE_CHECKING, Self
-
-import attrs
 
 from skiplock._compat import (
     Task,
@@ -34,69 +31,24 @@ from skiplock._compat import (
     blocking_caller,
     cancel_and_join,
     install_signal_handlers,
-    join,
     spawn,
 )
-from skiplock.core import KindPolicy, RetryPolicy, ValidationError, WorkerInfo, next_delay
-from skiplock.ports import Audit, Clock, JobStore, Metrics, Tracer
+from skiplock.core import ValidationError, WorkerInfo
 
-from ._completer import Completer
-from ._dispatch import Dispatcher
-from ._lease import LeaseKeeper
-from ._limits import NodeSlots, RateLimiter
-from ._maintenance import Maintenance
 from ._observe import worker_started, worker_stopped
-from ._registry import ProcessorSpec, check_int
-from ._runner import JobRunner
-from ._scheduler import Scheduler
-from ._scope import ClaimScope, check_tenants, claim_kinds, default_worker_id
-from ._settings import Settings
+from ._registry import check_int
+from ._scope import check_tenants, claim_kinds, default_worker_id
+from ._worker_host import StopSignals, serve_in_background
+from ._worker_loops import WorkerLoops
+from ._worker_parts import WorkerParts, build_own_parts
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
-    from skiplock.core import RateLimit
     from skiplock.ports import Notifier
 
 
 logger = logging.getLogger("skiplock.worker")
-
-#: Upper bound of one notifier wait, so a stopping worker's listener notices quickly.
-NOTIFIER_WAIT = 0.1
-
-#: Shortest wait of the scheduler loop before a tick that is (nearly) due.
-SCHEDULE_MIN_WAIT = 0.001
-
-#: Waits after a failed claim or lease renewal before the next try (0.1 s doubling up to
-#: 5 s, plus up to 50 % jitter; never longer than the poll interval): a store that is back
-#: after a lost connection is used again at once, not after a whole poll interval, and
-#: one that is down is not hammered. ``max_attempts`` is unused.
-STORE_RETRY = RetryPolicy(
-    max_attempts=1,
-    base=timedelta(seconds=0.1),
-    factor=2.0,
-    cap=timedelta(seconds=5),
-    jitter=0.5,
-)
-
-
-@attrs.frozen
-class WorkerParts:
-    """What a worker is given by its engine (:meth:`Engine.worker` builds it)."""
-
-    store: JobStore
-    settings: Settings
-    processors: Mapping[str, ProcessorSpec]
-    policy: Callable[[str], KindPolicy]
-    limiter: RateLimiter
-    node_slots: NodeSlots
-    maintenance: Maintenance
-    scheduler: Scheduler
-    clock: Clock
-    metrics: Metrics
-    tracer: Tracer
-    #: The engine's audit (J10), None while it is off; the worker audits as itself.
-    audit: Audit | None = None
 
 
 class Worker:
@@ -163,8 +115,6 @@ class Worker:
             raise ValidationError(f"worker_id must be a non-empty str, got {worker_id!r}")
         self._id = worker_id if worker_id is not None else default_worker_id()
         self._install_signals = install_signal_handlers
-        # The worker's own changes (successes, moves to dead) name it as their actor (J10).
-        audit = None if parts.audit is None else attrs.evolve(parts.audit, actor=self._id)
         info = WorkerInfo(
             id=self._id,
             host=socket.gethostname(),
@@ -172,80 +122,30 @@ class Worker:
             kinds=self._claim_kinds,
             tenants=check_tenants(tenants),
         )
-        policies = {kind: spec.policy for kind, spec in parts.processors.items()}
-        ttls = [settings.stale_ttl, *(p.stale_ttl for p in policies.values())]
-        self._lease = LeaseKeeper(
-            store=parts.store,
-            info=info,
-            interval=settings.heartbeat_interval,
-            stale_ttl=min(ttls).total_seconds(),
-            held=lambda: self._dispatcher.held_ids(),
-            on_lost=lambda ids: self._dispatcher.drop(ids),
-            on_gone=lambda: self._dispatcher.drop(None),
+        own = build_own_parts(
+            parts, info, concurrency=self._concurrency, on_processor_exit=self._on_processor_exit
         )
-        self._completer = Completer(
-            store=parts.store,
-            worker_id=self._id,
-            metrics=parts.metrics,
-            batch_size=settings.completion_batch_size,
-            give_up_after=settings.shutdown_timeout,
-            on_written=lambda: self._dispatcher.wakeup.set(),
-            on_store_error=self._lease.store_failed,
-            on_settled=lambda job: parts.node_slots.release(job.kind),
-            audit=audit,
-        )
-        provider_caps: dict[str, tuple[str, RateLimit]] = {}
-        for kind, spec in parts.processors.items():
-            cap = settings.caps.get(spec.provider) if spec.provider is not None else None
-            if spec.provider is not None and cap is not None:
-                provider_caps[kind] = (spec.provider, cap)
-        self._dispatcher = Dispatcher(
-            ClaimScope(
-                worker_id=self._id,
-                concurrency=self._concurrency,
-                prefetch=settings.claim_prefetch(self._concurrency),
-                batch_size=settings.claim_batch_size(self._concurrency),
-                unwritten_limit=settings.unwritten_limit(self._concurrency),
-                kinds=self._claim_kinds,
-                tenants=info.tenants,
-                policies=policies,
-                provider_caps=provider_caps,
-            ),
-            store=parts.store,
-            runner=JobRunner(
-                store=parts.store,
-                worker_id=self._id,
-                processors=parts.processors,
-                policy=parts.policy,
-                limiter=parts.limiter,
-                caps=settings.caps,
-                clock=parts.clock,
-                metrics=parts.metrics,
-                on_exit=self._on_processor_exit,
-                max_result_bytes=settings.max_result_bytes,
-                audit=audit,
-            ),
-            completer=self._completer,
-            lease=self._lease,
-            node_slots=parts.node_slots,
-            limiter=parts.limiter,
-            clock=parts.clock,
-            metrics=parts.metrics,
-            tracer=parts.tracer,
-            audit=audit,
-        )
+        self._lease = own.lease
+        self._completer = own.completer
+        self._dispatcher = own.dispatcher
         self._info = info
         self._lock = Lock()
         self._started = False
         self._state = "new"
         self._stop_requested = False
         self._force_requested = False
-        self._stop_signals = 0
         # SystemExit/KeyboardInterrupt a processor raised: run() raises it once stopped.
         self._exit: BaseException | None = None
         self._finished = ThreadSafeEvent()
         # Set once serving began (registered) or run() ended: in_background() waits for it.
         self._serving = ThreadSafeEvent()
+        self._loops = WorkerLoops(
+            worker_id=self._id,
+            settings=settings,
+            lease=self._lease,
+            dispatcher=self._dispatcher,
+            finished=self._finished,
+        )
 
     # ---- public ---------------------------------------------------------------------
 
@@ -331,64 +231,8 @@ class Worker:
         """
         if self._started:
             raise RuntimeError("a worker runs once; build a new one with engine.worker()")
-        task = spawn(self._run_in_background)
-        try:
-            self._serving.wait()
-        except BaseException:
-            self._leave(task, force=True)
-            raise
-        if task.done():  # run() ended at once: raise why (or go on if stopped before)
-            failure = join(task)
-            if failure is not None:
-                raise failure
-        error: BaseException | None = None
-        try:
+        with serve_in_background(self, self._serving):
             yield self
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            if error is None:
-                failure = self._leave(task, force=False)
-                if failure is not None:
-                    raise failure
-            else:
-                forced = isinstance(error, KeyboardInterrupt)
-                failure = self._leave(task, force=forced)
-                if failure is not None:
-                    logger.error(
-                        "worker %s failed while its block raised %s",
-                        self._id,
-                        type(error).__name__,
-                        exc_info=failure,
-                    )
-
-    def _run_in_background(self) -> BaseException | None:
-        """:meth:`run` for :meth:`in_background`, returning what it raised: raised in the
-        host's code when the block ends (a SystemExit escaping a task would stop the
-        host's event loop)."""
-        try:
-            self.run()
-        except BaseException as exc:
-            return exc
-        return None
-
-    def _leave(self, task: Task[BaseException | None], *, force: bool) -> BaseException | None:
-        """Stop the worker :meth:`in_background` started and wait for it; returns what its
-        :meth:`run` raised, or None.
-
-        Interrupted while waiting (a cancellation, which cancels :meth:`run` too;
-        ``KeyboardInterrupt``), it forces the stop, waits for the cleanup and raises the
-        interruption.
-        """
-        self.stop(force=force)
-        try:
-            return join(task)
-        except BaseException:
-            self.stop(force=True)
-            if not task.done():
-                join(task)
-            raise
 
     def stop(self, *, force: bool = False) -> None:
         """Stop claiming, drain and release (thread-safe; also before :meth:`run`).
@@ -412,28 +256,6 @@ class Worker:
         """True once a forced stop began (``stop(force=True)``, a second stop signal, or
         an interrupted :meth:`run`): running jobs were interrupted and released."""
         return self._force_requested
-
-    def _on_stop_signal(self, signum: int) -> None:
-        with self._lock:
-            self._stop_signals += 1
-            again = self._stop_signals > 1
-        name = signal.Signals(signum).name
-        if again:
-            logger.warning(
-                "worker %s: %s received again: stopping now, running jobs are released "
-                "(a third signal abandons the cleanup)",
-                self._id,
-                name,
-            )
-        else:
-            logger.info(
-                "worker %s: %s received: claiming stopped, running jobs get up to %.1f s "
-                "to finish (send it again to stop now)",
-                self._id,
-                name,
-                self._settings.shutdown_timeout,
-            )
-        self.stop(force=again)
 
     def _on_processor_exit(self, exc: BaseException) -> None:
         # The processor's attempt failed (its outcome is queued next): stop as for a
@@ -462,7 +284,8 @@ class Worker:
         uninstall: Callable[[], None] | None = None
         try:
             if self._install_signals and not until_idle:
-                uninstall = install_signal_handlers(self._on_stop_signal, give_up_after=3)
+                on_signal = StopSignals(self, drain_timeout=self._settings.shutdown_timeout)
+                uninstall = install_signal_handlers(on_signal, give_up_after=3)
             return self._serve_once(until_idle=until_idle)
         finally:
             # Whatever happened (a third signal abandoning the cleanup too), the host's
@@ -490,20 +313,21 @@ class Worker:
                 worker_started(self._parts.metrics, self, blocking_caller(self._parts.store.counts))
                 reporting = True
                 self._completer.start()
-                helpers.append(spawn(self._heartbeat_loop))
+                loops = self._loops
+                helpers.append(spawn(loops.heartbeat))
                 poll = self._settings.poll_interval
                 helpers.append(spawn(self._dispatcher.start_loop, self._finished, poll))
                 if not until_idle:
-                    helpers.append(spawn(self._maintenance_loop))
+                    helpers.append(spawn(loops.maintenance, self._parts.maintenance))
                     if self._parts.scheduler:
-                        helpers.append(spawn(self._schedule_loop))
+                        helpers.append(spawn(loops.schedules, self._parts.scheduler))
                     notifier = self._parts.store.notifier()
                     if notifier is not None:
                         notifier.start()
-                        helpers.append(spawn(self._forward_wakeups, notifier))
+                        helpers.append(spawn(loops.forward_wakeups, notifier))
                 self._state = "running"
                 self._serving.set()
-                self._dispatch(until_idle=until_idle)
+                loops.claim(until_idle=until_idle, stopping=lambda: self._stop_requested)
                 self._state = "draining"
                 self._dispatcher.drain(
                     self._settings.shutdown_timeout, forced=lambda: self._force_requested
@@ -557,99 +381,3 @@ class Worker:
                 except Exception:
                     logger.exception("worker %s: unregistering failed", self._id)
                 logger.info("worker %s stopped after %d jobs", self._id, self._dispatcher.handled)
-
-    def _dispatch(self, *, until_idle: bool) -> None:
-        dispatcher = self._dispatcher
-        poll = self._settings.poll_interval
-        failures = 0  # store errors in a row (a failed claim or lease renewal)
-        while not self._stop_requested:
-            dispatcher.wakeup.clear()
-            generation = dispatcher.generation()
-            # After a store error, or with no recent heartbeat, renew the lease before
-            # anything else is claimed (run_until_idle reports store errors instead).
-            if not until_idle and self._lease.in_doubt() and not self._lease.renew():
-                failures += 1
-                dispatcher.wakeup.wait(self._retry_wait(failures))
-                continue
-            try:
-                claimed, limit = dispatcher.claim()
-            except Exception:
-                self._lease.store_failed()
-                if until_idle:
-                    raise
-                failures += 1
-                wait = self._retry_wait(failures)
-                logger.exception("worker %s: claim failed; retrying in %.2f s", self._id, wait)
-                dispatcher.wakeup.wait(wait)
-                continue
-            failures = 0
-            if claimed and claimed >= limit:
-                continue  # a full batch: more may be due
-            if until_idle and not claimed and dispatcher.idle_since(generation):
-                return
-            wait = poll
-            if dispatcher.throttled_for is not None:
-                wait = min(wait, dispatcher.throttled_for)
-            dispatcher.wakeup.wait(wait)
-
-    def _retry_wait(self, failures: int) -> float:
-        """Seconds to wait after ``failures`` store errors in a row (:data:`STORE_RETRY`)."""
-        delay = next_delay(STORE_RETRY, failures, random.random()).total_seconds()
-        return min(delay, self._settings.poll_interval)
-
-    # ---- helpers running beside the dispatcher --------------------------------------
-
-    def _heartbeat_loop(self) -> None:
-        interval = self._settings.heartbeat_interval
-        while not self._finished.wait(interval):
-            if self._lease.renew(always=True):
-                self._dispatcher.slots.pay()
-
-    def _maintenance_loop(self) -> None:
-        while True:
-            # Our own heartbeat first: after an outage, maintenance must not take this
-            # live worker's jobs for stale.
-            if self._lease.renew():
-                try:
-                    self._parts.maintenance.run(once_per_period=True)
-                except Exception:
-                    logger.exception("worker %s: maintenance failed", self._id)
-            if self._finished.wait(self._settings.maintenance_interval):
-                return
-
-    def _schedule_loop(self) -> None:
-        # Every worker of an engine with schedules runs them: a tick's idempotency key
-        # makes the racing passes create one job, and no worker waits for a leader.
-        # Woken at the next tick, or after poll_interval at most (the store's clock may
-        # run apart from ours, or be a test's fake one).
-        scheduler = self._parts.scheduler
-        poll = self._settings.poll_interval
-        failures = 0
-        while True:
-            try:
-                _, until_next = scheduler.run_pass()
-                failures = 0
-                wait = poll
-                if until_next is not None:
-                    wait = min(poll, max(until_next.total_seconds(), SCHEDULE_MIN_WAIT))
-            except Exception:
-                failures += 1
-                wait = self._retry_wait(failures)
-                logger.exception(
-                    "worker %s: reading the store's clock for schedules failed; retrying in %.2f s",
-                    self._id,
-                    wait,
-                )
-            if self._finished.wait(wait):
-                return
-
-    def _forward_wakeups(self, notifier: Notifier) -> None:
-        wakeup = self._dispatcher.wakeup
-        wait = min(self._settings.poll_interval, NOTIFIER_WAIT)
-        while not self._finished.is_set():
-            try:
-                if notifier.wait(wait):
-                    wakeup.set()
-            except Exception:
-                logger.exception("worker %s: notifier failed; polling meanwhile", self._id)
-                self._finished.wait(self._settings.poll_interval)
