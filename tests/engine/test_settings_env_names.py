@@ -60,5 +60,6 @@ def test_settings_the_cli_database_and_other_prefixes_are_not_warned_about(
     caplog.set_level(logging.WARNING, logger="skiplock.settings")
     env = {name: "" for name in Settings.env_names()}  # blank: read as unset
     env |= {cli.DSN_ENV: "postgresql://db/app", "PGHOST": "db", "SKIPLOCKX": "1"}
+    env |= {"SKIPLOCK_TEST_DSN": "postgresql://db/test"}  # a tool's connection string
     assert Settings.from_env(env) == Settings()
     assert _warnings(caplog) == []

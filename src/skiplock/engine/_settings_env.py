@@ -65,7 +65,13 @@ def warn_unknown(env: Mapping[str, str]) -> None:
     """Log a warning for every ``SKIPLOCK_*`` variable in ``env`` that skiplock does not
     read (:func:`ignored_message`)."""
     known = env_names() | OTHER_NAMES
-    for name in sorted(name for name in env if name.startswith(PREFIX) and name not in known):
+    # Names ending in _DSN are connection strings (of test suites, benchmarks, a host
+    # application's own tools), never settings: no setting's name ends so.
+    for name in sorted(
+        name
+        for name in env
+        if name.startswith(PREFIX) and name not in known and not name.endswith("_DSN")
+    ):
         logger.warning("%s", ignored_message(name))
 
 
