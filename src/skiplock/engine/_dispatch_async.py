@@ -21,14 +21,15 @@ from threading import Lock
 from typing import TYPE_CHECKING
 
 from skiplock._compat_async import ThreadSafeEvent, spawn
-from skiplock.core import Release, charged_positions, plan_claim
+from skiplock.core import Release, charged_positions
 
 from ._completer_async import Done
+from ._planner import ClaimPlanner
 from ._runner_async import LOST
 from ._slots_async import Slots
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable
 
     from skiplock.core import ClaimRequest, Job
     from skiplock.ports import AsyncAudit, AsyncJobStore, Clock, Metrics, Tracer
@@ -72,18 +73,11 @@ class Dispatcher:
         self._completer = completer
         self._lease = lease
         self._node_slots = node_slots
-        self._limiter = limiter
-        self._clock = clock
-        self._metrics = metrics
-        policies = scope.policies
-        self._node_limits = {k: p.node_limit for k, p in policies.items() if p.node_limit}
-        self._cluster_limits = {k: p.cluster_limit for k, p in policies.items() if p.cluster_limit}
-        self._rate_limits = {k: p.rate_limit for k, p in policies.items() if p.rate_limit}
-        self._max_attempts = {k: p.retry.max_attempts for k, p in policies.items()}
+        self._planner = ClaimPlanner(
+            scope, node_slots=node_slots, limiter=limiter, clock=clock, metrics=metrics
+        )
         self.wakeup = ThreadSafeEvent()
         self.startable = ThreadSafeEvent()
-        #: Seconds until a throttled pair or provider has a token again (None: none).
-        self.throttled_for: float | None = None
         self.slots = Slots(
             worker_id=scope.worker_id,
             store=store,
@@ -112,6 +106,11 @@ class Dispatcher:
         self._changes = 0
 
     # ---- state ----------------------------------------------------------------------
+
+    @property
+    def throttled_for(self) -> float | None:
+        """Seconds until a throttled pair or provider has a token again (None: none)."""
+        return self._planner.throttled_for
 
     @property
     def handled(self) -> int:
@@ -179,22 +178,14 @@ class Dispatcher:
                 start_now = max(0, min(scope.concurrency - held, free))
             self._reserved += start_now
         try:
-            plan = self._plan(free, start_now)
+            plan = self._planner.plan(free, start_now)
             jobs = await self._claim(plan) if plan is not None else []
         finally:
             with self._lock:
                 self._reserved -= start_now
         if plan is None:
             return 0, 0
-        self._node_slots.settle(plan, (job.kind for job in jobs))
-        for job in jobs:
-            latency = 0.0
-            if job.claimed_at is not None:
-                latency = max(0.0, (job.claimed_at - job.available_at).total_seconds())
-            try:
-                self._metrics.job_claimed(job.kind, job.tenant, latency)
-            except Exception:  # a failing sink never loses the claimed jobs
-                logger.exception("worker %s: metrics failed", self._scope.worker_id)
+        self._planner.claimed(plan, jobs)
         # The store charged these (claim order) and held the rest; a charged suspect
         # waits until the running jobs are under way, then runs alone.
         charged = charged_positions([job.suspect for job in jobs], plan.start_now)
@@ -220,33 +211,6 @@ class Dispatcher:
         if self._audit is None:
             return await self._store.claim(plan)
         return await self._store.claim(plan, audit=self._audit)
-
-    def _plan(self, free: int, start_now: int) -> ClaimRequest | None:
-        scope = self._scope
-        throttle = self._limiter.claim_limits(
-            self._clock.monotonic(), self._rate_limits, scope.provider_caps
-        )
-        self.throttled_for = throttle.retry_in
-
-        def planner(held: Mapping[str, int]) -> ClaimRequest | None:
-            return plan_claim(
-                worker_id=scope.worker_id,
-                free_slots=free,
-                batch_size=scope.batch_size,
-                running=held,
-                node_limits=self._node_limits,
-                cluster_limits=self._cluster_limits,
-                kinds=scope.kinds,
-                tenants=scope.tenants,
-                excluded=throttle.excluded,
-                excluded_kinds=throttle.excluded_kinds,
-                pair_limits=throttle.pair_limits,
-                kind_caps=throttle.kind_caps,
-                start_now=start_now,
-                max_attempts=self._max_attempts,
-            )
-
-        return self._node_slots.plan(planner)
 
     # ---- starting held jobs ---------------------------------------------------------
 

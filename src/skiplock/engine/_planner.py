@@ -1,0 +1,95 @@
+"""Planning one claim of a worker (one module for both flavours: no I/O).
+
+The :class:`ClaimPlanner` turns the free room of a worker into a
+:class:`~skiplock.core.ClaimRequest`: its kinds' node limits (shared by the engine's
+workers in this process), cluster limits, token buckets and provider caps, and the
+``max_attempts`` its processors set. It also settles what a claim took against the node
+slots and reports the claimed jobs to the metrics port.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from skiplock.core import plan_claim
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from skiplock.core import ClaimRequest, Job
+    from skiplock.ports import Clock, Metrics
+
+    from ._limits import NodeSlots, RateLimiter
+    from ._scope import ClaimScope
+
+logger = logging.getLogger("skiplock.worker")
+
+
+class ClaimPlanner:
+    """Plans a worker's claims from its scope and the engine's shared limits."""
+
+    def __init__(
+        self,
+        scope: ClaimScope,
+        *,
+        node_slots: NodeSlots,
+        limiter: RateLimiter,
+        clock: Clock,
+        metrics: Metrics,
+    ) -> None:
+        self._scope = scope
+        self._node_slots = node_slots
+        self._limiter = limiter
+        self._clock = clock
+        self._metrics = metrics
+        policies = scope.policies
+        self._node_limits = {k: p.node_limit for k, p in policies.items() if p.node_limit}
+        self._cluster_limits = {k: p.cluster_limit for k, p in policies.items() if p.cluster_limit}
+        self._rate_limits = {k: p.rate_limit for k, p in policies.items() if p.rate_limit}
+        self._max_attempts = {k: p.retry.max_attempts for k, p in policies.items()}
+        #: Seconds until a throttled pair or provider has a token again (None: none), as
+        #: of the last plan.
+        self.throttled_for: float | None = None
+
+    def plan(self, free: int, start_now: int) -> ClaimRequest | None:
+        """The claim for ``free`` places, ``start_now`` of them starting at once; None
+        when nothing may be claimed. Takes node slots for it (see :meth:`claimed`)."""
+        scope = self._scope
+        throttle = self._limiter.claim_limits(
+            self._clock.monotonic(), self._rate_limits, scope.provider_caps
+        )
+        self.throttled_for = throttle.retry_in
+
+        def planner(held: Mapping[str, int]) -> ClaimRequest | None:
+            return plan_claim(
+                worker_id=scope.worker_id,
+                free_slots=free,
+                batch_size=scope.batch_size,
+                running=held,
+                node_limits=self._node_limits,
+                cluster_limits=self._cluster_limits,
+                kinds=scope.kinds,
+                tenants=scope.tenants,
+                excluded=throttle.excluded,
+                excluded_kinds=throttle.excluded_kinds,
+                pair_limits=throttle.pair_limits,
+                kind_caps=throttle.kind_caps,
+                start_now=start_now,
+                max_attempts=self._max_attempts,
+            )
+
+        return self._node_slots.plan(planner)
+
+    def claimed(self, plan: ClaimRequest, jobs: Sequence[Job]) -> None:
+        """What ``plan`` took: give back the node slots it did not use, report the jobs
+        (a failing metrics sink never loses them)."""
+        self._node_slots.settle(plan, (job.kind for job in jobs))
+        for job in jobs:
+            latency = 0.0
+            if job.claimed_at is not None:
+                latency = max(0.0, (job.claimed_at - job.available_at).total_seconds())
+            try:
+                self._metrics.job_claimed(job.kind, job.tenant, latency)
+            except Exception:
+                logger.exception("worker %s: metrics failed", self._scope.worker_id)
