@@ -203,10 +203,13 @@ class Dispatcher:
             if len(direct) == 1 and direct[0].suspect:
                 self._isolated, self._ready = direct[0].id, direct[0]
                 direct = []
-            self._held.extend(job for i, job in enumerate(jobs) if i not in charged)
         for job in direct:
             self.slots.start(job)
         with self._lock:
+            # Held only once the charged jobs took their slots: their reservation is gone,
+            # and a held job seen earlier could be started in one of them by a slot's
+            # thread or the start loop (sync flavour), more jobs than slots.
+            self._held.extend(job for i, job in enumerate(jobs) if i not in charged)
             # Held jobs take free slots at once (as when a slot frees), not only once the
             # start loop gets its turn; what must be paid for first is left to it.
             if self._may_start():
