@@ -277,6 +277,7 @@ class Dispatcher:
                 if not self._quiet():
                     return False  # a charged suspect waits for quiet
                 self._ready = None
+                self.slots.start(ready)  # in its slot before the lock is free (see _confirm)
             else:
                 before = len(self._held)
                 jobs = self._take_startable()
@@ -284,7 +285,6 @@ class Dispatcher:
                     return len(self._held) < before  # some started without a round trip
                 self._starting.update((job.id, job) for job in jobs)
         if ready is not None:
-            self.slots.start(ready)
             return True
         # Confirmed on its own thread (thread), so the next free slots need not wait for
         # this round trip: starts overlap, and each batch takes what is free right then.
@@ -315,9 +315,11 @@ class Dispatcher:
                         if self._isolated == job.id:
                             self._isolated = None
                 self._count_dropped(len(gone))
+                # Into their slots before the lock is free: a job out of _starting but not
+                # in a slot yet would be counted by neither _busy() nor drain().
+                for job in started:
+                    self.slots.start(job)
             self._forget(gone)
-            for job in started:
-                self.slots.start(job)
         finally:
             self._confirmed.set()
             self.startable.set()
