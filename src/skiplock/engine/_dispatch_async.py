@@ -194,10 +194,13 @@ class Dispatcher:
             if len(direct) == 1 and direct[0].suspect:
                 self._isolated, self._ready = direct[0].id, direct[0]
                 direct = []
-            self._held.extend(job for i, job in enumerate(jobs) if i not in charged)
         for job in direct:
             self.slots.start(job)
         with self._lock:
+            # Held only once the charged jobs took their slots: their reservation is gone,
+            # and a held job seen earlier could be started in one of them by a slot's
+            # thread or the start loop (sync flavour), more jobs than slots.
+            self._held.extend(job for i, job in enumerate(jobs) if i not in charged)
             # Held jobs take free slots at once (as when a slot frees), not only once the
             # start loop gets its turn; what must be paid for first is left to it.
             if self._may_start():
@@ -235,6 +238,7 @@ class Dispatcher:
                 if not self._quiet():
                     return False  # a charged suspect waits for quiet
                 self._ready = None
+                self.slots.start(ready)  # in its slot before the lock is free (see _confirm)
             else:
                 before = len(self._held)
                 jobs = self._take_startable()
@@ -242,7 +246,6 @@ class Dispatcher:
                     return len(self._held) < before  # some started without a round trip
                 self._starting.update((job.id, job) for job in jobs)
         if ready is not None:
-            self.slots.start(ready)
             return True
         # Confirmed on its own task (thread), so the next free slots need not wait for
         # this round trip: starts overlap, and each batch takes what is free right then.
@@ -273,9 +276,11 @@ class Dispatcher:
                         if self._isolated == job.id:
                             self._isolated = None
                 self._count_dropped(len(gone))
+                # Into their slots before the lock is free: a job out of _starting but not
+                # in a slot yet would be counted by neither _busy() nor drain().
+                for job in started:
+                    self.slots.start(job)
             self._forget(gone)
-            for job in started:
-                self.slots.start(job)
         finally:
             self._confirmed.set()
             self.startable.set()
