@@ -31,6 +31,8 @@ class CountingStore(InMemoryJobStore):
 
     claims = 0
     claimed = 0
+    #: Claims that took at least one job.
+    takes = 0
     heartbeats = 0
     starts = 0
     recoveries = 0
@@ -79,6 +81,8 @@ class CountingStore(InMemoryJobStore):
         self.last_request = request
         self.claims += 1
         self.claimed += len(jobs)
+        if jobs:
+            self.takes += 1
         return jobs
 
     def start(self, leases: Sequence[Lease]) -> list[bool]:

@@ -26,6 +26,8 @@ class CountingStore(AsyncInMemoryJobStore):
 
     claims = 0
     claimed = 0
+    #: Claims that took at least one job.
+    takes = 0
     heartbeats = 0
     starts = 0
     recoveries = 0
@@ -74,6 +76,8 @@ class CountingStore(AsyncInMemoryJobStore):
         self.last_request = request
         self.claims += 1
         self.claimed += len(jobs)
+        if jobs:
+            self.takes += 1
         return jobs
 
     async def start(self, leases: Sequence[Lease]) -> list[bool]:

@@ -1131,8 +1131,9 @@ def test_worker_prefetched_jobs_start_as_slots_free(store: CountingStore, clock:
     assert engine.worker().run_until_idle() == 20
     assert sorted(done) == list(range(20))
     # Claims top the buffer up as slots free (a thread may claim a few at a time), but
-    # never one job per claim.
-    assert store.claims < 20
+    # never one job per claim (the claims that find nothing while the last jobs run do
+    # not count: how many there are depends on the scheduler).
+    assert store.takes <= 10
 
 
 def test_worker_releases_jobs_that_outlast_the_shutdown_timeout(

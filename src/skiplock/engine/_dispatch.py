@@ -106,6 +106,8 @@ class Dispatcher:
         self._reserved = 0
         self._stopping = False
         self._handled = 0
+        # Jobs claimed so far: each is handled once (run, dropped or released).
+        self._claimed = 0
         self._changes = 0
 
     # ---- state ----------------------------------------------------------------------
@@ -141,10 +143,12 @@ class Dispatcher:
             return self._changes, self._completer.written_batches
 
     def idle_since(self, generation: tuple[int, int]) -> bool:
-        """Nothing held, no outcome waiting, and nothing finished or written since
-        ``generation`` (either may have made another job due)."""
+        """Every claimed job handled, no outcome waiting, and nothing finished or written
+        since ``generation`` (either may have made another job due)."""
         with self._lock:
-            empty = not (self._busy() or self._held)
+            # Counted, not looked for: a job that left its slot is handled only once its
+            # slot reported it (sync flavour: another thread, a moment later).
+            empty = self._handled == self._claimed and not self._reserved
         return empty and not self._completer.busy and self.generation() == generation
 
     def _busy(self) -> int:
@@ -183,10 +187,13 @@ class Dispatcher:
         try:
             plan = self._planner.plan(free, start_now)
             jobs = self._claim(plan) if plan is not None else []
-        finally:
+        except BaseException:
             with self._lock:
                 self._reserved -= start_now
+            raise
         if plan is None:
+            with self._lock:
+                self._reserved -= start_now
             return 0, 0
         self._planner.claimed(plan, jobs)
         # The store charged these (claim order) and held the rest; a charged suspect
@@ -194,15 +201,17 @@ class Dispatcher:
         charged = charged_positions([job.suspect for job in jobs], plan.start_now)
         direct = [jobs[i] for i in charged]
         with self._lock:
+            self._claimed += len(jobs)
             if len(direct) == 1 and direct[0].suspect:
                 self._isolated, self._ready = direct[0].id, direct[0]
                 direct = []
         for job in direct:
             self.slots.start(job)
         with self._lock:
-            # Held only once the charged jobs took their slots: their reservation is gone,
-            # and a held job seen earlier could be started in one of them by a slot's
-            # thread or the start loop (sync flavour), more jobs than slots.
+            # The reservation ends, and the held jobs are seen, only once the charged jobs
+            # took their slots: else a slot's thread or the start loop (sync flavour) could
+            # start a held job in one of them, more jobs than slots.
+            self._reserved -= start_now
             self._held.extend(job for i, job in enumerate(jobs) if i not in charged)
             # Held jobs take free slots at once (as when a slot frees), not only once the
             # start loop gets its turn; what must be paid for first is left to it.
