@@ -123,9 +123,13 @@ class NodeSlots:
 
     def release(self, kind: str) -> None:
         """One held job of ``kind`` is no longer held."""
+        # Once per job: no scan of every kind (_drop_zeros), only this one's count.
         with self._lock:
-            self._held[kind] -= 1
-            self._drop_zeros()
+            left = self._held[kind] - 1
+            if left > 0:
+                self._held[kind] = left
+            else:
+                self._held.pop(kind, None)
 
     def held(self, kind: str) -> int:
         """Jobs of ``kind`` held on this node now (reservations included)."""

@@ -242,7 +242,7 @@ class JobRunner:
             # R10: the processor's writes and the completion commit together.
             async with self._store.transaction(statement_timeout=statement_timeout) as tx:
                 ctx.connection = tx
-                returned = await self._call(spec, payload, ctx, guard, hooks)
+                returned = await self._call(spec, payload, ctx, guard, hooks, statement_timeout)
                 # An unstorable result raises here: the processor's writes roll back.
                 completion = [Completion(job.lease, succeeded(returned, self._max_result_bytes))]
                 if self._audit is None:
@@ -257,10 +257,10 @@ class JobRunner:
             # For work that cannot run in a transaction (CREATE INDEX CONCURRENTLY).
             async with self._store.autocommit(statement_timeout=statement_timeout) as conn:
                 ctx.connection = conn
-                returned = await self._call(spec, payload, ctx, guard, hooks)
+                returned = await self._call(spec, payload, ctx, guard, hooks, statement_timeout)
         else:
             # The default: no connection is held while the processor runs.
-            returned = await self._call(spec, payload, ctx, guard, hooks)
+            returned = await self._call(spec, payload, ctx, guard, hooks, statement_timeout)
         return RunResult.pending(succeeded(returned, self._max_result_bytes))
 
     async def _call(
@@ -270,10 +270,11 @@ class JobRunner:
         ctx: JobContext,
         guard: Interruptible,
         hooks: tuple[Callable[[], None], Callable[[], None]],
+        timeout: float | None,
     ) -> object:
-        """Call the processor in its timeout region; returns what it returned. ``hooks``:
-        called before the processor and after it returned."""
-        timeout = spec.policy.timeout
+        """Call the processor in its timeout region (``timeout``: the policy's, in
+        seconds); returns what it returned. ``hooks``: called before the processor and
+        after it returned."""
         job_id, kind = ctx.job_id, ctx.kind
 
         def timeout_error() -> JobTimeoutError:

@@ -97,8 +97,8 @@ class Slots:
         self._freed = ThreadSafeEvent()
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._running)
+        # No lock: len() of a dict is atomic, and the count is a snapshot either way.
+        return len(self._running)
 
     def ids(self) -> list[int]:
         """The ids of the running jobs."""
