@@ -340,8 +340,8 @@ class SlowReturnStore(CountingStore):
 async def test_a_heartbeat_does_not_take_a_transactional_job_that_just_committed_for_lost(
     clock: FakeClock,
 ) -> None:
-    # A held job starts unpaid; its processor commits with its outcome, and a heartbeat's
-    # store.start (paying for it) then finds it no longer running: done, not lost.
+    # A transactional job commits with its outcome, and a heartbeat then finds it no
+    # longer running here before its slot is free: done, not lost.
     store = SlowReturnStore(clock=clock)
     metrics = RecordingMetrics()
     engine = make_engine(
@@ -364,9 +364,10 @@ async def test_a_heartbeat_does_not_take_a_transactional_job_that_just_committed
     store.hand_back.clear()
     go.set()
     await eventually(lambda: job_of(store, held).state is JobState.SUCCEEDED)
-    starts = store.starts
-    # Committed, its connection not handed back yet: heartbeats try to pay for it.
-    await eventually(lambda: store.starts > starts)
+    beats = store.heartbeats
+    # Committed, its connection not handed back yet: a heartbeat (which also pays for
+    # jobs started unpaid) finds it no longer running here.
+    await eventually(lambda: store.heartbeats > beats + 1)
     store.hand_back.set()
     await eventually(lambda: len(metrics.outcomes()) == 2)
     worker.stop()
