@@ -31,7 +31,8 @@ from skiplock.core import (
     validate_identifier,
     validate_request,
 )
-from skiplock.engine._enqueue import Enqueue, build_request
+from skiplock.engine._enqueue import Enqueue
+from skiplock.engine._intake import build_request
 from tests.hostile import MAX_MESSAGE_LENGTH, ZONES, Args, enqueue_args
 
 

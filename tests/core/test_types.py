@@ -1,13 +1,22 @@
-"""Core value types: the lease a job hands out."""
+"""Core value types: the lease a job hands out, enqueue batches."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 
 import attrs
 import pytest
 
-from skiplock.core import AttemptError, Job, JobState, Lease, Succeeded
+from skiplock.core import (
+    AttemptError,
+    EnqueueBatch,
+    EnqueueRequest,
+    Job,
+    JobState,
+    Lease,
+    Succeeded,
+)
 
 _AT = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -100,3 +109,37 @@ def test_succeeded_result_json_is_a_cache_outside_equality() -> None:
     assert Succeeded(result=[1], result_json="[1]") == Succeeded(result=[1])
     assert Succeeded() == Succeeded(result=None)
     assert Succeeded(result=1) != Succeeded(result=2)
+
+
+def test_an_enqueue_batch_is_the_sequence_of_its_requests() -> None:
+    requests = [
+        EnqueueRequest("a", {"i": 1}, payload_json='{"i":1}'),
+        EnqueueRequest("b", priority=3, tenant="t", delay=timedelta(seconds=5), max_attempts=2),
+        EnqueueRequest("c", available_at=_AT, idempotency_key="k", trace_context={"x": "y"}),
+    ]
+    batch = EnqueueBatch.of(requests)
+    assert isinstance(batch, Sequence)
+    assert len(batch) == 3
+    assert list(batch) == requests
+    assert [r.payload_json for r in batch] == ['{"i":1}', None, None]
+    assert (batch[0], batch[-1], batch[1:]) == (requests[0], requests[2], requests[1:])
+    assert batch[0] is batch[0]  # built once
+    assert batch.kinds == ["a", "b", "c"]
+    assert batch.tenants == [None, "t", None]
+    assert (batch.keyed, batch.scheduled) == (True, True)
+    assert EnqueueBatch.of(batch) is batch
+    assert repr(batch) == "<EnqueueBatch of 3 jobs>"
+
+
+def test_an_enqueue_batch_says_whether_any_job_has_a_key_or_a_due_time() -> None:
+    batch = EnqueueBatch.of([EnqueueRequest("a"), EnqueueRequest("b")])
+    assert (batch.keyed, batch.scheduled) == (False, False)
+    assert list(batch) == [EnqueueRequest("a"), EnqueueRequest("b")]
+    batch.append("c", None, 0, None, None, timedelta(0), 5, None, None, False, "null")
+    assert (batch.keyed, batch.scheduled, len(batch)) == (False, True, 3)
+    assert batch[2] == EnqueueRequest("c", delay=timedelta(0))  # read again after the append
+    assert (EnqueueBatch().keyed, EnqueueBatch().scheduled, list(EnqueueBatch())) == (
+        False,
+        False,
+        [],
+    )

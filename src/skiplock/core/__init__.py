@@ -119,6 +119,7 @@ from ._types import (
     Bury,
     ClaimRequest,
     Completion,
+    EnqueueBatch,
     EnqueueRequest,
     EnqueueResult,
     Event,
@@ -176,6 +177,7 @@ from ._validation import (
     to_duration,
     to_rate_limit,
     unknown_kind_message,
+    validate_fields,
     validate_identifier,
     validate_request,
 )
@@ -224,6 +226,7 @@ __all__ = [
     "Bury",
     "ClaimRequest",
     "Completion",
+    "EnqueueBatch",
     "EnqueueRequest",
     "EnqueueResult",
     "Event",
@@ -336,6 +339,7 @@ __all__ = [
     "undecodable_error",
     "unknown_kind_message",
     "unreachable_report",
+    "validate_fields",
     "validate_identifier",
     "validate_request",
 ]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import enum
 import operator
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, overload
 
 import attrs
 
@@ -188,6 +188,138 @@ class EnqueueRequest:
     #: already did (the engine does, to validate): stores then write this text instead
     #: of encoding again. Derived from ``payload``, so not part of equality.
     payload_json: str | None = attrs.field(default=None, eq=False, repr=False)
+
+
+class EnqueueBatch(Sequence[EnqueueRequest]):
+    """Jobs to create, held as columns: what the engine builds for a bulk enqueue, so a
+    store can write the rows (PostgreSQL: COPY) without an :class:`EnqueueRequest` per
+    job.
+
+    It is a Sequence of :class:`EnqueueRequest` like any other: the requests are built
+    the first time an item is read (once), for stores that read it that way. Each
+    column holds one value per job, in :meth:`append` order; append only while building
+    it, before handing it to a store.
+    """
+
+    __slots__ = (
+        "_requests",
+        "available_ats",
+        "delays",
+        "explicit_max_attempts",
+        "idempotency_keys",
+        "kinds",
+        "max_attempts",
+        "payload_jsons",
+        "payloads",
+        "priorities",
+        "tenants",
+        "trace_contexts",
+    )
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+        self.payloads: list[JSON] = []
+        self.priorities: list[int] = []
+        self.tenants: list[str | None] = []
+        self.available_ats: list[datetime | None] = []
+        self.delays: list[timedelta | None] = []
+        self.max_attempts: list[int] = []
+        self.idempotency_keys: list[str | None] = []
+        self.trace_contexts: list[Mapping[str, str] | None] = []
+        self.explicit_max_attempts: list[bool] = []
+        self.payload_jsons: list[str | None] = []
+        self._requests: list[EnqueueRequest] | None = None
+
+    @classmethod
+    def of(cls, requests: Iterable[EnqueueRequest]) -> EnqueueBatch:
+        """``requests`` as a batch (a batch is returned as it is)."""
+        if isinstance(requests, EnqueueBatch):
+            return requests
+        batch = cls()
+        for r in requests:
+            batch.append(*_request_values(r))
+        return batch
+
+    def append(
+        self,
+        kind: str,
+        payload: JSON,
+        priority: int,
+        tenant: str | None,
+        available_at: datetime | None,
+        delay: timedelta | None,
+        max_attempts: int,
+        idempotency_key: str | None,
+        trace_context: Mapping[str, str] | None,
+        explicit_max_attempts: bool,
+        payload_json: str | None,
+    ) -> None:
+        """Add one job: the fields of :class:`EnqueueRequest`, positionally in its order."""
+        self.kinds.append(kind)
+        self.payloads.append(payload)
+        self.priorities.append(priority)
+        self.tenants.append(tenant)
+        self.available_ats.append(available_at)
+        self.delays.append(delay)
+        self.max_attempts.append(max_attempts)
+        self.idempotency_keys.append(idempotency_key)
+        self.trace_contexts.append(trace_context)
+        self.explicit_max_attempts.append(explicit_max_attempts)
+        self.payload_jsons.append(payload_json)
+        self._requests = None
+
+    @property
+    def keyed(self) -> bool:
+        """Whether any job has an idempotency key."""
+        keys = self.idempotency_keys
+        return keys.count(None) != len(keys)
+
+    @property
+    def scheduled(self) -> bool:
+        """Whether any job has an ``available_at`` or a ``delay`` (else all are due now)."""
+        n = len(self.kinds)
+        return self.available_ats.count(None) != n or self.delays.count(None) != n
+
+    def _built(self) -> list[EnqueueRequest]:
+        requests = self._requests
+        if requests is None:
+            columns = (
+                self.kinds,
+                self.payloads,
+                self.priorities,
+                self.tenants,
+                self.available_ats,
+                self.delays,
+                self.max_attempts,
+                self.idempotency_keys,
+                self.trace_contexts,
+                self.explicit_max_attempts,
+                self.payload_jsons,
+            )
+            requests = self._requests = [
+                EnqueueRequest(*values) for values in zip(*columns, strict=True)
+            ]
+        return requests
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    @overload
+    def __getitem__(self, index: int) -> EnqueueRequest: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[EnqueueRequest]: ...
+    def __getitem__(self, index: int | slice) -> EnqueueRequest | list[EnqueueRequest]:
+        return self._built()[index]
+
+    def __iter__(self) -> Iterator[EnqueueRequest]:
+        return iter(self._built())
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of {len(self)} jobs>"
+
+
+# Every field of EnqueueRequest in __init__ order, which EnqueueBatch.append shares.
+_request_values = operator.attrgetter(*(a.name for a in attrs.fields(EnqueueRequest)))
 
 
 @attrs.frozen

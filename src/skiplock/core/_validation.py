@@ -258,14 +258,36 @@ def _rejecter(what: str) -> Callable[[object], NoReturn]:
     return reject
 
 
-# json.dumps' ``default``: called for a value it cannot encode (built once, not per call).
-_REJECT = {"payload": _rejecter("payload"), "result": _rejecter("result")}
+def _json_encoder(what: str) -> Callable[[object], str]:
+    """Compact JSON text of a value, as ``json.dumps`` with our options makes it (key
+    order kept, NaN and Infinity refused; ``default`` is called for a value it cannot
+    encode).
+
+    ``json.dumps`` with options builds an encoder per call and runs its one-shot C
+    encoder through Python wrappers, which costs as much as encoding a small payload:
+    this builds the options once and calls the same C encoder directly (with new
+    circular-reference markers each call), or the pure-Python encoder without it.
+    """
+    default = _rejecter(what)
+    encoder = json.JSONEncoder(
+        separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=default
+    )
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator (some other Python implementation)
+        return encoder.encode
+    strings = json.encoder.encode_basestring  # what ensure_ascii=False encodes text with
+
+    def encode(value: object) -> str:
+        return "".join(make({}, default, strings, None, ":", ",", False, False, False)(value, 0))
+
+    return encode
+
+
+_ENCODERS = {what: _json_encoder(what) for what in ("payload", "result")}
 
 
 def _json_depth(text: str) -> int:
-    """How deep arrays and objects nest in the JSON ``text``."""
-    if text.count("[") + text.count("{") <= MAX_PAYLOAD_DEPTH:
-        return 0  # cannot nest deeper than it opens (the common case: no scan)
+    """How deep arrays and objects nest in the JSON ``text`` (scanned: see the caller)."""
     brackets = _JSON_BRACKETS_RE.findall(_JSON_STRING_RE.sub("", text))
     return max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
 
@@ -301,14 +323,7 @@ def result_json(result: object, result_json: str | None) -> str | None:
 
 def _encode_json(value: object, what: str, max_bytes: int) -> str:
     try:
-        text = json.dumps(
-            value,
-            separators=(",", ":"),
-            ensure_ascii=False,
-            allow_nan=False,
-            sort_keys=False,
-            default=_REJECT[what],
-        )
+        text = _ENCODERS[what](value)
     except ValidationError:
         raise
     except TypeError as exc:  # e.g. a dict key of an unsupported type
@@ -318,14 +333,18 @@ def _encode_json(value: object, what: str, max_bytes: int) -> str:
     except RecursionError:
         raise ValidationError(f"{what} is not valid JSON: nested too deeply") from None
     try:
-        size = len(text.encode("utf-8"))
+        # ASCII text (the common case) is as long in UTF-8 bytes: no copy to count them.
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
     except UnicodeEncodeError:
         raise ValidationError(
             f"{what} is not valid JSON: it contains a lone surrogate character"
         ) from None
-    if _JSON_NUL_RE.search(text):
+    # The plain substring test first: the regex only decides about the text that has it.
+    if "\\u0000" in text and _JSON_NUL_RE.search(text):
         raise ValidationError(f"{what} is not valid JSON for storage: it contains a NUL character")
-    if _json_depth(text) > MAX_PAYLOAD_DEPTH:
+    # It cannot nest deeper than it opens (the common case: no scan).
+    opened = text.count("[") + text.count("{")
+    if opened > MAX_PAYLOAD_DEPTH and _json_depth(text) > MAX_PAYLOAD_DEPTH:
         raise ValidationError(
             f"{what} nested too deeply: more than {MAX_PAYLOAD_DEPTH} levels of arrays and objects"
         )
@@ -477,6 +496,44 @@ def _validate_trace_context(trace_context: object) -> None:
         check_text(f"trace_context[{shown(key)}]", value)
 
 
+def validate_fields(
+    kind: object,
+    priority: object,
+    tenant: object,
+    max_attempts: object,
+    idempotency_key: object,
+    available_at: object,
+    delay: object,
+    trace_context: object,
+    *,
+    known_kinds: frozenset[str] | None = None,
+    kind_checked: bool = False,
+    priority_checked: bool = False,
+    max_attempts_checked: bool = False,
+    trace_checked: bool = False,
+) -> None:
+    """Raise ValidationError (or UnknownKindError) on the first problem in the fields of
+    an enqueue request but its payload, in :func:`validate_request`'s order.
+
+    A ``*_checked`` flag skips a check its value passed already (the engine's kind
+    cache, a kind's validated defaults, one trace context shared by a batch).
+    """
+    if not kind_checked:
+        _validate_kind(kind, known_kinds)
+    if not priority_checked:
+        check_priority("priority", priority)
+    if tenant is not None:
+        check_tenant("tenant", tenant)
+    if not max_attempts_checked:
+        check_max_attempts(max_attempts)
+    if idempotency_key is not None:
+        _validate_idempotency_key(idempotency_key)
+    if available_at is not None or delay is not None:
+        _validate_schedule(available_at, delay)
+    if not trace_checked:
+        _validate_trace_context(trace_context)
+
+
 def validate_request(
     request: EnqueueRequest,
     *,
@@ -488,14 +545,17 @@ def validate_request(
     A request that passes can be written by every store and read back from it (every
     column's bounds hold; README.md, "Enqueue limits").
     """
-    _validate_kind(request.kind, known_kinds)
-    check_priority("priority", request.priority)
-    if request.tenant is not None:
-        check_tenant("tenant", request.tenant)
-    check_max_attempts(request.max_attempts)
-    _validate_idempotency_key(request.idempotency_key)
-    _validate_schedule(request.available_at, request.delay)
-    _validate_trace_context(request.trace_context)
+    validate_fields(
+        request.kind,
+        request.priority,
+        request.tenant,
+        request.max_attempts,
+        request.idempotency_key,
+        request.available_at,
+        request.delay,
+        request.trace_context,
+        known_kinds=known_kinds,
+    )
     if request.payload_json is None:
         encode_payload(request.payload, max_bytes=max_payload_bytes)
     elif len(request.payload_json.encode("utf-8")) > max_payload_bytes:

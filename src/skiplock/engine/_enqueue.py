@@ -1,4 +1,5 @@
-"""Building validated enqueue requests (X2: everything is checked before the store)."""
+"""What an enqueue is made of: its items (:class:`Enqueue`), its ``delay``, and the
+state/kind/tenant filters of the admin API. ``_intake.py`` turns items into requests."""
 
 from __future__ import annotations
 
@@ -8,21 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from skiplock.core import (
-    EnqueueRequest,
-    JobState,
-    ValidationError,
-    check_available_at,
-    check_text,
-    encode_payload,
-    shown,
-    validate_request,
-)
-
-from ._codec import encode
+from skiplock.core import JobState, ValidationError, check_text, shown
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable
 
 
 @attrs.frozen
@@ -58,53 +48,6 @@ def as_delay(value: object) -> timedelta | None:
         return timedelta(seconds=value)
     except OverflowError:
         raise ValidationError(f"delay out of range: {value!r}") from None
-
-
-def build_request(
-    item: Enqueue,
-    *,
-    default_max_attempts: int,
-    default_priority: int = 0,
-    trace_context: Mapping[str, str] | None,
-    known_kinds: frozenset[str] | None,
-    max_payload_bytes: int,
-) -> EnqueueRequest:
-    """Encode the payload and validate; raises ValidationError/UnknownKindError.
-
-    ``default_max_attempts`` and ``default_priority`` are the kind's defaults, for an
-    item that sets neither (the engine resolves them per kind, in one place).
-    """
-    if not isinstance(item, Enqueue):
-        raise TypeError(f"expected skiplock.Enqueue, got {type(item).__name__}")
-    try:
-        payload = encode(item.payload)
-    except ValidationError:
-        raise
-    except Exception as exc:  # a converter choking on a typed payload
-        raise ValidationError(f"payload could not be encoded: {exc}") from None
-    # Encoded once here (validating it) and handed to the store, which would otherwise
-    # encode it again.
-    text = encode_payload(payload, max_bytes=max_payload_bytes)
-    # In UTC: any offset Python allows (a fraction of a second, nearly a day) reaches the
-    # store as a plain instant.
-    available_at = None if item.available_at is None else check_available_at(item.available_at)
-    request = EnqueueRequest(
-        kind=item.kind,
-        payload=payload,
-        payload_json=text,
-        priority=default_priority if item.priority is None else item.priority,
-        tenant=item.tenant,
-        available_at=available_at,
-        delay=as_delay(item.delay),
-        max_attempts=default_max_attempts if item.max_attempts is None else item.max_attempts,
-        # Only the caller's own choice binds the worker; the default is the enqueuing
-        # node's, and the worker that runs the job applies its processor's policy.
-        explicit_max_attempts=item.max_attempts is not None,
-        idempotency_key=item.idempotency_key,
-        trace_context=trace_context,
-    )
-    validate_request(request, known_kinds=known_kinds, max_payload_bytes=max_payload_bytes)
-    return request
 
 
 def as_states(

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from skiplock.core import EnqueueRequest, EnqueueResult
     from skiplock.ports import Audit, Clock, JobStore, Tracer
 
-    from ._intake import Intake
+    from ._intake import Intake, RequestBuilder
     from ._periodic import ScheduleInfo, TickResult
     from ._scheduler import Scheduler
 
@@ -67,17 +67,23 @@ class EnqueueOps:
         anything is written (X2). An existing ``idempotency_key`` returns the existing
         job's id with ``created=False``.
         """
-        item = Enqueue(
-            kind,
-            payload,
-            priority=priority,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            available_at=available_at,
-            delay=delay,
-            max_attempts=max_attempts,
-        )
-        return (self._enqueue([item], connection))[0]
+
+        def build(builder: RequestBuilder) -> list[EnqueueRequest]:
+            # No Enqueue object for one job: the builder takes the arguments as they are.
+            return [
+                builder.request(
+                    kind,
+                    payload,
+                    priority=priority,
+                    tenant=tenant,
+                    idempotency_key=idempotency_key,
+                    available_at=available_at,
+                    delay=delay,
+                    max_attempts=max_attempts,
+                )
+            ]
+
+        return (self._enqueue(build, lambda: [kind], connection))[0]
 
     def enqueue_at(
         self,
@@ -135,21 +141,32 @@ class EnqueueOps:
         Every item is validated first; a bad one raises (naming its index) and nothing
         is written.
         """
-        return self._enqueue(list(items), connection)
-
-    def _enqueue(self, items: Sequence[Enqueue], connection: Any) -> list[EnqueueResult]:
-        if not items:
+        listed = list(items)
+        if not listed:
             return []
+        return self._enqueue(
+            lambda builder: builder.requests(listed),
+            lambda: [getattr(item, "kind", None) for item in listed],
+            connection,
+        )
+
+    def _enqueue(
+        self,
+        build: Callable[[RequestBuilder], Sequence[EnqueueRequest]],
+        kinds: Callable[[], list[object]],
+        connection: Any,
+    ) -> list[EnqueueResult]:
+        """Write the requests ``build`` makes (raising before anything is written); with
+        a tracer in a producer span over ``kinds()`` (the jobs' kinds as given)."""
         if not self._traced:
-            return self._write(self._intake.requests(items, None), connection)
+            return self._write(build(self._intake.builder()), connection)
         # R3: a producer span around the call; its context is stored with every job.
-        kinds = [
-            kind if isinstance(kind := getattr(item, "kind", None), str) else "" for item in items
-        ]
-        span = PublishSpan(self._tracer, kinds)
+        span = PublishSpan(
+            self._tracer, [kind if isinstance(kind, str) else "" for kind in kinds()]
+        )
         error: BaseException | None = None
         try:
-            requests = self._intake.requests(items, span.context)
+            requests = build(self._intake.builder(span.context))
             results = self._write(requests, connection)
             span.published(results)
             return results
@@ -159,7 +176,7 @@ class EnqueueOps:
         finally:
             span.close(error)
 
-    def _write(self, requests: list[EnqueueRequest], connection: Any) -> list[EnqueueResult]:
+    def _write(self, requests: Sequence[EnqueueRequest], connection: Any) -> list[EnqueueResult]:
         """``store.enqueue``, audited (J10) when the audit trail is on."""
         if self._audit is None:
             return self._store.enqueue(requests, connection=connection)

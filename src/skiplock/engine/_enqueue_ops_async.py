@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from skiplock.core import EnqueueRequest, EnqueueResult
     from skiplock.ports import AsyncAudit, AsyncJobStore, Clock, Tracer
 
-    from ._intake import Intake
+    from ._intake import Intake, RequestBuilder
     from ._periodic import ScheduleInfo, TickResult
     from ._scheduler_async import Scheduler
 
@@ -64,17 +64,23 @@ class AsyncEnqueueOps:
         anything is written (X2). An existing ``idempotency_key`` returns the existing
         job's id with ``created=False``.
         """
-        item = Enqueue(
-            kind,
-            payload,
-            priority=priority,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            available_at=available_at,
-            delay=delay,
-            max_attempts=max_attempts,
-        )
-        return (await self._enqueue([item], connection))[0]
+
+        def build(builder: RequestBuilder) -> list[EnqueueRequest]:
+            # No Enqueue object for one job: the builder takes the arguments as they are.
+            return [
+                builder.request(
+                    kind,
+                    payload,
+                    priority=priority,
+                    tenant=tenant,
+                    idempotency_key=idempotency_key,
+                    available_at=available_at,
+                    delay=delay,
+                    max_attempts=max_attempts,
+                )
+            ]
+
+        return (await self._enqueue(build, lambda: [kind], connection))[0]
 
     async def enqueue_at(
         self,
@@ -132,21 +138,32 @@ class AsyncEnqueueOps:
         Every item is validated first; a bad one raises (naming its index) and nothing
         is written.
         """
-        return await self._enqueue(list(items), connection)
-
-    async def _enqueue(self, items: Sequence[Enqueue], connection: Any) -> list[EnqueueResult]:
-        if not items:
+        listed = list(items)
+        if not listed:
             return []
+        return await self._enqueue(
+            lambda builder: builder.requests(listed),
+            lambda: [getattr(item, "kind", None) for item in listed],
+            connection,
+        )
+
+    async def _enqueue(
+        self,
+        build: Callable[[RequestBuilder], Sequence[EnqueueRequest]],
+        kinds: Callable[[], list[object]],
+        connection: Any,
+    ) -> list[EnqueueResult]:
+        """Write the requests ``build`` makes (raising before anything is written); with
+        a tracer in a producer span over ``kinds()`` (the jobs' kinds as given)."""
         if not self._traced:
-            return await self._write(self._intake.requests(items, None), connection)
+            return await self._write(build(self._intake.builder()), connection)
         # R3: a producer span around the call; its context is stored with every job.
-        kinds = [
-            kind if isinstance(kind := getattr(item, "kind", None), str) else "" for item in items
-        ]
-        span = PublishSpan(self._tracer, kinds)
+        span = PublishSpan(
+            self._tracer, [kind if isinstance(kind, str) else "" for kind in kinds()]
+        )
         error: BaseException | None = None
         try:
-            requests = self._intake.requests(items, span.context)
+            requests = build(self._intake.builder(span.context))
             results = await self._write(requests, connection)
             span.published(results)
             return results
@@ -156,7 +173,9 @@ class AsyncEnqueueOps:
         finally:
             span.close(error)
 
-    async def _write(self, requests: list[EnqueueRequest], connection: Any) -> list[EnqueueResult]:
+    async def _write(
+        self, requests: Sequence[EnqueueRequest], connection: Any
+    ) -> list[EnqueueResult]:
         """``store.enqueue``, audited (J10) when the audit trail is on."""
         if self._audit is None:
             return await self._store.enqueue(requests, connection=connection)

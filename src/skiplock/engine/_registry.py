@@ -216,7 +216,7 @@ class Registry:
 
     Each processor comes with its kind's declaration (an implicit one when registered by
     kind); a kind has one declaration, so two different ones for a kind are refused.
-    Thread-safe.
+    Thread-safe. :attr:`version` counts the changes, for what is derived from it.
     """
 
     def __init__(self) -> None:
@@ -224,6 +224,18 @@ class Registry:
         self._specs: dict[str, ProcessorSpec] = {}
         self._declarations: dict[str, TaskDef[Any]] = {}
         self._declared: set[str] = set()
+        self._version = 0
+        self._known: tuple[int, frozenset[str]] = (0, frozenset())
+
+    @property
+    def version(self) -> int:
+        """Changes so far: a value derived from the registry holds while this is equal
+        (every change bumps it after it is made)."""
+        return self._version
+
+    def _changed(self) -> None:
+        # Under the lock, after the change: a reader that sees the new version sees it.
+        self._version += 1
 
     def add(self, spec: ProcessorSpec, declaration: TaskDef[Any]) -> None:
         """Register ``spec`` for ``declaration``'s kind; a kind can have one processor."""
@@ -233,12 +245,14 @@ class Registry:
             self._check_same(declaration)
             self._specs[spec.kind] = spec
             self._declarations[spec.kind] = declaration
+            self._changed()
 
     def declare_task(self, declaration: TaskDef[Any]) -> None:
         """Know ``declaration``'s kind with its defaults (again: a no-op if equal)."""
         with self._lock:
             self._check_same(declaration)
             self._declarations[declaration.kind] = declaration
+            self._changed()
 
     def _check_same(self, declaration: TaskDef[Any]) -> None:
         known = self._declarations.get(declaration.kind)
@@ -255,6 +269,7 @@ class Registry:
         check_kind(kind)
         with self._lock:
             self._declared.add(kind)
+            self._changed()
 
     def get(self, kind: str) -> ProcessorSpec | None:
         """The spec for ``kind``, or None."""
@@ -278,8 +293,13 @@ class Registry:
 
     def known_kinds(self) -> frozenset[str]:
         """Kinds with a processor or a declaration, and bare declared kinds."""
+        version, known = self._known
+        if version == self._version:  # built once per change, not per enqueue
+            return known
         with self._lock:
-            return frozenset(self._declarations) | frozenset(self._declared)
+            known = frozenset(self._declarations) | frozenset(self._declared)
+            self._known = (self._version, known)
+        return known
 
     def resolve_again(self, policy: Callable[[ProcessorSpec], KindPolicy]) -> None:
         """Give every processor the policy ``policy(spec)`` (new settings); all or none:
@@ -289,3 +309,4 @@ class Registry:
                 kind: attrs.evolve(spec, policy=policy(spec)) for kind, spec in self._specs.items()
             }
             self._specs = specs
+            self._changed()

@@ -59,7 +59,7 @@ class Scheduler:
     def __init__(
         self,
         store: JobStore,
-        build: Callable[[Sequence[Enqueue]], list[EnqueueRequest]],
+        build: Callable[[Sequence[Enqueue]], Sequence[EnqueueRequest]],
         retention: Callable[[], timedelta | None],
         audit: Callable[[], Audit | None] = lambda: None,
     ) -> None:

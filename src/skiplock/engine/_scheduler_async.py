@@ -56,7 +56,7 @@ class Scheduler:
     def __init__(
         self,
         store: AsyncJobStore,
-        build: Callable[[Sequence[Enqueue]], list[EnqueueRequest]],
+        build: Callable[[Sequence[Enqueue]], Sequence[EnqueueRequest]],
         retention: Callable[[], timedelta | None],
         audit: Callable[[], AsyncAudit | None] = lambda: None,
     ) -> None:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
     from contextlib import AbstractContextManager
 
     from ._migrate import Rows
@@ -136,6 +136,6 @@ class PgDriver(ABC, Generic[C, TX]):
         schema: str,
         table: str,
         columns: Sequence[str],
-        rows: Sequence[tuple[Any, ...]],
+        rows: Iterable[tuple[Any, ...]],
     ) -> None:
-        """COPY ``rows`` into ``schema.table`` on ``conn``."""
+        """COPY ``rows`` (read once) into ``schema.table`` on ``conn``."""

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
     from contextlib import AbstractAsyncContextManager
 
     from ._migrate import Rows
@@ -132,6 +132,6 @@ class AsyncPgDriver(ABC, Generic[C, TX]):
         schema: str,
         table: str,
         columns: Sequence[str],
-        rows: Sequence[tuple[Any, ...]],
+        rows: Iterable[tuple[Any, ...]],
     ) -> None:
-        """COPY ``rows`` into ``schema.table`` on ``conn``."""
+        """COPY ``rows`` (read once) into ``schema.table`` on ``conn``."""

@@ -17,6 +17,7 @@ from skiplock.core import (
     Bury,
     ClaimRequest,
     Completion,
+    EnqueueBatch,
     EnqueueRequest,
     EnqueueResult,
     Job,
@@ -60,6 +61,8 @@ _ENQUEUE_ROUNDS = 3
 
 def enqueue_needs_transaction(requests: Sequence[EnqueueRequest]) -> bool:
     """Without idempotency keys enqueue is a single statement (atomic by itself)."""
+    if isinstance(requests, EnqueueBatch):
+        return requests.keyed  # its column, without a request object per job
     return any(r.idempotency_key is not None for r in requests)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import UTC, datetime, timedelta
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -25,6 +26,7 @@ from skiplock.core import (
     Bury,
     ClaimRequest,
     Completion,
+    EnqueueBatch,
     EnqueueRequest,
     Event,
     FinishedCount,
@@ -54,7 +56,7 @@ from skiplock.core import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 T = TypeVar("T")
 
@@ -279,15 +281,12 @@ def enqueue_params(requests: Sequence[EnqueueRequest]) -> dict[str, list[Any]]:
         "max_attempts": [r.max_attempts for r in requests],
         "explicit_max_attempts": [r.explicit_max_attempts for r in requests],
         "idempotency_keys": [r.idempotency_key for r in requests],
-        "trace_contexts": [
-            None if r.trace_context is None else json.dumps(dict(r.trace_context)) for r in requests
-        ],
+        "trace_contexts": [_trace_text(r.trace_context) for r in requests],
     }
 
 
 def enqueue_one_params(request: EnqueueRequest) -> dict[str, Any]:
     """Parameters of the single-row ``enqueue_one`` query."""
-    trace = request.trace_context
     return {
         "kind": request.kind,
         "tenant": request.tenant,
@@ -297,7 +296,7 @@ def enqueue_one_params(request: EnqueueRequest) -> dict[str, Any]:
         "delay": request.delay,
         "max_attempts": request.max_attempts,
         "explicit_max_attempts": request.explicit_max_attempts,
-        "trace_context": None if trace is None else json.dumps(dict(trace)),
+        "trace_context": _trace_text(request.trace_context),
     }
 
 
@@ -315,23 +314,56 @@ COPY_COLUMNS = (
 )
 
 
-def copy_rows(requests: Sequence[EnqueueRequest], now: datetime) -> Iterator[tuple[Any, ...]]:
-    """Rows for :data:`COPY_COLUMNS` after the id; due times relative to the store's ``now``."""
-    for r in requests:
-        if r.available_at is not None:
-            due = r.available_at
-        else:
-            due = now if r.delay is None else now + r.delay
-        yield (
-            r.kind,
-            r.tenant,
-            _payload_text(r),
-            r.priority,
-            due,
-            r.max_attempts,
-            r.explicit_max_attempts,
-            None if r.trace_context is None else json.dumps(dict(r.trace_context)),
-        )
+def copy_rows(ids: Sequence[int], batch: EnqueueBatch, now: datetime) -> Iterator[tuple[Any, ...]]:
+    """Rows for :data:`COPY_COLUMNS`, each job's reserved id first; due times relative to
+    the store's ``now``. Built column by column (the batch holds columns), not per job."""
+    n = len(batch)
+    dues: Iterable[datetime] = (
+        [
+            (now if delay is None else now + delay) if at is None else at
+            for at, delay in zip(batch.available_ats, batch.delays, strict=True)
+        ]
+        if batch.scheduled
+        else repeat(now, n)
+    )
+    return zip(
+        ids,
+        batch.kinds,
+        batch.tenants,
+        _payload_texts(batch),
+        batch.priorities,
+        dues,
+        batch.max_attempts,
+        batch.explicit_max_attempts,
+        _trace_texts(batch.trace_contexts),
+        strict=True,
+    )
+
+
+def _payload_texts(batch: EnqueueBatch) -> list[str]:
+    texts = batch.payload_jsons
+    if None not in texts:  # the engine's batches: encoded once, while validating
+        return texts  # type: ignore[return-value]  # no None left
+    return [
+        encode_payload(payload, max_bytes=sys.maxsize) if text is None else text
+        for text, payload in zip(texts, batch.payloads, strict=True)
+    ]
+
+
+def _trace_text(trace: Mapping[str, str] | None) -> str | None:
+    return None if trace is None else json.dumps(dict(trace))
+
+
+def _trace_texts(traces: Sequence[Mapping[str, str] | None]) -> Iterable[str | None]:
+    """Each job's trace context as JSON, encoded once per distinct context (an engine's
+    batch shares one)."""
+    if traces.count(None) == len(traces):
+        return repeat(None, len(traces))
+    texts: dict[int, str | None] = {}
+    return [
+        texts[id(trace)] if id(trace) in texts else texts.setdefault(id(trace), _trace_text(trace))
+        for trace in traces
+    ]
 
 
 def claim_params(request: ClaimRequest, pairs: Sequence[PairCap] = ()) -> dict[str, Any]:
@@ -590,30 +622,31 @@ def operator_audit_params(event: Event, *, reset_attempts: bool) -> dict[str, An
 
 
 def enqueued_events(
-    ids: Sequence[int], requests: Sequence[EnqueueRequest], at: datetime, actor: str | None
+    ids: Sequence[int], batch: EnqueueBatch, at: datetime, actor: str | None
 ) -> list[AuditEvent]:
     """The ``job_enqueued`` events of a COPY-based enqueue (every job created)."""
+    at = utc(at)
     return [
         AuditEvent(
             action=AuditAction.ENQUEUED,
             job_id=job_id,
-            kind=r.kind,
-            tenant=r.tenant,
+            kind=kind,
+            tenant=tenant,
             actor=actor,
-            at=utc(at),
+            at=at,
         )
-        for job_id, r in zip(ids, requests, strict=True)
+        for job_id, kind, tenant in zip(ids, batch.kinds, batch.tenants, strict=True)
     ]
 
 
 def audit_enqueued_params(
-    ids: Sequence[int], requests: Sequence[EnqueueRequest], at: datetime, actor: str | None
+    ids: Sequence[int], batch: EnqueueBatch, at: datetime, actor: str | None
 ) -> dict[str, Any]:
     """Parameters of ``audit_enqueued`` (a COPY-based enqueue's events)."""
     return {
         "at": at,
         "actor": actor,
         "ids": list(ids),
-        "kinds": [r.kind for r in requests],
-        "tenants": [r.tenant for r in requests],
+        "kinds": batch.kinds,
+        "tenants": batch.tenants,
     }

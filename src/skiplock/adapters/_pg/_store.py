@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from skiplock._compat import Lock
@@ -22,6 +23,7 @@ from skiplock.core import (
     AuditEvent,
     ClaimRequest,
     Completion,
+    EnqueueBatch,
     EnqueueRequest,
     EnqueueResult,
     Event,
@@ -212,22 +214,31 @@ class PgJobStore(Generic[C, TX]):
             self._version = status.applied[-1] if status.applied else None
             self._schema_checked = True
 
+    def _raise_if_lost(self, exc: Exception) -> None:
+        """Raise StoreError (from ``exc``) if ``exc`` says a connection of the store's own
+        was lost: the store's fault, not the driver's exception. Other errors (a
+        constraint, a timeout) the caller re-raises unchanged."""
+        if self._driver.is_disconnect(exc):
+            raise StoreError(f"lost the PostgreSQL connection: {exc}") from exc
+
     @contextmanager
     def _lost_as_store_error(self) -> Iterator[None]:
-        """A lost connection of the store's own is StoreError (the store's fault), not the
-        driver's exception; other errors (a constraint, a timeout) pass unchanged."""
+        """:meth:`_raise_if_lost` for the block."""
         try:
             yield
         except Exception as exc:
-            if self._driver.is_disconnect(exc):
-                raise StoreError(f"lost the PostgreSQL connection: {exc}") from exc
+            self._raise_if_lost(exc)
             raise
 
-    @contextmanager
-    def _pooled(self, *, autocommit: bool = False, check: bool = True) -> Iterator[C]:
+    def _ready(self, check: bool) -> None:
+        """The pool open and, if ``check``, the schema checked (each once per store)."""
         self._open_pool()
         if check:
             self._ensure_schema(None)
+
+    @contextmanager
+    def _pooled(self, *, autocommit: bool = False, check: bool = True) -> Iterator[C]:
+        self._ready(check)
         driver = self._driver
         with driver.acquire_autocommit() if autocommit else driver.acquire() as conn:
             yield conn
@@ -264,19 +275,25 @@ class PgJobStore(Generic[C, TX]):
                     yield conn, False
             else:
                 yield conn, True
+        # The store's own connection: _pooled and _lost_as_store_error written out, one
+        # context manager less each (every store call passes here).
         elif atomic:
-            with (
-                self._pooled(check=check) as conn,
-                self._lost_as_store_error(),
-                driver.begin(conn),
-            ):
-                yield conn, False
+            self._ready(check)
+            with driver.acquire() as conn:
+                try:
+                    with driver.begin(conn):
+                        yield conn, False
+                except Exception as exc:
+                    self._raise_if_lost(exc)
+                    raise
         else:
-            with (
-                self._pooled(autocommit=True, check=check) as conn,
-                self._lost_as_store_error(),
-            ):
-                yield conn, False
+            self._ready(check)
+            with driver.acquire_autocommit() as conn:
+                try:
+                    yield conn, False
+                except Exception as exc:
+                    self._raise_if_lost(exc)
+                    raise
 
     @contextmanager
     def _audited(
@@ -435,8 +452,9 @@ class PgJobStore(Generic[C, TX]):
         """
         if not requests:
             return []
-        copy = len(requests) >= COPY_THRESHOLD and not enqueue_needs_transaction(requests)
-        atomic = copy or enqueue_needs_transaction(requests)
+        keyed = enqueue_needs_transaction(requests)
+        copy = len(requests) >= COPY_THRESHOLD and not keyed
+        atomic = copy or keyed
         if audit is None:
             with self._use(connection, atomic=atomic) as conn:
                 if copy:
@@ -454,17 +472,19 @@ class PgJobStore(Generic[C, TX]):
     ) -> list[EnqueueResult]:
         # Ids are reserved first so results follow the request order; due times are
         # computed from the transaction's now(), the value column defaults would use.
-        [reserved] = self._execute(conn, "reserve_ids", {"n": len(requests)})
+        # The engine's requests come as columns (EnqueueBatch): no object per job here.
+        batch = EnqueueBatch.of(requests)
+        [reserved] = self._execute(conn, "reserve_ids", {"n": len(batch)})
         ids: list[int] = list(reserved["ids"])
         now: datetime = reserved["now"]
-        rows = [(job_id, *row) for job_id, row in zip(ids, copy_rows(requests, now), strict=True)]
+        rows = copy_rows(ids, batch, now)
         self._driver.copy(conn, self._schema, "jobs", COPY_COLUMNS, rows)
         if audit is not None and audit.table:
-            params = audit_enqueued_params(ids, requests, now, audit.actor)
+            params = audit_enqueued_params(ids, batch, now, audit.actor)
             self._execute(conn, "audit_enqueued", params)
         elif audit is not None:
-            audit.events.extend(enqueued_events(ids, requests, now, audit.actor))
-        return [EnqueueResult(id=job_id, created=True) for job_id in ids]
+            audit.events.extend(enqueued_events(ids, batch, now, audit.actor))
+        return list(map(EnqueueResult, ids, repeat(True)))
 
     def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> list[Job]:
         """Claim due jobs in one statement (a transaction with advisory locks for kinds

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from skiplock._compat_async import Lock
@@ -18,6 +19,7 @@ from skiplock.core import (
     AuditEvent,
     ClaimRequest,
     Completion,
+    EnqueueBatch,
     EnqueueRequest,
     EnqueueResult,
     Event,
@@ -208,22 +210,31 @@ class AsyncPgJobStore(Generic[C, TX]):
             self._version = status.applied[-1] if status.applied else None
             self._schema_checked = True
 
+    def _raise_if_lost(self, exc: Exception) -> None:
+        """Raise StoreError (from ``exc``) if ``exc`` says a connection of the store's own
+        was lost: the store's fault, not the driver's exception. Other errors (a
+        constraint, a timeout) the caller re-raises unchanged."""
+        if self._driver.is_disconnect(exc):
+            raise StoreError(f"lost the PostgreSQL connection: {exc}") from exc
+
     @asynccontextmanager
     async def _lost_as_store_error(self) -> AsyncIterator[None]:
-        """A lost connection of the store's own is StoreError (the store's fault), not the
-        driver's exception; other errors (a constraint, a timeout) pass unchanged."""
+        """:meth:`_raise_if_lost` for the block."""
         try:
             yield
         except Exception as exc:
-            if self._driver.is_disconnect(exc):
-                raise StoreError(f"lost the PostgreSQL connection: {exc}") from exc
+            self._raise_if_lost(exc)
             raise
 
-    @asynccontextmanager
-    async def _pooled(self, *, autocommit: bool = False, check: bool = True) -> AsyncIterator[C]:
+    async def _ready(self, check: bool) -> None:
+        """The pool open and, if ``check``, the schema checked (each once per store)."""
         await self._open_pool()
         if check:
             await self._ensure_schema(None)
+
+    @asynccontextmanager
+    async def _pooled(self, *, autocommit: bool = False, check: bool = True) -> AsyncIterator[C]:
+        await self._ready(check)
         driver = self._driver
         async with driver.acquire_autocommit() if autocommit else driver.acquire() as conn:
             yield conn
@@ -262,19 +273,25 @@ class AsyncPgJobStore(Generic[C, TX]):
                     yield conn, False
             else:
                 yield conn, True
+        # The store's own connection: _pooled and _lost_as_store_error written out, one
+        # context manager less each (every store call passes here).
         elif atomic:
-            async with (
-                self._pooled(check=check) as conn,
-                self._lost_as_store_error(),
-                driver.begin(conn),
-            ):
-                yield conn, False
+            await self._ready(check)
+            async with driver.acquire() as conn:
+                try:
+                    async with driver.begin(conn):
+                        yield conn, False
+                except Exception as exc:
+                    self._raise_if_lost(exc)
+                    raise
         else:
-            async with (
-                self._pooled(autocommit=True, check=check) as conn,
-                self._lost_as_store_error(),
-            ):
-                yield conn, False
+            await self._ready(check)
+            async with driver.acquire_autocommit() as conn:
+                try:
+                    yield conn, False
+                except Exception as exc:
+                    self._raise_if_lost(exc)
+                    raise
 
     @asynccontextmanager
     async def _audited(
@@ -435,8 +452,9 @@ class AsyncPgJobStore(Generic[C, TX]):
         """
         if not requests:
             return []
-        copy = len(requests) >= COPY_THRESHOLD and not enqueue_needs_transaction(requests)
-        atomic = copy or enqueue_needs_transaction(requests)
+        keyed = enqueue_needs_transaction(requests)
+        copy = len(requests) >= COPY_THRESHOLD and not keyed
+        atomic = copy or keyed
         if audit is None:
             async with self._use(connection, atomic=atomic) as conn:
                 if copy:
@@ -454,17 +472,19 @@ class AsyncPgJobStore(Generic[C, TX]):
     ) -> list[EnqueueResult]:
         # Ids are reserved first so results follow the request order; due times are
         # computed from the transaction's now(), the value column defaults would use.
-        [reserved] = await self._execute(conn, "reserve_ids", {"n": len(requests)})
+        # The engine's requests come as columns (EnqueueBatch): no object per job here.
+        batch = EnqueueBatch.of(requests)
+        [reserved] = await self._execute(conn, "reserve_ids", {"n": len(batch)})
         ids: list[int] = list(reserved["ids"])
         now: datetime = reserved["now"]
-        rows = [(job_id, *row) for job_id, row in zip(ids, copy_rows(requests, now), strict=True)]
+        rows = copy_rows(ids, batch, now)
         await self._driver.copy(conn, self._schema, "jobs", COPY_COLUMNS, rows)
         if audit is not None and audit.table:
-            params = audit_enqueued_params(ids, requests, now, audit.actor)
+            params = audit_enqueued_params(ids, batch, now, audit.actor)
             await self._execute(conn, "audit_enqueued", params)
         elif audit is not None:
-            audit.events.extend(enqueued_events(ids, requests, now, audit.actor))
-        return [EnqueueResult(id=job_id, created=True) for job_id in ids]
+            audit.events.extend(enqueued_events(ids, batch, now, audit.actor))
+        return list(map(EnqueueResult, ids, repeat(True)))
 
     async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> list[Job]:
         """Claim due jobs in one statement (a transaction with advisory locks for kinds

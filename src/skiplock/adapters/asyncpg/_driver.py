@@ -3,6 +3,7 @@ for heartbeats and LISTEN that it shares with the notifier."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -14,7 +15,7 @@ from skiplock.adapters._pg._driver_async import SESSION_RESET, AsyncPgDriver
 from skiplock.core import StoreError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 
     from skiplock.adapters._pg._migrate import Rows
     from skiplock.adapters._pg._sql import Query, Style
@@ -154,13 +155,17 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
         pool = self.pool
         assert pool is not None, "the store opens the pool first"
         try:
-            conn = await pool.acquire(timeout=self._timeout)
+            # asyncio.timeout, not acquire(timeout=): asyncpg's wait_for runs the acquire
+            # in a task of its own, an event loop turn more per checkout.
+            async with asyncio.timeout(self._timeout):
+                conn = await pool.acquire()
         except CONNECTION_ERRORS as exc:
             raise connect_error(exc) from exc
         try:
             yield conn
         finally:
-            await pool.release(conn)
+            # The release's reset (a rollback) keeps the bound acquire(timeout=) gave it.
+            await pool.release(conn, timeout=self._timeout)
 
     @asynccontextmanager
     async def lent(self, conn: Any, *, autocommit: bool) -> AsyncIterator[None]:
@@ -234,7 +239,7 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
         schema: str,
         table: str,
         columns: Sequence[str],
-        rows: Sequence[tuple[Any, ...]],
+        rows: Iterable[tuple[Any, ...]],
     ) -> None:
         await conn.copy_records_to_table(
             table, records=rows, columns=list(columns), schema_name=schema

@@ -22,7 +22,7 @@ from skiplock.adapters._pg._driver import SESSION_RESET, PgDriver
 from skiplock.core import StoreError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
     from skiplock.adapters._pg._migrate import Rows
     from skiplock.adapters._pg._sql import Query, Style
@@ -300,7 +300,7 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
         schema: str,
         table: str,
         columns: Sequence[str],
-        rows: Sequence[tuple[Any, ...]],
+        rows: Iterable[tuple[Any, ...]],
     ) -> None:
         statement = sql.SQL("COPY {}.{} ({}) FROM STDIN").format(
             sql.Identifier(schema),

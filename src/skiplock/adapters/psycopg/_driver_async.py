@@ -17,7 +17,7 @@ from skiplock.adapters._pg._driver_async import SESSION_RESET, AsyncPgDriver
 from skiplock.core import StoreError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 
     from skiplock.adapters._pg._migrate import Rows
     from skiplock.adapters._pg._sql import Query, Style
@@ -301,7 +301,7 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
         schema: str,
         table: str,
         columns: Sequence[str],
-        rows: Sequence[tuple[Any, ...]],
+        rows: Iterable[tuple[Any, ...]],
     ) -> None:
         statement = sql.SQL("COPY {}.{} ({}) FROM STDIN").format(
             sql.Identifier(schema),

@@ -18,7 +18,7 @@ from sqlalchemy.engine import AdaptedConnection
 from skiplock.adapters._pg._sql import quote_identifier
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from sqlalchemy import Connection, TextClause
     from sqlalchemy.engine import URL, Dialect
@@ -71,7 +71,7 @@ def in_autocommit(conn: Connection) -> bool:
 
 
 def run_copy(
-    conn: Connection, into: tuple[str, str], columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+    conn: Connection, into: tuple[str, str], columns: Sequence[str], rows: Iterable[tuple[Any, ...]]
 ) -> None:
     """Bulk-load ``rows`` into the table ``into`` (schema, table) in ``conn``'s current
     transaction (which a statement on ``conn`` has begun): COPY through the driver when it

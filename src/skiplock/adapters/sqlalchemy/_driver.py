@@ -21,7 +21,7 @@ from ._classes import Connection, Engine, Session
 from ._common import in_autocommit, run_copy, run_raw, run_script, text_of
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
     from skiplock.adapters._pg._migrate import Rows
     from skiplock.adapters._pg._sql import Query, Style
@@ -150,6 +150,6 @@ class SqlAlchemyDriver(PgDriver[Connection, Session]):
         schema: str,
         table: str,
         columns: Sequence[str],
-        rows: Sequence[tuple[Any, ...]],
+        rows: Iterable[tuple[Any, ...]],
     ) -> None:
         run_copy(conn, (schema, table), columns, rows)

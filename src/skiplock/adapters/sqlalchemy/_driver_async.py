@@ -16,7 +16,7 @@ from ._classes import AsyncConnection, AsyncEngine, AsyncSession
 from ._common import in_autocommit, run_copy, run_raw, run_script, text_of
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 
     from skiplock.adapters._pg._migrate import Rows
     from skiplock.adapters._pg._sql import Query, Style
@@ -155,7 +155,7 @@ class AsyncSqlAlchemyDriver(AsyncPgDriver[AsyncConnection, AsyncSession]):
         schema: str,
         table: str,
         columns: Sequence[str],
-        rows: Sequence[tuple[Any, ...]],
+        rows: Iterable[tuple[Any, ...]],
     ) -> None:
         if True:  # ASYNC
             await conn.run_sync(run_copy, (schema, table), columns, rows)

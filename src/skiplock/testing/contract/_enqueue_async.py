@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING
 
 from skiplock._compat_async import join, spawn
 from skiplock.core import (
+    EnqueueBatch,
     JobFilter,
     JobState,
+    encode_payload,
 )
 
 from ._support_async import (
@@ -124,6 +126,59 @@ class AsyncEnqueueContract(AsyncContractBase):
         results = await store.enqueue([_request(payload=i) for i in range(500)])
         assert len({r.id for r in results}) == 500
         assert len(await _all_jobs(store)) == 500
+
+    async def test_enqueue_takes_a_batch_of_columns_as_its_requests(
+        self, store: AsyncJobStore
+    ) -> None:
+        # What the engine hands over for enqueue_many: an EnqueueBatch, big enough for a
+        # bulk path (PostgreSQL: COPY) and small with keys (a statement). The engine's
+        # carry their payload's JSON text; a batch of plain requests may not.
+        now = await store.now()
+        payloads = [
+            None if i % 7 == 0 else {"i": i, "text": "tab\tnew\nline \\ ✓"} for i in range(600)
+        ]
+        requests = [
+            _request(
+                f"contract.columns{i % 3}",
+                payload=payload,
+                payload_json=None if i % 2 else encode_payload(payload),
+                priority=i % 5 - 2,
+                tenant=None if i % 2 else f"tenant-{i % 4}",
+                available_at=(now - timedelta(minutes=1)).astimezone(UTC) if i % 3 == 0 else None,
+                delay=timedelta(hours=1) if i % 3 == 1 else None,
+                max_attempts=1 + i % 4,
+                explicit_max_attempts=i % 6 == 0,
+                trace_context=_TRACE if i % 5 == 0 else None,
+            )
+            for i, payload in enumerate(payloads)
+        ]
+        keyed = [_request("contract.columns.keyed", idempotency_key=f"k{i % 2}") for i in range(3)]
+        for batch in (requests, keyed):
+            results = await store.enqueue(EnqueueBatch.of(batch))
+            assert len(results) == len(batch)
+        after = await store.now()
+        assert [r.created for r in results] == [True, True, False]
+        assert results[2].id == results[0].id
+        jobs = {job.id: job for job in await _all_jobs(store)}
+        assert len(jobs) == len(requests) + 2
+        created = sorted(jobs)[: len(requests)]  # ids follow the request order
+        for request, job_id in zip(requests, created, strict=True):
+            job = jobs[job_id]
+            assert (job.kind, job.payload, job.priority, job.tenant, job.max_attempts) == (
+                request.kind,
+                request.payload,
+                request.priority,
+                request.tenant,
+                request.max_attempts,
+            )
+            assert job.explicit_max_attempts is request.explicit_max_attempts
+            assert (job.trace_context or None) == request.trace_context
+            if request.available_at is not None:
+                assert job.available_at == request.available_at
+            elif request.delay is not None:
+                assert now + request.delay <= job.available_at <= after + request.delay
+            else:
+                assert now <= job.available_at <= after
 
     async def test_get_unknown_id_returns_none(self, store: AsyncJobStore) -> None:
         assert await store.get(987_654_321) is None
