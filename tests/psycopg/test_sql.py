@@ -14,12 +14,14 @@ from hypothesis import strategies as st
 from skiplock.adapters._pg import _sql
 from skiplock.adapters._pg._migrate import Step, migrations, schema_sql
 from skiplock.adapters._pg._ops import claim_steps
-from skiplock.adapters._pg._rows import job_from_row
+from skiplock.adapters._pg._rows import copy_rows, job_from_row
 from skiplock.core import (
     MAX_AVAILABLE_AT,
     MIN_AVAILABLE_AT,
     UNDECODABLE_MARK,
     ClaimRequest,
+    EnqueueBatch,
+    EnqueueRequest,
     UndecodableRowError,
     ValidationError,
 )
@@ -315,3 +317,38 @@ def test_a_claim_without_bad_rows_is_one_statement() -> None:
     with pytest.raises(StopIteration) as done:
         steps.send([_row(2, priority=0, charged=False), _row(1, priority=1)])
     assert [job.id for job in done.value.value] == [1, 2]
+
+
+def test_copy_rows_leave_out_the_columns_every_job_has_the_default_of() -> None:
+    now = datetime(2030, 1, 2, tzinfo=UTC)
+    plain = EnqueueBatch.of([EnqueueRequest("a", {"i": 1}), EnqueueRequest("b", max_attempts=3)])
+    columns, rows = copy_rows([11, 12], plain, now)
+    assert columns == ("id", "kind", "payload", "priority", "max_attempts")
+    assert list(rows) == [(11, "a", '{"i":1}', 0, 5), (12, "b", "null", 0, 3)]
+
+    trace = {"traceparent": "00-1-2-01"}
+    full = EnqueueBatch.of(
+        [
+            EnqueueRequest("a", available_at=now, tenant="t", trace_context=trace),
+            EnqueueRequest("b", delay=timedelta(hours=1), explicit_max_attempts=True),
+            EnqueueRequest("c", payload_json='{"pre":"encoded"}', trace_context=trace),
+        ]
+    )
+    columns, rows = copy_rows([1, 2, 3], full, now)
+    assert columns == (
+        "id",
+        "kind",
+        "payload",
+        "priority",
+        "max_attempts",
+        "available_at",
+        "tenant_id",
+        "explicit_max_attempts",
+        "trace_context",
+    )
+    text = json.dumps(trace)
+    assert list(rows) == [
+        (1, "a", "null", 0, 5, now, "t", False, text),
+        (2, "b", "null", 0, 5, now + timedelta(hours=1), None, True, None),
+        (3, "c", '{"pre":"encoded"}', 0, 5, now, None, False, text),
+    ]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sys
 from datetime import UTC, datetime, timedelta
-from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -300,44 +299,45 @@ def enqueue_one_params(request: EnqueueRequest) -> dict[str, Any]:
     }
 
 
-#: Columns a COPY-based bulk enqueue writes (the job id first, reserved beforehand).
-COPY_COLUMNS = (
-    "id",
-    "kind",
-    "tenant_id",
-    "payload",
-    "priority",
-    "available_at",
-    "max_attempts",
-    "explicit_max_attempts",
-    "trace_context",
-)
+def copy_rows(
+    ids: Sequence[int], batch: EnqueueBatch, now: datetime
+) -> tuple[tuple[str, ...], Iterator[tuple[Any, ...]]]:
+    """The columns and rows a COPY-based bulk enqueue writes: each job's reserved id
+    first, then its fields; due times relative to the store's ``now``.
 
-
-def copy_rows(ids: Sequence[int], batch: EnqueueBatch, now: datetime) -> Iterator[tuple[Any, ...]]:
-    """Rows for :data:`COPY_COLUMNS`, each job's reserved id first; due times relative to
-    the store's ``now``. Built column by column (the batch holds columns), not per job."""
+    Built column by column (the batch holds columns), not per job. A column whose value
+    is its default for every job is left out and filled by the server: no due time (the
+    default ``now()`` is the transaction's time, the ``now`` given), no tenant, no
+    explicit ``max_attempts``, no trace context. Formatting a timestamp per row was the
+    dearest part of writing a row.
+    """
     n = len(batch)
-    dues: Iterable[datetime] = (
-        [
-            (now if delay is None else now + delay) if at is None else at
-            for at, delay in zip(batch.available_ats, batch.delays, strict=True)
-        ]
-        if batch.scheduled
-        else repeat(now, n)
-    )
-    return zip(
+    columns = ["id", "kind", "payload", "priority", "max_attempts"]
+    values: list[Iterable[Any]] = [
         ids,
         batch.kinds,
-        batch.tenants,
         _payload_texts(batch),
         batch.priorities,
-        dues,
         batch.max_attempts,
-        batch.explicit_max_attempts,
-        _trace_texts(batch.trace_contexts),
-        strict=True,
-    )
+    ]
+    if batch.scheduled:
+        columns.append("available_at")
+        values.append(
+            [
+                (now if delay is None else now + delay) if at is None else at
+                for at, delay in zip(batch.available_ats, batch.delays, strict=True)
+            ]
+        )
+    if batch.tenants.count(None) != n:
+        columns.append("tenant_id")
+        values.append(batch.tenants)
+    if any(batch.explicit_max_attempts):
+        columns.append("explicit_max_attempts")
+        values.append(batch.explicit_max_attempts)
+    if batch.trace_contexts.count(None) != n:
+        columns.append("trace_context")
+        values.append(_trace_texts(batch.trace_contexts))
+    return tuple(columns), zip(*values, strict=True)
 
 
 def _payload_texts(batch: EnqueueBatch) -> list[str]:
@@ -354,11 +354,9 @@ def _trace_text(trace: Mapping[str, str] | None) -> str | None:
     return None if trace is None else json.dumps(dict(trace))
 
 
-def _trace_texts(traces: Sequence[Mapping[str, str] | None]) -> Iterable[str | None]:
+def _trace_texts(traces: Sequence[Mapping[str, str] | None]) -> list[str | None]:
     """Each job's trace context as JSON, encoded once per distinct context (an engine's
     batch shares one)."""
-    if traces.count(None) == len(traces):
-        return repeat(None, len(traces))
     texts: dict[int, str | None] = {}
     return [
         texts[id(trace)] if id(trace) in texts else texts.setdefault(id(trace), _trace_text(trace))

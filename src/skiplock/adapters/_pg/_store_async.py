@@ -57,7 +57,6 @@ from ._ops import (
     recover_steps,
 )
 from ._rows import (
-    COPY_COLUMNS,
     AuditNote,
     apply_params,
     audit_enqueued_params,
@@ -477,8 +476,8 @@ class AsyncPgJobStore(Generic[C, TX]):
         [reserved] = await self._execute(conn, "reserve_ids", {"n": len(batch)})
         ids: list[int] = list(reserved["ids"])
         now: datetime = reserved["now"]
-        rows = copy_rows(ids, batch, now)
-        await self._driver.copy(conn, self._schema, "jobs", COPY_COLUMNS, rows)
+        columns, rows = copy_rows(ids, batch, now)
+        await self._driver.copy(conn, self._schema, "jobs", columns, rows)
         if audit is not None and audit.table:
             params = audit_enqueued_params(ids, batch, now, audit.actor)
             await self._execute(conn, "audit_enqueued", params)
