@@ -112,7 +112,9 @@ class JobStore(Protocol):
 
         An idempotency key that exists (also one created concurrently, or earlier in the
         same batch) creates nothing and returns the existing job's id, ``created=False``.
-        Audit: ``job_enqueued`` per job created.
+        Audit: ``job_enqueued`` per job created. The engine's ``enqueue_many`` passes an
+        :class:`~skiplock.core.EnqueueBatch`: a store may write its columns as they are
+        (reading its items builds a request per job).
         """
         ...
 

@@ -455,7 +455,8 @@ class PgJobStore(Generic[C, TX]):
         copy = len(requests) >= COPY_THRESHOLD and not keyed
         atomic = copy or keyed
         if audit is None:
-            with self._use(connection, atomic=atomic) as conn:
+            # _scoped, not _use: one context manager less on every enqueue.
+            with self._scoped(connection, atomic=atomic) as (conn, _):
                 if copy:
                     return self._copy_enqueue(conn, requests)
                 return self._run(conn, enqueue_steps(self._schema, requests))
