@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 #: Workload names, as used in ``--only``, the JSON and the targets.
 ENQUEUE_SINGLE = "enqueue_single"
 ENQUEUE_BULK = "enqueue_bulk"
+ENQUEUE_BATCHES = "enqueue_batches"
 DRAIN = "drain"
 DRAIN_TX = "drain_tx"
 #: One ``enqueue_many`` of a big backlog (200,000 jobs by default), then drained.
@@ -226,6 +227,7 @@ def evaluate_targets(
     tx16 = _find(ms, system, DRAIN_TX, tables=tables)
     single = _find(ms, system, ENQUEUE_SINGLE)
     bulk = _find(ms, system, ENQUEUE_BULK)
+    batches = _find(ms, system, ENQUEUE_BATCHES)
     latency = _find(ms, system, LATENCY)
     pgq_drain = _best(ms, "pgqueuer", DRAIN, tables=tables)
     targets = [
@@ -252,6 +254,13 @@ def evaluate_targets(
             1.5,
             bulk,
             _best(ms, "pgqueuer", ENQUEUE_BULK),
+            "pgqueuer's batch enqueue",
+        ),
+        _ratio_target(
+            "bulk enqueue, calls of 1,000",
+            1.5,
+            batches,
+            _best(ms, "pgqueuer", ENQUEUE_BATCHES),
             "pgqueuer's batch enqueue",
         ),
     ]

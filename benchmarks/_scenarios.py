@@ -17,6 +17,7 @@ from benchmarks._results import (
     DRAIN,
     DRAIN_BACKLOG,
     DRAIN_TX,
+    ENQUEUE_BATCHES,
     ENQUEUE_BULK,
     ENQUEUE_SINGLE,
     LATENCY,
@@ -90,6 +91,23 @@ async def enqueue_bulk(label: str, client: Client, n: int) -> Measurement:
     return Measurement(
         label, ENQUEUE_BULK, f"bulk enqueue, {n:,} jobs in one call", 1, n / secs, "jobs/s",
         jobs=n, seconds=secs,
+    )  # fmt: skip
+
+
+#: Jobs per call of the batched bulk enqueue.
+BATCH_CALL = 1_000
+
+
+async def enqueue_batches(label: str, client: Client, n: int) -> Measurement:
+    """``n`` jobs in calls of :data:`BATCH_CALL` jobs each, back to back."""
+    await client.enqueue_bulk(range(-10, 0))  # warm up
+    start = time.perf_counter()
+    for first in range(0, n, BATCH_CALL):
+        await client.enqueue_bulk(range(first, min(first + BATCH_CALL, n)))
+    secs = time.perf_counter() - start
+    return Measurement(
+        label, ENQUEUE_BATCHES, f"bulk enqueue, {n:,} jobs in calls of {BATCH_CALL:,}", 1,
+        n / secs, "jobs/s", jobs=n, seconds=secs,
     )  # fmt: skip
 
 

@@ -19,6 +19,7 @@ from benchmarks import _pg, _pgbench, _scenarios
 from benchmarks._procs import ROOT
 from benchmarks._results import (
     DRAIN,
+    ENQUEUE_BATCHES,
     ENQUEUE_BULK,
     ENQUEUE_SINGLE,
     LATENCY,
@@ -165,13 +166,15 @@ class Runner:
                 async with installed(system, self.dsn, self.namer, "enqueue") as (_, client):
                     single = await _scenarios.enqueue_single(label, client, p.enqueue_jobs)
                     bulk = await _scenarios.enqueue_bulk(label, client, p.bulk_jobs)
-                return [single, bulk]
+                    batches = await _scenarios.enqueue_batches(label, client, p.bulk_jobs)
+                return [single, bulk, batches]
 
             await self._guard(
                 enqueue,
                 lambda r: [
                     failed(label, ENQUEUE_SINGLE, "enqueue, one job per transaction", 1, r),
                     failed(label, ENQUEUE_BULK, "bulk enqueue", 1, r),
+                    failed(label, ENQUEUE_BATCHES, "bulk enqueue, calls of 1,000", 1, r),
                 ],
                 f"{label}: enqueue",
             )
