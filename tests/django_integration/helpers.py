@@ -98,7 +98,7 @@ def django_env(
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": SETTINGS,
-        "SKIPLOCK_DJANGO_DB": database or str(connection.settings_dict["NAME"]),
+        "DJANGO_SKIPLOCK_TEST_DB": database or str(connection.settings_dict["NAME"]),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         **(extra or {}),
     }

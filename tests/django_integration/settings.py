@@ -1,7 +1,7 @@
 """The Django project of the skiplock integration tests (pytest-django, real PostgreSQL).
 
 The server is ``SKIPLOCK_TEST_DSN`` (as for every test); the database name is random per
-test session (the test runner creates ``test_<name>``), or ``SKIPLOCK_DJANGO_DB`` for a
+test session (the test runner creates ``test_<name>``), or ``DJANGO_SKIPLOCK_TEST_DB`` for a
 process that must use an existing one (a worker subprocess of a test).
 """
 
@@ -19,7 +19,7 @@ _url = urllib.parse.urlsplit(
 DATABASES: dict[str, dict[str, Any]] = {
     "default": {
         "ENGINE": "django.db.backends.postgresql",
-        "NAME": os.environ.get("SKIPLOCK_DJANGO_DB") or f"skiplock_django_{uuid.uuid4().hex[:8]}",
+        "NAME": os.environ.get("DJANGO_SKIPLOCK_TEST_DB") or f"skiplock_django_{uuid.uuid4().hex[:8]}",
         "USER": urllib.parse.unquote(_url.username or "postgres"),
         "PASSWORD": urllib.parse.unquote(_url.password or ""),
         "HOST": _url.hostname or "127.0.0.1",
