@@ -92,9 +92,35 @@ def gather(*results: T) -> list[T]:
 #: Which flavour this is; a plain ``bool`` (not a literal) so checkers see both branches.
 IS_ASYNC: bool = False
 
-#: Used like ``asyncio.Event`` in the async twin; a ``threading.Event`` is already safe to
-#: set from any thread.
-ThreadSafeEvent = threading.Event
+#: Longest single wait of the main thread on a :class:`ThreadSafeEvent` (seconds).
+MAIN_THREAD_WAIT_SLICE = 0.1
+
+
+class ThreadSafeEvent(threading.Event):
+    """Used like ``asyncio.Event`` in the async twin; a ``threading.Event`` is already safe
+    to set from any thread.
+
+    In the main thread a long wait is cut into :data:`MAIN_THREAD_WAIT_SLICE` pieces:
+    Python runs signal handlers only in the main thread, between bytecodes, and a signal
+    the kernel delivers to another thread (say, the one that sent it with ``os.kill``)
+    does not interrupt the main thread's wait. A worker draining in the main thread would
+    otherwise see a second stop signal only when its drain timed out.
+    """
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until set or ``timeout`` passes; True if it was set."""
+        if threading.current_thread() is not threading.main_thread():
+            return super().wait(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            piece = MAIN_THREAD_WAIT_SLICE
+            if deadline is not None:
+                piece = min(piece, deadline - time.monotonic())
+                if piece <= 0:
+                    return self.is_set()
+            if super().wait(piece):
+                return True
+
 
 _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
 

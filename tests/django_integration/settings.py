@@ -19,7 +19,8 @@ _url = urllib.parse.urlsplit(
 DATABASES: dict[str, dict[str, Any]] = {
     "default": {
         "ENGINE": "django.db.backends.postgresql",
-        "NAME": os.environ.get("DJANGO_SKIPLOCK_TEST_DB") or f"skiplock_django_{uuid.uuid4().hex[:8]}",
+        "NAME": os.environ.get("DJANGO_SKIPLOCK_TEST_DB")
+        or f"skiplock_django_{uuid.uuid4().hex[:8]}",
         "USER": urllib.parse.unquote(_url.username or "postgres"),
         "PASSWORD": urllib.parse.unquote(_url.password or ""),
         "HOST": _url.hostname or "127.0.0.1",
