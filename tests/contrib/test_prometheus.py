@@ -562,14 +562,16 @@ def test_worker_command_serves_metrics(tmp_path: Path) -> None:
     try:
         deadline = time.monotonic() + 30
         text = ""
-        while "skiplock_worker_slots_busy{" not in text or 'running{kind="greet"' not in text:
+        # The job's series exist (at 0) from its enqueue on: wait for it to run.
+        running = 'running{kind="greet",tenant="acme"} 1.0'
+        while "skiplock_worker_slots_busy{" not in text or running not in text:
             assert proc.poll() is None, log.read_text(errors="replace")
             assert time.monotonic() < deadline, (text, log.read_text(errors="replace"))
             try:
                 text = _get(f"http://127.0.0.1:{port}/metrics").replace("skiplock_jobs_", "")
             except OSError:
                 time.sleep(0.05)
-        assert 'running{kind="greet",tenant="acme"} 1.0' in text
+        assert running in text
         proc.send_signal(signal.SIGTERM)  # the job is interrupted after shutdown_timeout
         assert proc.wait(30) == 0
     finally:
