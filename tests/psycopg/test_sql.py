@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from skiplock.adapters._pg import _sql
 from skiplock.adapters._pg._migrate import Step, migrations, schema_sql
 from skiplock.adapters._pg._ops import claim_steps
-from skiplock.adapters._pg._rows import copy_rows, job_from_row
+from skiplock.adapters._pg._rows import COMPLETION_FIELDS, copy_rows, job_from_row
 from skiplock.core import (
     MAX_AVAILABLE_AT,
     MIN_AVAILABLE_AT,
@@ -282,11 +282,13 @@ def test_a_claim_buries_bad_rows_and_recharges_the_rest() -> None:
     bury = steps.send(rows)
     assert bury.sql == _sql.neutral_query("complete", "skiplock")
     assert bury.params is not None
-    assert (bury.params["ids"], bury.params["claims"]) == ([2, 4], [9, 2**31 - 1])
-    assert bury.params["workers"] == ["w", "w"]
-    assert bury.params["statuses"] == ["dead", "dead"]
-    assert bury.params["errors"][0] == f"{UNDECODABLE_MARK} trace_context: not a JSON object: '[]'"
-    assert bury.params["errors"][1].startswith(f"{UNDECODABLE_MARK} claims: 2147483647")
+    buried = [
+        dict(zip(COMPLETION_FIELDS, row, strict=True)) for row in json.loads(bury.params["batch"])
+    ]
+    assert [(b["id"], b["claim"]) for b in buried] == [(2, 9), (4, 2**31 - 1)]
+    assert [(b["worker"], b["status"]) for b in buried] == [("w", "dead"), ("w", "dead")]
+    assert buried[0]["error"] == f"{UNDECODABLE_MARK} trace_context: not a JSON object: '[]'"
+    assert buried[1]["error"].startswith(f"{UNDECODABLE_MARK} claims: 2147483647")
     recharge = steps.send([{"ord": 1}, {"ord": 2}])
     assert recharge.sql == _sql.neutral_query("recharge", "skiplock")
     assert recharge.params == {"ids": [3], "workers": ["w"], "claims": [1], "starts": [True]}

@@ -408,6 +408,7 @@ _OUTCOME_EVENTS: Mapping[type[Any], Event] = {
 _TARGETS: Mapping[type[Any], str] = {
     outcome: transition(JobState.RUNNING, event).value for outcome, event in _OUTCOME_EVENTS.items()
 }
+_SUCCEEDED = _TARGETS[Succeeded]
 
 
 def lease_params(leases: Sequence[Lease]) -> dict[str, list[Any]]:
@@ -424,76 +425,60 @@ def recharge_params(leases: Sequence[Lease], starts: Sequence[bool]) -> dict[str
     return lease_params(leases) | {"starts": list(starts)}
 
 
-def complete_params(completions: Sequence[Completion]) -> dict[str, list[Any] | None]:
-    """Column arrays for the fenced ``complete`` query.
+#: The fields of one outcome in a ``complete`` batch, in the order ``_complete_batch``
+#: reads them, and the scalar parameters of ``complete_one``.
+COMPLETION_FIELDS = (
+    "id", "worker", "claim", "status", "delay_us", "error", "set_error", "refund", "ran",
+    "result",
+)  # fmt: skip
 
-    ``results`` is NULL unless an outcome carries a result (X5): a batch of jobs that
-    returned nothing builds no array for it (``unnest`` pads a NULL array with NULLs).
-    """
-    cols: dict[str, list[Any] | None] = dict(lease_params([c.lease for c in completions]))
-    statuses: list[str] = []
-    delays: list[timedelta] = []
-    errors: list[str | None] = []
-    set_errors: list[bool] = []
-    refunds: list[int] = []
-    rans: list[bool] = []
-    results: list[str | None] | None = None
-    no_delay = timedelta(0)
-    for i, c in enumerate(completions):
-        outcome = c.outcome
-        statuses.append(_TARGETS[type(outcome)])
-        if isinstance(outcome, Succeeded):  # the common case first
-            delays.append(no_delay)
-            errors.append(None)
-            set_errors.append(False)
-            refunds.append(0)
-            rans.append(True)
-            if outcome.result is not None or outcome.result_json is not None:
-                if results is None:
-                    results = [None] * len(completions)
-                results[i] = result_json(outcome.result, outcome.result_json)
-            continue
-        error = None if outcome.error is None else truncate_error(outcome.error)
-        delays.append(outcome.delay if isinstance(outcome, Retry | Release) else no_delay)
-        errors.append(error)
-        set_errors.append(error is not None)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _completion_row(c: Completion) -> list[Any]:
+    """One outcome as the values of :data:`COMPLETION_FIELDS`."""
+    lease, outcome = c.lease, c.outcome
+    if isinstance(outcome, Succeeded):  # the common case first
+        result = None
+        if outcome.result is not None or outcome.result_json is not None:
+            result = result_json(outcome.result, outcome.result_json)
+        return [lease.job_id, lease.worker_id, lease.claim, _SUCCEEDED, 0, None, False, 0, True,
+                result]  # fmt: skip
+    error = None if outcome.error is None else truncate_error(outcome.error)
+    delay = outcome.delay if isinstance(outcome, Retry | Release) else None
+    return [
+        lease.job_id,
+        lease.worker_id,
+        lease.claim,
+        _TARGETS[type(outcome)],
+        # Whole microseconds: exact (MAX_DELAY is far below 2**53) and the same interval
+        # on every driver.
+        0 if delay is None else delay // _MICROSECOND,
+        error,
+        error is not None,
         # A release gives back the attempt its start counted (a held job used none).
-        refunds.append(1 if isinstance(outcome, Release) and outcome.refund else 0)
+        1 if isinstance(outcome, Release) and outcome.refund else 0,
         # Every outcome but the release of a job that never started is one of a run.
-        rans.append(not (isinstance(outcome, Release) and not outcome.refund))
-    cols |= {
-        "statuses": statuses,
-        "delays": delays,
-        "errors": errors,
-        "set_errors": set_errors,
-        "refunds": refunds,
-        "rans": rans,
-        "results": results,
-    }
-    return cols
+        not (isinstance(outcome, Release) and not outcome.refund),
+        None,
+    ]
 
 
-#: ``complete`` array parameter -> ``complete_one`` scalar parameter.
-_ONE = {
-    "ids": "id",
-    "workers": "worker",
-    "claims": "claim",
-    "statuses": "status",
-    "delays": "delay",
-    "errors": "error",
-    "set_errors": "set_error",
-    "refunds": "refund",
-    "rans": "ran",
-    "results": "result",
-}
+def complete_params(completions: Sequence[Completion]) -> dict[str, str]:
+    """The parameter of the fenced ``complete`` query: the batch as one JSON array of
+    rows (:data:`COMPLETION_FIELDS`).
+
+    One text parameter instead of a typed array per field: the drivers' array adapters
+    cost far more per element (psycopg's dumps each element in Python) than one
+    ``json.dumps``. Error and result texts are storable (``truncate_error``,
+    ``result_json``), so JSON carries them unchanged.
+    """
+    return {"batch": json.dumps([_completion_row(c) for c in completions], separators=(",", ":"))}
 
 
 def complete_one_params(completion: Completion) -> dict[str, Any]:
     """Scalar parameters of the single-row ``complete_one`` query."""
-    return {
-        _ONE[name]: None if values is None else values[0]
-        for name, values in complete_params([completion]).items()
-    }
+    return dict(zip(COMPLETION_FIELDS, _completion_row(completion), strict=True))
 
 
 def filter_params(f: JobFilter) -> dict[str, Any]:
