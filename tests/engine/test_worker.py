@@ -62,7 +62,7 @@ def metrics() -> RecordingMetrics:
 def quick_retry(monkeypatch: pytest.MonkeyPatch) -> None:
     """Completion retries after 1 ms doubling to 4 ms instead of 0.1 s to 5 s."""
     policy = RetryPolicy(base=timedelta(milliseconds=1), cap=timedelta(milliseconds=4))
-    monkeypatch.setattr(completer_module, "COMPLETION_RETRY", policy)
+    monkeypatch.setattr(completer_module, "STORE_RETRY", policy)
 
 
 def make_engine(
@@ -673,10 +673,10 @@ def test_worker_retries_a_failed_completion_write_until_it_works(
 def test_worker_backs_off_between_completion_retries(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    defaults = [base_delay(completer_module.COMPLETION_RETRY, n) for n in range(1, 9)]
+    defaults = [base_delay(completer_module.STORE_RETRY, n) for n in range(1, 9)]
     assert defaults == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0])
     policy = RetryPolicy(base=timedelta(milliseconds=10), cap=timedelta(milliseconds=20))
-    monkeypatch.setattr(completer_module, "COMPLETION_RETRY", policy)
+    monkeypatch.setattr(completer_module, "STORE_RETRY", policy)
     store = FlakyStore(clock=clock, failures=3)
     engine = make_engine(store, clock)
 

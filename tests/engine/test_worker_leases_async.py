@@ -14,6 +14,7 @@ import pytest
 from skiplock import AsyncEngine, JobContext, JobState, Settings
 from skiplock._compat_async import Event, join, spawn, wait_event
 from skiplock.core import ClaimRequest
+from skiplock.engine import _slots_async
 
 from .helpers_async import CountingStore, eventually
 from .support import RecordingMetrics
@@ -374,3 +375,34 @@ async def test_a_heartbeat_does_not_take_a_transactional_job_that_just_committed
     await join(task)
     assert sorted(metrics.outcomes()) == ["succeeded", "succeeded"]
     assert job_of(store, held).attempts == 1
+
+
+async def test_a_charged_job_that_finds_no_task_is_released_and_the_slot_stays_free(
+    store: CountingStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first job a claim charged cannot get its task (thread): it gives its attempt
+    # back and is claimed again; its slot's reservation ends, so every job still runs.
+    engine = make_engine(store, clock, poll_interval=0.05)
+    ran: list[tuple[int, int]] = []
+
+    @engine.processor("job")
+    async def job(payload: int, ctx: JobContext) -> None:
+        ran.append((payload, ctx.attempt))
+
+    failed: list[int] = []
+    def spawn_once_failing(fn: Any, *args: Any) -> Any:
+        if not failed:
+            failed.append(args[0].job.id)
+            raise RuntimeError("can't start new thread")
+        return spawn(fn, *args)
+
+    monkeypatch.setattr(_slots_async, "spawn", spawn_once_failing)
+    ids = [(await engine.enqueue("job", i, priority=9 - i)).id for i in range(3)]
+    worker = engine.worker(concurrency=1, install_signal_handlers=False)
+    task = spawn(worker.run)
+    await eventually(lambda: all(job_of(store, i).state is JobState.SUCCEEDED for i in ids))
+    worker.stop()
+    await join(task)
+    assert failed == [ids[0]]
+    assert sorted(ran) == [(0, 1), (1, 1), (2, 1)]  # the failed start cost no attempt
+    assert [job_of(store, i).attempts for i in ids] == [1, 1, 1]

@@ -31,9 +31,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("skiplock.worker")
 
-#: Waits between attempts to write a batch of outcomes the store failed to take
-#: (0.1 s doubling up to 5 s, plus up to 50 % jitter); ``max_attempts`` is unused.
-COMPLETION_RETRY = RetryPolicy(
+#: Waits after a store error before the next try, for every worker loop that talks to the
+#: store: writing a batch of outcomes, claiming, renewing the lease (0.1 s doubling up to
+#: 5 s, plus up to 50 % jitter): a store that is back after a lost connection is used
+#: again at once, and one that is down is not hammered. ``max_attempts`` is unused.
+STORE_RETRY = RetryPolicy(
     max_attempts=1,
     base=timedelta(seconds=0.1),
     factor=2.0,
@@ -177,7 +179,7 @@ class Completer:
                 continue
             self._on_store_error()
             failures += 1
-            delay = next_delay(COMPLETION_RETRY, failures, random.random()).total_seconds()
+            delay = next_delay(STORE_RETRY, failures, random.random()).total_seconds()
             if closed:
                 now = time.monotonic()
                 if give_up_at is None:

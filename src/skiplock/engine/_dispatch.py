@@ -205,19 +205,29 @@ class Dispatcher:
             if len(direct) == 1 and direct[0].suspect:
                 self._isolated, self._ready = direct[0].id, direct[0]
                 direct = []
-        for job in direct:
-            self.slots.start(job)
-        with self._lock:
-            # The reservation ends, and the held jobs are seen, only once the charged jobs
-            # took their slots: else a slot's thread or the start loop (sync flavour) could
-            # start a held job in one of them, more jobs than slots.
-            self._reserved -= start_now
-            self._held.extend(job for i, job in enumerate(jobs) if i not in charged)
-            # Held jobs take free slots at once (as when a slot frees), not only once the
-            # start loop gets its turn; what must be paid for first is left to it.
-            if self._may_start():
-                self._start_unpaid()
-            waiting = bool(self._held) or self._ready is not None
+        placed = 0
+        try:
+            for job in direct:
+                self.slots.start(job)
+                placed += 1
+        finally:
+            unplaced = direct[placed:]
+            with self._lock:
+                # The reservation ends, and the held jobs are seen, only once the charged
+                # jobs took their slots: else a slot's thread or the start loop (sync
+                # flavour) could start a held job in one of them, more jobs than slots.
+                # Also when a start failed (no thread to be had): nothing stays reserved.
+                self._reserved -= start_now
+                self._held.extend(job for i, job in enumerate(jobs) if i not in charged)
+                self._count_dropped(len(unplaced))
+                # Held jobs take free slots at once (as when a slot frees), not only once
+                # the start loop gets its turn; what must be paid for first is left to it.
+                if self._may_start():
+                    self._start_unpaid()
+                waiting = bool(self._held) or self._ready is not None
+            # A charged job that found no slot gives its attempt back and is released.
+            for job in unplaced:
+                self._release(job, refund=True)
         if waiting:
             self.startable.set()
         return len(jobs), plan.limit

@@ -115,7 +115,12 @@ class Slots:
         slot = _Slot(job, paid=paid)
         with self._lock:
             self._running[job.id] = slot
-        slot.task = spawn(self._run, slot)
+        try:
+            slot.task = spawn(self._run, slot)
+        except BaseException:  # no task (thread) to be had: the slot stays free
+            with self._lock:
+                self._running.pop(job.id, None)
+            raise
 
     async def pay(self) -> None:
         """Have the store count the attempts of running jobs that started without a round

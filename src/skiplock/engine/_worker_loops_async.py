@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import logging
 import random
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import attrs
 
 from skiplock._compat_async import ThreadSafeEvent
-from skiplock.core import RetryPolicy, next_delay
+from skiplock.core import next_delay
 
+from ._completer_async import STORE_RETRY
 from ._dispatch_async import Dispatcher
 from ._lease_async import LeaseKeeper
 from ._settings import Settings
@@ -35,18 +35,6 @@ NOTIFIER_WAIT = 0.1
 #: Shortest wait of the scheduler loop before a tick that is (nearly) due.
 SCHEDULE_MIN_WAIT = 0.001
 
-#: Waits after a failed claim or lease renewal before the next try (0.1 s doubling up to
-#: 5 s, plus up to 50 % jitter; never longer than the poll interval): a store that is back
-#: after a lost connection is used again at once, not after a whole poll interval, and
-#: one that is down is not hammered. ``max_attempts`` is unused.
-STORE_RETRY = RetryPolicy(
-    max_attempts=1,
-    base=timedelta(seconds=0.1),
-    factor=2.0,
-    cap=timedelta(seconds=5),
-    jitter=0.5,
-)
-
 
 @attrs.frozen
 class WorkerLoops:
@@ -63,7 +51,8 @@ class WorkerLoops:
     finished: ThreadSafeEvent
 
     def retry_wait(self, failures: int) -> float:
-        """Seconds to wait after ``failures`` store errors in a row (:data:`STORE_RETRY`)."""
+        """Seconds to wait after ``failures`` store errors in a row (``STORE_RETRY``),
+        never longer than the poll interval."""
         delay = next_delay(STORE_RETRY, failures, random.random()).total_seconds()
         return min(delay, self.settings.poll_interval)
 
