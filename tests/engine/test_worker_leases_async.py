@@ -390,6 +390,7 @@ async def test_a_charged_job_that_finds_no_task_is_released_and_the_slot_stays_f
         ran.append((payload, ctx.attempt))
 
     failed: list[int] = []
+
     def spawn_once_failing(fn: Any, *args: Any) -> Any:
         if not failed:
             failed.append(args[0].job.id)

@@ -18,6 +18,7 @@ from psycopg import Connection
 from skiplock import AuditAction, AuditEvent, Engine, JobState, Settings
 from skiplock.adapters._pg._sql import query_names
 from skiplock.adapters.psycopg import PsycopgJobStore
+from skiplock.adapters.psycopg._store import COPY_THRESHOLD
 from skiplock.core import (
     Bury,
     ClaimRequest,
@@ -156,7 +157,8 @@ def _changes(store: PsycopgJobStore, audit: Audit | None) -> None:
     keys = [f"{audit is None}-{i}" for i in range(3)]  # new keys: no lookup of existing ones
     store.enqueue([EnqueueRequest(kind)], **extra)
     store.enqueue([EnqueueRequest(kind, idempotency_key=key) for key in keys], **extra)
-    store.enqueue([EnqueueRequest(kind) for _ in range(600)], **extra)  # COPY
+    store.enqueue([EnqueueRequest(kind) for _ in range(3)], **extra)  # one INSERT
+    store.enqueue([EnqueueRequest(kind) for _ in range(COPY_THRESHOLD)], **extra)  # COPY
     jobs = store.claim(ClaimRequest(worker_id="w", limit=4), **extra)
     outcomes: list[Outcome] = [
         Succeeded(),
@@ -186,6 +188,7 @@ def test_with_the_audit_off_a_store_runs_only_the_plain_statements(
     # The audited variants are separate queries; the plain ones never mention the table.
     assert {name for name in query_names() if "audit" in name} == {
         "enqueue_audited",
+        "enqueue_new_audited",
         "enqueue_one_audited",
         "audit_enqueued",
         "complete_audited",
@@ -202,8 +205,8 @@ def test_with_the_audit_off_a_store_runs_only_the_plain_statements(
     _changes(store, Audit(actor="a"))
     on = statements.take()
     assert len(on) == len(off) + 1
-    assert len([text for text in on if "audit" in text.lower()]) == 8
-    assert sum(text.count('INSERT INTO "skiplock".audit') for text in on) == 8
+    assert len([text for text in on if "audit" in text.lower()]) == 9
+    assert sum(text.count('INSERT INTO "skiplock".audit') for text in on) == 9
 
 
 def test_a_sink_runs_changes_in_a_transaction_with_a_savepoint_for_the_sink(

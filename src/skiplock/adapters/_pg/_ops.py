@@ -92,12 +92,24 @@ def enqueue_steps(
         if audit is not None:
             audit.collect(rows)
         return [EnqueueResult(id=int(rows[0]["id"]), created=True)]
+    batch = EnqueueBatch.of(requests)
+    if not batch.keyed:  # the bulk case: every job is new, one statement, no lookups
+        rows = yield _audited(schema, "enqueue_new", enqueue_params(batch), audit)
+        if audit is None:
+            new_ids = rows[0]["ids"]
+        else:
+            audit.collect(rows)
+            new_ids = [row["id"] for row in rows]
+        if len(new_ids) != len(batch):
+            raise StoreError(f"enqueue: {len(batch)} jobs sent, {len(new_ids)} created")
+        return [EnqueueResult(id=int(i), created=True) for i in new_ids]
     first = first_occurrences(requests)
     todo = [i for i, f in enumerate(first) if f == i]
     ids: dict[int, int] = {}
     created: set[int] = set()
     for _ in range(_ENQUEUE_ROUNDS):
-        rows = yield _audited(schema, "enqueue", enqueue_params([requests[i] for i in todo]), audit)
+        todo_batch = EnqueueBatch.of([requests[i] for i in todo])
+        rows = yield _audited(schema, "enqueue", enqueue_params(todo_batch), audit)
         if audit is not None:
             audit.collect(rows)
         conflicts: list[int] = []

@@ -144,18 +144,19 @@ INSERT INTO {schema}.schema_migrations (version, name) VALUES (:version::int, :n
 SELECT now() AS now;
 
 -- name: _enqueue_input
--- Ids are drawn from the identity sequence in request order so each result row maps
--- back to its request (ord), whether it was inserted or hit an existing key.
+-- The batch is one JSON array of rows (rows.enqueue_params). Ids are drawn from the
+-- identity sequence in request order so each result row maps back to its request (ord),
+-- whether it was inserted or hit an existing key.
 input AS MATERIALIZED (
     SELECT nextval(pg_get_serial_sequence('{schema}.jobs', 'id')) AS id, u.*
-    FROM unnest(
-        :kinds::text[], :tenants::text[], :payloads::text[], :priorities::int[],
-        :available_ats::timestamptz[], :delays::interval[], :max_attempts::int[],
-        :explicit_max_attempts::bool[], :idempotency_keys::text[], :trace_contexts::text[]
-    ) WITH ORDINALITY AS u (
-        kind, tenant_id, payload, priority, available_at, delay, max_attempts,
-        explicit_max_attempts, idempotency_key, trace_context, ord
-    )
+    FROM (
+        SELECT e.v->>0 AS kind, e.v->>1 AS tenant_id, e.v->>2 AS payload,
+            (e.v->>3)::int AS priority, (e.v->>4)::timestamptz AS available_at,
+            (e.v->>5)::bigint * interval '1 microsecond' AS delay,
+            (e.v->>6)::int AS max_attempts, (e.v->>7)::bool AS explicit_max_attempts,
+            e.v->>8 AS idempotency_key, e.v->>9 AS trace_context, e.ord
+        FROM jsonb_array_elements(:batch::jsonb) WITH ORDINALITY AS e (v, ord)
+    ) AS u
     ORDER BY u.ord
 )
 
@@ -196,6 +197,42 @@ inserted AS (
 SELECT input.ord, e.job_id AS id, {_audit_columns}
 FROM input LEFT JOIN events AS e ON e.job_id = input.id
 ORDER BY input.ord;
+
+-- name: _enqueue_new_insert
+-- Jobs without idempotency keys (rows.enqueue_params), all new: a plain INSERT ... SELECT.
+-- Ids come from the identity default, drawn in request order (ORDER BY e.ord), so they
+-- ascend in request order. No id is drawn by name per row (nextval of
+-- pg_get_serial_sequence looks the sequence up at every call).
+INSERT INTO {schema}.jobs AS j (
+    kind, tenant_id, payload, priority, available_at, max_attempts, explicit_max_attempts,
+    trace_context
+)
+SELECT e.v->>0, e.v->>1, CAST(e.v->>2 AS jsonb), (e.v->>3)::int,
+    coalesce(
+        (e.v->>4)::timestamptz, now() + (e.v->>5)::bigint * interval '1 microsecond', now()
+    ),
+    (e.v->>6)::int, (e.v->>7)::bool, CAST(e.v->>9 AS jsonb)
+FROM jsonb_array_elements(:batch::jsonb) WITH ORDINALITY AS e (v, ord)
+ORDER BY e.ord
+
+-- name: enqueue_new
+-- One row: the new jobs' ids in request order, as one array.
+WITH inserted AS (
+    {_enqueue_new_insert}
+    RETURNING j.id
+)
+SELECT array_agg(i.id ORDER BY i.id) AS ids FROM inserted AS i;
+
+-- name: enqueue_new_audited
+-- enqueue_new with an audit event per job (J10), in the same statement; a row per job,
+-- in request order.
+WITH inserted AS (
+    {_enqueue_new_insert}
+    RETURNING j.id, j.kind, j.tenant_id, j.created_at
+),
+{_enqueued_events},
+{_audit_write}
+SELECT e.job_id AS id, {_audit_columns} FROM events AS e ORDER BY e.job_id;
 
 -- name: _enqueue_one_insert
 INSERT INTO {schema}.jobs AS j (
@@ -405,9 +442,13 @@ FROM (
 {_lease_fence}
 
 -- name: complete
--- A batch of outcomes in one statement.
-{_complete_batch}
-RETURNING u.ord;
+-- A batch of outcomes in one statement. One row: the positions (1-based) of the outcomes
+-- applied, as one array (NULL when none was), not a row per outcome to fetch.
+WITH done AS (
+    {_complete_batch}
+    RETURNING u.ord
+)
+SELECT array_agg(d.ord) AS applied FROM done AS d;
 
 -- name: complete_audited
 -- complete with an audit event per success (job_done) and per move to dead (job_dlq),
