@@ -14,6 +14,7 @@ from skiplock import AsyncEngine, JobContext, SchemaVersionError, Settings
 from skiplock._compat_async import join, sleep, spawn
 from skiplock.adapters._pg import migrations
 from skiplock.adapters._pg._ops import maintenance_lock_key
+from skiplock.adapters._pg._store_async import COPY_THRESHOLD
 from skiplock.adapters.asyncpg import AsyncpgJobStore, apply_schema, schema_status
 from skiplock.core import (
     ClaimRequest,
@@ -98,18 +99,19 @@ async def test_bulk_enqueue_by_copy_joins_the_caller_transaction(
     try:
 
         async def enqueue() -> None:
-            results = await store.enqueue([_req(payload=i) for i in range(600)], connection=conn)
-            assert len(results) == 600
+            requests = [_req(payload=i) for i in range(COPY_THRESHOLD)]
+            results = await store.enqueue(requests, connection=conn)
+            assert len(results) == COPY_THRESHOLD
             assert conn.is_in_transaction()
 
         with pytest.raises(Boom):
             await _then_roll_back(conn, enqueue)
         async with conn.transaction():
-            await store.enqueue([_req(payload=i) for i in range(600)], connection=conn)
+            await store.enqueue([_req(payload=i) for i in range(COPY_THRESHOLD)], connection=conn)
             assert await _job_count(db) == 0
     finally:
         await conn.close()
-    assert await _job_count(db) == 600
+    assert await _job_count(db) == COPY_THRESHOLD
 
 
 async def test_enqueue_in_caller_transaction_commit_is_processed_by_a_worker(
@@ -476,7 +478,7 @@ async def test_enqueue_100k_jobs_in_one_call(store: AsyncpgJobStore, apg_dsn: st
     assert job.payload == {"i": 12_345}
 
 
-@pytest.mark.parametrize("size", [10, 1000], ids=["insert", "copy"])
+@pytest.mark.parametrize("size", [10, COPY_THRESHOLD], ids=["insert", "copy"])
 async def test_bulk_enqueue_is_all_or_nothing(
     size: int, store: AsyncpgJobStore, apg_dsn: str, db: Any
 ) -> None:
@@ -486,7 +488,7 @@ async def test_bulk_enqueue_is_all_or_nothing(
     assert await _job_count(db) == 0
 
 
-@pytest.mark.parametrize("size", [1, 10, 1000], ids=["one", "insert", "copy"])
+@pytest.mark.parametrize("size", [1, 10, COPY_THRESHOLD], ids=["one", "insert", "copy"])
 async def test_enqueue_keeps_explicit_max_attempts_on_every_path(
     size: int, store: AsyncpgJobStore, db: Any
 ) -> None:

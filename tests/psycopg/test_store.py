@@ -464,7 +464,9 @@ def test_enqueue_100k_jobs_in_one_call(store: PsycopgJobStore, pg_dsn: str) -> N
     assert job.payload == {"i": 12_345}
 
 
-def test_bulk_enqueue_by_copy_keeps_every_field(store: PsycopgJobStore) -> None:
+@pytest.mark.parametrize("size", [1000, COPY_THRESHOLD + 100], ids=["insert", "copy"])
+def test_bulk_enqueue_keeps_every_field(store: PsycopgJobStore, size: int) -> None:
+    # Below COPY_THRESHOLD one INSERT of the batch as JSON, from it COPY: the same jobs.
     now = store.now()
     requests = [
         _req(
@@ -478,7 +480,7 @@ def test_bulk_enqueue_by_copy_keeps_every_field(store: PsycopgJobStore) -> None:
             explicit_max_attempts=i % 6 == 0,
             trace_context={"traceparent": f"00-{i:032x}-{i:016x}-01"} if i % 5 == 0 else None,
         )
-        for i in range(COPY_THRESHOLD + 100)
+        for i in range(size)
     ]
     results = store.enqueue(requests)
     assert all(r.created for r in results)

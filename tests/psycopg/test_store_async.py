@@ -488,7 +488,9 @@ async def test_enqueue_100k_jobs_in_one_call(store: AsyncPsycopgJobStore, pg_dsn
     assert job.payload == {"i": 12_345}
 
 
-async def test_bulk_enqueue_by_copy_keeps_every_field(store: AsyncPsycopgJobStore) -> None:
+@pytest.mark.parametrize("size", [1000, COPY_THRESHOLD + 100], ids=["insert", "copy"])
+async def test_bulk_enqueue_keeps_every_field(store: AsyncPsycopgJobStore, size: int) -> None:
+    # Below COPY_THRESHOLD one INSERT of the batch as JSON, from it COPY: the same jobs.
     now = await store.now()
     requests = [
         _req(
@@ -502,7 +504,7 @@ async def test_bulk_enqueue_by_copy_keeps_every_field(store: AsyncPsycopgJobStor
             explicit_max_attempts=i % 6 == 0,
             trace_context={"traceparent": f"00-{i:032x}-{i:016x}-01"} if i % 5 == 0 else None,
         )
-        for i in range(COPY_THRESHOLD + 100)
+        for i in range(size)
     ]
     results = await store.enqueue(requests)
     assert all(r.created for r in results)
