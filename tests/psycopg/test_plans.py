@@ -310,6 +310,47 @@ def test_completions_find_their_jobs_by_key_whatever_the_statistics(table: str, 
     _assert_reads_its_batch(plans, COMPLETE_BATCH, "jobs_pkey", "heartbeat")
 
 
+#: A table small enough that one scan of it looks cheaper to the planner than a hundred
+#: primary-key lookups: the size of a fresh queue after a burst, never analyzed.
+SMALL = 20_000
+
+
+@pytest.fixture(scope="module")
+def small_table() -> Iterator[str]:
+    """SMALL due jobs, the last COMPLETE_BATCH of them running under WORKER, never
+    analyzed (filled by a bulk insert into a new table)."""
+    name, dsn = create_database(with_schema=True)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ALTER TABLE skiplock.jobs SET (autovacuum_enabled = false)")
+            conn.execute(_FILL, {"status": "pending", "n": SMALL})
+            conn.execute(
+                "UPDATE skiplock.jobs SET status = 'running', claimed_by = %s, claims = 1"
+                " WHERE id IN (SELECT id FROM skiplock.jobs ORDER BY id DESC LIMIT %s)",
+                [WORKER, COMPLETE_BATCH],
+            )
+        assert _statistics(dsn) == (None, -1)
+        yield dsn
+    finally:
+        drop_database(name)
+
+
+@pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
+def test_completions_find_their_jobs_by_key_in_a_small_new_table(
+    small_table: str, mode: str
+) -> None:
+    # The planner would hash-join a batch it thinks has 100 rows to a scan of the table
+    # (two scans' worth of a 20,000-row table cost less than 100 lookups, it reckons),
+    # which makes every completion batch of a fresh queue O(table).
+    leases = _running_leases(small_table)
+    completions = [Completion(lease=lease, outcome=Succeeded()) for lease in leases]
+    plans, rows = _explain(
+        small_table, neutral_query("complete", SCHEMA), complete_params(completions), mode
+    )
+    _assert_reads_its_batch(plans, COMPLETE_BATCH, "jobs_pkey", "complete")
+    assert sorted(rows[0][0]) == list(range(1, COMPLETE_BATCH + 1))
+
+
 @pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
 def test_purge_batches_read_their_batch_whatever_the_statistics(table: str, mode: str) -> None:
     for archive in (False, True):
