@@ -268,8 +268,8 @@ def _payload_text(request: EnqueueRequest) -> str:
 
 
 def enqueue_params(batch: EnqueueBatch) -> dict[str, str]:
-    """The parameter of the ``enqueue`` query (jobs already validated): the batch as one
-    JSON array of rows, built from its columns.
+    """The parameter of the ``enqueue`` and ``enqueue_new`` queries (jobs already
+    validated): the batch as one JSON array of rows, built from its columns.
 
     One text parameter instead of a typed array per field: the drivers' array adapters
     cost far more per element (psycopg's dumps each element in Python) than one

@@ -133,11 +133,11 @@ class EnqueueContract(ContractBase):
 
     def test_enqueue_takes_a_batch_of_columns_as_its_requests(self, store: JobStore) -> None:
         # What the engine hands over for enqueue_many: an EnqueueBatch, big enough for a
-        # bulk path (PostgreSQL: COPY) and small with keys (a statement). The engine's
-        # carry their payload's JSON text; a batch of plain requests may not.
+        # bulk path (PostgreSQL: COPY, from 5,000 jobs) and small with keys (a statement).
+        # The engine's carry their payload's JSON text; a batch of plain requests may not.
         now = store.now()
         payloads = [
-            None if i % 7 == 0 else {"i": i, "text": "tab\tnew\nline \\ ✓"} for i in range(600)
+            None if i % 7 == 0 else {"i": i, "text": "tab\tnew\nline \\ ✓"} for i in range(5000)
         ]
         requests = [
             _request(

@@ -131,11 +131,11 @@ class AsyncEnqueueContract(AsyncContractBase):
         self, store: AsyncJobStore
     ) -> None:
         # What the engine hands over for enqueue_many: an EnqueueBatch, big enough for a
-        # bulk path (PostgreSQL: COPY) and small with keys (a statement). The engine's
-        # carry their payload's JSON text; a batch of plain requests may not.
+        # bulk path (PostgreSQL: COPY, from 5,000 jobs) and small with keys (a statement).
+        # The engine's carry their payload's JSON text; a batch of plain requests may not.
         now = await store.now()
         payloads = [
-            None if i % 7 == 0 else {"i": i, "text": "tab\tnew\nline \\ ✓"} for i in range(600)
+            None if i % 7 == 0 else {"i": i, "text": "tab\tnew\nline \\ ✓"} for i in range(5000)
         ]
         requests = [
             _request(
