@@ -96,7 +96,7 @@ def enqueue_steps(
     if not batch.keyed:  # the bulk case: every job is new, one statement, no lookups
         rows = yield _audited(schema, "enqueue_new", enqueue_params(batch), audit)
         if audit is None:
-            new_ids = rows[0]["ids"]
+            new_ids = rows[0]["ids"] or []  # NULL: nothing inserted (checked below)
         else:
             audit.collect(rows)
             new_ids = [row["id"] for row in rows]
