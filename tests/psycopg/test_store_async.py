@@ -488,52 +488,6 @@ async def test_enqueue_100k_jobs_in_one_call(store: AsyncPsycopgJobStore, pg_dsn
     assert job.payload == {"i": 12_345}
 
 
-@pytest.mark.parametrize("size", [1000, COPY_THRESHOLD + 100], ids=["insert", "copy"])
-async def test_bulk_enqueue_keeps_every_field(store: AsyncPsycopgJobStore, size: int) -> None:
-    # Below COPY_THRESHOLD one INSERT of the batch as JSON, from it COPY: the same jobs.
-    now = await store.now()
-    requests = [
-        _req(
-            f"pg.copy{i % 3}",
-            payload=None if i % 7 == 0 else {"i": i, "text": "tab\tnew\nline \\ ✓"},
-            priority=i % 5 - 2,
-            tenant=None if i % 2 else f"tenant-{i % 4}",
-            available_at=now - timedelta(minutes=1) if i % 3 == 0 else None,
-            delay=timedelta(hours=1) if i % 3 == 1 else None,
-            max_attempts=1 + i % 4,
-            explicit_max_attempts=i % 6 == 0,
-            trace_context={"traceparent": f"00-{i:032x}-{i:016x}-01"} if i % 5 == 0 else None,
-        )
-        for i in range(size)
-    ]
-    results = await store.enqueue(requests)
-    assert all(r.created for r in results)
-    ids = [r.id for r in results]
-    assert ids == sorted(ids)
-    after = await store.now()
-    jobs = {j.id: j for j in await store.list_jobs(JobFilter(), Page(limit=10_000))}
-    assert len(jobs) == len(requests)
-    for request, job_id in zip(requests, ids, strict=True):
-        job = jobs[job_id]
-        assert (job.kind, job.payload, job.priority, job.tenant, job.max_attempts) == (
-            request.kind,
-            request.payload,
-            request.priority,
-            request.tenant,
-            request.max_attempts,
-        )
-        assert job.explicit_max_attempts is request.explicit_max_attempts
-        assert job.trace_context == request.trace_context
-        assert (job.state, job.attempts, job.idempotency_key) == (JobState.PENDING, 0, None)
-        if request.available_at is not None:
-            assert job.available_at == request.available_at
-        elif request.delay is not None:
-            assert now + request.delay <= job.available_at <= after + request.delay
-        else:
-            assert now <= job.available_at <= after
-        assert job.created_at <= after
-
-
 async def test_bulk_enqueue_by_copy_joins_the_caller_transaction(
     store: AsyncPsycopgJobStore, pg_dsn: str
 ) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import UTC, timedelta
 from typing import TYPE_CHECKING
 
+import pytest
+
 from skiplock._compat_async import join, spawn
 from skiplock.core import (
     EnqueueBatch,
@@ -127,15 +129,17 @@ class AsyncEnqueueContract(AsyncContractBase):
         assert len({r.id for r in results}) == 500
         assert len(await _all_jobs(store)) == 500
 
+    @pytest.mark.parametrize("size", [600, 5000], ids=["statement", "bulk"])
     async def test_enqueue_takes_a_batch_of_columns_as_its_requests(
-        self, store: AsyncJobStore
+        self, store: AsyncJobStore, size: int
     ) -> None:
-        # What the engine hands over for enqueue_many: an EnqueueBatch, big enough for a
-        # bulk path (PostgreSQL: COPY, from 5,000 jobs) and small with keys (a statement).
-        # The engine's carry their payload's JSON text; a batch of plain requests may not.
+        # What the engine hands over for enqueue_many: an EnqueueBatch, of every size a
+        # store may write differently (PostgreSQL: one INSERT below 5,000 jobs, COPY from
+        # 5,000), and small with keys (a statement). The engine's carry their payload's
+        # JSON text; a batch of plain requests may not. Every field must arrive.
         now = await store.now()
         payloads = [
-            None if i % 7 == 0 else {"i": i, "text": "tab\tnew\nline \\ ✓"} for i in range(5000)
+            None if i % 7 == 0 else {"i": i, "text": "tab\tnew\nline \\ ✓"} for i in range(size)
         ]
         requests = [
             _request(
@@ -153,16 +157,18 @@ class AsyncEnqueueContract(AsyncContractBase):
             for i, payload in enumerate(payloads)
         ]
         keyed = [_request("contract.columns.keyed", idempotency_key=f"k{i % 2}") for i in range(3)]
-        for batch in (requests, keyed):
-            results = await store.enqueue(EnqueueBatch.of(batch))
-            assert len(results) == len(batch)
+        created_ids = [r.id for r in await store.enqueue(EnqueueBatch.of(requests))]
+        assert len(created_ids) == len(requests)
+        assert created_ids == sorted(created_ids)  # ids follow the request order
+        results = await store.enqueue(EnqueueBatch.of(keyed))
+        assert len(results) == len(keyed)
         after = await store.now()
         assert [r.created for r in results] == [True, True, False]
         assert results[2].id == results[0].id
         jobs = {job.id: job for job in await _all_jobs(store)}
         assert len(jobs) == len(requests) + 2
-        created = sorted(jobs)[: len(requests)]  # ids follow the request order
-        for request, job_id in zip(requests, created, strict=True):
+        assert sorted(jobs)[: len(requests)] == created_ids
+        for request, job_id in zip(requests, created_ids, strict=True):
             job = jobs[job_id]
             assert (job.kind, job.payload, job.priority, job.tenant, job.max_attempts) == (
                 request.kind,
@@ -173,12 +179,14 @@ class AsyncEnqueueContract(AsyncContractBase):
             )
             assert job.explicit_max_attempts is request.explicit_max_attempts
             assert (job.trace_context or None) == request.trace_context
+            assert (job.state, job.attempts, job.idempotency_key) == (JobState.PENDING, 0, None)
             if request.available_at is not None:
                 assert job.available_at == request.available_at
             elif request.delay is not None:
                 assert now + request.delay <= job.available_at <= after + request.delay
             else:
                 assert now <= job.available_at <= after
+            assert job.created_at <= after
 
     async def test_get_unknown_id_returns_none(self, store: AsyncJobStore) -> None:
         assert await store.get(987_654_321) is None
