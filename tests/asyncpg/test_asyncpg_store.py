@@ -229,18 +229,32 @@ _SESSION = (
 )
 
 
+class _CallersConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg is untyped
+    """A connection class of the caller's, with asyncpg's own reset query."""
+
+
 @pytest.mark.parametrize("block", ["transaction", "autocommit"])
+@pytest.mark.parametrize("connection_class", [None, _CallersConnection])
 async def test_session_state_left_on_a_lent_connection_is_reset(
-    apg_dsn: str, db: Any, block: str
+    apg_dsn: str, db: Any, block: str, connection_class: type[asyncpg.Connection] | None
 ) -> None:
     role = f"skiplock_nobody_{block}"
     await db.execute(f'DROP ROLE IF EXISTS "{role}"; CREATE ROLE "{role}"')
     # One connection: whatever a block leaves on it, the next operation meets.
-    store = AsyncpgJobStore(apg_dsn, max_size=1)
+    kwargs = {} if connection_class is None else {"connection_class": connection_class}
+    store = AsyncpgJobStore(apg_dsn, max_size=1, connect_kwargs=kwargs)
+    resets: list[str] = []
+
+    def log(record: Any) -> None:
+        if "RESET ALL" in record.query:
+            resets.append(record.query)
+
     try:
         async with store.autocommit() as conn:
             clean = tuple(await conn.fetchrow(_SESSION))
+            conn.add_query_logger(log)
         async with store.transaction() if block == "transaction" else store.autocommit() as conn:
+            resets.clear()  # the first block's own reset
             for statement in [
                 "CREATE TEMP TABLE scratch (x int)",
                 "SELECT pg_advisory_lock(4242)",
@@ -250,7 +264,11 @@ async def test_session_state_left_on_a_lent_connection_is_reset(
                 f'SET ROLE "{role}"',  # not undone by asyncpg's own reset (RESET ALL)
             ]:
                 await conn.execute(statement)
+        # The store's own connection class resets in one round trip; a caller's class
+        # gets asyncpg's reset query and then the store's.
+        assert len(resets) == (1 if connection_class is None else 2)
         async with store.autocommit() as conn:
+            conn.remove_query_logger(log)
             assert tuple(await conn.fetchrow(_SESSION)) == clean
         [result] = await store.enqueue([_req(idempotency_key="k")])
         [job] = await store.claim(_claim(cluster_limits={"apg.job": 1}))

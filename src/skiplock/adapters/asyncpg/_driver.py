@@ -85,6 +85,16 @@ async def _keep_session(conn: Any) -> None:
     behind PgBouncer the reset would hit whichever server connection it picks."""
 
 
+class ResettingConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg is untyped
+    """The connections of a pool the store creates: their :meth:`reset` sends
+    :data:`SESSION_RESET` (a superset of asyncpg's own reset query: it also ends SET
+    ROLE/SESSION AUTHORIZATION and drops temporary tables) in one round trip, after
+    asyncpg's client-side reset (listener callbacks, an open transaction)."""
+
+    def get_reset_query(self) -> str:
+        return SESSION_RESET
+
+
 class AsyncpgDriver(AsyncPgDriver[Any, Any]):
     """Connections from an asyncpg pool: one the driver creates on first use from a DSN
     (closed with the store) or the caller's; dedicated ones through a :class:`Connector`."""
@@ -133,6 +143,9 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
         # and the connections lent to user code (transaction(), autocommit()) are reset
         # when they come back (see lent()).
         extra: dict[str, Any] = {"reset": _keep_session}
+        if "connection_class" not in self._connect_kwargs:
+            # A lent connection's reset is then one round trip, not two (see lent()).
+            extra["connection_class"] = ResettingConnection
         pool = asyncpg.create_pool(
             self._dsn, min_size=min_size, max_size=max_size, **extra, **self._connect_kwargs
         )
@@ -171,17 +184,21 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
     async def lent(self, conn: Any, *, autocommit: bool) -> AsyncIterator[None]:
         """Reset the session state user code may have left on a lent connection before it
         goes back to an owned pool: asyncpg's reset (an open transaction, listener
-        callbacks, SET, LISTEN, advisory locks), then :data:`SESSION_RESET` for what that
-        leaves (SET ROLE, SET SESSION AUTHORIZATION, temporary tables). A connection that
-        cannot be reset is terminated (the pool replaces it); never raises, so the
-        processor's outcome stands."""
+        callbacks) with :data:`SESSION_RESET` as its query (SET, SET ROLE, SET SESSION
+        AUTHORIZATION, LISTEN, advisory locks, temporary tables), one round trip for the
+        pool's :class:`ResettingConnection`. A connection that cannot be reset is
+        terminated (the pool replaces it); never raises, so the processor's outcome
+        stands."""
         try:
             yield
         finally:
             if self._owns_pool and not self.pgbouncer and not conn.is_closed():
                 try:
                     await conn.reset()
-                    await conn.execute(SESSION_RESET)
+                    if conn.get_reset_query() != SESSION_RESET:
+                        # A connection class of the caller's: asyncpg's reset ran its
+                        # own query, the rest of ours follows.
+                        await conn.execute(SESSION_RESET)
                 except (*CONNECTION_ERRORS, asyncpg.PostgresError):
                     conn.terminate()
 
