@@ -19,6 +19,9 @@ DRAIN_TX = "drain_tx"
 DRAIN_BACKLOG = "drain_backlog"
 LATENCY = "latency"
 PGBENCH = "pgbench"
+#: A transactional job's statements through the driver alone, no queue (the ceiling of
+#: a transactional drain in one process; see benchmarks.ceiling_proc).
+DRIVER_TX = "driver_tx"
 
 #: The state of the tables a drain is timed on: ``cold``, the planner statistics as the
 #: bulk prefill left them (none: no ANALYZE), or ``analyzed`` (VACUUM ANALYZE after it).
@@ -120,6 +123,19 @@ def add_cold_ratios(measurements: Sequence[Measurement]) -> None:
             m.extra["vs_analyzed"] = m.value / twin.value
 
 
+def add_driver_ratios(
+    measurements: Sequence[Measurement], ceilings: Mapping[str, Measurement]
+) -> None:
+    """Give every transactional drain of a system in ``ceilings`` (system label → the
+    driver-alone measurement of its driver) the ratio to it (``extra["vs_driver"]``)."""
+    for m in measurements:
+        ceiling = ceilings.get(m.system)
+        if m.ok and m.workload == DRAIN_TX and ceiling is not None and ceiling.value:
+            assert m.value is not None  # ok
+            m.extra["vs_driver"] = m.value / ceiling.value
+            m.extra["driver_system"] = ceiling.system
+
+
 def _fmt_rate(value: float) -> str:
     return f"{value:,.0f}"
 
@@ -151,6 +167,8 @@ def markdown_table(measurements: Sequence[Measurement]) -> str:
             parts.append(f"{m.jobs:,} jobs in {m.seconds:.2f} s")
         if "vs_analyzed" in m.extra:
             parts.append(f"{m.extra['vs_analyzed']:.2f}x of analyzed")
+        if "vs_driver" in m.extra:
+            parts.append(f"{m.extra['vs_driver']:.2f}x of {m.extra['driver_system']}")
         if m.extra.get("analyses_during"):
             parts.append(f"ANALYZE ran {m.extra['analyses_during']} time(s) during the drain")
         if m.extra.get("note"):

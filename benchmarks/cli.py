@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import _pg, _pgbench, _scenarios
+from benchmarks import _ceiling, _pg, _pgbench, _scenarios
 from benchmarks._procs import ROOT
 from benchmarks._results import (
     DRAIN,
+    DRIVER_TX,
     ENQUEUE_BATCHES,
     ENQUEUE_BULK,
     ENQUEUE_SINGLE,
@@ -27,6 +28,7 @@ from benchmarks._results import (
     Measurement,
     Tables,
     add_cold_ratios,
+    add_driver_ratios,
     add_ratios,
     evaluate_targets,
     failed,
@@ -102,6 +104,8 @@ class Runner:
         self.namer = Namer(_pg.new_run_id())
         self.results: list[Measurement] = []
         self.pgbench: dict[int, float] = {}
+        #: skiplock system label → the driver-alone measurement of its driver.
+        self.ceilings: dict[str, Measurement] = {}
         self.profile: Path | None = None
 
     async def _guard(
@@ -139,6 +143,7 @@ class Runner:
                 await self._run_system(COMPETITORS[name](), label, "", competitor=True)
         add_ratios(self.results, self.pgbench)
         add_cold_ratios(self.results)
+        add_driver_ratios(self.results, self.ceilings)
 
     async def _run_pgbench(self) -> None:
         async def go() -> list[Measurement]:
@@ -193,6 +198,8 @@ class Runner:
                     await self._drain(
                         system, label, adapter, processes, conc, mode, batch, note, tables
                     )
+            if not competitor:
+                await self._ceiling(label, adapter)
 
         if "backlog" in want and p.backlog_jobs > 0:
             # One process at skiplock's largest concurrency; a competitor in the
@@ -220,6 +227,28 @@ class Runner:
                 lambda r: [failed(label, LATENCY, "pickup latency", 1, r)],
                 f"{label}: pickup latency",
             )
+
+    async def _ceiling(self, label: str, adapter: str) -> None:
+        """The transactional drain's ceiling: its driver alone (once per driver)."""
+        driver = _ceiling.ADAPTER_DRIVERS.get(adapter)
+        if driver is None:
+            return
+        name = _ceiling.system_name(driver)
+        known = next((m for m in self.results if m.system == name), None)
+        if known is None:
+            clients, n = max(self.plan.drain_concurrency), self.plan.drain_jobs
+
+            async def go() -> list[Measurement]:
+                async with _pg.fresh_database(self.dsn, self.namer.next("ceiling")) as conninfo:
+                    m = await _ceiling.run_ceiling(conninfo, driver, jobs=n, clients=clients)
+                return [m]
+
+            def on_error(reason: str) -> list[Measurement]:
+                return [failed(name, DRIVER_TX, _ceiling.LABEL, clients, reason)]
+
+            await self._guard(go, on_error, f"{name}: {_ceiling.LABEL}")
+            known = self.results[-1]
+        self.ceilings[label] = known
 
     async def _drain(self, system: System, label: str, adapter: str, processes: int,
                      conc: int, mode: str, batch: int, note: str, tables: Tables, *,
