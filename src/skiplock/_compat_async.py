@@ -45,8 +45,14 @@ async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
     if timeout is None:
         await event.wait()
         return True
+    if event.is_set():
+        return True
+    # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the wait in a task of
+    # its own, two more turns of the event loop before a woken waiter runs (a claim
+    # after a NOTIFY, the completer after an outcome).
     try:
-        await asyncio.wait_for(event.wait(), timeout)
+        async with asyncio.timeout(timeout):
+            await event.wait()
     except TimeoutError:
         return event.is_set()
     return True
