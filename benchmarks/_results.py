@@ -22,6 +22,11 @@ PGBENCH = "pgbench"
 #: A transactional job's statements through the driver alone, no queue (the ceiling of
 #: a transactional drain in one process; see benchmarks.ceiling_proc).
 DRIVER_TX = "driver_tx"
+#: One autocommit INSERT ... RETURNING per job through the driver alone, one connection
+#: (the ceiling of single enqueues).
+DRIVER_ENQUEUE = "driver_enqueue"
+#: Which skiplock workload each driver-alone workload bounds.
+DRIVER_BOUNDS = {DRIVER_TX: DRAIN_TX, DRIVER_ENQUEUE: ENQUEUE_SINGLE}
 
 #: The state of the tables a drain is timed on: ``cold``, the planner statistics as the
 #: bulk prefill left them (none: no ANALYZE), or ``analyzed`` (VACUUM ANALYZE after it).
@@ -124,13 +129,14 @@ def add_cold_ratios(measurements: Sequence[Measurement]) -> None:
 
 
 def add_driver_ratios(
-    measurements: Sequence[Measurement], ceilings: Mapping[str, Measurement]
+    measurements: Sequence[Measurement], ceilings: Mapping[tuple[str, str], Measurement]
 ) -> None:
-    """Give every transactional drain of a system in ``ceilings`` (system label → the
-    driver-alone measurement of its driver) the ratio to it (``extra["vs_driver"]``)."""
+    """Give every skiplock measurement that a driver-alone measurement bounds the ratio to
+    it (``extra["vs_driver"]``). ``ceilings``: (system label, skiplock workload) → the
+    driver-alone measurement of that system's driver."""
     for m in measurements:
-        ceiling = ceilings.get(m.system)
-        if m.ok and m.workload == DRAIN_TX and ceiling is not None and ceiling.value:
+        ceiling = ceilings.get((m.system, m.workload))
+        if m.ok and ceiling is not None and ceiling.value:
             assert m.value is not None  # ok
             m.extra["vs_driver"] = m.value / ceiling.value
             m.extra["driver_system"] = ceiling.system

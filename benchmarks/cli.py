@@ -19,7 +19,7 @@ from benchmarks import _ceiling, _pg, _pgbench, _scenarios
 from benchmarks._procs import ROOT
 from benchmarks._results import (
     DRAIN,
-    DRIVER_TX,
+    DRIVER_BOUNDS,
     ENQUEUE_BATCHES,
     ENQUEUE_BULK,
     ENQUEUE_SINGLE,
@@ -104,8 +104,8 @@ class Runner:
         self.namer = Namer(_pg.new_run_id())
         self.results: list[Measurement] = []
         self.pgbench: dict[int, float] = {}
-        #: skiplock system label → the driver-alone measurement of its driver.
-        self.ceilings: dict[str, Measurement] = {}
+        #: (skiplock system label, workload) → the driver-alone measurement bounding it.
+        self.ceilings: dict[tuple[str, str], Measurement] = {}
         self.profile: Path | None = None
 
     async def _guard(
@@ -183,6 +183,8 @@ class Runner:
                 ],
                 f"{label}: enqueue",
             )
+            if not competitor:
+                await self._ceiling(label, adapter, "enqueue")
 
         if "drain" in want:
             runs: list[tuple[int, int, str, int, str]] = []  # processes, conc, mode, batch, note
@@ -199,7 +201,7 @@ class Runner:
                         system, label, adapter, processes, conc, mode, batch, note, tables
                     )
             if not competitor:
-                await self._ceiling(label, adapter)
+                await self._ceiling(label, adapter, "tx")
 
         if "backlog" in want and p.backlog_jobs > 0:
             # One process at skiplock's largest concurrency; a competitor in the
@@ -228,27 +230,33 @@ class Runner:
                 f"{label}: pickup latency",
             )
 
-    async def _ceiling(self, label: str, adapter: str) -> None:
-        """The transactional drain's ceiling: its driver alone (once per driver)."""
+    async def _ceiling(self, label: str, adapter: str, workload: str) -> None:
+        """The ceiling of a skiplock workload: its driver alone (once per driver)."""
         driver = _ceiling.ADAPTER_DRIVERS.get(adapter)
         if driver is None:
             return
         name = _ceiling.system_name(driver)
-        known = next((m for m in self.results if m.system == name), None)
+        result, text = _ceiling.WORKLOADS[workload]
+        known = next((m for m in self.results if (m.system, m.workload) == (name, result)), None)
         if known is None:
-            clients, n = max(self.plan.drain_concurrency), self.plan.drain_jobs
+            if workload == "tx":
+                clients, n = max(self.plan.drain_concurrency), self.plan.drain_jobs
+            else:
+                clients, n = 1, self.plan.enqueue_jobs
 
             async def go() -> list[Measurement]:
                 async with _pg.fresh_database(self.dsn, self.namer.next("ceiling")) as conninfo:
-                    m = await _ceiling.run_ceiling(conninfo, driver, jobs=n, clients=clients)
+                    m = await _ceiling.run_ceiling(
+                        conninfo, driver, workload, jobs=n, clients=clients
+                    )
                 return [m]
 
             def on_error(reason: str) -> list[Measurement]:
-                return [failed(name, DRIVER_TX, _ceiling.LABEL, clients, reason)]
+                return [failed(name, result, text, clients, reason)]
 
-            await self._guard(go, on_error, f"{name}: {_ceiling.LABEL}")
+            await self._guard(go, on_error, f"{name}: {text}")
             known = self.results[-1]
-        self.ceilings[label] = known
+        self.ceilings[(label, DRIVER_BOUNDS[result])] = known
 
     async def _drain(self, system: System, label: str, adapter: str, processes: int,
                      conc: int, mode: str, batch: int, note: str, tables: Tables, *,
