@@ -200,7 +200,7 @@ async def test_a_connection_that_dies_unseen_fails_one_operation_with_store_erro
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # As after a network partition: nothing on the socket tells before the statement.
-    monkeypatch.setattr(driver_module, "_has_input", lambda conn: False)
+    monkeypatch.setattr(driver_module, "has_input", lambda conn: False)
     async with AsyncPsycopgJobStore(pg_dsn, min_size=1, max_size=1) as store:
         await store.counts()
         await _terminate(pg_dsn, _other_backends(pg_dsn))

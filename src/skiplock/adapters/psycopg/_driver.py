@@ -35,10 +35,10 @@ logger = logging.getLogger("skiplock.adapters.psycopg")
 _SESSION_ENDED = ("08", "57P", "25P03")
 
 
-def _has_input(conn: Connection[Any]) -> bool:
+def has_input(conn: Connection[Any]) -> bool:
     """Whether something waits to be read on an idle connection: when the server ended the
-    session (pg_terminate_backend, a restart), its goodbye and the end of the stream. One
-    poll() tells, without a round trip."""
+    session (pg_terminate_backend, a restart), its goodbye and the end of the stream; on a
+    listening one, more notifications. One poll() tells, without a round trip."""
     try:
         fd = conn.fileno()
     except psycopg.Error:  # closed
@@ -170,7 +170,7 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
 
         psycopg_pool hands out idle connections unchecked (its ``check`` callback costs a
         round trip per checkout, and a failed check backs off for seconds). A connection
-        the server ended while it sat in the pool has input waiting (:func:`_has_input`);
+        the server ended while it sat in the pool has input waiting (:func:`has_input`);
         only such a one is checked with an empty query, and if that fails it is closed and
         given back (the pool opens a replacement) and the next one is taken. So after
         pg_terminate_backend or a restart no operation fails on a dead pooled connection;
@@ -184,7 +184,7 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
                 raise StoreError(
                     f"no PostgreSQL connection within {self.timeout} s: {exc}"
                 ) from exc
-            if not _has_input(conn):
+            if not has_input(conn):
                 return conn
             try:
                 ConnectionPool.check_connection(conn)

@@ -16,7 +16,7 @@ from psycopg import Connection, sql
 from psycopg.conninfo import conninfo_to_dict
 
 from skiplock.adapters._pg._notify import PgNotifierBase
-from skiplock.adapters.psycopg._driver import _has_input
+from skiplock.adapters.psycopg._driver import has_input
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -86,10 +86,11 @@ class PsycopgNotifier(PgNotifierBase):
         got = False
         for _ in conn.notifies(timeout=timeout, stop_after=1):
             got = True
-        if got and _has_input(conn):
+        if got and has_input(conn):
             # Drain what already arrived so a burst wakes the worker once, not N times.
-            # Only when the socket has more: the drain costs a turn of the event loop,
-            # which a lone wakeup (the pickup of one job) would wait for.
+            # Only when the socket has more: the drain is a wait of its own (a turn of
+            # the event loop when async) that a lone wakeup, the pickup of one job,
+            # would otherwise pay before its claim.
             for _ in conn.notifies(timeout=0):
                 pass
         return got

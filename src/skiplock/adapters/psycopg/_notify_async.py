@@ -11,7 +11,7 @@ from psycopg import AsyncConnection, sql
 from psycopg.conninfo import conninfo_to_dict
 
 from skiplock.adapters._pg._notify_async import AsyncPgNotifierBase
-from skiplock.adapters.psycopg._driver_async import _has_input
+from skiplock.adapters.psycopg._driver_async import has_input
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -81,10 +81,11 @@ class AsyncPsycopgNotifier(AsyncPgNotifierBase):
         got = False
         async for _ in conn.notifies(timeout=timeout, stop_after=1):
             got = True
-        if got and _has_input(conn):
+        if got and has_input(conn):
             # Drain what already arrived so a burst wakes the worker once, not N times.
-            # Only when the socket has more: the drain costs a turn of the event loop,
-            # which a lone wakeup (the pickup of one job) would wait for.
+            # Only when the socket has more: the drain is a wait of its own (a turn of
+            # the event loop when async) that a lone wakeup, the pickup of one job,
+            # would otherwise pay before its claim.
             async for _ in conn.notifies(timeout=0):
                 pass
         return got
