@@ -41,3 +41,15 @@ def test_contract_kit_calls_every_notifier_method() -> None:
         name for name in _port_methods(AsyncNotifier) if not re.search(rf"\.{name}\(", source)
     }
     assert not missing, f"notifier methods with no contract test: {sorted(missing)}"
+
+
+def test_the_batch_of_columns_test_takes_both_postgresql_write_paths() -> None:
+    # The kit cannot import an adapter: its batch sizes are literals that must bracket
+    # the PostgreSQL stores' switch from one INSERT to COPY, or one path goes untested.
+    from skiplock.adapters._pg._store_async import COPY_THRESHOLD
+    from skiplock.testing.contract._enqueue_async import AsyncEnqueueContract
+
+    test = AsyncEnqueueContract.test_enqueue_takes_a_batch_of_columns_as_its_requests
+    [mark] = [m for m in getattr(test, "pytestmark", []) if m.name == "parametrize"]
+    sizes = mark.args[1]
+    assert min(sizes) < COPY_THRESHOLD <= max(sizes)
