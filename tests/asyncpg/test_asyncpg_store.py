@@ -264,9 +264,11 @@ async def test_session_state_left_on_a_lent_connection_is_reset(
                 f'SET ROLE "{role}"',  # not undone by asyncpg's own reset (RESET ALL)
             ]:
                 await conn.execute(statement)
-        # The store's own connection class resets in one round trip; a caller's class
-        # gets asyncpg's reset query and then the store's.
+        # The store's own connection class resets in one round trip, the COMMIT's after
+        # a transaction; a caller's class gets asyncpg's reset query and then the store's.
         assert len(resets) == (1 if connection_class is None else 2)
+        with_commit = connection_class is None and block == "transaction"
+        assert resets[0].startswith("COMMIT;") == with_commit
         async with store.autocommit() as conn:
             conn.remove_query_logger(log)
             assert tuple(await conn.fetchrow(_SESSION)) == clean
@@ -277,6 +279,35 @@ async def test_session_state_left_on_a_lent_connection_is_reset(
     finally:
         await store.close()
         await db.execute(f'DROP ROLE "{role}"')
+
+
+async def test_a_lent_transaction_whose_commit_fails_is_rolled_back_and_reset(
+    apg_dsn: str, db: Any
+) -> None:
+    await db.execute(
+        "DROP TABLE IF EXISTS deferred; CREATE TABLE deferred (id int PRIMARY KEY, "
+        "parent int REFERENCES deferred DEFERRABLE INITIALLY DEFERRED)"
+    )
+    store = AsyncpgJobStore(apg_dsn, max_size=1)
+
+    async def orphan() -> None:
+        async with store.transaction() as tx:
+            await tx.execute("SET search_path TO other, public")
+            async with tx.transaction():  # a savepoint, as on any asyncpg connection
+                await tx.execute("INSERT INTO deferred VALUES (1, 2)")  # fails at COMMIT
+
+    try:
+        with pytest.raises(asyncpg.ForeignKeyViolationError):
+            await orphan()
+        assert await db.fetchval("SELECT count(*) FROM deferred") == 0
+        async with store.autocommit() as conn:
+            assert await conn.fetchval("SHOW search_path") == '"$user", public'
+        [result] = await store.enqueue([_req()])
+        [job] = await store.claim(_claim())
+        assert job.id == result.id
+    finally:
+        await store.close()
+        await db.execute("DROP TABLE deferred")
 
 
 async def test_store_on_a_caller_pool_leaves_it_open(apg_dsn: str) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from skiplock import Engine, JobContext, JobState, Settings
 from skiplock._compat import join, sleep, spawn
+from skiplock.adapters._pg._driver import SESSION_RESET
 from skiplock.adapters.psycopg import PsycopgJobStore
 from skiplock.adapters.psycopg import _driver as driver_module
 from skiplock.core import ClaimRequest, Completion, EnqueueRequest, StoreError, Succeeded
@@ -180,6 +181,85 @@ def test_a_transactional_processor_that_changes_its_session_harms_no_later_job(
         assert seen[0][1:3] == ('"$user", public', "off")
     finally:
         store.close()
+
+
+def test_the_reset_after_a_transaction_travels_with_its_commit(
+    store: PsycopgJobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[str] = []
+    script = driver_module.PsycopgDriver.script
+
+    def recording(self: Any, conn: Any, text: str) -> None:
+        sent.append(text)
+        script(self, conn, text)
+
+    monkeypatch.setattr(driver_module.PsycopgDriver, "script", recording)
+    with store.transaction() as tx:
+        tx.execute("SET search_path TO other")
+    # BEGIN, then COMMIT and the reset in one round trip: no reset of its own.
+    assert sent == ["BEGIN", f"COMMIT; {SESSION_RESET}"]
+    with store.autocommit() as conn:
+        cur = conn.execute("SHOW search_path")
+        assert cur.fetchone() == ('"$user", public',)
+
+
+def test_a_transaction_whose_commit_fails_is_rolled_back_and_reset(
+    store: PsycopgJobStore, pg_dsn: str
+) -> None:
+    table = f"deferred_{uuid.uuid4().hex[:8]}"
+    sql(
+        pg_dsn,
+        f"CREATE TABLE {table} (id int PRIMARY KEY, "
+        f"parent int REFERENCES {table} DEFERRABLE INITIALLY DEFERRED)",
+    )
+    try:
+        clean = _session(store)
+
+        def orphan() -> None:
+            with store.transaction() as tx:
+                tx.execute("SET search_path TO other, public")
+                tx.execute(f"INSERT INTO {table} VALUES (1, 2)")  # fails at COMMIT
+
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            orphan()
+        assert sql(pg_dsn, f"SELECT count(*) FROM {table}") == [(0,)]
+        assert _session(store) == clean
+        _enqueue_claim_complete(store)
+    finally:
+        sql(pg_dsn, f"DROP TABLE {table}")
+
+
+def test_a_transaction_inside_a_lent_transaction_is_a_savepoint(
+    store: PsycopgJobStore, pg_dsn: str
+) -> None:
+    table = f"nested_{uuid.uuid4().hex[:8]}"
+    sql(pg_dsn, f"CREATE TABLE {table} (id int)")
+
+    def insert(conn: Any, value: int, *, then_fail: bool = False) -> None:
+        conn.execute(f"INSERT INTO {table} VALUES (%s)", [value])
+        if then_fail:
+            raise KeyError(value)
+
+    def nested(tx: Any, value: int, *, then_fail: bool = False) -> None:
+        with tx.transaction():
+            insert(tx, value, then_fail=then_fail)
+
+    def alone(value: int, *, then_fail: bool = False) -> None:
+        with store.transaction() as tx:
+            insert(tx, value, then_fail=then_fail)
+
+    try:
+        with store.transaction() as tx:
+            insert(tx, 1)
+            with pytest.raises(KeyError):
+                nested(tx, 2, then_fail=True)
+            nested(tx, 3)
+        assert sql(pg_dsn, f"SELECT id FROM {table} ORDER BY id") == [(1,), (3,)]
+        with pytest.raises(KeyError):
+            alone(4, then_fail=True)
+        assert sql(pg_dsn, f"SELECT id FROM {table} ORDER BY id") == [(1,), (3,)]
+    finally:
+        sql(pg_dsn, f"DROP TABLE {table}")
 
 
 # ---- connections the server ended ------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 
 from skiplock import AsyncEngine, JobContext, JobState, Settings
 from skiplock._compat_async import join, sleep, spawn
+from skiplock.adapters._pg._driver_async import SESSION_RESET
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore
 from skiplock.adapters.psycopg import _driver_async as driver_module
 from skiplock.core import ClaimRequest, Completion, EnqueueRequest, StoreError, Succeeded
@@ -180,6 +181,85 @@ async def test_a_transactional_processor_that_changes_its_session_harms_no_later
         assert seen[0][1:3] == ('"$user", public', "off")
     finally:
         await store.close()
+
+
+async def test_the_reset_after_a_transaction_travels_with_its_commit(
+    store: AsyncPsycopgJobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[str] = []
+    script = driver_module.AsyncPsycopgDriver.script
+
+    async def recording(self: Any, conn: Any, text: str) -> None:
+        sent.append(text)
+        await script(self, conn, text)
+
+    monkeypatch.setattr(driver_module.AsyncPsycopgDriver, "script", recording)
+    async with store.transaction() as tx:
+        await tx.execute("SET search_path TO other")
+    # BEGIN, then COMMIT and the reset in one round trip: no reset of its own.
+    assert sent == ["BEGIN", f"COMMIT; {SESSION_RESET}"]
+    async with store.autocommit() as conn:
+        cur = await conn.execute("SHOW search_path")
+        assert await cur.fetchone() == ('"$user", public',)
+
+
+async def test_a_transaction_whose_commit_fails_is_rolled_back_and_reset(
+    store: AsyncPsycopgJobStore, pg_dsn: str
+) -> None:
+    table = f"deferred_{uuid.uuid4().hex[:8]}"
+    sql(
+        pg_dsn,
+        f"CREATE TABLE {table} (id int PRIMARY KEY, "
+        f"parent int REFERENCES {table} DEFERRABLE INITIALLY DEFERRED)",
+    )
+    try:
+        clean = await _session(store)
+
+        async def orphan() -> None:
+            async with store.transaction() as tx:
+                await tx.execute("SET search_path TO other, public")
+                await tx.execute(f"INSERT INTO {table} VALUES (1, 2)")  # fails at COMMIT
+
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            await orphan()
+        assert sql(pg_dsn, f"SELECT count(*) FROM {table}") == [(0,)]
+        assert await _session(store) == clean
+        await _enqueue_claim_complete(store)
+    finally:
+        sql(pg_dsn, f"DROP TABLE {table}")
+
+
+async def test_a_transaction_inside_a_lent_transaction_is_a_savepoint(
+    store: AsyncPsycopgJobStore, pg_dsn: str
+) -> None:
+    table = f"nested_{uuid.uuid4().hex[:8]}"
+    sql(pg_dsn, f"CREATE TABLE {table} (id int)")
+
+    async def insert(conn: Any, value: int, *, then_fail: bool = False) -> None:
+        await conn.execute(f"INSERT INTO {table} VALUES (%s)", [value])
+        if then_fail:
+            raise KeyError(value)
+
+    async def nested(tx: Any, value: int, *, then_fail: bool = False) -> None:
+        async with tx.transaction():
+            await insert(tx, value, then_fail=then_fail)
+
+    async def alone(value: int, *, then_fail: bool = False) -> None:
+        async with store.transaction() as tx:
+            await insert(tx, value, then_fail=then_fail)
+
+    try:
+        async with store.transaction() as tx:
+            await insert(tx, 1)
+            with pytest.raises(KeyError):
+                await nested(tx, 2, then_fail=True)
+            await nested(tx, 3)
+        assert sql(pg_dsn, f"SELECT id FROM {table} ORDER BY id") == [(1,), (3,)]
+        with pytest.raises(KeyError):
+            await alone(4, then_fail=True)
+        assert sql(pg_dsn, f"SELECT id FROM {table} ORDER BY id") == [(1,), (3,)]
+    finally:
+        sql(pg_dsn, f"DROP TABLE {table}")
 
 
 # ---- connections the server ended ------------------------------------------------------------

@@ -73,6 +73,10 @@ class Connector:
             conn.terminate()
 
 
+#: The statement asyncpg's ``Transaction`` commits with.
+_ASYNCPG_COMMIT = "COMMIT;"
+
+
 def connect_error(exc: BaseException) -> StoreError:
     """The StoreError raised when no connection could be had."""
     return StoreError(f"cannot get a PostgreSQL connection: {type(exc).__name__}: {exc}")
@@ -89,10 +93,39 @@ class ResettingConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg 
     """The connections of a pool the store creates: their :meth:`reset` sends
     :data:`SESSION_RESET` (a superset of asyncpg's own reset query: it also ends SET
     ROLE/SESSION AUTHORIZATION and drops temporary tables) in one round trip, after
-    asyncpg's client-side reset (listener callbacks, an open transaction)."""
+    asyncpg's client-side reset (listener callbacks, an open transaction).
+
+    After :meth:`reset_with_commit` the reset travels with the transaction's ``COMMIT``
+    instead, in the same round trip, and the next :meth:`reset` sends no query.
+    """
+
+    _commit_resets = False  # the next COMMIT carries SESSION_RESET
+    _session_reset = False  # it did: reset() has no query to send
+
+    def reset_with_commit(self) -> None:
+        """Send :data:`SESSION_RESET` with the ``COMMIT`` that ends the open transaction
+        (asyncpg's ``Transaction`` sends it through :meth:`execute`). Should asyncpg
+        commit some other way, the reset simply stays with :meth:`reset`."""
+        self._commit_resets = True
+
+    async def execute(self, query: str, *args: Any, timeout: float | None = None) -> str:
+        if self._commit_resets and query == _ASYNCPG_COMMIT and not args:
+            self._commit_resets = False
+            # A failed COMMIT (a deferred constraint) skips the rest: reset() sends it.
+            status: str = await super().execute(f"COMMIT; {SESSION_RESET}", timeout=timeout)
+            self._session_reset = True
+            return status
+        result: str = await super().execute(query, *args, timeout=timeout)
+        return result
 
     def get_reset_query(self) -> str:
-        return SESSION_RESET
+        return "" if self._session_reset else SESSION_RESET
+
+    async def reset(self, *, timeout: float | None = None) -> None:
+        try:
+            await super().reset(timeout=timeout)
+        finally:
+            self._commit_resets = self._session_reset = False
 
 
 class AsyncpgDriver(AsyncPgDriver[Any, Any]):
@@ -125,6 +158,8 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
                 f"pool_or_dsn must be a DSN string or an asyncpg.Pool, got {type(given).__name__}"
             )
         self.pgbouncer = pgbouncer
+        # Whether lent transactions send the session reset with their COMMIT (open()).
+        self._resets_with_commit = False
         # PgBouncer: a session setting would land on whichever server connection it picks.
         self.session_settings = not pgbouncer
         self._timeout = timeout
@@ -144,8 +179,10 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
         # when they come back (see lent()).
         extra: dict[str, Any] = {"reset": _keep_session}
         if "connection_class" not in self._connect_kwargs:
-            # A lent connection's reset is then one round trip, not two (see lent()).
+            # A lent connection's reset is then one round trip, not two (see lent()),
+            # and after a transaction none of its own.
             extra["connection_class"] = ResettingConnection
+            self._resets_with_commit = not self.pgbouncer
         pool = asyncpg.create_pool(
             self._dsn, min_size=min_size, max_size=max_size, **extra, **self._connect_kwargs
         )
@@ -186,7 +223,8 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
         goes back to an owned pool: asyncpg's reset (an open transaction, listener
         callbacks) with :data:`SESSION_RESET` as its query (SET, SET ROLE, SET SESSION
         AUTHORIZATION, LISTEN, advisory locks, temporary tables), one round trip for the
-        pool's :class:`ResettingConnection`. A connection that cannot be reset is
+        pool's :class:`ResettingConnection`, none after a transaction whose ``COMMIT``
+        carried it (see :meth:`transaction`). A connection that cannot be reset is
         terminated (the pool replaces it); never raises, so the processor's outcome
         stands."""
         try:
@@ -226,6 +264,9 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
     async def transaction(self, conn: Any) -> AsyncIterator[Any]:
         async with conn.transaction():
             yield conn
+            if self._resets_with_commit:
+                # lent() owes a session reset: it travels with the COMMIT.
+                conn.reset_with_commit()
 
     async def adopt(self, connection: Any) -> Any:
         # A connection, or a pool's proxy of one (what ``pool.acquire()`` yields).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import select
+import weakref
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
@@ -49,6 +50,14 @@ def has_input(conn: Connection[Any]) -> bool:
         return bool(poller.poll(0))  # POLLHUP and POLLERR are always reported too
     readable, _, broken = select.select([fd], [], [fd], 0)  # Windows
     return bool(readable or broken)
+
+
+def _pop(conns: weakref.WeakSet[Connection[Any]], conn: Connection[Any]) -> bool:
+    """Remove ``conn`` from ``conns``; whether it was there."""
+    if conn in conns:
+        conns.discard(conn)
+        return True
+    return False
 
 
 class _ClientSettings(NamedTuple):
@@ -105,6 +114,8 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
     ) -> None:
         self._timeout_ms = timeout_ms
         self.timeout = timeout
+        # Connections whose session was reset with the COMMIT of transaction().
+        self._reset_by_commit: weakref.WeakSet[Connection[Any]] = weakref.WeakSet()
         self.connect_kwargs: dict[str, Any] = {}
         self.conninfo: str | None
         self.pool: ConnectionPool[Any]
@@ -227,7 +238,8 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
                 conn.rollback()  # e.g. a BEGIN left open in an autocommit() block
             settings.restore(conn)
             if self._owns_pool:
-                self.script(conn, SESSION_RESET)
+                if not _pop(self._reset_by_commit, conn):
+                    self.script(conn, SESSION_RESET)
                 if self._timeout_ms is not None:
                     self._configure(conn)
         except psycopg.Error as exc:
@@ -263,8 +275,28 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
 
     @contextmanager
     def transaction(self, conn: Connection[Any]) -> Iterator[Connection[Any]]:
-        with conn.transaction():
+        if not self._owns_pool:
+            with conn.transaction():
+                yield conn
+            return
+        # On a pool the driver made, the session reset that lent() owes travels with the
+        # COMMIT, one round trip instead of two. psycopg's transaction() sends its COMMIT
+        # alone, so the block is opened and ended here; a conn.transaction() inside it
+        # still nests as a savepoint (psycopg sees the open block on the server).
+        self.script(conn, "BEGIN")
+        try:
             yield conn
+        except BaseException:
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                try:
+                    conn.rollback()
+                except psycopg.Error as exc:  # lent() closes a connection it cannot reset
+                    logger.info("could not roll back a lent connection: %s", exc)
+            raise
+        # A failed COMMIT (a deferred constraint) skips the reset and raises here, and
+        # lent() resets; the reset itself cannot fail on a live session.
+        self.script(conn, f"COMMIT; {SESSION_RESET}")
+        self._reset_by_commit.add(conn)
 
     def adopt(self, connection: Any) -> Connection[Any]:
         if isinstance(connection, Connection):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import select
+import weakref
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
@@ -44,6 +45,14 @@ def has_input(conn: AsyncConnection[Any]) -> bool:
         return bool(poller.poll(0))  # POLLHUP and POLLERR are always reported too
     readable, _, broken = select.select([fd], [], [fd], 0)  # Windows
     return bool(readable or broken)
+
+
+def _pop(conns: weakref.WeakSet[AsyncConnection[Any]], conn: AsyncConnection[Any]) -> bool:
+    """Remove ``conn`` from ``conns``; whether it was there."""
+    if conn in conns:
+        conns.discard(conn)
+        return True
+    return False
 
 
 class _ClientSettings(NamedTuple):
@@ -100,6 +109,8 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
     ) -> None:
         self._timeout_ms = timeout_ms
         self.timeout = timeout
+        # Connections whose session was reset with the COMMIT of transaction().
+        self._reset_by_commit: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
         self.connect_kwargs: dict[str, Any] = {}
         self.conninfo: str | None
         self.pool: AsyncConnectionPool[Any]
@@ -224,7 +235,8 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
                 await conn.rollback()  # e.g. a BEGIN left open in an autocommit() block
             await settings.restore(conn)
             if self._owns_pool:
-                await self.script(conn, SESSION_RESET)
+                if not _pop(self._reset_by_commit, conn):
+                    await self.script(conn, SESSION_RESET)
                 if self._timeout_ms is not None:
                     await self._configure(conn)
         except psycopg.Error as exc:
@@ -262,8 +274,28 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
 
     @asynccontextmanager
     async def transaction(self, conn: AsyncConnection[Any]) -> AsyncIterator[AsyncConnection[Any]]:
-        async with conn.transaction():
+        if not self._owns_pool:
+            async with conn.transaction():
+                yield conn
+            return
+        # On a pool the driver made, the session reset that lent() owes travels with the
+        # COMMIT, one round trip instead of two. psycopg's transaction() sends its COMMIT
+        # alone, so the block is opened and ended here; a conn.transaction() inside it
+        # still nests as a savepoint (psycopg sees the open block on the server).
+        await self.script(conn, "BEGIN")
+        try:
             yield conn
+        except BaseException:
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                try:
+                    await conn.rollback()
+                except psycopg.Error as exc:  # lent() closes a connection it cannot reset
+                    logger.info("could not roll back a lent connection: %s", exc)
+            raise
+        # A failed COMMIT (a deferred constraint) skips the reset and raises here, and
+        # lent() resets; the reset itself cannot fail on a live session.
+        await self.script(conn, f"COMMIT; {SESSION_RESET}")
+        self._reset_by_commit.add(conn)
 
     async def adopt(self, connection: Any) -> AsyncConnection[Any]:
         if isinstance(connection, AsyncConnection):
