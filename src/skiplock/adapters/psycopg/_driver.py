@@ -52,6 +52,11 @@ def has_input(conn: Connection[Any]) -> bool:
     return bool(readable or broken)
 
 
+def _open(conn: Connection[Any]) -> bool:
+    """Whether a transaction is open (or failed) on a connection that is not closed."""
+    return not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE
+
+
 def _pop(conns: weakref.WeakSet[Connection[Any]], conn: Connection[Any]) -> bool:
     """Remove ``conn`` from ``conns``; whether it was there."""
     if conn in conns:
@@ -171,8 +176,19 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
     def acquire(self) -> Iterator[Connection[Any]]:
         conn = self._checkout()
         try:
-            with conn:  # commit or roll back like pool.connection()
-                yield conn
+            yield conn
+            # What leaving ``with conn`` does (commit; roll back on error), without
+            # its lock and generator when no transaction is open: the usual case, an
+            # autocommit connection. A caller's pool may lend one that is not.
+            if _open(conn):
+                conn.commit()
+        except BaseException:
+            if _open(conn):
+                try:
+                    conn.rollback()
+                except psycopg.Error as exc:  # the pool discards a broken connection
+                    logger.warning("error ignored in rollback on %s: %s", conn, exc)
+            raise
         finally:
             self.pool.putconn(conn)
 

@@ -47,6 +47,11 @@ def has_input(conn: AsyncConnection[Any]) -> bool:
     return bool(readable or broken)
 
 
+def _open(conn: AsyncConnection[Any]) -> bool:
+    """Whether a transaction is open (or failed) on a connection that is not closed."""
+    return not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE
+
+
 def _pop(conns: weakref.WeakSet[AsyncConnection[Any]], conn: AsyncConnection[Any]) -> bool:
     """Remove ``conn`` from ``conns``; whether it was there."""
     if conn in conns:
@@ -168,8 +173,19 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
     async def acquire(self) -> AsyncIterator[AsyncConnection[Any]]:
         conn = await self._checkout()
         try:
-            async with conn:  # commit or roll back like pool.connection()
-                yield conn
+            yield conn
+            # What leaving ``async with conn`` does (commit; roll back on error), without
+            # its lock and generator when no transaction is open: the usual case, an
+            # autocommit connection. A caller's pool may lend one that is not.
+            if _open(conn):
+                await conn.commit()
+        except BaseException:
+            if _open(conn):
+                try:
+                    await conn.rollback()
+                except psycopg.Error as exc:  # the pool discards a broken connection
+                    logger.warning("error ignored in rollback on %s: %s", conn, exc)
+            raise
         finally:
             await self.pool.putconn(conn)
 
