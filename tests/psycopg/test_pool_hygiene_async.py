@@ -229,6 +229,51 @@ async def test_a_transaction_whose_commit_fails_is_rolled_back_and_reset(
         sql(pg_dsn, f"DROP TABLE {table}")
 
 
+async def test_a_block_that_commits_its_lent_transaction_is_reported(
+    store: AsyncPsycopgJobStore, pg_dsn: str
+) -> None:
+    table = f"ended_{uuid.uuid4().hex[:8]}"
+    sql(pg_dsn, f"CREATE TABLE {table} (id int)")
+
+    async def commits_inside() -> None:
+        async with store.transaction() as tx:
+            await tx.execute("SET search_path TO other, public")
+            await tx.execute(f"INSERT INTO public.{table} VALUES (1)")
+            await tx.commit()
+
+    try:
+        clean = await _session(store)
+        with pytest.raises(psycopg.ProgrammingError, match="ended inside its block"):
+            await commits_inside()
+        assert await _session(store) == clean  # still reset
+        await _enqueue_claim_complete(store)
+    finally:
+        sql(pg_dsn, f"DROP TABLE {table}")
+
+
+async def test_a_transactional_job_that_commits_its_transaction_fails(pg_dsn: str) -> None:
+    store = AsyncPsycopgJobStore(pg_dsn, min_size=1, max_size=2)
+    engine = AsyncEngine(store, Settings(poll_interval=0.05))
+
+    @engine.processor("pg.commits", transactional=True, max_attempts=1)
+    async def commits(payload: int, ctx: JobContext) -> None:
+        await ctx.connection.execute("SELECT 1")
+        await ctx.connection.commit()
+
+    try:
+        job_id = (await engine.enqueue("pg.commits", 1)).id
+        assert await engine.worker(install_signal_handlers=False).run_until_idle() == 1
+        job = await engine.get_job(job_id)
+        assert job is not None
+        # Its completion was refused: the job is not recorded as succeeded outside the
+        # transaction its processor ended.
+        assert job.state == JobState.DEAD
+        assert job.last_error is not None
+        assert "ended inside its block" in job.last_error
+    finally:
+        await store.close()
+
+
 async def test_a_transaction_inside_a_lent_transaction_is_a_savepoint(
     store: AsyncPsycopgJobStore, pg_dsn: str
 ) -> None:

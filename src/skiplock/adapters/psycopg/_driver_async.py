@@ -52,6 +52,22 @@ def _open(conn: AsyncConnection[Any]) -> bool:
     return not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE
 
 
+def _ended(conn: AsyncConnection[Any], lent: weakref.WeakSet[AsyncConnection[Any]]) -> bool:
+    """Whether ``conn`` is in a transaction() block whose transaction user code ended."""
+    return conn in lent and conn.info.transaction_status == TransactionStatus.IDLE
+
+
+def _ended_error() -> psycopg.ProgrammingError:
+    # psycopg's own transaction() refuses commit() and rollback() inside it; the block
+    # the driver opens itself (to send the reset with its COMMIT) reports them here.
+    return psycopg.ProgrammingError(
+        "the transaction lent by the store was ended inside its block (commit() or "
+        "rollback() on the lent connection): what ran after that was not part of it, "
+        "and the store writes nothing more on it; use a savepoint (conn.transaction()) "
+        "instead"
+    )
+
+
 def _pop(conns: weakref.WeakSet[AsyncConnection[Any]], conn: AsyncConnection[Any]) -> bool:
     """Remove ``conn`` from ``conns``; whether it was there."""
     if conn in conns:
@@ -116,6 +132,8 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
         self.timeout = timeout
         # Connections whose session was reset with the COMMIT of transaction().
         self._reset_by_commit: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
+        # Connections in a transaction() block that the driver opened itself.
+        self._lent_transactions: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
         self.connect_kwargs: dict[str, Any] = {}
         self.conninfo: str | None
         self.pool: AsyncConnectionPool[Any]
@@ -299,6 +317,7 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
         # alone, so the block is opened and ended here; a conn.transaction() inside it
         # still nests as a savepoint (psycopg sees the open block on the server).
         await self.script(conn, "BEGIN")
+        self._lent_transactions.add(conn)
         try:
             yield conn
         except BaseException:
@@ -308,6 +327,10 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
                 except psycopg.Error as exc:  # lent() closes a connection it cannot reset
                     logger.info("could not roll back a lent connection: %s", exc)
             raise
+        finally:
+            self._lent_transactions.discard(conn)
+        if conn.info.transaction_status == TransactionStatus.IDLE:
+            raise _ended_error()  # and lent() resets on its own
         # A failed COMMIT (a deferred constraint) skips the reset and raises here, and
         # lent() resets; the reset itself cannot fail on a live session.
         await self.script(conn, f"COMMIT; {SESSION_RESET}")
@@ -315,6 +338,8 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
 
     async def adopt(self, connection: Any) -> AsyncConnection[Any]:
         if isinstance(connection, AsyncConnection):
+            if _ended(connection, self._lent_transactions):
+                raise _ended_error()  # before the store writes outside that transaction
             return connection
         expected = AsyncConnection.__name__
         raise TypeError(
