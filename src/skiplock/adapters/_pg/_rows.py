@@ -312,7 +312,10 @@ def enqueue_one_params(request: EnqueueRequest) -> dict[str, Any]:
         "payload": _payload_text(request),
         "priority": request.priority,
         "available_at": request.available_at,
-        "delay": request.delay,
+        # Whole microseconds, as batches send them: an exact duration. A timedelta sent
+        # as an interval keeps its days, which a session time zone with daylight saving
+        # time adds as calendar days (23 or 25 hours).
+        "delay_us": None if request.delay is None else request.delay // _MICROSECOND,
         "max_attempts": request.max_attempts,
         "explicit_max_attempts": request.explicit_max_attempts,
         "trace_context": _trace_text(request.trace_context),

@@ -241,7 +241,7 @@ INSERT INTO {schema}.jobs AS j (
 )
 VALUES (
     :kind::text, :tenant::text, CAST(:payload::text AS jsonb), :priority::int,
-    coalesce(:available_at::timestamptz, now() + :delay::interval, now()),
+    coalesce(:available_at::timestamptz, now() + :delay_us::bigint * interval '1 microsecond', now()),
     :max_attempts::int, :explicit_max_attempts::bool, CAST(:trace_context::text AS jsonb)
 )
 
