@@ -10,6 +10,7 @@ that use it: tox's asyncpg env has no psycopg, and its process tests use the res
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import os
 import signal
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -96,3 +98,15 @@ def worker_processes(
             text = log.read_text(errors="replace")
             if "Traceback" in text:
                 print(f"--- {log.name}\n{text}")
+
+
+def zone_with_daylight_saving_in_two_days() -> str:
+    """A POSIX time zone (for ``SET TimeZone``) whose clocks go forward an hour two days
+    from now (UTC): a duration added as calendar days across it is an hour short."""
+    today = datetime.now(UTC).date()
+    day = today.timetuple().tm_yday
+    if calendar.isleap(today.year) and today.month > 2:
+        day -= 1  # POSIX Jn days never count February 29
+    start = (day + 1) % 365 + 1
+    end = (start + 99) % 365 + 1
+    return f"AAA0BBB,J{start}/0,J{end}/0"

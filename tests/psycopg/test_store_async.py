@@ -3,9 +3,8 @@ locks (J13), concurrency across connections (R15, R16), bulk enqueue (X1)."""
 
 from __future__ import annotations
 
-import calendar
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -32,7 +31,7 @@ from skiplock.core import (
     WorkerInfo,
 )
 from tests.pgfixtures import store_fixture
-from tests.pghelpers import sql
+from tests.pghelpers import sql, zone_with_daylight_saving_in_two_days
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -171,24 +170,13 @@ async def test_times_are_utc_whatever_the_session_time_zone(
         await conn.rollback()
 
 
-def _zone_with_daylight_saving_in_two_days() -> str:
-    """A POSIX time zone whose clocks go forward an hour two days from now (UTC)."""
-    today = datetime.now(UTC).date()
-    day = today.timetuple().tm_yday
-    if calendar.isleap(today.year) and today.month > 2:
-        day -= 1  # POSIX Jn days never count February 29
-    start = (day + 1) % 365 + 1
-    end = (start + 99) % 365 + 1
-    return f"AAA0BBB,J{start}/0,J{end}/0"
-
-
 async def test_a_delay_is_an_exact_duration_in_any_session_time_zone(
     store: AsyncPsycopgJobStore, pg_dsn: str
 ) -> None:
     # Days added as calendar days would be an hour short across the change of clocks.
     delay = timedelta(days=5)
     async with await AsyncConnection.connect(pg_dsn) as conn:
-        await conn.execute(f"SET TimeZone = '{_zone_with_daylight_saving_in_two_days()}'")
+        await conn.execute(f"SET TimeZone = '{zone_with_daylight_saving_in_two_days()}'")
         single = await store.enqueue([_req(delay=delay)], connection=conn)
         batch = await store.enqueue([_req(delay=delay), _req(delay=delay)], connection=conn)
         for result in [*single, *batch]:
