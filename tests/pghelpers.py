@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -110,3 +111,15 @@ def zone_with_daylight_saving_in_two_days() -> str:
     start = (day + 1) % 365 + 1
     end = (start + 99) % 365 + 1
     return f"AAA0BBB,J{start}/0,J{end}/0"
+
+
+def deferred_reference_table(dsn: str) -> str:
+    """Create a table whose rows reference it with a deferred foreign key, so an insert of
+    ``(1, 2)`` fails only at COMMIT; its name (drop it when done)."""
+    table = f"deferred_{uuid.uuid4().hex[:8]}"
+    sql(
+        dsn,
+        f"CREATE TABLE {table} (id int PRIMARY KEY, "
+        f"parent int REFERENCES {table} DEFERRABLE INITIALLY DEFERRED)",
+    )
+    return table

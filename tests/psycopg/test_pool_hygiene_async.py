@@ -18,7 +18,7 @@ from skiplock.adapters.psycopg import AsyncPsycopgJobStore
 from skiplock.adapters.psycopg import _driver_async as driver_module
 from skiplock.core import ClaimRequest, Completion, EnqueueRequest, StoreError, Succeeded
 from tests.pgfixtures import store_fixture
-from tests.pghelpers import sql
+from tests.pghelpers import deferred_reference_table, sql
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -206,12 +206,7 @@ async def test_the_reset_after_a_transaction_travels_with_its_commit(
 async def test_a_transaction_whose_commit_fails_is_rolled_back_and_reset(
     store: AsyncPsycopgJobStore, pg_dsn: str
 ) -> None:
-    table = f"deferred_{uuid.uuid4().hex[:8]}"
-    sql(
-        pg_dsn,
-        f"CREATE TABLE {table} (id int PRIMARY KEY, "
-        f"parent int REFERENCES {table} DEFERRABLE INITIALLY DEFERRED)",
-    )
+    table = deferred_reference_table(pg_dsn)
     try:
         clean = await _session(store)
 

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import psycopg
 from psycopg import Connection, IsolationLevel, sql
-from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from skiplock.adapters._pg._driver import SESSION_RESET, PgDriver
+from skiplock.adapters.psycopg._connections import ended_error, idle, in_transaction
 from skiplock.core import StoreError
 
 if TYPE_CHECKING:
@@ -50,35 +50,6 @@ def has_input(conn: Connection[Any]) -> bool:
         return bool(poller.poll(0))  # POLLHUP and POLLERR are always reported too
     readable, _, broken = select.select([fd], [], [fd], 0)  # Windows
     return bool(readable or broken)
-
-
-def _open(conn: Connection[Any]) -> bool:
-    """Whether a transaction is open (or failed) on a connection that is not closed."""
-    return not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE
-
-
-def _ended(conn: Connection[Any], lent: weakref.WeakSet[Connection[Any]]) -> bool:
-    """Whether ``conn`` is in a transaction() block whose transaction user code ended."""
-    return conn in lent and conn.info.transaction_status == TransactionStatus.IDLE
-
-
-def _ended_error() -> psycopg.ProgrammingError:
-    # psycopg's own transaction() refuses commit() and rollback() inside it; the block
-    # the driver opens itself (to send the reset with its COMMIT) reports them here.
-    return psycopg.ProgrammingError(
-        "the transaction lent by the store was ended inside its block (commit() or "
-        "rollback() on the lent connection): what ran after that was not part of it, "
-        "and the store writes nothing more on it; use a savepoint (conn.transaction()) "
-        "instead"
-    )
-
-
-def _pop(conns: weakref.WeakSet[Connection[Any]], conn: Connection[Any]) -> bool:
-    """Remove ``conn`` from ``conns``; whether it was there."""
-    if conn in conns:
-        conns.discard(conn)
-        return True
-    return False
 
 
 class _ClientSettings(NamedTuple):
@@ -198,10 +169,10 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
             # What leaving ``with conn`` does (commit; roll back on error), without
             # its lock and generator when no transaction is open: the usual case, an
             # autocommit connection. A caller's pool may lend one that is not.
-            if _open(conn):
+            if in_transaction(conn):
                 conn.commit()
         except BaseException:
-            if _open(conn):
+            if in_transaction(conn):
                 try:
                     conn.rollback()
                 except psycopg.Error as exc:  # the pool discards a broken connection
@@ -268,11 +239,13 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
         if conn.closed:
             return
         try:
-            if conn.info.transaction_status != TransactionStatus.IDLE:
+            if in_transaction(conn):
                 conn.rollback()  # e.g. a BEGIN left open in an autocommit() block
             settings.restore(conn)
             if self._owns_pool:
-                if not _pop(self._reset_by_commit, conn):
+                if conn in self._reset_by_commit:
+                    self._reset_by_commit.discard(conn)
+                else:
                     self.script(conn, SESSION_RESET)
                 if self._timeout_ms is not None:
                     self._configure(conn)
@@ -322,7 +295,7 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
         try:
             yield conn
         except BaseException:
-            if conn.info.transaction_status != TransactionStatus.IDLE:
+            if in_transaction(conn):
                 try:
                     conn.rollback()
                 except psycopg.Error as exc:  # lent() closes a connection it cannot reset
@@ -330,8 +303,8 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
             raise
         finally:
             self._lent_transactions.discard(conn)
-        if conn.info.transaction_status == TransactionStatus.IDLE:
-            raise _ended_error()  # and lent() resets on its own
+        if idle(conn):
+            raise ended_error()  # and lent() resets on its own
         # A failed COMMIT (a deferred constraint) skips the reset and raises here, and
         # lent() resets; the reset itself cannot fail on a live session.
         self.script(conn, f"COMMIT; {SESSION_RESET}")
@@ -339,8 +312,8 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
 
     def adopt(self, connection: Any) -> Connection[Any]:
         if isinstance(connection, Connection):
-            if _ended(connection, self._lent_transactions):
-                raise _ended_error()  # before the store writes outside that transaction
+            if connection in self._lent_transactions and idle(connection):
+                raise ended_error()  # before the store writes outside that transaction
             return connection
         expected = Connection.__name__
         raise TypeError(
@@ -350,7 +323,7 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
 
     def commits_each_statement(self, conn: Connection[Any]) -> bool:
         # Without autocommit psycopg opens a transaction itself (the caller commits it).
-        return conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
+        return conn.autocommit and idle(conn)
 
     # ---- statements ---------------------------------------------------------------------
 
