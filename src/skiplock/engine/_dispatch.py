@@ -27,7 +27,7 @@ from skiplock._compat import ThreadSafeEvent, spawn
 from skiplock.core import Release, charged_positions
 
 from ._completer import Done
-from ._planner import ClaimPlanner
+from ._planner import ClaimPace, ClaimPlanner
 from ._runner import LOST
 from ._slots import Slots
 
@@ -79,6 +79,8 @@ class Dispatcher:
         self._planner = ClaimPlanner(
             scope, node_slots=node_slots, limiter=limiter, clock=clock, metrics=metrics
         )
+        # When to claim again while jobs are held (under the lock).
+        self._pace = ClaimPace(scope.prefetch)
         self.wakeup = ThreadSafeEvent()
         self.startable = ThreadSafeEvent()
         self.slots = Slots(
@@ -163,10 +165,11 @@ class Dispatcher:
         with self._lock:
             if self._stopping:
                 return 0, 0
-            # Claim again only once a quarter of the buffer (two places at least) is used
-            # up, so a finished job does not cost a claim of one, yet the claim's round
-            # trip is covered by the jobs still held; with no prefetch it is always empty.
-            if self._held and len(self._held) > scope.prefetch - max(scope.prefetch // 4, 2):
+            # With jobs held, claim again only once they would last just a few claim
+            # round trips (ClaimPace): a finished job does not cost a claim of one, and
+            # the next claim returns before the slots run dry. With no prefetch the
+            # buffer is always empty.
+            if not self._pace.due(len(self._held), self._handled):
                 return 0, 0
             busy = self._busy()
             held = busy + len(self._held)
@@ -186,7 +189,15 @@ class Dispatcher:
             self._reserved += start_now
         try:
             plan = self._planner.plan(free, start_now)
-            jobs = self._claim(plan) if plan is not None else []
+            if plan is None:
+                jobs = []
+            else:
+                self._pace.sent()
+                try:
+                    jobs = self._claim(plan)
+                finally:
+                    with self._lock:
+                        self._pace.returned(self._handled)
         except BaseException:
             with self._lock:
                 self._reserved -= start_now

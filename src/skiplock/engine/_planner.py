@@ -10,12 +10,14 @@ slots and reports the claimed jobs to the metrics port.
 from __future__ import annotations
 
 import logging
+import math
+import time
 from typing import TYPE_CHECKING
 
 from skiplock.core import plan_claim
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from skiplock.core import ClaimRequest, Job
     from skiplock.ports import Clock, Metrics
@@ -24,6 +26,66 @@ if TYPE_CHECKING:
     from ._scope import ClaimScope
 
 logger = logging.getLogger("skiplock.worker")
+
+
+class ClaimPace:
+    """When a worker with held jobs claims again: once the jobs still held would last only
+    about :attr:`MARGIN` claim round trips at the rate jobs are finishing now.
+
+    Claiming earlier than that spends a claim (a round trip and a commit, and server time
+    for the index walk) on a few jobs; later, the slots run dry while the claim is in
+    flight. The rate is read over the time since the last claim returned, the round
+    trip is a moving average of the claim calls, both on the real monotonic clock (the
+    cost of I/O, not the engine's business time). The claim point never rises above a
+    quarter of the buffer used up (``prefetch - max(prefetch // 4, 2)`` jobs still held),
+    and without a measurement yet it is that: a worker whose jobs take long (few finish
+    per round trip) claims rarely and in large batches, one with no-op jobs as before.
+    """
+
+    #: Held jobs should last this many claim round trips when the claim is sent.
+    MARGIN = 3.0
+    #: Weight of the newest claim's duration in the moving average.
+    WEIGHT = 0.25
+
+    def __init__(self, prefetch: int, *, now: Callable[[], float] = time.monotonic) -> None:
+        self._now = now
+        self._highest = prefetch - max(prefetch // 4, 2)
+        self._round_trip: float | None = None
+        # (monotonic time, jobs handled) when the last claim returned.
+        self._mark: tuple[float, int] | None = None
+        self._sent_at = 0.0
+
+    def due(self, held: int, handled: int) -> bool:
+        """Whether to claim with ``held`` jobs held and ``handled`` handled so far."""
+        return not held or held <= self.claim_point(handled)
+
+    def claim_point(self, handled: int) -> int:
+        """Claim once no more than this many jobs are held."""
+        highest = self._highest
+        if self._round_trip is None or self._mark is None:
+            return highest
+        since, handled_then = self._mark
+        elapsed = self._now() - since
+        if elapsed <= 0:
+            return highest
+        rate = (handled - handled_then) / elapsed
+        need = math.ceil(self.MARGIN * rate * self._round_trip)
+        return min(highest, max(2, need))
+
+    def sent(self) -> None:
+        """A claim is being sent."""
+        self._sent_at = self._now()
+
+    def returned(self, handled: int) -> None:
+        """The claim sent last returned (also when it failed) with ``handled`` jobs
+        handled so far."""
+        now = self._now()
+        took = now - self._sent_at
+        if self._round_trip is None:
+            self._round_trip = took
+        else:
+            self._round_trip += self.WEIGHT * (took - self._round_trip)
+        self._mark = (now, handled)
 
 
 class ClaimPlanner:
