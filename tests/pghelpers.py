@@ -104,11 +104,23 @@ def worker_processes(
 def zone_with_daylight_saving_in_two_days() -> str:
     """A POSIX time zone (for ``SET TimeZone``) whose clocks go forward an hour two days
     from now (UTC): a duration added as calendar days across it is an hour short."""
+    return _zone_with_daylight_saving_from(2)
+
+
+def zone_with_daylight_saving_since_two_days() -> str:
+    """A POSIX time zone whose clocks went forward an hour two days ago (UTC): a
+    duration subtracted from now as calendar days across it is an hour short."""
+    return _zone_with_daylight_saving_from(-2)
+
+
+def _zone_with_daylight_saving_from(days: int) -> str:
+    # Daylight saving time (one hour ahead of UTC) from ``days`` after today for a
+    # hundred days; standard time is UTC.
     today = datetime.now(UTC).date()
     day = today.timetuple().tm_yday
     if calendar.isleap(today.year) and today.month > 2:
         day -= 1  # POSIX Jn days never count February 29
-    start = (day + 1) % 365 + 1
+    start = (day + days - 1) % 365 + 1
     end = (start + 99) % 365 + 1
     return f"AAA0BBB,J{start}/0,J{end}/0"
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pytest
 from psycopg import AsyncConnection
+from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from skiplock._compat_async import join, sleep, spawn
@@ -31,7 +32,11 @@ from skiplock.core import (
     WorkerInfo,
 )
 from tests.pgfixtures import store_fixture
-from tests.pghelpers import sql, zone_with_daylight_saving_in_two_days
+from tests.pghelpers import (
+    sql,
+    zone_with_daylight_saving_in_two_days,
+    zone_with_daylight_saving_since_two_days,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -184,6 +189,47 @@ async def test_a_delay_is_an_exact_duration_in_any_session_time_zone(
             assert job is not None
             assert job.available_at - job.created_at == delay
         await conn.rollback()
+
+
+async def test_ttls_and_retention_are_exact_durations_in_any_session_time_zone(
+    store: AsyncPsycopgJobStore, pg_dsn: str
+) -> None:
+    # 5 days subtracted as calendar days would reach back only 119 hours across the
+    # change of clocks two days ago: a heartbeat and a completion 119.5 hours old would
+    # count as older than 5 days.
+    five_days, younger = timedelta(days=5), "interval '119 hours 30 minutes'"
+    zone = zone_with_daylight_saving_since_two_days()
+    zoned = AsyncPsycopgJobStore(make_conninfo(pg_dsn, options=f"-c TimeZone={zone}"))
+    try:
+        await zoned.register_worker(WorkerInfo(id="w1", host="h", pid=1))
+        await zoned.enqueue([_req(), _req()])
+        running, done = await zoned.claim(_claim("w1"))
+        await zoned.complete([Completion(lease=done.lease, outcome=Succeeded())])
+        sql(pg_dsn, f"UPDATE skiplock.workers SET heartbeat_at = now() - {younger}")
+        sql(
+            pg_dsn,
+            f"UPDATE skiplock.jobs SET completed_at = now() - {younger} WHERE id = %s",
+            done.id,
+        )
+        assert await zoned.recover_stale(default_ttl=five_days, ttls={}) == []
+        assert (
+            await zoned.recover_stale(default_ttl=timedelta(hours=1), ttls={"pg.job": five_days})
+            == []
+        )
+        assert await zoned.purge(older_than=five_days, archive=False, batch_size=10) == 0
+        assert sql(pg_dsn, "SELECT count(*) FROM skiplock.workers") == [(1,)]
+        # The maintenance period is exact too: a run 119.5 hours ago is not 5 days old.
+        sql(
+            pg_dsn,
+            "INSERT INTO skiplock.maintenance (name, last_run_at) "
+            f"VALUES ('zoned', now() - {younger})",
+        )
+        assert not await zoned.try_maintenance("zoned", five_days)
+        # And each is still measured: a shorter duration than the age does apply.
+        assert await zoned.purge(older_than=timedelta(hours=119), archive=False, batch_size=10) == 1
+        assert await zoned.recover_stale(default_ttl=timedelta(hours=119), ttls={}) == [running.id]
+    finally:
+        await zoned.close()
 
 
 # ---- R10: the job's transaction ------------------------------------------------------------

@@ -39,6 +39,7 @@ from ._rows import (
     AuditNote,
     claim_params,
     complete_params,
+    duration_us,
     enqueue_one_params,
     enqueue_params,
     job_from_row,
@@ -289,7 +290,7 @@ def purge_batch_steps(
         return None
     rows = yield Step(
         neutral_query("purge", schema),
-        {"older_than": older_than, "archive": archive, "batch_size": batch_size},
+        {"older_than_us": duration_us(older_than), "archive": archive, "batch_size": batch_size},
     )
     return int(rows[0]["purged"])
 
@@ -307,6 +308,6 @@ def purge_audit_batch_steps(
         return None
     rows = yield Step(
         neutral_query("purge_audit", schema),
-        {"older_than": older_than, "batch_size": batch_size},
+        {"older_than_us": duration_us(older_than), "batch_size": batch_size},
     )
     return int(rows[0]["purged"])

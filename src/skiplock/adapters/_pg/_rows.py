@@ -16,6 +16,7 @@ import attrs
 
 from skiplock.core import (
     MAX_AVAILABLE_AT,
+    MAX_DELAY,
     MAX_ERROR_LENGTH,
     MIN_AVAILABLE_AT,
     STALE_MARK,
@@ -304,6 +305,19 @@ def enqueue_params(batch: EnqueueBatch) -> dict[str, str]:
     return {"batch": json.dumps(list(rows), separators=(",", ":"))}
 
 
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def duration_us(value: timedelta) -> int:
+    """A duration in whole microseconds, as every statement takes one (``:x_us::bigint *
+    interval '1 microsecond'``): an exact length. A timedelta sent as an interval keeps
+    its days, which PostgreSQL adds and subtracts as calendar days in the session's time
+    zone (23 or 25 hours across a change of clocks). Longer than :data:`MAX_DELAY` (100
+    years) counts as that: no job or worker row is older, and ``now()`` minus it stays a
+    valid timestamp."""
+    return min(value, MAX_DELAY) // _MICROSECOND
+
+
 def enqueue_one_params(request: EnqueueRequest) -> dict[str, Any]:
     """Parameters of the single-row ``enqueue_one`` query."""
     return {
@@ -312,10 +326,8 @@ def enqueue_one_params(request: EnqueueRequest) -> dict[str, Any]:
         "payload": _payload_text(request),
         "priority": request.priority,
         "available_at": request.available_at,
-        # Whole microseconds, as batches send them: an exact duration. A timedelta sent
-        # as an interval keeps its days, which a session time zone with daylight saving
-        # time adds as calendar days (23 or 25 hours).
-        "delay_us": None if request.delay is None else request.delay // _MICROSECOND,
+        # Whole microseconds, as batches send them (a delay is within MAX_DELAY).
+        "delay_us": None if request.delay is None else duration_us(request.delay),
         "max_attempts": request.max_attempts,
         "explicit_max_attempts": request.explicit_max_attempts,
         "trace_context": _trace_text(request.trace_context),
@@ -455,8 +467,6 @@ COMPLETION_FIELDS = (
     "result",
 )  # fmt: skip
 
-_MICROSECOND = timedelta(microseconds=1)
-
 
 def _completion_row(c: Completion) -> list[Any]:
     """One outcome as the values of :data:`COMPLETION_FIELDS`."""
@@ -547,9 +557,9 @@ def worker_params(info: WorkerInfo) -> dict[str, Any]:
 def recover_params(default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> dict[str, Any]:
     kinds = sorted(ttls)
     return {
-        "default_ttl": default_ttl,
+        "default_ttl_us": duration_us(default_ttl),
         "ttl_kinds": kinds,
-        "ttls": [ttls[k] for k in kinds],
+        "ttls_us": [duration_us(ttls[k]) for k in kinds],
         "mark": STALE_MARK,
         "max_error": MAX_ERROR_LENGTH,
     }
@@ -557,7 +567,7 @@ def recover_params(default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> dic
 
 def silent_workers_params(default_ttl: timedelta, ttls: Mapping[str, timedelta]) -> dict[str, Any]:
     """Parameters of ``delete_silent_workers``: silent for longer than every TTL."""
-    return {"longest": max([default_ttl, *ttls.values()])}
+    return {"longest_us": duration_us(max([default_ttl, *ttls.values()]))}
 
 
 def heartbeat_params(worker_id: str, running: Sequence[int]) -> dict[str, Any]:
@@ -565,7 +575,7 @@ def heartbeat_params(worker_id: str, running: Sequence[int]) -> dict[str, Any]:
 
 
 def maintenance_params(name: str, every: timedelta) -> dict[str, Any]:
-    return {"name": name, "every": every, "always": every <= timedelta(0)}
+    return {"name": name, "every_us": duration_us(every), "always": every <= timedelta(0)}
 
 
 # ---- the audit trail (J10) -----------------------------------------------------------

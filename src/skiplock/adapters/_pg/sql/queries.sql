@@ -716,9 +716,11 @@ stale AS MATERIALIZED (
     SELECT j.id
     FROM {schema}.jobs AS j
     LEFT JOIN {schema}.workers AS w ON w.id = j.claimed_by
-    LEFT JOIN unnest(:ttl_kinds::text[], :ttls::interval[]) AS t (kind, ttl) ON t.kind = j.kind
+    LEFT JOIN unnest(:ttl_kinds::text[], :ttls_us::bigint[]) AS t (kind, ttl_us)
+        ON t.kind = j.kind
     WHERE j.status = 'running'
-      AND (w.id IS NULL OR w.heartbeat_at < now() - coalesce(t.ttl, :default_ttl::interval))
+      AND (w.id IS NULL OR w.heartbeat_at
+          < now() - coalesce(t.ttl_us, :default_ttl_us::bigint) * interval '1 microsecond')
     FOR UPDATE OF j SKIP LOCKED
 )
 
@@ -779,7 +781,7 @@ SELECT e.job_id AS id, {_audit_columns} FROM events AS e;
 -- every TTL (their jobs were just recovered). A heartbeat that commits meanwhile keeps
 -- its row (the delete re-checks the row it waited for).
 DELETE FROM {schema}.workers AS w
-WHERE w.heartbeat_at < now() - :longest::interval;
+WHERE w.heartbeat_at < now() - :longest_us::bigint * interval '1 microsecond';
 
 -- name: try_maintenance
 -- Take a maintenance run: the row lock makes one of concurrent callers win per period
@@ -789,7 +791,7 @@ INSERT INTO {schema}.maintenance AS m (name, last_run_at)
 VALUES (:name::text, now())
 ON CONFLICT (name) DO UPDATE
 SET last_run_at = now()
-WHERE :always::bool OR m.last_run_at <= now() - :every::interval
+WHERE :always::bool OR m.last_run_at <= now() - :every_us::bigint * interval '1 microsecond'
 RETURNING true AS granted;
 
 -- name: set_statement_timeout
@@ -809,7 +811,7 @@ FROM p;
 WITH doomed AS MATERIALIZED (
     SELECT c.id
     FROM {schema}.purge_candidates(
-        older_than => :older_than::interval, batch => :batch_size::int
+        older_than => :older_than_us::bigint * interval '1 microsecond', batch => :batch_size::int
     ) AS c (id)
 ),
 deleted AS (
@@ -856,7 +858,7 @@ SELECT count(*)::int AS purged FROM deleted;
 WITH doomed AS MATERIALIZED (
     SELECT c.id
     FROM {schema}.purge_audit_candidates(
-        older_than => :older_than::interval, batch => :batch_size::int
+        older_than => :older_than_us::bigint * interval '1 microsecond', batch => :batch_size::int
     ) AS c (id)
 ),
 deleted AS (
