@@ -1,4 +1,5 @@
-"""When a worker with held jobs claims again (ClaimPace), on a controlled clock."""
+"""When a worker with held jobs claims again, and how many it holds (ClaimPace), on a
+controlled clock."""
 
 from __future__ import annotations
 
@@ -73,3 +74,68 @@ def test_the_round_trip_is_a_moving_average_of_the_claims() -> None:
 def test_no_time_elapsed_since_the_last_claim_keeps_the_highest_point() -> None:
     pace, _ = paced(64, claim_took=0.0)  # a clock that did not move (a coarse one)
     assert pace.claim_point(5) == 48
+
+
+def claims(pace: ClaimPace, now: Now, *, took: float, every: float, handled: list[int]) -> None:
+    """Claims that each take ``took`` seconds, returned ``every`` seconds apart, with
+    ``handled[i]`` jobs handled by the i-th return."""
+    for count in handled:
+        now.t += every - took
+        pace.sent()
+        now.t += took
+        pace.returned(count)
+
+
+def test_a_set_prefetch_is_the_buffer_whatever_the_rate() -> None:
+    pace = ClaimPace(16, now=(now := Now()))
+    claims(pace, now, took=0.001, every=0.01, handled=[0, 1000, 2000, 3000])
+    assert pace.buffer() == 16  # 100,000 jobs/s: no ceiling, no growth
+    assert pace.claim_point(3000) == 12
+
+
+def test_without_a_rate_the_buffer_is_the_prefetch() -> None:
+    pace = ClaimPace(16, ceiling=256, now=(now := Now()))
+    assert pace.buffer() == 16
+    claims(pace, now, took=0.001, every=0.01, handled=[0])  # one return: no rate yet
+    assert pace.buffer() == 16
+
+
+# Durations that are exact in binary (2**-10 s is about 1 ms, 2**-6 s about 16 ms), so
+# the products below are exact too.
+MS = 2.0**-10
+TICK = 2.0**-6
+
+
+def test_the_buffer_holds_what_finishes_in_32_round_trips_within_its_bounds() -> None:
+    pace = ClaimPace(16, ceiling=256, now=(now := Now()))
+    # 20 jobs between returns one TICK apart: 1,280 jobs/s; 32 x 1,280/s x MS = 40 jobs.
+    claims(pace, now, took=MS, every=TICK, handled=[0, 20])
+    assert pace.buffer() == 40
+    # Its claim point is a quarter of it used up (30), or three round trips at the
+    # rate now: 3 x 1,280/s x MS = 3.75.
+    now.t += TICK / 2
+    assert pace.claim_point(30) == 4
+    # 25,600 jobs/s would want 800: the ceiling.
+    fast = ClaimPace(16, ceiling=256, now=(now := Now()))
+    claims(fast, now, took=MS, every=TICK, handled=[0, 400])
+    assert fast.buffer() == 256
+    assert fast.claim_point(400) == 192  # a quarter of the ceiling used up, at most
+    # 64 jobs/s want 2: the prefetch.
+    slow = ClaimPace(16, ceiling=256, now=(now := Now()))
+    claims(slow, now, took=MS, every=TICK, handled=[0, 1])
+    assert slow.buffer() == 16
+
+
+def test_the_rate_that_sizes_the_buffer_is_a_moving_average() -> None:
+    pace = ClaimPace(16, ceiling=256, now=(now := Now()))
+    claims(pace, now, took=MS, every=TICK, handled=[0, 20])  # 1,280 jobs/s
+    assert pace.buffer() == 40
+    # A return with nothing finished since (an idle worker polling) pulls the rate down
+    # by a quarter of the difference, to 960 jobs/s; a long idle stretch to the floor.
+    claims(pace, now, took=MS, every=TICK, handled=[20])
+    assert pace.buffer() == 30  # 32 x 960/s x MS
+    claims(pace, now, took=MS, every=1.0, handled=[20] * 10)
+    assert pace.buffer() == 16
+    # Jobs that finish together after a long wait (16 slow ones) barely move it.
+    claims(pace, now, took=MS, every=10.0, handled=[36])
+    assert pace.buffer() == 16

@@ -42,11 +42,19 @@ if TYPE_CHECKING:
 def test_settings_defaults_match_the_seed() -> None:
     s = Settings()
     assert (s.concurrency, s.batch_size, s.poll_interval) == (4, None, 1.0)
-    assert s.claim_batch_size(4) == 20  # concurrency plus the default prefetch (4 per slot)
+    # The default prefetch: 4 per slot at least, up to 256 (or 4 per slot, if more).
+    assert (s.claim_prefetch(4), s.prefetch_ceiling(4)) == (16, 256)
+    assert (s.claim_prefetch(100), s.prefetch_ceiling(100)) == (400, 400)
+    assert s.claim_batch_size(4) == 4 + 256  # concurrency plus the most it prefetches
     assert s.completion_batch_size == 100
-    # Backpressure: slots, prefetch and two completion batches of unwritten outcomes.
-    assert s.unwritten_limit(4) == 4 + 16 + 2 * 100
-    assert Settings(prefetch=0, completion_batch_size=3).unwritten_limit(2) == 2 + 0 + 6
+    # Backpressure: slots, the most prefetched and two completion batches of unwritten
+    # outcomes.
+    assert s.unwritten_limit(4) == 4 + 256 + 2 * 100
+    # A prefetch that is set is the buffer, floor and ceiling alike.
+    fixed = Settings(prefetch=0, completion_batch_size=3)
+    assert (fixed.claim_prefetch(2), fixed.prefetch_ceiling(2)) == (0, 0)
+    assert fixed.unwritten_limit(2) == 2 + 0 + 6
+    assert Settings(prefetch=7).claim_batch_size(2) == 9
     assert s.shutdown_timeout == 30.0
     assert s.heartbeat_interval == 10.0
     assert s.stale_ttl == timedelta(minutes=15)

@@ -77,7 +77,7 @@ class Dispatcher:
             scope, node_slots=node_slots, limiter=limiter, clock=clock, metrics=metrics
         )
         # When to claim again while jobs are held (under the lock).
-        self._pace = ClaimPace(scope.prefetch)
+        self._pace = ClaimPace(scope.prefetch, ceiling=scope.prefetch_ceiling)
         self.wakeup = ThreadSafeEvent()
         self.startable = ThreadSafeEvent()
         self.slots = Slots(
@@ -166,7 +166,8 @@ class Dispatcher:
             # round trips (ClaimPace): a finished job does not cost a claim of one, and
             # the next claim returns before the slots run dry. With no prefetch the
             # buffer is always empty.
-            if not self._pace.due(len(self._held), self._handled):
+            pace = self._pace
+            if not pace.due(len(self._held), self._handled):
                 return 0, 0
             busy = self._busy()
             held = busy + len(self._held)
@@ -175,7 +176,7 @@ class Dispatcher:
             # slowly slows claiming instead of letting outcomes pile up; starting a held
             # job needs no room (it was counted when claimed), so nothing ever waits.
             free = min(
-                scope.concurrency + scope.prefetch - held,
+                scope.concurrency + pace.buffer() - held,
                 scope.unwritten_limit - held - self._completer.unwritten,
             )
             # While a suspect runs alone, claimed jobs are only held. The slots of jobs
@@ -189,12 +190,12 @@ class Dispatcher:
             if plan is None:
                 jobs = []
             else:
-                self._pace.sent()
+                pace.sent()
                 try:
                     jobs = await self._claim(plan)
                 finally:
                     with self._lock:
-                        self._pace.returned(self._handled)
+                        pace.returned(self._handled)
         except BaseException:
             with self._lock:
                 self._reserved -= start_now

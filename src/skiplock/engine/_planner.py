@@ -29,31 +29,61 @@ logger = logging.getLogger("skiplock.worker")
 
 
 class ClaimPace:
-    """When a worker with held jobs claims again: once the jobs still held would last only
-    about :attr:`MARGIN` claim round trips at the rate jobs are finishing now.
+    """How many jobs a worker holds, and when it claims again.
 
-    Claiming earlier than that spends a claim (a round trip and a commit, and server time
-    for the index walk) on a few jobs; later, the slots run dry while the claim is in
-    flight. The rate is read over the time since the last claim returned, the round
-    trip is a moving average of the claim calls, both on the real monotonic clock (the
-    cost of I/O, not the engine's business time). The claim point never rises above a
-    quarter of the buffer used up (``prefetch - max(prefetch // 4, 2)`` jobs still held),
-    and without a measurement yet it is that: a worker whose jobs take long (few finish
-    per round trip) claims rarely and in large batches, one with no-op jobs as before.
+    *When:* once the jobs still held would last only about :attr:`MARGIN` claim round
+    trips at the rate jobs are finishing now. Claiming earlier than that spends a claim
+    (a round trip and a commit, and server time for the index walk) on a few jobs;
+    later, the slots run dry while the claim is in flight. The claim point never rises
+    above a quarter of the buffer used up (``buffer - max(buffer // 4, 2)`` jobs still
+    held), and without a measurement yet it is that: a worker whose jobs take long (few
+    finish per round trip) claims rarely and in large batches, one with no-op jobs as
+    before.
+
+    *How many:* the buffer is ``prefetch``; with a ``ceiling`` above it (the default
+    prefetch) it grows towards the ceiling to hold what finishes in :attr:`HOLD` claim
+    round trips at the worker's rate, so fast jobs are claimed in large batches and a
+    held job still waits only that long for its slot. Slow jobs keep the ``prefetch``
+    buffer (what finishes in :attr:`HOLD` round trips is less than that).
+
+    The rate "now" is read over the time since the last claim returned; the rate that
+    sizes the buffer is a moving average of the rates between claim returns, so a few
+    jobs finishing together do not inflate it. Round trips are a moving average of the
+    claim calls. All on the real monotonic clock (the cost of I/O, not the engine's
+    business time).
     """
 
     #: Held jobs should last this many claim round trips when the claim is sent.
     MARGIN = 3.0
-    #: Weight of the newest claim's duration in the moving average.
+    #: A buffer that may grow holds what finishes in this many claim round trips.
+    HOLD = 32.0
+    #: Weight of the newest sample in the moving averages (round trip, rate).
     WEIGHT = 0.25
 
-    def __init__(self, prefetch: int, *, now: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        prefetch: int,
+        *,
+        ceiling: int | None = None,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._now = now
-        self._highest = prefetch - max(prefetch // 4, 2)
+        self._floor = prefetch
+        self._ceiling = prefetch if ceiling is None else max(prefetch, ceiling)
         self._round_trip: float | None = None
+        # Jobs handled per second between claim returns (moving average).
+        self._rate: float | None = None
         # (monotonic time, jobs handled) when the last claim returned.
         self._mark: tuple[float, int] | None = None
         self._sent_at = 0.0
+
+    def buffer(self) -> int:
+        """How many claimed jobs to hold unstarted now (``prefetch`` up to the ceiling)."""
+        floor = self._floor
+        rate, round_trip = self._rate, self._round_trip
+        if self._ceiling == floor or rate is None or round_trip is None:
+            return floor
+        return min(self._ceiling, max(floor, math.ceil(self.HOLD * rate * round_trip)))
 
     def due(self, held: int, handled: int) -> bool:
         """Whether to claim with ``held`` jobs held and ``handled`` handled so far."""
@@ -61,7 +91,8 @@ class ClaimPace:
 
     def claim_point(self, handled: int) -> int:
         """Claim once no more than this many jobs are held."""
-        highest = self._highest
+        buffer = self.buffer()
+        highest = buffer - max(buffer // 4, 2)
         if self._round_trip is None or self._mark is None:
             return highest
         since, handled_then = self._mark
@@ -85,6 +116,14 @@ class ClaimPace:
             self._round_trip = took
         else:
             self._round_trip += self.WEIGHT * (took - self._round_trip)
+        if self._mark is not None:
+            since, handled_then = self._mark
+            if now > since:
+                rate = (handled - handled_then) / (now - since)
+                if self._rate is None:
+                    self._rate = rate
+                else:
+                    self._rate += self.WEIGHT * (rate - self._rate)
         self._mark = (now, handled)
 
 

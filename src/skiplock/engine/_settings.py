@@ -42,6 +42,7 @@ from skiplock.core import (
 from ._settings_env import env_names, read_env, warn_unknown
 from ._settings_fields import (
     ENGINE_FIELDS,
+    PREFETCH_CEILING,
     PREFETCH_FACTOR,
     SETTING_FIELDS,
     UNWRITTEN_BATCHES,
@@ -50,6 +51,7 @@ from ._settings_fields import (
 
 __all__ = [
     "ENGINE_FIELDS",
+    "PREFETCH_CEILING",
     "PREFETCH_FACTOR",
     "SETTING_FIELDS",
     "UNWRITTEN_BATCHES",
@@ -246,19 +248,30 @@ class Settings:
         return policy
 
     def claim_prefetch(self, concurrency: int) -> int:
-        """How many claimed jobs a worker with ``concurrency`` slots may hold unstarted."""
+        """How many claimed jobs a worker with ``concurrency`` slots holds unstarted at
+        least: ``prefetch``, or by default :data:`PREFETCH_FACTOR` per slot."""
         return self.prefetch if self.prefetch is not None else PREFETCH_FACTOR * concurrency
+
+    def prefetch_ceiling(self, concurrency: int) -> int:
+        """The most claimed jobs a worker with ``concurrency`` slots holds unstarted:
+        ``prefetch`` when set; by default :data:`PREFETCH_CEILING` (or
+        :data:`PREFETCH_FACTOR` per slot, if more), reached only while its jobs finish
+        fast (``engine/_planner.ClaimPace``)."""
+        if self.prefetch is not None:
+            return self.prefetch
+        return max(PREFETCH_FACTOR * concurrency, PREFETCH_CEILING)
 
     def unwritten_limit(self, concurrency: int) -> int:
         """Most jobs a worker with ``concurrency`` slots holds whose outcome is not written
-        yet: running, prefetched, or finished with the outcome waiting for the completer.
+        yet: running, prefetched (at most :meth:`prefetch_ceiling`), or finished with the
+        outcome waiting for the completer.
 
         So at most this many outcomes ever wait to be written: when the store writes
         slower than jobs finish, the worker claims only as fast as outcomes are written.
         """
         return (
             concurrency
-            + self.claim_prefetch(concurrency)
+            + self.prefetch_ceiling(concurrency)
             + UNWRITTEN_BATCHES * self.completion_batch_size
         )
 
@@ -266,7 +279,7 @@ class Settings:
         """How many jobs one claim may take for a worker with ``concurrency`` slots."""
         if self.batch_size is not None:
             return self.batch_size
-        return concurrency + self.claim_prefetch(concurrency)
+        return concurrency + self.prefetch_ceiling(concurrency)
 
     # ---- environment ----------------------------------------------------------------
 

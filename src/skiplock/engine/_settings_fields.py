@@ -28,8 +28,16 @@ from skiplock.core import (
 )
 
 #: Default prefetch per slot: a worker holds up to this many claimed jobs per slot
-#: waiting, beside the running ones.
+#: waiting, beside the running ones, and more while its jobs finish fast (see
+#: :data:`PREFETCH_CEILING`).
 PREFETCH_FACTOR = 4
+
+#: With the default prefetch a worker whose jobs finish fast holds up to this many (or
+#: :data:`PREFETCH_FACTOR` per slot, if more): what finishes in a few dozen claim round
+#: trips at the rate its jobs finish (``engine/_planner.ClaimPace``). Fewer claims, each
+#: a round trip, a commit and an index walk, then serve the same jobs; beyond a few
+#: hundred a claim's rows cost more than its round trip saves.
+PREFETCH_CEILING = 256
 
 #: Completion batches of finished jobs a worker may hold beyond its slots and prefetch
 #: before it claims nothing more: one being written while the next one fills, so a slow
@@ -47,7 +55,7 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         "batch_size",
         None,
         POSITIVE_INT,
-        "Most jobs one claim takes (none: concurrency plus prefetch).",
+        "Most jobs one claim takes (none: concurrency plus the most it prefetches).",
         nullable=True,
     ),
     Setting(
@@ -55,7 +63,8 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         None,
         NON_NEGATIVE_INT,
         f"Claimed jobs a worker keeps waiting beside its running ones (none: "
-        f"{PREFETCH_FACTOR} per slot; 0 for long jobs).",
+        f"{PREFETCH_FACTOR} per slot, growing up to {PREFETCH_CEILING} while jobs finish "
+        f"fast; 0 for long jobs).",
         nullable=True,
     ),
     Setting(
@@ -63,8 +72,9 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         100,
         POSITIVE_INT,
         "Most outcomes of jobs that ran outside their transaction one store call writes. "
-        "A worker holds at most concurrency + prefetch + twice this many jobs whose outcome "
-        "is not written; at that bound it claims nothing until the store has taken some.",
+        "A worker holds at most concurrency + the most it prefetches + twice this many jobs "
+        "whose outcome is not written; at that bound it claims nothing until the store has "
+        "taken some.",
     ),
     Setting(
         "poll_interval",

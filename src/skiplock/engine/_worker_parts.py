@@ -110,6 +110,7 @@ def build_own_parts(
             worker_id=info.id,
             concurrency=concurrency,
             prefetch=settings.claim_prefetch(concurrency),
+            prefetch_ceiling=settings.prefetch_ceiling(concurrency),
             batch_size=settings.claim_batch_size(concurrency),
             unwritten_limit=settings.unwritten_limit(concurrency),
             kinds=info.kinds,
