@@ -79,7 +79,7 @@ class Dispatcher:
         self._planner = ClaimPlanner(
             scope, node_slots=node_slots, limiter=limiter, clock=clock, metrics=metrics
         )
-        # When to claim again while jobs are held (under the lock).
+        # How many jobs to hold, and when to claim again while some are (under the lock).
         self._pace = ClaimPace(scope.prefetch, ceiling=scope.prefetch_ceiling)
         self.wakeup = ThreadSafeEvent()
         self.startable = ThreadSafeEvent()

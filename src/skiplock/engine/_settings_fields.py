@@ -35,8 +35,9 @@ PREFETCH_FACTOR = 4
 #: With the default prefetch a worker whose jobs finish fast holds up to this many (or
 #: :data:`PREFETCH_FACTOR` per slot, if more): what finishes in a few dozen claim round
 #: trips at the rate its jobs finish (``engine/_planner.ClaimPace``). Fewer claims, each
-#: a round trip, a commit and an index walk, then serve the same jobs; beyond a few
-#: hundred a claim's rows cost more than its round trip saves.
+#: a round trip, a commit and an index walk, then serve the same jobs; ceilings of 512
+#: and 1,024 drained no faster (docs/performance.md), and this one also bounds what a
+#: worker holds and what waits to be written (:meth:`Settings.unwritten_limit`).
 PREFETCH_CEILING = 256
 
 #: Completion batches of finished jobs a worker may hold beyond its slots and prefetch
