@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 def test_settings_defaults_match_the_seed() -> None:
     s = Settings()
     assert (s.concurrency, s.batch_size, s.poll_interval) == (4, None, 1.0)
-    # The default prefetch: 4 per slot at least, up to 256 (or 4 per slot, if more).
+    # The default prefetch buffer: 4 per slot, growing up to 256 (or 4 per slot, if more).
     assert (s.claim_prefetch(4), s.prefetch_ceiling(4)) == (16, 256)
     assert (s.claim_prefetch(100), s.prefetch_ceiling(100)) == (400, 400)
     assert s.claim_batch_size(4) == 4 + 256  # concurrency plus the most it prefetches

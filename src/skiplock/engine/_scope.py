@@ -23,8 +23,9 @@ def default_worker_id() -> str:
 class ClaimScope:
     """What one worker claims: kinds, tenants and the policies that bound its claims.
 
-    ``prefetch`` is the least it keeps held, ``prefetch_ceiling`` the most (the buffer
-    grows between the two while jobs finish fast; :meth:`Settings.prefetch_ceiling`).
+    ``prefetch`` is the smallest size of its buffer of held jobs, ``prefetch_ceiling``
+    the largest (it grows between the two while jobs finish fast;
+    :meth:`Settings.prefetch_ceiling`).
     ``unwritten_limit``: most jobs the worker holds whose outcome is not written yet
     (running, prefetched, or waiting for the completer; :meth:`Settings.unwritten_limit`).
     """

@@ -248,8 +248,9 @@ class Settings:
         return policy
 
     def claim_prefetch(self, concurrency: int) -> int:
-        """How many claimed jobs a worker with ``concurrency`` slots holds unstarted at
-        least: ``prefetch``, or by default :data:`PREFETCH_FACTOR` per slot."""
+        """The smallest prefetch buffer of a worker with ``concurrency`` slots (claimed
+        jobs it may hold unstarted): ``prefetch``, or by default :data:`PREFETCH_FACTOR`
+        per slot, which grows up to :meth:`prefetch_ceiling` while jobs finish fast."""
         return self.prefetch if self.prefetch is not None else PREFETCH_FACTOR * concurrency
 
     def prefetch_ceiling(self, concurrency: int) -> int:
