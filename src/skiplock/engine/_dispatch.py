@@ -19,7 +19,6 @@ outcomes waiting never exceed the scope's ``unwritten_limit``.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from threading import Lock
 from typing import TYPE_CHECKING
 
@@ -27,6 +26,7 @@ from skiplock._compat import ThreadSafeEvent, spawn
 from skiplock.core import Release, charged_positions
 
 from ._completer import Done
+from ._held import HeldJobs
 from ._planner import ClaimPace, ClaimPlanner
 from ._runner import LOST
 from ._slots import Slots
@@ -96,16 +96,9 @@ class Dispatcher:
             on_finished=self._on_finished,
         )
         self._lock = Lock()
-        self._held: deque[Job] = deque()
-        self._starting: dict[int, Job] = {}
-        # Set whenever a start batch's store.start returned (its jobs left _starting).
+        self._held = HeldJobs()
+        # Set whenever a start batch's store.start returned (its jobs stopped starting).
         self._confirmed = ThreadSafeEvent()
-        # The suspect that runs alone (its id until its slot is free), and a suspect a
-        # claim charged that waits for quiet to start.
-        self._isolated: int | None = None
-        self._ready: Job | None = None
-        # Slots kept free for the jobs a claim in flight starts at once.
-        self._reserved = 0
         self._stopping = False
         self._handled = 0
         # Jobs claimed so far: each is handled once (run, dropped or released).
@@ -130,14 +123,12 @@ class Dispatcher:
         """Claimed jobs not running yet: prefetched, being started, or a suspect waiting
         for quiet."""
         with self._lock:
-            return len(self._held) + len(self._starting) + (self._ready is not None)
+            return len(self._held)
 
     def held_ids(self) -> list[int]:
         """Every job this worker holds: running, held, being started."""
         with self._lock:
-            ready = [] if self._ready is None else [self._ready.id]
-            held = [job.id for job in self._held]
-            return sorted({*self.slots.ids(), *held, *self._starting, *ready})
+            return sorted({*self.slots.ids(), *self._held.ids()})
 
     def generation(self) -> tuple[int, int]:
         """Changes so far (finished or dropped jobs, written outcomes)."""
@@ -150,12 +141,12 @@ class Dispatcher:
         with self._lock:
             # Counted, not looked for: a job that left its slot is handled only once its
             # slot reported it (sync flavour: another thread, a moment later).
-            empty = self._handled == self._claimed and not self._reserved
+            empty = self._handled == self._claimed and not self._held.reserved
         return empty and not self._completer.busy and self.generation() == generation
 
-    def _busy(self) -> int:
-        # Under the lock: slots taken or promised.
-        return len(self.slots) + len(self._starting) + self._reserved + (self._ready is not None)
+    def _free(self) -> int:
+        # Under the lock: slots neither taken nor promised.
+        return self._scope.concurrency - len(self.slots) - self._held.promised()
 
     # ---- claiming -------------------------------------------------------------------
 
@@ -170,10 +161,9 @@ class Dispatcher:
             # the next claim returns before the slots run dry. With no prefetch the
             # buffer is always empty.
             pace = self._pace
-            if not pace.due(len(self._held), self._handled):
+            if not pace.due(self._held.queued, self._handled):
                 return 0, 0
-            busy = self._busy()
-            held = busy + len(self._held)
+            held = scope.concurrency - self._free() + self._held.queued
             # Backpressure: every job held here ends as an outcome for the completer, so
             # held jobs plus unwritten outcomes stay within the limit. A store that writes
             # slowly slows claiming instead of letting outcomes pile up; starting a held
@@ -185,9 +175,9 @@ class Dispatcher:
             # While a suspect runs alone, claimed jobs are only held. The slots of jobs
             # that start at once are reserved now, before anything else can take them.
             start_now = 0
-            if self._isolated is None:
+            if self._held.isolated is None:
                 start_now = max(0, min(scope.concurrency - held, free))
-            self._reserved += start_now
+            self._held.reserved += start_now
         try:
             plan = self._planner.plan(free, start_now)
             if plan is None:
@@ -201,11 +191,11 @@ class Dispatcher:
                         pace.returned(self._handled)
         except BaseException:
             with self._lock:
-                self._reserved -= start_now
+                self._held.reserved -= start_now
             raise
         if plan is None:
             with self._lock:
-                self._reserved -= start_now
+                self._held.reserved -= start_now
             return 0, 0
         self._planner.claimed(plan, jobs)
         # The store charged these (claim order) and held the rest; a charged suspect
@@ -215,7 +205,7 @@ class Dispatcher:
         with self._lock:
             self._claimed += len(jobs)
             if len(direct) == 1 and direct[0].suspect:
-                self._isolated, self._ready = direct[0].id, direct[0]
+                self._held.hold_charged_suspect(direct[0])
                 direct = []
         placed = 0
         try:
@@ -229,14 +219,14 @@ class Dispatcher:
                 # jobs took their slots: else a slot's thread or the start loop (sync
                 # flavour) could start a held job in one of them, more jobs than slots.
                 # Also when a start failed (no thread to be had): nothing stays reserved.
-                self._reserved -= start_now
-                self._held.extend(job for i, job in enumerate(jobs) if i not in charged)
+                self._held.reserved -= start_now
+                self._held.hold(job for i, job in enumerate(jobs) if i not in charged)
                 self._count_dropped(len(unplaced))
                 # Held jobs take free slots at once (as when a slot frees), not only once
                 # the start loop gets its turn; what must be paid for first is left to it.
                 if self._may_start():
                     self._start_unpaid()
-                waiting = bool(self._held) or self._ready is not None
+                waiting = self._held.waiting()
             # A charged job that found no slot gives its attempt back and is released.
             for job in unplaced:
                 self._release(job, refund=True)
@@ -267,20 +257,19 @@ class Dispatcher:
         with self._lock:
             if self._stopping:
                 return False
-            ready, jobs = self._ready, []
+            held, ready = self._held, self._held.ready
             if ready is not None:
                 if not self._quiet():
                     return False  # a charged suspect waits for quiet
-                self._ready = None
+                held.ready = None
                 self.slots.start(ready)  # in its slot before the lock is free (see _confirm)
-            else:
-                before = len(self._held)
-                jobs = self._take_startable()
-                if not jobs:
-                    return len(self._held) < before  # some started without a round trip
-                self._starting.update((job.id, job) for job in jobs)
-        if ready is not None:
-            return True
+                return True
+            before = held.queued
+            # Never-recovered jobs start at once; recovered ones are paid for first.
+            self._start_unpaid()
+            jobs = held.take_to_confirm(self._free(), self._quiet)
+            if not jobs:
+                return held.queued < before  # some started without a round trip
         # Confirmed on its own thread (thread), so the next free slots need not wait for
         # this round trip: starts overlap, and each batch takes what is free right then.
         spawn(self._confirm, jobs)
@@ -297,21 +286,11 @@ class Dispatcher:
                 )
                 self._unstart(jobs)
                 return
-            started: list[Job] = []
-            gone: list[Job] = []
             with self._lock:
-                for job, ok in zip(jobs, confirmed, strict=True):
-                    if self._starting.pop(job.id, None) is None:
-                        continue  # dropped meanwhile
-                    if ok:
-                        started.append(job.charged())
-                    else:
-                        gone.append(job)
-                        if self._isolated == job.id:
-                            self._isolated = None
+                started, gone = self._held.confirmed(jobs, confirmed)
                 self._count_dropped(len(gone))
-                # Into their slots before the lock is free: a job out of _starting but not
-                # in a slot yet would be counted by neither _busy() nor drain().
+                # Into their slots before the lock is free: a job no longer starting but
+                # not in a slot yet would be counted by neither _free() nor drain().
                 for job in started:
                     self.slots.start(job)
             self._forget(gone)
@@ -319,59 +298,26 @@ class Dispatcher:
             self._confirmed.set()
             self.startable.set()
 
-    def _take_startable(self) -> list[Job]:
-        # Under the lock: the held jobs to start now, in claim order — a suspect alone.
-        # Jobs that were never recovered start at once (their outcome pays the attempt);
-        # recovered ones are returned, to be paid for before they run.
-        self._start_unpaid()
-        free = self._scope.concurrency - self._busy()
-        if self._isolated is not None or not self._held or free <= 0:
-            return []
-        if self._held[0].suspect:
-            if not self._quiet():
-                return []
-            suspect = self._held.popleft()
-            self._isolated = suspect.id
-            return [suspect]
-        jobs: list[Job] = []
-        while self._held and len(jobs) < free and self._held[0].recovered:
-            if self._held[0].suspect:
-                break
-            jobs.append(self._held.popleft())
-        return jobs
-
     def _may_start(self) -> bool:
         # Under the lock: held jobs may start without the start loop (not stopping, and
         # no doubt about the lease that the loop would first have to renew).
         return not self._stopping and not self._lease.in_doubt()
 
-    def _start_unpaid(self) -> int:
+    def _start_unpaid(self) -> None:
         # Under the lock: start the leading held jobs that were never recovered in the free
         # slots, without a round trip (their outcome, or the next heartbeat, pays for them).
-        started = 0
-        free = self._scope.concurrency - self._busy()
-        while free > 0 and self._held and self._isolated is None and self._ready is None:
-            job = self._held[0]
-            if job.recovered or job.suspect:
-                break
-            self._held.popleft()
-            self.slots.start(job.charged(), paid=False)
-            free -= 1
-            started += 1
-        return started
+        for job in self._held.take_unpaid(self._free()):
+            self.slots.start(job, paid=False)
 
     def _quiet(self) -> bool:
         # Under the lock: every running job entered its processor and nothing else is
         # being charged, so a suspect started now cannot take an innocent job with it.
-        return not self._starting and not self._reserved and self.slots.all_entered()
+        held = self._held
+        return not held.starting and not held.reserved and self.slots.all_entered()
 
     def _unstart(self, jobs: list[Job]) -> None:
-        # Back to the head of the buffer, in order, unless dropped meanwhile.
         with self._lock:
-            back = [job for job in jobs if self._starting.pop(job.id, None) is not None]
-            self._held.extendleft(reversed(back))
-            if self._isolated in {job.id for job in jobs}:
-                self._isolated = None
+            self._held.unstart(jobs)
 
     def start_loop(self, finished: ThreadSafeEvent, poll_interval: float) -> None:
         """Start held jobs whenever slots free up, until ``finished`` is set."""
@@ -382,7 +328,7 @@ class Dispatcher:
 
     def _on_entered(self) -> None:
         with self._lock:
-            waiting = self._ready is not None or bool(self._held and self._held[0].suspect)
+            waiting = self._held.suspect_waits()
         if waiting:
             self.startable.set()
 
@@ -390,16 +336,16 @@ class Dispatcher:
         with self._lock:
             self._handled += 1
             self._changes += 1
-            alone = self._isolated == job.id
-            if alone:
-                self._isolated = None
+            held = self._held
+            alone = held.finished(job.id)
             # The next held job takes the slot at once, in this task (thread), unless the
             # lease is in doubt or the job must be paid for first: then the start loop.
-            waiting = bool(self._held)
+            waiting = bool(held.queued)
             if waiting and self._may_start():
                 self._start_unpaid()
-                waiting = bool(self._held) and len(self.slots) < self._scope.concurrency
-        if waiting or alone or self._ready is not None:
+                waiting = bool(held.queued) and len(self.slots) < self._scope.concurrency
+            ready = held.ready is not None
+        if waiting or alone or ready:
             self.startable.set()
         self.wakeup.set()
 
@@ -409,21 +355,8 @@ class Dispatcher:
         """Stop the jobs that are no longer this worker's (``None``: every job): interrupt
         the running ones, forget the held ones; nothing is written for them (R13)."""
         wanted = None if ids is None else set(ids)
-
-        def dropping(job_id: int) -> bool:
-            return wanted is None or job_id in wanted
-
         with self._lock:
-            dropped = [job for job in self._held if dropping(job.id)]
-            if dropped:
-                self._held = deque(job for job in self._held if not dropping(job.id))
-            starting = [i for i in self._starting if dropping(i)]
-            dropped.extend(self._starting.pop(i) for i in starting)
-            if self._ready is not None and dropping(self._ready.id):
-                dropped.append(self._ready)
-                self._ready = None
-            if self._isolated is not None and self._isolated in {job.id for job in dropped}:
-                self._isolated = None
+            dropped = self._held.drop(wanted)
             self._count_dropped(len(dropped))
         self._forget(dropped)
         self.slots.drop(wanted)
@@ -459,10 +392,8 @@ class Dispatcher:
         running ones finish (see :meth:`Slots.drain`)."""
         with self._lock:
             self._stopping = True
-            jobs = list(self._held)
-            self._held.clear()
             # A suspect a claim charged but that never started gives its attempt back.
-            ready, self._ready = self._ready, None
+            jobs, ready = self._held.release_all()
             self._count_dropped(len(jobs) + (ready is not None))
         self.startable.set()
         if ready is not None:
@@ -479,7 +410,7 @@ class Dispatcher:
         while True:
             self._confirmed.clear()
             with self._lock:
-                if not self._starting:
+                if not self._held.starting:
                     break
             self._confirmed.wait(0.1)
         self.slots.drain(timeout, forced=forced)
