@@ -12,12 +12,13 @@ from psycopg.pq import TransactionStatus
 def idle(conn: psycopg.BaseConnection[Any]) -> bool:
     """Whether the connection is open and outside any transaction (a closed one's status
     is UNKNOWN)."""
-    return conn.info.transaction_status == TransactionStatus.IDLE
+    # pgconn's plain int: conn.info builds an object and an enum on every read.
+    return conn.pgconn.transaction_status == TransactionStatus.IDLE
 
 
 def in_transaction(conn: psycopg.BaseConnection[Any]) -> bool:
     """Whether a transaction is open (or failed) on a connection that is not closed."""
-    return not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE
+    return not conn.closed and conn.pgconn.transaction_status != TransactionStatus.IDLE
 
 
 def ended_error() -> psycopg.ProgrammingError:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import logging
 import select
-import weakref
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import psycopg
-from psycopg import Connection, IsolationLevel, sql
+from psycopg import Connection, Cursor, IsolationLevel, sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -88,6 +87,44 @@ class _ClientSettings(NamedTuple):
         conn.prepare_threshold = self.prepare_threshold
 
 
+class _OwnedConnection(Connection[Any]):
+    """A connection of a pool the driver made. The driver's marks live on it, and a cursor
+    for each use, made once: a cursor per statement costs more Python than sending the
+    statement does (every store call and the two ends of a lent transaction use one)."""
+
+    # In a transaction() block the driver opened itself (user code holds it).
+    lent_transaction = False
+    # Its session was reset with the COMMIT of that block: lent() owes no reset.
+    reset_by_commit = False
+    _rows: Cursor[dict[str, Any]] | None = None
+    _plain: Cursor[Any] | None = None
+
+    def rows_cursor(self) -> Cursor[dict[str, Any]]:
+        """The driver's cursor for statements whose rows it reads (as dicts)."""
+        if self._rows is None:
+            self._rows = self.cursor(row_factory=dict_row)
+        return self._rows
+
+    def plain_cursor(self) -> Cursor[Any]:
+        """The driver's cursor for scripts (no rows read)."""
+        if self._plain is None:
+            self._plain = self.cursor()
+        return self._plain
+
+
+def _rows_of(cur: Cursor[dict[str, Any]], query: Query, params: Mapping[str, Any]) -> Rows:
+    cur.execute(query.text, params)
+    if cur.description is None:
+        return []
+    return cur.fetchall()
+
+
+def _run_script(cur: Cursor[Any], text: str) -> None:
+    # A script may hold several statements; without parameters psycopg sends it as is
+    # (no placeholder parsing, no prepared statement).
+    cur.execute(text, prepare=False)
+
+
 class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
     """Connections from a psycopg_pool pool: one the driver makes from a connection string
     (autocommit connections, closed with the store) or the caller's open pool."""
@@ -106,10 +143,6 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
     ) -> None:
         self._timeout_ms = timeout_ms
         self.timeout = timeout
-        # Connections whose session was reset with the COMMIT of transaction().
-        self._reset_by_commit: weakref.WeakSet[Connection[Any]] = weakref.WeakSet()
-        # Connections in a transaction() block that the driver opened itself.
-        self._lent_transactions: weakref.WeakSet[Connection[Any]] = weakref.WeakSet()
         self.connect_kwargs: dict[str, Any] = {}
         self.conninfo: str | None
         self.pool: ConnectionPool[Any]
@@ -118,6 +151,7 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
             self.conninfo = given
             self.pool = ConnectionPool(
                 given,
+                connection_class=_OwnedConnection,
                 min_size=min_size,
                 max_size=max_size,
                 kwargs={"autocommit": True},
@@ -242,9 +276,9 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
             if in_transaction(conn):
                 conn.rollback()  # e.g. a BEGIN left open in an autocommit() block
             settings.restore(conn)
-            if self._owns_pool:
-                if conn in self._reset_by_commit:
-                    self._reset_by_commit.discard(conn)
+            if isinstance(conn, _OwnedConnection):
+                if conn.reset_by_commit:
+                    conn.reset_by_commit = False
                 else:
                     self.script(conn, SESSION_RESET)
                 if self._timeout_ms is not None:
@@ -282,7 +316,7 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
 
     @contextmanager
     def transaction(self, conn: Connection[Any]) -> Iterator[Connection[Any]]:
-        if not self._owns_pool:
+        if not isinstance(conn, _OwnedConnection):  # a caller's pool
             with conn.transaction():
                 yield conn
             return
@@ -291,7 +325,7 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
         # alone, so the block is opened and ended here; a conn.transaction() inside it
         # still nests as a savepoint (psycopg sees the open block on the server).
         self.script(conn, "BEGIN")
-        self._lent_transactions.add(conn)
+        conn.lent_transaction = True
         try:
             yield conn
         except BaseException:
@@ -302,17 +336,21 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
                     logger.info("could not roll back a lent connection: %s", exc)
             raise
         finally:
-            self._lent_transactions.discard(conn)
+            conn.lent_transaction = False
         if idle(conn):
             raise ended_error()  # and lent() resets on its own
         # A failed COMMIT (a deferred constraint) skips the reset and raises here, and
         # lent() resets; the reset itself cannot fail on a live session.
         self.script(conn, f"COMMIT; {SESSION_RESET}")
-        self._reset_by_commit.add(conn)
+        conn.reset_by_commit = True
 
     def adopt(self, connection: Any) -> Connection[Any]:
         if isinstance(connection, Connection):
-            if connection in self._lent_transactions and idle(connection):
+            if (
+                isinstance(connection, _OwnedConnection)
+                and connection.lent_transaction
+                and idle(connection)
+            ):
                 raise ended_error()  # before the store writes outside that transaction
             return connection
         expected = Connection.__name__
@@ -328,17 +366,17 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
     # ---- statements ---------------------------------------------------------------------
 
     def fetch(self, conn: Connection[Any], query: Query, params: Mapping[str, Any]) -> Rows:
+        if isinstance(conn, _OwnedConnection):
+            return _rows_of(conn.rows_cursor(), query, params)
         with conn.cursor(row_factory=dict_row) as cur:
-            cur.execute(query.text, params)
-            if cur.description is None:
-                return []
-            return cur.fetchall()
+            return _rows_of(cur, query, params)
 
     def script(self, conn: Connection[Any], text: str) -> None:
+        if isinstance(conn, _OwnedConnection):
+            _run_script(conn.plain_cursor(), text)
+            return
         with conn.cursor() as cur:
-            # A script may hold several statements; without parameters psycopg sends it
-            # as is (no placeholder parsing, no prepared statement).
-            cur.execute(text, prepare=False)
+            _run_script(cur, text)
 
     def copy(
         self,

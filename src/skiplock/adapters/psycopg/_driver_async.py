@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 import select
-import weakref
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import psycopg
-from psycopg import AsyncConnection, IsolationLevel, sql
+from psycopg import AsyncConnection, AsyncCursor, IsolationLevel, sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -83,6 +82,46 @@ class _ClientSettings(NamedTuple):
         conn.prepare_threshold = self.prepare_threshold
 
 
+class _OwnedConnection(AsyncConnection[Any]):
+    """A connection of a pool the driver made. The driver's marks live on it, and a cursor
+    for each use, made once: a cursor per statement costs more Python than sending the
+    statement does (every store call and the two ends of a lent transaction use one)."""
+
+    # In a transaction() block the driver opened itself (user code holds it).
+    lent_transaction = False
+    # Its session was reset with the COMMIT of that block: lent() owes no reset.
+    reset_by_commit = False
+    _rows: AsyncCursor[dict[str, Any]] | None = None
+    _plain: AsyncCursor[Any] | None = None
+
+    def rows_cursor(self) -> AsyncCursor[dict[str, Any]]:
+        """The driver's cursor for statements whose rows it reads (as dicts)."""
+        if self._rows is None:
+            self._rows = self.cursor(row_factory=dict_row)
+        return self._rows
+
+    def plain_cursor(self) -> AsyncCursor[Any]:
+        """The driver's cursor for scripts (no rows read)."""
+        if self._plain is None:
+            self._plain = self.cursor()
+        return self._plain
+
+
+async def _rows_of(
+    cur: AsyncCursor[dict[str, Any]], query: Query, params: Mapping[str, Any]
+) -> Rows:
+    await cur.execute(query.text, params)
+    if cur.description is None:
+        return []
+    return await cur.fetchall()
+
+
+async def _run_script(cur: AsyncCursor[Any], text: str) -> None:
+    # A script may hold several statements; without parameters psycopg sends it as is
+    # (no placeholder parsing, no prepared statement).
+    await cur.execute(text, prepare=False)
+
+
 class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any]]):
     """Connections from a psycopg_pool pool: one the driver makes from a connection string
     (autocommit connections, closed with the store) or the caller's open pool."""
@@ -101,10 +140,6 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
     ) -> None:
         self._timeout_ms = timeout_ms
         self.timeout = timeout
-        # Connections whose session was reset with the COMMIT of transaction().
-        self._reset_by_commit: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
-        # Connections in a transaction() block that the driver opened itself.
-        self._lent_transactions: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
         self.connect_kwargs: dict[str, Any] = {}
         self.conninfo: str | None
         self.pool: AsyncConnectionPool[Any]
@@ -113,6 +148,7 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
             self.conninfo = given
             self.pool = AsyncConnectionPool(
                 given,
+                connection_class=_OwnedConnection,
                 min_size=min_size,
                 max_size=max_size,
                 kwargs={"autocommit": True},
@@ -239,9 +275,9 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
             if in_transaction(conn):
                 await conn.rollback()  # e.g. a BEGIN left open in an autocommit() block
             await settings.restore(conn)
-            if self._owns_pool:
-                if conn in self._reset_by_commit:
-                    self._reset_by_commit.discard(conn)
+            if isinstance(conn, _OwnedConnection):
+                if conn.reset_by_commit:
+                    conn.reset_by_commit = False
                 else:
                     await self.script(conn, SESSION_RESET)
                 if self._timeout_ms is not None:
@@ -281,7 +317,7 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
 
     @asynccontextmanager
     async def transaction(self, conn: AsyncConnection[Any]) -> AsyncIterator[AsyncConnection[Any]]:
-        if not self._owns_pool:
+        if not isinstance(conn, _OwnedConnection):  # a caller's pool
             async with conn.transaction():
                 yield conn
             return
@@ -290,7 +326,7 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
         # alone, so the block is opened and ended here; a conn.transaction() inside it
         # still nests as a savepoint (psycopg sees the open block on the server).
         await self.script(conn, "BEGIN")
-        self._lent_transactions.add(conn)
+        conn.lent_transaction = True
         try:
             yield conn
         except BaseException:
@@ -301,17 +337,21 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
                     logger.info("could not roll back a lent connection: %s", exc)
             raise
         finally:
-            self._lent_transactions.discard(conn)
+            conn.lent_transaction = False
         if idle(conn):
             raise ended_error()  # and lent() resets on its own
         # A failed COMMIT (a deferred constraint) skips the reset and raises here, and
         # lent() resets; the reset itself cannot fail on a live session.
         await self.script(conn, f"COMMIT; {SESSION_RESET}")
-        self._reset_by_commit.add(conn)
+        conn.reset_by_commit = True
 
     async def adopt(self, connection: Any) -> AsyncConnection[Any]:
         if isinstance(connection, AsyncConnection):
-            if connection in self._lent_transactions and idle(connection):
+            if (
+                isinstance(connection, _OwnedConnection)
+                and connection.lent_transaction
+                and idle(connection)
+            ):
                 raise ended_error()  # before the store writes outside that transaction
             return connection
         expected = AsyncConnection.__name__
@@ -329,17 +369,17 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
     async def fetch(
         self, conn: AsyncConnection[Any], query: Query, params: Mapping[str, Any]
     ) -> Rows:
+        if isinstance(conn, _OwnedConnection):
+            return await _rows_of(conn.rows_cursor(), query, params)
         async with conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(query.text, params)
-            if cur.description is None:
-                return []
-            return await cur.fetchall()
+            return await _rows_of(cur, query, params)
 
     async def script(self, conn: AsyncConnection[Any], text: str) -> None:
+        if isinstance(conn, _OwnedConnection):
+            await _run_script(conn.plain_cursor(), text)
+            return
         async with conn.cursor() as cur:
-            # A script may hold several statements; without parameters psycopg sends it
-            # as is (no placeholder parsing, no prepared statement).
-            await cur.execute(text, prepare=False)
+            await _run_script(cur, text)
 
     async def copy(
         self,
