@@ -34,6 +34,7 @@ from skiplock.core import (
 from skiplock.engine._enqueue import Enqueue
 from skiplock.engine._intake import build_request
 from tests.hostile import MAX_MESSAGE_LENGTH, ZONES, Args, enqueue_args
+from tests.jobs import make_job
 
 
 def _build(args: Args) -> EnqueueRequest:
@@ -126,13 +127,9 @@ def test_a_counter_at_the_integer_maximum_cannot_count_on() -> None:
 
     def job(attempts: int, claims: int) -> Job:
         when = MIN_AVAILABLE_AT
-        return Job(
+        return make_job(
             id=1,
-            kind="k",
-            payload=None,
             state=JobState.RUNNING,
-            priority=0,
-            tenant=None,
             available_at=when,
             created_at=when,
             attempts=attempts,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import attrs
 import pytest
@@ -12,42 +12,25 @@ from skiplock.core import (
     AttemptError,
     EnqueueBatch,
     EnqueueRequest,
-    Job,
     JobState,
     Lease,
     Succeeded,
 )
-
-_AT = datetime(2024, 1, 1, tzinfo=UTC)
-
-
-def _job(**fields: object) -> Job:
-    defaults: dict[str, object] = {
-        "id": 7,
-        "kind": "k",
-        "payload": None,
-        "state": JobState.PENDING,
-        "priority": 0,
-        "tenant": None,
-        "available_at": _AT,
-        "created_at": _AT,
-        "attempts": 0,
-        "max_attempts": 5,
-    }
-    return Job(**(defaults | fields))  # type: ignore[arg-type]
+from tests.jobs import AT as _AT
+from tests.jobs import make_job
 
 
 def test_job_claims_start_at_zero() -> None:
-    assert _job().claims == 0
+    assert make_job().claims == 0
 
 
 def test_job_lease_names_the_claim() -> None:
-    job = _job(state=JobState.RUNNING, claimed_by="w", attempts=1, claims=3)
+    job = make_job(state=JobState.RUNNING, claimed_by="w", attempts=1, claims=3)
     assert job.lease == Lease(job_id=7, worker_id="w", attempt=1, claim=3)
 
 
 def test_job_lease_differs_for_a_later_claim_with_the_same_attempt() -> None:
-    first = _job(state=JobState.RUNNING, claimed_by="w", attempts=1, claims=1)
+    first = make_job(state=JobState.RUNNING, claimed_by="w", attempts=1, claims=1)
     later = attrs.evolve(first, claims=2)
     assert first.lease.attempt == later.lease.attempt
     assert first.lease != later.lease
@@ -55,11 +38,11 @@ def test_job_lease_differs_for_a_later_claim_with_the_same_attempt() -> None:
 
 def test_job_lease_of_an_unclaimed_job_raises() -> None:
     with pytest.raises(ValueError, match="job 7 is not claimed"):
-        _ = _job().lease
+        _ = make_job().lease
 
 
 def test_charged_job_has_one_more_attempt_and_every_other_field_kept() -> None:
-    job = _job(
+    job = make_job(
         state=JobState.RUNNING,
         claimed_by="w",
         attempts=2,
@@ -95,13 +78,13 @@ def _failed(worker_id: str) -> AttemptError:
 def test_worker_ids_are_the_failed_runs_then_the_current_or_successful_one(
     state: JobState, expected: tuple[str, ...]
 ) -> None:
-    job = _job(state=state, claimed_by="w3", errors=(_failed("w1"), _failed("w2")))
+    job = make_job(state=state, claimed_by="w3", errors=(_failed("w1"), _failed("w2")))
     assert job.worker_ids == expected
-    assert _job(state=state).worker_ids == ()
+    assert make_job(state=state).worker_ids == ()
 
 
 def test_a_new_job_has_no_history() -> None:
-    job = _job()
+    job = make_job()
     assert (job.started_at, job.result, job.errors, job.worker_ids) == (None, None, (), ())
 
 

@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from skiplock.core import Job, JobState
 from skiplock.engine._held import HeldJobs
-
-_T = datetime(2026, 1, 1, tzinfo=UTC)
+from tests.jobs import make_job
 
 
 def _job(job_id: int, *, recovered: bool = False, suspect: bool = False) -> Job:
-    return Job(
+    # Claimed by worker "w" (held jobs are running rows in the store).
+    return make_job(
         id=job_id,
-        kind="k",
-        payload=None,
         state=JobState.RUNNING,
-        priority=0,
-        tenant=None,
-        available_at=_T,
-        created_at=_T,
         attempts=1,
-        max_attempts=5,
         claimed_by="w",
         claims=1,
         recovered=recovered,

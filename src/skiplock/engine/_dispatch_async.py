@@ -141,9 +141,13 @@ class Dispatcher:
             empty = self._handled == self._claimed and not self._held.reserved
         return empty and not self._completer.busy and self.generation() == generation
 
+    def _busy(self) -> int:
+        # Under the lock: slots taken or promised.
+        return len(self.slots) + self._held.promised()
+
     def _free(self) -> int:
         # Under the lock: slots neither taken nor promised.
-        return self._scope.concurrency - len(self.slots) - self._held.promised()
+        return self._scope.concurrency - self._busy()
 
     # ---- claiming -------------------------------------------------------------------
 
@@ -160,7 +164,7 @@ class Dispatcher:
             pace = self._pace
             if not pace.due(self._held.queued, self._handled):
                 return 0, 0
-            held = scope.concurrency - self._free() + self._held.queued
+            held = self._busy() + self._held.queued
             # Backpressure: every job held here ends as an outcome for the completer, so
             # held jobs plus unwritten outcomes stay within the limit. A store that writes
             # slowly slows claiming instead of letting outcomes pile up; starting a held
