@@ -3,6 +3,7 @@ schema check, heartbeats, maintenance locks (J13), concurrent enqueues (R16), bu
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from skiplock.adapters._pg import migrations
 from skiplock.adapters._pg._ops import maintenance_lock_key
 from skiplock.adapters._pg._store_async import COPY_THRESHOLD
 from skiplock.adapters.asyncpg import AsyncpgJobStore, apply_schema, schema_status
+from skiplock.adapters.asyncpg._driver import AsyncpgDriver
 from skiplock.core import (
     ClaimRequest,
     Completion,
@@ -308,6 +310,108 @@ async def test_a_lent_transaction_whose_commit_fails_is_rolled_back_and_reset(
     finally:
         await store.close()
         await db.execute("DROP TABLE deferred")
+
+
+# ---- the connection kept for single statements -------------------------------------------
+
+
+def _driver(store: AsyncpgJobStore) -> AsyncpgDriver:
+    driver = store._driver
+    assert isinstance(driver, AsyncpgDriver)
+    return driver
+
+
+def _released(proxy: Any) -> bool:
+    try:
+        return bool(proxy.is_closed())
+    except asyncpg.InterfaceError:  # the pool took the closed connection back
+        return True
+
+
+async def _backend_pid(conn: Any) -> int:
+    pid: int = await conn.fetchval("SELECT pg_backend_pid()")
+    return pid
+
+
+async def test_single_statements_keep_one_connection_beside_max_size(apg_dsn: str) -> None:
+    store = AsyncpgJobStore(apg_dsn, max_size=1)
+    driver = _driver(store)
+    try:
+        [first] = await store.enqueue([_req()])
+        async with driver.acquire_statement() as kept:
+            pid = await _backend_pid(kept)
+            # While it is busy, a statement takes a pooled connection instead.
+            async with driver.acquire_statement() as other:
+                assert await _backend_pid(other) != pid
+        async with driver.acquire_statement() as again:
+            assert await _backend_pid(again) == pid  # kept, not returned to the pool
+        # max_size connections stay for everything else: a lent transaction held open
+        # does not block the store's own statements (nor they it).
+        async with store.transaction() as tx:
+            assert await _backend_pid(tx) != pid
+            [second] = await store.enqueue([_req()])
+            assert await store.get(first.id) is not None
+        assert second.id > first.id
+        assert store.pool is not None
+        assert store.pool.get_size() == 2
+    finally:
+        await store.close()
+    assert driver._kept is None
+
+
+async def test_a_kept_connection_that_fails_or_is_cancelled_goes_back_to_the_pool(
+    apg_dsn: str,
+) -> None:
+    store = AsyncpgJobStore(apg_dsn, max_size=2)
+    driver = _driver(store)
+    try:
+        await store.enqueue([_req()])
+        assert driver._kept is not None
+        with pytest.raises(asyncpg.UndefinedTableError):
+            async with driver.acquire_statement() as conn:
+                await conn.execute("SELECT * FROM no_such_table")
+        assert driver._kept is None  # back in the pool, which resets it
+        await store.enqueue([_req()])
+        assert driver._kept is not None  # the next statement keeps one again
+        started = asyncio.Event()
+
+        async def sleep_on_it() -> None:
+            async with driver.acquire_statement() as conn:
+                started.set()
+                await conn.execute("SELECT pg_sleep(30)")
+
+        task = asyncio.ensure_future(sleep_on_it())
+        await asyncio.wait_for(started.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert driver._kept is None  # released: the pool waits for the cancellation
+        async with driver.acquire_statement() as conn:
+            assert await conn.fetchval("SELECT 1") == 1
+        [job] = await store.enqueue([_req()])
+        assert await store.get(job.id) is not None
+    finally:
+        await asyncio.wait_for(store.close(), 10)
+
+
+async def test_a_kept_connection_the_server_ended_is_replaced(apg_dsn: str, db: Any) -> None:
+    store = AsyncpgJobStore(apg_dsn, max_size=1)
+    driver = _driver(store)
+    try:
+        await store.enqueue([_req()])
+        async with driver.acquire_statement() as kept:
+            pid = await _backend_pid(kept)
+        await db.execute("SELECT pg_terminate_backend($1)", pid)
+        deadline = time.monotonic() + 10
+        while not _released(kept):  # the server's goodbye reaches the client
+            assert time.monotonic() < deadline, "the kept connection never saw its end"
+            await asyncio.sleep(0.01)
+        [job] = await store.enqueue([_req()])  # not a StoreError: a new one is kept
+        assert await store.get(job.id) is not None
+        async with driver.acquire_statement() as conn:
+            assert await _backend_pid(conn) != pid
+    finally:
+        await store.close()
 
 
 async def test_store_on_a_caller_pool_leaves_it_open(apg_dsn: str) -> None:

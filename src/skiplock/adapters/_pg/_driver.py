@@ -74,6 +74,11 @@ class PgDriver(ABC, Generic[C, TX]):
         """A pooled connection for single statements (default: :meth:`acquire`)."""
         return self.acquire()
 
+    def acquire_statement(self) -> AbstractContextManager[C]:
+        """A connection for the store's own statements outside a transaction, never lent
+        to user code (default: :meth:`acquire_autocommit`)."""
+        return self.acquire_autocommit()
+
     @contextmanager
     def lent(self, conn: C, *, autocommit: bool) -> Iterator[None]:
         """Wrap the time a pooled ``conn`` is lent to user code (``transaction()`` or, if

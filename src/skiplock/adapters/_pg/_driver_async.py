@@ -70,6 +70,11 @@ class AsyncPgDriver(ABC, Generic[C, TX]):
         """A pooled connection for single statements (default: :meth:`acquire`)."""
         return self.acquire()
 
+    def acquire_statement(self) -> AbstractAsyncContextManager[C]:
+        """A connection for the store's own statements outside a transaction, never lent
+        to user code (default: :meth:`acquire_autocommit`)."""
+        return self.acquire_autocommit()
+
     @asynccontextmanager
     async def lent(self, conn: C, *, autocommit: bool) -> AsyncIterator[None]:
         """Wrap the time a pooled ``conn`` is lent to user code (``transaction()`` or, if

@@ -298,7 +298,7 @@ class PgJobStore(Generic[C, TX]):
                     raise
         else:
             self._ready(check)
-            with driver.acquire_autocommit() as conn:
+            with driver.acquire_statement() as conn:
                 try:
                     yield conn, False
                 except Exception as exc:
@@ -738,7 +738,7 @@ class PgJobStore(Generic[C, TX]):
                     self._drop_aux(broken=True)
                     if attempt:
                         raise StoreError(f"lost the PostgreSQL connection: {exc}") from exc
-        with self._pooled(autocommit=True) as conn, self._lost_as_store_error():
+        with self._scoped(None) as (conn, _):
             return self._execute(conn, name, params)
 
     def _drop_aux(self, *, broken: bool) -> None:

@@ -296,7 +296,7 @@ class AsyncPgJobStore(Generic[C, TX]):
                     raise
         else:
             await self._ready(check)
-            async with driver.acquire_autocommit() as conn:
+            async with driver.acquire_statement() as conn:
                 try:
                     yield conn, False
                 except Exception as exc:
@@ -744,7 +744,7 @@ class AsyncPgJobStore(Generic[C, TX]):
                     await self._drop_aux(broken=True)
                     if attempt:
                         raise StoreError(f"lost the PostgreSQL connection: {exc}") from exc
-        async with self._pooled(autocommit=True) as conn, self._lost_as_store_error():
+        async with self._scoped(None) as (conn, _):
             return await self._execute(conn, name, params)
 
     async def _drop_aux(self, *, broken: bool) -> None:

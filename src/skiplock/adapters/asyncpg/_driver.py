@@ -82,6 +82,15 @@ def connect_error(exc: BaseException) -> StoreError:
     return StoreError(f"cannot get a PostgreSQL connection: {type(exc).__name__}: {exc}")
 
 
+def _gone(conn: Any) -> bool:
+    """Whether a pooled connection is closed: also when the pool took it back on its own
+    (asyncpg releases a connection the server closed, and its proxy then raises)."""
+    try:
+        return bool(conn.is_closed())
+    except asyncpg.InterfaceError:
+        return True
+
+
 async def _keep_session(conn: Any) -> None:
     """Pool reset of owned pools: asyncpg still rolls back an open transaction, but the
     session-level reset (UNLISTEN, RESET ALL, advisory unlock) is skipped: the store
@@ -165,6 +174,10 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
         self._timeout = timeout
         self._connect_kwargs = dict(connect_kwargs)
         self.connector = Connector(dsn=self._dsn, pool=self.pool, connect_kwargs=connect_kwargs)
+        # An owned pool's connection kept for single statements (see acquire_statement),
+        # and whether a statement is using it now.
+        self._kept: Any = None
+        self._kept_busy = False
 
     # ---- the connection source ----------------------------------------------------------
 
@@ -183,8 +196,10 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
             # and after a transaction none of its own.
             extra["connection_class"] = ResettingConnection
             self._resets_with_commit = not self.pgbouncer
+        # One connection more than asked for: the one acquire_statement() keeps, so that
+        # max_size connections stay for everything else.
         pool = asyncpg.create_pool(
-            self._dsn, min_size=min_size, max_size=max_size, **extra, **self._connect_kwargs
+            self._dsn, min_size=min_size, max_size=max_size + 1, **extra, **self._connect_kwargs
         )
         try:
             await pool
@@ -198,6 +213,10 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
     async def close(self) -> None:
         if self._owns_pool and self.pool is not None:
             pool, self.pool = self.pool, None
+            kept, self._kept = self._kept, None
+            if kept is not None and not self._kept_busy:
+                # (A busy one goes back when its statement ends: acquire_statement.)
+                await pool.release(kept, timeout=self._timeout)
             await pool.close()
 
     @asynccontextmanager
@@ -216,6 +235,50 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
         finally:
             # The release's reset (a rollback) keeps the bound acquire(timeout=) gave it.
             await pool.release(conn, timeout=self._timeout)
+
+    @asynccontextmanager
+    async def acquire_statement(self) -> AsyncIterator[Any]:
+        """A connection for the store's own statements outside a transaction: on a pool
+        the store owns, the one kept for them when it is free, else (in use, or the
+        caller's pool) a pooled one. Never lent to user code. Keeping it skips asyncpg's
+        checkout and return, whose release runs in a task of its own: about a third of a
+        single enqueue's client CPU.
+
+        The kept connection goes back to the pool (which resets or replaces it) when a
+        statement on it raises, is cancelled, or leaves it closed or in a transaction;
+        the next statement keeps another one."""
+        pool = self.pool
+        if not self._owns_pool or self._kept_busy or pool is None:
+            async with self.acquire() as conn:
+                yield conn
+            return
+        self._kept_busy = True  # no await since the test: the event loop's one task runs
+        try:
+            conn = self._kept
+            if conn is not None and _gone(conn):
+                # The server ended it while it was kept (a restart): as the pool would,
+                # replace it instead of failing the statement.
+                self._kept = None
+                await pool.release(conn, timeout=self._timeout)
+                conn = None
+            if conn is None:
+                try:
+                    async with asyncio.timeout(self._timeout):
+                        conn = await pool.acquire()
+                except CONNECTION_ERRORS as exc:
+                    raise connect_error(exc) from exc
+                self._kept = conn
+            keep = False
+            try:
+                yield conn
+                keep = not _gone(conn) and not conn.is_in_transaction()
+            finally:
+                if not keep or self._kept is not conn:  # failed, or the pool was closed
+                    if self._kept is conn:
+                        self._kept = None
+                    await pool.release(conn, timeout=self._timeout)
+        finally:
+            self._kept_busy = False
 
     @asynccontextmanager
     async def lent(self, conn: Any, *, autocommit: bool) -> AsyncIterator[None]:

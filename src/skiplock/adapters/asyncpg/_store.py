@@ -21,7 +21,8 @@ class AsyncpgJobStore(AsyncPgJobStore[Any, Any]):
     """Jobs in PostgreSQL through asyncpg.
 
     ``pool_or_dsn`` is a DSN (the store creates, owns and closes a pool of
-    ``min_size``..``max_size`` connections on first use) or an :class:`asyncpg.Pool`
+    ``min_size``..``max_size`` connections on first use, plus one it keeps for its own
+    statements outside a transaction) or an :class:`asyncpg.Pool`
     the caller owns (the store never closes it). ``statement_timeout`` bounds every
     statement on an owned pool's connections. ``timeout`` bounds connecting and the wait
     for a pooled connection (StoreError when exceeded or when the server is down).
