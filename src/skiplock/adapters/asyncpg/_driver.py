@@ -236,6 +236,10 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
             # The release's reset (a rollback) keeps the bound acquire(timeout=) gave it.
             await pool.release(conn, timeout=self._timeout)
 
+    def _closed_since(self, pool: Pool) -> bool:
+        """Whether close() ran since ``pool`` was taken."""
+        return self.pool is not pool
+
     @asynccontextmanager
     async def acquire_statement(self) -> AsyncIterator[Any]:
         """A connection for the store's own statements outside a transaction: on a pool
@@ -267,7 +271,8 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
                         conn = await pool.acquire()
                 except CONNECTION_ERRORS as exc:
                     raise connect_error(exc) from exc
-                self._kept = conn
+                if not self._closed_since(pool):  # else released below
+                    self._kept = conn
             keep = False
             try:
                 yield conn
