@@ -37,6 +37,7 @@ from skiplock.core import (
 )
 from skiplock.engine import (
     AsyncEngine,
+    AsyncOperator,
     AsyncTask,
     AsyncWorker,
     CatchUp,
@@ -45,6 +46,7 @@ from skiplock.engine import (
     JobCancelledError,
     JobContext,
     JobTimeoutError,
+    Operator,
     Processor,
     ProcessorSpec,
     ScheduleInfo,
@@ -77,6 +79,7 @@ __all__ = [
     "AsyncAuditSink",
     "AsyncCallbackAuditSink",
     "AsyncEngine",
+    "AsyncOperator",
     "AsyncTask",
     "AsyncWorker",
     "AttemptError",
@@ -103,6 +106,7 @@ __all__ = [
     "Metrics",
     "NoopMetrics",
     "NoopTracer",
+    "Operator",
     "PolicyOverrides",
     "Processor",
     "ProcessorSpec",

@@ -17,6 +17,7 @@ from skiplock import (
     AuditAction,
     CallbackAuditSink,
     Engine,
+    Enqueue,
     JobState,
     Settings,
     ValidationError,
@@ -162,3 +163,55 @@ def test_periodic_ticks_are_audited_as_enqueues(store: InMemoryJobStore, clock: 
     assert [(e.action, e.kind, e.actor) for e in trail] == [
         (AuditAction.ENQUEUED, "audit.tick", "scheduler")
     ]
+
+
+# ---- the operator handle ---------------------------------------------------------------
+
+
+def test_an_operator_is_named_for_every_change_it_makes(
+    store: InMemoryJobStore,
+) -> None:
+    engine = Engine(store, Settings(audit=True, audit_actor="system"))
+    engine.declare_kind("audit.k")
+    alice = engine.operator("alice")
+    assert alice.actor == "alice"
+    assert engine.operator().actor == "system"
+    job_id = (alice.enqueue("audit.k", {})).id
+    [other] = [r.id for r in alice.enqueue_many([Enqueue("audit.k", {})])]
+    alice.cancel_job(job_id)
+    alice.retry_job(job_id)
+    alice.fail_job(job_id)
+    assert alice.retry_dead() == []
+    engine.operator("bob").delete_job(other)
+    system = (engine.enqueue("audit.k", {})).id  # the engine itself stays the system's
+    assert [(e.action, e.actor) for e in alice.audit_trail(job_id)] == [
+        (AuditAction.ENQUEUED, "alice"),
+        (AuditAction.CANCELLED, "alice"),
+        (AuditAction.REPLAY, "alice"),
+        (AuditAction.FAILED_MANUALLY, "alice"),
+    ]
+    assert [(e.action, e.actor) for e in engine.audit_trail(other)] == [
+        (AuditAction.ENQUEUED, "alice"),
+        (AuditAction.DISCARD, "bob"),
+    ]
+    assert [(e.action, e.actor) for e in engine.audit_trail(system)] == [
+        (AuditAction.ENQUEUED, "system")
+    ]
+
+
+def test_an_operator_reads_like_the_engine_and_checks_its_actor(
+    store: InMemoryJobStore,
+) -> None:
+    engine = Engine(store)  # audit trail off: the actor is carried, nothing recorded
+    engine.declare_kind("audit.k")
+    operator = engine.operator("carol")
+    job_id = (operator.enqueue("audit.k", {"n": 1})).id
+    assert (operator.get_job(job_id)).payload == {"n": 1}
+    assert [job.id for job in operator.list_jobs()] == [job_id]
+    assert (operator.health()).healthy is not None
+    assert operator.audit_trail(job_id) == []
+    assert repr(operator) == f"{type(operator).__name__}(actor='carol')"
+    assert operator.engine is engine
+    for bad in ("", "a\nb", "x" * 256):
+        with pytest.raises(ValidationError, match="actor"):
+            engine.operator(bad)

@@ -14,6 +14,7 @@ from skiplock import (
     AsyncEngine,
     AuditAction,
     AuditEvent,
+    Enqueue,
     JobState,
     Settings,
     ValidationError,
@@ -179,3 +180,55 @@ async def test_periodic_ticks_are_audited_as_enqueues(
     assert [(e.action, e.kind, e.actor) for e in trail] == [
         (AuditAction.ENQUEUED, "audit.tick", "scheduler")
     ]
+
+
+# ---- the operator handle ---------------------------------------------------------------
+
+
+async def test_an_operator_is_named_for_every_change_it_makes(
+    store: AsyncInMemoryJobStore,
+) -> None:
+    engine = AsyncEngine(store, Settings(audit=True, audit_actor="system"))
+    engine.declare_kind("audit.k")
+    alice = engine.operator("alice")
+    assert alice.actor == "alice"
+    assert engine.operator().actor == "system"
+    job_id = (await alice.enqueue("audit.k", {})).id
+    [other] = [r.id for r in await alice.enqueue_many([Enqueue("audit.k", {})])]
+    await alice.cancel_job(job_id)
+    await alice.retry_job(job_id)
+    await alice.fail_job(job_id)
+    assert await alice.retry_dead() == []
+    await engine.operator("bob").delete_job(other)
+    system = (await engine.enqueue("audit.k", {})).id  # the engine itself stays the system's
+    assert [(e.action, e.actor) for e in await alice.audit_trail(job_id)] == [
+        (AuditAction.ENQUEUED, "alice"),
+        (AuditAction.CANCELLED, "alice"),
+        (AuditAction.REPLAY, "alice"),
+        (AuditAction.FAILED_MANUALLY, "alice"),
+    ]
+    assert [(e.action, e.actor) for e in await engine.audit_trail(other)] == [
+        (AuditAction.ENQUEUED, "alice"),
+        (AuditAction.DISCARD, "bob"),
+    ]
+    assert [(e.action, e.actor) for e in await engine.audit_trail(system)] == [
+        (AuditAction.ENQUEUED, "system")
+    ]
+
+
+async def test_an_operator_reads_like_the_engine_and_checks_its_actor(
+    store: AsyncInMemoryJobStore,
+) -> None:
+    engine = AsyncEngine(store)  # audit trail off: the actor is carried, nothing recorded
+    engine.declare_kind("audit.k")
+    operator = engine.operator("carol")
+    job_id = (await operator.enqueue("audit.k", {"n": 1})).id
+    assert (await operator.get_job(job_id)).payload == {"n": 1}
+    assert [job.id for job in await operator.list_jobs()] == [job_id]
+    assert (await operator.health()).healthy is not None
+    assert await operator.audit_trail(job_id) == []
+    assert repr(operator) == f"{type(operator).__name__}(actor='carol')"
+    assert operator.engine is engine
+    for bad in ("", "a\nb", "x" * 256):
+        with pytest.raises(ValidationError, match="actor"):
+            engine.operator(bad)

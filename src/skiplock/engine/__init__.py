@@ -9,6 +9,8 @@ from ._engine import Engine
 from ._engine_async import AsyncEngine
 from ._enqueue import Enqueue
 from ._errors import JobCancelledError, JobTimeoutError, UndecodablePayloadError
+from ._operator import Operator
+from ._operator_async import AsyncOperator
 from ._periodic import CatchUp, ScheduleInfo, TickResult
 from ._registry import Processor, ProcessorSpec
 from ._scope import default_worker_id
@@ -20,6 +22,7 @@ from ._worker_async import AsyncWorker
 
 __all__ = [
     "AsyncEngine",
+    "AsyncOperator",
     "AsyncTask",
     "AsyncWorker",
     "CatchUp",
@@ -28,6 +31,7 @@ __all__ = [
     "JobCancelledError",
     "JobContext",
     "JobTimeoutError",
+    "Operator",
     "Processor",
     "ProcessorSpec",
     "ScheduleInfo",

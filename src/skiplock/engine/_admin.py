@@ -267,10 +267,7 @@ class AdminOps:
         check_job_id("job_id", job_id)
         audit = self._audit_by(actor)
         job_filter = JobFilter(ids=frozenset({job_id}))
-        if audit is None:
-            deleted = self._store.delete(job_filter)
-        else:
-            deleted = self._store.delete(job_filter, audit=audit)
+        deleted = self._store.delete(job_filter, audit=audit)
         if deleted:
             return deleted[0]
         job = self.get_job(job_id)
@@ -285,10 +282,9 @@ class AdminOps:
     def _apply(
         self, job_filter: JobFilter, event: Event, reset_attempts: bool, actor: str | None
     ) -> list[int]:
-        audit = self._audit_by(actor)
-        if audit is None:
-            return self._store.apply(job_filter, event, reset_attempts=reset_attempts)
-        return self._store.apply(job_filter, event, reset_attempts=reset_attempts, audit=audit)
+        return self._store.apply(
+            job_filter, event, reset_attempts=reset_attempts, audit=self._audit_by(actor)
+        )
 
     def _apply_one(
         self,

@@ -265,10 +265,7 @@ class AsyncAdminOps:
         check_job_id("job_id", job_id)
         audit = self._audit_by(actor)
         job_filter = JobFilter(ids=frozenset({job_id}))
-        if audit is None:
-            deleted = await self._store.delete(job_filter)
-        else:
-            deleted = await self._store.delete(job_filter, audit=audit)
+        deleted = await self._store.delete(job_filter, audit=audit)
         if deleted:
             return deleted[0]
         job = await self.get_job(job_id)
@@ -283,11 +280,8 @@ class AsyncAdminOps:
     async def _apply(
         self, job_filter: JobFilter, event: Event, reset_attempts: bool, actor: str | None
     ) -> list[int]:
-        audit = self._audit_by(actor)
-        if audit is None:
-            return await self._store.apply(job_filter, event, reset_attempts=reset_attempts)
         return await self._store.apply(
-            job_filter, event, reset_attempts=reset_attempts, audit=audit
+            job_filter, event, reset_attempts=reset_attempts, audit=self._audit_by(actor)
         )
 
     async def _apply_one(

@@ -232,10 +232,7 @@ class Completer:
         reported then: the caller retries or gives up)."""
         completions = [Completion(done.job.lease, done.outcome) for done in batch]
         try:
-            if self._audit is None:
-                applied = self._store.complete(completions)
-            else:
-                applied = self._store.complete(completions, audit=self._audit)
+            applied = self._store.complete(completions, audit=self._audit)
         except Exception as exc:
             return exc
         if len(applied) != len(batch):

@@ -229,10 +229,7 @@ class Completer:
         reported then: the caller retries or gives up)."""
         completions = [Completion(done.job.lease, done.outcome) for done in batch]
         try:
-            if self._audit is None:
-                applied = await self._store.complete(completions)
-            else:
-                applied = await self._store.complete(completions, audit=self._audit)
+            applied = await self._store.complete(completions, audit=self._audit)
         except Exception as exc:
             return exc
         if len(applied) != len(batch):

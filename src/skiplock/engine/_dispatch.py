@@ -239,8 +239,6 @@ class Dispatcher:
         return len(jobs), plan.limit
 
     def _claim(self, plan: ClaimRequest) -> list[Job]:
-        if self._audit is None:
-            return self._store.claim(plan)
         return self._store.claim(plan, audit=self._audit)
 
     # ---- starting held jobs ---------------------------------------------------------

@@ -236,8 +236,6 @@ class Dispatcher:
         return len(jobs), plan.limit
 
     async def _claim(self, plan: ClaimRequest) -> list[Job]:
-        if self._audit is None:
-            return await self._store.claim(plan)
         return await self._store.claim(plan, audit=self._audit)
 
     # ---- starting held jobs ---------------------------------------------------------

@@ -5,7 +5,8 @@
 This module is the generated sync twin of ``_engine_async.py``.
 
 The enqueue API and periodic schedules are mixed in from ``_enqueue_ops.py``, the
-admin API from ``_admin.py``; what enqueue accepts (each kind's policy, validated
+admin API from ``_admin.py`` (both also make up the operator handle,
+``_operator.py``); what enqueue accepts (each kind's policy, validated
 requests) comes from ``_intake.py``.
 """
 
@@ -26,11 +27,12 @@ from skiplock.ports import (
 
 from ._admin import AdminOps
 from ._declaration import TaskDef, TaskOptions, declare
-from ._enqueue_ops import EnqueueOps
+from ._enqueue_ops import EnqueueOps, ScheduleOps
 from ._intake import Intake
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance import Maintenance
 from ._observe import traces
+from ._operator import Operator
 from ._registry import (
     Processor,
     ProcessorSpec,
@@ -57,7 +59,7 @@ P = TypeVar("P", bound=Processor)
 T = TypeVar("T")
 
 
-class Engine(EnqueueOps, AdminOps):
+class Engine(EnqueueOps, ScheduleOps, AdminOps):
     """An application's handle on skiplock: processors, enqueue, admin operations, workers.
 
     ``store`` is any :class:`~skiplock.ports.JobStore`; ``clock`` drives rate limits
@@ -160,6 +162,13 @@ class Engine(EnqueueOps, AdminOps):
         """How changes are audited (J10): the sink (None: the store's audit table) and
         the actor of changes without one; None while the audit trail is off."""
         return self._audit
+
+    def operator(self, actor: str | None = None) -> Operator:
+        """A handle on the admin API and enqueue acting as ``actor``: the audit trail
+        (J10) names it for every change made through the handle. Without ``actor`` it
+        acts as ``Settings.audit_actor``. A bad actor (blank, over 255 characters, control
+        characters) raises :class:`~skiplock.ValidationError`."""
+        return Operator(self, actor)
 
     @property
     def processors(self) -> dict[str, ProcessorSpec]:

@@ -2,7 +2,8 @@
 ``_engine.py`` is its generated sync twin, ``Engine``).
 
 The enqueue API and periodic schedules are mixed in from ``_enqueue_ops_async.py``, the
-admin API from ``_admin_async.py``; what enqueue accepts (each kind's policy, validated
+admin API from ``_admin_async.py`` (both also make up the operator handle,
+``_operator_async.py``); what enqueue accepts (each kind's policy, validated
 requests) comes from ``_intake.py``.
 """
 
@@ -23,11 +24,12 @@ from skiplock.ports import (
 
 from ._admin_async import AsyncAdminOps
 from ._declaration import TaskDef, TaskOptions, declare
-from ._enqueue_ops_async import AsyncEnqueueOps
+from ._enqueue_ops_async import AsyncEnqueueOps, AsyncScheduleOps
 from ._intake import Intake
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance_async import Maintenance
 from ._observe import traces
+from ._operator_async import AsyncOperator
 from ._registry import (
     Processor,
     ProcessorSpec,
@@ -54,7 +56,7 @@ P = TypeVar("P", bound=Processor)
 T = TypeVar("T")
 
 
-class AsyncEngine(AsyncEnqueueOps, AsyncAdminOps):
+class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncAdminOps):
     """An application's handle on skiplock: processors, enqueue, admin operations, workers.
 
     ``store`` is any :class:`~skiplock.ports.AsyncJobStore`; ``clock`` drives rate limits
@@ -157,6 +159,13 @@ class AsyncEngine(AsyncEnqueueOps, AsyncAdminOps):
         """How changes are audited (J10): the sink (None: the store's audit table) and
         the actor of changes without one; None while the audit trail is off."""
         return self._audit
+
+    def operator(self, actor: str | None = None) -> AsyncOperator:
+        """A handle on the admin API and enqueue acting as ``actor``: the audit trail
+        (J10) names it for every change made through the handle. Without ``actor`` it
+        acts as ``Settings.audit_actor``. A bad actor (blank, over 255 characters, control
+        characters) raises :class:`~skiplock.ValidationError`."""
+        return AsyncOperator(self, actor)
 
     @property
     def processors(self) -> dict[str, ProcessorSpec]:

@@ -31,17 +31,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class EnqueueOps:
-    """The enqueue API, mixed into :class:`Engine` (it provides the store, the
-    audit of changes without an actor, the tracer, the intake that validates requests,
-    the scheduler of periodic schedules and the clock)."""
+    """The enqueue API, mixed into :class:`Engine` and
+    :class:`~._operator.Operator` (each provides the store, the audit of its
+    changes, the tracer and the intake that validates requests)."""
 
     _store: JobStore
     _audit: Audit | None
     _tracer: Tracer
     _traced: bool
     _intake: Intake
-    _scheduler: Scheduler
-    _clock: Clock
 
     # ---- enqueue --------------------------------------------------------------------
 
@@ -178,11 +176,16 @@ class EnqueueOps:
 
     def _write(self, requests: Sequence[EnqueueRequest], connection: Any) -> list[EnqueueResult]:
         """``store.enqueue``, audited (J10) when the audit trail is on."""
-        if self._audit is None:
-            return self._store.enqueue(requests, connection=connection)
         return self._store.enqueue(requests, connection=connection, audit=self._audit)
 
-    # ---- periodic jobs --------------------------------------------------------------
+
+class ScheduleOps:
+    """Periodic schedules, mixed into :class:`Engine` (it provides the intake, the
+    scheduler and the clock)."""
+
+    _intake: Intake
+    _scheduler: Scheduler
+    _clock: Clock
 
     def periodic(
         self,

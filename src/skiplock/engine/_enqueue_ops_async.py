@@ -28,17 +28,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class AsyncEnqueueOps:
-    """The enqueue API, mixed into :class:`AsyncEngine` (it provides the store, the
-    audit of changes without an actor, the tracer, the intake that validates requests,
-    the scheduler of periodic schedules and the clock)."""
+    """The enqueue API, mixed into :class:`AsyncEngine` and
+    :class:`~._operator_async.AsyncOperator` (each provides the store, the audit of its
+    changes, the tracer and the intake that validates requests)."""
 
     _store: AsyncJobStore
     _audit: AsyncAudit | None
     _tracer: Tracer
     _traced: bool
     _intake: Intake
-    _scheduler: Scheduler
-    _clock: Clock
 
     # ---- enqueue --------------------------------------------------------------------
 
@@ -177,11 +175,16 @@ class AsyncEnqueueOps:
         self, requests: Sequence[EnqueueRequest], connection: Any
     ) -> list[EnqueueResult]:
         """``store.enqueue``, audited (J10) when the audit trail is on."""
-        if self._audit is None:
-            return await self._store.enqueue(requests, connection=connection)
         return await self._store.enqueue(requests, connection=connection, audit=self._audit)
 
-    # ---- periodic jobs --------------------------------------------------------------
+
+class AsyncScheduleOps:
+    """Periodic schedules, mixed into :class:`AsyncEngine` (it provides the intake, the
+    scheduler and the clock)."""
+
+    _intake: Intake
+    _scheduler: Scheduler
+    _clock: Clock
 
     def periodic(
         self,

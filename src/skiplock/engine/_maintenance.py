@@ -53,12 +53,9 @@ class Maintenance:
         recovered: list[int] = []
         if not once_per_period or self._store.try_maintenance("recover", every):
             ttls = self._stale_ttls()
-            if self._audit is None:
-                recovered = self._store.recover_stale(default_ttl=settings.stale_ttl, ttls=ttls)
-            else:
-                recovered = self._store.recover_stale(
-                    default_ttl=settings.stale_ttl, ttls=ttls, audit=self._audit
-                )
+            recovered = self._store.recover_stale(
+                default_ttl=settings.stale_ttl, ttls=ttls, audit=self._audit
+            )
         purged = 0
         if settings.retention is not None and (
             not once_per_period or self._store.try_maintenance("purge", every)

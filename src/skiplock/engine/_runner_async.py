@@ -245,10 +245,7 @@ class JobRunner:
                 returned = await self._call(spec, payload, ctx, guard, hooks, statement_timeout)
                 # An unstorable result raises here: the processor's writes roll back.
                 completion = [Completion(job.lease, succeeded(returned, self._max_result_bytes))]
-                if self._audit is None:
-                    done = await self._store.complete(completion, connection=tx)
-                else:
-                    done = await self._store.complete(completion, connection=tx, audit=self._audit)
+                done = await self._store.complete(completion, connection=tx, audit=self._audit)
                 if not done[0]:
                     # Rolls the processor's writes back with the transaction.
                     raise LeaseLostError(f"job {job.id} is no longer claimed by this worker")

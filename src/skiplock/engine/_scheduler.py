@@ -134,11 +134,7 @@ class Scheduler:
 
     def _enqueue(self, schedule: Schedule, ticks: list[datetime]) -> list[TickResult]:
         requests = self._build([schedule.tick_item(tick) for tick in ticks])
-        audit = self._audit()
-        if audit is None:
-            enqueued = self._store.enqueue(requests)
-        else:
-            enqueued = self._store.enqueue(requests, audit=audit)
+        enqueued = self._store.enqueue(requests, audit=self._audit())
         results = [
             TickResult(
                 schedule=schedule.name,

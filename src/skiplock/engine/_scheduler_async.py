@@ -131,11 +131,7 @@ class Scheduler:
 
     async def _enqueue(self, schedule: Schedule, ticks: list[datetime]) -> list[TickResult]:
         requests = self._build([schedule.tick_item(tick) for tick in ticks])
-        audit = self._audit()
-        if audit is None:
-            enqueued = await self._store.enqueue(requests)
-        else:
-            enqueued = await self._store.enqueue(requests, audit=audit)
+        enqueued = await self._store.enqueue(requests, audit=self._audit())
         results = [
             TickResult(
                 schedule=schedule.name,
