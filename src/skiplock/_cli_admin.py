@@ -35,6 +35,7 @@ from skiplock.core import (
     ValidationError,
     check_actor,
     format_duration,
+    job_json,
     parse_duration,
     unreachable_report,
     validate_identifier,
@@ -521,43 +522,6 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def _error_dict(entry: AttemptError) -> dict[str, Any]:
-    return {
-        "attempt": entry.attempt,
-        "worker_id": entry.worker_id,
-        "claimed_at": _iso(entry.claimed_at),
-        "failed_at": _iso(entry.failed_at),
-        "error": entry.error,
-    }
-
-
-def job_dict(job: Job) -> dict[str, Any]:
-    """A job as JSON-ready data (the ``--json`` keys; times ISO 8601 in UTC)."""
-    return {
-        "id": job.id,
-        "kind": job.kind,
-        "state": job.state.value,
-        "tenant": job.tenant,
-        "priority": job.priority,
-        "payload": job.payload,
-        "attempts": job.attempts,
-        "max_attempts": job.max_attempts,
-        "claims": job.claims,
-        "available_at": _iso(job.available_at),
-        "created_at": _iso(job.created_at),
-        "started_at": _iso(job.started_at),
-        "claimed_at": _iso(job.claimed_at),
-        "claimed_by": job.claimed_by,
-        "completed_at": _iso(job.completed_at),
-        "last_error": job.last_error,
-        "result": job.result,
-        "errors": [_error_dict(entry) for entry in job.errors],
-        "worker_ids": list(job.worker_ids),
-        "idempotency_key": job.idempotency_key,
-        "trace_context": None if job.trace_context is None else dict(job.trace_context),
-    }
-
-
 def _time(value: datetime | None) -> str:
     return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%SZ")
 
@@ -640,7 +604,7 @@ def _cmd_list(engine: Engine, args: argparse.Namespace) -> int:
         args.limit,
     )
     if args.json:
-        _print_json({"jobs": [job_dict(j) for j in jobs], "next_after": next_after})
+        _print_json({"jobs": [job_json(j) for j in jobs], "next_after": next_after})
     else:
         _print_jobs(jobs, next_after, dead=False)
     return 0
@@ -654,7 +618,7 @@ def _cmd_dlq(engine: Engine, args: argparse.Namespace) -> int:
         args.limit,
     )
     if args.json:
-        _print_json({"jobs": [job_dict(j) for j in jobs], "next_after": next_after})
+        _print_json({"jobs": [job_json(j) for j in jobs], "next_after": next_after})
     else:
         _print_jobs(jobs, next_after, dead=True)
     return 0
@@ -665,7 +629,7 @@ def _cmd_show(engine: Engine, args: argparse.Namespace) -> int:
         job = engine.get_job(args.id)
     except JobNotFoundError as exc:
         raise Failure(str(exc)) from None
-    data = job_dict(job)
+    data = job_json(job)
     if args.json:
         _print_json(data)
         return 0

@@ -13,7 +13,7 @@ import pytest
 from skiplock import AsyncEngine, Engine, JobState, Settings
 from skiplock.adapters.memory import AsyncInMemoryJobStore, InMemoryJobStore
 from skiplock.adapters.psycopg import PsycopgJobStore
-from skiplock.core import ClaimRequest
+from skiplock.core import ClaimRequest, job_json
 from skiplock.integrations.fastapi import create_router
 from skiplock.integrations.flask import create_blueprint
 from skiplock.integrations.rest import (
@@ -25,7 +25,6 @@ from skiplock.integrations.rest import (
     RestApi,
     models,
 )
-from skiplock.integrations.rest._support import job_dict
 from tests.cli.admin_helpers import add_worker, bury
 
 from .rest_support import FLAVOURS, PREFIX, VIEWER, Client, client_for, snapshot
@@ -173,7 +172,7 @@ def test_create_job(client: Client, jobs: Engine) -> None:
         3,
         2,
     )
-    assert reply.body == job_dict(job)
+    assert reply.body == job_json(job)
 
     keyed = {"kind": "email.send", "payload": [1], "idempotency_key": "order-7"}
     first = client.post("/jobs", json=keyed)
@@ -218,7 +217,7 @@ def test_get_job(client: Client, jobs: Engine, pg_dsn: str) -> None:
     assert reply.status == 200
     models.JobDetail.model_validate(reply.body)
     job = jobs.get_job(job_id)
-    assert reply.body == job_dict(job) | {"audit_trail": []}  # the engine records none
+    assert reply.body == job_json(job) | {"audit_trail": []}  # the engine records none
     assert (reply.body["state"], reply.body["last_error"], reply.body["payload"]) == (
         "dead",
         "refused",
@@ -482,8 +481,8 @@ def test_the_callers_identity_is_the_audit_actor(flavour: str, jobs: Engine, pg_
 
 def test_the_job_schema_is_the_json_of_a_job(jobs: Engine, pg_dsn: str) -> None:
     job = jobs.get_job(dead(jobs, pg_dsn, tenant="t"))
-    assert set(models.Job.model_fields) == set(job_dict(job))
-    models.Job.model_validate(job_dict(job))
+    assert set(models.Job.model_fields) == set(job_json(job))
+    models.Job.model_validate(job_json(job))
 
 
 def test_fastapi_document_has_every_operation_with_its_schemas() -> None:

@@ -86,6 +86,7 @@ from ._health import (
     unreachable_report,
 )
 from ._idempotency import first_occurrences
+from ._json import attempt_error_json, audit_event_json, job_json
 from ._policy import (
     KindPolicy,
     PolicyOverrides,
@@ -273,6 +274,8 @@ __all__ = [
     "WorkerInfo",
     "WorkerStatus",
     "assess_health",
+    "attempt_error_json",
+    "audit_event_json",
     "base_delay",
     "capped_kinds",
     "charged_positions",
@@ -306,6 +309,7 @@ __all__ = [
     "field_defaults",
     "first_occurrences",
     "format_duration",
+    "job_json",
     "kind_caps",
     "legal_events",
     "new_bucket",

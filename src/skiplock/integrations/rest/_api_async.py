@@ -14,7 +14,7 @@ import inspect
 import logging
 from typing import Any
 
-from skiplock.core import SkiplockError, StoreError
+from skiplock.core import SkiplockError, StoreError, audit_event_json, job_json
 from skiplock.engine import AsyncEngine
 
 from . import models as m
@@ -24,9 +24,7 @@ from ._problems import InternalError, NotAuthenticated, Problem
 from ._spec import BY_ID, OPENAPI_PATH, openapi_document
 from ._support import (
     Call,
-    audit_dict,
     iso,
-    job_dict,
     page,
     parse_body,
     parse_job_id,
@@ -157,7 +155,7 @@ class AsyncRestApi:
         engine records one, J10)."""
         job = await self._engine.get_job(job_id)
         events = await self._engine.audit_trail(job_id)
-        return job_dict(job) | {"audit_trail": [audit_dict(event) for event in events]}
+        return job_json(job) | {"audit_trail": [audit_event_json(event) for event in events]}
 
     async def create_job(self, body: m.JobCreate, *, actor: str) -> tuple[dict[str, Any], bool]:
         """Enqueue a job; returns it (``Job``) and whether it was created (False: the
@@ -174,14 +172,14 @@ class AsyncRestApi:
             delay=body.delay,
             actor=actor,
         )
-        return job_dict(await self._engine.get_job(result.id)), result.created
+        return job_json(await self._engine.get_job(result.id)), result.created
 
     async def retry_job(
         self, job_id: int, *, reset_attempts: bool = True, actor: str
     ) -> dict[str, Any]:
         """Replay a dead, failed or cancelled job (``Job``)."""
         job = await self._change("retry_job", job_id, reset_attempts=reset_attempts, actor=actor)
-        return job_dict(job)
+        return job_json(job)
 
     async def retry_dead(self, body: m.RetryDead, *, actor: str) -> dict[str, Any]:
         """Replay the dead jobs matching ``body`` (``RetriedJobs``)."""
@@ -196,15 +194,15 @@ class AsyncRestApi:
 
     async def cancel_job(self, job_id: int, *, actor: str) -> dict[str, Any]:
         """Cancel a job (``Job``)."""
-        return job_dict(await self._change("cancel_job", job_id, actor=actor))
+        return job_json(await self._change("cancel_job", job_id, actor=actor))
 
     async def fail_job(self, job_id: int, *, actor: str) -> dict[str, Any]:
         """Mark a job failed (``Job``)."""
-        return job_dict(await self._change("fail_job", job_id, actor=actor))
+        return job_json(await self._change("fail_job", job_id, actor=actor))
 
     async def delete_job(self, job_id: int, *, actor: str) -> dict[str, Any]:
         """Delete a job that is not running; returns it as it was (``Job``)."""
-        return job_dict(await self._change("delete_job", job_id, actor=actor))
+        return job_json(await self._change("delete_job", job_id, actor=actor))
 
     async def _change(self, name: str, *args: Any, actor: str, **options: Any) -> Any:
         """Call the engine's ``name`` on behalf of ``actor``: the one place the caller's

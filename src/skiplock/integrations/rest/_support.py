@@ -14,9 +14,7 @@ import attrs
 import pydantic
 from pydantic import BaseModel, TypeAdapter
 
-from skiplock._cli_admin import job_dict
 from skiplock.core import (
-    AuditEvent,
     InvalidTransitionError,
     Job,
     JobNotFoundError,
@@ -24,6 +22,7 @@ from skiplock.core import (
     StoreError,
     UndecodableRowError,
     ValidationError,
+    job_json,
 )
 
 from . import models as m
@@ -44,7 +43,6 @@ if typing.TYPE_CHECKING:
 
     from ._http import Request
 
-__all__ = ["job_dict"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -142,17 +140,6 @@ def parse_body(model: type[M] | None, request: Request, *, required: bool) -> M 
         raise InvalidRequest("invalid body", errors=field_errors(exc, "body")) from None
 
 
-def audit_dict(event: AuditEvent) -> dict[str, Any]:
-    """An audit event (J10) as JSON-ready data (``AuditEntry``)."""
-    details = event.details
-    return {
-        "action": str(event.action),
-        "actor": event.actor,
-        "at": event.at.isoformat(),
-        "details": None if details is None else dict(details),
-    }
-
-
 def iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
@@ -201,6 +188,6 @@ def page(jobs: list[Job], limit: int) -> dict[str, Any]:
     more = len(jobs) > limit
     shown = jobs[:limit]
     return {
-        "jobs": [job_dict(job) for job in shown],
+        "jobs": [job_json(job) for job in shown],
         "next_cursor": str(shown[-1].id) if more else None,
     }
