@@ -294,7 +294,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description="skiplock benchmarks against PostgreSQL's own commit rate (pgbench) "
-        "and, when installed, pgqueuer and procrastinate. See docs/performance.md.",
+        "and, when installed, pgqueuer and procrastinate. See docs/performance.md; recorded "
+        "runs are in benchmarks/results/.",
     )
     p.add_argument("--dsn", default=_pg.default_dsn(),
                    help="server to use; a fresh database is created and dropped "
