@@ -7,7 +7,7 @@ from ._context import JobContext, current_job
 from ._declaration import TaskDef, TaskOptions, declare
 from ._engine import Engine
 from ._engine_async import AsyncEngine
-from ._enqueue import Enqueue
+from ._enqueue import Enqueue, EnqueueOptions, JobOptions
 from ._errors import JobCancelledError, JobTimeoutError, UndecodablePayloadError
 from ._operator import Operator
 from ._operator_async import AsyncOperator
@@ -28,8 +28,10 @@ __all__ = [
     "CatchUp",
     "Engine",
     "Enqueue",
+    "EnqueueOptions",
     "JobCancelledError",
     "JobContext",
+    "JobOptions",
     "JobTimeoutError",
     "Operator",
     "Processor",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import attrs
 
@@ -34,6 +34,25 @@ class Enqueue:
     available_at: datetime | None = attrs.field(default=None, kw_only=True)
     delay: timedelta | float | None = attrs.field(default=None, kw_only=True)
     max_attempts: int | None = attrs.field(default=None, kw_only=True)
+
+
+class JobOptions(TypedDict, total=False):
+    """A job's own keywords besides its kind, payload and due time, as for
+    :meth:`AsyncEngine.enqueue` and :class:`Enqueue` (``task.item(payload, **options)``).
+    Leaving one out means ``None``."""
+
+    priority: int | None
+    tenant: str | None
+    idempotency_key: str | None
+    max_attempts: int | None
+
+
+class EnqueueOptions(JobOptions, total=False):
+    """The keywords of the enqueue methods besides the kind, payload and due time
+    (``engine.enqueue_at(when, kind, payload, **options)``, ``task.enqueue_after(...)``):
+    :class:`JobOptions` and the caller's ``connection`` (R0)."""
+
+    connection: Any
 
 
 def as_delay(value: object) -> timedelta | None:

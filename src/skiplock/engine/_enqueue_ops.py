@@ -9,7 +9,7 @@ This module is the generated sync twin of ``_enqueue_ops_async.py``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from ._enqueue import Enqueue
 from ._observe import PublishSpan
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from skiplock.core import EnqueueRequest, EnqueueResult
     from skiplock.ports import Audit, Clock, JobStore, Tracer
 
+    from ._enqueue import EnqueueOptions
     from ._intake import Intake, RequestBuilder
     from ._periodic import ScheduleInfo, TickResult
     from ._scheduler import Scheduler
@@ -84,52 +85,22 @@ class EnqueueOps:
         return (self._enqueue(build, lambda: [kind], connection))[0]
 
     def enqueue_at(
-        self,
-        when: datetime,
-        kind: str,
-        payload: Any = None,
-        *,
-        priority: int | None = None,
-        tenant: str | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        connection: Any = None,
+        self, when: datetime, kind: str, payload: Any = None, **options: Unpack[EnqueueOptions]
     ) -> EnqueueResult:
-        """Create one job that is not claimed before ``when`` (a timezone-aware datetime)."""
-        return self.enqueue(
-            kind,
-            payload,
-            priority=priority,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            max_attempts=max_attempts,
-            available_at=when,
-            connection=connection,
-        )
+        """Create one job that is not claimed before ``when`` (a timezone-aware datetime);
+        ``options`` as for :meth:`enqueue` (:class:`~skiplock.EnqueueOptions`)."""
+        return self.enqueue(kind, payload, available_at=when, **options)
 
     def enqueue_after(
         self,
         delay: timedelta | float,
         kind: str,
         payload: Any = None,
-        *,
-        priority: int | None = None,
-        tenant: str | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        connection: Any = None,
+        **options: Unpack[EnqueueOptions],
     ) -> EnqueueResult:
-        """Create one job due ``delay`` (timedelta or seconds) after the store's now."""
-        return self.enqueue(
-            kind,
-            payload,
-            priority=priority,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            max_attempts=max_attempts,
-            delay=delay,
-            connection=connection,
-        )
+        """Create one job due ``delay`` (timedelta or seconds) after the store's now;
+        ``options`` as for :meth:`enqueue` (:class:`~skiplock.EnqueueOptions`)."""
+        return self.enqueue(kind, payload, delay=delay, **options)
 
     def enqueue_many(
         self, items: Iterable[Enqueue], *, connection: Any = None

@@ -6,7 +6,7 @@ at every tick (see docs/periodic.md).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from ._enqueue import Enqueue
 from ._observe import PublishSpan
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from skiplock.core import EnqueueRequest, EnqueueResult
     from skiplock.ports import AsyncAudit, AsyncJobStore, Clock, Tracer
 
+    from ._enqueue import EnqueueOptions
     from ._intake import Intake, RequestBuilder
     from ._periodic import ScheduleInfo, TickResult
     from ._scheduler_async import Scheduler
@@ -81,52 +82,22 @@ class AsyncEnqueueOps:
         return (await self._enqueue(build, lambda: [kind], connection))[0]
 
     async def enqueue_at(
-        self,
-        when: datetime,
-        kind: str,
-        payload: Any = None,
-        *,
-        priority: int | None = None,
-        tenant: str | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        connection: Any = None,
+        self, when: datetime, kind: str, payload: Any = None, **options: Unpack[EnqueueOptions]
     ) -> EnqueueResult:
-        """Create one job that is not claimed before ``when`` (a timezone-aware datetime)."""
-        return await self.enqueue(
-            kind,
-            payload,
-            priority=priority,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            max_attempts=max_attempts,
-            available_at=when,
-            connection=connection,
-        )
+        """Create one job that is not claimed before ``when`` (a timezone-aware datetime);
+        ``options`` as for :meth:`enqueue` (:class:`~skiplock.EnqueueOptions`)."""
+        return await self.enqueue(kind, payload, available_at=when, **options)
 
     async def enqueue_after(
         self,
         delay: timedelta | float,
         kind: str,
         payload: Any = None,
-        *,
-        priority: int | None = None,
-        tenant: str | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        connection: Any = None,
+        **options: Unpack[EnqueueOptions],
     ) -> EnqueueResult:
-        """Create one job due ``delay`` (timedelta or seconds) after the store's now."""
-        return await self.enqueue(
-            kind,
-            payload,
-            priority=priority,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            max_attempts=max_attempts,
-            delay=delay,
-            connection=connection,
-        )
+        """Create one job due ``delay`` (timedelta or seconds) after the store's now;
+        ``options`` as for :meth:`enqueue` (:class:`~skiplock.EnqueueOptions`)."""
+        return await self.enqueue(kind, payload, delay=delay, **options)
 
     async def enqueue_many(
         self, items: Iterable[Enqueue], *, connection: Any = None

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, Unpack
 
 from skiplock.core import ValidationError, shown
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from skiplock.core import EnqueueResult
 
     from ._declaration import TaskDef
+    from ._enqueue import EnqueueOptions, JobOptions
     from ._periodic import CatchUp
 
 P = TypeVar("P")
@@ -111,94 +112,41 @@ class AsyncTask(Generic[P]):
         self,
         payload: P,
         *,
-        priority: int | None = None,
-        tenant: str | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
         available_at: datetime | None = None,
         delay: timedelta | float | None = None,
         connection: Any = None,
+        **options: Unpack[JobOptions],
     ) -> EnqueueResult:
-        """Create one job of this kind (as :meth:`AsyncEngine.enqueue`)."""
-        item = self.item(
-            payload,
-            priority=priority,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            max_attempts=max_attempts,
-            available_at=available_at,
-            delay=delay,
-        )
+        """Create one job of this kind (as :meth:`AsyncEngine.enqueue`; ``options``:
+        :class:`~skiplock.JobOptions`)."""
+        item = Enqueue(self.kind, payload, available_at=available_at, delay=delay, **options)
         return (await self._engine.enqueue_many([item], connection=connection))[0]
 
     async def enqueue_at(
-        self,
-        when: datetime,
-        payload: P,
-        *,
-        priority: int | None = None,
-        tenant: str | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        connection: Any = None,
+        self, when: datetime, payload: P, **options: Unpack[EnqueueOptions]
     ) -> EnqueueResult:
         """Create one job not claimed before ``when`` (as :meth:`AsyncEngine.enqueue_at`)."""
-        return await self.enqueue(
-            payload,
-            priority=priority,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            max_attempts=max_attempts,
-            available_at=when,
-            connection=connection,
-        )
+        return await self.enqueue(payload, available_at=when, **options)
 
     async def enqueue_after(
-        self,
-        delay: timedelta | float,
-        payload: P,
-        *,
-        priority: int | None = None,
-        tenant: str | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        connection: Any = None,
+        self, delay: timedelta | float, payload: P, **options: Unpack[EnqueueOptions]
     ) -> EnqueueResult:
         """Create one job due ``delay`` after the store's now (as
         :meth:`AsyncEngine.enqueue_after`)."""
-        return await self.enqueue(
-            payload,
-            priority=priority,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            max_attempts=max_attempts,
-            delay=delay,
-            connection=connection,
-        )
+        return await self.enqueue(payload, delay=delay, **options)
 
     def item(
         self,
         payload: P,
         *,
-        priority: int | None = None,
-        tenant: str | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
         available_at: datetime | None = None,
         delay: timedelta | float | None = None,
+        **options: Unpack[JobOptions],
     ) -> Enqueue:
         """One job of this kind for :meth:`enqueue_many` (or the engine's, beside jobs of
-        other kinds): a typed :class:`~skiplock.Enqueue`."""
-        return Enqueue(
-            self.kind,
-            payload,
-            priority=priority,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            max_attempts=max_attempts,
-            available_at=available_at,
-            delay=delay,
-        )
+        other kinds): a typed :class:`~skiplock.Enqueue` (``options``:
+        :class:`~skiplock.JobOptions`)."""
+        return Enqueue(self.kind, payload, available_at=available_at, delay=delay, **options)
 
     async def enqueue_many(
         self, items: Iterable[P | Enqueue], *, connection: Any = None
