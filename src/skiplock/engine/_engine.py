@@ -4,9 +4,9 @@
 
 This module is the generated sync twin of ``_engine_async.py``.
 
-The enqueue API and periodic schedules are mixed in from ``_enqueue_ops.py``, the
-admin API from ``_admin.py``; what enqueue accepts (each kind's policy, validated
-requests) comes from ``_intake.py``.
+The enqueue API and periodic schedules are mixed in from ``enqueue/_ops.py``, the
+admin API from ``admin/_admin.py``; what enqueue accepts (each kind's policy,
+validated requests) comes from ``enqueue/_intake.py``.
 """
 
 from __future__ import annotations
@@ -24,10 +24,7 @@ from skiplock.ports import (
     SystemClock,
 )
 
-from ._admin import AdminOps
 from ._declaration import TaskDef, TaskOptions, declare
-from ._enqueue_ops import EnqueueOps
-from ._intake import Intake
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance import Maintenance
 from ._observe import traces
@@ -39,11 +36,14 @@ from ._registry import (
     declaration_of,
     typed_by,
 )
-from ._scheduler import Scheduler
-from ._settings import Settings
-from ._task import Task
-from ._worker import Worker
-from ._worker_parts import WorkerParts
+from .admin._admin import AdminOps
+from .enqueue._intake import Intake
+from .enqueue._ops import EnqueueOps
+from .enqueue._task import Task
+from .periodic._scheduler import Scheduler
+from .settings._settings import Settings
+from .worker._parts import WorkerParts
+from .worker._worker import Worker
 
 if TYPE_CHECKING:
     from datetime import timedelta
