@@ -15,18 +15,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from hypothesis import strategies as st
 
-from skiplock.core import (
+from skiplock.core import ClaimRequest, JobFilter, JobState, Page, ValidationError, encode_payload
+from skiplock.core._validation import (
     INT4_RANGE,
     INT8_RANGE,
     MAX_PAYLOAD_DEPTH,
     MAX_SHOWN_LENGTH,
     PRIORITY_RANGE,
-    ClaimRequest,
-    JobFilter,
-    JobState,
-    Page,
-    ValidationError,
-    encode_payload,
 )
 
 if TYPE_CHECKING:

@@ -23,7 +23,6 @@ from skiplock import Engine, Settings
 from skiplock.core import (
     MAX_ERROR_LENGTH,
     MAX_RECORDED_ERRORS,
-    UNDECODABLE_MARK,
     AuditAction,
     AuditEvent,
     Bury,
@@ -37,6 +36,7 @@ from skiplock.core import (
     UndecodableRowError,
     charged_positions,
 )
+from skiplock.core._failure import UNDECODABLE_MARK
 from skiplock.ports import Audit
 from tests.pgfixtures import execute, fetch
 

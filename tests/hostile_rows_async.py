@@ -19,7 +19,6 @@ from skiplock import AsyncEngine, Settings
 from skiplock.core import (
     MAX_ERROR_LENGTH,
     MAX_RECORDED_ERRORS,
-    UNDECODABLE_MARK,
     AuditAction,
     AuditEvent,
     Bury,
@@ -33,6 +32,7 @@ from skiplock.core import (
     UndecodableRowError,
     charged_positions,
 )
+from skiplock.core._failure import UNDECODABLE_MARK
 from skiplock.ports import AsyncAudit
 from tests.pgfixtures import execute, fetch
 

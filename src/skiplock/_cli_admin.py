@@ -24,8 +24,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from skiplock.core import (
-    INT8_RANGE,
-    KIND_RE,
     HealthReport,
     InvalidTransitionError,
     Job,
@@ -33,13 +31,12 @@ from skiplock.core import (
     JobState,
     SkiplockError,
     ValidationError,
-    check_actor,
-    format_duration,
     job_json,
-    parse_duration,
-    unreachable_report,
     validate_identifier,
 )
+from skiplock.core._fields import parse_duration
+from skiplock.core._health import format_duration, unreachable_report
+from skiplock.core._validation import INT8_RANGE, KIND_RE, check_actor
 from skiplock.engine import Engine, Settings
 
 if TYPE_CHECKING:

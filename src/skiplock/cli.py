@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import skiplock
 from skiplock import AsyncEngine, AsyncWorker, Engine, Settings, Worker, _cli_admin, demo
-from skiplock.core import KIND_RE, SkiplockError, StoreError, ValidationError, validate_identifier
+from skiplock.core import SkiplockError, StoreError, ValidationError, validate_identifier
+from skiplock.core._validation import KIND_RE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence

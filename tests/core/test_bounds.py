@@ -12,27 +12,29 @@ import pytest
 from hypothesis import given, settings
 
 from skiplock.core import (
-    INT4_RANGE,
     MAX_AVAILABLE_AT,
-    MAX_DELAY,
-    MAX_PAYLOAD_DEPTH,
-    MAX_SHOWN_LENGTH,
     MIN_AVAILABLE_AT,
-    PRIORITY_RANGE,
     EnqueueRequest,
     Job,
     JobState,
     ValidationError,
-    check_available_at,
-    check_kind,
     counter_problem,
     encode_payload,
-    shown,
     validate_identifier,
+)
+from skiplock.core._validation import (
+    INT4_RANGE,
+    MAX_DELAY,
+    MAX_PAYLOAD_DEPTH,
+    MAX_SHOWN_LENGTH,
+    PRIORITY_RANGE,
+    check_available_at,
+    check_kind,
+    shown,
     validate_request,
 )
-from skiplock.engine._enqueue import Enqueue
-from skiplock.engine._intake import build_request
+from skiplock.engine._inputs import Enqueue
+from skiplock.engine.enqueue._intake import build_request
 from tests.hostile import MAX_MESSAGE_LENGTH, ZONES, Args, enqueue_args
 from tests.jobs import make_job
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skiplock.core import RateLimit, TokenBucket, ValidationError, new_bucket, refill, take
+from skiplock.core import RateLimit, ValidationError
+from skiplock.core._bucket import TokenBucket, new_bucket, refill, take
 
 limits = st.builds(
     RateLimit,

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from skiplock.core import ClaimRequest, plan_claim
+from skiplock.core import ClaimRequest
+from skiplock.core._capacity import plan_claim
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -9,24 +9,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skiplock.core import (
-    MAX_DELAY,
     MAX_ERROR_LENGTH,
     MAX_RECORDED_ERRORS,
-    UNDECODABLE_MARK,
     AttemptError,
     Bury,
-    FailureKind,
     Release,
     Retry,
     RetryPolicy,
     UndecodableRowError,
     ValidationError,
-    decide_failure,
-    next_delay,
     recorded_errors,
     truncate_error,
     undecodable_error,
 )
+from skiplock.core._failure import UNDECODABLE_MARK, FailureKind, decide_failure
+from skiplock.core._retry import next_delay
+from skiplock.core._validation import MAX_DELAY
 
 _AT = datetime(2024, 1, 1, tzinfo=UTC)
 POLICY = RetryPolicy(max_attempts=3, base=timedelta(seconds=10), factor=2.0, jitter=0.5)

@@ -7,12 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from skiplock.core import (
-    HealthSnapshot,
+from skiplock.core import HealthSnapshot, QueueStats, SchemaInfo, WorkerStatus
+from skiplock.core._health import (
     HealthThresholds,
-    QueueStats,
-    SchemaInfo,
-    WorkerStatus,
     assess_health,
     format_duration,
     unreachable_report,

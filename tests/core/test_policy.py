@@ -8,20 +8,15 @@ from typing import Any
 import attrs
 import pytest
 
-from skiplock.core import (
+from skiplock.core import KindPolicy, PolicyOverrides, RateLimit, RetryPolicy, ValidationError
+from skiplock.core._fields import (
     NON_NEGATIVE_DURATION,
     POLICY_FIELD_NAMES,
     POLICY_FIELDS,
     POSITIVE_DURATION,
-    KindPolicy,
-    PolicyOverrides,
-    RateLimit,
-    RetryPolicy,
     SecondsView,
-    ValidationError,
-    overrides_from,
-    resolve_policy,
 )
+from skiplock.core._policy import overrides_from, resolve_policy
 
 DEFAULT = KindPolicy(
     retry=RetryPolicy(

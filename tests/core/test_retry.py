@@ -9,14 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skiplock.core import (
-    MAX_AVAILABLE_AT,
-    MAX_DELAY,
-    RetryPolicy,
-    ValidationError,
-    base_delay,
-    next_delay,
-)
+from skiplock.core import MAX_AVAILABLE_AT, RetryPolicy, ValidationError
+from skiplock.core._retry import base_delay, next_delay
+from skiplock.core._validation import MAX_DELAY
 
 # timedelta keeps microseconds, so results may be off by half a microsecond.
 EPS = 1e-6

@@ -8,16 +8,15 @@ import pytest
 
 from skiplock.core import (
     TERMINAL_STATES,
-    TRANSITIONS,
     Event,
     InvalidTransitionError,
     JobState,
     ValidationError,
     check_operator_event,
-    legal_events,
     sources,
     transition,
 )
+from skiplock.core._states import TRANSITIONS, legal_events
 
 P, R, S = JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED
 F, D, C = JobState.FAILED, JobState.DEAD, JobState.CANCELLED

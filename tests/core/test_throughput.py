@@ -6,13 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from skiplock.core import (
-    FinishedCount,
-    JobState,
-    ValidationError,
-    throughput_from,
-    throughput_window,
-)
+from skiplock.core import FinishedCount, JobState, ValidationError
+from skiplock.core._throughput import throughput_from, throughput_window
 
 NOW = datetime(2030, 5, 6, 7, 8, 9, 500_000, tzinfo=UTC)
 

@@ -12,19 +12,21 @@ from typing import Any
 import pytest
 
 from skiplock.core import (
+    EnqueueRequest,
+    UnknownKindError,
+    ValidationError,
+    encode_payload,
+    result_json,
+    validate_identifier,
+)
+from skiplock.core._validation import (
     IDENTIFIER_RE,
     KIND_RE,
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_PAYLOAD_DEPTH,
     MAX_RESULT_BYTES,
     MAX_TENANT_LENGTH,
-    EnqueueRequest,
-    UnknownKindError,
-    ValidationError,
-    encode_payload,
     encode_result,
-    result_json,
-    validate_identifier,
     validate_request,
 )
 

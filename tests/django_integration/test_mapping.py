@@ -8,17 +8,10 @@ from django.tasks import TaskResultStatus
 from django.tasks.exceptions import InvalidTask
 from django.test import override_settings
 
-from skiplock.core import (
-    Bury,
-    FailureKind,
-    JobState,
-    RetryPolicy,
-    decide_failure,
-    stale_error,
-    undecodable_error,
-)
+from skiplock.core import Bury, JobState, RetryPolicy, stale_error, undecodable_error
+from skiplock.core._failure import FailureKind, decide_failure
 from skiplock.engine import JobTimeoutError
-from skiplock.engine._runner import format_error
+from skiplock.engine.worker._runner import format_error
 from skiplock.integrations.django import error_from_text
 from skiplock.integrations.django._results import (
     OTHER_ERROR_CLASS,

@@ -12,13 +12,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from skiplock.core import POLICY_FIELDS
-from skiplock.engine._settings import ENGINE_FIELDS
+from skiplock.core._fields import POLICY_FIELDS
+from skiplock.engine.settings._settings import ENGINE_FIELDS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skiplock.core import Setting
+    from skiplock.core._fields import Setting
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 _UNITS = (("d", 86400), ("h", 3600), ("m", 60))

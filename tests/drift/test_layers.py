@@ -77,21 +77,48 @@ def _modules() -> list[str]:
     return names
 
 
+def _layer_names(contract: dict[str, Any]) -> set[str]:
+    # Siblings share a layer: "a | b" (independent) or "a : b".
+    names = [name.strip() for entry in contract["layers"] for name in re.split(r"[|:]", entry)]
+    containers = contract.get("containers", [])
+    return {f"{c}.{name}" for c in containers for name in names} if containers else set(names)
+
+
+def _uncovered(contract: dict[str, Any]) -> list[str]:
+    containers = contract.get("containers", [])
+    layers = _layer_names(contract)
+    return [
+        module
+        for module in _modules()
+        if any(module.startswith(c + ".") for c in containers) or not containers
+        if not any(module == layer or module.startswith(layer + ".") for layer in layers)
+    ]
+
+
 def test_every_module_is_in_a_layer() -> None:
     # A new top-level module (skiplock/_x.py) or package must be placed in the layers,
     # else nothing checks what it imports or who imports it.
-    [contract] = _contracts("layers")
-    containers = contract.get("containers", [])
-    # Siblings share a layer: "a | b" (independent) or "a : b".
-    names = [name.strip() for entry in contract["layers"] for name in re.split(r"[|:]", entry)]
-    layers = {f"{c}.{name}" for c in containers for name in names} if containers else set(names)
+    [contract] = [c for c in _contracts("layers") if c.get("containers") == ["skiplock"]]
     # The container itself is the package's facade; its own contract places it.
     facades = {m for c in _contracts("protected") for m in c["protected_modules"]}
-    assert set(containers) <= facades, "the layers' container needs a contract of its own"
-    uncovered = [
-        module
-        for module in _modules()
-        if module not in containers
-        and not any(module == layer or module.startswith(layer + ".") for layer in layers)
-    ]
+    assert set(contract["containers"]) <= facades, (
+        "the layers' container needs a contract of its own"
+    )
+    uncovered = _uncovered(contract)
     assert not uncovered, f"modules in no layer of [tool.importlinter]: {uncovered}"
+
+
+def test_every_engine_module_is_in_a_layer_of_the_engine() -> None:
+    # The engine's own contract places each of its modules and subpackages (a new
+    # engine/_x.py or engine/x/ must say what it may import).
+    [contract] = [c for c in _contracts("layers") if c.get("containers") == ["skiplock.engine"]]
+    assert contract.get("exhaustive") is True
+    uncovered = _uncovered(contract)
+    assert not uncovered, f"engine modules in no layer of the engine's contract: {uncovered}"
+
+
+def test_engine_keeps_few_modules_at_its_top() -> None:
+    # engine/ shows the architecture through its subpackages (worker/, enqueue/, admin/,
+    # periodic/, settings/); its top holds the engine classes and what they share.
+    top = sorted(p.name for p in (PACKAGE / "engine").glob("*.py"))
+    assert len(top) <= 20, top

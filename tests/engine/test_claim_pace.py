@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from skiplock.engine._planner import ClaimPace
+from skiplock.engine.worker._planner import ClaimPace
 
 
 class Now:

@@ -16,16 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skiplock import Engine, Enqueue, Settings, declare
-from skiplock.core import (
-    EnqueueRequest,
-    EnqueueResult,
-    ValidationError,
-    check_available_at,
-    encode_payload,
-    validate_request,
-)
+from skiplock.core import EnqueueRequest, EnqueueResult, ValidationError, encode_payload
+from skiplock.core._validation import check_available_at, validate_request
 from skiplock.engine._codec import encode
-from skiplock.engine._enqueue import as_delay
+from skiplock.engine._inputs import as_delay
 from tests.hostile import HOSTILE, TAME, Args
 
 if TYPE_CHECKING:

@@ -1,9 +1,9 @@
-"""The dispatcher's buffer of claimed, not yet started jobs (engine._held.HeldJobs)."""
+"""The dispatcher's buffer of claimed, not yet started jobs (engine.worker._held.HeldJobs)."""
 
 from __future__ import annotations
 
 from skiplock.core import Job, JobState
-from skiplock.engine._held import HeldJobs
+from skiplock.engine.worker._held import HeldJobs
 from tests.jobs import make_job
 
 

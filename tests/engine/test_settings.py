@@ -23,7 +23,7 @@ from skiplock import (
     declare,
 )
 from skiplock.adapters.memory import InMemoryJobStore
-from skiplock.core import (
+from skiplock.core._fields import (
     NON_NEGATIVE_DURATION,
     POLICY_FIELD_NAMES,
     POLICY_FIELDS,
@@ -33,7 +33,7 @@ from skiplock.core import (
 )
 from skiplock.engine._declaration import TASK_OPTION_NAMES
 from skiplock.engine._registry import make_overrides
-from skiplock.engine._settings import ENGINE_FIELDS, SETTING_FIELDS
+from skiplock.engine.settings._settings import ENGINE_FIELDS, SETTING_FIELDS
 
 if TYPE_CHECKING:
     from skiplock.testing import FakeClock

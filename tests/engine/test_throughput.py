@@ -14,11 +14,11 @@ import pytest
 
 from skiplock import Engine, JobContext, ValidationError
 from skiplock.adapters.memory import InMemoryJobStore
-from skiplock.core import MAX_BUCKETS
+from skiplock.core._throughput import MAX_BUCKETS
 from skiplock.testing import FakeClock
 
 if TYPE_CHECKING:
-    from skiplock.core import Throughput
+    from skiplock.core._throughput import Throughput
 
 
 KIND = "report.build"

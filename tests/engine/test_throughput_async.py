@@ -10,11 +10,11 @@ import pytest
 
 from skiplock import AsyncEngine, JobContext, ValidationError
 from skiplock.adapters.memory import AsyncInMemoryJobStore
-from skiplock.core import MAX_BUCKETS
+from skiplock.core._throughput import MAX_BUCKETS
 from skiplock.testing import FakeClock
 
 if TYPE_CHECKING:
-    from skiplock.core import Throughput
+    from skiplock.core._throughput import Throughput
 
 pytestmark = pytest.mark.anyio
 

@@ -33,8 +33,9 @@ from skiplock import (
 )
 from skiplock._compat import Event, join, spawn, wait_event
 from skiplock.adapters.memory import InMemoryTransaction
-from skiplock.core import RetryPolicy, base_delay
-from skiplock.engine import _completer as completer_module
+from skiplock.core import RetryPolicy
+from skiplock.core._retry import base_delay
+from skiplock.engine.worker import _completer as completer_module
 
 from .helpers import CountingStore, eventually
 from .support import Email, Invoice, RecordingMetrics, RecordingTracer, Report

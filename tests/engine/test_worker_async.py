@@ -29,8 +29,9 @@ from skiplock import (
 )
 from skiplock._compat_async import Event, join, skip_sync, spawn, wait_event
 from skiplock.adapters.memory import InMemoryTransaction
-from skiplock.core import RetryPolicy, base_delay
-from skiplock.engine import _completer_async as completer_module
+from skiplock.core import RetryPolicy
+from skiplock.core._retry import base_delay
+from skiplock.engine.worker import _completer_async as completer_module
 
 from .helpers_async import CountingStore, eventually
 from .support import Email, Invoice, RecordingMetrics, RecordingTracer, Report

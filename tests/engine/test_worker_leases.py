@@ -18,7 +18,7 @@ import pytest
 from skiplock import Engine, JobContext, JobState, Settings
 from skiplock._compat import Event, join, spawn, wait_event
 from skiplock.core import ClaimRequest
-from skiplock.engine import _slots
+from skiplock.engine.worker import _slots
 
 from .helpers import CountingStore, eventually
 from .support import RecordingMetrics

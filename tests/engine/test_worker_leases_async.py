@@ -14,7 +14,7 @@ import pytest
 from skiplock import AsyncEngine, JobContext, JobState, Settings
 from skiplock._compat_async import Event, join, spawn, wait_event
 from skiplock.core import ClaimRequest
-from skiplock.engine import _slots_async
+from skiplock.engine.worker import _slots_async
 
 from .helpers_async import CountingStore, eventually
 from .support import RecordingMetrics

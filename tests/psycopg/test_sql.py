@@ -18,13 +18,13 @@ from skiplock.adapters._pg._rows import COMPLETION_FIELDS, copy_rows, job_from_r
 from skiplock.core import (
     MAX_AVAILABLE_AT,
     MIN_AVAILABLE_AT,
-    UNDECODABLE_MARK,
     ClaimRequest,
     EnqueueBatch,
     EnqueueRequest,
     UndecodableRowError,
     ValidationError,
 )
+from skiplock.core._failure import UNDECODABLE_MARK
 
 
 def test_convert_pyformat_keeps_casts_and_escapes_percent() -> None:

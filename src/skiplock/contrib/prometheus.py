@@ -21,7 +21,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, s
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from skiplock.core import JobState, ValidationError, check_bool, check_int
+from skiplock.core import JobState, ValidationError
+from skiplock.core._validation import check_bool, check_int
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence

@@ -1,7 +1,7 @@
 """Per-kind policy and its resolution: explicit config > processor default > global.
 
 The fields, their defaults and their checks are declared once in
-:data:`~skiplock.core.POLICY_FIELDS`; the classes here spell them only for typing (a
+:data:`~skiplock.core._fields.POLICY_FIELDS`; the classes here spell them only for typing (a
 drift test keeps both in step), and validate and resolve by iterating the declaration.
 """
 
@@ -46,7 +46,7 @@ def _default_retry() -> RetryPolicy:
 
 @attrs.frozen
 class KindPolicy:
-    """Fully resolved policy of one kind (fields: :data:`~skiplock.core.POLICY_FIELDS`).
+    """Fully resolved policy of one kind (fields: :data:`~skiplock.core._fields.POLICY_FIELDS`).
 
     Durations are accepted as seconds or a timedelta and stored as a timedelta;
     ``timeout`` reads back as float seconds. ``node_limit`` counts per worker *process*:

@@ -76,7 +76,7 @@ def next_delay(policy: RetryPolicy, attempt: int, jitter: float) -> timedelta:
 
     ``jitter`` is U(0,1) drawn by the caller; the result lies within
     ``[d, d * (1 + policy.jitter)]`` where ``d = min(base * factor**(attempt-1), cap)``,
-    and never beyond :data:`~skiplock.core.MAX_DELAY`: a retry is due within the bounds
+    and never beyond :data:`~skiplock.core._validation.MAX_DELAY`: a retry is due within the bounds
     every store accepts (``MAX_AVAILABLE_AT``), whatever the policy's cap.
     """
     _check(0 <= jitter < 1, f"jitter must be within [0, 1), got {jitter!r}")

@@ -166,7 +166,7 @@ class Lease:
 
 @attrs.frozen
 class EnqueueRequest:
-    """One job to create. Validated by :func:`skiplock.core.validate_request` before writing.
+    """One job to create. Validated by :func:`~._validation.validate_request` before writing.
 
     ``available_at`` (absolute) and ``delay`` (relative to the *store's* clock) are
     mutually exclusive; neither means "due now".
@@ -338,8 +338,8 @@ class Succeeded:
     """The processor returned normally; ``result`` is its return value as JSON-ready data
     (None: nothing is stored).
 
-    ``result_json`` is ``result`` as :func:`~skiplock.core.encode_result` encoded it, when
-    the caller already did (the engine does, to validate it): stores then write this text
+    ``result_json`` is ``result`` as :func:`~._validation.encode_result` encoded it, when the
+    caller already did (the engine does, to validate it): stores then write this text
     instead of encoding again. Derived from ``result``, so not part of equality.
     """
 
@@ -392,7 +392,7 @@ class Completion:
 
 @attrs.frozen
 class ClaimRequest:
-    """What a worker asks a store for, as planned by :func:`skiplock.core.plan_claim`.
+    """What a worker asks a store for, as planned by :func:`~skiplock.core._capacity.plan_claim`.
 
     - ``limit``: at most this many jobs in total.
     - ``kinds``: only these kinds (``None``: any kind).

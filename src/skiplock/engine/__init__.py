@@ -7,18 +7,18 @@ from ._context import JobContext, current_job
 from ._declaration import TaskDef, TaskOptions, declare
 from ._engine import Engine
 from ._engine_async import AsyncEngine
-from ._enqueue import Enqueue, EnqueueOptions, JobOptions
 from ._errors import JobCancelledError, JobTimeoutError, UndecodablePayloadError
+from ._inputs import Enqueue, EnqueueOptions, JobOptions
 from ._operator import Operator
 from ._operator_async import AsyncOperator
-from ._periodic import CatchUp, ScheduleInfo, TickResult
 from ._registry import Processor, ProcessorSpec
-from ._scope import default_worker_id
-from ._settings import Settings
-from ._task import Task
-from ._task_async import AsyncTask
-from ._worker import Worker
-from ._worker_async import AsyncWorker
+from .enqueue._task import Task
+from .enqueue._task_async import AsyncTask
+from .periodic._rules import CatchUp, ScheduleInfo, TickResult
+from .settings._settings import Settings
+from .worker._scope import default_worker_id
+from .worker._worker import Worker
+from .worker._worker_async import AsyncWorker
 
 __all__ = [
     "AsyncEngine",

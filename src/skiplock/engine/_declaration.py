@@ -13,15 +13,10 @@ from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
 
 import attrs
 
-from skiplock.core import (
-    POLICY_FIELD_NAMES,
-    PolicyOverrides,
-    RateLimit,
-    ValidationError,
-    check_kind,
-    check_priority,
-    overrides_from,
-)
+from skiplock.core import PolicyOverrides, RateLimit, ValidationError
+from skiplock.core._fields import POLICY_FIELD_NAMES
+from skiplock.core._policy import overrides_from
+from skiplock.core._validation import check_kind, check_priority
 
 P = TypeVar("P")
 

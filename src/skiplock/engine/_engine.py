@@ -4,10 +4,10 @@
 
 This module is the generated sync twin of ``_engine_async.py``.
 
-The enqueue API and periodic schedules are mixed in from ``_enqueue_ops.py``, the
-admin API from ``_admin.py`` (both also make up the operator handle,
-``_operator.py``); what enqueue accepts (each kind's policy, validated
-requests) comes from ``_intake.py``.
+The enqueue API and periodic schedules are mixed in from ``enqueue/_ops.py``, the
+admin API from ``admin/_admin.py`` (both also make up the operator handle,
+``_operator.py``); what enqueue accepts (each kind's policy, validated requests)
+comes from ``enqueue/_intake.py``.
 """
 
 from __future__ import annotations
@@ -25,10 +25,7 @@ from skiplock.ports import (
     SystemClock,
 )
 
-from ._admin import AdminOps
 from ._declaration import TaskDef, TaskOptions, declare
-from ._enqueue_ops import EnqueueOps, ScheduleOps
-from ._intake import Intake
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance import Maintenance
 from ._observe import traces
@@ -41,11 +38,14 @@ from ._registry import (
     declaration_of,
     typed_by,
 )
-from ._scheduler import Scheduler
-from ._settings import Settings
-from ._task import Task
-from ._worker import Worker
-from ._worker_parts import WorkerParts
+from .admin._admin import AdminOps
+from .enqueue._intake import Intake
+from .enqueue._ops import EnqueueOps, ScheduleOps
+from .enqueue._task import Task
+from .periodic._scheduler import Scheduler
+from .settings._settings import Settings
+from .worker._parts import WorkerParts
+from .worker._worker import Worker
 
 if TYPE_CHECKING:
     from datetime import timedelta
@@ -168,7 +168,7 @@ class Engine(EnqueueOps, ScheduleOps, AdminOps):
         (J10) names it for every change made through the handle. Without ``actor`` it
         acts as ``Settings.audit_actor``. A bad actor (blank, over 255 characters, control
         characters) raises :class:`~skiplock.ValidationError`."""
-        return Operator(self, actor)
+        return Operator(self._store, self._settings, self._intake, self._tracer, self._audit, actor)
 
     @property
     def processors(self) -> dict[str, ProcessorSpec]:

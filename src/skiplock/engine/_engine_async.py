@@ -1,10 +1,10 @@
 """The engine: processor registry, enqueue and admin operations (async source;
 ``_engine.py`` is its generated sync twin, ``Engine``).
 
-The enqueue API and periodic schedules are mixed in from ``_enqueue_ops_async.py``, the
-admin API from ``_admin_async.py`` (both also make up the operator handle,
-``_operator_async.py``); what enqueue accepts (each kind's policy, validated
-requests) comes from ``_intake.py``.
+The enqueue API and periodic schedules are mixed in from ``enqueue/_ops_async.py``, the
+admin API from ``admin/_admin_async.py`` (both also make up the operator handle,
+``_operator_async.py``); what enqueue accepts (each kind's policy, validated requests)
+comes from ``enqueue/_intake.py``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,7 @@ from skiplock.ports import (
     SystemClock,
 )
 
-from ._admin_async import AsyncAdminOps
 from ._declaration import TaskDef, TaskOptions, declare
-from ._enqueue_ops_async import AsyncEnqueueOps, AsyncScheduleOps
-from ._intake import Intake
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance_async import Maintenance
 from ._observe import traces
@@ -38,11 +35,14 @@ from ._registry import (
     declaration_of,
     typed_by,
 )
-from ._scheduler_async import Scheduler
-from ._settings import Settings
-from ._task_async import AsyncTask
-from ._worker_async import AsyncWorker
-from ._worker_parts_async import WorkerParts
+from .admin._admin_async import AsyncAdminOps
+from .enqueue._intake import Intake
+from .enqueue._ops_async import AsyncEnqueueOps, AsyncScheduleOps
+from .enqueue._task_async import AsyncTask
+from .periodic._scheduler_async import Scheduler
+from .settings._settings import Settings
+from .worker._parts_async import WorkerParts
+from .worker._worker_async import AsyncWorker
 
 if TYPE_CHECKING:
     from datetime import timedelta
@@ -165,7 +165,9 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncAdminOps):
         (J10) names it for every change made through the handle. Without ``actor`` it
         acts as ``Settings.audit_actor``. A bad actor (blank, over 255 characters, control
         characters) raises :class:`~skiplock.ValidationError`."""
-        return AsyncOperator(self, actor)
+        return AsyncOperator(
+            self._store, self._settings, self._intake, self._tracer, self._audit, actor
+        )
 
     @property
     def processors(self) -> dict[str, ProcessorSpec]:

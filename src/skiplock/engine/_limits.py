@@ -15,7 +15,8 @@ from collections import Counter
 from threading import Lock
 from typing import TYPE_CHECKING
 
-from skiplock.core import ThrottleLimits, TokenBucket, take, throttle_limits
+from skiplock.core._bucket import TokenBucket, take
+from skiplock.core._capacity import ThrottleLimits, throttle_limits
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -63,7 +64,7 @@ class RateLimiter:
         provider_caps: Mapping[str, tuple[str, RateLimit]],
     ) -> ThrottleLimits:
         """What the buckets allow one claim of these kinds to take now (see
-        :func:`skiplock.core.throttle_limits`)."""
+        :func:`skiplock.core._capacity.throttle_limits`)."""
         if not rate_limits and not provider_caps:
             return ThrottleLimits()
         with self._lock:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from skiplock.ports import Audit, JobStore
 
-    from ._settings import Settings
+    from .settings._settings import Settings
 
 #: Succeeded jobs purged per batch by maintenance.
 PURGE_BATCH = 1000

@@ -15,13 +15,17 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from skiplock.core import check_actor
+from skiplock.core._validation import check_actor
 
-from ._admin import AdminOps
-from ._enqueue_ops import EnqueueOps
+from ._observe import traces
+from .admin._admin import AdminOps
+from .enqueue._ops import EnqueueOps
 
 if TYPE_CHECKING:
-    from ._engine import Engine
+    from skiplock.ports import Audit, JobStore, Tracer
+
+    from .enqueue._intake import Intake
+    from .settings._settings import Settings
 
 
 class Operator(EnqueueOps, AdminOps):
@@ -35,30 +39,32 @@ class Operator(EnqueueOps, AdminOps):
     made: after :meth:`Engine.configure`, make a new one.
     """
 
-    def __init__(self, engine: Engine, actor: str | None = None) -> None:
+    def __init__(
+        self,
+        store: JobStore,
+        settings: Settings,
+        intake: Intake,
+        tracer: Tracer,
+        audit: Audit | None,
+        actor: str | None = None,
+    ) -> None:
+        # The engine makes operators (Engine.operator); these are its parts.
         if actor is not None:
             check_actor("actor", actor)
-        self._engine = engine
-        self._store = engine.store
-        self._settings = engine.settings
-        self._tracer = engine.tracer
-        self._traced = engine._traced
-        self._intake = engine._intake
-        audit = engine.audit
+        self._store = store
+        self._settings = settings
+        self._intake = intake
+        self._tracer = tracer
+        self._traced = traces(tracer)
         # The audit of this operator's changes (None while the audit trail is off).
         self._audit = audit if audit is None or actor is None else attrs.evolve(audit, actor=actor)
-        self._actor = actor if actor is not None else engine.settings.audit_actor
+        self._actor = actor if actor is not None else settings.audit_actor
 
     @property
     def actor(self) -> str | None:
         """Who the audit trail names for this operator's changes (the engine's
         ``Settings.audit_actor`` when it was made without one; None: nobody)."""
         return self._actor
-
-    @property
-    def engine(self) -> Engine:
-        """The engine it acts on."""
-        return self._engine
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(actor={self._actor!r})"

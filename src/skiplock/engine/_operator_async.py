@@ -12,13 +12,17 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from skiplock.core import check_actor
+from skiplock.core._validation import check_actor
 
-from ._admin_async import AsyncAdminOps
-from ._enqueue_ops_async import AsyncEnqueueOps
+from ._observe import traces
+from .admin._admin_async import AsyncAdminOps
+from .enqueue._ops_async import AsyncEnqueueOps
 
 if TYPE_CHECKING:
-    from ._engine_async import AsyncEngine
+    from skiplock.ports import AsyncAudit, AsyncJobStore, Tracer
+
+    from .enqueue._intake import Intake
+    from .settings._settings import Settings
 
 
 class AsyncOperator(AsyncEnqueueOps, AsyncAdminOps):
@@ -32,30 +36,32 @@ class AsyncOperator(AsyncEnqueueOps, AsyncAdminOps):
     made: after :meth:`AsyncEngine.configure`, make a new one.
     """
 
-    def __init__(self, engine: AsyncEngine, actor: str | None = None) -> None:
+    def __init__(
+        self,
+        store: AsyncJobStore,
+        settings: Settings,
+        intake: Intake,
+        tracer: Tracer,
+        audit: AsyncAudit | None,
+        actor: str | None = None,
+    ) -> None:
+        # The engine makes operators (AsyncEngine.operator); these are its parts.
         if actor is not None:
             check_actor("actor", actor)
-        self._engine = engine
-        self._store = engine.store
-        self._settings = engine.settings
-        self._tracer = engine.tracer
-        self._traced = engine._traced
-        self._intake = engine._intake
-        audit = engine.audit
+        self._store = store
+        self._settings = settings
+        self._intake = intake
+        self._tracer = tracer
+        self._traced = traces(tracer)
         # The audit of this operator's changes (None while the audit trail is off).
         self._audit = audit if audit is None or actor is None else attrs.evolve(audit, actor=actor)
-        self._actor = actor if actor is not None else engine.settings.audit_actor
+        self._actor = actor if actor is not None else settings.audit_actor
 
     @property
     def actor(self) -> str | None:
         """Who the audit trail names for this operator's changes (the engine's
         ``Settings.audit_actor`` when it was made without one; None: nobody)."""
         return self._actor
-
-    @property
-    def engine(self) -> AsyncEngine:
-        """The engine it acts on."""
-        return self._engine
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(actor={self._actor!r})"

@@ -15,15 +15,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from skiplock.core import (
-    POLICY_FIELD_NAMES,
-    KindPolicy,
-    PolicyOverrides,
-    RateLimit,
-    overrides_from,
+from skiplock.core import KindPolicy, PolicyOverrides, RateLimit
+from skiplock.core._fields import POLICY_FIELD_NAMES
+from skiplock.core._policy import overrides_from
+from skiplock.core._validation import (
+    check_int as check_int,  # re-exported for the engine and workers
 )
-from skiplock.core import check_int as check_int  # re-exported for the engine and workers
-from skiplock.core import check_kind as check_kind
+from skiplock.core._validation import check_kind as check_kind
 
 from ._codec import Decoder, decoder_for, payload_annotation, resolve_annotation
 from ._declaration import TaskDef, declare, type_name
@@ -32,7 +30,7 @@ if TYPE_CHECKING:
     from datetime import timedelta
 
     from ._context import JobContext
-    from ._settings import Settings
+    from .settings._settings import Settings
 
 logger = logging.getLogger("skiplock.engine")
 
@@ -41,7 +39,7 @@ class Processor:
     """Base class for class-style processors; register an instance with ``engine.register``.
 
     Set ``kind`` and any policy attribute (``None`` means "use the configured default";
-    durations may be seconds or a timedelta, see :data:`~skiplock.core.POLICY_FIELDS`),
+    durations may be seconds or a timedelta, see :data:`~skiplock.core._fields.POLICY_FIELDS`),
     and ``priority`` (the default priority of the kind's jobs), and implement
     ``process(self, payload, ctx)`` — ``async def`` for an ``AsyncEngine``.
     ``transactional = True`` runs it inside the job's transaction, ``autocommit = True``
@@ -101,7 +99,7 @@ class ProcessorSpec:
 
 def make_overrides(**options: Any) -> PolicyOverrides:
     """Processor-level overrides from the registration keywords: exactly the declared
-    policy fields (:data:`~skiplock.core.POLICY_FIELDS`); durations may be seconds."""
+    policy fields (:data:`~skiplock.core._fields.POLICY_FIELDS`); durations may be seconds."""
     return overrides_from(options)
 
 

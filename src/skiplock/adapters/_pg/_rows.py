@@ -16,7 +16,6 @@ import attrs
 
 from skiplock.core import (
     MAX_AVAILABLE_AT,
-    MAX_DELAY,
     MAX_ERROR_LENGTH,
     MIN_AVAILABLE_AT,
     STALE_MARK,
@@ -49,11 +48,11 @@ from skiplock.core import (
     operator_extra,
     pair_order,
     result_json,
-    shown,
     sources,
     transition,
     truncate_error,
 )
+from skiplock.core._validation import MAX_DELAY, shown
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from skiplock.core import (
-    INT4_RANGE,
     MAX_AVAILABLE_AT,
     MAX_RECORDED_ERRORS,
     MIN_AVAILABLE_AT,
     validate_identifier,
 )
+from skiplock.core._validation import INT4_RANGE
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

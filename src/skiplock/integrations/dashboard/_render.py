@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import jinja2
 
-from skiplock.core import JobState, format_duration
+from skiplock.core import JobState
+from skiplock.core._health import format_duration
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from skiplock.core import AuditEvent, HealthReport, Job, StateCount, Throughput
+    from skiplock.core import AuditEvent, HealthReport, Job, StateCount
+    from skiplock.core._throughput import Throughput
 
 #: The states of the depth table, in lifecycle order.
 STATES = tuple(JobState)

@@ -17,16 +17,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
 
-from skiplock.core import (
-    INT8_RANGE,
-    JobNotFoundError,
-    JobState,
-    SkiplockError,
-    check_duration,
-    check_int,
-    throughput_window,
-    to_duration,
-)
+from skiplock.core import JobNotFoundError, JobState, SkiplockError
+from skiplock.core._throughput import throughput_window
+from skiplock.core._validation import INT8_RANGE, check_duration, check_int, to_duration
 
 from ..rest import Forbidden, Permission, Problem, Request, Response, RestApi, problem_for
 from . import _csrf, _render

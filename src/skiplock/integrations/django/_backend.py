@@ -16,7 +16,8 @@ from django.tasks.signals import task_enqueued
 from django.utils import timezone
 from django.utils.json import normalize_json
 
-from skiplock.core import ValidationError, check_kind, check_tenant
+from skiplock.core import ValidationError
+from skiplock.core._validation import check_kind, check_tenant
 
 from ._config import BackendConfig, parse_options
 from ._results import TaskCall, task_result

@@ -10,7 +10,8 @@ import attrs
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 
-from skiplock.core import ValidationError, check_kind, validate_identifier
+from skiplock.core import ValidationError, validate_identifier
+from skiplock.core._validation import check_kind
 from skiplock.engine import Settings, declare
 
 #: The keys ``OPTIONS`` may have.

@@ -6,7 +6,8 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Protocol
 
-from skiplock.core import ValidationError, check_actor
+from skiplock.core import ValidationError
+from skiplock.core._validation import check_actor
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable

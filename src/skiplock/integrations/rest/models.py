@@ -21,7 +21,8 @@ from pydantic import (
     StringConstraints,
 )
 
-from skiplock.core import (
+from skiplock.core import JobState
+from skiplock.core._validation import (
     INT4_RANGE,
     INT8_RANGE,
     KIND_RE,
@@ -29,7 +30,6 @@ from skiplock.core import (
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_TENANT_LENGTH,
     PRIORITY_RANGE,
-    JobState,
 )
 
 #: The most jobs one page may hold.

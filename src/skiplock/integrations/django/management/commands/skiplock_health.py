@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from skiplock.core import format_duration, parse_duration
+from skiplock.core._fields import parse_duration
+from skiplock.core._health import format_duration
 
 from .._common import add_backend_option, backend_named
 

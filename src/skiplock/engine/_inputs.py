@@ -1,0 +1,98 @@
+"""The values callers hand the engine: an enqueue's items (:class:`Enqueue`), its
+``delay``, and the state/kind/tenant filters of the admin API. ``enqueue/_intake.py``
+turns items into requests."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypedDict
+
+import attrs
+
+from skiplock.core import JobState, ValidationError
+from skiplock.core._validation import check_text, shown
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+
+@attrs.frozen
+class Enqueue:
+    """One job for :meth:`AsyncEngine.enqueue_many` (fields as for ``enqueue``).
+
+    ``available_at`` (an aware datetime) and ``delay`` (a timedelta or seconds, counted
+    from the store's clock) are mutually exclusive; neither means "due now".
+    ``priority`` ``None`` takes the kind's declared default priority (0 if it has none).
+    ``max_attempts`` ``None`` leaves it to the policy of the processor that runs the job
+    (the enqueuing engine's resolved policy is stored until a worker claims it).
+    """
+
+    kind: str
+    payload: Any = None
+    priority: int | None = attrs.field(default=None, kw_only=True)
+    tenant: str | None = attrs.field(default=None, kw_only=True)
+    idempotency_key: str | None = attrs.field(default=None, kw_only=True)
+    available_at: datetime | None = attrs.field(default=None, kw_only=True)
+    delay: timedelta | float | None = attrs.field(default=None, kw_only=True)
+    max_attempts: int | None = attrs.field(default=None, kw_only=True)
+
+
+class JobOptions(TypedDict, total=False):
+    """A job's own keywords besides its kind, payload and due time, as for
+    :meth:`AsyncEngine.enqueue` and :class:`Enqueue` (``task.item(payload, **options)``).
+    Leaving one out means ``None``."""
+
+    priority: int | None
+    tenant: str | None
+    idempotency_key: str | None
+    max_attempts: int | None
+
+
+class EnqueueOptions(JobOptions, total=False):
+    """The keywords of the enqueue methods besides the kind, payload and due time
+    (``engine.enqueue_at(when, kind, payload, **options)``, ``task.enqueue_after(...)``):
+    :class:`JobOptions` and the caller's ``connection`` (R0)."""
+
+    connection: Any
+
+
+def as_delay(value: object) -> timedelta | None:
+    """``delay`` as a timedelta (numbers are seconds); validation of the sign comes later."""
+    if value is None or isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(f"delay must be a timedelta or seconds, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValidationError(f"delay must be a finite number of seconds, got {value!r}")
+    try:
+        return timedelta(seconds=value)
+    except OverflowError:
+        raise ValidationError(f"delay out of range: {value!r}") from None
+
+
+def as_states(
+    value: JobState | str | Iterable[JobState | str] | None,
+) -> frozenset[JobState] | None:
+    """A state filter from one state, a state name, or several."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, JobState | str) else list(value)
+    try:
+        return frozenset(JobState(v) for v in items)
+    except ValueError:
+        known = ", ".join(state.value for state in JobState)
+        bad = next(v for v in items if v not in JobState.__members__.values())
+        raise ValidationError(f"unknown job state {shown(bad)}: one of {known}") from None
+
+
+def as_names(name: str, value: str | Iterable[str] | None) -> frozenset[str] | None:
+    """A kind/tenant filter from one name or several (each text a store can compare)."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else list(value)
+    for item in items:
+        if not isinstance(item, str):
+            raise ValidationError(f"{name} filter must hold str, got {shown(item)}")
+        check_text(f"{name} filter", item)
+    return frozenset(items)

@@ -1,0 +1,1 @@
+"""The admin side of an engine: jobs, dead letters, counts, workers, health."""

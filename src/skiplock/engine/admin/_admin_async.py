@@ -1,0 +1,330 @@
+"""Admin operations of an engine (R13 / J8) (async source; ``_admin.py`` is the sync
+twin): read, list, replay, cancel, fail and delete jobs through the store, the health
+report (R9) and a job's audit trail (J10)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import attrs
+
+from skiplock.core import (
+    MAX_AVAILABLE_AT,
+    MIN_AVAILABLE_AT,
+    AuditEvent,
+    Event,
+    HealthReport,
+    InvalidTransitionError,
+    Job,
+    JobFilter,
+    JobNotFoundError,
+    JobState,
+    Page,
+    StateCount,
+    ValidationError,
+    transition,
+)
+from skiplock.core._health import (
+    LIVE_HEARTBEATS,
+    HealthThresholds,
+    assess_health,
+    unreachable_report,
+)
+from skiplock.core._throughput import Throughput, throughput_from, throughput_window
+from skiplock.core._validation import (
+    INT8_RANGE,
+    check_actor,
+    check_bool,
+    check_duration,
+    check_int,
+    check_job_id,
+    check_priority,
+    to_duration,
+)
+
+from .._inputs import as_names, as_states
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from skiplock.ports import AsyncAudit, AsyncJobStore
+
+    from ..settings._settings import Settings
+
+
+class AsyncAdminOps:
+    """The admin API, mixed into :class:`AsyncEngine` (it provides ``_store``,
+    ``_settings`` and ``_audit``, the engine's audit of changes without an actor, None
+    while it is off).
+
+    Arguments are validated like enqueue arguments: a bad one raises
+    :class:`~skiplock.ValidationError` before the store is asked. Every method that
+    changes jobs takes ``actor=``: who the audit trail names for the change (J10;
+    default ``Settings.audit_actor``; ignored while the audit trail is off).
+    """
+
+    _store: AsyncJobStore
+    _settings: Settings
+    _audit: AsyncAudit | None
+
+    def _audit_by(self, actor: str | None) -> AsyncAudit | None:
+        """The audit of a change made by ``actor`` (checked), None when it is off."""
+        if actor is not None:
+            check_actor("actor", actor)
+        audit = self._audit
+        if audit is None or actor is None:
+            return audit
+        return attrs.evolve(audit, actor=actor)
+
+    async def get_job(self, job_id: int) -> Job:
+        """One job, with what its runs recorded (``attempts``, ``last_error``,
+        ``started_at``, ``completed_at``, the processor's ``result`` and the failed
+        attempts in ``errors``: docs/architecture.md, "What a job records");
+        JobNotFoundError if absent."""
+        job = await self._store.get(check_job_id("job_id", job_id))
+        if job is None:
+            raise JobNotFoundError(f"no job with id {job_id}")
+        return job
+
+    async def list_jobs(
+        self,
+        *,
+        state: JobState | str | Iterable[JobState | str] | None = None,
+        kind: str | Iterable[str] | None = None,
+        tenant: str | Iterable[str] | None = None,
+        priority_min: int | None = None,
+        priority_max: int | None = None,
+        created_since: datetime | None = None,
+        created_before: datetime | None = None,
+        available_since: datetime | None = None,
+        available_before: datetime | None = None,
+        limit: int = 100,
+        after_id: int | None = None,
+        descending: bool = False,
+    ) -> list[Job]:
+        """Jobs matching every given filter, ordered by id, one keyset page (each with its
+        ``result`` and ``errors``, as :meth:`get_job`).
+
+        The time ranges take aware datetimes and are half-open: ``created_since <=
+        created_at < created_before``, the same for ``available_at``. Pass the last id of
+        a page as ``after_id`` for the next one (with ``descending`` the next page holds
+        smaller ids).
+        """
+        check_int("limit", limit, minimum=1, maximum=INT8_RANGE[1])
+        if after_id is not None:
+            check_job_id("after_id", after_id)
+        check_bool("descending", descending)
+        for name, value in (("priority_min", priority_min), ("priority_max", priority_max)):
+            if value is not None:
+                check_priority(name, value)
+        job_filter = JobFilter(
+            states=as_states(state),
+            kinds=as_names("kind", kind),
+            tenants=as_names("tenant", tenant),
+            priority_min=priority_min,
+            priority_max=priority_max,
+            created_since=_instant("created_since", created_since),
+            created_before=_instant("created_before", created_before),
+            available_since=_instant("available_since", available_since),
+            available_before=_instant("available_before", available_before),
+        )
+        page = Page(limit=limit, after_id=after_id, descending=descending)
+        return await self._store.list_jobs(job_filter, page)
+
+    async def dead_jobs(
+        self,
+        *,
+        kind: str | Iterable[str] | None = None,
+        tenant: str | Iterable[str] | None = None,
+        limit: int = 100,
+        after_id: int | None = None,
+    ) -> list[Job]:
+        """The dead-letter view: dead jobs with their last_error, errors, payload and
+        tenant."""
+        return await self.list_jobs(
+            state=JobState.DEAD, kind=kind, tenant=tenant, limit=limit, after_id=after_id
+        )
+
+    async def counts(self) -> list[StateCount]:
+        """Number of jobs per (state, kind, tenant)."""
+        return await self._store.counts()
+
+    async def throughput(
+        self,
+        *,
+        window: timedelta | float = timedelta(hours=1),
+        bucket: timedelta | float = timedelta(minutes=1),
+    ) -> Throughput:
+        """How many jobs finished per ``bucket`` over the last ``window`` (timedeltas or
+        seconds): succeeded, dead, marked failed and cancelled, by each job's
+        ``completed_at`` on the store's clock. Buckets are aligned on multiples of
+        ``bucket`` (a whole number of seconds) and the last one, still filling, holds
+        now; at most :data:`~skiplock.core._throughput.MAX_BUCKETS` of them. It counts the jobs as
+        they are now: a job replayed since, or deleted or purged by retention, no longer
+        counts. Bad arguments raise :class:`~skiplock.ValidationError`."""
+        window = check_duration("window", to_duration(window))
+        bucket = check_duration("bucket", to_duration(bucket))
+        now = await self._store.now()
+        since, count = throughput_window(now, window, bucket)
+        finished = await self._store.finished_counts(since, bucket)
+        return throughput_from(now, since, bucket, count, finished)
+
+    async def health(
+        self,
+        *,
+        max_pending_age: timedelta | float | None = None,
+        worker_timeout: timedelta | float | None = None,
+        max_dead: int | None = None,
+    ) -> HealthReport:
+        """The health of the queue and its workers (R9), from one store read.
+
+        A worker is live while its last heartbeat is at most ``worker_timeout`` old
+        (timedelta or seconds; default three ``heartbeat_interval``, at most ``stale_ttl``).
+        The report is unhealthy, with one line per problem, when the store cannot be read,
+        its schema is missing or older than the code, due pending jobs have no live worker
+        claiming their kind (and tenant), and, when given, when a kind's oldest due job has
+        waited longer than ``max_pending_age`` or a kind has more than ``max_dead`` dead
+        jobs. Never raises for a store failure (a database that is down, a timeout): the
+        report says so. Bad thresholds raise :class:`~skiplock.ValidationError`.
+        """
+        thresholds = self.health_thresholds(
+            max_pending_age=max_pending_age, worker_timeout=worker_timeout, max_dead=max_dead
+        )
+        try:
+            snapshot = await self._store.health_snapshot()
+        except Exception as exc:  # a health check reports what failed, it does not raise
+            return unreachable_report(str(exc) or type(exc).__name__, thresholds)
+        return assess_health(snapshot, thresholds)
+
+    def health_thresholds(
+        self,
+        *,
+        max_pending_age: timedelta | float | None = None,
+        worker_timeout: timedelta | float | None = None,
+        max_dead: int | None = None,
+    ) -> HealthThresholds:
+        """The thresholds :meth:`health` uses for these arguments (validated, defaults
+        filled in); for a report made without the store, e.g.
+        :func:`skiplock.core._health.unreachable_report`."""
+        if worker_timeout is None:
+            settings = self._settings
+            beats = timedelta(seconds=LIVE_HEARTBEATS * settings.heartbeat_interval)
+            live_for = min(beats, settings.stale_ttl)
+        else:
+            live_for = check_duration("worker_timeout", to_duration(worker_timeout))
+        return HealthThresholds(
+            worker_timeout=live_for,
+            max_pending_age=None
+            if max_pending_age is None
+            else check_duration("max_pending_age", to_duration(max_pending_age), allow_zero=True),
+            max_dead=None if max_dead is None else check_int("max_dead", max_dead, minimum=0),
+        )
+
+    async def retry_job(
+        self, job_id: int, *, reset_attempts: bool = True, actor: str | None = None
+    ) -> Job:
+        """Replay a dead, failed or cancelled job: pending and due now. It starts over
+        (attempts 0) unless ``reset_attempts=False`` keeps its attempts. Audited as
+        ``job_replay``."""
+        return await self._apply_one(
+            job_id, Event.REPLAY, reset_attempts=reset_attempts, actor=actor
+        )
+
+    async def retry_dead(
+        self,
+        *,
+        kind: str | Iterable[str] | None = None,
+        tenant: str | Iterable[str] | None = None,
+        reset_attempts: bool = True,
+        actor: str | None = None,
+    ) -> list[int]:
+        """Replay every dead job matching the filter; returns the ids. Each starts over
+        (attempts 0) unless ``reset_attempts=False`` keeps its attempts (J8). Audited as
+        ``job_replay`` per job."""
+        check_bool("reset_attempts", reset_attempts)
+        job_filter = JobFilter(
+            states=frozenset({JobState.DEAD}),
+            kinds=as_names("kind", kind),
+            tenants=as_names("tenant", tenant),
+        )
+        return await self._apply(job_filter, Event.REPLAY, reset_attempts, actor)
+
+    async def cancel_job(self, job_id: int, *, actor: str | None = None) -> Job:
+        """Cancel a job. A running one is asked to stop: its worker's next heartbeat
+        interrupts the processor (``ctx.cancelled``, :class:`JobCancelledError`), and its
+        result is discarded by fencing (R13). Audited as ``job_cancelled``."""
+        return await self._apply_one(job_id, Event.CANCEL, actor=actor)
+
+    async def fail_job(self, job_id: int, *, actor: str | None = None) -> Job:
+        """Set the manual stop flag: ``failed``, never tried again unless replayed.
+        Audited as ``job_failed_manually``."""
+        return await self._apply_one(job_id, Event.MARK_FAILED, actor=actor)
+
+    async def delete_job(self, job_id: int, *, actor: str | None = None) -> Job:
+        """Delete a job that is not running; returns it as it was. Audited as
+        ``job_discard``, with its payload."""
+        check_job_id("job_id", job_id)
+        audit = self._audit_by(actor)
+        job_filter = JobFilter(ids=frozenset({job_id}))
+        deleted = await self._store.delete(job_filter, audit=audit)
+        if deleted:
+            return deleted[0]
+        job = await self.get_job(job_id)
+        raise InvalidTransitionError(f"cannot delete job {job_id}: it is {job.state.value}")
+
+    async def audit_trail(self, job_id: int) -> list[AuditEvent]:
+        """The job's audit events (J10) in the store's audit table, oldest first;
+        ``[]`` for a job without any (also an unknown one). A deleted job's events stay
+        until retention purges them."""
+        return await self._store.audit_trail(check_job_id("job_id", job_id))
+
+    async def _apply(
+        self, job_filter: JobFilter, event: Event, reset_attempts: bool, actor: str | None
+    ) -> list[int]:
+        return await self._store.apply(
+            job_filter, event, reset_attempts=reset_attempts, audit=self._audit_by(actor)
+        )
+
+    async def _apply_one(
+        self,
+        job_id: int,
+        event: Event,
+        *,
+        reset_attempts: bool = False,
+        actor: str | None = None,
+    ) -> Job:
+        check_job_id("job_id", job_id)
+        check_bool("reset_attempts", reset_attempts)
+        changed = await self._apply(
+            JobFilter(ids=frozenset({job_id})), event, reset_attempts, actor
+        )
+        job = await self.get_job(job_id)
+        if not changed:
+            transition(job.state, event)  # raises with the allowed events named
+            raise InvalidTransitionError(f"job {job_id} changed concurrently; try again")
+        return job
+
+
+def _instant(name: str, value: datetime | None) -> datetime | None:
+    """``value`` in UTC if it is an aware datetime within the times a job may have
+    (:data:`~skiplock.core.MIN_AVAILABLE_AT` .. ``MAX_AVAILABLE_AT``), else
+    ValidationError; None stays None."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise ValidationError(f"{name} must be a datetime, got {type(value).__name__}")
+    if value.utcoffset() is None:
+        raise ValidationError(f"{name} must be timezone-aware, got naive {value.isoformat()}")
+    try:
+        # OverflowError: the offset moves it outside Python's years 1..9999.
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    low, high = MIN_AVAILABLE_AT, MAX_AVAILABLE_AT
+    if utc is None or not low <= utc <= high:
+        raise ValidationError(
+            f"{name} out of range: {value.isoformat()}, must be within "
+            f"[{low.isoformat()}, {high.isoformat()}]"
+        )
+    return utc

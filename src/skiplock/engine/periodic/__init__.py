@@ -1,0 +1,2 @@
+"""Periodic schedules: the pure schedule rules and the scheduler that enqueues
+their ticks."""

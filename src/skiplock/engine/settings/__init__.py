@@ -1,0 +1,1 @@
+"""Engine settings: the fields, their environment variables, ``Settings``."""

@@ -1,0 +1,157 @@
+"""The declared fields of :class:`~._settings.Settings`: the engine's own
+(:data:`ENGINE_FIELDS`) and, with the per-kind policy's
+(:data:`~skiplock.core._fields.POLICY_FIELDS`), every scalar field (:data:`SETTING_FIELDS`).
+
+Each is a :class:`~skiplock.core._fields.Setting`: name, default, type and check, docs, and its
+``SKIPLOCK_*`` variable. Validation, :meth:`Settings.from_env` and docs/configuration.md
+derive from them.
+"""
+
+from __future__ import annotations
+
+import typing
+from datetime import timedelta
+from typing import Literal
+
+from skiplock.core._fields import (
+    ACTOR,
+    FLAG,
+    NON_NEGATIVE_DURATION,
+    NON_NEGATIVE_INT,
+    POLICY_FIELDS,
+    POSITIVE_DURATION,
+    POSITIVE_INT,
+    Setting,
+    choice,
+)
+from skiplock.core._validation import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES
+
+#: Default prefetch per slot: a worker holds up to this many claimed jobs per slot
+#: waiting, beside the running ones, and more while its jobs finish fast (see
+#: :data:`PREFETCH_CEILING`).
+PREFETCH_FACTOR = 4
+
+#: With the default prefetch a worker whose jobs finish fast holds up to this many (or
+#: :data:`PREFETCH_FACTOR` per slot, if more): what finishes in a few dozen claim round
+#: trips at the rate its jobs finish (``engine/worker/_planner.ClaimPace``). Fewer claims, each
+#: a round trip, a commit and an index walk, then serve the same jobs; ceilings of 512
+#: and 1,024 drained no faster (docs/performance.md), and this one also bounds what a
+#: worker holds and what waits to be written (:meth:`Settings.unwritten_limit`).
+PREFETCH_CEILING = 256
+
+#: Completion batches of finished jobs a worker may hold beyond its slots and prefetch
+#: before it claims nothing more: one being written while the next one fills, so a slow
+#: store still gets full batches (see :meth:`Settings.unwritten_limit`).
+UNWRITTEN_BATCHES = 2
+
+#: What ``Settings.unknown_kinds`` may say.
+UnknownKinds = Literal["error", "warn", "allow"]
+UNKNOWN_KINDS = choice(*typing.get_args(UnknownKinds))
+
+#: The engine's own settings (the global policy values are :data:`POLICY_FIELDS`).
+ENGINE_FIELDS: tuple[Setting, ...] = (
+    Setting("concurrency", 4, POSITIVE_INT, "Job slots per worker."),
+    Setting(
+        "batch_size",
+        None,
+        POSITIVE_INT,
+        "Most jobs one claim takes (none: concurrency plus the most it prefetches).",
+        nullable=True,
+    ),
+    Setting(
+        "prefetch",
+        None,
+        NON_NEGATIVE_INT,
+        f"Claimed jobs a worker keeps waiting beside its running ones (none: "
+        f"{PREFETCH_FACTOR} per slot, growing up to {PREFETCH_CEILING} while jobs finish "
+        f"fast; 0 for long jobs).",
+        nullable=True,
+    ),
+    Setting(
+        "completion_batch_size",
+        100,
+        POSITIVE_INT,
+        "Most outcomes of jobs that ran outside their transaction one store call writes. "
+        "A worker holds at most concurrency + the most it prefetches + twice this many jobs "
+        "whose outcome is not written; at that bound it claims nothing until the store has "
+        "taken some.",
+    ),
+    Setting(
+        "poll_interval",
+        timedelta(seconds=1),
+        POSITIVE_DURATION,
+        "How often an idle worker looks for due jobs. Reads back as float seconds.",
+        seconds_view=True,
+    ),
+    Setting(
+        "shutdown_timeout",
+        timedelta(seconds=30),
+        NON_NEGATIVE_DURATION,
+        "How long a stopping worker lets running jobs finish. Reads back as float seconds.",
+        seconds_view=True,
+    ),
+    Setting(
+        "heartbeat_interval",
+        timedelta(seconds=10),
+        POSITIVE_DURATION,
+        "How often a worker reports it is alive; at most half of every `stale_ttl`. "
+        "Reads back as float seconds.",
+        seconds_view=True,
+    ),
+    Setting(
+        "maintenance_interval",
+        timedelta(minutes=5),
+        POSITIVE_DURATION,
+        "How often stale jobs are recovered and old ones purged (one node at a time). "
+        "Reads back as float seconds.",
+        seconds_view=True,
+    ),
+    Setting(
+        "retention",
+        timedelta(days=7),
+        POSITIVE_DURATION,
+        "Succeeded jobs, and audit events, older than this are purged (none: never).",
+        nullable=True,
+    ),
+    Setting("retention_archive", False, FLAG, "Purged jobs are archived instead of deleted."),
+    Setting(
+        "max_payload_bytes",
+        MAX_PAYLOAD_BYTES,
+        POSITIVE_INT,
+        "Largest encoded payload (UTF-8 bytes) enqueue accepts.",
+    ),
+    Setting(
+        "max_result_bytes",
+        MAX_RESULT_BYTES,
+        POSITIVE_INT,
+        "Largest encoded processor return value (UTF-8 bytes) stored as the job's result; "
+        "a larger one fails the job (dead, no retry).",
+    ),
+    Setting(
+        "unknown_kinds",
+        "error",
+        UNKNOWN_KINDS,
+        "What enqueue does with a kind the engine neither processes nor declared, once it "
+        "knows any: `error` raises `UnknownKindError`, `warn` logs a warning (once per "
+        "kind) and writes the job, `allow` writes it. An engine that knows no kind "
+        "accepts any.",
+    ),
+    Setting(
+        "audit",
+        False,
+        FLAG,
+        "Record an audit trail of job lifecycle changes in the store's audit table (or "
+        "the engine's `audit_sink`, which turns it on by itself); see docs/operations.md.",
+    ),
+    Setting(
+        "audit_actor",
+        None,
+        ACTOR,
+        "Who the audit trail names for enqueues, for admin calls without `actor=` and for "
+        "stale-claim recovery (none: no one); workers name themselves by their id.",
+        nullable=True,
+    ),
+)
+
+#: Every scalar field of :class:`Settings`, each read from ``SKIPLOCK_<NAME>``.
+SETTING_FIELDS: tuple[Setting, ...] = ENGINE_FIELDS + POLICY_FIELDS

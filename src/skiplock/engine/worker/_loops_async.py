@@ -1,0 +1,155 @@
+"""The loops of a serving worker (async source; ``_loops.py`` is the sync twin):
+the claim loop and, beside it, heartbeats, maintenance, periodic schedules and the
+notifier's wake-ups (see docs/architecture.md, "The worker").
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import TYPE_CHECKING
+
+import attrs
+
+from skiplock._compat_async import ThreadSafeEvent
+from skiplock.core._retry import next_delay
+
+from ..settings._settings import Settings
+from ._completer_async import STORE_RETRY
+from ._dispatch_async import Dispatcher
+from ._lease_async import LeaseKeeper
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from skiplock.ports import AsyncNotifier
+
+    from .._maintenance_async import Maintenance
+    from ..periodic._scheduler_async import Scheduler
+
+logger = logging.getLogger("skiplock.worker")
+
+#: Upper bound of one notifier wait, so a stopping worker's listener notices quickly.
+NOTIFIER_WAIT = 0.1
+
+#: Shortest wait of the scheduler loop before a tick that is (nearly) due.
+SCHEDULE_MIN_WAIT = 0.001
+
+
+@attrs.frozen
+class WorkerLoops:
+    """The loops one worker runs while it serves, over its lease and dispatcher.
+
+    :meth:`claim` runs until ``stopping()`` (or, ``until_idle``, until nothing is due and
+    nothing runs); the others run beside it until ``finished`` is set.
+    """
+
+    worker_id: str
+    settings: Settings
+    lease: LeaseKeeper
+    dispatcher: Dispatcher
+    finished: ThreadSafeEvent
+
+    def retry_wait(self, failures: int) -> float:
+        """Seconds to wait after ``failures`` store errors in a row (``STORE_RETRY``),
+        never longer than the poll interval."""
+        delay = next_delay(STORE_RETRY, failures, random.random()).total_seconds()
+        return min(delay, self.settings.poll_interval)
+
+    async def claim(self, *, until_idle: bool, stopping: Callable[[], bool]) -> None:
+        """Claim whenever there is room, woken by the dispatcher, at most every
+        ``poll_interval``; after store errors retry sooner (:meth:`retry_wait`)."""
+        dispatcher = self.dispatcher
+        poll = self.settings.poll_interval
+        failures = 0  # store errors in a row (a failed claim or lease renewal)
+        while not stopping():
+            dispatcher.wakeup.clear()
+            generation = dispatcher.generation()
+            # After a store error, or with no recent heartbeat, renew the lease before
+            # anything else is claimed (run_until_idle reports store errors instead).
+            if not until_idle and self.lease.in_doubt() and not await self.lease.renew():
+                failures += 1
+                await dispatcher.wakeup.wait(self.retry_wait(failures))
+                continue
+            try:
+                claimed, limit = await dispatcher.claim()
+            except Exception:
+                self.lease.store_failed()
+                if until_idle:
+                    raise
+                failures += 1
+                wait = self.retry_wait(failures)
+                logger.exception(
+                    "worker %s: claim failed; retrying in %.2f s", self.worker_id, wait
+                )
+                await dispatcher.wakeup.wait(wait)
+                continue
+            failures = 0
+            if claimed and claimed >= limit:
+                continue  # a full batch: more may be due
+            if until_idle and not claimed and dispatcher.idle_since(generation):
+                return
+            wait = poll
+            if dispatcher.throttled_for is not None:
+                wait = min(wait, dispatcher.throttled_for)
+            await dispatcher.wakeup.wait(wait)
+
+    async def heartbeat(self) -> None:
+        """Renew the lease every ``heartbeat_interval``; after each good heartbeat the
+        store counts the attempts of jobs that started without a round trip."""
+        interval = self.settings.heartbeat_interval
+        while not await self.finished.wait(interval):
+            if await self.lease.renew(always=True):
+                await self.dispatcher.slots.pay()
+
+    async def maintenance(self, maintenance: Maintenance) -> None:
+        """Run ``maintenance`` every ``maintenance_interval`` (once per period in the
+        cluster, J13)."""
+        while True:
+            # Our own heartbeat first: after an outage, maintenance must not take this
+            # live worker's jobs for stale.
+            if await self.lease.renew():
+                try:
+                    await maintenance.run(once_per_period=True)
+                except Exception:
+                    logger.exception("worker %s: maintenance failed", self.worker_id)
+            if await self.finished.wait(self.settings.maintenance_interval):
+                return
+
+    async def schedules(self, scheduler: Scheduler) -> None:
+        """Enqueue the periodic schedules' due ticks, at each tick."""
+        # Every worker of an engine with schedules runs them: a tick's idempotency key
+        # makes the racing passes create one job, and no worker waits for a leader.
+        # Woken at the next tick, or after poll_interval at most (the store's clock may
+        # run apart from ours, or be a test's fake one).
+        poll = self.settings.poll_interval
+        failures = 0
+        while True:
+            try:
+                _, until_next = await scheduler.run_pass()
+                failures = 0
+                wait = poll
+                if until_next is not None:
+                    wait = min(poll, max(until_next.total_seconds(), SCHEDULE_MIN_WAIT))
+            except Exception:
+                failures += 1
+                wait = self.retry_wait(failures)
+                logger.exception(
+                    "worker %s: reading the store's clock for schedules failed; retrying in %.2f s",
+                    self.worker_id,
+                    wait,
+                )
+            if await self.finished.wait(wait):
+                return
+
+    async def forward_wakeups(self, notifier: AsyncNotifier) -> None:
+        """Wake the dispatcher on each of the notifier's wake-ups."""
+        wakeup = self.dispatcher.wakeup
+        wait = min(self.settings.poll_interval, NOTIFIER_WAIT)
+        while not self.finished.is_set():
+            try:
+                if await notifier.wait(wait):
+                    wakeup.set()
+            except Exception:
+                logger.exception("worker %s: notifier failed; polling meanwhile", self.worker_id)
+                await self.finished.wait(self.settings.poll_interval)

@@ -1,0 +1,196 @@
+"""Planning one claim of a worker (one module for both flavours: no I/O).
+
+The :class:`ClaimPlanner` turns the free room of a worker into a
+:class:`~skiplock.core.ClaimRequest`: its kinds' node limits (shared by the engine's
+workers in this process), cluster limits, token buckets and provider caps, and the
+``max_attempts`` its processors set. It also settles what a claim took against the node
+slots and reports the claimed jobs to the metrics port.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import TYPE_CHECKING
+
+from skiplock.core._capacity import plan_claim
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from skiplock.core import ClaimRequest, Job
+    from skiplock.ports import Clock, Metrics
+
+    from .._limits import NodeSlots, RateLimiter
+    from ._scope import ClaimScope
+
+logger = logging.getLogger("skiplock.worker")
+
+
+class ClaimPace:
+    """How many jobs a worker holds, and when it claims again.
+
+    *When:* once the jobs still held would last only about :attr:`MARGIN` claim round
+    trips at the rate jobs are finishing now. Claiming earlier than that spends a claim
+    (a round trip and a commit, and server time for the index walk) on a few jobs;
+    later, the slots run dry while the claim is in flight. The claim point never rises
+    above a quarter of the buffer used up (``buffer - max(buffer // 4, 2)`` jobs still
+    held), and without a measurement yet it is that: a worker whose jobs take long (few
+    finish per round trip) claims rarely and in large batches, one with no-op jobs as
+    before.
+
+    *How many:* the buffer is ``prefetch``; with a ``ceiling`` above it (the default
+    prefetch) it grows towards the ceiling to hold what finishes in :attr:`HOLD` claim
+    round trips at the worker's rate, so fast jobs are claimed in large batches and a
+    held job still waits only that long for its slot. Slow jobs keep the ``prefetch``
+    buffer (what finishes in :attr:`HOLD` round trips is less than that).
+
+    The rate "now" is read over the time since the last claim returned; the rate that
+    sizes the buffer is a moving average of the rates between claim returns, so a few
+    jobs finishing together do not inflate it. Round trips are a moving average of the
+    claim calls. All on the real monotonic clock (the cost of I/O, not the engine's
+    business time).
+    """
+
+    #: Held jobs should last this many claim round trips when the claim is sent.
+    MARGIN = 3.0
+    #: A buffer that may grow holds what finishes in this many claim round trips.
+    HOLD = 32.0
+    #: Weight of the newest sample in the moving averages (round trip, rate).
+    WEIGHT = 0.25
+
+    def __init__(
+        self,
+        prefetch: int,
+        *,
+        ceiling: int | None = None,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._now = now
+        self._floor = prefetch
+        self._ceiling = prefetch if ceiling is None else max(prefetch, ceiling)
+        self._round_trip: float | None = None
+        # Jobs handled per second between claim returns (moving average).
+        self._rate: float | None = None
+        # (monotonic time, jobs handled) when the last claim returned.
+        self._mark: tuple[float, int] | None = None
+        self._sent_at = 0.0
+
+    def buffer(self) -> int:
+        """How many claimed jobs to hold unstarted now (``prefetch`` up to the ceiling)."""
+        floor = self._floor
+        rate, round_trip = self._rate, self._round_trip
+        if self._ceiling == floor or rate is None or round_trip is None:
+            return floor
+        return min(self._ceiling, max(floor, math.ceil(self.HOLD * rate * round_trip)))
+
+    def due(self, held: int, handled: int) -> bool:
+        """Whether to claim with ``held`` jobs held and ``handled`` handled so far."""
+        return not held or held <= self.claim_point(handled)
+
+    def claim_point(self, handled: int) -> int:
+        """Claim once no more than this many jobs are held."""
+        buffer = self.buffer()
+        highest = buffer - max(buffer // 4, 2)
+        if self._round_trip is None or self._mark is None:
+            return highest
+        since, handled_then = self._mark
+        elapsed = self._now() - since
+        if elapsed <= 0:
+            return highest
+        rate = (handled - handled_then) / elapsed
+        need = math.ceil(self.MARGIN * rate * self._round_trip)
+        return min(highest, max(2, need))
+
+    def sent(self) -> None:
+        """A claim is being sent."""
+        self._sent_at = self._now()
+
+    def returned(self, handled: int) -> None:
+        """The claim sent last returned (also when it failed) with ``handled`` jobs
+        handled so far."""
+        now = self._now()
+        took = now - self._sent_at
+        if self._round_trip is None:
+            self._round_trip = took
+        else:
+            self._round_trip += self.WEIGHT * (took - self._round_trip)
+        if self._mark is not None:
+            since, handled_then = self._mark
+            if now > since:
+                rate = (handled - handled_then) / (now - since)
+                if self._rate is None:
+                    self._rate = rate
+                else:
+                    self._rate += self.WEIGHT * (rate - self._rate)
+        self._mark = (now, handled)
+
+
+class ClaimPlanner:
+    """Plans a worker's claims from its scope and the engine's shared limits."""
+
+    def __init__(
+        self,
+        scope: ClaimScope,
+        *,
+        node_slots: NodeSlots,
+        limiter: RateLimiter,
+        clock: Clock,
+        metrics: Metrics,
+    ) -> None:
+        self._scope = scope
+        self._node_slots = node_slots
+        self._limiter = limiter
+        self._clock = clock
+        self._metrics = metrics
+        policies = scope.policies
+        self._node_limits = {k: p.node_limit for k, p in policies.items() if p.node_limit}
+        self._cluster_limits = {k: p.cluster_limit for k, p in policies.items() if p.cluster_limit}
+        self._rate_limits = {k: p.rate_limit for k, p in policies.items() if p.rate_limit}
+        self._max_attempts = {k: p.retry.max_attempts for k, p in policies.items()}
+        #: Seconds until a throttled pair or provider has a token again (None: none), as
+        #: of the last plan.
+        self.throttled_for: float | None = None
+
+    def plan(self, free: int, start_now: int) -> ClaimRequest | None:
+        """The claim for ``free`` places, ``start_now`` of them starting at once; None
+        when nothing may be claimed. Takes node slots for it (see :meth:`claimed`)."""
+        scope = self._scope
+        throttle = self._limiter.claim_limits(
+            self._clock.monotonic(), self._rate_limits, scope.provider_caps
+        )
+        self.throttled_for = throttle.retry_in
+
+        def planner(held: Mapping[str, int]) -> ClaimRequest | None:
+            return plan_claim(
+                worker_id=scope.worker_id,
+                free_slots=free,
+                batch_size=scope.batch_size,
+                running=held,
+                node_limits=self._node_limits,
+                cluster_limits=self._cluster_limits,
+                kinds=scope.kinds,
+                tenants=scope.tenants,
+                excluded=throttle.excluded,
+                excluded_kinds=throttle.excluded_kinds,
+                pair_limits=throttle.pair_limits,
+                kind_caps=throttle.kind_caps,
+                start_now=start_now,
+                max_attempts=self._max_attempts,
+            )
+
+        return self._node_slots.plan(planner)
+
+    def claimed(self, plan: ClaimRequest, jobs: Sequence[Job]) -> None:
+        """What ``plan`` took: give back the node slots it did not use, report the jobs
+        (a failing metrics sink never loses them)."""
+        self._node_slots.settle(plan, (job.kind for job in jobs))
+        for job in jobs:
+            latency = 0.0
+            if job.claimed_at is not None:
+                latency = max(0.0, (job.claimed_at - job.available_at).total_seconds())
+            try:
+                self._metrics.job_claimed(job.kind, job.tenant, latency)
+            except Exception:
+                logger.exception("worker %s: metrics failed", self._scope.worker_id)
