@@ -33,6 +33,7 @@ from skiplock.core import ClaimRequest
 from .support import Email, RecordingTracer
 
 if TYPE_CHECKING:
+    from skiplock.core import Event, Job, JobFilter
     from skiplock.testing import FakeClock
 
 
@@ -425,6 +426,58 @@ def test_engine_admin_cancel_fail_and_delete(engine: Engine, store: InMemoryJobS
     with pytest.raises(InvalidTransitionError, match="running"):
         engine.delete_job(b)
     assert (engine.get_job(b)).state is JobState.RUNNING
+
+
+class _OperatorCalls(InMemoryJobStore):
+    """The in-memory store, naming each read of a job and each operator transition."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock=clock)
+        self.calls: list[str] = []
+
+    def get(self, job_id: int, *, connection: Any = None) -> Job | None:
+        self.calls.append("get")
+        return super().get(job_id, connection=connection)
+
+    def apply(self, filter: JobFilter, event: Event, **options: Any) -> list[int]:
+        self.calls.append("apply")
+        return super().apply(filter, event, **options)
+
+    def apply_job(self, job_id: int, event: Event, **options: Any) -> Job | None:
+        self.calls.append("apply_job")
+        return super().apply_job(job_id, event, **options)
+
+
+def test_engine_operator_calls_change_and_return_a_job_in_one_store_call(
+    clock: FakeClock,
+) -> None:
+    store = _OperatorCalls(clock)
+    engine = Engine(store, Settings(audit=True), clock=clock)
+    job_id = (engine.enqueue("email.send", {"to": "a"})).id
+    cancelled = engine.cancel_job(job_id, actor="alice")
+    failed = engine.fail_job(job_id)
+    replayed = engine.retry_job(job_id)
+    assert store.calls == ["apply_job"] * 3
+    assert [j.state for j in (cancelled, failed, replayed)] == [
+        JobState.CANCELLED,
+        JobState.FAILED,
+        JobState.PENDING,
+    ]
+    assert replayed == engine.get_job(job_id)
+    assert [(e.action.value, e.actor) for e in engine.audit_trail(job_id)][1:] == [
+        ("job_cancelled", "alice"),
+        ("job_failed_manually", None),
+        ("job_replay", None),
+    ]
+
+    # Refused or unknown: read to say why, nothing changed.
+    store.calls.clear()
+    with pytest.raises(InvalidTransitionError, match="'replay' a job in state 'pending'"):
+        engine.retry_job(job_id)
+    with pytest.raises(JobNotFoundError):
+        engine.cancel_job(job_id + 1000)
+    assert store.calls == ["apply_job", "get"] * 2
+    assert engine.get_job(job_id) == replayed
 
 
 def test_engine_maintain_recovers_stale_claims_and_purges(

@@ -28,6 +28,7 @@ from skiplock.core import ClaimRequest
 from .support import Email, RecordingTracer
 
 if TYPE_CHECKING:
+    from skiplock.core import Event, Job, JobFilter
     from skiplock.testing import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -454,6 +455,58 @@ async def test_engine_admin_cancel_fail_and_delete(
     with pytest.raises(InvalidTransitionError, match="running"):
         await engine.delete_job(b)
     assert (await engine.get_job(b)).state is JobState.RUNNING
+
+
+class _OperatorCalls(AsyncInMemoryJobStore):
+    """The in-memory store, naming each read of a job and each operator transition."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock=clock)
+        self.calls: list[str] = []
+
+    async def get(self, job_id: int, *, connection: Any = None) -> Job | None:
+        self.calls.append("get")
+        return await super().get(job_id, connection=connection)
+
+    async def apply(self, filter: JobFilter, event: Event, **options: Any) -> list[int]:
+        self.calls.append("apply")
+        return await super().apply(filter, event, **options)
+
+    async def apply_job(self, job_id: int, event: Event, **options: Any) -> Job | None:
+        self.calls.append("apply_job")
+        return await super().apply_job(job_id, event, **options)
+
+
+async def test_engine_operator_calls_change_and_return_a_job_in_one_store_call(
+    clock: FakeClock,
+) -> None:
+    store = _OperatorCalls(clock)
+    engine = AsyncEngine(store, Settings(audit=True), clock=clock)
+    job_id = (await engine.enqueue("email.send", {"to": "a"})).id
+    cancelled = await engine.cancel_job(job_id, actor="alice")
+    failed = await engine.fail_job(job_id)
+    replayed = await engine.retry_job(job_id)
+    assert store.calls == ["apply_job"] * 3
+    assert [j.state for j in (cancelled, failed, replayed)] == [
+        JobState.CANCELLED,
+        JobState.FAILED,
+        JobState.PENDING,
+    ]
+    assert replayed == await engine.get_job(job_id)
+    assert [(e.action.value, e.actor) for e in await engine.audit_trail(job_id)][1:] == [
+        ("job_cancelled", "alice"),
+        ("job_failed_manually", None),
+        ("job_replay", None),
+    ]
+
+    # Refused or unknown: read to say why, nothing changed.
+    store.calls.clear()
+    with pytest.raises(InvalidTransitionError, match="'replay' a job in state 'pending'"):
+        await engine.retry_job(job_id)
+    with pytest.raises(JobNotFoundError):
+        await engine.cancel_job(job_id + 1000)
+    assert store.calls == ["apply_job", "get"] * 2
+    assert await engine.get_job(job_id) == replayed
 
 
 async def test_engine_maintain_recovers_stale_claims_and_purges(

@@ -172,6 +172,7 @@ def _changes(store: PsycopgJobStore, audit: Audit | None) -> None:
     store.complete([Completion(jobs[3].lease, Succeeded())], **extra)
     dead = JobFilter(ids=frozenset({jobs[1].id}))
     store.apply(dead, Event.REPLAY, **extra)
+    assert store.apply_job(jobs[1].id, Event.CANCEL, **extra) is not None
     store.delete(dead, **extra)
     store.recover_stale(default_ttl=timedelta(hours=1), ttls={}, **extra)
 
@@ -193,6 +194,7 @@ def test_with_the_audit_off_a_store_runs_only_the_plain_statements(
         "audit_enqueued",
         "complete_audited",
         "apply_audited",
+        "apply_job_audited",
         "delete_audited",
         "recover_stale_audited",
         "audit_trail",
@@ -205,8 +207,8 @@ def test_with_the_audit_off_a_store_runs_only_the_plain_statements(
     _changes(store, Audit(actor="a"))
     on = statements.take()
     assert len(on) == len(off) + 1
-    assert len([text for text in on if "audit" in text.lower()]) == 9
-    assert sum(text.count('INSERT INTO "skiplock".audit') for text in on) == 9
+    assert len([text for text in on if "audit" in text.lower()]) == 10
+    assert sum(text.count('INSERT INTO "skiplock".audit') for text in on) == 10
 
 
 def test_a_sink_runs_changes_in_a_transaction_with_a_savepoint_for_the_sink(

@@ -171,6 +171,7 @@ async def _changes(store: AsyncPsycopgJobStore, audit: AsyncAudit | None) -> Non
     await store.complete([Completion(jobs[3].lease, Succeeded())], **extra)
     dead = JobFilter(ids=frozenset({jobs[1].id}))
     await store.apply(dead, Event.REPLAY, **extra)
+    assert await store.apply_job(jobs[1].id, Event.CANCEL, **extra) is not None
     await store.delete(dead, **extra)
     await store.recover_stale(default_ttl=timedelta(hours=1), ttls={}, **extra)
 
@@ -192,6 +193,7 @@ async def test_with_the_audit_off_a_store_runs_only_the_plain_statements(
         "audit_enqueued",
         "complete_audited",
         "apply_audited",
+        "apply_job_audited",
         "delete_audited",
         "recover_stale_audited",
         "audit_trail",
@@ -204,8 +206,8 @@ async def test_with_the_audit_off_a_store_runs_only_the_plain_statements(
     await _changes(store, AsyncAudit(actor="a"))
     on = statements.take()
     assert len(on) == len(off) + 1
-    assert len([text for text in on if "audit" in text.lower()]) == 9
-    assert sum(text.count('INSERT INTO "skiplock".audit') for text in on) == 9
+    assert len([text for text in on if "audit" in text.lower()]) == 10
+    assert sum(text.count('INSERT INTO "skiplock".audit') for text in on) == 10
 
 
 async def test_a_sink_runs_changes_in_a_transaction_with_a_savepoint_for_the_sink(

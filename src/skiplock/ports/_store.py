@@ -72,10 +72,10 @@ class JobStore(Protocol):
     no event. Without a sink the events go to the store's own audit table (read by
     :meth:`audit_trail`); with one the store calls ``sink.record(events, connection)``
     before the change's transaction ends. If the sink raises, a change the caller asked
-    for (``enqueue``, ``apply``, ``delete``) is undone (in the caller's transaction, back
-    to where the call began) and the error propagates; a worker's or maintenance's
-    change (``claim``, ``complete``, ``recover_stale``) is kept, the sink's own writes
-    are undone and the error is logged (``skiplock.audit``).
+    for (``enqueue``, ``apply``, ``apply_job``, ``delete``) is undone (in the caller's
+    transaction, back to where the call began) and the error propagates; a worker's or
+    maintenance's change (``claim``, ``complete``, ``recover_stale``) is kept, the sink's
+    own writes are undone and the error is logged (``skiplock.audit``).
     """
 
     def now(self) -> datetime:
@@ -244,6 +244,21 @@ class JobStore(Protocol):
         CANCEL and MARK_FAILED of a running job leave its worker's lease stale: the
         worker learns it from :meth:`heartbeat`. Wakes workers.
         """
+        ...
+
+    def apply_job(
+        self,
+        job_id: int,
+        event: Event,
+        *,
+        reset_attempts: bool = False,
+        connection: Any = None,
+        audit: Audit | None = None,
+    ) -> Job | None:
+        """:meth:`apply` of the one job ``job_id``, returning it as it is after the change
+        (as :meth:`get` then reads it, ``result`` and ``errors`` included), read in the
+        same operation as the change; None, and nothing changed, if there is no such job
+        or its state does not allow ``event``. Audited and otherwise as :meth:`apply`."""
         ...
 
     def delete(

@@ -608,17 +608,46 @@ class AsyncPgJobStore(Generic[C, TX]):
     ) -> list[int]:
         """Operator transition of every matching job whose state allows ``event``
         (each audited in the same statement with ``audit``)."""
+        rows = await self._apply("apply", filter, event, reset_attempts, connection, audit)
+        return sorted(int(r["id"]) for r in rows)
+
+    async def apply_job(
+        self,
+        job_id: int,
+        event: Event,
+        *,
+        reset_attempts: bool = False,
+        connection: Any = None,
+        audit: AsyncAudit | None = None,
+    ) -> Job | None:
+        """:meth:`apply` of one job in one statement that returns the job as
+        :meth:`get` reads it (audited in it with ``audit``); None if nothing changed.
+        A changed row that cannot become a job raises UndecodableRowError (the change
+        stands)."""
+        one = JobFilter(ids=frozenset({job_id}))
+        rows = await self._apply("apply_job", one, event, reset_attempts, connection, audit)
+        return job_from_row(rows[0]) if rows else None
+
+    async def _apply(
+        self,
+        name: str,
+        filter: JobFilter,
+        event: Event,
+        reset_attempts: bool,
+        connection: Any,
+        audit: AsyncAudit | None,
+    ) -> Rows:
+        """Run the operator transition ``name`` (its ``_audited`` twin with ``audit``)."""
         check_operator_event(event)
         params = filter_params(filter) | apply_params(event, reset_attempts=reset_attempts)
         if audit is None:
             async with self._use(connection) as conn:
-                rows = await self._execute(conn, "apply", params)
-        else:
-            params |= operator_audit_params(event, reset_attempts=reset_attempts)
-            async with self._audited(connection, audit, kept=False) as (conn, note):
-                rows = await self._execute(conn, "apply_audited", params | note.params())
-                note.collect(rows)
-        return sorted(int(r["id"]) for r in rows)
+                return await self._execute(conn, name, params)
+        params |= operator_audit_params(event, reset_attempts=reset_attempts)
+        async with self._audited(connection, audit, kept=False) as (conn, note):
+            rows = await self._execute(conn, f"{name}_audited", params | note.params())
+            note.collect(rows)
+        return rows
 
     async def delete(
         self, filter: JobFilter, *, connection: Any = None, audit: AsyncAudit | None = None

@@ -765,12 +765,13 @@ class MemoryState:
         reset_attempts: bool = False,
         connection: object = None,
         audit: AuditNote | None = None,
-    ) -> list[int]:
+    ) -> list[Job]:
         """Operator transition of every matching job whose state allows ``event``
-        (each audited with ``audit``, J10)."""
+        (each audited with ``audit``, J10); returns the changed jobs as :meth:`get`
+        then reads them, by id."""
         check_operator_event(event)
         allowed = sources(event)
-        changed: list[int] = []
+        changed: list[Job] = []
         with self._writing():
             scope = self._scope(connection)
             now = scope.now
@@ -796,8 +797,8 @@ class MemoryState:
                 scope.put(row)
                 details = operator_details(job.state, event, reset_attempts=reset_attempts)
                 scope.audit(audit, operator_action(event), row, details)
-                changed.append(job.id)
-        return changed
+                changed.append(row)
+        return [_public(row) for row in changed]
 
     def delete(
         self, filter: JobFilter, connection: object = None, audit: AuditNote | None = None

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from skiplock._compat_async import ThreadSafeEvent
+from skiplock.core import JobFilter
 
 from ._state import AuditNote, InMemoryTransaction, MemoryState
 
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
         FinishedCount,
         HealthSnapshot,
         Job,
-        JobFilter,
         Lease,
         Page,
         StateCount,
@@ -88,7 +88,7 @@ class AsyncInMemoryJobStore:
 
     Audit (J10): without a sink the events go to the state's audit table, committed with
     the transaction's writes. An audit sink is called with the events of a change the
-    caller asked for (enqueue, apply, delete) in a transaction: the caller's (undone back
+    caller asked for (enqueue, apply, apply_job, delete) in a transaction: the caller's (undone back
     to where the call began if the sink raises) or one of the store's own (rolled back
     if it raises), and gets that transaction's handle. A worker's change (complete,
     recover_stale) applies first; the sink then gets the job's transaction handle (what
@@ -248,6 +248,33 @@ class AsyncInMemoryJobStore:
         audit: AsyncAudit | None = None,
     ) -> list[int]:
         """Operator transition (CANCEL, MARK_FAILED, REPLAY); returns the changed ids."""
+        changed = await self._apply(filter, event, reset_attempts, connection, audit)
+        return [job.id for job in changed]
+
+    async def apply_job(
+        self,
+        job_id: int,
+        event: Event,
+        *,
+        reset_attempts: bool = False,
+        connection: Any = None,
+        audit: AsyncAudit | None = None,
+    ) -> Job | None:
+        """:meth:`apply` of one job, returning it as it is after the change (one step
+        under the state's lock); None if it does not exist or its state refuses
+        ``event``."""
+        one = JobFilter(ids=frozenset({job_id}))
+        changed = await self._apply(one, event, reset_attempts, connection, audit)
+        return changed[0] if changed else None
+
+    async def _apply(
+        self,
+        filter: JobFilter,
+        event: Event,
+        reset_attempts: bool,
+        connection: Any,
+        audit: AsyncAudit | None,
+    ) -> list[Job]:
         if audit is None:
             return self._state.apply(
                 filter, event, reset_attempts=reset_attempts, connection=connection

@@ -296,14 +296,14 @@ class AsyncAdminOps:
     ) -> Job:
         check_job_id("job_id", job_id)
         check_bool("reset_attempts", reset_attempts)
-        changed = await self._apply(
-            JobFilter(ids=frozenset({job_id})), event, reset_attempts, actor
+        changed = await self._store.apply_job(
+            job_id, event, reset_attempts=reset_attempts, audit=self._audit_by(actor)
         )
+        if changed is not None:
+            return changed
         job = await self.get_job(job_id)
-        if not changed:
-            transition(job.state, event)  # raises with the allowed events named
-            raise InvalidTransitionError(f"job {job_id} changed concurrently; try again")
-        return job
+        transition(job.state, event)  # raises with the allowed events named
+        raise InvalidTransitionError(f"job {job_id} changed concurrently; try again")
 
 
 def _instant(name: str, value: datetime | None) -> datetime | None:

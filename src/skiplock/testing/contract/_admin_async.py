@@ -17,11 +17,14 @@ from skiplock.core import (
     JobFilter,
     JobState,
     Page,
+    Retry,
+    Succeeded,
     sources,
     transition,
 )
 
 from ._support_async import (
+    _PAYLOAD,
     AsyncContractBase,
     _claim_one,
     _enqueue,
@@ -35,6 +38,29 @@ from ._support_async import (
 
 if TYPE_CHECKING:
     from skiplock.ports import AsyncJobStore
+
+_EVENTS = [Event.CANCEL, Event.MARK_FAILED, Event.REPLAY]
+#: Every (state, event) an operator may apply.
+_LEGAL = [(state, event) for event in _EVENTS for state in JobState if state in sources(event)]
+
+
+async def _with_history(store: AsyncJobStore, state: JobState) -> int:
+    """A fresh job brought to ``state`` through the port after a failed first attempt, so
+    that it records an error (and, succeeded, a result)."""
+    job = await _running(store, tenant="t", payload=_PAYLOAD)
+    await _finish(store, job, Retry(delay=timedelta(0), error="first attempt failed"))
+    if state is JobState.PENDING:
+        return job.id
+    if state is JobState.CANCELLED or state is JobState.FAILED:
+        event = Event.CANCEL if state is JobState.CANCELLED else Event.MARK_FAILED
+        assert await store.apply(JobFilter(ids=frozenset({job.id})), event) == [job.id]
+        return job.id
+    again = await _claim_one(store, job.kind)
+    if state is JobState.SUCCEEDED:
+        await _finish(store, again, Succeeded(result={"rows": [1, 2]}))
+    elif state is JobState.DEAD:
+        await _finish(store, again, Bury(error="second attempt failed"))
+    return job.id
 
 
 class AsyncAdminContract(AsyncContractBase):
@@ -98,6 +124,64 @@ class AsyncAdminContract(AsyncContractBase):
         only_dead = JobFilter(states=frozenset({JobState.DEAD}))
         assert sorted(await store.apply(only_dead, Event.REPLAY)) == dead
         assert await store.apply(only_dead, Event.REPLAY) == []
+
+    # ---- one job, returned (apply_job) -------------------------------------------------
+
+    @pytest.mark.parametrize(
+        ("state", "event"), _LEGAL, ids=[f"{e.value}-{s.value}" for s, e in _LEGAL]
+    )
+    async def test_apply_job_returns_the_changed_job_as_get_reads_it(
+        self, store: AsyncJobStore, state: JobState, event: Event
+    ) -> None:
+        job_id = await _with_history(store, state)
+        before = await _get(store, job_id)
+        assert before.errors  # what its runs recorded comes back with it
+        changed = await store.apply_job(job_id, event)
+        assert changed is not None
+        assert changed == await _get(store, job_id)
+        assert changed.state is transition(state, event)
+        assert (changed.errors, changed.result) == (before.errors, before.result)
+        assert (changed.payload, changed.tenant) == (_PAYLOAD, "t")
+
+    @pytest.mark.parametrize("reset_attempts", [False, True])
+    async def test_apply_job_replay_makes_the_job_due_now(
+        self, store: AsyncJobStore, reset_attempts: bool
+    ) -> None:
+        job_id = await _with_history(store, JobState.DEAD)
+        replayed = await store.apply_job(job_id, Event.REPLAY, reset_attempts=reset_attempts)
+        assert replayed is not None
+        assert replayed == await _get(store, job_id)
+        assert replayed.state is JobState.PENDING
+        assert replayed.available_at <= await store.now()
+        assert (replayed.claimed_by, replayed.claimed_at, replayed.completed_at) == (
+            None,
+            None,
+            None,
+        )
+        assert (replayed.attempts, replayed.claims) == (0 if reset_attempts else 2, 2)
+        assert [e.error for e in replayed.errors] == [
+            "first attempt failed",
+            "second attempt failed",
+        ]
+
+    @pytest.mark.parametrize("event", _EVENTS, ids=[e.value for e in _EVENTS])
+    async def test_apply_job_refused_by_the_state_returns_none_and_changes_nothing(
+        self, store: AsyncJobStore, event: Event
+    ) -> None:
+        refused = [state for state in JobState if state not in sources(event)]
+        assert refused
+        for state in refused:
+            job_id = await _with_history(store, state)
+            before = await _get(store, job_id)
+            assert await store.apply_job(job_id, event) is None, state
+            assert await _get(store, job_id) == before, state
+
+    async def test_apply_job_of_an_unknown_job_returns_none(self, store: AsyncJobStore) -> None:
+        other = await _enqueue(store)
+        before = await _get(store, other)
+        for event in _EVENTS:
+            assert await store.apply_job(other + 1_000_000, event) is None, event
+        assert await _get(store, other) == before
 
     # ---- delete -------------------------------------------------------------------------
 

@@ -191,12 +191,19 @@ class AuditContract(ContractBase):
             (Event.REPLAY, JobState.CANCELLED, AuditAction.REPLAY),
         ],
     )
+    @pytest.mark.parametrize("via", ["apply", "apply_job"])
     def test_operator_transitions_record_the_state_they_left(
-        self, store: JobStore, event: Event, state: JobState, action: AuditAction
+        self, store: JobStore, event: Event, state: JobState, action: AuditAction, via: str
     ) -> None:
         job_id = _in_state(store, state)
         job = _get(store, job_id)
-        assert store.apply(_one(job_id), event, reset_attempts=True, audit=_audit()) == [job_id]
+        if via == "apply":
+            changed = store.apply(_one(job_id), event, reset_attempts=True, audit=_audit())
+            assert changed == [job_id]
+        else:
+            after = store.apply_job(job_id, event, reset_attempts=True, audit=_audit())
+            assert after is not None
+            assert after == _get(store, job_id)
         details: dict[str, Any] = {"from": state.value}
         if event is Event.REPLAY:
             details["reset_attempts"] = True
@@ -219,6 +226,27 @@ class AuditContract(ContractBase):
                 {"from": "dead", "reset_attempts": False},
             )
         assert store.audit_trail(succeeded) == []
+
+    def test_apply_job_records_nothing_when_nothing_changes(self, store: JobStore) -> None:
+        succeeded = _in_state(store, JobState.SUCCEEDED)
+        sink = _Sink(store)
+        for audit in (_audit(), _audit(sink=sink)):
+            assert store.apply_job(succeeded, Event.REPLAY, audit=audit) is None
+            assert store.apply_job(succeeded + 1_000_000, Event.CANCEL, audit=audit) is None
+        assert store.audit_trail(succeeded) == []
+        assert sink.calls == []
+
+    def test_apply_job_with_a_sink_returns_the_changed_job(self, store: JobStore) -> None:
+        job_id = _enqueue(store, tenant="t")
+        sink = _Sink(store)
+        cancelled = store.apply_job(job_id, Event.CANCEL, audit=_audit(sink=sink))
+        assert cancelled is not None
+        assert cancelled.state is JobState.CANCELLED
+        assert cancelled == _get(store, job_id)
+        assert _facts(sink.events()) == [
+            (AuditAction.CANCELLED, job_id, cancelled.kind, "t", _ACTOR, {"from": "pending"})
+        ]
+        assert store.audit_trail(job_id) == []
 
     def test_delete_records_the_payload_and_outlives_the_job(self, store: JobStore) -> None:
         job = _running(store, tenant="t", payload=_PAYLOAD)
@@ -314,6 +342,24 @@ class AuditContract(ContractBase):
         assert (_get(store, job.id)).state is JobState.RUNNING
         assert store.audit_trail(job.id) == []
 
+    @requires("transactions")
+    def test_a_rolled_back_apply_job_leaves_no_event(self, store: JobStore) -> None:
+        job_id = _enqueue(store)
+        before = _get(store, job_id)
+
+        def cancel_then_fail() -> None:
+            with store.transaction() as tx:
+                cancelled = store.apply_job(job_id, Event.CANCEL, connection=tx, audit=_audit())
+                assert cancelled is not None
+                assert cancelled.state is JobState.CANCELLED
+                assert len(store.audit_trail(job_id, connection=tx)) == 1
+                raise _Rollback
+
+        with pytest.raises(_Rollback):
+            cancel_then_fail()
+        assert _get(store, job_id) == before
+        assert store.audit_trail(job_id) == []
+
     # ---- audit sinks ------------------------------------------------------------------------
 
     def test_a_sink_gets_the_events_instead_of_the_table(self, store: JobStore) -> None:
@@ -349,7 +395,7 @@ class AuditContract(ContractBase):
         assert _all_jobs(store) == jobs
         assert len(failing.calls) == 1
 
-    @pytest.mark.parametrize("change", ["apply", "delete"])
+    @pytest.mark.parametrize("change", ["apply", "apply_job", "delete"])
     def test_a_raising_sink_undoes_an_operator_change(self, store: JobStore, change: str) -> None:
         job_id = _enqueue(store)
         failing = _Sink(store, fail=True)
@@ -357,6 +403,8 @@ class AuditContract(ContractBase):
         def change_it() -> None:
             if change == "apply":
                 store.apply(_one(job_id), Event.CANCEL, audit=_audit(sink=failing))
+            elif change == "apply_job":
+                store.apply_job(job_id, Event.CANCEL, audit=_audit(sink=failing))
             else:
                 store.delete(_one(job_id), audit=_audit(sink=failing))
 
@@ -364,7 +412,7 @@ class AuditContract(ContractBase):
             change_it()
         assert (_get(store, job_id)).state is JobState.PENDING
         [(events, _)] = failing.calls
-        expected = AuditAction.CANCELLED if change == "apply" else AuditAction.DISCARD
+        expected = AuditAction.DISCARD if change == "delete" else AuditAction.CANCELLED
         assert [(e.action, e.job_id) for e in events] == [(expected, job_id)]
 
     @requires("transactions")

@@ -194,14 +194,19 @@ class AsyncAuditContract(AsyncContractBase):
             (Event.REPLAY, JobState.CANCELLED, AuditAction.REPLAY),
         ],
     )
+    @pytest.mark.parametrize("via", ["apply", "apply_job"])
     async def test_operator_transitions_record_the_state_they_left(
-        self, store: AsyncJobStore, event: Event, state: JobState, action: AuditAction
+        self, store: AsyncJobStore, event: Event, state: JobState, action: AuditAction, via: str
     ) -> None:
         job_id = await _in_state(store, state)
         job = await _get(store, job_id)
-        assert await store.apply(_one(job_id), event, reset_attempts=True, audit=_audit()) == [
-            job_id
-        ]
+        if via == "apply":
+            changed = await store.apply(_one(job_id), event, reset_attempts=True, audit=_audit())
+            assert changed == [job_id]
+        else:
+            after = await store.apply_job(job_id, event, reset_attempts=True, audit=_audit())
+            assert after is not None
+            assert after == await _get(store, job_id)
         details: dict[str, Any] = {"from": state.value}
         if event is Event.REPLAY:
             details["reset_attempts"] = True
@@ -224,6 +229,31 @@ class AsyncAuditContract(AsyncContractBase):
                 {"from": "dead", "reset_attempts": False},
             )
         assert await store.audit_trail(succeeded) == []
+
+    async def test_apply_job_records_nothing_when_nothing_changes(
+        self, store: AsyncJobStore
+    ) -> None:
+        succeeded = await _in_state(store, JobState.SUCCEEDED)
+        sink = _Sink(store)
+        for audit in (_audit(), _audit(sink=sink)):
+            assert await store.apply_job(succeeded, Event.REPLAY, audit=audit) is None
+            assert await store.apply_job(succeeded + 1_000_000, Event.CANCEL, audit=audit) is None
+        assert await store.audit_trail(succeeded) == []
+        assert sink.calls == []
+
+    async def test_apply_job_with_a_sink_returns_the_changed_job(
+        self, store: AsyncJobStore
+    ) -> None:
+        job_id = await _enqueue(store, tenant="t")
+        sink = _Sink(store)
+        cancelled = await store.apply_job(job_id, Event.CANCEL, audit=_audit(sink=sink))
+        assert cancelled is not None
+        assert cancelled.state is JobState.CANCELLED
+        assert cancelled == await _get(store, job_id)
+        assert _facts(sink.events()) == [
+            (AuditAction.CANCELLED, job_id, cancelled.kind, "t", _ACTOR, {"from": "pending"})
+        ]
+        assert await store.audit_trail(job_id) == []
 
     async def test_delete_records_the_payload_and_outlives_the_job(
         self, store: AsyncJobStore
@@ -321,6 +351,26 @@ class AsyncAuditContract(AsyncContractBase):
         assert (await _get(store, job.id)).state is JobState.RUNNING
         assert await store.audit_trail(job.id) == []
 
+    @requires("transactions")
+    async def test_a_rolled_back_apply_job_leaves_no_event(self, store: AsyncJobStore) -> None:
+        job_id = await _enqueue(store)
+        before = await _get(store, job_id)
+
+        async def cancel_then_fail() -> None:
+            async with store.transaction() as tx:
+                cancelled = await store.apply_job(
+                    job_id, Event.CANCEL, connection=tx, audit=_audit()
+                )
+                assert cancelled is not None
+                assert cancelled.state is JobState.CANCELLED
+                assert len(await store.audit_trail(job_id, connection=tx)) == 1
+                raise _Rollback
+
+        with pytest.raises(_Rollback):
+            await cancel_then_fail()
+        assert await _get(store, job_id) == before
+        assert await store.audit_trail(job_id) == []
+
     # ---- audit sinks ------------------------------------------------------------------------
 
     async def test_a_sink_gets_the_events_instead_of_the_table(self, store: AsyncJobStore) -> None:
@@ -358,7 +408,7 @@ class AsyncAuditContract(AsyncContractBase):
         assert await _all_jobs(store) == jobs
         assert len(failing.calls) == 1
 
-    @pytest.mark.parametrize("change", ["apply", "delete"])
+    @pytest.mark.parametrize("change", ["apply", "apply_job", "delete"])
     async def test_a_raising_sink_undoes_an_operator_change(
         self, store: AsyncJobStore, change: str
     ) -> None:
@@ -368,6 +418,8 @@ class AsyncAuditContract(AsyncContractBase):
         async def change_it() -> None:
             if change == "apply":
                 await store.apply(_one(job_id), Event.CANCEL, audit=_audit(sink=failing))
+            elif change == "apply_job":
+                await store.apply_job(job_id, Event.CANCEL, audit=_audit(sink=failing))
             else:
                 await store.delete(_one(job_id), audit=_audit(sink=failing))
 
@@ -375,7 +427,7 @@ class AsyncAuditContract(AsyncContractBase):
             await change_it()
         assert (await _get(store, job_id)).state is JobState.PENDING
         [(events, _)] = failing.calls
-        expected = AuditAction.CANCELLED if change == "apply" else AuditAction.DISCARD
+        expected = AuditAction.DISCARD if change == "delete" else AuditAction.CANCELLED
         assert [(e.action, e.job_id) for e in events] == [(expected, job_id)]
 
     @requires("transactions")

@@ -20,6 +20,7 @@ from skiplock.core import (
     Bury,
     Event,
     JobFilter,
+    JobState,
     Retry,
 )
 
@@ -30,6 +31,7 @@ from ._support import (
     _enqueue,
     _finish,
     _fresh_kind,
+    _in_state,
     _request,
     _running,
     requires,
@@ -74,6 +76,14 @@ class NotifierContract(ContractBase):
             assert notifier.wait(10.0)
         finally:
             notifier.close()
+
+    @requires("listen_notify")
+    def test_notifier_woken_by_apply_job_replay(self, store: JobStore) -> None:
+        dead = _in_state(store, JobState.DEAD)
+        with _listening(store) as notifier:
+            _drain(notifier)
+            assert store.apply_job(dead, Event.REPLAY) is not None
+            assert notifier.wait(10.0)
 
     @requires("listen_notify")
     def test_notifier_not_woken_by_jobs_not_due_or_claimed(self, store: JobStore) -> None:

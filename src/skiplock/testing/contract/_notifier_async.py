@@ -16,6 +16,7 @@ from skiplock.core import (
     Bury,
     Event,
     JobFilter,
+    JobState,
     Retry,
 )
 
@@ -26,6 +27,7 @@ from ._support_async import (
     _enqueue,
     _finish,
     _fresh_kind,
+    _in_state,
     _request,
     _running,
     requires,
@@ -70,6 +72,14 @@ class AsyncNotifierContract(AsyncContractBase):
             assert await notifier.wait(10.0)
         finally:
             await notifier.close()
+
+    @requires("listen_notify")
+    async def test_notifier_woken_by_apply_job_replay(self, store: AsyncJobStore) -> None:
+        dead = await _in_state(store, JobState.DEAD)
+        async with _listening(store) as notifier:
+            await _drain(notifier)
+            assert await store.apply_job(dead, Event.REPLAY) is not None
+            assert await notifier.wait(10.0)
 
     @requires("listen_notify")
     async def test_notifier_not_woken_by_jobs_not_due_or_claimed(

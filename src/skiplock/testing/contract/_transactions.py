@@ -146,6 +146,32 @@ class TransactionContract(ContractBase):
         assert (_get(store, dead)).state is JobState.DEAD
 
     @requires("transactions")
+    def test_transaction_rollback_discards_apply_job(self, store: JobStore) -> None:
+        dead = _in_state(store, JobState.DEAD)
+        before = _get(store, dead)
+
+        def replay_then_fail() -> None:
+            with store.transaction() as tx:
+                replayed = store.apply_job(dead, Event.REPLAY, reset_attempts=True, connection=tx)
+                assert replayed is not None
+                assert (replayed.state, replayed.attempts) == (JobState.PENDING, 0)
+                assert store.get(dead, connection=tx) == replayed
+                raise _Rollback
+
+        with pytest.raises(_Rollback):
+            replay_then_fail()
+        assert _get(store, dead) == before
+
+    @requires("transactions")
+    def test_transaction_apply_job_commits(self, store: JobStore) -> None:
+        pending = _enqueue(store)
+        with store.transaction() as tx:
+            cancelled = store.apply_job(pending, Event.CANCEL, connection=tx)
+        assert cancelled is not None
+        assert cancelled.state is JobState.CANCELLED
+        assert _get(store, pending) == cancelled
+
+    @requires("transactions")
     def test_transaction_apply_and_delete_commit(self, store: JobStore) -> None:
         pending = _enqueue(store)
         dead = _in_state(store, JobState.DEAD)

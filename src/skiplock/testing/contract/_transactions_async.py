@@ -150,6 +150,34 @@ class AsyncTransactionContract(AsyncContractBase):
         assert (await _get(store, dead)).state is JobState.DEAD
 
     @requires("transactions")
+    async def test_transaction_rollback_discards_apply_job(self, store: AsyncJobStore) -> None:
+        dead = await _in_state(store, JobState.DEAD)
+        before = await _get(store, dead)
+
+        async def replay_then_fail() -> None:
+            async with store.transaction() as tx:
+                replayed = await store.apply_job(
+                    dead, Event.REPLAY, reset_attempts=True, connection=tx
+                )
+                assert replayed is not None
+                assert (replayed.state, replayed.attempts) == (JobState.PENDING, 0)
+                assert await store.get(dead, connection=tx) == replayed
+                raise _Rollback
+
+        with pytest.raises(_Rollback):
+            await replay_then_fail()
+        assert await _get(store, dead) == before
+
+    @requires("transactions")
+    async def test_transaction_apply_job_commits(self, store: AsyncJobStore) -> None:
+        pending = await _enqueue(store)
+        async with store.transaction() as tx:
+            cancelled = await store.apply_job(pending, Event.CANCEL, connection=tx)
+        assert cancelled is not None
+        assert cancelled.state is JobState.CANCELLED
+        assert await _get(store, pending) == cancelled
+
+    @requires("transactions")
     async def test_transaction_apply_and_delete_commit(self, store: AsyncJobStore) -> None:
         pending = await _enqueue(store)
         dead = await _in_state(store, JobState.DEAD)

@@ -606,25 +606,47 @@ SET status = t.target,
 FROM unnest(:sources::text[], :targets::text[]) AS t (source, target)
 WHERE j.status = t.source AND {_job_filter}
 
--- name: apply
-{_apply_update}
-RETURNING j.id;
-
--- name: apply_audited
--- apply with an audit event per job changed (J10), in the same statement: :action is
--- the event's action, the details name the state left and add :details.
-WITH changed AS (
-    {_apply_update}
-    RETURNING j.id, j.kind, j.tenant_id, t.source
-),
+-- name: _apply_events
+-- The audit events of the jobs an operator transition changed ("changed": their id,
+-- kind, tenant_id and the state left, source): :action is the event's action, the
+-- details name the state left and add :details.
 events AS (
     SELECT c.id AS job_id, c.kind, c.tenant_id, :action::text AS action,
         :actor::text AS actor, now() AS at,
         jsonb_build_object('from', c.source) || CAST(:details::text AS jsonb) AS details
     FROM changed AS c
+)
+
+-- name: apply
+{_apply_update}
+RETURNING j.id;
+
+-- name: apply_audited
+-- apply with an audit event per job changed (J10), in the same statement.
+WITH changed AS (
+    {_apply_update}
+    RETURNING j.id, j.kind, j.tenant_id, t.source
 ),
+{_apply_events},
 {_audit_write}
 SELECT e.job_id AS id, {_audit_columns} FROM events AS e;
+
+-- name: apply_job
+-- apply of one job (:ids holds its id), returning the job as get_job reads it: the
+-- RETURNING list sees the row as the update left it.
+{_apply_update}
+RETURNING {_job_columns};
+
+-- name: apply_job_audited
+-- apply_job with its audit event (J10), in the same statement.
+WITH changed AS (
+    {_apply_update}
+    RETURNING j.*, t.source
+),
+{_apply_events},
+{_audit_write}
+SELECT {_job_columns}, {_audit_columns}
+FROM changed AS j JOIN events AS e ON e.job_id = j.id;
 
 -- name: _delete
 DELETE FROM {schema}.jobs AS j
