@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from skiplock.engine import AsyncEngine, AsyncWorker, Engine, Worker
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Sequence
     from contextlib import AbstractAsyncContextManager
-    from datetime import timedelta
 
     from fastapi import APIRouter
 
+    from .dashboard import DashboardOptions
     from .rest import AsyncAuthorize, AsyncRoute, Authorize, Route
 
 __all__ = [
@@ -207,18 +207,16 @@ def create_dashboard_router(
     *,
     authorize: AsyncAuthorize | Authorize,
     prefix: str = "",
-    refresh: int | None = None,
-    page_size: int = 50,
-    window: timedelta | float = 3600,
-    bucket: timedelta | float = 60,
+    **options: Unpack[DashboardOptions],
 ) -> APIRouter:
     """The web dashboard of ``engine`` as a FastAPI router (docs/dashboard.md).
 
     Deny by default: ``authorize`` is required (TypeError without it), the same hook as
     :func:`create_router`'s, asked for ``read`` on a page and ``write`` for the Retry and
-    Discard buttons (see :class:`~skiplock.integrations.dashboard.AsyncDashboard`, whose
-    options the others are). With an ``AsyncEngine`` it may be a coroutine function; a
-    sync ``Engine`` runs it and the pages in the thread pool. Mount it with
+    Discard buttons; the ``options`` (``refresh``, ``page_size``, ``window``,
+    ``bucket``) are those of :class:`~skiplock.integrations.dashboard.AsyncDashboard`.
+    With an ``AsyncEngine`` the hook may be a coroutine function; a sync ``Engine`` runs
+    it and the pages in the thread pool. Mount it with
     ``app.include_router(router, prefix="/admin/dashboard")``; its routes stay out of the
     app's OpenAPI document.
     """
@@ -226,12 +224,6 @@ def create_dashboard_router(
     from ._fastapi import router
     from .dashboard import AsyncDashboard, Dashboard
 
-    options: dict[str, Any] = {
-        "refresh": refresh,
-        "page_size": page_size,
-        "window": window,
-        "bucket": bucket,
-    }
     routes = _routes(
         engine,
         lambda engine: AsyncDashboard(engine, authorize=authorize, **options).routes(),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import click
 from flask import Blueprint, Flask, current_app, request
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from skiplock.core import EnqueueResult
 
+    from .dashboard import DashboardOptions
     from .rest import Authorize, Route
 
 __all__ = [
@@ -268,31 +269,21 @@ def create_dashboard_blueprint(
     authorize: Authorize,
     name: str = "skiplock_dashboard",
     url_prefix: str | None = None,
-    refresh: int | None = None,
-    page_size: int = 50,
-    window: timedelta | float = 3600,
-    bucket: timedelta | float = 60,
+    **options: Unpack[DashboardOptions],
 ) -> Blueprint:
     """The web dashboard of ``engine`` as a Flask blueprint (docs/dashboard.md).
 
     Deny by default: ``authorize`` is required (TypeError without it), the same hook as
     :func:`create_blueprint`'s, asked for ``read`` on a page and ``write`` for the Retry
-    and Discard buttons (see :class:`~skiplock.integrations.dashboard.Dashboard`, whose
-    options the others are). Register it with
-    ``app.register_blueprint(bp, url_prefix="/admin/dashboard")``; route names are
-    ``<name>.<page>`` (``overview``, ``dead``, ``job``, ``retry``, ``delete``,
-    ``static``).
+    and Discard buttons; the ``options`` (``refresh``, ``page_size``, ``window``,
+    ``bucket``) are those of :class:`~skiplock.integrations.dashboard.Dashboard`.
+    Register it with ``app.register_blueprint(bp, url_prefix="/admin/dashboard")``;
+    route names are ``<name>.<page>`` (``overview``, ``dead``, ``job``, ``retry``,
+    ``delete``, ``static``).
     """
     # Imported here: the REST blueprint and the extension need no Jinja2.
     from .dashboard import Dashboard
 
     _check_sync(engine)
-    dashboard = Dashboard(
-        engine,
-        authorize=authorize,
-        refresh=refresh,
-        page_size=page_size,
-        window=window,
-        bucket=bucket,
-    )
+    dashboard = Dashboard(engine, authorize=authorize, **options)
     return _blueprint(name, url_prefix, dashboard.routes())
