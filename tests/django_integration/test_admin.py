@@ -11,8 +11,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client, override_settings
 
-from skiplock.engine import Engine, Settings
-from skiplock.integrations.django.admin import with_actor
+from skiplock.engine import Engine, Operator, Settings
 from skiplock.integrations.django.models import AuditEvent, Job
 from tests.django_integration.helpers import backend
 from tests.django_integration.settings import TASKS
@@ -127,16 +126,15 @@ def test_delete(staff: Client) -> None:
 def test_the_actions_name_the_admin_user_as_actor(
     staff: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = backend().engine
     calls: list[tuple[str, int, dict[str, Any]]] = []
     for name in ("retry_job", "cancel_job", "fail_job", "delete_job"):
-        real = getattr(engine, name)
+        real = getattr(Operator, name)
 
-        def spy(job_id: int, *, actor: str | None = None, _n: str = name, _r: Any = real) -> Any:
-            calls.append((_n, job_id, {"actor": actor}))
-            return _r(job_id, **with_actor(_r, actor or ""))
+        def spy(ops: Operator, job_id: int, _n: str = name, _r: Any = real) -> Any:
+            calls.append((_n, job_id, {"actor": ops.actor}))
+            return _r(ops, job_id)
 
-        monkeypatch.setattr(engine, name, spy)
+        monkeypatch.setattr(Operator, name, spy)
     job = tasks.add.enqueue(1, 1)
     for action in ("cancel", "retry", "mark_failed", "delete"):
         act(staff, action, job.id)
@@ -144,14 +142,6 @@ def test_the_actions_name_the_admin_user_as_actor(
         (name, int(job.id), {"actor": "ops"})
         for name in ("cancel_job", "retry_job", "fail_job", "delete_job")
     ]
-
-
-def test_with_actor_passes_it_only_to_methods_that_take_it() -> None:
-    def takes(job_id: int, *, actor: str | None = None) -> None: ...
-    def does_not(job_id: int) -> None: ...
-
-    assert with_actor(takes, "ops") == {"actor": "ops"}
-    assert with_actor(does_not, "ops") == {}
 
 
 @requires_audit

@@ -476,6 +476,17 @@ def test_the_callers_identity_is_the_audit_actor(flavour: str, jobs: Engine, pg_
     )
 
 
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_created_job_names_the_caller_in_its_audit_trail(flavour: str, pg_dsn: str) -> None:
+    with client_for(flavour, pg_dsn, settings=Settings(audit=True)) as made:
+        created = made.post("/jobs", json={"kind": "report.build", "payload": {"n": 1}})
+        assert created.status == 201, created.body
+        detail = made.get(f"/jobs/{created.body['id']}", token=VIEWER).body
+    assert [(e["action"], e["actor"]) for e in detail["audit_trail"]] == [
+        ("job_enqueued", "ops@example.com")
+    ]
+
+
 # ---- one mapping, one schema --------------------------------------------------------------
 
 

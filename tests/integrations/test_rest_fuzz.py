@@ -74,7 +74,7 @@ MODES = [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]
 EXCLUDED: list[Any] = [positive_data_acceptance]
 
 
-def conforms(schema: Any, op: Operation, mode: GenerationMode) -> None:
+def conforms(schema: Any, op: Operation[Any], mode: GenerationMode) -> None:
     """Send generated requests of ``mode`` for ``op`` and validate every response (an
     operation without any input has no invalid request to send)."""
     operation = schema.find_operation_by_id(op.id)
@@ -94,7 +94,7 @@ def conforms(schema: Any, op: Operation, mode: GenerationMode) -> None:
 @pytest.mark.parametrize("mode", MODES, ids=str)
 @pytest.mark.parametrize("op", OPERATIONS, ids=lambda op: op.id)
 def test_fastapi_app_conforms_to_its_openapi_document(
-    fastapi_schema: Any, op: Operation, mode: GenerationMode
+    fastapi_schema: Any, op: Operation[Any], mode: GenerationMode
 ) -> None:
     conforms(fastapi_schema, op, mode)
 
@@ -102,6 +102,6 @@ def test_fastapi_app_conforms_to_its_openapi_document(
 @pytest.mark.parametrize("mode", MODES, ids=str)
 @pytest.mark.parametrize("op", OPERATIONS, ids=lambda op: op.id)
 def test_flask_blueprint_conforms_to_the_served_document(
-    flask_schema: Any, op: Operation, mode: GenerationMode
+    flask_schema: Any, op: Operation[Any], mode: GenerationMode
 ) -> None:
     conforms(flask_schema, op, mode)

@@ -1,6 +1,6 @@
 """The FastAPI side of :mod:`skiplock.integrations.fastapi` (imported on first use, so
-the worker lifespan needs no FastAPI): the REST router, the dashboard's router and the
-transaction dependency."""
+the worker lifespan needs no FastAPI): the binding of the web doors' routes (the REST
+API's, the dashboard's) and the transaction dependency."""
 
 from __future__ import annotations
 
@@ -13,13 +13,11 @@ from starlette.responses import Response as StarletteResponse
 
 from skiplock.engine import AsyncEngine, Engine
 
-from .rest import OPENAPI_PATH, OPERATIONS, AsyncRestApi, Request, Response, RestApi
-from .rest._spec import Operation, operation_object, operation_openapi
+from .rest import AsyncRoute, Request, Response, Route
+from .rest._spec import operation_object, operation_openapi
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-
-    from .rest import AsyncAuthorize, Authorize
 
 
 async def neutral_request(request: StarletteRequest) -> Request:
@@ -46,73 +44,48 @@ def starlette_response(response: Response) -> StarletteResponse:
     )
 
 
-def _answer(api: AsyncRestApi | RestApi, operation_id: str | None) -> Callable[..., Any]:
-    """The endpoint answering ``operation_id`` (None: the OpenAPI document); a sync API
-    runs in Starlette's thread pool."""
-    if isinstance(api, AsyncRestApi):
-
-        async def answer(request: Request) -> Response:
-            if operation_id is None:
-                return await api.openapi(request)
-            return await api.handle(operation_id, request)
-
-    else:
-
-        async def answer(request: Request) -> Response:
-            if operation_id is None:
-                return await run_in_threadpool(api.openapi, request)
-            return await run_in_threadpool(api.handle, operation_id, request)
+def _endpoint(route: AsyncRoute | Route) -> Callable[..., Any]:
+    """The endpoint answering ``route``; a sync door's answer runs in Starlette's thread
+    pool."""
 
     async def endpoint(request: StarletteRequest) -> StarletteResponse:
-        return starlette_response(await answer(await neutral_request(request)))
+        neutral = await neutral_request(request)
+        if isinstance(route, AsyncRoute):
+            return starlette_response(await route.answer(neutral))
+        return starlette_response(await run_in_threadpool(route.answer, neutral))
 
     return endpoint
 
 
-def create_router(
-    engine: AsyncEngine | Engine,
+def router(
+    routes: Sequence[AsyncRoute | Route],
     *,
-    authorize: AsyncAuthorize | Authorize,
+    namespace: str,
     prefix: str = "",
-    tags: Sequence[str] = ("skiplock",),
+    tags: Sequence[str] = (),
     include_in_schema: bool = True,
 ) -> APIRouter:
-    """See :func:`skiplock.integrations.fastapi.create_router`."""
-    api: AsyncRestApi | RestApi
-    if isinstance(engine, AsyncEngine):
-        api = AsyncRestApi(engine, authorize=authorize)
-    elif isinstance(engine, Engine):
-        api = RestApi(engine, authorize=authorize)  # type: ignore[arg-type]
-    else:
-        raise TypeError(f"expected a skiplock Engine or AsyncEngine, got {engine!r}")
-    router = APIRouter(prefix=prefix, tags=list(tags))
-    for op in OPERATIONS:
-        _route(router, api, op, include_in_schema=include_in_schema)
-    router.add_api_route(
-        OPENAPI_PATH,
-        _answer(api, None),
-        methods=["GET"],
-        name="skiplock.openapi",
-        include_in_schema=False,
-    )
-    return router
-
-
-def _route(router: APIRouter, api: AsyncRestApi | RestApi, op: Operation, **options: Any) -> None:
-    described = operation_object(op)
-    router.add_api_route(
-        op.path,
-        _answer(api, op.id),
-        methods=[op.method],
-        name=op.id,
-        operation_id=op.id,
-        summary=described["summary"],
-        description=described["description"],
-        status_code=op.status,
-        response_model=None,
-        openapi_extra=operation_openapi(op),
-        **options,
-    )
+    """An ``APIRouter`` mounting a door's ``routes``. A REST operation is named by its id
+    and described in the app's OpenAPI document (unless ``include_in_schema`` is
+    false); another route is named ``<namespace><name>`` and left out of it."""
+    mounted = APIRouter(prefix=prefix, tags=list(tags))
+    for route in routes:
+        op = route.operation
+        options: dict[str, Any] = {"name": namespace + route.name, "include_in_schema": False}
+        if op is not None:
+            described = operation_object(op)
+            options = {
+                "name": op.id,
+                "include_in_schema": include_in_schema,
+                "operation_id": op.id,
+                "summary": described["summary"],
+                "description": described["description"],
+                "status_code": op.status,
+                "response_model": None,
+                "openapi_extra": operation_openapi(op),
+            }
+        mounted.add_api_route(route.path, _endpoint(route), methods=[route.method], **options)
+    return mounted
 
 
 def transaction(engine: AsyncEngine | Engine, *, statement_timeout: float | None = None) -> Any:
@@ -139,43 +112,3 @@ def transaction(engine: AsyncEngine | Engine, *, statement_timeout: float | None
     # "function": the transaction ends when the endpoint returns, before the response is
     # sent (FastAPI's default ends it after), so a failed commit is the client's 500.
     return Depends(dependency, scope="function")
-
-
-def create_dashboard_router(
-    engine: AsyncEngine | Engine,
-    *,
-    authorize: AsyncAuthorize | Authorize,
-    prefix: str = "",
-    **options: Any,
-) -> APIRouter:
-    """See :func:`skiplock.integrations.fastapi.create_dashboard_router`."""
-    # Imported here: the REST router and the transaction dependency need no Jinja2.
-    from .dashboard import PAGES, AsyncDashboard, Dashboard
-
-    dashboard: AsyncDashboard | Dashboard
-    if isinstance(engine, AsyncEngine):
-        dashboard = AsyncDashboard(engine, authorize=authorize, **options)
-    elif isinstance(engine, Engine):
-        dashboard = Dashboard(engine, authorize=authorize, **options)  # type: ignore[arg-type]
-    else:
-        raise TypeError(f"expected a skiplock Engine or AsyncEngine, got {engine!r}")
-
-    def page_endpoint(page: str) -> Callable[..., Any]:
-        async def endpoint(request: StarletteRequest) -> StarletteResponse:
-            neutral = await neutral_request(request)
-            if isinstance(dashboard, AsyncDashboard):
-                return starlette_response(await dashboard.handle(page, neutral))
-            return starlette_response(await run_in_threadpool(dashboard.handle, page, neutral))
-
-        return endpoint
-
-    router = APIRouter(prefix=prefix)
-    for page, (path, method, _) in PAGES.items():
-        router.add_api_route(
-            path,
-            page_endpoint(page),
-            methods=[method],
-            name=f"skiplock.dashboard.{page}",
-            include_in_schema=False,
-        )
-    return router

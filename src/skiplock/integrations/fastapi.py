@@ -19,18 +19,18 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from skiplock.engine import AsyncEngine, AsyncWorker, Engine, Worker
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Sequence
+    from collections.abc import AsyncIterator, Callable, Iterable, Sequence
     from contextlib import AbstractAsyncContextManager
-    from datetime import timedelta
 
     from fastapi import APIRouter
 
-    from .rest import AsyncAuthorize, Authorize
+    from .dashboard import DashboardOptions
+    from .rest import AsyncAuthorize, AsyncRoute, Authorize, Route
 
 __all__ = [
     "WorkerLifespan",
@@ -164,17 +164,24 @@ def create_router(
     Deny by default: ``authorize`` is required (TypeError without it). It is called
     with each request (:class:`~skiplock.integrations.rest.Request`) and the
     :class:`~skiplock.integrations.rest.Permission` the operation needs; it returns the
-    caller's identity (the audit actor), None for a 401, or raises
-    :class:`~skiplock.integrations.rest.Forbidden` for a 403. With an ``AsyncEngine`` it
-    may be a coroutine function; a sync ``Engine`` runs it and the admin calls in the
-    thread pool. Mount it with ``app.include_router(router, prefix="/admin/jobs")``: the
-    operations (with their stable operation ids and schemas) appear in the app's OpenAPI
-    document, and the API's own document is served at ``<prefix>/openapi.json``.
+    caller's identity (the actor of the engine's operator that answers), None for a 401,
+    or raises :class:`~skiplock.integrations.rest.Forbidden` for a 403. With an
+    ``AsyncEngine`` it may be a coroutine function; a sync ``Engine`` runs it and the
+    admin calls in the thread pool. Mount it with
+    ``app.include_router(router, prefix="/admin/jobs")``: the operations (with their
+    stable operation ids and schemas) appear in the app's OpenAPI document, and the
+    API's own document is served at ``<prefix>/openapi.json``.
     """
-    from ._fastapi import create_router as create
+    from ._fastapi import router
+    from .rest import AsyncRestApi, RestApi
 
-    return create(
-        engine, authorize=authorize, prefix=prefix, tags=tags, include_in_schema=include_in_schema
+    routes = _routes(
+        engine,
+        lambda engine: AsyncRestApi(engine, authorize=authorize).routes(),
+        lambda engine: RestApi(engine, authorize=authorize).routes(),  # type: ignore[arg-type]
+    )
+    return router(
+        routes, namespace="skiplock.", prefix=prefix, tags=tags, include_in_schema=include_in_schema
     )
 
 
@@ -200,33 +207,39 @@ def create_dashboard_router(
     *,
     authorize: AsyncAuthorize | Authorize,
     prefix: str = "",
-    refresh: int | None = None,
-    page_size: int = 50,
-    window: timedelta | float = 3600,
-    bucket: timedelta | float = 60,
+    **options: Unpack[DashboardOptions],
 ) -> APIRouter:
     """The web dashboard of ``engine`` as a FastAPI router (docs/dashboard.md).
 
     Deny by default: ``authorize`` is required (TypeError without it), the same hook as
-    :func:`create_router`'s. It is called with each request
-    (:class:`~skiplock.integrations.rest.Request`, whose ``native`` is Starlette's) and
-    the :class:`~skiplock.integrations.rest.Permission` it needs, ``read`` for a page and
-    ``write`` for the Retry and Discard buttons; it returns the caller's identity (the
-    audit actor of a button's change), None for a 401, or raises
-    :class:`~skiplock.integrations.rest.Forbidden` for a 403. With an ``AsyncEngine`` it
-    may be a coroutine function; a sync ``Engine`` runs it and the pages in the thread
-    pool. Mount it with ``app.include_router(router, prefix="/admin/dashboard")``; its
-    routes stay out of the app's OpenAPI document. The other options are those of
-    :class:`~skiplock.integrations.dashboard.AsyncDashboard`.
+    :func:`create_router`'s, asked for ``read`` on a page and ``write`` for the Retry and
+    Discard buttons; the ``options`` (``refresh``, ``page_size``, ``window``,
+    ``bucket``) are those of :class:`~skiplock.integrations.dashboard.AsyncDashboard`.
+    With an ``AsyncEngine`` the hook may be a coroutine function; a sync ``Engine`` runs
+    it and the pages in the thread pool. Mount it with
+    ``app.include_router(router, prefix="/admin/dashboard")``; its routes stay out of the
+    app's OpenAPI document.
     """
-    from ._fastapi import create_dashboard_router as create
+    # Imported here: the REST router and the transaction dependency need no Jinja2.
+    from ._fastapi import router
+    from .dashboard import AsyncDashboard, Dashboard
 
-    return create(
+    routes = _routes(
         engine,
-        authorize=authorize,
-        prefix=prefix,
-        refresh=refresh,
-        page_size=page_size,
-        window=window,
-        bucket=bucket,
+        lambda engine: AsyncDashboard(engine, authorize=authorize, **options).routes(),
+        lambda engine: Dashboard(engine, authorize=authorize, **options).routes(),  # type: ignore[arg-type]
     )
+    return router(routes, namespace="skiplock.dashboard.", prefix=prefix)
+
+
+def _routes(
+    engine: object,
+    make_async: Callable[[AsyncEngine], Sequence[AsyncRoute]],
+    make_sync: Callable[[Engine], Sequence[Route]],
+) -> Sequence[AsyncRoute | Route]:
+    """The routes of the door (REST API, dashboard) of ``engine``'s flavour."""
+    if isinstance(engine, AsyncEngine):
+        return make_async(engine)
+    if isinstance(engine, Engine):
+        return make_sync(engine)
+    raise TypeError(f"expected a skiplock Engine or AsyncEngine, got {engine!r}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import click
 from flask import Blueprint, Flask, current_app, request
@@ -28,15 +28,15 @@ from skiplock import cli
 from skiplock.core import ValidationError
 from skiplock.engine import Engine, Settings
 
-from .rest import OPENAPI_PATH, OPERATIONS, Request, Response, RestApi
+from .rest import Request, RestApi
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from skiplock.core import EnqueueResult
 
-    from .dashboard import Dashboard
-    from .rest import Authorize
+    from .dashboard import DashboardOptions
+    from .rest import Authorize, Route
 
 __all__ = [
     "EXTENSION",
@@ -208,7 +208,7 @@ commands.add_command(_delegate("schema", "Apply, print or check the schema of th
 commands.add_command(_delegate("health", "Check the database, schema, workers and queues"))
 
 
-# ---- the REST blueprint -----------------------------------------------------------------
+# ---- the web doors' blueprints ------------------------------------------------------------
 
 
 def _neutral_request() -> Request:
@@ -224,13 +224,25 @@ def _neutral_request() -> Request:
     )
 
 
-def _flask_response(response: Response) -> FlaskResponse:
-    return FlaskResponse(
-        response.body,
-        status=response.status,
-        headers=dict(response.headers),
-        content_type=response.content_type,
-    )
+def _blueprint(name: str, url_prefix: str | None, routes: Sequence[Route]) -> Blueprint:
+    """A blueprint mounting a door's ``routes``, each named ``<name>.<route name>``."""
+    blueprint = Blueprint(name, __name__, url_prefix=url_prefix)
+    for route in routes:
+        blueprint.add_url_rule(route.angle_path(), route.name, _view(route), methods=[route.method])
+    return blueprint
+
+
+def _view(route: Route) -> Any:
+    def view(**_: str) -> FlaskResponse:
+        response = route.answer(_neutral_request())
+        return FlaskResponse(
+            response.body,
+            status=response.status,
+            headers=dict(response.headers),
+            content_type=response.content_type,
+        )
+
+    return view
 
 
 def create_blueprint(
@@ -241,32 +253,14 @@ def create_blueprint(
     Deny by default: ``authorize`` is required (TypeError without it). It is called
     with each request (:class:`~skiplock.integrations.rest.Request`, whose ``native`` is
     Flask's ``request``) and the :class:`~skiplock.integrations.rest.Permission` the
-    operation needs; it returns the caller's identity (the audit actor), None for a 401,
-    or raises :class:`~skiplock.integrations.rest.Forbidden` for a 403. Register it
-    with ``app.register_blueprint(bp, url_prefix="/admin/jobs")``; the OpenAPI document
-    is served at ``<prefix>/openapi.json``. Route names are ``<name>.<operationId>``.
+    operation needs; it returns the caller's identity (the actor of the engine's operator
+    that answers), None for a 401, or raises
+    :class:`~skiplock.integrations.rest.Forbidden` for a 403. Register it with
+    ``app.register_blueprint(bp, url_prefix="/admin/jobs")``; the OpenAPI document is
+    served at ``<prefix>/openapi.json``. Route names are ``<name>.<operationId>``.
     """
     _check_sync(engine)
-    api = RestApi(engine, authorize=authorize)
-    blueprint = Blueprint(name, __name__, url_prefix=url_prefix)
-    for op in OPERATIONS:
-        path = op.path.replace("{job_id}", "<job_id>")
-        blueprint.add_url_rule(path, op.id, _view(api, op.id), methods=[op.method])
-    blueprint.add_url_rule(OPENAPI_PATH, "openapi", _view(api, None), methods=["GET"])
-    return blueprint
-
-
-def _view(api: RestApi, operation_id: str | None) -> Any:
-    def view(**_: str) -> FlaskResponse:
-        neutral = _neutral_request()
-        if operation_id is None:
-            return _flask_response(api.openapi(neutral))
-        return _flask_response(api.handle(operation_id, neutral))
-
-    return view
-
-
-# ---- the dashboard's blueprint ----------------------------------------------------------
+    return _blueprint(name, url_prefix, RestApi(engine, authorize=authorize).routes())
 
 
 def create_dashboard_blueprint(
@@ -275,46 +269,21 @@ def create_dashboard_blueprint(
     authorize: Authorize,
     name: str = "skiplock_dashboard",
     url_prefix: str | None = None,
-    refresh: int | None = None,
-    page_size: int = 50,
-    window: timedelta | float = 3600,
-    bucket: timedelta | float = 60,
+    **options: Unpack[DashboardOptions],
 ) -> Blueprint:
     """The web dashboard of ``engine`` as a Flask blueprint (docs/dashboard.md).
 
     Deny by default: ``authorize`` is required (TypeError without it), the same hook as
-    :func:`create_blueprint`'s. It is called with each request
-    (:class:`~skiplock.integrations.rest.Request`, whose ``native`` is Flask's
-    ``request``) and the :class:`~skiplock.integrations.rest.Permission` it needs,
-    ``read`` for a page and ``write`` for the Retry and Discard buttons; it returns the
-    caller's identity (the audit actor of a button's change), None for a 401, or raises
-    :class:`~skiplock.integrations.rest.Forbidden` for a 403. Register it with
-    ``app.register_blueprint(bp, url_prefix="/admin/dashboard")``; route names are
-    ``<name>.<page>`` (``overview``, ``dead``, ``job``, ``retry``, ``delete``,
-    ``static``). The other options are those of
-    :class:`~skiplock.integrations.dashboard.Dashboard`.
+    :func:`create_blueprint`'s, asked for ``read`` on a page and ``write`` for the Retry
+    and Discard buttons; the ``options`` (``refresh``, ``page_size``, ``window``,
+    ``bucket``) are those of :class:`~skiplock.integrations.dashboard.Dashboard`.
+    Register it with ``app.register_blueprint(bp, url_prefix="/admin/dashboard")``;
+    route names are ``<name>.<page>`` (``overview``, ``dead``, ``job``, ``retry``,
+    ``delete``, ``static``).
     """
     # Imported here: the REST blueprint and the extension need no Jinja2.
-    from .dashboard import PAGES, Dashboard
+    from .dashboard import Dashboard
 
     _check_sync(engine)
-    dashboard = Dashboard(
-        engine,
-        authorize=authorize,
-        refresh=refresh,
-        page_size=page_size,
-        window=window,
-        bucket=bucket,
-    )
-    blueprint = Blueprint(name, __name__, url_prefix=url_prefix)
-    for page, (path, method, _) in PAGES.items():
-        rule = path.replace("{job_id}", "<job_id>")
-        blueprint.add_url_rule(rule, page, _page_view(dashboard, page), methods=[method])
-    return blueprint
-
-
-def _page_view(dashboard: Dashboard, page: str) -> Any:
-    def view(**_: str) -> FlaskResponse:
-        return _flask_response(dashboard.handle(page, _neutral_request()))
-
-    return view
+    dashboard = Dashboard(engine, authorize=authorize, **options)
+    return _blueprint(name, url_prefix, dashboard.routes())

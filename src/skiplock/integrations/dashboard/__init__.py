@@ -26,6 +26,7 @@ from ..rest import (
 )
 from ._csrf import COOKIE as CSRF_COOKIE
 from ._csrf import FIELD as CSRF_FIELD
+from ._render import DashboardOptions
 from ._views import Dashboard
 from ._views_async import PAGES, AsyncDashboard, mount_root
 
@@ -37,6 +38,7 @@ __all__ = [
     "AsyncDashboard",
     "Authorize",
     "Dashboard",
+    "DashboardOptions",
     "Forbidden",
     "NotAuthenticated",
     "Permission",

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import attrs
 import jinja2
@@ -25,6 +25,19 @@ if TYPE_CHECKING:
 
     from skiplock.core import AuditEvent, HealthReport, Job, StateCount
     from skiplock.core._throughput import Throughput
+
+
+class DashboardOptions(TypedDict, total=False):
+    """The options of a dashboard, as its bindings pass them on (see
+    :class:`~skiplock.integrations.dashboard.AsyncDashboard`): the overview's
+    ``refresh`` (seconds), the dead jobs per page, the throughput chart's ``window`` and
+    ``bucket``."""
+
+    refresh: int | None
+    page_size: int
+    window: timedelta | float
+    bucket: timedelta | float
+
 
 #: The states of the depth table, in lifecycle order.
 STATES = tuple(JobState)

@@ -2,12 +2,14 @@
 
 :class:`AsyncDashboard` turns a framework-neutral request for one of its :data:`PAGES`
 into an HTML response: it asks the authorization hook first (``read`` for a page,
-``write`` for a button), reads the engine's admin API and renders the page; errors are
-HTML pages with the matching status. The FastAPI and Flask bindings route to it.
+``write`` for a button), reads through the engine's operator acting as the caller and
+renders the page; errors are HTML pages with the matching status. It is a door of the
+REST layer's kit: the FastAPI and Flask bindings mount its :meth:`~AsyncDashboard.routes`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -17,17 +19,16 @@ from skiplock.core import JobNotFoundError, JobState, SkiplockError
 from skiplock.core._throughput import throughput_window
 from skiplock.core._validation import INT8_RANGE, check_duration, check_int, to_duration
 
-from ..rest import AsyncRestApi, Forbidden, Permission, Problem, Request, Response, problem_for
+from ..rest import AsyncDoor, AsyncRoute, Forbidden, Permission, Problem, Request, Response
+from ..rest._support import keyset_page, problem_for
 from . import _csrf, _render
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from skiplock.engine import AsyncEngine
+    from skiplock.engine import AsyncEngine, AsyncOperator
 
     from ..rest import AsyncAuthorize
-
-logger = logging.getLogger("skiplock.dashboard")
 
 #: Every page: its path under the mount point (a route's parameters in braces), method
 #: and the permission it needs (None: none, the stylesheet).
@@ -66,7 +67,7 @@ def _one(query: Mapping[str, tuple[str, ...]], name: str) -> str | None:
     return values[-1] if values else None
 
 
-class AsyncDashboard:
+class AsyncDashboard(AsyncDoor):
     """The web dashboard of an :class:`~skiplock.AsyncEngine`, framework-neutral.
 
     ``authorize`` is required (deny by default; TypeError without it): called with each
@@ -80,6 +81,9 @@ class AsyncDashboard:
     (:meth:`AsyncEngine.throughput <skiplock.AsyncEngine.throughput>`).
     """
 
+    logger = logging.getLogger("skiplock.dashboard")
+    label = "dashboard"
+
     def __init__(
         self,
         engine: AsyncEngine,
@@ -90,20 +94,12 @@ class AsyncDashboard:
         window: timedelta | float = timedelta(hours=1),
         bucket: timedelta | float = timedelta(minutes=1),
     ) -> None:
-        # The REST API's authorization: the same checks of the engine and the hook, and
-        # the same rules for what the hook returns.
-        self._api = AsyncRestApi(engine, authorize=authorize)
-        self._engine = engine
+        super().__init__(engine, authorize=authorize)
         self._refresh = None if refresh is None else check_int("refresh", refresh, minimum=1)
         self._page_size = check_int("page_size", page_size, minimum=1, maximum=1000)
         self._window = check_duration("window", to_duration(window))
         self._bucket = check_duration("bucket", to_duration(bucket))
         throughput_window(datetime.now(UTC), self._window, self._bucket)  # refused now
-
-    @property
-    def engine(self) -> AsyncEngine:
-        """The engine the dashboard shows."""
-        return self._engine
 
     async def handle(self, page: str, request: Request) -> Response:
         """The response to ``request`` for ``page`` (a key of :data:`PAGES`). The hook is
@@ -117,10 +113,10 @@ class AsyncDashboard:
         context: dict[str, Any] = {"root": root, "identity": None, "can_write": False}
         token = _csrf.cookie_token(request)
         try:
-            identity = await self._identity(request, permission)
-            context["identity"] = identity
+            ops = await self.operator(request, permission)
+            context["identity"] = ops.actor
             if permission is Permission.WRITE:
-                return await self._change(page, request, root, identity)
+                return await self._change(page, request, root, ops)
             context["can_write"] = await self._may_write(request)
             if token is None:
                 token = _csrf.new_token()
@@ -130,66 +126,67 @@ class AsyncDashboard:
             context |= {"csrf": token, "notice": _notice(request), "refresh": None}
             context["now"] = _render.when(datetime.now(UTC))
             if page == "overview":
-                context |= await self._overview()
+                context |= await self._overview(ops)
                 context["refresh"] = self._refresh
             elif page == "dead":
-                context |= await self._dead(request)
+                context |= await self._dead(ops, request)
             else:
-                context |= await self._job(_job_id(request))
+                context |= await self._job(ops, _job_id(request))
             return _html(200, _render.render(f"{context['page']}.html", context), cookie)
-        except Problem as problem:
-            return _error(problem.status, problem.title, problem.detail, context, problem.headers)
-        except SkiplockError as exc:
-            answer = problem_for(exc)
-            back = f"{root}/dead" if answer.status == 409 else None
-            return _error(answer.status, answer.title, answer.detail, context, back=back)
-        except Exception:
-            logger.exception("dashboard error on %s %s", request.method, request.path)
-            detail = "an unexpected error; see the server's log"
-            return _error(500, "Internal server error", detail, context)
+        except Exception as exc:
+            # The REST API's problems: an engine error's, the hook's, or a logged 500.
+            if isinstance(exc, SkiplockError):
+                problem: Problem = problem_for(exc)
+            else:
+                problem = self.failure(exc, request)
+            back = f"{root}/dead" if problem.status == 409 else None
+            return _error(problem, context, back=back)
 
-    # ---- authorization ----------------------------------------------------------------
-
-    async def _identity(self, request: Request, permission: Permission) -> str:
-        return await self._api.authorize(request, permission)
+    def routes(self) -> list[AsyncRoute]:
+        """What a binding mounts: a route per page of :data:`PAGES`, named by the page."""
+        return [
+            AsyncRoute(
+                name=page, method=method, path=path, answer=functools.partial(self.handle, page)
+            )
+            for page, (path, method, _) in PAGES.items()
+        ]
 
     async def _may_write(self, request: Request) -> bool:
         """Whether the hook grants ``write`` (to show the buttons)."""
         try:
-            await self._identity(request, Permission.WRITE)
+            await self.authorize(request, Permission.WRITE)
         except Problem:
             return False
         return True
 
     # ---- pages --------------------------------------------------------------------------
 
-    async def _overview(self) -> dict[str, Any]:
-        counts = await self._engine.counts()
-        report = await self._engine.health()
-        throughput = await self._engine.throughput(window=self._window, bucket=self._bucket)
+    async def _overview(self, ops: AsyncOperator) -> dict[str, Any]:
+        counts = await ops.counts()
+        report = await ops.health()
+        throughput = await ops.throughput(window=self._window, bucket=self._bucket)
         return _render.overview(counts, report, throughput)
 
-    async def _dead(self, request: Request) -> dict[str, Any]:
+    async def _dead(self, ops: AsyncOperator, request: Request) -> dict[str, Any]:
         kind = _one(request.query, "kind") or None
         cursor = _one(request.query, "after")
         after_id = int(cursor) if cursor and cursor.isascii() and cursor.isdigit() else None
-        jobs = await self._engine.dead_jobs(kind=kind, limit=self._page_size + 1, after_id=after_id)
-        more = len(jobs) > self._page_size
-        jobs = jobs[: self._page_size]
-        kinds = sorted({c.kind for c in await self._engine.counts() if c.state is JobState.DEAD})
+        read = await ops.dead_jobs(kind=kind, limit=self._page_size + 1, after_id=after_id)
+        jobs, after = keyset_page(read, self._page_size)
+        kinds = sorted({c.kind for c in await ops.counts() if c.state is JobState.DEAD})
         query = {"kind": kind} if kind else {}
         return {
             "page": "dead",
             "jobs": jobs,
             "kind": kind,
             "kinds": kinds,
-            "next_cursor": jobs[-1].id if more else None,
-            "next_query": urlencode(query | ({"after": jobs[-1].id} if more else {})),
+            "next_cursor": after,
+            "next_query": urlencode(query | ({} if after is None else {"after": after})),
         }
 
-    async def _job(self, job_id: int) -> dict[str, Any]:
-        job = await self._engine.get_job(job_id)
-        events = await self._engine.audit_trail(job_id)
+    async def _job(self, ops: AsyncOperator, job_id: int) -> dict[str, Any]:
+        job = await ops.get_job(job_id)
+        events = await ops.audit_trail(job_id)
         return {
             "page": "job",
             "job": job,
@@ -201,9 +198,9 @@ class AsyncDashboard:
 
     # ---- buttons --------------------------------------------------------------------------
 
-    async def _change(self, page: str, request: Request, root: str, identity: str) -> Response:
-        """Retry or discard the job, as ``identity``, then redirect (303) to the page
-        the form names."""
+    async def _change(self, page: str, request: Request, root: str, ops: AsyncOperator) -> Response:
+        """Retry or discard the job through ``ops`` (the caller's operator), then
+        redirect (303) to the page the form names."""
         _csrf.check_same_origin(request)
         if request.media_type != "application/x-www-form-urlencoded":
             raise Forbidden("send the dashboard's form")
@@ -211,10 +208,10 @@ class AsyncDashboard:
         _csrf.check_token(request, _field(form, _csrf.FIELD))
         job_id = _job_id(request)
         if page == "retry":
-            await self._engine.retry_job(job_id, actor=identity)
+            await ops.retry_job(job_id)
             done = "retried"
         else:
-            await self._engine.delete_job(job_id, actor=identity)
+            await ops.delete_job(job_id)
             done = "discarded"
         target = _field(form, "next")
         if target == "job" and page == "retry":
@@ -242,15 +239,7 @@ def _html(status: int, body: bytes, headers: Mapping[str, str] | None = None) ->
     return Response(status, body, _render.HTML_TYPE, {**_render.PAGE_HEADERS, **(headers or {})})
 
 
-def _error(
-    status: int,
-    title: str,
-    detail: str,
-    context: Mapping[str, Any],
-    headers: Mapping[str, str] | None = None,
-    *,
-    back: str | None = None,
-) -> Response:
+def _error(problem: Problem, context: Mapping[str, Any], *, back: str | None = None) -> Response:
     page = {
         "root": context.get("root", ""),
         "identity": context.get("identity"),
@@ -259,9 +248,9 @@ def _error(
         "refresh": None,
         "notice": None,
         "now": "",
-        "status": status,
-        "title": title,
-        "detail": detail,
+        "status": problem.status,
+        "title": problem.title,
+        "detail": problem.detail,
         "back": back,
     }
-    return _html(status, _render.render("error.html", page), headers)
+    return _html(problem.status, _render.render("error.html", page), problem.headers)

@@ -1,14 +1,14 @@
 """The Django admin of skiplock: jobs (filters by state, kind and tenant; actions retry,
 cancel, mark failed and delete), workers and the audit trail, all read-only views.
 
-The actions go through the admin backend's engine (skiplock's admin operations, its
-rules and error messages), one job at a time, with the admin user's username as the
-audit trail's actor. They need the ``change`` permission on jobs (delete: ``delete``).
+The actions go through the admin backend's engine, as its operator acting as the admin
+user (``engine.operator(username)``: skiplock's admin operations, their rules and error
+messages, the username as the audit trail's actor), one job at a time. They need the
+``change`` permission on jobs (delete: ``delete``).
 """
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from django.http import HttpRequest
     from django.utils.safestring import SafeString
 
-    from skiplock.engine import Engine
+    from skiplock.engine import Operator
 
     from ._backend import SkiplockBackend
 
@@ -43,12 +43,6 @@ def admin_task_backend() -> SkiplockBackend:
     if not isinstance(backend, SkiplockBackend):
         raise TypeError("settings.TASKS has no skiplock backend")
     return backend
-
-
-def with_actor(method: Callable[..., Any], actor: str) -> dict[str, Any]:
-    """The keyword passing ``actor`` to an engine admin method: the one place the admin
-    names the user to the audit trail (``actor=``, where the method takes it)."""
-    return {"actor": actor} if "actor" in inspect.signature(method).parameters else {}
 
 
 def _has_perm(request: HttpRequest, permission: str) -> bool:
@@ -105,35 +99,34 @@ class JobAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Retry the selected jobs (start over)", permissions=["operate"])
     def retry(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._each(request, queryset, "retried", lambda engine: engine.retry_job)
+        self._each(request, queryset, "retried", lambda ops, job_id: ops.retry_job(job_id))
 
     @admin.action(description="Cancel the selected jobs", permissions=["operate"])
     def cancel(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._each(request, queryset, "cancelled", lambda engine: engine.cancel_job)
+        self._each(request, queryset, "cancelled", lambda ops, job_id: ops.cancel_job(job_id))
 
     @admin.action(description="Mark the selected jobs failed", permissions=["operate"])
     def mark_failed(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._each(request, queryset, "marked failed", lambda engine: engine.fail_job)
+        self._each(request, queryset, "marked failed", lambda ops, job_id: ops.fail_job(job_id))
 
     @admin.action(description="Delete the selected jobs (not running)", permissions=["remove"])
     def delete(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._each(request, queryset, "deleted", lambda engine: engine.delete_job)
+        self._each(request, queryset, "deleted", lambda ops, job_id: ops.delete_job(job_id))
 
     def _each(
         self,
         request: HttpRequest,
         queryset: QuerySet[Job],
         done_verb: str,
-        operation: Callable[[Engine], Callable[..., Any]],
+        operation: Callable[[Operator, int], object],
     ) -> None:
-        engine = admin_task_backend().engine
-        method = operation(engine)
-        actor = request.user.get_username()
+        # The engine's operator acting as the admin user: the audit trail names them.
+        ops = admin_task_backend().engine.operator(request.user.get_username())
         done: list[int] = []
         refused: list[str] = []
         for job_id in sorted(queryset.values_list("id", flat=True)):
             try:
-                method(job_id, **with_actor(method, actor))
+                operation(ops, job_id)
             except (InvalidTransitionError, JobNotFoundError, StoreError) as exc:
                 refused.append(f"job {job_id}: {exc}")
             else:

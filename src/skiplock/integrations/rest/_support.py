@@ -1,11 +1,9 @@
 """What the REST handlers share (written once for the async and the sync API): parsing
 the path, query and body into the models (errors are 422 problems with ``errors``), the
-JSON of jobs, pages and audit events, and the problem of each engine error."""
+JSON of pages and counts, and the problem of each engine error."""
 
 from __future__ import annotations
 
-import functools
-import inspect
 import types
 import typing
 from typing import Any, TypeVar
@@ -26,6 +24,7 @@ from skiplock.core import (
 )
 
 from . import models as m
+from ._auth import Permission
 from ._problems import (
     BadRequest,
     Conflict,
@@ -38,10 +37,13 @@ from ._problems import (
 )
 
 if typing.TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
     from datetime import datetime
 
+    from skiplock.core import StateCount
+
     from ._http import Request
+    from ._spec import Operation
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -144,10 +146,9 @@ def iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-@functools.cache
-def takes_actor(method: Callable[..., Any]) -> bool:
-    """Whether an engine method records an ``actor=`` in the audit trail (J10)."""
-    return "actor" in inspect.signature(method).parameters
+def cursor(text: str | None) -> int | None:
+    """The id a keyset page starts after (the cursor is a validated id as text)."""
+    return None if text is None else int(text)
 
 
 def problem_for(exc: SkiplockError) -> Problem:
@@ -168,13 +169,26 @@ def problem_for(exc: SkiplockError) -> Problem:
 
 @attrs.frozen
 class Call:
-    """A request that passed the hook, parsed: who, which job, the query and the body."""
+    """A request that passed the hook, parsed: its path, which job, the query and the
+    body (as the operation's models)."""
 
     path: str
-    actor: str
     job_id: int
     query: BaseModel
     body: BaseModel | None
+
+
+def parse_call(op: Operation[Any], request: Request) -> Call:
+    """``request`` parsed for ``op`` (a 4xx :class:`Problem` if it does not fit)."""
+    return Call(
+        path=request.path,
+        job_id=parse_job_id(request) if op.job_path else 0,
+        query=parse_query(op.query, request.query),
+        # Writes also refuse form bodies (the cross-site form check).
+        body=parse_body(op.body, request, required=op.body_required)
+        if op.permission is Permission.WRITE
+        else None,
+    )
 
 
 def typed(value: object, model: type[M]) -> M:
@@ -182,12 +196,28 @@ def typed(value: object, model: type[M]) -> M:
     return value
 
 
-def page(jobs: list[Job], limit: int) -> dict[str, Any]:
-    """A page (``JobPage``) from up to ``limit + 1`` jobs: the extra one says there is a
-    next page, whose cursor is the last id shown."""
-    more = len(jobs) > limit
+def keyset_page(jobs: Sequence[Job], limit: int) -> tuple[Sequence[Job], int | None]:
+    """The jobs a page shows from up to ``limit + 1`` read, and the id the next page
+    starts after (None: no next page): the extra job says there is one."""
     shown = jobs[:limit]
+    return shown, shown[-1].id if len(jobs) > limit else None
+
+
+def page(jobs: Sequence[Job], limit: int) -> dict[str, Any]:
+    """A page (``JobPage``) from up to ``limit + 1`` jobs."""
+    shown, after = keyset_page(jobs, limit)
     return {
         "jobs": [job_json(job) for job in shown],
-        "next_cursor": str(shown[-1].id) if more else None,
+        "next_cursor": None if after is None else str(after),
+    }
+
+
+def counts_json(counts: Iterable[StateCount]) -> dict[str, Any]:
+    """Jobs per state, kind and tenant (``Counts``), by kind, tenant and state."""
+    ordered = sorted(counts, key=lambda c: (c.kind, c.tenant is not None, c.tenant or "", c.state))
+    return {
+        "counts": [
+            {"state": c.state.value, "kind": c.kind, "tenant": c.tenant, "count": c.count}
+            for c in ordered
+        ]
     }

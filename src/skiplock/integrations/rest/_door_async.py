@@ -1,0 +1,86 @@
+"""What every web door shares (async source; ``_door.py`` is the sync twin): the engine,
+the authorization hook asked before anything else, the engine's operator acting as the
+caller it names, and the answer to an unexpected error.
+
+The REST API (:class:`~._api_async.AsyncRestApi`) and the dashboard are doors; each hands
+its bindings a list of routes (``_routes.py``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import TYPE_CHECKING, ClassVar
+
+from skiplock.engine import AsyncEngine
+
+from ._auth import check_hook, identity_of
+from ._problems import InternalError, NotAuthenticated, Problem
+
+if TYPE_CHECKING:
+    from skiplock.engine import AsyncOperator
+
+    from ._auth import AsyncAuthorize, Permission
+    from ._http import Request
+
+
+class AsyncDoor:
+    """A web door over an :class:`~skiplock.AsyncEngine`, behind an authorization hook.
+
+    ``authorize`` is required (deny by default, see :class:`~._auth.AsyncAuthorize`): a
+    missing hook raises TypeError here, so no binding can mount a door without one.
+    Every request is answered by :meth:`operator`, the engine's operator acting as the
+    caller the hook names: the audit trail records that caller for each change.
+    """
+
+    #: Where a door logs an unexpected error, and what the log line calls the door.
+    logger: ClassVar[logging.Logger] = logging.getLogger("skiplock.rest")
+    label: ClassVar[str] = "REST API"
+
+    def __init__(self, engine: AsyncEngine, *, authorize: AsyncAuthorize) -> None:
+        if not isinstance(engine, AsyncEngine):
+            expected = AsyncEngine.__name__
+            raise TypeError(f"expected a skiplock {expected}, got {type(engine).__name__}")
+        check_hook(authorize)
+        if True:  # ASYNC
+            pass
+        else:
+            if inspect.iscoroutinefunction(authorize):
+                raise TypeError("a coroutine function as authorize hook needs an AsyncEngine")
+        self._engine = engine
+        self._authorize = authorize
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The engine the door works on."""
+        return self._engine
+
+    async def authorize(self, request: Request, permission: Permission) -> str:
+        """The caller's identity if the hook grants ``permission``; raises
+        :class:`NotAuthenticated` (401) or :class:`Forbidden` (403) otherwise, and
+        TypeError for a hook that returned something else."""
+        outcome = self._authorize(request, permission)
+        if True:  # ASYNC
+            if inspect.isawaitable(outcome):
+                outcome = await outcome
+        identity = identity_of(outcome)
+        if identity is None:
+            raise NotAuthenticated("missing or invalid credentials")
+        return identity
+
+    async def operator(self, request: Request, permission: Permission) -> AsyncOperator:
+        """The engine's operator (:meth:`AsyncEngine.operator
+        <skiplock.AsyncEngine.operator>`) acting as the caller, once the hook grants
+        ``permission``; raises as :meth:`authorize`."""
+        return self._engine.operator(await self.authorize(request, permission))
+
+    def failure(self, exc: Exception, request: Request) -> Problem:
+        """The problem ``exc`` answers ``request`` with: a :class:`Problem` is its own;
+        anything else is unexpected, logged on :attr:`logger` and a 500 that tells the
+        client nothing more."""
+        if isinstance(exc, Problem):
+            return exc
+        self.logger.error(
+            "%s error on %s %s", self.label, request.method, request.path, exc_info=exc
+        )
+        return InternalError("an unexpected error; see the server's log")

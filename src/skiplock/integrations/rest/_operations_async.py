@@ -1,0 +1,314 @@
+"""The REST API's operations (async source; ``_operations.py`` is the sync twin).
+
+:data:`OPERATIONS` is the one table of the API: each operation's id, route, permission,
+models and handler. :class:`~._api_async.AsyncRestApi` dispatches on it, every binding
+mounts its routes, and :func:`openapi_document` is generated from it, so they cannot
+drift apart. A handler is a typed call on the engine's operator acting as the caller
+(:meth:`AsyncEngine.operator <skiplock.AsyncEngine.operator>`): it answers with what
+the operator returns and reads nothing again, but for the job an enqueue created.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from skiplock.core import StoreError, audit_event_json, job_json
+
+from . import models as m
+from ._auth import Permission
+from ._http import Response, json_response
+from ._spec import Operation, openapi_of
+from ._support import Call, counts_json, cursor, iso, page, typed
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from skiplock.core import Job
+    from skiplock.engine import AsyncOperator
+
+
+class AsyncHandler(Protocol):
+    """What answers an operation: given the engine's operator acting as the caller and
+    the parsed request, the response. It raises the engine's errors
+    (:func:`~._support.problem_for` names the problem of each)."""
+
+    async def __call__(self, ops: AsyncOperator, call: Call, /) -> Response: ...
+
+
+def _job(job: Job, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    return json_response(job_json(job), status, headers)
+
+
+# ---- the handlers ------------------------------------------------------------------------
+
+
+async def _list_jobs(ops: AsyncOperator, call: Call) -> Response:
+    query = typed(call.query, m.JobQuery)
+    jobs = await ops.list_jobs(
+        state=query.state,
+        kind=query.kind,
+        tenant=query.tenant,
+        priority_min=query.priority_min,
+        priority_max=query.priority_max,
+        created_since=query.created_since,
+        created_before=query.created_before,
+        available_since=query.available_since,
+        available_before=query.available_before,
+        limit=query.limit + 1,
+        after_id=cursor(query.cursor),
+        descending=query.order == "desc",
+    )
+    return json_response(page(jobs, query.limit))
+
+
+async def _create_job(ops: AsyncOperator, call: Call) -> Response:
+    body = typed(call.body, m.JobCreate)
+    result = await ops.enqueue(
+        body.kind,
+        body.payload,
+        priority=body.priority,
+        tenant=body.tenant,
+        idempotency_key=body.idempotency_key,
+        max_attempts=body.max_attempts,
+        available_at=body.available_at,
+        delay=body.delay,
+    )
+    # The one read after a change: enqueue answers with the id, the response is the job.
+    job = await ops.get_job(result.id)
+    if not result.created:  # the existing job of the idempotency key
+        return _job(job)
+    return _job(job, 201, {"Location": f"{call.path.rstrip('/')}/{job.id}"})
+
+
+async def _get_job(ops: AsyncOperator, call: Call) -> Response:
+    job = await ops.get_job(call.job_id)
+    trail = [audit_event_json(event) for event in await ops.audit_trail(call.job_id)]
+    return json_response(job_json(job) | {"audit_trail": trail})
+
+
+async def _delete_job(ops: AsyncOperator, call: Call) -> Response:
+    return _job(await ops.delete_job(call.job_id))
+
+
+async def _retry_job(ops: AsyncOperator, call: Call) -> Response:
+    options = typed(call.body, m.RetryOptions)
+    return _job(await ops.retry_job(call.job_id, reset_attempts=options.reset_attempts))
+
+
+async def _cancel_job(ops: AsyncOperator, call: Call) -> Response:
+    return _job(await ops.cancel_job(call.job_id))
+
+
+async def _fail_job(ops: AsyncOperator, call: Call) -> Response:
+    return _job(await ops.fail_job(call.job_id))
+
+
+async def _dead_jobs(ops: AsyncOperator, call: Call) -> Response:
+    query = typed(call.query, m.DeadJobQuery)
+    jobs = await ops.dead_jobs(
+        kind=query.kind, tenant=query.tenant, limit=query.limit + 1, after_id=cursor(query.cursor)
+    )
+    return json_response(page(jobs, query.limit))
+
+
+async def _retry_dead(ops: AsyncOperator, call: Call) -> Response:
+    body = typed(call.body, m.RetryDead)
+    ids = await ops.retry_dead(
+        kind=body.kind, tenant=body.tenant, reset_attempts=body.reset_attempts
+    )
+    return json_response({"retried": sorted(ids)})
+
+
+async def _counts(ops: AsyncOperator, call: Call) -> Response:
+    return json_response(counts_json(await ops.counts()))
+
+
+async def _workers(ops: AsyncOperator, call: Call) -> Response:
+    query = typed(call.query, m.WorkersQuery)
+    report = await ops.health(worker_timeout=query.worker_timeout)
+    if not report.reachable or (report.schema is not None and not report.schema.installed):
+        raise StoreError(report.problems[0])
+    workers = [worker.to_dict() for worker in report.workers]
+    return json_response({"checked_at": iso(report.checked_at), "workers": workers})
+
+
+async def _health(ops: AsyncOperator, call: Call) -> Response:
+    query = typed(call.query, m.HealthQuery)
+    report = await ops.health(
+        max_pending_age=query.max_pending_age,
+        worker_timeout=query.worker_timeout,
+        max_dead=query.max_dead,
+    )
+    return json_response(report.to_dict())
+
+
+# ---- the table ---------------------------------------------------------------------------
+
+_READ, _WRITE = Permission.READ, Permission.WRITE
+_JOB = "/jobs/{job_id}"
+
+OPERATIONS: tuple[Operation[AsyncHandler], ...] = (
+    Operation(
+        "listJobs",
+        "GET",
+        "/jobs",
+        _READ,
+        "List jobs",
+        "Jobs matching every filter, ordered by id, one keyset page: pass `next_cursor` as "
+        "`cursor` (with the same filters) for the next one.",
+        m.JobPage,
+        query=m.JobQuery,
+        problems=(422,),
+        handler=_list_jobs,
+    ),
+    Operation(
+        "createJob",
+        "POST",
+        "/jobs",
+        _WRITE,
+        "Enqueue a job",
+        "Create a job (201). With an `idempotency_key` that already exists, nothing is "
+        "created and the existing job is returned (200).",
+        m.Job,
+        status=201,
+        body=m.JobCreate,
+        body_required=True,
+        problems=(400, 415, 422),
+        handler=_create_job,
+    ),
+    Operation(
+        "getJob",
+        "GET",
+        _JOB,
+        _READ,
+        "Get a job",
+        "One job with its attempts, last error, payload and audit trail.",
+        m.JobDetail,
+        problems=(404, 422),
+        handler=_get_job,
+    ),
+    Operation(
+        "deleteJob",
+        "DELETE",
+        _JOB,
+        _WRITE,
+        "Delete a job",
+        "Delete (discard) a job that is not running; returns it as it was, payload "
+        "included (an engine with the audit trail records the discard with the payload). "
+        "A running job is a 409: cancel it first.",
+        m.Job,
+        problems=(404, 409, 422),
+        handler=_delete_job,
+    ),
+    Operation(
+        "retryJob",
+        "POST",
+        _JOB + "/retry",
+        _WRITE,
+        "Retry a job",
+        "Replay a dead, failed or cancelled job: pending and due now, from attempt 0 "
+        "unless `reset_attempts` is false. Another state is a 409.",
+        m.Job,
+        body=m.RetryOptions,
+        problems=(400, 404, 409, 415, 422),
+        handler=_retry_job,
+    ),
+    Operation(
+        "cancelJob",
+        "POST",
+        _JOB + "/cancel",
+        _WRITE,
+        "Cancel a job",
+        "A pending job is never claimed; a running one is asked to stop at its worker's "
+        "next heartbeat. A finished job is a 409.",
+        m.Job,
+        problems=(404, 409, 415, 422),
+        handler=_cancel_job,
+    ),
+    Operation(
+        "failJob",
+        "POST",
+        _JOB + "/fail",
+        _WRITE,
+        "Mark a job failed",
+        "The manual stop: never tried again unless replayed. A succeeded or failed job is a 409.",
+        m.Job,
+        problems=(404, 409, 415, 422),
+        handler=_fail_job,
+    ),
+    Operation(
+        "listDeadJobs",
+        "GET",
+        "/dlq",
+        _READ,
+        "List dead jobs (the DLQ)",
+        "Dead jobs with their last error and payload, by id, one keyset page.",
+        m.JobPage,
+        query=m.DeadJobQuery,
+        problems=(422,),
+        tag="dlq",
+        handler=_dead_jobs,
+    ),
+    Operation(
+        "retryDeadJobs",
+        "POST",
+        "/dlq/retry",
+        _WRITE,
+        "Retry dead jobs in bulk",
+        "Replay every dead job matching the filter (every dead job without one); returns "
+        "their ids.",
+        m.RetriedJobs,
+        body=m.RetryDead,
+        body_required=True,
+        problems=(400, 415, 422),
+        tag="dlq",
+        handler=_retry_dead,
+    ),
+    Operation(
+        "getCounts",
+        "GET",
+        "/counts",
+        _READ,
+        "Count jobs",
+        "The number of jobs per state, kind and tenant.",
+        m.Counts,
+        tag="queue",
+        handler=_counts,
+    ),
+    Operation(
+        "listWorkers",
+        "GET",
+        "/workers",
+        _READ,
+        "List workers",
+        "The registered workers, their heartbeats and running jobs.",
+        m.Workers,
+        query=m.WorkersQuery,
+        problems=(422,),
+        tag="queue",
+        handler=_workers,
+    ),
+    Operation(
+        "getHealth",
+        "GET",
+        "/health",
+        _READ,
+        "Health report",
+        "The health of the queue and its workers (R9). Status 200 whether healthy or not: "
+        "read `healthy` and `problems`.",
+        m.HealthReport,
+        query=m.HealthQuery,
+        problems=(422,),
+        tag="queue",
+        handler=_health,
+    ),
+)
+
+#: The operations by id.
+BY_ID: Mapping[str, Operation[AsyncHandler]] = {op.id: op for op in OPERATIONS}
+
+
+def openapi_document(base_path: str = "") -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the API mounted at ``base_path`` (its ``servers``
+    entry; the paths are relative to it), generated from :data:`OPERATIONS`."""
+    return openapi_of(OPERATIONS, base_path)
