@@ -196,9 +196,12 @@ def test_killed_workers_full_prefetch_buffers_cost_no_attempts(
         def two_started(pid: int = pid) -> bool:
             return len(invocations.by(pid)) >= 2
 
+        def ten_held(pid: int = pid) -> bool:
+            return _held_by(pg_dsn, pid) == 10
+
         wait_for(two_started, 30, "two jobs to start")
         # The buffer fills from the same claim or, on a loaded machine, the next one.
-        wait_for(lambda pid=pid: _held_by(pg_dsn, pid) == 10, 30, "ten jobs to be held")
+        wait_for(ten_held, 30, "ten jobs to be held")
         os.kill(pid, signal.SIGKILL)
         victim.wait(10)
     survivors = [app(concurrency=8, prefetch=8) for _ in range(2)]
