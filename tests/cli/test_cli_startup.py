@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from skiplock import AsyncEngine, JobContext, cli
-from skiplock.cli import _options, _startup
 from skiplock.adapters.memory import AsyncInMemoryJobStore
+from skiplock.cli import _options, _startup
 from skiplock.core import StoreError, ValidationError, WorkerInfo
 
 if TYPE_CHECKING:

@@ -440,7 +440,9 @@ async def test_engine_admin_cancel_fail_and_delete(
     a = (await engine.enqueue("email.send", Email("a"))).id
     b = (await engine.enqueue("email.send", Email("b"))).id
     assert (await engine.cancel_job(a)).state is JobState.CANCELLED
-    with pytest.raises(InvalidTransitionError, match="only pending or running jobs can be cancelled"):
+    with pytest.raises(
+        InvalidTransitionError, match="only pending or running jobs can be cancelled"
+    ):
         await engine.cancel_job(a)
     assert (await engine.fail_job(a)).state is JobState.FAILED
     assert (await engine.retry_job(a, reset_attempts=True)).state is JobState.PENDING

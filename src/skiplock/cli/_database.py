@@ -52,8 +52,12 @@ def sync_engine(engine: AsyncEngine | Engine, label: str) -> Engine:
     return engine
 
 
-def add_dsn(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
-    """``--dsn`` and ``--schema``, in the group it returns."""
+def add_dsn(parser: argparse.ArgumentParser) -> None:
+    """``--dsn`` and ``--schema``."""
+    _dsn_group(parser)
+
+
+def _dsn_group(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     group = parser.add_argument_group("connection")
     group.add_argument("--dsn", help=f"PostgreSQL connection string (default: ${DSN_ENV})")
     group.add_argument(
@@ -68,7 +72,7 @@ def add_dsn(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
 
 def add_connection(parser: argparse.ArgumentParser) -> None:
     """``--dsn``, ``--schema`` and ``--timeout``."""
-    add_dsn(parser).add_argument(
+    _dsn_group(parser).add_argument(
         "--timeout",
         type=_options.positive_duration,
         default=DEFAULT_TIMEOUT,

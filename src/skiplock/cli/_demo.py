@@ -8,8 +8,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from skiplock.demo import DEMO_SCHEMA, DemoReport, run_demo
 from skiplock.core import StoreError
+from skiplock.demo import DEMO_SCHEMA, DemoReport, run_demo
 
 from . import _options
 from ._database import DSN_ENV, psycopg_adapter

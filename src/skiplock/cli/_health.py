@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print JSON (keys in docs/operations.md)")
+    parser.add_argument(
+        "--json", action="store_true", help="print JSON (keys in docs/operations.md)"
+    )
 
 
 def add_worker_timeout(parser: argparse.ArgumentParser) -> None:

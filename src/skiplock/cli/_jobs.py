@@ -31,9 +31,7 @@ LIST_ERROR_WIDTH = 40
 def add_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
     """The actions of ``jobs`` and their options; ``leaf`` adds the door's own options
     to each action."""
-    actions = parser.add_subparsers(
-        title="actions", metavar="ACTION", dest="action", required=True
-    )
+    actions = parser.add_subparsers(title="actions", metavar="ACTION", dest="action", required=True)
 
     listing = actions.add_parser("list", help="list jobs, oldest id first, one page at a time")
     _filter_options(listing, states=True)

@@ -136,5 +136,5 @@ def with_value(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     "expected one argument"."""
     # argparse reads "-1s" as an option unless it looks like a negative number (and no
     # option of the parser does): this parser's "negative numbers" include "-1s".
-    parser._negative_number_matcher = _NEGATIVE  # type: ignore[attr-defined]
+    parser._negative_number_matcher = _NEGATIVE
     return parser

@@ -4,10 +4,12 @@ engine's store in a framework's door)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from skiplock.adapters._pg import SchemaStatus, schema_sql
 from skiplock.core import SkiplockError, ValidationError
 
 from ._database import dsn, psycopg_adapter, sync_engine
@@ -16,9 +18,7 @@ from ._output import describe
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable
 
-    from skiplock.adapters.psycopg import SchemaStatus
     from skiplock.engine import AsyncEngine, Engine
 
 
@@ -116,8 +116,6 @@ def run(schema: Schema, args: argparse.Namespace) -> int:
 
 def _print_sql(schema: str, from_version: int | None) -> int:
     # Driver-neutral: printing DDL needs neither a database nor the psycopg extra.
-    from skiplock.adapters._pg import schema_sql
-
     try:
         script = schema_sql(schema, from_version or 0)
     except ValidationError as exc:

@@ -10,20 +10,20 @@ statuses are the tree's, so they are the same in every door.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
+from skiplock.engine import AsyncEngine, Engine
+
 from . import _counts, _database, _demo, _health, _jobs, _schema, _worker, _workers
 from ._errors import USAGE, guarded
+from ._options import Leaf
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
-
-    from ._options import Leaf
-
-    from skiplock.engine import AsyncEngine, Engine
+    from collections.abc import Sequence
 
 T = TypeVar("T")
 
@@ -230,9 +230,7 @@ def run_parsed(
     return guarded(handler, args)
 
 
-def run_mounted(
-    name: str, argv: Sequence[str], engine: AsyncEngine | Engine, *, prog: str
-) -> int:
+def run_mounted(name: str, argv: Sequence[str], engine: AsyncEngine | Engine, *, prog: str) -> int:
     """Parse ``argv`` with the options of the command ``name`` and run it on ``engine``:
     what a door without argparse of its own runs (``flask skiplock ...``); ``prog``
     names it in usage lines and messages. Returns the exit status."""

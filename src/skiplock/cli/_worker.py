@@ -160,7 +160,9 @@ def _load(spec: str, module_name: str, attr_path: str) -> AsyncEngine | Engine:
         # A TypeError from inside the factory is its bug, with its traceback.
         tb = exc.__traceback__
         if tb is not None and tb.tb_next is None:
-            raise UsageError(f"{spec!r} is a callable that needs arguments, not an engine") from None
+            raise UsageError(
+                f"{spec!r} is a callable that needs arguments, not an engine"
+            ) from None
         raise
     if isinstance(made, AsyncEngine | Engine):
         return made
@@ -230,6 +232,7 @@ def run(app: AppEngine, args: argparse.Namespace) -> int:
     )
     debug = args.log_level <= logging.DEBUG
     server = None
+    handled: int | None = None
     try:
         if metrics is not None:
             server = _serve_metrics(metrics, args.metrics_port)
@@ -242,7 +245,10 @@ def run(app: AppEngine, args: argparse.Namespace) -> int:
             assert isinstance(worker, Worker)
             try:
                 open_sync(engine.store, debug=debug)
-                handled = worker.run_until_idle() if args.until_idle else worker.run()
+                if args.until_idle:
+                    handled = worker.run_until_idle()
+                else:
+                    worker.run()
             finally:
                 engine.store.close()
     except StartupError as exc:
