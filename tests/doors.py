@@ -65,3 +65,17 @@ def standalone_options(command: str) -> frozenset[str]:
     helped = skiplock(command, "--help")
     assert helped.status == 0, helped.stderr
     return usage_options(helped.stdout) - STANDALONE_ONLY
+
+
+def assert_refused_alike(arguments: tuple[str, ...], mounted: Outcome) -> None:
+    """``mounted`` (a door's run of ``arguments``) refuses them as ``skiplock`` does: the
+    same exit status 2 and message (the whole line when the tree's own words)."""
+    plain = skiplock(*arguments)
+    assert plain.status == mounted.status == 2
+    assert plain.error == mounted.error != ""
+    if arguments == USAGE_ERROR:
+        assert (
+            plain.last_line
+            == mounted.last_line
+            == ("skiplock: error: --from is an option of 'schema sql', not of 'schema status'")
+        )

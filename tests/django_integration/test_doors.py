@@ -11,7 +11,7 @@ from tests.doors import (
     PARSE_ERROR,
     USAGE_ERROR,
     Outcome,
-    skiplock,
+    assert_refused_alike,
     standalone_options,
     usage_options,
 )
@@ -50,13 +50,4 @@ def test_manage_py_offers_the_options_of_skiplock(command: str) -> None:
 @pytest.mark.parametrize("arguments", [PARSE_ERROR, USAGE_ERROR])
 def test_manage_py_refuses_alike(arguments: tuple[str, ...]) -> None:
     command, *rest = arguments
-    plain = skiplock(*arguments)
-    mounted = manage(command, *rest)
-    assert plain.status == mounted.status == 2
-    assert plain.error == mounted.error != ""
-    if arguments == USAGE_ERROR:  # the tree's own words: the whole line
-        assert (
-            plain.last_line
-            == mounted.last_line
-            == ("skiplock: error: --from is an option of 'schema sql', not of 'schema status'")
-        )
+    assert_refused_alike(arguments, manage(command, *rest))

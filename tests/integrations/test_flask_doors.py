@@ -15,7 +15,7 @@ from tests.doors import (
     PARSE_ERROR,
     USAGE_ERROR,
     Outcome,
-    skiplock,
+    assert_refused_alike,
     standalone_options,
     usage_options,
 )
@@ -44,13 +44,4 @@ def test_flask_skiplock_offers_the_options_of_skiplock(flask_skiplock: Flask, co
 
 @pytest.mark.parametrize("arguments", [PARSE_ERROR, USAGE_ERROR])
 def test_flask_skiplock_refuses_alike(flask_skiplock: Flask, arguments: tuple[str, ...]) -> None:
-    plain = skiplock(*arguments)
-    mounted = flask(flask_skiplock, *arguments)
-    assert plain.status == mounted.status == 2
-    assert plain.error == mounted.error != ""
-    if arguments == USAGE_ERROR:  # the tree's own words: the whole line
-        assert (
-            plain.last_line
-            == mounted.last_line
-            == ("skiplock: error: --from is an option of 'schema sql', not of 'schema status'")
-        )
+    assert_refused_alike(arguments, flask(flask_skiplock, *arguments))

@@ -75,6 +75,30 @@ def _admin(engine: AsyncEngine | Engine, label: str) -> _database.Reached:
     return _database.Reached(_database.sync_engine(engine, label))
 
 
+def _on_database(
+    name: str,
+    help: str,
+    description: str | None,
+    options: Callable[[argparse.ArgumentParser, Leaf], None],
+    run: Callable[[_database.Reached, argparse.Namespace], int],
+    *,
+    check: Callable[[argparse.Namespace], None] | None = None,
+) -> Command[_database.Reached]:
+    """A command on a sync engine: the database of ``--dsn`` for ``skiplock``, the
+    application's engine in a framework's door."""
+    return Command(
+        name,
+        help=help,
+        description=description,
+        options=options,
+        run=run,
+        standalone=_database.add_connection,
+        find=_database.reach,
+        mounted=_admin,
+        check=check,
+    )
+
+
 COMMANDS: dict[str, Command[Any]] = {
     command.name: command
     for command in (
@@ -113,63 +137,47 @@ COMMANDS: dict[str, Command[Any]] = {
             find=_from_args(_schema.of_dsn),
             mounted=_schema.of_engine,
         ),
-        Command[_database.Reached](
+        _on_database(
             "health",
-            help="check the database, schema, workers and queues; exit 1 if unhealthy",
-            description=(
+            "check the database, schema, workers and queues; exit 1 if unhealthy",
+            (
                 "Report the health of the queue (R9): database reachable, schema version, "
                 "live workers by heartbeat, per kind the due and scheduled pending jobs, the "
                 "age of the oldest due one, running and dead jobs. Exit 0 when healthy, 1 "
                 "with one line per problem otherwise."
             ),
-            options=_flat(_health.add_options),
-            run=_health.run,
-            standalone=_database.add_connection,
-            find=_database.reach,
-            mounted=_admin,
+            _flat(_health.add_options),
+            _health.run,
         ),
-        Command[_database.Reached](
+        _on_database(
             "jobs",
-            help="list, show, retry, cancel, fail or delete jobs",
-            description="Read and change jobs through the admin API (R13).",
-            options=_jobs.add_options,
-            run=_jobs.run,
-            standalone=_database.add_connection,
-            find=_database.reach,
-            mounted=_admin,
+            "list, show, retry, cancel, fail or delete jobs",
+            "Read and change jobs through the admin API (R13).",
+            _jobs.add_options,
+            _jobs.run,
             check=_jobs.check,
         ),
-        Command[_database.Reached](
+        _on_database(
             "dlq",
-            help="list dead jobs with their last error (the DLQ)",
-            description=None,
-            options=_flat(_jobs.add_dlq_options),
-            run=_jobs.run_dlq,
-            standalone=_database.add_connection,
-            find=_database.reach,
-            mounted=_admin,
+            "list dead jobs with their last error (the DLQ)",
+            None,
+            _flat(_jobs.add_dlq_options),
+            _jobs.run_dlq,
         ),
-        Command[_database.Reached](
+        _on_database(
             "counts",
-            help="number of jobs per kind, tenant and state",
-            description=None,
-            options=_flat(_health.add_json),
-            run=_counts.run,
-            standalone=_database.add_connection,
-            find=_database.reach,
-            mounted=_admin,
+            "number of jobs per kind, tenant and state",
+            None,
+            _flat(_health.add_json),
+            _counts.run,
         ),
-        Command[_database.Reached](
+        _on_database(
             "workers",
-            help="registered workers, their heartbeats and jobs",
-            description="List the registered workers. With --host: only that host's, and exit "
-            "1 unless one of them is live (a liveness check for the machine or pod running "
-            "them).",
-            options=_flat(_workers.add_options),
-            run=_workers.run,
-            standalone=_database.add_connection,
-            find=_database.reach,
-            mounted=_admin,
+            "registered workers, their heartbeats and jobs",
+            "List the registered workers. With --host: only that host's, and exit 1 unless "
+            "one of them is live (a liveness check for the machine or pod running them).",
+            _flat(_workers.add_options),
+            _workers.run,
         ),
     )
 }
