@@ -83,11 +83,15 @@ def _no_status() -> SchemaStatus:
     raise AssertionError("schema sql reads no status")
 
 
+def check(args: argparse.Namespace) -> None:
+    """The usage checks of ``schema`` (before any connection or driver)."""
+    if args.action != "sql" and args.from_version is not None:
+        raise UsageError(f"--from is an option of 'schema sql', not of 'schema {args.action}'")
+
+
 def run(schema: Schema, args: argparse.Namespace) -> int:
     if args.action == "sql":
         return _print_sql(schema.name, args.from_version)
-    if args.from_version is not None:
-        raise UsageError(f"--from is an option of 'schema sql', not of 'schema {args.action}'")
     try:
         if args.action == "apply":
             applied = schema.apply()

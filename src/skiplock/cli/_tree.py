@@ -136,6 +136,7 @@ COMMANDS: dict[str, Command[Any]] = {
             standalone=_database.add_dsn,
             find=_from_args(_schema.of_dsn),
             mounted=_schema.of_engine,
+            check=_schema.check,
         ),
         _on_database(
             "health",
