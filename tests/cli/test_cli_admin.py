@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from skiplock import Engine, Job, cli
+from skiplock import cli
 from tests.cli.admin_helpers import (
     Terminal,
     add_worker,
@@ -243,6 +243,20 @@ def test_dlq_lists_dead_jobs_with_their_last_error(run: Run) -> None:
     assert run.lines == ["no dead jobs"]
 
 
+@needs_psycopg
+@pytest.mark.postgres
+def test_tables_show_the_first_line_of_the_last_error(run: Run) -> None:
+    [job_id] = enqueue(run.dsn, "email")
+    bury(run.dsn, job_id)
+    text = "RuntimeError: smtp down\\n\\nTraceback (most recent call last):\\n  File x"
+    execute(run.dsn, [f"UPDATE skiplock.jobs SET last_error = E'{text}' WHERE id = {job_id}"])
+    for command in (["dlq"], ["jobs", "list"]):
+        assert run(*command) == 0
+        [row] = run.lines[1:]
+        assert row.endswith("RuntimeError: smtp down"), row
+        assert "Traceback" not in run.out
+
+
 # ---- changing jobs ------------------------------------------------------------------------
 
 
@@ -255,8 +269,8 @@ def test_jobs_retry_by_id_reports_each_id(run: Run) -> None:
     assert run.lines == [f"job {dead}: retried"]
     assert run.err.splitlines() == [
         "skiplock: job 99999: no job with id 99999",
-        f"skiplock: job {pending}: cannot 'replay' a job in state 'pending' "
-        "(allowed events: cancel, claim, mark_failed)",
+        f"skiplock: job {pending}: job {pending} is pending: only failed, dead or "
+        "cancelled jobs can be retried",
     ]
     assert job_states(run.dsn) == {dead: "pending", pending: "pending"}
     with engine_on(run.dsn) as engine:
@@ -361,32 +375,17 @@ def test_jobs_delete(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @needs_psycopg
 @pytest.mark.postgres
-def test_actor_is_passed_only_where_the_admin_api_takes_it(
-    run: Run, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    first, second, third = enqueue(run.dsn, "email", 3)
-    original = Engine.cancel_job
-    seen: list[str | None] = []
-
-    def cancel_without_actor(self: Engine, job_id: int) -> Job:
-        return original(self, job_id)
-
-    monkeypatch.setattr(Engine, "cancel_job", cancel_without_actor)
-    assert run("jobs", "cancel", str(first), "--actor", "alice") == 0
-    assert run.err == (
-        "skiplock: note: --actor is not recorded: this skiplock has no audit trail yet\n"
-    )
-
-    def cancel_with_actor(self: Engine, job_id: int, *, actor: str | None = None) -> Job:
-        seen.append(actor)
-        return original(self, job_id)
-
-    monkeypatch.setattr(Engine, "cancel_job", cancel_with_actor)
-    assert run("jobs", "cancel", str(second), "--actor", "bob") == 0
-    assert run.err == ""
-    assert run("jobs", "cancel", str(third)) == 0
-    assert seen == ["bob", None]
-    assert set(job_states(run.dsn).values()) == {"cancelled"}
+def test_every_changing_action_acts_as_its_actor(run: Run) -> None:
+    # The commands act through engine.operator(--actor): fail and a bulk replay too.
+    first, second = enqueue(run.dsn, "email", 2)
+    assert run("jobs", "fail", str(first), "--actor", "carol") == 0
+    bury(run.dsn, second)
+    assert run("jobs", "retry", "--dead", "--yes", "--actor", "dave") == 0
+    rows = fetch(run.dsn, "SELECT job_id, action, actor FROM skiplock.audit ORDER BY id")
+    assert [tuple(row) for row in rows] == [
+        (first, "job_failed_manually", "carol"),
+        (second, "job_replay", "dave"),
+    ]
 
 
 @needs_psycopg

@@ -137,3 +137,36 @@ def test_cli_worker_rejects_invalid_environment_with_exit_2(
     assert message in err
     assert err.count("\n") == 1  # one line
     assert app.settings is settings  # nothing applied
+
+
+FACTORY_APP = """
+from skiplock import Engine, Settings
+from skiplock.adapters.memory import InMemoryJobStore
+
+
+def make_engine() -> Engine:
+    return Engine(InMemoryJobStore(), Settings.from_env())
+
+
+def make_bad_engine() -> Engine:
+    return Engine(InMemoryJobStore(), Settings(concurrency=0))
+"""
+
+
+def test_a_factory_reading_a_bad_variable_is_one_line_and_exit_2(
+    make_app: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The factory pattern of docs/deployment.md: the factory reads the environment itself.
+    name = make_app(FACTORY_APP)
+    monkeypatch.setenv("SKIPLOCK_CONCURRENCY", "many")
+    assert cli.main(["worker", f"{name}:make_engine"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("skiplock: error: invalid environment: SKIPLOCK_CONCURRENCY='many': ")
+    # Another value the engine refuses while the app loads: one line too, naming APP.
+    monkeypatch.delenv("SKIPLOCK_CONCURRENCY")
+    assert cli.main(["worker", f"{name}:make_bad_engine"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"skiplock: error: cannot load '{name}:make_bad_engine': ")
+    assert "concurrency" in line

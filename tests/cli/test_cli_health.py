@@ -139,6 +139,18 @@ def test_health_rejects_a_bad_duration(capsys: pytest.CaptureFixture[str], bad: 
     assert "argument --max-age: expected a duration such as 30, 1.5, 250ms, 30s, 5m" in err
 
 
+@pytest.mark.parametrize("command", ["health", "workers"])
+def test_a_negative_worker_timeout_is_refused_as_a_bad_value(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    # "-1s" is the option's value (refused by its type), not an unknown option.
+    assert cli.main([command, "--dsn", "postgresql://nowhere/db", "--worker-timeout", "-1s"]) == 2
+    err = capsys.readouterr().err
+    assert "argument --worker-timeout: expected a duration such as" in err
+    assert err.rstrip().endswith("got '-1s'")
+    assert "expected one argument" not in err
+
+
 @pytest.mark.postgres
 def test_health_without_the_schema_says_to_apply_it(
     make_database: Callable[[], str], capsys: pytest.CaptureFixture[str]

@@ -21,6 +21,7 @@ import pytest
 
 from skiplock import AsyncEngine, JobContext, cli
 from skiplock.adapters.memory import AsyncInMemoryJobStore
+from skiplock.cli import _options, _startup
 from skiplock.core import StoreError, ValidationError, WorkerInfo
 
 if TYPE_CHECKING:
@@ -255,7 +256,7 @@ def test_worker_start_up_without_answer_gives_up(
     monkeypatch: pytest.MonkeyPatch,
     flavour: str,
 ) -> None:
-    monkeypatch.setattr(cli, "STARTUP_TIMEOUT", 0.2)
+    monkeypatch.setattr(_startup, "STARTUP_TIMEOUT", 0.2)
     app = fake_app(make_app, flavour, "silent")
     assert cli.main(["worker", f"{app}:engine"]) == 1
     assert capsys.readouterr().err.splitlines() == [
@@ -327,7 +328,7 @@ def test_schema_name_refused_by_validation_is_one_line(
     def refuse(name: str) -> str:
         raise ValidationError(f"{name!r} is a PostgreSQL system schema")
 
-    monkeypatch.setattr(cli, "validate_identifier", refuse)
+    monkeypatch.setattr(_options, "validate_identifier", refuse)
     assert cli.main(["schema", "apply", "--schema", "information_schema"]) == 2
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) <= 3

@@ -157,7 +157,7 @@ def test_resolve_app_rejects_non_engines(
     make_app: Callable[[str], str], suffix: str, message: str
 ) -> None:
     name = make_app(ASYNC_APP)
-    with pytest.raises(cli.CliError, match=message):
+    with pytest.raises(cli.UsageError, match=message):
         cli.resolve_app(name + suffix)
 
 
@@ -179,6 +179,7 @@ def test_resolve_app_reraises_import_errors_inside_the_app(make_app: Callable[[s
         (["worker", ":engine"], "APP must look like 'module:attribute'"),
         (["worker", "x:e", "--concurrency", "0"], "expected a positive integer, got 0"),
         (["worker", "x:e", "--concurrency", "many"], "expected a positive integer"),
+        (["worker", "x:e", "--concurrency", "-1"], "expected a positive integer, got -1"),
         (["worker", "x:e", "--kinds", "a,,b"], "expected a comma-separated list"),
         (["worker", "x:e", "--kinds", "bad kind"], "invalid kind 'bad kind'"),
         (["worker", "x:e", "--tenants", ""], "expected a comma-separated list"),

@@ -393,7 +393,8 @@ def test_engine_admin_dead_letter_view_and_replay(engine: Engine, store: InMemor
     # A replay starts over: attempts 0, for one job as for the bulk replay.
     replayed = engine.retry_job(a)
     assert (replayed.state, replayed.attempts) == (JobState.PENDING, 0)
-    with pytest.raises(InvalidTransitionError, match="pending"):
+    refused = "is pending: only failed, dead or cancelled jobs can be retried"
+    with pytest.raises(InvalidTransitionError, match=f"job {a} {refused}"):
         engine.retry_job(a)
     _bury(engine, store, a)
     kept = engine.retry_job(a, reset_attempts=False)
@@ -411,7 +412,9 @@ def test_engine_admin_cancel_fail_and_delete(engine: Engine, store: InMemoryJobS
     a = (engine.enqueue("email.send", Email("a"))).id
     b = (engine.enqueue("email.send", Email("b"))).id
     assert (engine.cancel_job(a)).state is JobState.CANCELLED
-    with pytest.raises(InvalidTransitionError):
+    with pytest.raises(
+        InvalidTransitionError, match="only pending or running jobs can be cancelled"
+    ):
         engine.cancel_job(a)
     assert (engine.fail_job(a)).state is JobState.FAILED
     assert (engine.retry_job(a, reset_attempts=True)).state is JobState.PENDING

@@ -420,7 +420,8 @@ async def test_engine_admin_dead_letter_view_and_replay(
     # A replay starts over: attempts 0, for one job as for the bulk replay.
     replayed = await engine.retry_job(a)
     assert (replayed.state, replayed.attempts) == (JobState.PENDING, 0)
-    with pytest.raises(InvalidTransitionError, match="pending"):
+    refused = "is pending: only failed, dead or cancelled jobs can be retried"
+    with pytest.raises(InvalidTransitionError, match=f"job {a} {refused}"):
         await engine.retry_job(a)
     await _bury(engine, store, a)
     kept = await engine.retry_job(a, reset_attempts=False)
@@ -440,7 +441,9 @@ async def test_engine_admin_cancel_fail_and_delete(
     a = (await engine.enqueue("email.send", Email("a"))).id
     b = (await engine.enqueue("email.send", Email("b"))).id
     assert (await engine.cancel_job(a)).state is JobState.CANCELLED
-    with pytest.raises(InvalidTransitionError):
+    with pytest.raises(
+        InvalidTransitionError, match="only pending or running jobs can be cancelled"
+    ):
         await engine.cancel_job(a)
     assert (await engine.fail_job(a)).state is JobState.FAILED
     assert (await engine.retry_job(a, reset_attempts=True)).state is JobState.PENDING

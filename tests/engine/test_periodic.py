@@ -176,7 +176,7 @@ def test_cron_with_a_seconds_field_and_a_tzinfo(store: InMemoryJobStore, clock: 
 def test_schedules_show_next_and_last_ticks(store: InMemoryJobStore, clock: FakeClock) -> None:
     engine = make_engine(store, clock)
     engine.declare_kind("report")
-    engine.periodic("tick", every=60, name="minutely", payload=[1], catch_up=3)
+    engine.periodic("tick", every=60, name="minutely", payload=[1], catch_up=3, max_attempts=2)
     engine.periodic("report", cron="0 6 * * 1-5", catch_up="skip")
     before = engine.schedules()
     assert before == [
@@ -190,6 +190,7 @@ def test_schedules_show_next_and_last_ticks(store: InMemoryJobStore, clock: Fake
             payload=[1],
             priority=None,
             tenant=None,
+            max_attempts=2,
             next_tick=at(0, 1),
             last_tick=None,
             last_job_id=None,
@@ -204,6 +205,7 @@ def test_schedules_show_next_and_last_ticks(store: InMemoryJobStore, clock: Fake
             payload=None,
             priority=None,
             tenant=None,
+            max_attempts=None,
             next_tick=at(6, 0),
             last_tick=None,
             last_job_id=None,
@@ -212,6 +214,7 @@ def test_schedules_show_next_and_last_ticks(store: InMemoryJobStore, clock: Fake
     results = engine.enqueue_due_ticks()
     minutely, report = engine.schedules()
     assert (minutely.last_tick, minutely.last_job_id) == (at(0, 0), results[-1].job_id)
+    assert (engine.get_job(results[-1].job_id)).max_attempts == 2  # as shown
     assert report.last_tick is None
     # The tick jobs are ordinary jobs: filter them by kind.
     assert [job.id for job in engine.list_jobs(kind="tick")] == [r.job_id for r in results]

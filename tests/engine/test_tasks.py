@@ -277,6 +277,9 @@ def test_processor_keywords_and_class_attributes_declare_a_priority(
     engine.register(High)
     assert engine.declarations["low"] == declare("low", Email, priority=-3, max_attempts=4)
     assert engine.declarations["high"] == declare("high", Email, priority=9)
+    engine.declare_kind("bare")  # known, enqueue-only: untyped, no defaults
+    assert engine.declarations["bare"] == declare("bare")
+    assert set(engine.declarations) == engine.known_kinds == {"low", "high", "bare"}
     ids = [(engine.enqueue(kind, Email("x"))).id for kind in ("low", "high")]
     assert [j.priority for j in task_jobs(store, *ids)] == [-3, 9]
 

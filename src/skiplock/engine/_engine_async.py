@@ -186,7 +186,10 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncAdminOps):
 
     @property
     def declarations(self) -> dict[str, TaskDef[Any]]:
-        """Every kind's declaration by kind (a copy), processors' implicit ones included."""
+        """Every kind this engine knows, with its declaration (a copy): those of
+        :meth:`declare`, processors' implicit ones, and for a kind known only by
+        :meth:`declare_kind` an untyped one without defaults (``skiplock.declare(kind)``).
+        Its keys are :attr:`known_kinds`."""
         return dict(self._registry.declarations)
 
     def policy(self, kind: str) -> KindPolicy:

@@ -285,9 +285,12 @@ class Registry:
 
     @property
     def declarations(self) -> Mapping[str, TaskDef[Any]]:
-        """Declarations by kind (a read-only snapshot)."""
+        """Every known kind's declaration by kind (a read-only snapshot): a kind known
+        only by :meth:`declare` has ``declare(kind)``'s, untyped and without defaults."""
         with self._lock:
-            return MappingProxyType(dict(self._declarations))
+            found = dict(self._declarations)
+            bare = sorted(self._declared - found.keys())
+        return MappingProxyType(found | {kind: declare(kind) for kind in bare})
 
     def known_kinds(self) -> frozenset[str]:
         """Kinds with a processor or a declaration, and bare declared kinds."""

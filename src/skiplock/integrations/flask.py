@@ -3,9 +3,10 @@
 * ``Skiplock(app, engine=jobs)`` (or ``init_app``) applies the app's ``SKIPLOCK_*``
   config keys over the engine's settings (the syntax of the ``SKIPLOCK_*`` environment
   variables: one rule, :meth:`Settings.from_env <skiplock.Settings.from_env>`), adds the
-  ``flask skiplock worker|schema|health`` commands (those of the ``skiplock`` command,
-  on the app's engine) and, given Flask-SQLAlchemy's ``db``, enqueues in the request's
-  session: the job commits with ``db.session.commit()``, or not at all.
+  ``flask skiplock`` commands (the ``skiplock`` command tree mounted on the app's engine:
+  ``worker``, ``schema``, ``health``, ``jobs``, ``dlq``, ``counts``, ``workers``) and,
+  given Flask-SQLAlchemy's ``db``, enqueues in the request's session: the job commits
+  with ``db.session.commit()``, or not at all.
 * ``create_blueprint(engine, authorize=...)``: the REST admin API (docs/rest.md).
 * ``create_dashboard_blueprint(engine, authorize=...)``: the web dashboard
   (docs/dashboard.md), behind the same authorization hook.
@@ -15,19 +16,17 @@ Needs ``pip install 'skiplock[flask]'``; see docs/flask.md.
 
 from __future__ import annotations
 
-import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Unpack
 
-import click
-from flask import Blueprint, Flask, current_app, request
+from flask import Blueprint, Flask, request
 from flask import Response as FlaskResponse
-from flask.cli import with_appcontext
 
-from skiplock import cli
 from skiplock.core import ValidationError
 from skiplock.engine import Engine, Settings
 
+from ._flask_cli import commands
+from ._flask_state import EXTENSION, State, current_state
 from .rest import Request, RestApi
 
 if TYPE_CHECKING:
@@ -46,8 +45,6 @@ __all__ = [
     "settings_from_config",
 ]
 
-#: The key of the extension's state in ``app.extensions``.
-EXTENSION = "skiplock"
 #: The config prefix: ``SKIPLOCK_CONCURRENCY``, ``SKIPLOCK_MAX_ATTEMPTS``, ...
 PREFIX = "SKIPLOCK_"
 
@@ -88,14 +85,6 @@ def _as_text(key: str, value: object) -> str:
     )
 
 
-class _State:
-    """What the extension keeps per app (``app.extensions["skiplock"]``)."""
-
-    def __init__(self, engine: Engine, db: Any) -> None:
-        self.engine = engine
-        self.db = db
-
-
 class Skiplock:
     """The Flask extension: ``Skiplock(app, engine=jobs)``, or ``Skiplock(engine=jobs)``
     then ``init_app(app)`` in an app factory.
@@ -126,15 +115,12 @@ class Skiplock:
         settings = settings_from_config(app.config, engine.settings)
         if settings != engine.settings:
             engine.configure(settings)
-        app.extensions[EXTENSION] = _State(engine, db if db is not None else self._db)
+        app.extensions[EXTENSION] = State(engine, db if db is not None else self._db)
         app.cli.add_command(commands)
 
     @staticmethod
-    def _state() -> _State:
-        state = current_app.extensions.get(EXTENSION)
-        if not isinstance(state, _State):
-            raise RuntimeError("Skiplock is not initialised for this app: call init_app(app)")
-        return state
+    def _state() -> State:
+        return current_state()
 
     @property
     def engine(self) -> Engine:
@@ -174,38 +160,6 @@ def _has_app() -> bool:
     from flask import has_app_context
 
     return has_app_context()
-
-
-# ---- flask skiplock ---------------------------------------------------------------------
-
-
-@click.group("skiplock", help="skiplock commands for this app's engine.")
-def commands() -> None:
-    """``flask skiplock``."""
-
-
-def _delegate(command: str, summary: str) -> click.Command:
-    """A ``flask skiplock <command>`` that runs the ``skiplock`` command's own parser and
-    code on the app's engine (``--help`` included)."""
-
-    @click.command(
-        command,
-        help=f"{summary} (flask skiplock {command} --help: the options).",
-        context_settings={"ignore_unknown_options": True, "help_option_names": []},
-        add_help_option=False,
-    )
-    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-    @with_appcontext
-    def run(args: tuple[str, ...]) -> None:
-        engine = Skiplock._state().engine
-        sys.exit(cli.run_embedded(engine, command, args, prog=f"flask skiplock {command}"))
-
-    return run
-
-
-commands.add_command(_delegate("worker", "Run a worker of the app's engine"))
-commands.add_command(_delegate("schema", "Apply, print or check the schema of the engine's store"))
-commands.add_command(_delegate("health", "Check the database, schema, workers and queues"))
 
 
 # ---- the web doors' blueprints ------------------------------------------------------------

@@ -10,7 +10,7 @@ Install with ``pip install skiplock[psycopg]``::
 
 from __future__ import annotations
 
-from skiplock.adapters._pg import SchemaStatus
+from skiplock.adapters._pg import SchemaStatus, quote_identifier
 
 from ._notify import PsycopgNotifier
 from ._notify_async import AsyncPsycopgNotifier
@@ -25,6 +25,7 @@ __all__ = [
     "PsycopgNotifier",
     "SchemaStatus",
     "apply_schema",
+    "quote_identifier",
     "schema_sql",
     "schema_status",
 ]

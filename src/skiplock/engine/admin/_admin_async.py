@@ -23,7 +23,7 @@ from skiplock.core import (
     Page,
     StateCount,
     ValidationError,
-    transition,
+    sources,
 )
 from skiplock.core._health import (
     LIVE_HEARTBEATS,
@@ -302,8 +302,24 @@ class AsyncAdminOps:
         if changed is not None:
             return changed
         job = await self.get_job(job_id)
-        transition(job.state, event)  # raises with the allowed events named
+        if job.state not in sources(event):
+            raise InvalidTransitionError(_refusal(job, event))
         raise InvalidTransitionError(f"job {job_id} changed concurrently; try again")
+
+
+#: What an operator's event does to a job, in a refusal's words.
+_DONE = {Event.REPLAY: "retried", Event.CANCEL: "cancelled", Event.MARK_FAILED: "marked failed"}
+
+
+def _refusal(job: Job, event: Event) -> str:
+    """Why ``event`` cannot change ``job``, naming the states it can change, e.g. "job 5 is
+    pending: only failed, dead or cancelled jobs can be retried" (what every door shows)."""
+    allowed = [state.value for state in JobState if state in sources(event)]
+    states = allowed[0] if len(allowed) == 1 else f"{', '.join(allowed[:-1])} or {allowed[-1]}"
+    return (
+        f"job {job.id} is {job.state.value}: only {states} jobs can be "
+        f"{_DONE.get(event, event.value)}"
+    )
 
 
 def _instant(name: str, value: datetime | None) -> datetime | None:

@@ -290,7 +290,9 @@ def zone_name(tz: tzinfo) -> str:
 class ScheduleInfo:
     """A schedule as :meth:`AsyncEngine.schedules` shows it.
 
-    ``cron`` (with ``tz``) or ``every`` says when it ticks; ``next_tick`` is the first tick
+    ``cron`` (with ``tz``) or ``every`` says when it ticks; ``payload``, ``priority``,
+    ``tenant`` and ``max_attempts`` are its jobs' fields as declared (None: the kind's
+    default); ``next_tick`` is the first tick
     after the store's now (None if a cron expression fires no more). ``last_tick`` and
     ``last_job_id`` are the most recent tick this process's scheduler enqueued (or found
     enqueued by another process) and its job; None until it handled one.
@@ -305,6 +307,7 @@ class ScheduleInfo:
     payload: Any
     priority: int | None
     tenant: str | None
+    max_attempts: int | None
     next_tick: datetime | None
     last_tick: datetime | None
     last_job_id: int | None

@@ -180,6 +180,7 @@ class Scheduler:
                     payload=item.payload,
                     priority=item.priority,
                     tenant=item.tenant,
+                    max_attempts=item.max_attempts,
                     next_tick=timetable.next_after(now),
                     last_tick=state.last_tick,
                     last_job_id=state.last_job_id,

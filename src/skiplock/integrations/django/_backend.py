@@ -201,6 +201,11 @@ class SkiplockBackend(BaseTaskBackend):
 
     # ---- workers -----------------------------------------------------------------------------
 
+    def worker_engine(self) -> Engine:
+        """The backend's engine with a processor for every Django task this process knows
+        (import your tasks modules first): what ``manage.py skiplock_worker`` runs."""
+        return self.runtime.worker_engine()
+
     def worker(
         self,
         *,

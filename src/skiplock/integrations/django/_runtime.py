@@ -23,8 +23,7 @@ from django.utils.asyncio import async_unsafe
 from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
-from skiplock.adapters._pg import quote_identifier
-from skiplock.adapters.psycopg import PsycopgJobStore
+from skiplock.adapters.psycopg import PsycopgJobStore, quote_identifier
 from skiplock.core import SchemaVersionError
 from skiplock.engine import Engine, JobCancelledError, JobContext, Worker
 
@@ -214,18 +213,22 @@ class Runtime:
     ) -> Worker:
         """A skiplock worker running every Django task this process knows (of any
         backend) that is queued on this backend's queue, only ``queues`` if given."""
+        return self.worker_engine().worker(
+            concurrency=concurrency,
+            tenants=None if queues is None else frozenset(queues),
+            worker_id=worker_id,
+            install_signal_handlers=install_signal_handlers,
+        )
+
+    def worker_engine(self) -> Engine:
+        """The engine with a processor for every Django task this process knows."""
         engine = self.engine
         with self._lock:
             for path in sorted(set(known_tasks()) - self._processors):
                 options = dict(self.config.tasks.get(path, {}))
                 engine.processor(path, **options)(self._processor(path))
                 self._processors.add(path)
-        return engine.worker(
-            concurrency=concurrency,
-            tenants=None if queues is None else frozenset(queues),
-            worker_id=worker_id,
-            install_signal_handlers=install_signal_handlers,
-        )
+        return engine
 
     def _processor(self, path: str) -> Callable[[TaskCall, JobContext], Any]:
         def process(call: TaskCall, ctx: JobContext) -> Any:

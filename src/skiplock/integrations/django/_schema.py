@@ -17,8 +17,7 @@ from django.db import connections, router
 from django.db.migrations.recorder import MigrationRecorder
 from django.utils.module_loading import import_string
 
-from skiplock.adapters._pg import quote_identifier
-from skiplock.adapters.psycopg import PsycopgJobStore
+from skiplock.adapters.psycopg import PsycopgJobStore, quote_identifier
 from skiplock.core import ValidationError, validate_identifier
 
 if TYPE_CHECKING:

@@ -1,0 +1,118 @@
+"""``health``: the engine's health report (R9); exit 0 when healthy, 1 otherwise."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from skiplock.core._health import format_duration, unreachable_report
+
+from . import _options
+from ._output import cell, print_json, table
+
+if TYPE_CHECKING:
+    import argparse
+
+    from skiplock.core import HealthReport
+    from skiplock.engine import Operator
+
+    from ._database import Reached
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help="print JSON (keys in docs/operations.md)"
+    )
+
+
+def add_worker_timeout(parser: argparse.ArgumentParser) -> None:
+    _options.with_value(parser)
+    parser.add_argument(
+        "--worker-timeout",
+        type=_options.positive_duration,
+        metavar="DURATION",
+        help="a worker is live while its last heartbeat is younger than this "
+        "(default: 3 heartbeat intervals, 30s with default settings)",
+    )
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``health`` in every door."""
+    _options.with_value(parser)
+    parser.add_argument(
+        "--max-age",
+        type=_options.duration,
+        metavar="DURATION",
+        help="unhealthy if a kind's oldest due pending job has waited longer (30s, 5m, 1h, "
+        "or seconds; default: no limit)",
+    )
+    parser.add_argument(
+        "--max-dead",
+        type=_options.non_negative_int,
+        metavar="N",
+        help="unhealthy if a kind has more than N dead jobs (default: no limit)",
+    )
+    add_worker_timeout(parser)
+    add_json(parser)
+
+
+def report(operator: Operator, args: argparse.Namespace) -> HealthReport:
+    return operator.health(
+        max_pending_age=getattr(args, "max_age", None),
+        worker_timeout=args.worker_timeout,
+        max_dead=getattr(args, "max_dead", None),
+    )
+
+
+def run(reached: Reached, args: argparse.Namespace) -> int:
+    operator = reached.engine.operator()
+    if reached.unreachable is None:
+        health = report(operator, args)
+    else:
+        thresholds = operator.health_thresholds(
+            max_pending_age=args.max_age, worker_timeout=args.worker_timeout, max_dead=args.max_dead
+        )
+        health = unreachable_report(reached.unreachable, thresholds)
+    print_report(health, as_json=args.json)
+    return 0 if health.healthy else 1
+
+
+def print_report(health: HealthReport, *, as_json: bool) -> None:
+    if as_json:
+        print_json(health.to_dict())
+        return
+    print(f"status:   {'healthy' if health.healthy else 'unhealthy'}")
+    for problem in health.problems:
+        print(f"problem:  {problem}")
+    if not health.reachable:
+        return
+    schema = health.schema
+    if schema is not None:
+        if schema.installed:
+            state = "up to date" if schema.up_to_date else "out of date"
+            print(
+                f"schema:   {schema.name!r} version {schema.version} "
+                f"(this code expects {schema.expected}): {state}"
+            )
+        else:
+            print(f"schema:   {schema.name!r} not installed")
+            return
+    live = sum(w.live for w in health.workers)
+    silent = len(health.workers) - live
+    timeout = format_duration(health.thresholds.worker_timeout)
+    print(f"workers:  {live} live, {silent} silent (live: a heartbeat within {timeout})")
+    if health.kinds:
+        print()
+        rows = [
+            [
+                cell(k.kind),
+                str(k.pending_due),
+                str(k.scheduled),
+                "-" if k.oldest_due_age is None else format_duration(k.oldest_due_age),
+                str(k.running),
+                str(k.dead),
+                "yes" if k.covered else f"NO ({k.uncovered})",
+            ]
+            for k in health.kinds
+        ]
+        headers = ["KIND", "DUE", "SCHEDULED", "OLDEST DUE", "RUNNING", "DEAD", "COVERED"]
+        print(table(headers, rows, right={1, 2, 3, 4, 5}))

@@ -1,0 +1,376 @@
+"""``jobs`` (list, show, retry, cancel, fail, delete) and ``dlq``: read and change jobs
+through the admin API (R13), acting as ``--actor``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from skiplock.core import InvalidTransitionError, Job, JobNotFoundError, JobState, job_json
+
+from . import _options
+from ._errors import Failure, UsageError
+from ._health import add_json
+from ._output import cell, first_line, print_json, table, time
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+
+    from skiplock.core import AttemptError
+    from skiplock.engine import Operator
+
+    from ._database import Reached
+    from ._options import Leaf
+
+#: Widest a LAST ERROR cell of ``jobs list`` gets.
+LIST_ERROR_WIDTH = 40
+
+
+def add_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
+    """The actions of ``jobs`` and their options; ``leaf`` adds the door's own options
+    to each action."""
+    actions = parser.add_subparsers(title="actions", metavar="ACTION", dest="action", required=True)
+
+    listing = actions.add_parser("list", help="list jobs, oldest id first, one page at a time")
+    _filter_options(listing, states=True)
+    _page_options(listing)
+    listing.set_defaults(act=_list)
+
+    show = actions.add_parser("show", help="show one job in full")
+    show.add_argument("id", type=_options.job_id, metavar="ID", help="job id")
+    show.set_defaults(act=_show)
+
+    retry = actions.add_parser(
+        "retry",
+        help="replay dead, failed or cancelled jobs (by id, or every dead one with --dead)",
+        description=(
+            "Replay jobs: pending and due now, starting over with attempts 0 unless "
+            "--keep-attempts. With --dead: every dead job (of --kind/--tenant), after a "
+            "confirmation."
+        ),
+    )
+    retry.add_argument("ids", type=_options.job_id, nargs="*", metavar="ID", help="job ids")
+    retry.add_argument(
+        "--dead", action="store_true", help="replay every dead job matching --kind/--tenant"
+    )
+    _filter_options(retry, states=False)
+    retry.add_argument("--keep-attempts", action="store_true", help="keep the jobs' attempt counts")
+    _mutation_options(retry, confirm=True)
+    retry.set_defaults(act=_retry)
+
+    for name, help_text in (
+        ("cancel", "cancel jobs (a running one is stopped at its worker's next heartbeat)"),
+        ("fail", "mark jobs failed (the manual stop flag: never tried again unless replayed)"),
+        ("delete", "delete jobs that are not running (more than one: after a confirmation)"),
+    ):
+        action = actions.add_parser(name, help=help_text)
+        action.add_argument("ids", type=_options.job_id, nargs="+", metavar="ID", help="job ids")
+        _mutation_options(action, confirm=name == "delete")
+        action.set_defaults(act=_change)
+
+    for action in actions.choices.values():
+        add_json(action)
+        leaf(action)
+
+
+def add_dlq_options(parser: argparse.ArgumentParser) -> None:
+    _filter_options(parser, states=False)
+    _page_options(parser)
+    add_json(parser)
+
+
+def run(reached: Reached, args: argparse.Namespace) -> int:
+    """The ``jobs`` action of ``args`` (:func:`check` has passed)."""
+    act: Callable[[Operator, argparse.Namespace], int] = args.act
+    actor = getattr(args, "actor", None)
+    return act(reached.checked().operator(actor), args)
+
+
+def run_dlq(reached: Reached, args: argparse.Namespace) -> int:
+    operator = reached.checked().operator()
+    jobs, next_after = _page(
+        operator.dead_jobs(
+            kind=args.kind, tenant=args.tenant, limit=args.limit + 1, after_id=args.after
+        ),
+        args.limit,
+    )
+    _print_page(jobs, next_after, args, dead=True)
+    return 0
+
+
+# ---- options ----------------------------------------------------------------------------
+
+
+def _filter_options(parser: argparse.ArgumentParser, *, states: bool) -> None:
+    if states:
+        parser.add_argument(
+            "--state",
+            type=_options.states,
+            action="extend",
+            metavar="S[,S]",
+            help="only jobs in these states: " + ", ".join(s.value for s in JobState),
+        )
+    parser.add_argument(
+        "--kind",
+        type=_options.kinds,
+        action="extend",
+        metavar="K[,K]",
+        help="only jobs of these kinds",
+    )
+    parser.add_argument(
+        "--tenant",
+        type=_options.split,
+        action="extend",
+        metavar="T[,T]",
+        help="only jobs of these tenants",
+    )
+
+
+def _page_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--limit",
+        type=_options.limit,
+        default=50,
+        metavar="N",
+        help=f"at most N jobs (default: 50, at most {_options.MAX_LIMIT})",
+    )
+    parser.add_argument(
+        "--after",
+        type=_options.job_id,
+        metavar="CURSOR",
+        help="the page after this cursor (the 'next' id the previous page printed)",
+    )
+
+
+def _mutation_options(parser: argparse.ArgumentParser, *, confirm: bool) -> None:
+    parser.add_argument(
+        "--actor",
+        type=_options.actor,
+        metavar="NAME",
+        help="who is acting, recorded in the audit trail",
+    )
+    if confirm:
+        parser.add_argument(
+            "--yes", "-y", action="store_true", help="do not ask for a confirmation"
+        )
+
+
+# ---- usage checks and confirmations -----------------------------------------------------
+
+
+def check(args: argparse.Namespace) -> None:
+    """The usage checks of the ``jobs`` actions (before any connection)."""
+    if args.action == "retry":
+        if args.dead and args.ids:
+            raise UsageError("give job ids or --dead, not both")
+        if not args.dead and not args.ids:
+            raise UsageError("give job ids, or --dead to replay every dead job")
+        if not args.dead and (args.kind or args.tenant):
+            raise UsageError("--kind and --tenant select dead jobs: use them with --dead")
+        if args.dead:
+            _needs_yes(args, "retry --dead")
+    elif args.action == "delete" and len(set(args.ids)) > 1:
+        _needs_yes(args, "deleting more than one job")
+
+
+def _needs_yes(args: argparse.Namespace, what: str) -> None:
+    """Refuse (exit 2) a bulk destructive action without --yes when nobody can answer."""
+    if not args.yes and not sys.stdin.isatty():
+        raise UsageError(f"{what} needs --yes when stdin is not a terminal")
+
+
+def _confirm(args: argparse.Namespace, question: str) -> bool:
+    """True with --yes, else ask ``question`` on the terminal (default: no)."""
+    if args.yes:
+        return True
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline().strip().lower()
+    if answer in {"y", "yes"}:
+        return True
+    print("aborted: nothing changed", file=sys.stderr)
+    return False
+
+
+# ---- the actions ------------------------------------------------------------------------
+
+
+def _page(jobs: list[Job], limit: int) -> tuple[list[Job], int | None]:
+    """A page from ``limit + 1`` jobs: the first ``limit``, and the cursor of the next
+    page if there is one."""
+    if len(jobs) > limit:
+        return jobs[:limit], jobs[limit - 1].id
+    return jobs, None
+
+
+def _list(operator: Operator, args: argparse.Namespace) -> int:
+    jobs, next_after = _page(
+        operator.list_jobs(
+            state=args.state,
+            kind=args.kind,
+            tenant=args.tenant,
+            limit=args.limit + 1,
+            after_id=args.after,
+        ),
+        args.limit,
+    )
+    _print_page(jobs, next_after, args, dead=False)
+    return 0
+
+
+def _print_page(
+    jobs: list[Job], next_after: int | None, args: argparse.Namespace, *, dead: bool
+) -> None:
+    if args.json:
+        print_json({"jobs": [job_json(j) for j in jobs], "next_after": next_after})
+        return
+    if not jobs:
+        print("no dead jobs" if dead else "no jobs")
+        return
+    # LAST ERROR: the error's first line (its summary); `jobs show` prints it whole.
+    if dead:
+        headers = ["ID", "KIND", "TENANT", "ATTEMPTS", "DIED", "LAST ERROR"]
+        rows = [
+            [
+                str(j.id),
+                cell(j.kind),
+                cell(j.tenant),
+                f"{j.attempts}/{j.max_attempts}",
+                time(j.completed_at),
+                _last_error(j),
+            ]
+            for j in jobs
+        ]
+    else:
+        headers = ["ID", "STATE", "KIND", "TENANT", "PRIO", "ATTEMPTS", "DUE", "LAST ERROR"]
+        rows = [
+            [
+                str(j.id),
+                j.state.value,
+                cell(j.kind),
+                cell(j.tenant),
+                str(j.priority),
+                f"{j.attempts}/{j.max_attempts}",
+                time(j.available_at),
+                _last_error(j, LIST_ERROR_WIDTH),
+            ]
+            for j in jobs
+        ]
+    print(table(headers, rows, right={0, 4} if not dead else {0}))
+    if next_after is not None:
+        print(f"next: --after {next_after}")
+
+
+def _last_error(job: Job, width: int | None = None) -> str:
+    text = None if job.last_error is None else first_line(job.last_error)
+    return cell(text) if width is None else cell(text, width)
+
+
+def _show(operator: Operator, args: argparse.Namespace) -> int:
+    try:
+        job = operator.get_job(args.id)
+    except JobNotFoundError as exc:
+        raise Failure(str(exc)) from None
+    data = job_json(job)
+    if args.json:
+        print_json(data)
+        return 0
+    width = max(len(key) for key in data)
+    indent = "\n" + " " * (width + 2)
+    for key, value in data.items():
+        if key in {"payload", "result", "trace_context"}:
+            shown = "-" if value is None else json.dumps(value, indent=2, ensure_ascii=False)
+            shown = shown.replace("\n", indent)
+        elif key == "last_error" and value is not None:
+            shown = str(value).replace("\n", indent)
+        elif key == "errors":
+            # One line per failed attempt: its summary line (the whole text is in --json).
+            shown = indent.join(_error_line(entry) for entry in job.errors) or "-"
+        elif key == "worker_ids":
+            shown = ", ".join(value) or "-"
+        else:
+            shown = "-" if value is None else str(value)
+        print(f"{key + ':':<{width + 1}} {shown}")
+    return 0
+
+
+def _error_line(entry: AttemptError) -> str:
+    """A failed attempt on one line: number, worker, time, the error's first line."""
+    return f"#{entry.attempt} {entry.worker_id} {time(entry.failed_at)}: {first_line(entry.error)}"
+
+
+def _retry(operator: Operator, args: argparse.Namespace) -> int:
+    if not args.dead:
+        return _change(operator, args)
+    matching = sum(
+        c.count
+        for c in operator.counts()
+        if c.state is JobState.DEAD
+        and (not args.kind or c.kind in args.kind)
+        and (not args.tenant or c.tenant in args.tenant)
+    )
+    if matching == 0:
+        if args.json:
+            print_json({"retried": []})
+        else:
+            print("no dead jobs match")
+        return 0
+    selection = "".join(
+        f" {label} {', '.join(values)}"
+        for label, values in (("of kind", args.kind), ("of tenant", args.tenant))
+        if values
+    )
+    if not _confirm(args, f"Replay {matching} dead job(s){selection}?"):
+        return 1
+    ids = operator.retry_dead(
+        kind=args.kind, tenant=args.tenant, reset_attempts=not args.keep_attempts
+    )
+    if args.json:
+        print_json({"retried": ids})
+    else:
+        print(f"retried {len(ids)} dead job(s): now pending")
+    return 0
+
+
+def _changer(operator: Operator, args: argparse.Namespace) -> tuple[Callable[[int], Job], str]:
+    """The operator's call for the action of ``args``, and the word for its result."""
+    if args.action == "retry":
+        keep = args.keep_attempts
+        return (lambda job_id: operator.retry_job(job_id, reset_attempts=not keep)), "retried"
+    if args.action == "cancel":
+        return operator.cancel_job, "cancelled"
+    if args.action == "fail":
+        return operator.fail_job, "marked failed"
+    return operator.delete_job, "deleted"
+
+
+def _change(operator: Operator, args: argparse.Namespace) -> int:
+    """retry/cancel/fail/delete by id: each id on its own; failures reported per id."""
+    change, verb = _changer(operator, args)
+    ids = list(dict.fromkeys(args.ids))  # each once, in the order given
+    if args.action == "delete" and len(ids) > 1:
+        shown = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
+        if not _confirm(args, f"Delete {len(ids)} jobs ({shown})?"):
+            return 1
+    results: list[dict[str, Any]] = []
+    for job_id in ids:
+        try:
+            job = change(job_id)
+        except JobNotFoundError as exc:
+            results.append({"id": job_id, "ok": False, "error": "not_found", "message": str(exc)})
+        except InvalidTransitionError as exc:
+            results.append(
+                {"id": job_id, "ok": False, "error": "invalid_transition", "message": str(exc)}
+            )
+        else:
+            results.append({"id": job_id, "ok": True, "state": job.state.value})
+    if args.json:
+        print_json({"results": results})
+    for result in [] if args.json else results:
+        if result["ok"]:
+            print(f"job {result['id']}: {verb}")
+        else:
+            print(f"skiplock: job {result['id']}: {result['message']}", file=sys.stderr)
+    return 0 if all(r["ok"] for r in results) else 1

@@ -1,0 +1,128 @@
+"""``schema apply|sql|status``: skiplock's PostgreSQL schema (of ``--dsn``, or of the
+engine's store in a framework's door)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from skiplock.adapters._pg import SchemaStatus, schema_sql
+from skiplock.core import SkiplockError, ValidationError
+
+from ._database import dsn, psycopg_adapter, sync_engine
+from ._errors import Failure, UsageError
+from ._output import describe
+
+if TYPE_CHECKING:
+    import argparse
+
+    from skiplock.engine import AsyncEngine, Engine
+
+
+@attrs.frozen
+class Schema:
+    """The schema a command acts on: its name, how to apply and check it, and the errors
+    that mean the database said no (printed on one line, exit status 1)."""
+
+    name: str
+    apply: Callable[[], list[str]]
+    status: Callable[[], SchemaStatus]
+    errors: tuple[type[BaseException], ...]
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``schema`` in every door."""
+    parser.add_argument(
+        "action",
+        choices=["apply", "sql", "status"],
+        help="apply: run pending migrations; sql: print standalone DDL (no database "
+        "needed); status: show migrations, exit 1 unless up to date",
+    )
+    parser.add_argument(
+        "--from",
+        dest="from_version",
+        type=int,
+        metavar="N",
+        help="with sql: print the upgrade script from schema version N to the current one "
+        "(the migrations after N, each recorded in the version table; 0: the fresh-install "
+        "DDL, the default)",
+    )
+
+
+def of_dsn(args: argparse.Namespace) -> Schema:
+    """The schema ``--schema`` of the database ``--dsn`` (``sql`` needs neither the
+    database nor the psycopg extra)."""
+    if args.action == "sql":
+        return Schema(args.schema, list, _no_status, ())
+    adapter = psycopg_adapter()
+    conninfo = dsn(args)
+    import psycopg
+
+    return Schema(
+        args.schema,
+        apply=lambda: adapter.apply_schema(conninfo, schema=args.schema),
+        status=lambda: adapter.schema_status(conninfo, schema=args.schema),
+        errors=(psycopg.Error, SkiplockError),
+    )
+
+
+def of_engine(engine: AsyncEngine | Engine, label: str) -> Schema:
+    """The schema of the engine's PostgreSQL store."""
+    store: Any = sync_engine(engine, label).store
+    name = getattr(store, "schema", None)
+    if not isinstance(name, str) or not hasattr(store, "schema_status"):
+        raise UsageError(f"the engine's store ({type(store).__name__}) has no PostgreSQL schema")
+    # Whatever the driver raises: one line, exit status 1.
+    return Schema(name, store.apply_schema, store.schema_status, (Exception,))
+
+
+def _no_status() -> SchemaStatus:
+    raise AssertionError("schema sql reads no status")
+
+
+def check(args: argparse.Namespace) -> None:
+    """The usage checks of ``schema`` (before any connection or driver)."""
+    if args.action != "sql" and args.from_version is not None:
+        raise UsageError(f"--from is an option of 'schema sql', not of 'schema {args.action}'")
+
+
+def run(schema: Schema, args: argparse.Namespace) -> int:
+    if args.action == "sql":
+        return _print_sql(schema.name, args.from_version)
+    try:
+        if args.action == "apply":
+            applied = schema.apply()
+            for name in applied:
+                print(f"applied {name}")
+            if not applied:
+                print(f"schema {schema.name!r} is up to date")
+            return 0
+        result = schema.status()
+    except schema.errors as exc:
+        raise Failure(describe(exc)) from exc
+    print(f"schema:  {result.schema}")
+    print(f"applied: {', '.join(result.applied) or '(none)'}")
+    print(f"pending: {', '.join(result.pending) or '(none)'}")
+    if result.unknown:
+        print(f"unknown: {', '.join(result.unknown)} (the database is newer than this code)")
+    if not result.installed:
+        verdict = f"not installed: run `{result.apply_command}`"
+    elif result.pending:
+        verdict = f"out of date: run `{result.apply_command}`"
+    else:
+        verdict = "up to date"
+    print(f"status:  {verdict}")
+    return 0 if result.installed and result.up_to_date else 1
+
+
+def _print_sql(schema: str, from_version: int | None) -> int:
+    # Driver-neutral: printing DDL needs neither a database nor the psycopg extra.
+    try:
+        script = schema_sql(schema, from_version or 0)
+    except ValidationError as exc:
+        raise UsageError(f"--from: {exc}") from None
+    sys.stdout.write(script)
+    return 0

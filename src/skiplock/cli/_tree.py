@@ -1,0 +1,253 @@
+"""The command tree: every command once, with the options every door offers, how it
+runs, and where each door finds what it runs on.
+
+The ``skiplock`` command finds it from its own arguments (APP, ``--dsn``); a framework's
+door (``manage.py skiplock_*``, ``flask skiplock ...``) supplies its application's engine
+instead (:func:`run_parsed`). The options, their checks, the messages and the exit
+statuses are the tree's, so they are the same in every door.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import attrs
+
+from skiplock.engine import AsyncEngine, Engine
+
+from . import _counts, _database, _demo, _health, _jobs, _schema, _worker, _workers
+from ._errors import USAGE, guarded
+from ._options import Leaf
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class Command(Generic[T]):
+    """One command of the tree, run on a target of type ``T`` (an engine, a schema)."""
+
+    name: str
+    help: str
+    description: str | None
+    #: Adds the options every door offers, then calls the door's ``leaf`` on each parser
+    #: that ends a command line.
+    options: Callable[[argparse.ArgumentParser, Leaf], None]
+    run: Callable[[T, argparse.Namespace], int]
+    #: The ``skiplock`` command's own options (APP, ``--dsn``...) and its target from them.
+    standalone: Callable[[argparse.ArgumentParser], None]
+    find: Callable[[argparse.Namespace], AbstractContextManager[T]]
+    #: The target from a door's engine (and how errors name the door); None: the command
+    #: is the ``skiplock`` command's only.
+    mounted: Callable[[AsyncEngine | Engine, str], T] | None = None
+    #: Usage checks before the target is found (before any connection).
+    check: Callable[[argparse.Namespace], None] | None = None
+
+
+def _flat(
+    add: Callable[[argparse.ArgumentParser], None],
+) -> Callable[[argparse.ArgumentParser, Leaf], None]:
+    """The options of a command without actions: the door's first (APP first), then its own."""
+
+    def options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
+        leaf(parser)
+        add(parser)
+
+    return options
+
+
+def _from_args(
+    make: Callable[[argparse.Namespace], T],
+) -> Callable[[argparse.Namespace], AbstractContextManager[T]]:
+    return lambda args: nullcontext(make(args))
+
+
+def _none(_: argparse.ArgumentParser) -> None:
+    pass
+
+
+def _admin(engine: AsyncEngine | Engine, label: str) -> _database.Reached:
+    return _database.Reached(_database.sync_engine(engine, label))
+
+
+def _on_database(
+    name: str,
+    help: str,
+    description: str | None,
+    options: Callable[[argparse.ArgumentParser, Leaf], None],
+    run: Callable[[_database.Reached, argparse.Namespace], int],
+    *,
+    check: Callable[[argparse.Namespace], None] | None = None,
+) -> Command[_database.Reached]:
+    """A command on a sync engine: the database of ``--dsn`` for ``skiplock``, the
+    application's engine in a framework's door."""
+    return Command(
+        name,
+        help=help,
+        description=description,
+        options=options,
+        run=run,
+        standalone=_database.add_connection,
+        find=_database.reach,
+        mounted=_admin,
+        check=check,
+    )
+
+
+COMMANDS: dict[str, Command[Any]] = {
+    command.name: command
+    for command in (
+        Command[_worker.AppEngine](
+            "worker",
+            help="run a worker for an application's engine",
+            description=(
+                "Run a worker until SIGTERM/SIGINT. The first signal stops claiming and lets "
+                "running jobs finish; a second one releases running jobs and exits. Settings: "
+                "the engine's own, then SKIPLOCK_* environment variables on top, then these "
+                "options on top of both."
+            ),
+            options=_flat(_worker.add_options),
+            run=_worker.run,
+            standalone=_worker.add_app,
+            find=_from_args(_worker.app_engine),
+            mounted=_worker.AppEngine,
+        ),
+        Command[None](
+            "demo",
+            help="see skiplock at work in a few seconds (in memory, or on PostgreSQL)",
+            description=_demo.DESCRIPTION,
+            options=_flat(_demo.add_options),
+            run=_demo.run,
+            standalone=_none,
+            find=lambda args: nullcontext(None),
+        ),
+        Command[_schema.Schema](
+            "schema",
+            help="apply, print or check the PostgreSQL schema",
+            description="Manage skiplock's tables. Without a framework, apply and status need "
+            "the psycopg extra: " + _database.PSYCOPG_HINT,
+            options=_flat(_schema.add_options),
+            run=_schema.run,
+            standalone=_database.add_dsn,
+            find=_from_args(_schema.of_dsn),
+            mounted=_schema.of_engine,
+            check=_schema.check,
+        ),
+        _on_database(
+            "health",
+            "check the database, schema, workers and queues; exit 1 if unhealthy",
+            (
+                "Report the health of the queue (R9): database reachable, schema version, "
+                "live workers by heartbeat, per kind the due and scheduled pending jobs, the "
+                "age of the oldest due one, running and dead jobs. Exit 0 when healthy, 1 "
+                "with one line per problem otherwise."
+            ),
+            _flat(_health.add_options),
+            _health.run,
+        ),
+        _on_database(
+            "jobs",
+            "list, show, retry, cancel, fail or delete jobs",
+            "Read and change jobs through the admin API (R13).",
+            _jobs.add_options,
+            _jobs.run,
+            check=_jobs.check,
+        ),
+        _on_database(
+            "dlq",
+            "list dead jobs with their last error (the DLQ)",
+            None,
+            _flat(_jobs.add_dlq_options),
+            _jobs.run_dlq,
+        ),
+        _on_database(
+            "counts",
+            "number of jobs per kind, tenant and state",
+            None,
+            _flat(_health.add_json),
+            _counts.run,
+        ),
+        _on_database(
+            "workers",
+            "registered workers, their heartbeats and jobs",
+            "List the registered workers. With --host: only that host's, and exit 1 unless "
+            "one of them is live (a liveness check for the machine or pod running them).",
+            _flat(_workers.add_options),
+            _workers.run,
+        ),
+    )
+}
+
+#: The commands a framework's door can mount (run on the application's engine).
+MOUNTABLE: tuple[str, ...] = tuple(name for name, c in COMMANDS.items() if c.mounted is not None)
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add every command, as the ``skiplock`` command offers it, to ``commands``."""
+    for command in COMMANDS.values():
+        parser = commands.add_parser(
+            command.name, help=command.help, description=command.description
+        )
+        command.options(parser, command.standalone)
+        parser.set_defaults(handler=_standalone(command))
+
+
+def _standalone(command: Command[T]) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        if command.check is not None:
+            command.check(args)
+        with command.find(args) as target:
+            return command.run(target, args)
+
+    return handler
+
+
+def mountable(name: str) -> Command[Any]:
+    """The command ``name`` if a door can mount it, else ValueError."""
+    command = COMMANDS.get(name)
+    if command is None or command.mounted is None:
+        raise ValueError(f"command must be one of {', '.join(MOUNTABLE)}, got {name!r}")
+    return command
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    """Add the options of the command ``name``, as every door offers them, to a door's
+    own ``parser`` (e.g. a Django management command's)."""
+    mountable(name).options(parser, _none)
+
+
+def run_parsed(
+    name: str, args: argparse.Namespace, engine: AsyncEngine | Engine, *, label: str
+) -> int:
+    """Run the command ``name`` on ``engine`` with ``args`` parsed by a parser that
+    :func:`add_arguments` prepared; return its exit status (an error printed on one
+    line). ``label`` names the door in messages (e.g. ``flask skiplock worker``)."""
+    command = mountable(name)
+    mounted = command.mounted
+    assert mounted is not None
+
+    def handler(parsed: argparse.Namespace) -> int:
+        if command.check is not None:
+            command.check(parsed)
+        return command.run(mounted(engine, label), parsed)
+
+    return guarded(handler, args)
+
+
+def run_mounted(name: str, argv: Sequence[str], engine: AsyncEngine | Engine, *, prog: str) -> int:
+    """Parse ``argv`` with the options of the command ``name`` and run it on ``engine``:
+    what a door without argparse of its own runs (``flask skiplock ...``); ``prog``
+    names it in usage lines and messages. Returns the exit status."""
+    command = mountable(name)
+    parser = argparse.ArgumentParser(prog=prog, description=command.description)
+    add_arguments(parser, name)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, argparse usage errors
+        return exc.code if isinstance(exc.code, int) else USAGE
+    return run_parsed(name, args, engine, label=prog)

@@ -1,0 +1,53 @@
+"""``manage.py skiplock_worker|skiplock_health|skiplock_schema`` mount the ``skiplock``
+command tree: the same options, the same messages and the same exit statuses as
+``skiplock`` (tests/integrations has the same test for ``flask skiplock``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.django_integration.helpers import django_command
+from tests.doors import (
+    PARSE_ERROR,
+    USAGE_ERROR,
+    Outcome,
+    assert_refused_alike,
+    standalone_options,
+    usage_options,
+)
+
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("jobs")]
+
+#: The options of every Django management command, and the one the skiplock commands add.
+DJANGO_OWN = frozenset(
+    {
+        "-h",
+        "--version",
+        "-v",
+        "--settings",
+        "--pythonpath",
+        "--traceback",
+        "--no-color",
+        "--force-color",
+        "--skip-checks",
+        "--backend",
+    }
+)
+
+
+def manage(command: str, *arguments: str) -> Outcome:
+    done = django_command(f"skiplock_{command}", *arguments)
+    return Outcome(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize("command", ["worker", "health", "schema"])
+def test_manage_py_offers_the_options_of_skiplock(command: str) -> None:
+    helped = manage(command, "--help")
+    assert helped.status == 0, helped.stderr
+    assert usage_options(helped.stdout) - DJANGO_OWN == standalone_options(command) - {"-h"}
+
+
+@pytest.mark.parametrize("arguments", [PARSE_ERROR, USAGE_ERROR])
+def test_manage_py_refuses_alike(arguments: tuple[str, ...]) -> None:
+    command, *rest = arguments
+    assert_refused_alike(arguments, manage(command, *rest))
