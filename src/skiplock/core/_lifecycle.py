@@ -295,9 +295,10 @@ def is_stale(heartbeat_at: datetime | None, ttl: timedelta, now: datetime) -> bo
 def after_recovery(job: Job, now: datetime) -> Job:
     """The row of a running job taken back from a vanished worker (stale recovery).
 
-    Back to pending with ``recovered`` set, or to ``dead`` when no attempt is left; the
-    claim cleared, :data:`~skiplock.core.STALE_MARK` before ``last_error``; the started
-    mark kept (a run under way makes the job a suspect), and such a run is recorded in
+    Back to pending with the claim cleared, or to ``dead`` when no attempt is left (the
+    claim kept: the worker it died with, as after a ``Bury``); either way ``recovered``
+    set and :data:`~skiplock.core.STALE_MARK` before ``last_error``. The started mark is
+    kept (a run under way makes the job a suspect), and such a run is recorded in
     ``errors`` as failed.
     """
     errors = job.errors
@@ -316,9 +317,8 @@ def after_recovery(job: Job, now: datetime) -> Job:
             job,
             state=transition(job.state, Event.BURY),
             completed_at=now,
-            claimed_by=None,
-            claimed_at=None,
             last_error=stale_error(job.last_error),
+            recovered=True,
             errors=errors,
         )
     return attrs.evolve(

@@ -163,6 +163,11 @@ class WorkersContract(ContractBase):
         assert dead.attempts == 1
         assert dead.last_error is not None
         assert dead.last_error.startswith(STALE_MARK)
+        # It keeps the claim of the worker it died with (as after a Bury), marked recovered
+        # like every job recovery takes back.
+        assert (dead.claimed_by, dead.claimed_at) == ("crashed", job.claimed_at)
+        assert dead.completed_at is not None
+        assert dead.recovered
         assert store.claim(_claim_request()) == []
 
     @requires("controllable_clock")
