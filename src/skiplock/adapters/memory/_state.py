@@ -4,6 +4,10 @@ Both flavours (``AsyncInMemoryJobStore`` and its generated twin ``InMemoryJobSto
 one :class:`MemoryState`. An operation holds a ``threading.Lock`` only for in-memory work
 (never across an await), so one state may be used from several threads and event loops.
 
+What an operation does to a job (claim, start, outcomes, recovery, operator events, which
+jobs a claim takes) is the core's (:mod:`skiplock.core._lifecycle`), applied as it is;
+this module keeps the rows, their indexes, transactions, workers and the audit table.
+
 Rows are :class:`~skiplock.core.Job` values whose payload is kept as JSON text: neither the
 caller's objects nor the returned ones alias what is stored, and a payload that PostgreSQL
 could not store (not JSON, NaN, NUL) is rejected here too. Reads decode a fresh copy.
