@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from skiplock.core import (
     MAX_ERROR_LENGTH,
     MAX_RECORDED_ERRORS,
+    STALE_MARK,
     AttemptError,
     Bury,
     Release,
@@ -19,6 +20,7 @@ from skiplock.core import (
     UndecodableRowError,
     ValidationError,
     recorded_errors,
+    stale_error,
     truncate_error,
     undecodable_error,
 )
@@ -219,3 +221,12 @@ def test_undecodable_row_error_names_job_column_and_problem() -> None:
         "created_at",
         "-infinity is out of range",
     )
+
+
+def test_stale_error_puts_the_mark_first_and_cuts_at_the_limit() -> None:
+    assert stale_error(None) == STALE_MARK
+    assert stale_error("boom") == f"{STALE_MARK} boom"
+    long = "e" * MAX_ERROR_LENGTH  # a stored error is at most this long
+    cut = stale_error(long)
+    assert len(cut) == MAX_ERROR_LENGTH
+    assert cut == f"{STALE_MARK} {long}"[:MAX_ERROR_LENGTH]  # no marker: PostgreSQL's left()

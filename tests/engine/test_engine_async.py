@@ -504,7 +504,7 @@ async def test_engine_operator_calls_change_and_return_a_job_in_one_store_call(
 
     # Refused or unknown: read to say why, nothing changed.
     store.calls.clear()
-    with pytest.raises(InvalidTransitionError, match="is pending: only .* can be retried"):
+    with pytest.raises(InvalidTransitionError, match=r"is pending: only .* can be retried"):
         await engine.retry_job(job_id)
     with pytest.raises(JobNotFoundError):
         await engine.cancel_job(job_id + 1000)

@@ -65,8 +65,11 @@ def truncate_error(text: str, limit: int = MAX_ERROR_LENGTH) -> str:
 
 def stale_error(previous: str | None) -> str:
     """``last_error`` of a recovered stale claim: :data:`STALE_MARK`, then the previous
-    error (if any), capped like every stored error."""
-    return truncate_error(STALE_MARK if previous is None else f"{STALE_MARK} {previous}")
+    error (if any), cut at :data:`MAX_ERROR_LENGTH` characters without a marker. The
+    previous error was capped when it was stored; the mark only pushes its end out (the
+    PostgreSQL store's ``left()`` says the same)."""
+    text = STALE_MARK if previous is None else f"{STALE_MARK} {previous}"
+    return text[:MAX_ERROR_LENGTH]
 
 
 def undecodable_error(column: str, problem: str) -> str:

@@ -93,9 +93,10 @@ class Job:
     #: alone (see :func:`~skiplock.core.charged_positions`). Stores keep a ``started``
     #: mark per claim for it; claims return the value it had before the claim.
     suspect: bool = False
-    #: True from a stale recovery (or a worker's re-registration) that returned the job to
-    #: pending until its next outcome: the worker that claims it pays its attempt before
-    #: running it, even when it only prefetched it.
+    #: True from a stale recovery (or a worker's re-registration) until the job's next
+    #: outcome or operator event: the worker that claims it pays its attempt before
+    #: running it, even when it only prefetched it. (A recovery that buries the job sets
+    #: it too.)
     recovered: bool = False
     #: When the job first started: the time of the first claim that ran it (a
     #: prefetched job may start a little after its claim). Kept through retries,

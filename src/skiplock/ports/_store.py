@@ -308,7 +308,8 @@ class JobStore(Protocol):
         else ``default_ttl``), or whose worker row is gone, go back to pending (attempts
         and claims unchanged, claim cleared, ``recovered`` set, ``[stale-claim recovered]``
         in last_error);
-        those with no attempt left go to dead. Returns the ids of both. Audit:
+        those with no attempt left go to dead instead, keeping the claim they died with
+        (``recovered`` and the mark set all the same). Returns the ids of both. Audit:
         ``job_dlq`` per job moved to dead (recoveries to pending are not audited).
 
         Then deletes the rows of workers whose heartbeat is older than the largest of

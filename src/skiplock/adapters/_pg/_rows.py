@@ -22,7 +22,6 @@ from skiplock.core import (
     AttemptError,
     AuditAction,
     AuditEvent,
-    Bury,
     ClaimRequest,
     Completion,
     EnqueueBatch,
@@ -36,8 +35,6 @@ from skiplock.core import (
     Page,
     PairCap,
     QueueStats,
-    Release,
-    Retry,
     StateCount,
     Succeeded,
     UndecodableRowError,
@@ -50,8 +47,8 @@ from skiplock.core import (
     result_json,
     sources,
     transition,
-    truncate_error,
 )
+from skiplock.core._lifecycle import outcome_terms
 from skiplock.core._validation import MAX_DELAY, shown
 
 if TYPE_CHECKING:
@@ -430,19 +427,9 @@ def pair_params(pairs: Sequence[PairCap]) -> dict[str, list[Any]]:
     }
 
 
-_OUTCOME_EVENTS: Mapping[type[Any], Event] = {
-    Succeeded: Event.SUCCEED,
-    Retry: Event.RETRY,
-    Bury: Event.BURY,
-    Release: Event.RELEASE,
-}
-
-
-#: The state each outcome moves a running job to (the transition table's, looked up once).
-_TARGETS: Mapping[type[Any], str] = {
-    outcome: transition(JobState.RUNNING, event).value for outcome, event in _OUTCOME_EVENTS.items()
-}
-_SUCCEEDED = _TARGETS[Succeeded]
+#: A success's terms, for the common case (the core's, looked up once).
+_SUCCESS = outcome_terms(Succeeded())
+_SUCCEEDED = _SUCCESS.state.value
 
 
 def lease_params(leases: Sequence[Lease]) -> dict[str, list[Any]]:
@@ -468,30 +455,28 @@ COMPLETION_FIELDS = (
 
 
 def _completion_row(c: Completion) -> list[Any]:
-    """One outcome as the values of :data:`COMPLETION_FIELDS`."""
+    """One outcome as the values of :data:`COMPLETION_FIELDS`: its terms are the core's
+    (:func:`~skiplock.core._lifecycle.outcome_terms`), which ``_complete_set`` applies."""
     lease, outcome = c.lease, c.outcome
     if isinstance(outcome, Succeeded):  # the common case first
         result = None
         if outcome.result is not None or outcome.result_json is not None:
             result = result_json(outcome.result, outcome.result_json)
-        return [lease.job_id, lease.worker_id, lease.claim, _SUCCEEDED, 0, None, False, 0, True,
-                result]  # fmt: skip
-    error = None if outcome.error is None else truncate_error(outcome.error)
-    delay = outcome.delay if isinstance(outcome, Retry | Release) else None
+        return [lease.job_id, lease.worker_id, lease.claim, _SUCCEEDED, 0, None, False, 0,
+                _SUCCESS.ran, result]  # fmt: skip
+    terms = outcome_terms(outcome)
     return [
         lease.job_id,
         lease.worker_id,
         lease.claim,
-        _TARGETS[type(outcome)],
+        terms.state.value,
         # Whole microseconds: exact (MAX_DELAY is far below 2**53) and the same interval
         # on every driver.
-        0 if delay is None else delay // _MICROSECOND,
-        error,
-        error is not None,
-        # A release gives back the attempt its start counted (a held job used none).
-        1 if isinstance(outcome, Release) and outcome.refund else 0,
-        # Every outcome but the release of a job that never started is one of a run.
-        not (isinstance(outcome, Release) and not outcome.refund),
+        0 if terms.delay is None else terms.delay // _MICROSECOND,
+        terms.error,
+        terms.error is not None,
+        1 if terms.refund else 0,
+        terms.ran,
         None,
     ]
 

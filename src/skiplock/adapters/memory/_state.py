@@ -4,6 +4,10 @@ Both flavours (``AsyncInMemoryJobStore`` and its generated twin ``InMemoryJobSto
 one :class:`MemoryState`. An operation holds a ``threading.Lock`` only for in-memory work
 (never across an await), so one state may be used from several threads and event loops.
 
+What an operation does to a job (claim, start, outcomes, recovery, operator events, which
+jobs a claim takes) is the core's (:mod:`skiplock.core._lifecycle`), applied as it is;
+this module keeps the rows, their indexes, transactions, workers and the audit table.
+
 Rows are :class:`~skiplock.core.Job` values whose payload is kept as JSON text: neither the
 caller's objects nor the returned ones alias what is stored, and a payload that PostgreSQL
 could not store (not JSON, NaN, NUL) is rejected here too. Reads decode a fresh copy.
@@ -23,11 +27,8 @@ import attrs
 from skiplock.core import (
     FINISHED_STATES,
     JSONB_MAX_BYTES,
-    STALE_MARK,
-    AttemptError,
     AuditAction,
     AuditEvent,
-    Bury,
     ClaimRequest,
     Completion,
     EnqueueRequest,
@@ -40,11 +41,8 @@ from skiplock.core import (
     JobState,
     Lease,
     LeaseLostError,
-    Outcome,
     Page,
     QueueStats,
-    Release,
-    Retry,
     StateCount,
     StoreError,
     Succeeded,
@@ -53,22 +51,29 @@ from skiplock.core import (
     WorkerStatus,
     charged_positions,
     check_operator_event,
-    claim_order,
     completion_action,
     discard_details,
     dlq_details,
     encode_payload,
     first_occurrences,
-    kind_caps,
     operator_action,
     operator_details,
-    pair_caps,
-    recorded_errors,
     result_json,
     sources,
-    stale_error,
-    transition,
-    truncate_error,
+)
+from skiplock.core._lifecycle import (
+    after_claim,
+    after_operator,
+    after_outcome,
+    after_recovery,
+    after_release,
+    after_start,
+    holds,
+    is_stale,
+    matches,
+    new_job,
+    purgeable,
+    select_claim,
 )
 from skiplock.ports import Clock, SystemClock
 
@@ -238,123 +243,21 @@ def _public(row: Job, *, suspect: bool | None = None) -> Job:
 
 
 def _encoded(completion: Completion) -> Completion:
-    """``completion`` with its result encoded (``result_json``), if it has one."""
+    """``completion`` with a success's result as the JSON text a row keeps (the core's
+    :func:`after_outcome` stores ``Succeeded.result``); encoding checks it."""
     outcome = completion.outcome
-    if not isinstance(outcome, Succeeded) or outcome.result_json is not None:
+    if not isinstance(outcome, Succeeded) or (
+        outcome.result is None and outcome.result_json is None
+    ):
         return completion
-    if outcome.result is None:
-        return completion
-    text = result_json(outcome.result, None)
-    return attrs.evolve(completion, outcome=attrs.evolve(outcome, result_json=text))
-
-
-def _failed(job: Job, attempt: int, error: str, now: datetime) -> tuple[AttemptError, ...]:
-    """``job.errors`` with its current run's failure appended (X5)."""
-    assert job.claimed_by is not None  # a running job's
-    entry = AttemptError(
-        attempt=attempt,
-        worker_id=job.claimed_by,
-        claimed_at=job.claimed_at,
-        failed_at=now,
-        error=error,
-    )
-    return recorded_errors(job.errors, entry)
-
-
-def _matches(f: JobFilter, job: Job) -> bool:
-    return (
-        (f.ids is None or job.id in f.ids)
-        and (f.states is None or job.state in f.states)
-        and (f.kinds is None or job.kind in f.kinds)
-        and (f.tenants is None or (job.tenant is not None and job.tenant in f.tenants))
-        and (f.priority_min is None or job.priority >= f.priority_min)
-        and (f.priority_max is None or job.priority <= f.priority_max)
-        and (f.created_since is None or job.created_at >= f.created_since)
-        and (f.created_before is None or job.created_at < f.created_before)
-        and (f.available_since is None or job.available_at >= f.available_since)
-        and (f.available_before is None or job.available_at < f.available_before)
-    )
+    text = result_json(outcome.result, outcome.result_json)
+    return attrs.evolve(completion, outcome=Succeeded(result=text, result_json=text))
 
 
 def _by_kind(key: tuple[str, str | None]) -> tuple[str, bool, str]:
     """Sort key of (kind, tenant): by kind, no tenant first."""
     kind, tenant = key
     return (kind, tenant is not None, tenant or "")
-
-
-def _claimable(request: ClaimRequest, job: Job, now: datetime) -> bool:
-    return (
-        job.available_at <= now
-        and (request.kinds is None or job.kind in request.kinds)
-        and (request.tenants is None or (job.tenant is not None and job.tenant in request.tenants))
-        and job.kind not in request.excluded_kinds
-        and (job.kind, job.tenant) not in request.excluded
-    )
-
-
-def _holds(job: Job, lease: Lease) -> bool:
-    """Whether ``lease`` still names ``job``'s claim (running, same worker, same claim)."""
-    return (
-        job.state is JobState.RUNNING
-        and job.claimed_by == lease.worker_id
-        and job.claims == lease.claim
-    )
-
-
-def _after_outcome(job: Job, outcome: Outcome, now: datetime) -> Job:
-    """The row after a fenced outcome (the transition table decides the state).
-
-    An outcome of a run pays the attempt if the start did not (a held job started
-    without a round trip); the claim's started mark and ``recovered`` end with it.
-    """
-    ran = not (isinstance(outcome, Release) and not outcome.refund)
-    paid = job.attempts + (1 if ran and not job.suspect else 0)
-    # A held job whose run is paid here started under this claim.
-    started_at = job.started_at if job.started_at is not None or not ran else job.claimed_at
-    job = attrs.evolve(
-        job, attempts=paid, suspect=False, recovered=False, started_at=started_at, result=None
-    )
-    match outcome:
-        case Succeeded(result_json=text):  # encoded by complete()
-            return attrs.evolve(
-                job,
-                state=transition(job.state, Event.SUCCEED),
-                completed_at=now,
-                last_error=None,
-                result=text,
-            )
-        case Retry(delay=delay, error=error):
-            error = truncate_error(error)
-            return attrs.evolve(
-                job,
-                state=transition(job.state, Event.RETRY),
-                available_at=now + delay,
-                last_error=error,
-                claimed_by=None,
-                claimed_at=None,
-                errors=_failed(job, paid, error, now),
-            )
-        case Bury(error=error):
-            error = truncate_error(error)
-            return attrs.evolve(
-                job,
-                state=transition(job.state, Event.BURY),
-                completed_at=now,
-                last_error=error,
-                errors=_failed(job, paid, error, now),
-            )
-        case Release(delay=delay, error=error, refund=refund):
-            # The attempt counted at start is given back (a held job used none).
-            return attrs.evolve(
-                job,
-                state=transition(job.state, Event.RELEASE),
-                available_at=now + delay,
-                attempts=max(job.attempts - 1, 0) if refund else job.attempts,
-                last_error=job.last_error if error is None else truncate_error(error),
-                claimed_by=None,
-                claimed_at=None,
-            )
-    raise TypeError(f"unknown outcome {outcome!r}")  # pragma: no cover - exhaustive match
 
 
 class MemoryState:
@@ -579,30 +482,9 @@ class MemoryState:
                 if owner is not None:
                     results.append(EnqueueResult(id=owner, created=False))
                     continue
-                if request.available_at is not None:
-                    available_at = request.available_at.astimezone(UTC)
-                elif request.delay is not None:
-                    available_at = now + request.delay
-                else:
-                    available_at = now
                 job_id = self._next_id
                 self._next_id += 1
-                tc = request.trace_context
-                job = Job(
-                    id=job_id,
-                    kind=request.kind,
-                    payload=payload,
-                    state=JobState.PENDING,
-                    priority=request.priority,
-                    tenant=request.tenant,
-                    available_at=available_at,
-                    created_at=now,
-                    attempts=0,
-                    max_attempts=request.max_attempts,
-                    explicit_max_attempts=request.explicit_max_attempts,
-                    idempotency_key=key,
-                    trace_context=None if tc is None else dict(tc),
-                )
+                job = new_job(request, job_id=job_id, payload=payload, now=now)
                 scope.put(job)
                 scope.audit(audit, AuditAction.ENQUEUED, job)
                 results.append(EnqueueResult(id=job_id, created=True))
@@ -619,48 +501,14 @@ class MemoryState:
         claimed: list[Job] = []
         with self._writing():
             now = self.now()
-            candidates = [
-                job
-                for job in (self._jobs[i] for i in self._by_state[JobState.PENDING])
-                if _claimable(request, job, now)
-            ]
-            candidates.sort(key=claim_order)
             running: Counter[str] = Counter()
             if request.cluster_limits:
                 running.update(self._jobs[i].kind for i in self._by_state[JobState.RUNNING])
-            caps = kind_caps(request, running)
-            pairs = {(kind, tenant): n for kind, tenant, n in pair_caps(request, caps)}
-            taken: Counter[str] = Counter()
-            pairs_taken: Counter[tuple[str, str | None]] = Counter()
-            chosen: list[Job] = []
-            for job in candidates:
-                if len(chosen) >= request.limit:
-                    break
-                kind, pair = job.kind, (job.kind, job.tenant)
-                if kind in caps and taken[kind] >= caps[kind]:
-                    continue
-                if pair in pairs and pairs_taken[pair] >= pairs[pair]:
-                    continue
-                taken[kind] += 1
-                pairs_taken[pair] += 1
-                chosen.append(job)
+            pending = (self._jobs[i] for i in self._by_state[JobState.PENDING])
+            chosen = select_claim(request, pending, running, now)
             charged = set(charged_positions([job.suspect for job in chosen], request.start_now))
             for position, job in enumerate(chosen):
-                max_attempts = job.max_attempts
-                if not job.explicit_max_attempts:
-                    max_attempts = request.max_attempts.get(job.kind, max_attempts)
-                start = position in charged
-                row = attrs.evolve(
-                    job,
-                    state=transition(job.state, Event.CLAIM),
-                    attempts=job.attempts + (1 if start else 0),
-                    max_attempts=max_attempts,
-                    claims=job.claims + 1,
-                    claimed_by=request.worker_id,
-                    claimed_at=now,
-                    suspect=start,  # the claim's started mark
-                    started_at=now if start and job.started_at is None else job.started_at,
-                )
+                row = after_claim(job, request, start=position in charged, now=now)
                 self._commit_row(row, now)
                 claimed.append(_public(row, suspect=job.suspect))
             worker = self._workers.get(request.worker_id)
@@ -677,14 +525,11 @@ class MemoryState:
             seen: set[int] = set()
             for lease in leases:
                 job = self._jobs.get(lease.job_id)
-                if lease.job_id in seen or job is None or not _holds(job, lease):
+                if lease.job_id in seen or job is None or not holds(job, lease):
                     started.append(False)
                     continue
                 seen.add(lease.job_id)
-                paid = job.attempts if job.suspect else job.attempts + 1  # once per claim
-                started_at = job.claimed_at if job.started_at is None else job.started_at
-                row = attrs.evolve(job, attempts=paid, suspect=True, started_at=started_at)
-                self._commit_row(row, now)
+                self._commit_row(after_start(job), now)
                 started.append(True)
         return started
 
@@ -703,10 +548,10 @@ class MemoryState:
             scope = self._scope(connection)
             for completion in completions:
                 job = scope.get(completion.lease.job_id)
-                if job is None or not _holds(job, completion.lease):
+                if job is None or not holds(job, completion.lease):
                     applied.append(False)
                     continue
-                row = _after_outcome(job, completion.outcome, scope.now)
+                row = after_outcome(job, completion.outcome, scope.now)
                 scope.put(row, fenced=True)
                 _audit_end(scope, audit, row)
                 applied.append(True)
@@ -723,7 +568,7 @@ class MemoryState:
         if page.limit <= 0:
             return []
         with self._lock:
-            rows = [job for job in self._jobs.values() if _matches(filter, job)]
+            rows = [job for job in self._jobs.values() if matches(filter, job)]
         if page.after_id is not None:
             cursor = page.after_id
             rows = [j for j in rows if (j.id < cursor if page.descending else j.id > cursor)]
@@ -776,24 +621,11 @@ class MemoryState:
             scope = self._scope(connection)
             now = scope.now
             targets = sorted(
-                (j for j in scope.rows() if j.state in allowed and _matches(filter, j)),
+                (j for j in scope.rows() if j.state in allowed and matches(filter, j)),
                 key=lambda j: j.id,
             )
             for job in targets:
-                state = transition(job.state, event)
-                job = attrs.evolve(job, suspect=False, recovered=False)  # marks end
-                if event is Event.REPLAY:
-                    row = attrs.evolve(
-                        job,
-                        state=state,
-                        available_at=now,
-                        claimed_by=None,
-                        claimed_at=None,
-                        completed_at=None,
-                        attempts=0 if reset_attempts else job.attempts,
-                    )
-                else:
-                    row = attrs.evolve(job, state=state, completed_at=now)
+                row = after_operator(job, event, now, reset_attempts=reset_attempts)
                 scope.put(row)
                 details = operator_details(job.state, event, reset_attempts=reset_attempts)
                 scope.audit(audit, operator_action(event), row, details)
@@ -811,7 +643,7 @@ class MemoryState:
                 (j for j in scope.rows() if j.state is not JobState.RUNNING),
                 key=lambda j: j.id,
             )
-            doomed = [j for j in doomed if _matches(filter, j)]
+            doomed = [j for j in doomed if matches(filter, j)]
             for job in doomed:
                 scope.remove(job.id)
                 details = discard_details(job.state, json.loads(job.payload))
@@ -853,14 +685,7 @@ class MemoryState:
             for job_id in sorted(self._by_state[JobState.RUNNING]):
                 job = self._jobs[job_id]
                 if job.claimed_by == info.id:
-                    released = attrs.evolve(
-                        job,
-                        state=transition(job.state, Event.RECOVER),
-                        claimed_by=None,
-                        claimed_at=None,
-                        recovered=True,
-                    )
-                    self._commit_row(released, now)
+                    self._commit_row(after_release(job), now)
             row = self._workers.get(info.id)
             started = now if row is None else row.started_at
             self._workers[info.id] = _WorkerRow(info=info, started_at=started, heartbeat_at=now)
@@ -968,31 +793,10 @@ class MemoryState:
             for job_id in sorted(self._by_state[JobState.RUNNING]):
                 job = self._jobs[job_id]
                 worker = None if job.claimed_by is None else self._workers.get(job.claimed_by)
-                ttl = ttls.get(job.kind, default_ttl)
-                if worker is not None and worker.heartbeat_at >= now - ttl:
+                heartbeat_at = None if worker is None else worker.heartbeat_at
+                if not is_stale(heartbeat_at, ttls.get(job.kind, default_ttl), now):
                     continue
-                error = stale_error(job.last_error)
-                # X5: a run under way (its start counted an attempt) failed with its worker.
-                if job.suspect:
-                    job = attrs.evolve(job, errors=_failed(job, job.attempts, STALE_MARK, now))
-                if job.attempts >= job.max_attempts:
-                    row = attrs.evolve(
-                        job,
-                        state=transition(job.state, Event.BURY),
-                        completed_at=now,
-                        claimed_by=None,
-                        claimed_at=None,
-                        last_error=error,
-                    )
-                else:
-                    row = attrs.evolve(
-                        job,
-                        state=transition(job.state, Event.RECOVER),
-                        claimed_by=None,
-                        claimed_at=None,
-                        last_error=error,
-                        recovered=True,
-                    )
+                row = after_recovery(job, now)
                 self._commit_row(row, now)
                 _audit_end(scope, audit, row)
                 recovered.append(job_id)
@@ -1024,7 +828,7 @@ class MemoryState:
                 batch = sorted(
                     job_id
                     for job_id in self._by_state[JobState.SUCCEEDED]
-                    if (done := self._jobs[job_id].completed_at) is not None and done < cutoff
+                    if purgeable(self._jobs[job_id], cutoff)
                 )[:batch_size]
                 for job_id in batch:
                     job = self._commit_remove(job_id)

@@ -118,6 +118,14 @@ class AdminContract(ContractBase):
         again = _claim_one(store, replayed.kind)
         assert (again.attempts, again.claims) == (1, 2)
 
+    def test_apply_resets_attempts_only_on_replay(self, store: JobStore) -> None:
+        # reset_attempts belongs to a replay: a cancel or a mark failed keeps the attempts.
+        for event in (Event.CANCEL, Event.MARK_FAILED):
+            job = _running(store)
+            one = JobFilter(ids=frozenset({job.id}))
+            assert store.apply(one, event, reset_attempts=True) == [job.id]
+            assert (_get(store, job.id)).attempts == 1
+
     def test_apply_replay_of_dead_jobs_in_bulk(self, store: JobStore) -> None:
         dead = sorted([_in_state(store, JobState.DEAD) for _ in range(3)])
         _in_state(store, JobState.SUCCEEDED)

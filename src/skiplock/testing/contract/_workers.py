@@ -17,6 +17,7 @@ import pytest
 
 from skiplock._compat import join, spawn
 from skiplock.core import (
+    MAX_ERROR_LENGTH,
     STALE_MARK,
     Event,
     JobFilter,
@@ -65,6 +66,16 @@ class WorkersContract(ContractBase):
         assert "first failure" in recovered.last_error
         rescued = _claim_one(store, job.kind, "rescuer")
         assert (rescued.attempts, rescued.claims) == (3, 3)
+
+    def test_recover_stale_cuts_a_long_error_after_the_mark(self, store: JobStore) -> None:
+        job = _running(store, "never-registered")
+        _finish(store, job, Retry(delay=timedelta(0), error="e" * MAX_ERROR_LENGTH))
+        job = _claim_one(store, job.kind, "never-registered")
+        assert store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == [job.id]
+        recovered = _get(store, job.id)
+        # The mark, then the stored error, cut at the limit: no truncation marker.
+        expected = f"{STALE_MARK} {'e' * MAX_ERROR_LENGTH}"[:MAX_ERROR_LENGTH]
+        assert recovered.last_error == expected
 
     def test_recover_stale_leaves_live_workers_alone(self, store: JobStore) -> None:
         store.register_worker(WorkerInfo(id="alive", host="h", pid=1))
@@ -163,6 +174,11 @@ class WorkersContract(ContractBase):
         assert dead.attempts == 1
         assert dead.last_error is not None
         assert dead.last_error.startswith(STALE_MARK)
+        # It keeps the claim of the worker it died with (as after a Bury), marked recovered
+        # like every job recovery takes back.
+        assert (dead.claimed_by, dead.claimed_at) == ("crashed", job.claimed_at)
+        assert dead.completed_at is not None
+        assert dead.recovered
         assert store.claim(_claim_request()) == []
 
     @requires("controllable_clock")

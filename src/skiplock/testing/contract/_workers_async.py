@@ -14,6 +14,7 @@ import pytest
 
 from skiplock._compat_async import join, spawn
 from skiplock.core import (
+    MAX_ERROR_LENGTH,
     STALE_MARK,
     Event,
     JobFilter,
@@ -64,6 +65,18 @@ class AsyncWorkersContract(AsyncContractBase):
         assert "first failure" in recovered.last_error
         rescued = await _claim_one(store, job.kind, "rescuer")
         assert (rescued.attempts, rescued.claims) == (3, 3)
+
+    async def test_recover_stale_cuts_a_long_error_after_the_mark(
+        self, store: AsyncJobStore
+    ) -> None:
+        job = await _running(store, "never-registered")
+        await _finish(store, job, Retry(delay=timedelta(0), error="e" * MAX_ERROR_LENGTH))
+        job = await _claim_one(store, job.kind, "never-registered")
+        assert await store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == [job.id]
+        recovered = await _get(store, job.id)
+        # The mark, then the stored error, cut at the limit: no truncation marker.
+        expected = f"{STALE_MARK} {'e' * MAX_ERROR_LENGTH}"[:MAX_ERROR_LENGTH]
+        assert recovered.last_error == expected
 
     async def test_recover_stale_leaves_live_workers_alone(self, store: AsyncJobStore) -> None:
         await store.register_worker(WorkerInfo(id="alive", host="h", pid=1))
@@ -164,6 +177,11 @@ class AsyncWorkersContract(AsyncContractBase):
         assert dead.attempts == 1
         assert dead.last_error is not None
         assert dead.last_error.startswith(STALE_MARK)
+        # It keeps the claim of the worker it died with (as after a Bury), marked recovered
+        # like every job recovery takes back.
+        assert (dead.claimed_by, dead.claimed_at) == ("crashed", job.claimed_at)
+        assert dead.completed_at is not None
+        assert dead.recovered
         assert await store.claim(_claim_request()) == []
 
     @requires("controllable_clock")

@@ -42,6 +42,7 @@ from ._completion import CompletionContract
 from ._enqueue import EnqueueContract
 from ._health import HealthContract
 from ._lifecycle import LifecycleContract
+from ._model_check import ModelCheckContract
 from ._notifier import NotifierContract
 from ._results import ResultsContract
 from ._throughput import ThroughputContract
@@ -68,6 +69,7 @@ class JobStoreContract(
     NotifierContract,
     LifecycleContract,
     ResultsContract,
+    ModelCheckContract,
 ):
     """Behaviour every job store must have. Subclass it as ``Test...`` and override the
     ``store`` fixture (a fresh, empty store per test); set ``capabilities`` for what your

@@ -39,6 +39,7 @@ from ._completion_async import AsyncCompletionContract
 from ._enqueue_async import AsyncEnqueueContract
 from ._health_async import AsyncHealthContract
 from ._lifecycle_async import AsyncLifecycleContract
+from ._model_check_async import AsyncModelCheckContract
 from ._notifier_async import AsyncNotifierContract
 from ._results_async import AsyncResultsContract
 from ._throughput_async import AsyncThroughputContract
@@ -65,6 +66,7 @@ class AsyncJobStoreContract(
     AsyncNotifierContract,
     AsyncLifecycleContract,
     AsyncResultsContract,
+    AsyncModelCheckContract,
 ):
     """Behaviour every job store must have. Subclass it as ``Test...`` and override the
     ``store`` fixture (a fresh, empty store per test); set ``capabilities`` for what your

@@ -602,7 +602,10 @@ SET status = t.target,
     claimed_by = CASE WHEN t.target = 'pending' THEN NULL ELSE j.claimed_by END,
     claimed_at = CASE WHEN t.target = 'pending' THEN NULL ELSE j.claimed_at END,
     completed_at = CASE WHEN t.target = 'pending' THEN NULL ELSE now() END,
-    attempts = CASE WHEN :reset_attempts::bool THEN 0 ELSE j.attempts END
+    -- Only a replay resets attempts (core._lifecycle.after_operator).
+    attempts = CASE
+        WHEN :reset_attempts::bool AND t.target = 'pending' THEN 0 ELSE j.attempts
+    END
 FROM unnest(:sources::text[], :targets::text[]) AS t (source, target)
 WHERE j.status = t.source AND {_job_filter}
 

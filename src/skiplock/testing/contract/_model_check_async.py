@@ -1,0 +1,69 @@
+"""Contract test: random sequences of port calls checked against the core's model (async
+source; ``_model_check.py`` is its generated twin).
+
+The state machine of ``_machine.py`` drives the store and a model built from the core's
+rules side by side (see :func:`~._machine.check_store_against_model`). Mixed into
+:class:`~.store_async.AsyncJobStoreContract`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, ClassVar, cast
+
+from ._support_async import AsyncContractBase
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from skiplock.ports import AsyncJobStore, JobStore
+    from skiplock.testing import FakeClock
+
+
+if True:  # ASYNC
+
+    class _Blocking:
+        """An async store's methods as blocking calls, each run on the event loop that
+        owns the store: the state machine runs in a worker thread and calls them."""
+
+        def __init__(self, store: AsyncJobStore, loop: asyncio.AbstractEventLoop) -> None:
+            self._store = store
+            self._loop = loop
+
+        def __getattr__(self, name: str) -> Callable[..., Any]:
+            method = getattr(self._store, name)
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                future = asyncio.run_coroutine_threadsafe(method(*args, **kwargs), self._loop)
+                return future.result()
+
+            return call
+
+
+class AsyncModelCheckContract(AsyncContractBase):
+    """Random operations on the store, each compared with the core's model."""
+
+    #: The state machine's budget: how many random sequences it runs (the same ones every
+    #: run), each of at most ``model_steps`` port calls. Raise them to search longer.
+    model_examples: ClassVar[int] = 25
+    model_steps: ClassVar[int] = 30
+
+    async def test_random_operations_match_the_core_model(
+        self, store: AsyncJobStore, clock: FakeClock
+    ) -> None:
+        from ._machine import check_store_against_model  # needs Hypothesis
+
+        controlled = clock if self.capabilities.controllable_clock else None
+        if True:  # ASYNC
+            blocking = cast("JobStore", _Blocking(store, asyncio.get_running_loop()))
+            await asyncio.to_thread(
+                check_store_against_model,
+                blocking,
+                clock=controlled,
+                max_examples=self.model_examples,
+                steps=self.model_steps,
+            )
+        else:
+            check_store_against_model(
+                store, clock=controlled, max_examples=self.model_examples, steps=self.model_steps
+            )
