@@ -16,14 +16,16 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: The signals that stop a worker (shared by both flavours).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 Lock = threading.Lock
 Event = threading.Event
 
 
 def skip_sync(fn: Callable[P, T]) -> Callable[P, T]:
-    """Mark a function that has no sync twin (never called in generated code)."""
+    """Mark a function that has no sync twin: tools/unasync.py drops its definition, so
+    generated code never calls it (shared by both flavours)."""
     return fn
 
 
@@ -239,7 +241,7 @@ def replace_signal_handlers(
 
 def install_signal_handlers(
     callback: Callable[[int], object],
-    signums: tuple[int, ...] = _STOP_SIGNALS,
+    signums: tuple[int, ...] = STOP_SIGNALS,
     *,
     give_up_after: int | None = None,
 ) -> Callable[[], None]:

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import contextvars
 import itertools
-import signal
 import threading
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -23,16 +22,13 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS = _threads.STOP_SIGNALS
 
 Lock = asyncio.Lock
 Event = asyncio.Event
 Task = asyncio.Task
 
-
-def skip_sync(fn: Callable[P, T]) -> Callable[P, T]:
-    """Mark a function that has no sync twin (dropped by tools/unasync.py)."""
-    return fn
+skip_sync = _threads.skip_sync
 
 
 async def sleep(seconds: float) -> None:
@@ -323,7 +319,7 @@ replace_signal_handlers = _threads.replace_signal_handlers
 
 def install_signal_handlers(
     callback: Callable[[int], object],
-    signums: tuple[int, ...] = _STOP_SIGNALS,
+    signums: tuple[int, ...] = STOP_SIGNALS,
     *,
     give_up_after: int | None = None,
 ) -> Callable[[], None]:

@@ -424,13 +424,14 @@ def _validate_idempotency_key(key: object) -> None:
     check_text("idempotency_key", key, max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
 
 
-def check_available_at(value: object) -> datetime:
+def check_available_at(value: object, name: str = "available_at") -> datetime:
     """Return ``value`` in UTC if it is an aware datetime within
-    [:data:`MIN_AVAILABLE_AT`, :data:`MAX_AVAILABLE_AT`], else raise."""
+    [:data:`MIN_AVAILABLE_AT`, :data:`MAX_AVAILABLE_AT`] (the times a job may have), else
+    raise naming it ``name``."""
     if not isinstance(value, datetime):
-        raise ValidationError(f"available_at must be a datetime, got {type(value).__name__}")
+        raise ValidationError(f"{name} must be a datetime, got {type(value).__name__}")
     if value.utcoffset() is None:
-        raise ValidationError(f"available_at must be timezone-aware, got naive {value.isoformat()}")
+        raise ValidationError(f"{name} must be timezone-aware, got naive {value.isoformat()}")
     try:
         # OverflowError: the offset moves it outside Python's years 1..9999.
         utc = value.astimezone(UTC)
@@ -438,7 +439,7 @@ def check_available_at(value: object) -> datetime:
         utc = None
     if utc is None or not MIN_AVAILABLE_AT <= utc <= MAX_AVAILABLE_AT:
         raise ValidationError(
-            f"available_at out of range: {value.isoformat()}, must be within "
+            f"{name} out of range: {value.isoformat()}, must be within "
             f"[{MIN_AVAILABLE_AT.isoformat()}, {MAX_AVAILABLE_AT.isoformat()}]"
         )
     return utc

@@ -8,13 +8,13 @@ from ._declaration import TaskDef, TaskOptions, declare
 from ._engine import Engine
 from ._engine_async import AsyncEngine
 from ._errors import JobCancelledError, JobTimeoutError, UndecodablePayloadError
-from ._inputs import Enqueue, EnqueueOptions, JobOptions
+from ._inputs import Enqueue, EnqueueOptions, JobOptions, WorkerOptions
 from ._operator import Operator
 from ._operator_async import AsyncOperator
 from ._registry import Processor, ProcessorSpec
 from .enqueue._task import Task
 from .enqueue._task_async import AsyncTask
-from .periodic._rules import CatchUp, ScheduleInfo, TickResult
+from .periodic._rules import CatchUp, ScheduleInfo, ScheduleOptions, TickResult
 from .settings._settings import Settings
 from .worker._scope import default_worker_id
 from .worker._worker import Worker
@@ -37,6 +37,7 @@ __all__ = [
     "Processor",
     "ProcessorSpec",
     "ScheduleInfo",
+    "ScheduleOptions",
     "Settings",
     "Task",
     "TaskDef",
@@ -44,6 +45,7 @@ __all__ = [
     "TickResult",
     "UndecodablePayloadError",
     "Worker",
+    "WorkerOptions",
     "current_job",
     "declare",
     "decoder_for",

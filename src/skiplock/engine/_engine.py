@@ -12,7 +12,7 @@ comes from ``enqueue/_intake.py``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate, TypeVar, Unpack, cast, overload
 
 from skiplock._compat import IS_ASYNC
@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 
     from skiplock.core import KindPolicy
     from skiplock.ports import Clock, JobStore, Metrics, Tracer
+
+    from ._inputs import WorkerOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = TypeVar("P", bound=Processor)
@@ -339,16 +341,10 @@ class Engine(EnqueueOps, ScheduleOps, AdminOps):
     # ---- workers --------------------------------------------------------------------
 
     def worker(
-        self,
-        *,
-        concurrency: int | None = None,
-        kinds: Iterable[str] | None = None,
-        tenants: Iterable[str] | None = None,
-        all_kinds: bool = False,
-        worker_id: str | None = None,
-        install_signal_handlers: bool = False,
+        self, *, install_signal_handlers: bool = False, **options: Unpack[WorkerOptions]
     ) -> Worker:
-        """A worker for this engine's processors and settings (see :class:`Worker`).
+        """A worker for this engine's processors and settings (see :class:`Worker`;
+        ``options``: :class:`~skiplock.WorkerOptions`).
 
         It installs no signal handlers unless ``install_signal_handlers=True`` (what the
         ``skiplock worker`` command asks for): a worker embedded in a host process (a web
@@ -372,15 +368,7 @@ class Engine(EnqueueOps, ScheduleOps, AdminOps):
             tracer=self._tracer,
             audit=self._audit,
         )
-        return Worker(
-            parts,
-            concurrency=concurrency,
-            kinds=kinds,
-            tenants=tenants,
-            all_kinds=all_kinds,
-            worker_id=worker_id,
-            install_signal_handlers=install_signal_handlers,
-        )
+        return Worker(parts, install_signal_handlers=install_signal_handlers, **options)
 
 
 def _audit_sink(sink: object) -> AuditSink | None:

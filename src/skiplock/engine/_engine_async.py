@@ -9,7 +9,7 @@ comes from ``enqueue/_intake.py``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate, TypeVar, Unpack, cast, overload
 
 from skiplock._compat_async import IS_ASYNC
@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
     from skiplock.core import KindPolicy
     from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
+
+    from ._inputs import WorkerOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = TypeVar("P", bound=Processor)
@@ -338,16 +340,10 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncAdminOps):
     # ---- workers --------------------------------------------------------------------
 
     def worker(
-        self,
-        *,
-        concurrency: int | None = None,
-        kinds: Iterable[str] | None = None,
-        tenants: Iterable[str] | None = None,
-        all_kinds: bool = False,
-        worker_id: str | None = None,
-        install_signal_handlers: bool = False,
+        self, *, install_signal_handlers: bool = False, **options: Unpack[WorkerOptions]
     ) -> AsyncWorker:
-        """A worker for this engine's processors and settings (see :class:`AsyncWorker`).
+        """A worker for this engine's processors and settings (see :class:`AsyncWorker`;
+        ``options``: :class:`~skiplock.WorkerOptions`).
 
         It installs no signal handlers unless ``install_signal_handlers=True`` (what the
         ``skiplock worker`` command asks for): a worker embedded in a host process (a web
@@ -371,15 +367,7 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncAdminOps):
             tracer=self._tracer,
             audit=self._audit,
         )
-        return AsyncWorker(
-            parts,
-            concurrency=concurrency,
-            kinds=kinds,
-            tenants=tenants,
-            all_kinds=all_kinds,
-            worker_id=worker_id,
-            install_signal_handlers=install_signal_handlers,
-        )
+        return AsyncWorker(parts, install_signal_handlers=install_signal_handlers, **options)
 
 
 def _audit_sink(sink: object) -> AsyncAuditSink | None:

@@ -1,6 +1,6 @@
 """The values callers hand the engine: an enqueue's items (:class:`Enqueue`), its
-``delay``, and the state/kind/tenant filters of the admin API. ``enqueue/_intake.py``
-turns items into requests."""
+``delay``, a worker's options, and the state/kind/tenant filters of the admin API.
+``enqueue/_intake.py`` turns items into requests."""
 
 from __future__ import annotations
 
@@ -55,6 +55,21 @@ class EnqueueOptions(JobOptions, total=False):
     :class:`JobOptions` and the caller's ``connection`` (R0)."""
 
     connection: Any
+
+
+class WorkerOptions(TypedDict, total=False):
+    """What a worker claims and its id, as :meth:`AsyncEngine.worker` takes them (see
+    :class:`AsyncWorker`): ``concurrency`` (job slots; default ``Settings.concurrency``),
+    ``kinds`` (only these kinds), ``tenants`` (only these tenants' jobs), ``all_kinds``
+    (also kinds without a processor, buried in ``dead``), ``worker_id`` (default
+    :func:`~skiplock.engine.default_worker_id`). FastAPI's ``worker_lifespan(engine,
+    **options)`` takes them too."""
+
+    concurrency: int | None
+    kinds: Iterable[str] | None
+    tenants: Iterable[str] | None
+    all_kinds: bool
+    worker_id: str | None
 
 
 def as_delay(value: object) -> timedelta | None:

@@ -24,10 +24,12 @@ from typing import TYPE_CHECKING, Any, Unpack
 from skiplock.engine import AsyncEngine, AsyncWorker, Engine, Worker
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
 
     from fastapi import APIRouter
+
+    from skiplock.engine import WorkerOptions
 
     from .dashboard import DashboardOptions
     from .rest import AsyncAuthorize, AsyncRoute, Authorize, Route
@@ -59,24 +61,17 @@ class WorkerLifespan:
     your own lifespan, after this one).
     """
 
-    def __init__(
-        self,
-        engine: AsyncEngine | Engine,
-        *,
-        concurrency: int | None = None,
-        kinds: Iterable[str] | None = None,
-        tenants: Iterable[str] | None = None,
-        all_kinds: bool = False,
-        worker_id: str | None = None,
-    ) -> None:
+    def __init__(self, engine: AsyncEngine | Engine, **options: Unpack[WorkerOptions]) -> None:
         if not isinstance(engine, AsyncEngine | Engine):
             raise TypeError(f"expected a skiplock Engine or AsyncEngine, got {engine!r}")
         self._engine = engine
-        self._kinds = None if kinds is None else frozenset(kinds)
-        self._tenants = None if tenants is None else frozenset(tenants)
-        self._concurrency = concurrency
-        self._all_kinds = all_kinds
-        self._worker_id = worker_id
+        # Iterables are read now: each startup builds its worker from the same values.
+        kinds, tenants = options.get("kinds"), options.get("tenants")
+        self._options: WorkerOptions = {
+            **options,
+            "kinds": None if kinds is None else frozenset(kinds),
+            "tenants": None if tenants is None else frozenset(tenants),
+        }
         self._worker: AsyncWorker | Worker | None = None
 
     @property
@@ -91,13 +86,7 @@ class WorkerLifespan:
 
     @asynccontextmanager
     async def _lifespan(self) -> AsyncIterator[None]:
-        worker = self._engine.worker(
-            concurrency=self._concurrency,
-            kinds=self._kinds,
-            tenants=self._tenants,
-            all_kinds=self._all_kinds,
-            worker_id=self._worker_id,
-        )
+        worker = self._engine.worker(**self._options)
         try:
             if isinstance(worker, AsyncWorker):
                 async with worker.in_background():
@@ -127,28 +116,16 @@ async def _in_thread(worker: Worker) -> AsyncIterator[None]:
 
 
 def worker_lifespan(
-    engine: AsyncEngine | Engine,
-    *,
-    concurrency: int | None = None,
-    kinds: Iterable[str] | None = None,
-    tenants: Iterable[str] | None = None,
-    all_kinds: bool = False,
-    worker_id: str | None = None,
+    engine: AsyncEngine | Engine, **options: Unpack[WorkerOptions]
 ) -> WorkerLifespan:
     """A lifespan that runs a worker of ``engine`` while the app runs (see
-    :class:`WorkerLifespan`); the options are those of ``engine.worker()``.
+    :class:`WorkerLifespan`); ``options``: :class:`~skiplock.WorkerOptions`, as for
+    ``engine.worker()``.
 
     ``FastAPI(lifespan=worker_lifespan(engine, concurrency=4))``, or inside your own
     lifespan: ``async with worker_lifespan(engine)(app): yield``.
     """
-    return WorkerLifespan(
-        engine,
-        concurrency=concurrency,
-        kinds=kinds,
-        tenants=tenants,
-        all_kinds=all_kinds,
-        worker_id=worker_id,
-    )
+    return WorkerLifespan(engine, **options)
 
 
 def create_router(

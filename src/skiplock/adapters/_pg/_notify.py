@@ -16,6 +16,7 @@ import random
 import time
 from abc import ABC, abstractmethod
 from datetime import timedelta
+from typing import TypedDict
 
 from skiplock._compat import sleep
 from skiplock.core import RetryPolicy
@@ -25,6 +26,16 @@ from skiplock.core._retry import next_delay
 #: from reconnecting in lockstep after a server restart.
 _RECONNECT_FACTOR = 2.0
 _RECONNECT_JITTER = 0.5
+
+
+class ListenOptions(TypedDict, total=False):
+    """How every driver's notifier keeps its connection: ``ping_interval`` (seconds,
+    default 30) between pings of an idle connection; reconnect delays from
+    ``backoff_base`` (default 0.1 s) doubling up to ``backoff_cap`` (default 10 s)."""
+
+    ping_interval: float
+    backoff_base: float
+    backoff_cap: float
 
 
 class PgNotifierBase(ABC):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from skiplock._compat_async import sleep, wait_event
 from skiplock.adapters._pg._notify_async import AsyncPgNotifierBase
@@ -12,6 +12,8 @@ from skiplock.adapters._pg._notify_async import AsyncPgNotifierBase
 from ._driver import CONNECTION_ERRORS
 
 if TYPE_CHECKING:
+    from skiplock.adapters._pg._notify_async import ListenOptions
+
     from ._driver import Connector
 
 logger = logging.getLogger("skiplock.adapters.asyncpg")
@@ -37,17 +39,9 @@ class AsyncpgNotifier(AsyncPgNotifierBase):
         connector: Connector,
         *,
         channel: str,
-        ping_interval: float = 30.0,
-        backoff_base: float = 0.1,
-        backoff_cap: float = 10.0,
+        **options: Unpack[ListenOptions],
     ) -> None:
-        super().__init__(
-            channel=channel,
-            ping_interval=ping_interval,
-            backoff_base=backoff_base,
-            backoff_cap=backoff_cap,
-            logger=logger,
-        )
+        super().__init__(channel=channel, logger=logger, **options)
         self._connector = connector
         self._conn: Any = None
         self._event = asyncio.Event()

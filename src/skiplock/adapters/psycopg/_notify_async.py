@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import psycopg
 from psycopg import AsyncConnection, sql
@@ -15,6 +15,8 @@ from skiplock.adapters.psycopg._driver_async import has_input
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from skiplock.adapters._pg._notify_async import ListenOptions
 
 logger = logging.getLogger("skiplock.adapters.psycopg")
 
@@ -44,17 +46,9 @@ class AsyncPsycopgNotifier(AsyncPgNotifierBase):
         *,
         channel: str,
         connect_kwargs: Mapping[str, Any] | None = None,
-        ping_interval: float = 30.0,
-        backoff_base: float = 0.1,
-        backoff_cap: float = 10.0,
+        **options: Unpack[ListenOptions],
     ) -> None:
-        super().__init__(
-            channel=channel,
-            ping_interval=ping_interval,
-            backoff_base=backoff_base,
-            backoff_cap=backoff_cap,
-            logger=logger,
-        )
+        super().__init__(channel=channel, logger=logger, **options)
         self._conninfo = conninfo
         given = conninfo_to_dict(conninfo) | dict(connect_kwargs or {})
         defaults = {k: v for k, v in _DEFAULT_CONNECT_KWARGS.items() if k not in given}

@@ -4,14 +4,12 @@ report (R9) and a job's audit trail (J10)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import attrs
 
 from skiplock.core import (
-    MAX_AVAILABLE_AT,
-    MIN_AVAILABLE_AT,
     AuditEvent,
     Event,
     HealthReport,
@@ -22,7 +20,6 @@ from skiplock.core import (
     JobState,
     Page,
     StateCount,
-    ValidationError,
     sources,
 )
 from skiplock.core._health import (
@@ -35,6 +32,7 @@ from skiplock.core._throughput import Throughput, throughput_from, throughput_wi
 from skiplock.core._validation import (
     INT8_RANGE,
     check_actor,
+    check_available_at,
     check_bool,
     check_duration,
     check_int,
@@ -323,24 +321,6 @@ def _refusal(job: Job, event: Event) -> str:
 
 
 def _instant(name: str, value: datetime | None) -> datetime | None:
-    """``value`` in UTC if it is an aware datetime within the times a job may have
-    (:data:`~skiplock.core.MIN_AVAILABLE_AT` .. ``MAX_AVAILABLE_AT``), else
-    ValidationError; None stays None."""
-    if value is None:
-        return None
-    if not isinstance(value, datetime):
-        raise ValidationError(f"{name} must be a datetime, got {type(value).__name__}")
-    if value.utcoffset() is None:
-        raise ValidationError(f"{name} must be timezone-aware, got naive {value.isoformat()}")
-    try:
-        # OverflowError: the offset moves it outside Python's years 1..9999.
-        utc = value.astimezone(UTC)
-    except OverflowError:
-        utc = None
-    low, high = MIN_AVAILABLE_AT, MAX_AVAILABLE_AT
-    if utc is None or not low <= utc <= high:
-        raise ValidationError(
-            f"{name} out of range: {value.isoformat()}, must be within "
-            f"[{low.isoformat()}, {high.isoformat()}]"
-        )
-    return utc
+    """``value`` in UTC if it is a time a job may have (else ValidationError naming
+    ``name``); None stays None."""
+    return None if value is None else check_available_at(value, name)

@@ -18,13 +18,13 @@ from .._inputs import Enqueue
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from datetime import datetime, timedelta, tzinfo
+    from datetime import datetime, timedelta
 
     from skiplock.core import EnqueueResult
 
     from .._declaration import TaskDef
     from .._inputs import EnqueueOptions, JobOptions
-    from ..periodic._rules import CatchUp
+    from ..periodic._rules import ScheduleOptions
 
 P = TypeVar("P")
 
@@ -33,18 +33,7 @@ class Enqueuer(Protocol):
     """What a handle enqueues through: an :class:`Engine`."""
 
     def periodic(
-        self,
-        kind: str,
-        *,
-        cron: str | None = None,
-        every: timedelta | float | None = None,
-        tz: str | tzinfo | None = None,
-        payload: Any = None,
-        priority: int | None = None,
-        tenant: str | None = None,
-        max_attempts: int | None = None,
-        name: str | None = None,
-        catch_up: CatchUp = "latest",
+        self, kind: str, *, payload: Any = None, **options: Unpack[ScheduleOptions]
     ) -> Callable[[Any], Any]:
         """Declare a schedule for ``kind``."""
         ...
@@ -172,31 +161,8 @@ class Task(Generic[P]):
                 )
         return self._engine.enqueue_many(batch, connection=connection)
 
-    def periodic(
-        self,
-        payload: P,
-        *,
-        cron: str | None = None,
-        every: timedelta | float | None = None,
-        tz: str | tzinfo | None = None,
-        priority: int | None = None,
-        tenant: str | None = None,
-        max_attempts: int | None = None,
-        name: str | None = None,
-        catch_up: CatchUp = "latest",
-    ) -> None:
+    def periodic(self, payload: P, **options: Unpack[ScheduleOptions]) -> None:
         """Enqueue a job of this kind with ``payload`` at every tick of a schedule: the
         engine's :meth:`Engine.periodic` with the kind filled in and the payload
-        typed (see docs/periodic.md)."""
-        self._engine.periodic(
-            self.kind,
-            cron=cron,
-            every=every,
-            tz=tz,
-            payload=payload,
-            priority=priority,
-            tenant=tenant,
-            max_attempts=max_attempts,
-            name=name,
-            catch_up=catch_up,
-        )
+        typed (``options``: :class:`~skiplock.ScheduleOptions`; see docs/periodic.md)."""
+        self._engine.periodic(self.kind, payload=payload, **options)

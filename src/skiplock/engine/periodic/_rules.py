@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import attrs
@@ -25,6 +25,23 @@ if TYPE_CHECKING:
 #: ``"latest"`` (default): of the ticks missed, only the most recent; ``"skip"``: none; an
 #: int N: up to the N most recent (see :meth:`AsyncEngine.periodic`).
 CatchUp: TypeAlias = Literal["latest", "skip"] | int
+
+
+class ScheduleOptions(TypedDict, total=False):
+    """The keyword options of a schedule, as :meth:`AsyncEngine.periodic` takes them:
+    when it ticks (``cron`` or ``every``, ``tz``), its tick jobs' ``priority``, ``tenant``
+    and ``max_attempts``, its ``name`` and ``catch_up``; ``task.periodic(payload,
+    **options)`` takes them too."""
+
+    cron: str | None
+    every: timedelta | float | None
+    tz: str | tzinfo | None
+    priority: int | None
+    tenant: str | None
+    max_attempts: int | None
+    name: str | None
+    catch_up: CatchUp
+
 
 #: Prefix of every tick's idempotency key.
 KEY_PREFIX = "periodic:"

@@ -218,9 +218,9 @@ class SkiplockBackend(BaseTaskBackend):
         process knows (import your tasks modules first), only those in ``queues`` if
         given. ``worker.run_until_idle()`` runs what is due (tests);
         ``with worker.in_background():`` runs it beside your code."""
-        return self.runtime.worker(
-            queues=queues,
+        return self.worker_engine().worker(
             concurrency=concurrency,
+            tenants=None if queues is None else frozenset(queues),
             worker_id=worker_id,
             install_signal_handlers=install_signal_handlers,
         )

@@ -68,13 +68,7 @@ def _where(alias: str, key: str | None = None) -> str:
 def parse_options(alias: str, options: object) -> BackendConfig:
     """The backend ``alias``'s ``OPTIONS`` as a :class:`BackendConfig`; ImproperlyConfigured
     naming the key for anything wrong."""
-    if not isinstance(options, Mapping):
-        raise ImproperlyConfigured(f"{_where(alias)} must be a dict, got {options!r}")
-    unknown = sorted(str(key) for key in set(options) - OPTION_KEYS)
-    if unknown:
-        raise ImproperlyConfigured(
-            f"{_where(alias)}: unknown key(s) {unknown}; known: {sorted(OPTION_KEYS)}"
-        )
+    options = _dict_of(_where(alias), options, OPTION_KEYS)
     values: dict[str, Any] = {"alias": alias}
     database = options.get("DATABASE", "default")
     if not isinstance(database, str) or database not in django_settings.DATABASES:
@@ -115,15 +109,18 @@ def parse_options(alias: str, options: object) -> BackendConfig:
     return BackendConfig(**values)
 
 
-def _pool(alias: str, pool: object) -> Mapping[str, Any]:
-    if not isinstance(pool, Mapping):
-        raise ImproperlyConfigured(f"{_where(alias, 'POOL')} must be a dict, got {pool!r}")
-    unknown = sorted(str(key) for key in set(pool) - POOL_KEYS)
+def _dict_of(where: str, value: object, known: frozenset[str]) -> Mapping[Any, Any]:
+    """``value`` if it is a mapping with only ``known`` keys, else ImproperlyConfigured."""
+    if not isinstance(value, Mapping):
+        raise ImproperlyConfigured(f"{where} must be a dict, got {value!r}")
+    unknown = sorted(str(key) for key in set(value) - known)
     if unknown:
-        raise ImproperlyConfigured(
-            f"{_where(alias, 'POOL')}: unknown key(s) {unknown}; known: {sorted(POOL_KEYS)}"
-        )
-    return MappingProxyType(dict(pool))
+        raise ImproperlyConfigured(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
+    return value
+
+
+def _pool(alias: str, pool: object) -> Mapping[str, Any]:
+    return MappingProxyType(dict(_dict_of(_where(alias, "POOL"), pool, POOL_KEYS)))
 
 
 def _settings(alias: str, value: object) -> Settings:

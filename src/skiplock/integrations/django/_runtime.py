@@ -25,12 +25,12 @@ from django.utils.module_loading import import_string
 
 from skiplock.adapters.psycopg import PsycopgJobStore, quote_identifier
 from skiplock.core import SchemaVersionError
-from skiplock.engine import Engine, JobCancelledError, JobContext, Worker
+from skiplock.engine import Engine, JobCancelledError, JobContext
 
 from ._results import DEFAULT_QUEUE, TaskCall, error_from_exception, task_result
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterator
 
     from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -202,23 +202,6 @@ class Runtime:
         return None if row is None else int(row[0])
 
     # ---- worker side ----------------------------------------------------------------
-
-    def worker(
-        self,
-        *,
-        queues: Iterable[str] | None = None,
-        concurrency: int | None = None,
-        worker_id: str | None = None,
-        install_signal_handlers: bool = False,
-    ) -> Worker:
-        """A skiplock worker running every Django task this process knows (of any
-        backend) that is queued on this backend's queue, only ``queues`` if given."""
-        return self.worker_engine().worker(
-            concurrency=concurrency,
-            tenants=None if queues is None else frozenset(queues),
-            worker_id=worker_id,
-            install_signal_handlers=install_signal_handlers,
-        )
 
     def worker_engine(self) -> Engine:
         """The engine with a processor for every Django task this process knows."""
