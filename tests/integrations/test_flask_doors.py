@@ -4,10 +4,12 @@ the same test for ``manage.py skiplock_*``)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from flask import Flask
 
-from skiplock import Engine
+from skiplock import Engine, cli
 from skiplock.adapters.psycopg import PsycopgJobStore
 from skiplock.integrations.flask import Skiplock
 from tests.doors import (
@@ -45,3 +47,14 @@ def test_flask_skiplock_offers_the_options_of_skiplock(flask_skiplock: Flask, co
 @pytest.mark.parametrize("arguments", [PARSE_ERROR, USAGE_ERROR])
 def test_flask_skiplock_refuses_alike(flask_skiplock: Flask, arguments: tuple[str, ...]) -> None:
     assert_refused_alike(arguments, flask(flask_skiplock, *arguments))
+
+
+def test_flask_skiplock_lists_every_mounted_command_with_its_summary(
+    flask_skiplock: Flask,
+) -> None:
+    listed = flask(flask_skiplock, "--help")
+    assert listed.status == 0
+    for command in cli.MOUNTABLE:
+        # click shortens a long help text in the listing: the summary's first words.
+        line = rf"^  {command} +{re.escape(cli.summary(command)[:20])}"
+        assert re.search(line, listed.stdout, re.MULTILINE), (command, listed.stdout)

@@ -29,7 +29,7 @@ import skiplock
 from ._database import DSN_ENV
 from ._errors import USAGE, Failure, UsageError, guarded
 from ._startup import POOL_LOGGER, STARTUP_TIMEOUT
-from ._tree import MOUNTABLE, add_arguments, add_commands, run_mounted, run_parsed
+from ._tree import MOUNTABLE, add_arguments, add_commands, run_mounted, run_parsed, summary
 from ._worker import apply_env, resolve_app
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ __all__ = [
     "resolve_app",
     "run_mounted",
     "run_parsed",
+    "summary",
 ]
 
 

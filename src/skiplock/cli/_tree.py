@@ -215,6 +215,11 @@ def mountable(name: str) -> Command[Any]:
     return command
 
 
+def summary(name: str) -> str:
+    """The one-line help of the command ``name`` (what ``skiplock --help`` lists)."""
+    return mountable(name).help
+
+
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     """Add the options of the command ``name``, as every door offers them, to a door's
     own ``parser`` (e.g. a Django management command's)."""

@@ -23,7 +23,7 @@ def _mount(name: str) -> click.Command:
 
     @click.command(
         name,
-        help=f"see flask skiplock {name} --help",
+        help=cli.summary(name),
         context_settings={"ignore_unknown_options": True, "help_option_names": []},
         add_help_option=False,
     )
