@@ -45,9 +45,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import io
 import itertools
 import re
+import shutil
 import subprocess
 import sys
 import tokenize
@@ -740,13 +742,30 @@ def _prose_edit(
 # --- ruff ------------------------------------------------------------------------------
 
 
-def _ruff_command() -> list[str]:
-    exe = Path(sys.executable).parent / "ruff"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "ruff"]
+def _ruff_command(root: Path) -> list[str]:
+    """How to run ruff: beside this interpreter, as its module, on the PATH, or the one
+    tox installed for this checkout (the README's venv has tox only); UnasyncError if
+    none is found."""
+    beside = Path(sys.executable).parent / "ruff"
+    if beside.exists():
+        return [str(beside)]
+    if importlib.util.find_spec("ruff") is not None:
+        return [sys.executable, "-m", "ruff"]
+    found = shutil.which("ruff")
+    if found is not None:
+        return [found]
+    for env in ("unasync", "lint"):
+        for folder in ("bin", "Scripts"):
+            candidate = root / ".tox" / env / folder / "ruff"
+            if candidate.exists():
+                return [str(candidate)]
+    raise UnasyncError(
+        "ruff not found: install it (pip install ruff) or run `tox -e unasync`, which does"
+    )
 
 
 def _ruff(text: str, stdin_filename: str, root: Path) -> str:
-    ruff = _ruff_command()
+    ruff = _ruff_command(root)
     for args in (
         ["check", "--fix-only", "--select", "I,F401", "--quiet"],
         ["format", "--quiet"],
