@@ -130,7 +130,7 @@ COMMANDS: dict[str, Command[Any]] = {
             "schema",
             help="apply, print or check the PostgreSQL schema",
             description="Manage skiplock's tables. Without a framework, apply and status need "
-            "the psycopg extra: " + _database.PSYCOPG_HINT,
+            "a driver: psycopg (" + _database.PSYCOPG_HINT + ") or asyncpg.",
             options=_flat(_schema.add_options),
             run=_schema.run,
             standalone=_database.add_dsn,
