@@ -4,7 +4,8 @@
   config keys over the engine's settings (the syntax of the ``SKIPLOCK_*`` environment
   variables: one rule, :meth:`Settings.from_env <skiplock.Settings.from_env>`), adds the
   ``flask skiplock`` commands (the ``skiplock`` command tree mounted on the app's engine:
-  ``worker``, ``schema``, ``health``, ``jobs``, ``dlq``, ``counts``, ``workers``) and,
+  ``worker``, ``schema``, ``health``, ``jobs``, ``dlq``, ``counts``, ``metrics``,
+  ``workers``) and,
   given Flask-SQLAlchemy's ``db``, enqueues in the request's session: the job commits
   with ``db.session.commit()``, or not at all.
 * ``create_blueprint(engine, authorize=...)``: the REST admin API (docs/rest.md).
