@@ -58,8 +58,9 @@ def of_dsn(args: argparse.Namespace) -> Schema:
     where psycopg is not installed (``sql`` needs neither the database nor a driver)."""
     if args.action == "sql":
         return Schema(args.schema, list, _no_status, ())
+    through = driver()  # the driver first: without one, that is what to fix
     conninfo = dsn(args)
-    if driver() == "asyncpg":
+    if through == "asyncpg":
         return _through_asyncpg(conninfo, args.schema)
     adapter = psycopg_adapter()
     import psycopg
