@@ -355,10 +355,10 @@ class PrometheusMetrics:
             families["worker_jobs_held"].add_metric(labels, status.held)
             families["worker_outcomes_unwritten"].add_metric(labels, status.unwritten)
         source = self._watched or (workers[0][1] if workers else None)
-        if self._health is not None:
-            self._collect_health(families)
+        # A store that just failed its health read is not asked again in this scrape.
+        up = self._collect_health(families) if self._health is not None else True
         if self._depths and source is not None:
-            counts = self._counts(source)
+            counts = self._counts(source) if up else None
             if counts is not None:
                 for (kind, tenant), (pending, running, dead, age) in self._depth_rows(counts):
                     labels = [kind, tenant]
@@ -372,17 +372,19 @@ class PrometheusMetrics:
                 del families["jobs_oldest_pending_age_seconds"]
         return list(families.values())
 
-    def _collect_health(self, families: dict[str, GaugeMetricFamily]) -> None:
+    def _collect_health(self, families: dict[str, GaugeMetricFamily]) -> bool:
+        """The store's own gauges; whether its health read answered."""
         report = self._read_health()
         up = report is not None and report.reachable
         families["up"].add_metric([], 1 if up else 0)
         families["healthy"].add_metric([], 1 if report is not None and report.healthy else 0)
         if report is None or not up:
             del families["workers"]
-            return
+            return False
         live = sum(w.live for w in report.workers)
         families["workers"].add_metric(["live"], live)
         families["workers"].add_metric(["silent"], len(report.workers) - live)
+        return True
 
     def _read_health(self) -> HealthReport | None:
         """The engine's health report: cached, else one read (None: it did not answer)."""
