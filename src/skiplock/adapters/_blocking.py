@@ -59,11 +59,6 @@ class BlockingStore:
         self._store = store
         self._loop = loop
 
-    @property
-    def wrapped(self) -> AsyncJobStore:
-        """The async store."""
-        return self._store
-
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._store, name)
         if not inspect.iscoroutinefunction(attribute):
