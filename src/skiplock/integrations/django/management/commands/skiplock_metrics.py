@@ -15,4 +15,3 @@ class Command(MountedCommand):
         "stdout; 'serve' answers scrapes on --addr:--port until SIGTERM/SIGINT. Needs the "
         "prometheus extra."
     )
-    requires_system_checks: list[str] = []  # noqa: RUF012 - Django's own annotation
