@@ -172,6 +172,9 @@ class Settings:
         default=_DEFAULT["retention"], converter=optional_duration
     )
     retention_archive: bool = _DEFAULT["retention_archive"]
+    audit_retention: timedelta | None = attrs.field(
+        default=_DEFAULT["audit_retention"], converter=optional_duration
+    )
     max_payload_bytes: int = _DEFAULT["max_payload_bytes"]
     max_result_bytes: int = _DEFAULT["max_result_bytes"]
     unknown_kinds: UnknownKinds = _DEFAULT["unknown_kinds"]
