@@ -25,8 +25,10 @@ if TYPE_CHECKING:
 
 DSN_ENV = "SKIPLOCK_DSN"
 PSYCOPG_HINT = "pip install 'skiplock[psycopg]'"
-#: Default of ``--timeout``: how long a command waits for PostgreSQL.
-DEFAULT_TIMEOUT = timedelta(seconds=5)
+#: Default of ``--timeout``: how long a command waits for PostgreSQL (to connect, for a
+#: pooled connection, and for each read): a database that is down or stuck is reported
+#: within about this long.
+DEFAULT_TIMEOUT = timedelta(seconds=2)
 
 
 @attrs.frozen
@@ -77,7 +79,8 @@ def add_connection(parser: argparse.ArgumentParser) -> None:
         type=_options.positive_duration,
         default=DEFAULT_TIMEOUT,
         metavar="DURATION",
-        help="how long to wait for PostgreSQL (default: 5s)",
+        help="how long to wait for PostgreSQL: to connect (at least 2s), for a pooled "
+        "connection, and for each read (default: 2s)",
     )
 
 
@@ -116,6 +119,8 @@ def reach(args: argparse.Namespace) -> Iterator[Reached]:
             min_size=1,
             max_size=2,
             timeout=args.timeout.total_seconds(),
+            connect_timeout=args.timeout.total_seconds(),
+            read_timeout=args.timeout,
         ),
         # An operator's changes are what an audit trail is for (J10): recorded in the
         # audit table with --actor, whatever the applications configured.
