@@ -129,7 +129,7 @@ def _workers(ops: Operator, call: Call) -> Response:
     query = typed(call.query, m.WorkersQuery)
     report = ops.health(worker_timeout=query.worker_timeout)
     if not report.reachable:
-        raise DatabaseUnavailableError(report.problems[0])
+        raise DatabaseUnavailableError.unreachable(report.error)
     if report.schema is not None and not report.schema.installed:
         raise StoreError(report.problems[0])
     workers = [worker.to_dict() for worker in report.workers]

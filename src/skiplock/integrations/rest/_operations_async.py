@@ -127,7 +127,7 @@ async def _workers(ops: AsyncOperator, call: Call) -> Response:
     query = typed(call.query, m.WorkersQuery)
     report = await ops.health(worker_timeout=query.worker_timeout)
     if not report.reachable:
-        raise DatabaseUnavailableError(report.problems[0])
+        raise DatabaseUnavailableError.unreachable(report.error)
     if report.schema is not None and not report.schema.installed:
         raise StoreError(report.problems[0])
     workers = [worker.to_dict() for worker in report.workers]
