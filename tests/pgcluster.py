@@ -199,6 +199,14 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(READY_POLL)
 
 
+def _elapsed(since: float, seconds: float) -> Callable[[], bool]:
+    return lambda: time.monotonic() - since >= seconds
+
+
+def _claimed(folder: Path, job_id: int) -> Callable[[], bool]:
+    return lambda: job_id in claim_times(folder)
+
+
 @attrs.frozen
 class Recovery:
     """One restart: how long the server was down, and how long after it accepted
@@ -242,22 +250,18 @@ def restart_scenario(
         )
     try:
         first = enqueue(server.dsn)
-        wait_until(lambda: first in claim_times(folder), 60, "the worker's first claim")
+        wait_until(_claimed(folder, first), 60, "the worker's first claim")
         for outage in outages:
             server.stop()
             down = time.monotonic()
-            wait_until(
-                lambda down=down, outage=outage: time.monotonic() - down >= outage,
-                outage + 5,
-                "the outage",
-            )
+            wait_until(_elapsed(down, outage), outage + 5, "the outage")
             assert worker.poll() is None, "the worker died during the outage"
             server.start(wait=False)
             wait_until(server.accepts, 60, "the server to accept connections")
             accepting = time.time()
             job_id = enqueue(server.dsn)
             wait_until(
-                lambda job_id=job_id: job_id in claim_times(folder),
+                _claimed(folder, job_id),
                 recover_within,
                 f"the worker to claim again after an outage of {outage} s",
             )
