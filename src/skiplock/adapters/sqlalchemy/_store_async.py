@@ -42,9 +42,8 @@ class AsyncSessionJobStore(AsyncPgJobStore[AsyncConnection, AsyncSession]):
 
     ``read_timeout`` (default 10 s, None: no limit) is the statement timeout of the
     operator reads (lists, counts, throughput, health). Connect timeouts and the pool's
-    wait are the engine's (``create_async_engine(..., pool_timeout=...,
-    connect_args=...)``); a lost connection raises
-    :class:`~skiplock.DatabaseUnavailableError`.
+    wait are the SQLAlchemy engine's (its ``pool_timeout`` and ``connect_args``); a
+    lost connection raises :class:`~skiplock.DatabaseUnavailableError`.
     """
 
     def __init__(
