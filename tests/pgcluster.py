@@ -335,6 +335,19 @@ def measure(driver: str, outages: list[float]) -> list[Recovery]:
         return restart_scenario(server, Path(tmp), driver=driver, outages=outages, enqueue=enqueue)
 
 
+#: Issue 29: after a restart every worker claims again within this long (seconds) of the
+#: server accepting connections.
+RECOVERY = 2.0
+
+
+def check_recovery(driver: str, outages: list[float]) -> None:
+    """Run :func:`measure` and assert the :data:`RECOVERY` bound after every outage."""
+    results = measure(driver, outages)
+    assert [r.outage for r in results] == outages
+    for result in results:
+        assert result.claimed_after <= RECOVERY, result
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m tests.pgcluster --driver psycopg --outage 15 --outage 30``: print how
     long after each restart the worker claimed again (docs/performance.md)."""
