@@ -357,6 +357,19 @@ async def test_unreachable_server_raises_database_unavailable_before_the_pool_ti
         await store.close()
 
 
+async def test_a_server_that_refuses_the_login_fails_the_call_at_once(pg_dsn: str) -> None:
+    # psycopg gives connection failures no SQLSTATE: a refused login fails as fast as a
+    # server that is down, in the server's words, rather than after the pool's timeout.
+    store = AsyncPsycopgJobStore(make_conninfo(pg_dsn, dbname="no_such_db"))
+    try:
+        began = time.monotonic()
+        with pytest.raises(DatabaseUnavailableError, match='"no_such_db" does not exist'):
+            await store.open()
+        assert time.monotonic() - began < 2.0
+    finally:
+        await store.close()
+
+
 async def test_a_read_past_read_timeout_raises_database_unavailable(pg_dsn: str) -> None:
     store = AsyncPsycopgJobStore(pg_dsn, read_timeout=0.2)
     locker = await AsyncConnection.connect(pg_dsn)

@@ -51,10 +51,11 @@ SESSION_ENDED = ("08", "57P", "25P03")
 
 
 def is_unreachable(exc: BaseException) -> bool:
-    """Whether ``exc`` (from connecting or from a statement) means the server is gone or
-    cannot be reached, not that a query failed. A statement timeout, a deadlock or a
-    serialization failure leave the connection usable; too many connections or a
-    refused password are the server answering."""
+    """Whether ``exc`` (from connecting or from a statement) means the session is gone or
+    cannot be had, not that a query failed. A statement timeout, a deadlock or a
+    serialization failure leave the connection usable. psycopg gives every failed
+    connection attempt no SQLSTATE: a server that is down or restarting, and also one
+    that refuses the login (a missing database, too many connections)."""
     if not isinstance(exc, psycopg.OperationalError):
         return False
     state = exc.sqlstate

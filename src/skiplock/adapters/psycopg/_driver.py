@@ -135,11 +135,12 @@ class _OwnedPool(ConnectionPool[Any]):
 
     - Reconnection waits are capped (:class:`~._connections.CappedBackoff`): the pool
       reconnects within about a second of the server accepting connections again.
-    - A connection attempt that fails because the server cannot be reached fails every
-      caller waiting for a connection at once (DatabaseUnavailableError), instead of
-      letting them wait the pool's ``timeout`` for a connection that cannot come; and
-      :attr:`unreachable` says why until an attempt succeeds. A caller that comes while
-      the server is unreachable waits for the next attempt (at most about a second).
+    - A failed connection attempt (the server down or restarting, or refusing the login:
+      :func:`~._connections.is_unreachable`) fails every caller waiting for a connection
+      at once (DatabaseUnavailableError), instead of letting them wait the pool's
+      ``timeout`` for a connection that cannot come; and :attr:`unreachable` says why
+      until an attempt succeeds. A caller that comes meanwhile waits for the next
+      attempt (at most about a second).
     """
 
     #: Why the last connection attempt failed, while the server cannot be reached.
