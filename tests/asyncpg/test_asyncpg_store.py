@@ -21,6 +21,7 @@ from skiplock.adapters.asyncpg._driver import AsyncpgDriver
 from skiplock.core import (
     ClaimRequest,
     Completion,
+    DatabaseUnavailableError,
     EnqueueRequest,
     Event,
     JobFilter,
@@ -448,14 +449,31 @@ async def test_statement_timeout_bounds_pooled_connections(apg_dsn: str) -> None
         await store.close()
 
 
-async def test_unreachable_server_raises_store_error() -> None:
-    store = AsyncpgJobStore("postgresql://postgres@127.0.0.1:1/nowhere", timeout=0.5)
+async def test_unreachable_server_raises_database_unavailable() -> None:
+    store = AsyncpgJobStore("postgresql://postgres@127.0.0.1:1/nowhere")
     try:
-        with pytest.raises(StoreError, match="cannot get a PostgreSQL connection"):
+        with pytest.raises(DatabaseUnavailableError, match="cannot get a PostgreSQL connection"):
             await store.open()
-        with pytest.raises(StoreError):
+        with pytest.raises(DatabaseUnavailableError, match="the database is unreachable"):
             await store.counts()
     finally:
+        await store.close()
+
+
+async def test_a_read_past_read_timeout_raises_database_unavailable(apg_dsn: str) -> None:
+    store = AsyncpgJobStore(apg_dsn, read_timeout=0.2)
+    locker = await asyncpg.connect(apg_dsn)
+    try:
+        await store.open()
+        lock = locker.transaction()
+        await lock.start()
+        await locker.execute("LOCK TABLE skiplock.jobs IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(DatabaseUnavailableError, match="read timeout"):
+            await store.counts()
+        await lock.rollback()
+        assert await store.counts() == []
+    finally:
+        await locker.close()
         await store.close()
 
 

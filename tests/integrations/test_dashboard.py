@@ -10,6 +10,7 @@ This module is the generated sync twin of ``test_dashboard_async.py``.
 from __future__ import annotations
 
 import re
+import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -17,6 +18,7 @@ import pytest
 
 from skiplock import Engine, JobState, Settings, ValidationError
 from skiplock.adapters.memory import InMemoryJobStore
+from skiplock.adapters.psycopg import PsycopgJobStore
 from skiplock.core import WorkerInfo
 from skiplock.integrations.dashboard import (
     CSRF_COOKIE,
@@ -27,6 +29,7 @@ from skiplock.integrations.dashboard import (
     Response,
     mount_root,
 )
+from skiplock.integrations.rest._support import RETRY_AFTER
 
 if TYPE_CHECKING:
     from skiplock.testing import FakeClock
@@ -433,3 +436,29 @@ def test_the_mount_point_comes_from_the_path(
     page: str, path: str, params: dict[str, str], root: str
 ) -> None:
     assert mount_root(page, Request("GET", path, path_params=params)) == root
+
+
+# ---- the database down ------------------------------------------------------------------
+
+#: A server nobody listens on: the database is down.
+UNREACHABLE = "postgresql://postgres@127.0.0.1:1/postgres"
+
+
+def test_with_the_database_down_every_page_is_a_503_that_says_so_at_once() -> None:
+    store = PsycopgJobStore(UNREACHABLE)
+    try:
+        down = Dashboard(Engine(store), authorize=authorize)
+        for page, path, params in [
+            ("overview", "/", {}),
+            ("dead", "/dead", {}),
+            ("job", "/jobs/1", {"job_id": "1"}),
+        ]:
+            began = time.monotonic()
+            response, html = _page(down, page, path, **params)
+            assert time.monotonic() - began < 2.0  # issue 29: not the pool's 30 s
+            assert response.status == 503, html
+            assert response.headers["Retry-After"] == str(RETRY_AFTER)
+            assert "503 Job store unavailable" in html
+            assert "the database is unreachable" in html
+    finally:
+        store.close()

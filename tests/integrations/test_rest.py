@@ -5,6 +5,7 @@ document."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from skiplock.integrations.rest import (
     RestApi,
     models,
 )
+from skiplock.integrations.rest._support import RETRY_AFTER
 from tests.cli.admin_helpers import add_worker, bury
 
 from .rest_support import FLAVOURS, PREFIX, VIEWER, Client, client_for, snapshot
@@ -516,3 +518,24 @@ def test_fastapi_document_has_every_operation_with_its_schemas() -> None:
     assert "$ref" not in str(schema)
     assert set(get_job["responses"]) == {"200", "401", "403", "404", "422", "500", "503"}
     assert PREFIX + "/openapi.json" not in document["paths"]
+
+
+#: A server nobody listens on: the database is down.
+UNREACHABLE = "postgresql://postgres@127.0.0.1:1/postgres"
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_with_the_database_down_every_read_answers_503_at_once(flavour: str) -> None:
+    with client_for(flavour, UNREACHABLE) as down:
+        for path in ["/jobs", "/jobs/1", "/dlq", "/counts", "/workers"]:
+            began = time.monotonic()
+            reply = down.get(path)
+            assert time.monotonic() - began < 2.0  # issue 29: not the pool's 30 s
+            body = problem(reply, 503, "unavailable")
+            assert body["detail"].startswith("the database is unreachable: "), body
+            assert reply.headers["retry-after"] == str(RETRY_AFTER)
+        began = time.monotonic()
+        health = down.get("/health")
+        assert time.monotonic() - began < 2.0
+        assert health.status == 200  # the report is the answer: unhealthy, unreachable
+        assert (health.body["healthy"], health.body["database"]["reachable"]) == (False, False)

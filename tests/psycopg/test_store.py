@@ -22,6 +22,7 @@ from skiplock.adapters.psycopg._store import COPY_THRESHOLD
 from skiplock.core import (
     ClaimRequest,
     Completion,
+    DatabaseUnavailableError,
     EnqueueRequest,
     Event,
     JobFilter,
@@ -323,14 +324,47 @@ def test_statement_timeout_bounds_pooled_connections(pg_dsn: str) -> None:
         store.close()
 
 
-def test_unreachable_server_raises_store_error() -> None:
-    store = PsycopgJobStore("postgresql://postgres@127.0.0.1:1/nowhere", timeout=0.5)
+def test_unreachable_server_raises_database_unavailable_before_the_pool_timeout() -> None:
+    # The pool's timeout (30 s by default) is for a busy pool: a server that refuses
+    # connections fails each call as soon as the pool's connection attempt fails.
+    store = PsycopgJobStore("postgresql://postgres@127.0.0.1:1/nowhere")
     try:
-        with pytest.raises(StoreError, match="no PostgreSQL connection"):
+        with pytest.raises(DatabaseUnavailableError, match="the database is unreachable"):
             store.open()
-        with pytest.raises(StoreError):
-            store.counts()
+        for _ in range(3):  # also while the pool keeps reconnecting
+            began = time.monotonic()
+            with pytest.raises(DatabaseUnavailableError, match="Connection refused"):
+                store.counts()
+            assert time.monotonic() - began < 2.0  # issue 29: within 2 s, not after 30
     finally:
+        store.close()
+
+
+def test_a_server_that_refuses_the_login_fails_the_call_at_once(pg_dsn: str) -> None:
+    # psycopg gives connection failures no SQLSTATE: a refused login fails as fast as a
+    # server that is down, in the server's words, rather than after the pool's timeout.
+    store = PsycopgJobStore(make_conninfo(pg_dsn, dbname="no_such_db"))
+    try:
+        began = time.monotonic()
+        with pytest.raises(DatabaseUnavailableError, match='"no_such_db" does not exist'):
+            store.open()
+        assert time.monotonic() - began < 2.0
+    finally:
+        store.close()
+
+
+def test_a_read_past_read_timeout_raises_database_unavailable(pg_dsn: str) -> None:
+    store = PsycopgJobStore(pg_dsn, read_timeout=0.2)
+    locker = Connection.connect(pg_dsn)
+    try:
+        store.open()
+        locker.execute("LOCK TABLE skiplock.jobs IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(DatabaseUnavailableError, match="read timeout"):
+            store.counts()
+        locker.rollback()
+        assert store.counts() == []  # the connection went back usable
+    finally:
+        locker.close()
         store.close()
 
 

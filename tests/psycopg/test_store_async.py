@@ -20,6 +20,7 @@ from skiplock.adapters.psycopg._store_async import COPY_THRESHOLD
 from skiplock.core import (
     ClaimRequest,
     Completion,
+    DatabaseUnavailableError,
     EnqueueRequest,
     Event,
     JobFilter,
@@ -340,14 +341,47 @@ async def test_statement_timeout_bounds_pooled_connections(pg_dsn: str) -> None:
         await store.close()
 
 
-async def test_unreachable_server_raises_store_error() -> None:
-    store = AsyncPsycopgJobStore("postgresql://postgres@127.0.0.1:1/nowhere", timeout=0.5)
+async def test_unreachable_server_raises_database_unavailable_before_the_pool_timeout() -> None:
+    # The pool's timeout (30 s by default) is for a busy pool: a server that refuses
+    # connections fails each call as soon as the pool's connection attempt fails.
+    store = AsyncPsycopgJobStore("postgresql://postgres@127.0.0.1:1/nowhere")
     try:
-        with pytest.raises(StoreError, match="no PostgreSQL connection"):
+        with pytest.raises(DatabaseUnavailableError, match="the database is unreachable"):
             await store.open()
-        with pytest.raises(StoreError):
-            await store.counts()
+        for _ in range(3):  # also while the pool keeps reconnecting
+            began = time.monotonic()
+            with pytest.raises(DatabaseUnavailableError, match="Connection refused"):
+                await store.counts()
+            assert time.monotonic() - began < 2.0  # issue 29: within 2 s, not after 30
     finally:
+        await store.close()
+
+
+async def test_a_server_that_refuses_the_login_fails_the_call_at_once(pg_dsn: str) -> None:
+    # psycopg gives connection failures no SQLSTATE: a refused login fails as fast as a
+    # server that is down, in the server's words, rather than after the pool's timeout.
+    store = AsyncPsycopgJobStore(make_conninfo(pg_dsn, dbname="no_such_db"))
+    try:
+        began = time.monotonic()
+        with pytest.raises(DatabaseUnavailableError, match='"no_such_db" does not exist'):
+            await store.open()
+        assert time.monotonic() - began < 2.0
+    finally:
+        await store.close()
+
+
+async def test_a_read_past_read_timeout_raises_database_unavailable(pg_dsn: str) -> None:
+    store = AsyncPsycopgJobStore(pg_dsn, read_timeout=0.2)
+    locker = await AsyncConnection.connect(pg_dsn)
+    try:
+        await store.open()
+        await locker.execute("LOCK TABLE skiplock.jobs IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(DatabaseUnavailableError, match="read timeout"):
+            await store.counts()
+        await locker.rollback()
+        assert await store.counts() == []  # the connection went back usable
+    finally:
+        await locker.close()
         await store.close()
 
 

@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 
 DSN_ENV = "SKIPLOCK_DSN"
 PSYCOPG_HINT = "pip install 'skiplock[psycopg]'"
-#: Default of ``--timeout``: how long a command waits for PostgreSQL.
-DEFAULT_TIMEOUT = timedelta(seconds=5)
+#: Default of ``--timeout``: how long a command waits for PostgreSQL (to connect, for a
+#: pooled connection, and for each read): a database that is down or stuck is reported
+#: within about this long.
+DEFAULT_TIMEOUT = timedelta(seconds=2)
 
 
 @attrs.frozen
@@ -81,7 +83,8 @@ def add_connection(parser: argparse.ArgumentParser) -> None:
         type=_options.positive_duration,
         default=DEFAULT_TIMEOUT,
         metavar="DURATION",
-        help="how long to wait for PostgreSQL (default: 5s)",
+        help="how long to wait for PostgreSQL: to connect (at least 2s), for a pooled "
+        "connection, and for each read (default: 2s)",
     )
 
 
@@ -139,7 +142,13 @@ def _settings() -> Settings:
 def _through_psycopg(conninfo: str, args: argparse.Namespace) -> Iterator[Reached]:
     adapter = psycopg_adapter()
     store = adapter.PsycopgJobStore(
-        conninfo, schema=args.schema, min_size=1, max_size=2, timeout=args.timeout.total_seconds()
+        conninfo,
+        schema=args.schema,
+        min_size=1,
+        max_size=2,
+        timeout=args.timeout.total_seconds(),
+        connect_timeout=args.timeout.total_seconds(),
+        read_timeout=args.timeout,
     )
     try:
         yield Reached(Engine(store, _settings()), _connect(conninfo, args.timeout))
@@ -162,6 +171,8 @@ def _through_asyncpg(conninfo: str, args: argparse.Namespace) -> Iterator[Reache
             min_size=1,
             max_size=2,
             timeout=args.timeout.total_seconds(),
+            connect_timeout=args.timeout.total_seconds(),
+            read_timeout=args.timeout,
         )
         try:
             engine = Engine(cast("JobStore", BlockingStore(store, loop.loop)), _settings())

@@ -34,6 +34,7 @@ from ._capacity import (
     pair_order,
 )
 from ._errors import (
+    DatabaseUnavailableError,
     InvalidTransitionError,
     JobNotFoundError,
     LeaseLostError,
@@ -116,6 +117,7 @@ __all__ = [
     "Bury",
     "ClaimRequest",
     "Completion",
+    "DatabaseUnavailableError",
     "EnqueueBatch",
     "EnqueueRequest",
     "EnqueueResult",

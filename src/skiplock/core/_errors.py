@@ -31,6 +31,26 @@ class StoreError(SkiplockError):
     """The store failed (connection, schema, driver); the store's fault, not the caller's."""
 
 
+class DatabaseUnavailableError(StoreError):
+    """PostgreSQL cannot be reached, or did not answer in time: the server refuses or
+    drops connections (down, restarting), no pooled connection came within the pool's
+    ``timeout``, a connection was lost during the call, or an operator read ran past the
+    store's ``read_timeout``. Transient: retry later. Every door maps it the same way
+    (REST and dashboard: 503 with ``Retry-After``; the ``skiplock`` command: exit
+    status 1).
+    """
+
+    #: How :meth:`unreachable` begins its message (what the dashboard's page says).
+    UNREACHABLE = "the database is unreachable: "
+
+    @classmethod
+    def unreachable(cls, why: str | None) -> DatabaseUnavailableError:
+        """The error of a call that cannot have a connection because the server cannot
+        be reached (``why``: the driver's words, on one line)."""
+        line = " ".join((why or "").split()) or "no connection could be made"
+        return cls(cls.UNREACHABLE + line)
+
+
 class SchemaVersionError(StoreError):
     """The database schema is older (or newer) than this code expects."""
 

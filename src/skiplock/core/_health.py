@@ -13,6 +13,8 @@ from typing import Any
 
 import attrs
 
+from ._errors import DatabaseUnavailableError
+
 #: A worker is live while its last heartbeat is younger than this many heartbeat
 #: intervals (capped at the stale TTL), unless the caller gives a timeout.
 LIVE_HEARTBEATS = 3
@@ -384,7 +386,8 @@ def assess_health(snapshot: HealthSnapshot, thresholds: HealthThresholds) -> Hea
 
 def unreachable_report(error: str, thresholds: HealthThresholds) -> HealthReport:
     """The report when the store could not be read: unhealthy, ``error`` as the reason."""
-    line = " ".join(error.split()) or "unknown error"
+    line = " ".join(error.split()).removeprefix(DatabaseUnavailableError.UNREACHABLE)
+    line = line or "unknown error"
     return HealthReport(
         healthy=False,
         problems=[f"database unreachable: {line}"],

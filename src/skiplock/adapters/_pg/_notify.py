@@ -31,7 +31,7 @@ _RECONNECT_JITTER = 0.5
 class ListenOptions(TypedDict, total=False):
     """How every driver's notifier keeps its connection: ``ping_interval`` (seconds,
     default 30) between pings of an idle connection; reconnect delays from
-    ``backoff_base`` (default 0.1 s) doubling up to ``backoff_cap`` (default 10 s)."""
+    ``backoff_base`` (default 0.1 s) doubling up to ``backoff_cap`` (default 1 s)."""
 
     ping_interval: float
     backoff_base: float
@@ -63,7 +63,7 @@ class PgNotifierBase(ABC):
         channel: str,
         ping_interval: float = 30.0,
         backoff_base: float = 0.1,
-        backoff_cap: float = 10.0,
+        backoff_cap: float = 1.0,
         logger: logging.Logger | None = None,
     ) -> None:
         self._channel = channel

@@ -23,6 +23,7 @@ from skiplock.core import (
     AuditEvent,
     ClaimRequest,
     Completion,
+    DatabaseUnavailableError,
     EnqueueBatch,
     EnqueueRequest,
     EnqueueResult,
@@ -123,6 +124,32 @@ def _applied_batch(rows: Rows, n: int) -> list[bool]:
     return [i + 1 in applied for i in range(n)]
 
 
+#: The default connect timeout (seconds) of a store's own connections (``connect_timeout``
+#: of the psycopg and asyncpg stores).
+CONNECT_TIMEOUT = 5.0
+
+#: The default statement timeout (seconds) of the operator reads on the store's own
+#: connections (``read_timeout`` of the stores).
+READ_TIMEOUT = 10.0
+
+#: SQLSTATE of a statement cancelled by ``statement_timeout`` (or pg_cancel_backend).
+_QUERY_CANCELED = "57014"
+
+
+def is_statement_timeout(exc: BaseException) -> bool:
+    """Whether ``exc`` (a driver's error, or SQLAlchemy's wrapping one) is a cancelled
+    statement (SQLSTATE 57014)."""
+    seen: BaseException | None = exc
+    for _ in range(4):  # the error, SQLAlchemy's ``orig``, their causes
+        if seen is None:
+            return False
+        if getattr(seen, "sqlstate", None) == _QUERY_CANCELED:
+            return True
+        orig = getattr(seen, "orig", None)
+        seen = orig if isinstance(orig, BaseException) else seen.__cause__
+    return False
+
+
 def statement_timeout_ms(value: timedelta | float | None) -> int | None:
     """A ``statement_timeout`` argument (timedelta or seconds) in whole milliseconds."""
     if value is None:
@@ -139,8 +166,15 @@ class PgJobStore(Generic[C, TX]):
     ``C`` is the driver's connection type, ``TX`` what :meth:`transaction` yields.
     """
 
-    def __init__(self, driver: PgDriver[C, TX], *, schema: str) -> None:
+    def __init__(
+        self,
+        driver: PgDriver[C, TX],
+        *,
+        schema: str,
+        read_timeout: timedelta | float | None = READ_TIMEOUT,
+    ) -> None:
         self._driver = driver
+        self._read_timeout_ms = statement_timeout_ms(read_timeout)
         self._schema = validate_identifier(schema)
         self._q: Mapping[str, Query] = queries(self._schema, driver.style)
         self._open_lock = Lock()
@@ -229,7 +263,7 @@ class PgJobStore(Generic[C, TX]):
         was lost: the store's fault, not the driver's exception. Other errors (a
         constraint, a timeout) the caller re-raises unchanged."""
         if self._driver.is_disconnect(exc):
-            raise StoreError(f"lost the PostgreSQL connection: {exc}") from exc
+            raise DatabaseUnavailableError(f"lost the PostgreSQL connection: {exc}") from exc
 
     @contextmanager
     def _lost_as_store_error(self) -> Iterator[None]:
@@ -304,6 +338,28 @@ class PgJobStore(Generic[C, TX]):
                 except Exception as exc:
                     self._raise_if_lost(exc)
                     raise
+
+    @contextmanager
+    def _reading(self, *, atomic: bool = False, check: bool = True) -> Iterator[C]:
+        """A pooled connection for an operator read (lists, counts, throughput, health):
+        in a transaction whose statements stop after ``read_timeout`` (``SET LOCAL``),
+        which then raise DatabaseUnavailableError. Without a ``read_timeout``,
+        :meth:`_use`'s connection (in a transaction if ``atomic``)."""
+        ms = self._read_timeout_ms
+        if ms is None:
+            with self._use(None, atomic=atomic, check=check) as conn:
+                yield conn
+            return
+        try:
+            with self._use(None, atomic=True, check=check) as conn:
+                self._execute(conn, "set_statement_timeout", {"value": f"{ms}ms", "local": True})
+                yield conn
+        except Exception as exc:
+            if is_statement_timeout(exc):
+                raise DatabaseUnavailableError(
+                    f"the database did not answer within the read timeout ({ms} ms): {exc}"
+                ) from exc
+            raise
 
     @contextmanager
     def _audited(
@@ -557,20 +613,20 @@ class PgJobStore(Generic[C, TX]):
         """Jobs matching ``filter``, ordered by id, one keyset page; UndecodableRowError
         if a row of the page cannot become a job."""
         name = "list_jobs_desc" if page.descending else "list_jobs_asc"
-        with self._use(None) as conn:
+        with self._reading() as conn:
             rows = self._execute(conn, name, filter_params(filter) | page_params(page))
         return [job_from_row(r) for r in rows]
 
     def counts(self) -> list[StateCount]:
         """Jobs per (state, kind, tenant)."""
-        with self._use(None) as conn:
+        with self._reading() as conn:
             rows = self._execute(conn, "counts", {})
         return [state_count_from_row(r) for r in rows]
 
     def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
         """The jobs finished since ``since`` per bucket and final state, from index
         ranges (``finished_counts``, migration 0010)."""
-        with self._use(None) as conn:
+        with self._reading() as conn:
             rows = self._execute(conn, "finished_counts", finished_counts_params(since, bucket))
         return [finished_count_from_row(r) for r in rows]
 
@@ -578,7 +634,7 @@ class PgJobStore(Generic[C, TX]):
         """The schema's version, the workers and the per-kind queues (R9), read in one
         transaction (one ``now()``); a missing or older schema is reported, not
         refused (a missing one has nothing else to read)."""
-        with self._use(None, atomic=True, check=False) as conn:
+        with self._reading(atomic=True, check=False) as conn:
             status = self._run(conn, status_steps(self._schema))
             [row] = self._execute(conn, "now", {})
             now = utc(row["now"])

@@ -12,7 +12,7 @@ import asyncpg
 from asyncpg.pool import Pool, PoolConnectionProxy
 
 from skiplock.adapters._pg._driver_async import SESSION_RESET, AsyncPgDriver
-from skiplock.core import StoreError
+from skiplock.core import DatabaseUnavailableError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -77,9 +77,11 @@ class Connector:
 _ASYNCPG_COMMIT = "COMMIT;"
 
 
-def connect_error(exc: BaseException) -> StoreError:
-    """The StoreError raised when no connection could be had."""
-    return StoreError(f"cannot get a PostgreSQL connection: {type(exc).__name__}: {exc}")
+def connect_error(exc: BaseException) -> DatabaseUnavailableError:
+    """The error raised when no connection could be had."""
+    return DatabaseUnavailableError.unreachable(
+        f"cannot get a PostgreSQL connection: {type(exc).__name__}: {exc}"
+    )
 
 
 def _gone(conn: Any) -> bool:

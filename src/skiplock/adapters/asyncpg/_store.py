@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from skiplock.adapters._pg._store_async import AsyncPgJobStore, statement_timeout_ms
+from skiplock.adapters._pg._store_async import (
+    CONNECT_TIMEOUT,
+    READ_TIMEOUT,
+    AsyncPgJobStore,
+    statement_timeout_ms,
+)
 from skiplock.core import ValidationError
 
 from ._driver import AsyncpgDriver
@@ -24,8 +29,13 @@ class AsyncpgJobStore(AsyncPgJobStore[Any, Any]):
     ``min_size``..``max_size`` connections on first use, plus one it keeps for its own
     statements outside a transaction) or an :class:`asyncpg.Pool`
     the caller owns (the store never closes it). ``statement_timeout`` bounds every
-    statement on an owned pool's connections. ``timeout`` bounds connecting and the wait
-    for a pooled connection (StoreError when exceeded or when the server is down).
+    statement on an owned pool's connections. ``timeout`` bounds the wait for a pooled
+    connection, ``connect_timeout`` (default 5 s; ``connect_kwargs["timeout"]`` wins)
+    opening one; asyncpg connects on demand, so while the server is down every call
+    raises :class:`~skiplock.DatabaseUnavailableError` at once, and the first call after
+    it is back connects. ``read_timeout`` (default 10 s, None: no limit) is the
+    statement timeout of the operator reads on the store's own connections (lists,
+    counts, throughput, health).
     ``connect_kwargs`` go to :func:`asyncpg.create_pool` / :func:`asyncpg.connect`.
     Size the pool for the workers that share it: a worker needs one connection per
     running transactional or autocommit job plus two (claims, completions); the default
@@ -60,9 +70,11 @@ class AsyncpgJobStore(AsyncPgJobStore[Any, Any]):
         statement_timeout: timedelta | float | None = None,
         timeout: float = 30.0,
         connect_kwargs: Mapping[str, Any] | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        read_timeout: timedelta | float | None = READ_TIMEOUT,
     ) -> None:
         timeout_ms = statement_timeout_ms(statement_timeout)
-        kwargs: dict[str, Any] = {"timeout": timeout, **(connect_kwargs or {})}
+        kwargs: dict[str, Any] = {"timeout": connect_timeout, **(connect_kwargs or {})}
         if pgbouncer:
             kwargs["statement_cache_size"] = 0
         if timeout_ms is not None:
@@ -83,7 +95,7 @@ class AsyncpgJobStore(AsyncPgJobStore[Any, Any]):
             timeout=timeout,
             connect_kwargs=kwargs,
         )
-        super().__init__(self._asyncpg, schema=schema)
+        super().__init__(self._asyncpg, schema=schema, read_timeout=read_timeout)
 
     @property
     def pool(self) -> Pool | None:

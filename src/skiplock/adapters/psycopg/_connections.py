@@ -3,10 +3,17 @@ generated: it holds no I/O, so both flavours import it)."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import random
+from typing import TYPE_CHECKING, Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
+from psycopg_pool.base import AttemptWithBackoff
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 def idle(conn: psycopg.BaseConnection[Any]) -> bool:
@@ -34,3 +41,61 @@ def ended_error() -> psycopg.ProgrammingError:
         "and the store writes nothing more on it; use a savepoint (conn.transaction()) "
         "instead"
     )
+
+
+#: SQLSTATE prefixes of errors that mean the server cannot be reached or ended the
+#: session: connection exceptions (08), shutdown and termination (57P: a restart,
+#: pg_terminate_backend, "the database system is starting up"), and the idle-in-transaction
+#: timeout (25P03). No SQLSTATE at all: a client-side connection error (refused, timed out).
+SESSION_ENDED = ("08", "57P", "25P03")
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` (from connecting or from a statement) means the session is gone or
+    cannot be had, not that a query failed. A statement timeout, a deadlock or a
+    serialization failure leave the connection usable. psycopg gives every failed
+    connection attempt no SQLSTATE: a server that is down or restarting, and also one
+    that refuses the login (a missing database, too many connections)."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith(SESSION_ENDED)
+
+
+#: Longest wait between two connection attempts of an owned pool while the server is
+#: unreachable (each wait drawn from its upper half: jitter, so that the nodes of a
+#: cluster do not reconnect in lockstep).
+RECONNECT_INTERVAL = 1.0
+#: The first wait; it doubles up to :data:`RECONNECT_INTERVAL`.
+RECONNECT_FIRST = 0.1
+
+
+class CappedBackoff(AttemptWithBackoff):
+    """psycopg_pool's reconnection schedule with its waits capped.
+
+    psycopg_pool waits 1 s after a failed connection attempt and doubles the wait each
+    time (up to ``reconnect_timeout``, 5 minutes): after an outage of 15 s its next
+    attempt may come 16 s after the server is back. Here the wait starts at
+    :data:`RECONNECT_FIRST`, doubles and never exceeds :data:`RECONNECT_INTERVAL`
+    (jittered), so a pool reconnects within about a second of the server accepting
+    connections, at about one attempt per second per missing connection meanwhile.
+    """
+
+    INITIAL_DELAY = RECONNECT_FIRST
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        cap = RECONNECT_INTERVAL * random.uniform(0.5, 1.0)
+        self.delay = min(self.delay, cap)
+
+
+def connect_kwargs(
+    conninfo: str, given: Mapping[str, Any], connect_timeout: float
+) -> dict[str, Any]:
+    """The keyword arguments of a store's own connections: ``given``, with
+    ``connect_timeout`` (whole seconds, at least 2: libpq's rule) unless ``conninfo`` or
+    ``given`` sets one."""
+    kwargs = dict(given)
+    if "connect_timeout" not in conninfo_to_dict(conninfo) | kwargs:
+        kwargs["connect_timeout"] = max(2, math.ceil(connect_timeout))
+    return kwargs

@@ -18,21 +18,25 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from skiplock.adapters._pg._driver import SESSION_RESET, PgDriver
-from skiplock.adapters.psycopg._connections import ended_error, idle, in_transaction
-from skiplock.core import StoreError
+from skiplock.adapters.psycopg._connections import (
+    CappedBackoff,
+    connect_kwargs,
+    ended_error,
+    idle,
+    in_transaction,
+    is_unreachable,
+)
+from skiplock.core import DatabaseUnavailableError, StoreError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+    from psycopg_pool.base import AttemptWithBackoff
 
     from skiplock.adapters._pg._migrate import Rows
     from skiplock.adapters._pg._sql import Query, Style
 
 logger = logging.getLogger("skiplock.adapters.psycopg")
-
-#: SQLSTATE prefixes of errors after which the server has ended the session: connection
-#: exceptions (08), shutdown and termination (57P: pg_terminate_backend, a restart, an
-#: idle session timeout), and the idle-in-transaction timeout (25P03).
-_SESSION_ENDED = ("08", "57P", "25P03")
 
 
 def has_input(conn: Connection[Any]) -> bool:
@@ -125,6 +129,46 @@ def _run_script(cur: Cursor[Any], text: str) -> None:
     cur.execute(text, prepare=False)
 
 
+class _OwnedPool(ConnectionPool[Any]):
+    """The pool a driver makes from a connection string: psycopg_pool's, with two changes
+    for a server that goes away (see docs/operations.md, "When the database goes away").
+
+    - Reconnection waits are capped (:class:`~._connections.CappedBackoff`): the pool
+      reconnects within about a second of the server accepting connections again.
+    - A failed connection attempt (the server down or restarting, or refusing the login:
+      :func:`~._connections.is_unreachable`) fails every caller waiting for a connection
+      at once (DatabaseUnavailableError), instead of letting them wait the pool's
+      ``timeout`` for a connection that cannot come; and :attr:`unreachable` says why
+      until an attempt succeeds. A caller that comes meanwhile waits for the next
+      attempt (at most about a second).
+    """
+
+    #: Why the last connection attempt failed, while the server cannot be reached.
+    unreachable: str | None = None
+
+    def _connect(self, timeout: float | None = None) -> Connection[Any]:
+        try:
+            conn: Connection[Any] = super()._connect(timeout)
+        except Exception as exc:
+            if is_unreachable(exc):
+                self.unreachable = " ".join(str(exc).split()) or type(exc).__name__
+                self._fail_waiting()
+            raise
+        self.unreachable = None
+        return conn
+
+    def _fail_waiting(self) -> None:
+        # As psycopg_pool's close() fails its waiting clients.
+        with self._lock:
+            waiting = list(self._waiting)
+            self._waiting.clear()
+        for client in waiting:
+            client.fail(DatabaseUnavailableError.unreachable(self.unreachable))
+
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        super()._add_connection(attempt or CappedBackoff(timeout=self.reconnect_timeout), growing)
+
+
 class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
     """Connections from a psycopg_pool pool: one the driver makes from a connection string
     (autocommit connections, closed with the store) or the caller's open pool."""
@@ -140,6 +184,7 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
         max_size: int,
         timeout_ms: int | None,
         timeout: float,
+        connect_timeout: float,
     ) -> None:
         self._timeout_ms = timeout_ms
         self.timeout = timeout
@@ -149,12 +194,13 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
         given: object = conninfo_or_pool  # checked at runtime: callers may pass anything
         if isinstance(given, str):
             self.conninfo = given
-            self.pool = ConnectionPool(
+            self.connect_kwargs = connect_kwargs(given, {}, connect_timeout)
+            self.pool = _OwnedPool(
                 given,
                 connection_class=_OwnedConnection,
                 min_size=min_size,
                 max_size=max_size,
-                kwargs={"autocommit": True},
+                kwargs={**self.connect_kwargs, "autocommit": True},
                 configure=self._configure if timeout_ms is not None else None,
                 open=False,
                 timeout=timeout,
@@ -167,6 +213,10 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
             self.conninfo = pool_conninfo if isinstance(pool_conninfo, str) else None
             if isinstance(given.kwargs, dict):
                 self.connect_kwargs = dict(given.kwargs)
+            if self.conninfo is not None:
+                self.connect_kwargs = connect_kwargs(
+                    self.conninfo, self.connect_kwargs, connect_timeout
+                )
             self._owns_pool = False
         else:
             expected = ConnectionPool.__name__
@@ -231,8 +281,12 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
             try:
                 conn: Connection[Any] = pool.getconn()
             except PoolTimeout as exc:
-                raise StoreError(
-                    f"no PostgreSQL connection within {self.timeout} s: {exc}"
+                down = getattr(pool, "unreachable", None)
+                if down is not None:
+                    raise DatabaseUnavailableError.unreachable(down) from exc
+                raise DatabaseUnavailableError(
+                    f"no PostgreSQL connection within {self.timeout} s (every pooled "
+                    f"connection was in use): {exc}"
                 ) from exc
             if not has_input(conn):
                 return conn
@@ -293,6 +347,8 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
         try:
             return Connection.connect(self.conninfo, **(self.connect_kwargs | {"autocommit": True}))
         except psycopg.OperationalError as exc:
+            if is_unreachable(exc):
+                raise DatabaseUnavailableError.unreachable(str(exc)) from exc
             raise StoreError(f"cannot get a PostgreSQL connection: {exc}") from exc
 
     def disconnect(self, conn: Connection[Any], *, broken: bool) -> None:
@@ -302,12 +358,7 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
         return conn.closed
 
     def is_disconnect(self, exc: BaseException) -> bool:
-        # Not every OperationalError: a statement timeout, a deadlock or a serialization
-        # failure leave the connection usable. No SQLSTATE: a client-side connection error.
-        if not isinstance(exc, psycopg.OperationalError):
-            return False
-        state = exc.sqlstate
-        return state is None or state.startswith(_SESSION_ENDED)
+        return is_unreachable(exc)
 
     # ---- transactions -------------------------------------------------------------------
 

@@ -13,21 +13,25 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from skiplock.adapters._pg._driver_async import SESSION_RESET, AsyncPgDriver
-from skiplock.adapters.psycopg._connections import ended_error, idle, in_transaction
-from skiplock.core import StoreError
+from skiplock.adapters.psycopg._connections import (
+    CappedBackoff,
+    connect_kwargs,
+    ended_error,
+    idle,
+    in_transaction,
+    is_unreachable,
+)
+from skiplock.core import DatabaseUnavailableError, StoreError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+
+    from psycopg_pool.base import AttemptWithBackoff
 
     from skiplock.adapters._pg._migrate import Rows
     from skiplock.adapters._pg._sql import Query, Style
 
 logger = logging.getLogger("skiplock.adapters.psycopg")
-
-#: SQLSTATE prefixes of errors after which the server has ended the session: connection
-#: exceptions (08), shutdown and termination (57P: pg_terminate_backend, a restart, an
-#: idle session timeout), and the idle-in-transaction timeout (25P03).
-_SESSION_ENDED = ("08", "57P", "25P03")
 
 
 def has_input(conn: AsyncConnection[Any]) -> bool:
@@ -122,6 +126,50 @@ async def _run_script(cur: AsyncCursor[Any], text: str) -> None:
     await cur.execute(text, prepare=False)
 
 
+class _OwnedPool(AsyncConnectionPool[Any]):
+    """The pool a driver makes from a connection string: psycopg_pool's, with two changes
+    for a server that goes away (see docs/operations.md, "When the database goes away").
+
+    - Reconnection waits are capped (:class:`~._connections.CappedBackoff`): the pool
+      reconnects within about a second of the server accepting connections again.
+    - A failed connection attempt (the server down or restarting, or refusing the login:
+      :func:`~._connections.is_unreachable`) fails every caller waiting for a connection
+      at once (DatabaseUnavailableError), instead of letting them wait the pool's
+      ``timeout`` for a connection that cannot come; and :attr:`unreachable` says why
+      until an attempt succeeds. A caller that comes meanwhile waits for the next
+      attempt (at most about a second).
+    """
+
+    #: Why the last connection attempt failed, while the server cannot be reached.
+    unreachable: str | None = None
+
+    async def _connect(self, timeout: float | None = None) -> AsyncConnection[Any]:
+        try:
+            conn: AsyncConnection[Any] = await super()._connect(timeout)
+        except Exception as exc:
+            if is_unreachable(exc):
+                self.unreachable = " ".join(str(exc).split()) or type(exc).__name__
+                await self._fail_waiting()
+            raise
+        self.unreachable = None
+        return conn
+
+    async def _fail_waiting(self) -> None:
+        # As psycopg_pool's close() fails its waiting clients.
+        async with self._lock:
+            waiting = list(self._waiting)
+            self._waiting.clear()
+        for client in waiting:
+            await client.fail(DatabaseUnavailableError.unreachable(self.unreachable))
+
+    async def _add_connection(
+        self, attempt: AttemptWithBackoff | None, growing: bool = False
+    ) -> None:
+        await super()._add_connection(
+            attempt or CappedBackoff(timeout=self.reconnect_timeout), growing
+        )
+
+
 class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any]]):
     """Connections from a psycopg_pool pool: one the driver makes from a connection string
     (autocommit connections, closed with the store) or the caller's open pool."""
@@ -137,6 +185,7 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
         max_size: int,
         timeout_ms: int | None,
         timeout: float,
+        connect_timeout: float,
     ) -> None:
         self._timeout_ms = timeout_ms
         self.timeout = timeout
@@ -146,12 +195,13 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
         given: object = conninfo_or_pool  # checked at runtime: callers may pass anything
         if isinstance(given, str):
             self.conninfo = given
-            self.pool = AsyncConnectionPool(
+            self.connect_kwargs = connect_kwargs(given, {}, connect_timeout)
+            self.pool = _OwnedPool(
                 given,
                 connection_class=_OwnedConnection,
                 min_size=min_size,
                 max_size=max_size,
-                kwargs={"autocommit": True},
+                kwargs={**self.connect_kwargs, "autocommit": True},
                 configure=self._configure if timeout_ms is not None else None,
                 open=False,
                 timeout=timeout,
@@ -164,6 +214,10 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
             self.conninfo = pool_conninfo if isinstance(pool_conninfo, str) else None
             if isinstance(given.kwargs, dict):
                 self.connect_kwargs = dict(given.kwargs)
+            if self.conninfo is not None:
+                self.connect_kwargs = connect_kwargs(
+                    self.conninfo, self.connect_kwargs, connect_timeout
+                )
             self._owns_pool = False
         else:
             expected = AsyncConnectionPool.__name__
@@ -230,8 +284,12 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
             try:
                 conn: AsyncConnection[Any] = await pool.getconn()
             except PoolTimeout as exc:
-                raise StoreError(
-                    f"no PostgreSQL connection within {self.timeout} s: {exc}"
+                down = getattr(pool, "unreachable", None)
+                if down is not None:
+                    raise DatabaseUnavailableError.unreachable(down) from exc
+                raise DatabaseUnavailableError(
+                    f"no PostgreSQL connection within {self.timeout} s (every pooled "
+                    f"connection was in use): {exc}"
                 ) from exc
             if not has_input(conn):
                 return conn
@@ -294,6 +352,8 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
                 self.conninfo, **(self.connect_kwargs | {"autocommit": True})
             )
         except psycopg.OperationalError as exc:
+            if is_unreachable(exc):
+                raise DatabaseUnavailableError.unreachable(str(exc)) from exc
             raise StoreError(f"cannot get a PostgreSQL connection: {exc}") from exc
 
     async def disconnect(self, conn: AsyncConnection[Any], *, broken: bool) -> None:
@@ -303,12 +363,7 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
         return conn.closed
 
     def is_disconnect(self, exc: BaseException) -> bool:
-        # Not every OperationalError: a statement timeout, a deadlock or a serialization
-        # failure leave the connection usable. No SQLSTATE: a client-side connection error.
-        if not isinstance(exc, psycopg.OperationalError):
-            return False
-        state = exc.sqlstate
-        return state is None or state.startswith(_SESSION_ENDED)
+        return is_unreachable(exc)
 
     # ---- transactions -------------------------------------------------------------------
 

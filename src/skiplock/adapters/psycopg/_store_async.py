@@ -6,8 +6,13 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg import AsyncConnection
 
+from skiplock.adapters._pg._store_async import (
+    CONNECT_TIMEOUT,
+    READ_TIMEOUT,
+    AsyncPgJobStore,
+    statement_timeout_ms,
+)
 from skiplock.adapters._pg._store_async import COPY_THRESHOLD as COPY_THRESHOLD  # re-export
-from skiplock.adapters._pg._store_async import AsyncPgJobStore, statement_timeout_ms
 
 from ._driver_async import AsyncPsycopgDriver
 from ._notify_async import AsyncPsycopgNotifier
@@ -27,8 +32,15 @@ class AsyncPsycopgJobStore(AsyncPgJobStore[AsyncConnection[Any], AsyncConnection
     never closes it). ``statement_timeout`` bounds every statement on an owned pool.
     :meth:`transaction` and :meth:`autocommit` yield pooled ``AsyncConnection`` objects.
 
-    ``timeout`` bounds the wait for a pooled connection (and for the first connection:
-    an unreachable server raises StoreError).
+    ``timeout`` bounds the wait for a pooled connection while every one is in use.
+    ``connect_timeout`` (seconds, default 5; libpq counts whole seconds, at least 2)
+    bounds opening one connection, unless the connection string sets ``connect_timeout``.
+    While the server cannot be reached a call does not wait ``timeout``: it raises
+    :class:`~skiplock.DatabaseUnavailableError` as soon as the pool's next connection
+    attempt fails (the pool retries at least once a second, so it reconnects within
+    about a second of the server accepting connections again). ``read_timeout``
+    (default 10 s, None: no limit) is the statement timeout of the operator reads on
+    the store's own connections (lists, counts, throughput, health, the audit trail).
 
     Size the pool for the workers that share it: a worker needs one connection per
     running transactional or autocommit job plus two (claims, completions); the default
@@ -60,6 +72,8 @@ class AsyncPsycopgJobStore(AsyncPgJobStore[AsyncConnection[Any], AsyncConnection
         max_size: int = 10,
         statement_timeout: timedelta | float | None = None,
         timeout: float = 30.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        read_timeout: timedelta | float | None = READ_TIMEOUT,
     ) -> None:
         self._psycopg = AsyncPsycopgDriver(
             conninfo_or_pool,
@@ -68,8 +82,9 @@ class AsyncPsycopgJobStore(AsyncPgJobStore[AsyncConnection[Any], AsyncConnection
             max_size=max_size,
             timeout_ms=statement_timeout_ms(statement_timeout),
             timeout=timeout,
+            connect_timeout=connect_timeout,
         )
-        super().__init__(self._psycopg, schema=schema)
+        super().__init__(self._psycopg, schema=schema, read_timeout=read_timeout)
 
     @property
     def pool(self) -> AsyncConnectionPool[Any]:

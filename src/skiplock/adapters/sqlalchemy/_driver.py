@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from skiplock.adapters._pg._driver import PgDriver
-from skiplock.core import StoreError
+from skiplock.core import DatabaseUnavailableError
 
 from ._classes import Connection, Engine, Session
 from ._common import in_autocommit, run_copy, run_raw, run_script, text_of
@@ -49,7 +49,9 @@ class SqlAlchemyDriver(PgDriver[Connection, Session]):
         try:
             return engine.connect()
         except (PoolTimeoutError, DBAPIError, OSError) as exc:
-            raise StoreError(f"cannot get a PostgreSQL connection: {exc}") from exc
+            raise DatabaseUnavailableError.unreachable(
+                f"cannot get a PostgreSQL connection: {exc}"
+            ) from exc
 
     @contextmanager
     def _connection(self, engine: Engine) -> Iterator[Connection]:

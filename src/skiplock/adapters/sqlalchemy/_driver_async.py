@@ -10,7 +10,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from skiplock.adapters._pg._driver_async import AsyncPgDriver
-from skiplock.core import StoreError
+from skiplock.core import DatabaseUnavailableError
 
 from ._classes import AsyncConnection, AsyncEngine, AsyncSession
 from ._common import in_autocommit, run_copy, run_raw, run_script, text_of
@@ -44,7 +44,9 @@ class AsyncSqlAlchemyDriver(AsyncPgDriver[AsyncConnection, AsyncSession]):
         try:
             return await engine.connect()
         except (PoolTimeoutError, DBAPIError, OSError) as exc:
-            raise StoreError(f"cannot get a PostgreSQL connection: {exc}") from exc
+            raise DatabaseUnavailableError.unreachable(
+                f"cannot get a PostgreSQL connection: {exc}"
+            ) from exc
 
     @asynccontextmanager
     async def _connection(self, engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from skiplock.adapters._pg._store import PgJobStore
+from skiplock.adapters._pg._store import READ_TIMEOUT, PgJobStore
 
 from ._classes import Connection, Engine, Session
 from ._common import logger
 from ._driver import SqlAlchemyDriver
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from skiplock.ports import Notifier
 
 
@@ -41,10 +43,21 @@ class SessionJobStore(PgJobStore[Connection, Session]):
     Heartbeats use one dedicated connection taken from the engine's pool. LISTEN/NOTIFY
     uses the psycopg notifier on a connection of its own, opened with the engine URL's
     parameters; with another driver :meth:`notifier` returns None and workers poll.
+
+    ``read_timeout`` (default 10 s, None: no limit) is the statement timeout of the
+    operator reads (lists, counts, throughput, health). Connect timeouts and the pool's
+    wait are the SQLAlchemy engine's (its ``pool_timeout`` and ``connect_args``); a
+    lost connection raises :class:`~skiplock.DatabaseUnavailableError`.
     """
 
-    def __init__(self, engine: Engine, *, schema: str = "skiplock") -> None:
-        super().__init__(SqlAlchemyDriver(engine), schema=schema)
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        schema: str = "skiplock",
+        read_timeout: timedelta | float | None = READ_TIMEOUT,
+    ) -> None:
+        super().__init__(SqlAlchemyDriver(engine), schema=schema, read_timeout=read_timeout)
         self._engine = engine
 
     @property

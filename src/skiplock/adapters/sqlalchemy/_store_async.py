@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from skiplock.adapters._pg._store_async import AsyncPgJobStore
+from skiplock.adapters._pg._store_async import READ_TIMEOUT, AsyncPgJobStore
 
 from ._classes import AsyncConnection, AsyncEngine, AsyncSession
 from ._common import logger
 from ._driver_async import AsyncSqlAlchemyDriver
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from skiplock.ports import AsyncNotifier
 
 
@@ -37,10 +39,21 @@ class AsyncSessionJobStore(AsyncPgJobStore[AsyncConnection, AsyncSession]):
     uses the psycopg or asyncpg notifier on a connection of its own, opened with the
     engine URL's parameters; with another driver :meth:`notifier` returns None and
     workers poll.
+
+    ``read_timeout`` (default 10 s, None: no limit) is the statement timeout of the
+    operator reads (lists, counts, throughput, health). Connect timeouts and the pool's
+    wait are the SQLAlchemy engine's (its ``pool_timeout`` and ``connect_args``); a
+    lost connection raises :class:`~skiplock.DatabaseUnavailableError`.
     """
 
-    def __init__(self, engine: AsyncEngine, *, schema: str = "skiplock") -> None:
-        super().__init__(AsyncSqlAlchemyDriver(engine), schema=schema)
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        schema: str = "skiplock",
+        read_timeout: timedelta | float | None = READ_TIMEOUT,
+    ) -> None:
+        super().__init__(AsyncSqlAlchemyDriver(engine), schema=schema, read_timeout=read_timeout)
         self._engine = engine
 
     @property

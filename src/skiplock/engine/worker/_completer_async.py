@@ -34,13 +34,14 @@ logger = logging.getLogger("skiplock.worker")
 
 #: Waits after a store error before the next try, for every worker loop that talks to the
 #: store: writing a batch of outcomes, claiming, renewing the lease (0.1 s doubling up to
-#: 5 s, plus up to 50 % jitter): a store that is back after a lost connection is used
-#: again at once, and one that is down is not hammered. ``max_attempts`` is unused.
+#: 1 s, plus up to 50 % jitter): a store that is back after a lost connection or an
+#: outage is used again within about a second, and one that is down is tried about once
+#: a second, not hammered. ``max_attempts`` is unused.
 STORE_RETRY = RetryPolicy(
     max_attempts=1,
     base=timedelta(seconds=0.1),
     factor=2.0,
-    cap=timedelta(seconds=5),
+    cap=timedelta(seconds=1),
     jitter=0.5,
 )
 

@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING
 
 from skiplock._compat_async import Lock
+from skiplock.core import DatabaseUnavailableError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -97,6 +98,9 @@ class LeaseKeeper:
                     await self._store.register_worker(self._info)
                 elif lost:
                     self._on_lost(lost)
+            except DatabaseUnavailableError as exc:  # expected in an outage: one line
+                self.store_failed()
+                logger.warning("worker %s: heartbeat failed: %s", self._info.id, exc)
             except Exception:
                 self.store_failed()
                 logger.exception("worker %s: heartbeat failed", self._info.id)

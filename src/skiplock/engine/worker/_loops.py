@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from skiplock._compat import ThreadSafeEvent
+from skiplock.core import DatabaseUnavailableError
 from skiplock.core._retry import next_delay
 
 from ..settings._settings import Settings
@@ -77,15 +78,23 @@ class WorkerLoops:
                 continue
             try:
                 claimed, limit = dispatcher.claim()
-            except Exception:
+            except Exception as exc:
                 self.lease.store_failed()
                 if until_idle:
                     raise
                 failures += 1
                 wait = self.retry_wait(failures)
-                logger.exception(
-                    "worker %s: claim failed; retrying in %.2f s", self.worker_id, wait
-                )
+                if isinstance(exc, DatabaseUnavailableError):  # an outage: one line
+                    logger.warning(
+                        "worker %s: claim failed: %s; retrying in %.2f s",
+                        self.worker_id,
+                        exc,
+                        wait,
+                    )
+                else:
+                    logger.exception(
+                        "worker %s: claim failed; retrying in %.2f s", self.worker_id, wait
+                    )
                 dispatcher.wakeup.wait(wait)
                 continue
             failures = 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from skiplock.core import StoreError, audit_event_json, job_json
+from skiplock.core import DatabaseUnavailableError, StoreError, audit_event_json, job_json
 
 from . import models as m
 from ._auth import Permission
@@ -128,7 +128,9 @@ def _counts(ops: Operator, call: Call) -> Response:
 def _workers(ops: Operator, call: Call) -> Response:
     query = typed(call.query, m.WorkersQuery)
     report = ops.health(worker_timeout=query.worker_timeout)
-    if not report.reachable or (report.schema is not None and not report.schema.installed):
+    if not report.reachable:
+        raise DatabaseUnavailableError.unreachable(report.error)
+    if report.schema is not None and not report.schema.installed:
         raise StoreError(report.problems[0])
     workers = [worker.to_dict() for worker in report.workers]
     return json_response({"checked_at": iso(report.checked_at), "workers": workers})

@@ -13,6 +13,7 @@ import pydantic
 from pydantic import BaseModel, TypeAdapter
 
 from skiplock.core import (
+    DatabaseUnavailableError,
     InvalidTransitionError,
     Job,
     JobNotFoundError,
@@ -151,6 +152,11 @@ def cursor(text: str | None) -> int | None:
     return None if text is None else int(text)
 
 
+#: Seconds a client is asked to wait (``Retry-After``) when the database is unreachable:
+#: about how often the store tries to reconnect.
+RETRY_AFTER = 2
+
+
 def problem_for(exc: SkiplockError) -> Problem:
     """The problem an error of the engine's admin API answers with."""
     detail = " ".join(str(exc).split())
@@ -162,6 +168,8 @@ def problem_for(exc: SkiplockError) -> Problem:
         return Conflict(detail)
     if isinstance(exc, UndecodableRowError):  # a row written around the API: not transient
         return InternalError(detail)
+    if isinstance(exc, DatabaseUnavailableError):  # transient: ask to come back soon
+        return Unavailable(detail, headers={"Retry-After": str(RETRY_AFTER)})
     if isinstance(exc, StoreError):
         return Unavailable(detail)
     return InternalError(detail)
