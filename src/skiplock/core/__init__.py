@@ -54,6 +54,7 @@ from ._failure import (
     undecodable_error,
 )
 from ._health import (
+    PENDING_SPLIT_BOUND,
     HealthReport,
     HealthSnapshot,
     KindHealth,
@@ -61,6 +62,7 @@ from ._health import (
     SchemaInfo,
     WorkerHealth,
     WorkerStatus,
+    pending_split,
 )
 from ._idempotency import first_occurrences
 from ._json import audit_event_json, job_json
@@ -136,6 +138,7 @@ __all__ = [
     "Page",
     "PairCap",
     "PolicyOverrides",
+    "PENDING_SPLIT_BOUND",
     "QueueStats",
     "RateLimit",
     "Release",
@@ -171,6 +174,7 @@ __all__ = [
     "operator_extra",
     "pair_caps",
     "pair_order",
+    "pending_split",
     "recorded_errors",
     "result_json",
     "sources",
