@@ -35,6 +35,8 @@ from skiplock.engine import AsyncEngine, Settings
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
+    from benchmarks._system import System
+
 #: The production mix, as one INSERT ... SELECT over generate_series(1, n): i % 10 picks
 #: the state (0: dead, 1: pending, else succeeded), (i / 10) % 4 the kind, (i / 40) % 8
 #: the tenant (independent of each other); completion times spread over the last day.
@@ -94,30 +96,40 @@ async def measure_reads(dsn: str, size: int, repeat: int, namer: Namer) -> dict[
             await store.close()
 
 
+async def _drain_once(
+    system: System, dsn: str, jobs: int, namer: Namer, *, triggers: bool
+) -> float:
+    """Jobs/s of one 16-slot drain on a fresh database, the count triggers on or off."""
+    async with installed(system, dsn, namer, "drain") as (conninfo, client):
+        if not triggers:
+            for trigger in _COUNT_TRIGGERS:
+                await _pg.execute(
+                    conninfo,
+                    sql.SQL("ALTER TABLE {} DISABLE TRIGGER {}").format(
+                        sql.Identifier(SCHEMA, "jobs"), sql.Identifier(trigger)
+                    ),
+                )
+        m = await _scenarios.drain(
+            system, "skiplock/psycopg", conninfo, client, n=jobs, processes=1, concurrency=16,
+            tables="cold",
+        )  # fmt: skip
+    assert m.value is not None, m.error
+    return m.value
+
+
 async def measure_drain(dsn: str, jobs: int, rounds: int, namer: Namer) -> dict[str, list[float]]:
     """Jobs/s of the 16-slot drain with and without the count triggers, interleaved."""
     system = make_system("skiplock", "psycopg")
     rates: dict[str, list[float]] = {"with triggers": [], "without triggers": []}
+    await _drain_once(system, dsn, jobs, namer, triggers=True)  # warm-up, not counted
     for r in range(rounds):
         order = ["with triggers", "without triggers"]
         if r % 2:
             order.reverse()
         for variant in order:
-            async with installed(system, dsn, namer, "drain") as (conninfo, client):
-                if variant == "without triggers":
-                    for trigger in _COUNT_TRIGGERS:
-                        await _pg.execute(
-                            conninfo,
-                            sql.SQL("ALTER TABLE {} DISABLE TRIGGER {}").format(
-                                sql.Identifier(SCHEMA, "jobs"), sql.Identifier(trigger)
-                            ),
-                        )
-                m = await _scenarios.drain(
-                    system, system.label, conninfo, client, n=jobs, processes=1,
-                    concurrency=16, tables="cold",
-                )  # fmt: skip
-            rates[variant].append(m.value)
-            _log(f"round {r + 1}, {variant}: {m.value:,.0f} jobs/s")
+            rate = await _drain_once(system, dsn, jobs, namer, triggers=variant == "with triggers")
+            rates[variant].append(rate)
+            _log(f"round {r + 1}, {variant}: {rate:,.0f} jobs/s")
     return rates
 
 
@@ -127,8 +139,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", default="reads,drain", help="reads, drain or both")
     parser.add_argument("--sizes", default="10000,1000000", help="table sizes for reads")
     parser.add_argument("--repeat", type=int, default=20, help="timed calls per read")
-    parser.add_argument("--drain-jobs", type=int, default=20_000)
-    parser.add_argument("--rounds", type=int, default=3, help="drains per variant")
+    parser.add_argument("--drain-jobs", type=int, default=40_000)
+    parser.add_argument("--rounds", type=int, default=5, help="drains per variant")
     return parser.parse_args(argv)
 
 

@@ -27,6 +27,7 @@ import attrs
 from skiplock.core import (
     FINISHED_STATES,
     JSONB_MAX_BYTES,
+    PENDING_SPLIT_BOUND,
     AuditAction,
     AuditEvent,
     ClaimRequest,
@@ -42,7 +43,6 @@ from skiplock.core import (
     Lease,
     LeaseLostError,
     Page,
-    PENDING_SPLIT_BOUND,
     QueueStats,
     StateCount,
     StoreError,

@@ -127,7 +127,9 @@ class WorkerLoops:
             try:
                 await store.roll_up_counts()
             except Exception:
-                logger.warning("worker %s: folding job counts failed", self.worker_id, exc_info=True)
+                logger.warning(
+                    "worker %s: folding job counts failed", self.worker_id, exc_info=True
+                )
 
     async def schedules(self, scheduler: Scheduler) -> None:
         """Enqueue the periodic schedules' due ticks, at each tick."""

@@ -61,7 +61,11 @@ END;
 -- whose sum is 0 (a statement that changed no state, kind, tenant or finished minute,
 -- such as a job's start or a heartbeat) write nothing.
 CREATE FUNCTION {schema}.count_jobs() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- A claim's or completion's handful of rows never needs JIT (its planner estimate for a
+-- transition table can exceed jit_above_cost: compiling would cost more than the run).
+SET jit = off
+AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO {schema}.job_count_deltas (kind, tenant_id, status, minute, n)
