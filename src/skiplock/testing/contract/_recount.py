@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from skiplock.core import (
     FINISHED_STATES,
+    PENDING_SPLIT_BOUND,
     Bury,
     Completion,
     EnqueueRequest,
@@ -157,3 +158,32 @@ class RecountContract(ContractBase):
         self._assert_reads_match_a_recount(store)
         assert store.roll_up_counts() >= 0
         self._assert_reads_match_a_recount(store)
+
+    def test_health_bounds_the_due_and_scheduled_split_of_a_huge_queue(
+        self, store: JobStore
+    ) -> None:
+        """More than PENDING_SPLIT_BOUND pending jobs on both sides of now: both are given
+        as that bound and flagged; with one side within it, the split is exact."""
+        bound = PENDING_SPLIT_BOUND
+        later = store.now() + timedelta(hours=1)
+        store.enqueue(
+            [EnqueueRequest(kind="huge", available_at=later) for _ in range(bound + 1)]
+            + [EnqueueRequest(kind="huge") for _ in range(bound + 1)]
+            + [
+                EnqueueRequest(kind="huge", tenant="t", available_at=later)
+                for _ in range(bound + 1)
+            ]
+            + [EnqueueRequest(kind="huge", tenant="t") for _ in range(3)]
+        )
+        queues = {q.tenant: q for q in (store.health_snapshot()).queues}
+        assert (queues[None].due, queues[None].scheduled, queues[None].bounded) == (
+            bound,
+            bound,
+            True,
+        )
+        assert queues[None].oldest_due_at is not None
+        assert (queues["t"].due, queues["t"].scheduled, queues["t"].bounded) == (
+            3,
+            bound + 1,
+            False,
+        )
