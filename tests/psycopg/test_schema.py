@@ -453,3 +453,22 @@ def test_schema_sql_uses_the_given_schema_everywhere() -> None:
     assert ddl.strip().startswith("--")
     assert "BEGIN;" in ddl
     assert ddl.rstrip().endswith("COMMIT;")
+
+
+def test_health_of_a_schema_without_the_running_totals_reports_it(
+    make_database: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a schema older than migration 0011 the health report names the migrations to
+    apply and lists the workers; it has no queues (and no error reading them)."""
+    from skiplock.adapters._pg._rows import COUNTS_MIGRATION
+
+    dsn = make_database()
+    migrate_to(dsn, COUNTS_MIGRATION - 1, monkeypatch)
+    store = PsycopgJobStore(dsn)  # not opened: opening refuses an older schema
+    try:
+        snapshot = store.health_snapshot()
+    finally:
+        store.close()
+    assert snapshot.queues == ()
+    assert snapshot.schema is not None
+    assert snapshot.schema.pending[0] == migrations()[COUNTS_MIGRATION - 1].name

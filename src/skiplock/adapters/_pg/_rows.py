@@ -202,6 +202,9 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
         raise UndecodableRowError(job_id, "row", _problem(exc)) from exc
 
 
+#: The migration that adds the running totals behind the operator reads.
+COUNTS_MIGRATION = 11
+
 #: A read that finds more unfolded count deltas than this folds them (migration 0011)
 #: after answering, so reads stay cheap where no worker's counts loop runs.
 ROLLUP_BACKLOG = 5000

@@ -62,6 +62,7 @@ from ._ops import (
     recover_steps,
 )
 from ._rows import (
+    COUNTS_MIGRATION,
     ROLLUP_BACKLOG,
     AuditNote,
     apply_params,
@@ -611,7 +612,11 @@ class PgJobStore(Generic[C, TX]):
             now = utc(row["now"])
             if not status.installed:
                 return HealthSnapshot(now=now, schema=schema_info(status))
-            queues = self._execute(conn, "health_queues", health_queues_params())
+            # A schema without the running totals (its report names the migrations to
+            # apply) has no queues to report: reading them would fail.
+            queues = []
+            if status.version >= COUNTS_MIGRATION:
+                queues = self._execute(conn, "health_queues", health_queues_params())
             workers = self._execute(conn, "health_workers", {})
         self._roll_up_if_behind(backlog_of(queues))
         return HealthSnapshot(

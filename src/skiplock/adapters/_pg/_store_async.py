@@ -58,6 +58,7 @@ from ._ops import (
     recover_steps,
 )
 from ._rows import (
+    COUNTS_MIGRATION,
     ROLLUP_BACKLOG,
     AuditNote,
     apply_params,
@@ -617,7 +618,11 @@ class AsyncPgJobStore(Generic[C, TX]):
             now = utc(row["now"])
             if not status.installed:
                 return HealthSnapshot(now=now, schema=schema_info(status))
-            queues = await self._execute(conn, "health_queues", health_queues_params())
+            # A schema without the running totals (its report names the migrations to
+            # apply) has no queues to report: reading them would fail.
+            queues = []
+            if status.version >= COUNTS_MIGRATION:
+                queues = await self._execute(conn, "health_queues", health_queues_params())
             workers = await self._execute(conn, "health_workers", {})
         await self._roll_up_if_behind(backlog_of(queues))
         return HealthSnapshot(

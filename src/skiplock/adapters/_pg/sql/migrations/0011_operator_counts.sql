@@ -203,7 +203,9 @@ CREATE INDEX jobs_pending_group_idx ON {schema}.jobs (kind, tenant_id, available
 -- earliest due one, and the scheduled (available_at > now()) jobs counted up to bound + 1; when
 -- there are more, the due ones counted up to bound + 1 (else NULL): reads at most
 -- 2 * (bound + 1) index entries. Plain index walks whatever the statistics say. A NULL
--- bound reads nothing (all NULL): callers pass it for groups without pending jobs.
+-- bound reads nothing (all NULL): callers pass it for groups without pending jobs. The
+-- two branches differ only in the tenant test: "tenant_id IS NULL" and "tenant_id = $1"
+-- are index conditions, "IS NOT DISTINCT FROM" is not.
 CREATE FUNCTION {schema}.pending_probe(
     group_kind text,
     group_tenant text,
