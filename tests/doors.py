@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STANDALONE_ONLY = frozenset({"--dsn", "--schema", "--timeout"})
 #: The commands whose options every door offers, and arguments each door refuses alike
 #: (argparse's error, then one of the tree's own after parsing).
-MOUNTED = ("worker", "schema", "health", "dlq", "counts", "workers")
+MOUNTED = ("worker", "schema", "health", "dlq", "counts", "metrics", "workers")
 PARSE_ERROR = ("worker", "--concurrency", "0")
 USAGE_ERROR = ("schema", "status", "--from", "3")
 

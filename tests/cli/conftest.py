@@ -40,14 +40,15 @@ def make_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callab
 
 @pytest.fixture
 def no_psycopg(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make ``import psycopg`` fail as if the extra were not installed."""
+    """Make ``import psycopg`` fail as if the extra were not installed (and ``import
+    asyncpg``, which the admin commands fall back to)."""
     for name in list(sys.modules):
-        if name.partition(".")[0] in {"psycopg", "psycopg_pool"} or name.startswith(
-            "skiplock.adapters.psycopg"
+        if name.partition(".")[0] in {"psycopg", "psycopg_pool", "asyncpg"} or name.startswith(
+            ("skiplock.adapters.psycopg", "skiplock.adapters.asyncpg")
         ):
             monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "psycopg", None)
-    monkeypatch.setitem(sys.modules, "psycopg_pool", None)
+    for name in ("psycopg", "psycopg_pool", "asyncpg"):
+        monkeypatch.setitem(sys.modules, name, None)
 
 
 @pytest.fixture

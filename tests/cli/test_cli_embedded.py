@@ -69,6 +69,15 @@ def test_worker_until_idle_runs_what_is_due(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_only_the_mountable_commands() -> None:
-    assert cli.MOUNTABLE == ("worker", "schema", "health", "jobs", "dlq", "counts", "workers")
+    assert cli.MOUNTABLE == (
+        "worker",
+        "schema",
+        "health",
+        "jobs",
+        "dlq",
+        "counts",
+        "metrics",
+        "workers",
+    )
     with pytest.raises(ValueError, match="worker, schema, health"):
         cli.run_mounted("demo", [], Engine(InMemoryJobStore()), prog="app demo")

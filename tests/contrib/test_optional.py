@@ -104,3 +104,15 @@ def test_metrics_port_without_the_extra_is_a_usage_error(
     err = capsys.readouterr().err
     assert "prometheus-client, which is not installed" in err
     assert "pip install 'skiplock[prometheus]'" in err
+
+
+def test_the_metrics_command_without_the_extra_is_a_usage_error(
+    no_prometheus: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from skiplock import Engine
+    from skiplock.adapters.memory import InMemoryJobStore
+
+    assert cli.run_mounted("metrics", ["print"], Engine(InMemoryJobStore()), prog="app") == 2
+    err = capsys.readouterr().err
+    assert "metrics needs prometheus-client, which is not installed" in err
+    assert "pip install 'skiplock[prometheus]'" in err

@@ -1,8 +1,10 @@
-"""``manage.py skiplock_worker|skiplock_health|skiplock_schema`` mount the ``skiplock``
-command tree: the same options, the same messages and the same exit statuses as
+"""``manage.py skiplock_worker|skiplock_health|skiplock_schema|skiplock_metrics`` mount the
+``skiplock`` command tree: the same options, the same messages and the same exit statuses as
 ``skiplock`` (tests/integrations has the same test for ``flask skiplock``)."""
 
 from __future__ import annotations
+
+from importlib.util import find_spec
 
 import pytest
 
@@ -40,7 +42,7 @@ def manage(command: str, *arguments: str) -> Outcome:
     return Outcome(done.returncode, done.stdout, done.stderr)
 
 
-@pytest.mark.parametrize("command", ["worker", "health", "schema"])
+@pytest.mark.parametrize("command", ["worker", "health", "schema", "metrics"])
 def test_manage_py_offers_the_options_of_skiplock(command: str) -> None:
     helped = manage(command, "--help")
     assert helped.status == 0, helped.stderr
@@ -51,3 +53,13 @@ def test_manage_py_offers_the_options_of_skiplock(command: str) -> None:
 def test_manage_py_refuses_alike(arguments: tuple[str, ...]) -> None:
     command, *rest = arguments
     assert_refused_alike(arguments, manage(command, *rest))
+
+
+def test_manage_py_metrics_prints_one_scrape() -> None:
+    done = manage("metrics", "print")
+    if find_spec("prometheus_client") is None:
+        assert done.status == 2
+        assert "pip install 'skiplock[prometheus]'" in done.error
+    else:
+        assert done.status == 0, done.stderr
+        assert "skiplock_up 1.0" in done.stdout

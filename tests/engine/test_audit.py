@@ -108,7 +108,7 @@ def test_audit_sink_must_be_a_sink_or_a_function(store: InMemoryJobStore) -> Non
 def test_maintenance_audits_stale_jobs_it_buries_and_purges_old_events(
     store: InMemoryJobStore, clock: FakeClock
 ) -> None:
-    settings = Settings(audit=True, audit_actor="ops-cron", retention=timedelta(days=1))
+    settings = Settings(audit=True, audit_actor="ops-cron", audit_retention=timedelta(days=1))
     engine = Engine(store, settings, clock=clock)
     engine.declare_kind("audit.k")
     stuck = (engine.enqueue("audit.k", {}, max_attempts=1)).id
@@ -126,7 +126,7 @@ def test_maintenance_audits_stale_jobs_it_buries_and_purges_old_events(
         "error": (engine.get_job(stuck)).last_error,
         "attempts": 1,
     }
-    # Retention: events older than Settings.retention go, whatever their job's state.
+    # Retention: events older than Settings.audit_retention go, whatever their job's state.
     clock.advance(timedelta(hours=23, minutes=30))
     engine.maintain()
     assert [e.action for e in engine.audit_trail(stuck)] == [AuditAction.DLQ]
@@ -134,6 +134,42 @@ def test_maintenance_audits_stale_jobs_it_buries_and_purges_old_events(
     engine.maintain()
     assert engine.audit_trail(stuck) == []
     assert (engine.get_job(stuck)).state is JobState.DEAD
+
+
+def test_the_audit_trail_has_its_own_retention(store: InMemoryJobStore, clock: FakeClock) -> None:
+    # Jobs purged after a day; their events kept for ten, then purged without their jobs.
+    settings = Settings(audit=True, retention=timedelta(days=1), audit_retention=timedelta(days=10))
+    engine = Engine(store, settings, clock=clock)
+
+    @engine.processor("audit.k")
+    def done(payload: object, ctx: object) -> None:
+        pass
+
+    finished = (engine.enqueue("audit.k", {})).id
+    assert engine.worker().run_until_idle() == 1
+    waiting = (engine.enqueue("audit.k", {}, delay=timedelta(days=30))).id
+    clock.advance(timedelta(days=2))
+    _, purged = engine.maintain()
+    assert purged == 1
+    assert [e.action for e in engine.audit_trail(finished)] == [
+        AuditAction.ENQUEUED,
+        AuditAction.DONE,
+    ]
+    clock.advance(timedelta(days=9))
+    engine.maintain()
+    assert engine.audit_trail(finished) == []
+    assert engine.audit_trail(waiting) == []  # its job is still there
+    assert (engine.get_job(waiting)).state is JobState.PENDING
+
+
+def test_without_audit_retention_events_are_kept(store: InMemoryJobStore, clock: FakeClock) -> None:
+    settings = Settings(audit=True, retention=timedelta(days=1), audit_retention=None)
+    engine = Engine(store, settings, clock=clock)
+    engine.declare_kind("audit.k")
+    job_id = (engine.enqueue("audit.k", {})).id
+    clock.advance(timedelta(days=3650))
+    engine.maintain()
+    assert [e.action for e in engine.audit_trail(job_id)] == [AuditAction.ENQUEUED]
 
 
 def test_configure_turns_the_audit_trail_on_for_what_comes_after(

@@ -123,7 +123,7 @@ async def test_an_async_engine_awaits_an_async_callback(store: AsyncInMemoryJobS
 async def test_maintenance_audits_stale_jobs_it_buries_and_purges_old_events(
     store: AsyncInMemoryJobStore, clock: FakeClock
 ) -> None:
-    settings = Settings(audit=True, audit_actor="ops-cron", retention=timedelta(days=1))
+    settings = Settings(audit=True, audit_actor="ops-cron", audit_retention=timedelta(days=1))
     engine = AsyncEngine(store, settings, clock=clock)
     engine.declare_kind("audit.k")
     stuck = (await engine.enqueue("audit.k", {}, max_attempts=1)).id
@@ -141,7 +141,7 @@ async def test_maintenance_audits_stale_jobs_it_buries_and_purges_old_events(
         "error": (await engine.get_job(stuck)).last_error,
         "attempts": 1,
     }
-    # Retention: events older than Settings.retention go, whatever their job's state.
+    # Retention: events older than Settings.audit_retention go, whatever their job's state.
     clock.advance(timedelta(hours=23, minutes=30))
     await engine.maintain()
     assert [e.action for e in await engine.audit_trail(stuck)] == [AuditAction.DLQ]
@@ -149,6 +149,46 @@ async def test_maintenance_audits_stale_jobs_it_buries_and_purges_old_events(
     await engine.maintain()
     assert await engine.audit_trail(stuck) == []
     assert (await engine.get_job(stuck)).state is JobState.DEAD
+
+
+async def test_the_audit_trail_has_its_own_retention(
+    store: AsyncInMemoryJobStore, clock: FakeClock
+) -> None:
+    # Jobs purged after a day; their events kept for ten, then purged without their jobs.
+    settings = Settings(audit=True, retention=timedelta(days=1), audit_retention=timedelta(days=10))
+    engine = AsyncEngine(store, settings, clock=clock)
+
+    @engine.processor("audit.k")
+    async def done(payload: object, ctx: object) -> None:
+        pass
+
+    finished = (await engine.enqueue("audit.k", {})).id
+    assert await engine.worker().run_until_idle() == 1
+    waiting = (await engine.enqueue("audit.k", {}, delay=timedelta(days=30))).id
+    clock.advance(timedelta(days=2))
+    _, purged = await engine.maintain()
+    assert purged == 1
+    assert [e.action for e in await engine.audit_trail(finished)] == [
+        AuditAction.ENQUEUED,
+        AuditAction.DONE,
+    ]
+    clock.advance(timedelta(days=9))
+    await engine.maintain()
+    assert await engine.audit_trail(finished) == []
+    assert await engine.audit_trail(waiting) == []  # its job is still there
+    assert (await engine.get_job(waiting)).state is JobState.PENDING
+
+
+async def test_without_audit_retention_events_are_kept(
+    store: AsyncInMemoryJobStore, clock: FakeClock
+) -> None:
+    settings = Settings(audit=True, retention=timedelta(days=1), audit_retention=None)
+    engine = AsyncEngine(store, settings, clock=clock)
+    engine.declare_kind("audit.k")
+    job_id = (await engine.enqueue("audit.k", {})).id
+    clock.advance(timedelta(days=3650))
+    await engine.maintain()
+    assert [e.action for e in await engine.audit_trail(job_id)] == [AuditAction.ENQUEUED]
 
 
 async def test_configure_turns_the_audit_trail_on_for_what_comes_after(

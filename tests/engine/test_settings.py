@@ -248,6 +248,7 @@ ENV_SAMPLES: dict[str, tuple[str, Any]] = {
     "maintenance_interval": ("1h", timedelta(hours=1)),
     "retention": ("3d", timedelta(days=3)),
     "retention_archive": ("yes", True),
+    "audit_retention": ("400d", timedelta(days=400)),
     "max_payload_bytes": ("2048", 2048),
     "max_result_bytes": ("4096", 4096),
     "unknown_kinds": ("allow", "allow"),

@@ -1,7 +1,7 @@
 """The ``skiplock`` command, and the command tree every door mounts.
 
 One tree of commands (``worker``, ``schema``, ``health``, ``jobs``, ``dlq``, ``counts``,
-``workers``, ``demo``) with one set of option types, one way of printing (tables,
+``metrics``, ``workers``, ``demo``) with one set of option types, one way of printing (tables,
 ``--json``, one line per error), one start-up probe and one mapping from errors to exit
 statuses: 0 success (also a worker stopped gracefully by SIGTERM/SIGINT), 1 the command
 could not do its work (database unreachable, schema missing or older than the code, an

@@ -1,14 +1,16 @@
 """How the ``skiplock`` command reaches PostgreSQL without an application: ``--dsn``
-(default ``$SKIPLOCK_DSN``), ``--schema`` and ``--timeout``, through psycopg."""
+(default ``$SKIPLOCK_DSN``), ``--schema`` and ``--timeout``, through psycopg, or through
+asyncpg where psycopg is not installed (an asyncpg-only image)."""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
 import os
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, cast
 
 import attrs
 
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Iterator
     from types import ModuleType
+
+    from skiplock.ports import JobStore
 
 DSN_ENV = "SKIPLOCK_DSN"
 PSYCOPG_HINT = "pip install 'skiplock[psycopg]'"
@@ -100,6 +104,18 @@ def psycopg_adapter() -> ModuleType:
         raise
 
 
+def driver() -> Literal["psycopg", "asyncpg"]:
+    """The driver the commands reach PostgreSQL with: psycopg if installed, else asyncpg
+    (an asyncpg-only image), else UsageError naming the psycopg extra."""
+    try:
+        psycopg_adapter()
+    except UsageError:
+        if importlib.util.find_spec("asyncpg") is None:
+            raise
+        return "asyncpg"
+    return "psycopg"
+
+
 @contextmanager
 def reach(args: argparse.Namespace) -> Iterator[Reached]:
     """An engine over the PostgreSQL of ``--dsn``, closed afterwards.
@@ -108,23 +124,52 @@ def reach(args: argparse.Namespace) -> Iterator[Reached]:
     fails at once with the server's or the operating system's words.
     """
     conninfo = dsn(args)
+    through = _through_psycopg if driver() == "psycopg" else _through_asyncpg
+    with through(conninfo, args) as reached:
+        yield reached
+
+
+def _settings() -> Settings:
+    # An operator's changes are what an audit trail is for (J10): recorded in the audit
+    # table with --actor, whatever the applications configured.
+    return Settings(audit=True)
+
+
+@contextmanager
+def _through_psycopg(conninfo: str, args: argparse.Namespace) -> Iterator[Reached]:
     adapter = psycopg_adapter()
-    engine = Engine(
-        adapter.PsycopgJobStore(
+    store = adapter.PsycopgJobStore(
+        conninfo, schema=args.schema, min_size=1, max_size=2, timeout=args.timeout.total_seconds()
+    )
+    try:
+        yield Reached(Engine(store, _settings()), _connect(conninfo, args.timeout))
+    finally:
+        store.close()
+
+
+@contextmanager
+def _through_asyncpg(conninfo: str, args: argparse.Namespace) -> Iterator[Reached]:
+    """A sync engine over an asyncpg store, whose calls run on an event loop in a thread
+    of their own."""
+    from skiplock.adapters._blocking import BlockingStore, LoopThread
+    from skiplock.adapters.asyncpg import AsyncpgJobStore
+
+    loop = LoopThread("skiplock-cli-loop")
+    try:
+        store = AsyncpgJobStore(
             conninfo,
             schema=args.schema,
             min_size=1,
             max_size=2,
             timeout=args.timeout.total_seconds(),
-        ),
-        # An operator's changes are what an audit trail is for (J10): recorded in the
-        # audit table with --actor, whatever the applications configured.
-        Settings(audit=True),
-    )
-    try:
-        yield Reached(engine, _connect(conninfo, args.timeout))
+        )
+        try:
+            engine = Engine(cast("JobStore", BlockingStore(store, loop.loop)), _settings())
+            yield Reached(engine, loop.run(_connect_asyncpg(conninfo, args.timeout)))
+        finally:
+            loop.run(store.close())
     finally:
-        engine.store.close()
+        loop.close()
 
 
 def _connect(conninfo: str, timeout: timedelta) -> str | None:
@@ -138,3 +183,15 @@ def _connect(conninfo: str, timeout: timedelta) -> str | None:
             return None
     except psycopg.Error as exc:
         return one_line(str(exc))
+
+
+async def _connect_asyncpg(conninfo: str, timeout: timedelta) -> str | None:
+    """:func:`_connect` through asyncpg."""
+    import asyncpg
+
+    try:
+        connection = await asyncpg.connect(conninfo, timeout=timeout.total_seconds())
+        await connection.close()
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        return one_line(str(exc) or type(exc).__name__)
+    return None

@@ -103,29 +103,23 @@ def run_dlq(reached: Reached, args: argparse.Namespace) -> int:
 # ---- options ----------------------------------------------------------------------------
 
 
+#: The job filters: each takes a comma-separated list and may be repeated (``--kind a,b
+#: --kind c``: kind a, b or c). The first, ``--state``, only where states can be chosen.
+_FILTERS: tuple[tuple[str, Callable[[str], list[str]], str, str], ...] = (
+    (
+        "--state",
+        _options.states,
+        "S[,S]",
+        "only jobs in these states: " + ", ".join(s.value for s in JobState),
+    ),
+    ("--kind", _options.kinds, "K[,K]", "only jobs of these kinds"),
+    ("--tenant", _options.split, "T[,T]", "only jobs of these tenants"),
+)
+
+
 def _filter_options(parser: argparse.ArgumentParser, *, states: bool) -> None:
-    if states:
-        parser.add_argument(
-            "--state",
-            type=_options.states,
-            action="extend",
-            metavar="S[,S]",
-            help="only jobs in these states: " + ", ".join(s.value for s in JobState),
-        )
-    parser.add_argument(
-        "--kind",
-        type=_options.kinds,
-        action="extend",
-        metavar="K[,K]",
-        help="only jobs of these kinds",
-    )
-    parser.add_argument(
-        "--tenant",
-        type=_options.split,
-        action="extend",
-        metavar="T[,T]",
-        help="only jobs of these tenants",
-    )
+    for flag, parse, metavar, help in _FILTERS[0 if states else 1 :]:
+        parser.add_argument(flag, type=parse, action="extend", metavar=metavar, help=help)
 
 
 def _page_options(parser: argparse.ArgumentParser) -> None:

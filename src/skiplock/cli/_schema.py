@@ -3,6 +3,7 @@ engine's store in a framework's door)."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -12,7 +13,7 @@ import attrs
 from skiplock.adapters._pg import SchemaStatus, schema_sql
 from skiplock.core import SkiplockError, ValidationError
 
-from ._database import dsn, psycopg_adapter, sync_engine
+from ._database import driver, dsn, psycopg_adapter, sync_engine
 from ._errors import Failure, UsageError
 from ._output import describe
 
@@ -53,12 +54,15 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def of_dsn(args: argparse.Namespace) -> Schema:
-    """The schema ``--schema`` of the database ``--dsn`` (``sql`` needs neither the
-    database nor the psycopg extra)."""
+    """The schema ``--schema`` of the database ``--dsn``, through psycopg, or asyncpg
+    where psycopg is not installed (``sql`` needs neither the database nor a driver)."""
     if args.action == "sql":
         return Schema(args.schema, list, _no_status, ())
-    adapter = psycopg_adapter()
+    through = driver()  # the driver first: without one, that is what to fix
     conninfo = dsn(args)
+    if through == "asyncpg":
+        return _through_asyncpg(conninfo, args.schema)
+    adapter = psycopg_adapter()
     import psycopg
 
     return Schema(
@@ -66,6 +70,19 @@ def of_dsn(args: argparse.Namespace) -> Schema:
         apply=lambda: adapter.apply_schema(conninfo, schema=args.schema),
         status=lambda: adapter.schema_status(conninfo, schema=args.schema),
         errors=(psycopg.Error, SkiplockError),
+    )
+
+
+def _through_asyncpg(conninfo: str, schema: str) -> Schema:
+    import asyncpg
+
+    from skiplock.adapters import asyncpg as adapter
+
+    return Schema(
+        schema,
+        apply=lambda: asyncio.run(adapter.apply_schema(conninfo, schema=schema)),
+        status=lambda: asyncio.run(adapter.schema_status(conninfo, schema=schema)),
+        errors=(asyncpg.PostgresError, asyncpg.InterfaceError, OSError, SkiplockError),
     )
 
 

@@ -18,7 +18,7 @@ import attrs
 
 from skiplock.engine import AsyncEngine, Engine
 
-from . import _counts, _database, _demo, _health, _jobs, _schema, _worker, _workers
+from . import _counts, _database, _demo, _health, _jobs, _metrics, _schema, _worker, _workers
 from ._errors import USAGE, guarded
 from ._options import Leaf
 
@@ -130,7 +130,7 @@ COMMANDS: dict[str, Command[Any]] = {
             "schema",
             help="apply, print or check the PostgreSQL schema",
             description="Manage skiplock's tables. Without a framework, apply and status need "
-            "the psycopg extra: " + _database.PSYCOPG_HINT,
+            "a driver: psycopg (" + _database.PSYCOPG_HINT + ") or asyncpg.",
             options=_flat(_schema.add_options),
             run=_schema.run,
             standalone=_database.add_dsn,
@@ -171,6 +171,20 @@ COMMANDS: dict[str, Command[Any]] = {
             None,
             _flat(_health.add_json),
             _counts.run,
+        ),
+        _on_database(
+            "metrics",
+            "the queue's Prometheus metrics without a worker: print one scrape, or serve",
+            (
+                "An exporter that needs no worker: queue depths per kind and tenant, the age "
+                "of the oldest due job, running and dead jobs, registered workers (live or "
+                "silent), whether the database answers (skiplock_up) and the health verdict "
+                "(skiplock_healthy), read from the store at each scrape (cached 5 s). A "
+                "database that is down is reported (skiplock_up 0), not fatal. Needs the "
+                "prometheus extra; see docs/operations.md."
+            ),
+            _flat(_metrics.add_options),
+            _metrics.run,
         ),
         _on_database(
             "workers",

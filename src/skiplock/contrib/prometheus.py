@@ -10,6 +10,12 @@ worker gauges are read when Prometheus scrapes: one ``counts()`` read per scrape
 for ``cache_seconds``), never per job. ``counts()`` is exact and costs O(kinds x tenants x
 states), whatever the number of jobs (PostgreSQL: running totals, docs/architecture.md
 "Operator reads").
+
+Without a worker in the process (an exporter: ``skiplock metrics serve``, or the
+endpoints of :mod:`skiplock.integrations.fastapi` / :mod:`~skiplock.integrations.flask`),
+:meth:`PrometheusMetrics.watch` reads the depths from an engine's store instead, and adds
+what only the store knows: whether it answers, the health verdict and the registered
+workers (:func:`exporter` makes such a collector on a registry of its own).
 """
 
 from __future__ import annotations
@@ -19,12 +25,21 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    start_http_server,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from skiplock.core import JobState, ValidationError
 from skiplock.core._validation import check_bool, check_int
+from skiplock.engine import AsyncEngine, Engine
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -33,15 +48,20 @@ if TYPE_CHECKING:
 
     from prometheus_client.metrics_core import Metric
 
-    from skiplock.core import StateCount
+    from skiplock.core import HealthReport, StateCount
     from skiplock.ports import WorkerStatus
 
 __all__ = [
+    "CONTENT_TYPE",
     "DEFAULT_DURATION_BUCKETS",
     "DEFAULT_LATENCY_BUCKETS",
     "OTHER",
     "PrometheusMetrics",
+    "exporter",
 ]
+
+#: The media type of :meth:`PrometheusMetrics.exposition` (Prometheus' text format).
+CONTENT_TYPE: str = CONTENT_TYPE_LATEST
 
 logger = logging.getLogger("skiplock.metrics")
 
@@ -170,6 +190,11 @@ class PrometheusMetrics:
         self._depth_lock = threading.Lock()  # one counts() query at a time
         self._cached: list[StateCount] | None = None
         self._cached_at = 0.0
+        # The store read without a worker (watch()): depths, and the health report.
+        self._watched: Callable[[float], Sequence[StateCount]] | None = None
+        self._health: Callable[[float], HealthReport] | None = None
+        self._health_lock = threading.Lock()
+        self._cached_health: tuple[float, HealthReport | None] | None = None
         registry.register(_ScrapeCollector(self))
 
     # ---- accessors ------------------------------------------------------------------
@@ -189,6 +214,40 @@ class PrometheusMetrics:
         (``prometheus_client.start_http_server``); returns the server (``shutdown()`` it)
         and its thread. Raises OSError if the port is taken."""
         return start_http_server(port, addr, registry=self._registry)
+
+    def exposition(self) -> bytes:
+        """One scrape of the registry in Prometheus' text format (media type
+        :data:`CONTENT_TYPE`). It blocks while the store is read: call it from a thread,
+        not from an event loop."""
+        return generate_latest(self._registry)
+
+    def watch(self, engine: AsyncEngine | Engine) -> None:
+        """Read the queue depths from ``engine``'s store at scrape time, whether or not a
+        worker runs in this process (an exporter), and add the store's own gauges:
+        ``up`` (its last read answered), ``healthy`` (the verdict of ``engine.health()``
+        with its default thresholds) and ``workers`` (registered workers, live or
+        silent by heartbeat). Two reads per scrape, ``counts()`` and
+        ``health_snapshot()``, each cached for ``cache_seconds``.
+
+        With an :class:`~skiplock.AsyncEngine`, call it on the event loop that owns the
+        store: scrapes then run its reads there (within ``counts_timeout``) and must come
+        from another thread (:meth:`exposition` in a thread pool,
+        :meth:`serve`'s thread)."""
+        if isinstance(engine, AsyncEngine):
+            from skiplock._compat_async import blocking_caller as async_caller
+
+            counts = async_caller(engine.counts)
+            health = async_caller(engine.health)
+        elif isinstance(engine, Engine):
+            from skiplock._compat import blocking_caller
+
+            counts = blocking_caller(engine.counts)
+            health = blocking_caller(engine.health)
+        else:
+            raise TypeError(f"expected a skiplock Engine or AsyncEngine, got {engine!r}")
+        with self._depth_lock, self._health_lock:
+            self._watched, self._health = counts, health
+            self._cached = self._cached_health = None
 
     # ---- the Metrics port: per job --------------------------------------------------
 
@@ -254,6 +313,21 @@ class PrometheusMetrics:
                     pair,
                 ),
             ]
+        if self._health is not None:
+            specs += [
+                ("up", "1 if the last read of the store answered, else 0.", []),
+                (
+                    "healthy",
+                    "1 if the queue is healthy (engine.health() with default thresholds: "
+                    "schema current, every due job claimable by a live worker), else 0.",
+                    [],
+                ),
+                (
+                    "workers",
+                    "Registered workers by state: live (a recent heartbeat) or silent.",
+                    ["state"],
+                ),
+            ]
         specs += [
             ("worker_slots", "Job slots of a running worker (its concurrency).", worker),
             ("worker_slots_busy", "Slots running a job now.", worker),
@@ -282,8 +356,11 @@ class PrometheusMetrics:
             families["worker_slots_busy"].add_metric(labels, status.running)
             families["worker_jobs_held"].add_metric(labels, status.held)
             families["worker_outcomes_unwritten"].add_metric(labels, status.unwritten)
-        if self._depths and workers:
-            counts = self._counts(workers[0][1])
+        source = self._watched or (workers[0][1] if workers else None)
+        # A store that just failed its health read is not asked again in this scrape.
+        up = self._collect_health(families) if self._health is not None else True
+        if self._depths and source is not None:
+            counts = self._counts(source) if up else None
             if counts is not None:
                 for (kind, tenant), (pending, running, dead, age) in self._depth_rows(counts):
                     labels = [kind, tenant]
@@ -296,6 +373,38 @@ class PrometheusMetrics:
                     del families[name]
                 del families["jobs_oldest_pending_age_seconds"]
         return list(families.values())
+
+    def _collect_health(self, families: dict[str, GaugeMetricFamily]) -> bool:
+        """The store's own gauges; whether its health read answered."""
+        report = self._read_health()
+        up = report is not None and report.reachable
+        families["up"].add_metric([], 1 if up else 0)
+        families["healthy"].add_metric([], 1 if report is not None and report.healthy else 0)
+        if report is None or not up:
+            del families["workers"]
+            return False
+        live = sum(w.live for w in report.workers)
+        families["workers"].add_metric(["live"], live)
+        families["workers"].add_metric(["silent"], len(report.workers) - live)
+        return True
+
+    def _read_health(self) -> HealthReport | None:
+        """The engine's health report: cached, else one read (None: it did not answer)."""
+        source = self._health
+        assert source is not None
+        with self._health_lock:
+            cached = self._cached_health
+            if cached is not None and time.monotonic() - cached[0] < self._cache_seconds:
+                return cached[1]
+            try:
+                report: HealthReport | None = source(self._counts_timeout)
+            except Exception as exc:
+                logger.warning(
+                    "reading the health of the queue failed (%s: %s)", type(exc).__name__, exc
+                )
+                report = None
+            self._cached_health = (time.monotonic(), report)
+            return report
 
     def _counts(self, source: Callable[[float], Sequence[StateCount]]) -> list[StateCount] | None:
         """The store's counts: cached, else one query (concurrent scrapes share it)."""
@@ -347,6 +456,30 @@ class PrometheusMetrics:
             (key, (int(row[0]), int(row[1]), int(row[2]), row[3]))
             for key, row in sorted(rows.items())
         ]
+
+
+def exporter(
+    engine: AsyncEngine | Engine,
+    *,
+    namespace: str = "skiplock",
+    max_series: int = 100,
+    cache_seconds: float = 5.0,
+    counts_timeout: float = 5.0,
+) -> PrometheusMetrics:
+    """Metrics of ``engine``'s queue without a worker: a :class:`PrometheusMetrics` on a
+    registry of its own that :meth:`watches <PrometheusMetrics.watch>` the engine's store
+    (serve it with :meth:`~PrometheusMetrics.serve`, or render scrapes with
+    :meth:`~PrometheusMetrics.exposition`). With an AsyncEngine, call it on the loop that
+    owns the store."""
+    metrics = PrometheusMetrics(
+        namespace=namespace,
+        registry=CollectorRegistry(),
+        max_series=max_series,
+        cache_seconds=cache_seconds,
+        counts_timeout=counts_timeout,
+    )
+    metrics.watch(engine)
+    return metrics
 
 
 class _ScrapeCollector(Collector):

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from .settings._settings import Settings
 
-#: Succeeded jobs purged per batch by maintenance.
+#: Succeeded jobs, and audit events, purged per batch by maintenance.
 PURGE_BATCH = 1000
 
 
@@ -26,7 +26,8 @@ class Maintenance:
 
     ``stale_ttls()`` gives the per-kind stale TTLs that differ from
     ``Settings.stale_ttl``. With ``audit``, jobs recovery moves to dead are audited
-    (J10); retention also purges audit events older than ``Settings.retention``.
+    (J10). Retention purges succeeded jobs older than ``Settings.retention`` and, on its
+    own schedule slot, audit events older than ``Settings.audit_retention``.
     """
 
     def __init__(
@@ -42,7 +43,8 @@ class Maintenance:
         self._audit = audit
 
     def run(self, *, once_per_period: bool = False) -> tuple[list[int], int]:
-        """One run; returns the recovered job ids and the number of purged jobs.
+        """One run; returns the recovered job ids and the number of purged jobs (audit
+        events purged are not counted).
 
         With ``once_per_period`` each task runs only if no node ran it within the last
         ``maintenance_interval`` (``store.try_maintenance``, J13), so a cluster does the
@@ -65,4 +67,8 @@ class Maintenance:
                 archive=settings.retention_archive,
                 batch_size=PURGE_BATCH,
             )
+        if settings.audit_retention is not None and (
+            not once_per_period or self._store.try_maintenance("purge_audit", every)
+        ):
+            self._store.purge_audit(older_than=settings.audit_retention, batch_size=PURGE_BATCH)
         return recovered, purged

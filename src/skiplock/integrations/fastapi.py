@@ -10,9 +10,13 @@ API as a router, and the request's transaction for enqueueing.
   store, committed when the endpoint returns (docs/fastapi.md).
 * ``create_dashboard_router(engine, authorize=...)``: the web dashboard
   (docs/dashboard.md), behind the same authorization hook.
+* ``create_probes_router(engine)``: ``/livez`` and ``/readyz`` for Kubernetes probes,
+  without authorization by design (they reveal nothing).
+* ``create_metrics_router(engine)``: the queue's Prometheus metrics at ``/metrics``,
+  with or without a worker in the process (docs/operations.md).
 
-The last three import FastAPI when called (``pip install 'skiplock[fastapi]'``; the
-dashboard also needs ``skiplock[dashboard]``).
+All but the lifespan import FastAPI when called (``pip install 'skiplock[fastapi]'``;
+the dashboard also needs ``skiplock[dashboard]``, the metrics ``skiplock[prometheus]``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ if TYPE_CHECKING:
 
     from fastapi import APIRouter
 
+    from skiplock.contrib.prometheus import PrometheusMetrics
     from skiplock.engine import WorkerOptions
 
     from .dashboard import DashboardOptions
@@ -37,6 +42,8 @@ if TYPE_CHECKING:
 __all__ = [
     "WorkerLifespan",
     "create_dashboard_router",
+    "create_metrics_router",
+    "create_probes_router",
     "create_router",
     "transaction",
     "worker_lifespan",
@@ -207,6 +214,54 @@ def create_dashboard_router(
         lambda engine: Dashboard(engine, authorize=authorize, **options).routes(),  # type: ignore[arg-type]
     )
     return router(routes, namespace="skiplock.dashboard.", prefix=prefix)
+
+
+def create_probes_router(
+    engine: AsyncEngine | Engine, *, prefix: str = "", timeout: float = 2.0
+) -> APIRouter:
+    """Liveness and readiness probes as a FastAPI router: ``GET <prefix>/livez`` answers
+    200 while the app serves requests; ``GET <prefix>/readyz`` answers 200 if the
+    engine's database answers a trivial query (the store's clock) within ``timeout``
+    seconds, else 503. Bodies are ``ok`` / ``unavailable``: no version, host or error
+    (why readiness failed is logged on ``skiplock.probes``).
+
+    They bypass the admin authorization hook by design: a kubelet or load balancer
+    calls them without credentials, and they reveal nothing. Mount with
+    ``app.include_router(create_probes_router(engine))``; they stay out of the app's
+    OpenAPI document.
+    """
+    from ._fastapi import router
+    from ._monitor import probe_routes
+
+    return router(probe_routes(engine, timeout=timeout), namespace="skiplock.", prefix=prefix)
+
+
+def create_metrics_router(
+    engine: AsyncEngine | Engine,
+    *,
+    metrics: PrometheusMetrics | None = None,
+    prefix: str = "",
+    path: str = "/metrics",
+) -> APIRouter:
+    """The queue's Prometheus metrics as a FastAPI router: ``GET <prefix><path>`` answers
+    a scrape in Prometheus' text format, whether or not a worker runs in this process.
+
+    The scrape reads the engine's store (queue depths per kind and tenant, the oldest due
+    job's age, running and dead jobs, registered workers, ``skiplock_up``,
+    ``skiplock_healthy``; cached for the metrics' ``cache_seconds``) in a thread, so the
+    event loop goes on. ``metrics`` (a
+    :class:`~skiplock.contrib.prometheus.PrometheusMetrics`, e.g. the engine's own, so
+    one endpoint serves the worker's counters too) is made to
+    :meth:`~skiplock.contrib.prometheus.PrometheusMetrics.watch` the engine; default: one
+    on a registry of its own. No authorization hook: the metrics name kinds and tenants,
+    so mount it where only Prometheus reaches it, or guard it with the router's
+    ``dependencies=``.
+    """
+    from ._fastapi import router
+    from ._monitor import metrics_routes
+
+    routes = metrics_routes(engine, metrics=metrics, path=path)
+    return router(routes, namespace="skiplock.", prefix=prefix)
 
 
 def _routes(

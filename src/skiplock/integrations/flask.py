@@ -4,12 +4,16 @@
   config keys over the engine's settings (the syntax of the ``SKIPLOCK_*`` environment
   variables: one rule, :meth:`Settings.from_env <skiplock.Settings.from_env>`), adds the
   ``flask skiplock`` commands (the ``skiplock`` command tree mounted on the app's engine:
-  ``worker``, ``schema``, ``health``, ``jobs``, ``dlq``, ``counts``, ``workers``) and,
-  given Flask-SQLAlchemy's ``db``, enqueues in the request's session: the job commits
-  with ``db.session.commit()``, or not at all.
+  ``worker``, ``schema``, ``health``, ``jobs``, ``dlq``, ``counts``, ``metrics``,
+  ``workers``) and, given Flask-SQLAlchemy's ``db``, enqueues in the request's session:
+  the job commits with ``db.session.commit()``, or not at all.
 * ``create_blueprint(engine, authorize=...)``: the REST admin API (docs/rest.md).
 * ``create_dashboard_blueprint(engine, authorize=...)``: the web dashboard
   (docs/dashboard.md), behind the same authorization hook.
+* ``create_probes_blueprint(engine)``: ``/livez`` and ``/readyz`` for Kubernetes probes,
+  without authorization by design (they reveal nothing).
+* ``create_metrics_blueprint(engine)``: the queue's Prometheus metrics at ``/metrics``
+  (docs/operations.md; needs ``skiplock[prometheus]``).
 
 Needs ``pip install 'skiplock[flask]'``; see docs/flask.md.
 """
@@ -32,6 +36,7 @@ from .rest import Request, RestApi
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from skiplock.contrib.prometheus import PrometheusMetrics
     from skiplock.core import EnqueueResult
 
     from .dashboard import DashboardOptions
@@ -42,6 +47,8 @@ __all__ = [
     "Skiplock",
     "create_blueprint",
     "create_dashboard_blueprint",
+    "create_metrics_blueprint",
+    "create_probes_blueprint",
     "settings_from_config",
 ]
 
@@ -241,3 +248,52 @@ def create_dashboard_blueprint(
     _check_sync(engine)
     dashboard = Dashboard(engine, authorize=authorize, **options)
     return _blueprint(name, url_prefix, dashboard.routes())
+
+
+def create_probes_blueprint(
+    engine: Engine,
+    *,
+    name: str = "skiplock_probes",
+    url_prefix: str | None = None,
+    timeout: float = 2.0,
+) -> Blueprint:
+    """Liveness and readiness probes as a Flask blueprint: ``GET <prefix>/livez`` answers
+    200 while the app serves requests; ``GET <prefix>/readyz`` answers 200 if the
+    engine's database answers a trivial query (the store's clock) within ``timeout``
+    seconds, else 503. Bodies are ``ok`` / ``unavailable``: no version, host or error
+    (why readiness failed is logged on ``skiplock.probes``). One check runs at a time:
+    while the database hangs, probes share it and never pile up threads.
+
+    They bypass the admin authorization hook by design: a kubelet or load balancer
+    calls them without credentials, and they reveal nothing. Register with
+    ``app.register_blueprint(create_probes_blueprint(engine))``; route names are
+    ``<name>.livez`` and ``<name>.readyz``.
+    """
+    from ._monitor import probe_routes
+
+    _check_sync(engine)
+    return _blueprint(name, url_prefix, probe_routes(engine, timeout=timeout))
+
+
+def create_metrics_blueprint(
+    engine: Engine,
+    *,
+    metrics: PrometheusMetrics | None = None,
+    name: str = "skiplock_metrics",
+    url_prefix: str | None = None,
+    path: str = "/metrics",
+) -> Blueprint:
+    """The queue's Prometheus metrics as a Flask blueprint: ``GET <prefix><path>``
+    answers a scrape in Prometheus' text format, whether or not a worker runs in this
+    process (queue depths per kind and tenant, the oldest due job's age, running and
+    dead jobs, registered workers, ``skiplock_up``, ``skiplock_healthy``; read from the
+    store, cached for the metrics' ``cache_seconds``). ``metrics`` (e.g. the engine's
+    own :class:`~skiplock.contrib.prometheus.PrometheusMetrics`) is made to watch the
+    engine; default: one on a registry of its own. No authorization hook: mount it where
+    only Prometheus reaches it, or guard it with the blueprint's ``before_request``.
+    """
+    from ._monitor import metrics_routes
+
+    _check_sync(engine)
+    routes = metrics_routes(engine, metrics=metrics, path=path)
+    return _blueprint(name, url_prefix, routes)

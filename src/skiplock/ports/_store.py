@@ -338,9 +338,16 @@ class JobStore(Protocol):
         ...
 
     def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
-        """Delete (or archive) succeeded jobs completed more than ``older_than`` ago, and
-        the store's audit events older than that (deleted, never archived); returns the
-        number of jobs."""
+        """Delete (or archive) succeeded jobs completed more than ``older_than`` ago, in
+        batches of ``batch_size``; returns the number of jobs. Audit events stay (their
+        retention is :meth:`purge_audit`'s)."""
+        ...
+
+    def purge_audit(self, *, older_than: timedelta, batch_size: int) -> int:
+        """Delete the store's audit events recorded more than ``older_than`` ago, oldest
+        first, in batches of ``batch_size`` (each its own short transaction, bounded by
+        the batch, not by the table); returns how many. A store without an audit table
+        returns 0."""
         ...
 
     def notifier(self) -> Notifier | None:

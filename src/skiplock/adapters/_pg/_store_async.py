@@ -753,22 +753,27 @@ class AsyncPgJobStore(Generic[C, TX]):
 
     async def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
         """Delete (or archive) old succeeded jobs in batches of ``batch_size``, one
-        transaction each, then the audit events older than ``older_than`` (J10) the same
-        way; returns the number of jobs, 0 if another node is purging right now."""
-        if batch_size < 1:
-            raise ValidationError(f"batch_size must be >= 1, got {batch_size}")
+        transaction each; returns the number of jobs, 0 if another node is purging right
+        now."""
+        _check_batch(batch_size)
         schema = self._schema
-        purged = await self._purge_batches(
+        return await self._purge_batches(
             lambda: purge_batch_steps(
                 schema, older_than=older_than, archive=archive, batch_size=batch_size
             ),
             batch_size,
         )
-        await self._purge_batches(
+
+    async def purge_audit(self, *, older_than: timedelta, batch_size: int) -> int:
+        """Delete the audit events older than ``older_than`` (J10) in batches of
+        ``batch_size``, one transaction each, through the ``at`` index; returns how many,
+        0 if another node is purging right now."""
+        _check_batch(batch_size)
+        schema = self._schema
+        return await self._purge_batches(
             lambda: purge_audit_batch_steps(schema, older_than=older_than, batch_size=batch_size),
             batch_size,
         )
-        return purged
 
     async def _purge_batches(
         self, batch: Callable[[], Generator[Step, Rows, int | None]], batch_size: int
@@ -815,3 +820,8 @@ class AsyncPgJobStore(Generic[C, TX]):
         aux, self._aux = self._aux, None
         if aux is not None:
             await self._driver.disconnect(aux, broken=broken)
+
+
+def _check_batch(batch_size: int) -> None:
+    if batch_size < 1:
+        raise ValidationError(f"batch_size must be >= 1, got {batch_size}")

@@ -819,30 +819,43 @@ class MemoryState:
 
     def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
         """Delete (or archive) succeeded jobs completed before ``now - older_than``, in
-        batches of ``batch_size`` (the lock is released between batches), then the audit
-        events older than that (J10); returns the number of jobs."""
-        if batch_size < 1:
-            raise ValidationError(f"batch_size must be >= 1, got {batch_size}")
-        total = 0
-        while True:
+        batches of ``batch_size`` (the lock is released between batches); returns the
+        number of jobs."""
+
+        def batch() -> int:
             with self._lock:
                 cutoff = self.now() - older_than
-                batch = sorted(
+                doomed = sorted(
                     job_id
                     for job_id in self._by_state[JobState.SUCCEEDED]
                     if purgeable(self._jobs[job_id], cutoff)
                 )[:batch_size]
-                for job_id in batch:
+                for job_id in doomed:
                     job = self._commit_remove(job_id)
                     if archive and job is not None:
                         self._archived[job_id] = job
-            total += len(batch)
-            if len(batch) < batch_size:
-                break
-        with self._lock:
-            cutoff = self.now() - older_than
-            self._audit = [event for event in self._audit if event.at >= cutoff]
-        return total
+            return len(doomed)
+
+        return _in_batches(batch, batch_size)
+
+    def purge_audit(self, *, older_than: timedelta, batch_size: int) -> int:
+        """Delete the audit events recorded before ``now - older_than`` (J10), oldest
+        first, in batches of ``batch_size`` (the lock is released between batches);
+        returns how many."""
+
+        def batch() -> int:
+            with self._lock:
+                cutoff = self.now() - older_than
+                doomed = set(
+                    sorted(
+                        (i for i, event in enumerate(self._audit) if event.at < cutoff),
+                        key=lambda i: self._audit[i].at,
+                    )[:batch_size]
+                )
+                self._audit = [e for i, e in enumerate(self._audit) if i not in doomed]
+            return len(doomed)
+
+        return _in_batches(batch, batch_size)
 
     def archived(self) -> dict[int, Job]:
         """Jobs moved out by ``purge(archive=True)``, by id."""
@@ -886,3 +899,16 @@ def _queue_stats(
         dead=dead,
         bounded=bounded,
     )
+
+
+def _in_batches(batch: Callable[[], int], batch_size: int) -> int:
+    """Run ``batch`` (one retention batch, returning how many rows it removed) until one
+    comes back short; returns the total."""
+    if batch_size < 1:
+        raise ValidationError(f"batch_size must be >= 1, got {batch_size}")
+    total = 0
+    while True:
+        count = batch()
+        total += count
+        if count < batch_size:
+            return total

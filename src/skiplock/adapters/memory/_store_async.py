@@ -337,9 +337,12 @@ class AsyncInMemoryJobStore:
         return self._state.try_maintenance(name, every)
 
     async def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
-        """Delete (or archive, see :meth:`archived`) old succeeded jobs, and audit events
-        older than ``older_than``; returns how many jobs."""
+        """Delete (or archive, see :meth:`archived`) old succeeded jobs; returns how many."""
         return self._state.purge(older_than=older_than, archive=archive, batch_size=batch_size)
+
+    async def purge_audit(self, *, older_than: timedelta, batch_size: int) -> int:
+        """Delete the audit events older than ``older_than``; returns how many."""
+        return self._state.purge_audit(older_than=older_than, batch_size=batch_size)
 
     def archived(self) -> dict[int, Job]:
         """Jobs moved out by ``purge(archive=True)``, by id."""

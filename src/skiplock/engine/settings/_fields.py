@@ -110,10 +110,18 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         "retention",
         timedelta(days=7),
         POSITIVE_DURATION,
-        "Succeeded jobs, and audit events, older than this are purged (none: never).",
+        "Succeeded jobs older than this are purged (none: never); the audit trail has "
+        "its own, `audit_retention`.",
         nullable=True,
     ),
     Setting("retention_archive", False, FLAG, "Purged jobs are archived instead of deleted."),
+    Setting(
+        "audit_retention",
+        timedelta(days=90),
+        POSITIVE_DURATION,
+        "Audit events older than this are purged, whatever `retention` says (none: never).",
+        nullable=True,
+    ),
     Setting(
         "max_payload_bytes",
         MAX_PAYLOAD_BYTES,

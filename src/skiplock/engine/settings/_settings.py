@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -53,6 +53,8 @@ __all__ = [
 
 _DEFAULT = field_defaults(SETTING_FIELDS)
 
+V = TypeVar("V")
+
 
 class _FieldError(ValidationError):
     """A ValidationError that knows the settings field it is about."""
@@ -69,37 +71,55 @@ def _checked(field: str, check: Callable[[], object]) -> None:
         raise _FieldError(field, str(exc)) from None
 
 
+def _per_key(
+    field: str,
+    value: object,
+    expected: str,
+    convert: Callable[[Any, Any], V],
+    check_key: Callable[[object], None] | None = None,
+) -> Mapping[str, V]:
+    """A read-only copy of the mapping ``value`` with every item converted by
+    ``convert(key, item)``; an item's error names the field and the key. ``check_key``
+    checks a key first (its error names the field only)."""
+    if not isinstance(value, Mapping):
+        raise ValidationError(f"{field}: expected a mapping of {expected}, got {value!r}")
+    result: dict[str, V] = {}
+    for key, item in value.items():
+        if check_key is not None:
+            check_key(key)
+        try:
+            result[key] = convert(key, item)
+        except ValidationError as exc:
+            raise _FieldError(field, f"{field}[{key!r}]: {exc}") from None
+    return MappingProxyType(result)
+
+
+def _kind_overrides(kind: str, overrides: PolicyOverrides | Mapping[str, Any]) -> PolicyOverrides:
+    check_kind(kind)
+    return overrides_from(overrides)
+
+
 def _kinds(
     value: Mapping[str, PolicyOverrides | Mapping[str, Any]],
 ) -> Mapping[str, PolicyOverrides]:
-    checked: object = value  # checked at run time whatever the static type says
-    if not isinstance(checked, Mapping):
-        raise ValidationError(f"kinds: expected a mapping of kind to overrides, got {value!r}")
-    result: dict[str, PolicyOverrides] = {}
-    for kind, overrides in checked.items():
-        try:
-            check_kind(kind)
-            result[kind] = overrides_from(overrides)
-        except ValidationError as exc:
-            raise _FieldError("kinds", f"kinds[{kind!r}]: {exc}") from None
-    return MappingProxyType(result)
+    return _per_key("kinds", value, "kind to overrides", _kind_overrides)
+
+
+def _provider_name(provider: object) -> None:
+    if not isinstance(provider, str) or not provider.strip():
+        raise ValidationError(f"caps: invalid provider name {provider!r}")
 
 
 def _caps(
     value: Mapping[str, RateLimit | tuple[float, int] | Mapping[str, Any]],
 ) -> Mapping[str, RateLimit]:
-    checked: object = value  # checked at run time whatever the static type says
-    if not isinstance(checked, Mapping):
-        raise ValidationError(f"caps: expected a mapping of provider to RateLimit, got {value!r}")
-    result: dict[str, RateLimit] = {}
-    for provider, limit in checked.items():
-        if not isinstance(provider, str) or not provider.strip():
-            raise ValidationError(f"caps: invalid provider name {provider!r}")
-        try:
-            result[provider] = check_rate_limit("cap", to_rate_limit(limit))
-        except ValidationError as exc:
-            raise _FieldError("caps", f"caps[{provider!r}]: {exc}") from None
-    return MappingProxyType(result)
+    return _per_key(
+        "caps",
+        value,
+        "provider to RateLimit",
+        lambda _, limit: check_rate_limit("cap", to_rate_limit(limit)),
+        check_key=_provider_name,
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -152,6 +172,9 @@ class Settings:
         default=_DEFAULT["retention"], converter=optional_duration
     )
     retention_archive: bool = _DEFAULT["retention_archive"]
+    audit_retention: timedelta | None = attrs.field(
+        default=_DEFAULT["audit_retention"], converter=optional_duration
+    )
     max_payload_bytes: int = _DEFAULT["max_payload_bytes"]
     max_result_bytes: int = _DEFAULT["max_result_bytes"]
     unknown_kinds: UnknownKinds = _DEFAULT["unknown_kinds"]

@@ -31,6 +31,7 @@ from skiplock.core import (
     Release,
     Retry,
     Succeeded,
+    ValidationError,
 )
 from skiplock.ports import Audit
 
@@ -495,7 +496,9 @@ class AuditContract(ContractBase):
 
     # ---- retention (R26) ----------------------------------------------------------------
 
-    def test_purge_removes_old_events(self, store: JobStore, clock: FakeClock) -> None:
+    def test_purge_audit_removes_old_events_in_batches(
+        self, store: JobStore, clock: FakeClock
+    ) -> None:
         old = [_enqueue(store) for _ in range(3)]
         for job_id in old:
             store.apply(_one(job_id), Event.CANCEL, audit=_audit())
@@ -504,16 +507,36 @@ class AuditContract(ContractBase):
             cutoff = timedelta(hours=1)
         else:
             cutoff = timedelta(0)  # the store's own clock moves on by itself
-        assert store.purge(older_than=cutoff, archive=False, batch_size=2) == 0
+        # Three events, batches of two: a full batch, then a short one.
+        assert store.purge_audit(older_than=cutoff, batch_size=2) == 3
         for job_id in old:
             assert store.audit_trail(job_id) == []
             assert (_get(store, job_id)).state is JobState.CANCELLED
+        assert store.purge_audit(older_than=cutoff, batch_size=2) == 0
 
-    def test_purge_keeps_recent_events(self, store: JobStore) -> None:
+    def test_purge_audit_keeps_recent_events(self, store: JobStore) -> None:
         job_id = _in_state(store, JobState.PENDING)
         store.apply(_one(job_id), Event.CANCEL, audit=_audit())
-        store.purge(older_than=timedelta(days=7), archive=False, batch_size=10)
+        assert store.purge_audit(older_than=timedelta(days=7), batch_size=10) == 0
         assert len(store.audit_trail(job_id)) == 1
+
+    def test_purging_jobs_keeps_their_events(self, store: JobStore, clock: FakeClock) -> None:
+        # The audit trail has its own retention: a purged job's events stay.
+        kind = _fresh_kind()
+        store.enqueue([_request(kind)], audit=_audit())
+        job = _claim_one(store, kind)
+        assert store.complete([Completion(job.lease, Succeeded())], audit=_audit()) == [True]
+        before = store.audit_trail(job.id)
+        assert [e.action for e in before] == [AuditAction.ENQUEUED, AuditAction.DONE]
+        if self.capabilities.controllable_clock:
+            clock.advance(timedelta(hours=2))
+        assert store.purge(older_than=timedelta(0), archive=False, batch_size=10) >= 1
+        assert store.get(job.id) is None
+        assert store.audit_trail(job.id) == before
+
+    def test_purge_audit_checks_its_batch_size(self, store: JobStore) -> None:
+        with pytest.raises(ValidationError, match="batch_size"):
+            store.purge_audit(older_than=timedelta(0), batch_size=0)
 
 
 def _get_kind(jobs: Sequence[Job], job_id: int) -> str:

@@ -28,6 +28,7 @@ from skiplock.core import (
     Release,
     Retry,
     Succeeded,
+    ValidationError,
 )
 from skiplock.ports import AsyncAudit
 
@@ -514,7 +515,9 @@ class AsyncAuditContract(AsyncContractBase):
 
     # ---- retention (R26) ----------------------------------------------------------------
 
-    async def test_purge_removes_old_events(self, store: AsyncJobStore, clock: FakeClock) -> None:
+    async def test_purge_audit_removes_old_events_in_batches(
+        self, store: AsyncJobStore, clock: FakeClock
+    ) -> None:
         old = [await _enqueue(store) for _ in range(3)]
         for job_id in old:
             await store.apply(_one(job_id), Event.CANCEL, audit=_audit())
@@ -523,16 +526,38 @@ class AsyncAuditContract(AsyncContractBase):
             cutoff = timedelta(hours=1)
         else:
             cutoff = timedelta(0)  # the store's own clock moves on by itself
-        assert await store.purge(older_than=cutoff, archive=False, batch_size=2) == 0
+        # Three events, batches of two: a full batch, then a short one.
+        assert await store.purge_audit(older_than=cutoff, batch_size=2) == 3
         for job_id in old:
             assert await store.audit_trail(job_id) == []
             assert (await _get(store, job_id)).state is JobState.CANCELLED
+        assert await store.purge_audit(older_than=cutoff, batch_size=2) == 0
 
-    async def test_purge_keeps_recent_events(self, store: AsyncJobStore) -> None:
+    async def test_purge_audit_keeps_recent_events(self, store: AsyncJobStore) -> None:
         job_id = await _in_state(store, JobState.PENDING)
         await store.apply(_one(job_id), Event.CANCEL, audit=_audit())
-        await store.purge(older_than=timedelta(days=7), archive=False, batch_size=10)
+        assert await store.purge_audit(older_than=timedelta(days=7), batch_size=10) == 0
         assert len(await store.audit_trail(job_id)) == 1
+
+    async def test_purging_jobs_keeps_their_events(
+        self, store: AsyncJobStore, clock: FakeClock
+    ) -> None:
+        # The audit trail has its own retention: a purged job's events stay.
+        kind = _fresh_kind()
+        await store.enqueue([_request(kind)], audit=_audit())
+        job = await _claim_one(store, kind)
+        assert await store.complete([Completion(job.lease, Succeeded())], audit=_audit()) == [True]
+        before = await store.audit_trail(job.id)
+        assert [e.action for e in before] == [AuditAction.ENQUEUED, AuditAction.DONE]
+        if self.capabilities.controllable_clock:
+            clock.advance(timedelta(hours=2))
+        assert await store.purge(older_than=timedelta(0), archive=False, batch_size=10) >= 1
+        assert await store.get(job.id) is None
+        assert await store.audit_trail(job.id) == before
+
+    async def test_purge_audit_checks_its_batch_size(self, store: AsyncJobStore) -> None:
+        with pytest.raises(ValidationError, match="batch_size"):
+            await store.purge_audit(older_than=timedelta(0), batch_size=0)
 
 
 def _get_kind(jobs: Sequence[Job], job_id: int) -> str:

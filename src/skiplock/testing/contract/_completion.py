@@ -37,7 +37,30 @@ from ._support import (
 )
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from skiplock.core import Job, Outcome
     from skiplock.ports import JobStore
+
+
+def _finish_timed(store: JobStore, job: Job, outcome: Outcome) -> tuple[Job, datetime, datetime]:
+    """Finish ``job`` with ``outcome``: the job as stored then, and the store's clock read
+    just before and just after the call."""
+    before = store.now()
+    _finish(store, job, outcome)
+    after = store.now()
+    return _get(store, job.id), before, after
+
+
+def _back_later(store: JobStore, outcome: Retry | Release) -> Job:
+    """Finish a running job with ``outcome``: it is pending again, claimed by nobody and
+    not completed, due ``outcome.delay`` after the call. Returns it as stored."""
+    back, before, after = _finish_timed(store, _running(store), outcome)
+    assert back.state is JobState.PENDING
+    assert back.claimed_by is None
+    assert back.completed_at is None
+    assert before + outcome.delay <= back.available_at <= after + outcome.delay
+    return back
 
 
 class CompletionContract(ContractBase):
@@ -47,10 +70,7 @@ class CompletionContract(ContractBase):
 
     def test_complete_succeeded(self, store: JobStore) -> None:
         job = _running(store)
-        before = store.now()
-        _finish(store, job, Succeeded())
-        after = store.now()
-        done = _get(store, job.id)
+        done, before, after = _finish_timed(store, job, Succeeded())
         assert done.state is JobState.SUCCEEDED
         assert done.completed_at is not None
         assert before <= done.completed_at <= after
@@ -68,19 +88,10 @@ class CompletionContract(ContractBase):
         assert (done.state, done.attempts, done.last_error) == (JobState.SUCCEEDED, 2, None)
 
     def test_complete_retry_returns_to_pending_later(self, store: JobStore) -> None:
-        job = _running(store)
-        before = store.now()
-        _finish(store, job, Retry(delay=timedelta(minutes=5), error="boom"))
-        after = store.now()
-        retried = _get(store, job.id)
-        assert retried.state is JobState.PENDING
+        retried = _back_later(store, Retry(delay=timedelta(minutes=5), error="boom"))
         assert retried.attempts == 1
         assert retried.last_error == "boom"
-        assert retried.claimed_by is None
-        assert retried.completed_at is None
-        lo, hi = before + timedelta(minutes=5), after + timedelta(minutes=5)
-        assert lo <= retried.available_at <= hi
-        assert store.claim(_claim_request(kinds=frozenset({job.kind}))) == []
+        assert store.claim(_claim_request(kinds=frozenset({retried.kind}))) == []
 
     def test_complete_retry_with_zero_delay_is_claimable_again(self, store: JobStore) -> None:
         job = _running(store)
@@ -99,10 +110,7 @@ class CompletionContract(ContractBase):
 
     def test_complete_bury_moves_to_dead(self, store: JobStore) -> None:
         job = _running(store)
-        before = store.now()
-        _finish(store, job, Bury(error="no hope"))
-        after = store.now()
-        dead = _get(store, job.id)
+        dead, before, after = _finish_timed(store, job, Bury(error="no hope"))
         assert dead.state is JobState.DEAD
         assert dead.last_error == "no hope"
         assert dead.completed_at is not None
@@ -111,17 +119,9 @@ class CompletionContract(ContractBase):
         assert store.claim(_claim_request()) == []
 
     def test_complete_release_gives_the_attempt_back(self, store: JobStore) -> None:
-        job = _running(store)
-        before = store.now()
-        _finish(store, job, Release(delay=timedelta(seconds=30), error="throttled"))
-        after = store.now()
-        released = _get(store, job.id)
-        assert released.state is JobState.PENDING
+        released = _back_later(store, Release(delay=timedelta(seconds=30), error="throttled"))
         assert released.attempts == 0
-        assert released.claimed_by is None
         assert released.last_error == "throttled"
-        lo, hi = before + timedelta(seconds=30), after + timedelta(seconds=30)
-        assert lo <= released.available_at <= hi
 
     def test_complete_release_without_error_keeps_the_last_error(self, store: JobStore) -> None:
         job = _running(store)

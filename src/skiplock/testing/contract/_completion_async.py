@@ -33,7 +33,32 @@ from ._support_async import (
 )
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from skiplock.core import Job, Outcome
     from skiplock.ports import AsyncJobStore
+
+
+async def _finish_timed(
+    store: AsyncJobStore, job: Job, outcome: Outcome
+) -> tuple[Job, datetime, datetime]:
+    """Finish ``job`` with ``outcome``: the job as stored then, and the store's clock read
+    just before and just after the call."""
+    before = await store.now()
+    await _finish(store, job, outcome)
+    after = await store.now()
+    return await _get(store, job.id), before, after
+
+
+async def _back_later(store: AsyncJobStore, outcome: Retry | Release) -> Job:
+    """Finish a running job with ``outcome``: it is pending again, claimed by nobody and
+    not completed, due ``outcome.delay`` after the call. Returns it as stored."""
+    back, before, after = await _finish_timed(store, await _running(store), outcome)
+    assert back.state is JobState.PENDING
+    assert back.claimed_by is None
+    assert back.completed_at is None
+    assert before + outcome.delay <= back.available_at <= after + outcome.delay
+    return back
 
 
 class AsyncCompletionContract(AsyncContractBase):
@@ -43,10 +68,7 @@ class AsyncCompletionContract(AsyncContractBase):
 
     async def test_complete_succeeded(self, store: AsyncJobStore) -> None:
         job = await _running(store)
-        before = await store.now()
-        await _finish(store, job, Succeeded())
-        after = await store.now()
-        done = await _get(store, job.id)
+        done, before, after = await _finish_timed(store, job, Succeeded())
         assert done.state is JobState.SUCCEEDED
         assert done.completed_at is not None
         assert before <= done.completed_at <= after
@@ -64,19 +86,10 @@ class AsyncCompletionContract(AsyncContractBase):
         assert (done.state, done.attempts, done.last_error) == (JobState.SUCCEEDED, 2, None)
 
     async def test_complete_retry_returns_to_pending_later(self, store: AsyncJobStore) -> None:
-        job = await _running(store)
-        before = await store.now()
-        await _finish(store, job, Retry(delay=timedelta(minutes=5), error="boom"))
-        after = await store.now()
-        retried = await _get(store, job.id)
-        assert retried.state is JobState.PENDING
+        retried = await _back_later(store, Retry(delay=timedelta(minutes=5), error="boom"))
         assert retried.attempts == 1
         assert retried.last_error == "boom"
-        assert retried.claimed_by is None
-        assert retried.completed_at is None
-        lo, hi = before + timedelta(minutes=5), after + timedelta(minutes=5)
-        assert lo <= retried.available_at <= hi
-        assert await store.claim(_claim_request(kinds=frozenset({job.kind}))) == []
+        assert await store.claim(_claim_request(kinds=frozenset({retried.kind}))) == []
 
     async def test_complete_retry_with_zero_delay_is_claimable_again(
         self, store: AsyncJobStore
@@ -97,10 +110,7 @@ class AsyncCompletionContract(AsyncContractBase):
 
     async def test_complete_bury_moves_to_dead(self, store: AsyncJobStore) -> None:
         job = await _running(store)
-        before = await store.now()
-        await _finish(store, job, Bury(error="no hope"))
-        after = await store.now()
-        dead = await _get(store, job.id)
+        dead, before, after = await _finish_timed(store, job, Bury(error="no hope"))
         assert dead.state is JobState.DEAD
         assert dead.last_error == "no hope"
         assert dead.completed_at is not None
@@ -109,17 +119,9 @@ class AsyncCompletionContract(AsyncContractBase):
         assert await store.claim(_claim_request()) == []
 
     async def test_complete_release_gives_the_attempt_back(self, store: AsyncJobStore) -> None:
-        job = await _running(store)
-        before = await store.now()
-        await _finish(store, job, Release(delay=timedelta(seconds=30), error="throttled"))
-        after = await store.now()
-        released = await _get(store, job.id)
-        assert released.state is JobState.PENDING
+        released = await _back_later(store, Release(delay=timedelta(seconds=30), error="throttled"))
         assert released.attempts == 0
-        assert released.claimed_by is None
         assert released.last_error == "throttled"
-        lo, hi = before + timedelta(seconds=30), after + timedelta(seconds=30)
-        assert lo <= released.available_at <= hi
 
     async def test_complete_release_without_error_keeps_the_last_error(
         self, store: AsyncJobStore

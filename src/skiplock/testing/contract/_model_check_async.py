@@ -9,35 +9,19 @@ rules side by side (see :func:`~._machine.check_store_against_model`). Mixed int
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from ._support_async import AsyncContractBase
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from skiplock.ports import AsyncJobStore, JobStore
     from skiplock.testing import FakeClock
 
 
 if True:  # ASYNC
-
-    class _Blocking:
-        """An async store's methods as blocking calls, each run on the event loop that
-        owns the store: the state machine runs in a worker thread and calls them."""
-
-        def __init__(self, store: AsyncJobStore, loop: asyncio.AbstractEventLoop) -> None:
-            self._store = store
-            self._loop = loop
-
-        def __getattr__(self, name: str) -> Callable[..., Any]:
-            method = getattr(self._store, name)
-
-            def call(*args: Any, **kwargs: Any) -> Any:
-                future = asyncio.run_coroutine_threadsafe(method(*args, **kwargs), self._loop)
-                return future.result()
-
-            return call
+    # An async store's methods as blocking calls on its loop: the state machine runs in
+    # a worker thread and calls them.
+    from skiplock.adapters._blocking import BlockingStore
 
 
 class AsyncModelCheckContract(AsyncContractBase):
@@ -55,7 +39,7 @@ class AsyncModelCheckContract(AsyncContractBase):
 
         controlled = clock if self.capabilities.controllable_clock else None
         if True:  # ASYNC
-            blocking = cast("JobStore", _Blocking(store, asyncio.get_running_loop()))
+            blocking = cast("JobStore", BlockingStore(store, asyncio.get_running_loop()))
             await asyncio.to_thread(
                 check_store_against_model,
                 blocking,

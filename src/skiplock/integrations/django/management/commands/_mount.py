@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from django.core.management.base import BaseCommand
 
@@ -29,6 +29,9 @@ class MountedCommand(BaseCommand):
     printed, as ``skiplock`` prints it)."""
 
     name: ClassVar[str]
+    #: The mounted commands run without Django's system checks first; the worker's
+    #: command sets ``"__all__"`` to keep them.
+    requires_system_checks: tuple[str, ...] | Literal["__all__"] = ()
 
     def add_arguments(self, parser: CommandParser) -> None:
         add_backend_option(parser)

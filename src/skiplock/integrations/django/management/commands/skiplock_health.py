@@ -13,4 +13,3 @@ class Command(MountedCommand):
         "the oldest, and kinds with due jobs that no live worker claims. Exit 0 when "
         "healthy, 1 with one line per problem otherwise."
     )
-    requires_system_checks: list[str] = []  # noqa: RUF012 - Django's own annotation

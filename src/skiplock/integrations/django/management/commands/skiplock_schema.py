@@ -13,4 +13,3 @@ class Command(MountedCommand):
         "migrations (exit 1 unless up to date), 'apply' applies the pending ones "
         "(migrate does it too)."
     )
-    requires_system_checks: list[str] = []  # noqa: RUF012 - Django's own annotation

@@ -25,6 +25,7 @@ class Command(MountedCommand):
         "in every installed app's 'tasks' module and OPTIONS['MODULES']; a task's queue is "
         "its job's tenant (--tenants). No autoreloader: restart workers to load new code."
     )
+    requires_system_checks = "__all__"
 
     def engine(self, backend: SkiplockBackend) -> Engine:
         # Defining a task makes it known to the worker.
