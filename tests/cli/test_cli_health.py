@@ -274,3 +274,32 @@ def test_health_in_a_subprocess_sees_a_killed_worker(
     here = run_cli("workers", "--dsn", admin_dsn, "--host", socket.gethostname())
     assert here.returncode == 1
     assert here.stderr == f"skiplock: no live worker on host {socket.gethostname()!r}\n"
+
+
+def test_a_bounded_split_prints_as_at_least(capsys: pytest.CaptureFixture[str]) -> None:
+    """A kind whose due/scheduled split passed the bound shows ">= N" and says why."""
+    from datetime import UTC, datetime, timedelta
+
+    from skiplock.cli._health import print_report
+    from skiplock.core import PENDING_SPLIT_BOUND, HealthSnapshot, QueueStats
+    from skiplock.core._health import HealthThresholds, assess_health
+
+    now = datetime(2026, 12, 4, tzinfo=UTC)
+    bound = PENDING_SPLIT_BOUND
+    snapshot = HealthSnapshot(
+        now=now,
+        queues=(
+            QueueStats("huge", None, due=bound, scheduled=bound, oldest_due_at=now, bounded=True),
+            QueueStats("small", None, due=2, scheduled=1, oldest_due_at=now),
+        ),
+    )
+    print_report(
+        assess_health(snapshot, HealthThresholds(worker_timeout=timedelta(seconds=30))),
+        as_json=False,
+    )
+    out = capsys.readouterr().out
+    [huge] = [line for line in out.splitlines() if line.startswith("huge")]
+    [small] = [line for line in out.splitlines() if line.startswith("small")]
+    assert huge.count(f">= {bound}") == 2
+    assert ">=" not in small
+    assert f"more than {bound:,} jobs both due and scheduled" in out

@@ -7,7 +7,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from skiplock.core import HealthSnapshot, QueueStats, SchemaInfo, WorkerStatus
+from skiplock.core import (
+    PENDING_SPLIT_BOUND,
+    HealthSnapshot,
+    QueueStats,
+    SchemaInfo,
+    WorkerStatus,
+    pending_split,
+)
 from skiplock.core._health import (
     HealthThresholds,
     assess_health,
@@ -230,6 +237,7 @@ def test_to_dict_is_json_with_stable_keys() -> None:
             "dead": 0,
             "uncovered": 1,
             "covered": False,
+            "bounded": False,
         }
     ]
     assert data["thresholds"] == {
@@ -258,3 +266,38 @@ def test_to_dict_is_json_with_stable_keys() -> None:
 )
 def test_format_duration(seconds: float, text: str) -> None:
     assert format_duration(timedelta(seconds=seconds)) == text
+
+
+B = PENDING_SPLIT_BOUND
+
+
+@pytest.mark.parametrize(
+    ("pending", "scheduled_upto", "due_upto", "split"),
+    [
+        (0, 0, None, (0, 0, False)),
+        (7, 2, None, (5, 2, False)),  # few scheduled: counted, the rest is due
+        (B + 5, B, None, (5, B, False)),  # exactly the bound: still counted
+        (B + 30, B + 1, 29, (29, B + 1, False)),  # many scheduled, few due: due counted
+        (3 * B, B + 1, B + 1, (B, B, True)),  # both sides above: lower bounds
+    ],
+)
+def test_pending_split_is_exact_unless_both_sides_pass_the_bound(
+    pending: int, scheduled_upto: int, due_upto: int | None, split: tuple[int, int, bool]
+) -> None:
+    assert pending_split(pending, scheduled_upto, due_upto) == split
+
+
+def test_a_bounded_tenant_makes_its_kind_bounded() -> None:
+    report = assess_health(
+        _snapshot(
+            QueueStats("a", "t1", due=B, scheduled=B, oldest_due_at=NOW, bounded=True),
+            QueueStats("a", "t2", due=1, oldest_due_at=NOW),
+            QueueStats("b", None, due=1, oldest_due_at=NOW),
+        ),
+        LIMITS,
+    )
+    assert [(k.kind, k.pending_due, k.bounded) for k in report.kinds] == [
+        ("a", B + 1, True),
+        ("b", 1, False),
+    ]
+    assert report.to_dict()["kinds"][0]["bounded"] is True

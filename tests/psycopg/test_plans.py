@@ -177,7 +177,7 @@ def _explain(
     run sees the table as built."""
     query = convert(sql, "numeric")
     args = [params[name] for name in query.params]
-    values = ", ".join(["%s"] * len(args))
+    values = f"({', '.join(['%s'] * len(args))})" if args else ""
     notices: list[str] = []
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
@@ -189,7 +189,7 @@ def _explain(
         with conn.transaction(force_rollback=True):
             cur.execute(f"SET LOCAL plan_cache_mode = {mode}")
             cur.execute(f"PREPARE statement AS {query.text}")
-            rows = cur.execute(f"EXECUTE statement({values})", args).fetchall()
+            rows = cur.execute(f"EXECUTE statement{values}", args).fetchall()
         with conn.transaction(force_rollback=True):
             cur.execute(f"SET LOCAL plan_cache_mode = {mode}")
             cur.execute("LOAD 'auto_explain'")
@@ -197,7 +197,7 @@ def _explain(
                 cur.execute(f"SET LOCAL {setting}")
             notices.clear()
             explain = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE statement"
-            row = cur.execute(f"{explain}({values})", args).fetchone()
+            row = cur.execute(f"{explain}{values}", args).fetchone()
     assert row is not None
     logged = [json.loads(text[text.index("{") :]) for text in notices if '"Plan"' in text]
     # auto_explain logs the statement itself too (by its PREPARE text): EXPLAIN has it.
@@ -368,8 +368,10 @@ def test_purge_batches_read_their_batch_whatever_the_statistics(table: str, mode
 
 @pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
 def test_throughput_reads_the_window_whatever_the_statistics(table: str, mode: str) -> None:
-    """finished_counts over the last hour reads the jobs that finished in it through the
-    two partial indexes on completed_at, never the pending, running or old jobs."""
+    """finished_counts over the last hour, from a since that is not on a minute (so every
+    minute of the finished minutes is cut by a bucket edge, migration 0011), reads the
+    jobs that finished in it through the two partial indexes on completed_at, never the
+    pending, running or old jobs."""
     with psycopg.connect(table, autocommit=True) as conn:
         [row] = conn.execute("SELECT now() - interval '1 hour'").fetchall()
     params = finished_counts_params(row[0], timedelta(minutes=1))
@@ -384,9 +386,11 @@ def test_throughput_reads_the_window_whatever_the_statistics(table: str, mode: s
     indexes = {"jobs_succeeded_completed_idx", "jobs_unsuccessful_completed_idx"}
     for node in (node for plan in plans for node in _nodes(plan)):
         assert _rows_read(node) < FACTOR * window, f"throughput reads O(table):\n{outline}"
-        assert node["Node Type"] != "Seq Scan", outline
+        # The unfolded count deltas are read whole (a worker folds them every second).
+        if node.get("Relation Name") != "job_count_deltas":
+            assert node["Node Type"] != "Seq Scan", outline
         if "Index Name" in node:
-            assert node["Index Name"] in indexes, outline
+            assert node["Index Name"] in indexes | {"job_finished_minutes_pkey"}, outline
     used = {node.get("Index Name") for plan in plans for node in _nodes(plan)}
     assert indexes <= used, outline
 

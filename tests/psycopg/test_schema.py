@@ -171,6 +171,9 @@ def test_schema_has_every_table_index_and_trigger(make_database: Callable[[], st
         "jobs_archive",
         "maintenance",
         "schema_migrations",
+        "job_counts",
+        "job_count_deltas",
+        "job_finished_minutes",
     }
     indexes = {name for name, _ in dump["indexes"]}
     assert {
@@ -179,11 +182,19 @@ def test_schema_has_every_table_index_and_trigger(make_database: Callable[[], st
         "jobs_running_worker_idx",
         "jobs_succeeded_completed_idx",
         "jobs_idempotency_key_idx",
+        "jobs_pending_group_idx",
     } <= indexes
     claim = dict(dump["indexes"])["jobs_claim_idx"]
     assert "(priority DESC, available_at, id)" in claim
     assert "WHERE (status = 'pending'::text)" in claim
-    assert {name for name, _ in dump["triggers"]} == {"jobs_notify_insert", "jobs_notify_update"}
+    assert {name for name, _ in dump["triggers"]} == {
+        "jobs_notify_insert",
+        "jobs_notify_update",
+        "jobs_count_insert",
+        "jobs_count_update",
+        "jobs_count_delete",
+        "jobs_count_truncate",
+    }
     jobs_options = next(opts for name, _, opts in dump["relations"] if name == "jobs")
     assert "fillfactor=80" in jobs_options
     archive = {col for table, col, *_ in dump["columns"] if table == "jobs_archive"}
@@ -442,3 +453,22 @@ def test_schema_sql_uses_the_given_schema_everywhere() -> None:
     assert ddl.strip().startswith("--")
     assert "BEGIN;" in ddl
     assert ddl.rstrip().endswith("COMMIT;")
+
+
+def test_health_of_a_schema_without_the_running_totals_reports_it(
+    make_database: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a schema older than migration 0011 the health report names the migrations to
+    apply and lists the workers; it has no queues (and no error reading them)."""
+    from skiplock.adapters._pg._rows import COUNTS_MIGRATION
+
+    dsn = make_database()
+    migrate_to(dsn, COUNTS_MIGRATION - 1, monkeypatch)
+    store = PsycopgJobStore(dsn)  # not opened: opening refuses an older schema
+    try:
+        snapshot = store.health_snapshot()
+    finally:
+        store.close()
+    assert snapshot.queues == ()
+    assert snapshot.schema is not None
+    assert snapshot.schema.pending[0] == migrations()[COUNTS_MIGRATION - 1].name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from skiplock.core._health import format_duration, unreachable_report
+from skiplock.core._health import PENDING_SPLIT_BOUND, format_duration, unreachable_report
 
 from . import _options
 from ._output import cell, print_json, table
@@ -76,6 +76,11 @@ def run(reached: Reached, args: argparse.Namespace) -> int:
     return 0 if health.healthy else 1
 
 
+def at_least(count: int, bounded: bool) -> str:
+    """A count, with ">=" when it is a lower bound."""
+    return f">= {count}" if bounded else str(count)
+
+
 def print_report(health: HealthReport, *, as_json: bool) -> None:
     if as_json:
         print_json(health.to_dict())
@@ -105,8 +110,8 @@ def print_report(health: HealthReport, *, as_json: bool) -> None:
         rows = [
             [
                 cell(k.kind),
-                str(k.pending_due),
-                str(k.scheduled),
+                at_least(k.pending_due, k.bounded),
+                at_least(k.scheduled, k.bounded),
                 "-" if k.oldest_due_age is None else format_duration(k.oldest_due_age),
                 str(k.running),
                 str(k.dead),
@@ -116,3 +121,8 @@ def print_report(health: HealthReport, *, as_json: bool) -> None:
         ]
         headers = ["KIND", "DUE", "SCHEDULED", "OLDEST DUE", "RUNNING", "DEAD", "COVERED"]
         print(table(headers, rows, right={1, 2, 3, 4, 5}))
+        if any(k.bounded for k in health.kinds):
+            print(
+                f"(>= N: more than {PENDING_SPLIT_BOUND:,} jobs both due and scheduled; the split "
+                "is not counted further)"
+            )

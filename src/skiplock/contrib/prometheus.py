@@ -6,8 +6,10 @@
 list of metrics, their labels and example alerts are in docs/operations.md, "Metrics".
 
 Per-job counters and histograms are updated by the worker as jobs go. Queue depths and
-worker gauges are read when Prometheus scrapes: one grouped ``counts()`` query per scrape
-(cached for ``cache_seconds``), never per job.
+worker gauges are read when Prometheus scrapes: one ``counts()`` read per scrape (cached
+for ``cache_seconds``), never per job. ``counts()`` is exact and costs O(kinds x tenants x
+states), whatever the number of jobs (PostgreSQL: running totals, docs/architecture.md
+"Operator reads").
 
 Without a worker in the process (an exporter: ``skiplock metrics serve``, or the
 endpoints of :mod:`skiplock.integrations.fastapi` / :mod:`~skiplock.integrations.flask`),

@@ -55,6 +55,7 @@ from ._failure import (
     undecodable_error,
 )
 from ._health import (
+    PENDING_SPLIT_BOUND,
     HealthReport,
     HealthSnapshot,
     KindHealth,
@@ -62,6 +63,7 @@ from ._health import (
     SchemaInfo,
     WorkerHealth,
     WorkerStatus,
+    pending_split,
 )
 from ._idempotency import first_occurrences
 from ._json import audit_event_json, job_json
@@ -109,6 +111,7 @@ __all__ = [
     "MAX_ERROR_LENGTH",
     "MAX_RECORDED_ERRORS",
     "MIN_AVAILABLE_AT",
+    "PENDING_SPLIT_BOUND",
     "STALE_MARK",
     "TERMINAL_STATES",
     "AttemptError",
@@ -173,6 +176,7 @@ __all__ = [
     "operator_extra",
     "pair_caps",
     "pair_order",
+    "pending_split",
     "recorded_errors",
     "result_json",
     "sources",

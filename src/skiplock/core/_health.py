@@ -20,6 +20,25 @@ from ._errors import DatabaseUnavailableError
 LIVE_HEARTBEATS = 3
 #: Problem lines name at most this many tenants or workers, then "and N more".
 _MAX_NAMED = 3
+#: A store counts the pending jobs of a (kind, tenant) that are scheduled (due later),
+#: and if there are more than this many the due ones, one by one up to this many + 1:
+#: the due/scheduled split is exact unless both sides have more (then both are shown as
+#: "at least" this many, :attr:`QueueStats.bounded`). The pending total is always exact.
+PENDING_SPLIT_BOUND = 10_000
+
+
+def pending_split(
+    pending: int, scheduled_upto: int, due_upto: int | None, bound: int = PENDING_SPLIT_BOUND
+) -> tuple[int, int, bool]:
+    """(due, scheduled, bounded) of ``pending`` jobs from a bounded count: the scheduled
+    ones counted up to ``bound + 1`` and, when that many, the due ones counted up to
+    ``bound + 1`` (else None). Exact unless both reached ``bound + 1``: then each is given
+    as ``bound``, a lower bound, and ``bounded`` is True."""
+    if scheduled_upto <= bound:
+        return pending - scheduled_upto, scheduled_upto, False
+    if due_upto is not None and due_upto <= bound:
+        return due_upto, pending - due_upto, False
+    return bound, bound, True
 
 
 # ---- what a store reads ----------------------------------------------------------------
@@ -60,6 +79,9 @@ class QueueStats:
     oldest_due_at: datetime | None = None
     running: int = 0
     dead: int = 0
+    #: True when ``due`` and ``scheduled`` are lower bounds: both exceed
+    #: :data:`PENDING_SPLIT_BOUND` and the split was not counted further.
+    bounded: bool = False
 
 
 @attrs.frozen
@@ -166,6 +188,10 @@ class KindHealth:
     dead: int
     #: Due pending jobs that no live worker claims (its kind and tenant).
     uncovered: int
+    #: True when ``pending_due``, ``scheduled`` (and ``uncovered``) are lower bounds ("at
+    #: least"): a tenant of the kind has more than :data:`PENDING_SPLIT_BOUND` jobs on
+    #: both sides of now (:attr:`QueueStats.bounded`).
+    bounded: bool = False
 
     @property
     def covered(self) -> bool:
@@ -183,6 +209,7 @@ class KindHealth:
             "dead": self.dead,
             "uncovered": self.uncovered,
             "covered": self.covered,
+            "bounded": self.bounded,
         }
 
 
@@ -357,6 +384,7 @@ def assess_health(snapshot: HealthSnapshot, thresholds: HealthThresholds) -> Hea
             running=sum(s.running for s in rows),
             dead=sum(s.dead for s in rows),
             uncovered=sum(uncovered.values()),
+            bounded=any(s.bounded for s in rows),
         )
         kinds.append(health)
         if uncovered:

@@ -205,6 +205,13 @@ class JobStore(Protocol):
         store's clock). One query: metrics scrapes call it (R5)."""
         ...
 
+    def roll_up_counts(self) -> int:
+        """Fold the store's bookkeeping behind :meth:`counts`, :meth:`health_snapshot` and
+        :meth:`finished_counts` so they stay cheap; never changes what they return. Returns
+        how many entries it folded (0 for a store with nothing to fold, or while another
+        session folds). Workers call it every second (``skiplock.engine.worker``)."""
+        ...
+
     def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
         """How many jobs finished (succeeded, failed, dead, cancelled: their
         ``completed_at``) at or after ``since``, per final state and bucket: a row's

@@ -18,6 +18,7 @@ from skiplock.core import (
     MAX_AVAILABLE_AT,
     MAX_ERROR_LENGTH,
     MIN_AVAILABLE_AT,
+    PENDING_SPLIT_BOUND,
     STALE_MARK,
     AttemptError,
     AuditAction,
@@ -44,6 +45,7 @@ from skiplock.core import (
     operator_action,
     operator_extra,
     pair_order,
+    pending_split,
     result_json,
     sources,
     transition,
@@ -200,6 +202,25 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
         raise UndecodableRowError(job_id, "row", _problem(exc)) from exc
 
 
+#: The migration that adds the running totals behind the operator reads.
+COUNTS_MIGRATION = 11
+
+#: A read that finds more unfolded count deltas than this folds them (migration 0011)
+#: after answering, so reads stay cheap where no worker's counts loop runs.
+ROLLUP_BACKLOG = 5000
+
+
+def backlog_of(rows: Sequence[Mapping[str, Any]]) -> int:
+    """The unfolded delta rows a ``counts``/``health_queues`` result reports (every row
+    repeats it)."""
+    return int(rows[0]["backlog"]) if rows else 0
+
+
+def state_counts_from_rows(rows: Sequence[Mapping[str, Any]]) -> list[StateCount]:
+    """The ``counts`` result (a row of NULLs carries the backlog when there is no job)."""
+    return [state_count_from_row(r) for r in rows if r["kind"] is not None]
+
+
 def state_count_from_row(row: Mapping[str, Any]) -> StateCount:
     return StateCount(
         state=JobState(row["status"]),
@@ -221,16 +242,30 @@ def finished_count_from_row(row: Mapping[str, Any]) -> FinishedCount:
     )
 
 
+def health_queues_params() -> dict[str, Any]:
+    return {"bound": PENDING_SPLIT_BOUND}
+
+
 def queue_stats_from_row(row: Mapping[str, Any]) -> QueueStats:
-    """One row of the ``health_queues`` query."""
+    """One row of the ``health_queues`` query: the due/scheduled split from its bounded
+    counts (``skiplock.core.pending_split``)."""
+    pending = int(row["pending"])
+    scheduled_upto = row["scheduled_upto"]
+    due_upto = row["due_upto"]
+    due, scheduled, bounded = pending_split(
+        pending,
+        0 if scheduled_upto is None else int(scheduled_upto),
+        None if due_upto is None else int(due_upto),
+    )
     return QueueStats(
         kind=row["kind"],
         tenant=row["tenant_id"],
-        due=int(row["due"]),
-        scheduled=int(row["scheduled"]),
+        due=due,
+        scheduled=scheduled,
         oldest_due_at=_utc_or_none(row["oldest_due_at"]),
         running=int(row["running"]),
         dead=int(row["dead"]),
+        bounded=bounded,
     )
 
 

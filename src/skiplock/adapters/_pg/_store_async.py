@@ -9,6 +9,7 @@ and SQLAlchemy stores only build their driver. Imports no driver.
 
 from __future__ import annotations
 
+import logging
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from itertools import repeat
@@ -58,10 +59,13 @@ from ._ops import (
     recover_steps,
 )
 from ._rows import (
+    COUNTS_MIGRATION,
+    ROLLUP_BACKLOG,
     AuditNote,
     apply_params,
     audit_enqueued_params,
     audit_event_from_row,
+    backlog_of,
     complete_one_params,
     complete_params,
     copy_rows,
@@ -69,6 +73,7 @@ from ._rows import (
     filter_params,
     finished_count_from_row,
     finished_counts_params,
+    health_queues_params,
     heartbeat_params,
     job_from_row,
     lease_params,
@@ -76,12 +81,12 @@ from ._rows import (
     operator_audit_params,
     page_params,
     queue_stats_from_row,
-    state_count_from_row,
+    state_counts_from_rows,
     utc,
     worker_params,
     worker_status_from_row,
 )
-from ._sql import Query, channel_name, convert_cached, queries
+from ._sql import Query, channel_name, convert_cached, lock_key, queries
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Generator, Mapping, Sequence
@@ -91,6 +96,8 @@ if TYPE_CHECKING:
     from ._driver_async import AsyncPgDriver
 
 T = TypeVar("T")
+
+logger = logging.getLogger("skiplock.store")
 
 #: From this many jobs without idempotency keys, enqueue uses COPY. Below it one
 #: ``INSERT ... SELECT`` of the batch sent as one JSON parameter is faster (one round trip,
@@ -622,14 +629,37 @@ class AsyncPgJobStore(Generic[C, TX]):
         return [job_from_row(r) for r in rows]
 
     async def counts(self) -> list[StateCount]:
-        """Jobs per (state, kind, tenant)."""
+        """Jobs per (state, kind, tenant) from the running totals (migration 0011): one
+        statement over the folded totals and the unfolded deltas, an index probe per
+        pending group for its oldest job; never a scan of jobs."""
         async with self._reading() as conn:
             rows = await self._execute(conn, "counts", {})
-        return [state_count_from_row(r) for r in rows]
+        await self._roll_up_if_behind(backlog_of(rows))
+        return state_counts_from_rows(rows)
+
+    async def roll_up_counts(self) -> int:
+        """Fold the count deltas into the totals (one transaction under an advisory lock;
+        0 while another session folds)."""
+        async with self._use(None) as conn:
+            [row] = await self._execute(
+                conn, "roll_up_counts", {"key": lock_key(self._schema, "counts")}
+            )
+        return int(row["folded"] or 0)
+
+    async def _roll_up_if_behind(self, backlog: int) -> None:
+        """After a read that found more than ``ROLLUP_BACKLOG`` unfolded deltas (no worker
+        folds them: none runs, or it cannot keep up): fold them, best effort (a read-only
+        role or replica cannot; the read was exact anyway)."""
+        if backlog <= ROLLUP_BACKLOG:
+            return
+        try:
+            await self.roll_up_counts()
+        except Exception:
+            logger.warning("skiplock: folding %d count deltas failed", backlog, exc_info=True)
 
     async def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
-        """The jobs finished since ``since`` per bucket and final state, from index
-        ranges (``finished_counts``, migration 0010)."""
+        """The jobs finished since ``since`` per bucket and final state, from the
+        finished minutes (``finished_counts``, migration 0011)."""
         async with self._reading() as conn:
             rows = await self._execute(
                 conn, "finished_counts", finished_counts_params(since, bucket)
@@ -646,12 +676,17 @@ class AsyncPgJobStore(Generic[C, TX]):
             now = utc(row["now"])
             if not status.installed:
                 return HealthSnapshot(now=now, schema=schema_info(status))
-            queues = await self._execute(conn, "health_queues", {})
+            # A schema without the running totals (its report names the migrations to
+            # apply) has no queues to report: reading them would fail.
+            queues = []
+            if status.version >= COUNTS_MIGRATION:
+                queues = await self._execute(conn, "health_queues", health_queues_params())
             workers = await self._execute(conn, "health_workers", {})
+        await self._roll_up_if_behind(backlog_of(queues))
         return HealthSnapshot(
             now=now,
             workers=tuple(worker_status_from_row(r) for r in workers),
-            queues=tuple(queue_stats_from_row(r) for r in queues),
+            queues=tuple(queue_stats_from_row(r) for r in queues if r["kind"] is not None),
             schema=schema_info(status),
         )
 

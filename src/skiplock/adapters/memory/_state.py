@@ -27,6 +27,7 @@ import attrs
 from skiplock.core import (
     FINISHED_STATES,
     JSONB_MAX_BYTES,
+    PENDING_SPLIT_BOUND,
     AuditAction,
     AuditEvent,
     ClaimRequest,
@@ -58,6 +59,7 @@ from skiplock.core import (
     first_occurrences,
     operator_action,
     operator_details,
+    pending_split,
     result_json,
     sources,
 )
@@ -756,9 +758,9 @@ class MemoryState:
             )
         keys = sorted(due.keys() | scheduled.keys() | running.keys() | dead.keys(), key=_by_kind)
         queues = tuple(
-            QueueStats(
-                kind=kind,
-                tenant=tenant,
+            _queue_stats(
+                kind,
+                tenant,
                 due=due[kind, tenant],
                 scheduled=scheduled[kind, tenant],
                 oldest_due_at=oldest.get((kind, tenant)),
@@ -869,6 +871,34 @@ def _audit_end(scope: _Scope, note: AuditNote | None, row: Job) -> None:
         scope.audit(note, action, row, dlq_details(row.last_error, row.attempts))
     elif action is not None:
         scope.audit(note, action, row)
+
+
+def _queue_stats(
+    kind: str,
+    tenant: str | None,
+    *,
+    due: int,
+    scheduled: int,
+    oldest_due_at: datetime | None,
+    running: int,
+    dead: int,
+) -> QueueStats:
+    """A (kind, tenant)'s queue as PostgreSQL reports it: the due/scheduled split from
+    the same bounded counts (``skiplock.core.pending_split``)."""
+    limit = PENDING_SPLIT_BOUND + 1
+    due, scheduled, bounded = pending_split(
+        due + scheduled, min(scheduled, limit), min(due, limit) if scheduled >= limit else None
+    )
+    return QueueStats(
+        kind=kind,
+        tenant=tenant,
+        due=due,
+        scheduled=scheduled,
+        oldest_due_at=oldest_due_at,
+        running=running,
+        dead=dead,
+        bounded=bounded,
+    )
 
 
 def _in_batches(batch: Callable[[], int], batch_size: int) -> int:

@@ -27,7 +27,7 @@ from ._lease import LeaseKeeper
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skiplock.ports import Notifier
+    from skiplock.ports import JobStore, Notifier
 
     from .._maintenance import Maintenance
     from ..periodic._scheduler import Scheduler
@@ -36,6 +36,9 @@ logger = logging.getLogger("skiplock.worker")
 
 #: Upper bound of one notifier wait, so a stopping worker's listener notices quickly.
 NOTIFIER_WAIT = 0.1
+
+#: Seconds between two folds of the store's count bookkeeping (:meth:`WorkerLoops.counts`).
+COUNTS_INTERVAL = 1.0
 
 #: Shortest wait of the scheduler loop before a tick that is (nearly) due.
 SCHEDULE_MIN_WAIT = 0.001
@@ -128,6 +131,18 @@ class WorkerLoops:
                     logger.exception("worker %s: maintenance failed", self.worker_id)
             if self.finished.wait(self.settings.maintenance_interval):
                 return
+
+    def counts(self, store: JobStore) -> None:
+        """Fold the store's count bookkeeping every ``COUNTS_INTERVAL`` seconds
+        (``store.roll_up_counts``; one session of the cluster at a time), so operator reads
+        stay cheap under any write rate."""
+        while not self.finished.wait(COUNTS_INTERVAL):
+            try:
+                store.roll_up_counts()
+            except Exception:
+                logger.warning(
+                    "worker %s: folding job counts failed", self.worker_id, exc_info=True
+                )
 
     def schedules(self, scheduler: Scheduler) -> None:
         """Enqueue the periodic schedules' due ticks, at each tick."""

@@ -318,6 +318,7 @@ class Worker:
                 helpers.append(spawn(self._dispatcher.start_loop, self._finished, poll))
                 if not until_idle:
                     helpers.append(spawn(loops.maintenance, self._parts.maintenance))
+                    helpers.append(spawn(loops.counts, self._parts.store))
                     if self._parts.scheduler:
                         helpers.append(spawn(loops.schedules, self._parts.scheduler))
                     notifier = self._parts.store.notifier()

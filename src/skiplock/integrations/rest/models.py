@@ -305,6 +305,10 @@ class KindHealth(_Output):
     dead: int
     uncovered: int
     covered: bool
+    #: True when pending_due, scheduled and uncovered are lower bounds: a tenant of the
+    #: kind has more than 10,000 jobs both due and scheduled (the split is not counted
+    #: further; skiplock.core.PENDING_SPLIT_BOUND).
+    bounded: bool
 
 
 class Thresholds(_Output):

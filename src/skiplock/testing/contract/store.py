@@ -44,6 +44,7 @@ from ._health import HealthContract
 from ._lifecycle import LifecycleContract
 from ._model_check import ModelCheckContract
 from ._notifier import NotifierContract
+from ._recount import RecountContract
 from ._results import ResultsContract
 from ._throughput import ThroughputContract
 from ._timeouts import StatementTimeoutContract
@@ -66,6 +67,7 @@ class JobStoreContract(
     WorkersContract,
     HealthContract,
     ThroughputContract,
+    RecountContract,
     NotifierContract,
     LifecycleContract,
     ResultsContract,

@@ -41,6 +41,7 @@ from ._health_async import AsyncHealthContract
 from ._lifecycle_async import AsyncLifecycleContract
 from ._model_check_async import AsyncModelCheckContract
 from ._notifier_async import AsyncNotifierContract
+from ._recount_async import AsyncRecountContract
 from ._results_async import AsyncResultsContract
 from ._throughput_async import AsyncThroughputContract
 from ._timeouts_async import AsyncStatementTimeoutContract
@@ -63,6 +64,7 @@ class AsyncJobStoreContract(
     AsyncWorkersContract,
     AsyncHealthContract,
     AsyncThroughputContract,
+    AsyncRecountContract,
     AsyncNotifierContract,
     AsyncLifecycleContract,
     AsyncResultsContract,

@@ -547,37 +547,76 @@ WHERE {_job_filter}
 ORDER BY j.id DESC
 LIMIT :limit;
 
+-- name: _totals
+-- Jobs per (kind, tenant, state) in this statement's snapshot: the folded totals plus
+-- the deltas not yet folded (migration 0011), O(groups + unfolded deltas), never the
+-- jobs table. backlog: the unfolded delta rows (a read rolls them up past a bound).
+totals AS MATERIALIZED (
+    SELECT t.kind, t.tenant_id, t.status, sum(t.n)::bigint AS n,
+           sum(t.delta)::bigint AS delta_rows
+    FROM (
+        SELECT c.kind, c.tenant_id, c.status, c.n, 0 AS delta
+        FROM {schema}.job_counts AS c
+        UNION ALL
+        SELECT d.kind, d.tenant_id, d.status, d.n, 1
+        FROM {schema}.job_count_deltas AS d
+    ) AS t
+    GROUP BY t.kind, t.tenant_id, t.status
+),
+backlog AS MATERIALIZED (
+    SELECT coalesce(sum(t.delta_rows), 0)::bigint AS backlog FROM totals AS t
+)
+
 -- name: counts
--- One grouped scan (a metrics scrape reads it): per group also how long its oldest due
--- pending job has waited, on the database's clock.
-SELECT j.status, j.kind, j.tenant_id, count(*)::bigint AS count,
-       CASE WHEN j.status = 'pending'
-            THEN greatest(extract(epoch FROM now() - min(j.available_at)), 0)::float8
-       END AS oldest_due_age
-FROM {schema}.jobs AS j
-GROUP BY j.status, j.kind, j.tenant_id;
+-- Jobs per (state, kind, tenant) from the totals; per pending group also how long its
+-- oldest pending job has been due, on the database's clock (pending_probe: an index
+-- probe per pending group; other groups pass a NULL bound and read nothing). Every row repeats the backlog; with no group, one
+-- row of NULLs carries it.
+WITH {_totals}
+SELECT t.status, t.kind, t.tenant_id, t.n AS count,
+       CASE WHEN t.status = 'pending'
+            THEN greatest(extract(epoch FROM now() - p.first_at), 0)::float8
+       END AS oldest_due_age,
+       b.backlog
+FROM backlog AS b
+LEFT JOIN totals AS t ON t.n <> 0
+LEFT JOIN LATERAL {schema}.pending_probe(
+    t.kind, t.tenant_id, CASE WHEN t.status = 'pending' THEN 0 END
+) AS p ON true;
+
+-- name: roll_up_counts
+-- Fold the unfolded deltas into the totals (NULL: another session is doing it).
+SELECT {schema}.roll_up_job_counts(:key::bigint) AS folded;
 
 -- name: finished_counts
 -- Throughput over time: the jobs that finished since :since, per bucket and final state
--- (finished_counts, migration 0010: index ranges, never the whole table).
+-- (finished_counts, migration 0011: the finished minutes, never the whole table).
 SELECT f.start, f.status, f.count
 FROM {schema}.finished_counts(:since::timestamptz, :bucket::interval) AS f;
 
 -- name: health_queues
--- The jobs the health report looks at (R9), per kind and tenant: pending due now and
--- later, the earliest due time, running and dead. Succeeded, failed and cancelled jobs
--- are left out. A grouped scan, like counts.
-SELECT j.kind, j.tenant_id,
-    count(*) FILTER (WHERE j.status = 'pending' AND j.available_at <= now()) AS due,
-    count(*) FILTER (WHERE j.status = 'pending' AND j.available_at > now()) AS scheduled,
-    min(j.available_at) FILTER (WHERE j.status = 'pending' AND j.available_at <= now())
-        AS oldest_due_at,
-    count(*) FILTER (WHERE j.status = 'running') AS running,
-    count(*) FILTER (WHERE j.status = 'dead') AS dead
-FROM {schema}.jobs AS j
-WHERE j.status IN ('pending', 'running', 'dead')
-GROUP BY j.kind, j.tenant_id
-ORDER BY j.kind, j.tenant_id NULLS FIRST;
+-- The jobs the health report looks at (R9), per kind and tenant: pending (from the
+-- totals) with the earliest due time and the scheduled/due split counted up to :bound
+-- + 1 (pending_probe), running and dead. Succeeded, failed and cancelled jobs are left
+-- out. Every row repeats the backlog; with no group, one row of NULLs carries it.
+WITH {_totals},
+groups AS (
+    SELECT t.kind, t.tenant_id,
+        coalesce(sum(t.n) FILTER (WHERE t.status = 'pending'), 0)::bigint AS pending,
+        coalesce(sum(t.n) FILTER (WHERE t.status = 'running'), 0)::bigint AS running,
+        coalesce(sum(t.n) FILTER (WHERE t.status = 'dead'), 0)::bigint AS dead
+    FROM totals AS t
+    WHERE t.status IN ('pending', 'running', 'dead') AND t.n <> 0
+    GROUP BY t.kind, t.tenant_id
+)
+SELECT g.kind, g.tenant_id, g.pending, p.scheduled AS scheduled_upto,
+       p.due AS due_upto, p.first_due_at AS oldest_due_at, g.running, g.dead, b.backlog
+FROM backlog AS b
+LEFT JOIN groups AS g ON true
+LEFT JOIN LATERAL {schema}.pending_probe(
+    g.kind, g.tenant_id, CASE WHEN g.pending > 0 THEN :bound::int END
+) AS p ON true
+ORDER BY g.kind, g.tenant_id NULLS FIRST;
 
 -- name: health_workers
 -- Every registered worker with the number of jobs running under its id (each counted
