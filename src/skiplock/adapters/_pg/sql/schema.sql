@@ -372,14 +372,19 @@ CREATE TABLE {schema}.maintenance (
 -- partial indexes give their pages in id order for any state, kind and tenant. The
 -- high-churn states get no new index (claims and completions cost what they did): running
 -- jobs are read through jobs_running_kind_idx (as many as run), pending and succeeded
--- ones through a bounded walk of the primary key.
-CREATE INDEX jobs_unsuccessful_id_idx ON {schema}.jobs (status, id)
+-- ones through a bounded walk of the primary key. IF NOT EXISTS: on a large table they
+-- can be built beforehand with CREATE INDEX CONCURRENTLY (docs/upgrading.md).
+CREATE INDEX IF NOT EXISTS jobs_unsuccessful_id_idx
+    ON {schema}.jobs (status, id)
     WHERE status IN ('failed', 'dead', 'cancelled');
-CREATE INDEX jobs_unsuccessful_kind_idx ON {schema}.jobs (status, kind, id)
+CREATE INDEX IF NOT EXISTS jobs_unsuccessful_kind_idx
+    ON {schema}.jobs (status, kind, id)
     WHERE status IN ('failed', 'dead', 'cancelled');
-CREATE INDEX jobs_unsuccessful_tenant_idx ON {schema}.jobs (status, tenant_id, id)
+CREATE INDEX IF NOT EXISTS jobs_unsuccessful_tenant_idx
+    ON {schema}.jobs (status, tenant_id, id)
     WHERE status IN ('failed', 'dead', 'cancelled');
-CREATE INDEX jobs_unsuccessful_kind_tenant_idx ON {schema}.jobs (status, kind, tenant_id, id)
+CREATE INDEX IF NOT EXISTS jobs_unsuccessful_kind_tenant_idx
+    ON {schema}.jobs (status, kind, tenant_id, id)
     WHERE status IN ('failed', 'dead', 'cancelled');
 
 -- One keyset page of the jobs matching a filter (a NULL argument matches everything):
