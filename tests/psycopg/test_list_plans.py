@@ -174,6 +174,18 @@ CASES: list[tuple[str, JobFilter, str, list[Any]]] = [
 ]
 
 
+#: The index a filter's page must be read through (the others: the primary key).
+EXPECTED_INDEX = {
+    "failed": "jobs_unsuccessful_id_idx",
+    "dead": "jobs_unsuccessful_id_idx",
+    "dead of a kind": "jobs_unsuccessful_kind_idx",
+    "dead of a tenant without any": "jobs_unsuccessful_tenant_idx",
+    "dead of a kind and tenant": "jobs_unsuccessful_kind_tenant_idx",
+    "problems of two kinds": "jobs_unsuccessful_kind_idx",
+    "running of a kind": "jobs_running_kind_idx",
+}
+
+
 def _assert_bounded(plans: list[dict[str, Any]], what: str) -> None:
     """Jobs are read through index scans only; no node reads FACTOR x LIMIT rows, nor do
     all the scans of jobs together."""
@@ -210,6 +222,9 @@ def test_every_list_page_reads_its_page_not_the_table(
         params = filter_params(job_filter) | page_params(page)
         plans, rows = _explain(table, neutral_query("list_jobs", SCHEMA), params, mode)
         _assert_bounded(plans, f"{what} after {after_id}")
+        if what in EXPECTED_INDEX:
+            used = {node.get("Index Name") for plan in plans for node in _nodes(plan)}
+            assert EXPECTED_INDEX[what] in used, (what, used)
         got = job_page_from_rows([dict(zip(_COLUMNS, row, strict=True)) for row in rows])
         wanted = [
             i
