@@ -10,21 +10,24 @@
 -- jobs are read through jobs_running_kind_idx (as many as run), pending and succeeded
 -- ones through a bounded walk of the primary key. IF NOT EXISTS: on a large table they
 -- can be built beforehand with CREATE INDEX CONCURRENTLY (docs/upgrading.md).
--- kind <> '' holds for every row (jobs_kind_check) and is stated only by the lists'
--- walks: no other statement can use these indexes (with stale statistics, throughput's
--- finished_counts read one of them whole instead of its range of completed_at).
+-- Each index's predicate also names a condition that holds for every row (a CHECK
+-- constraint or the column's type: kind <> '', attempts >= 0, max_attempts >= 1,
+-- priority >= -32768) and that only the list lane meant for that index states, so each
+-- lane can use its own index and no other (the planner has no statistics to choose
+-- between them), and no other statement uses any (with stale statistics, throughput's
+-- finished_counts read one whole instead of its range of completed_at).
 CREATE INDEX IF NOT EXISTS jobs_unsuccessful_id_idx
     ON {schema}.jobs (status, id)
     WHERE status IN ('failed', 'dead', 'cancelled') AND kind <> '';
 CREATE INDEX IF NOT EXISTS jobs_unsuccessful_kind_idx
     ON {schema}.jobs (status, kind, id)
-    WHERE status IN ('failed', 'dead', 'cancelled') AND kind <> '';
+    WHERE status IN ('failed', 'dead', 'cancelled') AND attempts >= 0;
 CREATE INDEX IF NOT EXISTS jobs_unsuccessful_tenant_idx
     ON {schema}.jobs (status, tenant_id, id)
-    WHERE status IN ('failed', 'dead', 'cancelled') AND kind <> '';
+    WHERE status IN ('failed', 'dead', 'cancelled') AND max_attempts >= 1;
 CREATE INDEX IF NOT EXISTS jobs_unsuccessful_kind_tenant_idx
     ON {schema}.jobs (status, kind, tenant_id, id)
-    WHERE status IN ('failed', 'dead', 'cancelled') AND kind <> '';
+    WHERE status IN ('failed', 'dead', 'cancelled') AND priority >= -32768;
 
 -- One keyset page of the jobs matching a filter (a NULL argument matches everything):
 -- the page's ids in order (resume_after NULL), then, when a walk stopped at its budget
@@ -133,9 +136,12 @@ BEGIN
             FOREACH k IN ARRAY coalesce(kinds, ARRAY[NULL]) LOOP
                 FOREACH t IN ARRAY coalesce(tenants, ARRAY[NULL]) LOOP
                     shapes := shapes || 'walk'::text;
-                    conds := conds || (format('j.status = %L AND j.kind <> ''''', s)
-                        || CASE WHEN k IS NOT NULL THEN ' AND j.kind = $13' ELSE '' END
-                        || CASE WHEN t IS NOT NULL THEN ' AND j.tenant_id = $14' ELSE '' END);
+                    conds := conds || (format('j.status = %L AND ', s) || CASE
+                        WHEN k IS NULL AND t IS NULL THEN 'j.kind <> '''''
+                        WHEN t IS NULL THEN 'j.attempts >= 0 AND j.kind = $13'
+                        WHEN k IS NULL THEN 'j.max_attempts >= 1 AND j.tenant_id = $14'
+                        ELSE 'j.priority >= -32768 AND j.kind = $13 AND j.tenant_id = $14'
+                    END);
                     checks := checks || ('true' || ranges);
                     lane_states := lane_states || s; lane_kinds := lane_kinds || k;
                     lane_tenants := lane_tenants || t;
