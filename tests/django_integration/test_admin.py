@@ -218,7 +218,7 @@ def test_the_list_never_counts_the_table(staff: Client, monkeypatch: pytest.Monk
     # kind <> '' (always true) lets the list indexes of migration 0012 serve the pages.
     pages = [q for q in sql if 'ORDER BY "SKIPLOCK"."JOBS"."ID" DESC' in q]
     assert pages
-    assert all("NOT (\"SKIPLOCK\".\"JOBS\".\"KIND\" = '')" in q for q in pages), pages
+    assert all('NOT ("SKIPLOCK"."JOBS"."KIND" = \'\')' in q for q in pages), pages
     assert [r.status_code for r in (first, last, one_kind)] == [200, 200, 200]
     assert "at least 3 jobs (not counted)" in first.content.decode()
     assert "4 jobs" in last.content.decode()
