@@ -128,6 +128,21 @@ def add_cold_ratios(measurements: Sequence[Measurement]) -> None:
             m.extra["vs_analyzed"] = m.value / twin.value
 
 
+def add_index_ratios(measurements: Sequence[Measurement]) -> None:
+    """Give every skiplock measurement whose twin ran without some indexes
+    (``--without-indexes``: system ``<label> -N indexes``) the ratio to it
+    (``extra["vs_without_indexes"]``: jobs/s with the indexes over jobs/s without)."""
+    variants = {
+        (m.system.rsplit(" -", 1)[0], *_twin_key(m)[1:], m.extra.get("tables")): m
+        for m in measurements
+        if m.ok and m.system.endswith(" indexes")
+    }
+    for m in measurements:
+        twin = variants.get((m.system, *_twin_key(m)[1:], m.extra.get("tables")))
+        if m.ok and m.value is not None and twin is not None and twin.value:
+            m.extra["vs_without_indexes"] = m.value / twin.value
+
+
 def add_driver_ratios(
     measurements: Sequence[Measurement], ceilings: Mapping[tuple[str, str], Measurement]
 ) -> None:
@@ -173,6 +188,8 @@ def markdown_table(measurements: Sequence[Measurement]) -> str:
             parts.append(f"{m.jobs:,} jobs in {m.seconds:.2f} s")
         if "vs_analyzed" in m.extra:
             parts.append(f"{m.extra['vs_analyzed']:.2f}x of analyzed")
+        if "vs_without_indexes" in m.extra:
+            parts.append(f"{m.extra['vs_without_indexes']:.3f}x of without the indexes")
         if "vs_driver" in m.extra:
             parts.append(f"{m.extra['vs_driver']:.2f}x of {m.extra['driver_system']}")
         if m.extra.get("analyses_during"):

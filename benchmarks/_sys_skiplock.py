@@ -87,13 +87,17 @@ class SkiplockSystem:
     drain_configs: tuple[DrainConfig, ...] = (DrainConfig("concurrency 16", 16),)
     backlog_config = DrainConfig("concurrency 16", 16)
 
-    def __init__(self, adapter: str = "psycopg") -> None:
+    def __init__(self, adapter: str = "psycopg", dropped: tuple[str, ...] = ()) -> None:
         self.adapter_name = adapter
+        #: Indexes dropped after the schema is applied (``--without-indexes``): what an
+        #: index costs the workloads, measured in the same run as the full schema.
+        self.dropped = dropped
 
     @property
     def label(self) -> str:
-        """How results name it: ``skiplock/psycopg``."""
-        return f"skiplock/{self.adapter_name}"
+        """How results name it: ``skiplock/psycopg`` (``... -N indexes`` without some)."""
+        base = f"skiplock/{self.adapter_name}"
+        return f"{base} -{len(self.dropped)} indexes" if self.dropped else base
 
     def _adapter(self) -> Adapter:
         return get_adapter(self.adapter_name)
@@ -102,6 +106,10 @@ class SkiplockSystem:
         adapter = self._adapter()
         await adapter.apply_schema(conninfo, schema)
         ident = sql.Identifier(schema)
+        for index in self.dropped:
+            await _pg.execute(
+                conninfo, sql.SQL("DROP INDEX {}.{}").format(ident, sql.Identifier(index))
+            )
         await _pg.execute(
             conninfo,
             sql.SQL("CREATE TABLE {}.{} (i int PRIMARY KEY)").format(

@@ -29,6 +29,7 @@ from benchmarks._results import (
     Tables,
     add_cold_ratios,
     add_driver_ratios,
+    add_index_ratios,
     add_ratios,
     evaluate_targets,
     failed,
@@ -36,6 +37,7 @@ from benchmarks._results import (
     targets_table,
 )
 from benchmarks._scenarios import Namer, installed
+from benchmarks._sys_skiplock import SkiplockSystem
 from benchmarks.adapters import ADAPTERS
 from benchmarks.systems import COMPETITORS, make_system
 
@@ -95,8 +97,10 @@ class Runner:
     """Runs the selected sections and collects measurements."""
 
     def __init__(self, dsn: str, plan: Plan, sections: set[str], adapters: list[str],
-                 competitors: list[str]) -> None:  # fmt: skip
+                 competitors: list[str], without: tuple[str, ...] = ()) -> None:  # fmt: skip
         self.dsn = dsn
+        #: Indexes a second run of each adapter drops (``--without-indexes``).
+        self.without = without
         self.plan = plan
         self.sections = sections
         self.adapters = adapters
@@ -133,6 +137,9 @@ class Runner:
         for adapter in self.adapters:
             system = make_system("skiplock", adapter)
             await self._run_system(system, f"skiplock/{adapter}", adapter, competitor=False)
+            if self.without:
+                variant = SkiplockSystem(adapter, self.without)
+                await self._run_system(variant, variant.label, adapter, competitor=False)
         if "competitors" in self.sections:
             for name in self.competitors:
                 label = name
@@ -143,6 +150,7 @@ class Runner:
                 await self._run_system(COMPETITORS[name](), label, "", competitor=True)
         add_ratios(self.results, self.pgbench)
         add_cold_ratios(self.results)
+        add_index_ratios(self.results)
         add_driver_ratios(self.results, self.ceilings)
 
     async def _run_pgbench(self) -> None:
@@ -321,6 +329,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--tables", type=_tables, metavar="LIST",
                    help="table states the drains are timed on, comma-separated: cold (no "
                         "ANALYZE after the prefill), analyzed (default: both)")  # fmt: skip
+    p.add_argument("--without-indexes", type=lambda t: tuple(_split(t)), default=(),
+                   metavar="LIST",
+                   help="also run each adapter's workloads with these indexes of jobs "
+                        "dropped after the schema is applied (comma-separated names; "
+                        "labelled 'skiplock/<adapter> -N indexes'): what they cost, in one "
+                        "run")  # fmt: skip
     p.add_argument("--latency-samples", type=int)
     p.add_argument("--pgbench-seconds", type=float)
     p.add_argument("--drain-concurrency", type=lambda t: tuple(int(x) for x in _split(t)),
@@ -395,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if bad:
         print(f"unknown competitor(s) {bad}; known: {', '.join(COMPETITORS)}")
         return 2
-    runner = Runner(ns.dsn, plan, sections, adapters, competitors)
+    runner = Runner(ns.dsn, plan, sections, adapters, competitors, ns.without_indexes)
     runner.profile = ns.profile
 
     async def go() -> dict[str, str]:

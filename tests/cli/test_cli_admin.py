@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from skiplock import cli
+from skiplock.core import LIST_READ_FACTOR
 from tests.cli.admin_helpers import (
     Terminal,
     add_worker,
@@ -153,6 +154,21 @@ def test_jobs_list_filters(run: Run) -> None:
 
 @needs_psycopg
 @pytest.mark.postgres
+def test_jobs_list_says_when_a_search_stopped_early(run: Run) -> None:
+    enqueue(run.dsn, "common", 2 * LIST_READ_FACTOR + 5)
+    [rare] = enqueue(run.dsn, "rare")
+    assert run("jobs", "list", "--kind", "rare", "--limit", "1") == 0
+    searched, more = run.lines
+    assert searched.startswith("searched up to job ")
+    stop = searched.split()[4]
+    assert more == f"next: --after {stop}"
+    page = run.json("jobs", "list", "--kind", "rare", "--limit", "1", "--after", stop)
+    assert ([j["id"] for j in page["jobs"]], page["partial"]) == ([rare], False)
+    assert page["next_after"] is None
+
+
+@needs_psycopg
+@pytest.mark.postgres
 def test_jobs_show_one_job_in_full(run: Run) -> None:
     [job_id] = enqueue(run.dsn, "email", tenant="acme", priority=5, idempotency_key="k-1")
     execute(
@@ -238,7 +254,11 @@ def test_dlq_lists_dead_jobs_with_their_last_error(run: Run) -> None:
     assert [job["id"] for job in page["jobs"]] == dead[:1]
     assert page["next_after"] == dead[0]
     assert page["jobs"][0]["last_error"] == "smtp 550 mailbox unavailable"
-    assert run.json("dlq", "--tenant", "nobody") == {"jobs": [], "next_after": None}
+    assert run.json("dlq", "--tenant", "nobody") == {
+        "jobs": [],
+        "next_after": None,
+        "partial": False,
+    }
     assert run("dlq", "--tenant", "nobody") == 0
     assert run.lines == ["no dead jobs"]
 

@@ -19,7 +19,7 @@ import pytest
 from skiplock import Engine, JobState, Settings, ValidationError
 from skiplock.adapters.memory import InMemoryJobStore
 from skiplock.adapters.psycopg import PsycopgJobStore
-from skiplock.core import WorkerInfo
+from skiplock.core import JobPage, WorkerInfo
 from skiplock.integrations.dashboard import (
     CSRF_COOKIE,
     Dashboard,
@@ -275,6 +275,24 @@ def test_the_dead_letter_page_filters_by_kind_and_pages(engine: Engine) -> None:
     assert "next-page" not in html
     html = (_page(dashboard, "dead", "/dead?kind=report.build"))[1]
     assert 'data-testid="no-dead"' in html
+
+
+def test_a_dead_letter_page_whose_search_stopped_early_says_so(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store may cut a page's search short (docs/admin.md, "Lists at any size"): the
+    # page says how far it searched and its link continues the search.
+    from skiplock.engine import Operator
+
+    def stopped(*_args: Any, **_options: Any) -> JobPage:
+        return JobPage(resume_after=4000)
+
+    monkeypatch.setattr(Operator, "dead_jobs", stopped)
+    html = (_page(Dashboard(engine, authorize=authorize), "dead", "/dead?kind=k"))[1]
+    assert 'data-testid="partial-page"' in html
+    assert "Searched up to job 4000" in html
+    assert 'data-testid="no-dead"' not in html
+    assert f'href="{ROOT}/dead?kind=k&amp;after=4000" data-testid="next-page">Continue' in html
 
 
 def test_a_job_page_shows_the_job_and_its_audit_trail(dashboard: Dashboard, engine: Engine) -> None:

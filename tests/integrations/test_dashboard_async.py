@@ -14,7 +14,7 @@ import pytest
 from skiplock import AsyncEngine, JobState, Settings, ValidationError
 from skiplock.adapters.memory import AsyncInMemoryJobStore
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore
-from skiplock.core import WorkerInfo
+from skiplock.core import JobPage, WorkerInfo
 from skiplock.integrations.dashboard import (
     CSRF_COOKIE,
     AsyncDashboard,
@@ -277,6 +277,24 @@ async def test_the_dead_letter_page_filters_by_kind_and_pages(engine: AsyncEngin
     assert "next-page" not in html
     html = (await _page(dashboard, "dead", "/dead?kind=report.build"))[1]
     assert 'data-testid="no-dead"' in html
+
+
+async def test_a_dead_letter_page_whose_search_stopped_early_says_so(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store may cut a page's search short (docs/admin.md, "Lists at any size"): the
+    # page says how far it searched and its link continues the search.
+    from skiplock.engine import AsyncOperator
+
+    async def stopped(*_args: Any, **_options: Any) -> JobPage:
+        return JobPage(resume_after=4000)
+
+    monkeypatch.setattr(AsyncOperator, "dead_jobs", stopped)
+    html = (await _page(AsyncDashboard(engine, authorize=authorize), "dead", "/dead?kind=k"))[1]
+    assert 'data-testid="partial-page"' in html
+    assert "Searched up to job 4000" in html
+    assert 'data-testid="no-dead"' not in html
+    assert f'href="{ROOT}/dead?kind=k&amp;after=4000" data-testid="next-page">Continue' in html
 
 
 async def test_a_job_page_shows_the_job_and_its_audit_trail(

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
 
-    from skiplock.core import AttemptError
+    from skiplock.core import AttemptError, JobPage
     from skiplock.engine import Operator
 
     from ._database import Reached
@@ -90,13 +90,10 @@ def run(reached: Reached, args: argparse.Namespace) -> int:
 
 def run_dlq(reached: Reached, args: argparse.Namespace) -> int:
     operator = reached.checked().operator()
-    jobs, next_after = _page(
-        operator.dead_jobs(
-            kind=args.kind, tenant=args.tenant, limit=args.limit + 1, after_id=args.after
-        ),
-        args.limit,
+    read = operator.dead_jobs(
+        kind=args.kind, tenant=args.tenant, limit=args.limit + 1, after_id=args.after
     )
-    _print_page(jobs, next_after, args, dead=True)
+    _print_page(read, args, dead=True)
     return 0
 
 
@@ -191,37 +188,35 @@ def _confirm(args: argparse.Namespace, question: str) -> bool:
 # ---- the actions ------------------------------------------------------------------------
 
 
-def _page(jobs: list[Job], limit: int) -> tuple[list[Job], int | None]:
-    """A page from ``limit + 1`` jobs: the first ``limit``, and the cursor of the next
-    page if there is one."""
-    if len(jobs) > limit:
-        return jobs[:limit], jobs[limit - 1].id
-    return jobs, None
-
-
 def _list(operator: Operator, args: argparse.Namespace) -> int:
-    jobs, next_after = _page(
-        operator.list_jobs(
-            state=args.state,
-            kind=args.kind,
-            tenant=args.tenant,
-            limit=args.limit + 1,
-            after_id=args.after,
-        ),
-        args.limit,
+    read = operator.list_jobs(
+        state=args.state,
+        kind=args.kind,
+        tenant=args.tenant,
+        limit=args.limit + 1,
+        after_id=args.after,
     )
-    _print_page(jobs, next_after, args, dead=False)
+    _print_page(read, args, dead=False)
     return 0
 
 
-def _print_page(
-    jobs: list[Job], next_after: int | None, args: argparse.Namespace, *, dead: bool
-) -> None:
+def _print_page(read: JobPage, args: argparse.Namespace, *, dead: bool) -> None:
+    """A page read with ``args.limit + 1``: its jobs, then the cursor of the next page;
+    a search the store stopped early says so (``partial``, "searched up to")."""
+    jobs, next_after = read.shown(args.limit)
+    partial = read.resume_after is not None
     if args.json:
-        print_json({"jobs": [job_json(j) for j in jobs], "next_after": next_after})
+        print_json(
+            {"jobs": [job_json(j) for j in jobs], "next_after": next_after, "partial": partial}
+        )
         return
+    if partial:
+        print(f"searched up to job {next_after} (a page reads a bounded number of jobs)")
     if not jobs:
-        print("no dead jobs" if dead else "no jobs")
+        if not partial:
+            print("no dead jobs" if dead else "no jobs")
+        else:
+            print(f"next: --after {next_after}")
         return
     # LAST ERROR: the error's first line (its summary); `jobs show` prints it whole.
     if dead:

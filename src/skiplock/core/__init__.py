@@ -73,6 +73,7 @@ from ._states import TERMINAL_STATES, check_operator_event, sources, transition
 from ._throughput import FINISHED_STATES, FinishedCount
 from ._types import (
     JSON,
+    LIST_READ_FACTOR,
     AttemptError,
     Bury,
     ClaimRequest,
@@ -83,6 +84,7 @@ from ._types import (
     Event,
     Job,
     JobFilter,
+    JobPage,
     JobState,
     Lease,
     Outcome,
@@ -107,6 +109,7 @@ __all__ = [
     "FINISHED_STATES",
     "JSON",
     "JSONB_MAX_BYTES",
+    "LIST_READ_FACTOR",
     "MAX_AVAILABLE_AT",
     "MAX_ERROR_LENGTH",
     "MAX_RECORDED_ERRORS",
@@ -132,6 +135,7 @@ __all__ = [
     "Job",
     "JobFilter",
     "JobNotFoundError",
+    "JobPage",
     "JobState",
     "KindHealth",
     "KindPolicy",

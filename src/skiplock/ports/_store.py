@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         HealthSnapshot,
         Job,
         JobFilter,
+        JobPage,
         Lease,
         Page,
         StateCount,
@@ -195,8 +196,13 @@ class JobStore(Protocol):
         """One job, or None."""
         ...
 
-    def list_jobs(self, filter: JobFilter, page: Page) -> list[Job]:
-        """Jobs matching ``filter`` ordered by id (keyset page)."""
+    def list_jobs(self, filter: JobFilter, page: Page) -> JobPage:
+        """Jobs matching ``filter`` ordered by id (keyset page).
+
+        Reads rows in proportion to ``page.limit``, never to the table: a filter that no
+        index serves in id order may stop the search after ``LIST_READ_FACTOR`` rows per
+        job asked for, with the page's ``resume_after`` saying where it stopped (the page
+        then holds every match before that id, possibly fewer than the limit)."""
         ...
 
     def counts(self) -> list[StateCount]:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         HealthSnapshot,
         Job,
         JobFilter,
+        JobPage,
         Lease,
         Page,
         StateCount,
@@ -195,8 +196,13 @@ class AsyncJobStore(Protocol):
         """One job, or None."""
         ...
 
-    async def list_jobs(self, filter: JobFilter, page: Page) -> list[Job]:
-        """Jobs matching ``filter`` ordered by id (keyset page)."""
+    async def list_jobs(self, filter: JobFilter, page: Page) -> JobPage:
+        """Jobs matching ``filter`` ordered by id (keyset page).
+
+        Reads rows in proportion to ``page.limit``, never to the table: a filter that no
+        index serves in id order may stop the search after ``LIST_READ_FACTOR`` rows per
+        job asked for, with the page's ``resume_after`` saying where it stopped (the page
+        then holds every match before that id, possibly fewer than the limit)."""
         ...
 
     async def counts(self) -> list[StateCount]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from skiplock.core import (
+    LIST_READ_FACTOR,
     MAX_AVAILABLE_AT,
     MAX_ERROR_LENGTH,
     MIN_AVAILABLE_AT,
@@ -31,6 +32,7 @@ from skiplock.core import (
     FinishedCount,
     Job,
     JobFilter,
+    JobPage,
     JobState,
     Lease,
     Page,
@@ -549,8 +551,29 @@ def filter_params(f: JobFilter) -> dict[str, Any]:
     }
 
 
+#: The largest budget a page's walk is given (a bigint, whatever the limit).
+_MAX_BUDGET = 2**62
+
+
 def page_params(page: Page) -> dict[str, Any]:
-    return {"after_id": page.after_id, "limit": page.limit}
+    """Parameters of a keyset page (``list_jobs``): the cursor, the limit, the order and
+    the walk's budget of rows read (``LIST_READ_FACTOR`` per job asked for)."""
+    return {
+        "after_id": page.after_id,
+        "limit": page.limit,
+        "descending": page.descending,
+        "budget": min(page.limit * LIST_READ_FACTOR, _MAX_BUDGET),
+    }
+
+
+def job_page_from_rows(rows: Sequence[Mapping[str, Any]]) -> JobPage:
+    """A page from the rows of ``list_jobs``: its jobs, then possibly one row without a
+    job that says where a bounded walk stopped (``resume_after``)."""
+    resume = [r["resume_after"] for r in rows if r["id"] is None]
+    return JobPage(
+        (job_from_row(r) for r in rows if r["id"] is not None),
+        resume_after=resume[0] if resume else None,
+    )
 
 
 def apply_params(event: Event, *, reset_attempts: bool) -> dict[str, Any]:

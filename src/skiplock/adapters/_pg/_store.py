@@ -33,6 +33,7 @@ from skiplock.core import (
     HealthSnapshot,
     Job,
     JobFilter,
+    JobPage,
     Lease,
     Page,
     StateCount,
@@ -80,6 +81,7 @@ from ._rows import (
     health_queues_params,
     heartbeat_params,
     job_from_row,
+    job_page_from_rows,
     lease_params,
     maintenance_params,
     operator_audit_params,
@@ -616,13 +618,13 @@ class PgJobStore(Generic[C, TX]):
             rows = self._execute(conn, "get_job", {"id": job_id})
         return job_from_row(rows[0]) if rows else None
 
-    def list_jobs(self, filter: JobFilter, page: Page) -> list[Job]:
-        """Jobs matching ``filter``, ordered by id, one keyset page; UndecodableRowError
-        if a row of the page cannot become a job."""
-        name = "list_jobs_desc" if page.descending else "list_jobs_asc"
+    def list_jobs(self, filter: JobFilter, page: Page) -> JobPage:
+        """Jobs matching ``filter``, ordered by id, one keyset page read by index walks
+        of at most ``LIST_READ_FACTOR`` rows per job asked for (``list_job_page``,
+        migration 0012); UndecodableRowError if a row of the page cannot become a job."""
         with self._reading() as conn:
-            rows = self._execute(conn, name, filter_params(filter) | page_params(page))
-        return [job_from_row(r) for r in rows]
+            rows = self._execute(conn, "list_jobs", filter_params(filter) | page_params(page))
+        return job_page_from_rows(rows)
 
     def counts(self) -> list[StateCount]:
         """Jobs per (state, kind, tenant) from the running totals (migration 0011): one

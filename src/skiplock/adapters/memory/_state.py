@@ -39,6 +39,7 @@ from skiplock.core import (
     HealthSnapshot,
     Job,
     JobFilter,
+    JobPage,
     JobState,
     Lease,
     LeaseLostError,
@@ -565,17 +566,18 @@ class MemoryState:
             job = self._scope(connection).get(job_id)
         return None if job is None else _public(job)
 
-    def list_jobs(self, filter: JobFilter, page: Page) -> list[Job]:
-        """Matching jobs ordered by id, one keyset page."""
+    def list_jobs(self, filter: JobFilter, page: Page) -> JobPage:
+        """Matching jobs ordered by id, one keyset page (never stopped early: the
+        search costs no database reads)."""
         if page.limit <= 0:
-            return []
+            return JobPage()
         with self._lock:
             rows = [job for job in self._jobs.values() if matches(filter, job)]
         if page.after_id is not None:
             cursor = page.after_id
             rows = [j for j in rows if (j.id < cursor if page.descending else j.id > cursor)]
         rows.sort(key=lambda j: j.id, reverse=page.descending)
-        return [_public(j) for j in rows[: page.limit]]
+        return JobPage(_public(j) for j in rows[: page.limit])
 
     def counts(self) -> list[StateCount]:
         """Jobs per (state, kind, tenant); zero counts omitted."""

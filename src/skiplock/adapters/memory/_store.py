@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         FinishedCount,
         HealthSnapshot,
         Job,
+        JobPage,
         Lease,
         Page,
         StateCount,
@@ -226,7 +227,7 @@ class InMemoryJobStore:
         """One job, or None."""
         return self._state.get(job_id, connection)
 
-    def list_jobs(self, filter: JobFilter, page: Page) -> list[Job]:
+    def list_jobs(self, filter: JobFilter, page: Page) -> JobPage:
         """Jobs matching ``filter`` ordered by id (keyset page)."""
         return self._state.list_jobs(filter, page)
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         FinishedCount,
         HealthSnapshot,
         Job,
+        JobPage,
         Lease,
         Page,
         StateCount,
@@ -222,7 +223,7 @@ class AsyncInMemoryJobStore:
         """One job, or None."""
         return self._state.get(job_id, connection)
 
-    async def list_jobs(self, filter: JobFilter, page: Page) -> list[Job]:
+    async def list_jobs(self, filter: JobFilter, page: Page) -> JobPage:
         """Jobs matching ``filter`` ordered by id (keyset page)."""
         return self._state.list_jobs(filter, page)
 

@@ -21,6 +21,7 @@ from skiplock.core import (
     Job,
     JobFilter,
     JobNotFoundError,
+    JobPage,
     JobState,
     Page,
     StateCount,
@@ -104,14 +105,20 @@ class AdminOps:
         limit: int = 100,
         after_id: int | None = None,
         descending: bool = False,
-    ) -> list[Job]:
+    ) -> JobPage:
         """Jobs matching every given filter, ordered by id, one keyset page (each with its
-        ``result`` and ``errors``, as :meth:`get_job`).
+        ``result`` and ``errors``, as :meth:`get_job`): a :class:`~skiplock.core.JobPage`,
+        a list of jobs.
 
         The time ranges take aware datetimes and are half-open: ``created_since <=
-        created_at < created_before``, the same for ``available_at``. Pass the last id of
-        a page as ``after_id`` for the next one (with ``descending`` the next page holds
-        smaller ids).
+        created_at < created_before``, the same for ``available_at``. Pass
+        ``page.next_after(limit)`` as ``after_id`` for the next page: the last id of a
+        full page, or the page's ``resume_after`` (with ``descending`` the next page holds
+        smaller ids). A page reads rows in proportion to ``limit``, whatever the table's
+        size: when no index serves the filter in id order (pending or succeeded jobs by
+        kind, tenant, priority or time) the search stops after ``LIST_READ_FACTOR`` rows
+        per job asked for, and ``resume_after`` says where (the page holds every match
+        before it, possibly fewer than ``limit``, even none).
         """
         check_int("limit", limit, minimum=1, maximum=INT8_RANGE[1])
         if after_id is not None:
@@ -141,9 +148,10 @@ class AdminOps:
         tenant: str | Iterable[str] | None = None,
         limit: int = 100,
         after_id: int | None = None,
-    ) -> list[Job]:
+    ) -> JobPage:
         """The dead-letter view: dead jobs with their last_error, errors, payload and
-        tenant."""
+        tenant (a page of :meth:`list_jobs`; dead jobs by kind and tenant are read through
+        their own indexes, so such a page is never cut short: ``resume_after`` is None)."""
         return self.list_jobs(
             state=JobState.DEAD, kind=kind, tenant=tenant, limit=limit, after_id=after_id
         )

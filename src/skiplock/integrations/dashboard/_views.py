@@ -183,6 +183,7 @@ class Dashboard(Door):
             "kind": kind,
             "kinds": kinds,
             "next_cursor": after,
+            "partial": read.resume_after is not None,
             "next_query": urlencode(query | ({} if after is None else {"after": after})),
         }
 

@@ -41,7 +41,7 @@ if typing.TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from datetime import datetime
 
-    from skiplock.core import StateCount
+    from skiplock.core import JobPage, StateCount
 
     from ._http import Request
     from ._spec import Operation
@@ -204,19 +204,21 @@ def typed(value: object, model: type[M]) -> M:
     return value
 
 
-def keyset_page(jobs: Sequence[Job], limit: int) -> tuple[Sequence[Job], int | None]:
-    """The jobs a page shows from up to ``limit + 1`` read, and the id the next page
-    starts after (None: no next page): the extra job says there is one."""
-    shown = jobs[:limit]
-    return shown, shown[-1].id if len(jobs) > limit else None
+def keyset_page(jobs: JobPage, limit: int) -> tuple[Sequence[Job], int | None]:
+    """The jobs a page shows from a page of up to ``limit + 1`` read, and the id the next
+    page starts after (None: no next page): the extra job says there is one, and so does
+    a search the store stopped early (``resume_after``: the page may show fewer than
+    ``limit`` jobs, even none, and the next one continues the search)."""
+    return jobs.shown(limit)
 
 
-def page(jobs: Sequence[Job], limit: int) -> dict[str, Any]:
-    """A page (``JobPage``) from up to ``limit + 1`` jobs."""
+def page(jobs: JobPage, limit: int) -> dict[str, Any]:
+    """A page (``JobPage``) from a page of up to ``limit + 1`` jobs."""
     shown, after = keyset_page(jobs, limit)
     return {
         "jobs": [job_json(job) for job in shown],
         "next_cursor": None if after is None else str(after),
+        "partial": jobs.resume_after is not None,
     }
 
 

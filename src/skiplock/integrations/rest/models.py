@@ -233,10 +233,15 @@ class JobDetail(Job):
 
 
 class JobPage(_Output):
-    """One page of jobs; ``next_cursor`` is null on the last page."""
+    """One page of jobs; ``next_cursor`` is null on the last page. ``partial`` is true
+    when the server stopped searching at its read budget (a filter no index serves in id
+    order, such as pending jobs of a kind: docs/admin.md, "Lists at any size"): the page
+    may hold fewer jobs than ``limit``, even none, and ``next_cursor`` continues the
+    search."""
 
     jobs: list[Job]
     next_cursor: str | None
+    partial: bool
 
 
 class RetriedJobs(_Output):

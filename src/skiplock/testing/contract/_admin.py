@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from skiplock.core import (
+    LIST_READ_FACTOR,
     Bury,
     Event,
     JobFilter,
@@ -276,6 +277,33 @@ class AdminContract(ContractBase):
             after = page[-1]
         down = ids[::-1]
         assert pages == [down[0:3], down[3:6], down[6:7]]
+
+    def test_list_jobs_cursor_finds_every_match_of_a_sparse_filter(self, store: JobStore) -> None:
+        # One job in 25 is of the kind asked for: a store may stop a page's search after
+        # LIST_READ_FACTOR rows per job asked for (resume_after says where), and following
+        # next_after() still yields every match once, in order, in both directions.
+        results = store.enqueue(
+            [
+                _request(kind="contract.sparse" if i % 25 == 0 else "contract.dense", payload=i)
+                for i in range(3 * 25 * LIST_READ_FACTOR)
+            ]
+        )
+        wanted = sorted(r.id for i, r in enumerate(results) if i % 25 == 0)
+        sparse = JobFilter(kinds=frozenset({"contract.sparse"}))
+        for descending in (False, True):
+            seen: list[int] = []
+            after: int | None = None
+            for _ in range(len(results)):
+                page = store.list_jobs(sparse, Page(limit=2, after_id=after, descending=descending))
+                assert len(page) <= 2
+                if page.resume_after is not None:
+                    stop = page.resume_after
+                    assert all((i >= stop) if descending else (i <= stop) for i in _ids(page))
+                seen += _ids(page)
+                after = page.next_after(2)
+                if after is None:
+                    break
+            assert seen == (wanted[::-1] if descending else wanted), descending
 
     def test_counts_per_state_kind_and_tenant(self, store: JobStore) -> None:
         _enqueue(store, "contract.a", tenant="t1")

@@ -531,21 +531,21 @@ RETURNING u.ord;
 -- name: get_job
 SELECT {_job_columns} FROM {schema}.jobs AS j WHERE j.id = :id::bigint;
 
--- name: list_jobs_asc
-SELECT {_job_columns}
-FROM {schema}.jobs AS j
-WHERE {_job_filter}
-  AND (:after_id::bigint IS NULL OR j.id > :after_id::bigint)
-ORDER BY j.id
-LIMIT :limit;
-
--- name: list_jobs_desc
-SELECT {_job_columns}
-FROM {schema}.jobs AS j
-WHERE {_job_filter}
-  AND (:after_id::bigint IS NULL OR j.id < :after_id::bigint)
-ORDER BY j.id DESC
-LIMIT :limit;
+-- name: list_jobs
+-- One keyset page (list_job_page, migration 0012: index walks, each bounded by
+-- :budget rows read): the page's jobs in order, then, when a walk stopped at its budget
+-- before the page was full, one row whose job columns are NULL and whose resume_after
+-- is the id to continue after.
+SELECT {_job_columns}, p.resume_after
+FROM {schema}.list_job_page(
+    :ids::bigint[], :states::text[], :kinds::text[], :tenants::text[],
+    :priority_min::int, :priority_max::int,
+    :created_since::timestamptz, :created_before::timestamptz,
+    :available_since::timestamptz, :available_before::timestamptz,
+    :after_id::bigint, :limit::bigint, :descending::bool, :budget::bigint
+) WITH ORDINALITY AS p (page_id, resume_after, ord)
+LEFT JOIN {schema}.jobs AS j ON j.id = p.page_id
+ORDER BY p.ord;
 
 -- name: _totals
 -- Jobs per (kind, tenant, state) in this statement's snapshot: the folded totals plus

@@ -1,4 +1,4 @@
--- 0011: operator reads independent of the table's size (issue 29). counts(), health and
+-- 0011: operator reads independent of the table's size. counts(), health and
 -- throughput read running totals instead of grouping every job: O(kinds x tenants x
 -- states) and O(minutes), never O(jobs). Placeholders: {schema} (quoted schema name).
 --
