@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         Job,
         JobFilter,
         Lease,
+        NextDue,
         Page,
         StateCount,
         WorkerInfo,
@@ -334,6 +335,16 @@ class AsyncJobStore(Protocol):
         """Delete (or archive) succeeded jobs completed more than ``older_than`` ago, and
         the store's audit events older than that (deleted, never archived); returns the
         number of jobs."""
+        ...
+
+    async def next_due(
+        self, kinds: frozenset[str] | None, tenants: frozenset[str] | None
+    ) -> NextDue | None:
+        """When the next pending job of ``kinds`` and ``tenants`` (None: any) that is not
+        due yet falls due, or None if there is none: the worker's next-due timer (see
+        docs/architecture.md, "The worker"). Jobs due already are the claim's business.
+        A cheap, bounded read; it may answer with an earlier time than the job's (never a
+        later one), after which the worker asks again."""
         ...
 
     def notifier(self) -> AsyncNotifier | None:
