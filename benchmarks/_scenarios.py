@@ -267,14 +267,7 @@ async def latency(
     for a notification) each time. Latency is the processor's start time minus the time
     the committing ``enqueue`` call returned, both ``time.monotonic()``.
     """
-    wargs = WorkerArgs(
-        system=system.name,
-        conninfo=conninfo,
-        concurrency=concurrency,
-        mode="latency",
-        schema=SCHEMA,
-        adapter=adapter,
-    )
+    wargs = _idle_worker(system, conninfo, concurrency, adapter)
     rng = random.Random(1234)
     from_return: list[float] = []
     from_call: list[float] = []
@@ -325,14 +318,7 @@ async def lateness(
     and on the harness's for every system (the processor's start minus the enqueue
     call's start plus the delay: an overestimate by at most the enqueue's round trip).
     """
-    wargs = WorkerArgs(
-        system=system.name,
-        conninfo=conninfo,
-        concurrency=concurrency,
-        mode="latency",
-        schema=SCHEMA,
-        adapter=adapter,
-    )
+    wargs = _idle_worker(system, conninfo, concurrency, adapter)
     rng = random.Random(4321)
     due: dict[int, float] = {}
     harness: list[float] = []
@@ -370,6 +356,18 @@ async def lateness(
         label, LATENESS, "scheduled-job lateness (due → start)", 1,
         float(extra["p50_ms"]), "ms", extra=extra,  # type: ignore[arg-type]
     )  # fmt: skip
+
+
+def _idle_worker(system: System, conninfo: str, concurrency: int, adapter: str) -> WorkerArgs:
+    """One worker that reports each job's start (``latency`` mode)."""
+    return WorkerArgs(
+        system=system.name,
+        conninfo=conninfo,
+        concurrency=concurrency,
+        mode="latency",
+        schema=SCHEMA,
+        adapter=adapter,
+    )
 
 
 async def _started(proc: WorkerProcess, number: int | None, timeout: float) -> tuple[int, float]:
