@@ -94,9 +94,11 @@ class WorkerLoops:
                 continue  # a full batch: more may be due
             if until_idle and not claimed and dispatcher.idle_since(generation):
                 return
-            # Room left and nothing more due: sleep until the next poll or until the next
-            # job of ours falls due, whichever comes first (the next-due timer).
-            if limit and not until_idle:
+            # Nothing due that we could take: sleep until the next poll or until the next
+            # job of ours falls due, whichever comes first (the next-due timer). Asked
+            # after an empty claim only: a claim that took jobs (a busy worker, or the
+            # pickup of a job due now) costs no second statement.
+            if limit and not claimed and not until_idle:
                 await dispatcher.next_due()
             await dispatcher.wakeup.wait(dispatcher.timer.arm(poll, dispatcher.throttled_for))
 
