@@ -76,7 +76,7 @@ CREATE UNIQUE INDEX jobs_idempotency_key_idx ON {schema}.jobs (idempotency_key)
 
 -- Wake listening workers: one notification per distinct kind of the pending rows, with
 -- the kind as payload, also for jobs due later (a worker arms its next-due timer for
--- them, 0014). PostgreSQL folds identical notifications within a transaction.
+-- them, 0013). PostgreSQL folds identical notifications within a transaction.
 CREATE FUNCTION {schema}.notify_jobs() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -97,7 +97,7 @@ CREATE TRIGGER jobs_notify_insert
     FOR EACH STATEMENT EXECUTE FUNCTION {schema}.notify_jobs('{channel}');
 
 -- Updates notify per row, and only for rows that became pending or whose pending due time
--- moved (due now or later, 0014): claims and completions (the hot path) skip the trigger
+-- moved (due now or later, 0013): claims and completions (the hot path) skip the trigger
 -- entirely.
 CREATE FUNCTION {schema}.notify_job() RETURNS trigger
 LANGUAGE plpgsql AS $$

@@ -1,4 +1,4 @@
--- 0014: the jobs triggers also notify for jobs that are due later, so a listening worker
+-- 0013: the jobs triggers also notify for jobs that are due later, so a listening worker
 -- arms its next-due timer for them (docs/architecture.md, "The worker"): a job enqueued
 -- for later, a retry after its backoff, a release with a delay. The payload is still the
 -- kind; a notified worker claims, and when nothing is due asks the bounded next_due
