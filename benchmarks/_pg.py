@@ -83,6 +83,15 @@ async def fetch_one(conninfo: str, query: Query, params: Sequence[Any] = ()) -> 
     return tuple(row)
 
 
+async def fetch_all(
+    conninfo: str, query: Query, params: Sequence[Any] = ()
+) -> list[tuple[Any, ...]]:
+    """Every row of a query (autocommit)."""
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+        cur = await conn.execute(query, params)
+        return [tuple(row) for row in await cur.fetchall()]
+
+
 async def settle(conninfo: str, *, analyze: bool = True) -> None:
     """Before a timed phase: VACUUM ANALYZE (unless ``analyze`` is False: cold tables,
     whose planner statistics stay as the prefill left them, i.e. none) and CHECKPOINT.

@@ -9,7 +9,7 @@ import sys
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from benchmarks import _pg
 from benchmarks._procs import WorkerError, WorkerProcess, release, workers
@@ -21,6 +21,7 @@ from benchmarks._results import (
     ENQUEUE_BULK,
     ENQUEUE_SINGLE,
     LATENCY,
+    LATENESS,
     Measurement,
     Tables,
     percentile,
@@ -234,6 +235,21 @@ async def _profile(
     return found
 
 
+class IdleScenario(Protocol):
+    """A scenario of one idle worker (:func:`latency`, :func:`lateness`)."""
+
+    async def __call__(
+        self,
+        system: System,
+        label: str,
+        conninfo: str,
+        client: Client,
+        *,
+        samples: int,
+        adapter: str = ...,
+    ) -> Measurement: ...
+
+
 async def latency(
     system: System,
     label: str,
@@ -251,14 +267,7 @@ async def latency(
     for a notification) each time. Latency is the processor's start time minus the time
     the committing ``enqueue`` call returned, both ``time.monotonic()``.
     """
-    wargs = WorkerArgs(
-        system=system.name,
-        conninfo=conninfo,
-        concurrency=concurrency,
-        mode="latency",
-        schema=SCHEMA,
-        adapter=adapter,
-    )
+    wargs = _idle_worker(system, conninfo, concurrency, adapter)
     rng = random.Random(1234)
     from_return: list[float] = []
     from_call: list[float] = []
@@ -270,14 +279,7 @@ async def latency(
             called = time.monotonic()
             await client.enqueue_single(k)
             returned = time.monotonic()
-            try:
-                number, started = await asyncio.wait_for(proc.starts.get(), 10.0)
-            except TimeoutError:
-                if not proc.alive:
-                    raise WorkerError(proc.failure()) from None
-                raise TimeoutError(f"job {k} not started within 10 s") from None
-            if number != k:
-                raise AssertionError(f"expected job {k} to start, got {number}")
+            _, started = await _started(proc, k, 10.0)
             if k >= 0:
                 from_return.append((started - returned) * 1000)
                 from_call.append((started - called) * 1000)
@@ -295,3 +297,87 @@ async def latency(
         label, LATENCY, "pickup latency (commit → processor start)", 1,
         float(extra["p50_ms"]), "ms", extra=extra,  # type: ignore[arg-type]
     )  # fmt: skip
+
+
+async def lateness(
+    system: System,
+    label: str,
+    conninfo: str,
+    client: Client,
+    *,
+    samples: int,
+    spread: tuple[float, float] = (0.3, 2.0),
+    concurrency: int = 4,
+    adapter: str = "psycopg",
+) -> Measurement:
+    """How late jobs scheduled for later start on an idle worker with default settings.
+
+    ``samples`` jobs are enqueued back to back, each due a random 0.3-2.0 s later; the
+    worker has nothing else to do. Lateness is start minus due time: on the server's
+    clock where the system records its start (skiplock: ``started_at - available_at``),
+    and on the harness's for every system (the processor's start minus the enqueue
+    call's start plus the delay: an overestimate by at most the enqueue's round trip).
+    """
+    wargs = _idle_worker(system, conninfo, concurrency, adapter)
+    rng = random.Random(4321)
+    due: dict[int, float] = {}
+    harness: list[float] = []
+    async with workers([wargs]) as procs:
+        (proc,) = procs
+        release(procs)
+        for k in range(-3, 0):  # warm up with jobs due now: the worker is listening
+            await client.enqueue_single(k)
+            await _started(proc, k, 10.0)
+        await asyncio.sleep(0.2)  # idle: its claim came back empty, it sleeps
+        for k in range(samples):
+            delay = rng.uniform(*spread)
+            called = time.monotonic()
+            await client.enqueue_scheduled(k, delay)
+            due[k] = called + delay
+        deadline = time.monotonic() + spread[1] + 10.0
+        while due:
+            number, started = await _started(proc, None, max(0.1, deadline - time.monotonic()))
+            harness.append((started - due.pop(number)) * 1000)
+    server = await client.lateness_ms()
+    shown = server if server else harness
+    extra: dict[str, object] = {
+        "p50_ms": percentile(shown, 50),
+        "p99_ms": percentile(shown, 99),
+        "max_ms": max(shown),
+        "clock": "server" if server else "harness",
+        "harness_p50_ms": percentile(harness, 50),
+        "harness_p99_ms": percentile(harness, 99),
+        "harness_max_ms": max(harness),
+        "samples": len(shown),
+        "note": f"{len(shown)} jobs due {spread[0]}-{spread[1]} s ahead, idle worker x "
+        f"{concurrency}, default settings; {'server' if server else 'harness'} clock",
+    }
+    return Measurement(
+        label, LATENESS, "scheduled-job lateness (due → start)", 1,
+        float(extra["p50_ms"]), "ms", extra=extra,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def _idle_worker(system: System, conninfo: str, concurrency: int, adapter: str) -> WorkerArgs:
+    """One worker that reports each job's start (``latency`` mode)."""
+    return WorkerArgs(
+        system=system.name,
+        conninfo=conninfo,
+        concurrency=concurrency,
+        mode="latency",
+        schema=SCHEMA,
+        adapter=adapter,
+    )
+
+
+async def _started(proc: WorkerProcess, number: int | None, timeout: float) -> tuple[int, float]:
+    """The next ``start`` report of ``proc`` (job ``number``, if given)."""
+    try:
+        got, started = await asyncio.wait_for(proc.starts.get(), timeout)
+    except TimeoutError:
+        if not proc.alive:
+            raise WorkerError(proc.failure()) from None
+        raise TimeoutError(f"no job started within {timeout:.1f} s") from None
+    if number is not None and got != number:
+        raise AssertionError(f"expected job {number} to start, got {got}")
+    return got, started

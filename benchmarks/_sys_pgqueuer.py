@@ -6,6 +6,7 @@ pgqueuer deletes a finished job from its queue table and logs the outcome in
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from benchmarks import _pg
@@ -26,6 +27,14 @@ class _PgqClient:
     async def enqueue_single(self, number: int) -> None:
         # An asyncpg connection outside a transaction: each statement commits by itself.
         await self._queries.enqueue(KIND, str(number).encode())
+
+    async def enqueue_scheduled(self, number: int, delay: float) -> None:
+        await self._queries.enqueue(
+            KIND, str(number).encode(), execute_after=timedelta(seconds=delay)
+        )
+
+    async def lateness_ms(self) -> list[float] | None:
+        return None  # a finished job leaves the queue table; the harness's clock measures
 
     async def enqueue_bulk(self, numbers: range) -> None:
         n = len(numbers)

@@ -40,6 +40,12 @@ class _ProcClient:
     async def enqueue_single(self, number: int) -> None:
         await self._task.defer_async(i=number)
 
+    async def enqueue_scheduled(self, number: int, delay: float) -> None:
+        await self._task.configure(schedule_in={"seconds": delay}).defer_async(i=number)
+
+    async def lateness_ms(self) -> list[float] | None:
+        return None  # the harness's clock measures
+
     async def enqueue_bulk(self, numbers: range) -> None:
         await self._task.batch_defer_async(*({"i": i} for i in numbers))
 

@@ -41,6 +41,20 @@ class _SkiplockClient:
     async def enqueue_bulk(self, numbers: range) -> None:
         await self._engine.enqueue_many([Enqueue(KIND, {"i": i}) for i in numbers])
 
+    async def enqueue_scheduled(self, number: int, delay: float) -> None:
+        await self._engine.enqueue_after(delay, KIND, {"i": number})
+
+    async def lateness_ms(self) -> list[float] | None:
+        # started_at is the claim's now() (the attempt's start); both on the server's clock.
+        rows = await _pg.fetch_all(
+            self._conninfo,
+            sql.SQL(
+                "SELECT extract(epoch FROM started_at - available_at) * 1000 FROM {}.jobs"
+                " WHERE (payload->>'i')::int >= 0 ORDER BY id"
+            ).format(sql.Identifier(self._schema)),
+        )
+        return [float(r[0]) for r in rows]
+
     async def verify(self, n: int, *, transactional: bool) -> str | None:
         ident = sql.Identifier(self._schema)
         total, once = await _pg.fetch_one(

@@ -109,6 +109,13 @@ class Client(Protocol):
     async def enqueue_bulk(self, numbers: range) -> None:
         """Enqueue many jobs in one call (one transaction where the system allows)."""
 
+    async def enqueue_scheduled(self, number: int, delay: float) -> None:
+        """Enqueue one job due ``delay`` seconds after the server's now."""
+
+    async def lateness_ms(self) -> list[float] | None:
+        """After the scheduled workload: each job's start minus its due time on the
+        server's clock, in ms (None if the system does not record its start)."""
+
     async def verify(self, n: int, *, transactional: bool) -> str | None:
         """After a drain of ``n`` jobs: None if each succeeded exactly once, else why not."""
         ...

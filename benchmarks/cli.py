@@ -24,6 +24,7 @@ from benchmarks._results import (
     ENQUEUE_BULK,
     ENQUEUE_SINGLE,
     LATENCY,
+    LATENESS,
     TABLES,
     Measurement,
     Tables,
@@ -44,11 +45,12 @@ from benchmarks.systems import COMPETITORS, make_system
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
+    from benchmarks._scenarios import IdleScenario
     from benchmarks._system import Mode, System
 
-SECTIONS = ("pgbench", "enqueue", "drain", "backlog", "latency", "competitors")
+SECTIONS = ("pgbench", "enqueue", "drain", "backlog", "latency", "scheduled", "competitors")
 #: The sections that measure workloads (for skiplock, and for competitors when asked).
-WORKLOADS = frozenset({"enqueue", "drain", "backlog", "latency"})
+WORKLOADS = frozenset({"enqueue", "drain", "backlog", "latency", "scheduled"})
 #: A scenario that takes longer than this is reported as failed (never hangs CI).
 SCENARIO_TIMEOUT = 900.0
 
@@ -63,6 +65,8 @@ class Plan:
     #: The backlog workload: one enqueue_many of this many jobs, then drained (0: skip).
     backlog_jobs: int = 200_000
     latency_samples: int = 200
+    #: Jobs of the scheduled-lateness workload, each due 0.3-2.0 s after its enqueue.
+    scheduled_samples: int = 40
     pgbench_seconds: float = 10.0
     pgbench_clients: tuple[int, ...] = (1, 4, 16)
     drain_concurrency: tuple[int, ...] = (1, 4, 16)
@@ -79,6 +83,7 @@ class Plan:
             drain_jobs=500,
             backlog_jobs=2_000,
             latency_samples=10,
+            scheduled_samples=5,
             pgbench_seconds=1.0,
             competitor_configs=1,
         )
@@ -223,20 +228,33 @@ class Runner:
                     system, label, adapter, 1, conc, "noop", batch, note, tables, backlog=True
                 )
 
-        if "latency" in want:
+        # An idle worker's timing: pickup of a job due now, lateness of jobs due later.
+        idle = (
+            ("latency", LATENCY, "pickup latency", _scenarios.latency, p.latency_samples),
+            (
+                "scheduled",
+                LATENESS,
+                "scheduled-job lateness",
+                _scenarios.lateness,
+                p.scheduled_samples,
+            ),
+        )
+        for section, workload, what, scenario, samples in idle:
+            if section in want:
+                await self._idle_worker(
+                    system, label, adapter, section, workload, what, scenario, samples
+                )
 
-            async def lat() -> list[Measurement]:
-                async with installed(system, self.dsn, self.namer, "latency") as (ci, client):
-                    m = await _scenarios.latency(
-                        system, label, ci, client, samples=p.latency_samples, adapter=adapter
-                    )
-                return [m]
+    async def _idle_worker(self, system: System, label: str, adapter: str, tag: str,
+                           workload: str, what: str, scenario: IdleScenario,
+                           samples: int) -> None:  # fmt: skip
+        """One scenario of an idle worker in a fresh database (a failure is reported)."""
 
-            await self._guard(
-                lat,
-                lambda r: [failed(label, LATENCY, "pickup latency", 1, r)],
-                f"{label}: pickup latency",
-            )
+        async def go() -> list[Measurement]:
+            async with installed(system, self.dsn, self.namer, tag) as (ci, client):
+                return [await scenario(system, label, ci, client, samples=samples, adapter=adapter)]
+
+        await self._guard(go, lambda r: [failed(label, workload, what, 1, r)], f"{label}: {what}")
 
     async def _ceiling(self, label: str, adapter: str, workload: str) -> None:
         """The ceiling of a skiplock workload: its driver alone (once per driver)."""
@@ -336,6 +354,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
                         "labelled 'skiplock/<adapter> -N indexes'): what they cost, in one "
                         "run")  # fmt: skip
     p.add_argument("--latency-samples", type=int)
+    p.add_argument("--scheduled-samples", type=int,
+                   help="jobs of the scheduled-lateness workload, each due 0.3-2.0 s after "
+                        "its enqueue (default 40)")  # fmt: skip
     p.add_argument("--pgbench-seconds", type=float)
     p.add_argument("--drain-concurrency", type=lambda t: tuple(int(x) for x in _split(t)),
                    help="slots per worker process for the one-process drains (default 1,4,16; "
@@ -365,6 +386,7 @@ def _plan(ns: argparse.Namespace) -> Plan:
             "drain_jobs",
             "backlog_jobs",
             "latency_samples",
+            "scheduled_samples",
             "pgbench_seconds",
             "drain_concurrency",
             "tables",

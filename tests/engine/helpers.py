@@ -16,9 +16,9 @@ from skiplock.adapters.memory import InMemoryJobStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
-    from datetime import timedelta
+    from datetime import datetime, timedelta
 
-    from skiplock import Job
+    from skiplock import Job, Worker
     from skiplock.adapters.memory import InMemoryTransaction
     from skiplock.core import ClaimRequest, Completion, Lease
     from skiplock.ports import Audit
@@ -120,3 +120,10 @@ def eventually(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s")
         sleep(0.002)
+
+
+def armed_for(worker: Worker, due_at: datetime) -> bool:
+    """Whether ``worker``'s claim loop armed its next-due timer for ``due_at`` (the store's
+    clock)."""
+    wakeup = worker.next_wakeup
+    return wakeup is not None and wakeup.due_at == due_at

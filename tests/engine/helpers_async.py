@@ -11,9 +11,9 @@ from skiplock.adapters.memory import AsyncInMemoryJobStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-    from datetime import timedelta
+    from datetime import datetime, timedelta
 
-    from skiplock import Job
+    from skiplock import AsyncWorker, Job
     from skiplock.adapters.memory import InMemoryTransaction
     from skiplock.core import ClaimRequest, Completion, Lease
     from skiplock.ports import AsyncAudit
@@ -115,3 +115,10 @@ async def eventually(predicate: Callable[[], bool], timeout: float = 10.0) -> No
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s")
         await sleep(0.002)
+
+
+def armed_for(worker: AsyncWorker, due_at: datetime) -> bool:
+    """Whether ``worker``'s claim loop armed its next-due timer for ``due_at`` (the store's
+    clock)."""
+    wakeup = worker.next_wakeup
+    return wakeup is not None and wakeup.due_at == due_at

@@ -276,6 +276,53 @@ async def test_skip_catch_up_enqueues_no_missed_tick(
     assert len(await tick_jobs(engine)) == 3
 
 
+class PassCountingStore(AsyncInMemoryJobStore):
+    """Counts reads of the store's clock: each scheduler pass begins with one."""
+
+    reads = 0
+
+    async def now(self) -> datetime:
+        self.reads += 1
+        return await super().now()
+
+
+@pytest.mark.parametrize(("catch_up", "after_stall"), [("skip", []), ("latest", [at(0, 11)])])
+async def test_a_worker_that_stalled_catches_up_as_its_policy_says(
+    clock: FakeClock, catch_up: str, after_stall: list[datetime]
+) -> None:
+    # A worker's scheduler that did not run for ten minutes (a stall: the fake clock
+    # jumps while the loop waits) finds the ticks of those minutes missed. "skip"
+    # enqueues none of them, "latest" the most recent; a tick due while it runs is
+    # enqueued either way (docs/periodic.md, "Catch-up").
+    clock.set(START)
+    store = PassCountingStore(clock=clock)
+    engine = make_engine(store, clock, poll_interval=0.01)
+    engine.periodic("tick", every=60, catch_up=catch_up)  # type: ignore[arg-type]
+
+    async def passes() -> None:
+        # Two more passes: one began after the clock moved and ended.
+        seen = store.reads
+        await eventually(lambda: store.reads >= seen + 2)
+
+    async def tick_times() -> list[datetime]:
+        return [job.available_at for job in await tick_jobs(engine)]
+
+    worker = engine.worker(all_kinds=True)
+    async with worker.in_background():
+        await passes()
+        first = [] if catch_up == "skip" else [at(0, 0)]
+        assert await tick_times() == first
+        clock.set(at(0, 1))  # on time
+        await passes()
+        assert await tick_times() == [*first, at(0, 1)]
+        clock.set(at(0, 11, 30))  # nothing ran since 00:01: ten ticks missed
+        await passes()
+        assert await tick_times() == [*first, at(0, 1), *after_stall]
+        clock.set(at(0, 12))  # running again, on time
+        await passes()
+        assert await tick_times() == [*first, at(0, 1), *after_stall, at(0, 12)]
+
+
 async def test_bounded_catch_up_enqueues_up_to_n_missed_ticks_oldest_first(
     store: AsyncInMemoryJobStore, clock: FakeClock
 ) -> None:

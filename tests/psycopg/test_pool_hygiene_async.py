@@ -308,7 +308,7 @@ async def test_a_transaction_inside_a_lent_transaction_is_a_savepoint(
 async def test_enqueues_after_every_pooled_connection_was_ended_all_succeed(pg_dsn: str) -> None:
     async with AsyncPsycopgJobStore(pg_dsn, min_size=4, max_size=4) as store:
         await _eventually(
-            lambda: store.pool.get_stats().get("pool_available", 0) == 4, 10, "a full pool"
+            lambda: store.pool.get_stats().get("pool_available", 0) >= 4, 10, "a full pool"
         )
         await _terminate(pg_dsn, _other_backends(pg_dsn))
         for i in range(8):  # the issue: 8 of 8 failed with AdminShutdown
@@ -323,11 +323,20 @@ async def test_a_connection_that_dies_unseen_fails_one_operation_with_store_erro
     monkeypatch.setattr(driver_module, "has_input", lambda conn: False)
     async with AsyncPsycopgJobStore(pg_dsn, min_size=1, max_size=1) as store:
         await store.counts()
-        await _terminate(pg_dsn, _other_backends(pg_dsn))
+        ended = _other_backends(pg_dsn)  # the kept statement connection and the pool's
+        await _terminate(pg_dsn, ended)
         with pytest.raises(StoreError, match="lost the PostgreSQL connection") as caught:
             await store.counts()
         assert isinstance(caught.value.__cause__, psycopg.OperationalError)
-        assert await store.counts() == []  # the pool replaced it
+        # Each connection that died unseen fails one operation; the pool replaces it.
+        failures = 1
+        while failures <= len(ended):
+            try:
+                assert await store.counts() == []
+                break
+            except StoreError:
+                failures += 1
+        assert failures <= len(ended)
 
 
 async def test_an_idle_worker_picks_up_promptly_after_every_connection_was_ended(
@@ -349,7 +358,7 @@ async def test_an_idle_worker_picks_up_promptly_after_every_connection_was_ended
         await engine.enqueue("pg.after", 0)
         await _eventually(lambda: done == [0], 10, "the first job")
         await _eventually(
-            lambda: store.pool.get_stats().get("pool_available", 0) == 4, 10, "a full pool"
+            lambda: store.pool.get_stats().get("pool_available", 0) >= 4, 10, "a full pool"
         )
         # Every connection of the worker and the engine: pool, heartbeats, LISTEN.
         await _terminate(pg_dsn, _other_backends(pg_dsn))

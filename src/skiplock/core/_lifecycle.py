@@ -28,9 +28,11 @@ from ._states import transition
 from ._types import (
     AttemptError,
     Bury,
+    ClaimRequest,
     Event,
     Job,
     JobState,
+    NextDue,
     Release,
     Retry,
     Succeeded,
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from datetime import datetime
 
-    from ._types import JSON, ClaimRequest, EnqueueRequest, JobFilter, Lease, Outcome
+    from ._types import JSON, EnqueueRequest, JobFilter, Lease, Outcome
 
 
 # ---- enqueue and reads -----------------------------------------------------------------
@@ -108,6 +110,24 @@ def claimable(request: ClaimRequest, job: Job, now: datetime) -> bool:
         and job.kind not in request.excluded_kinds
         and (job.kind, job.tenant) not in request.excluded
     )
+
+
+def next_due(
+    kinds: frozenset[str] | None,
+    tenants: frozenset[str] | None,
+    pending: Iterable[Job],
+    now: datetime,
+) -> NextDue | None:
+    """When the first of the ``pending`` jobs of ``kinds`` and ``tenants`` (None: any)
+    that is not due at ``now`` falls due; None if there is none (the worker's next-due
+    timer; the PostgreSQL stores answer with SQL, bounded)."""
+    scope = ClaimRequest(worker_id="", limit=1, kinds=kinds, tenants=tenants)
+    times = [
+        job.available_at
+        for job in pending
+        if job.available_at > now and claimable(scope, job, job.available_at)
+    ]
+    return NextDue(at=min(times), now=now) if times else None
 
 
 def select_claim(

@@ -432,6 +432,25 @@ class ClaimRequest:
     max_attempts: Mapping[str, int] = attrs.field(factory=dict)
 
 
+@attrs.frozen
+class NextDue:
+    """When the next pending job a worker may claim falls due, as a store saw it.
+
+    ``at``: the earliest ``available_at`` after ``now`` among the pending jobs of the
+    worker's kinds and tenants; or, when a bounded store query could not look further, a
+    time before which none of them is due (the worker asks again then). ``now``: the
+    store's clock when it looked. Both on the store's clock, like every ``available_at``.
+    """
+
+    at: datetime
+    now: datetime
+
+    @property
+    def seconds(self) -> float:
+        """Seconds from the store's ``now`` to ``at`` (never negative)."""
+        return max(0.0, (self.at - self.now).total_seconds())
+
+
 # ---- admin ----------------------------------------------------------------------------
 
 

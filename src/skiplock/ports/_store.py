@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         JobFilter,
         JobPage,
         Lease,
+        NextDue,
         Page,
         StateCount,
         WorkerInfo,
@@ -354,6 +355,16 @@ class JobStore(Protocol):
         first, in batches of ``batch_size`` (each its own short transaction, bounded by
         the batch, not by the table); returns how many. A store without an audit table
         returns 0."""
+        ...
+
+    def next_due(
+        self, kinds: frozenset[str] | None, tenants: frozenset[str] | None
+    ) -> NextDue | None:
+        """When the next pending job of ``kinds`` and ``tenants`` (None: any) that is not
+        due yet falls due, or None if there is none: the worker's next-due timer (see
+        docs/architecture.md, "The worker"). Jobs due already are the claim's business.
+        A cheap, bounded read; it may answer with an earlier time than the job's (never a
+        later one), after which the worker asks again."""
         ...
 
     def notifier(self) -> Notifier | None:

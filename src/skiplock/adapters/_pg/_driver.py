@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from threading import Lock
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
     from contextlib import AbstractContextManager
 
     from ._migrate import Rows
@@ -37,6 +38,91 @@ SESSION_RESET = (
     "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; "
     "SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES"
 )
+
+
+class KeptSource(Protocol[C]):
+    """Where a :class:`KeptConnection` comes from and goes back to (the driver)."""
+
+    def checkout(self) -> C:
+        """A connection from the pool (StoreError if none comes in time)."""
+        ...
+
+    def give_back(self, conn: C) -> None:
+        """Return ``conn`` to the pool (rolled back if in a transaction)."""
+        ...
+
+    def reusable(self, conn: C) -> bool:
+        """After a statement: whether ``conn`` may be kept (open, outside a transaction)."""
+        ...
+
+    def ended(self, conn: C) -> bool:
+        """Before a statement: whether the server ended the kept ``conn`` meanwhile."""
+        ...
+
+
+class KeptConnection(Generic[C]):
+    """One connection of a pool the driver made, kept for the store's own single
+    statements outside a transaction and never lent to user code: checking a connection
+    out of the pool and back for each statement was about a tenth (psycopg) to a third
+    (asyncpg) of a single enqueue's client CPU.
+
+    One statement uses it at a time (a lock taken without waiting: a statement that finds
+    it busy uses the pool, as do all statements once :meth:`close` ran). It goes back to
+    the pool (which resets or replaces it) when a statement on it raised or was
+    cancelled, or left it not ``usable`` (closed, in a transaction), and when a kept one
+    is found not ``usable`` before a statement (the server ended it): the next statement
+    keeps another. ``source`` (the driver) checks connections out and gives them back.
+    """
+
+    def __init__(self, source: KeptSource[C]) -> None:
+        self._source = source
+        self._lock = Lock()
+        self._kept: C | None = None
+        self._closed = False
+
+    @property
+    def connection(self) -> C | None:
+        """The connection kept now (None: none, e.g. after a failed statement)."""
+        return self._kept
+
+    @contextmanager
+    def use(self, pooled: Callable[[], AbstractContextManager[C]]) -> Iterator[C]:
+        """The kept connection, or one from ``pooled()`` while it is busy or closed."""
+        if self._closed or not self._lock.acquire(blocking=False):
+            with pooled() as conn:
+                yield conn
+            return
+        try:
+            kept = self._kept
+            if kept is not None and self._source.ended(kept):
+                self._kept = None
+                self._source.give_back(kept)
+                kept = None
+            if kept is None:
+                kept = self._source.checkout()
+                self._kept = kept
+            keep = False
+            try:
+                yield kept
+                keep = self._source.reusable(kept)
+            finally:
+                if not keep or self._closed:
+                    self._kept = None
+                    self._source.give_back(kept)
+        finally:
+            self._lock.release()
+
+    def close(self) -> None:
+        """Give the kept connection back; from now on every statement uses the pool (a
+        statement on it now gives it back when it ends)."""
+        self._closed = True
+        if self._lock.acquire(blocking=False):
+            try:
+                conn, self._kept = self._kept, None
+                if conn is not None:
+                    self._source.give_back(conn)
+            finally:
+                self._lock.release()
 
 
 class PgDriver(ABC, Generic[C, TX]):

@@ -35,6 +35,7 @@ from skiplock.core import (
     JobFilter,
     JobPage,
     Lease,
+    NextDue,
     Page,
     StateCount,
     StoreError,
@@ -512,6 +513,21 @@ class PgJobStore(Generic[C, TX]):
         with self._pooled() as conn, self._lost_as_store_error():
             rows = self._execute(conn, "now", {})
         return utc(rows[0]["now"])
+
+    def next_due(
+        self, kinds: frozenset[str] | None, tenants: frozenset[str] | None
+    ) -> NextDue | None:
+        """When the next pending job of ``kinds`` and ``tenants`` (None: any) that is not
+        due yet falls due, on the database's clock: one bounded read (the ``next_due``
+        query); None if there is none."""
+        params = {
+            "kinds": None if kinds is None else sorted(kinds),
+            "tenants": None if tenants is None else sorted(tenants),
+        }
+        with self._pooled() as conn, self._lost_as_store_error():
+            rows = self._execute(conn, "next_due", params)
+        at = rows[0]["at"] if rows else None
+        return None if at is None else NextDue(at=utc(at), now=utc(rows[0]["now"]))
 
     def enqueue(
         self,

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import asyncpg
 from asyncpg.pool import Pool, PoolConnectionProxy
 
-from skiplock.adapters._pg._driver_async import SESSION_RESET, AsyncPgDriver
+from skiplock.adapters._pg._driver_async import SESSION_RESET, AsyncPgDriver, KeptConnection
 from skiplock.core import DatabaseUnavailableError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+    from contextlib import AbstractAsyncContextManager
 
     from skiplock.adapters._pg._migrate import Rows
     from skiplock.adapters._pg._sql import Query, Style
@@ -139,6 +140,39 @@ class ResettingConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg 
             self._commit_resets = self._session_reset = False
 
 
+async def _checkout(pool: Pool, timeout: float) -> Any:
+    """A connection from ``pool`` within ``timeout`` (else StoreError)."""
+    try:
+        # asyncio.timeout, not acquire(timeout=): asyncpg's wait_for runs the acquire in a
+        # task of its own, an event loop turn more per checkout.
+        async with asyncio.timeout(timeout):
+            return await pool.acquire()
+    except CONNECTION_ERRORS as exc:
+        raise connect_error(exc) from exc
+
+
+class _PoolSource:
+    """Checkouts from one asyncpg pool for its :class:`KeptConnection`."""
+
+    def __init__(self, pool: Pool, timeout: float) -> None:
+        self._pool = pool
+        self._timeout = timeout
+
+    async def checkout(self) -> Any:
+        return await _checkout(self._pool, self._timeout)
+
+    async def give_back(self, conn: Any) -> None:
+        # The pool resets it (a rollback), or replaces it if the server ended it.
+        await self._pool.release(conn, timeout=self._timeout)
+
+    def reusable(self, conn: Any) -> bool:
+        return not _gone(conn) and not conn.is_in_transaction()
+
+    def ended(self, conn: Any) -> bool:
+        # The server ended it while it was kept (a restart): replaced, as the pool would.
+        return _gone(conn)
+
+
 class AsyncpgDriver(AsyncPgDriver[Any, Any]):
     """Connections from an asyncpg pool: one the driver creates on first use from a DSN
     (closed with the store) or the caller's; dedicated ones through a :class:`Connector`."""
@@ -176,10 +210,8 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
         self._timeout = timeout
         self._connect_kwargs = dict(connect_kwargs)
         self.connector = Connector(dsn=self._dsn, pool=self.pool, connect_kwargs=connect_kwargs)
-        # An owned pool's connection kept for single statements (see acquire_statement),
-        # and whether a statement is using it now.
-        self._kept: Any = None
-        self._kept_busy = False
+        # An owned pool's connection kept for single statements (see acquire_statement).
+        self._kept: KeptConnection[Any] | None = None
 
     # ---- the connection source ----------------------------------------------------------
 
@@ -211,81 +243,38 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
             pool.terminate()
             raise connect_error(exc) from exc
         self.pool = pool
+        self._kept = KeptConnection(_PoolSource(pool, self._timeout))
 
     async def close(self) -> None:
         if self._owns_pool and self.pool is not None:
             pool, self.pool = self.pool, None
             kept, self._kept = self._kept, None
-            if kept is not None and not self._kept_busy:
-                # (A busy one goes back when its statement ends: acquire_statement.)
-                await pool.release(kept, timeout=self._timeout)
+            if kept is not None:
+                # (A busy one goes back when its statement ends.)
+                await kept.close()
             await pool.close()
 
     @asynccontextmanager
     async def acquire(self) -> AsyncIterator[Any]:
         pool = self.pool
         assert pool is not None, "the store opens the pool first"
-        try:
-            # asyncio.timeout, not acquire(timeout=): asyncpg's wait_for runs the acquire
-            # in a task of its own, an event loop turn more per checkout.
-            async with asyncio.timeout(self._timeout):
-                conn = await pool.acquire()
-        except CONNECTION_ERRORS as exc:
-            raise connect_error(exc) from exc
+        conn = await _checkout(pool, self._timeout)
         try:
             yield conn
         finally:
             # The release's reset (a rollback) keeps the bound acquire(timeout=) gave it.
             await pool.release(conn, timeout=self._timeout)
 
-    def _closed_since(self, pool: Pool) -> bool:
-        """Whether close() ran since ``pool`` was taken."""
-        return self.pool is not pool
-
-    @asynccontextmanager
-    async def acquire_statement(self) -> AsyncIterator[Any]:
+    def acquire_statement(self) -> AbstractAsyncContextManager[Any]:
         """A connection for the store's own statements outside a transaction: on a pool
-        the store owns, the one kept for them when it is free, else (in use, or the
-        caller's pool) a pooled one. Never lent to user code. Keeping it skips asyncpg's
-        checkout and return, whose release runs in a task of its own: about a third of a
-        single enqueue's client CPU.
-
-        The kept connection goes back to the pool (which resets or replaces it) when a
-        statement on it raises, is cancelled, or leaves it closed or in a transaction;
-        the next statement keeps another one."""
-        pool = self.pool
-        if not self._owns_pool or self._kept_busy or pool is None:
-            async with self.acquire() as conn:
-                yield conn
-            return
-        self._kept_busy = True  # no await since the test: the event loop's one task runs
-        try:
-            conn = self._kept
-            if conn is not None and _gone(conn):
-                # The server ended it while it was kept (a restart): as the pool would,
-                # replace it instead of failing the statement.
-                self._kept = None
-                await pool.release(conn, timeout=self._timeout)
-                conn = None
-            if conn is None:
-                try:
-                    async with asyncio.timeout(self._timeout):
-                        conn = await pool.acquire()
-                except CONNECTION_ERRORS as exc:
-                    raise connect_error(exc) from exc
-                if not self._closed_since(pool):  # else released below
-                    self._kept = conn
-            keep = False
-            try:
-                yield conn
-                keep = not _gone(conn) and not conn.is_in_transaction()
-            finally:
-                if not keep or self._kept is not conn:  # failed, or the pool was closed
-                    if self._kept is conn:
-                        self._kept = None
-                    await pool.release(conn, timeout=self._timeout)
-        finally:
-            self._kept_busy = False
+        the store owns, the one kept for them when it is free
+        (:class:`~skiplock.adapters._pg._driver_async.KeptConnection`), else (in use, or
+        the caller's pool) a pooled one. Never lent to user code. Keeping it skips
+        asyncpg's checkout and return, whose release runs in a task of its own: about a
+        third of a single enqueue's client CPU."""
+        if self._kept is None:
+            return self.acquire()
+        return self._kept.use(self.acquire)
 
     @asynccontextmanager
     async def lent(self, conn: Any, *, autocommit: bool) -> AsyncIterator[None]:

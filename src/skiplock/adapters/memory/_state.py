@@ -43,6 +43,7 @@ from skiplock.core import (
     JobState,
     Lease,
     LeaseLostError,
+    NextDue,
     Page,
     QueueStats,
     StateCount,
@@ -78,6 +79,7 @@ from skiplock.core._lifecycle import (
     purgeable,
     select_claim,
 )
+from skiplock.core._lifecycle import next_due as lifecycle_next_due
 from skiplock.ports import Clock, SystemClock
 
 Listener = Callable[[], None]
@@ -314,14 +316,9 @@ class MemoryState:
         self._by_state[job.state].add(job.id)
         if job.idempotency_key is not None:
             self._keys[job.idempotency_key] = job.id
-        if (
-            job.state is JobState.PENDING
-            and job.available_at <= now
-            and (
-                old is None
-                or old.state is not JobState.PENDING
-                or old.available_at != job.available_at
-            )
+        # Also for a job due later: a listening worker arms its next-due timer for it.
+        if job.state is JobState.PENDING and (
+            old is None or old.state is not JobState.PENDING or old.available_at != job.available_at
         ):
             self._wake = True
 
@@ -518,6 +515,16 @@ class MemoryState:
             if claimed and worker is not None:
                 worker.heartbeat_at = now
         return claimed
+
+    def next_due(
+        self, kinds: frozenset[str] | None, tenants: frozenset[str] | None
+    ) -> NextDue | None:
+        """When the next pending job of ``kinds`` and ``tenants`` falls due (core's
+        :func:`~skiplock.core._lifecycle.next_due`), at the store's now."""
+        with self._lock:
+            pending = [self._jobs[i] for i in self._by_state[JobState.PENDING]]
+            now = self.now()
+        return lifecycle_next_due(kinds, tenants, pending, now)
 
     def start(self, leases: Sequence[Lease]) -> list[bool]:
         """Begin held jobs: attempts += 1 where the lease still holds (running, same

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         Job,
         JobPage,
         Lease,
+        NextDue,
         Page,
         StateCount,
         WorkerInfo,
@@ -200,6 +201,13 @@ class AsyncInMemoryJobStore:
         first ``request.start_now`` start, the rest are held until :meth:`start`.
         (Every row here is a job, so a claim buries nothing and audits nothing.)"""
         return self._state.claim(request)
+
+    async def next_due(
+        self, kinds: frozenset[str] | None, tenants: frozenset[str] | None
+    ) -> NextDue | None:
+        """When the next pending job of ``kinds`` and ``tenants`` (None: any) that is not
+        due yet falls due, on the store's clock; None if there is none."""
+        return self._state.next_due(kinds, tenants)
 
     async def start(self, leases: Sequence[Lease]) -> list[bool]:
         """Begin held jobs (attempts += 1); False where the lease was lost."""

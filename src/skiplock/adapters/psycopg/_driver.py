@@ -17,7 +17,7 @@ from psycopg import Connection, Cursor, IsolationLevel, sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from skiplock.adapters._pg._driver import SESSION_RESET, PgDriver
+from skiplock.adapters._pg._driver import SESSION_RESET, KeptConnection, PgDriver
 from skiplock.adapters.psycopg._connections import (
     CappedBackoff,
     connect_kwargs,
@@ -30,6 +30,7 @@ from skiplock.core import DatabaseUnavailableError, StoreError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
+    from contextlib import AbstractContextManager
 
     from psycopg_pool.base import AttemptWithBackoff
 
@@ -199,7 +200,9 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
                 given,
                 connection_class=_OwnedConnection,
                 min_size=min_size,
-                max_size=max_size,
+                # One connection more than asked for: the one kept for the store's own
+                # statements (acquire_statement), so max_size stay for everything else.
+                max_size=max_size + 1,
                 kwargs={**self.connect_kwargs, "autocommit": True},
                 configure=self._configure if timeout_ms is not None else None,
                 open=False,
@@ -225,6 +228,9 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
                 f"got {type(given).__name__}"
             )
         self._ready = not self._owns_pool
+        self._kept: KeptConnection[Connection[Any]] | None = None
+        if self._owns_pool:
+            self._kept = KeptConnection(self)
 
     def _configure(self, conn: Connection[Any]) -> None:
         conn.execute("SELECT set_config('statement_timeout', %s, false)", [f"{self._timeout_ms}ms"])
@@ -242,6 +248,8 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
 
     def close(self) -> None:
         if self._owns_pool:
+            if self._kept is not None:
+                self._kept.close()
             self.pool.close()
             self._ready = False
 
@@ -264,6 +272,32 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
             raise
         finally:
             self.pool.putconn(conn)
+
+    def acquire_statement(self) -> AbstractContextManager[Connection[Any]]:
+        """On a pool the driver made, the connection kept for the store's own statements
+        (:class:`~skiplock.adapters._pg._driver.KeptConnection`) when it is free;
+        else a pooled one."""
+        if self._kept is None:
+            return self.acquire()
+        return self._kept.use(self.acquire)
+
+    def checkout(self) -> Connection[Any]:
+        return self._checkout()
+
+    def reusable(self, conn: Connection[Any]) -> bool:
+        return not conn.closed and not in_transaction(conn)
+
+    def ended(self, conn: Connection[Any]) -> bool:
+        # The server's goodbye waits to be read (as _checkout tells for a pooled one).
+        return conn.closed or has_input(conn)
+
+    def give_back(self, conn: Connection[Any]) -> None:
+        if in_transaction(conn):
+            try:
+                conn.rollback()
+            except psycopg.Error as exc:  # the pool discards a broken connection
+                logger.warning("error ignored in rollback on %s: %s", conn, exc)
+        self.pool.putconn(conn)
 
     def _checkout(self) -> Connection[Any]:
         """A pooled connection whose session the server has not ended.

@@ -12,7 +12,7 @@ from psycopg import AsyncConnection, AsyncCursor, IsolationLevel, sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from skiplock.adapters._pg._driver_async import SESSION_RESET, AsyncPgDriver
+from skiplock.adapters._pg._driver_async import SESSION_RESET, AsyncPgDriver, KeptConnection
 from skiplock.adapters.psycopg._connections import (
     CappedBackoff,
     connect_kwargs,
@@ -25,6 +25,7 @@ from skiplock.core import DatabaseUnavailableError, StoreError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+    from contextlib import AbstractAsyncContextManager
 
     from psycopg_pool.base import AttemptWithBackoff
 
@@ -200,7 +201,9 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
                 given,
                 connection_class=_OwnedConnection,
                 min_size=min_size,
-                max_size=max_size,
+                # One connection more than asked for: the one kept for the store's own
+                # statements (acquire_statement), so max_size stay for everything else.
+                max_size=max_size + 1,
                 kwargs={**self.connect_kwargs, "autocommit": True},
                 configure=self._configure if timeout_ms is not None else None,
                 open=False,
@@ -226,6 +229,9 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
                 f"got {type(given).__name__}"
             )
         self._ready = not self._owns_pool
+        self._kept: KeptConnection[AsyncConnection[Any]] | None = None
+        if self._owns_pool:
+            self._kept = KeptConnection(self)
 
     async def _configure(self, conn: AsyncConnection[Any]) -> None:
         await conn.execute(
@@ -245,6 +251,8 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
 
     async def close(self) -> None:
         if self._owns_pool:
+            if self._kept is not None:
+                await self._kept.close()
             await self.pool.close()
             self._ready = False
 
@@ -267,6 +275,32 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
             raise
         finally:
             await self.pool.putconn(conn)
+
+    def acquire_statement(self) -> AbstractAsyncContextManager[AsyncConnection[Any]]:
+        """On a pool the driver made, the connection kept for the store's own statements
+        (:class:`~skiplock.adapters._pg._driver_async.KeptConnection`) when it is free;
+        else a pooled one."""
+        if self._kept is None:
+            return self.acquire()
+        return self._kept.use(self.acquire)
+
+    async def checkout(self) -> AsyncConnection[Any]:
+        return await self._checkout()
+
+    def reusable(self, conn: AsyncConnection[Any]) -> bool:
+        return not conn.closed and not in_transaction(conn)
+
+    def ended(self, conn: AsyncConnection[Any]) -> bool:
+        # The server's goodbye waits to be read (as _checkout tells for a pooled one).
+        return conn.closed or has_input(conn)
+
+    async def give_back(self, conn: AsyncConnection[Any]) -> None:
+        if in_transaction(conn):
+            try:
+                await conn.rollback()
+            except psycopg.Error as exc:  # the pool discards a broken connection
+                logger.warning("error ignored in rollback on %s: %s", conn, exc)
+        await self.pool.putconn(conn)
 
     async def _checkout(self) -> AsyncConnection[Any]:
         """A pooled connection whose session the server has not ended.

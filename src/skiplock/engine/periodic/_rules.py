@@ -150,7 +150,12 @@ class Schedule:
         return now - _TINY if self.catch_up == "skip" else None
 
     def due(
-        self, now: datetime, after: datetime | None, retention: timedelta | None
+        self,
+        now: datetime,
+        after: datetime | None,
+        retention: timedelta | None,
+        *,
+        late_limit: timedelta | None = None,
     ) -> list[datetime]:
         """The ticks a pass at ``now`` enqueues, oldest first.
 
@@ -160,9 +165,14 @@ class Schedule:
         ``retention``: a job of such a tick is still in the store if it was ever created
         (retention purges a succeeded job only ``retention`` after it completed, which
         is after its tick), so its key dedupes it; older ticks are never enqueued again.
+        With ``catch_up="skip"`` and a ``late_limit``, none older than that either: such
+        a tick was missed (no pass ran at its time: downtime, or a stalled worker).
         """
         limit = self.catch_up if isinstance(self.catch_up, int) else 1
         floor = None if retention is None else now - retention
+        if self.catch_up == "skip" and late_limit is not None:
+            late = now - late_limit
+            floor = late if floor is None else max(floor, late)
         ticks: list[datetime] = []
         tick = self.timetable.latest(now)
         while (

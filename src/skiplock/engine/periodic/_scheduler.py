@@ -90,8 +90,15 @@ class Scheduler:
         with self._lock:
             return list(self._schedules.values())
 
-    def run_pass(self) -> tuple[list[TickResult], timedelta | None]:
+    def run_pass(
+        self, *, late_limit: timedelta | None = None
+    ) -> tuple[list[TickResult], timedelta | None]:
         """Enqueue every schedule's due ticks (at the store's now).
+
+        ``late_limit`` (a worker's loop, which runs a pass at every tick): a tick older
+        than this at the pass was missed — the loop did not run at its time — and
+        ``catch_up="skip"`` enqueues none such (:meth:`Schedule.due`). None (a pass run
+        by hand, ``enqueue_due_ticks``): every tick since the previous pass counts.
 
         Returns the ticks enqueued (or found enqueued) and the time from the store's now
         to the earliest next tick of all schedules (None: no schedule fires again). A
@@ -112,7 +119,7 @@ class Scheduler:
                     # Kept if this pass fails: "skip" still counts from the first pass.
                     state.after = schedule.first_after(now)
                 after = state.after
-            ticks = schedule.due(now, after, self._retention())
+            ticks = schedule.due(now, after, self._retention(), late_limit=late_limit)
             try:
                 if ticks:
                     results.extend(self._enqueue(schedule, ticks))

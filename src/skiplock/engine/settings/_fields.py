@@ -80,7 +80,9 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         "poll_interval",
         timedelta(seconds=1),
         POSITIVE_DURATION,
-        "How often an idle worker looks for due jobs. Reads back as float seconds.",
+        "How often an idle worker looks for due jobs; a job enqueued for later or a retry "
+        "starts at its due time, not at the next poll (the next-due timer). Reads back as "
+        "float seconds.",
         seconds_view=True,
     ),
     Setting(

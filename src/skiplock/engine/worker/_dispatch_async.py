@@ -27,6 +27,7 @@ from ._held import HeldJobs
 from ._planner import ClaimPace, ClaimPlanner
 from ._runner_async import LOST
 from ._slots_async import Slots
+from ._timer import DueTimer
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -80,6 +81,9 @@ class Dispatcher:
         self._pace = ClaimPace(scope.prefetch, ceiling=scope.prefetch_ceiling)
         self.wakeup = ThreadSafeEvent()
         self.startable = ThreadSafeEvent()
+        # When the next job this worker may claim falls due (the claim loop sleeps until
+        # then at most).
+        self.timer = DueTimer(clock)
         self.slots = Slots(
             worker_id=scope.worker_id,
             store=store,
@@ -91,6 +95,7 @@ class Dispatcher:
             tracer=tracer,
             on_entered=self._on_entered,
             on_finished=self._on_finished,
+            on_later=self.timer.expect,
         )
         self._lock = Lock()
         self._held = HeldJobs()
@@ -234,6 +239,23 @@ class Dispatcher:
         if waiting:
             self.startable.set()
         return len(jobs), plan.limit
+
+    async def next_due(self) -> None:
+        """Ask the store when the next job of this worker's kinds and tenants falls due,
+        if :attr:`timer` needs to know; a store error leaves it unknown (the loop polls)."""
+        timer = self.timer
+        token = timer.query()
+        if token is None:
+            return
+        try:
+            due = await self._store.next_due(self._scope.kinds, self._scope.tenants)
+        except Exception:
+            logger.debug(
+                "worker %s: next_due failed; polling", self._scope.worker_id, exc_info=True
+            )
+            timer.unknown()
+        else:
+            timer.learned(due, token)
 
     async def _claim(self, plan: ClaimRequest) -> list[Job]:
         return await self._store.claim(plan, audit=self._audit)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import attrs
@@ -23,6 +24,7 @@ from ..settings._settings import Settings
 from ._completer import STORE_RETRY
 from ._dispatch import Dispatcher
 from ._lease import LeaseKeeper
+from ._timer import wait_until
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -40,8 +42,9 @@ NOTIFIER_WAIT = 0.1
 #: Seconds between two folds of the store's count bookkeeping (:meth:`WorkerLoops.counts`).
 COUNTS_INTERVAL = 1.0
 
-#: Shortest wait of the scheduler loop before a tick that is (nearly) due.
-SCHEDULE_MIN_WAIT = 0.001
+#: The least lateness after which the worker's scheduler takes a tick for missed (with
+#: ``catch_up="skip"``); twice the poll interval when that is longer.
+SKIP_LATE_LIMIT = 1.0
 
 
 @attrs.frozen
@@ -65,8 +68,10 @@ class WorkerLoops:
         return min(delay, self.settings.poll_interval)
 
     def claim(self, *, until_idle: bool, stopping: Callable[[], bool]) -> None:
-        """Claim whenever there is room, woken by the dispatcher, at most every
-        ``poll_interval``; after store errors retry sooner (:meth:`retry_wait`)."""
+        """Claim whenever there is room, woken by the dispatcher (a notification, a freed
+        slot) or by the next-due timer (the next job of this worker's kinds and tenants
+        falls due), at most every ``poll_interval``; after store errors retry sooner
+        (:meth:`retry_wait`)."""
         dispatcher = self.dispatcher
         poll = self.settings.poll_interval
         failures = 0  # store errors in a row (a failed claim or lease renewal)
@@ -105,10 +110,13 @@ class WorkerLoops:
                 continue  # a full batch: more may be due
             if until_idle and not claimed and dispatcher.idle_since(generation):
                 return
-            wait = poll
-            if dispatcher.throttled_for is not None:
-                wait = min(wait, dispatcher.throttled_for)
-            dispatcher.wakeup.wait(wait)
+            # Nothing due that we could take: sleep until the next poll or until the next
+            # job of ours falls due, whichever comes first (the next-due timer). Asked
+            # after an empty claim only: a claim that took jobs (a busy worker, or the
+            # pickup of a job due now) costs no second statement.
+            if limit and not claimed and not until_idle:
+                dispatcher.next_due()
+            dispatcher.wakeup.wait(dispatcher.timer.arm(poll, dispatcher.throttled_for))
 
     def heartbeat(self) -> None:
         """Renew the lease every ``heartbeat_interval``; after each good heartbeat the
@@ -150,15 +158,17 @@ class WorkerLoops:
         # makes the racing passes create one job, and no worker waits for a leader.
         # Woken at the next tick, or after poll_interval at most (the store's clock may
         # run apart from ours, or be a test's fake one).
+        # A pass that finds a tick later than late_limit finds it missed: the scheduler
+        # did not run at its time (it stalled, or the store was down), and catch_up="skip"
+        # leaves it out. On time, a pass runs within a poll interval of each tick.
         poll = self.settings.poll_interval
+        late_limit = timedelta(seconds=max(2 * poll, SKIP_LATE_LIMIT))
         failures = 0
         while True:
             try:
-                _, until_next = scheduler.run_pass()
+                _, until_next = scheduler.run_pass(late_limit=late_limit)
                 failures = 0
-                wait = poll
-                if until_next is not None:
-                    wait = min(poll, max(until_next.total_seconds(), SCHEDULE_MIN_WAIT))
+                wait = wait_until(poll, None if until_next is None else until_next.total_seconds())
             except Exception:
                 failures += 1
                 wait = self.retry_wait(failures)
@@ -172,12 +182,17 @@ class WorkerLoops:
 
     def forward_wakeups(self, notifier: Notifier) -> None:
         """Wake the dispatcher on each of the notifier's wake-ups."""
-        wakeup = self.dispatcher.wakeup
+        wakeup, timer = self.dispatcher.wakeup, self.dispatcher.timer
         wait = min(self.settings.poll_interval, NOTIFIER_WAIT)
+        # Every job that becomes pending notifies (due now or later): until a
+        # notification, the next-due time the store gave stays true.
+        timer.listening()
         while not self.finished.is_set():
             try:
                 if notifier.wait(wait):
+                    timer.notified()
                     wakeup.set()
             except Exception:
                 logger.exception("worker %s: notifier failed; polling meanwhile", self.worker_id)
+                timer.notified()
                 self.finished.wait(self.settings.poll_interval)

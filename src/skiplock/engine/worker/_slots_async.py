@@ -16,6 +16,7 @@ from .._errors import JobCancelledError
 from .._observe import AttemptSpan, traces
 from ._completer_async import Done
 from ._runner_async import LOST, RunResult
+from ._timer import later_by
 
 #: The result of a run that raised before it produced one (nothing to write).
 NOT_RUN = RunResult(None, "error")
@@ -64,7 +65,8 @@ class Slots:
 
     ``on_entered()`` runs when a job's processor is about to be called, ``on_finished(job)``
     when a slot is free again (its outcome queued, written in its transaction, or
-    discarded).
+    discarded), ``on_later(seconds)`` when a job's outcome is a retry or release due that
+    long after it is written (the worker's next-due timer).
     """
 
     def __init__(
@@ -80,6 +82,7 @@ class Slots:
         tracer: Tracer,
         on_entered: Callable[[], None],
         on_finished: Callable[[Job], None],
+        on_later: Callable[[float], None] = lambda delay: None,
     ) -> None:
         self._worker_id = worker_id
         self._store = store
@@ -92,6 +95,7 @@ class Slots:
         self._traced = traces(tracer)
         self._on_entered = on_entered
         self._on_finished = on_finished
+        self._on_later = on_later
         self._lock = Lock()
         self._running: dict[int, _Slot] = {}
         self._freed = ThreadSafeEvent()
@@ -238,6 +242,10 @@ class Slots:
                 done = Done(job, result.outcome, duration)
                 if not self._completer.submit(done):
                     await self._completer.write_late(done)  # the completer is gone
+                # A retry (or release) this worker writes arms its next-due timer.
+                later = later_by(result.outcome)
+                if later is not None:
+                    self._on_later(later)
             # Free the slot last (after queueing the outcome), so whoever waits for it
             # sees the job's every effect, or its outcome waiting to be written.
             with self._lock:

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
     from skiplock.ports import AsyncNotifier
 
+    from ._timer import Wakeup
+
 
 logger = logging.getLogger("skiplock.worker")
 
@@ -200,6 +202,15 @@ class AsyncWorker:
         """Most jobs this worker holds whose outcome is not written yet (running,
         prefetched, or waiting for the completer): ``Settings.unwritten_limit``."""
         return self._settings.unwritten_limit(self._concurrency)
+
+    @property
+    def next_wakeup(self) -> Wakeup | None:
+        """When the claim loop's current wait ends (``at``, on the engine clock's
+        ``monotonic()`` scale) and what it waits for: the next poll, or sooner the time
+        the earliest job of this worker's kinds and tenants falls due (``due`` on the same
+        scale, ``due_at`` on the store's clock). None before the first wait. A snapshot,
+        for tests and diagnostics (see docs/architecture.md, "The worker")."""
+        return self._dispatcher.timer.armed()
 
     async def run(self) -> None:
         """Serve until :meth:`stop` (or a stop signal, with ``install_signal_handlers``),

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import TYPE_CHECKING
+from unittest.mock import ANY
+
+import attrs
 
 from skiplock._compat import join, spawn
 from skiplock.core import (
@@ -66,6 +69,43 @@ class ClaimContract(ContractBase):
             1,
             _WORKER,
         )
+
+    def test_next_due_is_the_earliest_job_due_later_of_the_kinds_and_tenants(
+        self, store: JobStore
+    ) -> None:
+        assert store.next_due(None, None) is None
+        _enqueue(store, "contract.now")  # due already: the claim's, not the timer's
+        assert store.next_due(None, None) is None
+        before = store.now()
+        later = _enqueue(store, "contract.later", delay=timedelta(hours=2), priority=5)
+        soon = _enqueue(store, "contract.soon", delay=timedelta(hours=1), tenant="t1")
+        sooner = _enqueue(store, "contract.sooner", delay=timedelta(minutes=30))
+        at = {i: (_get(store, i)).available_at for i in (later, soon, sooner)}
+        due = store.next_due(None, None)
+        assert due is not None
+        assert due.at == at[sooner]
+        assert before <= due.now <= store.now()
+        assert 1700 < due.seconds <= 1800
+        mine = frozenset({"contract.soon", "contract.later"})
+        assert (store.next_due(mine, None)) == attrs.evolve(due, at=at[soon], now=ANY)
+        assert (store.next_due(None, frozenset({"t1"}))) == attrs.evolve(due, at=at[soon], now=ANY)
+        assert (store.next_due(frozenset({"contract.later"}), None)) == attrs.evolve(
+            due, at=at[later], now=ANY
+        )
+        assert store.next_due(frozenset({"contract.later"}), frozenset({"t1"})) is None
+        assert store.next_due(frozenset({"contract.none"}), None) is None
+
+    def test_next_due_never_later_than_the_job_behind_many_others(self, store: JobStore) -> None:
+        # 100 jobs of another kind due before ours, at the same priority: a store may
+        # answer with an earlier time (its read is bounded), never a later one.
+        store.enqueue(
+            [_request("contract.other", delay=timedelta(seconds=60 + i)) for i in range(100)]
+        )
+        mine = _enqueue(store, "contract.mine", delay=timedelta(seconds=600))
+        available_at = (_get(store, mine)).available_at
+        due = store.next_due(frozenset({"contract.mine"}), None)
+        assert due is not None
+        assert due.now + timedelta(seconds=59) < due.at <= available_at
 
     def test_claim_order_priority_then_available_at_then_id(self, store: JobStore) -> None:
         now = store.now()

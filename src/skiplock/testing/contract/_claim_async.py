@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import TYPE_CHECKING
+from unittest.mock import ANY
+
+import attrs
 
 from skiplock._compat_async import join, spawn
 from skiplock.core import (
@@ -62,6 +65,47 @@ class AsyncClaimContract(AsyncContractBase):
             1,
             _WORKER,
         )
+
+    async def test_next_due_is_the_earliest_job_due_later_of_the_kinds_and_tenants(
+        self, store: AsyncJobStore
+    ) -> None:
+        assert await store.next_due(None, None) is None
+        await _enqueue(store, "contract.now")  # due already: the claim's, not the timer's
+        assert await store.next_due(None, None) is None
+        before = await store.now()
+        later = await _enqueue(store, "contract.later", delay=timedelta(hours=2), priority=5)
+        soon = await _enqueue(store, "contract.soon", delay=timedelta(hours=1), tenant="t1")
+        sooner = await _enqueue(store, "contract.sooner", delay=timedelta(minutes=30))
+        at = {i: (await _get(store, i)).available_at for i in (later, soon, sooner)}
+        due = await store.next_due(None, None)
+        assert due is not None
+        assert due.at == at[sooner]
+        assert before <= due.now <= await store.now()
+        assert 1700 < due.seconds <= 1800
+        mine = frozenset({"contract.soon", "contract.later"})
+        assert (await store.next_due(mine, None)) == attrs.evolve(due, at=at[soon], now=ANY)
+        assert (await store.next_due(None, frozenset({"t1"}))) == attrs.evolve(
+            due, at=at[soon], now=ANY
+        )
+        assert (await store.next_due(frozenset({"contract.later"}), None)) == attrs.evolve(
+            due, at=at[later], now=ANY
+        )
+        assert await store.next_due(frozenset({"contract.later"}), frozenset({"t1"})) is None
+        assert await store.next_due(frozenset({"contract.none"}), None) is None
+
+    async def test_next_due_never_later_than_the_job_behind_many_others(
+        self, store: AsyncJobStore
+    ) -> None:
+        # 100 jobs of another kind due before ours, at the same priority: a store may
+        # answer with an earlier time (its read is bounded), never a later one.
+        await store.enqueue(
+            [_request("contract.other", delay=timedelta(seconds=60 + i)) for i in range(100)]
+        )
+        mine = await _enqueue(store, "contract.mine", delay=timedelta(seconds=600))
+        available_at = (await _get(store, mine)).available_at
+        due = await store.next_due(frozenset({"contract.mine"}), None)
+        assert due is not None
+        assert due.now + timedelta(seconds=59) < due.at <= available_at
 
     async def test_claim_order_priority_then_available_at_then_id(
         self, store: AsyncJobStore

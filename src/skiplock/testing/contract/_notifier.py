@@ -22,6 +22,7 @@ from skiplock.core import (
     JobFilter,
     JobState,
     Retry,
+    Succeeded,
 )
 
 from ._support import (
@@ -86,14 +87,24 @@ class NotifierContract(ContractBase):
             assert notifier.wait(10.0)
 
     @requires("listen_notify")
-    def test_notifier_not_woken_by_jobs_not_due_or_claimed(self, store: JobStore) -> None:
+    def test_notifier_woken_by_jobs_due_later_not_by_claims(self, store: JobStore) -> None:
+        # A job due later wakes too: a listening worker arms its next-due timer for it.
         with _listening(store) as notifier:
             _enqueue(store, delay=timedelta(hours=1))
-            assert not notifier.wait(_QUIET)
+            assert notifier.wait(10.0)
+            _drain(notifier)
             _enqueue(store, _fresh_kind())
             assert notifier.wait(10.0)
             _drain(notifier)
-            assert len(store.claim(_claim_request(limit=10))) == 1
+            [job] = store.claim(_claim_request(limit=10))
+            assert not notifier.wait(_QUIET)
+            # A retry after a backoff wakes at once (the timer), a success not at all.
+            _finish(store, job, Retry(delay=timedelta(hours=1), error="later"))
+            assert notifier.wait(10.0)
+            _drain(notifier)
+            job = _running(store)
+            _drain(notifier)
+            _finish(store, job, Succeeded())
             assert not notifier.wait(_QUIET)
 
     @requires("listen_notify")

@@ -18,6 +18,7 @@ from skiplock.core import (
     JobFilter,
     JobState,
     Retry,
+    Succeeded,
 )
 
 from ._support_async import (
@@ -82,16 +83,26 @@ class AsyncNotifierContract(AsyncContractBase):
             assert await notifier.wait(10.0)
 
     @requires("listen_notify")
-    async def test_notifier_not_woken_by_jobs_not_due_or_claimed(
+    async def test_notifier_woken_by_jobs_due_later_not_by_claims(
         self, store: AsyncJobStore
     ) -> None:
+        # A job due later wakes too: a listening worker arms its next-due timer for it.
         async with _listening(store) as notifier:
             await _enqueue(store, delay=timedelta(hours=1))
-            assert not await notifier.wait(_QUIET)
+            assert await notifier.wait(10.0)
+            await _drain(notifier)
             await _enqueue(store, _fresh_kind())
             assert await notifier.wait(10.0)
             await _drain(notifier)
-            assert len(await store.claim(_claim_request(limit=10))) == 1
+            [job] = await store.claim(_claim_request(limit=10))
+            assert not await notifier.wait(_QUIET)
+            # A retry after a backoff wakes at once (the timer), a success not at all.
+            await _finish(store, job, Retry(delay=timedelta(hours=1), error="later"))
+            assert await notifier.wait(10.0)
+            await _drain(notifier)
+            job = await _running(store)
+            await _drain(notifier)
+            await _finish(store, job, Succeeded())
             assert not await notifier.wait(_QUIET)
 
     @requires("listen_notify")

@@ -143,6 +143,53 @@ INSERT INTO {schema}.schema_migrations (version, name) VALUES (:version::int, :n
 -- name: now
 SELECT now() AS now;
 
+-- name: next_due
+-- The worker's next-due timer: the earliest available_at after now() among the pending
+-- jobs of :kinds and :tenants (NULL: any). Bounded whatever the table holds: a loose walk
+-- of jobs_claim_idx (priority DESC, available_at, id) over at most 64 priorities, each
+-- reading at most 64 rows due after now(). When a priority's 64 rows hold no job of the
+-- worker's, the last one's time is a bound (nothing of the worker's at that priority is
+-- due before it) and the worker asks again then; with more than 64 priorities pending
+-- the answer is NULL and the worker polls.
+WITH RECURSIVE priorities (priority, n) AS (
+    (
+        SELECT j.priority, 1 FROM {schema}.jobs AS j
+        WHERE j.status = 'pending'
+        ORDER BY j.priority DESC
+        LIMIT 1
+    )
+    UNION ALL
+    SELECT (
+        SELECT j.priority FROM {schema}.jobs AS j
+        WHERE j.status = 'pending' AND j.priority < p.priority
+        ORDER BY j.priority DESC
+        LIMIT 1
+    ), p.n + 1
+    FROM priorities AS p
+    WHERE p.priority IS NOT NULL AND p.n <= 64
+)
+SELECT
+    CASE WHEN max(p.n) FILTER (WHERE p.priority IS NOT NULL) <= 64
+        THEN min(coalesce(f.due, f.bound))
+    END AS at,
+    now() AS now
+FROM priorities AS p
+CROSS JOIN LATERAL (
+    SELECT
+        min(r.available_at) FILTER (WHERE r.mine) AS due,
+        CASE WHEN count(*) = 64 THEN max(r.available_at) END AS bound
+    FROM (
+        SELECT j.available_at,
+            (:kinds::text[] IS NULL OR j.kind = ANY(:kinds::text[]))
+            AND (:tenants::text[] IS NULL OR j.tenant_id = ANY(:tenants::text[])) AS mine
+        FROM {schema}.jobs AS j
+        WHERE j.status = 'pending' AND j.priority = p.priority AND j.available_at > now()
+        ORDER BY j.available_at, j.id
+        LIMIT 64
+    ) AS r
+) AS f
+WHERE p.priority IS NOT NULL;
+
 -- name: _enqueue_input
 -- The batch is one JSON array of rows (rows.enqueue_params). Ids are drawn from the
 -- identity sequence in request order so each result row maps back to its request (ord),

@@ -74,16 +74,16 @@ CREATE INDEX jobs_unsuccessful_completed_idx ON {schema}.jobs (completed_at)
 CREATE UNIQUE INDEX jobs_idempotency_key_idx ON {schema}.jobs (idempotency_key)
     WHERE idempotency_key IS NOT NULL;
 
--- Wake listening workers: one notification per distinct kind that became claimable, with
--- the kind as payload. PostgreSQL folds identical notifications within a transaction.
+-- Wake listening workers: one notification per distinct kind of the pending rows, with
+-- the kind as payload, also for jobs due later (a worker arms its next-due timer for
+-- them, 0013). PostgreSQL folds identical notifications within a transaction.
 CREATE FUNCTION {schema}.notify_jobs() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     job_kind text;
 BEGIN
     FOR job_kind IN
-        SELECT DISTINCT n.kind FROM new_rows AS n
-        WHERE n.status = 'pending' AND n.available_at <= now()
+        SELECT DISTINCT n.kind FROM new_rows AS n WHERE n.status = 'pending'
     LOOP
         PERFORM pg_notify(TG_ARGV[0], job_kind);
     END LOOP;
@@ -96,9 +96,9 @@ CREATE TRIGGER jobs_notify_insert
     REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION {schema}.notify_jobs('{channel}');
 
--- Updates notify per row, and only for rows that became claimable: claims and
--- completions (the hot path) skip the trigger entirely. Due is judged on the statement's
--- time, which completions stamp (inside a job's transaction it is later than now()).
+-- Updates notify per row, and only for rows that became pending or whose pending due time
+-- moved (due now or later, 0013): claims and completions (the hot path) skip the trigger
+-- entirely.
 CREATE FUNCTION {schema}.notify_job() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -110,7 +110,10 @@ $$;
 CREATE TRIGGER jobs_notify_update
     AFTER UPDATE ON {schema}.jobs
     FOR EACH ROW
-    WHEN (NEW.status = 'pending' AND NEW.available_at <= statement_timestamp())
+    WHEN (
+        NEW.status = 'pending'
+        AND (OLD.status <> 'pending' OR OLD.available_at <> NEW.available_at)
+    )
     EXECUTE FUNCTION {schema}.notify_job('{channel}');
 
 -- Claiming: the index walk that locks the candidates of a claim, planned with sorts and
