@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from skiplock import cli
-from skiplock.core import LIST_READ_FACTOR
+from skiplock.core import JobPage
 from tests.cli.admin_helpers import (
     Terminal,
     add_worker,
@@ -155,7 +155,7 @@ def test_jobs_list_filters(run: Run) -> None:
 @needs_psycopg
 @pytest.mark.postgres
 def test_jobs_list_says_when_a_search_stopped_early(run: Run) -> None:
-    enqueue(run.dsn, "common", 2 * LIST_READ_FACTOR + 5)
+    enqueue(run.dsn, "common", 2 * JobPage.READ_FACTOR + 5)
     [rare] = enqueue(run.dsn, "rare")
     assert run("jobs", "list", "--kind", "rare", "--limit", "1") == 0
     searched, more = run.lines

@@ -212,7 +212,9 @@ def test_health_of_a_database_that_does_not_answer_stops_at_the_timeout(
     import psycopg
 
     with psycopg.connect(admin_dsn) as locker:  # a transaction: the lock stays
-        locker.execute("LOCK TABLE skiplock.jobs IN ACCESS EXCLUSIVE MODE")
+        locker.execute(
+            "LOCK TABLE skiplock.jobs, skiplock.job_counts, skiplock.job_count_deltas IN ACCESS EXCLUSIVE MODE"
+        )
         started = time.monotonic()
         status, lines, _ = health(capsys, "--dsn", admin_dsn, "--timeout", "0.5")
         assert time.monotonic() - started < 2
@@ -281,11 +283,11 @@ def test_a_bounded_split_prints_as_at_least(capsys: pytest.CaptureFixture[str]) 
     from datetime import UTC, datetime, timedelta
 
     from skiplock.cli._health import print_report
-    from skiplock.core import PENDING_SPLIT_BOUND, HealthSnapshot, QueueStats
+    from skiplock.core import HealthSnapshot, QueueStats
     from skiplock.core._health import HealthThresholds, assess_health
 
     now = datetime(2026, 12, 4, tzinfo=UTC)
-    bound = PENDING_SPLIT_BOUND
+    bound = QueueStats.SPLIT_BOUND
     snapshot = HealthSnapshot(
         now=now,
         queues=(

@@ -18,7 +18,6 @@ from skiplock.core import (
     Job,
     JobState,
     ValidationError,
-    counter_problem,
     encode_payload,
     validate_identifier,
 )
@@ -30,6 +29,7 @@ from skiplock.core._validation import (
     PRIORITY_RANGE,
     check_available_at,
     check_kind,
+    counter_problem,
     shown,
     validate_request,
 )

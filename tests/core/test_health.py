@@ -8,12 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from skiplock.core import (
-    PENDING_SPLIT_BOUND,
     HealthSnapshot,
     QueueStats,
     SchemaInfo,
     WorkerStatus,
-    pending_split,
 )
 from skiplock.core._health import (
     HealthThresholds,
@@ -268,7 +266,7 @@ def test_format_duration(seconds: float, text: str) -> None:
     assert format_duration(timedelta(seconds=seconds)) == text
 
 
-B = PENDING_SPLIT_BOUND
+B = QueueStats.SPLIT_BOUND
 
 
 @pytest.mark.parametrize(
@@ -284,7 +282,7 @@ B = PENDING_SPLIT_BOUND
 def test_pending_split_is_exact_unless_both_sides_pass_the_bound(
     pending: int, scheduled_upto: int, due_upto: int | None, split: tuple[int, int, bool]
 ) -> None:
-    assert pending_split(pending, scheduled_upto, due_upto) == split
+    assert QueueStats.split(pending, scheduled_upto, due_upto) == split
 
 
 def test_a_bounded_tenant_makes_its_kind_bounded() -> None:

@@ -14,7 +14,7 @@ import pytest
 from skiplock import AsyncEngine, Engine, JobState, Settings
 from skiplock.adapters.memory import AsyncInMemoryJobStore, InMemoryJobStore
 from skiplock.adapters.psycopg import PsycopgJobStore
-from skiplock.core import LIST_READ_FACTOR, ClaimRequest, job_json
+from skiplock.core import ClaimRequest, JobPage, job_json
 from skiplock.integrations.fastapi import create_router
 from skiplock.integrations.flask import create_blueprint
 from skiplock.integrations.rest import (
@@ -135,9 +135,9 @@ def test_list_jobs_cursor_pages_and_order(client: Client, jobs: Engine) -> None:
 def test_a_sparse_filter_answers_partial_pages_that_continue_the_search(
     client: Client, jobs: Engine
 ) -> None:
-    # A page of limit 1 reads at most LIST_READ_FACTOR rows per job asked for (two: the
+    # A page of limit 1 reads at most JobPage.READ_FACTOR rows per job asked for (two: the
     # one shown and the one that says there is more); the rare job lies beyond that.
-    for n in range(2 * LIST_READ_FACTOR + 5):
+    for n in range(2 * JobPage.READ_FACTOR + 5):
         jobs.enqueue("page.common", {"n": n})
     rare = jobs.enqueue("page.rare", {}).id
     first = client.get("/jobs", params={"kind": "page.rare", "limit": 1})

@@ -20,7 +20,7 @@ import pytest
 
 from skiplock.adapters._pg._rows import filter_params, job_page_from_rows, page_params
 from skiplock.adapters._pg._sql import neutral_query
-from skiplock.core import LIST_READ_FACTOR, JobFilter, JobState, Page
+from skiplock.core import JobFilter, JobPage, JobState, Page
 from tests.pgfixtures import create_database, drop_database
 from tests.psycopg.test_plans import _explain, _nodes, _outline, _rows_read, _statistics
 
@@ -33,8 +33,8 @@ SCHEMA = "skiplock"
 JOBS = 200_000
 LIMIT = 50
 #: No page reads more rows of jobs than this many times its limit (the walk's budget of
-#: LIST_READ_FACTOR rows per job asked for, plus what the lanes of exact indexes read).
-FACTOR = LIST_READ_FACTOR + 5
+#: JobPage.READ_FACTOR rows per job asked for, plus what the lanes of exact indexes read).
+FACTOR = JobPage.READ_FACTOR + 5
 
 # The mix, interleaved by id: of every 10 jobs 8 succeeded, 1 dead, 1 pending; then a few
 # running, failed and cancelled ones spread over the table.
@@ -279,9 +279,9 @@ def test_a_bounded_walk_says_where_it_stopped(table: str) -> None:
     _, rows = _explain(table, neutral_query("list_jobs", SCHEMA), params, "force_custom_plan")
     page = job_page_from_rows([dict(zip(_COLUMNS, row, strict=True)) for row in rows])
     assert page == []
-    assert page.resume_after == LIST_READ_FACTOR * LIMIT  # ids start at 1
+    assert page.resume_after == JobPage.READ_FACTOR * LIMIT  # ids start at 1
     assert page.next_after(LIMIT) == page.resume_after
     later = params | {"after_id": page.resume_after}
     _, rows = _explain(table, neutral_query("list_jobs", SCHEMA), later, "force_custom_plan")
     page = job_page_from_rows([dict(zip(_COLUMNS, row, strict=True)) for row in rows])
-    assert page.resume_after == 2 * LIST_READ_FACTOR * LIMIT
+    assert page.resume_after == 2 * JobPage.READ_FACTOR * LIMIT

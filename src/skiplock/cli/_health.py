@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from skiplock.core._health import PENDING_SPLIT_BOUND, format_duration, unreachable_report
+from skiplock.core import QueueStats
+from skiplock.core._health import format_duration, unreachable_report
 
 from . import _options
 from ._output import cell, print_json, table
@@ -123,6 +124,6 @@ def print_report(health: HealthReport, *, as_json: bool) -> None:
         print(table(headers, rows, right={1, 2, 3, 4, 5}))
         if any(k.bounded for k in health.kinds):
             print(
-                f"(>= N: more than {PENDING_SPLIT_BOUND:,} jobs both due and scheduled; the split "
-                "is not counted further)"
+                f"(>= N: more than {QueueStats.SPLIT_BOUND:,} jobs both due and scheduled; "
+                "the split is not counted further)"
             )

@@ -55,7 +55,6 @@ from ._failure import (
     undecodable_error,
 )
 from ._health import (
-    PENDING_SPLIT_BOUND,
     HealthReport,
     HealthSnapshot,
     KindHealth,
@@ -63,7 +62,6 @@ from ._health import (
     SchemaInfo,
     WorkerHealth,
     WorkerStatus,
-    pending_split,
 )
 from ._idempotency import first_occurrences
 from ._json import audit_event_json, job_json
@@ -73,7 +71,6 @@ from ._states import TERMINAL_STATES, check_operator_event, sources, transition
 from ._throughput import FINISHED_STATES, FinishedCount
 from ._types import (
     JSON,
-    LIST_READ_FACTOR,
     AttemptError,
     Bury,
     ClaimRequest,
@@ -100,7 +97,6 @@ from ._validation import (
     JSONB_MAX_BYTES,
     MAX_AVAILABLE_AT,
     MIN_AVAILABLE_AT,
-    counter_problem,
     encode_payload,
     result_json,
     validate_identifier,
@@ -110,12 +106,10 @@ __all__ = [
     "FINISHED_STATES",
     "JSON",
     "JSONB_MAX_BYTES",
-    "LIST_READ_FACTOR",
     "MAX_AVAILABLE_AT",
     "MAX_ERROR_LENGTH",
     "MAX_RECORDED_ERRORS",
     "MIN_AVAILABLE_AT",
-    "PENDING_SPLIT_BOUND",
     "STALE_MARK",
     "TERMINAL_STATES",
     "AttemptError",
@@ -170,7 +164,6 @@ __all__ = [
     "check_operator_event",
     "claim_order",
     "completion_action",
-    "counter_problem",
     "discard_details",
     "dlq_details",
     "encode_payload",
@@ -182,7 +175,6 @@ __all__ = [
     "operator_extra",
     "pair_caps",
     "pair_order",
-    "pending_split",
     "recorded_errors",
     "result_json",
     "sources",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -71,6 +71,12 @@ class WorkerStatus:
 class QueueStats:
     """Jobs of one kind and tenant: pending (due now, or scheduled later), running, dead."""
 
+    #: How far the due/scheduled split is counted (see ``bounded``).
+    SPLIT_BOUND: ClassVar[int] = PENDING_SPLIT_BOUND
+    #: (due, scheduled, bounded) from a bounded count (:func:`pending_split`): what a
+    #: store reports for a (kind, tenant) group.
+    split = staticmethod(pending_split)
+
     kind: str
     tenant: str | None
     due: int = 0
@@ -80,7 +86,7 @@ class QueueStats:
     running: int = 0
     dead: int = 0
     #: True when ``due`` and ``scheduled`` are lower bounds: both exceed
-    #: :data:`PENDING_SPLIT_BOUND` and the split was not counted further.
+    #: ``QueueStats.SPLIT_BOUND`` and the split was not counted further.
     bounded: bool = False
 
 
@@ -189,7 +195,7 @@ class KindHealth:
     #: Due pending jobs that no live worker claims (its kind and tenant).
     uncovered: int
     #: True when ``pending_due``, ``scheduled`` (and ``uncovered``) are lower bounds ("at
-    #: least"): a tenant of the kind has more than :data:`PENDING_SPLIT_BOUND` jobs on
+    #: least"): a tenant of the kind has more than ``QueueStats.SPLIT_BOUND`` jobs on
     #: both sides of now (:attr:`QueueStats.bounded`).
     bounded: bool = False
 

@@ -6,7 +6,7 @@ import enum
 import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeAlias, overload
+from typing import Any, ClassVar, TypeAlias, overload
 
 import attrs
 
@@ -496,10 +496,13 @@ class JobPage(list[Job]):
 
     ``resume_after`` is None when the page is what the filter has to show: the next page
     starts after its last job (a page shorter than its limit is the last one). It is an id
-    when the store stopped reading at its budget (at most ``LIST_READ_FACTOR`` rows per
+    when the store stopped reading at its budget (at most ``READ_FACTOR`` rows per
     job asked for) before it found a full page: the page holds every match up to that id,
     and more may follow it; ask for the next page with ``after_id=resume_after``.
     """
+
+    #: The read budget of a bounded search: rows read per job the page asks for.
+    READ_FACTOR: ClassVar[int] = LIST_READ_FACTOR
 
     __slots__ = ("resume_after",)
 

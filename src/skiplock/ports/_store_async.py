@@ -201,7 +201,7 @@ class AsyncJobStore(Protocol):
         """Jobs matching ``filter`` ordered by id (keyset page).
 
         Reads rows in proportion to ``page.limit``, never to the table: a filter that no
-        index serves in id order may stop the search after ``LIST_READ_FACTOR`` rows per
+        index serves in id order may stop the search after ``JobPage.READ_FACTOR`` rows per
         job asked for, with the page's ``resume_after`` saying where it stopped (the page
         then holds every match before that id, possibly fewer than the limit)."""
         ...

@@ -27,12 +27,12 @@ from skiplock.core import (
     capped_kinds,
     charged_positions,
     claim_order,
-    counter_problem,
     first_occurrences,
     kind_caps,
     pair_caps,
     undecodable_error,
 )
+from skiplock.core._validation import counter_problem
 
 from ._migrate import Rows, Step
 from ._rows import (

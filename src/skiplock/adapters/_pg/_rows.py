@@ -15,11 +15,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from skiplock.core import (
-    LIST_READ_FACTOR,
     MAX_AVAILABLE_AT,
     MAX_ERROR_LENGTH,
     MIN_AVAILABLE_AT,
-    PENDING_SPLIT_BOUND,
     STALE_MARK,
     AttemptError,
     AuditAction,
@@ -47,7 +45,6 @@ from skiplock.core import (
     operator_action,
     operator_extra,
     pair_order,
-    pending_split,
     result_json,
     sources,
     transition,
@@ -245,16 +242,16 @@ def finished_count_from_row(row: Mapping[str, Any]) -> FinishedCount:
 
 
 def health_queues_params() -> dict[str, Any]:
-    return {"bound": PENDING_SPLIT_BOUND}
+    return {"bound": QueueStats.SPLIT_BOUND}
 
 
 def queue_stats_from_row(row: Mapping[str, Any]) -> QueueStats:
     """One row of the ``health_queues`` query: the due/scheduled split from its bounded
-    counts (``skiplock.core.pending_split``)."""
+    counts (``skiplock.core.QueueStats.split``)."""
     pending = int(row["pending"])
     scheduled_upto = row["scheduled_upto"]
     due_upto = row["due_upto"]
-    due, scheduled, bounded = pending_split(
+    due, scheduled, bounded = QueueStats.split(
         pending,
         0 if scheduled_upto is None else int(scheduled_upto),
         None if due_upto is None else int(due_upto),
@@ -557,12 +554,12 @@ _MAX_BUDGET = 2**62
 
 def page_params(page: Page) -> dict[str, Any]:
     """Parameters of a keyset page (``list_jobs``): the cursor, the limit, the order and
-    the walk's budget of rows read (``LIST_READ_FACTOR`` per job asked for)."""
+    the walk's budget of rows read (``JobPage.READ_FACTOR`` per job asked for)."""
     return {
         "after_id": page.after_id,
         "limit": page.limit,
         "descending": page.descending,
-        "budget": min(page.limit * LIST_READ_FACTOR, _MAX_BUDGET),
+        "budget": min(page.limit * JobPage.READ_FACTOR, _MAX_BUDGET),
     }
 
 

@@ -640,7 +640,7 @@ class AsyncPgJobStore(Generic[C, TX]):
 
     async def list_jobs(self, filter: JobFilter, page: Page) -> JobPage:
         """Jobs matching ``filter``, ordered by id, one keyset page read by index walks
-        of at most ``LIST_READ_FACTOR`` rows per job asked for (``list_job_page``,
+        of at most ``JobPage.READ_FACTOR`` rows per job asked for (``list_job_page``,
         migration 0012); UndecodableRowError if a row of the page cannot become a job."""
         async with self._reading() as conn:
             rows = await self._execute(conn, "list_jobs", filter_params(filter) | page_params(page))

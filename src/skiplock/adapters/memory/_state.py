@@ -27,7 +27,6 @@ import attrs
 from skiplock.core import (
     FINISHED_STATES,
     JSONB_MAX_BYTES,
-    PENDING_SPLIT_BOUND,
     AuditAction,
     AuditEvent,
     ClaimRequest,
@@ -61,7 +60,6 @@ from skiplock.core import (
     first_occurrences,
     operator_action,
     operator_details,
-    pending_split,
     result_json,
     sources,
 )
@@ -893,9 +891,9 @@ def _queue_stats(
     dead: int,
 ) -> QueueStats:
     """A (kind, tenant)'s queue as PostgreSQL reports it: the due/scheduled split from
-    the same bounded counts (``skiplock.core.pending_split``)."""
-    limit = PENDING_SPLIT_BOUND + 1
-    due, scheduled, bounded = pending_split(
+    the same bounded counts (``skiplock.core.QueueStats.split``)."""
+    limit = QueueStats.SPLIT_BOUND + 1
+    due, scheduled, bounded = QueueStats.split(
         due + scheduled, min(scheduled, limit), min(due, limit) if scheduled >= limit else None
     )
     return QueueStats(

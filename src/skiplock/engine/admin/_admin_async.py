@@ -112,7 +112,7 @@ class AsyncAdminOps:
         full page, or the page's ``resume_after`` (with ``descending`` the next page holds
         smaller ids). A page reads rows in proportion to ``limit``, whatever the table's
         size: when no index serves the filter in id order (pending or succeeded jobs by
-        kind, tenant, priority or time) the search stops after ``LIST_READ_FACTOR`` rows
+        kind, tenant, priority or time) the search stops after ``JobPage.READ_FACTOR`` rows
         per job asked for, and ``resume_after`` says where (the page holds every match
         before it, possibly fewer than ``limit``, even none).
         """

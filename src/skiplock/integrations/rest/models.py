@@ -312,7 +312,7 @@ class KindHealth(_Output):
     covered: bool
     #: True when pending_due, scheduled and uncovered are lower bounds: a tenant of the
     #: kind has more than 10,000 jobs both due and scheduled (the split is not counted
-    #: further; skiplock.core.PENDING_SPLIT_BOUND).
+    #: further; skiplock.core.QueueStats.SPLIT_BOUND).
     bounded: bool
 
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from skiplock.core import (
-    LIST_READ_FACTOR,
     Bury,
     Event,
     JobFilter,
+    JobPage,
     JobState,
     Page,
     Retry,
@@ -284,12 +284,12 @@ class AsyncAdminContract(AsyncContractBase):
         self, store: AsyncJobStore
     ) -> None:
         # One job in 25 is of the kind asked for: a store may stop a page's search after
-        # LIST_READ_FACTOR rows per job asked for (resume_after says where), and following
+        # JobPage.READ_FACTOR rows per job asked for (resume_after says where), and following
         # next_after() still yields every match once, in order, in both directions.
         results = await store.enqueue(
             [
                 _request(kind="contract.sparse" if i % 25 == 0 else "contract.dense", payload=i)
-                for i in range(3 * 25 * LIST_READ_FACTOR)
+                for i in range(3 * 25 * JobPage.READ_FACTOR)
             ]
         )
         wanted = sorted(r.id for i, r in enumerate(results) if i % 25 == 0)

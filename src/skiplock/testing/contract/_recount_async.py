@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 
 from skiplock.core import (
     FINISHED_STATES,
-    PENDING_SPLIT_BOUND,
     Bury,
     Completion,
     EnqueueRequest,
     Event,
     JobFilter,
     JobState,
+    QueueStats,
     Retry,
     Succeeded,
 )
@@ -163,9 +163,9 @@ class AsyncRecountContract(AsyncContractBase):
     async def test_health_bounds_the_due_and_scheduled_split_of_a_huge_queue(
         self, store: AsyncJobStore
     ) -> None:
-        """More than PENDING_SPLIT_BOUND pending jobs on both sides of now: both are given
+        """More than QueueStats.SPLIT_BOUND pending jobs on both sides of now: both are given
         as that bound and flagged; with one side within it, the split is exact."""
-        bound = PENDING_SPLIT_BOUND
+        bound = QueueStats.SPLIT_BOUND
         later = await store.now() + timedelta(hours=1)
         await store.enqueue(
             [EnqueueRequest(kind="huge", available_at=later) for _ in range(bound + 1)]
