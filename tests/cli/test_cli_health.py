@@ -213,7 +213,8 @@ def test_health_of_a_database_that_does_not_answer_stops_at_the_timeout(
 
     with psycopg.connect(admin_dsn) as locker:  # a transaction: the lock stays
         locker.execute(
-            "LOCK TABLE skiplock.jobs, skiplock.job_counts, skiplock.job_count_deltas IN ACCESS EXCLUSIVE MODE"
+            "LOCK TABLE skiplock.jobs, skiplock.job_counts, skiplock.job_count_deltas"
+            " IN ACCESS EXCLUSIVE MODE"
         )
         started = time.monotonic()
         status, lines, _ = health(capsys, "--dsn", admin_dsn, "--timeout", "0.5")

@@ -376,7 +376,8 @@ async def test_a_read_past_read_timeout_raises_database_unavailable(pg_dsn: str)
     try:
         await store.open()
         await locker.execute(
-            "LOCK TABLE skiplock.jobs, skiplock.job_counts, skiplock.job_count_deltas IN ACCESS EXCLUSIVE MODE"
+            "LOCK TABLE skiplock.jobs, skiplock.job_counts, skiplock.job_count_deltas"
+            " IN ACCESS EXCLUSIVE MODE"
         )
         with pytest.raises(DatabaseUnavailableError, match="read timeout"):
             await store.counts()
