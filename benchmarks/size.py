@@ -13,8 +13,8 @@ process serving ``benchmarks.size_app`` (dashboard, REST API, metrics endpoint):
   dashboard's overview and dead-letter pages, the REST API's list pages with each filter
   and a second keyset page), median, p99 and max;
 - ``--clients`` concurrent clients for ``--duration`` seconds, each asking for the
-  overview and the dead-letter pages in turn as soon as the last answer came (``--think``
-  seconds later; default 0): requests/s, median, p99 and max latency.
+  overview and the dead-letter pages in turn as soon as the last answer came (or, with
+  ``--think``, about that many seconds later): requests/s, median, p99 and max latency.
 
 It prints a Markdown table of the targets (met / missed). ``--keep`` leaves the database
 behind (its name is printed), ``--load-only`` loads one and stops there; ``--reuse NAME``
@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import re
 import statistics
 import sys
@@ -291,15 +292,20 @@ async def measure_pages(port: int, repeat: int) -> dict[str, dict[str, float]]:
 async def measure_concurrent(
     port: int, clients: int, duration: float, targets: Sequence[str], think: float = 0.0
 ) -> dict[str, float]:
-    """``clients`` clients asking for ``targets`` in turn for ``duration`` seconds, each
-    waiting ``think`` seconds after an answer (0: back to back)."""
+    """``clients`` clients asking for ``targets`` in turn for ``duration`` seconds, back
+    to back, or with ``think``: each starts at a random moment within ``think`` seconds
+    and waits between 0.5 and 1.5 times ``think`` after each answer (browsers refreshing
+    independently)."""
     latencies: list[float] = []
+    slowest = dict.fromkeys(targets, 0.0)
     errors = 0
     stop = time.monotonic() + duration
 
     async def one(index: int) -> None:
         nonlocal errors
         client = Client(port)
+        if think:
+            await asyncio.sleep(random.uniform(0, think))
         try:
             turn = index
             while time.monotonic() < stop:
@@ -307,16 +313,19 @@ async def measure_concurrent(
                 turn += 1
                 started = time.perf_counter()
                 status, _ = await client.get(target)
-                latencies.append((time.perf_counter() - started) * 1000)
+                latency = (time.perf_counter() - started) * 1000
+                latencies.append(latency)
+                slowest[target] = max(slowest[target], latency)
                 errors += status != 200
                 if think:
-                    await asyncio.sleep(think)
+                    await asyncio.sleep(think * random.uniform(0.5, 1.5))
         finally:
             await client.close()
 
     started = time.monotonic()
     await asyncio.gather(*(one(i) for i in range(clients)))
     elapsed = time.monotonic() - started
+    _log("slowest answer per page: " + ", ".join(f"{t} {v:.0f} ms" for t, v in slowest.items()))
     return _summary(latencies) | {"errors": errors, "rate": len(latencies) / elapsed}
 
 
@@ -365,7 +374,7 @@ def report(
     lines += [
         "",
         f"{clients} concurrent clients (overview and dead-letter pages, "
-        f"{f'{think:g} s between requests' if think else 'no think time'}): "
+        f"{f'about {think:g} s between requests' if think else 'no think time'}): "
         f"{concurrent['n']:,.0f} requests, {concurrent['rate']:.0f}/s, "
         f"median {concurrent['median']:.0f} ms, p99 {concurrent['p99']:.0f} ms, "
         f"max {concurrent['max']:.0f} ms, {concurrent['errors']:.0f} errors",
