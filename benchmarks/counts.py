@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
-from benchmarks import _pg, _scenarios
+from benchmarks import _mix, _pg, _scenarios
 from benchmarks._scenarios import SCHEMA, Namer, installed
 from benchmarks.adapters import get_adapter
 from benchmarks.systems import make_system
@@ -37,23 +37,6 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     from benchmarks._system import System
-
-#: The production mix, as one INSERT ... SELECT over generate_series(1, n): i % 10 picks
-#: the state (0: dead, 1: pending, else succeeded), (i / 10) % 4 the kind, (i / 40) % 8
-#: the tenant (independent of each other); completion times spread over the last day.
-_MIX = """
-INSERT INTO {jobs} (kind, tenant_id, payload, status, available_at, created_at,
-                    claimed_at, attempts, completed_at, last_error)
-SELECT 'kind.' || (i / 10 %% 4), 'tenant-' || (i / 40 %% 8), jsonb_build_object('i', i),
-       CASE i %% 10 WHEN 0 THEN 'dead' WHEN 1 THEN 'pending' ELSE 'succeeded' END,
-       t - interval '1 second', t - interval '1 second',
-       CASE WHEN i %% 10 <> 1 THEN t END,
-       CASE WHEN i %% 10 <> 1 THEN 1 ELSE 0 END,
-       CASE WHEN i %% 10 <> 1 THEN t END,
-       CASE WHEN i %% 10 = 0 THEN 'boom' END
-FROM generate_series(1, %s) AS i
-CROSS JOIN LATERAL (SELECT now() - (i::float8 / %s) * interval '1 day' AS t) AS s
-"""
 
 _COUNT_TRIGGERS = ("jobs_count_insert", "jobs_count_update", "jobs_count_delete")
 
@@ -78,18 +61,10 @@ async def measure_reads(dsn: str, size: int, repeat: int, namer: Namer) -> dict[
         adapter = get_adapter("psycopg")
         await adapter.apply_schema(conninfo, SCHEMA)
         await _pg.autovacuum_off(conninfo)
-        jobs = sql.Identifier(SCHEMA, "jobs")
-        started = time.perf_counter()
-        await _pg.execute(conninfo, sql.SQL(_MIX).format(jobs=jobs), [size, size])
-        _log(f"{size:,} jobs loaded in {time.perf_counter() - started:.1f} s")
         store = await adapter.open_store(conninfo, SCHEMA, 2)
         try:
-            await store.roll_up_counts()
-            # What the deltas table's own autovacuum settings (any 10,000 dead rows) do
-            # within a minute of the load; jobs itself stays unanalyzed and unvacuumed.
-            await _pg.execute(
-                conninfo, sql.SQL("VACUUM {}").format(sql.Identifier(SCHEMA, "job_count_deltas"))
-            )
+            seconds = await _mix.load(conninfo, store, size)
+            _log(f"{size:,} jobs loaded in {seconds:.1f} s")
             operator = AsyncEngine(store, Settings()).operator()
             return {
                 "counts()": await _median_ms(operator.counts, repeat),
