@@ -10,7 +10,7 @@ import math
 import os
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
 
@@ -138,18 +138,24 @@ def _settings() -> Settings:
     return Settings(audit=True)
 
 
+def _store_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The store options of a command: a small pool, and ``--timeout`` for connecting,
+    for a pooled connection and for each read (psycopg and asyncpg take the same)."""
+    seconds = args.timeout.total_seconds()
+    return {
+        "schema": args.schema,
+        "min_size": 1,
+        "max_size": 2,
+        "timeout": seconds,
+        "connect_timeout": seconds,
+        "read_timeout": args.timeout,
+    }
+
+
 @contextmanager
 def _through_psycopg(conninfo: str, args: argparse.Namespace) -> Iterator[Reached]:
     adapter = psycopg_adapter()
-    store = adapter.PsycopgJobStore(
-        conninfo,
-        schema=args.schema,
-        min_size=1,
-        max_size=2,
-        timeout=args.timeout.total_seconds(),
-        connect_timeout=args.timeout.total_seconds(),
-        read_timeout=args.timeout,
-    )
+    store = adapter.PsycopgJobStore(conninfo, **_store_options(args))
     try:
         yield Reached(Engine(store, _settings()), _connect(conninfo, args.timeout))
     finally:
@@ -165,15 +171,7 @@ def _through_asyncpg(conninfo: str, args: argparse.Namespace) -> Iterator[Reache
 
     loop = LoopThread("skiplock-cli-loop")
     try:
-        store = AsyncpgJobStore(
-            conninfo,
-            schema=args.schema,
-            min_size=1,
-            max_size=2,
-            timeout=args.timeout.total_seconds(),
-            connect_timeout=args.timeout.total_seconds(),
-            read_timeout=args.timeout,
-        )
+        store = AsyncpgJobStore(conninfo, **_store_options(args))
         try:
             engine = Engine(cast("JobStore", BlockingStore(store, loop.loop)), _settings())
             yield Reached(engine, loop.run(_connect_asyncpg(conninfo, args.timeout)))
