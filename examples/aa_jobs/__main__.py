@@ -12,8 +12,10 @@ import os
 
 import uvicorn
 
+from skiplock import Settings
+
 from .app import create_app
-from .jobs import build
+from .jobs import build, make_settings
 from .schema import setup
 
 
@@ -28,7 +30,11 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO)
     setup(args.dsn)
     tokens = {os.environ.get("AA_TOKEN", "dev-token"): os.environ.get("AA_OPERATOR", "operator")}
-    app = create_app(build(args.dsn), tokens=tokens, embedded_worker=not args.no_worker)
+    app = create_app(
+        build(args.dsn, Settings.from_env(base=make_settings())),
+        tokens=tokens,
+        embedded_worker=not args.no_worker,
+    )
     uvicorn.run(app, host="127.0.0.1", port=args.port, lifespan="on")
 
 

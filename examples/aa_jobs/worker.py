@@ -11,7 +11,9 @@ import asyncio
 import logging
 import os
 
-from .jobs import build
+from skiplock import Settings
+
+from .jobs import build, make_settings
 
 
 async def serve(
@@ -22,7 +24,7 @@ async def serve(
     tenants: list[str] | None,
     metrics_port: int | None,
 ) -> None:
-    jobs = build(dsn)
+    jobs = build(dsn, Settings.from_env(base=make_settings()))  # SKIPLOCK_* on top
     if metrics_port is not None:
         jobs.metrics.serve(metrics_port)  # mdm_jobs_* for Prometheus
     async with jobs.store:

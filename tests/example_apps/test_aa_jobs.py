@@ -46,7 +46,7 @@ class Harness:
 
     def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            return conn.execute(query, params).fetchall()  # type: ignore[arg-type]
+            return conn.execute(query, params).fetchall()
 
     def value(self, query: str, *params: Any) -> Any:
         return self.rows(query, *params)[0][0]
@@ -87,6 +87,14 @@ def wait_state(client: TestClient, job_id: int, state: str, timeout: float = 20)
         timeout,
     )
     return found
+
+
+def ended_job(client: TestClient, job_id: int) -> Callable[[], dict[str, Any] | None]:
+    def check() -> dict[str, Any] | None:
+        found = job(client, job_id)
+        return found if found["state"] in ("succeeded", "dead") else None
+
+    return check
 
 
 def onboard(client: TestClient, *tenants: str) -> None:
@@ -205,15 +213,7 @@ def test_outbox_dispatch_retries_dead_replay_delivers_each_event(aa: Harness) ->
         ids = [sign_up(client, "acme", f"u{n}@acme.test")["outbox_job"] for n in range(3)]
         # Dispatchers of one tenant share its events (SKIP LOCKED): one that found them all
         # locked by another succeeds with nothing to do; the others use up their attempts.
-        ended = [
-            wait_for(
-                f"job {i} to end",
-                lambda i=i: (
-                    (j := job(client, i))["state"] != "pending" and j["state"] != "running" and j
-                ),
-            )
-            for i in ids
-        ]
+        ended = [wait_for(f"job {i} to end", ended_job(client, i)) for i in ids]
         dead = [j["id"] for j in ended if j["state"] == "dead"]
         assert dead
         assert all(j["result"] == {"dispatched": 0} for j in ended if j["id"] not in dead)
