@@ -86,20 +86,18 @@ def register_indexes(engine: AsyncEngine) -> None:
                 [value, change.type_key, change.attribute],
             )
 
-        if wanted is None or not wanted[0]:
-            await _drop(conn, name)
-            await status("none")
-            return "dropped"
-        create = sql.SQL(
-            "CREATE INDEX CONCURRENTLY {} ON aa.entity (((attributes ->> {})::{}))"
-            " WHERE type_key = {}"
-        ).format(
-            sql.Identifier(name),
-            sql.Literal(change.attribute),
-            sql.SQL(CASTS[wanted[1]]),
-            sql.Literal(change.type_key),
-        )
-        return await _build(conn, ctx, name, create, status)
+        create = None
+        if wanted is not None and wanted[0]:
+            create = sql.SQL(
+                "CREATE INDEX CONCURRENTLY {} ON aa.entity (((attributes ->> {})::{}))"
+                " WHERE type_key = {}"
+            ).format(
+                sql.Identifier(name),
+                sql.Literal(change.attribute),
+                sql.SQL(CASTS[wanted[1]]),
+                sql.Literal(change.type_key),
+            )
+        return await _reconcile(conn, ctx, name, create, status)
 
     @engine.task(gin_backfill)
     async def backfill(entity_type: EntityType, ctx: JobContext) -> str:
@@ -118,15 +116,13 @@ def register_indexes(engine: AsyncEngine) -> None:
                 [value, entity_type.type_key],
             )
 
-        if wanted is None or not wanted[0]:
-            await _drop(conn, name)
-            await status("none")
-            return "dropped"
-        create = sql.SQL(
-            "CREATE INDEX CONCURRENTLY {} ON aa.entity USING gin (attributes jsonb_path_ops)"
-            " WHERE type_key = {}"
-        ).format(sql.Identifier(name), sql.Literal(entity_type.type_key))
-        return await _build(conn, ctx, name, create, status)
+        create = None
+        if wanted is not None and wanted[0]:
+            create = sql.SQL(
+                "CREATE INDEX CONCURRENTLY {} ON aa.entity USING gin (attributes jsonb_path_ops)"
+                " WHERE type_key = {}"
+            ).format(sql.Identifier(name), sql.Literal(entity_type.type_key))
+        return await _reconcile(conn, ctx, name, create, status)
 
     @engine.task(reindex)
     async def rebuild_search(job: Reindex, ctx: JobContext) -> dict[str, int]:
@@ -146,14 +142,19 @@ def register_indexes(engine: AsyncEngine) -> None:
             ctx.check_cancelled()
 
 
-async def _build(
+async def _reconcile(
     conn: AsyncConnection[Any],
     ctx: JobContext,
     name: str,
-    create: sql.Composed,
+    create: sql.Composed | None,
     status: Callable[[str], Awaitable[None]],
 ) -> str:
-    """Drift check, then build: building -> active, or failed after the last attempt."""
+    """Bring index ``name`` to what the flags want: dropped (``create`` None), or a drift
+    check and then built: building -> active, or failed after the last attempt."""
+    if create is None:
+        await _drop(conn, name)
+        await status("none")
+        return "dropped"
     await status("building")
     try:
         cur = await conn.execute(

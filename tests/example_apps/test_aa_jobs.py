@@ -8,6 +8,9 @@ skiplock issue 30 lands (see examples/aa_jobs/issue30.py)."""
 from __future__ import annotations
 
 import ast
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,17 +54,34 @@ class Harness:
     def value(self, query: str, *params: Any) -> Any:
         return self.rows(query, *params)[0][0]
 
+    def execute(self, *statements: str) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            for statement in statements:
+                conn.execute(statement)
+
 
 @pytest.fixture
-def aa(make_database: Callable[[], str]) -> Harness:
-    dsn = make_database()
-    setup(dsn)
-    setup(dsn)  # idempotent
-    kinds: dict[str, dict[str, Any]] = {kind: dict(FAST) for kind in KINDS + INDEX_KINDS}
-    kinds["email_send"] |= {"timeout": 1, "rate_limit": RateLimit(rps=2, burst=2)}
-    kinds["virus_scan"] |= {"timeout": 0.5}
-    settings = make_settings(poll_interval=0.05, heartbeat_interval=0.2, kinds=kinds)
-    return Harness(dsn, build(dsn, settings, Services(import_batch=2)))
+def make_aa(make_database: Callable[[], str]) -> Callable[..., Harness]:
+    """Harnesses on fresh databases: the app's settings with fast retries, ``changes`` on top."""
+
+    def make(**changes: Any) -> Harness:
+        dsn = make_database()
+        setup(dsn)
+        setup(dsn)  # idempotent
+        kinds: dict[str, dict[str, Any]] = {kind: dict(FAST) for kind in KINDS + INDEX_KINDS}
+        kinds["email_send"] |= {"timeout": 1, "rate_limit": RateLimit(rps=2, burst=2)}
+        kinds["virus_scan"] |= {"timeout": 0.5}
+        for kind, overrides in changes.pop("kinds", {}).items():
+            kinds[kind] |= overrides
+        settings = make_settings(poll_interval=0.05, heartbeat_interval=0.2, kinds=kinds, **changes)
+        return Harness(dsn, build(dsn, settings, Services(import_batch=2)))
+
+    return make
+
+
+@pytest.fixture
+def aa(make_aa: Callable[..., Harness]) -> Harness:
+    return make_aa()
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 20) -> Any:
@@ -174,15 +194,14 @@ def test_email_provider_failure_retries_dead_replay_sent_once(aa: Harness) -> No
 def test_a_lost_commit_after_the_provider_answered_sends_no_second_email(aa: Harness) -> None:
     # The first COMMIT of an email_log row fails (a deferred trigger): the provider has
     # sent, the job's transaction (log row and completion) is lost, the job runs again.
-    with psycopg.connect(aa.dsn, autocommit=True) as conn:
-        conn.execute(
-            "CREATE SEQUENCE aa.lose_once;"
-            " CREATE FUNCTION aa.lose_commit() RETURNS trigger LANGUAGE plpgsql AS $$"
-            " BEGIN IF nextval('aa.lose_once') = 1 THEN RAISE 'commit lost'; END IF;"
-            " RETURN NULL; END $$;"
-            " CREATE CONSTRAINT TRIGGER lose AFTER INSERT ON aa.email_log"
-            " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION aa.lose_commit()"
-        )
+    aa.execute(
+        "CREATE SEQUENCE aa.lose_once;"
+        " CREATE FUNCTION aa.lose_commit() RETURNS trigger LANGUAGE plpgsql AS $$"
+        " BEGIN IF nextval('aa.lose_once') = 1 THEN RAISE 'commit lost'; END IF;"
+        " RETURN NULL; END $$;"
+        " CREATE CONSTRAINT TRIGGER lose AFTER INSERT ON aa.email_log"
+        " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION aa.lose_commit()"
+    )
     provider = aa.jobs.services.provider
     with aa.client() as client:
         onboard(client, "acme")
@@ -252,12 +271,11 @@ def test_bulk_import_commits_in_batches_with_progress(aa: Harness) -> None:
 
 
 def test_index_built_concurrently_while_writes_continue(aa: Harness) -> None:
-    with psycopg.connect(aa.dsn, autocommit=True) as conn:
-        conn.execute("INSERT INTO aa.entity_type VALUES ('product')")
-        conn.execute(
-            "INSERT INTO aa.entity (tenant, type_key, key, attributes) SELECT 'acme', 'product',"
-            " 'seed' || n, jsonb_build_object('sku', 'sku-' || n) FROM generate_series(1, 200000) n"
-        )
+    aa.execute(
+        "INSERT INTO aa.entity_type VALUES ('product')",
+        "INSERT INTO aa.entity (tenant, type_key, key, attributes) SELECT 'acme', 'product',"
+        " 'seed' || n, jsonb_build_object('sku', 'sku-' || n) FROM generate_series(1, 200000) n",
+    )
     with aa.client() as client, psycopg.connect(aa.dsn, autocommit=True) as writer:
         ids = client.put("/types/product/attributes/sku", json={"searchable": True}).json()
         written = 0
@@ -370,12 +388,11 @@ def test_virus_scan_times_out_then_patches_the_attachment(aa: Harness) -> None:
 
 
 def test_cleanup_jobs_runs_every_five_minutes(aa: Harness) -> None:
-    with psycopg.connect(aa.dsn, autocommit=True) as conn:
-        conn.execute("INSERT INTO aa.tenant VALUES ('acme', 'Acme')")
-        conn.execute(
-            "INSERT INTO aa.outbox_event (tenant, topic, body, status, dispatched_at)"
-            " VALUES ('acme', 'old', '{}', 'dispatched', now() - interval '8 days')"
-        )
+    aa.execute(
+        "INSERT INTO aa.tenant VALUES ('acme', 'Acme')",
+        "INSERT INTO aa.outbox_event (tenant, topic, body, status, dispatched_at)"
+        " VALUES ('acme', 'old', '{}', 'dispatched', now() - interval '8 days')",
+    )
     with aa.client() as client:  # the worker's scheduler enqueues the latest tick at start
         found = wait_for(
             "a cleanup job",
@@ -421,6 +438,61 @@ def test_a_tenant_over_its_limit_while_another_tenants_jobs_run(aa: Harness) -> 
         )
         == 12
     )
+
+
+def test_the_provider_cap_holds_across_tenants(make_aa: Callable[..., Harness]) -> None:
+    # Every tenant may send 50/s, the provider account only 2/s (burst 2), all tenants together.
+    kinds = {"email_send": {"rate_limit": RateLimit(rps=50, burst=50)}}
+    aa = make_aa(caps={"email_provider": RateLimit(rps=2, burst=2)}, kinds=kinds)
+    with aa.client() as client:
+        onboard(client, "one", "two")
+        start = time.monotonic()
+        ids = [
+            sign_up(client, t, f"{n}@{t}.test")["email_job"]
+            for n in range(4)
+            for t in ("one", "two")
+        ]
+        for job_id in ids:
+            wait_state(client, job_id, "succeeded")
+        elapsed = time.monotonic() - start
+    sent_at = [row[0] for row in aa.rows("SELECT logged_at FROM aa.email_log ORDER BY logged_at")]
+    assert sorted({r[0] for r in aa.rows("SELECT tenant FROM aa.email_log")}) == ["one", "two"]
+    # 8 e-mails at 2/s after a burst of 2: at least 3 s from the first to the last.
+    assert (sent_at[-1] - sent_at[0]).total_seconds() >= 2.5
+    assert elapsed >= 2.5
+
+
+def test_the_worker_entry_point_serves_until_sigterm(aa: Harness) -> None:
+    aa.execute("INSERT INTO aa.tenant VALUES ('acme', 'Acme')")
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "examples.aa_jobs.worker",
+            "--dsn",
+            aa.dsn,
+            "--kinds",
+            "cleanup_jobs",
+        ],
+        cwd=EXAMPLE.parents[1],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(
+            "the worker's first cleanup tick",
+            lambda: aa.rows(
+                "SELECT 1 FROM skiplock.jobs WHERE kind = 'cleanup_jobs' AND status = 'succeeded'"
+            ),
+        )
+        worker.send_signal(signal.SIGTERM)
+        _, log = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert worker.returncode == 0, log
+    assert "SIGTERM received" in log
 
 
 def test_admin_surfaces_need_the_token(aa: Harness) -> None:
