@@ -336,12 +336,15 @@ class AsyncWorker:
                 reporting = True
                 self._completer.start()
                 loops = self._loops
+                # Pauses and limits apply from the first claim (then refreshed beside it).
+                await loops.refresh_controls(self._parts.store, self._parts.controls)
                 helpers.append(spawn(loops.heartbeat))
                 poll = self._settings.poll_interval
                 helpers.append(spawn(self._dispatcher.start_loop, self._finished, poll))
                 if not until_idle:
                     helpers.append(spawn(loops.maintenance, self._parts.maintenance))
                     helpers.append(spawn(loops.counts, self._parts.store))
+                    helpers.append(spawn(loops.controls, self._parts.store, self._parts.controls))
                     if self._parts.scheduler:
                         helpers.append(spawn(loops.schedules, self._parts.scheduler))
                     notifier = self._parts.store.notifier()
