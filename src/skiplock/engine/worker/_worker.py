@@ -188,6 +188,13 @@ class Worker:
         return self._completer.unwritten
 
     @property
+    def paused(self) -> tuple[tuple[str | None, str | None], ...]:
+        """The ``(kind, tenant)`` pauses in force (None: any) as this worker last read
+        them (every ``Settings.controls_refresh``); their jobs are not claimed."""
+        controls, _ = self._parts.controls.current()
+        return tuple((p.kind, p.tenant) for p in controls.pauses)
+
+    @property
     def unwritten_limit(self) -> int:
         """Most jobs this worker holds whose outcome is not written yet (running,
         prefetched, or waiting for the completer): ``Settings.unwritten_limit``."""
