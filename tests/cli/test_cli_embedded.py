@@ -77,6 +77,10 @@ def test_only_the_mountable_commands() -> None:
         "dlq",
         "counts",
         "metrics",
+        "pause",
+        "resume",
+        "paused",
+        "limits",
         "workers",
     )
     with pytest.raises(ValueError, match="worker, schema, health"):

@@ -60,6 +60,16 @@ def test_an_exporter_reads_the_queue_without_a_worker() -> None:
     assert got[("skiplock_workers", (("state", "live"),))] == 1
     assert got[("skiplock_workers", (("state", "silent"),))] == 0
     assert not [name for name, _ in got if name.startswith("skiplock_worker_")]
+    assert not [name for name, _ in got if name == "skiplock_paused"]
+
+
+def test_the_exporter_shows_the_pauses() -> None:
+    engine = Engine(InMemoryJobStore())
+    engine.pause(kind="mail.send", reason="outage")
+    engine.pause(kind="report.build", tenant="acme")
+    got = samples(exporter(engine, cache_seconds=0).exposition().decode())
+    assert got[("skiplock_paused", (("kind", "mail.send"), ("tenant", "*")))] == 1
+    assert got[("skiplock_paused", (("kind", "report.build"), ("tenant", "acme")))] == 1
 
 
 def test_a_store_that_fails_is_reported_down(caplog: pytest.LogCaptureFixture) -> None:

@@ -281,12 +281,15 @@ async def test_a_scrape_after_a_run_on_postgres(store: CountingPgStore) -> None:
 class Status:
     """A worker as the metrics see it."""
 
-    def __init__(self, worker_id: str = "w1") -> None:
+    def __init__(
+        self, worker_id: str = "w1", paused: tuple[tuple[str | None, str | None], ...] = ()
+    ) -> None:
         self.id = worker_id
         self.concurrency = 4
         self.running = 2
         self.held = 1
         self.unwritten = 3
+        self.paused = paused
 
 
 class Counts:
@@ -388,6 +391,14 @@ def test_worker_gauges_and_a_failing_count(caplog: pytest.LogCaptureFixture) -> 
     assert "reading the job counts failed (ConnectionError: database away)" in caplog.text
     metrics.worker_stopped(Status("w1"))
     assert _samples(registry, "skiplock_worker_slots") == {("w2",): 4}
+
+
+def test_the_pauses_the_workers_read() -> None:
+    registry = CollectorRegistry()
+    metrics = PrometheusMetrics(registry=registry, cache_seconds=0)
+    metrics.worker_started(Status("w1", (("mail", None), (None, "acme"))), Counts())
+    metrics.worker_started(Status("w2", (("mail", None),)), Counts())
+    assert _samples(registry, "skiplock_paused") == {("mail", "*"): 1, ("*", "acme"): 1}
 
 
 def test_without_depths_nothing_is_queried() -> None:

@@ -200,6 +200,7 @@ def test_to_dict_is_json_with_stable_keys() -> None:
         "kinds",
         "uncovered_kinds",
         "thresholds",
+        "paused",
     }
     assert data["checked_at"] == NOW.isoformat()
     assert data["database"] == {"reachable": True, "error": None}

@@ -243,6 +243,7 @@ ENV_SAMPLES: dict[str, tuple[str, Any]] = {
     "prefetch": ("0", 0),
     "completion_batch_size": ("7", 7),
     "poll_interval": ("250ms", timedelta(milliseconds=250)),
+    "controls_refresh": ("500ms", timedelta(milliseconds=500)),
     "shutdown_timeout": ("1m", timedelta(minutes=1)),
     "heartbeat_interval": ("20s", timedelta(seconds=20)),
     "maintenance_interval": ("1h", timedelta(hours=1)),

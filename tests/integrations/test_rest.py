@@ -359,6 +359,59 @@ def test_counts_workers_and_health(client: Client, jobs: Engine, pg_dsn: str) ->
     problem(client.get("/health", params={"max_dead": -1}), 422, "invalid-request")
 
 
+def test_pauses_and_limits(client: Client, jobs: Engine) -> None:
+    assert client.get("/pauses").body == {"pauses": []}
+    paused = client.post("/pauses", json={"kind": "mail.send", "reason": "outage"})
+    assert paused.status == 200, paused.body
+    models.Pause.model_validate(paused.body)
+    assert (paused.body["kind"], paused.body["tenant"], paused.body["actor"]) == (
+        "mail.send",
+        None,
+        "ops@example.com",
+    )
+    listed = client.get("/pauses").body
+    models.Pauses.model_validate(listed)
+    assert [p["reason"] for p in listed["pauses"]] == ["outage"]
+    assert [p.kind for p in jobs.paused()] == ["mail.send"]
+    health = client.get("/health").body
+    assert [p["kind"] for p in health["paused"]] == ["mail.send"]
+    problem(client.post("/pauses", json={}), 422, "invalid-request")
+    problem(client.post("/pauses", json={"kind": "k", "x": 1}), 422, "invalid-request")
+    resumed = client.post("/pauses/resume", json={"kind": "mail.send"})
+    assert resumed.status == 200
+    assert resumed.body["reason"] == "outage"
+    problem(client.post("/pauses/resume", json={"kind": "mail.send"}), 404, "not-found")
+
+    assert client.get("/limits").body == {"limits": []}
+    limit = client.post(
+        "/limits", json={"kind": "mail.send", "tenant": "acme", "rps": 2.5, "burst": 5}
+    )
+    assert limit.status == 200, limit.body
+    models.RateLimit.model_validate(limit.body)
+    assert (limit.body["rps"], limit.body["burst"], limit.body["actor"]) == (
+        2.5,
+        5,
+        "ops@example.com",
+    )
+    cap = client.post("/limits", json={"provider": "smtp", "rps": 20, "burst": 40})
+    assert cap.status == 200
+    listed = client.get("/limits").body
+    models.Limits.model_validate(listed)
+    assert len(listed["limits"]) == 2
+    problem(
+        client.post("/limits", json={"kind": "k", "rps": 0, "burst": 1}), 422, "invalid-request"
+    )
+    problem(
+        client.post("/limits", json={"kind": "k", "provider": "p", "rps": 1, "burst": 1}),
+        422,
+        "invalid-request",
+    )
+    cleared = client.post("/limits/clear", json={"provider": "smtp"})
+    assert cleared.body["provider"] == "smtp"
+    problem(client.post("/limits/clear", json={"provider": "smtp"}), 404, "not-found")
+    assert [x.tenant for x in jobs.limits()] == ["acme"]
+
+
 def test_openapi_document_is_served_at_the_mount_point(client: Client) -> None:
     reply = client.get("/openapi.json")
     assert reply.status == 200
@@ -379,7 +432,14 @@ def test_openapi_document_is_served_at_the_mount_point(client: Client) -> None:
 
 def every_call(job_id: int) -> list[tuple[str, str, str, Any]]:
     """(operation, method, path, body) of every operation, on job ``job_id``."""
-    bodies = {"createJob": {"kind": "k"}, "retryDeadJobs": {}}
+    bodies = {
+        "createJob": {"kind": "k"},
+        "retryDeadJobs": {},
+        "pause": {"kind": "k"},
+        "resume": {"kind": "k"},
+        "setLimit": {"kind": "k", "rps": 1, "burst": 1},
+        "clearLimit": {"kind": "k"},
+    }
     calls = []
     for op in OPERATIONS:
         path = op.path.replace("{job_id}", str(job_id))
@@ -413,6 +473,10 @@ def test_read_only_callers_get_403_on_writes_and_change_nothing(
         "cancelJob",
         "failJob",
         "deleteJob",
+        "pause",
+        "resume",
+        "setLimit",
+        "clearLimit",
     }
     for name, method, path, body in every_call(job_id):
         reply = client.call(method, path, token=VIEWER, json=body)

@@ -174,6 +174,8 @@ def test_schema_has_every_table_index_and_trigger(make_database: Callable[[], st
         "job_counts",
         "job_count_deltas",
         "job_finished_minutes",
+        "pauses",
+        "limits",
     }
     indexes = {name for name, _ in dump["indexes"]}
     assert {
@@ -183,6 +185,8 @@ def test_schema_has_every_table_index_and_trigger(make_database: Callable[[], st
         "jobs_succeeded_completed_idx",
         "jobs_idempotency_key_idx",
         "jobs_pending_group_idx",
+        "pauses_scope_idx",
+        "limits_scope_idx",
     } <= indexes
     claim = dict(dump["indexes"])["jobs_claim_idx"]
     assert "(priority DESC, available_at, id)" in claim

@@ -170,7 +170,9 @@ async def test_apply_on_an_asyncpg_engine_through_run_sync(
             "job_finished_minutes",
             "jobs",
             "jobs_archive",
+            "limits",
             "maintenance",
+            "pauses",
             "schema_migrations",
             "workers",
         ]

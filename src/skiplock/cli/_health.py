@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skiplock.core import QueueStats
+from skiplock.core._controls import describe
 from skiplock.core._health import format_duration, unreachable_report
 
 from . import _options
@@ -102,6 +103,9 @@ def print_report(health: HealthReport, *, as_json: bool) -> None:
         else:
             print(f"schema:   {schema.name!r} not installed")
             return
+    for pause in health.paused:
+        reason = f": {pause.reason}" if pause.reason else ""
+        print(f"paused:   {describe(pause.kind, pause.tenant)}{reason}")
     live = sum(w.live for w in health.workers)
     silent = len(health.workers) - live
     timeout = format_duration(health.thresholds.worker_timeout)

@@ -18,7 +18,18 @@ import attrs
 
 from skiplock.engine import AsyncEngine, Engine
 
-from . import _counts, _database, _demo, _health, _jobs, _metrics, _schema, _worker, _workers
+from . import (
+    _controls,
+    _counts,
+    _database,
+    _demo,
+    _health,
+    _jobs,
+    _metrics,
+    _schema,
+    _worker,
+    _workers,
+)
 from ._errors import USAGE, guarded
 from ._options import Leaf
 
@@ -185,6 +196,47 @@ COMMANDS: dict[str, Command[Any]] = {
             ),
             _flat(_metrics.add_options),
             _metrics.run,
+        ),
+        _on_database(
+            "pause",
+            "stop claiming the jobs of a kind, a tenant or both (until resume)",
+            (
+                "Pause --kind (every tenant), --tenant (every kind) or both (that pair): "
+                "workers leave their pending jobs unclaimed, with their attempts and their "
+                "place; running jobs finish. Every worker applies it within "
+                "controls_refresh (1 s by default). Stored: it stands across restarts until "
+                "`skiplock resume` with the same --kind/--tenant."
+            ),
+            _flat(_controls.add_pause_options),
+            _controls.run_pause,
+            check=_controls.check_scope,
+        ),
+        _on_database(
+            "resume",
+            "lift a pause (the same --kind/--tenant as the pause); exit 1 if none",
+            None,
+            _flat(_controls.add_resume_options),
+            _controls.run_resume,
+            check=_controls.check_scope,
+        ),
+        _on_database(
+            "paused",
+            "the pauses in force",
+            None,
+            _flat(_health.add_json),
+            _controls.run_paused,
+        ),
+        _on_database(
+            "limits",
+            "list, set or clear rate limits per kind and tenant, and provider caps",
+            (
+                "Rate limits set at run time, over the code's and SKIPLOCK_* ones: per "
+                "(kind, tenant), a kind's default for every tenant without its own, and "
+                "provider caps. Every worker applies a change within controls_refresh."
+            ),
+            _controls.add_limits_options,
+            _controls.run_limits,
+            check=_controls.check_limits,
         ),
         _on_database(
             "workers",

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from skiplock.ports import WorkerStatus
 
 __all__ = [
+    "ANY",
     "CONTENT_TYPE",
     "DEFAULT_DURATION_BUCKETS",
     "DEFAULT_LATENCY_BUCKETS",
@@ -67,6 +68,9 @@ logger = logging.getLogger("skiplock.metrics")
 
 #: The tenant label of the (kind, tenant) pairs beyond ``max_series``, summed per kind.
 OTHER = "__other__"
+
+#: The label value of a pause's kind or tenant that is "any" (``<ns>_paused``).
+ANY = "*"
 
 #: Claim latency (due to claimed): from a few ms on an idle queue to hours of backlog.
 DEFAULT_LATENCY_BUCKETS = (
@@ -329,6 +333,11 @@ class PrometheusMetrics:
                 ),
             ]
         specs += [
+            (
+                "paused",
+                '1 per pause in force: its jobs are not claimed (kind or tenant "*": any).',
+                pair,
+            ),
             ("worker_slots", "Job slots of a running worker (its concurrency).", worker),
             ("worker_slots_busy", "Slots running a job now.", worker),
             ("worker_jobs_held", "Claimed jobs waiting in the worker's prefetch buffer.", worker),
@@ -359,6 +368,12 @@ class PrometheusMetrics:
         source = self._watched or (workers[0][1] if workers else None)
         # A store that just failed its health read is not asked again in this scrape.
         up = self._collect_health(families) if self._health is not None else True
+        if self._health is None:
+            # The pauses as the workers of this process last read them (a status written
+            # before WorkerStatus.paused has none).
+            paused = {pair for status, _ in workers for pair in getattr(status, "paused", ())}
+            for kind, tenant in sorted(paused, key=lambda p: (p[0] or "", p[1] or "")):
+                families["paused"].add_metric([kind or ANY, tenant or ANY], 1)
         if self._depths and source is not None:
             counts = self._counts(source) if up else None
             if counts is not None:
@@ -383,6 +398,8 @@ class PrometheusMetrics:
         if report is None or not up:
             del families["workers"]
             return False
+        for pause in report.paused:
+            families["paused"].add_metric([pause.kind or ANY, pause.tenant or ANY], 1)
         live = sum(w.live for w in report.workers)
         families["workers"].add_metric(["live"], live)
         families["workers"].add_metric(["silent"], len(report.workers) - live)

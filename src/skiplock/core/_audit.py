@@ -36,11 +36,22 @@ class AuditAction(enum.StrEnum):
     CANCELLED = "job_cancelled"
     #: An operator marked the job failed.
     FAILED_MANUALLY = "job_failed_manually"
+    #: An operator paused a kind, a tenant or a pair (no job: ``job_id`` None; ``kind`` or
+    #: ``tenant`` None means "any"); details: the reason.
+    PAUSED = "paused"
+    #: An operator lifted a pause (as :attr:`PAUSED`).
+    RESUMED = "resumed"
+    #: An operator set a rate limit or a provider cap at run time (no job); details: the
+    #: provider (for a cap), ``rps`` and ``burst``.
+    LIMIT_SET = "limit_set"
+    #: An operator cleared a rate limit or a provider cap (as :attr:`LIMIT_SET`).
+    LIMIT_CLEARED = "limit_cleared"
 
 
 @attrs.frozen
 class AuditEvent:
-    """One audited change of one job.
+    """One audited change of one job, or of a run-time control (a pause, a limit: then
+    ``job_id`` is None, and ``kind`` or ``tenant`` None means "any").
 
     ``actor`` is who made it: the caller's ``actor=`` (or ``Settings.audit_actor``) for
     enqueues and admin calls, the worker's id for a worker's transitions. ``at`` is the
@@ -50,8 +61,8 @@ class AuditEvent:
     """
 
     action: AuditAction
-    job_id: int
-    kind: str
+    job_id: int | None
+    kind: str | None
     tenant: str | None
     actor: str | None
     at: datetime

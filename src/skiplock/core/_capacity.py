@@ -74,6 +74,7 @@ def pair_caps(request: ClaimRequest, caps: Mapping[str, int]) -> list[PairCap]:
             (request.kinds is not None and kind not in request.kinds)
             or kind in request.excluded_kinds
             or (request.tenants is not None and (tenant is None or tenant not in request.tenants))
+            or (tenant is not None and tenant in request.excluded_tenants)
             or pair in request.excluded
         ):
             continue
@@ -122,6 +123,7 @@ def throttle_limits(
     pair_buckets: Iterable[tuple[Pair, TokenBucket]],
     provider_caps: Mapping[str, tuple[str, RateLimit]],
     provider_buckets: Mapping[str, TokenBucket],
+    pair_rates: Mapping[Pair, RateLimit] | None = None,
 ) -> ThrottleLimits:
     """Turn token buckets into claim limits, so a claim never takes more jobs of a
     throttled pair than its bucket can start now (J6).
@@ -129,18 +131,23 @@ def throttle_limits(
     ``rate_limits`` are the per-(kind, tenant) limits by kind; ``pair_buckets`` the buckets
     drawn from so far (a pair without one is full: ``burst`` tokens). A pair's limit is
     its whole tokens (none: excluded); a rate-limited kind takes at most ``burst`` jobs of
-    pairs without a bucket plus its pairs' limits. ``provider_caps`` maps a kind to its
+    pairs without a bucket plus its pairs' limits. ``pair_rates`` are the pairs with a
+    limit of their own (over their kind's, see :class:`~._controls.EffectiveLimits`): such a
+    pair takes at most its whole tokens (``burst`` without a bucket); its kind's cap does
+    not grow for it (the pairs of the kind's default could take that room), so one claim
+    may take fewer of its jobs than it could start, never more. ``provider_caps`` maps a kind to its
     provider and cap: each kind of a provider takes at most the provider's whole tokens
     (none: the kind is excluded).
     """
     excluded: set[Pair] = set()
     pair_limits: dict[Pair, int] = {}
     retry_in: float | None = None
+    own = pair_rates or {}
     kind_caps = {kind: limit.burst for kind, limit in rate_limits.items()}
     for pair, bucket in pair_buckets:
-        limit = rate_limits.get(pair[0])
+        limit = own.get(pair) or rate_limits.get(pair[0])
         if limit is None or bucket.limit != limit:
-            continue  # the kind's limit changed: the next take starts a full bucket
+            continue  # the pair's limit changed: the next take starts a full bucket
         whole, wait = _whole_tokens(bucket, now)
         if whole >= limit.burst:
             continue  # full: like a pair never drawn from
@@ -149,7 +156,12 @@ def throttle_limits(
             retry_in = wait if retry_in is None else min(retry_in, wait)
         else:
             pair_limits[pair] = whole
-            kind_caps[pair[0]] += whole
+            if pair[0] in kind_caps and pair not in own:
+                kind_caps[pair[0]] += whole
+    for pair, limit in sorted(own.items(), key=lambda item: pair_order(item[0])):
+        if pair not in excluded and pair not in pair_limits:
+            # Full (no bucket yet, or a full one): at most its own burst.
+            pair_limits[pair] = limit.burst
     excluded_kinds: set[str] = set()
     for kind, (provider, cap) in provider_caps.items():
         provider_bucket = provider_buckets.get(provider)
@@ -198,6 +210,7 @@ def plan_claim(
     tenants: frozenset[str] | None,
     excluded: frozenset[Pair] = frozenset(),
     excluded_kinds: frozenset[str] = frozenset(),
+    excluded_tenants: frozenset[str] = frozenset(),
     pair_limits: Mapping[Pair, int] | None = None,
     kind_caps: Mapping[str, int] | None = None,
     start_now: int | None = None,
@@ -231,6 +244,8 @@ def plan_claim(
             kind_limits[kind] = min(left, limit)
     if kinds is not None and kinds <= excluded_all:
         return None
+    if tenants is not None and tenants <= excluded_tenants:
+        return None
     return ClaimRequest(
         worker_id=worker_id,
         limit=limit,
@@ -240,6 +255,7 @@ def plan_claim(
         cluster_limits={k: v for k, v in cluster_limits.items() if k not in excluded_all},
         excluded=excluded,
         excluded_kinds=frozenset(excluded_all),
+        excluded_tenants=excluded_tenants,
         pair_limits={
             pair: min(n, limit)
             for pair, n in (pair_limits or {}).items()

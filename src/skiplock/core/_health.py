@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from ._controls import Pause
 from ._errors import DatabaseUnavailableError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 #: A worker is live while its last heartbeat is younger than this many heartbeat
 #: intervals (capped at the stale TTL), unless the caller gives a timeout.
@@ -262,6 +266,9 @@ class HealthReport:
     uncovered_kinds: list[str]
     #: The thresholds the report was made with.
     thresholds: HealthThresholds
+    #: The pauses in force (issue 30): kinds, tenants and pairs whose jobs are not
+    #: claimed. Not a problem: an operator chose them.
+    paused: list[Pause] = attrs.field(factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data; keys are listed in docs/operations.md."""
@@ -275,6 +282,7 @@ class HealthReport:
             "kinds": [kind.to_dict() for kind in self.kinds],
             "uncovered_kinds": list(self.uncovered_kinds),
             "thresholds": self.thresholds.to_dict(),
+            "paused": [pause.to_json() for pause in self.paused],
         }
 
 
@@ -341,9 +349,12 @@ def _uncovered_problem(
     return line
 
 
-def assess_health(snapshot: HealthSnapshot, thresholds: HealthThresholds) -> HealthReport:
-    """The report on ``snapshot``. Problems: a schema missing or older than the code, due
-    pending jobs no live worker claims, and those ``thresholds`` define."""
+def assess_health(
+    snapshot: HealthSnapshot, thresholds: HealthThresholds, paused: Sequence[Pause] = ()
+) -> HealthReport:
+    """The report on ``snapshot`` and the pauses in force. Problems: a schema missing or
+    older than the code, due pending jobs no live worker claims (unless paused), and those
+    ``thresholds`` define."""
     now = snapshot.now
     worker_timeout = thresholds.worker_timeout
     max_pending_age = thresholds.max_pending_age
@@ -379,7 +390,9 @@ def assess_health(snapshot: HealthSnapshot, thresholds: HealthThresholds) -> Hea
         uncovered = {
             s.tenant: s.due
             for s in rows
-            if s.due and not any(w.claims(kind, s.tenant) for w in live)
+            if s.due
+            and not any(w.claims(kind, s.tenant) for w in live)
+            and not any(p.covers(kind, s.tenant) for p in paused)
         }
         due_times = [s.oldest_due_at for s in rows if s.oldest_due_at is not None]
         health = KindHealth(
@@ -415,6 +428,7 @@ def assess_health(snapshot: HealthSnapshot, thresholds: HealthThresholds) -> Hea
         kinds=kinds,
         uncovered_kinds=uncovered_kinds,
         thresholds=thresholds,
+        paused=list(paused),
     )
 
 

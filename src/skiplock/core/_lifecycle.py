@@ -108,6 +108,7 @@ def claimable(request: ClaimRequest, job: Job, now: datetime) -> bool:
         and (request.kinds is None or job.kind in request.kinds)
         and (request.tenants is None or (job.tenant is not None and job.tenant in request.tenants))
         and job.kind not in request.excluded_kinds
+        and (job.tenant is None or job.tenant not in request.excluded_tenants)
         and (job.kind, job.tenant) not in request.excluded
     )
 

@@ -402,7 +402,10 @@ class ClaimRequest:
     - ``cluster_limits``: running jobs of the kind across the cluster, including the ones
       claimed now, must never exceed this (strict under races).
     - ``excluded``: ``(kind, tenant)`` pairs not to claim now (empty token buckets).
-    - ``excluded_kinds``: kinds not to claim now (full per-node slots, empty global caps).
+    - ``excluded_kinds``: kinds not to claim now (full per-node slots, empty global caps,
+      paused kinds).
+    - ``excluded_tenants``: tenants whose jobs not to claim now, of any kind (paused
+      tenants); jobs without a tenant are never excluded by it.
     - ``pair_limits``: at most this many jobs of the ``(kind, tenant)`` pair in this claim
       (what its token bucket can start now); kind limits still hold for the kind as a
       whole.
@@ -427,6 +430,7 @@ class ClaimRequest:
     cluster_limits: Mapping[str, int] = attrs.field(factory=dict)
     excluded: frozenset[tuple[str, str | None]] = frozenset()
     excluded_kinds: frozenset[str] = frozenset()
+    excluded_tenants: frozenset[str] = frozenset()
     pair_limits: Mapping[tuple[str, str | None], int] = attrs.field(factory=dict)
     start_now: int | None = None
     max_attempts: Mapping[str, int] = attrs.field(factory=dict)

@@ -25,6 +25,7 @@ from skiplock.ports import (
     SystemClock,
 )
 
+from ._controls import ControlsCache
 from ._declaration import TaskDef, TaskOptions, declare
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance import Maintenance
@@ -38,7 +39,7 @@ from ._registry import (
     declaration_of,
     typed_by,
 )
-from .admin._admin import AdminOps
+from .admin._controls import ControlOps
 from .enqueue._intake import Intake
 from .enqueue._ops import EnqueueOps, ScheduleOps
 from .enqueue._task import Task
@@ -61,7 +62,7 @@ P = TypeVar("P", bound=Processor)
 T = TypeVar("T")
 
 
-class Engine(EnqueueOps, ScheduleOps, AdminOps):
+class Engine(EnqueueOps, ScheduleOps, ControlOps):
     """An application's handle on skiplock: processors, enqueue, admin operations, workers.
 
     ``store`` is any :class:`~skiplock.ports.JobStore`; ``clock`` drives rate limits
@@ -102,6 +103,9 @@ class Engine(EnqueueOps, ScheduleOps, AdminOps):
         # (J6): a node is a process.
         self._rate_limiter = RateLimiter()
         self._node_slots = NodeSlots()
+        # The store's pauses and limits as this process's workers last read them.
+        self._controls_cache = ControlsCache()
+        self._controls = self._controls_cache
         self._maintenance = Maintenance(store, self._settings, self.stale_ttls, self._audit)
         self._scheduler = Scheduler(
             store,
@@ -170,7 +174,15 @@ class Engine(EnqueueOps, ScheduleOps, AdminOps):
         (J10) names it for every change made through the handle. Without ``actor`` it
         acts as ``Settings.audit_actor``. A bad actor (blank, over 255 characters, control
         characters) raises :class:`~skiplock.ValidationError`."""
-        return Operator(self._store, self._settings, self._intake, self._tracer, self._audit, actor)
+        return Operator(
+            self._store,
+            self._settings,
+            self._intake,
+            self._tracer,
+            self._audit,
+            actor,
+            controls=self._controls_cache,
+        )
 
     @property
     def processors(self) -> dict[str, ProcessorSpec]:
@@ -367,6 +379,7 @@ class Engine(EnqueueOps, ScheduleOps, AdminOps):
             metrics=self._metrics,
             tracer=self._tracer,
             audit=self._audit,
+            controls=self._controls_cache,
         )
         return Worker(parts, install_signal_handlers=install_signal_handlers, **options)
 

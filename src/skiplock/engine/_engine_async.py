@@ -22,6 +22,7 @@ from skiplock.ports import (
     SystemClock,
 )
 
+from ._controls import ControlsCache
 from ._declaration import TaskDef, TaskOptions, declare
 from ._limits import NodeSlots, RateLimiter
 from ._maintenance_async import Maintenance
@@ -35,7 +36,7 @@ from ._registry import (
     declaration_of,
     typed_by,
 )
-from .admin._admin_async import AsyncAdminOps
+from .admin._controls_async import AsyncControlOps
 from .enqueue._intake import Intake
 from .enqueue._ops_async import AsyncEnqueueOps, AsyncScheduleOps
 from .enqueue._task_async import AsyncTask
@@ -58,7 +59,7 @@ P = TypeVar("P", bound=Processor)
 T = TypeVar("T")
 
 
-class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncAdminOps):
+class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncControlOps):
     """An application's handle on skiplock: processors, enqueue, admin operations, workers.
 
     ``store`` is any :class:`~skiplock.ports.AsyncJobStore`; ``clock`` drives rate limits
@@ -99,6 +100,9 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncAdminOps):
         # (J6): a node is a process.
         self._rate_limiter = RateLimiter()
         self._node_slots = NodeSlots()
+        # The store's pauses and limits as this process's workers last read them.
+        self._controls_cache = ControlsCache()
+        self._controls = self._controls_cache
         self._maintenance = Maintenance(store, self._settings, self.stale_ttls, self._audit)
         self._scheduler = Scheduler(
             store,
@@ -168,7 +172,13 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncAdminOps):
         acts as ``Settings.audit_actor``. A bad actor (blank, over 255 characters, control
         characters) raises :class:`~skiplock.ValidationError`."""
         return AsyncOperator(
-            self._store, self._settings, self._intake, self._tracer, self._audit, actor
+            self._store,
+            self._settings,
+            self._intake,
+            self._tracer,
+            self._audit,
+            actor,
+            controls=self._controls_cache,
         )
 
     @property
@@ -366,6 +376,7 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncAdminOps):
             metrics=self._metrics,
             tracer=self._tracer,
             audit=self._audit,
+            controls=self._controls_cache,
         )
         return AsyncWorker(parts, install_signal_handlers=install_signal_handlers, **options)
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
     from skiplock.core import ClaimRequest, RateLimit
+    from skiplock.core._controls import EffectiveLimits
 
 Pair = tuple[str, str | None]
 
@@ -60,23 +61,34 @@ class RateLimiter:
     def claim_limits(
         self,
         now: float,
-        rate_limits: Mapping[str, RateLimit],
-        provider_caps: Mapping[str, tuple[str, RateLimit]],
+        limits: EffectiveLimits,
+        kinds: Iterable[str],
+        providers: Mapping[str, str],
     ) -> ThrottleLimits:
-        """What the buckets allow one claim of these kinds to take now (see
+        """What the buckets allow one claim of ``kinds`` (whose providers are
+        ``providers``) to take now under ``limits`` (see
         :func:`skiplock.core._capacity.throttle_limits`)."""
-        if not rate_limits and not provider_caps:
+        rate_limits = limits.kind_rates(kinds)
+        pair_rates = limits.pair_rates(kinds)
+        provider_caps: dict[str, tuple[str, RateLimit]] = {}
+        for kind, provider in providers.items():
+            cap = limits.cap_for(provider)
+            if cap is not None:
+                provider_caps[kind] = (provider, cap)
+        if not rate_limits and not pair_rates and not provider_caps:
             return ThrottleLimits()
+        limited = set(rate_limits) | {kind for kind, _ in pair_rates}
         with self._lock:
-            pairs = [(pair, b) for pair, b in self._pairs.items() if pair[0] in rate_limits]
-            providers = {p for p, _ in provider_caps.values()}
-            caps = {p: b for p, b in self._caps.items() if p in providers}
+            pairs = [(pair, b) for pair, b in self._pairs.items() if pair[0] in limited]
+            names = {p for p, _ in provider_caps.values()}
+            caps = {p: b for p, b in self._caps.items() if p in names}
         return throttle_limits(
             now=now,
             rate_limits=rate_limits,
             pair_buckets=pairs,
             provider_caps=provider_caps,
             provider_buckets=caps,
+            pair_rates=pair_rates,
         )
 
 

@@ -18,17 +18,18 @@ import attrs
 from skiplock.core._validation import check_actor
 
 from ._observe import traces
-from .admin._admin import AdminOps
+from .admin._controls import ControlOps
 from .enqueue._ops import EnqueueOps
 
 if TYPE_CHECKING:
     from skiplock.ports import Audit, JobStore, Tracer
 
+    from ._controls import ControlsCache
     from .enqueue._intake import Intake
     from .settings._settings import Settings
 
 
-class Operator(EnqueueOps, AdminOps):
+class Operator(EnqueueOps, ControlOps):
     """The engine's admin API and enqueue, acting as :attr:`actor`.
 
     Obtained from :meth:`Engine.operator`; cheap to make (one per request is fine).
@@ -47,6 +48,7 @@ class Operator(EnqueueOps, AdminOps):
         tracer: Tracer,
         audit: Audit | None,
         actor: str | None = None,
+        controls: ControlsCache | None = None,
     ) -> None:
         # The engine makes operators (Engine.operator); these are its parts.
         if actor is not None:
@@ -59,11 +61,15 @@ class Operator(EnqueueOps, AdminOps):
         # The audit of this operator's changes (None while the audit trail is off).
         self._audit = audit if audit is None or actor is None else attrs.evolve(audit, actor=actor)
         self._actor = actor if actor is not None else settings.audit_actor
+        self._controls = controls
 
     @property
     def actor(self) -> str | None:
         """Who the audit trail names for this operator's changes (the engine's
         ``Settings.audit_actor`` when it was made without one; None: nobody)."""
+        return self._actor
+
+    def _default_actor(self) -> str | None:
         return self._actor
 
     def __repr__(self) -> str:

@@ -15,17 +15,18 @@ import attrs
 from skiplock.core._validation import check_actor
 
 from ._observe import traces
-from .admin._admin_async import AsyncAdminOps
+from .admin._controls_async import AsyncControlOps
 from .enqueue._ops_async import AsyncEnqueueOps
 
 if TYPE_CHECKING:
     from skiplock.ports import AsyncAudit, AsyncJobStore, Tracer
 
+    from ._controls import ControlsCache
     from .enqueue._intake import Intake
     from .settings._settings import Settings
 
 
-class AsyncOperator(AsyncEnqueueOps, AsyncAdminOps):
+class AsyncOperator(AsyncEnqueueOps, AsyncControlOps):
     """The engine's admin API and enqueue, acting as :attr:`actor`.
 
     Obtained from :meth:`AsyncEngine.operator`; cheap to make (one per request is fine).
@@ -44,6 +45,7 @@ class AsyncOperator(AsyncEnqueueOps, AsyncAdminOps):
         tracer: Tracer,
         audit: AsyncAudit | None,
         actor: str | None = None,
+        controls: ControlsCache | None = None,
     ) -> None:
         # The engine makes operators (AsyncEngine.operator); these are its parts.
         if actor is not None:
@@ -56,11 +58,15 @@ class AsyncOperator(AsyncEnqueueOps, AsyncAdminOps):
         # The audit of this operator's changes (None while the audit trail is off).
         self._audit = audit if audit is None or actor is None else attrs.evolve(audit, actor=actor)
         self._actor = actor if actor is not None else settings.audit_actor
+        self._controls = controls
 
     @property
     def actor(self) -> str | None:
         """Who the audit trail names for this operator's changes (the engine's
         ``Settings.audit_actor`` when it was made without one; None: nobody)."""
+        return self._actor
+
+    def _default_actor(self) -> str | None:
         return self._actor
 
     def __repr__(self) -> str:

@@ -45,6 +45,12 @@ class WorkerStatus(Protocol):
         """Finished jobs whose outcome is not written yet."""
         ...
 
+    @property
+    def paused(self) -> Sequence[tuple[str | None, str | None]]:
+        """The ``(kind, tenant)`` pauses in force as the worker last read them (None:
+        any), issue 30."""
+        ...
+
 
 class Metrics(Protocol):
     """Counters and histograms the worker reports (R5).

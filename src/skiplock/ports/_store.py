@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
+    from skiplock.core._controls import Controls, Limit, Pause
 
     from ._audit import Audit
 
@@ -285,6 +286,46 @@ class JobStore(Protocol):
     def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
         """The events of ``job_id`` in the store's own audit table, oldest first ([] for
         none: also for a job deleted since, whose events stay until retention)."""
+        ...
+
+    def controls(self) -> Controls:
+        """Every pause and every limit set at run time (issue 30), read in one operation:
+        workers call it every ``Settings.controls_refresh``. Pauses and limits come in a
+        stable order (the store's)."""
+        ...
+
+    def pause(self, pause: Pause, *, audit: Audit | None = None) -> Pause:
+        """Pause ``(pause.kind, pause.tenant)`` (None: any), naming ``pause.actor`` and
+        ``pause.reason``; returns it as stored (``since``: the store's time it was first
+        paused; pausing again keeps it and takes the new reason and actor). Jobs it
+        covers are not claimed while it stands (the worker leaves them out of its claims).
+        Audit: ``paused`` (no job; details: the reason)."""
+        ...
+
+    def resume(
+        self, kind: str | None, tenant: str | None, *, audit: Audit | None = None
+    ) -> Pause | None:
+        """Lift the pause of exactly ``(kind, tenant)`` (None: any); returns it, or None
+        if there was none (nothing changed). Audit: ``resumed`` with ``audit.actor`` (the
+        lifted pause's reason in the details)."""
+        ...
+
+    def set_limit(self, limit: Limit, *, audit: Audit | None = None) -> Limit:
+        """Set the limit of ``(limit.kind, limit.tenant)`` or of ``limit.provider``,
+        replacing the one there was; returns it as stored (``updated_at``: the store's
+        time). Audit: ``limit_set`` (no job; details: provider, rps, burst)."""
+        ...
+
+    def clear_limit(
+        self,
+        kind: str | None,
+        tenant: str | None,
+        provider: str | None,
+        *,
+        audit: Audit | None = None,
+    ) -> Limit | None:
+        """Remove the limit of exactly ``(kind, tenant)`` or of ``provider``; returns it,
+        or None if there was none. Audit: ``limit_cleared`` with ``audit.actor``."""
         ...
 
     def register_worker(self, info: WorkerInfo) -> None:

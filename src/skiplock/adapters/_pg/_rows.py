@@ -36,6 +36,7 @@ from skiplock.core import (
     Page,
     PairCap,
     QueueStats,
+    RateLimit,
     StateCount,
     Succeeded,
     UndecodableRowError,
@@ -49,6 +50,7 @@ from skiplock.core import (
     sources,
     transition,
 )
+from skiplock.core._controls import Controls, Limit, Pause
 from skiplock.core._lifecycle import outcome_terms
 from skiplock.core._validation import MAX_DELAY, shown
 
@@ -445,6 +447,7 @@ def claim_params(request: ClaimRequest, pairs: Sequence[PairCap] = ()) -> dict[s
         "excluded_kinds": sorted(request.excluded_kinds),
         "excluded_pair_kinds": [k for k, _ in excluded],
         "excluded_pair_tenants": [t for _, t in excluded],
+        "excluded_tenants": sorted(request.excluded_tenants),
         "start_now": request.start_now,
         "policy_kinds": policy,
         "policy_max_attempts": [request.max_attempts[k] for k in policy],
@@ -705,3 +708,64 @@ def audit_enqueued_params(
         "kinds": batch.kinds,
         "tenants": batch.tenants,
     }
+
+
+# ---- run-time controls (issue 30) --------------------------------------------------------
+
+
+def pause_params(
+    kind: str | None, tenant: str | None, reason: str | None, actor: str | None
+) -> dict[str, Any]:
+    """The parameters of ``pause`` and ``resume``."""
+    return {"kind": kind, "tenant": tenant, "reason": reason, "actor": actor}
+
+
+def limit_params(
+    kind: str | None,
+    tenant: str | None,
+    provider: str | None,
+    limit: RateLimit | None,
+    actor: str | None,
+) -> dict[str, Any]:
+    """The parameters of ``set_limit`` and ``clear_limit``."""
+    return {
+        "kind": kind,
+        "tenant": tenant,
+        "provider": provider,
+        "rps": None if limit is None else float(limit.rps),
+        "burst": None if limit is None else limit.burst,
+        "actor": actor,
+    }
+
+
+def pause_from_row(row: Mapping[str, Any]) -> Pause:
+    """A pause from a row of ``pause``, ``resume`` or ``controls``."""
+    since = row.get("since", row.get("at"))
+    return Pause(
+        kind=row["kind"],
+        tenant=row["tenant_id"],
+        reason=row["reason"],
+        actor=row["actor"],
+        since=None if since is None else utc(since),
+    )
+
+
+def limit_from_row(row: Mapping[str, Any]) -> Limit:
+    """A limit from a row of ``set_limit``, ``clear_limit`` or ``controls``."""
+    updated = row.get("updated_at", row.get("at"))
+    return Limit(
+        limit=RateLimit(rps=float(row["rps"]), burst=int(row["burst"])),
+        kind=row["kind"],
+        tenant=row["tenant_id"],
+        provider=row["provider"],
+        actor=row["actor"],
+        updated_at=None if updated is None else utc(updated),
+    )
+
+
+def controls_from_rows(rows: Sequence[Mapping[str, Any]]) -> Controls:
+    """The pauses and limits of the ``controls`` query."""
+    return Controls(
+        pauses=tuple(pause_from_row(r) for r in rows if r["what"] == "pause"),
+        limits=tuple(limit_from_row(r) for r in rows if r["what"] == "limit"),
+    )

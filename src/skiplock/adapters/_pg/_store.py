@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from skiplock._compat import Lock
 from skiplock.core import (
+    AuditAction,
     AuditEvent,
     ClaimRequest,
     Completion,
@@ -44,6 +45,7 @@ from skiplock.core import (
     check_operator_event,
     validate_identifier,
 )
+from skiplock.core._controls import Controls, Limit, Pause, control_event
 
 from ._driver import TX, C
 from ._migrate import (
@@ -74,6 +76,7 @@ from ._rows import (
     backlog_of,
     complete_one_params,
     complete_params,
+    controls_from_rows,
     copy_rows,
     enqueued_events,
     filter_params,
@@ -84,9 +87,13 @@ from ._rows import (
     job_from_row,
     job_page_from_rows,
     lease_params,
+    limit_from_row,
+    limit_params,
     maintenance_params,
     operator_audit_params,
     page_params,
+    pause_from_row,
+    pause_params,
     queue_stats_from_row,
     state_counts_from_rows,
     utc,
@@ -772,6 +779,66 @@ class PgJobStore(Generic[C, TX]):
         with self._use(connection) as conn:
             rows = self._execute(conn, "audit_trail", {"id": job_id})
         return [audit_event_from_row(r) for r in rows]
+
+    # ---- run-time controls (issue 30) -----------------------------------------------------
+
+    def controls(self) -> Controls:
+        """Every pause and limit, in one statement over the two small tables (0014)."""
+        with self._reading() as conn:
+            rows = self._execute(conn, "controls", {})
+        return controls_from_rows(rows)
+
+    def pause(self, pause: Pause, *, audit: Audit | None = None) -> Pause:
+        """Upsert the pause (audited in the same statement with ``audit``)."""
+        params = pause_params(pause.kind, pause.tenant, pause.reason, pause.actor)
+        [row] = self._control("pause", params, AuditAction.PAUSED, audit)
+        return pause_from_row(row)
+
+    def resume(
+        self, kind: str | None, tenant: str | None, *, audit: Audit | None = None
+    ) -> Pause | None:
+        """Delete the pause of exactly ``(kind, tenant)`` (audited with ``audit``)."""
+        actor = None if audit is None else audit.actor
+        params = pause_params(kind, tenant, None, actor)
+        rows = self._control("resume", params, AuditAction.RESUMED, audit)
+        return pause_from_row(rows[0]) if rows else None
+
+    def set_limit(self, limit: Limit, *, audit: Audit | None = None) -> Limit:
+        """Upsert the limit (audited in the same statement with ``audit``)."""
+        params = limit_params(limit.kind, limit.tenant, limit.provider, limit.limit, limit.actor)
+        [row] = self._control("set_limit", params, AuditAction.LIMIT_SET, audit)
+        return limit_from_row(row)
+
+    def clear_limit(
+        self,
+        kind: str | None,
+        tenant: str | None,
+        provider: str | None,
+        *,
+        audit: Audit | None = None,
+    ) -> Limit | None:
+        """Delete the limit of exactly ``(kind, tenant)`` or ``provider`` (audited with
+        ``audit``)."""
+        actor = None if audit is None else audit.actor
+        params = limit_params(kind, tenant, provider, None, actor)
+        rows = self._control("clear_limit", params, AuditAction.LIMIT_CLEARED, audit)
+        return limit_from_row(rows[0]) if rows else None
+
+    def _control(
+        self, name: str, params: dict[str, Any], action: AuditAction, audit: Audit | None
+    ) -> Rows:
+        """Run the control change ``name``; with ``audit`` its event is written by the
+        statement (the store's table) or given to the sink in its transaction."""
+        params |= {"action": action.value, "audit_table": audit is not None and audit.sink is None}
+        if audit is None or audit.sink is None:
+            with self._use(None) as conn:
+                return self._execute(conn, name, params)
+        with self._audited(None, audit, kept=False) as (conn, note):
+            rows = self._execute(conn, name, params)
+            for row in rows:
+                control = pause_from_row(row) if "reason" in row else limit_from_row(row)
+                note.events.append(control_event(action, control, params["actor"], utc(row["at"])))
+        return rows
 
     # ---- workers and maintenance ----------------------------------------------------------
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from skiplock._compat_async import Lock
 from skiplock.core import (
+    AuditAction,
     AuditEvent,
     ClaimRequest,
     Completion,
@@ -40,6 +41,7 @@ from skiplock.core import (
     check_operator_event,
     validate_identifier,
 )
+from skiplock.core._controls import Controls, Limit, Pause, control_event
 
 from ._driver_async import TX, C
 from ._migrate import (
@@ -70,6 +72,7 @@ from ._rows import (
     backlog_of,
     complete_one_params,
     complete_params,
+    controls_from_rows,
     copy_rows,
     enqueued_events,
     filter_params,
@@ -80,9 +83,13 @@ from ._rows import (
     job_from_row,
     job_page_from_rows,
     lease_params,
+    limit_from_row,
+    limit_params,
     maintenance_params,
     operator_audit_params,
     page_params,
+    pause_from_row,
+    pause_params,
     queue_stats_from_row,
     state_counts_from_rows,
     utc,
@@ -782,6 +789,66 @@ class AsyncPgJobStore(Generic[C, TX]):
         async with self._use(connection) as conn:
             rows = await self._execute(conn, "audit_trail", {"id": job_id})
         return [audit_event_from_row(r) for r in rows]
+
+    # ---- run-time controls (issue 30) -----------------------------------------------------
+
+    async def controls(self) -> Controls:
+        """Every pause and limit, in one statement over the two small tables (0014)."""
+        async with self._reading() as conn:
+            rows = await self._execute(conn, "controls", {})
+        return controls_from_rows(rows)
+
+    async def pause(self, pause: Pause, *, audit: AsyncAudit | None = None) -> Pause:
+        """Upsert the pause (audited in the same statement with ``audit``)."""
+        params = pause_params(pause.kind, pause.tenant, pause.reason, pause.actor)
+        [row] = await self._control("pause", params, AuditAction.PAUSED, audit)
+        return pause_from_row(row)
+
+    async def resume(
+        self, kind: str | None, tenant: str | None, *, audit: AsyncAudit | None = None
+    ) -> Pause | None:
+        """Delete the pause of exactly ``(kind, tenant)`` (audited with ``audit``)."""
+        actor = None if audit is None else audit.actor
+        params = pause_params(kind, tenant, None, actor)
+        rows = await self._control("resume", params, AuditAction.RESUMED, audit)
+        return pause_from_row(rows[0]) if rows else None
+
+    async def set_limit(self, limit: Limit, *, audit: AsyncAudit | None = None) -> Limit:
+        """Upsert the limit (audited in the same statement with ``audit``)."""
+        params = limit_params(limit.kind, limit.tenant, limit.provider, limit.limit, limit.actor)
+        [row] = await self._control("set_limit", params, AuditAction.LIMIT_SET, audit)
+        return limit_from_row(row)
+
+    async def clear_limit(
+        self,
+        kind: str | None,
+        tenant: str | None,
+        provider: str | None,
+        *,
+        audit: AsyncAudit | None = None,
+    ) -> Limit | None:
+        """Delete the limit of exactly ``(kind, tenant)`` or ``provider`` (audited with
+        ``audit``)."""
+        actor = None if audit is None else audit.actor
+        params = limit_params(kind, tenant, provider, None, actor)
+        rows = await self._control("clear_limit", params, AuditAction.LIMIT_CLEARED, audit)
+        return limit_from_row(rows[0]) if rows else None
+
+    async def _control(
+        self, name: str, params: dict[str, Any], action: AuditAction, audit: AsyncAudit | None
+    ) -> Rows:
+        """Run the control change ``name``; with ``audit`` its event is written by the
+        statement (the store's table) or given to the sink in its transaction."""
+        params |= {"action": action.value, "audit_table": audit is not None and audit.sink is None}
+        if audit is None or audit.sink is None:
+            async with self._use(None) as conn:
+                return await self._execute(conn, name, params)
+        async with self._audited(None, audit, kept=False) as (conn, note):
+            rows = await self._execute(conn, name, params)
+            for row in rows:
+                control = pause_from_row(row) if "reason" in row else limit_from_row(row)
+                note.events.append(control_event(action, control, params["actor"], utc(row["at"])))
+        return rows
 
     # ---- workers and maintenance ----------------------------------------------------------
 

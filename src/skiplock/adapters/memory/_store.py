@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
+    from skiplock.core._controls import Controls, Limit, Pause
     from skiplock.ports import Audit, Clock
 
 
@@ -315,6 +316,58 @@ class InMemoryJobStore:
     def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
         """The job's events in the audit table, oldest first."""
         return self._state.audit_trail(job_id, connection)
+
+    def controls(self) -> Controls:
+        """Every pause and limit, in the order they were first set."""
+        return self._state.controls()
+
+    def pause(self, pause: Pause, *, audit: Audit | None = None) -> Pause:
+        """Set the pause (audited with ``audit``)."""
+        with self._control_audit(audit) as note:
+            return self._state.pause(pause, note)
+
+    def resume(
+        self, kind: str | None, tenant: str | None, *, audit: Audit | None = None
+    ) -> Pause | None:
+        """Lift the pause of exactly ``(kind, tenant)`` (audited with ``audit``)."""
+        with self._control_audit(audit) as note:
+            return self._state.resume(kind, tenant, note)
+
+    def set_limit(self, limit: Limit, *, audit: Audit | None = None) -> Limit:
+        """Set the limit (audited with ``audit``)."""
+        with self._control_audit(audit) as note:
+            return self._state.set_limit(limit, note)
+
+    def clear_limit(
+        self,
+        kind: str | None,
+        tenant: str | None,
+        provider: str | None,
+        *,
+        audit: Audit | None = None,
+    ) -> Limit | None:
+        """Remove the limit of exactly ``(kind, tenant)`` or ``provider`` (audited with
+        ``audit``)."""
+        with self._control_audit(audit) as note:
+            return self._state.clear_limit(kind, tenant, provider, note)
+
+    @contextmanager
+    def _control_audit(self, audit: Audit | None) -> Iterator[AuditNote | None]:
+        """The note a control change audits in; with a sink, the sink gets its events
+        (no transaction handle: the change applied at once) and a sink that raises undoes
+        the change."""
+        if audit is None:
+            yield None
+            return
+        note = AuditNote(actor=audit.actor, table=audit.sink is None)
+        before = self._state.controls()
+        yield note
+        if audit.sink is not None and note.events:
+            try:
+                audit.sink.record(note.events, None)
+            except BaseException:
+                self._state.restore_controls(before)
+                raise
 
     def register_worker(self, info: WorkerInfo) -> None:
         """Insert or refresh a worker row (heartbeat = now); jobs an earlier life of

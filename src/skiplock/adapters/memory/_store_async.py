@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
+    from skiplock.core._controls import Controls, Limit, Pause
     from skiplock.ports import AsyncAudit, Clock
 
 
@@ -311,6 +312,58 @@ class AsyncInMemoryJobStore:
     async def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
         """The job's events in the audit table, oldest first."""
         return self._state.audit_trail(job_id, connection)
+
+    async def controls(self) -> Controls:
+        """Every pause and limit, in the order they were first set."""
+        return self._state.controls()
+
+    async def pause(self, pause: Pause, *, audit: AsyncAudit | None = None) -> Pause:
+        """Set the pause (audited with ``audit``)."""
+        async with self._control_audit(audit) as note:
+            return self._state.pause(pause, note)
+
+    async def resume(
+        self, kind: str | None, tenant: str | None, *, audit: AsyncAudit | None = None
+    ) -> Pause | None:
+        """Lift the pause of exactly ``(kind, tenant)`` (audited with ``audit``)."""
+        async with self._control_audit(audit) as note:
+            return self._state.resume(kind, tenant, note)
+
+    async def set_limit(self, limit: Limit, *, audit: AsyncAudit | None = None) -> Limit:
+        """Set the limit (audited with ``audit``)."""
+        async with self._control_audit(audit) as note:
+            return self._state.set_limit(limit, note)
+
+    async def clear_limit(
+        self,
+        kind: str | None,
+        tenant: str | None,
+        provider: str | None,
+        *,
+        audit: AsyncAudit | None = None,
+    ) -> Limit | None:
+        """Remove the limit of exactly ``(kind, tenant)`` or ``provider`` (audited with
+        ``audit``)."""
+        async with self._control_audit(audit) as note:
+            return self._state.clear_limit(kind, tenant, provider, note)
+
+    @asynccontextmanager
+    async def _control_audit(self, audit: AsyncAudit | None) -> AsyncIterator[AuditNote | None]:
+        """The note a control change audits in; with a sink, the sink gets its events
+        (no transaction handle: the change applied at once) and a sink that raises undoes
+        the change."""
+        if audit is None:
+            yield None
+            return
+        note = AuditNote(actor=audit.actor, table=audit.sink is None)
+        before = self._state.controls()
+        yield note
+        if audit.sink is not None and note.events:
+            try:
+                await audit.sink.record(note.events, None)
+            except BaseException:
+                self._state.restore_controls(before)
+                raise
 
     async def register_worker(self, info: WorkerInfo) -> None:
         """Insert or refresh a worker row (heartbeat = now); jobs an earlier life of

@@ -191,8 +191,9 @@ class AsyncAdminOps:
         its schema is missing or older than the code, due pending jobs have no live worker
         claiming their kind (and tenant), and, when given, when a kind's oldest due job has
         waited longer than ``max_pending_age`` or a kind has more than ``max_dead`` dead
-        jobs. Never raises for a store failure (a database that is down, a timeout): the
-        report says so. Bad thresholds raise :class:`~skiplock.ValidationError`.
+        jobs. The pauses in force are listed (``paused``); due jobs they hold back are not
+        reported as uncovered. Never raises for a store failure (a database that is down,
+        a timeout): the report says so. Bad thresholds raise :class:`~skiplock.ValidationError`.
         """
         thresholds = self.health_thresholds(
             max_pending_age=max_pending_age, worker_timeout=worker_timeout, max_dead=max_dead
@@ -201,7 +202,11 @@ class AsyncAdminOps:
             snapshot = await self._store.health_snapshot()
         except Exception as exc:  # a health check reports what failed, it does not raise
             return unreachable_report(str(exc) or type(exc).__name__, thresholds)
-        return assess_health(snapshot, thresholds)
+        try:
+            paused = (await self._store.controls()).pauses
+        except Exception:  # a schema before the controls (0014): nothing is paused
+            paused = ()
+        return assess_health(snapshot, thresholds, paused)
 
     def health_thresholds(
         self,

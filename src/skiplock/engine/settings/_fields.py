@@ -86,6 +86,15 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         seconds_view=True,
     ),
     Setting(
+        "controls_refresh",
+        timedelta(seconds=1),
+        POSITIVE_DURATION,
+        "How often a worker reads the pauses and limits set at run time (`skiplock pause`, "
+        "`skiplock limits set`): a change reaches every worker within this time. Reads "
+        "back as float seconds.",
+        seconds_view=True,
+    ),
+    Setting(
         "shutdown_timeout",
         timedelta(seconds=30),
         NON_NEGATIVE_DURATION,

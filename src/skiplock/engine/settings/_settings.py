@@ -159,6 +159,9 @@ class Settings:
     _poll_interval: timedelta = attrs.field(
         default=_DEFAULT["poll_interval"], converter=to_duration
     )
+    _controls_refresh: timedelta = attrs.field(
+        default=_DEFAULT["controls_refresh"], converter=to_duration
+    )
     _shutdown_timeout: timedelta = attrs.field(
         default=_DEFAULT["shutdown_timeout"], converter=to_duration
     )
@@ -207,6 +210,7 @@ class Settings:
 
     # Durations that have always read back as float seconds (stored as timedelta).
     poll_interval = SecondsView[float]()
+    controls_refresh = SecondsView[float]()
     shutdown_timeout = SecondsView[float]()
     heartbeat_interval = SecondsView[float]()
     maintenance_interval = SecondsView[float]()

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from skiplock.core import ClaimRequest, Job
     from skiplock.ports import Audit, Clock, JobStore, Metrics, Tracer
 
+    from .._controls import LimitsView
     from .._limits import NodeSlots, RateLimiter
     from ._completer import Completer
     from ._lease import LeaseKeeper
@@ -65,6 +66,7 @@ class Dispatcher:
         lease: LeaseKeeper,
         node_slots: NodeSlots,
         limiter: RateLimiter,
+        limits: LimitsView,
         clock: Clock,
         metrics: Metrics,
         tracer: Tracer,
@@ -77,8 +79,14 @@ class Dispatcher:
         self._completer = completer
         self._lease = lease
         self._node_slots = node_slots
+        self._limits = limits
         self._planner = ClaimPlanner(
-            scope, node_slots=node_slots, limiter=limiter, clock=clock, metrics=metrics
+            scope,
+            node_slots=node_slots,
+            limiter=limiter,
+            limits=limits,
+            clock=clock,
+            metrics=metrics,
         )
         # How many jobs to hold, and when to claim again while some are (under the lock).
         self._pace = ClaimPace(scope.prefetch, ceiling=scope.prefetch_ceiling)
@@ -250,8 +258,16 @@ class Dispatcher:
         token = timer.query()
         if token is None:
             return
+        # Paused kinds are left out: their jobs falling due would wake the worker for a
+        # claim that cannot take them.
+        kinds = self._scope.kinds
+        if kinds is not None:
+            kinds = kinds - self._limits.current()[0].exclusions().kinds
+            if not kinds:
+                timer.learned(None, token)
+                return
         try:
-            due = self._store.next_due(self._scope.kinds, self._scope.tenants)
+            due = self._store.next_due(kinds, self._scope.tenants)
         except Exception:
             logger.debug(
                 "worker %s: next_due failed; polling", self._scope.worker_id, exc_info=True

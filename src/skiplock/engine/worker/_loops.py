@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
     from skiplock.ports import JobStore, Notifier
 
+    from .._controls import ControlsCache
     from .._maintenance import Maintenance
     from ..periodic._scheduler import Scheduler
 
@@ -117,6 +119,38 @@ class WorkerLoops:
             if limit and not claimed and not until_idle:
                 dispatcher.next_due()
             dispatcher.wakeup.wait(dispatcher.timer.arm(poll, dispatcher.throttled_for))
+
+    def refresh_controls(self, store: JobStore, cache: ControlsCache) -> None:
+        """Read the store's pauses and limits into ``cache`` if its snapshot is older than
+        ``controls_refresh`` (the engine's workers share it: one of them reads); wake the
+        claim loop when they changed. A store error keeps the last snapshot."""
+        now = time.monotonic()
+        if not cache.due(now, self.settings.controls_refresh):
+            return
+        try:
+            controls = store.controls()
+        except Exception:
+            logger.warning(
+                "worker %s: reading pauses and limits failed; keeping the last ones",
+                self.worker_id,
+                exc_info=True,
+            )
+            return
+        cache.update(controls, now)
+
+    def controls(self, store: JobStore, cache: ControlsCache) -> None:
+        """Refresh the pauses and limits every ``controls_refresh`` and wake the claim
+        loop whenever they changed: a pause applies to the next claim, a resume or a new
+        limit makes jobs claimable now."""
+        seen = cache.version
+        while True:
+            self.refresh_controls(store, cache)
+            version = cache.version
+            if version != seen:
+                seen = version
+                self.dispatcher.wakeup.set()
+            if self.finished.wait(self.settings.controls_refresh):
+                return
 
     def heartbeat(self) -> None:
         """Renew the lease every ``heartbeat_interval``; after each good heartbeat the

@@ -21,6 +21,7 @@ import attrs
 from skiplock.core import KindPolicy
 from skiplock.ports import Audit, Clock, JobStore, Metrics, Tracer
 
+from .._controls import ControlsCache, LimitsView
 from .._limits import NodeSlots, RateLimiter
 from .._maintenance import Maintenance
 from .._registry import ProcessorSpec
@@ -33,7 +34,7 @@ from ._runner import JobRunner
 from ._scope import ClaimScope
 
 if TYPE_CHECKING:
-    from skiplock.core import RateLimit, WorkerInfo
+    from skiplock.core import WorkerInfo
 
 
 @attrs.frozen
@@ -53,6 +54,8 @@ class WorkerParts:
     tracer: Tracer
     #: The engine's audit (J10), None while it is off; the worker audits as itself.
     audit: Audit | None = None
+    #: The engine's snapshot of the pauses and limits set at run time (issue 30).
+    controls: ControlsCache = attrs.field(factory=ControlsCache)
 
 
 @attrs.frozen
@@ -100,11 +103,13 @@ def build_own_parts(
         on_settled=lambda job: parts.node_slots.release(job.kind),
         audit=audit,
     )
-    provider_caps: dict[str, tuple[str, RateLimit]] = {}
-    for kind, spec in parts.processors.items():
-        cap = settings.caps.get(spec.provider) if spec.provider is not None else None
-        if spec.provider is not None and cap is not None:
-            provider_caps[kind] = (spec.provider, cap)
+    # The limits in force: the run-time ones over the policies' and settings' (one view,
+    # read by the claim planner and the runner alike).
+    limits = LimitsView(
+        parts.controls,
+        {kind: p.rate_limit for kind, p in policies.items() if p.rate_limit is not None},
+        settings.caps,
+    )
     dispatcher = Dispatcher(
         ClaimScope(
             worker_id=info.id,
@@ -116,7 +121,11 @@ def build_own_parts(
             kinds=info.kinds,
             tenants=info.tenants,
             policies=policies,
-            provider_caps=provider_caps,
+            providers={
+                kind: spec.provider
+                for kind, spec in parts.processors.items()
+                if spec.provider is not None
+            },
         ),
         store=parts.store,
         runner=JobRunner(
@@ -125,7 +134,7 @@ def build_own_parts(
             processors=parts.processors,
             policy=parts.policy,
             limiter=parts.limiter,
-            caps=settings.caps,
+            limits=limits,
             clock=parts.clock,
             metrics=parts.metrics,
             on_exit=on_processor_exit,
@@ -136,6 +145,7 @@ def build_own_parts(
         lease=lease,
         node_slots=parts.node_slots,
         limiter=parts.limiter,
+        limits=limits,
         clock=parts.clock,
         metrics=parts.metrics,
         tracer=parts.tracer,

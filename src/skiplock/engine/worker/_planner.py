@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from skiplock.core import ClaimRequest, Job
     from skiplock.ports import Clock, Metrics
 
+    from .._controls import LimitsView
     from .._limits import NodeSlots, RateLimiter
     from ._scope import ClaimScope
 
@@ -136,18 +137,19 @@ class ClaimPlanner:
         *,
         node_slots: NodeSlots,
         limiter: RateLimiter,
+        limits: LimitsView,
         clock: Clock,
         metrics: Metrics,
     ) -> None:
         self._scope = scope
         self._node_slots = node_slots
         self._limiter = limiter
+        self._limits = limits
         self._clock = clock
         self._metrics = metrics
         policies = scope.policies
         self._node_limits = {k: p.node_limit for k, p in policies.items() if p.node_limit}
         self._cluster_limits = {k: p.cluster_limit for k, p in policies.items() if p.cluster_limit}
-        self._rate_limits = {k: p.rate_limit for k, p in policies.items() if p.rate_limit}
         self._max_attempts = {k: p.retry.max_attempts for k, p in policies.items()}
         #: Seconds until a throttled pair or provider has a token again (None: none), as
         #: of the last plan.
@@ -155,12 +157,17 @@ class ClaimPlanner:
 
     def plan(self, free: int, start_now: int) -> ClaimRequest | None:
         """The claim for ``free`` places, ``start_now`` of them starting at once; None
-        when nothing may be claimed. Takes node slots for it (see :meth:`claimed`)."""
+        when nothing may be claimed. Takes node slots for it (see :meth:`claimed`).
+
+        The paused kinds, tenants and pairs (the engine's last snapshot of the store's
+        controls) are left out of the claim, like the throttled ones."""
         scope = self._scope
+        controls, limits = self._limits.current()
         throttle = self._limiter.claim_limits(
-            self._clock.monotonic(), self._rate_limits, scope.provider_caps
+            self._clock.monotonic(), limits, scope.policies, scope.providers
         )
         self.throttled_for = throttle.retry_in
+        paused = controls.exclusions()
 
         def planner(held: Mapping[str, int]) -> ClaimRequest | None:
             return plan_claim(
@@ -172,8 +179,9 @@ class ClaimPlanner:
                 cluster_limits=self._cluster_limits,
                 kinds=scope.kinds,
                 tenants=scope.tenants,
-                excluded=throttle.excluded,
-                excluded_kinds=throttle.excluded_kinds,
+                excluded=throttle.excluded | paused.pairs,
+                excluded_kinds=throttle.excluded_kinds | paused.kinds,
+                excluded_tenants=paused.tenants,
                 pair_limits=throttle.pair_limits,
                 kind_caps=throttle.kind_caps,
                 start_now=start_now,

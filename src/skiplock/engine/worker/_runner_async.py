@@ -42,10 +42,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from skiplock._compat_async import Interruptible
-    from skiplock.core import Job, KindPolicy, RateLimit
+    from skiplock.core import Job, KindPolicy
     from skiplock.ports import AsyncAudit, AsyncJobStore, Clock, Metrics
 
     from .._context import JobContext
+    from .._controls import LimitsView
     from .._limits import RateLimiter
     from .._registry import ProcessorSpec
 
@@ -139,7 +140,7 @@ class JobRunner:
         processors: Mapping[str, ProcessorSpec],
         policy: Callable[[str], KindPolicy],
         limiter: RateLimiter,
-        caps: Mapping[str, RateLimit],
+        limits: LimitsView,
         clock: Clock,
         metrics: Metrics,
         on_exit: Callable[[BaseException], None],
@@ -153,7 +154,7 @@ class JobRunner:
         self._processors = processors
         self._policy = policy
         self._limiter = limiter
-        self._caps = caps
+        self._limits = limits
         self._clock = clock
         self._metrics = metrics
         self._on_exit = on_exit
@@ -348,9 +349,10 @@ class JobRunner:
         the engine's workers in this process; 0.0 if both had one, else the seconds until
         they will (nothing is taken then). Claims are planned from the same buckets, so
         this rarely waits."""
-        limit = spec.policy.rate_limit
+        limits = self._limits.limits()
+        limit = limits.rate_for(job.kind, job.tenant)
         provider = spec.provider
-        cap = self._caps.get(provider) if provider is not None else None
+        cap = limits.cap_for(provider)
         if limit is None and cap is None:
             return 0.0
         pair_wait, cap_wait = self._limiter.take(

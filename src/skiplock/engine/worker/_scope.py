@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from skiplock.core import KindPolicy, RateLimit, ValidationError
+from skiplock.core import KindPolicy, ValidationError
 
 from .._registry import check_kind
 
@@ -39,7 +39,8 @@ class ClaimScope:
     kinds: frozenset[str] | None
     tenants: frozenset[str] | None
     policies: Mapping[str, KindPolicy]
-    provider_caps: Mapping[str, tuple[str, RateLimit]]
+    #: The provider of each kind that names one (provider caps apply across its kinds).
+    providers: Mapping[str, str]
 
 
 def claim_kinds(

@@ -188,6 +188,13 @@ class Worker:
         return self._completer.unwritten
 
     @property
+    def paused(self) -> tuple[tuple[str | None, str | None], ...]:
+        """The ``(kind, tenant)`` pauses in force (None: any) as this worker last read
+        them (every ``Settings.controls_refresh``); their jobs are not claimed."""
+        controls, _ = self._parts.controls.current()
+        return tuple((p.kind, p.tenant) for p in controls.pauses)
+
+    @property
     def unwritten_limit(self) -> int:
         """Most jobs this worker holds whose outcome is not written yet (running,
         prefetched, or waiting for the completer): ``Settings.unwritten_limit``."""
@@ -324,12 +331,15 @@ class Worker:
                 reporting = True
                 self._completer.start()
                 loops = self._loops
+                # Pauses and limits apply from the first claim (then refreshed beside it).
+                loops.refresh_controls(self._parts.store, self._parts.controls)
                 helpers.append(spawn(loops.heartbeat))
                 poll = self._settings.poll_interval
                 helpers.append(spawn(self._dispatcher.start_loop, self._finished, poll))
                 if not until_idle:
                     helpers.append(spawn(loops.maintenance, self._parts.maintenance))
                     helpers.append(spawn(loops.counts, self._parts.store))
+                    helpers.append(spawn(loops.controls, self._parts.store, self._parts.controls))
                     if self._parts.scheduler:
                         helpers.append(spawn(loops.schedules, self._parts.scheduler))
                     notifier = self._parts.store.notifier()

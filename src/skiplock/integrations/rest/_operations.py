@@ -17,10 +17,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from skiplock.core import DatabaseUnavailableError, StoreError, audit_event_json, job_json
+from skiplock.core._controls import describe
 
 from . import models as m
 from ._auth import Permission
 from ._http import Response, json_response
+from ._problems import NotFound
 from ._spec import Operation, openapi_of
 from ._support import Call, counts_json, cursor, iso, page, typed
 
@@ -144,6 +146,45 @@ def _health(ops: Operator, call: Call) -> Response:
         max_dead=query.max_dead,
     )
     return json_response(report.to_dict())
+
+
+def _list_pauses(ops: Operator, call: Call) -> Response:
+    return json_response({"pauses": [p.to_json() for p in ops.paused()]})
+
+
+def _pause(ops: Operator, call: Call) -> Response:
+    body = typed(call.body, m.PauseCreate)
+    pause = ops.pause(kind=body.kind, tenant=body.tenant, reason=body.reason)
+    return json_response(pause.to_json())
+
+
+def _resume(ops: Operator, call: Call) -> Response:
+    body = typed(call.body, m.PauseScope)
+    lifted = ops.resume(kind=body.kind, tenant=body.tenant)
+    if lifted is None:
+        raise NotFound(f"no pause of {describe(body.kind, body.tenant)}")
+    return json_response(lifted.to_json())
+
+
+def _list_limits(ops: Operator, call: Call) -> Response:
+    return json_response({"limits": [x.to_json() for x in ops.limits()]})
+
+
+def _set_limit(ops: Operator, call: Call) -> Response:
+    body = typed(call.body, m.LimitSet)
+    limit = ops.set_limit(
+        kind=body.kind, tenant=body.tenant, provider=body.provider, rps=body.rps, burst=body.burst
+    )
+    return json_response(limit.to_json())
+
+
+def _clear_limit(ops: Operator, call: Call) -> Response:
+    body = typed(call.body, m.LimitScope)
+    cleared = ops.clear_limit(kind=body.kind, tenant=body.tenant, provider=body.provider)
+    if cleared is None:
+        what = body.provider or describe(body.kind, body.tenant)
+        raise NotFound(f"no limit of {what} was set")
+    return json_response(cleared.to_json())
 
 
 # ---- the table ---------------------------------------------------------------------------
@@ -305,6 +346,93 @@ OPERATIONS: tuple[Operation[Handler], ...] = (
         problems=(422,),
         tag="queue",
         handler=_health,
+    ),
+    Operation(
+        "listPauses",
+        "GET",
+        "/pauses",
+        _READ,
+        "List pauses",
+        "The pauses in force: kinds, tenants and (kind, tenant) pairs whose jobs are not claimed.",
+        m.Pauses,
+        tag="controls",
+        handler=_list_pauses,
+    ),
+    Operation(
+        "pause",
+        "POST",
+        "/pauses",
+        _WRITE,
+        "Pause a kind, a tenant or a pair",
+        "Stop claiming the jobs of `kind` (every tenant), `tenant` (every kind) or both: "
+        "they stay pending with their attempts; running jobs finish. Every worker applies "
+        "it within `controls_refresh` (1 s by default). Pausing again keeps `since` and "
+        "takes the new `reason`.",
+        m.Pause,
+        body=m.PauseCreate,
+        body_required=True,
+        problems=(400, 415, 422),
+        tag="controls",
+        handler=_pause,
+    ),
+    Operation(
+        "resume",
+        "POST",
+        "/pauses/resume",
+        _WRITE,
+        "Lift a pause",
+        "Lift the pause of exactly this `kind` and `tenant` (as it was set); returns it. "
+        "None is a 404.",
+        m.Pause,
+        body=m.PauseScope,
+        body_required=True,
+        problems=(400, 404, 415, 422),
+        tag="controls",
+        handler=_resume,
+    ),
+    Operation(
+        "listLimits",
+        "GET",
+        "/limits",
+        _READ,
+        "List limits",
+        "The rate limits and provider caps set at run time (the code's and settings' are "
+        "not listed).",
+        m.Limits,
+        tag="controls",
+        handler=_list_limits,
+    ),
+    Operation(
+        "setLimit",
+        "POST",
+        "/limits",
+        _WRITE,
+        "Set a rate limit",
+        "Set `rps` and `burst` for `kind` and `tenant`, for `kind` alone (its default for "
+        "every tenant without its own), or for `provider` alone (a cap across its kinds), "
+        "replacing the one set before. It wins over the code's and settings' limits; every "
+        "worker applies it within `controls_refresh`.",
+        m.RateLimit,
+        body=m.LimitSet,
+        body_required=True,
+        problems=(400, 415, 422),
+        tag="controls",
+        handler=_set_limit,
+    ),
+    Operation(
+        "clearLimit",
+        "POST",
+        "/limits/clear",
+        _WRITE,
+        "Clear a rate limit",
+        "Remove the limit set for exactly this `kind` and `tenant`, or `provider`; returns "
+        "it. None is a 404.",
+        m.RateLimit,
+        body=m.LimitScope,
+        body_required=True,
+        problems=(400, 404, 415, 422),
+        tag="controls",
+        handler=_clear_limit,
     ),
 )
 

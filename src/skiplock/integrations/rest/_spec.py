@@ -238,6 +238,10 @@ def openapi_of(operations: Sequence[Operation[Any]], base_path: str = "") -> dic
                 {"name": "jobs", "description": "Jobs: list, read, create and change."},
                 {"name": "dlq", "description": "The dead-letter queue."},
                 {"name": "queue", "description": "Counts, workers and health."},
+                {
+                    "name": "controls",
+                    "description": "Pauses and rate limits set at run time.",
+                },
             ],
             "paths": paths,
             "components": {"schemas": schemas},

@@ -181,6 +181,42 @@ class RetryDead(_Body):
 # ---- responses --------------------------------------------------------------------------
 
 
+#: A name of the run-time controls: a provider (any printable text).
+Name = Annotated[
+    str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$")
+]
+
+
+class PauseScope(_Body):
+    """What a pause covers: a kind (every tenant), a tenant (every kind) or both (that
+    pair); at least one."""
+
+    kind: Kind | None = None
+    tenant: Tenant | None = None
+
+
+class PauseCreate(PauseScope):
+    """A pause and why."""
+
+    reason: Annotated[str, StringConstraints(max_length=1000)] | None = None
+
+
+class LimitScope(_Body):
+    """What a limit applies to: a kind for a tenant, a kind's default for every tenant
+    without its own (no tenant), or a provider's cap across its kinds (alone)."""
+
+    kind: Kind | None = None
+    tenant: Tenant | None = None
+    provider: Name | None = None
+
+
+class LimitSet(LimitScope):
+    """A rate limit: ``rps`` tokens per second, at most ``burst`` stored."""
+
+    rps: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)]
+    burst: Annotated[BodyInt, Field(ge=1, le=INT4_RANGE[1])]
+
+
 class AttemptError(_Output):
     """One failed attempt of the job (the latest ten are kept)."""
 
@@ -316,6 +352,40 @@ class KindHealth(_Output):
     bounded: bool
 
 
+class Pause(_Output):
+    """A pause in force: its jobs are not claimed (``kind`` or ``tenant`` null: any)."""
+
+    kind: str | None
+    tenant: str | None
+    reason: str | None
+    actor: str | None
+    since: AwareDatetime | None
+
+
+class Pauses(_Output):
+    """The pauses in force."""
+
+    pauses: list[Pause]
+
+
+class RateLimit(_Output):
+    """A rate limit set at run time (over the code's and the settings')."""
+
+    kind: str | None
+    tenant: str | None
+    provider: str | None
+    rps: float
+    burst: int
+    actor: str | None
+    updated_at: AwareDatetime | None
+
+
+class Limits(_Output):
+    """The limits set at run time."""
+
+    limits: list[RateLimit]
+
+
 class Thresholds(_Output):
     worker_timeout_seconds: float
     max_pending_age_seconds: float | None
@@ -335,6 +405,7 @@ class HealthReport(_Output):
     kinds: list[KindHealth]
     uncovered_kinds: list[str]
     thresholds: Thresholds
+    paused: list[Pause]
 
 
 class FieldError(_Output):

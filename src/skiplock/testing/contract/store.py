@@ -39,6 +39,7 @@ from ._atomicity import AtomicityContract
 from ._audit import AuditContract
 from ._claim import ClaimContract
 from ._completion import CompletionContract
+from ._controls import ControlsContract
 from ._enqueue import EnqueueContract
 from ._health import HealthContract
 from ._lifecycle import LifecycleContract
@@ -64,6 +65,7 @@ class JobStoreContract(
     CompletionContract,
     AdminContract,
     AuditContract,
+    ControlsContract,
     WorkersContract,
     HealthContract,
     ThroughputContract,

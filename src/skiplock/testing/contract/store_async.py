@@ -36,6 +36,7 @@ from ._atomicity_async import AsyncAtomicityContract
 from ._audit_async import AsyncAuditContract
 from ._claim_async import AsyncClaimContract
 from ._completion_async import AsyncCompletionContract
+from ._controls_async import AsyncControlsContract
 from ._enqueue_async import AsyncEnqueueContract
 from ._health_async import AsyncHealthContract
 from ._lifecycle_async import AsyncLifecycleContract
@@ -61,6 +62,7 @@ class AsyncJobStoreContract(
     AsyncCompletionContract,
     AsyncAdminContract,
     AsyncAuditContract,
+    AsyncControlsContract,
     AsyncWorkersContract,
     AsyncHealthContract,
     AsyncThroughputContract,

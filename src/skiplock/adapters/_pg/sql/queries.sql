@@ -335,7 +335,7 @@ WHERE j.idempotency_key = ANY(:keys::text[]);
 
 -- name: claim
 -- One statement: lock up to :limit due jobs in claim order, skipping rows other claimers
--- hold, and mark them running. The locking walk is claim_candidates (migration 0006):
+-- hold, and mark them running. The locking walk is claim_candidates (migrations 0006, 0014):
 -- its plan is the ordered walk of the claim index whatever the statistics say.
 WITH chosen AS MATERIALIZED (
     SELECT c.id, c.suspect,
@@ -347,6 +347,7 @@ WITH chosen AS MATERIALIZED (
         only_tenants => :tenants::text[],
         excluded_pair_kinds => :excluded_pair_kinds::text[],
         excluded_pair_tenants => :excluded_pair_tenants::text[],
+        excluded_tenants => :excluded_tenants::text[],
         capped_kinds => '{}', caps => '{}',
         pair_kinds => '{}', pair_tenants => '{}', pair_caps => '{}'
     ) AS c
@@ -373,6 +374,7 @@ WITH candidates AS MATERIALIZED (
         only_tenants => :tenants::text[],
         excluded_pair_kinds => :excluded_pair_kinds::text[],
         excluded_pair_tenants => :excluded_pair_tenants::text[],
+        excluded_tenants => :excluded_tenants::text[],
         capped_kinds => :capped_kinds::text[],
         caps => :caps::int[],
         pair_kinds => :pair_kinds::text[],
@@ -979,3 +981,88 @@ deleted AS (
     RETURNING a.id
 )
 SELECT count(*)::int AS purged FROM deleted;
+
+-- ---- run-time controls (migration 0014) -----------------------------------------------
+
+-- name: controls
+-- Every pause and limit, in one read (workers refresh it every controls_refresh): a row
+-- per pause (what = 'pause') and per limit ('limit'), each kind of row in a stable order.
+SELECT 'pause' AS what, p.kind, p.tenant_id, NULL::text AS provider, p.reason,
+    NULL::float8 AS rps, NULL::int AS burst, p.actor, p.since AS at
+FROM {schema}.pauses AS p
+UNION ALL
+SELECT 'limit', l.kind, l.tenant_id, l.provider, NULL, l.rps, l.burst, l.actor, l.updated_at
+FROM {schema}.limits AS l
+ORDER BY 1 DESC, 4 NULLS FIRST, 2 NULLS FIRST, 3 NULLS FIRST;
+
+-- name: _control_audit
+-- The audit event of a control change (J10; no job), written in the change's statement
+-- unless :audit_table is false (then the store hands the returned row to the sink).
+audited AS (
+    INSERT INTO {schema}.audit (at, job_id, kind, tenant_id, action, actor, details)
+    SELECT c.at, NULL, c.kind, c.tenant_id, :action::text, :actor::text, c.details
+    FROM changed AS c
+    WHERE :audit_table::bool
+)
+
+-- name: pause
+-- Pause (kind, tenant) (NULL: any); pausing again keeps the first time and takes the new
+-- reason and actor.
+WITH changed AS (
+    INSERT INTO {schema}.pauses AS p (kind, tenant_id, reason, actor)
+    VALUES (:kind::text, :tenant::text, :reason::text, :actor::text)
+    ON CONFLICT ((coalesce(kind, '')), (coalesce(tenant_id, ''))) DO UPDATE
+    SET reason = EXCLUDED.reason, actor = EXCLUDED.actor
+    RETURNING p.kind, p.tenant_id, p.reason, p.actor, p.since, now() AS at,
+        jsonb_build_object('reason', p.reason) AS details
+),
+{_control_audit}
+SELECT c.kind, c.tenant_id, c.reason, c.actor, c.since, c.at, c.details::text AS details
+FROM changed AS c;
+
+-- name: resume
+-- Lift the pause of exactly (kind, tenant) (NULL: any); no row: there was none.
+WITH changed AS (
+    DELETE FROM {schema}.pauses AS p
+    WHERE p.kind IS NOT DISTINCT FROM :kind::text
+      AND p.tenant_id IS NOT DISTINCT FROM :tenant::text
+    RETURNING p.kind, p.tenant_id, p.reason, p.actor, p.since, now() AS at,
+        jsonb_build_object('reason', p.reason) AS details
+),
+{_control_audit}
+SELECT c.kind, c.tenant_id, c.reason, c.actor, c.since, c.at, c.details::text AS details
+FROM changed AS c;
+
+-- name: set_limit
+-- Set the limit of (kind, tenant) or of a provider, replacing the one there was.
+WITH changed AS (
+    INSERT INTO {schema}.limits AS l (kind, tenant_id, provider, rps, burst, actor)
+    VALUES (:kind::text, :tenant::text, :provider::text, :rps::float8, :burst::int,
+        :actor::text)
+    ON CONFLICT ((coalesce(kind, '')), (coalesce(tenant_id, '')), (coalesce(provider, '')))
+    DO UPDATE SET rps = EXCLUDED.rps, burst = EXCLUDED.burst, actor = EXCLUDED.actor,
+        updated_at = now()
+    RETURNING l.kind, l.tenant_id, l.provider, l.rps, l.burst, l.actor, l.updated_at,
+        now() AS at,
+        jsonb_build_object('provider', l.provider, 'rps', l.rps, 'burst', l.burst) AS details
+),
+{_control_audit}
+SELECT c.kind, c.tenant_id, c.provider, c.rps, c.burst, c.actor, c.updated_at, c.at,
+    c.details::text AS details
+FROM changed AS c;
+
+-- name: clear_limit
+-- Remove the limit of exactly (kind, tenant) or of a provider; no row: there was none.
+WITH changed AS (
+    DELETE FROM {schema}.limits AS l
+    WHERE l.kind IS NOT DISTINCT FROM :kind::text
+      AND l.tenant_id IS NOT DISTINCT FROM :tenant::text
+      AND l.provider IS NOT DISTINCT FROM :provider::text
+    RETURNING l.kind, l.tenant_id, l.provider, l.rps, l.burst, l.actor, l.updated_at,
+        now() AS at,
+        jsonb_build_object('provider', l.provider, 'rps', l.rps, 'burst', l.burst) AS details
+),
+{_control_audit}
+SELECT c.kind, c.tenant_id, c.provider, c.rps, c.burst, c.actor, c.updated_at, c.at,
+    c.details::text AS details
+FROM changed AS c;

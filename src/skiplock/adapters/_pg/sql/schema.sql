@@ -127,6 +127,7 @@ CREATE FUNCTION {schema}.claim_candidates(
     only_tenants text[],
     excluded_pair_kinds text[],
     excluded_pair_tenants text[],
+    excluded_tenants text[],
     capped_kinds text[],
     caps integer[],
     pair_kinds text[],
@@ -164,6 +165,7 @@ BEGIN
         WHERE j.status = 'pending'
           AND j.available_at <= now()
           AND (only_tenants IS NULL OR j.tenant_id = ANY(only_tenants))
+          AND (j.tenant_id IS NULL OR j.tenant_id <> ALL(excluded_tenants))
           AND CASE
               WHEN lane.kind IS NULL THEN
                   (only_kinds IS NULL OR j.kind = ANY(only_kinds))
@@ -895,3 +897,35 @@ BEGIN
     END IF;
 END
 $$;
+
+-- Run-time controls (issue 30): pauses and rate limits an operator sets while workers
+-- run; every worker reads both tables (a few rows) every Settings.controls_refresh.
+-- NULL kind or tenant means "any"; the unique indexes treat NULL as one value.
+CREATE TABLE {schema}.pauses (
+    kind text,
+    tenant_id text,
+    reason text,
+    actor text,
+    since timestamptz NOT NULL DEFAULT now(),
+    CHECK (kind IS NOT NULL OR tenant_id IS NOT NULL)
+);
+
+CREATE UNIQUE INDEX pauses_scope_idx
+    ON {schema}.pauses ((coalesce(kind, '')), (coalesce(tenant_id, '')));
+
+-- A kind's limit (tenant_id NULL: its default for every tenant without its own), or a
+-- provider's cap across its kinds (kind and tenant_id NULL).
+CREATE TABLE {schema}.limits (
+    kind text,
+    tenant_id text,
+    provider text,
+    rps double precision NOT NULL CHECK (rps > 0),
+    burst integer NOT NULL CHECK (burst >= 1),
+    actor text,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    CHECK ((kind IS NULL) <> (provider IS NULL)),
+    CHECK (provider IS NULL OR tenant_id IS NULL)
+);
+
+CREATE UNIQUE INDEX limits_scope_idx ON {schema}.limits
+    ((coalesce(kind, '')), (coalesce(tenant_id, '')), (coalesce(provider, '')));

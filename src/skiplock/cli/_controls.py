@@ -1,0 +1,218 @@
+"""``pause``, ``resume``, ``paused`` and ``limits`` (list, set, clear): the run-time
+controls (issue 30) through the operator API, acting as ``--actor``. Every worker picks a
+change up within ``Settings.controls_refresh`` (docs/operations.md, "Tenants, limits and
+pause")."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from skiplock.core._controls import describe
+
+from . import _options
+from ._errors import FAILED, OK, UsageError
+from ._health import add_json
+from ._output import cell, print_json, table, time
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Sequence
+
+    from skiplock.core._controls import Limit, Pause
+    from skiplock.engine import Operator
+
+    from ._database import Reached
+    from ._options import Leaf
+
+
+def _actor_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--actor",
+        type=_options.actor,
+        metavar="NAME",
+        help="who is acting, recorded with the change and in the audit trail",
+    )
+
+
+def _scope_options(parser: argparse.ArgumentParser, *, provider: bool = False) -> None:
+    parser.add_argument("--kind", metavar="K", help="the kind (omitted: every kind)")
+    parser.add_argument("--tenant", metavar="T", help="the tenant (omitted: every tenant)")
+    if provider:
+        parser.add_argument(
+            "--provider", metavar="P", help="a provider's cap across its kinds (alone)"
+        )
+
+
+def add_pause_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``pause`` in every door."""
+    _scope_options(parser)
+    parser.add_argument("--reason", metavar="TEXT", help="why (shown with the pause)")
+    _actor_option(parser)
+    add_json(parser)
+
+
+def add_resume_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``resume`` in every door."""
+    _scope_options(parser)
+    _actor_option(parser)
+    add_json(parser)
+
+
+def check_scope(args: argparse.Namespace) -> None:
+    """``pause`` and ``resume`` name a kind, a tenant or both (before any connection)."""
+    if args.kind is None and args.tenant is None:
+        raise UsageError("give --kind, --tenant or both")
+
+
+def _operator(reached: Reached, args: argparse.Namespace) -> Operator:
+    return reached.checked().operator(getattr(args, "actor", None))
+
+
+def run_pause(reached: Reached, args: argparse.Namespace) -> int:
+    pause = _operator(reached, args).pause(kind=args.kind, tenant=args.tenant, reason=args.reason)
+    if args.json:
+        print_json({"paused": pause.to_json()})
+    else:
+        print(f"paused {describe(pause.kind, pause.tenant)}")
+    return OK
+
+
+def run_resume(reached: Reached, args: argparse.Namespace) -> int:
+    lifted = _operator(reached, args).resume(kind=args.kind, tenant=args.tenant)
+    if args.json:
+        print_json({"resumed": None if lifted is None else lifted.to_json()})
+    elif lifted is None:
+        print(f"skiplock: no pause of {describe(args.kind, args.tenant)}", file=sys.stderr)
+    else:
+        print(f"resumed {describe(lifted.kind, lifted.tenant)}")
+    return OK if lifted is not None else FAILED
+
+
+def run_paused(reached: Reached, args: argparse.Namespace) -> int:
+    pauses = _operator(reached, args).paused()
+    if args.json:
+        print_json({"paused": [p.to_json() for p in pauses]})
+    else:
+        print_pauses(pauses)
+    return OK
+
+
+def print_pauses(pauses: Sequence[Pause]) -> None:
+    """The pauses as a table ("nothing paused" when there is none)."""
+    if not pauses:
+        print("nothing paused")
+        return
+    rows = [
+        [cell(p.kind or "*"), cell(p.tenant or "*"), time(p.since), cell(p.actor), cell(p.reason)]
+        for p in pauses
+    ]
+    print(table(["KIND", "TENANT", "SINCE", "BY", "REASON"], rows, right=set()))
+
+
+# ---- limits -----------------------------------------------------------------------------
+
+
+def add_limits_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
+    """The actions of ``limits`` and their options; ``leaf`` adds the door's own options
+    to each action."""
+    actions = parser.add_subparsers(title="actions", metavar="ACTION", dest="action", required=True)
+    listing = actions.add_parser("list", help="the limits set at run time")
+    listing.set_defaults(act=_list)
+    setting = actions.add_parser(
+        "set",
+        help="set a kind's rate limit (per tenant, or its default) or a provider's cap",
+        description=(
+            "Set a rate limit of RPS tokens per second, at most BURST stored: of --kind for "
+            "--tenant, or without --tenant the kind's default for every tenant without its "
+            "own; or with --provider alone a cap across the provider's kinds. It wins over "
+            "the code's and the settings' limits; every worker applies it within "
+            "controls_refresh."
+        ),
+    )
+    _scope_options(setting, provider=True)
+    setting.add_argument("--rps", type=float, required=True, help="tokens per second (> 0)")
+    setting.add_argument(
+        "--burst", type=_options.positive_int, required=True, help="most tokens stored (>= 1)"
+    )
+    _actor_option(setting)
+    setting.set_defaults(act=_set)
+    clearing = actions.add_parser(
+        "clear", help="remove a limit set at run time (the code's or settings' applies again)"
+    )
+    _scope_options(clearing, provider=True)
+    _actor_option(clearing)
+    clearing.set_defaults(act=_clear)
+    for action in actions.choices.values():
+        add_json(action)
+        leaf(action)
+
+
+def check_limits(args: argparse.Namespace) -> None:
+    """The usage checks of ``limits set`` and ``clear`` (before any connection)."""
+    if args.action == "list":
+        return
+    if args.provider is not None and (args.kind is not None or args.tenant is not None):
+        raise UsageError("--provider stands alone (no --kind or --tenant)")
+    if args.provider is None and args.kind is None:
+        raise UsageError("give --kind (and maybe --tenant), or --provider")
+
+
+def run_limits(reached: Reached, args: argparse.Namespace) -> int:
+    act: Callable[[Operator, argparse.Namespace], int] = args.act
+    return act(_operator(reached, args), args)
+
+
+def _list(operator: Operator, args: argparse.Namespace) -> int:
+    limits = operator.limits()
+    if args.json:
+        print_json({"limits": [x.to_json() for x in limits]})
+        return OK
+    if not limits:
+        print("no limits set at run time")
+        return OK
+    rows = [_limit_row(x) for x in limits]
+    headers = ["KIND", "TENANT", "PROVIDER", "RPS", "BURST", "SET", "BY"]
+    print(table(headers, rows, right={3, 4}))
+    return OK
+
+
+def _limit_row(limit: Limit) -> list[str]:
+    kind_side = limit.provider is None
+    return [
+        cell(limit.kind if kind_side else "-"),
+        cell((limit.tenant or "*") if kind_side else "-"),
+        cell(limit.provider),
+        f"{limit.limit.rps:g}",
+        str(limit.limit.burst),
+        time(limit.updated_at),
+        cell(limit.actor),
+    ]
+
+
+def _target(args: argparse.Namespace) -> str:
+    if args.provider is not None:
+        return f"provider={args.provider}"
+    return describe(args.kind, args.tenant)
+
+
+def _set(operator: Operator, args: argparse.Namespace) -> int:
+    limit = operator.set_limit(
+        kind=args.kind, tenant=args.tenant, provider=args.provider, rps=args.rps, burst=args.burst
+    )
+    if args.json:
+        print_json({"limit": limit.to_json()})
+    else:
+        print(f"limit of {_target(args)}: {limit.limit.rps:g}/s, burst {limit.limit.burst}")
+    return OK
+
+
+def _clear(operator: Operator, args: argparse.Namespace) -> int:
+    cleared = operator.clear_limit(kind=args.kind, tenant=args.tenant, provider=args.provider)
+    if args.json:
+        print_json({"cleared": None if cleared is None else cleared.to_json()})
+    elif cleared is None:
+        print(f"skiplock: no limit of {_target(args)} was set", file=sys.stderr)
+    else:
+        print(f"cleared the limit of {_target(args)}")
+    return OK if cleared is not None else FAILED

@@ -1,0 +1,140 @@
+"""Run-time controls of an engine (issue 30) (async source; ``_controls.py`` is the sync
+twin): pause and resume kinds, tenants and (kind, tenant) pairs, and set rate limits and
+provider caps, stored for every worker of the cluster (docs/operations.md, "Tenants,
+limits and pause")."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from skiplock.core import RateLimit
+from skiplock.core._controls import Limit, Pause, check_reason, limit_scope, pause_scope
+
+from ._admin_async import AsyncAdminOps
+
+if TYPE_CHECKING:
+    from skiplock.ports import AsyncAudit
+
+    from .._controls import ControlsCache
+
+
+logger = logging.getLogger("skiplock.engine")
+
+
+class AsyncControlOps(AsyncAdminOps):
+    """The admin API with pauses and limits, mixed into :class:`AsyncEngine` and the
+    operator handle (they provide ``_controls`` too: the engine's snapshot its workers
+    claim by, None for a handle without one).
+
+    Every change is stored at once and reaches every worker within
+    ``Settings.controls_refresh`` (default 1 s). A change names its actor: ``actor=``, else
+    the handle's (the operator's, or ``Settings.audit_actor``); with the audit trail on
+    (J10) it records an event without a job (``paused``, ``resumed``, ``limit_set``,
+    ``limit_cleared``).
+    """
+
+    _controls: ControlsCache | None = None
+
+    def _default_actor(self) -> str | None:
+        """Who a change is made by when the call names nobody."""
+        return self._settings.audit_actor
+
+    def _control_audit(self, actor: str | None) -> tuple[str | None, AsyncAudit | None]:
+        """The actor of a change (checked) and its audit (None while the audit trail is
+        off)."""
+        audit = self._audit_by(actor)
+        return (actor if actor is not None else self._default_actor()), audit
+
+    async def _changed(self) -> None:
+        # This engine's own workers claim by the change at once (a pause applies to their
+        # next claim; their refresh loop wakes them for a resume); other processes' read
+        # it within controls_refresh.
+        cache = self._controls
+        if cache is not None:
+            cache.invalidate()
+            try:
+                cache.update(await self._store.controls(), time.monotonic())
+            except Exception:  # the workers' own refresh reads it then
+                logger.debug("reading the controls after a change failed", exc_info=True)
+
+    async def pause(
+        self,
+        *,
+        kind: str | None = None,
+        tenant: str | None = None,
+        reason: str | None = None,
+        actor: str | None = None,
+    ) -> Pause:
+        """Stop claiming the jobs of ``kind`` (None: every kind) of ``tenant`` (None:
+        every tenant); at least one of them. Jobs stay pending with their attempts and
+        their place; running jobs finish. Pausing again keeps ``since`` and takes the new
+        ``reason``. Returns the pause as stored."""
+        kind, tenant = pause_scope(kind, tenant)
+        reason = check_reason(reason)
+        who, audit = self._control_audit(actor)
+        pause = Pause(kind=kind, tenant=tenant, reason=reason, actor=who)
+        stored = await self._store.pause(pause, audit=audit)
+        await self._changed()
+        return stored
+
+    async def resume(
+        self, *, kind: str | None = None, tenant: str | None = None, actor: str | None = None
+    ) -> Pause | None:
+        """Lift the pause of exactly ``kind`` and ``tenant`` as :meth:`pause` set it (a
+        kind-wide pause is lifted with the kind alone); returns it, None if there was
+        none. Jobs of the kind still covered by another pause stay paused."""
+        kind, tenant = pause_scope(kind, tenant)
+        _, audit = self._control_audit(actor)
+        lifted = await self._store.resume(kind, tenant, audit=audit)
+        await self._changed()
+        return lifted
+
+    async def paused(self) -> list[Pause]:
+        """Every pause in force."""
+        return list((await self._store.controls()).pauses)
+
+    async def set_limit(
+        self,
+        *,
+        kind: str | None = None,
+        tenant: str | None = None,
+        provider: str | None = None,
+        rps: float,
+        burst: int,
+        actor: str | None = None,
+    ) -> Limit:
+        """Set a rate limit (``rps`` tokens per second, ``burst`` at most stored): of
+        ``kind`` for ``tenant``, or the kind's default for every tenant without its own
+        (``tenant`` None); or a provider's cap across its kinds (``provider`` alone).
+        It wins over the kind's ``rate_limit`` policy and ``Settings.caps``; replaces the
+        limit set before. Returns it as stored."""
+        kind, tenant, provider = limit_scope(kind, tenant, provider)
+        rate = RateLimit(rps=rps, burst=burst)
+        who, audit = self._control_audit(actor)
+        limit = Limit(limit=rate, kind=kind, tenant=tenant, provider=provider, actor=who)
+        stored = await self._store.set_limit(limit, audit=audit)
+        await self._changed()
+        return stored
+
+    async def clear_limit(
+        self,
+        *,
+        kind: str | None = None,
+        tenant: str | None = None,
+        provider: str | None = None,
+        actor: str | None = None,
+    ) -> Limit | None:
+        """Remove the limit :meth:`set_limit` set for exactly these arguments; the
+        kind's policy (or the next stored level) applies again. Returns it, None if
+        there was none."""
+        kind, tenant, provider = limit_scope(kind, tenant, provider)
+        _, audit = self._control_audit(actor)
+        cleared = await self._store.clear_limit(kind, tenant, provider, audit=audit)
+        await self._changed()
+        return cleared
+
+    async def limits(self) -> list[Limit]:
+        """Every limit set at run time (not the policies' and settings' ones)."""
+        return list((await self._store.controls()).limits)

@@ -1,0 +1,76 @@
+"""``skiplock pause``, ``resume``, ``paused`` and ``limits list|set|clear`` against
+PostgreSQL: what they print for people and with ``--json``, their usage errors, and the
+actor they record."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.test_cli_admin import Run, needs_psycopg
+
+pytestmark = needs_psycopg
+
+
+@pytest.fixture
+def run(admin_dsn: str, capsys: pytest.CaptureFixture[str]) -> Run:
+    return Run(admin_dsn, capsys)
+
+
+def test_pause_paused_resume(run: Run) -> None:
+    assert run("paused") == 0
+    assert run.lines == ["nothing paused"]
+    assert run("pause", "--tenant", "acme", "--reason", "unpaid", "--actor", "ops") == 0
+    assert run.lines == ["paused kind=* tenant=acme"]
+    [pause] = run.json("paused")["paused"]
+    assert (pause["kind"], pause["tenant"], pause["reason"], pause["actor"]) == (
+        None,
+        "acme",
+        "unpaid",
+        "ops",
+    )
+    assert run("paused") == 0
+    assert run.lines[0].split() == ["KIND", "TENANT", "SINCE", "BY", "REASON"]
+    assert run.lines[1].split()[:2] == ["*", "acme"]
+    assert run.json("resume", "--tenant", "acme")["resumed"]["tenant"] == "acme"
+    assert run("resume", "--tenant", "acme") == 1
+    assert "no pause of kind=* tenant=acme" in run.err
+
+
+def test_pause_needs_a_kind_or_a_tenant(run: Run) -> None:
+    assert run("pause") == 2
+    assert "give --kind, --tenant or both" in run.err
+    assert run("pause", "--kind", "  ") == 2  # the engine's check
+
+
+def test_limits_set_list_clear(run: Run) -> None:
+    assert run("limits", "list") == 0
+    assert run.lines == ["no limits set at run time"]
+    assert run("limits", "set", "--kind", "mail", "--rps", "5", "--burst", "10") == 0
+    assert run.lines == ["limit of kind=mail tenant=*: 5/s, burst 10"]
+    set_big = run.json(
+        "limits", "set", "--kind", "mail", "--tenant", "big", "--rps", "50", "--burst", "100"
+    )
+    assert set_big["limit"]["tenant"] == "big"
+    assert run("limits", "set", "--provider", "smtp", "--rps", "20", "--burst", "40") == 0
+    listed = run.json("limits", "list")["limits"]
+    assert {(x["kind"], x["tenant"], x["provider"], x["rps"], x["burst"]) for x in listed} == {
+        ("mail", None, None, 5.0, 10),
+        ("mail", "big", None, 50.0, 100),
+        (None, None, "smtp", 20.0, 40),
+    }
+    assert run("limits", "list") == 0
+    assert run.lines[0].split() == ["KIND", "TENANT", "PROVIDER", "RPS", "BURST", "SET", "BY"]
+    assert run("limits", "clear", "--kind", "mail", "--tenant", "big") == 0
+    assert run.lines == ["cleared the limit of kind=mail tenant=big"]
+    assert run("limits", "clear", "--kind", "mail", "--tenant", "big") == 1
+    assert run.json("limits", "clear", "--provider", "smtp")["cleared"]["provider"] == "smtp"
+    assert len(run.json("limits", "list")["limits"]) == 1
+
+
+def test_limits_usage_errors(run: Run) -> None:
+    assert run("limits", "set", "--rps", "1", "--burst", "1") == 2
+    assert "give --kind" in run.err
+    assert run("limits", "set", "--provider", "p", "--kind", "k", "--rps", "1", "--burst", "1") == 2
+    assert "--provider stands alone" in run.err
+    assert run("limits", "set", "--kind", "k", "--rps", "0", "--burst", "1") == 2
+    assert "rps must be > 0" in run.err
