@@ -49,6 +49,7 @@ from skiplock.core import (
     sources,
     transition,
 )
+from skiplock.core._idempotency import scope_of
 from skiplock.core._lifecycle import outcome_terms
 from skiplock.core._validation import MAX_DELAY, shown
 
@@ -188,6 +189,7 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
             completed_at=_utc_or_none(row["completed_at"]),
             last_error=row["last_error"],
             idempotency_key=row["idempotency_key"],
+            idempotency_scope="global" if row.get("idempotency_scope") is None else "tenant",
             trace_context=trace_context,
             claims=int(row["claims"]),
             explicit_max_attempts=bool(row["explicit_max_attempts"]),
@@ -319,7 +321,7 @@ def enqueue_params(batch: EnqueueBatch) -> dict[str, str]:
     else:
         ats = delays = nones  # type: ignore[assignment]
     traces = nones if batch.trace_contexts.count(None) == n else _trace_texts(batch.trace_contexts)
-    rows = zip(
+    columns = [
         batch.kinds,
         batch.tenants,
         _payload_texts(batch),
@@ -330,9 +332,16 @@ def enqueue_params(batch: EnqueueBatch) -> dict[str, str]:
         batch.explicit_max_attempts,
         batch.idempotency_keys,
         traces,
-        strict=True,
-    )
+    ]
+    if batch.keyed:  # the keys' scopes (none without keys: the bulk rows stay as short)
+        columns.append(key_scopes(batch))
+    rows = zip(*columns, strict=True)
     return {"batch": json.dumps(list(rows), separators=(",", ":"))}
+
+
+def key_scopes(batch: EnqueueBatch) -> list[str | None]:
+    """The scope of each job's key as the ``idempotency_scope`` column holds it."""
+    return [scope_of(t, s) for t, s in zip(batch.tenants, batch.idempotency_scopes, strict=True)]
 
 
 _MICROSECOND = timedelta(microseconds=1)

@@ -41,6 +41,7 @@ from ._claim import ClaimContract
 from ._completion import CompletionContract
 from ._enqueue import EnqueueContract
 from ._health import HealthContract
+from ._idempotency import IdempotencyContract
 from ._lifecycle import LifecycleContract
 from ._model_check import ModelCheckContract
 from ._notifier import NotifierContract
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 
 class JobStoreContract(
     EnqueueContract,
+    IdempotencyContract,
     ClaimContract,
     TransactionContract,
     AtomicityContract,

@@ -18,7 +18,7 @@ CASE WHEN j.claimed_at BETWEEN {min_time} AND {max_time} THEN j.claimed_at END A
 j.claimed_by, j.attempts, j.max_attempts, j.last_error,
 CASE WHEN j.completed_at BETWEEN {min_time} AND {max_time} THEN j.completed_at END
     AS completed_at,
-j.idempotency_key, j.trace_context::text AS trace_context,
+j.idempotency_key, j.idempotency_scope, j.trace_context::text AS trace_context,
 j.claims, j.explicit_max_attempts, j.recovered,
 CASE WHEN j.started_at BETWEEN {min_time} AND {max_time} THEN j.started_at END AS started_at,
 nullif(concat_ws('; ',
@@ -193,7 +193,8 @@ WHERE p.priority IS NOT NULL;
 -- name: _enqueue_input
 -- The batch is one JSON array of rows (rows.enqueue_params). Ids are drawn from the
 -- identity sequence in request order so each result row maps back to its request (ord),
--- whether it was inserted or hit an existing key.
+-- whether it was inserted or hit an existing key. A key's scope (10) is NULL (global)
+-- or its tenant.
 input AS MATERIALIZED (
     SELECT nextval(pg_get_serial_sequence('{schema}.jobs', 'id')) AS id, u.*
     FROM (
@@ -201,7 +202,8 @@ input AS MATERIALIZED (
             (e.v->>3)::int AS priority, (e.v->>4)::timestamptz AS available_at,
             (e.v->>5)::bigint * interval '1 microsecond' AS delay,
             (e.v->>6)::int AS max_attempts, (e.v->>7)::bool AS explicit_max_attempts,
-            e.v->>8 AS idempotency_key, e.v->>9 AS trace_context, e.ord
+            e.v->>8 AS idempotency_key, e.v->>9 AS trace_context,
+            e.v->>10 AS idempotency_scope, e.ord
         FROM jsonb_array_elements(:batch::jsonb) WITH ORDINALITY AS e (v, ord)
     ) AS u
     ORDER BY u.ord
@@ -209,18 +211,24 @@ input AS MATERIALIZED (
 
 -- name: _enqueue_insert
 -- Rows go in in key order: two batches sharing keys wait for each other in one order,
--- never in a deadlock.
+-- never in a deadlock. A key that retention purged and remembers (idempotency_keys, one
+-- index probe per keyed row) inserts nothing, like a key that exists.
 INSERT INTO {schema}.jobs AS j (
     id, kind, tenant_id, payload, priority, available_at, max_attempts,
-    explicit_max_attempts, idempotency_key, trace_context
+    explicit_max_attempts, idempotency_key, trace_context, idempotency_scope
 )
 SELECT
     i.id, i.kind, i.tenant_id, i.payload::jsonb, i.priority,
     coalesce(i.available_at, now() + i.delay, now()), i.max_attempts,
-    i.explicit_max_attempts, i.idempotency_key, i.trace_context::jsonb
+    i.explicit_max_attempts, i.idempotency_key, i.trace_context::jsonb, i.idempotency_scope
 FROM input AS i
-ORDER BY i.idempotency_key NULLS LAST, i.ord
-ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+WHERE i.idempotency_key IS NULL OR NOT EXISTS (
+    SELECT FROM {schema}.idempotency_keys AS r
+    WHERE r.idempotency_key = i.idempotency_key
+      AND r.idempotency_scope IS NOT DISTINCT FROM i.idempotency_scope
+)
+ORDER BY i.idempotency_key NULLS LAST, i.idempotency_scope NULLS FIRST, i.ord
+ON CONFLICT (idempotency_key, idempotency_scope) WHERE idempotency_key IS NOT NULL DO NOTHING
 
 -- name: enqueue
 WITH {_enqueue_input},
@@ -329,9 +337,68 @@ FROM (
 ) AS r;
 
 -- name: ids_by_idempotency_key
-SELECT j.id, j.idempotency_key
-FROM {schema}.jobs AS j
-WHERE j.idempotency_key = ANY(:keys::text[]);
+-- The jobs holding the keys (:keys with their :scopes, NULL: global), else the purged
+-- jobs whose keys retention remembers (purged true).
+SELECT j.id, k.ord, false AS purged
+FROM unnest(:keys::text[], :scopes::text[]) WITH ORDINALITY AS k (key, scope, ord)
+JOIN {schema}.jobs AS j
+    ON j.idempotency_key = k.key AND j.idempotency_scope IS NOT DISTINCT FROM k.scope
+UNION ALL
+SELECT r.job_id, k.ord, true
+FROM unnest(:keys::text[], :scopes::text[]) WITH ORDINALITY AS k (key, scope, ord)
+JOIN {schema}.idempotency_keys AS r
+    ON r.idempotency_key = k.key AND r.idempotency_scope IS NOT DISTINCT FROM k.scope;
+
+-- name: _replace_pending
+-- replace_pending: the pending jobs holding the keys of :batch (rows.enqueue_params)
+-- take its payload, due time and priority; a running or finished job is left alone.
+-- The row lock re-checks the status, so a job claimed meanwhile is not replaced.
+input AS (
+    SELECT e.v->>8 AS idempotency_key, e.v->>10 AS idempotency_scope,
+        e.v->>2 AS payload, (e.v->>3)::int AS priority,
+        (e.v->>4)::timestamptz AS available_at,
+        (e.v->>5)::bigint * interval '1 microsecond' AS delay, e.ord
+    FROM jsonb_array_elements(:batch::jsonb) WITH ORDINALITY AS e (v, ord)
+),
+old AS (
+    SELECT j.id, j.payload, j.priority
+    FROM {schema}.jobs AS j
+    JOIN input AS i
+        ON j.idempotency_key = i.idempotency_key
+        AND j.idempotency_scope IS NOT DISTINCT FROM i.idempotency_scope
+    WHERE j.status = 'pending'
+    ORDER BY j.id
+    FOR UPDATE OF j
+),
+replaced AS (
+    UPDATE {schema}.jobs AS j
+    SET payload = i.payload::jsonb, priority = i.priority,
+        available_at = coalesce(i.available_at, now() + i.delay, now())
+    FROM input AS i, old AS o
+    WHERE j.id = o.id AND j.status = 'pending'
+        AND j.idempotency_key = i.idempotency_key
+        AND j.idempotency_scope IS NOT DISTINCT FROM i.idempotency_scope
+    RETURNING j.id, j.kind, j.tenant_id, i.ord, o.payload AS old_payload,
+        o.priority AS old_priority
+)
+
+-- name: replace_pending
+WITH {_replace_pending}
+SELECT r.ord, r.id FROM replaced AS r;
+
+-- name: replace_pending_audited
+-- replace_pending with a job_replaced event per job replaced (J10), in the same
+-- statement; its details keep the payload and priority the job had before.
+WITH {_replace_pending},
+events AS (
+    SELECT r.id AS job_id, r.kind, r.tenant_id, 'job_replaced'::text AS action,
+        :actor::text AS actor, now() AS at,
+        jsonb_build_object('payload', r.old_payload, 'priority', r.old_priority) AS details,
+        r.ord
+    FROM replaced AS r
+),
+{_audit_write}
+SELECT e.ord, e.job_id AS id, {_audit_columns} FROM events AS e;
 
 -- name: claim
 -- One statement: lock up to :limit due jobs in claim order, skipping rows other claimers
@@ -918,7 +985,8 @@ FROM p;
 -- name: purge
 -- One retention batch: delete (and optionally archive) the oldest succeeded jobs. The
 -- locking walk is purge_candidates (migration 0007): its plan is the ordered walk of
--- jobs_succeeded_completed_idx whatever the statistics say.
+-- jobs_succeeded_completed_idx whatever the statistics say. With :remember_keys their
+-- idempotency keys stay in idempotency_keys (Settings.idempotency_retention).
 WITH doomed AS MATERIALIZED (
     SELECT c.id
     FROM {schema}.purge_candidates(
@@ -931,18 +999,26 @@ deleted AS (
     WHERE j.id = doomed.id
     RETURNING j.*
 ),
+remembered AS (
+    INSERT INTO {schema}.idempotency_keys AS r (idempotency_key, idempotency_scope, job_id)
+    SELECT d.idempotency_key, d.idempotency_scope, d.id
+    FROM deleted AS d
+    WHERE :remember_keys::bool AND d.idempotency_key IS NOT NULL
+    ON CONFLICT ON CONSTRAINT idempotency_keys_key DO UPDATE
+    SET job_id = EXCLUDED.job_id, purged_at = now()
+),
 archived AS (
     INSERT INTO {schema}.jobs_archive (
         id, kind, tenant_id, payload, status, priority, available_at, created_at,
         claimed_at, claimed_by, attempts, max_attempts, last_error, completed_at,
         idempotency_key, trace_context, claims, explicit_max_attempts, started, recovered,
-        started_at, result, errors
+        started_at, result, errors, idempotency_scope
     )
     SELECT
         d.id, d.kind, d.tenant_id, d.payload, d.status, d.priority, d.available_at,
         d.created_at, d.claimed_at, d.claimed_by, d.attempts, d.max_attempts, d.last_error,
         d.completed_at, d.idempotency_key, d.trace_context, d.claims, d.explicit_max_attempts,
-        d.started, d.recovered, d.started_at, d.result, d.errors
+        d.started, d.recovered, d.started_at, d.result, d.errors, d.idempotency_scope
     FROM deleted AS d
     WHERE :archive::bool
     -- An id archived before (the job was restored from the archive with its id and
@@ -958,9 +1034,25 @@ archived AS (
         archived_at = now(), claims = EXCLUDED.claims,
         explicit_max_attempts = EXCLUDED.explicit_max_attempts, started = EXCLUDED.started,
         recovered = EXCLUDED.recovered, started_at = EXCLUDED.started_at,
-        result = EXCLUDED.result, errors = EXCLUDED.errors
+        result = EXCLUDED.result, errors = EXCLUDED.errors,
+        idempotency_scope = EXCLUDED.idempotency_scope
 )
 SELECT count(*)::int AS purged FROM deleted;
+
+-- name: forget_idempotency_keys
+-- Retention of the remembered keys: up to :batch_size of those purged before
+-- now() - :window_us (NULL: every one; keys are not remembered then), oldest first.
+WITH doomed AS MATERIALIZED (
+    SELECT r.ctid AS row_id
+    FROM {schema}.idempotency_keys AS r
+    WHERE :window_us::bigint IS NULL
+        OR r.purged_at < now() - :window_us::bigint * interval '1 microsecond'
+    ORDER BY r.purged_at
+    LIMIT :batch_size::int
+)
+DELETE FROM {schema}.idempotency_keys AS r
+USING doomed
+WHERE r.ctid = doomed.row_id;
 
 -- name: purge_audit
 -- One retention batch of the audit trail: delete the oldest events (J10). The walk is

@@ -40,6 +40,9 @@ CREATE TABLE {schema}.jobs (
     started_at timestamptz,
     result jsonb,
     errors jsonb,
+    -- Where idempotency_key is unique (migration 0016): NULL for every job (global), the
+    -- job's tenant for a key unique among that tenant's jobs.
+    idempotency_scope text,
     CONSTRAINT jobs_status_check CHECK (
         status IN ('pending', 'running', 'succeeded', 'failed', 'dead', 'cancelled')
     ),
@@ -70,8 +73,10 @@ CREATE INDEX jobs_succeeded_completed_idx ON {schema}.jobs (completed_at)
 -- completion time (succeeded ones through the index above). Such rows are few.
 CREATE INDEX jobs_unsuccessful_completed_idx ON {schema}.jobs (completed_at)
     WHERE status IN ('failed', 'dead', 'cancelled');
--- Idempotency keys are unique where set (R16); enqueue uses ON CONFLICT on this index.
-CREATE UNIQUE INDEX jobs_idempotency_key_idx ON {schema}.jobs (idempotency_key)
+-- Idempotency keys are unique in their scope where set (R16; NULL scopes equal: the
+-- global scope); enqueue uses ON CONFLICT (idempotency_key, idempotency_scope) on it.
+CREATE UNIQUE INDEX jobs_idempotency_key_idx
+    ON {schema}.jobs (idempotency_key, idempotency_scope) NULLS NOT DISTINCT
     WHERE idempotency_key IS NOT NULL;
 
 -- Wake listening workers: one notification per distinct kind of the pending rows, with
@@ -336,10 +341,23 @@ CREATE TABLE {schema}.jobs_archive (
     recovered boolean NOT NULL DEFAULT false,
     started_at timestamptz,
     result jsonb,
-    errors jsonb
+    errors jsonb,
+    idempotency_scope text
 );
 
 CREATE INDEX jobs_archive_completed_idx ON {schema}.jobs_archive (completed_at);
+
+-- Keys of jobs retention purged (migration 0016), remembered for
+-- Settings.idempotency_retention: a keyed enqueue probes it, retention writes and
+-- forgets them.
+CREATE TABLE {schema}.idempotency_keys (
+    idempotency_key text NOT NULL,
+    idempotency_scope text,
+    job_id bigint NOT NULL,
+    purged_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT idempotency_keys_key UNIQUE NULLS NOT DISTINCT (idempotency_key, idempotency_scope)
+);
+CREATE INDEX idempotency_keys_purged_at_idx ON {schema}.idempotency_keys (purged_at);
 
 -- When each maintenance task last ran (database clock); taking a run is one
 -- INSERT ... ON CONFLICT DO UPDATE ... WHERE last_run_at <= now() - period, so exactly
