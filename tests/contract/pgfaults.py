@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 #: Only the key lookup of a keyed enqueue (``ids_by_idempotency_key``) reads keys so.
-_KEY_LOOKUP = "AS k (key, scope, ord)"
+_KEY_LOOKUP = "idempotency_key = ANY("
 
 
 class PgFaults:

@@ -203,9 +203,9 @@ class EnqueueRequest:
     #: already did (the engine does, to validate): stores then write this text instead
     #: of encoding again. Derived from ``payload``, so not part of equality.
     payload_json: str | None = attrs.field(default=None, eq=False, repr=False)
-    #: Where ``idempotency_key`` is unique (:data:`~skiplock.core.IdempotencyScope`).
+    #: Where ``idempotency_key`` is unique: ``global`` (among all jobs) or ``tenant``.
     idempotency_scope: IdempotencyScope = "global"
-    #: What happens when the key exists (:data:`~skiplock.core.IdempotencyConflict`).
+    #: What an enqueue whose key exists does: ``ignore`` or ``replace_pending``.
     idempotency_conflict: IdempotencyConflict = "ignore"
 
 

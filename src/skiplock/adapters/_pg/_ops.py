@@ -32,7 +32,7 @@ from skiplock.core import (
     pair_caps,
     undecodable_error,
 )
-from skiplock.core._idempotency import key_scope
+from skiplock.core._idempotency import ScopedKey, scoped_key
 from skiplock.core._validation import counter_problem
 
 from ._migrate import Rows, Step
@@ -165,18 +165,17 @@ def _held_keys(
     key, or the purged job whose key retention remembers; returns those whose job
     vanished meanwhile (to insert again). A fresh statement: its snapshot sees a job a
     concurrent transaction committed while the insert waited for it."""
-    keys = [requests[i].idempotency_key for i in conflicts]
-    scopes = [key_scope(requests[i]) for i in conflicts]
-    rows = yield Step(
-        neutral_query("ids_by_idempotency_key", schema), {"keys": keys, "scopes": scopes}
-    )
+    keys = sorted({k for i in conflicts if (k := requests[i].idempotency_key) is not None})
+    rows = yield Step(neutral_query("ids_by_idempotency_key", schema), {"keys": keys})
     # A live job wins over a remembered key (a key is remembered only once its job is gone).
-    found: dict[int, tuple[int, bool]] = {}
+    found: dict[ScopedKey, tuple[int, bool]] = {}
     for row in sorted(rows, key=lambda r: not r["purged"]):
-        found[int(row["ord"]) - 1] = (int(row["id"]), bool(row["purged"]))
+        scoped = (row["idempotency_key"], row["idempotency_scope"])
+        found[scoped] = (int(row["id"]), bool(row["purged"]))
     vanished: list[int] = []
-    for n, index in enumerate(conflicts):
-        hit = found.get(n)
+    for index in conflicts:
+        scoped_request = scoped_key(requests[index])
+        hit = None if scoped_request is None else found.get(scoped_request)
         if hit is None:  # deleted between the insert and the lookup: insert it again
             vanished.append(index)
             continue

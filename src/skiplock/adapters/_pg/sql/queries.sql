@@ -337,17 +337,16 @@ FROM (
 ) AS r;
 
 -- name: ids_by_idempotency_key
--- The jobs holding the keys (:keys with their :scopes, NULL: global), else the purged
--- jobs whose keys retention remembers (purged true).
-SELECT j.id, k.ord, false AS purged
-FROM unnest(:keys::text[], :scopes::text[]) WITH ORDINALITY AS k (key, scope, ord)
-JOIN {schema}.jobs AS j
-    ON j.idempotency_key = k.key AND j.idempotency_scope IS NOT DISTINCT FROM k.scope
+-- The jobs holding any of :keys (in any scope: the caller picks each request's), then
+-- the purged jobs whose keys retention remembers (purged true). Both are index scans on
+-- the key, whatever the statistics say of an unnested array.
+SELECT j.id, j.idempotency_key, j.idempotency_scope, false AS purged
+FROM {schema}.jobs AS j
+WHERE j.idempotency_key = ANY(:keys::text[])
 UNION ALL
-SELECT r.job_id, k.ord, true
-FROM unnest(:keys::text[], :scopes::text[]) WITH ORDINALITY AS k (key, scope, ord)
-JOIN {schema}.idempotency_keys AS r
-    ON r.idempotency_key = k.key AND r.idempotency_scope IS NOT DISTINCT FROM k.scope;
+SELECT r.job_id, r.idempotency_key, r.idempotency_scope, true
+FROM {schema}.idempotency_keys AS r
+WHERE r.idempotency_key = ANY(:keys::text[]);
 
 -- name: _replace_pending
 -- replace_pending: the pending jobs holding the keys of :batch (rows.enqueue_params)
