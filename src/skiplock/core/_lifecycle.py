@@ -75,8 +75,9 @@ def new_job(request: EnqueueRequest, *, job_id: int, payload: JSON, now: datetim
 
 def job_key_scope(request: EnqueueRequest) -> IdempotencyScope:
     """The :attr:`Job.idempotency_scope` of the job ``request`` creates: ``tenant`` only
-    for a tenant-scoped key of a job with a tenant."""
-    return "global" if key_scope(request) is None else "tenant"
+    for a tenant-scoped key of a job with a tenant (a job without a key has none)."""
+    keyed = request.idempotency_key is not None
+    return "tenant" if keyed and key_scope(request) is not None else "global"
 
 
 def due_at(request: EnqueueRequest, now: datetime) -> datetime:

@@ -340,8 +340,10 @@ def enqueue_params(batch: EnqueueBatch) -> dict[str, str]:
 
 
 def key_scopes(batch: EnqueueBatch) -> list[str | None]:
-    """The scope of each job's key as the ``idempotency_scope`` column holds it."""
-    return [scope_of(t, s) for t, s in zip(batch.tenants, batch.idempotency_scopes, strict=True)]
+    """The scope of each job's key as the ``idempotency_scope`` column holds it (NULL for
+    a job without a key)."""
+    columns = zip(batch.idempotency_keys, batch.tenants, batch.idempotency_scopes, strict=True)
+    return [None if k is None else scope_of(t, s) for k, t, s in columns]
 
 
 _MICROSECOND = timedelta(microseconds=1)
