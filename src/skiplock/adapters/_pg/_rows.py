@@ -168,6 +168,9 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
         None if trace is None else _decoded(job_id, "trace_context", _trace_context, trace)
     )
     state = _decoded(job_id, "status", JobState, row["status"])
+    # A tenant-scoped key has its own column (migration 0016); a job has one key or none.
+    key = row["idempotency_key"]
+    tenant_key = row.get("tenant_idempotency_key")
     result_text = row.get("result")
     result = None if result_text is None else _decoded(job_id, "result", _json, result_text)
     errors_text = row.get("errors")
@@ -188,8 +191,8 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
             claimed_by=row["claimed_by"],
             completed_at=_utc_or_none(row["completed_at"]),
             last_error=row["last_error"],
-            idempotency_key=row["idempotency_key"],
-            idempotency_scope="global" if row.get("idempotency_scope") is None else "tenant",
+            idempotency_key=key if tenant_key is None else tenant_key,
+            idempotency_scope="global" if tenant_key is None else "tenant",
             trace_context=trace_context,
             claims=int(row["claims"]),
             explicit_max_attempts=bool(row["explicit_max_attempts"]),

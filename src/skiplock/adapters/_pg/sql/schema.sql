@@ -40,9 +40,9 @@ CREATE TABLE {schema}.jobs (
     started_at timestamptz,
     result jsonb,
     errors jsonb,
-    -- Where idempotency_key is unique (migration 0016): NULL for every job (global), the
-    -- job's tenant for a key unique among that tenant's jobs.
-    idempotency_scope text,
+    -- A key unique among the jobs of tenant_id (migration 0016), instead of the global
+    -- idempotency_key (which is then NULL).
+    tenant_idempotency_key text,
     CONSTRAINT jobs_status_check CHECK (
         status IN ('pending', 'running', 'succeeded', 'failed', 'dead', 'cancelled')
     ),
@@ -73,11 +73,13 @@ CREATE INDEX jobs_succeeded_completed_idx ON {schema}.jobs (completed_at)
 -- completion time (succeeded ones through the index above). Such rows are few.
 CREATE INDEX jobs_unsuccessful_completed_idx ON {schema}.jobs (completed_at)
     WHERE status IN ('failed', 'dead', 'cancelled');
--- Idempotency keys are unique in their scope where set (R16; NULL scopes equal: the
--- global scope); enqueue uses ON CONFLICT (idempotency_key, idempotency_scope) on it.
-CREATE UNIQUE INDEX jobs_idempotency_key_idx
-    ON {schema}.jobs (idempotency_key, idempotency_scope) NULLS NOT DISTINCT
+-- Idempotency keys are unique where set (R16): global keys among all jobs, tenant keys
+-- (0016) among their tenant's. Enqueue inserts with ON CONFLICT DO NOTHING over both.
+CREATE UNIQUE INDEX jobs_idempotency_key_idx ON {schema}.jobs (idempotency_key)
     WHERE idempotency_key IS NOT NULL;
+CREATE UNIQUE INDEX jobs_tenant_idempotency_key_idx
+    ON {schema}.jobs (tenant_idempotency_key, tenant_id)
+    WHERE tenant_idempotency_key IS NOT NULL;
 
 -- Wake listening workers: one notification per distinct kind of the pending rows, with
 -- the kind as payload, also for jobs due later (a worker arms its next-due timer for
@@ -342,14 +344,14 @@ CREATE TABLE {schema}.jobs_archive (
     started_at timestamptz,
     result jsonb,
     errors jsonb,
-    idempotency_scope text
+    tenant_idempotency_key text
 );
 
 CREATE INDEX jobs_archive_completed_idx ON {schema}.jobs_archive (completed_at);
 
--- Keys of jobs retention purged (migration 0016), remembered for
--- Settings.idempotency_retention: a keyed enqueue probes it, retention writes and
--- forgets them.
+-- Keys of jobs retention purged (migration 0016), with their scope (NULL: global, else
+-- the tenant), remembered for Settings.idempotency_retention: a keyed enqueue probes it,
+-- retention writes and forgets them.
 CREATE TABLE {schema}.idempotency_keys (
     idempotency_key text NOT NULL,
     idempotency_scope text,
