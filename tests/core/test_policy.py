@@ -48,6 +48,9 @@ SAMPLES: dict[str, tuple[Any, Any]] = {
     # The defaults are False: the explicit level switching a processor's choice off.
     "transactional": (True, False),
     "autocommit": (True, False),
+    # Likewise: the explicit level putting a processor's choice back to the default.
+    "idempotency_scope": ("tenant", "global"),
+    "idempotency_conflict": ("replace_pending", "ignore"),
 }
 DURATIONS = [f.name for f in POLICY_FIELDS if f.type in (POSITIVE_DURATION, NON_NEGATIVE_DURATION)]
 

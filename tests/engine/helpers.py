@@ -108,9 +108,18 @@ class CountingStore(InMemoryJobStore):
         self.maintenance_tries.append((name, granted))
         return granted
 
-    def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
+    def purge(
+        self,
+        *,
+        older_than: timedelta,
+        archive: bool,
+        batch_size: int,
+        key_window: timedelta | None = None,
+    ) -> int:
         self.purges += 1
-        return super().purge(older_than=older_than, archive=archive, batch_size=batch_size)
+        return super().purge(
+            older_than=older_than, archive=archive, batch_size=batch_size, key_window=key_window
+        )
 
 
 def eventually(predicate: Callable[[], bool], timeout: float = 10.0) -> None:

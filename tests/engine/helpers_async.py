@@ -103,9 +103,18 @@ class CountingStore(AsyncInMemoryJobStore):
         self.maintenance_tries.append((name, granted))
         return granted
 
-    async def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
+    async def purge(
+        self,
+        *,
+        older_than: timedelta,
+        archive: bool,
+        batch_size: int,
+        key_window: timedelta | None = None,
+    ) -> int:
         self.purges += 1
-        return await super().purge(older_than=older_than, archive=archive, batch_size=batch_size)
+        return await super().purge(
+            older_than=older_than, archive=archive, batch_size=batch_size, key_window=key_window
+        )
 
 
 async def eventually(predicate: Callable[[], bool], timeout: float = 10.0) -> None:

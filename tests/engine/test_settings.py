@@ -255,6 +255,7 @@ ENV_SAMPLES: dict[str, tuple[str, Any]] = {
     "unknown_kinds": ("allow", "allow"),
     "audit": ("on", True),
     "audit_actor": (" billing-api ", "billing-api"),
+    "idempotency_retention": ("30d", timedelta(days=30)),
     "max_attempts": ("9", 9),
     "backoff_base": ("2s", timedelta(seconds=2)),
     "backoff_factor": ("3", 3.0),
@@ -267,6 +268,8 @@ ENV_SAMPLES: dict[str, tuple[str, Any]] = {
     "rate_limit": ("5/10", RateLimit(rps=5, burst=10)),
     "transactional": ("true", True),
     "autocommit": ("1", True),
+    "idempotency_scope": ("Tenant", "tenant"),
+    "idempotency_conflict": ("replace_pending", "replace_pending"),
 }
 POLICY_SAMPLES = {name: ENV_SAMPLES[name] for name in POLICY_FIELD_NAMES}
 # A second value per policy field, for the explicit level.
@@ -283,6 +286,8 @@ EXPLICIT: dict[str, Any] = {
     "rate_limit": RateLimit(rps=1, burst=1),
     "transactional": False,
     "autocommit": False,
+    "idempotency_scope": "global",
+    "idempotency_conflict": "ignore",
 }
 DURATION_FIELDS = [
     f.name for f in SETTING_FIELDS if f.type in (POSITIVE_DURATION, NON_NEGATIVE_DURATION)

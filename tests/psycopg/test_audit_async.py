@@ -196,6 +196,7 @@ async def test_with_the_audit_off_a_store_runs_only_the_plain_statements(
         "apply_job_audited",
         "delete_audited",
         "recover_stale_audited",
+        "replace_pending_audited",
         "audit_trail",
         "purge_audit",
     }

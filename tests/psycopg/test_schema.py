@@ -176,9 +176,13 @@ def test_schema_has_every_table_index_and_trigger(make_database: Callable[[], st
         "job_finished_minutes",
         "pauses",
         "limits",
+        "idempotency_keys",
     }
     indexes = {name for name, _ in dump["indexes"]}
     assert {
+        "idempotency_keys_key",
+        "idempotency_keys_purged_at_idx",
+        "jobs_tenant_idempotency_key_idx",
         "jobs_claim_idx",
         "jobs_running_kind_idx",
         "jobs_running_worker_idx",

@@ -165,6 +165,7 @@ async def test_apply_on_an_asyncpg_engine_through_run_sync(
             names = sorted(tables)
         assert names == [
             "audit",
+            "idempotency_keys",
             "job_count_deltas",
             "job_counts",
             "job_finished_minutes",

@@ -22,6 +22,10 @@ class AuditAction(enum.StrEnum):
 
     #: A job was created (an idempotency-key hit creates nothing and records nothing).
     ENQUEUED = "job_enqueued"
+    #: An enqueue with ``idempotency_conflict="replace_pending"`` hit the key of a pending
+    #: job, which took the enqueue's payload, due time and priority; the details keep
+    #: what it had before (:func:`replaced_details`).
+    REPLACED = "job_replaced"
     #: A worker recorded the job's success.
     DONE = "job_done"
     #: The job moved to ``dead``: its worker buried it (attempts used up, unknown kind,
@@ -102,6 +106,12 @@ def dlq_details(error: str | None, attempts: int) -> dict[str, Any]:
 def discard_details(state: JobState, payload: JSON) -> dict[str, Any]:
     """Details of a delete: the state the job was in and its payload."""
     return {"from": state.value, "payload": payload}
+
+
+def replaced_details(payload: JSON, priority: int) -> dict[str, Any]:
+    """Details of a replacement by an enqueue (``job_replaced``): the payload and priority
+    the pending job had before (its due time is in the events' order already)."""
+    return {"payload": payload, "priority": priority}
 
 
 def completion_action(state: JobState) -> AuditAction | None:

@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar, cast, overload
 import attrs
 
 from ._bucket import RateLimit
+from ._idempotency import IDEMPOTENCY_CONFLICTS, IDEMPOTENCY_SCOPES
 from ._validation import (
     check_actor,
     check_bool,
@@ -299,6 +300,25 @@ POLICY_FIELDS: tuple[Setting, ...] = (
         FLAG,
         "Hand the processor an autocommit connection (exclusive with `transactional`).",
         kind_env="SKIPLOCK_KIND_AUTOCOMMIT",
+    ),
+    Setting(
+        "idempotency_scope",
+        "global",
+        choice(*IDEMPOTENCY_SCOPES),
+        "Where an enqueued job's idempotency key is unique: `global` (among all jobs) or "
+        "`tenant` (among its tenant's jobs; a job without a tenant is in the global scope). "
+        "The enqueuing engine's value for the kind applies.",
+        kind_env="SKIPLOCK_KIND_IDEMPOTENCY_SCOPE",
+    ),
+    Setting(
+        "idempotency_conflict",
+        "ignore",
+        choice(*IDEMPOTENCY_CONFLICTS),
+        "What an enqueue whose idempotency key exists does: `ignore` returns the existing "
+        "job; `replace_pending` gives a still-pending job the new payload, due time and "
+        "priority (audited as `job_replaced`) and leaves a running or finished one alone. "
+        "The enqueuing engine's value for the kind applies.",
+        kind_env="SKIPLOCK_KIND_IDEMPOTENCY_CONFLICT",
     ),
 )
 

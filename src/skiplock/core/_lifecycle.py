@@ -24,6 +24,7 @@ import attrs
 
 from ._capacity import claim_order, kind_caps, pair_caps
 from ._failure import STALE_MARK, recorded_errors, stale_error, truncate_error
+from ._idempotency import key_scope
 from ._states import transition
 from ._types import (
     AttemptError,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from datetime import datetime
 
+    from ._idempotency import IdempotencyScope
     from ._types import JSON, EnqueueRequest, JobFilter, Lease, Outcome
 
 
@@ -51,12 +53,7 @@ if TYPE_CHECKING:
 def new_job(request: EnqueueRequest, *, job_id: int, payload: JSON, now: datetime) -> Job:
     """The pending row ``request`` creates: due at ``available_at``, else ``now + delay``,
     else now. ``payload`` is what the store keeps of ``request.payload``."""
-    if request.available_at is not None:
-        available_at = request.available_at.astimezone(UTC)
-    elif request.delay is not None:
-        available_at = now + request.delay
-    else:
-        available_at = now
+    available_at = due_at(request, now)
     tc = request.trace_context
     return Job(
         id=job_id,
@@ -72,6 +69,32 @@ def new_job(request: EnqueueRequest, *, job_id: int, payload: JSON, now: datetim
         explicit_max_attempts=request.explicit_max_attempts,
         idempotency_key=request.idempotency_key,
         trace_context=None if tc is None else dict(tc),
+        idempotency_scope=job_key_scope(request),
+    )
+
+
+def job_key_scope(request: EnqueueRequest) -> IdempotencyScope:
+    """The :attr:`Job.idempotency_scope` of the job ``request`` creates: ``tenant`` only
+    for a tenant-scoped key of a job with a tenant (a job without a key has none)."""
+    keyed = request.idempotency_key is not None
+    return "tenant" if keyed and key_scope(request) is not None else "global"
+
+
+def due_at(request: EnqueueRequest, now: datetime) -> datetime:
+    """When the job of ``request`` is due: ``available_at``, else ``now + delay``, else now."""
+    if request.available_at is not None:
+        return request.available_at.astimezone(UTC)
+    if request.delay is not None:
+        return now + request.delay
+    return now
+
+
+def replaced_job(job: Job, request: EnqueueRequest, *, payload: JSON, now: datetime) -> Job:
+    """A pending ``job`` as ``request`` (an enqueue of its key with
+    ``idempotency_conflict="replace_pending"``) leaves it: its payload, due time and
+    priority."""
+    return attrs.evolve(
+        job, payload=payload, available_at=due_at(request, now), priority=request.priority
     )
 
 

@@ -23,6 +23,7 @@ from ._fields import (
     Setting,
     check_fields,
 )
+from ._idempotency import IdempotencyConflict, IdempotencyScope
 from ._retry import RetryPolicy
 from ._validation import optional_duration, optional_rate_limit, to_duration
 
@@ -68,6 +69,10 @@ class KindPolicy:
     # autocommit connection; neither (the default) acquires no connection for the job.
     transactional: bool = POLICY_DEFAULTS["transactional"]
     autocommit: bool = POLICY_DEFAULTS["autocommit"]
+    # Idempotency keys (R16), applied by the enqueuing engine: where a key is unique and
+    # what an enqueue whose key exists does.
+    idempotency_scope: IdempotencyScope = POLICY_DEFAULTS["idempotency_scope"]
+    idempotency_conflict: IdempotencyConflict = POLICY_DEFAULTS["idempotency_conflict"]
 
     #: Seconds a job may run, or None for no timeout (stored as a timedelta).
     timeout = SecondsView[float | None]()
@@ -107,6 +112,8 @@ class PolicyOverrides:
     rate_limit: RateLimit | None = attrs.field(default=None, converter=optional_rate_limit)
     transactional: bool | None = None
     autocommit: bool | None = None
+    idempotency_scope: IdempotencyScope | None = None
+    idempotency_conflict: IdempotencyConflict | None = None
 
     #: Seconds a job may run, or None if not set at this level (stored as a timedelta).
     timeout = SecondsView[float | None]()

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import enum
 import operator
+import typing
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, TypeAlias, overload
+from typing import Any, ClassVar, Literal, TypeAlias, overload
 
 import attrs
 
 #: A JSON value as stored in a job's payload.
 JSON: TypeAlias = Any
+
+#: Where an idempotency key is unique: ``global`` (every job, the default) or ``tenant``
+#: (the jobs of the request's tenant; a job without a tenant is in the global scope).
+IdempotencyScope: TypeAlias = Literal["global", "tenant"]
+#: What an enqueue whose key exists does: ``ignore`` returns the existing job unchanged
+#: (the default); ``replace_pending`` gives a still-pending existing job the request's
+#: payload, due time and priority (a running or finished job is left as it is).
+IdempotencyConflict: TypeAlias = Literal["ignore", "replace_pending"]
+IDEMPOTENCY_SCOPES: tuple[str, ...] = typing.get_args(IdempotencyScope)
+IDEMPOTENCY_CONFLICTS: tuple[str, ...] = typing.get_args(IdempotencyConflict)
 
 
 class JobState(enum.StrEnum):
@@ -109,6 +120,9 @@ class Job:
     #: (a failure of the processor, a timeout, a vanished worker, an undecodable row...).
     #: Kept through replays.
     errors: tuple[AttemptError, ...] = ()
+    #: Where :attr:`idempotency_key` is unique: ``tenant`` (among the jobs of
+    #: :attr:`tenant`) or ``global`` (also for a job without a key or a tenant).
+    idempotency_scope: IdempotencyScope = "global"
 
     @property
     def worker_ids(self) -> tuple[str, ...]:
@@ -189,6 +203,10 @@ class EnqueueRequest:
     #: already did (the engine does, to validate): stores then write this text instead
     #: of encoding again. Derived from ``payload``, so not part of equality.
     payload_json: str | None = attrs.field(default=None, eq=False, repr=False)
+    #: Where ``idempotency_key`` is unique: ``global`` (among all jobs) or ``tenant``.
+    idempotency_scope: IdempotencyScope = "global"
+    #: What an enqueue whose key exists does: ``ignore`` or ``replace_pending``.
+    idempotency_conflict: IdempotencyConflict = "ignore"
 
 
 class EnqueueBatch(Sequence[EnqueueRequest]):
@@ -207,7 +225,9 @@ class EnqueueBatch(Sequence[EnqueueRequest]):
         "available_ats",
         "delays",
         "explicit_max_attempts",
+        "idempotency_conflicts",
         "idempotency_keys",
+        "idempotency_scopes",
         "kinds",
         "max_attempts",
         "payload_jsons",
@@ -229,6 +249,8 @@ class EnqueueBatch(Sequence[EnqueueRequest]):
         self.trace_contexts: list[Mapping[str, str] | None] = []
         self.explicit_max_attempts: list[bool] = []
         self.payload_jsons: list[str | None] = []
+        self.idempotency_scopes: list[IdempotencyScope] = []
+        self.idempotency_conflicts: list[IdempotencyConflict] = []
         self._requests: list[EnqueueRequest] | None = None
 
     @classmethod
@@ -254,6 +276,8 @@ class EnqueueBatch(Sequence[EnqueueRequest]):
         trace_context: Mapping[str, str] | None,
         explicit_max_attempts: bool,
         payload_json: str | None,
+        idempotency_scope: IdempotencyScope = "global",
+        idempotency_conflict: IdempotencyConflict = "ignore",
     ) -> None:
         """Add one job: the fields of :class:`EnqueueRequest`, positionally in its order."""
         self.kinds.append(kind)
@@ -267,6 +291,8 @@ class EnqueueBatch(Sequence[EnqueueRequest]):
         self.trace_contexts.append(trace_context)
         self.explicit_max_attempts.append(explicit_max_attempts)
         self.payload_jsons.append(payload_json)
+        self.idempotency_scopes.append(idempotency_scope)
+        self.idempotency_conflicts.append(idempotency_conflict)
         self._requests = None
 
     @property
@@ -296,6 +322,8 @@ class EnqueueBatch(Sequence[EnqueueRequest]):
                 self.trace_contexts,
                 self.explicit_max_attempts,
                 self.payload_jsons,
+                self.idempotency_scopes,
+                self.idempotency_conflicts,
             )
             requests = self._requests = [
                 EnqueueRequest(*values) for values in zip(*columns, strict=True)
@@ -325,10 +353,18 @@ _request_values = operator.attrgetter(*(a.name for a in attrs.fields(EnqueueRequ
 
 @attrs.frozen
 class EnqueueResult:
-    """Result of one enqueue: the job id, and whether it was created (False: idempotent hit)."""
+    """Result of one enqueue: the job id, and whether it was created (False: idempotent hit).
+
+    On a hit, ``replaced`` says the existing pending job took the request's payload, due
+    time and priority (``idempotency_conflict="replace_pending"``), and ``purged`` that
+    the key belongs to a job retention purged within ``Settings.idempotency_retention``:
+    ``id`` is that job's, which no longer exists.
+    """
 
     id: int
     created: bool
+    replaced: bool = False
+    purged: bool = False
 
 
 # ---- outcomes a worker reports for a claimed job -------------------------------------

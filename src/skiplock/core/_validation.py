@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard
 
 from ._bucket import RateLimit
 from ._errors import UnknownKindError, ValidationError
+from ._idempotency import IDEMPOTENCY_CONFLICTS, IDEMPOTENCY_SCOPES
 
 if TYPE_CHECKING:
     from ._types import EnqueueRequest, Job
@@ -535,6 +536,13 @@ def validate_fields(
         _validate_trace_context(trace_context)
 
 
+def check_idempotency_policy(scope: object, conflict: object) -> None:
+    """Raise ValidationError unless ``scope`` and ``conflict`` are an idempotency key's
+    scope and conflict policy (:mod:`~skiplock.core._idempotency`)."""
+    check_choice("idempotency_scope", scope, choices=IDEMPOTENCY_SCOPES)
+    check_choice("idempotency_conflict", conflict, choices=IDEMPOTENCY_CONFLICTS)
+
+
 def validate_request(
     request: EnqueueRequest,
     *,
@@ -557,6 +565,7 @@ def validate_request(
         request.trace_context,
         known_kinds=known_kinds,
     )
+    check_idempotency_policy(request.idempotency_scope, request.idempotency_conflict)
     if request.payload_json is None:
         encode_payload(request.payload, max_bytes=max_payload_bytes)
     elif len(request.payload_json.encode("utf-8")) > max_payload_bytes:

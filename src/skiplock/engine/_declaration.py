@@ -15,6 +15,10 @@ import attrs
 
 from skiplock.core import PolicyOverrides, RateLimit, ValidationError
 from skiplock.core._fields import POLICY_FIELD_NAMES
+from skiplock.core._idempotency import (  # noqa: TC001 - TaskOptions' hints resolve at run time
+    IdempotencyConflict,
+    IdempotencyScope,
+)
 from skiplock.core._policy import overrides_from
 from skiplock.core._validation import check_kind, check_priority
 
@@ -33,6 +37,8 @@ class TaskOptions(TypedDict, total=False):
     timeout: float | timedelta | None
     transactional: bool | None
     autocommit: bool | None
+    idempotency_scope: IdempotencyScope | None
+    idempotency_conflict: IdempotencyConflict | None
     node_limit: int | None
     cluster_limit: int | None
     rate_limit: RateLimit | tuple[float, int] | None

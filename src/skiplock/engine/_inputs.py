@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import attrs
 
 from skiplock.core import JobState, ValidationError
+from skiplock.core._idempotency import IdempotencyConflict, IdempotencyScope
 from skiplock.core._validation import check_text, shown
 
 if TYPE_CHECKING:
@@ -26,6 +27,8 @@ class Enqueue:
     ``priority`` ``None`` takes the kind's declared default priority (0 if it has none).
     ``max_attempts`` ``None`` leaves it to the policy of the processor that runs the job
     (the enqueuing engine's resolved policy is stored until a worker claims it).
+    ``idempotency_scope`` and ``idempotency_conflict`` ``None`` take the kind's policy
+    (``global`` and ``ignore`` unless configured; docs/tasks.md, "Idempotency keys").
     """
 
     kind: str
@@ -36,6 +39,8 @@ class Enqueue:
     available_at: datetime | None = attrs.field(default=None, kw_only=True)
     delay: timedelta | float | None = attrs.field(default=None, kw_only=True)
     max_attempts: int | None = attrs.field(default=None, kw_only=True)
+    idempotency_scope: IdempotencyScope | None = attrs.field(default=None, kw_only=True)
+    idempotency_conflict: IdempotencyConflict | None = attrs.field(default=None, kw_only=True)
 
 
 class JobOptions(TypedDict, total=False):
@@ -47,6 +52,8 @@ class JobOptions(TypedDict, total=False):
     tenant: str | None
     idempotency_key: str | None
     max_attempts: int | None
+    idempotency_scope: IdempotencyScope | None
+    idempotency_conflict: IdempotencyConflict | None
 
 
 class EnqueueOptions(JobOptions, total=False):

@@ -65,6 +65,7 @@ class Maintenance:
             purged = self._store.purge(
                 older_than=settings.retention,
                 archive=settings.retention_archive,
+                key_window=settings.idempotency_retention,
                 batch_size=PURGE_BATCH,
             )
         if settings.audit_retention is not None and (

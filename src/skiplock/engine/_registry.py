@@ -29,6 +29,8 @@ from ._declaration import TaskDef, declare, type_name
 if TYPE_CHECKING:
     from datetime import timedelta
 
+    from skiplock.core._idempotency import IdempotencyConflict, IdempotencyScope
+
     from ._context import JobContext
     from .settings._settings import Settings
 
@@ -71,6 +73,8 @@ class Processor:
     backoff_cap: ClassVar[timedelta | float | None] = None
     backoff_jitter: ClassVar[float | None] = None
     stale_ttl: ClassVar[timedelta | float | None] = None
+    idempotency_scope: ClassVar[IdempotencyScope | None] = None
+    idempotency_conflict: ClassVar[IdempotencyConflict | None] = None
     priority: ClassVar[int | None] = None
 
     def process(self, payload: Any, ctx: JobContext) -> Any:

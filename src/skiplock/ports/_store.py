@@ -113,9 +113,13 @@ class JobStore(Protocol):
     ) -> list[EnqueueResult]:
         """Create jobs (already validated), all or none; results in request order.
 
-        An idempotency key that exists (also one created concurrently, or earlier in the
-        same batch) creates nothing and returns the existing job's id, ``created=False``.
-        Audit: ``job_enqueued`` per job created. The engine's ``enqueue_many`` passes an
+        An idempotency key that exists in its scope (``request.idempotency_scope``; also
+        one created concurrently, or earlier in the same batch) creates nothing and
+        returns the existing job's id, ``created=False``; with ``replace_pending`` a
+        pending job holding it first takes the request's payload, due time and priority
+        (``replaced=True``). A key that :meth:`purge` remembers returns the purged job's
+        id, ``purged=True``. Audit: ``job_enqueued`` per job created, ``job_replaced``
+        per job replaced. The engine's ``enqueue_many`` passes an
         :class:`~skiplock.core.EnqueueBatch`: a store may write its columns as they are
         (reading its items builds a request per job).
         """
@@ -385,10 +389,23 @@ class JobStore(Protocol):
         """
         ...
 
-    def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
+    def purge(
+        self,
+        *,
+        older_than: timedelta,
+        archive: bool,
+        batch_size: int,
+        key_window: timedelta | None = None,
+    ) -> int:
         """Delete (or archive) succeeded jobs completed more than ``older_than`` ago, in
         batches of ``batch_size``; returns the number of jobs. Audit events stay (their
-        retention is :meth:`purge_audit`'s)."""
+        retention is :meth:`purge_audit`'s).
+
+        With ``key_window`` the purged jobs' idempotency keys are remembered: an enqueue
+        with one creates nothing and returns the purged job's id with ``purged=True``.
+        Keys remembered more than ``key_window`` ago (without it: every one) are
+        forgotten by the same call (a SQL store: up to ``batch_size`` per batch).
+        """
         ...
 
     def purge_audit(self, *, older_than: timedelta, batch_size: int) -> int:

@@ -32,6 +32,7 @@ from skiplock.core import (
     pair_caps,
     undecodable_error,
 )
+from skiplock.core._idempotency import ScopedKey, scoped_key
 from skiplock.core._validation import counter_problem
 
 from ._migrate import Rows, Step
@@ -78,11 +79,12 @@ def _audited(schema: str, name: str, params: Mapping[str, Any], audit: AuditNote
 def enqueue_steps(
     schema: str, requests: Sequence[EnqueueRequest], audit: AuditNote | None = None
 ) -> Generator[Step, Rows, list[EnqueueResult]]:
-    """Insert the jobs in one statement; keys that exist resolve to the existing job.
+    """Insert the jobs in one statement; keys that exist in their scope resolve to the
+    existing job (or to a purged job whose key retention remembers).
 
-    Duplicates within the batch insert once (core rule). A conflicting key is looked up
-    in a second statement, whose fresh snapshot sees a job a concurrent transaction
-    committed while the insert waited for it. Run in a transaction when
+    Duplicates within the batch insert once (core rule). Conflicting keys with
+    ``replace_pending`` replace their pending jobs in a second statement; the others are
+    looked up in another (:func:`_held_keys`). Run in a transaction when
     :func:`enqueue_needs_transaction` says so. With ``audit`` each job created is
     audited by the statement that inserts it.
     """
@@ -108,6 +110,8 @@ def enqueue_steps(
     todo = [i for i, f in enumerate(first) if f == i]
     ids: dict[int, int] = {}
     created: set[int] = set()
+    replaced: set[int] = set()
+    purged: set[int] = set()
     for _ in range(_ENQUEUE_ROUNDS):
         todo_batch = EnqueueBatch.of([requests[i] for i in todo])
         rows = yield _audited(schema, "enqueue", enqueue_params(todo_batch), audit)
@@ -121,24 +125,64 @@ def enqueue_steps(
             else:
                 ids[index] = int(row["id"])
                 created.add(index)
-        if not conflicts:
-            todo = []
-            break
-        keys = [requests[i].idempotency_key for i in conflicts]
-        rows = yield Step(neutral_query("ids_by_idempotency_key", schema), {"keys": keys})
-        found = {r["idempotency_key"]: int(r["id"]) for r in rows}
+        replacing = [i for i in conflicts if requests[i].idempotency_conflict == "replace_pending"]
+        if replacing:
+            replace = EnqueueBatch.of([requests[i] for i in replacing])
+            rows = yield _audited(schema, "replace_pending", enqueue_params(replace), audit)
+            if audit is not None:
+                audit.collect(rows)
+            for row in rows:
+                index = replacing[int(row["ord"]) - 1]
+                ids[index] = int(row["id"])
+                replaced.add(index)
+            conflicts = [i for i in conflicts if i not in replaced]
         todo = []
-        for index in conflicts:
-            key = requests[index].idempotency_key
-            if key in found:
-                ids[index] = found[key]
-            else:  # deleted between the insert and the lookup: insert it again
-                todo.append(index)
+        if conflicts:
+            todo = yield from _held_keys(schema, requests, conflicts, ids, purged)
         if not todo:
             break
     if todo:
         raise StoreError("enqueue: idempotency keys kept conflicting with vanishing jobs")
-    return [EnqueueResult(id=ids[first[i]], created=i in created) for i in range(len(requests))]
+    return [
+        EnqueueResult(
+            id=ids[first[i]],
+            created=i in created,
+            replaced=i in replaced,
+            purged=first[i] in purged,
+        )
+        for i in range(len(requests))
+    ]
+
+
+def _held_keys(
+    schema: str,
+    requests: Sequence[EnqueueRequest],
+    conflicts: list[int],
+    ids: dict[int, int],
+    purged: set[int],
+) -> Generator[Step, Rows, list[int]]:
+    """Resolve the requests at ``conflicts`` (their key exists) to the job holding the
+    key, or the purged job whose key retention remembers; returns those whose job
+    vanished meanwhile (to insert again). A fresh statement: its snapshot sees a job a
+    concurrent transaction committed while the insert waited for it."""
+    keys = sorted({k for i in conflicts if (k := requests[i].idempotency_key) is not None})
+    rows = yield Step(neutral_query("ids_by_idempotency_key", schema), {"keys": keys})
+    # A live job wins over a remembered key (a key is remembered only once its job is gone).
+    found: dict[ScopedKey, tuple[int, bool]] = {}
+    for row in sorted(rows, key=lambda r: not r["purged"]):
+        scoped = (row["idempotency_key"], row["idempotency_scope"])
+        found[scoped] = (int(row["id"]), bool(row["purged"]))
+    vanished: list[int] = []
+    for index in conflicts:
+        scoped_request = scoped_key(requests[index])
+        hit = None if scoped_request is None else found.get(scoped_request)
+        if hit is None:  # deleted between the insert and the lookup: insert it again
+            vanished.append(index)
+            continue
+        ids[index] = hit[0]
+        if hit[1]:
+            purged.add(index)
+    return vanished
 
 
 def cluster_lock_key(schema: str, kind: str) -> int:
@@ -280,9 +324,18 @@ def recover_steps(
 
 
 def purge_batch_steps(
-    schema: str, *, older_than: timedelta, archive: bool, batch_size: int
+    schema: str,
+    *,
+    older_than: timedelta,
+    archive: bool,
+    batch_size: int,
+    key_window: timedelta | None = None,
 ) -> Generator[Step, Rows, int | None]:
-    """One retention batch; None when another node holds the lock. Run in a transaction."""
+    """One retention batch; None when another node holds the lock. Run in a transaction.
+
+    With ``key_window`` the purged jobs' idempotency keys are remembered; up to
+    ``batch_size`` keys remembered longer than it ago (without: any) are forgotten.
+    """
     rows = yield Step(
         neutral_query("try_lock", schema), {"key": maintenance_lock_key(schema, "purge")}
     )
@@ -290,7 +343,17 @@ def purge_batch_steps(
         return None
     rows = yield Step(
         neutral_query("purge", schema),
-        {"older_than_us": duration_us(older_than), "archive": archive, "batch_size": batch_size},
+        {
+            "older_than_us": duration_us(older_than),
+            "archive": archive,
+            "batch_size": batch_size,
+            "remember_keys": key_window is not None,
+        },
+    )
+    window = None if key_window is None else duration_us(key_window)
+    yield Step(
+        neutral_query("forget_idempotency_keys", schema),
+        {"window_us": window, "batch_size": batch_size},
     )
     return int(rows[0]["purged"])
 

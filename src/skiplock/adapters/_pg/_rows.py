@@ -51,6 +51,7 @@ from skiplock.core import (
     transition,
 )
 from skiplock.core._controls import Controls, Limit, Pause
+from skiplock.core._idempotency import scope_of
 from skiplock.core._lifecycle import outcome_terms
 from skiplock.core._validation import MAX_DELAY, shown
 
@@ -169,6 +170,9 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
         None if trace is None else _decoded(job_id, "trace_context", _trace_context, trace)
     )
     state = _decoded(job_id, "status", JobState, row["status"])
+    # A tenant-scoped key has its own column (migration 0015); a job has one key or none.
+    key = row["idempotency_key"]
+    tenant_key = row.get("tenant_idempotency_key")
     result_text = row.get("result")
     result = None if result_text is None else _decoded(job_id, "result", _json, result_text)
     errors_text = row.get("errors")
@@ -189,7 +193,8 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
             claimed_by=row["claimed_by"],
             completed_at=_utc_or_none(row["completed_at"]),
             last_error=row["last_error"],
-            idempotency_key=row["idempotency_key"],
+            idempotency_key=key if tenant_key is None else tenant_key,
+            idempotency_scope="global" if tenant_key is None else "tenant",
             trace_context=trace_context,
             claims=int(row["claims"]),
             explicit_max_attempts=bool(row["explicit_max_attempts"]),
@@ -321,7 +326,7 @@ def enqueue_params(batch: EnqueueBatch) -> dict[str, str]:
     else:
         ats = delays = nones  # type: ignore[assignment]
     traces = nones if batch.trace_contexts.count(None) == n else _trace_texts(batch.trace_contexts)
-    rows = zip(
+    columns = [
         batch.kinds,
         batch.tenants,
         _payload_texts(batch),
@@ -332,9 +337,18 @@ def enqueue_params(batch: EnqueueBatch) -> dict[str, str]:
         batch.explicit_max_attempts,
         batch.idempotency_keys,
         traces,
-        strict=True,
-    )
+    ]
+    if batch.keyed:  # the keys' scopes (none without keys: the bulk rows stay as short)
+        columns.append(key_scopes(batch))
+    rows = zip(*columns, strict=True)
     return {"batch": json.dumps(list(rows), separators=(",", ":"))}
+
+
+def key_scopes(batch: EnqueueBatch) -> list[str | None]:
+    """The scope of each job's key as the ``idempotency_scope`` column holds it (NULL for
+    a job without a key)."""
+    columns = zip(batch.idempotency_keys, batch.tenants, batch.idempotency_scopes, strict=True)
+    return [None if k is None else scope_of(t, s) for k, t, s in columns]
 
 
 _MICROSECOND = timedelta(microseconds=1)

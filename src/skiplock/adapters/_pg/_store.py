@@ -884,7 +884,14 @@ class PgJobStore(Generic[C, TX]):
             rows = self._execute(conn, "try_maintenance", maintenance_params(name, every))
         return bool(rows)
 
-    def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
+    def purge(
+        self,
+        *,
+        older_than: timedelta,
+        archive: bool,
+        batch_size: int,
+        key_window: timedelta | None = None,
+    ) -> int:
         """Delete (or archive) old succeeded jobs in batches of ``batch_size``, one
         transaction each; returns the number of jobs, 0 if another node is purging right
         now."""
@@ -892,7 +899,11 @@ class PgJobStore(Generic[C, TX]):
         schema = self._schema
         return self._purge_batches(
             lambda: purge_batch_steps(
-                schema, older_than=older_than, archive=archive, batch_size=batch_size
+                schema,
+                older_than=older_than,
+                archive=archive,
+                batch_size=batch_size,
+                key_window=key_window,
             ),
             batch_size,
         )

@@ -894,7 +894,14 @@ class AsyncPgJobStore(Generic[C, TX]):
             rows = await self._execute(conn, "try_maintenance", maintenance_params(name, every))
         return bool(rows)
 
-    async def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
+    async def purge(
+        self,
+        *,
+        older_than: timedelta,
+        archive: bool,
+        batch_size: int,
+        key_window: timedelta | None = None,
+    ) -> int:
         """Delete (or archive) old succeeded jobs in batches of ``batch_size``, one
         transaction each; returns the number of jobs, 0 if another node is purging right
         now."""
@@ -902,7 +909,11 @@ class AsyncPgJobStore(Generic[C, TX]):
         schema = self._schema
         return await self._purge_batches(
             lambda: purge_batch_steps(
-                schema, older_than=older_than, archive=archive, batch_size=batch_size
+                schema,
+                older_than=older_than,
+                archive=archive,
+                batch_size=batch_size,
+                key_window=key_window,
             ),
             batch_size,
         )

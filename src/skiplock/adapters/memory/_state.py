@@ -63,7 +63,9 @@ from skiplock.core import (
     result_json,
     sources,
 )
+from skiplock.core._audit import replaced_details
 from skiplock.core._controls import Controls, Limit, Pause, control_event
+from skiplock.core._idempotency import ScopedKey, job_scoped_key, scoped_key
 from skiplock.core._lifecycle import (
     after_claim,
     after_operator,
@@ -76,6 +78,7 @@ from skiplock.core._lifecycle import (
     matches,
     new_job,
     purgeable,
+    replaced_job,
     select_claim,
 )
 from skiplock.core._lifecycle import next_due as lifecycle_next_due
@@ -101,7 +104,7 @@ class _Savepoint:
 
     seen: dict[int, Job | None]
     writes: dict[int, Job | None]
-    keys: dict[str, int]
+    keys: dict[ScopedKey, int]
     fenced: set[int]
     audit: list[AuditEvent]
 
@@ -133,8 +136,8 @@ class InMemoryTransaction:
         self._seen: dict[int, Job | None] = {}
         # job id -> the row as this transaction left it (None: deleted)
         self._writes: dict[int, Job | None] = {}
-        # idempotency key -> id of the job this transaction created with it
-        self._keys: dict[str, int] = {}
+        # idempotency key (with its scope) -> id of the job this transaction created with it
+        self._keys: dict[ScopedKey, int] = {}
         # ids whose write was fenced by a lease
         self._fenced: set[int] = set()
         # audit events written in this transaction (J10)
@@ -169,7 +172,7 @@ class _Scope:
             if written is not None:
                 yield written
 
-    def key_owner(self, key: str) -> int | None:
+    def key_owner(self, key: ScopedKey) -> int | None:
         if self.tx is not None and key in self.tx._keys:
             job_id = self.tx._keys[key]
             if self.tx._writes.get(job_id) is not None:
@@ -186,8 +189,9 @@ class _Scope:
         tx = self.tx
         if job.id not in tx._seen:
             tx._seen[job.id] = self.state._jobs.get(job.id)
-            if tx._seen[job.id] is None and job.idempotency_key is not None:
-                tx._keys[job.idempotency_key] = job.id
+            key = job_scoped_key(job)
+            if tx._seen[job.id] is None and key is not None:
+                tx._keys[key] = job.id
         tx._writes[job.id] = job
         if fenced:
             tx._fenced.add(job.id)
@@ -277,7 +281,10 @@ class MemoryState:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._lock = threading.Lock()
         self._jobs: dict[int, Job] = {}
-        self._keys: dict[str, int] = {}
+        self._keys: dict[ScopedKey, int] = {}
+        # keys of jobs retention purged -> (the job's id, when it was purged): remembered
+        # for Settings.idempotency_retention (the ``idempotency_keys`` table)
+        self._remembered: dict[ScopedKey, tuple[int, datetime]] = {}
         self._by_state: dict[JobState, set[int]] = {s: set() for s in JobState}
         self._workers: dict[str, _WorkerRow] = {}
         # maintenance task name -> when it last ran (store clock)
@@ -316,8 +323,9 @@ class MemoryState:
             self._by_state[old.state].discard(job.id)
         self._jobs[job.id] = job
         self._by_state[job.state].add(job.id)
-        if job.idempotency_key is not None:
-            self._keys[job.idempotency_key] = job.id
+        key = job_scoped_key(job)
+        if key is not None:
+            self._keys[key] = job.id
         # Also for a job due later: a listening worker arms its next-due timer for it.
         if job.state is JobState.PENDING and (
             old is None or old.state is not JobState.PENDING or old.available_at != job.available_at
@@ -328,8 +336,9 @@ class MemoryState:
         job = self._jobs.pop(job_id, None)
         if job is not None:
             self._by_state[job.state].discard(job_id)
-            if job.idempotency_key is not None and self._keys.get(job.idempotency_key) == job_id:
-                del self._keys[job.idempotency_key]
+            key = job_scoped_key(job)
+            if key is not None and self._keys.get(key) == job_id:
+                del self._keys[key]
         return job
 
     def _scope(self, connection: object) -> _Scope:
@@ -451,7 +460,7 @@ class MemoryState:
         # After the removals, so a key freed by this transaction may be reused by it.
         dropped: set[int] = set()
         for job in created:
-            key = job.idempotency_key
+            key = job_scoped_key(job)
             if key is not None and key in self._keys:
                 dropped.add(job.id)  # committed first by someone else: the key keeps that job
                 continue
@@ -466,8 +475,10 @@ class MemoryState:
         connection: object = None,
         audit: AuditNote | None = None,
     ) -> list[EnqueueResult]:
-        """Create jobs, all or none; idempotency keys dedupe (also within the batch).
-        With ``audit`` each job created is audited (J10)."""
+        """Create jobs, all or none; idempotency keys dedupe in their scope (also within
+        the batch). A hit with ``replace_pending`` on a pending job replaces its payload,
+        due time and priority; a key retention purged and remembered returns the purged
+        job's id. With ``audit`` each job created or replaced is audited (J10)."""
         # Encode everything first: a bad payload raises before anything is written.
         payloads = [encode_payload(r.payload, max_bytes=JSONB_MAX_BYTES) for r in requests]
         firsts = first_occurrences(requests)
@@ -479,10 +490,14 @@ class MemoryState:
                 if firsts[i] != i:
                     results.append(EnqueueResult(id=results[firsts[i]].id, created=False))
                     continue
-                key = request.idempotency_key
+                key = scoped_key(request)
                 owner = None if key is None else scope.key_owner(key)
                 if owner is not None:
-                    results.append(EnqueueResult(id=owner, created=False))
+                    results.append(self._hit(scope, owner, request, payload, audit))
+                    continue
+                remembered = None if key is None else self._remembered.get(key)
+                if remembered is not None:
+                    results.append(EnqueueResult(id=remembered[0], created=False, purged=True))
                     continue
                 job_id = self._next_id
                 self._next_id += 1
@@ -491,6 +506,28 @@ class MemoryState:
                 scope.audit(audit, AuditAction.ENQUEUED, job)
                 results.append(EnqueueResult(id=job_id, created=True))
         return results
+
+    def _hit(
+        self,
+        scope: _Scope,
+        owner: int,
+        request: EnqueueRequest,
+        payload: str,
+        audit: AuditNote | None,
+    ) -> EnqueueResult:
+        """The result of an enqueue whose key ``owner``'s job holds; with
+        ``replace_pending`` a pending job takes the request's values first."""
+        job = scope.get(owner)
+        if (
+            request.idempotency_conflict != "replace_pending"
+            or job is None
+            or job.state is not JobState.PENDING
+        ):
+            return EnqueueResult(id=owner, created=False)
+        scope.put(replaced_job(job, request, payload=payload, now=scope.now))
+        details = replaced_details(json.loads(job.payload), job.priority)
+        scope.audit(audit, AuditAction.REPLACED, job, details)
+        return EnqueueResult(id=owner, created=False, replaced=True)
 
     def claim(self, request: ClaimRequest) -> list[Job]:
         """Move due pending jobs to running, in claim order, within every limit.
@@ -896,14 +933,23 @@ class MemoryState:
             self._maintenance[name] = now
             return True
 
-    def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
+    def purge(
+        self,
+        *,
+        older_than: timedelta,
+        archive: bool,
+        batch_size: int,
+        key_window: timedelta | None = None,
+    ) -> int:
         """Delete (or archive) succeeded jobs completed before ``now - older_than``, in
         batches of ``batch_size`` (the lock is released between batches); returns the
-        number of jobs."""
+        number of jobs. With ``key_window`` their idempotency keys are remembered, and
+        keys remembered longer than it ago are forgotten (without: every one is)."""
 
         def batch() -> int:
             with self._lock:
-                cutoff = self.now() - older_than
+                now = self.now()
+                cutoff = now - older_than
                 doomed = sorted(
                     job_id
                     for job_id in self._by_state[JobState.SUCCEEDED]
@@ -911,11 +957,24 @@ class MemoryState:
                 )[:batch_size]
                 for job_id in doomed:
                     job = self._commit_remove(job_id)
-                    if archive and job is not None:
+                    if job is None:
+                        continue
+                    if archive:
                         self._archived[job_id] = job
+                    key = job_scoped_key(job)
+                    if key is not None and key_window is not None:
+                        self._remembered[key] = (job_id, now)
             return len(doomed)
 
-        return _in_batches(batch, batch_size)
+        purged = _in_batches(batch, batch_size)
+        with self._lock:
+            forget = None if key_window is None else self.now() - key_window
+            self._remembered = {
+                key: (job_id, at)
+                for key, (job_id, at) in self._remembered.items()
+                if forget is not None and at >= forget
+            }
+        return purged
 
     def purge_audit(self, *, older_than: timedelta, batch_size: int) -> int:
         """Delete the audit events recorded before ``now - older_than`` (J10), oldest

@@ -402,9 +402,18 @@ class InMemoryJobStore:
         """Take the right to run maintenance task ``name`` now, once per ``every``."""
         return self._state.try_maintenance(name, every)
 
-    def purge(self, *, older_than: timedelta, archive: bool, batch_size: int) -> int:
+    def purge(
+        self,
+        *,
+        older_than: timedelta,
+        archive: bool,
+        batch_size: int,
+        key_window: timedelta | None = None,
+    ) -> int:
         """Delete (or archive, see :meth:`archived`) old succeeded jobs; returns how many."""
-        return self._state.purge(older_than=older_than, archive=archive, batch_size=batch_size)
+        return self._state.purge(
+            older_than=older_than, archive=archive, batch_size=batch_size, key_window=key_window
+        )
 
     def purge_audit(self, *, older_than: timedelta, batch_size: int) -> int:
         """Delete the audit events older than ``older_than``; returns how many."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from skiplock.core import EnqueueBatch, EnqueueRequest, ValidationError, encode_payload
 from skiplock.core._validation import (
     check_available_at,
+    check_idempotency_policy,
     check_max_attempts,
     check_priority,
     unknown_kind_message,
@@ -26,15 +27,18 @@ if TYPE_CHECKING:
     from datetime import datetime, timedelta
 
     from skiplock.core import KindPolicy
+    from skiplock.core._idempotency import IdempotencyConflict, IdempotencyScope
 
     from .._registry import Registry
     from ..settings._settings import Settings
 
     #: One enqueue's arguments: kind, payload, priority, tenant, idempotency_key,
-    #: available_at, delay, max_attempts (as given: each may be anything).
-    EnqueueArgs: TypeAlias = tuple[Any, Any, Any, Any, Any, Any, Any, Any]
-    #: A kind's enqueue defaults: ``(priority, max_attempts)``.
-    Defaults: TypeAlias = tuple[int, int]
+    #: available_at, delay, max_attempts, idempotency_scope, idempotency_conflict (as
+    #: given: each may be anything).
+    EnqueueArgs: TypeAlias = tuple[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any]
+    #: A kind's enqueue defaults: ``(priority, max_attempts, idempotency_scope,
+    #: idempotency_conflict)``.
+    Defaults: TypeAlias = tuple[int, int, IdempotencyScope, IdempotencyConflict]
     #: The fields of an :class:`EnqueueRequest`, positionally in its order (what
     #: :meth:`EnqueueBatch.append` takes).
     RequestValues: TypeAlias = tuple[
@@ -49,6 +53,8 @@ if TYPE_CHECKING:
         Mapping[str, str] | None,
         bool,
         str,
+        IdempotencyScope,
+        IdempotencyConflict,
     ]
 
 logger = logging.getLogger("skiplock.engine")
@@ -67,6 +73,8 @@ enqueue_args: Callable[[Enqueue], EnqueueArgs] = operator.attrgetter(
     "available_at",
     "delay",
     "max_attempts",
+    "idempotency_scope",
+    "idempotency_conflict",
 )
 
 
@@ -150,13 +158,21 @@ class Intake:
         )
 
     def defaults(self, kind: object) -> Defaults:
-        """``(priority, max_attempts)`` for a job of ``kind`` whose enqueue sets neither:
-        the declared priority (else 0) and the kind's resolved ``max_attempts``."""
-        if not isinstance(kind, str):
-            return 0, self._settings.max_attempts  # refused by validation next
+        """:data:`Defaults` for a job of ``kind`` whose enqueue sets none of them: the
+        declared priority (else 0) and the kind's resolved ``max_attempts``,
+        ``idempotency_scope`` and ``idempotency_conflict``."""
+        settings = self._settings
+        if not isinstance(kind, str):  # refused by validation next
+            return 0, settings.max_attempts, "global", "ignore"
         declaration = self._registry.declaration(kind)
         priority = declaration.priority if declaration is not None else None
-        return (0 if priority is None else priority), self.policy(kind).retry.max_attempts
+        policy = self.policy(kind)
+        return (
+            0 if priority is None else priority,
+            policy.retry.max_attempts,
+            policy.idempotency_scope,
+            policy.idempotency_conflict,
+        )
 
     def warn_unknown(self, kind: str, known: frozenset[str]) -> None:
         """Log once per kind that ``kind`` is not known (``Settings.unknown_kinds='warn'``)."""
@@ -217,9 +233,22 @@ class RequestBuilder:
         available_at: Any,
         delay: Any,
         max_attempts: Any,
+        idempotency_scope: Any = None,
+        idempotency_conflict: Any = None,
     ) -> EnqueueRequest:
         """The request for one enqueue (its errors name no item)."""
-        args = (kind, payload, priority, tenant, idempotency_key, available_at, delay, max_attempts)
+        args = (
+            kind,
+            payload,
+            priority,
+            tenant,
+            idempotency_key,
+            available_at,
+            delay,
+            max_attempts,
+            idempotency_scope,
+            idempotency_conflict,
+        )
         return EnqueueRequest(*self.values(*self._lookup(kind), args))
 
     def requests(self, items: Sequence[Enqueue]) -> EnqueueBatch:
@@ -266,7 +295,8 @@ class RequestBuilder:
         every check runs, in the order they always had: the payload (converted, encoded,
         its size), ``available_at``, ``delay``'s type, then :func:`validate_fields`.
         """
-        kind, payload, priority, tenant, idempotency_key, available_at, delay, max_attempts = args
+        *fields, scope, conflict = args
+        kind, payload, priority, tenant, idempotency_key, available_at, delay, max_attempts = fields
         try:
             value = encode(payload)
         except ValidationError:
@@ -307,6 +337,12 @@ class RequestBuilder:
             trace_checked=self._trace_checked,
         )
         self._trace_checked = True  # one trace context for the whole call
+        if scope is None and conflict is None:
+            scope, conflict = defaults[2], defaults[3]  # the kind's policy: valid
+        else:
+            scope = defaults[2] if scope is None else scope
+            conflict = defaults[3] if conflict is None else conflict
+            check_idempotency_policy(scope, conflict)
         if not known:
             self._learn(kind, defaults)
         return (
@@ -321,6 +357,8 @@ class RequestBuilder:
             trace,
             explicit,
             text,
+            scope,
+            conflict,
         )
 
     def _learn(self, kind: str, defaults: Defaults) -> None:
@@ -366,5 +404,6 @@ def build_request(
         warn_unless=None,
         max_payload_bytes=max_payload_bytes,
     )
-    values = builder.values((default_priority, default_max_attempts), False, enqueue_args(item))
+    defaults: Defaults = (default_priority, default_max_attempts, "global", "ignore")
+    values = builder.values(defaults, False, enqueue_args(item))
     return EnqueueRequest(*values)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from datetime import datetime, timedelta, tzinfo
 
     from skiplock.core import EnqueueRequest, EnqueueResult
+    from skiplock.core._idempotency import IdempotencyConflict, IdempotencyScope
     from skiplock.ports import AsyncAudit, AsyncJobStore, Clock, Tracer
 
     from .._inputs import EnqueueOptions
@@ -52,6 +53,8 @@ class AsyncEnqueueOps:
         max_attempts: int | None = None,
         available_at: datetime | None = None,
         delay: timedelta | float | None = None,
+        idempotency_scope: IdempotencyScope | None = None,
+        idempotency_conflict: IdempotencyConflict | None = None,
         connection: Any = None,
     ) -> EnqueueResult:
         """Create one job; joins ``connection``'s transaction when given (R0).
@@ -61,7 +64,12 @@ class AsyncEnqueueOps:
         (a timedelta or seconds) after the store's now; the two are mutually exclusive
         (R18). Raises :class:`~skiplock.ValidationError` (or ``UnknownKindError``) before
         anything is written (X2). An existing ``idempotency_key`` returns the existing
-        job's id with ``created=False``.
+        job's id with ``created=False``: unique among all jobs or, with
+        ``idempotency_scope="tenant"``, among the tenant's; with
+        ``idempotency_conflict="replace_pending"`` a still-pending existing job takes this
+        payload, due time and priority (``replaced=True``). ``None`` takes the kind's
+        policy. A key whose job retention purged within ``Settings.idempotency_retention``
+        returns that job's id with ``purged=True`` (docs/tasks.md, "Idempotency keys").
         """
 
         def build(builder: RequestBuilder) -> list[EnqueueRequest]:
@@ -76,6 +84,8 @@ class AsyncEnqueueOps:
                     available_at=available_at,
                     delay=delay,
                     max_attempts=max_attempts,
+                    idempotency_scope=idempotency_scope,
+                    idempotency_conflict=idempotency_conflict,
                 )
             ]
 

@@ -141,8 +141,15 @@ class Schedule:
     catch_up: CatchUp
 
     def tick_item(self, tick: datetime) -> Enqueue:
-        """The enqueue of ``tick``'s job: keyed by the tick, due at it."""
-        return attrs.evolve(self.item, idempotency_key=tick_key(self.name, tick), available_at=tick)
+        """The enqueue of ``tick``'s job: keyed by the tick, due at it. A tick's job is
+        never replaced: every scheduler pass enqueues it again, and ``ignore`` keeps that
+        a no-op whatever the kind's ``idempotency_conflict``."""
+        return attrs.evolve(
+            self.item,
+            idempotency_key=tick_key(self.name, tick),
+            available_at=tick,
+            idempotency_conflict="ignore",
+        )
 
     def first_after(self, now: datetime) -> datetime | None:
         """``after`` for the first pass at ``now`` (see :meth:`due`): None, every tick up to

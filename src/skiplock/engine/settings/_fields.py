@@ -170,6 +170,16 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         "stale-claim recovery (none: no one); workers name themselves by their id.",
         nullable=True,
     ),
+    Setting(
+        "idempotency_retention",
+        None,
+        POSITIVE_DURATION,
+        "How long the idempotency key of a job that retention purged is remembered: an "
+        "enqueue with it within this time creates nothing and returns the purged job's id "
+        "(`purged=True`); remembered keys are purged after it (none: a key goes with its "
+        "job).",
+        nullable=True,
+    ),
 )
 
 #: Every scalar field of :class:`Settings`, each read from ``SKIPLOCK_<NAME>``.

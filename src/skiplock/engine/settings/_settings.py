@@ -20,6 +20,7 @@ import attrs
 
 from skiplock.core import KindPolicy, PolicyOverrides, RateLimit, RetryPolicy, ValidationError
 from skiplock.core._fields import POLICY_FIELDS, SecondsView, field_defaults
+from skiplock.core._idempotency import IdempotencyConflict, IdempotencyScope
 from skiplock.core._policy import check_connection_mode, overrides_from, policy_from, resolve_policy
 from skiplock.core._validation import (
     check_kind,
@@ -183,6 +184,9 @@ class Settings:
     unknown_kinds: UnknownKinds = _DEFAULT["unknown_kinds"]
     audit: bool = _DEFAULT["audit"]
     audit_actor: str | None = _DEFAULT["audit_actor"]
+    idempotency_retention: timedelta | None = attrs.field(
+        default=_DEFAULT["idempotency_retention"], converter=optional_duration
+    )
     # ---- global policy values (POLICY_FIELDS) -----------------------------------------
     max_attempts: int = _DEFAULT["max_attempts"]
     backoff_base: timedelta = attrs.field(default=_DEFAULT["backoff_base"], converter=to_duration)
@@ -200,6 +204,8 @@ class Settings:
     )
     transactional: bool = _DEFAULT["transactional"]
     autocommit: bool = _DEFAULT["autocommit"]
+    idempotency_scope: IdempotencyScope = _DEFAULT["idempotency_scope"]
+    idempotency_conflict: IdempotencyConflict = _DEFAULT["idempotency_conflict"]
     # ---- per kind and per provider ------------------------------------------------------
     kinds: Mapping[str, PolicyOverrides] = attrs.field(
         factory=lambda: MappingProxyType({}), converter=_kinds

@@ -1,10 +1,11 @@
 """A Hypothesis state machine that checks a store against the core's model.
 
 :func:`check_store_against_model` drives a (sync) store with random sequences of port
-calls — enqueue (priorities, tenants, idempotency keys, delays), claim (limits, start
-now or hold, policies), start, complete with every outcome, fail (the core's failure
-decision), register/heartbeat/unregister workers, recover stale claims, cancel, mark
-failed, replay, delete, purge, and moving a controllable clock — and after every step
+calls — enqueue (priorities, tenants, idempotency keys in both scopes and with both
+conflict policies, delays), claim (limits, start now or hold, policies), start, complete
+with every outcome, fail (the core's failure decision), register/heartbeat/unregister
+workers, recover stale claims, cancel, mark failed, replay, delete, purge, and moving a
+controllable clock — and after every step
 compares what the store answered and holds (``get``, ``list_jobs``, ``counts``) with
 :class:`~._model.StoreModel`, which applies the core's rules only.
 
@@ -110,6 +111,8 @@ _request_specs = st.fixed_dictionaries(
         "max_attempts": st.integers(1, 3),
         "explicit": st.booleans(),
         "key": st.one_of(st.none(), st.integers(0, 2)),
+        "scope": st.sampled_from(["global", "global", "tenant"]),
+        "conflict": st.sampled_from(["ignore", "ignore", "replace_pending"]),
         "payload": _payloads,
     }
 )
@@ -253,6 +256,8 @@ class StoreMachine(RuleBasedStateMachine):
                 max_attempts=spec["max_attempts"],
                 explicit_max_attempts=spec["explicit"],
                 idempotency_key=None if spec["key"] is None else self.keys[spec["key"]],
+                idempotency_scope=spec["scope"],
+                idempotency_conflict=spec["conflict"],
             )
             for spec in specs
         ]

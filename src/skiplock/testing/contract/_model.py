@@ -35,6 +35,7 @@ from skiplock.core import (
     first_occurrences,
     sources,
 )
+from skiplock.core._idempotency import ScopedKey, job_scoped_key, scoped_key
 from skiplock.core._lifecycle import (
     after_claim,
     after_operator,
@@ -48,6 +49,7 @@ from skiplock.core._lifecycle import (
     new_job,
     purgeable,
     read_view,
+    replaced_job,
     select_claim,
 )
 
@@ -66,7 +68,7 @@ class StoreModel:
     should hold."""
 
     rows: dict[int, Job] = attrs.Factory(dict)
-    keys: dict[str, int] = attrs.Factory(dict)
+    keys: dict[ScopedKey, int] = attrs.Factory(dict)
     heartbeats: dict[str, datetime] = attrs.Factory(dict)
     #: Every id a created job got: a store never gives one twice.
     ids: set[int] = attrs.Factory(set)
@@ -108,18 +110,29 @@ class StoreModel:
         self, requests: Sequence[EnqueueRequest], results: Sequence[EnqueueResult], now: datetime
     ) -> None:
         """Check ``results`` (the store's answer: its ids are its own) and record the jobs
-        created. An idempotency key that exists, or repeats in the batch, creates none."""
+        created. An idempotency key that exists in its scope, or repeats in the batch,
+        creates none; with ``replace_pending`` a pending job holding it takes the
+        request's payload, due time and priority."""
         _expect(len(results) == len(requests), f"{len(requests)} requests, results {results}")
         firsts = first_occurrences(requests)
         for i, (request, result) in enumerate(zip(requests, results, strict=True)):
-            key = request.idempotency_key
+            key = scoped_key(request)
             if firsts[i] != i:
                 expected = EnqueueResult(id=results[firsts[i]].id, created=False)
                 _expect(result == expected, f"request {i} repeats a key: {result} != {expected}")
                 continue
             if key is not None and key in self.keys:
-                expected = EnqueueResult(id=self.keys[key], created=False)
+                held = self.rows[self.keys[key]]
+                replace = (
+                    request.idempotency_conflict == "replace_pending"
+                    and held.state is JobState.PENDING
+                )
+                expected = EnqueueResult(id=held.id, created=False, replaced=replace)
                 _expect(result == expected, f"request {i}'s key exists: {result} != {expected}")
+                if replace:
+                    self.rows[held.id] = replaced_job(
+                        held, request, payload=request.payload, now=now
+                    )
                 continue
             _expect(result.created, f"request {i} should create a job: {result}")
             _expect(result.id not in self.ids, f"id {result.id} was given before")
@@ -247,8 +260,9 @@ class StoreModel:
     def _remove(self, ids: Iterable[int]) -> None:
         for job_id in list(ids):
             row = self.rows.pop(job_id)
-            if row.idempotency_key is not None:
-                self.keys.pop(row.idempotency_key, None)
+            key = job_scoped_key(row)
+            if key is not None:
+                self.keys.pop(key, None)
 
 
 # ---- comparing ---------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from ._completion import CompletionContract
 from ._controls import ControlsContract
 from ._enqueue import EnqueueContract
 from ._health import HealthContract
+from ._idempotency import IdempotencyContract
 from ._lifecycle import LifecycleContract
 from ._model_check import ModelCheckContract
 from ._notifier import NotifierContract
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
 
 class JobStoreContract(
     EnqueueContract,
+    IdempotencyContract,
     ClaimContract,
     TransactionContract,
     AtomicityContract,

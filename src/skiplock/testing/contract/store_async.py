@@ -39,6 +39,7 @@ from ._completion_async import AsyncCompletionContract
 from ._controls_async import AsyncControlsContract
 from ._enqueue_async import AsyncEnqueueContract
 from ._health_async import AsyncHealthContract
+from ._idempotency_async import AsyncIdempotencyContract
 from ._lifecycle_async import AsyncLifecycleContract
 from ._model_check_async import AsyncModelCheckContract
 from ._notifier_async import AsyncNotifierContract
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 
 class AsyncJobStoreContract(
     AsyncEnqueueContract,
+    AsyncIdempotencyContract,
     AsyncClaimContract,
     AsyncTransactionContract,
     AsyncAtomicityContract,

@@ -18,7 +18,7 @@ CASE WHEN j.claimed_at BETWEEN {min_time} AND {max_time} THEN j.claimed_at END A
 j.claimed_by, j.attempts, j.max_attempts, j.last_error,
 CASE WHEN j.completed_at BETWEEN {min_time} AND {max_time} THEN j.completed_at END
     AS completed_at,
-j.idempotency_key, j.trace_context::text AS trace_context,
+j.idempotency_key, j.tenant_idempotency_key, j.trace_context::text AS trace_context,
 j.claims, j.explicit_max_attempts, j.recovered,
 CASE WHEN j.started_at BETWEEN {min_time} AND {max_time} THEN j.started_at END AS started_at,
 nullif(concat_ws('; ',
@@ -193,7 +193,8 @@ WHERE p.priority IS NOT NULL;
 -- name: _enqueue_input
 -- The batch is one JSON array of rows (rows.enqueue_params). Ids are drawn from the
 -- identity sequence in request order so each result row maps back to its request (ord),
--- whether it was inserted or hit an existing key.
+-- whether it was inserted or hit an existing key. A key's scope (10) is NULL (global:
+-- the key goes to idempotency_key) or its tenant (to tenant_idempotency_key).
 input AS MATERIALIZED (
     SELECT nextval(pg_get_serial_sequence('{schema}.jobs', 'id')) AS id, u.*
     FROM (
@@ -201,7 +202,7 @@ input AS MATERIALIZED (
             (e.v->>3)::int AS priority, (e.v->>4)::timestamptz AS available_at,
             (e.v->>5)::bigint * interval '1 microsecond' AS delay,
             (e.v->>6)::int AS max_attempts, (e.v->>7)::bool AS explicit_max_attempts,
-            e.v->>8 AS idempotency_key, e.v->>9 AS trace_context, e.ord
+            e.v->>8 AS key, e.v->>9 AS trace_context, e.v->>10 AS key_scope, e.ord
         FROM jsonb_array_elements(:batch::jsonb) WITH ORDINALITY AS e (v, ord)
     ) AS u
     ORDER BY u.ord
@@ -209,18 +210,27 @@ input AS MATERIALIZED (
 
 -- name: _enqueue_insert
 -- Rows go in in key order: two batches sharing keys wait for each other in one order,
--- never in a deadlock.
+-- never in a deadlock. ON CONFLICT without a target covers both key indexes. A key that
+-- retention purged and remembers (idempotency_keys, one index probe per keyed row)
+-- inserts nothing, like a key that exists.
 INSERT INTO {schema}.jobs AS j (
     id, kind, tenant_id, payload, priority, available_at, max_attempts,
-    explicit_max_attempts, idempotency_key, trace_context
+    explicit_max_attempts, idempotency_key, tenant_idempotency_key, trace_context
 )
 SELECT
     i.id, i.kind, i.tenant_id, i.payload::jsonb, i.priority,
     coalesce(i.available_at, now() + i.delay, now()), i.max_attempts,
-    i.explicit_max_attempts, i.idempotency_key, i.trace_context::jsonb
+    i.explicit_max_attempts,
+    CASE WHEN i.key_scope IS NULL THEN i.key END,
+    CASE WHEN i.key_scope IS NOT NULL THEN i.key END,
+    i.trace_context::jsonb
 FROM input AS i
-ORDER BY i.idempotency_key NULLS LAST, i.ord
-ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+WHERE i.key IS NULL OR NOT EXISTS (
+    SELECT FROM {schema}.idempotency_keys AS r
+    WHERE r.idempotency_key = i.key AND r.idempotency_scope IS NOT DISTINCT FROM i.key_scope
+)
+ORDER BY i.key NULLS LAST, i.key_scope NULLS FIRST, i.ord
+ON CONFLICT DO NOTHING
 
 -- name: enqueue
 WITH {_enqueue_input},
@@ -329,9 +339,77 @@ FROM (
 ) AS r;
 
 -- name: ids_by_idempotency_key
-SELECT j.id, j.idempotency_key
+-- The jobs holding any of :keys, globally or in a tenant's scope (the caller matches
+-- each request's), then the purged jobs whose keys retention remembers (purged true).
+-- Each branch is an index scan on the key, whatever the statistics say.
+SELECT j.id, j.idempotency_key, NULL::text AS idempotency_scope, false AS purged
 FROM {schema}.jobs AS j
-WHERE j.idempotency_key = ANY(:keys::text[]);
+WHERE j.idempotency_key = ANY(:keys::text[])
+UNION ALL
+SELECT j.id, j.tenant_idempotency_key, j.tenant_id, false
+FROM {schema}.jobs AS j
+WHERE j.tenant_idempotency_key = ANY(:keys::text[])
+UNION ALL
+SELECT r.job_id, r.idempotency_key, r.idempotency_scope, true
+FROM {schema}.idempotency_keys AS r
+WHERE r.idempotency_key = ANY(:keys::text[]);
+
+-- name: _replace_pending
+-- replace_pending: the pending jobs holding the keys of :batch (rows.enqueue_params; a
+-- NULL scope is the global key, else the tenant's) take its payload, due time and
+-- priority; a running or finished job is left alone. The row lock re-checks the status,
+-- so a job claimed meanwhile is not replaced.
+input AS (
+    SELECT e.v->>8 AS key, e.v->>10 AS key_scope, e.v->>2 AS payload,
+        (e.v->>3)::int AS priority, (e.v->>4)::timestamptz AS available_at,
+        (e.v->>5)::bigint * interval '1 microsecond' AS delay, e.ord
+    FROM jsonb_array_elements(:batch::jsonb) WITH ORDINALITY AS e (v, ord)
+),
+matched AS (
+    SELECT j.id, i.ord
+    FROM input AS i
+    JOIN {schema}.jobs AS j ON i.key_scope IS NULL AND j.idempotency_key = i.key
+    UNION ALL
+    SELECT j.id, i.ord
+    FROM input AS i
+    JOIN {schema}.jobs AS j ON j.tenant_idempotency_key = i.key AND j.tenant_id = i.key_scope
+),
+old AS (
+    SELECT j.id, j.payload, j.priority
+    FROM {schema}.jobs AS j
+    WHERE j.id IN (SELECT m.id FROM matched AS m) AND j.status = 'pending'
+    ORDER BY j.id
+    FOR UPDATE OF j
+),
+replaced AS (
+    UPDATE {schema}.jobs AS j
+    SET payload = i.payload::jsonb, priority = i.priority,
+        available_at = coalesce(i.available_at, now() + i.delay, now())
+    FROM old AS o
+    JOIN matched AS m ON m.id = o.id
+    JOIN input AS i ON i.ord = m.ord
+    WHERE j.id = o.id AND j.status = 'pending'
+    RETURNING j.id, j.kind, j.tenant_id, i.ord, o.payload AS old_payload,
+        o.priority AS old_priority
+)
+
+-- name: replace_pending
+WITH {_replace_pending}
+SELECT r.ord, r.id FROM replaced AS r;
+
+-- name: replace_pending_audited
+-- replace_pending with a job_replaced event per job replaced (J10), in the same
+-- statement; its details keep the payload and priority the job had before.
+WITH {_replace_pending},
+events AS (
+    SELECT r.id AS job_id, r.kind, r.tenant_id, 'job_replaced'::text AS action,
+        :actor::text AS actor, now() AS at,
+        jsonb_build_object('payload', r.old_payload, 'priority', r.old_priority) AS details,
+        r.ord
+    FROM replaced AS r
+),
+{_audit_write}
+SELECT e.ord, e.job_id AS id, {_audit_columns} FROM events AS e;
 
 -- name: claim
 -- One statement: lock up to :limit due jobs in claim order, skipping rows other claimers
@@ -920,7 +998,8 @@ FROM p;
 -- name: purge
 -- One retention batch: delete (and optionally archive) the oldest succeeded jobs. The
 -- locking walk is purge_candidates (migration 0007): its plan is the ordered walk of
--- jobs_succeeded_completed_idx whatever the statistics say.
+-- jobs_succeeded_completed_idx whatever the statistics say. With :remember_keys their
+-- idempotency keys stay in idempotency_keys (Settings.idempotency_retention).
 WITH doomed AS MATERIALIZED (
     SELECT c.id
     FROM {schema}.purge_candidates(
@@ -933,18 +1012,29 @@ deleted AS (
     WHERE j.id = doomed.id
     RETURNING j.*
 ),
+remembered AS (
+    INSERT INTO {schema}.idempotency_keys AS r (idempotency_key, idempotency_scope, job_id)
+    SELECT
+        coalesce(d.idempotency_key, d.tenant_idempotency_key),
+        CASE WHEN d.tenant_idempotency_key IS NOT NULL THEN d.tenant_id END, d.id
+    FROM deleted AS d
+    WHERE :remember_keys::bool
+        AND (d.idempotency_key IS NOT NULL OR d.tenant_idempotency_key IS NOT NULL)
+    ON CONFLICT ON CONSTRAINT idempotency_keys_key DO UPDATE
+    SET job_id = EXCLUDED.job_id, purged_at = now()
+),
 archived AS (
     INSERT INTO {schema}.jobs_archive (
         id, kind, tenant_id, payload, status, priority, available_at, created_at,
         claimed_at, claimed_by, attempts, max_attempts, last_error, completed_at,
         idempotency_key, trace_context, claims, explicit_max_attempts, started, recovered,
-        started_at, result, errors
+        started_at, result, errors, tenant_idempotency_key
     )
     SELECT
         d.id, d.kind, d.tenant_id, d.payload, d.status, d.priority, d.available_at,
         d.created_at, d.claimed_at, d.claimed_by, d.attempts, d.max_attempts, d.last_error,
         d.completed_at, d.idempotency_key, d.trace_context, d.claims, d.explicit_max_attempts,
-        d.started, d.recovered, d.started_at, d.result, d.errors
+        d.started, d.recovered, d.started_at, d.result, d.errors, d.tenant_idempotency_key
     FROM deleted AS d
     WHERE :archive::bool
     -- An id archived before (the job was restored from the archive with its id and
@@ -960,9 +1050,25 @@ archived AS (
         archived_at = now(), claims = EXCLUDED.claims,
         explicit_max_attempts = EXCLUDED.explicit_max_attempts, started = EXCLUDED.started,
         recovered = EXCLUDED.recovered, started_at = EXCLUDED.started_at,
-        result = EXCLUDED.result, errors = EXCLUDED.errors
+        result = EXCLUDED.result, errors = EXCLUDED.errors,
+        tenant_idempotency_key = EXCLUDED.tenant_idempotency_key
 )
 SELECT count(*)::int AS purged FROM deleted;
+
+-- name: forget_idempotency_keys
+-- Retention of the remembered keys: up to :batch_size of those purged before
+-- now() - :window_us (NULL: every one; keys are not remembered then), oldest first.
+WITH doomed AS MATERIALIZED (
+    SELECT r.ctid AS row_id
+    FROM {schema}.idempotency_keys AS r
+    WHERE :window_us::bigint IS NULL
+        OR r.purged_at < now() - :window_us::bigint * interval '1 microsecond'
+    ORDER BY r.purged_at
+    LIMIT :batch_size::int
+)
+DELETE FROM {schema}.idempotency_keys AS r
+USING doomed
+WHERE r.ctid = doomed.row_id;
 
 -- name: purge_audit
 -- One retention batch of the audit trail: delete the oldest events (J10). The walk is

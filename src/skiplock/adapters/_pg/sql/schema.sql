@@ -40,6 +40,9 @@ CREATE TABLE {schema}.jobs (
     started_at timestamptz,
     result jsonb,
     errors jsonb,
+    -- A key unique among the jobs of tenant_id (migration 0015), instead of the global
+    -- idempotency_key (which is then NULL).
+    tenant_idempotency_key text,
     CONSTRAINT jobs_status_check CHECK (
         status IN ('pending', 'running', 'succeeded', 'failed', 'dead', 'cancelled')
     ),
@@ -70,9 +73,13 @@ CREATE INDEX jobs_succeeded_completed_idx ON {schema}.jobs (completed_at)
 -- completion time (succeeded ones through the index above). Such rows are few.
 CREATE INDEX jobs_unsuccessful_completed_idx ON {schema}.jobs (completed_at)
     WHERE status IN ('failed', 'dead', 'cancelled');
--- Idempotency keys are unique where set (R16); enqueue uses ON CONFLICT on this index.
+-- Idempotency keys are unique where set (R16): global keys among all jobs, tenant keys
+-- (0015) among their tenant's. Enqueue inserts with ON CONFLICT DO NOTHING over both.
 CREATE UNIQUE INDEX jobs_idempotency_key_idx ON {schema}.jobs (idempotency_key)
     WHERE idempotency_key IS NOT NULL;
+CREATE UNIQUE INDEX jobs_tenant_idempotency_key_idx
+    ON {schema}.jobs (tenant_idempotency_key, tenant_id)
+    WHERE tenant_idempotency_key IS NOT NULL;
 
 -- Wake listening workers: one notification per distinct kind of the pending rows, with
 -- the kind as payload, also for jobs due later (a worker arms its next-due timer for
@@ -338,10 +345,23 @@ CREATE TABLE {schema}.jobs_archive (
     recovered boolean NOT NULL DEFAULT false,
     started_at timestamptz,
     result jsonb,
-    errors jsonb
+    errors jsonb,
+    tenant_idempotency_key text
 );
 
 CREATE INDEX jobs_archive_completed_idx ON {schema}.jobs_archive (completed_at);
+
+-- Keys of jobs retention purged (migration 0015), with their scope (NULL: global, else
+-- the tenant), remembered for Settings.idempotency_retention: a keyed enqueue probes it,
+-- retention writes and forgets them.
+CREATE TABLE {schema}.idempotency_keys (
+    idempotency_key text NOT NULL,
+    idempotency_scope text,
+    job_id bigint NOT NULL,
+    purged_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT idempotency_keys_key UNIQUE NULLS NOT DISTINCT (idempotency_key, idempotency_scope)
+);
+CREATE INDEX idempotency_keys_purged_at_idx ON {schema}.idempotency_keys (purged_at);
 
 -- When each maintenance task last ran (database clock); taking a run is one
 -- INSERT ... ON CONFLICT DO UPDATE ... WHERE last_run_at <= now() - period, so exactly
