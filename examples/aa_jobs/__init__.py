@@ -2,6 +2,6 @@
 
 A FastAPI app (``app``), a worker entry point (``worker``), its own tables (``schema``)
 and the spec's job kinds with their policies (``jobs``, ``indexes``), built only on
-skiplock's public API. ``issue30`` holds the parts that wait for pause/resume and
-run-time per-tenant limits. The tutorial is README.md beside this file.
+skiplock's public API. ``controls`` holds pause/resume and run-time per-tenant limits.
+The tutorial is README.md beside this file.
 """

@@ -26,7 +26,7 @@ from skiplock.integrations.fastapi import (
 from skiplock.integrations.rest import NotAuthenticated, Permission
 from skiplock.integrations.rest import Request as RestRequest
 
-from . import issue30
+from . import controls
 from .indexes import EntityType, IndexChange, Reindex, check_name, gin_backfill, index_sync, reindex
 from .jobs import (
     TENANT_DEFAULTS,
@@ -166,14 +166,15 @@ def create_app(
 
     @app.put("/tenants/{tenant}/limits/{kind}")
     async def set_limit(tenant: str, kind: str, limit: LimitIn, who: Operator) -> dict[str, Any]:
-        _needs(issue30.LIMITS)
         async with jobs.store.transaction() as conn:
             await conn.execute(
                 "UPDATE aa.tenant SET metadata = jsonb_set(metadata, ARRAY['rate_limit', %s],"
                 " %s) WHERE id = %s",
                 [kind, Jsonb(limit.model_dump()), tenant],
             )
-        await issue30.apply_tenant_limits(engine, tenant, {kind: RateLimit(limit.rps, limit.burst)})
+        await controls.apply_tenant_limits(
+            engine, who, tenant, {kind: RateLimit(limit.rps, limit.burst)}
+        )
         return {"tenant": tenant, "kind": kind, **limit.model_dump()}
 
     @app.post("/tenants/{tenant}/users", status_code=201)
@@ -313,20 +314,17 @@ def create_app(
 
     @app.post("/ops/pause")
     async def pause(body: PauseIn, who: Operator) -> dict[str, Any]:
-        _needs(issue30.PAUSE)
-        await issue30.pause(engine, kind=body.kind, tenant=body.tenant)
+        await controls.pause(engine, who, kind=body.kind, tenant=body.tenant)
         return {"paused": body.model_dump(), "by": who}
 
     @app.post("/ops/resume")
     async def resume(body: PauseIn, who: Operator) -> dict[str, Any]:
-        _needs(issue30.PAUSE)
-        await issue30.resume(engine, kind=body.kind, tenant=body.tenant)
+        await controls.resume(engine, who, kind=body.kind, tenant=body.tenant)
         return {"resumed": body.model_dump(), "by": who}
 
     @app.get("/ops/paused")
     async def paused(who: Operator) -> list[Any]:
-        _needs(issue30.PAUSE)
-        return await issue30.paused(engine)
+        return await controls.paused(engine)
 
     return app
 
@@ -336,8 +334,3 @@ def _valid(*names: str) -> None:
         check_name(*names)
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
-
-
-def _needs(supported: bool) -> None:
-    if not supported:
-        raise HTTPException(501, "this needs pause and per-tenant limits: skiplock issue 30")

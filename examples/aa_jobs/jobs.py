@@ -33,7 +33,7 @@ PROVIDER_CAP = RateLimit(rps=14, burst=14)
 
 # The per-(tenant, kind) token buckets every tenant starts with (J6). Onboarding writes them
 # into the tenant's metadata.rate_limit; today the engine applies these per-kind values to
-# each tenant's own bucket, issue30.apply_tenant_limits will push per-tenant changes.
+# each tenant's own bucket; controls.apply_tenant_limits stores per-tenant changes.
 TENANT_DEFAULTS: dict[str, RateLimit] = {
     "email_send": RateLimit(rps=5, burst=10),
     "outbox_dispatch": RateLimit(rps=20, burst=40),

@@ -2,8 +2,7 @@
 app's own endpoints, its embedded worker and skiplock's REST API (issue 33).
 
 Retries are fast (settings on top of the app's), and every wait is a condition with a
-deadline. The tests of pause and of per-tenant run-time limits are strict xfails until
-skiplock issue 30 lands (see examples/aa_jobs/issue30.py)."""
+deadline."""
 
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from examples.aa_jobs import issue30
 from examples.aa_jobs.app import create_app
 from examples.aa_jobs.jobs import AaJobs, Services, build, make_settings
 from examples.aa_jobs.schema import setup
@@ -36,16 +34,6 @@ FAST = {"backoff_base": 0.05, "backoff_cap": 0.2, "backoff_jitter": 0}
 KINDS = ("email_send", "outbox_dispatch", "bulk_import", "virus_scan", "cleanup_jobs")
 INDEX_KINDS = ("index_sync", "gin_backfill", "reindex")
 ALICE = {"Authorization": "Bearer alice-token"}
-# Only NotImplementedError counts as the expected failure: anything else (PostgreSQL
-# unreachable included) fails these tests like the others.
-XFAIL_PAUSE = pytest.mark.xfail(
-    strict=True, raises=NotImplementedError, reason="needs engine.pause from issue 30"
-)
-XFAIL_LIMITS = pytest.mark.xfail(
-    strict=True,
-    raises=NotImplementedError,
-    reason="needs per-tenant run-time limits (engine.set_limit) from issue 30",
-)
 
 
 @attrs.define
@@ -515,10 +503,7 @@ def test_admin_surfaces_need_the_token(aa: Harness) -> None:
         assert client.get("/readyz").status_code == 200
 
 
-@XFAIL_PAUSE
 def test_stalled_provider_pause_and_resume(aa: Harness) -> None:
-    if not issue30.PAUSE:
-        raise NotImplementedError("engine.pause")
     provider = aa.jobs.services.provider
     with aa.client() as client:
         onboard(client, "acme")
@@ -541,10 +526,7 @@ def test_stalled_provider_pause_and_resume(aa: Harness) -> None:
     assert sorted(provider.delivered.values()) == [1, 1, 1, 1]
 
 
-@XFAIL_LIMITS
 def test_a_tenant_limit_changed_at_run_time(aa: Harness) -> None:
-    if not issue30.LIMITS:
-        raise NotImplementedError("engine.set_limit")
     with aa.client() as client:
         onboard(client, "big")
         answer = client.put(
