@@ -325,10 +325,16 @@ _request_values = operator.attrgetter(*(a.name for a in attrs.fields(EnqueueRequ
 
 @attrs.frozen
 class EnqueueResult:
-    """Result of one enqueue: the job id, and whether it was created (False: idempotent hit)."""
+    """Result of one enqueue: the job id, and whether it was created (False: idempotent hit).
+
+    ``created_at`` is the new job's ``created_at`` as the store wrote it, where the store
+    reports it (the PostgreSQL stores: a single job enqueued without an idempotency key;
+    the memory store: every job created); None otherwise. It takes no part in comparisons.
+    """
 
     id: int
     created: bool
+    created_at: datetime | None = attrs.field(default=None, eq=False)
 
 
 # ---- outcomes a worker reports for a claimed job -------------------------------------

@@ -37,6 +37,7 @@ from ._fields import (
     PREFETCH_FACTOR,
     SETTING_FIELDS,
     UNWRITTEN_BATCHES,
+    ProcessorExits,
     UnknownKinds,
 )
 
@@ -46,6 +47,7 @@ __all__ = [
     "PREFETCH_FACTOR",
     "SETTING_FIELDS",
     "UNWRITTEN_BATCHES",
+    "ProcessorExits",
     "Settings",
     "UnknownKinds",
     "overrides_from",
@@ -178,6 +180,7 @@ class Settings:
     max_payload_bytes: int = _DEFAULT["max_payload_bytes"]
     max_result_bytes: int = _DEFAULT["max_result_bytes"]
     unknown_kinds: UnknownKinds = _DEFAULT["unknown_kinds"]
+    processor_exits: ProcessorExits = _DEFAULT["processor_exits"]
     audit: bool = _DEFAULT["audit"]
     audit_actor: str | None = _DEFAULT["audit_actor"]
     # ---- global policy values (POLICY_FIELDS) -----------------------------------------

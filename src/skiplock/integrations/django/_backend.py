@@ -20,7 +20,7 @@ from skiplock.core import ValidationError
 from skiplock.core._validation import check_kind, check_tenant
 
 from ._config import BackendConfig, parse_options
-from ._results import TaskCall, task_result
+from ._results import TaskCall, stored_time, task_result
 from ._runtime import (
     Runtime,
     remember_task,
@@ -32,6 +32,7 @@ from ._runtime import (
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
+    from datetime import datetime
 
     from django.tasks.base import Task
 
@@ -126,8 +127,10 @@ class SkiplockBackend(BaseTaskBackend):
         )
         runtime = self.runtime
         if config.on_commit is None:
-            job_id = runtime.write(task, call)
-            result = self._new_result(task, call, str(job_id))
+            written = runtime.write(task, call)
+            # The time the row was written with: what get_result() reads back.
+            enqueued_at = written.created_at
+            result = self._new_result(task, call, str(written.id), enqueued_at)
             task_enqueued.send(type(self), task_result=result)
             return result
         key = uuid.uuid4().hex
@@ -140,12 +143,18 @@ class SkiplockBackend(BaseTaskBackend):
         transaction.on_commit(write, using=config.on_commit)
         return result
 
-    def _new_result(self, task: Task[_P, _R], call: TaskCall, result_id: str) -> TaskResult[_P, _R]:
+    def _new_result(
+        self,
+        task: Task[_P, _R],
+        call: TaskCall,
+        result_id: str,
+        enqueued_at: datetime | None = None,
+    ) -> TaskResult[_P, _R]:
         return TaskResult(
             task=task,
             id=result_id,
             status=TaskResultStatus.READY,
-            enqueued_at=timezone.now(),
+            enqueued_at=timezone.now() if enqueued_at is None else stored_time(enqueued_at),
             started_at=None,
             finished_at=None,
             last_attempted_at=None,
