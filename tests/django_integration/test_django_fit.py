@@ -11,7 +11,14 @@ from django.db import connection, transaction
 from django.tasks import TaskResultStatus
 from django.test.utils import CaptureQueriesContext
 
-from tests.django_integration.helpers import backend, finished, run_worker, stop, worker_process
+from tests.django_integration.helpers import (
+    backend,
+    finished,
+    run_worker,
+    settings_module,
+    stop,
+    worker_process,
+)
 from tests.django_integration.testapp import tasks
 from tests.pghelpers import wait_for
 
@@ -103,3 +110,36 @@ def test_a_failed_attempts_traceback_holds_the_tasks_frames_and_ends_with_a_newl
         assert text.endswith("KeyError: 'tb'\n")
         assert "skiplock" not in text.split("tasks.py", 1)[0]  # no runner frames first
         assert "in always_fails" in text
+
+
+# ---- the worker's log ----------------------------------------------------------------------
+
+
+def test_under_debug_each_event_of_the_worker_is_logged_once(tmp_path: Path) -> None:
+    env = settings_module(tmp_path, "debug_settings", "DEBUG = True")
+    result = tasks.add.enqueue(20, 22)
+    with worker_process(tmp_path, env=env) as proc:
+        wait_for(finished(result), 30, "the task")
+        assert stop(proc) == 0
+    log = (tmp_path / "worker.log").read_text()
+    finished_line = f"Task id={result.id} path={tasks.add.module_path} state=SUCCESSFUL"
+    assert log.count(finished_line) == 1, log
+    assert log.count(" started: ") == 1, log
+
+
+def test_verbosity_0_silences_the_start_up_line(tmp_path: Path) -> None:
+    result = tasks.add.enqueue(1, 1)
+    with worker_process(tmp_path, "--verbosity", "0") as proc:
+        wait_for(finished(result), 30, "the task")
+        assert stop(proc) == 0
+    log = (tmp_path / "worker.log").read_text()
+    assert " started: " not in log
+    assert "state=SUCCESSFUL" not in log  # INFO records are below WARNING
+
+
+def test_log_level_wins_over_verbosity(tmp_path: Path) -> None:
+    result = tasks.add.enqueue(1, 1)
+    with worker_process(tmp_path, "--verbosity", "0", "--log-level", "INFO") as proc:
+        wait_for(finished(result), 30, "the task")
+        assert stop(proc) == 0
+    assert " started: " in (tmp_path / "worker.log").read_text()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import logging
 import threading
 from datetime import datetime
@@ -73,6 +74,20 @@ def resolve_task(kind: str) -> Task[..., Any] | None:
     except ImportError:
         return None
     return found if isinstance(found, Task) else None
+
+
+def tasks_in_module(name: str) -> list[str]:
+    """The module paths of the Django tasks defined in module ``name`` (none if it cannot
+    be imported)."""
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        return []
+    return [
+        value.module_path
+        for value in vars(module).values()
+        if isinstance(value, Task) and value.module_path.startswith(f"{name}.")
+    ]
 
 
 def conninfo_for(alias: str) -> str:

@@ -17,13 +17,14 @@ import re
 import weakref
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg import Connection
 
 from skiplock.adapters.psycopg import PsycopgJobStore
 from skiplock.adapters.psycopg._driver import PsycopgDriver
-from skiplock.core import SchemaVersionError
+from skiplock.core import HealthSnapshot, SchemaVersionError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -118,9 +119,24 @@ class DjangoJobStore(PsycopgJobStore):
         super().__init__(conninfo, **options)
         self.database = database
 
+    @property
+    def migrate_command(self) -> str:
+        """What installs or updates the schema in a Django project."""
+        return f"manage.py migrate --database {self.database}"
+
     def open(self) -> None:
         with migrate_hint(self.database):
             super().open()
+
+    def health_snapshot(self) -> HealthSnapshot:
+        """The store's snapshot, its schema's command in ``manage.py`` terms."""
+        snapshot = super().health_snapshot()
+        schema = snapshot.schema
+        if schema is None or schema.apply_command is None:
+            return snapshot
+        return attrs.evolve(
+            snapshot, schema=attrs.evolve(schema, apply_command=self.migrate_command)
+        )
 
 
 @contextlib.contextmanager
