@@ -9,11 +9,9 @@ from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth.models import Permission, User
-from django.test import Client, override_settings
+from django.test import Client
 
-from skiplock.integrations.django.models import AuditEvent
-from tests.django_integration.helpers import backend
-from tests.django_integration.settings import TASKS
+from tests.django_integration.helpers import audit_actors, backend, with_options
 from tests.django_integration.testapp import tasks
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("jobs")]
@@ -112,20 +110,11 @@ def test_the_dashboards_buttons_carry_djangos_token_and_pass_both_checks() -> No
 
 
 def test_the_audit_actor_is_the_django_user() -> None:
-    default = TASKS["default"]
-    options = default["OPTIONS"]
-    audited = {**options, "SETTINGS": {**options["SETTINGS"], "audit": True}}
-    with override_settings(TASKS={"default": {**default, "OPTIONS": audited}}):
+    with with_options(SETTINGS={"audit": True}):
         job = tasks.add.enqueue(1, 1)
         writer = client_of(user("alice", "view_job", "change_job"))
         assert post(writer, f"{API}/jobs/{job.id}/cancel").status_code == 200
-        actors = set(
-            AuditEvent.objects.using("default")
-            .filter(job_id=int(job.id), action__contains="cancel")
-            .values_list("actor", flat=True)
-        )
-        assert actors == {"alice"}
-        backend().close()
+        assert audit_actors(job.id, "cancel") == {"alice"}
 
 
 def test_the_probes_answer_without_credentials_and_reveal_nothing() -> None:
@@ -134,12 +123,9 @@ def test_the_probes_answer_without_credentials_and_reveal_nothing() -> None:
     ready = anonymous.get("/ops/readyz")
     assert (live.status_code, live.content) == (200, b"ok\n")
     assert (ready.status_code, ready.content) == (200, b"ok\n")
-    default = TASKS["default"]
-    nowhere = {**default["OPTIONS"], "DSN": "postgresql://postgres@127.0.0.1:1/none"}
-    with override_settings(TASKS={"default": {**default, "OPTIONS": nowhere}}):
+    with with_options(DSN="postgresql://postgres@127.0.0.1:1/none"):
         down = anonymous.get("/ops/readyz")
         assert (down.status_code, down.content) == (503, b"unavailable\n")  # no cause, no host
-        backend().close()
 
 
 def test_a_method_the_path_has_no_route_for_is_405() -> None:

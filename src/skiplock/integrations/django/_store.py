@@ -27,7 +27,7 @@ from skiplock.adapters.psycopg._driver import PsycopgDriver
 from skiplock.core import HealthSnapshot, SchemaVersionError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Iterator, Mapping
 
     from skiplock.adapters._pg._migrate import Rows
     from skiplock.adapters._pg._sql import Query
@@ -43,7 +43,8 @@ class DjangoCursorDriver(PsycopgDriver):
     connection is under it; statements on that one go through Django's cursors, and a
     transaction the store opens there (an operation that must be atomic while Django is
     in autocommit) is ``transaction.atomic()``. Everything else (the pool, the workers'
-    connections) is the psycopg driver's.
+    connections, and COPY, which Django's cursor API lacks: only a bulk enqueue of many
+    jobs in one call uses it, and Django tasks never do) is the psycopg driver's.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -95,18 +96,6 @@ class DjangoCursorDriver(PsycopgDriver):
             return
         with wrapper.cursor() as cursor:
             cursor.execute(text)
-
-    def copy(
-        self,
-        conn: Connection[Any],
-        schema: str,
-        table: str,
-        columns: Sequence[str],
-        rows: Iterable[tuple[Any, ...]],
-    ) -> None:
-        # COPY has no place in Django's cursor API: it runs on the psycopg connection
-        # (only a bulk enqueue of many jobs in one call uses it; Django tasks never do).
-        super().copy(conn, schema, table, columns, rows)
 
 
 class DjangoJobStore(PsycopgJobStore):
