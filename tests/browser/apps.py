@@ -100,3 +100,9 @@ def seed(dsn: str) -> None:
             engine.enqueue("report.build", {"n": n}, delay=3600 if n < 2 else None)
         engine.cancel_job(engine.enqueue("report.build", {"n": 10}).id)
         engine.fail_job(engine.enqueue("report.build", {"n": 11}).id)
+
+
+def replay(dsn: str, job_id: int) -> None:
+    """Another operator replays ``job_id`` (through the engine, audited)."""
+    with PsycopgJobStore(dsn) as store:
+        Engine(store, Settings(audit=True)).retry_job(job_id, actor="someone-else")

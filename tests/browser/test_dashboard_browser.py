@@ -18,7 +18,7 @@ import pytest
 
 from tests.pgfixtures import create_database, drop_database, execute, fetch
 
-from .apps import MOUNT, SESSION, SESSIONS, fastapi_app, flask_app, seed
+from .apps import MOUNT, SESSION, SESSIONS, fastapi_app, flask_app, replay, seed
 from .conftest import serve_asgi, serve_wsgi
 
 if TYPE_CHECKING:
@@ -173,9 +173,31 @@ def test_discarding_a_dead_job_from_its_page_deletes_it(site: Site, as_user: Any
     target = _dead_ids(site.dsn)[0]
     page.goto(site.page(f"/jobs/{target}"))
     assert "https://hooks0.example/<in>" in page.get_by_test_id("payload").inner_text()
-    page.get_by_test_id(f"discard-{target}").click()
+    page.get_by_test_id(f"discard-{target}").click()  # asks first
+    assert fetch(site.dsn, f"SELECT count(*) FROM skiplock.jobs WHERE id = {target}") == [(1,)]
+    page.get_by_test_id(f"confirm-discard-{target}").click()
     page.wait_for_url(re.compile(r"/dashboard/dead\?done=discarded"))
     assert fetch(site.dsn, f"SELECT count(*) FROM skiplock.jobs WHERE id = {target}") == [(0,)]
+
+
+def test_a_stale_discard_is_a_409_that_shows_the_job_as_it_is(site: Site, as_user: Any) -> None:
+    """Issue 32's defect: operator B loaded the DLQ, operator A replayed a job since; B's
+    Discard must not delete the job, now pending."""
+    page = as_user("admin")
+    page.goto(site.page("/dead"))
+    target = _dead_ids(site.dsn)[0]
+    replay(site.dsn, target)  # operator A, elsewhere
+    page.get_by_test_id(f"discard-{target}").click()
+    with page.expect_navigation() as navigation:
+        page.get_by_test_id(f"confirm-discard-{target}").click()
+    response = navigation.value
+    assert response is not None
+    assert response.status == 409
+    assert page.get_by_test_id("current-state").inner_text() == "pending"
+    assert "changed since this page was loaded" in page.get_by_test_id("error").inner_text()
+    assert _state(site.dsn, target) == "pending"
+    page.get_by_role("link", name="Back").click()
+    assert page.get_by_test_id("job-state").inner_text() == "pending"
 
 
 def test_a_reader_cannot_retry(site: Site, as_user: Any) -> None:

@@ -14,12 +14,13 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+import attrs
 import pytest
 
 from skiplock import Engine, JobState, Settings, ValidationError
 from skiplock.adapters.memory import InMemoryJobStore
 from skiplock.adapters.psycopg import PsycopgJobStore
-from skiplock.core import JobPage, WorkerInfo
+from skiplock.core import Job, JobPage, WorkerInfo
 from skiplock.integrations.dashboard import (
     CSRF_COOKIE,
     Dashboard,
@@ -29,6 +30,7 @@ from skiplock.integrations.dashboard import (
     Response,
     mount_root,
 )
+from skiplock.integrations.dashboard._render import version
 from skiplock.integrations.rest._support import RETRY_AFTER
 
 if TYPE_CHECKING:
@@ -101,7 +103,7 @@ def _token(response: Response) -> str:
 
 def _post(
     action: str,
-    job_id: int,
+    job: Job,
     user: str | None = "admin",
     *,
     token: str | None = "t" * 43,
@@ -119,7 +121,9 @@ def _post(
         headers["sec-fetch-site"] = site
     if origin:
         headers["origin"] = origin
-    form = {"next": next_page} | ({"csrf_token": form_token or token} if token else {})
+    job_id = job.id
+    form = {"next": next_page, "state": job.state.value, "version": version(job)}
+    form |= {"csrf_token": form_token or token} if token else {}
     return Request(
         "POST",
         f"{ROOT}/jobs/{job_id}/{action}",
@@ -192,7 +196,7 @@ def test_a_reader_sees_no_buttons_and_cannot_retry(dashboard: Dashboard, engine:
     assert "<form" not in html
     dead = _dead_ids(engine)
     assert len(dead) == 3
-    refused = dashboard.handle("retry", _post("retry", dead[0], "viewer"))
+    refused = dashboard.handle("retry", _post("retry", engine.get_job(dead[0]), "viewer"))
     assert refused.status == 403
     assert "viewer may not write" in refused.body.decode()
     assert _dead_ids(engine) == dead
@@ -341,7 +345,7 @@ def test_retry_moves_a_dead_job_to_pending_with_the_caller_as_actor(
     dashboard: Dashboard, engine: Engine
 ) -> None:
     job_id = (_dead_ids(engine))[0]
-    response = dashboard.handle("retry", _post("retry", job_id))
+    response = dashboard.handle("retry", _post("retry", engine.get_job(job_id)))
     assert response.status == 303
     assert response.headers["Location"] == f"{ROOT}/dead?done=retried&job={job_id}"
     assert (engine.get_job(job_id)).state is JobState.PENDING
@@ -354,7 +358,7 @@ def test_retry_moves_a_dead_job_to_pending_with_the_caller_as_actor(
 
 def test_retry_from_a_job_page_returns_to_it(dashboard: Dashboard, engine: Engine) -> None:
     job_id = (_dead_ids(engine))[0]
-    response = dashboard.handle("retry", _post("retry", job_id, next_page="job"))
+    response = dashboard.handle("retry", _post("retry", engine.get_job(job_id), next_page="job"))
     assert response.headers["Location"] == f"{ROOT}/jobs/{job_id}?done=retried"
 
 
@@ -362,7 +366,7 @@ def test_discard_deletes_a_dead_job_with_the_caller_as_actor(
     dashboard: Dashboard, engine: Engine
 ) -> None:
     job_id = (_dead_ids(engine))[1]
-    response = dashboard.handle("delete", _post("delete", job_id, next_page="job"))
+    response = dashboard.handle("delete", _post("delete", engine.get_job(job_id), next_page="job"))
     assert response.status == 303
     assert response.headers["Location"] == f"{ROOT}/dead?done=discarded&job={job_id}"
     assert job_id not in _dead_ids(engine)
@@ -374,10 +378,92 @@ def test_retrying_a_job_that_is_not_dead_is_a_409_page(
     dashboard: Dashboard, engine: Engine
 ) -> None:
     pending = (engine.list_jobs(state="pending"))[0]
-    response = dashboard.handle("retry", _post("retry", pending.id))
+    response = dashboard.handle("retry", _post("retry", pending))
     assert response.status == 409
     assert f'href="{ROOT}/dead"' in response.body.decode()
     assert (engine.get_job(pending.id)).state is JobState.PENDING
+
+
+# ---- safe concurrent actions (issue 32, item 1) ----------------------------------------
+
+
+def test_a_stale_discard_of_a_job_replayed_since_is_a_409_and_deletes_nothing(
+    dashboard: Dashboard, engine: Engine
+) -> None:
+    # Operator B loaded the DLQ page; operator A replays the job; B clicks Discard.
+    shown = engine.get_job((_dead_ids(engine))[0])
+    engine.retry_job(shown.id)
+    response = dashboard.handle("delete", _post("delete", shown))
+    html = response.body.decode()
+    assert response.status == 409
+    assert f"Job {shown.id} changed since this page was loaded: it is pending now" in html
+    assert 'data-testid="current-state">pending<' in html
+    assert f'href="{ROOT}/jobs/{shown.id}"' in html
+    assert (engine.get_job(shown.id)).state is JobState.PENDING
+
+
+def test_a_button_for_a_job_that_went_round_to_the_same_state_is_a_409(
+    dashboard: Dashboard, engine: Engine
+) -> None:
+    # Dead when the page was rendered, replayed, run and dead again: same state, another
+    # version.
+    shown = engine.get_job((_dead_ids(engine))[0])
+    engine.retry_job(shown.id)
+    engine.worker().run_until_idle()
+    assert (engine.get_job(shown.id)).state is JobState.DEAD
+    response = dashboard.handle("delete", _post("delete", shown))
+    assert response.status == 409
+    assert (engine.get_job(shown.id)).state is JobState.DEAD
+
+
+def test_discard_deletes_only_in_the_state_it_was_offered_for(
+    dashboard: Dashboard, engine: Engine
+) -> None:
+    # A pending job's page offers Discard (it is rendered pending): that deletes it...
+    pending = (engine.list_jobs(state="pending"))[0]
+    assert (dashboard.handle("delete", _post("delete", pending))).status == 303
+    # ...but a form that claims another state than the job's is refused and changes nothing.
+    other = (engine.list_jobs(state="pending"))[0]
+    forged = attrs.evolve(other, state=JobState.DEAD)
+    response = dashboard.handle("delete", _post("delete", forged))
+    assert response.status == 409
+    assert (engine.get_job(other.id)).state is JobState.PENDING
+
+
+@pytest.mark.parametrize(("page", "state"), [("retry", "pending"), ("cancel", "dead")])
+def test_a_route_acts_only_on_the_states_its_button_is_offered_for(
+    dashboard: Dashboard, engine: Engine, page: str, state: str
+) -> None:
+    job = (engine.list_jobs(state=state))[0]
+    response = dashboard.handle(page, _post(page, job))
+    assert response.status == 409
+    assert "is not offered for" in response.body.decode()
+    assert (engine.get_job(job.id)).state is job.state
+
+
+def test_a_form_without_the_state_it_was_rendered_for_is_refused(
+    dashboard: Dashboard, engine: Engine
+) -> None:
+    job = engine.get_job((_dead_ids(engine))[0])
+    request = _post("delete", job)
+    bare = attrs.evolve(request, body=request.body.replace(b"state=dead", b"state=x"))
+    assert (dashboard.handle("delete", bare)).status == 400
+    assert (engine.get_job(job.id)).state is JobState.DEAD
+
+
+def test_cancel_and_mark_failed_from_a_job_page(dashboard: Dashboard, engine: Engine) -> None:
+    first, second = (engine.list_jobs(state="pending"))[:2]
+    html = (_page(dashboard, "job", f"/jobs/{first.id}", job_id=str(first.id)))[1]
+    assert f'data-testid="cancel-{first.id}"' in html
+    assert f'data-testid="confirm-discard-{first.id}"' in html
+    assert f'data-testid="retry-{first.id}"' not in html
+    response = dashboard.handle("cancel", _post("cancel", first, next_page="job"))
+    assert response.headers["Location"] == f"{ROOT}/jobs/{first.id}?done=cancelled"
+    assert (engine.get_job(first.id)).state is JobState.CANCELLED
+    assert (dashboard.handle("fail", _post("fail", second))).status == 303
+    assert (engine.get_job(second.id)).state is JobState.FAILED
+    marked = (engine.audit_trail(second.id))[-1]
+    assert (marked.action.value, marked.actor) == ("job_failed_manually", "admin")
 
 
 @pytest.mark.parametrize(
@@ -397,7 +483,7 @@ def test_a_forged_or_stale_form_is_refused_and_changes_nothing(
     dashboard: Dashboard, engine: Engine, options: dict[str, Any], message: str
 ) -> None:
     dead = _dead_ids(engine)
-    response = dashboard.handle("retry", _post("retry", dead[0], **options))
+    response = dashboard.handle("retry", _post("retry", engine.get_job(dead[0]), **options))
     assert response.status == 403
     assert message in response.body.decode()
     assert _dead_ids(engine) == dead
@@ -407,14 +493,14 @@ def test_a_form_from_the_same_origin_without_fetch_metadata_is_accepted(
     dashboard: Dashboard, engine: Engine
 ) -> None:
     job_id = (_dead_ids(engine))[0]
-    request = _post("retry", job_id, site=None, origin=f"https://{HOST}")
+    request = _post("retry", engine.get_job(job_id), site=None, origin=f"https://{HOST}")
     assert (dashboard.handle("retry", request)).status == 303
     assert (engine.get_job(job_id)).state is JobState.PENDING
 
 
 def test_a_post_that_is_not_the_form_is_refused(dashboard: Dashboard, engine: Engine) -> None:
     job_id = (_dead_ids(engine))[0]
-    form = _post("retry", job_id)
+    form = _post("retry", engine.get_job(job_id))
     json_post = Request(
         form.method,
         form.path,
@@ -430,7 +516,7 @@ def test_a_reader_asking_to_write_is_refused_before_the_csrf_check(
     dashboard: Dashboard, engine: Engine
 ) -> None:
     job_id = (_dead_ids(engine))[0]
-    response = dashboard.handle("delete", _post("delete", job_id, None, token=None))
+    response = dashboard.handle("delete", _post("delete", engine.get_job(job_id), None, token=None))
     assert response.status == 401
     assert (engine.get_job(job_id)).state is JobState.DEAD
 

@@ -9,12 +9,13 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+import attrs
 import pytest
 
 from skiplock import AsyncEngine, JobState, Settings, ValidationError
 from skiplock.adapters.memory import AsyncInMemoryJobStore
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore
-from skiplock.core import JobPage, WorkerInfo
+from skiplock.core import Job, JobPage, WorkerInfo
 from skiplock.integrations.dashboard import (
     CSRF_COOKIE,
     AsyncDashboard,
@@ -24,6 +25,7 @@ from skiplock.integrations.dashboard import (
     Response,
     mount_root,
 )
+from skiplock.integrations.dashboard._render import version
 from skiplock.integrations.rest._support import RETRY_AFTER
 
 if TYPE_CHECKING:
@@ -99,7 +101,7 @@ def _token(response: Response) -> str:
 
 def _post(
     action: str,
-    job_id: int,
+    job: Job,
     user: str | None = "admin",
     *,
     token: str | None = "t" * 43,
@@ -117,7 +119,9 @@ def _post(
         headers["sec-fetch-site"] = site
     if origin:
         headers["origin"] = origin
-    form = {"next": next_page} | ({"csrf_token": form_token or token} if token else {})
+    job_id = job.id
+    form = {"next": next_page, "state": job.state.value, "version": version(job)}
+    form |= {"csrf_token": form_token or token} if token else {}
     return Request(
         "POST",
         f"{ROOT}/jobs/{job_id}/{action}",
@@ -192,7 +196,9 @@ async def test_a_reader_sees_no_buttons_and_cannot_retry(
     assert "<form" not in html
     dead = await _dead_ids(engine)
     assert len(dead) == 3
-    refused = await dashboard.handle("retry", _post("retry", dead[0], "viewer"))
+    refused = await dashboard.handle(
+        "retry", _post("retry", await engine.get_job(dead[0]), "viewer")
+    )
     assert refused.status == 403
     assert "viewer may not write" in refused.body.decode()
     assert await _dead_ids(engine) == dead
@@ -345,7 +351,7 @@ async def test_retry_moves_a_dead_job_to_pending_with_the_caller_as_actor(
     dashboard: AsyncDashboard, engine: AsyncEngine
 ) -> None:
     job_id = (await _dead_ids(engine))[0]
-    response = await dashboard.handle("retry", _post("retry", job_id))
+    response = await dashboard.handle("retry", _post("retry", await engine.get_job(job_id)))
     assert response.status == 303
     assert response.headers["Location"] == f"{ROOT}/dead?done=retried&job={job_id}"
     assert (await engine.get_job(job_id)).state is JobState.PENDING
@@ -360,7 +366,9 @@ async def test_retry_from_a_job_page_returns_to_it(
     dashboard: AsyncDashboard, engine: AsyncEngine
 ) -> None:
     job_id = (await _dead_ids(engine))[0]
-    response = await dashboard.handle("retry", _post("retry", job_id, next_page="job"))
+    response = await dashboard.handle(
+        "retry", _post("retry", await engine.get_job(job_id), next_page="job")
+    )
     assert response.headers["Location"] == f"{ROOT}/jobs/{job_id}?done=retried"
 
 
@@ -368,7 +376,9 @@ async def test_discard_deletes_a_dead_job_with_the_caller_as_actor(
     dashboard: AsyncDashboard, engine: AsyncEngine
 ) -> None:
     job_id = (await _dead_ids(engine))[1]
-    response = await dashboard.handle("delete", _post("delete", job_id, next_page="job"))
+    response = await dashboard.handle(
+        "delete", _post("delete", await engine.get_job(job_id), next_page="job")
+    )
     assert response.status == 303
     assert response.headers["Location"] == f"{ROOT}/dead?done=discarded&job={job_id}"
     assert job_id not in await _dead_ids(engine)
@@ -380,10 +390,94 @@ async def test_retrying_a_job_that_is_not_dead_is_a_409_page(
     dashboard: AsyncDashboard, engine: AsyncEngine
 ) -> None:
     pending = (await engine.list_jobs(state="pending"))[0]
-    response = await dashboard.handle("retry", _post("retry", pending.id))
+    response = await dashboard.handle("retry", _post("retry", pending))
     assert response.status == 409
     assert f'href="{ROOT}/dead"' in response.body.decode()
     assert (await engine.get_job(pending.id)).state is JobState.PENDING
+
+
+# ---- safe concurrent actions (issue 32, item 1) ----------------------------------------
+
+
+async def test_a_stale_discard_of_a_job_replayed_since_is_a_409_and_deletes_nothing(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    # Operator B loaded the DLQ page; operator A replays the job; B clicks Discard.
+    shown = await engine.get_job((await _dead_ids(engine))[0])
+    await engine.retry_job(shown.id)
+    response = await dashboard.handle("delete", _post("delete", shown))
+    html = response.body.decode()
+    assert response.status == 409
+    assert f"Job {shown.id} changed since this page was loaded: it is pending now" in html
+    assert 'data-testid="current-state">pending<' in html
+    assert f'href="{ROOT}/jobs/{shown.id}"' in html
+    assert (await engine.get_job(shown.id)).state is JobState.PENDING
+
+
+async def test_a_button_for_a_job_that_went_round_to_the_same_state_is_a_409(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    # Dead when the page was rendered, replayed, run and dead again: same state, another
+    # version.
+    shown = await engine.get_job((await _dead_ids(engine))[0])
+    await engine.retry_job(shown.id)
+    await engine.worker().run_until_idle()
+    assert (await engine.get_job(shown.id)).state is JobState.DEAD
+    response = await dashboard.handle("delete", _post("delete", shown))
+    assert response.status == 409
+    assert (await engine.get_job(shown.id)).state is JobState.DEAD
+
+
+async def test_discard_deletes_only_in_the_state_it_was_offered_for(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    # A pending job's page offers Discard (it is rendered pending): that deletes it...
+    pending = (await engine.list_jobs(state="pending"))[0]
+    assert (await dashboard.handle("delete", _post("delete", pending))).status == 303
+    # ...but a form that claims another state than the job's is refused and changes nothing.
+    other = (await engine.list_jobs(state="pending"))[0]
+    forged = attrs.evolve(other, state=JobState.DEAD)
+    response = await dashboard.handle("delete", _post("delete", forged))
+    assert response.status == 409
+    assert (await engine.get_job(other.id)).state is JobState.PENDING
+
+
+@pytest.mark.parametrize(("page", "state"), [("retry", "pending"), ("cancel", "dead")])
+async def test_a_route_acts_only_on_the_states_its_button_is_offered_for(
+    dashboard: AsyncDashboard, engine: AsyncEngine, page: str, state: str
+) -> None:
+    job = (await engine.list_jobs(state=state))[0]
+    response = await dashboard.handle(page, _post(page, job))
+    assert response.status == 409
+    assert "is not offered for" in response.body.decode()
+    assert (await engine.get_job(job.id)).state is job.state
+
+
+async def test_a_form_without_the_state_it_was_rendered_for_is_refused(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    job = await engine.get_job((await _dead_ids(engine))[0])
+    request = _post("delete", job)
+    bare = attrs.evolve(request, body=request.body.replace(b"state=dead", b"state=x"))
+    assert (await dashboard.handle("delete", bare)).status == 400
+    assert (await engine.get_job(job.id)).state is JobState.DEAD
+
+
+async def test_cancel_and_mark_failed_from_a_job_page(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    first, second = (await engine.list_jobs(state="pending"))[:2]
+    html = (await _page(dashboard, "job", f"/jobs/{first.id}", job_id=str(first.id)))[1]
+    assert f'data-testid="cancel-{first.id}"' in html
+    assert f'data-testid="confirm-discard-{first.id}"' in html
+    assert f'data-testid="retry-{first.id}"' not in html
+    response = await dashboard.handle("cancel", _post("cancel", first, next_page="job"))
+    assert response.headers["Location"] == f"{ROOT}/jobs/{first.id}?done=cancelled"
+    assert (await engine.get_job(first.id)).state is JobState.CANCELLED
+    assert (await dashboard.handle("fail", _post("fail", second))).status == 303
+    assert (await engine.get_job(second.id)).state is JobState.FAILED
+    marked = (await engine.audit_trail(second.id))[-1]
+    assert (marked.action.value, marked.actor) == ("job_failed_manually", "admin")
 
 
 @pytest.mark.parametrize(
@@ -403,7 +497,9 @@ async def test_a_forged_or_stale_form_is_refused_and_changes_nothing(
     dashboard: AsyncDashboard, engine: AsyncEngine, options: dict[str, Any], message: str
 ) -> None:
     dead = await _dead_ids(engine)
-    response = await dashboard.handle("retry", _post("retry", dead[0], **options))
+    response = await dashboard.handle(
+        "retry", _post("retry", await engine.get_job(dead[0]), **options)
+    )
     assert response.status == 403
     assert message in response.body.decode()
     assert await _dead_ids(engine) == dead
@@ -413,7 +509,7 @@ async def test_a_form_from_the_same_origin_without_fetch_metadata_is_accepted(
     dashboard: AsyncDashboard, engine: AsyncEngine
 ) -> None:
     job_id = (await _dead_ids(engine))[0]
-    request = _post("retry", job_id, site=None, origin=f"https://{HOST}")
+    request = _post("retry", await engine.get_job(job_id), site=None, origin=f"https://{HOST}")
     assert (await dashboard.handle("retry", request)).status == 303
     assert (await engine.get_job(job_id)).state is JobState.PENDING
 
@@ -422,7 +518,7 @@ async def test_a_post_that_is_not_the_form_is_refused(
     dashboard: AsyncDashboard, engine: AsyncEngine
 ) -> None:
     job_id = (await _dead_ids(engine))[0]
-    form = _post("retry", job_id)
+    form = _post("retry", await engine.get_job(job_id))
     json_post = Request(
         form.method,
         form.path,
@@ -438,7 +534,9 @@ async def test_a_reader_asking_to_write_is_refused_before_the_csrf_check(
     dashboard: AsyncDashboard, engine: AsyncEngine
 ) -> None:
     job_id = (await _dead_ids(engine))[0]
-    response = await dashboard.handle("delete", _post("delete", job_id, None, token=None))
+    response = await dashboard.handle(
+        "delete", _post("delete", await engine.get_job(job_id), None, token=None)
+    )
     assert response.status == 401
     assert (await engine.get_job(job_id)).state is JobState.DEAD
 

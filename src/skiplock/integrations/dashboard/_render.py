@@ -8,6 +8,7 @@ stylesheet), shared by the async and the sync dashboard.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -19,6 +20,7 @@ import jinja2
 
 from skiplock.core import JobState
 from skiplock.core._health import format_duration
+from skiplock.core._states import action_states
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -96,6 +98,8 @@ def environment() -> jinja2.Environment:
     )
     env.filters["when"] = when
     env.filters["short"] = short
+    env.filters["buttons"] = buttons
+    env.filters["version"] = version
     return env
 
 
@@ -229,6 +233,53 @@ def audit_rows(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
         }
         for e in events
     ]
+
+
+@attrs.frozen
+class Button:
+    """A button of a job: the operator action, its route under the mount point, its
+    label, and the question a destructive one asks before it acts (None: it acts at
+    once)."""
+
+    action: str
+    route: str
+    label: str
+    confirm: str | None = None
+
+
+#: Every button, in the order pages show them.
+BUTTONS = (
+    Button("retry", "retry", "Retry"),
+    Button("cancel", "cancel", "Cancel", "Cancel this job? A running one is asked to stop."),
+    Button("fail", "fail", "Mark failed", "Mark this job failed? It is never tried again."),
+    Button("discard", "delete", "Discard", "Delete this job for good? It cannot be undone."),
+)
+
+
+def buttons(job: Job, only: Sequence[str] | None = None) -> list[Button]:
+    """The buttons a page shows for ``job``: the actions its state allows (those of
+    ``only``, when given)."""
+    return [
+        b
+        for b in BUTTONS
+        if job.state in action_states(b.action) and (only is None or b.action in only)
+    ]
+
+
+def version(job: Job) -> str:
+    """What a button carries of the job it was rendered for: a digest of every field an
+    operator or a worker changes (state, claims, attempts, due, claim and finish times).
+    A job that changed since the page was rendered has another version, even back in the
+    same state (replayed, run and dead again)."""
+    fields = (
+        job.state.value,
+        job.claims,
+        job.attempts,
+        job.available_at.isoformat(),
+        None if job.claimed_at is None else job.claimed_at.isoformat(),
+        None if job.completed_at is None else job.completed_at.isoformat(),
+    )
+    return hashlib.blake2s(repr(fields).encode(), digest_size=8).hexdigest()
 
 
 def payload_text(job: Job) -> str:

@@ -24,8 +24,9 @@ from skiplock.core._throughput import throughput_window
 from skiplock.core._validation import INT8_RANGE, check_duration, check_int, to_duration
 
 from ..rest import Door, Forbidden, Permission, Problem, Request, Response, Route
+from ..rest._problems import Conflict
 from ..rest._support import keyset_page, problem_for
-from . import _csrf, _render
+from . import _actions, _csrf, _render
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -41,12 +42,11 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "dead": ("/dead", "GET", Permission.READ),
     "job": ("/jobs/{job_id}", "GET", Permission.READ),
     "retry": ("/jobs/{job_id}/retry", "POST", Permission.WRITE),
+    "cancel": ("/jobs/{job_id}/cancel", "POST", Permission.WRITE),
+    "fail": ("/jobs/{job_id}/fail", "POST", Permission.WRITE),
     "delete": ("/jobs/{job_id}/delete", "POST", Permission.WRITE),
     "static": ("/static/dashboard.css", "GET", None),
 }
-#: The job states whose page offers Retry and Discard.
-REPLAYABLE = frozenset({JobState.DEAD, JobState.FAILED, JobState.CANCELLED})
-_DONE = {"retried": "retried: it is pending again", "discarded": "discarded"}
 
 
 def mount_root(page: str, request: Request) -> str:
@@ -137,6 +137,9 @@ class Dashboard(Door):
             else:
                 context |= self._job(ops, _job_id(request))
             return _html(200, _render.render(f"{context['page']}.html", context), cookie)
+        except _actions.Stale as stale:
+            context["current"] = stale.job
+            return _error(Conflict(str(stale)), context, back=f"{root}/jobs/{stale.job.id}")
         except Exception as exc:
             # The REST API's problems: an engine error's, the hook's, or a logged 500.
             if isinstance(exc, SkiplockError):
@@ -196,28 +199,32 @@ class Dashboard(Door):
             "payload": _render.payload_text(job),
             "audit": _render.audit_rows(events),
             "audit_on": self._engine.settings.audit,
-            "replayable": job.state in REPLAYABLE,
         }
 
     # ---- buttons --------------------------------------------------------------------------
 
     def _change(self, page: str, request: Request, root: str, ops: Operator) -> Response:
-        """Retry or discard the job through ``ops`` (the caller's operator), then
-        redirect (303) to the page the form names."""
+        """Apply the button's action to the job through ``ops`` (the caller's operator),
+        then redirect (303) to the page the form names.
+
+        The form carries the state and version the job had when the button was rendered:
+        a job that changed since is left alone (409, and the page says what it is now),
+        and the action applies only in that state (checked again in the statement that
+        changes the job), so a stale Discard never deletes a job replayed meanwhile."""
         _csrf.check_same_origin(request)
         if request.media_type != "application/x-www-form-urlencoded":
             raise Forbidden("send the dashboard's form")
         form = parse_qs(request.body.decode(errors="replace"), max_num_fields=10)
         _csrf.check_token(request, _field(form, _csrf.FIELD))
         job_id = _job_id(request)
-        if page == "retry":
-            ops.retry_job(job_id)
-            done = "retried"
-        else:
-            ops.delete_job(job_id)
-            done = "discarded"
+        action = _actions.BY_PAGE[page]
+        state, seen = _actions.rendered_for(action, _field(form, "state"), _field(form, "version"))
+        _actions.check_unchanged(ops.get_job(job_id), state, seen)
+        if not ops.act_on_jobs(action, [job_id], states=[state]):
+            raise _actions.Stale(ops.get_job(job_id), state)  # changed in between
+        done = _actions.DONE_BY_ACTION[action]
         target = _field(form, "next")
-        if target == "job" and page == "retry":
+        if target == "job" and action != "discard":
             location = f"{root}/jobs/{job_id}?{urlencode({'done': done})}"
         else:
             location = f"{root}/dead?{urlencode({'done': done, 'job': job_id})}"
@@ -231,7 +238,7 @@ def _field(form: Mapping[str, list[str]], name: str) -> str | None:
 
 def _notice(request: Request) -> str | None:
     """The message after a button's redirect (fixed texts; the job id is a number)."""
-    done = _DONE.get(_one(request.query, "done") or "")
+    done = _actions.DONE.get(_one(request.query, "done") or "")
     if done is None:
         return None
     job = _one(request.query, "job") or request.path_params.get("job_id", "")
@@ -255,5 +262,6 @@ def _error(problem: Problem, context: Mapping[str, Any], *, back: str | None = N
         "title": problem.title,
         "detail": problem.detail,
         "back": back,
+        "current": context.get("current"),
     }
     return _html(problem.status, _render.render("error.html", page), problem.headers)
