@@ -5,6 +5,7 @@ bindings on PostgreSQL)."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -14,8 +15,19 @@ from flask import Flask
 
 from skiplock import AsyncEngine, Engine
 from skiplock.adapters.memory import AsyncInMemoryJobStore, InMemoryJobStore
-from skiplock.integrations.fastapi import create_dashboard_router, create_router
-from skiplock.integrations.flask import create_dashboard_blueprint
+from skiplock.integrations._mounts import MountConflict
+from skiplock.integrations.fastapi import (
+    create_dashboard_router,
+    create_metrics_router,
+    create_probes_router,
+    create_router,
+)
+from skiplock.integrations.flask import (
+    create_blueprint,
+    create_dashboard_blueprint,
+    create_metrics_blueprint,
+    create_probes_blueprint,
+)
 
 if TYPE_CHECKING:
     from skiplock.integrations.rest import Permission, Request
@@ -94,3 +106,74 @@ def test_the_flask_blueprint_serves_every_page_under_its_route_names() -> None:
     assert client.get(f"{MOUNT}/jobs/1", headers=ops).status_code == 404
     assert client.get(f"{MOUNT}/static/dashboard.css").status_code == 200
     assert client.post(f"{MOUNT}/jobs/1/delete", headers=ops).status_code == 403
+
+
+# ---- mount safety (issue 32, item 2) ------------------------------------------------------
+
+
+def _fastapi_mounts(mounts: list[tuple[str, str]]) -> FastAPI:
+    engine = AsyncEngine(AsyncInMemoryJobStore())
+    make = {
+        "rest": lambda: create_router(engine, authorize=authorize_async),
+        "dashboard": lambda: create_dashboard_router(engine, authorize=authorize_async),
+        "probes": lambda: create_probes_router(engine),
+        "metrics": lambda: create_metrics_router(engine),
+    }
+    app = FastAPI()
+    for door, prefix in mounts:
+        app.include_router(make[door](), prefix=prefix)
+    return app
+
+
+def _flask_mounts(mounts: list[tuple[str, str]]) -> Flask:
+    engine = Engine(InMemoryJobStore())
+    make = {
+        "rest": lambda: create_blueprint(engine, authorize=authorize),
+        "dashboard": lambda: create_dashboard_blueprint(engine, authorize=authorize),
+        "probes": lambda: create_probes_blueprint(engine),
+        "metrics": lambda: create_metrics_blueprint(engine),
+    }
+    app = Flask(__name__)
+    for n, (door, prefix) in enumerate(mounts):
+        app.register_blueprint(make[door](), url_prefix=prefix, name=f"{door}{n}")
+    return app
+
+
+OVERLAPS = [
+    # As docs/dashboard.md once showed it: the job page answered with the REST JSON.
+    (
+        [("rest", "/admin/jobs"), ("dashboard", "/admin/jobs")],
+        "the dashboard mounted at '/admin/jobs' overlaps the REST API mounted at '/admin/jobs'",
+    ),
+    (
+        [("dashboard", "/admin/jobs/ui"), ("rest", "/admin/jobs")],
+        "the REST API mounted at '/admin/jobs' overlaps the dashboard mounted at '/admin/jobs/ui'",
+    ),
+    ([("rest", ""), ("probes", "")], "the probes mounted at '/livez' overlaps the REST API"),
+    ([("dashboard", "/ops"), ("metrics", "/ops")], "the metrics mounted at '/ops/metrics'"),
+    (
+        [("metrics", ""), ("metrics", "")],
+        "the metrics mounted at '/metrics' overlaps the metrics mounted at '/metrics'",
+    ),
+]
+APART = [
+    ("rest", "/admin/jobs"),
+    ("dashboard", "/admin/dashboard"),
+    ("probes", ""),
+    ("metrics", ""),
+    ("rest", "/admin/jobs-v2"),  # a prefix of another only by characters, not segments
+]
+
+
+@pytest.mark.parametrize("binding", [_fastapi_mounts, _flask_mounts], ids=["fastapi", "flask"])
+@pytest.mark.parametrize(("mounts", "message"), OVERLAPS)
+def test_overlapping_skiplock_mounts_raise_at_mount_time_naming_both(
+    binding: Any, mounts: list[tuple[str, str]], message: str
+) -> None:
+    with pytest.raises(MountConflict, match=re.escape(message)):
+        binding(mounts)
+
+
+@pytest.mark.parametrize("binding", [_fastapi_mounts, _flask_mounts], ids=["fastapi", "flask"])
+def test_distinct_prefixes_mount_side_by_side(binding: Any) -> None:
+    binding(APART)

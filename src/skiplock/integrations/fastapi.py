@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from skiplock.engine import AsyncEngine, AsyncWorker, Engine, Worker
 
+from ._mounts import MountConflict
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from .rest import AsyncAuthorize, AsyncRoute, Authorize, Route
 
 __all__ = [
+    "MountConflict",
     "WorkerLifespan",
     "create_dashboard_router",
     "create_metrics_router",
@@ -165,7 +168,12 @@ def create_router(
         lambda engine: RestApi(engine, authorize=authorize).routes(),  # type: ignore[arg-type]
     )
     return router(
-        routes, namespace="skiplock.", prefix=prefix, tags=tags, include_in_schema=include_in_schema
+        routes,
+        namespace="skiplock.",
+        door="REST API",
+        prefix=prefix,
+        tags=tags,
+        include_in_schema=include_in_schema,
     )
 
 
@@ -213,7 +221,7 @@ def create_dashboard_router(
         lambda engine: AsyncDashboard(engine, authorize=authorize, **options).routes(),
         lambda engine: Dashboard(engine, authorize=authorize, **options).routes(),  # type: ignore[arg-type]
     )
-    return router(routes, namespace="skiplock.dashboard.", prefix=prefix)
+    return router(routes, namespace="skiplock.dashboard.", door="dashboard", prefix=prefix)
 
 
 def create_probes_router(
@@ -233,7 +241,8 @@ def create_probes_router(
     from ._fastapi import router
     from ._monitor import probe_routes
 
-    return router(probe_routes(engine, timeout=timeout), namespace="skiplock.", prefix=prefix)
+    routes = probe_routes(engine, timeout=timeout)
+    return router(routes, namespace="skiplock.", door="probes", prefix=prefix)
 
 
 def create_metrics_router(
@@ -261,7 +270,7 @@ def create_metrics_router(
     from ._monitor import metrics_routes
 
     routes = metrics_routes(engine, metrics=metrics, path=path)
-    return router(routes, namespace="skiplock.", prefix=prefix)
+    return router(routes, namespace="skiplock.", door="metrics", prefix=prefix)
 
 
 def _routes(
