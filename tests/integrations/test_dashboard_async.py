@@ -23,6 +23,7 @@ from skiplock.integrations.dashboard import (
     Permission,
     Request,
     Response,
+    _csrf,
     mount_root,
 )
 from skiplock.integrations.dashboard._render import version
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 
 ROOT = "/admin/dashboard"
+#: The key of the forms' tokens.
+SECRET = "a-secret-of-the-tests-0123456789"
 HOST = "jobs.example"
 #: Who may do what: "admin" reads and writes, "viewer" only reads.
 USERS = {"admin": {Permission.READ, Permission.WRITE}, "viewer": {Permission.READ}}
@@ -73,7 +76,7 @@ async def engine(clock: FakeClock) -> AsyncEngine:
 
 @pytest.fixture
 def dashboard(engine: AsyncEngine) -> AsyncDashboard:
-    return AsyncDashboard(engine, authorize=authorize)
+    return AsyncDashboard(engine, authorize=authorize, csrf_secret=SECRET)
 
 
 def _get(page: str, path: str, user: str | None = "admin", **params: str) -> Request:
@@ -104,7 +107,7 @@ def _post(
     job: Job,
     user: str | None = "admin",
     *,
-    token: str | None = "t" * 43,
+    token: str | None = "",
     form_token: str | None = None,
     site: str | None = "same-origin",
     origin: str | None = None,
@@ -113,6 +116,8 @@ def _post(
     headers = {"host": HOST, "content-type": "application/x-www-form-urlencoded"}
     if user:
         headers["x-user"] = user
+    if token == "":  # the token a page gave this user
+        token = _csrf.new_token(SECRET.encode(), user or "")
     if token:
         headers["cookie"] = f"theme=dark; {CSRF_COOKIE}={token}"
     if site:
@@ -486,6 +491,12 @@ async def test_cancel_and_mark_failed_from_a_job_page(
         ({"token": None}, "the form has expired"),
         ({"form_token": "u" * 43}, "the form has expired"),
         ({"token": "short"}, "the form has expired"),
+        # A well-formed token of another caller (planted through a sibling subdomain):
+        (
+            {"token": _csrf.new_token(SECRET.encode(), "viewer")},
+            "the form was made for someone else",
+        ),
+        ({"token": _csrf.new_token(b"another-secret-0123456789", "admin")}, "someone else"),
         ({"site": "cross-site"}, "cross-site request refused"),
         ({"site": "same-site"}, "cross-site request refused"),
         ({"site": None}, "no Origin header"),
@@ -503,6 +514,24 @@ async def test_a_forged_or_stale_form_is_refused_and_changes_nothing(
     assert response.status == 403
     assert message in response.body.decode()
     assert await _dead_ids(engine) == dead
+
+
+async def test_the_csrf_cookie_is_bound_to_the_caller_and_secure_over_https(
+    dashboard: AsyncDashboard,
+) -> None:
+    response = (await _page(dashboard, "overview", "/"))[0]
+    token = _token(response)
+    assert _csrf.valid_for(token, SECRET.encode(), "admin")
+    assert not _csrf.valid_for(token, SECRET.encode(), "viewer")
+    assert "Secure" not in response.headers["Set-Cookie"]
+    # The viewer's browser holding the admin's token gets a token of its own.
+    headers = {"host": HOST, "x-user": "viewer", "cookie": f"{CSRF_COOKIE}={token}"}
+    again = await dashboard.handle("overview", Request("GET", ROOT + "/", headers=headers))
+    assert _csrf.valid_for(_token(again), SECRET.encode(), "viewer")
+    secure = Request("GET", ROOT + "/", headers={"x-user": "admin"}, scheme="https")
+    assert (await dashboard.handle("overview", secure)).headers["Set-Cookie"].endswith("; Secure")
+    with pytest.raises(ValidationError, match="at least 16 bytes"):
+        AsyncDashboard(dashboard.engine, authorize=authorize, csrf_secret="short")
 
 
 async def test_a_form_from_the_same_origin_without_fetch_metadata_is_accepted(

@@ -72,7 +72,8 @@ def test_the_fastapi_router_serves_every_page_outside_the_openapi_document(
 ) -> None:
     app = FastAPI()
     app.include_router(create_dashboard_router(engine, authorize=hook), prefix=MOUNT)
-    app.include_router(create_router(engine, authorize=hook), prefix="/ops/api")
+    rest = create_router(engine, authorize=hook, include_in_schema=True)
+    app.include_router(rest, prefix="/ops/api")
     with TestClient(app) as client:
         ops = {"x-user": "ops"}
         assert client.get(f"{MOUNT}/").status_code == 401
@@ -177,3 +178,19 @@ def test_overlapping_skiplock_mounts_raise_at_mount_time_naming_both(
 @pytest.mark.parametrize("binding", [_fastapi_mounts, _flask_mounts], ids=["fastapi", "flask"])
 def test_distinct_prefixes_mount_side_by_side(binding: Any) -> None:
     binding(APART)
+
+
+def test_other_paths_under_the_dashboard_are_html_pages_after_the_hook() -> None:
+    app = Flask(__name__)
+    blueprint = create_dashboard_blueprint(Engine(InMemoryJobStore()), authorize=authorize)
+    app.register_blueprint(blueprint, url_prefix=MOUNT)
+    client = app.test_client()
+    ops = {"x-user": "ops"}
+    assert client.options(f"{MOUNT}/dead").status_code == 401  # OPTIONS asks the hook
+    options = client.options(f"{MOUNT}/dead", headers=ops)
+    assert (options.status_code, options.headers["Allow"]) == (204, "GET, HEAD, OPTIONS")
+    missing = client.get(f"{MOUNT}/nothing", headers=ops)
+    assert (missing.status_code, missing.content_type) == (404, "text/html; charset=utf-8")
+    assert f'href="{MOUNT}/static/dashboard.css"' in missing.text
+    wrong = client.put(f"{MOUNT}/jobs/1/retry", headers=ops)
+    assert (wrong.status_code, wrong.headers["Allow"]) == (405, "POST, OPTIONS")

@@ -18,6 +18,7 @@ from skiplock.engine import AsyncEngine, Engine
 
 from ._mounts import claims, register
 from .rest import AsyncRoute, Request, Response, Route
+from .rest._routes import FALLBACK_PATH
 from .rest._spec import operation_object, operation_openapi
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ async def neutral_request(request: StarletteRequest) -> Request:
     """A Starlette request as the REST layer's :class:`~skiplock.integrations.rest.Request`."""
     headers = request.headers
     return Request(
+        scheme=request.url.scheme,
         method=request.method,
         path=request.url.path,
         query={key: request.query_params.getlist(key) for key in request.query_params},
@@ -67,6 +69,8 @@ class DoorRouter(APIRouter):
         self.skiplock_token = next(_TOKENS)
         #: The path of each route relative to the door's mount point, by its full path.
         self.skiplock_paths: dict[str, str] = {}
+        #: The door's fallback route, mounted once the router is under a prefix.
+        self.skiplock_fallback: tuple[str, Callable[..., Any], list[str]] | None = None
         tag_list: list[str | Enum] = list(tags)
         super().__init__(prefix=prefix, tags=tag_list)
 
@@ -89,6 +93,20 @@ class DoorRouter(APIRouter):
         routes = self.skiplock_paths.items()
         new = claims(self.skiplock_door, self.skiplock_token, prefix, routes)
         register(new, parent.__dict__.setdefault("skiplock_mounts", []))
+        if prefix:
+            self.add_fallback()
+
+    def add_fallback(self) -> None:
+        """Mount the door's fallback route (once): 404 and 405 in the door's form for the
+        paths under its prefix. Only under a prefix: at the root of an app it would take
+        the app's every unknown path."""
+        if self.skiplock_fallback is None:
+            return
+        name, endpoint, methods = self.skiplock_fallback
+        self.skiplock_fallback = None
+        self.add_api_route(
+            FALLBACK_PATH, endpoint, methods=methods, name=name, include_in_schema=False
+        )
 
 
 def _endpoint(route: AsyncRoute | Route) -> Callable[..., Any]:
@@ -119,6 +137,9 @@ def router(
     names the router in a :class:`~._mounts.MountConflict`."""
     mounted = DoorRouter(door=door, prefix=prefix, tags=tags)
     for route in routes:
+        if route.path == FALLBACK_PATH:
+            mounted.skiplock_fallback = (namespace + route.name, _endpoint(route), route.methods)
+            continue
         op = route.operation
         options: dict[str, Any] = {"name": namespace + route.name, "include_in_schema": False}
         if op is not None:
@@ -135,6 +156,8 @@ def router(
             }
         mounted.skiplock_paths[prefix + route.path] = route.path
         mounted.add_api_route(route.path, _endpoint(route), methods=[route.method], **options)
+    if prefix:
+        mounted.add_fallback()
     return mounted
 
 

@@ -144,7 +144,7 @@ def create_router(
     authorize: AsyncAuthorize | Authorize,
     prefix: str = "",
     tags: Sequence[str] = ("skiplock",),
-    include_in_schema: bool = True,
+    include_in_schema: bool = False,
 ) -> APIRouter:
     """The REST admin API of ``engine`` as a FastAPI router (docs/rest.md).
 
@@ -155,9 +155,12 @@ def create_router(
     or raises :class:`~skiplock.integrations.rest.Forbidden` for a 403. With an
     ``AsyncEngine`` it may be a coroutine function; a sync ``Engine`` runs it and the
     admin calls in the thread pool. Mount it with
-    ``app.include_router(router, prefix="/admin/jobs")``: the operations (with their
-    stable operation ids and schemas) appear in the app's OpenAPI document, and the
-    API's own document is served at ``<prefix>/openapi.json``.
+    ``app.include_router(router, prefix="/admin/jobs")``. The API's own document is
+    served at ``<prefix>/openapi.json`` (behind the hook); the operations stay out of the
+    app's public OpenAPI document unless ``include_in_schema=True`` (then with their
+    stable operation ids and schemas). Under a prefix, any other path or method there is
+    a problem too (404, 405 with ``Allow``; ``OPTIONS``: 204 with ``Allow``), after the
+    hook.
     """
     from ._fastapi import router
     from .rest import AsyncRestApi, RestApi

@@ -33,6 +33,7 @@ from ._flask_cli import commands
 from ._flask_state import EXTENSION, State, current_state
 from ._mounts import MountConflict, claims, register
 from .rest import Request, RestApi
+from .rest._routes import FALLBACK_PATH
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -179,6 +180,7 @@ def _has_app() -> bool:
 def _neutral_request() -> Request:
     headers = request.headers
     return Request(
+        scheme=request.scheme,
         method=request.method,
         path=request.script_root + request.path,
         query={key: request.args.getlist(key) for key in request.args},
@@ -193,13 +195,33 @@ class _DoorBlueprint(Blueprint):
     """A skiplock door's blueprint: registering it on an app checks that it overlaps no
     other skiplock blueprint of the app (:mod:`._mounts`); MountConflict if it does."""
 
-    def __init__(self, name: str, door: str, url_prefix: str | None, paths: list[str]) -> None:
+    def __init__(
+        self, name: str, door: str, url_prefix: str | None, routes: Sequence[Route]
+    ) -> None:
         super().__init__(name, __name__, url_prefix=url_prefix)
         self.door = door
-        self.paths = paths
+        self.paths = [route.path for route in routes if route.path != FALLBACK_PATH]
+        self.fallback = next((route for route in routes if route.path == FALLBACK_PATH), None)
+        for route in routes:
+            if route is not self.fallback:
+                self._add(route)
+
+    def _add(self, route: Route) -> None:
+        # No automatic OPTIONS answer: OPTIONS goes to the fallback, which asks the hook.
+        self.add_url_rule(
+            route.angle_path(),
+            route.name,
+            _view(route),
+            methods=route.methods,
+            provide_automatic_options=False,
+        )
 
     def register(self, app: App, options: dict[str, Any]) -> None:
         prefix = options.get("url_prefix", self.url_prefix) or ""
+        if prefix and self.fallback is not None and not self._got_registered_once:
+            # Under a prefix only: at the root it would take the app's every unknown path.
+            self._add(self.fallback)
+            self.fallback = None
         routes = [(path, path) for path in self.paths]
         register(
             claims(self.door, id(self), prefix, routes), app.extensions.setdefault(_MOUNTS, [])
@@ -214,10 +236,7 @@ _MOUNTS = "skiplock.mounts"
 def _blueprint(name: str, url_prefix: str | None, routes: Sequence[Route], door: str) -> Blueprint:
     """A blueprint mounting a door's ``routes``, each named ``<name>.<route name>``;
     ``door`` names it in a MountConflict."""
-    blueprint = _DoorBlueprint(name, door, url_prefix, [route.path for route in routes])
-    for route in routes:
-        blueprint.add_url_rule(route.angle_path(), route.name, _view(route), methods=[route.method])
-    return blueprint
+    return _DoorBlueprint(name, door, url_prefix, routes)
 
 
 def _view(route: Route) -> Any:

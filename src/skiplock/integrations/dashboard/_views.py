@@ -83,6 +83,9 @@ class Dashboard(Door):
     ``refresh`` (seconds) makes the overview reload itself; ``page_size`` is the number of
     dead jobs per page; ``window`` and ``bucket`` are those of the throughput chart
     (:meth:`Engine.throughput <skiplock.Engine.throughput>`).
+    ``csrf_secret`` keys the forms' tokens (bound to the caller): give every process
+    that serves the dashboard the same one (default: a random one per dashboard, so a
+    page from one process posts only to that process).
     """
 
     logger = logging.getLogger("skiplock.dashboard")
@@ -97,8 +100,10 @@ class Dashboard(Door):
         page_size: int = 50,
         window: timedelta | float = timedelta(hours=1),
         bucket: timedelta | float = timedelta(minutes=1),
+        csrf_secret: bytes | str | None = None,
     ) -> None:
         super().__init__(engine, authorize=authorize)
+        self._csrf_secret = _csrf.secret(csrf_secret)
         self._refresh = None if refresh is None else check_int("refresh", refresh, minimum=1)
         self._page_size = check_int("page_size", page_size, minimum=1, maximum=1000)
         self._window = check_duration("window", to_duration(window))
@@ -122,9 +127,11 @@ class Dashboard(Door):
             if permission is Permission.WRITE:
                 return self._change(page, request, root, ops)
             context["can_write"] = self._may_write(request)
-            if token is None:
-                token = _csrf.new_token()
-                cookie = {"Set-Cookie": _csrf.set_cookie(token, root or "/")}
+            identity = ops.actor or ""
+            if token is None or not _csrf.valid_for(token, self._csrf_secret, identity):
+                token = _csrf.new_token(self._csrf_secret, identity)
+                secure = request.scheme == "https"
+                cookie = {"Set-Cookie": _csrf.set_cookie(token, root or "/", secure=secure)}
             else:
                 cookie = {}
             context |= {"csrf": token, "notice": _notice(request), "refresh": None}
@@ -150,11 +157,19 @@ class Dashboard(Door):
             return _error(problem, context, back=back)
 
     def routes(self) -> list[Route]:
-        """What a binding mounts: a route per page of :data:`PAGES`, named by the page."""
-        return [
+        """What a binding mounts: a route per page of :data:`PAGES`, named by the page,
+        then the fallback (404 and 405 pages for other paths under the mount point)."""
+        routes = [
             Route(name=page, method=method, path=path, answer=functools.partial(self.handle, page))
             for page, (path, method, _) in PAGES.items()
         ]
+        return [*routes, self.fallback_route()]
+
+    def problem_response(self, problem: Problem, request: Request) -> Response:
+        """A problem of the fallback (404, 405) as an HTML page."""
+        rest = request.path_params.get("path", "")
+        root = request.path[: len(request.path) - len(rest)].rstrip("/")
+        return _error(problem, {"root": root})
 
     def _may_write(self, request: Request) -> bool:
         """Whether the hook grants ``write`` (to show the buttons)."""
@@ -215,7 +230,7 @@ class Dashboard(Door):
         if request.media_type != "application/x-www-form-urlencoded":
             raise Forbidden("send the dashboard's form")
         form = parse_qs(request.body.decode(errors="replace"), max_num_fields=10)
-        _csrf.check_token(request, _field(form, _csrf.FIELD))
+        _csrf.check_token(request, _field(form, _csrf.FIELD), self._csrf_secret, ops.actor or "")
         job_id = _job_id(request)
         action = _actions.BY_PAGE[page]
         state, seen = _actions.rendered_for(action, _field(form, "state"), _field(form, "version"))

@@ -79,6 +79,9 @@ class AsyncDashboard(AsyncDoor):
     ``refresh`` (seconds) makes the overview reload itself; ``page_size`` is the number of
     dead jobs per page; ``window`` and ``bucket`` are those of the throughput chart
     (:meth:`AsyncEngine.throughput <skiplock.AsyncEngine.throughput>`).
+    ``csrf_secret`` keys the forms' tokens (bound to the caller): give every process
+    that serves the dashboard the same one (default: a random one per dashboard, so a
+    page from one process posts only to that process).
     """
 
     logger = logging.getLogger("skiplock.dashboard")
@@ -93,8 +96,10 @@ class AsyncDashboard(AsyncDoor):
         page_size: int = 50,
         window: timedelta | float = timedelta(hours=1),
         bucket: timedelta | float = timedelta(minutes=1),
+        csrf_secret: bytes | str | None = None,
     ) -> None:
         super().__init__(engine, authorize=authorize)
+        self._csrf_secret = _csrf.secret(csrf_secret)
         self._refresh = None if refresh is None else check_int("refresh", refresh, minimum=1)
         self._page_size = check_int("page_size", page_size, minimum=1, maximum=1000)
         self._window = check_duration("window", to_duration(window))
@@ -118,9 +123,11 @@ class AsyncDashboard(AsyncDoor):
             if permission is Permission.WRITE:
                 return await self._change(page, request, root, ops)
             context["can_write"] = await self._may_write(request)
-            if token is None:
-                token = _csrf.new_token()
-                cookie = {"Set-Cookie": _csrf.set_cookie(token, root or "/")}
+            identity = ops.actor or ""
+            if token is None or not _csrf.valid_for(token, self._csrf_secret, identity):
+                token = _csrf.new_token(self._csrf_secret, identity)
+                secure = request.scheme == "https"
+                cookie = {"Set-Cookie": _csrf.set_cookie(token, root or "/", secure=secure)}
             else:
                 cookie = {}
             context |= {"csrf": token, "notice": _notice(request), "refresh": None}
@@ -146,13 +153,21 @@ class AsyncDashboard(AsyncDoor):
             return _error(problem, context, back=back)
 
     def routes(self) -> list[AsyncRoute]:
-        """What a binding mounts: a route per page of :data:`PAGES`, named by the page."""
-        return [
+        """What a binding mounts: a route per page of :data:`PAGES`, named by the page,
+        then the fallback (404 and 405 pages for other paths under the mount point)."""
+        routes = [
             AsyncRoute(
                 name=page, method=method, path=path, answer=functools.partial(self.handle, page)
             )
             for page, (path, method, _) in PAGES.items()
         ]
+        return [*routes, self.fallback_route()]
+
+    def problem_response(self, problem: Problem, request: Request) -> Response:
+        """A problem of the fallback (404, 405) as an HTML page."""
+        rest = request.path_params.get("path", "")
+        root = request.path[: len(request.path) - len(rest)].rstrip("/")
+        return _error(problem, {"root": root})
 
     async def _may_write(self, request: Request) -> bool:
         """Whether the hook grants ``write`` (to show the buttons)."""
@@ -213,7 +228,7 @@ class AsyncDashboard(AsyncDoor):
         if request.media_type != "application/x-www-form-urlencoded":
             raise Forbidden("send the dashboard's form")
         form = parse_qs(request.body.decode(errors="replace"), max_num_fields=10)
-        _csrf.check_token(request, _field(form, _csrf.FIELD))
+        _csrf.check_token(request, _field(form, _csrf.FIELD), self._csrf_secret, ops.actor or "")
         job_id = _job_id(request)
         action = _actions.BY_PAGE[page]
         state, seen = _actions.rendered_for(action, _field(form, "state"), _field(form, "version"))
