@@ -18,7 +18,7 @@ import pytest
 
 from tests.pgfixtures import create_database, drop_database, execute, fetch
 
-from .apps import MOUNT, SESSION, SESSIONS, fastapi_app, flask_app, replay, seed
+from .apps import MOUNT, REFRESH, SESSION, SESSIONS, fastapi_app, flask_app, replay, seed
 from .conftest import serve_asgi, serve_wsgi
 
 if TYPE_CHECKING:
@@ -230,6 +230,151 @@ def test_a_reader_cannot_retry(site: Site, as_user: Any) -> None:
     assert response.status == 403
     assert "viewer may only read" in page.get_by_test_id("error").inner_text()
     assert _dead_ids(site.dsn) == dead
+
+
+#: The two screens of the acceptance tests: a laptop's and a phone's.
+VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+
+
+@pytest.fixture(params=list(VIEWPORTS))
+def screen(request: pytest.FixtureRequest) -> dict[str, int]:
+    return VIEWPORTS[request.param]
+
+
+def _ids(dsn: str, where: str) -> list[int]:
+    rows = fetch(dsn, f"SELECT id FROM skiplock.jobs WHERE {where} ORDER BY id")
+    return [int(row[0]) for row in rows]
+
+
+def _shown(page: Page) -> list[int]:
+    rows = page.locator("table.jobs tbody tr")
+    return [int(i) for i in rows.evaluate_all("rows => rows.map(r => r.dataset.job)")]
+
+
+def _fits(page: Page, width: int) -> None:
+    """Nothing scrolls sideways, and every button and link of the page lies within the
+    screen's width."""
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, page.url
+    outside = page.evaluate(
+        """width => [...document.querySelectorAll('button, summary, main a, input, select')]
+            .filter(e => e.offsetParent !== null)
+            .map(e => e.getBoundingClientRect())
+            .filter(r => r.left < 0 || r.right > width + 0.5).length""",
+        width,
+    )
+    assert outside == 0, page.url
+
+
+BROWSE = {
+    "pending": "status = 'pending' AND available_at <= now()",
+    "scheduled": "status = 'pending' AND available_at > now()",
+    "running": "status = 'running'",
+    "succeeded": "status = 'succeeded'",
+    "failed": "status = 'failed'",
+    "dead": "status = 'dead'",
+    "cancelled": "status = 'cancelled'",
+}
+
+
+def test_browsing_every_state(site: Site, as_user: Any, screen: dict[str, int]) -> None:
+    page = as_user("viewer")
+    page.set_viewport_size(screen)
+    page.goto(site.page("/jobs"))
+    _fits(page, screen["width"])
+    for state, where in BROWSE.items():
+        page.get_by_test_id(f"state-{state}").click()
+        page.wait_for_url(re.compile(rf"state={state}"))
+        assert _shown(page) == _ids(site.dsn, where), state
+        _fits(page, screen["width"])
+    job = _ids(site.dsn, BROWSE["dead"])[0]
+    page.goto(site.page(f"/jobs/{job}"))
+    assert "refused the connection" in page.get_by_test_id("attempts").inner_text()
+    _fits(page, screen["width"])
+
+
+def test_filtering_and_searching(site: Site, as_user: Any, screen: dict[str, int]) -> None:
+    page = as_user("viewer")
+    page.set_viewport_size(screen)
+    page.goto(site.page("/jobs"))
+    page.get_by_test_id("filter-kind").fill("email.send")
+    page.get_by_test_id("filter-tenant").fill("acme")
+    page.get_by_test_id("apply-filter").click()
+    page.wait_for_url(re.compile(r"kind=email.send"))
+    assert _shown(page) == _ids(site.dsn, "kind = 'email.send' AND tenant_id = 'acme'")
+    page.goto(site.page("/jobs"))
+    page.get_by_test_id("filter-q").fill("hooks2.example")
+    page.get_by_test_id("apply-filter").click()
+    page.wait_for_url(re.compile(r"q=hooks2.example"))
+    [job] = _shown(page)
+    assert "hooks2.example" in page.locator(f'tr[data-job="{job}"]').inner_text()
+    page.get_by_test_id("filter-id").fill(str(job))
+    page.get_by_test_id("apply-filter").click()
+    page.wait_for_url(re.compile(rf"/jobs/{job}$"))
+    assert page.get_by_test_id("job-state").inner_text() == "dead"
+    _fits(page, screen["width"])
+
+
+def test_a_bulk_retry_asks_first_then_retries_every_match(
+    site: Site, as_user: Any, screen: dict[str, int]
+) -> None:
+    page = as_user("admin")
+    page.set_viewport_size(screen)
+    page.goto(site.page("/jobs?state=dead"))
+    dead = _ids(site.dsn, "status = 'dead'")
+    assert _shown(page) == dead
+    _fits(page, screen["width"])
+    page.get_by_test_id("bulk-action").select_option("retry")
+    page.get_by_test_id("bulk-all").click()
+    count = page.get_by_test_id("bulk-count").inner_text()
+    assert count.startswith(f"Retry {len(dead)} jobs matching the filter state=dead")
+    assert _ids(site.dsn, "status = 'dead'") == dead  # asked, not done
+    _fits(page, screen["width"])
+    page.get_by_test_id("bulk-confirm").click()
+    page.wait_for_url(re.compile(r"done=retried"))
+    assert page.get_by_test_id("notice").inner_text() == f"{len(dead)} jobs retried."
+    assert _ids(site.dsn, "status = 'dead'") == []
+    actors = fetch(
+        site.dsn,
+        "SELECT count(*) FROM skiplock.audit WHERE action = 'job_replay' AND actor = 'admin'",
+    )
+    assert actors == [(len(dead),)]
+
+
+def test_a_bulk_discard_of_selected_jobs(site: Site, as_user: Any, screen: dict[str, int]) -> None:
+    page = as_user("admin")
+    page.set_viewport_size(screen)
+    page.goto(site.page("/jobs?state=cancelled"))
+    [cancelled] = _shown(page)
+    page.get_by_test_id(f"select-{cancelled}").check()
+    page.get_by_test_id("bulk-action").select_option("discard")
+    page.get_by_test_id("bulk-selected").click()
+    assert "Discard 1 selected job" in page.get_by_test_id("bulk-count").inner_text()
+    page.get_by_test_id("bulk-confirm").click()
+    page.wait_for_url(re.compile(r"done=discarded"))
+    assert fetch(site.dsn, f"SELECT count(*) FROM skiplock.jobs WHERE id = {cancelled}") == [(0,)]
+
+
+def test_the_overview_is_live_and_can_be_paused(
+    site: Site, as_user: Any, screen: dict[str, int]
+) -> None:
+    page = as_user("viewer")
+    page.set_viewport_size(screen)
+    page.goto(site.page("/"))
+    _fits(page, screen["width"])
+    assert page.locator(f'meta[http-equiv="refresh"][content="{REFRESH}"]').count() == 1
+    page.mouse.wheel(0, 400)
+    page.wait_for_function("window.scrollY > 0")
+    scrolled = page.evaluate("window.scrollY")
+    first = page.locator("footer").inner_text()
+    with page.expect_navigation(timeout=REFRESH * 5000):
+        pass  # the page reloads itself
+    page.wait_for_function(f"document.querySelector('footer').innerText !== {first!r}")
+    page.wait_for_function("window.scrollY > 0")  # the browser keeps the scroll position
+    assert abs(page.evaluate("window.scrollY") - scrolled) < 5
+    page.get_by_test_id("live-off").click()
+    page.wait_for_url(re.compile(r"live=off"))
+    assert page.locator('meta[http-equiv="refresh"]').count() == 0
+    assert page.get_by_test_id("live-on").is_visible()
 
 
 #: More history for the pictures: 400 jobs that succeeded over the last hour, the dead ones

@@ -221,7 +221,8 @@ def test_the_overview_shows_depth_by_kind_and_state(dashboard: Dashboard) -> Non
         )
     )
     rows = {
-        kind: dict(re.findall(r'data-state="(\w+)">([^<]*)<', row)) for kind, row in cells.items()
+        kind: dict(re.findall(r'data-state="(\w+)">(?:<a [^>]*>)?([^<]*)<', row))
+        for kind, row in cells.items()
     }
     assert rows["report.build"] == {
         "pending": "2",
@@ -256,8 +257,8 @@ def test_the_oldest_pending_age_and_live_workers(
     assert re.search(r'data-testid="live-workers">1<', html)
     live, stale = re.findall(r'<tr data-worker="([^"]+)"( class="stale")?>', html)
     assert (live, stale) == (("w-1", ""), ("w-0", ' class="stale"'))
-    assert "<td>other.kind</td>" in html
-    assert "<td>all</td>" in html
+    assert '<td data-label="Kinds">other.kind</td>' in html
+    assert '<td data-label="Kinds">all</td>' in html
 
 
 def test_the_dead_letter_page_lists_dead_jobs_escaped(dashboard: Dashboard, engine: Engine) -> None:
@@ -548,6 +549,109 @@ def test_a_reader_asking_to_write_is_refused_before_the_csrf_check(
     response = dashboard.handle("delete", _post("delete", engine.get_job(job_id), None, token=None))
     assert response.status == 401
     assert (engine.get_job(job_id)).state is JobState.DEAD
+
+
+# ---- the job browser and bulk actions (issue 32, items 3 and 4) -------------------------
+
+
+def _rows(html: str) -> list[int]:
+    return [int(i) for i in re.findall(r'<tr data-job="(\d+)">', html)]
+
+
+@pytest.mark.parametrize(
+    ("query", "payloads"),
+    [
+        ("state=pending", [{"n": 9}]),  # due now
+        ("state=scheduled", [{"n": 10}]),  # due in an hour
+        ("state=succeeded", [{"n": 0}, {"n": 1}, {"n": 2}]),
+        ("state=succeeded&tenant=acme", [{"n": 1}, {"n": 2}]),
+        ("kind=report.build&state=running", []),
+    ],
+)
+def test_the_job_browser_lists_every_state_with_filters(
+    dashboard: Dashboard, engine: Engine, query: str, payloads: list[Any]
+) -> None:
+    response, html = _page(dashboard, "jobs", f"/jobs?{query}")
+    assert response.status == 200
+    assert [(engine.get_job(i)).payload for i in _rows(html)] == payloads
+    if not payloads:
+        assert 'data-testid="no-jobs"' in html
+
+
+def test_the_job_browser_searches_the_last_error_and_jumps_to_an_id(
+    dashboard: Dashboard, engine: Engine
+) -> None:
+    dead = _dead_ids(engine)
+    html = (_page(dashboard, "jobs", "/jobs?q=ALERT(1)"))[1]
+    assert _rows(html) == [dead[1]]
+    html = (_page(dashboard, "jobs", "/jobs?state=dead&since=2000-01-01T00:00"))[1]
+    assert _rows(html) == dead
+    html = (_page(dashboard, "jobs", "/jobs?before=2000-01-01T00:00"))[1]
+    assert _rows(html) == []
+    response = (_page(dashboard, "jobs", f"/jobs?id={dead[0]}"))[0]
+    assert (response.status, response.headers["Location"]) == (303, f"{ROOT}/jobs/{dead[0]}")
+    for bad in ("state=exploded", "since=yesterday", "id=2_0"):
+        assert (_page(dashboard, "jobs", f"/jobs?{bad}"))[0].status == 422, bad
+
+
+def _bulk(user: str = "admin", **fields: Any) -> Request:
+    headers = {
+        "host": HOST,
+        "content-type": "application/x-www-form-urlencoded",
+        "x-user": user,
+        "sec-fetch-site": "same-origin",
+    }
+    token = _csrf.new_token(SECRET.encode(), user)
+    headers["cookie"] = f"{CSRF_COOKIE}={token}"
+    body = urlencode({"csrf_token": token, **fields}, doseq=True).encode()
+    return Request("POST", f"{ROOT}/bulk", headers=headers, body=body)
+
+
+def test_a_bulk_retry_of_every_match_counts_first_then_retries_each_audited(
+    dashboard: Dashboard, engine: Engine
+) -> None:
+    dead = _dead_ids(engine)
+    ask = dashboard.handle("bulk", _bulk(action="retry", scope="all", state="dead"))
+    html = ask.body.decode()
+    assert ask.status == 200
+    assert re.search(r'data-testid="bulk-count">Retry <strong>3</strong> jobs matching', html)
+    assert _dead_ids(engine) == dead  # nothing yet
+    confirm = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', html))
+    assert confirm.pop("confirm") == "yes"
+    assert confirm.pop("csrf_token")
+    done = dashboard.handle("bulk", _bulk(**confirm, confirm="yes"))
+    assert done.status == 303
+    assert done.headers["Location"] == f"{ROOT}/jobs?state=dead&done=retried&count=3"
+    assert _dead_ids(engine) == []
+    for job_id in dead:
+        replay = (engine.audit_trail(job_id))[-1]
+        assert (replay.action.value, replay.actor) == ("job_replay", "admin")
+    html = (_page(dashboard, "jobs", "/jobs?state=dead&done=retried&count=3"))[1]
+    assert "3 jobs retried." in html
+
+
+def test_a_bulk_action_on_selected_jobs_changes_each_only_in_the_state_shown(
+    dashboard: Dashboard, engine: Engine
+) -> None:
+    dead = _dead_ids(engine)
+    engine.retry_job(dead[0])  # someone else, since the list was shown
+    chosen = [f"{i}.dead" for i in dead[:2]]
+    ask = dashboard.handle("bulk", _bulk(action="discard", scope="selected", job=chosen))
+    assert "<strong>2</strong> selected jobs" in ask.body.decode()
+    done = dashboard.handle(
+        "bulk", _bulk(action="discard", scope="selected", job=chosen, confirm="yes")
+    )
+    assert done.headers["Location"] == f"{ROOT}/jobs?done=discarded&count=1"
+    assert (engine.get_job(dead[0])).state is JobState.PENDING  # not discarded
+    assert _dead_ids(engine) == [dead[2]]
+
+
+def test_a_reader_cannot_run_a_bulk_action(dashboard: Dashboard, engine: Engine) -> None:
+    request = _bulk("viewer", action="retry", scope="all", confirm="yes")
+    assert (dashboard.handle("bulk", request)).status == 403
+    assert len(_dead_ids(engine)) == 3
+    html = (_page(dashboard, "jobs", "/jobs", "viewer"))[1]
+    assert "bulk-form" not in html
 
 
 # ---- mounting -----------------------------------------------------------------------------

@@ -22,6 +22,8 @@ from skiplock.core import JobState
 from skiplock.core._health import format_duration
 from skiplock.core._states import action_states
 
+from ._browse import BROWSE_STATES, BULK_BATCH, BULK_LIMIT, FILTER_FIELDS, Filter, one
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -285,4 +287,71 @@ def version(job: Job) -> str:
 
 def payload_text(job: Job) -> str:
     """A job's payload as indented JSON."""
-    return json.dumps(job.payload, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return json_text(job.payload)
+
+
+def json_text(value: object) -> str:
+    """A JSON value (a payload, a result) as indented JSON."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+#: The bulk actions of the job browser, in the order its menu lists them.
+BULK_ACTIONS = (
+    ("retry", "Retry"),
+    ("cancel", "Cancel"),
+    ("fail", "Mark failed"),
+    ("discard", "Discard"),
+)
+
+
+def jobs_page(
+    shown: Filter, listed: Mapping[str, Any], counts: Sequence[StateCount]
+) -> dict[str, Any]:
+    """What the job browser shows: the filter, its page of jobs, the kinds and tenants
+    to pick from (the running totals of ``counts()``), the jobs per state."""
+    totals = {s.value: 0 for s in STATES}
+    for c in counts:
+        totals[c.state.value] += c.count
+    after = listed["next_cursor"]
+    return {
+        "page": "jobs",
+        "filter": shown.values,
+        "states": BROWSE_STATES,
+        "totals": totals,
+        "kinds": sorted({c.kind for c in counts}),
+        "tenants": sorted({c.tenant for c in counts if c.tenant is not None}),
+        "jobs": listed["jobs"],
+        "next_cursor": after,
+        "partial": listed["partial"],
+        "next_query": shown.query(after=after),
+        "filter_query": shown.query(),
+        "bulk_actions": BULK_ACTIONS,
+    }
+
+
+def bulk_page(
+    shown: Filter,
+    form: Mapping[str, Sequence[str]],
+    action: str,
+    total: int,
+    stopped: int | None,
+) -> dict[str, Any]:
+    """The confirmation page of a bulk action: how many jobs, which, and the form that
+    confirms it (the same fields, with ``confirm=yes``)."""
+    kept = [
+        (name, value)
+        for name in (*FILTER_FIELDS, "action", "scope", "job")
+        for value in form.get(name, [])[:BULK_BATCH]
+    ]
+    return {
+        "page": "bulk",
+        "action": action,
+        "label": dict(BULK_ACTIONS)[action],
+        "scope": one(form, "scope"),
+        "count": total,
+        "stopped": stopped,
+        "limit": BULK_LIMIT,
+        "fields": kept,
+        "filter": {k: v for k, v in shown.values.items() if v},
+        "filter_query": shown.query(),
+    }
