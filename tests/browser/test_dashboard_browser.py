@@ -406,20 +406,23 @@ SCREENSHOT_DATA = [
 
 def test_screenshots_of_the_main_pages(site: Site, as_user: Any, tmp_path: Path) -> None:
     """The pictures of docs/dashboard.md: the jobs finished over the last hour (their
-    completion times spread out), the overview, the DLQ and a dead job's page."""
+    completion times spread out), the overview, the job browser, the DLQ and a dead job's
+    page at 1280x800, and the job browser on a phone (390x844)."""
     execute(site.dsn, SCREENSHOT_DATA)
     folder = Path(os.environ.get("SKIPLOCK_DASHBOARD_SCREENSHOTS") or tmp_path)
     page = as_user("admin")
-    page.set_viewport_size({"width": 1200, "height": 900})
     shots = {
-        "overview": "/",
-        "dead": "/dead",
-        "job": f"/jobs/{_dead_ids(site.dsn)[0]}",
+        "overview": ("/?live=off", VIEWPORTS["desktop"]),
+        "jobs": ("/jobs?state=dead", VIEWPORTS["desktop"]),
+        "dead": ("/dead", VIEWPORTS["desktop"]),
+        "job": (f"/jobs/{_dead_ids(site.dsn)[0]}", VIEWPORTS["desktop"]),
+        "phone": ("/jobs?state=dead", VIEWPORTS["phone"]),
     }
-    for name, path in shots.items():
+    for name, (path, screen) in shots.items():
+        page.set_viewport_size(screen)
         response = page.goto(site.page(path))
         assert response is not None
         assert response.status == 200
         target = folder / f"dashboard-{name}.png"
-        page.screenshot(path=str(target), full_page=True)
+        page.screenshot(path=str(target), full_page=name != "phone")
         assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
