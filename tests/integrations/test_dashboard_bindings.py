@@ -112,32 +112,35 @@ def test_the_flask_blueprint_serves_every_page_under_its_route_names() -> None:
 # ---- mount safety (issue 32, item 2) ------------------------------------------------------
 
 
-def _fastapi_mounts(mounts: list[tuple[str, str]]) -> FastAPI:
+def _fastapi_mounts(mounts: list[tuple[str, str]]) -> None:
     engine = AsyncEngine(AsyncInMemoryJobStore())
-    make = {
-        "rest": lambda: create_router(engine, authorize=authorize_async),
-        "dashboard": lambda: create_dashboard_router(engine, authorize=authorize_async),
-        "probes": lambda: create_probes_router(engine),
-        "metrics": lambda: create_metrics_router(engine),
-    }
+    doors = (create_router, create_dashboard_router, create_probes_router, create_metrics_router)
     app = FastAPI()
     for door, prefix in mounts:
-        app.include_router(make[door](), prefix=prefix)
-    return app
+        app.include_router(_door(doors, door, engine, authorize_async), prefix=prefix)
 
 
-def _flask_mounts(mounts: list[tuple[str, str]]) -> Flask:
+def _flask_mounts(mounts: list[tuple[str, str]]) -> None:
     engine = Engine(InMemoryJobStore())
-    make = {
-        "rest": lambda: create_blueprint(engine, authorize=authorize),
-        "dashboard": lambda: create_dashboard_blueprint(engine, authorize=authorize),
-        "probes": lambda: create_probes_blueprint(engine),
-        "metrics": lambda: create_metrics_blueprint(engine),
-    }
+    doors = (
+        create_blueprint,
+        create_dashboard_blueprint,
+        create_probes_blueprint,
+        create_metrics_blueprint,
+    )
     app = Flask(__name__)
     for n, (door, prefix) in enumerate(mounts):
-        app.register_blueprint(make[door](), url_prefix=prefix, name=f"{door}{n}")
-    return app
+        blueprint = _door(doors, door, engine, authorize)
+        app.register_blueprint(blueprint, url_prefix=prefix, name=f"{door}{n}")
+
+
+def _door(makers: tuple[Any, ...], door: str, engine: Any, hook: Any) -> Any:
+    """A skiplock router or blueprint: ``makers`` are the REST API's, the dashboard's,
+    the probes' and the metrics' functions of one binding."""
+    rest, dashboard, probes, metrics = makers
+    if door in ("rest", "dashboard"):
+        return (rest if door == "rest" else dashboard)(engine, authorize=hook)
+    return (probes if door == "probes" else metrics)(engine)
 
 
 OVERLAPS = [
