@@ -4,11 +4,13 @@ Django's middleware, the user as the audit actor; the probes reveal nothing."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.tasks import TaskResultStatus
 from django.test import Client
 
 from tests.django_integration.helpers import audit_actors, backend, with_options
@@ -45,9 +47,12 @@ def post(client: Client, url: str, **extra: Any) -> Any:
 
 def dead_job() -> int:
     result = tasks.always_fails.enqueue("ops")
-    backend().worker().run_until_idle()
-    backend().worker().run_until_idle()  # both attempts (backoff of a few ms)
-    result.refresh()
+    # Both attempts: the retry is due after a backoff, so run until the job is dead.
+    deadline = time.monotonic() + 30
+    while result.status != TaskResultStatus.FAILED:
+        assert time.monotonic() < deadline, "the job did not use its attempts in 30 s"
+        backend().worker().run_until_idle()
+        result.refresh()
     return int(result.id)
 
 
@@ -100,6 +105,9 @@ def test_the_dashboards_buttons_carry_djangos_token_and_pass_both_checks() -> No
     form: dict[str, Any] = {
         "csrfmiddlewaretoken": _field(html, "csrfmiddlewaretoken"),
         "csrf_token": _field(html, "csrf_token"),
+        # The state and version the page was rendered for (a stale button gets 409).
+        "state": _field(html, "state"),
+        "version": _field(html, "version"),
         "next": "job",
     }
     without_django = {key: value for key, value in form.items() if key != "csrfmiddlewaretoken"}
