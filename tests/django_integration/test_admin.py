@@ -188,8 +188,7 @@ def test_a_staff_user_needs_the_change_permission_for_the_actions() -> None:
 
 
 def test_pausing_then_resuming_the_kinds_of_the_selected_jobs(staff: Client) -> None:
-    jobs = [tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2), tasks.echo.enqueue(3)]
-    ids = [job.id for job in jobs]
+    ids = [tasks.add.enqueue(1, 1).id, tasks.add.enqueue(2, 2).id, tasks.echo.enqueue(3).id]
     rows = Job.objects.using("default").filter(id__in=[int(i) for i in ids])
     kinds = sorted(set(rows.values_list("kind", flat=True)))
     assert len(kinds) == 2
