@@ -354,6 +354,30 @@ def test_a_bulk_discard_of_selected_jobs(site: Site, as_user: Any, screen: dict[
     assert fetch(site.dsn, f"SELECT count(*) FROM skiplock.jobs WHERE id = {cancelled}") == [(0,)]
 
 
+def test_pausing_then_resuming_a_kind_from_its_row(
+    site: Site, as_user: Any, screen: dict[str, int]
+) -> None:
+    page = as_user("admin")
+    page.set_viewport_size(screen)
+    page.goto(site.page("/"))
+    page.get_by_role("link", name="Pauses and limits").click()
+    page.wait_for_url(re.compile(r"/dashboard/controls$"))
+    assert page.get_by_test_id("state-kind-email.send").inner_text() == "no"
+    _fits(page, screen["width"])
+    page.get_by_test_id("pause-kind-email.send").click()
+    page.wait_for_url(re.compile(r"/dashboard/controls\?done=paused"))
+    assert page.get_by_test_id("notice").inner_text().startswith("Paused")
+    assert "by admin" in page.get_by_test_id("state-kind-email.send").inner_text()
+    paused = fetch(site.dsn, "SELECT kind, tenant_id, actor FROM skiplock.pauses")
+    assert [tuple(row) for row in paused] == [("email.send", None, "admin")]
+    _fits(page, screen["width"])
+    page.get_by_test_id("resume-kind-email.send").click()
+    page.wait_for_url(re.compile(r"/dashboard/controls\?done=resumed"))
+    assert page.get_by_test_id("state-kind-email.send").inner_text() == "no"
+    assert fetch(site.dsn, "SELECT kind FROM skiplock.pauses") == []
+    assert page.get_by_test_id("no-pauses").is_visible()
+
+
 def test_the_overview_is_live_and_can_be_paused(
     site: Site, as_user: Any, screen: dict[str, int]
 ) -> None:

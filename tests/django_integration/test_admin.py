@@ -187,6 +187,39 @@ def test_a_staff_user_needs_the_change_permission_for_the_actions() -> None:
     assert state(job.id) == "pending"
 
 
+def test_pausing_then_resuming_the_kinds_of_the_selected_jobs(staff: Client) -> None:
+    ids = [tasks.add.enqueue(1, 1).id, tasks.add.enqueue(2, 2).id, tasks.echo.enqueue(3).id]
+    rows = Job.objects.using("default").filter(id__in=[int(i) for i in ids])
+    kinds = sorted(set(rows.values_list("kind", flat=True)))
+    assert len(kinds) == 2
+    assert "Pause the kinds of the selected jobs" in staff.get(CHANGELIST).content.decode()
+    response = act(staff, "pause_kinds", *ids)
+    assert messages_of(response) == [f"paused 2 kind(s): {', '.join(kinds)}"]
+    engine = backend().engine
+    paused = sorted((p.kind, p.tenant, p.actor) for p in engine.paused())
+    assert paused == [(kind, None, "ops") for kind in kinds]
+    act(staff, "resume_kinds", ids[0])  # resumes add's kind only
+    assert [p.kind for p in engine.paused()] == [k for k in kinds if k != kinds_of(ids[0])]
+    act(staff, "resume_kinds", ids[2])
+    assert engine.paused() == []
+
+
+def kinds_of(job_id: int | str) -> str:
+    return str(Job.objects.using("default").get(id=int(job_id)).kind)
+
+
+def test_a_staff_user_needs_the_change_permission_to_pause_kinds() -> None:
+    user = User.objects.create_user("reader", "r@example.com", "pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_job"))
+    client = Client()
+    client.force_login(user)
+    job = tasks.add.enqueue(1, 1)
+    assert "Pause the kinds" not in client.get(CHANGELIST).content.decode()
+    form = {"action": "pause_kinds", "_selected_action": [job.id], "index": "0"}
+    client.post(CHANGELIST, form)
+    assert backend().engine.paused() == []
+
+
 def test_the_list_never_counts_the_table(staff: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     """No SELECT count(*) (of every job or of the filtered ones) and no SELECT DISTINCT
     for the filters (issue 29): the list reads the page plus one row, and says "at least"

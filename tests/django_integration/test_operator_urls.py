@@ -109,12 +109,39 @@ def test_the_dashboards_buttons_carry_djangos_token_and_pass_both_checks() -> No
         "state": _field(html, "state"),
         "version": _field(html, "version"),
         "next": "job",
+        # The state and version the button was rendered for (the dashboard's stale check).
+        "state": _field(html, "state"),
+        "version": _field(html, "version"),
     }
     without_django = {key: value for key, value in form.items() if key != "csrfmiddlewaretoken"}
     assert submit(writer, f"{DASHBOARD}/jobs/{job_id}/retry", without_django).status_code == 403
     retried = submit(writer, f"{DASHBOARD}/jobs/{job_id}/retry", form)
     assert retried.status_code == 303, retried.content
     assert tasks.always_fails.get_result(str(job_id)).status == "READY"
+
+
+def test_the_dashboards_pause_and_resume_pass_both_checks_with_the_user_as_actor() -> None:
+    tasks.add.enqueue(1, 1)
+    writer = client_of(user("pauser", "view_job", "change_job"), csrf=True)
+    html = writer.get(f"{DASHBOARD}/controls").content.decode()
+    form = {
+        "csrfmiddlewaretoken": _field(html, "csrfmiddlewaretoken"),
+        "csrf_token": _field(html, "csrf_token"),
+        "kind": "tests.django_integration.testapp.tasks.add",
+        "reason": "maintenance",
+    }
+    without_django = {key: value for key, value in form.items() if key != "csrfmiddlewaretoken"}
+    assert submit(writer, f"{DASHBOARD}/controls/pause", without_django).status_code == 403
+    assert backend().engine.paused() == []
+    paused = submit(writer, f"{DASHBOARD}/controls/pause", form)
+    assert paused.status_code == 303, paused.content
+    [pause] = backend().engine.paused()
+    assert (pause.kind, pause.reason, pause.actor) == (form["kind"], "maintenance", "pauser")
+    page = writer.get(f"{DASHBOARD}/controls").content.decode()
+    assert f'data-testid="resume-kind-{form["kind"]}"' in page
+    del form["reason"]
+    assert submit(writer, f"{DASHBOARD}/controls/resume", form).status_code == 303
+    assert backend().engine.paused() == []
 
 
 def test_the_audit_actor_is_the_django_user() -> None:

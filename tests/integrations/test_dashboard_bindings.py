@@ -197,3 +197,117 @@ def test_other_paths_under_the_dashboard_are_html_pages_after_the_hook() -> None
     assert f'href="{MOUNT}/static/dashboard.css"' in missing.text
     wrong = client.put(f"{MOUNT}/jobs/1/retry", headers=ops)
     assert (wrong.status_code, wrong.headers["Allow"]) == (405, "POST, OPTIONS")
+
+
+# ---- pauses and limits (issue 32, item 6) -------------------------------------------------
+
+#: "admin" reads and writes, "viewer" only reads.
+WRITERS = {"admin": True, "viewer": False}
+
+
+def authorize_writes(request: Request, permission: Permission) -> str | None:
+    from skiplock.integrations.dashboard import Forbidden, Permission
+
+    user = request.header("x-user")
+    if user not in WRITERS:
+        return None
+    if permission is Permission.WRITE and not WRITERS[user]:
+        raise Forbidden(f"{user} may only read")
+    return user
+
+
+class _Client:
+    """A dashboard under FastAPI or Flask behind one interface: GET a page (keeping the
+    CSRF cookie the client was given), POST a form."""
+
+    def __init__(self, binding: str) -> None:
+        self.engine = Engine(InMemoryJobStore())
+        self.engine.enqueue("report.build", {}, tenant="acme")
+        if binding == "fastapi":
+            app = FastAPI()
+            router = create_dashboard_router(self.engine, authorize=authorize_writes)
+            app.include_router(router, prefix=MOUNT)
+            self._client: Any = TestClient(
+                app, base_url="http://jobs.example", follow_redirects=False
+            )
+        else:
+            flask_app = Flask(__name__)
+            blueprint = create_dashboard_blueprint(self.engine, authorize=authorize_writes)
+            flask_app.register_blueprint(blueprint, url_prefix=MOUNT)
+            self._client = flask_app.test_client()
+
+    def page(self, user: str) -> tuple[int, str, str]:
+        """The controls page's status, text and form token."""
+        response = self._client.get(f"{MOUNT}/controls", headers={"x-user": user})
+        match = re.search(r'name="csrf_token" value="([^"]+)"', response.text)
+        return response.status_code, response.text, match.group(1) if match else ""
+
+    def post(self, page: str, user: str, site: str = "same-origin", **form: str) -> Any:
+        headers = {"x-user": user, "sec-fetch-site": site}
+        return self._client.post(f"{MOUNT}/controls/{page}", data=form, headers=headers)
+
+
+@pytest.mark.parametrize("binding", ["fastapi", "flask"])
+def test_pause_resume_and_limits_from_the_dashboard_with_the_caller_as_actor(
+    binding: str,
+) -> None:
+    client = _Client(binding)
+    status, text, token = client.page("admin")
+    assert status == 200
+    assert 'data-kind="report.build"' in text
+    assert 'data-tenant="acme"' in text
+    assert 'data-testid="pause-kind-report.build"' in text
+    paused = client.post("pause", "admin", kind="report.build", reason="db", csrf_token=token)
+    assert paused.status_code == 303
+    assert paused.headers["Location"] == f"{MOUNT}/controls?done=paused"
+    [pause] = client.engine.paused()
+    assert (pause.kind, pause.tenant, pause.reason, pause.actor) == (
+        "report.build",
+        None,
+        "db",
+        "admin",
+    )
+    text = client.page("admin")[1]
+    assert 'data-testid="resume-kind-report.build"' in text
+    limited = client.post(
+        "limit", "admin", kind="report.build", tenant="acme", rps="2.5", burst="5", csrf_token=token
+    )
+    assert limited.status_code == 303
+    [limit] = client.engine.limits()
+    assert (limit.kind, limit.tenant, limit.limit.rps, limit.limit.burst, limit.actor) == (
+        "report.build",
+        "acme",
+        2.5,
+        5,
+        "admin",
+    )
+    assert 'data-limit="report.build/acme/*"' in client.page("admin")[1]
+    bad = client.post(
+        "limit", "admin", kind="report.build", rps="fast", burst="1", csrf_token=token
+    )
+    assert bad.status_code == 400
+    cleared = client.post("unlimit", "admin", kind="report.build", tenant="acme", csrf_token=token)
+    assert cleared.status_code == 303
+    assert client.engine.limits() == []
+    resumed = client.post("resume", "admin", kind="report.build", csrf_token=token)
+    assert resumed.status_code == 303
+    assert client.engine.paused() == []
+
+
+@pytest.mark.parametrize("binding", ["fastapi", "flask"])
+def test_a_reader_or_a_forged_form_cannot_pause(binding: str) -> None:
+    client = _Client(binding)
+    status, text, viewer_token = client.page("viewer")
+    assert status == 200
+    assert "Pauses in force" in text
+    assert "/controls/pause" not in text  # no forms for a reader
+    refused = client.post("pause", "viewer", kind="report.build", csrf_token=viewer_token)
+    assert refused.status_code == 403
+    token = client.page("admin")[2]
+    assert client.post("pause", "admin", kind="report.build").status_code == 403  # no token
+    wrong = client.post("pause", "admin", kind="report.build", csrf_token=token[::-1])
+    assert wrong.status_code == 403
+    cross = client.post("pause", "admin", "cross-site", kind="report.build", csrf_token=token)
+    assert cross.status_code == 403
+    assert client.post("pause", "nobody", kind="report.build").status_code == 401
+    assert client.engine.paused() == []

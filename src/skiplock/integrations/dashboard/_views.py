@@ -26,7 +26,7 @@ from skiplock.core._validation import INT8_RANGE, check_duration, check_int, to_
 from ..rest import Door, Forbidden, Permission, Problem, Request, Response, Route
 from ..rest._problems import Conflict
 from ..rest._support import keyset_page, problem_for
-from . import _actions, _browse, _csrf, _render
+from . import _actions, _browse, _controls, _csrf, _render
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -47,6 +47,11 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "fail": ("/jobs/{job_id}/fail", "POST", Permission.WRITE),
     "delete": ("/jobs/{job_id}/delete", "POST", Permission.WRITE),
     "bulk": ("/bulk", "POST", Permission.WRITE),
+    "controls": ("/controls", "GET", Permission.READ),
+    "pause": ("/controls/pause", "POST", Permission.WRITE),
+    "resume": ("/controls/resume", "POST", Permission.WRITE),
+    "limit": ("/controls/limit", "POST", Permission.WRITE),
+    "unlimit": ("/controls/unlimit", "POST", Permission.WRITE),
     "static": ("/static/dashboard.css", "GET", None),
 }
 
@@ -130,6 +135,8 @@ class Dashboard(Door):
             context["identity"] = ops.actor
             if page == "bulk":
                 return self._bulk(request, root, ops, context)
+            if page in _controls.BY_PAGE:
+                return self._control(page, request, root, ops)
             if permission is Permission.WRITE:
                 return self._change(page, request, root, ops)
             context["can_write"] = self._may_write(request)
@@ -154,6 +161,8 @@ class Dashboard(Door):
                 context |= self._jobs(ops, request)
             elif page == "dead":
                 context |= self._dead(ops, request)
+            elif page == "controls":
+                context |= _controls.page(ops.counts(), ops.paused(), ops.limits())
             else:
                 context |= self._job(ops, _job_id(request))
             return _html(200, _render.render(f"{context['page']}.html", context), cookie)
@@ -265,6 +274,15 @@ class Dashboard(Door):
             location = f"{root}/dead?{urlencode({'done': done, 'job': job_id})}"
         return _redirect(location)
 
+    def _control(self, page: str, request: Request, root: str, ops: Operator) -> Response:
+        """Pause, resume, set or clear a limit through ``ops`` (the caller's operator: the
+        caller is the change's actor, audited), then back to the controls page."""
+        form = self._form(request, ops)
+        method = getattr(ops, _controls.BY_PAGE[page])
+        method(**_controls.arguments(page, form))
+        done = _controls.DONE_BY_PAGE[page]
+        return _redirect(f"{root}/controls?{urlencode({'done': done})}")
+
     def _form(self, request: Request, ops: Operator) -> dict[str, list[str]]:
         """The fields of a button's form, once it passed the CSRF checks."""
         _csrf.check_same_origin(request)
@@ -340,6 +358,9 @@ def _field(form: Mapping[str, list[str]], name: str) -> str | None:
 
 def _notice(request: Request) -> str | None:
     """The message after a button's redirect (fixed texts; the job id is a number)."""
+    control = _controls.DONE.get(_one(request.query, "done") or "")
+    if control is not None:
+        return control
     done = _actions.DONE.get(_one(request.query, "done") or "")
     if done is None:
         return None

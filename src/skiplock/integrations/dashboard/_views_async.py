@@ -22,7 +22,7 @@ from skiplock.core._validation import INT8_RANGE, check_duration, check_int, to_
 from ..rest import AsyncDoor, AsyncRoute, Forbidden, Permission, Problem, Request, Response
 from ..rest._problems import Conflict
 from ..rest._support import keyset_page, problem_for
-from . import _actions, _browse, _csrf, _render
+from . import _actions, _browse, _controls, _csrf, _render
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -43,6 +43,11 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "fail": ("/jobs/{job_id}/fail", "POST", Permission.WRITE),
     "delete": ("/jobs/{job_id}/delete", "POST", Permission.WRITE),
     "bulk": ("/bulk", "POST", Permission.WRITE),
+    "controls": ("/controls", "GET", Permission.READ),
+    "pause": ("/controls/pause", "POST", Permission.WRITE),
+    "resume": ("/controls/resume", "POST", Permission.WRITE),
+    "limit": ("/controls/limit", "POST", Permission.WRITE),
+    "unlimit": ("/controls/unlimit", "POST", Permission.WRITE),
     "static": ("/static/dashboard.css", "GET", None),
 }
 
@@ -126,6 +131,8 @@ class AsyncDashboard(AsyncDoor):
             context["identity"] = ops.actor
             if page == "bulk":
                 return await self._bulk(request, root, ops, context)
+            if page in _controls.BY_PAGE:
+                return await self._control(page, request, root, ops)
             if permission is Permission.WRITE:
                 return await self._change(page, request, root, ops)
             context["can_write"] = await self._may_write(request)
@@ -150,6 +157,10 @@ class AsyncDashboard(AsyncDoor):
                 context |= await self._jobs(ops, request)
             elif page == "dead":
                 context |= await self._dead(ops, request)
+            elif page == "controls":
+                context |= _controls.page(
+                    await ops.counts(), await ops.paused(), await ops.limits()
+                )
             else:
                 context |= await self._job(ops, _job_id(request))
             return _html(200, _render.render(f"{context['page']}.html", context), cookie)
@@ -263,6 +274,17 @@ class AsyncDashboard(AsyncDoor):
             location = f"{root}/dead?{urlencode({'done': done, 'job': job_id})}"
         return _redirect(location)
 
+    async def _control(
+        self, page: str, request: Request, root: str, ops: AsyncOperator
+    ) -> Response:
+        """Pause, resume, set or clear a limit through ``ops`` (the caller's operator: the
+        caller is the change's actor, audited), then back to the controls page."""
+        form = self._form(request, ops)
+        method = getattr(ops, _controls.BY_PAGE[page])
+        await method(**_controls.arguments(page, form))
+        done = _controls.DONE_BY_PAGE[page]
+        return _redirect(f"{root}/controls?{urlencode({'done': done})}")
+
     def _form(self, request: Request, ops: AsyncOperator) -> dict[str, list[str]]:
         """The fields of a button's form, once it passed the CSRF checks."""
         _csrf.check_same_origin(request)
@@ -338,6 +360,9 @@ def _field(form: Mapping[str, list[str]], name: str) -> str | None:
 
 def _notice(request: Request) -> str | None:
     """The message after a button's redirect (fixed texts; the job id is a number)."""
+    control = _controls.DONE.get(_one(request.query, "done") or "")
+    if control is not None:
+        return control
     done = _actions.DONE.get(_one(request.query, "done") or "")
     if done is None:
         return None

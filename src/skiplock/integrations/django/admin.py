@@ -1,10 +1,11 @@
 """The Django admin of skiplock: jobs (filters by state, kind and tenant; actions retry,
-cancel, mark failed and delete), workers and the audit trail, all read-only views.
+cancel, mark failed, delete, and pause or resume the kinds of the selected jobs),
+workers and the audit trail, all read-only views.
 
 The actions go through the admin backend's engine, as its operator acting as the admin
 user (``engine.operator(username)``: skiplock's admin operations, their rules and error
 messages, the username as the audit trail's actor), one job at a time. They need the
-``change`` permission on jobs (delete: ``delete``).
+``change`` permission on jobs (delete: ``delete``); pausing and resuming kinds too.
 
 The job list never counts the table: no ``SELECT count(*)``, neither of every job nor of
 the filtered ones (:class:`UncountedPaginator` reads the rows up to the page shown plus
@@ -178,7 +179,7 @@ class JobAdmin(ReadOnlyAdmin):
             allow_empty_first_page=allow_empty_first_page,
         )
 
-    actions = ("retry", "cancel", "mark_failed", "delete")
+    actions = ("retry", "cancel", "mark_failed", "delete", "pause_kinds", "resume_kinds")
     readonly_fields = ("django_task",)
 
     # ---- permissions of the actions -----------------------------------------------------
@@ -208,6 +209,31 @@ class JobAdmin(ReadOnlyAdmin):
     @admin.action(description="Delete the selected jobs (not running)", permissions=["remove"])
     def delete(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         self._each(request, queryset, "deleted", lambda ops, job_id: ops.delete_job(job_id))
+
+    @admin.action(description="Pause the kinds of the selected jobs", permissions=["operate"])
+    def pause_kinds(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._kinds(request, queryset, "paused", lambda ops, kind: ops.pause(kind=kind))
+
+    @admin.action(description="Resume the kinds of the selected jobs", permissions=["operate"])
+    def resume_kinds(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._kinds(request, queryset, "resumed", lambda ops, kind: ops.resume(kind=kind))
+
+    def _kinds(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Job],
+        done_verb: str,
+        operation: Callable[[Operator, str], object],
+    ) -> None:
+        """Pause or resume each kind of the selected jobs (every tenant's: the kind-wide
+        pause of docs/operations.md, "Tenants, limits and pause"), as the admin user."""
+        ops = admin_task_backend().engine.operator(request.user.get_username())
+        kinds = sorted(set(queryset.values_list("kind", flat=True)))
+        for kind in kinds:
+            operation(ops, kind)
+        self.message_user(
+            request, f"{done_verb} {len(kinds)} kind(s): {', '.join(kinds)}", messages.SUCCESS
+        )
 
     def _each(
         self,

@@ -1,0 +1,124 @@
+"""The dashboard's "Pauses and limits" page, framework- and flavour-neutral (shared by the
+async and the sync dashboard): what its forms carry, the operator call each applies
+(``pause``, ``resume``, ``set_limit``, ``clear_limit``, docs/operations.md "Tenants,
+limits and pause") and what the page shows.
+
+The forms name the scope in plain fields (``kind``, ``tenant``, ``provider``); an empty
+field is "any" (None). The engine checks the values (ValidationError: a 400 page).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from skiplock.core import JobState
+
+from ..rest._problems import BadRequest
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from skiplock.core import StateCount
+    from skiplock.core._controls import Limit, Pause
+
+#: The write pages of the controls page: the operator method each calls.
+BY_PAGE: Mapping[str, str] = {
+    "pause": "pause",
+    "resume": "resume",
+    "limit": "set_limit",
+    "unlimit": "clear_limit",
+}
+#: What the notice after a redirect says, by the ``done`` query parameter (fixed texts).
+DONE: Mapping[str, str] = {
+    "paused": "Paused: its pending jobs are not claimed until resumed.",
+    "resumed": "Resumed.",
+    "limit-set": "Limit set.",
+    "limit-cleared": "Limit cleared.",
+}
+#: The ``done`` parameter of each write page.
+DONE_BY_PAGE: Mapping[str, str] = {
+    "pause": "paused",
+    "resume": "resumed",
+    "limit": "limit-set",
+    "unlimit": "limit-cleared",
+}
+
+
+def _text(form: Mapping[str, Sequence[str]], name: str) -> str | None:
+    values = form.get(name)
+    value = values[-1].strip() if values else ""
+    return value or None
+
+
+def arguments(page: str, form: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """The keyword arguments of the operator call of write page ``page`` from its form
+    (the actor is the operator's own). BadRequest for a rate or burst that is not a
+    number."""
+    scope: dict[str, Any] = {"kind": _text(form, "kind"), "tenant": _text(form, "tenant")}
+    if page == "pause":
+        return scope | {"reason": _text(form, "reason")}
+    if page == "resume":
+        return scope
+    scope["provider"] = _text(form, "provider")
+    if page == "unlimit":
+        return scope
+    try:
+        rps = float(_text(form, "rps") or "")
+        burst = int(_text(form, "burst") or "")
+    except ValueError:
+        raise BadRequest(
+            "a limit needs a rate (jobs per second) and a burst (a whole number)"
+        ) from None
+    if not math.isfinite(rps):
+        raise BadRequest("the rate must be a finite number")
+    return scope | {"rps": rps, "burst": burst}
+
+
+def _rows(
+    names: set[str], pending: Mapping[str, int], wide: Mapping[str, Pause], partly: set[str]
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": name,
+            "pending": pending.get(name, 0),
+            "pause": wide.get(name),
+            "partly": name in partly and name not in wide,
+        }
+        for name in sorted(names)
+    ]
+
+
+def page(
+    counts: Sequence[StateCount], pauses: Sequence[Pause], limits: Sequence[Limit]
+) -> dict[str, Any]:
+    """What the controls page shows: every pause and limit in force, and a row per kind
+    and per tenant (those with jobs and those a control names) with its pause, if any
+    (``partly``: paused only with another kind or tenant)."""
+    by_kind: dict[str, int] = {}
+    by_tenant: dict[str, int] = {}
+    for c in counts:
+        pending = c.count if c.state is JobState.PENDING else 0
+        by_kind[c.kind] = by_kind.get(c.kind, 0) + pending
+        if c.tenant is not None:
+            by_tenant[c.tenant] = by_tenant.get(c.tenant, 0) + pending
+    kinds = set(by_kind) | {p.kind for p in pauses if p.kind} | {x.kind for x in limits if x.kind}
+    tenants = set(by_tenant) | {p.tenant for p in pauses if p.tenant}
+    tenants |= {x.tenant for x in limits if x.tenant}
+    return {
+        "page": "controls",
+        "kinds": _rows(
+            kinds,
+            by_kind,
+            {p.kind: p for p in pauses if p.kind and p.tenant is None},
+            {p.kind for p in pauses if p.kind},
+        ),
+        "tenants": _rows(
+            tenants,
+            by_tenant,
+            {p.tenant: p for p in pauses if p.tenant and p.kind is None},
+            {p.tenant for p in pauses if p.tenant},
+        ),
+        "pauses": list(pauses),
+        "limits": list(limits),
+    }
