@@ -91,3 +91,6 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 ALLOWED_HOSTS = ["testserver", "localhost"]
+# The live server (test_dashboard_browser.py) serves static files below it; unset, its
+# handler fails on every request.
+STATIC_URL = "static/"
