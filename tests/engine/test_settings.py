@@ -241,6 +241,7 @@ ENV_SAMPLES: dict[str, tuple[str, Any]] = {
     "concurrency": ("8", 8),
     "batch_size": ("16", 16),
     "prefetch": ("0", 0),
+    "rate_limit_scope": ("process", "process"),
     "completion_batch_size": ("7", 7),
     "poll_interval": ("250ms", timedelta(milliseconds=250)),
     "shutdown_timeout": ("1m", timedelta(minutes=1)),
@@ -264,6 +265,7 @@ ENV_SAMPLES: dict[str, tuple[str, Any]] = {
     "node_limit": ("2", 2),
     "cluster_limit": ("3", 3),
     "rate_limit": ("5/10", RateLimit(rps=5, burst=10)),
+    "prefetch_limit": ("0", 0),
     "transactional": ("true", True),
     "autocommit": ("1", True),
 }
@@ -280,6 +282,7 @@ EXPLICIT: dict[str, Any] = {
     "node_limit": 1,
     "cluster_limit": 1,
     "rate_limit": RateLimit(rps=1, burst=1),
+    "prefetch_limit": 2,
     "transactional": False,
     "autocommit": False,
 }

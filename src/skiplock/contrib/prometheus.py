@@ -178,12 +178,20 @@ class PrometheusMetrics:
             ["tenant", "kind"],
             registry=registry,
         )
+        self._throttle_decisions = Counter(
+            f"{ns}_throttle_decisions",
+            'Claims that left out a (kind, tenant) pair or a kind (tenant "") because a '
+            "limit had no room: rate_limit, provider or cluster_limit.",
+            ["kind", "tenant", "limit"],
+            registry=registry,
+        )
         # Label children by label values, so the per-job hooks skip labels() (its lock and
         # validation) after the first job of a kind: a plain dict read, no lock of ours.
         self._latency_of: dict[str, Histogram] = {}
         self._processing_of: dict[str, Histogram] = {}
         self._attempts_of: dict[tuple[str, str], Counter] = {}
         self._throttled_of: dict[tuple[str, str | None], Counter] = {}
+        self._decisions_of: dict[tuple[str, str | None, str], Counter] = {}
 
         self._lock = threading.Lock()  # workers and the throttled pairs; never per job
         self._workers: dict[str, tuple[WorkerStatus, Callable[[float], Sequence[StateCount]]]] = {}
@@ -279,6 +287,20 @@ class PrometheusMetrics:
                         self._throttled_of[kind, tenant] = counter
                     else:  # beyond the cap: not remembered, so memory stays bounded too
                         counter = self._rate_limited.labels(OTHER, kind)
+        counter.inc()
+
+    def claim_throttled(self, kind: str, tenant: str | None, limit: str) -> None:
+        key = (kind, tenant, limit)
+        counter = self._decisions_of.get(key)
+        if counter is None:
+            with self._lock:
+                counter = self._decisions_of.get(key)
+                if counter is None:
+                    if len(self._decisions_of) < self._max_series:
+                        counter = self._throttle_decisions.labels(kind, tenant or "", limit)
+                        self._decisions_of[key] = counter
+                    else:  # beyond the cap: summed per kind, memory stays bounded
+                        counter = self._throttle_decisions.labels(kind, OTHER, limit)
         counter.inc()
 
     # ---- the Metrics port: workers --------------------------------------------------

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ._bucket import refill
+from ._bucket import RateTable, refill
 from ._types import ClaimRequest
 
 if TYPE_CHECKING:
@@ -122,34 +122,45 @@ def throttle_limits(
     pair_buckets: Iterable[tuple[Pair, TokenBucket]],
     provider_caps: Mapping[str, tuple[str, RateLimit]],
     provider_buckets: Mapping[str, TokenBucket],
+    pair_rates: Mapping[Pair, RateLimit] | None = None,
 ) -> ThrottleLimits:
     """Turn token buckets into claim limits, so a claim never takes more jobs of a
     throttled pair than its bucket can start now (J6).
 
-    ``rate_limits`` are the per-(kind, tenant) limits by kind; ``pair_buckets`` the buckets
-    drawn from so far (a pair without one is full: ``burst`` tokens). A pair's limit is
-    its whole tokens (none: excluded); a rate-limited kind takes at most ``burst`` jobs of
-    pairs without a bucket plus its pairs' limits. ``provider_caps`` maps a kind to its
-    provider and cap: each kind of a provider takes at most the provider's whole tokens
-    (none: the kind is excluded).
+    ``rate_limits`` are the per-(kind, tenant) limits by kind; ``pair_rates`` the limits
+    of single pairs that replace their kind's; ``pair_buckets`` the buckets drawn from so
+    far (a pair without one is full: ``burst`` tokens). A pair's limit is its whole
+    tokens (none: excluded); a rate-limited kind takes at most ``burst`` jobs of pairs
+    without a bucket plus its pairs' limits. A pair with a rate of its own always gets
+    its limit. ``provider_caps`` maps a kind to its provider and cap: each kind of a
+    provider takes at most the provider's whole tokens (none: the kind is excluded).
     """
+    own = pair_rates or {}
     excluded: set[Pair] = set()
     pair_limits: dict[Pair, int] = {}
     retry_in: float | None = None
     kind_caps = {kind: limit.burst for kind, limit in rate_limits.items()}
-    for pair, bucket in pair_buckets:
-        limit = rate_limits.get(pair[0])
-        if limit is None or bucket.limit != limit:
-            continue  # the kind's limit changed: the next take starts a full bucket
-        whole, wait = _whole_tokens(bucket, now)
-        if whole >= limit.burst:
+    buckets = dict(pair_buckets)
+    for pair in sorted({*buckets, *own}, key=pair_order):
+        limit = own.get(pair, rate_limits.get(pair[0]))
+        bucket = buckets.get(pair)
+        if limit is None:
+            continue
+        if bucket is None or bucket.limit != limit:
+            if pair not in own:
+                continue  # the kind's limit changed: the next take starts a full bucket
+            whole, wait = limit.burst, 0.0
+        else:
+            whole, wait = _whole_tokens(bucket, now)
+        if whole >= limit.burst and pair not in own:
             continue  # full: like a pair never drawn from
         if whole == 0:
             excluded.add(pair)
             retry_in = wait if retry_in is None else min(retry_in, wait)
         else:
             pair_limits[pair] = whole
-            kind_caps[pair[0]] += whole
+            if pair[0] in kind_caps:
+                kind_caps[pair[0]] += whole
     excluded_kinds: set[str] = set()
     for kind, (provider, cap) in provider_caps.items():
         provider_bucket = provider_buckets.get(provider)
@@ -202,6 +213,8 @@ def plan_claim(
     kind_caps: Mapping[str, int] | None = None,
     start_now: int | None = None,
     max_attempts: Mapping[str, int] | None = None,
+    prefetch_limits: Mapping[str, int] | None = None,
+    rates: RateTable | None = None,
 ) -> ClaimRequest | None:
     """Plan one claim; ``None`` when nothing may be claimed (no free slot, every kind full).
 
@@ -210,7 +223,10 @@ def plan_claim(
     what is left. ``kind_caps`` (e.g. from :func:`throttle_limits`) cap kinds further; a
     cap of 0 excludes the kind. Kinds that are already excluded stay excluded. Cluster
     limits pass through for the kinds that may still be claimed; the store enforces them
-    strictly. ``start_now`` is capped at the claim's limit.
+    strictly. ``start_now`` is capped at the claim's limit. ``prefetch_limits``: at most
+    ``start_now`` plus this many jobs of the kind (the rest would wait unstarted: no
+    hoarding); with ``start_now`` None every job starts, so they do not apply.
+    ``rates`` pass through to the store (cluster-wide rates) for the kinds still claimed.
     """
     limit = min(free_slots, batch_size)
     if limit <= 0:
@@ -222,6 +238,10 @@ def plan_claim(
     }
     for kind, cap in (kind_caps or {}).items():
         caps[kind] = min(caps.get(kind, cap), cap)
+    if start_now is not None:
+        starting = max(0, min(start_now, limit))
+        for kind, extra in (prefetch_limits or {}).items():
+            caps[kind] = min(caps.get(kind, starting + extra), starting + extra)
     for kind, left in caps.items():
         if kind in excluded_all:
             continue
@@ -247,4 +267,12 @@ def plan_claim(
         },
         start_now=None if start_now is None else max(0, min(start_now, limit)),
         max_attempts=dict(max_attempts or {}),
+        rates=_open_rates(rates, excluded_all),
     )
+
+
+def _open_rates(rates: RateTable | None, excluded: set[str]) -> RateTable:
+    """The part of ``rates`` about kinds a claim may still take."""
+    if not rates:
+        return RateTable()
+    return rates.only(k for k in rates.limited_kinds() if k not in excluded)

@@ -214,8 +214,9 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncAdminOps):
         transaction (``ctx.connection``; its writes commit with the completion),
         ``autocommit=True`` gives it an autocommit connection, and by default it gets
         none (``ctx.connection is None``). Both True is a ValidationError.
-        ``rate_limit`` is a token bucket per process, shared by this engine's workers
-        there (divide a cluster-wide limit by the number of worker processes).
+        ``rate_limit`` is a token bucket per (kind, tenant) shared by every worker of
+        the cluster (per process with ``Settings.rate_limit_scope="process"``);
+        ``prefetch_limit`` bounds the kind's claimed jobs a worker holds unstarted.
         """
         declared = declare(kind, **options)  # checked now, not when a function comes
 

@@ -21,7 +21,7 @@ import attrs
 from skiplock.core import KindPolicy
 from skiplock.ports import Audit, Clock, JobStore, Metrics, Tracer
 
-from .._limits import NodeSlots, RateLimiter
+from .._limits import NodeSlots, RateLimiter, policy_rates
 from .._maintenance import Maintenance
 from .._registry import ProcessorSpec
 from ..periodic._scheduler import Scheduler
@@ -33,7 +33,8 @@ from ._runner import JobRunner
 from ._scope import ClaimScope
 
 if TYPE_CHECKING:
-    from skiplock.core import RateLimit, WorkerInfo
+    from skiplock.core import WorkerInfo
+    from skiplock.core._bucket import RateTable
 
 
 @attrs.frozen
@@ -100,11 +101,18 @@ def build_own_parts(
         on_settled=lambda job: parts.node_slots.release(job.kind),
         audit=audit,
     )
-    provider_caps: dict[str, tuple[str, RateLimit]] = {}
-    for kind, spec in parts.processors.items():
-        cap = settings.caps.get(spec.provider) if spec.provider is not None else None
-        if spec.provider is not None and cap is not None:
-            provider_caps[kind] = (spec.provider, cap)
+    # THE seam of rate lookups: every rate this worker applies (its claims' and, per
+    # process, its runs') comes from this table, read at each claim. Today it is what
+    # the configuration sets; rates managed at run time replace it with their lookup.
+    table = policy_rates(
+        policies,
+        {kind: spec.provider for kind, spec in parts.processors.items()},
+        settings.caps,
+    )
+
+    def rates() -> RateTable:
+        return table
+
     dispatcher = Dispatcher(
         ClaimScope(
             worker_id=info.id,
@@ -116,7 +124,8 @@ def build_own_parts(
             kinds=info.kinds,
             tenants=info.tenants,
             policies=policies,
-            provider_caps=provider_caps,
+            rates=rates,
+            cluster_rates=settings.rate_limit_scope == "cluster",
         ),
         store=parts.store,
         runner=JobRunner(
@@ -124,8 +133,8 @@ def build_own_parts(
             worker_id=info.id,
             processors=parts.processors,
             policy=parts.policy,
-            limiter=parts.limiter,
-            caps=settings.caps,
+            limiter=parts.limiter if settings.rate_limit_scope == "process" else None,
+            rates=rates,
             clock=parts.clock,
             metrics=parts.metrics,
             on_exit=on_processor_exit,

@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from skiplock._compat_async import Interruptible
-    from skiplock.core import Job, KindPolicy, RateLimit
+    from skiplock.core import Job, KindPolicy
+    from skiplock.core._bucket import RateTable
     from skiplock.ports import AsyncAudit, AsyncJobStore, Clock, Metrics
 
     from .._context import JobContext
@@ -138,8 +139,8 @@ class JobRunner:
         worker_id: str,
         processors: Mapping[str, ProcessorSpec],
         policy: Callable[[str], KindPolicy],
-        limiter: RateLimiter,
-        caps: Mapping[str, RateLimit],
+        limiter: RateLimiter | None,
+        rates: Callable[[], RateTable],
         clock: Clock,
         metrics: Metrics,
         on_exit: Callable[[BaseException], None],
@@ -153,7 +154,7 @@ class JobRunner:
         self._processors = processors
         self._policy = policy
         self._limiter = limiter
-        self._caps = caps
+        self._rates = rates
         self._clock = clock
         self._metrics = metrics
         self._on_exit = on_exit
@@ -189,7 +190,7 @@ class JobRunner:
                 self._policy(job.kind),
                 error=UnknownKindError(f"no processor registered for kind {job.kind!r}"),
             )
-        wait = self._throttle(job, spec)
+        wait = self._throttle(job)
         if wait > 0:
             try:
                 self._metrics.rate_limited(job.kind, job.tenant)
@@ -343,14 +344,17 @@ class JobRunner:
         )
         return RunResult.pending(outcome, error)
 
-    def _throttle(self, job: Job, spec: ProcessorSpec) -> float:
-        """Take a token from the (kind, tenant) bucket and the provider's, both shared by
-        the engine's workers in this process; 0.0 if both had one, else the seconds until
-        they will (nothing is taken then). Claims are planned from the same buckets, so
-        this rarely waits."""
-        limit = spec.policy.rate_limit
-        provider = spec.provider
-        cap = self._caps.get(provider) if provider is not None else None
+    def _throttle(self, job: Job) -> float:
+        """Per process (``limiter``): take a token from the (kind, tenant) bucket and the
+        provider's, both shared by the engine's workers in this process; 0.0 if both had
+        one, else the seconds until they will (nothing is taken then). Claims are planned
+        from the same buckets, so this rarely waits. Cluster-wide (no limiter) the claim
+        paid for the job already."""
+        if self._limiter is None:
+            return 0.0
+        rates = self._rates()
+        limit = rates.rate_for(job.kind, job.tenant)
+        provider, cap = rates.providers.get(job.kind, (None, None))
         if limit is None and cap is None:
             return 0.0
         pair_wait, cap_wait = self._limiter.take(

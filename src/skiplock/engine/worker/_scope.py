@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
-from skiplock.core import KindPolicy, RateLimit, ValidationError
+from skiplock.core import KindPolicy, ValidationError
+from skiplock.core._bucket import RateTable
 
 from .._registry import check_kind
 
@@ -39,7 +40,11 @@ class ClaimScope:
     kinds: frozenset[str] | None
     tenants: frozenset[str] | None
     policies: Mapping[str, KindPolicy]
-    provider_caps: Mapping[str, tuple[str, RateLimit]]
+    #: Every rate the worker applies (its claims', and per process its runs'), read at
+    #: each claim: the one lookup of rates (:func:`~.._limits.policy_rates`).
+    rates: Callable[[], RateTable]
+    #: Rates are the store's (``Settings.rate_limit_scope == "cluster"``).
+    cluster_rates: bool = True
 
 
 def claim_kinds(

@@ -44,6 +44,7 @@ from ._health import HealthContract
 from ._lifecycle import LifecycleContract
 from ._model_check import ModelCheckContract
 from ._notifier import NotifierContract
+from ._rates import RateContract
 from ._recount import RecountContract
 from ._results import ResultsContract
 from ._throughput import ThroughputContract
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
 class JobStoreContract(
     EnqueueContract,
     ClaimContract,
+    RateContract,
     TransactionContract,
     AtomicityContract,
     StatementTimeoutContract,

@@ -41,6 +41,7 @@ from ._health_async import AsyncHealthContract
 from ._lifecycle_async import AsyncLifecycleContract
 from ._model_check_async import AsyncModelCheckContract
 from ._notifier_async import AsyncNotifierContract
+from ._rates_async import AsyncRateContract
 from ._recount_async import AsyncRecountContract
 from ._results_async import AsyncResultsContract
 from ._throughput_async import AsyncThroughputContract
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 class AsyncJobStoreContract(
     AsyncEnqueueContract,
     AsyncClaimContract,
+    AsyncRateContract,
     AsyncTransactionContract,
     AsyncAtomicityContract,
     AsyncStatementTimeoutContract,
