@@ -349,6 +349,12 @@ class PrometheusMetrics:
                     "Registered workers by state: live (a recent heartbeat) or silent.",
                     ["state"],
                 ),
+                (
+                    "jobs_throttled",
+                    "Due jobs held back by a limit now (an empty rate or provider bucket, a "
+                    "full cluster limit).",
+                    pair,
+                ),
             ]
         specs += [
             ("worker_slots", "Job slots of a running worker (its concurrency).", worker),
@@ -404,10 +410,19 @@ class PrometheusMetrics:
         families["healthy"].add_metric([], 1 if report is not None and report.healthy else 0)
         if report is None or not up:
             del families["workers"]
+            del families["jobs_throttled"]
             return False
         live = sum(w.live for w in report.workers)
         families["workers"].add_metric(["live"], live)
         families["workers"].add_metric(["silent"], len(report.workers) - live)
+        # The pairs holding back the most jobs keep their series, the rest are summed.
+        throttled: dict[tuple[str, str], int] = {}
+        ranked = sorted(report.throttled, key=lambda t: (-t.due, t.kind, t.tenant or ""))
+        for index, pair in enumerate(ranked):
+            tenant = (pair.tenant or "") if index < self._max_series else OTHER
+            throttled[pair.kind, tenant] = throttled.get((pair.kind, tenant), 0) + pair.due
+        for (kind, tenant), due in sorted(throttled.items()):
+            families["jobs_throttled"].add_metric([kind, tenant], due)
         return True
 
     def _read_health(self) -> HealthReport | None:

@@ -283,7 +283,7 @@ POLICY_FIELDS: tuple[Setting, ...] = (
         None,
         RATE,
         "Token bucket per (tenant, kind), shared by the cluster (per worker process with "
-        "`rate_limit_scope = \"process\"`; none: no limit).",
+        '`rate_limit_scope = "process"`; none: no limit).',
         nullable=True,
         kind_env="SKIPLOCK_RATE_LIMITS",
     ),

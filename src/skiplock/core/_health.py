@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from ._bucket import RateTable, TokenBucket, refill
 from ._errors import DatabaseUnavailableError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 #: A worker is live while its last heartbeat is younger than this many heartbeat
 #: intervals (capped at the stale TTL), unless the caller gives a timeout.
@@ -122,6 +126,22 @@ class SchemaInfo:
         }
 
 
+#: The scopes of a :class:`BucketState`: a (kind, tenant) pair's bucket, a provider's.
+PAIR_SCOPE, PROVIDER_SCOPE = "pair", "provider"
+
+
+@attrs.frozen
+class BucketState:
+    """A shared token bucket of cluster-wide rates that is not full (a full one, or none,
+    holds nothing back): ``scope`` ``"pair"`` (``name`` a kind, with ``tenant``) or
+    ``"provider"`` (``name`` a provider). Times in seconds on the store's clock."""
+
+    scope: str
+    name: str
+    tenant: str | None
+    bucket: TokenBucket
+
+
 @attrs.frozen
 class HealthSnapshot:
     """What a store reads for the health report, in one operation (R9)."""
@@ -132,6 +152,33 @@ class HealthSnapshot:
     queues: tuple[QueueStats, ...] = ()
     #: None: the store has no versioned schema (the in-memory one).
     schema: SchemaInfo | None = None
+    #: The shared token buckets that are not full (drawn from lately): bounded by the
+    #: pairs and providers in use, never the jobs.
+    buckets: tuple[BucketState, ...] = ()
+
+
+@attrs.frozen
+class ThrottledPair:
+    """Due jobs of one (kind, tenant) that a limit holds back now: ``limit`` is
+    ``rate_limit`` (its token bucket is empty), ``provider`` (its provider's is) or
+    ``cluster_limit`` (the kind runs as many as allowed). ``due`` is a lower bound when
+    ``bounded`` (:attr:`QueueStats.bounded`)."""
+
+    kind: str
+    tenant: str | None
+    due: int
+    limit: str
+    bounded: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``kind``, ``tenant``, ``due``, ``limit``, ``bounded``."""
+        return {
+            "kind": self.kind,
+            "tenant": self.tenant,
+            "due": self.due,
+            "limit": self.limit,
+            "bounded": self.bounded,
+        }
 
 
 # ---- the report ------------------------------------------------------------------------
@@ -262,6 +309,8 @@ class HealthReport:
     uncovered_kinds: list[str]
     #: The thresholds the report was made with.
     thresholds: HealthThresholds
+    #: Due jobs held back by a limit, per (kind, tenant) (:func:`throttled_pairs`).
+    throttled: list[ThrottledPair] = attrs.field(factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data; keys are listed in docs/operations.md."""
@@ -274,6 +323,7 @@ class HealthReport:
             "workers": [worker.to_dict() for worker in self.workers],
             "kinds": [kind.to_dict() for kind in self.kinds],
             "uncovered_kinds": list(self.uncovered_kinds),
+            "throttled": [pair.to_dict() for pair in self.throttled],
             "thresholds": self.thresholds.to_dict(),
         }
 
@@ -341,9 +391,56 @@ def _uncovered_problem(
     return line
 
 
-def assess_health(snapshot: HealthSnapshot, thresholds: HealthThresholds) -> HealthReport:
+def throttled_pairs(
+    snapshot: HealthSnapshot,
+    rates: RateTable | None = None,
+    cluster_limits: Mapping[str, int] | None = None,
+) -> list[ThrottledPair]:
+    """The (kind, tenant) pairs of ``snapshot`` with due jobs that a limit holds back at
+    its now: an empty pair bucket (whatever the configuration: the bucket keeps its
+    rate), an empty provider bucket of a kind ``rates`` gives a provider, a kind of
+    ``cluster_limits`` that runs as many as allowed. Costs what the snapshot holds."""
+    clock = snapshot.now.timestamp()
+
+    def empty(state: BucketState) -> bool:
+        return refill(state.bucket, clock).tokens < 1
+
+    pairs = {(b.name, b.tenant) for b in snapshot.buckets if b.scope == PAIR_SCOPE and empty(b)}
+    providers = {b.name for b in snapshot.buckets if b.scope == PROVIDER_SCOPE and empty(b)}
+    kind_providers = {} if rates is None else rates.providers
+    limits = cluster_limits or {}
+    running: dict[str, int] = defaultdict(int)
+    for stats in snapshot.queues:
+        running[stats.kind] += stats.running
+    found: list[ThrottledPair] = []
+    for stats in snapshot.queues:
+        kind, tenant = stats.kind, stats.tenant
+        if not stats.due:
+            continue
+        provider = kind_providers.get(kind)
+        if (kind, tenant) in pairs:
+            limit = "rate_limit"
+        elif provider is not None and provider[0] in providers:
+            limit = "provider"
+        elif kind in limits and running[kind] >= limits[kind]:
+            limit = "cluster_limit"
+        else:
+            continue
+        found.append(ThrottledPair(kind, tenant, stats.due, limit, stats.bounded))
+    return found
+
+
+def assess_health(
+    snapshot: HealthSnapshot,
+    thresholds: HealthThresholds,
+    *,
+    rates: RateTable | None = None,
+    cluster_limits: Mapping[str, int] | None = None,
+) -> HealthReport:
     """The report on ``snapshot``. Problems: a schema missing or older than the code, due
-    pending jobs no live worker claims, and those ``thresholds`` define."""
+    pending jobs no live worker claims, and those ``thresholds`` define. Throttled pairs
+    (not a problem) are found with ``rates`` and ``cluster_limits`` as
+    :func:`throttled_pairs` says."""
     now = snapshot.now
     worker_timeout = thresholds.worker_timeout
     max_pending_age = thresholds.max_pending_age
@@ -415,6 +512,7 @@ def assess_health(snapshot: HealthSnapshot, thresholds: HealthThresholds) -> Hea
         kinds=kinds,
         uncovered_kinds=uncovered_kinds,
         thresholds=thresholds,
+        throttled=throttled_pairs(snapshot, rates, cluster_limits),
     )
 
 

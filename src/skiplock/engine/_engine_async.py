@@ -23,7 +23,7 @@ from skiplock.ports import (
 )
 
 from ._declaration import TaskDef, TaskOptions, declare
-from ._limits import NodeSlots, RateLimiter
+from ._limits import NodeSlots, RateLimiter, policy_rates
 from ._maintenance_async import Maintenance
 from ._observe import traces
 from ._operator_async import AsyncOperator
@@ -45,9 +45,11 @@ from .worker._parts_async import WorkerParts
 from .worker._worker_async import AsyncWorker
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from datetime import timedelta
 
     from skiplock.core import KindPolicy
+    from skiplock.core._bucket import RateTable
     from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
 
     from ._inputs import WorkerOptions
@@ -338,6 +340,25 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncAdminOps):
         ttls = {kind: self.policy(kind).stale_ttl for kind in kinds}
         return {k: v for k, v in ttls.items() if v != self._settings.stale_ttl}
 
+    # ---- limits ---------------------------------------------------------------------
+
+    def _rates(self) -> RateTable:
+        """THE lookup of rates: every rate this engine applies (its workers' claims and,
+        per process, their runs; the throttled pairs of :meth:`health`) comes from here.
+        Today it is what the configuration sets (each kind's ``rate_limit``, its
+        provider's cap in ``Settings.caps``); rates managed at run time replace it."""
+        specs = self._registry.specs
+        return policy_rates(
+            {kind: spec.policy for kind, spec in specs.items()},
+            {kind: spec.provider for kind, spec in specs.items()},
+            self._settings.caps,
+        )
+
+    def _cluster_limits(self) -> Mapping[str, int]:
+        """The kinds' cluster limits (their policies')."""
+        specs = self._registry.specs
+        return {k: s.policy.cluster_limit for k, s in specs.items() if s.policy.cluster_limit}
+
     # ---- workers --------------------------------------------------------------------
 
     def worker(
@@ -354,9 +375,12 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncAdminOps):
         (``Settings.unknown_kinds``).
         """
         self._intake.requests([schedule.item for schedule in self._scheduler.schedules()])
+        # A worker keeps the rates of its engine when it was built (like its settings).
+        rates = self._rates()
         parts = WorkerParts(
             store=self._store,
             settings=self._settings,
+            rates=lambda: rates,
             processors=self.processors,
             policy=self.policy,
             limiter=self._rate_limiter,

@@ -51,6 +51,7 @@ from skiplock.core import (
     transition,
 )
 from skiplock.core._bucket import TokenBucket
+from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState
 from skiplock.core._lifecycle import outcome_terms
 from skiplock.core._validation import MAX_DELAY, shown
 
@@ -205,6 +206,8 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
 
 #: The migration that adds the running totals behind the operator reads.
 COUNTS_MIGRATION = 11
+#: The migration that added the shared token buckets of cluster-wide rates.
+RATES_MIGRATION = 15
 
 #: A read that finds more unfolded count deltas than this folds them (migration 0011)
 #: after answering, so reads stay cheap where no worker's counts loop runs.
@@ -463,10 +466,6 @@ def pair_params(pairs: Sequence[PairCap]) -> dict[str, list[Any]]:
     }
 
 
-#: A pair's and a provider's row in ``rate_buckets`` (migration 0015).
-PAIR_SCOPE, PROVIDER_SCOPE = "pair", "provider"
-
-
 def buckets_from_rows(
     rows: Sequence[Mapping[str, Any]],
 ) -> tuple[float, dict[tuple[str, str | None], TokenBucket], dict[str, TokenBucket]]:
@@ -488,6 +487,14 @@ def buckets_from_rows(
         else:
             pairs[row["name"], row["tenant_id"]] = bucket
     return now, pairs, providers
+
+
+def bucket_states(rows: Sequence[Mapping[str, Any]]) -> tuple[BucketState, ...]:
+    """The ``rate_buckets`` query's rows for the health snapshot."""
+    _, pairs, providers = buckets_from_rows(rows)
+    states = [BucketState(PAIR_SCOPE, k, t, b) for (k, t), b in pairs.items()]
+    states += [BucketState(PROVIDER_SCOPE, name, None, b) for name, b in providers.items()]
+    return tuple(states)
 
 
 def charge_params(

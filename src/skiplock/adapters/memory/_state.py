@@ -64,7 +64,9 @@ from skiplock.core import (
     result_json,
     sources,
 )
+from skiplock.core._bucket import refill
 from skiplock.core._capacity import ThrottleLimits, kind_caps
+from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState
 from skiplock.core._lifecycle import (
     after_claim,
     after_operator,
@@ -815,7 +817,21 @@ class MemoryState:
             )
             for kind, tenant in keys
         )
-        return HealthSnapshot(now=now, workers=workers, queues=queues)
+        clock = now.timestamp()
+        with self._lock:
+            buckets = [
+                BucketState(PAIR_SCOPE, kind, tenant, bucket)
+                for (kind, tenant), bucket in sorted(
+                    self._pair_buckets.items(), key=lambda kv: _by_kind(kv[0])
+                )
+                if refill(bucket, clock).tokens < bucket.limit.burst
+            ]
+            buckets += [
+                BucketState(PROVIDER_SCOPE, name, None, bucket)
+                for name, bucket in sorted(self._provider_buckets.items())
+                if refill(bucket, clock).tokens < bucket.limit.burst
+            ]
+        return HealthSnapshot(now=now, workers=workers, queues=queues, buckets=tuple(buckets))
 
     def recover_stale(
         self,

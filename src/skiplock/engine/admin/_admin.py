@@ -27,6 +27,7 @@ from skiplock.core import (
     StateCount,
     sources,
 )
+from skiplock.core._bucket import RateTable
 from skiplock.core._health import (
     LIVE_HEARTBEATS,
     HealthThresholds,
@@ -49,7 +50,7 @@ from skiplock.core._validation import (
 from .._inputs import as_names, as_states
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from skiplock.ports import Audit, JobStore
 
@@ -205,7 +206,17 @@ class AdminOps:
             snapshot = self._store.health_snapshot()
         except Exception as exc:  # a health check reports what failed, it does not raise
             return unreachable_report(str(exc) or type(exc).__name__, thresholds)
-        return assess_health(snapshot, thresholds)
+        return assess_health(
+            snapshot, thresholds, rates=self._rates(), cluster_limits=self._cluster_limits()
+        )
+
+    def _rates(self) -> RateTable:
+        """The rates the engine's kinds are limited by (the engine's own; none here)."""
+        return RateTable()
+
+    def _cluster_limits(self) -> Mapping[str, int]:
+        """The cluster limits of the engine's kinds (the engine's own; none here)."""
+        return {}
 
     def health_thresholds(
         self,

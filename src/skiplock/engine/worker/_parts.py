@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 import attrs
 
 from skiplock.core import KindPolicy
+from skiplock.core._bucket import RateTable
 from skiplock.ports import Audit, Clock, JobStore, Metrics, Tracer
 
-from .._limits import NodeSlots, RateLimiter, policy_rates
+from .._limits import NodeSlots, RateLimiter
 from .._maintenance import Maintenance
 from .._registry import ProcessorSpec
 from ..periodic._scheduler import Scheduler
@@ -34,7 +35,6 @@ from ._scope import ClaimScope
 
 if TYPE_CHECKING:
     from skiplock.core import WorkerInfo
-    from skiplock.core._bucket import RateTable
 
 
 @attrs.frozen
@@ -43,6 +43,8 @@ class WorkerParts:
 
     store: JobStore
     settings: Settings
+    #: Every rate the worker applies, read at each claim (the engine's ``_rates``).
+    rates: Callable[[], RateTable]
     processors: Mapping[str, ProcessorSpec]
     policy: Callable[[str], KindPolicy]
     limiter: RateLimiter
@@ -101,18 +103,6 @@ def build_own_parts(
         on_settled=lambda job: parts.node_slots.release(job.kind),
         audit=audit,
     )
-    # THE seam of rate lookups: every rate this worker applies (its claims' and, per
-    # process, its runs') comes from this table, read at each claim. Today it is what
-    # the configuration sets; rates managed at run time replace it with their lookup.
-    table = policy_rates(
-        policies,
-        {kind: spec.provider for kind, spec in parts.processors.items()},
-        settings.caps,
-    )
-
-    def rates() -> RateTable:
-        return table
-
     dispatcher = Dispatcher(
         ClaimScope(
             worker_id=info.id,
@@ -124,7 +114,7 @@ def build_own_parts(
             kinds=info.kinds,
             tenants=info.tenants,
             policies=policies,
-            rates=rates,
+            rates=parts.rates,
             cluster_rates=settings.rate_limit_scope == "cluster",
         ),
         store=parts.store,
@@ -134,7 +124,7 @@ def build_own_parts(
             processors=parts.processors,
             policy=parts.policy,
             limiter=parts.limiter if settings.rate_limit_scope == "process" else None,
-            rates=rates,
+            rates=parts.rates,
             clock=parts.clock,
             metrics=parts.metrics,
             on_exit=on_processor_exit,

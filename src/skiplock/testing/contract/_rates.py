@@ -183,3 +183,25 @@ class RateContract(ContractBase):
         assert store.claim(_claim_request("w1", rates=rates)) == []
         clock.advance(0.1)
         assert len(store.claim(_claim_request("w1", rates=rates))) == 1
+
+    def test_health_snapshot_shows_the_buckets_that_are_not_full(self, store: JobStore) -> None:
+        assert (store.health_snapshot()).buckets == ()
+        for tenant in ("t1", "t2"):
+            _enqueue(store, _RATED, tenant=tenant)
+        _enqueue(store, _RATED, tenant="t1")
+        cap = RateLimit(rps=_SLOW, burst=5)
+        rates = RateTable(
+            kinds={_RATED: RateLimit(rps=_SLOW, burst=2)},
+            providers={_RATED: ("contract.provider", cap)},
+        )
+        claimed = store.claim(_claim_request("w1", rates=rates))
+        assert _pairs(claimed) == {(_RATED, "t1"): 1, (_RATED, "t2"): 1}  # one burst
+        states = {(b.scope, b.name, b.tenant): b.bucket for b in (store.health_snapshot()).buckets}
+        assert set(states) == {
+            ("pair", _RATED, "t1"),
+            ("pair", _RATED, "t2"),
+            ("provider", "contract.provider", None),
+        }
+        assert states["pair", _RATED, "t1"].tokens < 2
+        assert states["provider", "contract.provider", None].tokens == 3.0
+        assert states["provider", "contract.provider", None].limit == cap

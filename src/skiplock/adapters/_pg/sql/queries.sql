@@ -414,19 +414,22 @@ WHERE j.status = 'running' AND j.kind = ANY(:kinds::text[])
 GROUP BY j.kind;
 
 -- name: rate_buckets
--- The token buckets of rate-limited kinds (every tenant's) and of providers that are not
--- full by now (a full one is as good as none), with the database clock: read after the
--- kinds' advisory locks were granted, so never before the last holder's write. A row
--- of NULLs carries the clock when there is no bucket.
+-- The token buckets of rate-limited kinds (every tenant's) and of providers (NULL: all)
+-- that are not full by now (a full one is as good as none), with the database clock:
+-- read after the kinds' advisory locks were granted, so never before the last holder's
+-- write. A row of NULLs carries the clock when there is no bucket. Rows: the pairs and
+-- providers drawn from lately, never the jobs (the health snapshot reads them all).
 WITH clock AS (SELECT clock_timestamp() AS now)
 SELECT b.scope, b.name, nullif(b.tenant_id, '') AS tenant_id, b.tokens,
     extract(epoch FROM b.updated_at)::float8 AS updated, b.rps, b.burst,
     extract(epoch FROM c.now)::float8 AS now
 FROM clock AS c
 LEFT JOIN {schema}.rate_buckets AS b
-    ON ((b.scope = 'pair' AND b.name = ANY(:kinds::text[]))
-        OR (b.scope = 'provider' AND b.name = ANY(:providers::text[])))
-    AND b.tokens + b.rps * extract(epoch FROM c.now - b.updated_at) < b.burst;
+    ON ((b.scope = 'pair' AND (:kinds::text[] IS NULL OR b.name = ANY(:kinds::text[])))
+        OR (b.scope = 'provider'
+            AND (:providers::text[] IS NULL OR b.name = ANY(:providers::text[]))))
+    AND b.tokens + b.rps * extract(epoch FROM c.now - b.updated_at) < b.burst
+ORDER BY b.scope, b.name, b.tenant_id;
 
 -- name: charge_rate_buckets
 -- Store the buckets a claim drew from (one row each), in the claim's transaction.
