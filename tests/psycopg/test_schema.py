@@ -174,6 +174,7 @@ def test_schema_has_every_table_index_and_trigger(make_database: Callable[[], st
         "job_counts",
         "job_count_deltas",
         "job_finished_minutes",
+        "rate_buckets",
     }
     indexes = {name for name, _ in dump["indexes"]}
     assert {

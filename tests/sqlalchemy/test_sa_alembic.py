@@ -171,6 +171,7 @@ async def test_apply_on_an_asyncpg_engine_through_run_sync(
             "jobs",
             "jobs_archive",
             "maintenance",
+            "rate_buckets",
             "schema_migrations",
             "workers",
         ]
