@@ -29,7 +29,9 @@ RATE, BURST = 20, 2
 #: The window the rate is measured over, in seconds.
 WINDOW = 5.0
 
-_APP = """
+#: The worker app: ``rate.tick`` at ``SKIPLOCK_TEST_APP_RATE``/``_BURST`` (default RATE,
+#: BURST), each start recorded in ``public.started`` and each claim in ``public.claims``.
+APP = """
 import os
 import time
 
@@ -64,7 +66,13 @@ engine = Engine(CountingStore(DSN, max_size=6), settings)
 RUN = "INSERT INTO public.started VALUES (%s, %s, clock_timestamp())"
 
 
-@engine.processor("rate.tick", rate_limit=RateLimit(rps={rate}, burst={burst}), transactional=True)
+TICK = RateLimit(
+    rps=float(os.environ.get("SKIPLOCK_TEST_APP_RATE", "{rate}")),
+    burst=int(os.environ.get("SKIPLOCK_TEST_APP_BURST", "{burst}")),
+)
+
+
+@engine.processor("rate.tick", rate_limit=TICK, transactional=True)
 def tick(payload, ctx):
     ctx.connection.execute(RUN, [ctx.job_id, os.getpid()])
 
@@ -81,7 +89,8 @@ def capped(payload, ctx):
     time.sleep(0.5)
 """.replace("{rate}", str(RATE)).replace("{burst}", str(BURST))
 
-_MODULE = "skiplock_pg_rate_app"
+#: The app's module name (benchmarks.rates runs the same app for longer).
+MODULE = "skiplock_pg_rate_app"
 
 
 @pytest.fixture
@@ -90,7 +99,7 @@ def app(tmp_path: Path, pg_dsn: str) -> Iterator[Callable[..., subprocess.Popen[
     sql(pg_dsn, "DROP TABLE IF EXISTS public.started, public.claims")
     sql(pg_dsn, "CREATE TABLE public.started (job_id bigint, pid int, at timestamptz)")
     sql(pg_dsn, "CREATE TABLE public.claims (pid int, at timestamptz, took int)")
-    with worker_processes(tmp_path, _MODULE, _APP) as run:
+    with worker_processes(tmp_path, MODULE, APP) as run:
 
         def start(slots: int) -> subprocess.Popen[bytes]:
             env = {"SKIPLOCK_TEST_APP_DSN": pg_dsn, "SKIPLOCK_TEST_APP_SLOTS": str(slots)}
