@@ -1462,8 +1462,11 @@ def test_worker_throttles_without_using_attempts_or_reclaiming(
     assert len(set(ran)) == 2
 
 
-def test_worker_throttled_backlog_costs_few_claims(store: CountingStore, clock: FakeClock) -> None:
-    engine = make_engine(store, clock, concurrency=4)
+@pytest.mark.parametrize("scope", ["cluster", "process"])
+def test_worker_throttled_backlog_costs_few_claims(
+    store: CountingStore, clock: FakeClock, scope: str
+) -> None:
+    engine = make_engine(store, clock, concurrency=4, rate_limit_scope=scope)
     ran: list[int] = []
 
     @engine.processor("limited", rate_limit=RateLimit(rps=1, burst=2))
@@ -1480,13 +1483,14 @@ def test_worker_throttled_backlog_costs_few_claims(store: CountingStore, clock: 
     assert store.claimed <= 8
 
 
+@pytest.mark.parametrize("scope", ["cluster", "process"])
 @pytest.mark.parametrize("limit", ["rate_limit", "cap"])
 def test_worker_rate_limits_are_shared_by_the_engines_workers(
-    store: CountingStore, clock: FakeClock, limit: str
+    store: CountingStore, clock: FakeClock, limit: str, scope: str
 ) -> None:
     rate = RateLimit(rps=1, burst=3)
     caps = {"smtp": rate} if limit == "cap" else {}
-    engine = make_engine(store, clock, caps=caps)
+    engine = make_engine(store, clock, caps=caps, rate_limit_scope=scope)
     ran: list[int] = []
 
     @engine.processor(
