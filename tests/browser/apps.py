@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
 MOUNT = "/dashboard"
+#: How often the overview reloads itself (seconds): short, for the live refresh test.
+REFRESH = 2
 #: The session cookie the host app would set at sign-in: its value names the user.
 SESSION = "app_session"
 #: session token -> (user, permissions): "admin" reads and writes, "viewer" only reads.
@@ -56,7 +58,8 @@ def fastapi_app(dsn: str) -> Any:
             yield
 
     app = FastAPI(lifespan=lifespan)
-    app.include_router(create_dashboard_router(engine, authorize=authorize), prefix=MOUNT)
+    router = create_dashboard_router(engine, authorize=authorize, refresh=REFRESH)
+    app.include_router(router, prefix=MOUNT)
     return app
 
 
@@ -69,7 +72,7 @@ def flask_app(dsn: str) -> tuple[Any, PsycopgJobStore]:
     store = PsycopgJobStore(dsn)
     engine = Engine(store, Settings(audit=True))
     app = Flask(__name__)
-    blueprint = create_dashboard_blueprint(engine, authorize=authorize)
+    blueprint = create_dashboard_blueprint(engine, authorize=authorize, refresh=REFRESH)
     app.register_blueprint(blueprint, url_prefix=MOUNT)
     return app, store
 
@@ -100,3 +103,9 @@ def seed(dsn: str) -> None:
             engine.enqueue("report.build", {"n": n}, delay=3600 if n < 2 else None)
         engine.cancel_job(engine.enqueue("report.build", {"n": 10}).id)
         engine.fail_job(engine.enqueue("report.build", {"n": 11}).id)
+
+
+def replay(dsn: str, job_id: int) -> None:
+    """Another operator replays ``job_id`` (through the engine, audited)."""
+    with PsycopgJobStore(dsn) as store:
+        Engine(store, Settings(audit=True)).retry_job(job_id, actor="someone-else")

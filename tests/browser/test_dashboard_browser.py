@@ -18,7 +18,7 @@ import pytest
 
 from tests.pgfixtures import create_database, drop_database, execute, fetch
 
-from .apps import MOUNT, SESSION, SESSIONS, fastapi_app, flask_app, seed
+from .apps import MOUNT, REFRESH, SESSION, SESSIONS, fastapi_app, flask_app, replay, seed
 from .conftest import serve_asgi, serve_wsgi
 
 if TYPE_CHECKING:
@@ -173,9 +173,31 @@ def test_discarding_a_dead_job_from_its_page_deletes_it(site: Site, as_user: Any
     target = _dead_ids(site.dsn)[0]
     page.goto(site.page(f"/jobs/{target}"))
     assert "https://hooks0.example/<in>" in page.get_by_test_id("payload").inner_text()
-    page.get_by_test_id(f"discard-{target}").click()
+    page.get_by_test_id(f"discard-{target}").click()  # asks first
+    assert fetch(site.dsn, f"SELECT count(*) FROM skiplock.jobs WHERE id = {target}") == [(1,)]
+    page.get_by_test_id(f"confirm-discard-{target}").click()
     page.wait_for_url(re.compile(r"/dashboard/dead\?done=discarded"))
     assert fetch(site.dsn, f"SELECT count(*) FROM skiplock.jobs WHERE id = {target}") == [(0,)]
+
+
+def test_a_stale_discard_is_a_409_that_shows_the_job_as_it_is(site: Site, as_user: Any) -> None:
+    """Issue 32's defect: operator B loaded the DLQ, operator A replayed a job since; B's
+    Discard must not delete the job, now pending."""
+    page = as_user("admin")
+    page.goto(site.page("/dead"))
+    target = _dead_ids(site.dsn)[0]
+    replay(site.dsn, target)  # operator A, elsewhere
+    page.get_by_test_id(f"discard-{target}").click()
+    with page.expect_navigation() as navigation:
+        page.get_by_test_id(f"confirm-discard-{target}").click()
+    response = navigation.value
+    assert response is not None
+    assert response.status == 409
+    assert page.get_by_test_id("current-state").inner_text() == "pending"
+    assert "changed since this page was loaded" in page.get_by_test_id("error").inner_text()
+    assert _state(site.dsn, target) == "pending"
+    page.get_by_role("link", name="Back").click()
+    assert page.get_by_test_id("job-state").inner_text() == "pending"
 
 
 def test_a_reader_cannot_retry(site: Site, as_user: Any) -> None:
@@ -210,6 +232,151 @@ def test_a_reader_cannot_retry(site: Site, as_user: Any) -> None:
     assert _dead_ids(site.dsn) == dead
 
 
+#: The two screens of the acceptance tests: a laptop's and a phone's.
+VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+
+
+@pytest.fixture(params=list(VIEWPORTS))
+def screen(request: pytest.FixtureRequest) -> dict[str, int]:
+    return VIEWPORTS[request.param]
+
+
+def _ids(dsn: str, where: str) -> list[int]:
+    rows = fetch(dsn, f"SELECT id FROM skiplock.jobs WHERE {where} ORDER BY id")
+    return [int(row[0]) for row in rows]
+
+
+def _shown(page: Page) -> list[int]:
+    rows = page.locator("table.jobs tbody tr")
+    return [int(i) for i in rows.evaluate_all("rows => rows.map(r => r.dataset.job)")]
+
+
+def _fits(page: Page, width: int) -> None:
+    """Nothing scrolls sideways, and every button and link of the page lies within the
+    screen's width."""
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, page.url
+    outside = page.evaluate(
+        """width => [...document.querySelectorAll('button, summary, main a, input, select')]
+            .filter(e => e.offsetParent !== null)
+            .map(e => e.getBoundingClientRect())
+            .filter(r => r.left < 0 || r.right > width + 0.5).length""",
+        width,
+    )
+    assert outside == 0, page.url
+
+
+BROWSE = {
+    "pending": "status = 'pending' AND available_at <= now()",
+    "scheduled": "status = 'pending' AND available_at > now()",
+    "running": "status = 'running'",
+    "succeeded": "status = 'succeeded'",
+    "failed": "status = 'failed'",
+    "dead": "status = 'dead'",
+    "cancelled": "status = 'cancelled'",
+}
+
+
+def test_browsing_every_state(site: Site, as_user: Any, screen: dict[str, int]) -> None:
+    page = as_user("viewer")
+    page.set_viewport_size(screen)
+    page.goto(site.page("/jobs"))
+    _fits(page, screen["width"])
+    for state, where in BROWSE.items():
+        page.get_by_test_id(f"state-{state}").click()
+        page.wait_for_url(re.compile(rf"state={state}"))
+        assert _shown(page) == _ids(site.dsn, where), state
+        _fits(page, screen["width"])
+    job = _ids(site.dsn, BROWSE["dead"])[0]
+    page.goto(site.page(f"/jobs/{job}"))
+    assert "refused the connection" in page.get_by_test_id("attempts").inner_text()
+    _fits(page, screen["width"])
+
+
+def test_filtering_and_searching(site: Site, as_user: Any, screen: dict[str, int]) -> None:
+    page = as_user("viewer")
+    page.set_viewport_size(screen)
+    page.goto(site.page("/jobs"))
+    page.get_by_test_id("filter-kind").fill("email.send")
+    page.get_by_test_id("filter-tenant").fill("acme")
+    page.get_by_test_id("apply-filter").click()
+    page.wait_for_url(re.compile(r"kind=email.send"))
+    assert _shown(page) == _ids(site.dsn, "kind = 'email.send' AND tenant_id = 'acme'")
+    page.goto(site.page("/jobs"))
+    page.get_by_test_id("filter-q").fill("hooks2.example")
+    page.get_by_test_id("apply-filter").click()
+    page.wait_for_url(re.compile(r"q=hooks2.example"))
+    [job] = _shown(page)
+    assert "hooks2.example" in page.locator(f'tr[data-job="{job}"]').inner_text()
+    page.get_by_test_id("filter-id").fill(str(job))
+    page.get_by_test_id("apply-filter").click()
+    page.wait_for_url(re.compile(rf"/jobs/{job}$"))
+    assert page.get_by_test_id("job-state").inner_text() == "dead"
+    _fits(page, screen["width"])
+
+
+def test_a_bulk_retry_asks_first_then_retries_every_match(
+    site: Site, as_user: Any, screen: dict[str, int]
+) -> None:
+    page = as_user("admin")
+    page.set_viewport_size(screen)
+    page.goto(site.page("/jobs?state=dead"))
+    dead = _ids(site.dsn, "status = 'dead'")
+    assert _shown(page) == dead
+    _fits(page, screen["width"])
+    page.get_by_test_id("bulk-action").select_option("retry")
+    page.get_by_test_id("bulk-all").click()
+    count = page.get_by_test_id("bulk-count").inner_text()
+    assert count.startswith(f"Retry {len(dead)} jobs matching the filter state=dead")
+    assert _ids(site.dsn, "status = 'dead'") == dead  # asked, not done
+    _fits(page, screen["width"])
+    page.get_by_test_id("bulk-confirm").click()
+    page.wait_for_url(re.compile(r"done=retried"))
+    assert page.get_by_test_id("notice").inner_text() == f"{len(dead)} jobs retried."
+    assert _ids(site.dsn, "status = 'dead'") == []
+    actors = fetch(
+        site.dsn,
+        "SELECT count(*) FROM skiplock.audit WHERE action = 'job_replay' AND actor = 'admin'",
+    )
+    assert actors == [(len(dead),)]
+
+
+def test_a_bulk_discard_of_selected_jobs(site: Site, as_user: Any, screen: dict[str, int]) -> None:
+    page = as_user("admin")
+    page.set_viewport_size(screen)
+    page.goto(site.page("/jobs?state=cancelled"))
+    [cancelled] = _shown(page)
+    page.get_by_test_id(f"select-{cancelled}").check()
+    page.get_by_test_id("bulk-action").select_option("discard")
+    page.get_by_test_id("bulk-selected").click()
+    assert "Discard 1 selected job" in page.get_by_test_id("bulk-count").inner_text()
+    page.get_by_test_id("bulk-confirm").click()
+    page.wait_for_url(re.compile(r"done=discarded"))
+    assert fetch(site.dsn, f"SELECT count(*) FROM skiplock.jobs WHERE id = {cancelled}") == [(0,)]
+
+
+def test_the_overview_is_live_and_can_be_paused(
+    site: Site, as_user: Any, screen: dict[str, int]
+) -> None:
+    page = as_user("viewer")
+    page.set_viewport_size(screen)
+    page.goto(site.page("/"))
+    _fits(page, screen["width"])
+    assert page.locator(f'meta[http-equiv="refresh"][content="{REFRESH}"]').count() == 1
+    page.evaluate("window.scrollTo(0, 200)")
+    scrolled = page.evaluate("window.scrollY")  # 0 when the page fits the screen
+    first = page.locator("footer").inner_text()
+    with page.expect_navigation(timeout=REFRESH * 5000):
+        pass  # the page reloads itself
+    page.wait_for_function(f"document.querySelector('footer').innerText !== {first!r}")
+    if scrolled:  # the browser keeps the scroll position
+        page.wait_for_function("window.scrollY > 0", timeout=REFRESH * 2000)
+        assert abs(page.evaluate("window.scrollY") - scrolled) < 5
+    page.get_by_test_id("live-off").click()
+    page.wait_for_url(re.compile(r"live=off"))
+    assert page.locator('meta[http-equiv="refresh"]').count() == 0
+    assert page.get_by_test_id("live-on").is_visible()
+
+
 #: More history for the pictures: 400 jobs that succeeded over the last hour, the dead ones
 #: spread over it too, and two live workers.
 SCREENSHOT_DATA = [
@@ -239,20 +406,23 @@ SCREENSHOT_DATA = [
 
 def test_screenshots_of_the_main_pages(site: Site, as_user: Any, tmp_path: Path) -> None:
     """The pictures of docs/dashboard.md: the jobs finished over the last hour (their
-    completion times spread out), the overview, the DLQ and a dead job's page."""
+    completion times spread out), the overview, the job browser, the DLQ and a dead job's
+    page at 1280x800, and the job browser on a phone (390x844)."""
     execute(site.dsn, SCREENSHOT_DATA)
     folder = Path(os.environ.get("SKIPLOCK_DASHBOARD_SCREENSHOTS") or tmp_path)
     page = as_user("admin")
-    page.set_viewport_size({"width": 1200, "height": 900})
     shots = {
-        "overview": "/",
-        "dead": "/dead",
-        "job": f"/jobs/{_dead_ids(site.dsn)[0]}",
+        "overview": ("/?live=off", VIEWPORTS["desktop"]),
+        "jobs": ("/jobs?state=dead", VIEWPORTS["desktop"]),
+        "dead": ("/dead", VIEWPORTS["desktop"]),
+        "job": (f"/jobs/{_dead_ids(site.dsn)[0]}", VIEWPORTS["desktop"]),
+        "phone": ("/jobs?state=dead", VIEWPORTS["phone"]),
     }
-    for name, path in shots.items():
+    for name, (path, screen) in shots.items():
+        page.set_viewport_size(screen)
         response = page.goto(site.page(path))
         assert response is not None
         assert response.status == 200
         target = folder / f"dashboard-{name}.png"
-        page.screenshot(path=str(target), full_page=True)
+        page.screenshot(path=str(target), full_page=name != "phone")
         assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -40,6 +40,36 @@ def backend(alias: str = "default") -> SkiplockBackend:
     return found
 
 
+@contextlib.contextmanager
+def with_options(**changes: Any) -> Iterator[None]:
+    """The default backend with ``OPTIONS`` changed (``SETTINGS`` merged), its pool
+    closed at the end."""
+    from django.test import override_settings
+
+    from tests.django_integration.settings import TASKS
+
+    default = TASKS["default"]
+    options = dict(default["OPTIONS"])
+    settings = {**options["SETTINGS"], **changes.pop("SETTINGS", {})}
+    options |= {"SETTINGS": settings, **changes}
+    with override_settings(TASKS={"default": {**default, "OPTIONS": options}}):
+        try:
+            yield
+        finally:
+            backend().close()
+
+
+def audit_actors(job_id: int | str, action: str) -> set[str]:
+    """Who the audit trail names for job ``job_id``'s events whose action has ``action``."""
+    from skiplock.integrations.django.models import AuditEvent
+
+    return set(
+        AuditEvent.objects.using("default")
+        .filter(job_id=int(job_id), action__contains=action)
+        .values_list("actor", flat=True)
+    )
+
+
 def run_worker(until: Callable[[], bool], what: str, timeout: float = 20.0, **options: Any) -> None:
     """Run an in-process worker of the default backend until ``until()`` holds."""
     with backend().worker(**options).in_background():

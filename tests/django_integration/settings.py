@@ -78,6 +78,8 @@ TASKS: dict[str, dict[str, Any]] = {
                 "tests.django_integration.testapp.tasks.always_fails": {"max_attempts": 2},
                 "tests.django_integration.testapp.tasks.slow": {"max_attempts": 1, "timeout": 3},
                 "tests.django_integration.testapp.tasks.returns_object": {"max_attempts": 1},
+                "tests.django_integration.testapp.tasks.exits": {"max_attempts": 1},
+                "tests.django_integration.testapp.tasks.interrupted": {"max_attempts": 1},
             },
         },
     }

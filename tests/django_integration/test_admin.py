@@ -9,12 +9,11 @@ from typing import Any
 import attrs
 import pytest
 from django.contrib.auth.models import Permission, User
-from django.test import Client, override_settings
+from django.test import Client
 
 from skiplock.engine import Engine, Operator, Settings
-from skiplock.integrations.django.models import AuditEvent, Job
-from tests.django_integration.helpers import backend
-from tests.django_integration.settings import TASKS
+from skiplock.integrations.django.models import Job
+from tests.django_integration.helpers import audit_actors, backend, with_options
 from tests.django_integration.testapp import tasks
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("jobs")]
@@ -146,21 +145,12 @@ def test_the_actions_name_the_admin_user_as_actor(
 
 @requires_audit
 def test_the_audit_trail_records_the_admin_user() -> None:
-    default = TASKS["default"]
-    options = default["OPTIONS"]
-    audited = {**options, "SETTINGS": {**options["SETTINGS"], "audit": True}}
-    with override_settings(TASKS={"default": {**default, "OPTIONS": audited}}):
+    with with_options(SETTINGS={"audit": True}):
         client = Client()
         client.force_login(User.objects.create_superuser("auditor", "a@example.com", "pw"))
         job = tasks.add.enqueue(1, 1)
         act(client, "cancel", job.id)
-        actors = set(
-            AuditEvent.objects.using("default")
-            .filter(job_id=int(job.id), action__contains="cancel")
-            .values_list("actor", flat=True)
-        )
-        assert actors == {"auditor"}
-        backend().close()
+        assert audit_actors(job.id, "cancel") == {"auditor"}
 
 
 def test_the_workers_and_audit_pages_list_their_tables(staff: Client) -> None:

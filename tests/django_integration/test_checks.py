@@ -91,3 +91,19 @@ def test_a_database_that_is_not_postgresql_is_an_error(tmp_path: Path) -> None:
 def test_the_database_check_reads_the_schema(tmp_path: Path) -> None:
     status, output = check(tmp_path, "", "--database", "default")
     assert (status, output.strip()) == (0, "System check identified no issues (0 silenced).")
+
+
+def test_options_for_a_task_that_does_not_exist_are_an_error_with_close_matches(
+    tmp_path: Path,
+) -> None:
+    code = (
+        'TASKS["default"]["OPTIONS"]["TASKS"] = {'
+        '"tests.django_integration.testapp.tasks.flakey": {"max_attempts": 2}, '
+        '"nowhere.tasks.x": {"max_attempts": 2}}'
+    )
+    status, output = check(tmp_path, code)
+    assert status == 1
+    assert output.count("skiplock.E005") == 2
+    assert "'tests.django_integration.testapp.tasks.flakey', which is no Django task" in output
+    assert "Did you mean 'tests.django_integration.testapp.tasks.flaky'? " in output
+    assert "'nowhere.tasks.x', which is no Django task" in output

@@ -96,6 +96,8 @@ def test_a_missing_schema_stops_the_worker_with_the_command_to_run(tmp_path: Pat
     done = django_command("skiplock_worker", env=env)
     assert done.returncode == 1
     assert "schema 'nope' is not installed" in done.stderr
+    assert "run `manage.py migrate --database default`" in done.stderr
+    assert "skiplock schema apply" not in done.stderr
 
 
 def test_schema_sql_prints_what_migrate_applies() -> None:
@@ -141,3 +143,12 @@ def test_health_is_unhealthy_while_due_tasks_have_no_worker() -> None:
 def test_a_backend_that_is_not_skiplock_is_refused() -> None:
     with pytest.raises(CommandError, match="nowhere"):
         call_command("skiplock_health", "--backend", "nowhere")
+
+
+def test_health_names_manage_py_migrate_for_a_missing_schema(tmp_path: Path) -> None:
+    env = settings_module(
+        tmp_path, "other_schema", 'TASKS["default"]["OPTIONS"]["SCHEMA"] = "nope"'
+    )
+    done = django_command("skiplock_health", env=env)
+    assert done.returncode == 1
+    assert "manage.py migrate --database default" in done.stdout + done.stderr

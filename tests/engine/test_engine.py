@@ -431,6 +431,28 @@ def test_engine_admin_cancel_fail_and_delete(engine: Engine, store: InMemoryJobS
     assert (engine.get_job(b)).state is JobState.RUNNING
 
 
+def test_act_on_jobs_changes_only_jobs_in_the_states_given(
+    engine: Engine, store: InMemoryJobStore
+) -> None:
+    a, b, c = [(engine.enqueue("email.send", {"to": f"{n}@x"})).id for n in range(3)]
+    assert engine.act_on_jobs("cancel", [a, b]) == [a, b]
+    # A job replayed since the caller saw it cancelled is left alone by a discard for
+    # cancelled jobs; the one still cancelled is deleted.
+    engine.retry_job(a)
+    assert engine.act_on_jobs("discard", [a, b, 999], states="cancelled") == [b]
+    assert (engine.get_job(a)).state is JobState.PENDING
+    assert engine.act_on_jobs("retry", [a, c]) == []  # pending: nothing to replay
+    assert engine.act_on_jobs("fail", [a, c], states=["dead"]) == []
+    assert engine.act_on_jobs("fail", [a, c], states=["pending", "dead"]) == [a, c]
+    assert engine.act_on_jobs("retry", [a], reset_attempts=False) == [a]
+    running = store.claim(ClaimRequest(worker_id="w", limit=1))
+    assert engine.act_on_jobs("discard", [j.id for j in running]) == []
+    with pytest.raises(ValidationError, match="not an operator action"):
+        engine.act_on_jobs("purge", [a])
+    with pytest.raises(ValidationError, match="at most 1000 ids"):
+        engine.act_on_jobs("retry", range(1, 1002))
+
+
 class _OperatorCalls(InMemoryJobStore):
     """The in-memory store, naming each read of a job and each operator transition."""
 

@@ -460,6 +460,28 @@ async def test_engine_admin_cancel_fail_and_delete(
     assert (await engine.get_job(b)).state is JobState.RUNNING
 
 
+async def test_act_on_jobs_changes_only_jobs_in_the_states_given(
+    engine: AsyncEngine, store: AsyncInMemoryJobStore
+) -> None:
+    a, b, c = [(await engine.enqueue("email.send", {"to": f"{n}@x"})).id for n in range(3)]
+    assert await engine.act_on_jobs("cancel", [a, b]) == [a, b]
+    # A job replayed since the caller saw it cancelled is left alone by a discard for
+    # cancelled jobs; the one still cancelled is deleted.
+    await engine.retry_job(a)
+    assert await engine.act_on_jobs("discard", [a, b, 999], states="cancelled") == [b]
+    assert (await engine.get_job(a)).state is JobState.PENDING
+    assert await engine.act_on_jobs("retry", [a, c]) == []  # pending: nothing to replay
+    assert await engine.act_on_jobs("fail", [a, c], states=["dead"]) == []
+    assert await engine.act_on_jobs("fail", [a, c], states=["pending", "dead"]) == [a, c]
+    assert await engine.act_on_jobs("retry", [a], reset_attempts=False) == [a]
+    running = await store.claim(ClaimRequest(worker_id="w", limit=1))
+    assert await engine.act_on_jobs("discard", [j.id for j in running]) == []
+    with pytest.raises(ValidationError, match="not an operator action"):
+        await engine.act_on_jobs("purge", [a])
+    with pytest.raises(ValidationError, match="at most 1000 ids"):
+        await engine.act_on_jobs("retry", range(1, 1002))
+
+
 class _OperatorCalls(AsyncInMemoryJobStore):
     """The in-memory store, naming each read of a job and each operator transition."""
 

@@ -209,6 +209,32 @@ async def test_an_exit_from_a_processor_ends_run_until_idle_too(
     assert JobState.RUNNING not in states(store)
 
 
+@pytest.mark.parametrize("exit_error", [SystemExit(3), KeyboardInterrupt()], ids=["exit", "kbd"])
+async def test_with_processor_exits_fail_an_exit_is_a_failed_attempt_and_the_worker_serves_on(
+    store: CountingStore, clock: FakeClock, exit_error: BaseException
+) -> None:
+    engine = make_engine(store, clock, concurrency=1, processor_exits="fail")
+
+    @engine.processor("bad", max_attempts=1)
+    async def bad(payload: Any, ctx: JobContext) -> None:
+        raise exit_error
+
+    @engine.processor("next")
+    async def after(payload: Any, ctx: JobContext) -> str:
+        return "ran"
+
+    bad_id = (await engine.enqueue("bad", priority=1)).id
+    next_id = (await engine.enqueue("next")).id
+    assert await engine.worker().run_until_idle() == 2
+    bad_job = await engine.get_job(bad_id)
+    assert (bad_job.state, bad_job.attempts) == (JobState.DEAD, 1)
+    assert (bad_job.last_error or "").startswith(type(exit_error).__name__)
+    # The stored traceback starts at the processor, not in the worker's frames.
+    _, _, details = (bad_job.last_error or "").partition("\n\n")
+    assert details.splitlines()[1].endswith(", in bad")
+    assert (await engine.get_job(next_id)).state is JobState.SUCCEEDED
+
+
 # ---- a plain function that returns an awaitable ----------------------------------------
 
 

@@ -126,7 +126,8 @@ def fastapi_app(engine: AsyncEngine | Engine, hook: Callable[..., Any] = authori
             await engine.store.close()
 
     app = FastAPI(lifespan=lifespan)
-    app.include_router(create_router(engine, authorize=hook), prefix=PREFIX)
+    router = create_router(engine, authorize=hook, include_in_schema=True)
+    app.include_router(router, prefix=PREFIX)
     return app
 
 

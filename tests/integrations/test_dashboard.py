@@ -14,12 +14,13 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+import attrs
 import pytest
 
 from skiplock import Engine, JobState, Settings, ValidationError
 from skiplock.adapters.memory import InMemoryJobStore
 from skiplock.adapters.psycopg import PsycopgJobStore
-from skiplock.core import JobPage, WorkerInfo
+from skiplock.core import Job, JobPage, WorkerInfo
 from skiplock.integrations.dashboard import (
     CSRF_COOKIE,
     Dashboard,
@@ -27,8 +28,10 @@ from skiplock.integrations.dashboard import (
     Permission,
     Request,
     Response,
+    _csrf,
     mount_root,
 )
+from skiplock.integrations.dashboard._render import version
 from skiplock.integrations.rest._support import RETRY_AFTER
 
 if TYPE_CHECKING:
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
 
 
 ROOT = "/admin/dashboard"
+#: The key of the forms' tokens.
+SECRET = "a-secret-of-the-tests-0123456789"
 HOST = "jobs.example"
 #: Who may do what: "admin" reads and writes, "viewer" only reads.
 USERS = {"admin": {Permission.READ, Permission.WRITE}, "viewer": {Permission.READ}}
@@ -73,7 +78,7 @@ def engine(clock: FakeClock) -> Engine:
 
 @pytest.fixture
 def dashboard(engine: Engine) -> Dashboard:
-    return Dashboard(engine, authorize=authorize)
+    return Dashboard(engine, authorize=authorize, csrf_secret=SECRET)
 
 
 def _get(page: str, path: str, user: str | None = "admin", **params: str) -> Request:
@@ -101,10 +106,10 @@ def _token(response: Response) -> str:
 
 def _post(
     action: str,
-    job_id: int,
+    job: Job,
     user: str | None = "admin",
     *,
-    token: str | None = "t" * 43,
+    token: str | None = "",
     form_token: str | None = None,
     site: str | None = "same-origin",
     origin: str | None = None,
@@ -113,13 +118,17 @@ def _post(
     headers = {"host": HOST, "content-type": "application/x-www-form-urlencoded"}
     if user:
         headers["x-user"] = user
+    if token == "":  # the token a page gave this user
+        token = _csrf.new_token(SECRET.encode(), user or "")
     if token:
         headers["cookie"] = f"theme=dark; {CSRF_COOKIE}={token}"
     if site:
         headers["sec-fetch-site"] = site
     if origin:
         headers["origin"] = origin
-    form = {"next": next_page} | ({"csrf_token": form_token or token} if token else {})
+    job_id = job.id
+    form = {"next": next_page, "state": job.state.value, "version": version(job)}
+    form |= {"csrf_token": form_token or token} if token else {}
     return Request(
         "POST",
         f"{ROOT}/jobs/{job_id}/{action}",
@@ -192,7 +201,7 @@ def test_a_reader_sees_no_buttons_and_cannot_retry(dashboard: Dashboard, engine:
     assert "<form" not in html
     dead = _dead_ids(engine)
     assert len(dead) == 3
-    refused = dashboard.handle("retry", _post("retry", dead[0], "viewer"))
+    refused = dashboard.handle("retry", _post("retry", engine.get_job(dead[0]), "viewer"))
     assert refused.status == 403
     assert "viewer may not write" in refused.body.decode()
     assert _dead_ids(engine) == dead
@@ -212,7 +221,8 @@ def test_the_overview_shows_depth_by_kind_and_state(dashboard: Dashboard) -> Non
         )
     )
     rows = {
-        kind: dict(re.findall(r'data-state="(\w+)">([^<]*)<', row)) for kind, row in cells.items()
+        kind: dict(re.findall(r'data-state="(\w+)">(?:<a [^>]*>)?([^<]*)<', row))
+        for kind, row in cells.items()
     }
     assert rows["report.build"] == {
         "pending": "2",
@@ -247,8 +257,8 @@ def test_the_oldest_pending_age_and_live_workers(
     assert re.search(r'data-testid="live-workers">1<', html)
     live, stale = re.findall(r'<tr data-worker="([^"]+)"( class="stale")?>', html)
     assert (live, stale) == (("w-1", ""), ("w-0", ' class="stale"'))
-    assert "<td>other.kind</td>" in html
-    assert "<td>all</td>" in html
+    assert '<td data-label="Kinds">other.kind</td>' in html
+    assert '<td data-label="Kinds">all</td>' in html
 
 
 def test_the_dead_letter_page_lists_dead_jobs_escaped(dashboard: Dashboard, engine: Engine) -> None:
@@ -341,7 +351,7 @@ def test_retry_moves_a_dead_job_to_pending_with_the_caller_as_actor(
     dashboard: Dashboard, engine: Engine
 ) -> None:
     job_id = (_dead_ids(engine))[0]
-    response = dashboard.handle("retry", _post("retry", job_id))
+    response = dashboard.handle("retry", _post("retry", engine.get_job(job_id)))
     assert response.status == 303
     assert response.headers["Location"] == f"{ROOT}/dead?done=retried&job={job_id}"
     assert (engine.get_job(job_id)).state is JobState.PENDING
@@ -354,7 +364,7 @@ def test_retry_moves_a_dead_job_to_pending_with_the_caller_as_actor(
 
 def test_retry_from_a_job_page_returns_to_it(dashboard: Dashboard, engine: Engine) -> None:
     job_id = (_dead_ids(engine))[0]
-    response = dashboard.handle("retry", _post("retry", job_id, next_page="job"))
+    response = dashboard.handle("retry", _post("retry", engine.get_job(job_id), next_page="job"))
     assert response.headers["Location"] == f"{ROOT}/jobs/{job_id}?done=retried"
 
 
@@ -362,7 +372,7 @@ def test_discard_deletes_a_dead_job_with_the_caller_as_actor(
     dashboard: Dashboard, engine: Engine
 ) -> None:
     job_id = (_dead_ids(engine))[1]
-    response = dashboard.handle("delete", _post("delete", job_id, next_page="job"))
+    response = dashboard.handle("delete", _post("delete", engine.get_job(job_id), next_page="job"))
     assert response.status == 303
     assert response.headers["Location"] == f"{ROOT}/dead?done=discarded&job={job_id}"
     assert job_id not in _dead_ids(engine)
@@ -374,10 +384,92 @@ def test_retrying_a_job_that_is_not_dead_is_a_409_page(
     dashboard: Dashboard, engine: Engine
 ) -> None:
     pending = (engine.list_jobs(state="pending"))[0]
-    response = dashboard.handle("retry", _post("retry", pending.id))
+    response = dashboard.handle("retry", _post("retry", pending))
     assert response.status == 409
     assert f'href="{ROOT}/dead"' in response.body.decode()
     assert (engine.get_job(pending.id)).state is JobState.PENDING
+
+
+# ---- safe concurrent actions (issue 32, item 1) ----------------------------------------
+
+
+def test_a_stale_discard_of_a_job_replayed_since_is_a_409_and_deletes_nothing(
+    dashboard: Dashboard, engine: Engine
+) -> None:
+    # Operator B loaded the DLQ page; operator A replays the job; B clicks Discard.
+    shown = engine.get_job((_dead_ids(engine))[0])
+    engine.retry_job(shown.id)
+    response = dashboard.handle("delete", _post("delete", shown))
+    html = response.body.decode()
+    assert response.status == 409
+    assert f"Job {shown.id} changed since this page was loaded: it is pending now" in html
+    assert 'data-testid="current-state">pending<' in html
+    assert f'href="{ROOT}/jobs/{shown.id}"' in html
+    assert (engine.get_job(shown.id)).state is JobState.PENDING
+
+
+def test_a_button_for_a_job_that_went_round_to_the_same_state_is_a_409(
+    dashboard: Dashboard, engine: Engine
+) -> None:
+    # Dead when the page was rendered, replayed, run and dead again: same state, another
+    # version.
+    shown = engine.get_job((_dead_ids(engine))[0])
+    engine.retry_job(shown.id)
+    engine.worker().run_until_idle()
+    assert (engine.get_job(shown.id)).state is JobState.DEAD
+    response = dashboard.handle("delete", _post("delete", shown))
+    assert response.status == 409
+    assert (engine.get_job(shown.id)).state is JobState.DEAD
+
+
+def test_discard_deletes_only_in_the_state_it_was_offered_for(
+    dashboard: Dashboard, engine: Engine
+) -> None:
+    # A pending job's page offers Discard (it is rendered pending): that deletes it...
+    pending = (engine.list_jobs(state="pending"))[0]
+    assert (dashboard.handle("delete", _post("delete", pending))).status == 303
+    # ...but a form that claims another state than the job's is refused and changes nothing.
+    other = (engine.list_jobs(state="pending"))[0]
+    forged = attrs.evolve(other, state=JobState.DEAD)
+    response = dashboard.handle("delete", _post("delete", forged))
+    assert response.status == 409
+    assert (engine.get_job(other.id)).state is JobState.PENDING
+
+
+@pytest.mark.parametrize(("page", "state"), [("retry", "pending"), ("cancel", "dead")])
+def test_a_route_acts_only_on_the_states_its_button_is_offered_for(
+    dashboard: Dashboard, engine: Engine, page: str, state: str
+) -> None:
+    job = (engine.list_jobs(state=state))[0]
+    response = dashboard.handle(page, _post(page, job))
+    assert response.status == 409
+    assert "is not offered for" in response.body.decode()
+    assert (engine.get_job(job.id)).state is job.state
+
+
+def test_a_form_without_the_state_it_was_rendered_for_is_refused(
+    dashboard: Dashboard, engine: Engine
+) -> None:
+    job = engine.get_job((_dead_ids(engine))[0])
+    request = _post("delete", job)
+    bare = attrs.evolve(request, body=request.body.replace(b"state=dead", b"state=x"))
+    assert (dashboard.handle("delete", bare)).status == 400
+    assert (engine.get_job(job.id)).state is JobState.DEAD
+
+
+def test_cancel_and_mark_failed_from_a_job_page(dashboard: Dashboard, engine: Engine) -> None:
+    first, second = (engine.list_jobs(state="pending"))[:2]
+    html = (_page(dashboard, "job", f"/jobs/{first.id}", job_id=str(first.id)))[1]
+    assert f'data-testid="cancel-{first.id}"' in html
+    assert f'data-testid="confirm-discard-{first.id}"' in html
+    assert f'data-testid="retry-{first.id}"' not in html
+    response = dashboard.handle("cancel", _post("cancel", first, next_page="job"))
+    assert response.headers["Location"] == f"{ROOT}/jobs/{first.id}?done=cancelled"
+    assert (engine.get_job(first.id)).state is JobState.CANCELLED
+    assert (dashboard.handle("fail", _post("fail", second))).status == 303
+    assert (engine.get_job(second.id)).state is JobState.FAILED
+    marked = (engine.audit_trail(second.id))[-1]
+    assert (marked.action.value, marked.actor) == ("job_failed_manually", "admin")
 
 
 @pytest.mark.parametrize(
@@ -386,6 +478,12 @@ def test_retrying_a_job_that_is_not_dead_is_a_409_page(
         ({"token": None}, "the form has expired"),
         ({"form_token": "u" * 43}, "the form has expired"),
         ({"token": "short"}, "the form has expired"),
+        # A well-formed token of another caller (planted through a sibling subdomain):
+        (
+            {"token": _csrf.new_token(SECRET.encode(), "viewer")},
+            "the form was made for someone else",
+        ),
+        ({"token": _csrf.new_token(b"another-secret-0123456789", "admin")}, "someone else"),
         ({"site": "cross-site"}, "cross-site request refused"),
         ({"site": "same-site"}, "cross-site request refused"),
         ({"site": None}, "no Origin header"),
@@ -397,24 +495,42 @@ def test_a_forged_or_stale_form_is_refused_and_changes_nothing(
     dashboard: Dashboard, engine: Engine, options: dict[str, Any], message: str
 ) -> None:
     dead = _dead_ids(engine)
-    response = dashboard.handle("retry", _post("retry", dead[0], **options))
+    response = dashboard.handle("retry", _post("retry", engine.get_job(dead[0]), **options))
     assert response.status == 403
     assert message in response.body.decode()
     assert _dead_ids(engine) == dead
+
+
+def test_the_csrf_cookie_is_bound_to_the_caller_and_secure_over_https(
+    dashboard: Dashboard,
+) -> None:
+    response = (_page(dashboard, "overview", "/"))[0]
+    token = _token(response)
+    assert _csrf.valid_for(token, SECRET.encode(), "admin")
+    assert not _csrf.valid_for(token, SECRET.encode(), "viewer")
+    assert "Secure" not in response.headers["Set-Cookie"]
+    # The viewer's browser holding the admin's token gets a token of its own.
+    headers = {"host": HOST, "x-user": "viewer", "cookie": f"{CSRF_COOKIE}={token}"}
+    again = dashboard.handle("overview", Request("GET", ROOT + "/", headers=headers))
+    assert _csrf.valid_for(_token(again), SECRET.encode(), "viewer")
+    secure = Request("GET", ROOT + "/", headers={"x-user": "admin"}, scheme="https")
+    assert (dashboard.handle("overview", secure)).headers["Set-Cookie"].endswith("; Secure")
+    with pytest.raises(ValidationError, match="at least 16 bytes"):
+        Dashboard(dashboard.engine, authorize=authorize, csrf_secret="short")
 
 
 def test_a_form_from_the_same_origin_without_fetch_metadata_is_accepted(
     dashboard: Dashboard, engine: Engine
 ) -> None:
     job_id = (_dead_ids(engine))[0]
-    request = _post("retry", job_id, site=None, origin=f"https://{HOST}")
+    request = _post("retry", engine.get_job(job_id), site=None, origin=f"https://{HOST}")
     assert (dashboard.handle("retry", request)).status == 303
     assert (engine.get_job(job_id)).state is JobState.PENDING
 
 
 def test_a_post_that_is_not_the_form_is_refused(dashboard: Dashboard, engine: Engine) -> None:
     job_id = (_dead_ids(engine))[0]
-    form = _post("retry", job_id)
+    form = _post("retry", engine.get_job(job_id))
     json_post = Request(
         form.method,
         form.path,
@@ -430,9 +546,112 @@ def test_a_reader_asking_to_write_is_refused_before_the_csrf_check(
     dashboard: Dashboard, engine: Engine
 ) -> None:
     job_id = (_dead_ids(engine))[0]
-    response = dashboard.handle("delete", _post("delete", job_id, None, token=None))
+    response = dashboard.handle("delete", _post("delete", engine.get_job(job_id), None, token=None))
     assert response.status == 401
     assert (engine.get_job(job_id)).state is JobState.DEAD
+
+
+# ---- the job browser and bulk actions (issue 32, items 3 and 4) -------------------------
+
+
+def _rows(html: str) -> list[int]:
+    return [int(i) for i in re.findall(r'<tr data-job="(\d+)">', html)]
+
+
+@pytest.mark.parametrize(
+    ("query", "payloads"),
+    [
+        ("state=pending", [{"n": 9}]),  # due now
+        ("state=scheduled", [{"n": 10}]),  # due in an hour
+        ("state=succeeded", [{"n": 0}, {"n": 1}, {"n": 2}]),
+        ("state=succeeded&tenant=acme", [{"n": 1}, {"n": 2}]),
+        ("kind=report.build&state=running", []),
+    ],
+)
+def test_the_job_browser_lists_every_state_with_filters(
+    dashboard: Dashboard, engine: Engine, query: str, payloads: list[Any]
+) -> None:
+    response, html = _page(dashboard, "jobs", f"/jobs?{query}")
+    assert response.status == 200
+    assert [(engine.get_job(i)).payload for i in _rows(html)] == payloads
+    if not payloads:
+        assert 'data-testid="no-jobs"' in html
+
+
+def test_the_job_browser_searches_the_last_error_and_jumps_to_an_id(
+    dashboard: Dashboard, engine: Engine
+) -> None:
+    dead = _dead_ids(engine)
+    html = (_page(dashboard, "jobs", "/jobs?q=ALERT(1)"))[1]
+    assert _rows(html) == [dead[1]]
+    html = (_page(dashboard, "jobs", "/jobs?state=dead&since=2000-01-01T00:00"))[1]
+    assert _rows(html) == dead
+    html = (_page(dashboard, "jobs", "/jobs?before=2000-01-01T00:00"))[1]
+    assert _rows(html) == []
+    response = (_page(dashboard, "jobs", f"/jobs?id={dead[0]}"))[0]
+    assert (response.status, response.headers["Location"]) == (303, f"{ROOT}/jobs/{dead[0]}")
+    for bad in ("state=exploded", "since=yesterday", "id=2_0"):
+        assert (_page(dashboard, "jobs", f"/jobs?{bad}"))[0].status == 422, bad
+
+
+def _bulk(user: str = "admin", **fields: Any) -> Request:
+    headers = {
+        "host": HOST,
+        "content-type": "application/x-www-form-urlencoded",
+        "x-user": user,
+        "sec-fetch-site": "same-origin",
+    }
+    token = _csrf.new_token(SECRET.encode(), user)
+    headers["cookie"] = f"{CSRF_COOKIE}={token}"
+    body = urlencode({"csrf_token": token, **fields}, doseq=True).encode()
+    return Request("POST", f"{ROOT}/bulk", headers=headers, body=body)
+
+
+def test_a_bulk_retry_of_every_match_counts_first_then_retries_each_audited(
+    dashboard: Dashboard, engine: Engine
+) -> None:
+    dead = _dead_ids(engine)
+    ask = dashboard.handle("bulk", _bulk(action="retry", scope="all", state="dead"))
+    html = ask.body.decode()
+    assert ask.status == 200
+    assert re.search(r'data-testid="bulk-count">Retry <strong>3</strong> jobs matching', html)
+    assert _dead_ids(engine) == dead  # nothing yet
+    confirm = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', html))
+    assert confirm.pop("confirm") == "yes"
+    assert confirm.pop("csrf_token")
+    done = dashboard.handle("bulk", _bulk(**confirm, confirm="yes"))
+    assert done.status == 303
+    assert done.headers["Location"] == f"{ROOT}/jobs?state=dead&done=retried&count=3"
+    assert _dead_ids(engine) == []
+    for job_id in dead:
+        replay = (engine.audit_trail(job_id))[-1]
+        assert (replay.action.value, replay.actor) == ("job_replay", "admin")
+    html = (_page(dashboard, "jobs", "/jobs?state=dead&done=retried&count=3"))[1]
+    assert "3 jobs retried." in html
+
+
+def test_a_bulk_action_on_selected_jobs_changes_each_only_in_the_state_shown(
+    dashboard: Dashboard, engine: Engine
+) -> None:
+    dead = _dead_ids(engine)
+    engine.retry_job(dead[0])  # someone else, since the list was shown
+    chosen = [f"{i}.dead" for i in dead[:2]]
+    ask = dashboard.handle("bulk", _bulk(action="discard", scope="selected", job=chosen))
+    assert "<strong>2</strong> selected jobs" in ask.body.decode()
+    done = dashboard.handle(
+        "bulk", _bulk(action="discard", scope="selected", job=chosen, confirm="yes")
+    )
+    assert done.headers["Location"] == f"{ROOT}/jobs?done=discarded&count=1"
+    assert (engine.get_job(dead[0])).state is JobState.PENDING  # not discarded
+    assert _dead_ids(engine) == [dead[2]]
+
+
+def test_a_reader_cannot_run_a_bulk_action(dashboard: Dashboard, engine: Engine) -> None:
+    request = _bulk("viewer", action="retry", scope="all", confirm="yes")
+    assert (dashboard.handle("bulk", request)).status == 403
+    assert len(_dead_ids(engine)) == 3
+    html = (_page(dashboard, "jobs", "/jobs", "viewer"))[1]
+    assert "bulk-form" not in html
 
 
 # ---- mounting -----------------------------------------------------------------------------

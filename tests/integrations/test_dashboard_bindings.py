@@ -5,6 +5,7 @@ bindings on PostgreSQL)."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -14,8 +15,19 @@ from flask import Flask
 
 from skiplock import AsyncEngine, Engine
 from skiplock.adapters.memory import AsyncInMemoryJobStore, InMemoryJobStore
-from skiplock.integrations.fastapi import create_dashboard_router, create_router
-from skiplock.integrations.flask import create_dashboard_blueprint
+from skiplock.integrations._mounts import MountConflict
+from skiplock.integrations.fastapi import (
+    create_dashboard_router,
+    create_metrics_router,
+    create_probes_router,
+    create_router,
+)
+from skiplock.integrations.flask import (
+    create_blueprint,
+    create_dashboard_blueprint,
+    create_metrics_blueprint,
+    create_probes_blueprint,
+)
 
 if TYPE_CHECKING:
     from skiplock.integrations.rest import Permission, Request
@@ -60,7 +72,8 @@ def test_the_fastapi_router_serves_every_page_outside_the_openapi_document(
 ) -> None:
     app = FastAPI()
     app.include_router(create_dashboard_router(engine, authorize=hook), prefix=MOUNT)
-    app.include_router(create_router(engine, authorize=hook), prefix="/ops/api")
+    rest = create_router(engine, authorize=hook, include_in_schema=True)
+    app.include_router(rest, prefix="/ops/api")
     with TestClient(app) as client:
         ops = {"x-user": "ops"}
         assert client.get(f"{MOUNT}/").status_code == 401
@@ -94,3 +107,93 @@ def test_the_flask_blueprint_serves_every_page_under_its_route_names() -> None:
     assert client.get(f"{MOUNT}/jobs/1", headers=ops).status_code == 404
     assert client.get(f"{MOUNT}/static/dashboard.css").status_code == 200
     assert client.post(f"{MOUNT}/jobs/1/delete", headers=ops).status_code == 403
+
+
+# ---- mount safety (issue 32, item 2) ------------------------------------------------------
+
+
+def _fastapi_mounts(mounts: list[tuple[str, str]]) -> None:
+    engine = AsyncEngine(AsyncInMemoryJobStore())
+    doors = (create_router, create_dashboard_router, create_probes_router, create_metrics_router)
+    app = FastAPI()
+    for door, prefix in mounts:
+        app.include_router(_door(doors, door, engine, authorize_async), prefix=prefix)
+
+
+def _flask_mounts(mounts: list[tuple[str, str]]) -> None:
+    engine = Engine(InMemoryJobStore())
+    doors = (
+        create_blueprint,
+        create_dashboard_blueprint,
+        create_probes_blueprint,
+        create_metrics_blueprint,
+    )
+    app = Flask(__name__)
+    for n, (door, prefix) in enumerate(mounts):
+        blueprint = _door(doors, door, engine, authorize)
+        app.register_blueprint(blueprint, url_prefix=prefix, name=f"{door}{n}")
+
+
+def _door(makers: tuple[Any, ...], door: str, engine: Any, hook: Any) -> Any:
+    """A skiplock router or blueprint: ``makers`` are the REST API's, the dashboard's,
+    the probes' and the metrics' functions of one binding."""
+    rest, dashboard, probes, metrics = makers
+    if door in ("rest", "dashboard"):
+        return (rest if door == "rest" else dashboard)(engine, authorize=hook)
+    return (probes if door == "probes" else metrics)(engine)
+
+
+OVERLAPS = [
+    # As docs/dashboard.md once showed it: the job page answered with the REST JSON.
+    (
+        [("rest", "/admin/jobs"), ("dashboard", "/admin/jobs")],
+        "the dashboard mounted at '/admin/jobs' overlaps the REST API mounted at '/admin/jobs'",
+    ),
+    (
+        [("dashboard", "/admin/jobs/ui"), ("rest", "/admin/jobs")],
+        "the REST API mounted at '/admin/jobs' overlaps the dashboard mounted at '/admin/jobs/ui'",
+    ),
+    ([("rest", ""), ("probes", "")], "the probes mounted at '/livez' overlaps the REST API"),
+    ([("dashboard", "/ops"), ("metrics", "/ops")], "the metrics mounted at '/ops/metrics'"),
+    (
+        [("metrics", ""), ("metrics", "")],
+        "the metrics mounted at '/metrics' overlaps the metrics mounted at '/metrics'",
+    ),
+]
+APART = [
+    ("rest", "/admin/jobs"),
+    ("dashboard", "/admin/dashboard"),
+    ("probes", ""),
+    ("metrics", ""),
+    ("rest", "/admin/jobs-v2"),  # a prefix of another only by characters, not segments
+]
+
+
+@pytest.mark.parametrize("binding", [_fastapi_mounts, _flask_mounts], ids=["fastapi", "flask"])
+@pytest.mark.parametrize(("mounts", "message"), OVERLAPS)
+def test_overlapping_skiplock_mounts_raise_at_mount_time_naming_both(
+    binding: Any, mounts: list[tuple[str, str]], message: str
+) -> None:
+    with pytest.raises(MountConflict, match=re.escape(message)):
+        binding(mounts)
+
+
+@pytest.mark.parametrize("binding", [_fastapi_mounts, _flask_mounts], ids=["fastapi", "flask"])
+def test_distinct_prefixes_mount_side_by_side(binding: Any) -> None:
+    binding(APART)
+
+
+def test_other_paths_under_the_dashboard_are_html_pages_after_the_hook() -> None:
+    app = Flask(__name__)
+    blueprint = create_dashboard_blueprint(Engine(InMemoryJobStore()), authorize=authorize)
+    app.register_blueprint(blueprint, url_prefix=MOUNT)
+    client = app.test_client()
+    ops = {"x-user": "ops"}
+    assert client.options(f"{MOUNT}/dead").status_code == 401  # OPTIONS asks the hook
+    options = client.options(f"{MOUNT}/dead", headers=ops)
+    assert (options.status_code, options.headers["Allow"]) == (204, "GET, HEAD, OPTIONS")
+    missing = client.get(f"{MOUNT}/nothing", headers=ops)
+    assert (missing.status_code, missing.content_type) == (404, "text/html; charset=utf-8")
+    assert f'href="{MOUNT}/static/dashboard.css"' in missing.text
+    wrong = client.put(f"{MOUNT}/jobs/1/retry", headers=ops)
+    assert (wrong.status_code, wrong.headers["Allow"]) == (405, "POST, OPTIONS")

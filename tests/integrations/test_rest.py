@@ -168,9 +168,71 @@ def test_list_jobs_rejects_bad_parameters(client: Client) -> None:
     ]:
         body = problem(client.get("/jobs", params=params), 422, "invalid-request")
         assert [e["loc"][:2] for e in body["errors"]] == [["query", where]], (params, body)
-    # Out of bigint: the engine's own check, still a 422.
+    # Out of bigint: a 422 that names the cursor, never an internal parameter.
     body = problem(client.get("/jobs", params={"cursor": "9" * 19}), 422, "invalid-request")
-    assert "after_id" in body["detail"]
+    assert [e["loc"][:2] for e in body["errors"]] == [["query", "cursor"]], body
+    assert "after_id" not in str(body)
+    assert "beyond the largest job id" in str(body["errors"])
+    # A number is no date-time (pydantic would read 0.5 as seconds after 1970).
+    for since in ("0.5", "1733300000"):
+        body = problem(client.get("/jobs", params={"created_since": since}), 422, "invalid-request")
+        assert [e["loc"][:2] for e in body["errors"]] == [["query", "created_since"]], body
+
+
+#: Texts Python's int() reads as the job id ``n`` (issue 32: ``/jobs/2_0`` was job 20).
+LOOSE_IDS = [
+    lambda n: f"{str(n)[0]}_{str(n)[1:]}",
+    lambda n: f"+{n}",
+    lambda n: f" {n}",
+    lambda n: f"{n}.0",
+    lambda n: "".join(chr(0x0660 + int(d)) for d in str(n)),  # Arabic-Indic digits
+]
+
+
+@pytest.mark.parametrize("loose", LOOSE_IDS)
+def test_a_job_id_in_the_path_is_digits_only(client: Client, jobs: Engine, loose: Any) -> None:
+    job_id = next(
+        i
+        for i in iter(lambda: jobs.enqueue("email.send", {"to": "a@example.com"}).id, 0)
+        if i >= 10
+    )
+    body = problem(client.get(f"/jobs/{loose(job_id)}"), 422, "invalid-request")
+    assert body["errors"][0]["loc"] == ["path", "job_id"]
+    assert client.get(f"/jobs/{job_id}").status == 200
+
+
+def test_unknown_paths_and_methods_under_the_mount_are_problems_after_the_hook(
+    client: Client,
+) -> None:
+    problem(client.get("/nothing/here", token=None), 401, "unauthenticated")
+    body = problem(client.get("/nothing/here"), 404, "not-found")
+    assert body["instance"] == PREFIX + "/nothing/here"
+    reply = client.call("PUT", "/jobs/1")
+    problem(reply, 405, "method-not-allowed")
+    assert reply.headers["allow"] == "DELETE, GET, HEAD, OPTIONS"
+    assert reply.headers["cache-control"] == "no-store"
+    problem(client.call("PATCH", "/counts"), 405, "method-not-allowed")
+
+
+def test_options_asks_the_hook_then_names_the_methods(client: Client) -> None:
+    problem(client.call("OPTIONS", "/jobs", token=None), 401, "unauthenticated")
+    reply = client.call("OPTIONS", "/jobs")
+    assert reply.status == 204
+    assert reply.headers["allow"] == "GET, HEAD, POST, OPTIONS"
+
+
+def test_every_answer_with_a_payload_is_not_to_be_stored(client: Client, jobs: Engine) -> None:
+    job_id = jobs.enqueue("email.send", {"to": "a@example.com"}).id
+    for reply in (
+        client.get("/jobs"),
+        client.get(f"/jobs/{job_id}"),
+        client.get("/counts"),
+        client.get("/openapi.json"),
+        client.get("/jobs/999999"),
+        client.get("/jobs", token=None),
+        client.post(f"/jobs/{job_id}/cancel"),
+    ):
+        assert reply.headers["cache-control"] == "no-store", reply
 
 
 def test_create_job(client: Client, jobs: Engine) -> None:
@@ -583,13 +645,24 @@ def test_the_job_schema_is_the_json_of_a_job(jobs: Engine, pg_dsn: str) -> None:
     models.Job.model_validate(job_json(job))
 
 
-def test_fastapi_document_has_every_operation_with_its_schemas() -> None:
+def test_the_apps_public_document_lists_no_admin_operation_by_default() -> None:
     from fastapi import FastAPI
 
     app = FastAPI()
     app.include_router(
         create_router(Engine(InMemoryJobStore()), authorize=lambda r, p: "x"), prefix=PREFIX
     )
+    assert not [path for path in app.openapi().get("paths", {}) if path.startswith(PREFIX)]
+
+
+def test_fastapi_document_has_every_operation_with_its_schemas() -> None:
+    from fastapi import FastAPI
+
+    app = FastAPI()
+    router = create_router(
+        Engine(InMemoryJobStore()), authorize=lambda r, p: "x", include_in_schema=True
+    )
+    app.include_router(router, prefix=PREFIX)
     document = app.openapi()
     found = {
         operation["operationId"]: (method.upper(), path)

@@ -51,7 +51,7 @@ def test_the_sync_table_is_the_async_one_with_sync_handlers() -> None:
     ids=["async", "sync"],
 )
 def test_the_fastapi_router_mounts_exactly_the_table(engine: AsyncEngine | Engine) -> None:
-    router = create_router(engine, authorize=allow)
+    router = create_router(engine, authorize=allow, include_in_schema=True)
     mounted = {
         (method, route.path): route.name  # type: ignore[attr-defined]
         for route in router.routes

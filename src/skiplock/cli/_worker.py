@@ -278,15 +278,20 @@ async def _serve_async(
         await engine.store.close()
 
 
-def _setup_logging(args: argparse.Namespace) -> None:
+def log_handler(args: argparse.Namespace) -> logging.Handler:
+    """The handler of the worker's log lines (``--log-format``), on stderr."""
     if args.log_format == "json":
         from skiplock.contrib.logging import json_handler
 
-        logging.basicConfig(level=args.log_level, handlers=[json_handler()])
-    else:
-        logging.basicConfig(
-            level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
-        )
+        return json_handler()
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    return handler
+
+
+def _setup_logging(args: argparse.Namespace) -> None:
+    # A no-op where the root logger has handlers already (an embedding door's).
+    logging.basicConfig(level=args.log_level, handlers=[log_handler(args)])
     logging.getLogger("skiplock").setLevel(args.log_level)
 
 

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import enum
 import math
+import traceback
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from ._errors import ValidationError
 from ._retry import RetryPolicy, next_delay
 from ._types import AttemptError, Bury, Release, Retry
 from ._validation import MAX_DELAY
+
+if TYPE_CHECKING:
+    from types import TracebackType
 
 #: last_error is capped before it is stored (R6 in docs/requirements.md).
 MAX_ERROR_LENGTH = 4096
@@ -24,6 +29,29 @@ STALE_MARK = "[stale-claim recovered]"
 #: Prefix of ``last_error`` of a job moved to ``dead`` by its claim because its stored row
 #: cannot become a Job (a value written around enqueue's validation).
 UNDECODABLE_MARK = "[undecodable row]"
+
+
+#: Modules whose frames lead to a processor without being its own: skiplock's (the worker,
+#: a framework integration's runner) and the standard library's executors.
+_RUNNER_MODULES = ("skiplock.", "asyncio.", "concurrent.futures.", "threading", "contextlib")
+
+
+def _processor_frames(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` from the first frame of the processor's own code: the leading frames of
+    :data:`_RUNNER_MODULES` left out (all of them if nothing else is left)."""
+    first = tb
+    while first is not None:
+        module = str(first.tb_frame.f_globals.get("__name__", ""))
+        if not module.startswith(_RUNNER_MODULES):
+            return first
+        first = first.tb_next
+    return tb
+
+
+def exception_traceback(exc: BaseException) -> str:
+    """``exc`` formatted as Python prints it (trailing newline, chained exceptions too),
+    from the processor's own frames: the worker's frames that called it are left out."""
+    return "".join(traceback.format_exception(type(exc), exc, _processor_frames(exc.__traceback__)))
 
 
 class FailureKind(enum.Enum):

@@ -85,3 +85,22 @@ def check_operator_event(event: Event) -> Event:
 def legal_events(state: JobState) -> frozenset[Event]:
     """Events allowed in ``state`` (empty for a terminal state)."""
     return _LEGAL[state]
+
+
+#: The operator actions of a front door (the dashboard's buttons, bulk actions) and the
+#: event each applies; ``discard`` deletes the job (no event).
+OPERATOR_ACTIONS: Mapping[str, Event | None] = MappingProxyType(
+    {"retry": Event.REPLAY, "cancel": Event.CANCEL, "fail": Event.MARK_FAILED, "discard": None}
+)
+#: A running job cannot be deleted (cancel it first): the states ``discard`` acts on.
+DISCARDABLE: frozenset[JobState] = frozenset(JobState) - {_R}
+
+
+def action_states(action: str) -> frozenset[JobState]:
+    """The states an operator action (a key of :data:`OPERATOR_ACTIONS`) may change;
+    ValidationError for another name."""
+    if action not in OPERATOR_ACTIONS:
+        allowed = ", ".join(OPERATOR_ACTIONS)
+        raise ValidationError(f"{action[:40]!r} is not an operator action (allowed: {allowed})")
+    event = OPERATOR_ACTIONS[action]
+    return DISCARDABLE if event is None else sources(event)

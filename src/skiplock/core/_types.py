@@ -361,12 +361,17 @@ class EnqueueResult:
     time and priority (``idempotency_conflict="replace_pending"``), and ``purged`` that
     the key belongs to a job retention purged within ``Settings.idempotency_retention``:
     ``id`` is that job's, which no longer exists.
+
+    ``created_at`` is the new job's ``created_at`` as the store wrote it, where the store
+    reports it (the PostgreSQL stores: a single job enqueued without an idempotency key;
+    the memory store: every job created); None otherwise. It takes no part in comparisons.
     """
 
     id: int
     created: bool
     replaced: bool = False
     purged: bool = False
+    created_at: datetime | None = attrs.field(default=None, eq=False)
 
 
 # ---- outcomes a worker reports for a claimed job -------------------------------------

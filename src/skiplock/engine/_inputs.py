@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import attrs
 
-from skiplock.core import JobState, ValidationError
+from skiplock.core import Event, JobFilter, JobState, ValidationError
 from skiplock.core._idempotency import IdempotencyConflict, IdempotencyScope
-from skiplock.core._validation import check_text, shown
+from skiplock.core._states import OPERATOR_ACTIONS, action_states
+from skiplock.core._validation import check_job_id, check_text, shown
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -118,3 +119,26 @@ def as_names(name: str, value: str | Iterable[str] | None) -> frozenset[str] | N
             raise ValidationError(f"{name} filter must hold str, got {shown(item)}")
         check_text(f"{name} filter", item)
     return frozenset(items)
+
+
+def action_filter(
+    action: str,
+    ids: Iterable[int],
+    states: JobState | str | Iterable[JobState | str] | None,
+    max_ids: int,
+) -> tuple[JobFilter | None, Event | None]:
+    """The filter and event of an operator action (``act_on_jobs``) on ``ids`` (at most
+    ``max_ids``), limited to ``states``: the jobs among ``ids`` whose state allows the
+    action and is one of ``states``. The filter is None when no job can match; the event
+    None for ``discard`` (a delete). Bad arguments raise ValidationError."""
+    allowed = action_states(action)
+    wanted = as_states(states)
+    if wanted is not None:
+        allowed &= wanted
+    job_ids = frozenset(check_job_id("ids", i) for i in ids)
+    if len(job_ids) > max_ids:
+        raise ValidationError(f"at most {max_ids} ids per call, got {len(job_ids)}")
+    event = OPERATOR_ACTIONS[action]
+    if not job_ids or not allowed:
+        return None, event
+    return JobFilter(ids=job_ids, states=allowed), event

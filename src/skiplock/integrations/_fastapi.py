@@ -4,26 +4,34 @@ API's, the dashboard's) and the transaction dependency."""
 
 from __future__ import annotations
 
+import itertools
+import sys
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request as StarletteRequest  # noqa: TC002 (FastAPI reads it)
 from starlette.responses import Response as StarletteResponse
+from starlette.routing import Router
 
 from skiplock.engine import AsyncEngine, Engine
 
+from ._mounts import claims, register
 from .rest import AsyncRoute, Request, Response, Route
+from .rest._routes import FALLBACK_PATH
 from .rest._spec import operation_object, operation_openapi
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+    from enum import Enum
+    from types import FrameType
 
 
 async def neutral_request(request: StarletteRequest) -> Request:
     """A Starlette request as the REST layer's :class:`~skiplock.integrations.rest.Request`."""
     headers = request.headers
     return Request(
+        scheme=request.url.scheme,
         method=request.method,
         path=request.url.path,
         query={key: request.query_params.getlist(key) for key in request.query_params},
@@ -44,6 +52,63 @@ def starlette_response(response: Response) -> StarletteResponse:
     )
 
 
+_TOKENS = itertools.count(1)
+
+
+class DoorRouter(APIRouter):
+    """The router of a skiplock door: when an app (or another router) includes it, it
+    checks that it overlaps no skiplock router included there before (:mod:`._mounts`),
+    and raises MountConflict if it does.
+
+    FastAPI offers no hook for an include; every version reads the included router's
+    ``on_startup`` handlers in ``include_router``, so that read is where the check runs:
+    the frame of ``include_router`` names the including router and the prefix."""
+
+    def __init__(self, *, door: str, prefix: str, tags: Sequence[str]) -> None:
+        self.skiplock_door = door
+        self.skiplock_token = next(_TOKENS)
+        #: The path of each route relative to the door's mount point, by its full path.
+        self.skiplock_paths: dict[str, str] = {}
+        #: The door's fallback route, mounted once the router is under a prefix.
+        self.skiplock_fallback: tuple[str, Callable[..., Any], list[str]] | None = None
+        tag_list: list[str | Enum] = list(tags)
+        super().__init__(prefix=prefix, tags=tag_list)
+
+    @property
+    def on_startup(self) -> list[Callable[[], Any]]:
+        self._check_include(sys._getframe(1))
+        return self._skiplock_on_startup
+
+    @on_startup.setter
+    def on_startup(self, handlers: list[Callable[[], Any]]) -> None:
+        self._skiplock_on_startup = handlers
+
+    def _check_include(self, frame: FrameType | None) -> None:
+        if frame is None or frame.f_code.co_name != "include_router":
+            return
+        parent, prefix = frame.f_locals.get("self"), frame.f_locals.get("prefix", "")
+        if frame.f_locals.get("router") is not self or not isinstance(parent, Router):
+            return
+        prefix = prefix if isinstance(prefix, str) else ""
+        routes = self.skiplock_paths.items()
+        new = claims(self.skiplock_door, self.skiplock_token, prefix, routes)
+        register(new, parent.__dict__.setdefault("skiplock_mounts", []))
+        if prefix:
+            self.add_fallback()
+
+    def add_fallback(self) -> None:
+        """Mount the door's fallback route (once): 404 and 405 in the door's form for the
+        paths under its prefix. Only under a prefix: at the root of an app it would take
+        the app's every unknown path."""
+        if self.skiplock_fallback is None:
+            return
+        name, endpoint, methods = self.skiplock_fallback
+        self.skiplock_fallback = None
+        self.add_api_route(
+            FALLBACK_PATH, endpoint, methods=methods, name=name, include_in_schema=False
+        )
+
+
 def _endpoint(route: AsyncRoute | Route) -> Callable[..., Any]:
     """The endpoint answering ``route``; a sync door's answer runs in Starlette's thread
     pool."""
@@ -61,15 +126,20 @@ def router(
     routes: Sequence[AsyncRoute | Route],
     *,
     namespace: str,
+    door: str,
     prefix: str = "",
     tags: Sequence[str] = (),
     include_in_schema: bool = True,
 ) -> APIRouter:
     """An ``APIRouter`` mounting a door's ``routes``. A REST operation is named by its id
     and described in the app's OpenAPI document (unless ``include_in_schema`` is
-    false); another route is named ``<namespace><name>`` and left out of it."""
-    mounted = APIRouter(prefix=prefix, tags=list(tags))
+    false); another route is named ``<namespace><name>`` and left out of it. ``door``
+    names the router in a :class:`~._mounts.MountConflict`."""
+    mounted = DoorRouter(door=door, prefix=prefix, tags=tags)
     for route in routes:
+        if route.path == FALLBACK_PATH:
+            mounted.skiplock_fallback = (namespace + route.name, _endpoint(route), route.methods)
+            continue
         op = route.operation
         options: dict[str, Any] = {"name": namespace + route.name, "include_in_schema": False}
         if op is not None:
@@ -84,7 +154,10 @@ def router(
                 "response_model": None,
                 "openapi_extra": operation_openapi(op),
             }
+        mounted.skiplock_paths[prefix + route.path] = route.path
         mounted.add_api_route(route.path, _endpoint(route), methods=[route.method], **options)
+    if prefix:
+        mounted.add_fallback()
     return mounted
 
 

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from skiplock.engine import AsyncEngine, AsyncWorker, Engine, Worker
 
+from ._mounts import MountConflict
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from .rest import AsyncAuthorize, AsyncRoute, Authorize, Route
 
 __all__ = [
+    "MountConflict",
     "WorkerLifespan",
     "create_dashboard_router",
     "create_metrics_router",
@@ -141,7 +144,7 @@ def create_router(
     authorize: AsyncAuthorize | Authorize,
     prefix: str = "",
     tags: Sequence[str] = ("skiplock",),
-    include_in_schema: bool = True,
+    include_in_schema: bool = False,
 ) -> APIRouter:
     """The REST admin API of ``engine`` as a FastAPI router (docs/rest.md).
 
@@ -152,9 +155,12 @@ def create_router(
     or raises :class:`~skiplock.integrations.rest.Forbidden` for a 403. With an
     ``AsyncEngine`` it may be a coroutine function; a sync ``Engine`` runs it and the
     admin calls in the thread pool. Mount it with
-    ``app.include_router(router, prefix="/admin/jobs")``: the operations (with their
-    stable operation ids and schemas) appear in the app's OpenAPI document, and the
-    API's own document is served at ``<prefix>/openapi.json``.
+    ``app.include_router(router, prefix="/admin/jobs")``. The API's own document is
+    served at ``<prefix>/openapi.json`` (behind the hook); the operations stay out of the
+    app's public OpenAPI document unless ``include_in_schema=True`` (then with their
+    stable operation ids and schemas). Under a prefix, any other path or method there is
+    a problem too (404, 405 with ``Allow``; ``OPTIONS``: 204 with ``Allow``), after the
+    hook.
     """
     from ._fastapi import router
     from .rest import AsyncRestApi, RestApi
@@ -165,7 +171,12 @@ def create_router(
         lambda engine: RestApi(engine, authorize=authorize).routes(),  # type: ignore[arg-type]
     )
     return router(
-        routes, namespace="skiplock.", prefix=prefix, tags=tags, include_in_schema=include_in_schema
+        routes,
+        namespace="skiplock.",
+        door="REST API",
+        prefix=prefix,
+        tags=tags,
+        include_in_schema=include_in_schema,
     )
 
 
@@ -213,7 +224,7 @@ def create_dashboard_router(
         lambda engine: AsyncDashboard(engine, authorize=authorize, **options).routes(),
         lambda engine: Dashboard(engine, authorize=authorize, **options).routes(),  # type: ignore[arg-type]
     )
-    return router(routes, namespace="skiplock.dashboard.", prefix=prefix)
+    return router(routes, namespace="skiplock.dashboard.", door="dashboard", prefix=prefix)
 
 
 def create_probes_router(
@@ -233,7 +244,8 @@ def create_probes_router(
     from ._fastapi import router
     from ._monitor import probe_routes
 
-    return router(probe_routes(engine, timeout=timeout), namespace="skiplock.", prefix=prefix)
+    routes = probe_routes(engine, timeout=timeout)
+    return router(routes, namespace="skiplock.", door="probes", prefix=prefix)
 
 
 def create_metrics_router(
@@ -261,7 +273,7 @@ def create_metrics_router(
     from ._monitor import metrics_routes
 
     routes = metrics_routes(engine, metrics=metrics, path=path)
-    return router(routes, namespace="skiplock.", prefix=prefix)
+    return router(routes, namespace="skiplock.", door="metrics", prefix=prefix)
 
 
 def _routes(

@@ -31,10 +31,14 @@ from skiplock.engine import Engine, Settings
 
 from ._flask_cli import commands
 from ._flask_state import EXTENSION, State, current_state
+from ._mounts import MountConflict, claims, register
 from .rest import Request, RestApi
+from .rest._routes import FALLBACK_PATH
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+
+    from flask.sansio.app import App
 
     from skiplock.contrib.prometheus import PrometheusMetrics
     from skiplock.core import EnqueueResult
@@ -44,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXTENSION",
+    "MountConflict",
     "Skiplock",
     "create_blueprint",
     "create_dashboard_blueprint",
@@ -175,6 +180,7 @@ def _has_app() -> bool:
 def _neutral_request() -> Request:
     headers = request.headers
     return Request(
+        scheme=request.scheme,
         method=request.method,
         path=request.script_root + request.path,
         query={key: request.args.getlist(key) for key in request.args},
@@ -185,12 +191,52 @@ def _neutral_request() -> Request:
     )
 
 
-def _blueprint(name: str, url_prefix: str | None, routes: Sequence[Route]) -> Blueprint:
-    """A blueprint mounting a door's ``routes``, each named ``<name>.<route name>``."""
-    blueprint = Blueprint(name, __name__, url_prefix=url_prefix)
-    for route in routes:
-        blueprint.add_url_rule(route.angle_path(), route.name, _view(route), methods=[route.method])
-    return blueprint
+class _DoorBlueprint(Blueprint):
+    """A skiplock door's blueprint: registering it on an app checks that it overlaps no
+    other skiplock blueprint of the app (:mod:`._mounts`); MountConflict if it does."""
+
+    def __init__(
+        self, name: str, door: str, url_prefix: str | None, routes: Sequence[Route]
+    ) -> None:
+        super().__init__(name, __name__, url_prefix=url_prefix)
+        self.door = door
+        self.paths = [route.path for route in routes if route.path != FALLBACK_PATH]
+        self.fallback = next((route for route in routes if route.path == FALLBACK_PATH), None)
+        for route in routes:
+            if route is not self.fallback:
+                self._add(route)
+
+    def _add(self, route: Route) -> None:
+        # No automatic OPTIONS answer: OPTIONS goes to the fallback, which asks the hook.
+        self.add_url_rule(
+            route.angle_path(),
+            route.name,
+            _view(route),
+            methods=route.methods,
+            provide_automatic_options=False,
+        )
+
+    def register(self, app: App, options: dict[str, Any]) -> None:
+        prefix = options.get("url_prefix", self.url_prefix) or ""
+        if prefix and self.fallback is not None and not self._got_registered_once:
+            # Under a prefix only: at the root it would take the app's every unknown path.
+            self._add(self.fallback)
+            self.fallback = None
+        routes = [(path, path) for path in self.paths]
+        register(
+            claims(self.door, id(self), prefix, routes), app.extensions.setdefault(_MOUNTS, [])
+        )
+        super().register(app, options)
+
+
+#: Where an app keeps the skiplock blueprints registered on it (their claims).
+_MOUNTS = "skiplock.mounts"
+
+
+def _blueprint(name: str, url_prefix: str | None, routes: Sequence[Route], door: str) -> Blueprint:
+    """A blueprint mounting a door's ``routes``, each named ``<name>.<route name>``;
+    ``door`` names it in a MountConflict."""
+    return _DoorBlueprint(name, door, url_prefix, routes)
 
 
 def _view(route: Route) -> Any:
@@ -221,7 +267,7 @@ def create_blueprint(
     served at ``<prefix>/openapi.json``. Route names are ``<name>.<operationId>``.
     """
     _check_sync(engine)
-    return _blueprint(name, url_prefix, RestApi(engine, authorize=authorize).routes())
+    return _blueprint(name, url_prefix, RestApi(engine, authorize=authorize).routes(), "REST API")
 
 
 def create_dashboard_blueprint(
@@ -247,7 +293,7 @@ def create_dashboard_blueprint(
 
     _check_sync(engine)
     dashboard = Dashboard(engine, authorize=authorize, **options)
-    return _blueprint(name, url_prefix, dashboard.routes())
+    return _blueprint(name, url_prefix, dashboard.routes(), "dashboard")
 
 
 def create_probes_blueprint(
@@ -272,7 +318,7 @@ def create_probes_blueprint(
     from ._monitor import probe_routes
 
     _check_sync(engine)
-    return _blueprint(name, url_prefix, probe_routes(engine, timeout=timeout))
+    return _blueprint(name, url_prefix, probe_routes(engine, timeout=timeout), "probes")
 
 
 def create_metrics_blueprint(
@@ -296,4 +342,4 @@ def create_metrics_blueprint(
 
     _check_sync(engine)
     routes = metrics_routes(engine, metrics=metrics, path=path)
-    return _blueprint(name, url_prefix, routes)
+    return _blueprint(name, url_prefix, routes, "metrics")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from typing import Any
 
@@ -87,3 +88,14 @@ def slow(key: str, seconds: float) -> str:
 def returns_object() -> Any:
     Attempt.objects.create(key="returns_object")
     return object()
+
+
+@task
+def exits(code: int) -> None:
+    """Asks to end the process, as a script would."""
+    sys.exit(code)
+
+
+@task
+def interrupted() -> None:
+    raise KeyboardInterrupt

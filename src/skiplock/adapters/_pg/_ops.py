@@ -59,6 +59,7 @@ from ._rows import (
     recharge_params,
     recover_params,
     silent_workers_params,
+    utc,
 )
 from ._sql import lock_key, neutral_query
 
@@ -106,8 +107,11 @@ def enqueue_steps(
     if len(requests) == 1 and requests[0].idempotency_key is None:
         rows = yield _audited(schema, "enqueue_one", enqueue_one_params(requests[0]), audit)
         if audit is not None:
+            created_at = rows[0]["audit_at"]  # the job's created_at (its audit event's time)
             audit.collect(rows)
-        return [EnqueueResult(id=int(rows[0]["id"]), created=True)]
+        else:
+            created_at = rows[0]["created_at"]
+        return [EnqueueResult(id=int(rows[0]["id"]), created=True, created_at=utc(created_at))]
     batch = EnqueueBatch.of(requests)
     if not batch.keyed:  # the bulk case: every job is new, one statement, no lookups
         rows = yield _audited(schema, "enqueue_new", enqueue_params(batch), audit)

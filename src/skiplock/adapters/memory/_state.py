@@ -516,7 +516,7 @@ class MemoryState:
                 job = new_job(request, job_id=job_id, payload=payload, now=now)
                 scope.put(job)
                 scope.audit(audit, AuditAction.ENQUEUED, job)
-                results.append(EnqueueResult(id=job_id, created=True))
+                results.append(EnqueueResult(id=job_id, created=True, created_at=job.created_at))
         return results
 
     def _hit(

@@ -7,7 +7,7 @@ This module is the generated sync twin of ``_store_async.py``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from psycopg import Connection
 
@@ -68,6 +68,10 @@ class PsycopgJobStore(PgJobStore[Connection[Any], Connection[Any]]):
     older schema: run ``skiplock schema apply``).
     """
 
+    #: The driver the store builds: a subclass may take more kinds of ``connection=``
+    #: (the Django integration's takes Django's connection and runs through its cursors).
+    driver_class: ClassVar[type[PsycopgDriver]] = PsycopgDriver
+
     def __init__(
         self,
         conninfo_or_pool: str | ConnectionPool[Any],
@@ -80,7 +84,7 @@ class PsycopgJobStore(PgJobStore[Connection[Any], Connection[Any]]):
         connect_timeout: float = CONNECT_TIMEOUT,
         read_timeout: timedelta | float | None = READ_TIMEOUT,
     ) -> None:
-        self._psycopg = PsycopgDriver(
+        self._psycopg = self.driver_class(
             conninfo_or_pool,
             name=f"skiplock-{schema}",
             min_size=min_size,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from psycopg import AsyncConnection
 
@@ -63,6 +63,10 @@ class AsyncPsycopgJobStore(AsyncPgJobStore[AsyncConnection[Any], AsyncConnection
     older schema: run ``skiplock schema apply``).
     """
 
+    #: The driver the store builds: a subclass may take more kinds of ``connection=``
+    #: (the Django integration's takes Django's connection and runs through its cursors).
+    driver_class: ClassVar[type[AsyncPsycopgDriver]] = AsyncPsycopgDriver
+
     def __init__(
         self,
         conninfo_or_pool: str | AsyncConnectionPool[Any],
@@ -75,7 +79,7 @@ class AsyncPsycopgJobStore(AsyncPgJobStore[AsyncConnection[Any], AsyncConnection
         connect_timeout: float = CONNECT_TIMEOUT,
         read_timeout: timedelta | float | None = READ_TIMEOUT,
     ) -> None:
-        self._psycopg = AsyncPsycopgDriver(
+        self._psycopg = self.driver_class(
             conninfo_or_pool,
             name=f"skiplock-{schema}",
             min_size=min_size,

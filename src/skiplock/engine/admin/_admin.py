@@ -47,7 +47,7 @@ from skiplock.core._validation import (
     to_duration,
 )
 
-from .._inputs import as_names, as_states
+from .._inputs import action_filter, as_names, as_states
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -56,6 +56,10 @@ if TYPE_CHECKING:
     from skiplock.ports import Audit, JobStore
 
     from ..settings._settings import Settings
+
+
+#: At most this many jobs per :meth:`AdminOps.act_on_jobs` call (one statement).
+MAX_ACTION_IDS = 1000
 
 
 class AdminOps:
@@ -302,6 +306,37 @@ class AdminOps:
             return deleted[0]
         job = self.get_job(job_id)
         raise InvalidTransitionError(f"cannot delete job {job_id}: it is {job.state.value}")
+
+    def act_on_jobs(
+        self,
+        action: str,
+        ids: Iterable[int],
+        *,
+        states: JobState | str | Iterable[JobState | str] | None = None,
+        reset_attempts: bool = True,
+        actor: str | None = None,
+    ) -> list[int]:
+        """Apply an operator action to the jobs ``ids`` (at most
+        :data:`MAX_ACTION_IDS`) in one store call; returns the ids it changed, sorted.
+
+        ``action`` is ``retry``, ``cancel``, ``fail`` or ``discard`` (delete), as
+        :meth:`retry_job`, :meth:`cancel_job`, :meth:`fail_job` and :meth:`delete_job`
+        do and audit them, per job. A job changes only if its state, checked in the same
+        statement as the change, allows the action and is one of ``states`` (when
+        given): a door that showed a button for a job in a given state passes that
+        state, so a job changed since is left alone (a stale Discard never deletes a job
+        replayed meanwhile). Jobs that are absent or in another state are skipped.
+        """
+        job_filter, event = action_filter(action, ids, states, MAX_ACTION_IDS)
+        if job_filter is None:
+            return []
+        audit = self._audit_by(actor)
+        if event is None:
+            return sorted(job.id for job in self._store.delete(job_filter, audit=audit))
+        check_bool("reset_attempts", reset_attempts)
+        reset = reset_attempts and event is Event.REPLAY
+        changed = self._store.apply(job_filter, event, reset_attempts=reset, audit=audit)
+        return sorted(changed)
 
     def audit_trail(self, job_id: int) -> list[AuditEvent]:
         """The job's audit events (J10) in the store's audit table, oldest first;

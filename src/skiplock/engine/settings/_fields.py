@@ -52,6 +52,10 @@ UNKNOWN_KINDS = choice(*typing.get_args(UnknownKinds))
 RateLimitScope = Literal["cluster", "process"]
 RATE_LIMIT_SCOPES = choice(*typing.get_args(RateLimitScope))
 
+#: What ``Settings.processor_exits`` may say.
+ProcessorExits = Literal["stop", "fail"]
+PROCESSOR_EXITS = choice(*typing.get_args(ProcessorExits))
+
 #: The engine's own settings (the global policy values are :data:`POLICY_FIELDS`).
 ENGINE_FIELDS: tuple[Setting, ...] = (
     Setting("concurrency", 4, POSITIVE_INT, "Job slots per worker."),
@@ -166,6 +170,16 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         "knows any: `error` raises `UnknownKindError`, `warn` logs a warning (once per "
         "kind) and writes the job, `allow` writes it. An engine that knows no kind "
         "accepts any.",
+    ),
+    Setting(
+        "processor_exits",
+        "stop",
+        PROCESSOR_EXITS,
+        "What a processor raising `SystemExit` or `KeyboardInterrupt` does besides failing "
+        "its attempt: `stop` stops the worker gracefully, then its `run()` raises the "
+        "exception (the process exits as the processor asked); `fail` keeps the worker "
+        "serving, as for any exception (the Django integration's default). A real SIGTERM "
+        "or SIGINT stops the worker either way.",
     ),
     Setting(
         "audit",

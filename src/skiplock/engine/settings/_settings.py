@@ -38,6 +38,7 @@ from ._fields import (
     PREFETCH_FACTOR,
     SETTING_FIELDS,
     UNWRITTEN_BATCHES,
+    ProcessorExits,
     RateLimitScope,
     UnknownKinds,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "PREFETCH_FACTOR",
     "SETTING_FIELDS",
     "UNWRITTEN_BATCHES",
+    "ProcessorExits",
     "RateLimitScope",
     "Settings",
     "UnknownKinds",
@@ -187,6 +189,7 @@ class Settings:
     max_payload_bytes: int = _DEFAULT["max_payload_bytes"]
     max_result_bytes: int = _DEFAULT["max_result_bytes"]
     unknown_kinds: UnknownKinds = _DEFAULT["unknown_kinds"]
+    processor_exits: ProcessorExits = _DEFAULT["processor_exits"]
     audit: bool = _DEFAULT["audit"]
     audit_actor: str | None = _DEFAULT["audit_actor"]
     idempotency_retention: timedelta | None = attrs.field(

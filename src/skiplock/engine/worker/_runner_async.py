@@ -27,7 +27,7 @@ from skiplock.core import (
     UnknownKindError,
     ValidationError,
 )
-from skiplock.core._failure import FailureKind, decide_failure
+from skiplock.core._failure import FailureKind, decide_failure, exception_traceback
 from skiplock.core._validation import encode_result
 
 from .._codec import encode
@@ -115,9 +115,10 @@ def succeeded(returned: object, max_bytes: int) -> Succeeded:
 
 
 def format_error(exc: BaseException) -> str:
-    """The error text stored for a failed attempt: summary line, then the traceback."""
+    """The error text stored for a failed attempt: summary line, then the traceback from
+    the processor's own frames (the worker's are left out)."""
     summary = "".join(traceback.format_exception_only(exc)).strip()
-    details = "".join(traceback.format_exception(exc)).rstrip()
+    details = exception_traceback(exc).rstrip()
     return f"{summary}\n\n{details}"
 
 

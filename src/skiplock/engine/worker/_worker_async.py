@@ -289,7 +289,10 @@ class AsyncWorker:
     def _on_processor_exit(self, exc: BaseException) -> None:
         # The processor's attempt failed (its outcome is queued next): stop as for a
         # SIGTERM, so the other running jobs finish and the held ones are released, then
-        # run() raises it and the process exits as the processor asked.
+        # run() raises it and the process exits as the processor asked. With
+        # processor_exits="fail" the failed attempt is all it does.
+        if self._settings.processor_exits == "fail":
+            return
         with self._lock:
             first = self._exit is None
             if first:

@@ -8,6 +8,7 @@ stylesheet), shared by the async and the sync dashboard.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -19,6 +20,9 @@ import jinja2
 
 from skiplock.core import JobState
 from skiplock.core._health import format_duration
+from skiplock.core._states import action_states
+
+from ._browse import BROWSE_STATES, BULK_BATCH, BULK_LIMIT, FILTER_FIELDS, Filter, one
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -31,12 +35,13 @@ class DashboardOptions(TypedDict, total=False):
     """The options of a dashboard, as its bindings pass them on (see
     :class:`~skiplock.integrations.dashboard.AsyncDashboard`): the overview's
     ``refresh`` (seconds), the dead jobs per page, the throughput chart's ``window`` and
-    ``bucket``."""
+    ``bucket``, the ``csrf_secret`` of the forms' tokens."""
 
     refresh: int | None
     page_size: int
     window: timedelta | float
     bucket: timedelta | float
+    csrf_secret: bytes | str | None
 
 
 #: The states of the depth table, in lifecycle order.
@@ -96,6 +101,8 @@ def environment() -> jinja2.Environment:
     )
     env.filters["when"] = when
     env.filters["short"] = short
+    env.filters["buttons"] = buttons
+    env.filters["version"] = version
     return env
 
 
@@ -231,6 +238,120 @@ def audit_rows(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
     ]
 
 
+@attrs.frozen
+class Button:
+    """A button of a job: the operator action, its route under the mount point, its
+    label, and the question a destructive one asks before it acts (None: it acts at
+    once)."""
+
+    action: str
+    route: str
+    label: str
+    confirm: str | None = None
+
+
+#: Every button, in the order pages show them.
+BUTTONS = (
+    Button("retry", "retry", "Retry"),
+    Button("cancel", "cancel", "Cancel", "Cancel this job? A running one is asked to stop."),
+    Button("fail", "fail", "Mark failed", "Mark this job failed? It is never tried again."),
+    Button("discard", "delete", "Discard", "Delete this job for good? It cannot be undone."),
+)
+
+
+def buttons(job: Job, only: Sequence[str] | None = None) -> list[Button]:
+    """The buttons a page shows for ``job``: the actions its state allows (those of
+    ``only``, when given)."""
+    return [
+        b
+        for b in BUTTONS
+        if job.state in action_states(b.action) and (only is None or b.action in only)
+    ]
+
+
+def version(job: Job) -> str:
+    """What a button carries of the job it was rendered for: a digest of every field an
+    operator or a worker changes (state, claims, attempts, due, claim and finish times).
+    A job that changed since the page was rendered has another version, even back in the
+    same state (replayed, run and dead again)."""
+    fields = (
+        job.state.value,
+        job.claims,
+        job.attempts,
+        job.available_at.isoformat(),
+        None if job.claimed_at is None else job.claimed_at.isoformat(),
+        None if job.completed_at is None else job.completed_at.isoformat(),
+    )
+    return hashlib.blake2s(repr(fields).encode(), digest_size=8).hexdigest()
+
+
 def payload_text(job: Job) -> str:
     """A job's payload as indented JSON."""
-    return json.dumps(job.payload, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return json_text(job.payload)
+
+
+def json_text(value: object) -> str:
+    """A JSON value (a payload, a result) as indented JSON."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+#: The bulk actions of the job browser, in the order its menu lists them.
+BULK_ACTIONS = (
+    ("retry", "Retry"),
+    ("cancel", "Cancel"),
+    ("fail", "Mark failed"),
+    ("discard", "Discard"),
+)
+
+
+def jobs_page(
+    shown: Filter, listed: Mapping[str, Any], counts: Sequence[StateCount]
+) -> dict[str, Any]:
+    """What the job browser shows: the filter, its page of jobs, the kinds and tenants
+    to pick from (the running totals of ``counts()``), the jobs per state."""
+    totals = {s.value: 0 for s in STATES}
+    for c in counts:
+        totals[c.state.value] += c.count
+    after = listed["next_cursor"]
+    return {
+        "page": "jobs",
+        "filter": shown.values,
+        "states": BROWSE_STATES,
+        "totals": totals,
+        "kinds": sorted({c.kind for c in counts}),
+        "tenants": sorted({c.tenant for c in counts if c.tenant is not None}),
+        "jobs": listed["jobs"],
+        "next_cursor": after,
+        "partial": listed["partial"],
+        "next_query": shown.query(after=after),
+        "filter_query": shown.query(),
+        "bulk_actions": BULK_ACTIONS,
+    }
+
+
+def bulk_page(
+    shown: Filter,
+    form: Mapping[str, Sequence[str]],
+    action: str,
+    total: int,
+    stopped: int | None,
+) -> dict[str, Any]:
+    """The confirmation page of a bulk action: how many jobs, which, and the form that
+    confirms it (the same fields, with ``confirm=yes``)."""
+    kept = [
+        (name, value)
+        for name in (*FILTER_FIELDS, "action", "scope", "job")
+        for value in form.get(name, [])[:BULK_BATCH]
+    ]
+    return {
+        "page": "bulk",
+        "action": action,
+        "label": dict(BULK_ACTIONS)[action],
+        "scope": one(form, "scope"),
+        "count": total,
+        "stopped": stopped,
+        "limit": BULK_LIMIT,
+        "fields": kept,
+        "filter": {k: v for k, v in shown.values.items() if v},
+        "filter_query": shown.query(),
+    }

@@ -20,8 +20,9 @@ from skiplock.core._throughput import throughput_window
 from skiplock.core._validation import INT8_RANGE, check_duration, check_int, to_duration
 
 from ..rest import AsyncDoor, AsyncRoute, Forbidden, Permission, Problem, Request, Response
+from ..rest._problems import Conflict
 from ..rest._support import keyset_page, problem_for
-from . import _csrf, _render
+from . import _actions, _browse, _csrf, _render
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -34,15 +35,16 @@ if TYPE_CHECKING:
 #: and the permission it needs (None: none, the stylesheet).
 PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "overview": ("/", "GET", Permission.READ),
+    "jobs": ("/jobs", "GET", Permission.READ),
     "dead": ("/dead", "GET", Permission.READ),
     "job": ("/jobs/{job_id}", "GET", Permission.READ),
     "retry": ("/jobs/{job_id}/retry", "POST", Permission.WRITE),
+    "cancel": ("/jobs/{job_id}/cancel", "POST", Permission.WRITE),
+    "fail": ("/jobs/{job_id}/fail", "POST", Permission.WRITE),
     "delete": ("/jobs/{job_id}/delete", "POST", Permission.WRITE),
+    "bulk": ("/bulk", "POST", Permission.WRITE),
     "static": ("/static/dashboard.css", "GET", None),
 }
-#: The job states whose page offers Retry and Discard.
-REPLAYABLE = frozenset({JobState.DEAD, JobState.FAILED, JobState.CANCELLED})
-_DONE = {"retried": "retried: it is pending again", "discarded": "discarded"}
 
 
 def mount_root(page: str, request: Request) -> str:
@@ -76,9 +78,14 @@ class AsyncDashboard(AsyncDoor):
     records for a button's change), None for a 401, or raises ``Forbidden`` for a 403.
     Pages also ask it for ``write`` to decide whether to show the buttons.
 
-    ``refresh`` (seconds) makes the overview reload itself; ``page_size`` is the number of
-    dead jobs per page; ``window`` and ``bucket`` are those of the throughput chart
+    ``refresh`` (seconds, default 10; None: never) is how often the overview reloads
+    itself, live by default (its page has a switch, ``?live=off``, to pause it);
+    ``page_size`` is the number of jobs per list page; ``window`` and ``bucket`` are
+    those of the throughput chart
     (:meth:`AsyncEngine.throughput <skiplock.AsyncEngine.throughput>`).
+    ``csrf_secret`` keys the forms' tokens (bound to the caller): give every process
+    that serves the dashboard the same one (default: a random one per dashboard, so a
+    page from one process posts only to that process).
     """
 
     logger = logging.getLogger("skiplock.dashboard")
@@ -89,12 +96,14 @@ class AsyncDashboard(AsyncDoor):
         engine: AsyncEngine,
         *,
         authorize: AsyncAuthorize,
-        refresh: int | None = None,
+        refresh: int | None = 10,
         page_size: int = 50,
         window: timedelta | float = timedelta(hours=1),
         bucket: timedelta | float = timedelta(minutes=1),
+        csrf_secret: bytes | str | None = None,
     ) -> None:
         super().__init__(engine, authorize=authorize)
+        self._csrf_secret = _csrf.secret(csrf_secret)
         self._refresh = None if refresh is None else check_int("refresh", refresh, minimum=1)
         self._page_size = check_int("page_size", page_size, minimum=1, maximum=1000)
         self._window = check_duration("window", to_duration(window))
@@ -115,24 +124,38 @@ class AsyncDashboard(AsyncDoor):
         try:
             ops = await self.operator(request, permission)
             context["identity"] = ops.actor
+            if page == "bulk":
+                return await self._bulk(request, root, ops, context)
             if permission is Permission.WRITE:
                 return await self._change(page, request, root, ops)
             context["can_write"] = await self._may_write(request)
-            if token is None:
-                token = _csrf.new_token()
-                cookie = {"Set-Cookie": _csrf.set_cookie(token, root or "/")}
+            identity = ops.actor or ""
+            if token is None or not _csrf.valid_for(token, self._csrf_secret, identity):
+                token = _csrf.new_token(self._csrf_secret, identity)
+                secure = request.scheme == "https"
+                cookie = {"Set-Cookie": _csrf.set_cookie(token, root or "/", secure=secure)}
             else:
                 cookie = {}
             context |= {"csrf": token, "notice": _notice(request), "refresh": None}
             context["now"] = _render.when(datetime.now(UTC))
             if page == "overview":
                 context |= await self._overview(ops)
-                context["refresh"] = self._refresh
+                live = _browse.one(request.query, "live") != "off"
+                context["refresh"] = self._refresh if live else None
+                context["live"] = live if self._refresh else None
+            elif page == "jobs":
+                wanted = _browse.job_id(_browse.one(request.query, "id"))
+                if wanted is not None:  # the id field: straight to the job's page
+                    return _redirect(f"{root}/jobs/{wanted}")
+                context |= await self._jobs(ops, request)
             elif page == "dead":
                 context |= await self._dead(ops, request)
             else:
                 context |= await self._job(ops, _job_id(request))
             return _html(200, _render.render(f"{context['page']}.html", context), cookie)
+        except _actions.Stale as stale:
+            context["current"] = stale.job
+            return _error(Conflict(str(stale)), context, back=f"{root}/jobs/{stale.job.id}")
         except Exception as exc:
             # The REST API's problems: an engine error's, the hook's, or a logged 500.
             if isinstance(exc, SkiplockError):
@@ -143,13 +166,21 @@ class AsyncDashboard(AsyncDoor):
             return _error(problem, context, back=back)
 
     def routes(self) -> list[AsyncRoute]:
-        """What a binding mounts: a route per page of :data:`PAGES`, named by the page."""
-        return [
+        """What a binding mounts: a route per page of :data:`PAGES`, named by the page,
+        then the fallback (404 and 405 pages for other paths under the mount point)."""
+        routes = [
             AsyncRoute(
                 name=page, method=method, path=path, answer=functools.partial(self.handle, page)
             )
             for page, (path, method, _) in PAGES.items()
         ]
+        return [*routes, self.fallback_route()]
+
+    def problem_response(self, problem: Problem, request: Request) -> Response:
+        """A problem of the fallback (404, 405) as an HTML page."""
+        rest = request.path_params.get("path", "")
+        root = request.path[: len(request.path) - len(rest)].rstrip("/")
+        return _error(problem, {"root": root})
 
     async def _may_write(self, request: Request) -> bool:
         """Whether the hook grants ``write`` (to show the buttons)."""
@@ -185,6 +216,16 @@ class AsyncDashboard(AsyncDoor):
             "next_query": urlencode(query | ({} if after is None else {"after": after})),
         }
 
+    async def _jobs(self, ops: AsyncOperator, request: Request) -> dict[str, Any]:
+        shown = _browse.parse_filter(request.query, await self._engine.store.now())
+        after = _browse.cursor(_browse.one(request.query, "after"))
+        size = self._page_size
+        limit = size if shown.text else size + 1
+        read = await ops.list_jobs(**shown.arguments, limit=limit, after_id=after)
+        counts = await ops.counts()
+        listed = _browse.page(read, shown, size, read.resume_after)
+        return _render.jobs_page(shown, listed, counts)
+
     async def _job(self, ops: AsyncOperator, job_id: int) -> dict[str, Any]:
         job = await ops.get_job(job_id)
         events = await ops.audit_trail(job_id)
@@ -192,34 +233,102 @@ class AsyncDashboard(AsyncDoor):
             "page": "job",
             "job": job,
             "payload": _render.payload_text(job),
+            "result": _render.json_text(job.result),
             "audit": _render.audit_rows(events),
             "audit_on": self._engine.settings.audit,
-            "replayable": job.state in REPLAYABLE,
         }
 
     # ---- buttons --------------------------------------------------------------------------
 
     async def _change(self, page: str, request: Request, root: str, ops: AsyncOperator) -> Response:
-        """Retry or discard the job through ``ops`` (the caller's operator), then
-        redirect (303) to the page the form names."""
-        _csrf.check_same_origin(request)
-        if request.media_type != "application/x-www-form-urlencoded":
-            raise Forbidden("send the dashboard's form")
-        form = parse_qs(request.body.decode(errors="replace"), max_num_fields=10)
-        _csrf.check_token(request, _field(form, _csrf.FIELD))
+        """Apply the button's action to the job through ``ops`` (the caller's operator),
+        then redirect (303) to the page the form names.
+
+        The form carries the state and version the job had when the button was rendered:
+        a job that changed since is left alone (409, and the page says what it is now),
+        and the action applies only in that state (checked again in the statement that
+        changes the job), so a stale Discard never deletes a job replayed meanwhile."""
+        form = self._form(request, ops)
         job_id = _job_id(request)
-        if page == "retry":
-            await ops.retry_job(job_id)
-            done = "retried"
-        else:
-            await ops.delete_job(job_id)
-            done = "discarded"
+        action = _actions.BY_PAGE[page]
+        state, seen = _actions.rendered_for(action, _field(form, "state"), _field(form, "version"))
+        _actions.check_unchanged(await ops.get_job(job_id), state, seen)
+        if not await ops.act_on_jobs(action, [job_id], states=[state]):
+            raise _actions.Stale(await ops.get_job(job_id), state)  # changed in between
+        done = _actions.DONE_BY_ACTION[action]
         target = _field(form, "next")
-        if target == "job" and page == "retry":
+        if target == "job" and action != "discard":
             location = f"{root}/jobs/{job_id}?{urlencode({'done': done})}"
         else:
             location = f"{root}/dead?{urlencode({'done': done, 'job': job_id})}"
-        return Response(303, b"", "text/plain; charset=utf-8", {"Location": location})
+        return _redirect(location)
+
+    def _form(self, request: Request, ops: AsyncOperator) -> dict[str, list[str]]:
+        """The fields of a button's form, once it passed the CSRF checks."""
+        _csrf.check_same_origin(request)
+        if request.media_type != "application/x-www-form-urlencoded":
+            raise Forbidden("send the dashboard's form")
+        fields = _browse.BULK_BATCH + 20
+        form = parse_qs(request.body.decode(errors="replace"), max_num_fields=fields)
+        _csrf.check_token(request, _field(form, _csrf.FIELD), self._csrf_secret, ops.actor or "")
+        return form
+
+    async def _bulk(
+        self, request: Request, root: str, ops: AsyncOperator, context: dict[str, Any]
+    ) -> Response:
+        """A bulk action on the ticked jobs, or on every job the filter matches: first a
+        page that says how many and asks to confirm, then the action in batches (each
+        job audited), then back to the list with how many changed."""
+        form = self._form(request, ops)
+        shown = _browse.parse_filter(form, await self._engine.store.now())
+        action = _browse.one(form, "action")
+        states = _browse.bulk_states(action, shown.states)
+        act = _browse.one(form, "confirm") == "yes"
+        if _browse.one(form, "scope") == "selected":
+            chosen = {s: ids for s, ids in _browse.selected(form).items() if s in states}
+            total, stopped = sum(len(ids) for ids in chosen.values()), None
+            if act:
+                total = 0
+                for state, ids in chosen.items():
+                    total += len(await ops.act_on_jobs(action, ids, states=[state]))
+        else:
+            total, stopped = await self._walk(ops, shown, action, states, act=act)
+        if act:
+            done = _actions.DONE_BY_ACTION[action]
+            return _redirect(f"{root}/jobs?{shown.query(done=done, count=total)}")
+        context |= _render.bulk_page(shown, form, action, total, stopped)
+        context |= {"csrf": _field(form, _csrf.FIELD), "refresh": None, "notice": None}
+        context |= {"now": _render.when(datetime.now(UTC)), "can_write": True}
+        return _html(200, _render.render("bulk.html", context))
+
+    async def _walk(
+        self,
+        ops: AsyncOperator,
+        shown: _browse.Filter,
+        action: str,
+        states: frozenset[JobState],
+        *,
+        act: bool,
+    ) -> tuple[int, int | None]:
+        """Count (or change, when ``act``) the jobs the filter matches in ``states``, a
+        page of ``list_jobs`` at a time, up to :data:`~._browse.BULK_LIMIT`; and the id the
+        walk stopped after when it stopped there (None: it saw every match)."""
+        total, after = 0, None
+        arguments = dict(shown.arguments)
+        while True:
+            read = await ops.list_jobs(**arguments, limit=_browse.BULK_BATCH, after_id=after)
+            ids = [job.id for job in read if job.state in states and shown.matches(job)]
+            if act and ids:
+                total += len(await ops.act_on_jobs(action, ids, states=states))
+            else:
+                total += len(ids)
+            after = read.next_after(_browse.BULK_BATCH)
+            if after is None or total >= _browse.BULK_LIMIT:
+                return total, after
+
+
+def _redirect(location: str) -> Response:
+    return Response(303, b"", "text/plain; charset=utf-8", {"Location": location})
 
 
 def _field(form: Mapping[str, list[str]], name: str) -> str | None:
@@ -229,9 +338,13 @@ def _field(form: Mapping[str, list[str]], name: str) -> str | None:
 
 def _notice(request: Request) -> str | None:
     """The message after a button's redirect (fixed texts; the job id is a number)."""
-    done = _DONE.get(_one(request.query, "done") or "")
+    done = _actions.DONE.get(_one(request.query, "done") or "")
     if done is None:
         return None
+    count = _one(request.query, "count")
+    if count is not None:
+        word = done.split(":")[0]
+        return f"{count} jobs {word}." if count.isascii() and count.isdigit() else None
     job = _one(request.query, "job") or request.path_params.get("job_id", "")
     return f"Job {job} {done}." if job.isascii() and job.isdigit() else None
 
@@ -253,5 +366,6 @@ def _error(problem: Problem, context: Mapping[str, Any], *, back: str | None = N
         "title": problem.title,
         "detail": problem.detail,
         "back": back,
+        "current": context.get("current"),
     }
     return _html(problem.status, _render.render("error.html", page), problem.headers)

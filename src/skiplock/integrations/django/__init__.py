@@ -8,7 +8,11 @@ Django 6 (Python 3.12+) and psycopg 3 (``pip install 'skiplock[django]'``).
 
 from __future__ import annotations
 
-from ._backend import SkiplockBackend
-from ._results import TaskCall, error_from_text, task_result
+from ._requires import require
+
+require()  # before Django is imported: an ImportError that says what to install
+
+from ._backend import SkiplockBackend  # noqa: E402
+from ._results import TaskCall, error_from_text, task_result  # noqa: E402
 
 __all__ = ["SkiplockBackend", "TaskCall", "error_from_text", "task_result"]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import functools
+import importlib
 import uuid
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
@@ -15,23 +18,27 @@ from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 from django.utils.json import normalize_json
+from django.utils.module_loading import autodiscover_modules
 
 from skiplock.core import ValidationError
 from skiplock.core._validation import check_kind, check_tenant
 
 from ._config import BackendConfig, parse_options
-from ._results import TaskCall, task_result
+from ._results import TaskCall, stored_time, task_result
 from ._runtime import (
     Runtime,
+    known_tasks,
     remember_task,
     resolve_task,
     run_after_text,
     runtime_for,
     task_for,
+    tasks_in_module,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
+    from datetime import datetime
 
     from django.tasks.base import Task
 
@@ -126,8 +133,10 @@ class SkiplockBackend(BaseTaskBackend):
         )
         runtime = self.runtime
         if config.on_commit is None:
-            job_id = runtime.write(task, call)
-            result = self._new_result(task, call, str(job_id))
+            written = runtime.write(task, call)
+            # The time the row was written with: what get_result() reads back.
+            enqueued_at = written.created_at
+            result = self._new_result(task, call, str(written.id), enqueued_at)
             task_enqueued.send(type(self), task_result=result)
             return result
         key = uuid.uuid4().hex
@@ -140,12 +149,18 @@ class SkiplockBackend(BaseTaskBackend):
         transaction.on_commit(write, using=config.on_commit)
         return result
 
-    def _new_result(self, task: Task[_P, _R], call: TaskCall, result_id: str) -> TaskResult[_P, _R]:
+    def _new_result(
+        self,
+        task: Task[_P, _R],
+        call: TaskCall,
+        result_id: str,
+        enqueued_at: datetime | None = None,
+    ) -> TaskResult[_P, _R]:
         return TaskResult(
             task=task,
             id=result_id,
             status=TaskResultStatus.READY,
-            enqueued_at=timezone.now(),
+            enqueued_at=timezone.now() if enqueued_at is None else stored_time(enqueued_at),
             started_at=None,
             finished_at=None,
             last_attempted_at=None,
@@ -191,7 +206,7 @@ class SkiplockBackend(BaseTaskBackend):
             config = self.config
         except ImproperlyConfigured as exc:
             return [*messages, checks.Error(str(exc), obj=self.alias, id="skiplock.E001")]
-        return [*messages, *_database_checks(self.alias, config)]
+        return [*messages, *_database_checks(self.alias, config), *_task_checks(self.alias, config)]
 
     def close(self) -> None:
         """Close the store's pool (workers, admin actions and health checks open it) in
@@ -224,6 +239,44 @@ class SkiplockBackend(BaseTaskBackend):
             worker_id=worker_id,
             install_signal_handlers=install_signal_handlers,
         )
+
+
+def _task_checks(alias: str, config: BackendConfig) -> Iterable[checks.CheckMessage]:
+    """E005: an ``OPTIONS["TASKS"]`` key that names no Django task (its policy would never
+    apply), with the close matches among the tasks of the installed apps."""
+    unknown = [path for path in config.tasks if resolve_task(path) is None]
+    if not unknown:
+        return
+    autodiscover_modules("tasks")  # the tasks a worker would know
+    for module in config.modules:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
+    candidates = set(known_tasks())
+    for path in unknown:
+        candidates |= set(tasks_in_module(path.rpartition(".")[0]))
+    for path in unknown:
+        close = _close_matches(path, candidates)
+        yield checks.Error(
+            f"TASKS[{alias!r}]['OPTIONS']['TASKS'] has options for {path!r}, which is no "
+            "Django task: they never apply",
+            hint=(
+                f"Did you mean {' or '.join(map(repr, close))}? "
+                if close
+                else "Keys are the module paths of @task functions (task.module_path). "
+            )
+            + "Remove the entry or fix the path.",
+            obj=alias,
+            id="skiplock.E005",
+        )
+
+
+def _close_matches(path: str, candidates: set[str]) -> list[str]:
+    """The task paths ``path`` may have meant: by name among the tasks of its module, else
+    by the whole path (paths share long prefixes, so the bar is high)."""
+    module, _, name = path.rpartition(".")
+    siblings = {c.rpartition(".")[2]: c for c in candidates if c.rpartition(".")[0] == module}
+    close = [siblings[found] for found in difflib.get_close_matches(name, siblings, n=3)]
+    return close or difflib.get_close_matches(path, sorted(candidates), n=3, cutoff=0.85)
 
 
 def _database_checks(alias: str, config: BackendConfig) -> Iterable[checks.CheckMessage]:

@@ -123,18 +123,24 @@ def _pool(alias: str, pool: object) -> Mapping[str, Any]:
     return MappingProxyType(dict(_dict_of(_where(alias, "POOL"), pool, POOL_KEYS)))
 
 
+#: What ``OPTIONS["SETTINGS"]`` changes from skiplock's defaults: a task's ``SystemExit``
+#: or ``KeyboardInterrupt`` fails its attempt and the worker keeps serving, as Django's
+#: own backends do.
+DJANGO_DEFAULTS: Mapping[str, Any] = MappingProxyType({"processor_exits": "fail"})
+
+
 def _settings(alias: str, value: object) -> Settings:
     if value is None:
-        return Settings()
+        return Settings(**DJANGO_DEFAULTS)
     if isinstance(value, Settings):
-        return value
+        return value  # taken as given, skiplock's defaults included
     if not isinstance(value, Mapping):
         raise ImproperlyConfigured(
             f"{_where(alias, 'SETTINGS')} must be a dict of skiplock.Settings fields or a "
             f"skiplock.Settings, got {value!r}"
         )
     try:
-        return Settings(**value)
+        return Settings(**{**DJANGO_DEFAULTS, **value})
     except (ValidationError, TypeError) as exc:
         raise ImproperlyConfigured(f"{_where(alias, 'SETTINGS')}: {exc}") from None
 

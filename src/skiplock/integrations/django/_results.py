@@ -7,7 +7,6 @@ function's module path and its tenant the task's queue name.
 from __future__ import annotations
 
 import re
-import traceback
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -16,6 +15,7 @@ from django.tasks.base import TaskError, TaskResult, TaskResultStatus
 from django.utils import timezone
 
 from skiplock.core import JobState
+from skiplock.core._failure import exception_traceback
 from skiplock.engine import JobTimeoutError
 
 if TYPE_CHECKING:
@@ -66,13 +66,14 @@ class TaskCall:
 
 
 def error_from_exception(exc: BaseException) -> TaskError:
-    """A failed attempt's :class:`TaskError` from the exception itself (as Django's own
-    backends make it; a timeout named as :func:`error_from_text` names it)."""
+    """A failed attempt's :class:`TaskError` from the exception itself, as Django's own
+    backends make it: the task's frames, a trailing newline (a timeout named as
+    :func:`error_from_text` names it)."""
     cls = type(exc)
     path = f"{cls.__module__}.{cls.__qualname__}"
     return TaskError(
         exception_class_path=TIMEOUT_CLASS if isinstance(exc, JobTimeoutError) else path,
-        traceback="".join(traceback.format_exception(exc)).rstrip(),
+        traceback=exception_traceback(exc),
     )
 
 
@@ -96,10 +97,11 @@ def error_from_text(text: str) -> TaskError:
     name = match["name"]
     path = name if "." in name else f"builtins.{name}"
     _, sep, rest = text.partition("\n\n")
-    return TaskError(exception_class_path=path, traceback=rest if sep else text)
+    # Stored without its trailing newline, which Django's backends keep.
+    return TaskError(exception_class_path=path, traceback=(rest if sep else text) + "\n")
 
 
-def _time(value: datetime | None) -> datetime | None:
+def stored_time(value: datetime | None) -> datetime | None:
     """A stored (UTC) time as Django shows times: aware, or naive local with USE_TZ off."""
     if value is None or settings.USE_TZ:
         return value
@@ -129,10 +131,10 @@ def task_result(
         task=task,
         id=str(job.id) if result_id is None else result_id,
         status=STATUS[job.state],
-        enqueued_at=_time(job.created_at),
-        started_at=_time(getattr(job, "started_at", None)),
-        finished_at=_time(job.completed_at) if job.state in FINISHED_STATES else None,
-        last_attempted_at=_time(last_attempted),
+        enqueued_at=stored_time(job.created_at),
+        started_at=stored_time(getattr(job, "started_at", None)),
+        finished_at=stored_time(job.completed_at) if job.state in FINISHED_STATES else None,
+        last_attempted_at=stored_time(last_attempted),
         args=list(payload.get("args", [])),
         kwargs=dict(payload.get("kwargs", {})),
         backend=backend,

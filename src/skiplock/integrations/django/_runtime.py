@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import logging
 import threading
 from datetime import datetime
@@ -23,18 +24,16 @@ from django.utils.asyncio import async_unsafe
 from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
-from skiplock.adapters.psycopg import PsycopgJobStore, quote_identifier
-from skiplock.core import SchemaVersionError
+from skiplock.adapters.psycopg import quote_identifier
 from skiplock.engine import Engine, JobCancelledError, JobContext
 
 from ._results import DEFAULT_QUEUE, TaskCall, error_from_exception, task_result
+from ._store import DjangoJobStore, migrate_hint
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
-    from django.db.backends.base.base import BaseDatabaseWrapper
-
-    from skiplock.core import Job
+    from skiplock.core import EnqueueResult, Job
 
     from ._config import BackendConfig
 
@@ -77,6 +76,20 @@ def resolve_task(kind: str) -> Task[..., Any] | None:
     return found if isinstance(found, Task) else None
 
 
+def tasks_in_module(name: str) -> list[str]:
+    """The module paths of the Django tasks defined in module ``name`` (none if it cannot
+    be imported)."""
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        return []
+    return [
+        value.module_path
+        for value in vars(module).values()
+        if isinstance(value, Task) and value.module_path.startswith(f"{name}.")
+    ]
+
+
 def conninfo_for(alias: str) -> str:
     """A libpq connection string for Django's database ``alias`` (its current settings:
     a test run's database once the test runner has set it up)."""
@@ -91,17 +104,6 @@ def conninfo_for(alias: str) -> str:
             if key not in _NOT_CONNINFO and isinstance(value, str | int | float)
         },
     )
-
-
-def raw_connection(alias: str) -> Any:
-    """The psycopg connection under Django's connection ``alias`` (connected if need be),
-    refused as Django refuses a query: in an async context, in another thread, or in an
-    ``atomic()`` block that must roll back."""
-    conn: BaseDatabaseWrapper = connections[alias]
-    conn.validate_no_broken_transaction()
-    conn.validate_thread_sharing()
-    conn.ensure_connection()
-    return conn.connection
 
 
 class Runtime:
@@ -131,16 +133,18 @@ class Runtime:
             with self._lock:
                 if self._engine is None:
                     config = self.config
-                    store = PsycopgJobStore(self.dsn, schema=config.schema, **config.pool)
+                    store = DjangoJobStore(
+                        self.dsn, database=config.database, schema=config.schema, **config.pool
+                    )
                     self._engine = Engine(store, config.settings)
                 engine = self._engine
         return engine
 
     @property
-    def store(self) -> PsycopgJobStore:
+    def store(self) -> DjangoJobStore:
         """The engine's store."""
         store = self.engine.store
-        assert isinstance(store, PsycopgJobStore)
+        assert isinstance(store, DjangoJobStore)
         return store
 
     def close(self) -> None:
@@ -157,9 +161,10 @@ class Runtime:
     @async_unsafe
     def write(
         self, task: Task[..., Any], call: TaskCall, *, idempotency_key: str | None = None
-    ) -> int:
+    ) -> EnqueueResult:
         """Create ``task``'s job on the connection of the queue's database alias, in its
-        transaction if one is open (never committed here); returns the job id.
+        transaction if one is open (never committed here); returns its id and, for a job
+        without an idempotency key, its ``created_at`` (from the insert).
 
         An error inside an ``atomic()`` block marks it for rollback, as the ORM does.
         """
@@ -169,7 +174,7 @@ class Runtime:
             engine.declare_kind(kind)
             self._declared.add(kind)
         alias = self.config.database
-        with transaction.mark_for_rollback_on_error(using=alias), _migrate_hint(alias):
+        with transaction.mark_for_rollback_on_error(using=alias), migrate_hint(alias):
             result = engine.enqueue(
                 kind,
                 call,
@@ -177,16 +182,16 @@ class Runtime:
                 tenant=task.queue_name,
                 available_at=_aware(task.run_after),
                 idempotency_key=idempotency_key,
-                connection=raw_connection(alias),
+                connection=connections[alias],
             )
-        return result.id
+        return result
 
     @async_unsafe
     def read(self, job_id: int) -> Job | None:
         """Job ``job_id`` read on Django's connection (what its transaction sees)."""
         alias = self.config.database
-        with transaction.mark_for_rollback_on_error(using=alias), _migrate_hint(alias):
-            return self.store.get(job_id, connection=raw_connection(alias))
+        with transaction.mark_for_rollback_on_error(using=alias), migrate_hint(alias):
+            return self.store.get(job_id, connection=connections[alias])
 
     @async_unsafe
     def job_id_for_key(self, key: str) -> int | None:
@@ -269,17 +274,6 @@ class Runtime:
             return value
         finally:
             close_old_connections()
-
-
-@contextlib.contextmanager
-def _migrate_hint(alias: str) -> Iterator[None]:
-    """A missing or older schema, with the command a Django project runs."""
-    try:
-        yield
-    except SchemaVersionError as exc:
-        raise SchemaVersionError(
-            f"{exc} (in a Django project: `manage.py migrate --database {alias}`)"
-        ) from None
 
 
 def _finish(result: Any, status: TaskResultStatus, value: Any = None) -> None:

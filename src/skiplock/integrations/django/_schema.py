@@ -17,8 +17,10 @@ from django.db import connections, router
 from django.db.migrations.recorder import MigrationRecorder
 from django.utils.module_loading import import_string
 
-from skiplock.adapters.psycopg import PsycopgJobStore, quote_identifier
+from skiplock.adapters.psycopg import quote_identifier
 from skiplock.core import ValidationError, validate_identifier
+
+from ._store import DjangoJobStore
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -87,22 +89,20 @@ def database() -> str:
     return admin_backend()[1]
 
 
-def _store(schema: str) -> PsycopgJobStore:
+def _store(connection: BaseDatabaseWrapper, schema: str) -> DjangoJobStore:
     # Its pool is never opened: every call here passes Django's connection.
-    return PsycopgJobStore("", schema=schema)
+    return DjangoJobStore("", database=connection.alias, schema=schema)
 
 
 def install(connection: BaseDatabaseWrapper, schema: str) -> list[str]:
     """Apply skiplock's pending migrations to ``schema`` on Django's ``connection``, in its
     transaction if one is open (a migration's); returns the names applied."""
-    connection.ensure_connection()
-    return _store(schema).apply_schema(connection=connection.connection)
+    return _store(connection, schema).apply_schema(connection=connection)
 
 
 def status(connection: BaseDatabaseWrapper, schema: str) -> SchemaStatus:
     """``schema``'s applied and pending skiplock migrations on Django's ``connection``."""
-    connection.ensure_connection()
-    return _store(schema).schema_status(connection=connection.connection)
+    return _store(connection, schema).schema_status(connection=connection)
 
 
 def drop_sql(schema: str) -> str:

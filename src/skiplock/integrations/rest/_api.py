@@ -62,7 +62,8 @@ class RestApi(Door):
 
     def routes(self) -> list[Route]:
         """What a binding mounts: a route per operation of :data:`OPERATIONS` (named by
-        its id), then the OpenAPI document (``openapi``)."""
+        its id), then the OpenAPI document (``openapi``), then the fallback (404 and 405
+        as problems)."""
         routes = [
             Route(
                 name=op.id,
@@ -74,4 +75,5 @@ class RestApi(Door):
             for op in OPERATIONS
         ]
         routes.append(Route(name="openapi", method="GET", path=OPENAPI_PATH, answer=self.openapi))
+        routes.append(self.fallback_route())
         return routes

@@ -58,7 +58,8 @@ class AsyncRestApi(AsyncDoor):
 
     def routes(self) -> list[AsyncRoute]:
         """What a binding mounts: a route per operation of :data:`OPERATIONS` (named by
-        its id), then the OpenAPI document (``openapi``)."""
+        its id), then the OpenAPI document (``openapi``), then the fallback (404 and 405
+        as problems)."""
         routes = [
             AsyncRoute(
                 name=op.id,
@@ -72,4 +73,5 @@ class AsyncRestApi(AsyncDoor):
         routes.append(
             AsyncRoute(name="openapi", method="GET", path=OPENAPI_PATH, answer=self.openapi)
         )
+        routes.append(self.fallback_route())
         return routes

@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING, ClassVar
 
 from skiplock.engine import AsyncEngine
 
-from ._auth import check_hook, identity_of
+from ._auth import Permission, check_hook, identity_of
 from ._problems import InternalError, NotAuthenticated, Problem
+from ._routes import ANY_METHOD, FALLBACK_PATH, AsyncRoute, unmatched
 
 if TYPE_CHECKING:
     from skiplock.engine import AsyncOperator
 
-    from ._auth import AsyncAuthorize, Permission
-    from ._http import Request
+    from ._auth import AsyncAuthorize
+    from ._http import Request, Response
 
 
 class AsyncDoor:
@@ -84,3 +85,30 @@ class AsyncDoor:
             "%s error on %s %s", self.label, request.method, request.path, exc_info=exc
         )
         return InternalError("an unexpected error; see the server's log")
+
+    def routes(self) -> list[AsyncRoute]:
+        """What a binding mounts: the door's routes, its fallback last."""
+        raise NotImplementedError
+
+    def fallback_route(self) -> AsyncRoute:
+        """The route of every path under the mount point that no other route takes (the
+        bindings mount it only under a prefix: at the root of a site it would take every
+        path of the app)."""
+        return AsyncRoute(
+            name="fallback", method=ANY_METHOD, path=FALLBACK_PATH, answer=self.fallback
+        )
+
+    async def fallback(self, request: Request) -> Response:
+        """The answer to a path under the mount point that no route takes, or to a method
+        its route does not take: the hook is asked first (``read``), then a 404, a 405
+        with ``Allow``, or for ``OPTIONS`` a 204 with ``Allow``, in the door's own form
+        (:meth:`problem_response`)."""
+        try:
+            await self.authorize(request, Permission.READ)
+            return unmatched(self.routes(), request)
+        except Exception as exc:
+            return self.problem_response(self.failure(exc, request), request)
+
+    def problem_response(self, problem: Problem, request: Request) -> Response:
+        """The response of ``problem`` (the REST API's: problem+json)."""
+        return problem.response(request.path)

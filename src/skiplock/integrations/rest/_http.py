@@ -15,6 +15,9 @@ JSON_TYPE = "application/json"
 PROBLEM_TYPE = "application/problem+json"
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+#: Every answer of the API holds data about jobs (or says there is none): no cache, no
+#: proxy, keeps it.
+NO_STORE: Mapping[str, str] = MappingProxyType({"Cache-Control": "no-store"})
 
 
 def _lower_keys(headers: Mapping[str, str]) -> Mapping[str, str]:
@@ -53,6 +56,7 @@ class Request:
     body: bytes = b""
     path_params: Mapping[str, str] = attrs.field(default=_EMPTY, converter=_frozen)
     native: Any = attrs.field(default=None, eq=False, repr=False)
+    scheme: str = "http"
 
     def header(self, name: str) -> str | None:
         """The value of header ``name`` (any case), or None."""
@@ -100,4 +104,4 @@ def json_response(
     data: object, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> Response:
     """A JSON response."""
-    return Response(status, encode(data), JSON_TYPE, headers or {})
+    return Response(status, encode(data), JSON_TYPE, {**NO_STORE, **(headers or {})})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ._http import PROBLEM_TYPE, Response, encode
+from ._http import NO_STORE, PROBLEM_TYPE, Response, encode
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -62,7 +62,8 @@ class Problem(Exception):
 
     def response(self, instance: str | None = None) -> Response:
         """This problem as an ``application/problem+json`` response."""
-        return Response(self.status, encode(self.to_dict(instance)), PROBLEM_TYPE, self.headers)
+        headers = {**NO_STORE, **self.headers}
+        return Response(self.status, encode(self.to_dict(instance)), PROBLEM_TYPE, headers)
 
 
 class NotAuthenticated(Problem):
@@ -99,6 +100,14 @@ class NotFound(Problem):
     status = 404
     slug = "not-found"
     title = "Not found"
+
+
+class MethodNotAllowed(Problem):
+    """405: a path of the API that does not take this method (``Allow`` says which do)."""
+
+    status = 405
+    slug = "method-not-allowed"
+    title = "Method not allowed"
 
 
 class Conflict(Problem):

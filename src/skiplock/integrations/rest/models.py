@@ -9,9 +9,11 @@ so they are converted (``limit=5``).
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     BeforeValidator,
@@ -58,16 +60,46 @@ Tenant = Annotated[
     ),
 ]
 Priority = Annotated[int, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])]
-JobId = Annotated[int, Field(ge=1, le=INT8_RANGE[1])]
+
+
+def _digits(value: object) -> object:
+    """A job id given as text (a path, a query) is digits only: Python's ``int()`` would
+    read ``2_0`` as 20 and ``\u0661`` as 1."""
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("expected a job id (digits only)")
+    return value
+
+
+def _within_ids(value: str) -> str:
+    if int(value) > INT8_RANGE[1]:
+        raise ValueError("beyond the largest job id: pass a next_cursor back as it came")
+    return value
+
+
+_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+
+
+def _date_time(value: object) -> object:
+    """A date-time given as text must be one (RFC 3339): pydantic would take ``0.5`` as
+    seconds since 1970."""
+    if isinstance(value, str) and not _DATE_TIME.match(value):
+        raise ValueError("expected an RFC 3339 date-time with a UTC offset")
+    return value
+
+
+JobId = Annotated[int, BeforeValidator(_digits), Field(ge=1, le=INT8_RANGE[1])]
 Limit = Annotated[int, Field(ge=1, le=MAX_PAGE, description="Jobs per page.")]
 Cursor = Annotated[
     str,
     StringConstraints(pattern=r"^[0-9]{1,19}$"),
+    AfterValidator(_within_ids),
     Field(description="The `next_cursor` of the previous page (opaque: pass it back as is)."),
 ]
 #: A duration in seconds, at least a millisecond (a shorter one would round to zero).
 Seconds = Annotated[float, Field(ge=0.001, le=MAX_SECONDS, allow_inf_nan=False)]
 Time = Annotated[AwareDatetime, Field(description="RFC 3339 date-time with a UTC offset.")]
+#: A date-time of a query (text, converted: so a number is refused here).
+QueryTime = Annotated[Time, BeforeValidator(_date_time)]
 
 
 class _Input(BaseModel):
@@ -98,10 +130,10 @@ class JobQuery(_Input):
     tenant: list[Tenant] | None = None
     priority_min: Priority | None = None
     priority_max: Priority | None = None
-    created_since: Time | None = None
-    created_before: Time | None = None
-    available_since: Time | None = None
-    available_before: Time | None = None
+    created_since: QueryTime | None = None
+    created_before: QueryTime | None = None
+    available_since: QueryTime | None = None
+    available_before: QueryTime | None = None
     limit: Limit = DEFAULT_PAGE
     cursor: Cursor | None = None
     order: Literal["asc", "desc"] = Field(

@@ -138,6 +138,14 @@ class AuditContract(ContractBase):
         assert (again.id, again.created) == (keyed.id, False)
         assert len(store.audit_trail(keyed.id)) == 1
 
+    def test_an_audited_single_enqueue_reports_the_created_at_it_wrote(
+        self, store: JobStore
+    ) -> None:
+        [result] = store.enqueue([_request(_fresh_kind())], audit=_audit())
+        job = store.get(result.id)
+        assert job is not None
+        assert result.created_at == job.created_at
+
     def test_bulk_enqueue_records_every_job(self, store: JobStore) -> None:
         results = store.enqueue([_request(payload=i) for i in range(600)], audit=_audit(actor=None))
         for result in results[::599]:

@@ -137,6 +137,14 @@ class AsyncAuditContract(AsyncContractBase):
         assert (again.id, again.created) == (keyed.id, False)
         assert len(await store.audit_trail(keyed.id)) == 1
 
+    async def test_an_audited_single_enqueue_reports_the_created_at_it_wrote(
+        self, store: AsyncJobStore
+    ) -> None:
+        [result] = await store.enqueue([_request(_fresh_kind())], audit=_audit())
+        job = await store.get(result.id)
+        assert job is not None
+        assert result.created_at == job.created_at
+
     async def test_bulk_enqueue_records_every_job(self, store: AsyncJobStore) -> None:
         results = await store.enqueue(
             [_request(payload=i) for i in range(600)], audit=_audit(actor=None)

@@ -56,6 +56,13 @@ class EnqueueContract(ContractBase):
         clock.advance(90)
         assert store.now() == clock.now()
 
+    def test_a_single_enqueue_reports_the_created_at_it_wrote(self, store: JobStore) -> None:
+        [result] = store.enqueue([_request("contract.created_at")])
+        job = _get(store, result.id)
+        assert result.created_at == job.created_at
+        assert result.created_at is not None
+        assert result.created_at.utcoffset() == timedelta(0)
+
     def test_enqueue_get_round_trip_keeps_every_field(self, store: JobStore) -> None:
         before = store.now()
         available_at = (before - timedelta(minutes=1)).astimezone(UTC)

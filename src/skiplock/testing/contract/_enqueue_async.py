@@ -52,6 +52,15 @@ class AsyncEnqueueContract(AsyncContractBase):
         clock.advance(90)
         assert await store.now() == clock.now()
 
+    async def test_a_single_enqueue_reports_the_created_at_it_wrote(
+        self, store: AsyncJobStore
+    ) -> None:
+        [result] = await store.enqueue([_request("contract.created_at")])
+        job = await _get(store, result.id)
+        assert result.created_at == job.created_at
+        assert result.created_at is not None
+        assert result.created_at.utcoffset() == timedelta(0)
+
     async def test_enqueue_get_round_trip_keeps_every_field(self, store: AsyncJobStore) -> None:
         before = await store.now()
         available_at = (before - timedelta(minutes=1)).astimezone(UTC)

@@ -305,7 +305,7 @@ VALUES (
 -- name: enqueue_one
 -- One job without an idempotency key: a plain single-row insert (no arrays, no CTE).
 {_enqueue_one_insert}
-RETURNING j.id;
+RETURNING j.id, j.created_at;
 
 -- name: enqueue_one_audited
 -- enqueue_one with the job's audit event (J10), in the same statement.

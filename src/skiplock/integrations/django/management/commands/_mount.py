@@ -39,6 +39,7 @@ class MountedCommand(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         backend = backend_named(options["backend"])
+        self.prepare(options)
         # What call_command(stdout=..., stderr=...) passes receives what the command prints.
         with (
             contextlib.redirect_stdout(options.get("stdout") or sys.stdout),
@@ -55,6 +56,9 @@ class MountedCommand(BaseCommand):
                 self.done(backend)
         if status:
             raise SystemExit(status)
+
+    def prepare(self, options: dict[str, Any]) -> None:
+        """Before the command runs: adjust its parsed ``options`` in place."""
 
     def engine(self, backend: SkiplockBackend) -> Engine:
         """The engine the command runs on."""

@@ -1,0 +1,162 @@
+"""The job browser's filters and bulk actions, framework- and flavour-neutral (shared by
+the async and the sync dashboard): what a query string asks for, as the arguments of
+``list_jobs``, and what a bulk form names.
+
+Every list is a keyset page of ``list_jobs``, whose reads are bounded (docs/admin.md,
+"Lists at any size"); the text search in the last error filters the jobs a page read,
+so a page may show fewer jobs than it read and says how far it searched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+import attrs
+
+from skiplock.core import Job, JobState
+from skiplock.core._states import OPERATOR_ACTIONS, action_states
+from skiplock.core._validation import INT8_RANGE
+
+from ..rest._problems import InvalidRequest
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+#: The states the browser filters by: the job states, with ``pending`` split into the
+#: jobs due now (``pending``) and those due later (``scheduled``).
+BROWSE_STATES = (
+    "pending",
+    "scheduled",
+    "running",
+    "succeeded",
+    "failed",
+    "dead",
+    "cancelled",
+)
+#: The query parameters of a filter (and the hidden fields of a bulk form).
+FILTER_FIELDS = ("state", "kind", "tenant", "since", "before", "q")
+#: The longest text a filter field takes.
+MAX_FIELD = 200
+#: Jobs per statement of a bulk action, and the most one bulk action over a filter
+#: changes (a larger set takes several; the page says how many are left).
+BULK_BATCH = 500
+BULK_LIMIT = 10_000
+_TIME_FORMATS = ("%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d")
+
+
+def one(query: Mapping[str, Sequence[str]], name: str) -> str:
+    """The last value of a query or form parameter, stripped ("" when absent)."""
+    values = query.get(name)
+    return values[-1].strip()[:MAX_FIELD] if values else ""
+
+
+def _time(name: str, text: str) -> datetime | None:
+    if not text:
+        return None
+    for layout in _TIME_FORMATS:
+        try:
+            return datetime.strptime(text, layout).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    raise InvalidRequest(f"{name}: expected a UTC time as YYYY-MM-DDTHH:MM, got {text[:40]!r}")
+
+
+def job_id(text: str) -> int | None:
+    """A job id typed in the filter (digits only), or None."""
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= INT8_RANGE[1]:
+        raise InvalidRequest(f"id: expected a job id, got {text[:40]!r}")
+    return int(text)
+
+
+def cursor(text: str) -> int | None:
+    """The ``after`` cursor of a page (a job id), or None."""
+    return job_id(text) if text else None
+
+
+@attrs.frozen
+class Filter:
+    """A filter of the browser: the query's values as typed, and ``list_jobs``'s
+    arguments for them (``now`` splits pending from scheduled)."""
+
+    values: Mapping[str, str]
+    arguments: Mapping[str, Any]
+    text: str
+
+    @property
+    def states(self) -> frozenset[JobState] | None:
+        """The job states the filter selects (None: every one)."""
+        state = self.arguments.get("state")
+        return None if state is None else frozenset({JobState(state)})
+
+    def matches(self, job: Job) -> bool:
+        """Whether ``job`` holds the searched text in its last error (no text: yes)."""
+        return not self.text or self.text.casefold() in (job.last_error or "").casefold()
+
+    def query(self, **more: object) -> str:
+        """The filter as a query string (empty values left out), with ``more``."""
+        pairs = {k: v for k, v in self.values.items() if v}
+        pairs |= {k: str(v) for k, v in more.items() if v is not None}
+        return urlencode(pairs)
+
+
+def parse_filter(query: Mapping[str, Sequence[str]], now: datetime) -> Filter:
+    """The filter of a query string (InvalidRequest, a 422 page, for a bad value)."""
+    values = {name: one(query, name) for name in FILTER_FIELDS}
+    arguments: dict[str, Any] = {}
+    state = values["state"]
+    if state and state not in BROWSE_STATES:
+        raise InvalidRequest(f"state: one of {', '.join(BROWSE_STATES)}, got {state[:40]!r}")
+    # Due now: available_at <= now (the ranges are half-open); scheduled: after now.
+    later = now + timedelta(microseconds=1)
+    if state == "pending":
+        arguments |= {"state": "pending", "available_before": later}
+    elif state == "scheduled":
+        arguments |= {"state": "pending", "available_since": later}
+    elif state:
+        arguments["state"] = state
+    for name in ("kind", "tenant"):
+        if values[name]:
+            arguments[name] = values[name]
+    arguments["created_since"] = _time("since", values["since"])
+    arguments["created_before"] = _time("before", values["before"])
+    return Filter(values, arguments, values["q"])
+
+
+def bulk_states(action: str, shown: frozenset[JobState] | None) -> frozenset[JobState]:
+    """The states a bulk action changes: those it applies to, within the filter's."""
+    if action not in OPERATOR_ACTIONS:
+        raise InvalidRequest(f"action: one of {', '.join(OPERATOR_ACTIONS)}")
+    allowed = action_states(action)
+    return allowed if shown is None else allowed & shown
+
+
+def selected(form: Mapping[str, Sequence[str]]) -> dict[JobState, list[int]]:
+    """The jobs ticked in a list, by the state each was shown in (a box's value is
+    ``<id>.<state>``: a bulk action changes each only in that state)."""
+    chosen: dict[JobState, list[int]] = {}
+    for value in form.get("job", [])[:BULK_BATCH]:
+        text, _, state = value.partition(".")
+        try:
+            chosen.setdefault(JobState(state), []).append(job_id(text) or 0)
+        except (ValueError, InvalidRequest):
+            continue
+    return {state: [i for i in ids if i] for state, ids in chosen.items()}
+
+
+def page(read: list[Job], shown: Filter, size: int, resume_after: int | None) -> dict[str, Any]:
+    """What a list page shows of ``read`` (a page of ``list_jobs``, ``size + 1`` jobs
+    without a text search, ``size`` with one): its jobs, the cursor of the next page and
+    whether the search stopped early (the page may show fewer jobs, even none)."""
+    if not shown.text:
+        jobs = read[:size]
+        more = len(read) > size or resume_after is not None
+        after = (resume_after or (jobs[-1].id if jobs else None)) if more else None
+        return {"jobs": jobs, "next_cursor": after, "partial": resume_after is not None}
+    jobs = [job for job in read if shown.matches(job)]
+    after = resume_after or (read[-1].id if len(read) >= size else None)
+    return {"jobs": jobs, "next_cursor": after, "partial": after is not None and len(jobs) < size}

@@ -1,0 +1,195 @@
+"""The operator surface in a URLconf: the REST admin API, the dashboard and the probes
+of a skiplock backend's engine, each a list of URL patterns for ``include()``
+(docs/django.md, "The REST API, the dashboard and probes")::
+
+    from skiplock.integrations.django import urls as skiplock_urls
+
+    urlpatterns = [
+        path("ops/jobs/api/", include(skiplock_urls.rest_api())),
+        path("ops/jobs/", include(skiplock_urls.dashboard())),
+        path("ops/", include(skiplock_urls.probes())),
+    ]
+
+They mount the framework-neutral doors of :mod:`skiplock.integrations.rest` and
+:mod:`skiplock.integrations.dashboard`, as the FastAPI and Flask bindings do. Authorization
+goes through Django's auth (:func:`staff_authorize` unless you pass your own hook): deny
+by default, staff users only, ``read`` and ``write`` mapped to the ``skiplock`` app's
+permissions on jobs, the user's username as the operator's actor (the audit trail's).
+CSRF is Django's middleware's (unsafe methods need Django's token), and the dashboard's
+own check on top.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from http.cookies import SimpleCookie
+from typing import TYPE_CHECKING, Any, Unpack
+
+from django.http import HttpRequest, HttpResponse
+from django.http.request import RawPostDataException
+from django.middleware.csrf import get_token
+from django.urls import URLPattern, path
+
+from skiplock.adapters.memory import InMemoryJobStore
+from skiplock.engine import Engine
+from skiplock.integrations.rest import Forbidden, Permission, Request, RestApi
+
+from .management._common import backend_named
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from skiplock.integrations.dashboard import DashboardOptions
+    from skiplock.integrations.rest import Authorize, Response, Route
+
+__all__ = ["PERMISSIONS", "dashboard", "probes", "rest_api", "staff_authorize"]
+
+#: The Django permission each skiplock permission needs (the ``skiplock`` app's job model).
+PERMISSIONS = {Permission.READ: "skiplock.view_job", Permission.WRITE: "skiplock.change_job"}
+
+
+def staff_authorize(request: Request, permission: Permission) -> str | None:
+    """The default hook: the request's Django user (``AuthenticationMiddleware``) if it
+    is an active staff user with :data:`PERMISSIONS`' permission (a superuser has every
+    one). Anonymous: None (401). Else Forbidden (403). Returns the username: the actor of
+    the engine's operator, and so of the audit trail."""
+    user = getattr(request.native, "user", None)
+    if user is None or not user.is_authenticated:
+        return None
+    if not user.is_active or not user.is_staff:
+        raise Forbidden("staff users only")
+    needed = PERMISSIONS[permission]
+    if not user.has_perm(needed):
+        raise Forbidden(f"the {needed!r} permission is needed")
+    return str(user.get_username())
+
+
+def rest_api(
+    *, backend: str = "default", authorize: Authorize = staff_authorize
+) -> list[URLPattern]:
+    """The REST admin API of backend ``backend``'s engine (docs/rest.md): URL patterns
+    named by operation id (``listJobs``, ``getJob``, ..., ``openapi``)."""
+    return _patterns(backend, lambda engine: RestApi(engine, authorize=authorize).routes())
+
+
+def dashboard(
+    *,
+    backend: str = "default",
+    authorize: Authorize = staff_authorize,
+    **options: Unpack[DashboardOptions],
+) -> list[URLPattern]:
+    """The web dashboard of backend ``backend``'s engine (docs/dashboard.md): URL patterns
+    named by page (``overview``, ``dead``, ``job``, ``retry``, ``delete``, ``static``).
+    Needs ``jinja2`` (``pip install 'skiplock[dashboard]'``). Its forms carry Django's
+    CSRF token too, so Django's middleware checks the buttons."""
+    from skiplock.integrations.dashboard import Dashboard
+
+    return _patterns(
+        backend,
+        lambda engine: Dashboard(engine, authorize=authorize, **options).routes(),
+        csrf_forms=True,
+    )
+
+
+def probes(*, backend: str = "default", timeout: float = 2.0) -> list[URLPattern]:
+    """``livez`` and ``readyz`` for Kubernetes probes: 200 ``ok`` while Django serves
+    (readiness: while the backend's database answers within ``timeout`` seconds), else
+    503 ``unavailable``. No authorization by design: they reveal nothing (no version,
+    host or error; why readiness failed is logged on ``skiplock.probes``)."""
+    from skiplock.integrations._monitor import probe_routes
+
+    return _patterns(backend, lambda engine: probe_routes(engine, timeout=timeout))
+
+
+# ---- the binding ------------------------------------------------------------------------
+
+
+class _Routes:
+    """A door's routes on the backend's current engine, made again when the engine
+    changes (new settings in tests: ``override_settings(TASKS=...)``)."""
+
+    def __init__(self, backend: str, make: Callable[[Engine], Sequence[Route]]) -> None:
+        self._backend = backend
+        self._make = make
+        self._lock = threading.Lock()
+        self._engine: Engine | None = None
+        self._routes: dict[tuple[str, str], Route] = {}
+
+    def current(self) -> dict[tuple[str, str], Route]:
+        """The routes by (method, path) on the backend's engine now."""
+        engine = backend_named(self._backend).engine
+        with self._lock:
+            if engine is not self._engine:
+                self._routes = {(r.method, r.path): r for r in self._make(engine)}
+                self._engine = engine
+            return self._routes
+
+
+def _patterns(
+    backend: str, make: Callable[[Engine], Sequence[Route]], *, csrf_forms: bool = False
+) -> list[URLPattern]:
+    routes = _Routes(backend, make)
+    patterns: list[URLPattern] = []
+    views: dict[str, Callable[..., HttpResponse]] = {}
+    # The door's names and paths, from the door on an engine of its own: the URLconf is
+    # loaded before the backend may be used (by `check`, with invalid OPTIONS even).
+    for route in make(Engine(InMemoryJobStore())):
+        view = views.get(route.path)
+        if view is None:
+            view = views[route.path] = _view(routes, route.path, csrf_forms=csrf_forms)
+        # One pattern per route, for reverse() by name; the first of a path answers
+        # every method.
+        patterns.append(path(route.angle_path().lstrip("/"), view, name=route.name))
+    return patterns
+
+
+def _view(routes: _Routes, route_path: str, *, csrf_forms: bool) -> Callable[..., HttpResponse]:
+    def view(request: HttpRequest, **params: str) -> HttpResponse:
+        current = routes.current()
+        route = current.get((request.method or "GET", route_path))
+        if route is None:
+            allowed = sorted(method for method, at in current if at == route_path)
+            answer = HttpResponse(status=405, content_type="text/plain; charset=utf-8")
+            answer["Allow"] = ", ".join(allowed)
+            return answer
+        response = route.answer(_neutral(request, params))
+        return _django_response(request, response, csrf_forms=csrf_forms)
+
+    return view
+
+
+def _neutral(request: HttpRequest, params: dict[str, str]) -> Request:
+    try:
+        body = request.body
+    except RawPostDataException:  # a multipart form Django parsed: no door takes one
+        body = b""
+    return Request(
+        method=request.method or "GET",
+        path=request.path,
+        query={name: request.GET.getlist(name) for name in request.GET},
+        headers=dict(request.headers),
+        body=body,
+        path_params=params,
+        native=request,
+    )
+
+
+#: A dashboard form's own CSRF field, before which Django's token goes.
+_FORM_TOKEN = re.compile(r'<input type="hidden" name="csrf_token"')
+
+
+def _django_response(request: HttpRequest, response: Response, *, csrf_forms: bool) -> HttpResponse:
+    body: Any = response.body
+    if csrf_forms and response.content_type.startswith("text/html"):
+        field = f'<input type="hidden" name="csrfmiddlewaretoken" value="{get_token(request)}">'
+        body = _FORM_TOKEN.sub(lambda match: field + match.group(0), body.decode()).encode()
+    answer = HttpResponse(body, status=response.status, content_type=response.content_type)
+    for name, value in response.headers.items():
+        if name.lower() == "set-cookie":
+            cookie: SimpleCookie = SimpleCookie()
+            cookie.load(value)
+            answer.cookies.update(cookie)  # where Django (and its test client) keep them
+        else:
+            answer[name] = value
+    return answer
