@@ -306,3 +306,29 @@ def test_a_bounded_split_prints_as_at_least(capsys: pytest.CaptureFixture[str]) 
     assert huge.count(f">= {bound}") == 2
     assert ">=" not in small
     assert f"more than {bound:,} jobs both due and scheduled" in out
+
+
+@pytest.mark.postgres
+def test_health_shows_the_pairs_a_rate_holds_back(
+    admin_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A claim under a cluster-wide rate of one job per 1,000 s empties acme's bucket: the
+    # bare command (no processors: it knows no rates) still sees it in the store.
+    from skiplock.adapters.psycopg import PsycopgJobStore
+    from skiplock.core import ClaimRequest, RateLimit
+    from skiplock.core._bucket import RateTable
+
+    enqueue(admin_dsn, "mail.send", 3, tenant="acme")
+    rates = RateTable(kinds={"mail.send": RateLimit(rps=0.001, burst=1)})
+    with PsycopgJobStore(admin_dsn) as store:
+        assert len(store.claim(ClaimRequest(worker_id="w", limit=5, rates=rates))) == 1
+    status, lines, _ = health(capsys, "--dsn", admin_dsn)
+    assert status == 1  # mail.send is due and no worker claims it (not the throttling)
+    text = "\n".join(lines)
+    assert "throttled: due jobs a limit holds back now" in text
+    [row] = [line for line in lines if line.endswith("rate_limit")]
+    assert row.split() == ["mail.send", "acme", "2", "rate_limit"]
+    _, lines, _ = health(capsys, "--dsn", admin_dsn, "--json")
+    assert parse("\n".join(lines))["throttled"] == [
+        {"kind": "mail.send", "tenant": "acme", "due": 2, "limit": "rate_limit", "bounded": False}
+    ]

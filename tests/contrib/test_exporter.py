@@ -21,7 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from skiplock import AsyncEngine, Engine, cli
 from skiplock.adapters.memory import AsyncInMemoryJobStore, InMemoryJobStore
 from skiplock.contrib.prometheus import PrometheusMetrics, exporter
-from skiplock.core import HealthSnapshot, StateCount, WorkerInfo
+from skiplock.core import ClaimRequest, HealthSnapshot, RateLimit, StateCount, WorkerInfo
+from skiplock.core._health import ThrottledPair
 from tests.cli.admin_helpers import add_worker, bury, closed_port, enqueue
 
 if TYPE_CHECKING:
@@ -70,6 +71,45 @@ def test_the_exporter_shows_the_pauses() -> None:
     got = samples(exporter(engine, cache_seconds=0).exposition().decode())
     assert got[("skiplock_paused", (("kind", "mail.send"), ("tenant", "*")))] == 1
     assert got[("skiplock_paused", (("kind", "report.build"), ("tenant", "acme")))] == 1
+
+
+def test_throttled_pairs_in_health_and_the_exporter() -> None:
+    # A rate of one job per 1,000 s per tenant, a cluster limit of 1: after one worker
+    # pass, acme's bucket is empty and "capped" runs as many as allowed.
+    store = InMemoryJobStore()
+    engine = Engine(store)
+
+    @engine.processor("mail.send", rate_limit=RateLimit(rps=0.001, burst=1))
+    def send(payload: object) -> None: ...
+
+    @engine.processor("capped", cluster_limit=1)
+    def capped(payload: object) -> None: ...
+
+    for _ in range(3):
+        engine.enqueue("mail.send", {}, tenant="acme")
+    engine.enqueue("mail.send", {}, tenant="globex", delay=timedelta(hours=1))
+    engine.worker(kinds=["mail.send"]).run_until_idle()
+    for _ in range(2):
+        engine.enqueue("capped", {})
+    store.claim(ClaimRequest(worker_id="w", limit=1, kinds=frozenset({"capped"})))
+    report = engine.health()
+    assert report.throttled == [
+        ThrottledPair("capped", None, 1, "cluster_limit"),
+        ThrottledPair("mail.send", "acme", 2, "rate_limit"),
+    ]
+    assert report.to_dict()["throttled"][1] == {
+        "kind": "mail.send",
+        "tenant": "acme",
+        "due": 2,
+        "limit": "rate_limit",
+        "bounded": False,
+    }
+    got = samples(exporter(engine, cache_seconds=0).exposition().decode())
+    throttled = {k: v for k, v in got.items() if k[0] == "skiplock_jobs_throttled"}
+    assert throttled == {
+        ("skiplock_jobs_throttled", (("kind", "capped"), ("tenant", ""))): 1,
+        ("skiplock_jobs_throttled", (("kind", "mail.send"), ("tenant", "acme"))): 2,
+    }
 
 
 def test_a_store_that_fails_is_reported_down(caplog: pytest.LogCaptureFixture) -> None:

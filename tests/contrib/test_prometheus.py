@@ -65,8 +65,10 @@ async def test_a_scrape_after_a_run_on_postgres(store: CountingPgStore) -> None:
         poll_interval=0.05,
         backoff_base=0.0,
         backoff_jitter=0.0,
-        # One token for both mail kinds and (practically) never another.
+        # One token for both mail kinds and (practically) never another, in per-process
+        # buckets: a claim may take both mail jobs and release one at its start.
         caps={"mail": RateLimit(rps=0.0001, burst=1)},
+        rate_limit_scope="process",
     )
     engine = AsyncEngine(store, settings, metrics=metrics)
     slow_started = asyncio.Event()
@@ -362,6 +364,20 @@ def test_rate_limited_tenants_beyond_the_cap_share_one_series() -> None:
         ("a", "k"): 2,
         ("b", "k"): 1,
         (OTHER, "k"): 3,  # c, d and the tenant-less job
+    }
+
+
+def test_throttle_decisions_are_counted_per_kind_tenant_and_limit() -> None:
+    registry = CollectorRegistry()
+    metrics = PrometheusMetrics(registry=registry, max_series=2)
+    metrics.claim_throttled("k", "a", "rate_limit")
+    metrics.claim_throttled("k", "a", "rate_limit")
+    metrics.claim_throttled("k", None, "cluster_limit")
+    metrics.claim_throttled("k", "b", "rate_limit")  # beyond the cap
+    assert _samples(registry, "skiplock_throttle_decisions_total") == {
+        ("k", "a", "rate_limit"): 2,
+        ("k", "", "cluster_limit"): 1,
+        ("k", OTHER, "rate_limit"): 1,
     }
 
 

@@ -199,6 +199,7 @@ def test_to_dict_is_json_with_stable_keys() -> None:
         "workers",
         "kinds",
         "uncovered_kinds",
+        "throttled",
         "thresholds",
         "paused",
     }

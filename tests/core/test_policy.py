@@ -45,6 +45,7 @@ SAMPLES: dict[str, tuple[Any, Any]] = {
     "node_limit": (2, 1),
     "cluster_limit": (4, 3),
     "rate_limit": (RateLimit(rps=5, burst=2), RateLimit(rps=9, burst=3)),
+    "prefetch_limit": (0, 5),
     # The defaults are False: the explicit level switching a processor's choice off.
     "transactional": (True, False),
     "autocommit": (True, False),

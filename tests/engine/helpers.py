@@ -38,6 +38,7 @@ class CountingStore(InMemoryJobStore):
     recoveries = 0
     transactions = 0
     autocommits = 0
+    first_request: ClaimRequest | None = None
     last_request: ClaimRequest | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -78,6 +79,8 @@ class CountingStore(InMemoryJobStore):
 
     def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> list[Job]:
         jobs = super().claim(request, audit=audit)
+        if self.first_request is None:
+            self.first_request = request
         self.last_request = request
         self.claims += 1
         self.claimed += len(jobs)

@@ -33,6 +33,7 @@ class CountingStore(AsyncInMemoryJobStore):
     recoveries = 0
     transactions = 0
     autocommits = 0
+    first_request: ClaimRequest | None = None
     last_request: ClaimRequest | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -73,6 +74,8 @@ class CountingStore(AsyncInMemoryJobStore):
 
     async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> list[Job]:
         jobs = await super().claim(request, audit=audit)
+        if self.first_request is None:
+            self.first_request = request
         self.last_request = request
         self.claims += 1
         self.claimed += len(jobs)

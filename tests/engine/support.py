@@ -44,6 +44,7 @@ class RecordingMetrics(NoopMetrics):
         self.claimed: list[tuple[str, str | None, float]] = []
         self.finished: list[tuple[str, str | None, str]] = []
         self.throttled: list[tuple[str, str | None]] = []
+        self.decisions: list[tuple[str, str | None, str]] = []
         self.workers: list[WorkerStatus] = []
         self.counts: list[Callable[[float], Sequence[StateCount]]] = []
         self.stopped: list[str] = []
@@ -59,6 +60,10 @@ class RecordingMetrics(NoopMetrics):
     def rate_limited(self, kind: str, tenant: str | None) -> None:
         with self._lock:
             self.throttled.append((kind, tenant))
+
+    def claim_throttled(self, kind: str, tenant: str | None, limit: str) -> None:
+        with self._lock:
+            self.decisions.append((kind, tenant, limit))
 
     def worker_started(
         self, worker: WorkerStatus, counts: Callable[[float], Sequence[StateCount]]

@@ -132,8 +132,12 @@ def test_a_running_worker_follows_pause_and_resume(store: CountingStore, clock: 
     join(task)
 
 
-def test_stored_limits_win_over_policies(store: CountingStore, clock: FakeClock) -> None:
-    engine = make_engine(store, clock, concurrency=8)
+@pytest.mark.parametrize("scope", ["cluster", "process"])
+def test_stored_limits_win_over_policies(
+    store: CountingStore, clock: FakeClock, scope: str
+) -> None:
+    # Cluster-wide (the store's buckets, ClaimRequest.rates) and per process alike.
+    engine = make_engine(store, clock, concurrency=8, rate_limit_scope=scope)
     ran: list[tuple[str, str | None]] = []
 
     @engine.processor("mail", rate_limit=RateLimit(rps=1, burst=5))
@@ -160,8 +164,9 @@ def test_stored_limits_win_over_policies(store: CountingStore, clock: FakeClock)
     assert ran.count(("mail", "a")) == 2 + 5
 
 
-def test_a_stored_provider_cap(store: CountingStore, clock: FakeClock) -> None:
-    engine = make_engine(store, clock, concurrency=8)
+@pytest.mark.parametrize("scope", ["cluster", "process"])
+def test_a_stored_provider_cap(store: CountingStore, clock: FakeClock, scope: str) -> None:
+    engine = make_engine(store, clock, concurrency=8, rate_limit_scope=scope)
     ran: list[tuple[str, str | None]] = []
     for kind in ("mail", "sms"):
 
@@ -174,6 +179,28 @@ def test_a_stored_provider_cap(store: CountingStore, clock: FakeClock) -> None:
     engine.set_limit(provider="twilio", rps=1, burst=3)
     engine.worker().run_until_idle()
     assert len(ran) == 3  # across both kinds of the provider
+
+
+def test_a_stored_limit_holds_across_engines_in_the_store(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    # Two engines on one store stand for two worker processes: the stored limit is the
+    # rate of the store's one bucket per pair, so together they take its burst, no more.
+    ran: list[tuple[str, str | None]] = []
+    engines = [make_engine(store, clock, concurrency=4) for _ in range(2)]
+    for engine in engines:
+        _register(engine, ran, "mail")
+    for _ in range(10):
+        engines[0].enqueue("mail", {}, tenant="a")
+    engines[0].set_limit(kind="mail", rps=1, burst=3)
+    for engine in engines:
+        engine.worker().run_until_idle()
+    assert ran == [("mail", "a")] * 3
+    # A tenant's own limit, set by the other engine, replaces the default at once.
+    engines[1].set_limit(kind="mail", tenant="a", rps=1, burst=5)
+    for engine in engines:
+        engine.worker().run_until_idle()
+    assert len(ran) == 3 + 5
 
 
 def test_operator_changes_are_audited_with_the_actor(
@@ -224,3 +251,7 @@ def test_health_lists_pauses_and_does_not_call_paused_jobs_uncovered(
     assert report.healthy
     assert [(p.kind, p.tenant, p.reason) for p in report.paused] == [("mail", None, "outage")]
     assert report.to_dict()["paused"][0]["kind"] == "mail"
+    # The due jobs it holds back count among the throttled ones (the jobs_throttled gauge).
+    assert [(t.kind, t.tenant, t.due, t.limit) for t in report.throttled] == [
+        ("mail", None, 1, "paused")
+    ]

@@ -134,8 +134,12 @@ async def test_a_running_worker_follows_pause_and_resume(
     await join(task)
 
 
-async def test_stored_limits_win_over_policies(store: CountingStore, clock: FakeClock) -> None:
-    engine = make_engine(store, clock, concurrency=8)
+@pytest.mark.parametrize("scope", ["cluster", "process"])
+async def test_stored_limits_win_over_policies(
+    store: CountingStore, clock: FakeClock, scope: str
+) -> None:
+    # Cluster-wide (the store's buckets, ClaimRequest.rates) and per process alike.
+    engine = make_engine(store, clock, concurrency=8, rate_limit_scope=scope)
     ran: list[tuple[str, str | None]] = []
 
     @engine.processor("mail", rate_limit=RateLimit(rps=1, burst=5))
@@ -162,8 +166,9 @@ async def test_stored_limits_win_over_policies(store: CountingStore, clock: Fake
     assert ran.count(("mail", "a")) == 2 + 5
 
 
-async def test_a_stored_provider_cap(store: CountingStore, clock: FakeClock) -> None:
-    engine = make_engine(store, clock, concurrency=8)
+@pytest.mark.parametrize("scope", ["cluster", "process"])
+async def test_a_stored_provider_cap(store: CountingStore, clock: FakeClock, scope: str) -> None:
+    engine = make_engine(store, clock, concurrency=8, rate_limit_scope=scope)
     ran: list[tuple[str, str | None]] = []
     for kind in ("mail", "sms"):
 
@@ -176,6 +181,28 @@ async def test_a_stored_provider_cap(store: CountingStore, clock: FakeClock) -> 
     await engine.set_limit(provider="twilio", rps=1, burst=3)
     await engine.worker().run_until_idle()
     assert len(ran) == 3  # across both kinds of the provider
+
+
+async def test_a_stored_limit_holds_across_engines_in_the_store(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    # Two engines on one store stand for two worker processes: the stored limit is the
+    # rate of the store's one bucket per pair, so together they take its burst, no more.
+    ran: list[tuple[str, str | None]] = []
+    engines = [make_engine(store, clock, concurrency=4) for _ in range(2)]
+    for engine in engines:
+        _register(engine, ran, "mail")
+    for _ in range(10):
+        await engines[0].enqueue("mail", {}, tenant="a")
+    await engines[0].set_limit(kind="mail", rps=1, burst=3)
+    for engine in engines:
+        await engine.worker().run_until_idle()
+    assert ran == [("mail", "a")] * 3
+    # A tenant's own limit, set by the other engine, replaces the default at once.
+    await engines[1].set_limit(kind="mail", tenant="a", rps=1, burst=5)
+    for engine in engines:
+        await engine.worker().run_until_idle()
+    assert len(ran) == 3 + 5
 
 
 async def test_operator_changes_are_audited_with_the_actor(
@@ -226,3 +253,7 @@ async def test_health_lists_pauses_and_does_not_call_paused_jobs_uncovered(
     assert report.healthy
     assert [(p.kind, p.tenant, p.reason) for p in report.paused] == [("mail", None, "outage")]
     assert report.to_dict()["paused"][0]["kind"] == "mail"
+    # The due jobs it holds back count among the throttled ones (the jobs_throttled gauge).
+    assert [(t.kind, t.tenant, t.due, t.limit) for t in report.throttled] == [
+        ("mail", None, 1, "paused")
+    ]

@@ -185,6 +185,9 @@ class BrokenMetrics(NoopMetrics):
     def rate_limited(self, kind: str, tenant: str | None) -> None:
         raise RuntimeError("throttled")
 
+    def claim_throttled(self, kind: str, tenant: str | None, limit: str) -> None:
+        raise RuntimeError("decision")
+
     def worker_started(self, worker: WorkerStatus, counts: Any) -> None:
         raise RuntimeError("started")
 
@@ -195,10 +198,15 @@ class BrokenMetrics(NoopMetrics):
 def test_failing_metrics_fail_no_job(
     store: CountingStore, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # A provider cap of one token for two kinds claimed together: one of them is
-    # throttled, so every hook is called (and raises).
+    # A provider cap of one token for two kinds claimed together, in per-process buckets
+    # (a cluster-wide cap never claims a job it cannot pay for): one of them is
+    # throttled at its start, so every hook is called (and raises).
     engine = make_engine(
-        store, clock, metrics=BrokenMetrics(), caps={"p": RateLimit(rps=0.001, burst=1)}
+        store,
+        clock,
+        metrics=BrokenMetrics(),
+        caps={"p": RateLimit(rps=0.001, burst=1)},
+        rate_limit_scope="process",
     )
     ran: list[str] = []
 
@@ -215,7 +223,7 @@ def test_failing_metrics_fail_no_job(
     assert len(ran) == 1
     states = sorted([(engine.get_job(i)).state for i in ids])
     assert states == sorted([JobState.SUCCEEDED, JobState.PENDING])  # one throttled
-    for hook in ("claimed", "finished", "throttled", "started", "stopped"):
+    for hook in ("claimed", "finished", "throttled", "decision", "started", "stopped"):
         assert f"RuntimeError: {hook}" in caplog.text
 
 

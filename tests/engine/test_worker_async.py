@@ -1500,10 +1500,11 @@ async def test_worker_throttles_without_using_attempts_or_reclaiming(
     assert len(set(ran)) == 2
 
 
+@pytest.mark.parametrize("scope", ["cluster", "process"])
 async def test_worker_throttled_backlog_costs_few_claims(
-    store: CountingStore, clock: FakeClock
+    store: CountingStore, clock: FakeClock, scope: str
 ) -> None:
-    engine = make_engine(store, clock, concurrency=4)
+    engine = make_engine(store, clock, concurrency=4, rate_limit_scope=scope)
     ran: list[int] = []
 
     @engine.processor("limited", rate_limit=RateLimit(rps=1, burst=2))
@@ -1520,13 +1521,14 @@ async def test_worker_throttled_backlog_costs_few_claims(
     assert store.claimed <= 8
 
 
+@pytest.mark.parametrize("scope", ["cluster", "process"])
 @pytest.mark.parametrize("limit", ["rate_limit", "cap"])
 async def test_worker_rate_limits_are_shared_by_the_engines_workers(
-    store: CountingStore, clock: FakeClock, limit: str
+    store: CountingStore, clock: FakeClock, limit: str, scope: str
 ) -> None:
     rate = RateLimit(rps=1, burst=3)
     caps = {"smtp": rate} if limit == "cap" else {}
-    engine = make_engine(store, clock, caps=caps)
+    engine = make_engine(store, clock, caps=caps, rate_limit_scope=scope)
     ran: list[int] = []
 
     @engine.processor(
@@ -1576,6 +1578,83 @@ async def test_worker_provider_cap_spans_kinds(
     clock.advance(1)
     await engine.worker(concurrency=1).run_until_idle()
     assert sorted(ran) == ["digest", "welcome"]
+
+
+async def test_worker_throttled_by_a_cluster_rate_sleeps_until_the_next_token(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    # A long poll: only the token due in 1 s (store clock) may wake the idle worker.
+    engine = make_engine(store, clock, metrics, poll_interval=30.0)
+    ran: list[int] = []
+
+    @engine.processor("limited", rate_limit=RateLimit(rps=1, burst=1))
+    async def limited(payload: dict[str, int], ctx: JobContext) -> None:
+        ran.append(payload["i"])
+
+    for i in range(3):
+        await engine.enqueue("limited", {"i": i})
+    worker = engine.worker(install_signal_handlers=False)
+    task = spawn(worker.run)
+    await eventually(lambda: len(ran) == 1 and worker.running == 0)
+    # The store said when the bucket has a token: the worker sleeps until then.
+    await eventually(lambda: store.last_request is not None and store.claims >= 2)
+    await eventually(lambda: worker.next_wakeup is not None)
+    wakeup = worker.next_wakeup
+    assert wakeup is not None
+    assert wakeup.at - clock.monotonic() <= 1.0 + 1e-6
+    assert ("limited", None, "rate_limit") in metrics.decisions
+    assert metrics.throttled == []  # nothing was claimed only to be released
+    clock.advance(1)
+    await eventually(lambda: len(ran) == 2)
+    worker.stop()
+    await join(task)
+    assert store.claimed == 2
+
+
+async def test_worker_holds_no_cluster_limited_job_it_cannot_start(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    # Two nodes (engines) of two slots on one store, a cluster limit of 4: each node
+    # claims only what its free slots start, so each runs 2 and neither hoards.
+    engines = [make_engine(store, clock, poll_interval=0.01) for _ in range(2)]
+    gate = Event()
+    running: list[str] = []
+    for n, engine in enumerate(engines):
+
+        @engine.processor("capped", cluster_limit=4)
+        async def capped(payload: Any, ctx: JobContext, n: int = n) -> None:
+            running.append(f"node{n}")
+            await wait_event(gate, 10.0)
+
+    for _ in range(8):
+        await engines[0].enqueue("capped", {})
+    workers = [engine.worker(concurrency=2, install_signal_handlers=False) for engine in engines]
+    tasks = [spawn(worker.run) for worker in workers]
+    await eventually(lambda: len(running) == 4)
+    assert sorted(running) == ["node0", "node0", "node1", "node1"]
+    assert [worker.held for worker in workers] == [0, 0]
+    gate.set()
+    await eventually(lambda: len(running) == 8)
+    for worker in workers:
+        worker.stop()
+    for task in tasks:
+        await join(task)
+
+
+async def test_worker_prefetch_limit_of_a_kind_bounds_what_it_holds(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    engine = make_engine(store, clock, kinds={"slow": {"prefetch_limit": 1}})
+
+    @engine.processor("slow")
+    async def slow(payload: Any, ctx: JobContext) -> None: ...
+
+    for _ in range(10):
+        await engine.enqueue("slow", {})
+    await engine.worker(concurrency=2).run_until_idle()
+    request = store.first_request
+    assert request is not None
+    assert request.kind_limits["slow"] == 3  # two to start, one held
 
 
 # ---- concurrency limits (R15), restrictions (J2), unknown kinds (R8) ------------------

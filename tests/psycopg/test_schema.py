@@ -177,6 +177,7 @@ def test_schema_has_every_table_index_and_trigger(make_database: Callable[[], st
         "pauses",
         "limits",
         "idempotency_keys",
+        "rate_buckets",
     }
     indexes = {name for name, _ in dump["indexes"]}
     assert {

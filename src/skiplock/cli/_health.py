@@ -131,3 +131,11 @@ def print_report(health: HealthReport, *, as_json: bool) -> None:
                 f"(>= N: more than {QueueStats.SPLIT_BOUND:,} jobs both due and scheduled; "
                 "the split is not counted further)"
             )
+    if health.throttled:
+        print()
+        rows = [
+            [cell(t.kind), cell(t.tenant or "-"), at_least(t.due, t.bounded), t.limit]
+            for t in health.throttled
+        ]
+        print("throttled: due jobs a limit holds back now")
+        print(table(["KIND", "TENANT", "DUE", "LIMIT"], rows, right={2}))

@@ -182,12 +182,20 @@ class PrometheusMetrics:
             ["tenant", "kind"],
             registry=registry,
         )
+        self._throttle_decisions = Counter(
+            f"{ns}_throttle_decisions",
+            'Claims that left out a (kind, tenant) pair or a kind (tenant "") because a '
+            "limit had no room: rate_limit, provider or cluster_limit.",
+            ["kind", "tenant", "limit"],
+            registry=registry,
+        )
         # Label children by label values, so the per-job hooks skip labels() (its lock and
         # validation) after the first job of a kind: a plain dict read, no lock of ours.
         self._latency_of: dict[str, Histogram] = {}
         self._processing_of: dict[str, Histogram] = {}
         self._attempts_of: dict[tuple[str, str], Counter] = {}
         self._throttled_of: dict[tuple[str, str | None], Counter] = {}
+        self._decisions_of: dict[tuple[str, str | None, str], Counter] = {}
 
         self._lock = threading.Lock()  # workers and the throttled pairs; never per job
         self._workers: dict[str, tuple[WorkerStatus, Callable[[float], Sequence[StateCount]]]] = {}
@@ -285,6 +293,20 @@ class PrometheusMetrics:
                         counter = self._rate_limited.labels(OTHER, kind)
         counter.inc()
 
+    def claim_throttled(self, kind: str, tenant: str | None, limit: str) -> None:
+        key = (kind, tenant, limit)
+        counter = self._decisions_of.get(key)
+        if counter is None:
+            with self._lock:
+                counter = self._decisions_of.get(key)
+                if counter is None:
+                    if len(self._decisions_of) < self._max_series:
+                        counter = self._throttle_decisions.labels(kind, tenant or "", limit)
+                        self._decisions_of[key] = counter
+                    else:  # beyond the cap: summed per kind, memory stays bounded
+                        counter = self._throttle_decisions.labels(kind, OTHER, limit)
+        counter.inc()
+
     # ---- the Metrics port: workers --------------------------------------------------
 
     def worker_started(
@@ -330,6 +352,12 @@ class PrometheusMetrics:
                     "workers",
                     "Registered workers by state: live (a recent heartbeat) or silent.",
                     ["state"],
+                ),
+                (
+                    "jobs_throttled",
+                    "Due jobs held back by a limit now (an empty rate or provider bucket, a "
+                    "full cluster limit).",
+                    pair,
                 ),
             ]
         specs += [
@@ -397,12 +425,21 @@ class PrometheusMetrics:
         families["healthy"].add_metric([], 1 if report is not None and report.healthy else 0)
         if report is None or not up:
             del families["workers"]
+            del families["jobs_throttled"]
             return False
         for pause in report.paused:
             families["paused"].add_metric([pause.kind or ANY, pause.tenant or ANY], 1)
         live = sum(w.live for w in report.workers)
         families["workers"].add_metric(["live"], live)
         families["workers"].add_metric(["silent"], len(report.workers) - live)
+        # The pairs holding back the most jobs keep their series, the rest are summed.
+        throttled: dict[tuple[str, str], int] = {}
+        ranked = sorted(report.throttled, key=lambda t: (-t.due, t.kind, t.tenant or ""))
+        for index, pair in enumerate(ranked):
+            tenant = (pair.tenant or "") if index < self._max_series else OTHER
+            throttled[pair.kind, tenant] = throttled.get((pair.kind, tenant), 0) + pair.due
+        for (kind, tenant), due in sorted(throttled.items()):
+            families["jobs_throttled"].add_metric([kind, tenant], due)
         return True
 
     def _read_health(self) -> HealthReport | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -69,3 +70,59 @@ def take(bucket: TokenBucket, now: float) -> tuple[TokenBucket, float]:
     while refill(bucket, now + wait).tokens < 1:
         wait += max(math.ulp(wait), math.ulp(now + wait))
     return bucket, wait
+
+
+Pair = tuple[str, str | None]
+
+
+@attrs.frozen
+class RateTable:
+    """The rate limits a claim honours, as data a store can apply (cluster-wide rates).
+
+    - ``kinds``: a kind's rate; each of its (kind, tenant) pairs has a bucket of its own
+      with this limit.
+    - ``pairs``: the rate of one (kind, tenant) pair, in place of its kind's.
+    - ``providers``: kind -> (provider, cap): every kind of a provider draws from the
+      provider's one bucket as well.
+
+    :meth:`rate_for` is the one lookup of a pair's rate; an empty table limits nothing.
+    Workers and the health report build it from the limits in force
+    (:meth:`EffectiveLimits.table <._controls.EffectiveLimits.table>`: run-time limits over
+    the policies), never by hand.
+    """
+
+    kinds: Mapping[str, RateLimit] = attrs.field(factory=dict)
+    pairs: Mapping[Pair, RateLimit] = attrs.field(factory=dict)
+    providers: Mapping[str, tuple[str, RateLimit]] = attrs.field(factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.kinds or self.pairs or self.providers)
+
+    def rate_for(self, kind: str, tenant: str | None) -> RateLimit | None:
+        """The rate of the (kind, tenant) pair's bucket (None: not rate-limited)."""
+        return self.pairs.get((kind, tenant), self.kinds.get(kind))
+
+    def limited_kinds(self) -> frozenset[str]:
+        """Kinds with a rate (for any tenant) or a provider cap."""
+        return frozenset(self.kinds) | {k for k, _ in self.pairs} | frozenset(self.providers)
+
+    def only(self, kinds: Iterable[str]) -> RateTable:
+        """The part of this table about ``kinds``."""
+        wanted = frozenset(kinds)
+        return RateTable(
+            kinds={k: v for k, v in self.kinds.items() if k in wanted},
+            pairs={p: v for p, v in self.pairs.items() if p[0] in wanted},
+            providers={k: v for k, v in self.providers.items() if k in wanted},
+        )
+
+
+def charge(bucket: TokenBucket | None, limit: RateLimit, n: int, now: float) -> TokenBucket:
+    """``bucket`` at ``now`` with ``n`` tokens taken (a claim took ``n`` jobs it allowed).
+
+    No bucket yet, or one of another limit (the limit changed), starts full, as
+    :func:`~skiplock.core._capacity.throttle_limits` counts it.
+    """
+    if bucket is None or bucket.limit != limit:
+        bucket = new_bucket(limit, now)
+    bucket = refill(bucket, now)
+    return attrs.evolve(bucket, tokens=bucket.tokens - n)

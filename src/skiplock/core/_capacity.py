@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ._bucket import refill
+from ._bucket import RateTable, refill
 from ._types import ClaimRequest
 
 if TYPE_CHECKING:
@@ -132,12 +132,13 @@ def throttle_limits(
     drawn from so far (a pair without one is full: ``burst`` tokens). A pair's limit is
     its whole tokens (none: excluded); a rate-limited kind takes at most ``burst`` jobs of
     pairs without a bucket plus its pairs' limits. ``pair_rates`` are the pairs with a
-    limit of their own (over their kind's, see :class:`~._controls.EffectiveLimits`): such a
-    pair takes at most its whole tokens (``burst`` without a bucket); its kind's cap does
-    not grow for it (the pairs of the kind's default could take that room), so one claim
-    may take fewer of its jobs than it could start, never more. ``provider_caps`` maps a kind to its
-    provider and cap: each kind of a provider takes at most the provider's whole tokens
-    (none: the kind is excluded).
+    limit of their own (over their kind's: :attr:`RateTable.pairs <._bucket.RateTable>`,
+    from :class:`~._controls.EffectiveLimits`): such a pair takes at most its whole tokens
+    (``burst`` without a bucket); its kind's cap does not grow for it (the pairs of the
+    kind's default could take that room), so one claim may take fewer of its jobs than it
+    could start, never more. ``provider_caps`` maps a kind to its provider and cap: each
+    kind of a provider takes at most the provider's whole tokens (none: the kind is
+    excluded).
     """
     excluded: set[Pair] = set()
     pair_limits: dict[Pair, int] = {}
@@ -215,6 +216,8 @@ def plan_claim(
     kind_caps: Mapping[str, int] | None = None,
     start_now: int | None = None,
     max_attempts: Mapping[str, int] | None = None,
+    prefetch_limits: Mapping[str, int] | None = None,
+    rates: RateTable | None = None,
 ) -> ClaimRequest | None:
     """Plan one claim; ``None`` when nothing may be claimed (no free slot, every kind full).
 
@@ -223,7 +226,10 @@ def plan_claim(
     what is left. ``kind_caps`` (e.g. from :func:`throttle_limits`) cap kinds further; a
     cap of 0 excludes the kind. Kinds that are already excluded stay excluded. Cluster
     limits pass through for the kinds that may still be claimed; the store enforces them
-    strictly. ``start_now`` is capped at the claim's limit.
+    strictly. ``start_now`` is capped at the claim's limit. ``prefetch_limits``: at most
+    ``start_now`` plus this many jobs of the kind (the rest would wait unstarted: no
+    hoarding); with ``start_now`` None every job starts, so they do not apply.
+    ``rates`` pass through to the store (cluster-wide rates) for the kinds still claimed.
     """
     limit = min(free_slots, batch_size)
     if limit <= 0:
@@ -235,6 +241,10 @@ def plan_claim(
     }
     for kind, cap in (kind_caps or {}).items():
         caps[kind] = min(caps.get(kind, cap), cap)
+    if start_now is not None:
+        starting = max(0, min(start_now, limit))
+        for kind, extra in (prefetch_limits or {}).items():
+            caps[kind] = min(caps.get(kind, starting + extra), starting + extra)
     for kind, left in caps.items():
         if kind in excluded_all:
             continue
@@ -263,4 +273,12 @@ def plan_claim(
         },
         start_now=None if start_now is None else max(0, min(start_now, limit)),
         max_attempts=dict(max_attempts or {}),
+        rates=_open_rates(rates, excluded_all),
     )
+
+
+def _open_rates(rates: RateTable | None, excluded: set[str]) -> RateTable:
+    """The part of ``rates`` about kinds a claim may still take."""
+    if not rates:
+        return RateTable()
+    return rates.only(k for k in rates.limited_kinds() if k not in excluded)

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from ._audit import AuditAction, AuditEvent
-from ._bucket import RateLimit
+from ._bucket import RateLimit, RateTable
 from ._errors import ValidationError
 from ._validation import check_actor
 
@@ -200,15 +200,16 @@ class EffectiveLimits:
     ``rate_limit`` policy: settings, ``SKIPLOCK_RATE_LIMITS``, the task's options). For a
     provider: the stored cap, else ``settings_caps[provider]`` (``Settings.caps``).
 
-    :meth:`rate_for` and :meth:`cap_for` are the one lookup every bucket (per process or
-    cluster-wide) asks.
+    This is the one source of the rates a worker applies: :meth:`table` is them as the
+    :class:`~._bucket.RateTable` a claim carries (the store's cluster-wide buckets,
+    ``ClaimRequest.rates``) or the process's buckets apply; :meth:`rate_for` (the table's
+    lookup) and :meth:`cap_for` are what every bucket asks.
     """
 
     controls: Controls = attrs.field(factory=Controls)
     policy_rates: Mapping[str, RateLimit] = attrs.field(factory=dict)
     settings_caps: Mapping[str, RateLimit] = attrs.field(factory=dict)
-    _pairs: Mapping[Pair, RateLimit] = attrs.field(init=False)
-    _kinds: Mapping[str, RateLimit] = attrs.field(init=False)
+    _rates: RateTable = attrs.field(init=False)
     _caps: Mapping[str, RateLimit] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -222,17 +223,14 @@ class EffectiveLimits:
                 kinds[stored.kind] = stored.limit
             elif stored.kind is not None:
                 pairs[(stored.kind, stored.tenant)] = stored.limit
-        object.__setattr__(self, "_pairs", pairs)
-        object.__setattr__(self, "_kinds", {**self.policy_rates, **kinds})
+        object.__setattr__(
+            self, "_rates", RateTable(kinds={**self.policy_rates, **kinds}, pairs=pairs)
+        )
         object.__setattr__(self, "_caps", caps)
 
     def rate_for(self, kind: str, tenant: str | None) -> RateLimit | None:
         """The rate limit of ``(kind, tenant)``'s bucket, None: unlimited."""
-        if tenant is not None:
-            own = self._pairs.get((kind, tenant))
-            if own is not None:
-                return own
-        return self._kinds.get(kind)
+        return self._rates.rate_for(kind, tenant)
 
     def cap_for(self, provider: str | None) -> RateLimit | None:
         """The cap of ``provider`` across its kinds, None: none (or no provider)."""
@@ -241,12 +239,27 @@ class EffectiveLimits:
     def kind_rates(self, kinds: Iterable[str] | None = None) -> dict[str, RateLimit]:
         """The default rate of each limited kind (among ``kinds``; None: all)."""
         wanted = None if kinds is None else set(kinds)
-        return {k: r for k, r in self._kinds.items() if wanted is None or k in wanted}
+        return {k: r for k, r in self._rates.kinds.items() if wanted is None or k in wanted}
 
     def pair_rates(self, kinds: Iterable[str] | None = None) -> dict[Pair, RateLimit]:
         """The pairs with a rate of their own (among ``kinds``; None: all)."""
         wanted = None if kinds is None else set(kinds)
-        return {p: r for p, r in self._pairs.items() if wanted is None or p[0] in wanted}
+        return {p: r for p, r in self._rates.pairs.items() if wanted is None or p[0] in wanted}
+
+    def table(
+        self, providers: Mapping[str, str | None], kinds: Iterable[str] | None = None
+    ) -> RateTable:
+        """The limits in force for ``kinds`` (None: all) as a rate table; ``providers``
+        maps a kind to its provider (None or absent: none), whose cap then applies."""
+        wanted = None if kinds is None else set(kinds)
+        provider_caps: dict[str, tuple[str, RateLimit]] = {}
+        for kind, provider in providers.items():
+            cap = self.cap_for(provider)
+            if provider is not None and cap is not None and (wanted is None or kind in wanted):
+                provider_caps[kind] = (provider, cap)
+        return RateTable(
+            kinds=self.kind_rates(kinds), pairs=self.pair_rates(kinds), providers=provider_caps
+        )
 
 
 def pause_details(pause: Pause) -> dict[str, Any]:

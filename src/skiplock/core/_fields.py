@@ -283,9 +283,20 @@ POLICY_FIELDS: tuple[Setting, ...] = (
         "rate_limit",
         None,
         RATE,
-        "Token bucket per (tenant, kind) in each worker process (none: no limit).",
+        "Token bucket per (tenant, kind), shared by the cluster (per worker process with "
+        '`rate_limit_scope = "process"`; none: no limit).',
         nullable=True,
         kind_env="SKIPLOCK_RATE_LIMITS",
+    ),
+    Setting(
+        "prefetch_limit",
+        None,
+        NON_NEGATIVE_INT,
+        "Most claimed jobs of the kind a worker holds unstarted beside the ones it starts "
+        "at once (none: no limit of its own, but 0 for a kind with a `cluster_limit`, a "
+        "`rate_limit` or a provider cap, so no node hoards limited work).",
+        nullable=True,
+        kind_env="SKIPLOCK_PREFETCH_LIMITS",
     ),
     Setting(
         "transactional",

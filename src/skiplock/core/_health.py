@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from ._bucket import RateTable, TokenBucket, refill
 from ._controls import Pause
 from ._errors import DatabaseUnavailableError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 #: A worker is live while its last heartbeat is younger than this many heartbeat
 #: intervals (capped at the stale TTL), unless the caller gives a timeout.
@@ -126,6 +127,22 @@ class SchemaInfo:
         }
 
 
+#: The scopes of a :class:`BucketState`: a (kind, tenant) pair's bucket, a provider's.
+PAIR_SCOPE, PROVIDER_SCOPE = "pair", "provider"
+
+
+@attrs.frozen
+class BucketState:
+    """A shared token bucket of cluster-wide rates that is not full (a full one, or none,
+    holds nothing back): ``scope`` ``"pair"`` (``name`` a kind, with ``tenant``) or
+    ``"provider"`` (``name`` a provider). Times in seconds on the store's clock."""
+
+    scope: str
+    name: str
+    tenant: str | None
+    bucket: TokenBucket
+
+
 @attrs.frozen
 class HealthSnapshot:
     """What a store reads for the health report, in one operation (R9)."""
@@ -136,6 +153,34 @@ class HealthSnapshot:
     queues: tuple[QueueStats, ...] = ()
     #: None: the store has no versioned schema (the in-memory one).
     schema: SchemaInfo | None = None
+    #: The shared token buckets that are not full (drawn from lately): bounded by the
+    #: pairs and providers in use, never the jobs.
+    buckets: tuple[BucketState, ...] = ()
+
+
+@attrs.frozen
+class ThrottledPair:
+    """Due jobs of one (kind, tenant) that a limit holds back now: ``limit`` is
+    ``paused`` (a pause stops them, issue 30), ``rate_limit`` (its token bucket is
+    empty), ``provider`` (its provider's is) or ``cluster_limit`` (the kind runs as many
+    as allowed). ``due`` is a lower bound when
+    ``bounded`` (:attr:`QueueStats.bounded`)."""
+
+    kind: str
+    tenant: str | None
+    due: int
+    limit: str
+    bounded: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``kind``, ``tenant``, ``due``, ``limit``, ``bounded``."""
+        return {
+            "kind": self.kind,
+            "tenant": self.tenant,
+            "due": self.due,
+            "limit": self.limit,
+            "bounded": self.bounded,
+        }
 
 
 # ---- the report ------------------------------------------------------------------------
@@ -269,6 +314,9 @@ class HealthReport:
     #: The pauses in force (issue 30): kinds, tenants and pairs whose jobs are not
     #: claimed. Not a problem: an operator chose them.
     paused: list[Pause] = attrs.field(factory=list)
+    #: Due jobs held back by a limit or a pause, per (kind, tenant)
+    #: (:func:`throttled_pairs`).
+    throttled: list[ThrottledPair] = attrs.field(factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data; keys are listed in docs/operations.md."""
@@ -281,6 +329,7 @@ class HealthReport:
             "workers": [worker.to_dict() for worker in self.workers],
             "kinds": [kind.to_dict() for kind in self.kinds],
             "uncovered_kinds": list(self.uncovered_kinds),
+            "throttled": [pair.to_dict() for pair in self.throttled],
             "thresholds": self.thresholds.to_dict(),
             "paused": [pause.to_json() for pause in self.paused],
         }
@@ -349,12 +398,61 @@ def _uncovered_problem(
     return line
 
 
+def throttled_pairs(
+    snapshot: HealthSnapshot,
+    rates: RateTable | None = None,
+    cluster_limits: Mapping[str, int] | None = None,
+    paused: Sequence[Pause] = (),
+) -> list[ThrottledPair]:
+    """The (kind, tenant) pairs of ``snapshot`` with due jobs that a limit holds back at
+    its now: a pause of ``paused`` (``limit`` "paused"), an empty pair bucket (whatever
+    the configuration: the bucket keeps its rate), an empty provider bucket of a kind
+    ``rates`` gives a provider, a kind of ``cluster_limits`` that runs as many as
+    allowed. Costs what the snapshot holds."""
+    clock = snapshot.now.timestamp()
+
+    def empty(state: BucketState) -> bool:
+        return refill(state.bucket, clock).tokens < 1
+
+    pairs = {(b.name, b.tenant) for b in snapshot.buckets if b.scope == PAIR_SCOPE and empty(b)}
+    providers = {b.name for b in snapshot.buckets if b.scope == PROVIDER_SCOPE and empty(b)}
+    kind_providers = {} if rates is None else rates.providers
+    limits = cluster_limits or {}
+    running: dict[str, int] = defaultdict(int)
+    for stats in snapshot.queues:
+        running[stats.kind] += stats.running
+    found: list[ThrottledPair] = []
+    for stats in snapshot.queues:
+        kind, tenant = stats.kind, stats.tenant
+        if not stats.due:
+            continue
+        provider = kind_providers.get(kind)
+        if any(pause.covers(kind, tenant) for pause in paused):
+            limit = "paused"
+        elif (kind, tenant) in pairs:
+            limit = "rate_limit"
+        elif provider is not None and provider[0] in providers:
+            limit = "provider"
+        elif kind in limits and running[kind] >= limits[kind]:
+            limit = "cluster_limit"
+        else:
+            continue
+        found.append(ThrottledPair(kind, tenant, stats.due, limit, stats.bounded))
+    return found
+
+
 def assess_health(
-    snapshot: HealthSnapshot, thresholds: HealthThresholds, paused: Sequence[Pause] = ()
+    snapshot: HealthSnapshot,
+    thresholds: HealthThresholds,
+    paused: Sequence[Pause] = (),
+    *,
+    rates: RateTable | None = None,
+    cluster_limits: Mapping[str, int] | None = None,
 ) -> HealthReport:
     """The report on ``snapshot`` and the pauses in force. Problems: a schema missing or
     older than the code, due pending jobs no live worker claims (unless paused), and those
-    ``thresholds`` define."""
+    ``thresholds`` define. Throttled pairs (not a problem) are found with ``paused``,
+    ``rates`` and ``cluster_limits`` as :func:`throttled_pairs` says."""
     now = snapshot.now
     worker_timeout = thresholds.worker_timeout
     max_pending_age = thresholds.max_pending_age
@@ -429,6 +527,7 @@ def assess_health(
         uncovered_kinds=uncovered_kinds,
         thresholds=thresholds,
         paused=list(paused),
+        throttled=throttled_pairs(snapshot, rates, cluster_limits, paused),
     )
 
 

@@ -65,6 +65,7 @@ class KindPolicy:
     rate_limit: RateLimit | None = attrs.field(
         default=POLICY_DEFAULTS["rate_limit"], converter=optional_rate_limit
     )
+    prefetch_limit: int | None = POLICY_DEFAULTS["prefetch_limit"]
     # Connection mode (R10), opt-in: run inside the job's transaction, or with an
     # autocommit connection; neither (the default) acquires no connection for the job.
     transactional: bool = POLICY_DEFAULTS["transactional"]
@@ -110,6 +111,7 @@ class PolicyOverrides:
     node_limit: int | None = None
     cluster_limit: int | None = None
     rate_limit: RateLimit | None = attrs.field(default=None, converter=optional_rate_limit)
+    prefetch_limit: int | None = None
     transactional: bool | None = None
     autocommit: bool | None = None
     idempotency_scope: IdempotencyScope | None = None

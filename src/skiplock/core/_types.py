@@ -11,6 +11,8 @@ from typing import Any, ClassVar, Literal, TypeAlias, overload
 
 import attrs
 
+from ._bucket import RateTable
+
 #: A JSON value as stored in a job's payload.
 JSON: TypeAlias = Any
 
@@ -461,6 +463,10 @@ class ClaimRequest:
     - ``max_attempts``: the claiming worker's ``max_attempts`` per kind. A claimed job
       whose ``max_attempts`` was not set explicitly at enqueue takes this value (the
       policy of the processor that runs it decides, not the enqueuer's default).
+    - ``rates``: cluster-wide rate limits (a token bucket per (kind, tenant) pair and per
+      provider, shared by every claimer through the store): the claim takes no job its
+      buckets cannot pay for now and draws one token per job it takes
+      (:mod:`skiplock.core._rates` has the rules). Empty: no rate is the store's business.
     """
 
     worker_id: str
@@ -475,6 +481,41 @@ class ClaimRequest:
     pair_limits: Mapping[tuple[str, str | None], int] = attrs.field(factory=dict)
     start_now: int | None = None
     max_attempts: Mapping[str, int] = attrs.field(factory=dict)
+    rates: RateTable = attrs.field(factory=RateTable)
+
+
+class ClaimedJobs(list[Job]):
+    """The jobs one claim took (claim order), and what limits held back.
+
+    - ``throttled``: (kind, tenant) pairs left out because their token bucket was empty.
+    - ``throttled_kinds``: kinds left out whole, with why: ``"provider"`` (the
+      provider's bucket was empty) or ``"cluster_limit"`` (as many running as allowed).
+    - ``retry_in``: seconds until the next empty bucket has a token (None: none empty).
+
+    A store fills these for the limits it applies itself (cluster limits, cluster-wide
+    rates); a claim without them returns empty ones.
+    """
+
+    __slots__ = ("retry_in", "throttled", "throttled_kinds")
+
+    def __init__(
+        self,
+        jobs: Iterable[Job] = (),
+        *,
+        throttled: frozenset[tuple[str, str | None]] = frozenset(),
+        throttled_kinds: Mapping[str, str] | None = None,
+        retry_in: float | None = None,
+    ) -> None:
+        super().__init__(jobs)
+        self.throttled = throttled
+        self.throttled_kinds: Mapping[str, str] = throttled_kinds or {}
+        self.retry_in = retry_in
+
+    def __repr__(self) -> str:
+        return (
+            f"ClaimedJobs({list.__repr__(self)}, throttled={set(self.throttled)!r}, "
+            f"throttled_kinds={dict(self.throttled_kinds)!r}, retry_in={self.retry_in!r})"
+        )
 
 
 @attrs.frozen

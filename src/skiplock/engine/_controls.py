@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from skiplock.core import RateLimit
+    from skiplock.core._bucket import RateTable
 
 
 class ControlsCache:
@@ -64,29 +65,44 @@ class ControlsCache:
 class LimitsView:
     """One worker's limits in force: the cached controls over its kinds' ``rate_limit``
     policies and the settings' provider caps (:class:`~skiplock.core.EffectiveLimits`,
-    built again only when the snapshot's version changed)."""
+    built again only when the snapshot's version changed), and the same as the rate
+    table its claims carry (:meth:`rates`). The one lookup of every rate a worker
+    applies, cluster-wide or per process."""
 
     def __init__(
         self,
         cache: ControlsCache,
         policy_rates: Mapping[str, RateLimit],
         settings_caps: Mapping[str, RateLimit],
+        providers: Mapping[str, str | None] | None = None,
     ) -> None:
         self._cache = cache
         self._policy_rates = dict(policy_rates)
         self._settings_caps = dict(settings_caps)
+        self._providers = dict(providers or {})
         self._lock = Lock()
-        self._built: tuple[int, EffectiveLimits] | None = None
+        self._built: tuple[int, EffectiveLimits, RateTable] | None = None
 
-    def current(self) -> tuple[Controls, EffectiveLimits]:
-        """The controls snapshot and the limits in force with it."""
+    def _current(self) -> tuple[Controls, EffectiveLimits, RateTable]:
         controls, version = self._cache.current()
         with self._lock:
             if self._built is None or self._built[0] != version:
                 limits = EffectiveLimits(controls, self._policy_rates, self._settings_caps)
-                self._built = (version, limits)
-            return controls, self._built[1]
+                self._built = (version, limits, limits.table(self._providers))
+            return controls, self._built[1], self._built[2]
+
+    def current(self) -> tuple[Controls, EffectiveLimits]:
+        """The controls snapshot and the limits in force with it."""
+        controls, limits, _ = self._current()
+        return controls, limits
 
     def limits(self) -> EffectiveLimits:
         """The limits in force now."""
-        return self.current()[1]
+        return self._current()[1]
+
+    def rates(self) -> RateTable:
+        """The limits in force now as a rate table (:meth:`EffectiveLimits.table
+        <skiplock.core.EffectiveLimits.table>` with the worker's kinds' providers): what a
+        claim carries to the store's buckets (``ClaimRequest.rates``) or the process's
+        buckets apply."""
+        return self._current()[2]

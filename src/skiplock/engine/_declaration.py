@@ -42,6 +42,7 @@ class TaskOptions(TypedDict, total=False):
     node_limit: int | None
     cluster_limit: int | None
     rate_limit: RateLimit | tuple[float, int] | None
+    prefetch_limit: int | None
     provider: str | None
     backoff_base: timedelta | float | None
     backoff_factor: float | None

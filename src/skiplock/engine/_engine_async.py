@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate, TypeVar, Unpack, cast, overload
 
 from skiplock._compat_async import IS_ASYNC
+from skiplock.core._controls import EffectiveLimits
 from skiplock.ports import (
     AsyncAudit,
     AsyncAuditSink,
@@ -46,9 +47,12 @@ from .worker._parts_async import WorkerParts
 from .worker._worker_async import AsyncWorker
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from datetime import timedelta
 
     from skiplock.core import KindPolicy
+    from skiplock.core._bucket import RateTable
+    from skiplock.core._controls import Controls
     from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
 
     from ._inputs import WorkerOptions
@@ -224,8 +228,9 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncControlOps):
         transaction (``ctx.connection``; its writes commit with the completion),
         ``autocommit=True`` gives it an autocommit connection, and by default it gets
         none (``ctx.connection is None``). Both True is a ValidationError.
-        ``rate_limit`` is a token bucket per process, shared by this engine's workers
-        there (divide a cluster-wide limit by the number of worker processes).
+        ``rate_limit`` is a token bucket per (kind, tenant) shared by every worker of
+        the cluster (per process with ``Settings.rate_limit_scope="process"``);
+        ``prefetch_limit`` bounds the kind's claimed jobs a worker holds unstarted.
         """
         declared = declare(kind, **options)  # checked now, not when a function comes
 
@@ -346,6 +351,26 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncControlOps):
         kinds = self._registry.known_kinds() | frozenset(self._settings.kinds)
         ttls = {kind: self.policy(kind).stale_ttl for kind in kinds}
         return {k: v for k, v in ttls.items() if v != self._settings.stale_ttl}
+
+    # ---- limits ---------------------------------------------------------------------
+
+    def _rates(self, controls: Controls) -> RateTable:
+        """The rates of this engine's kinds with the run-time ``controls`` (the throttled
+        pairs of :meth:`health`): the same :class:`~skiplock.core.EffectiveLimits` its
+        workers apply (the stored limits over each kind's ``rate_limit`` and the caps of
+        ``Settings.caps``)."""
+        specs = self._registry.specs
+        limits = EffectiveLimits(
+            controls,
+            {k: s.policy.rate_limit for k, s in specs.items() if s.policy.rate_limit is not None},
+            self._settings.caps,
+        )
+        return limits.table({kind: spec.provider for kind, spec in specs.items()})
+
+    def _cluster_limits(self) -> Mapping[str, int]:
+        """The kinds' cluster limits (their policies')."""
+        specs = self._registry.specs
+        return {k: s.policy.cluster_limit for k, s in specs.items() if s.policy.cluster_limit}
 
     # ---- workers --------------------------------------------------------------------
 

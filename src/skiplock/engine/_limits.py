@@ -1,12 +1,13 @@
 """Limits shared by every worker of one engine in one process: token buckets (J6) and
 per-node slots.
 
-Both live in the process (J6, docs/requirements.md): every
-worker of one engine draws from the same buckets and counts against the same node limits,
-but separate processes (and separate engines) each have their own, so a cluster-wide rate
-must be divided by the number of worker processes. Thread-safe (a plain lock, never held
-across an await), so the threads of sync workers and the tasks of async ones may share
-them.
+Both live in the process (J6, docs/requirements.md): every worker of one engine draws
+from the same buckets and counts against the same node limits, but separate processes
+(and separate engines) each have their own. The buckets serve ``rate_limit_scope =
+"process"``; with the default, ``"cluster"``, rates are the store's business (one bucket
+per pair in the store, :attr:`ClaimRequest.rates <skiplock.core.ClaimRequest>`).
+Thread-safe (a plain lock, never held across an await), so the threads of sync workers
+and the tasks of async ones may share them.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from collections import Counter
 from threading import Lock
 from typing import TYPE_CHECKING
 
-from skiplock.core._bucket import TokenBucket, take
-from skiplock.core._capacity import ThrottleLimits, throttle_limits
+from skiplock.core._bucket import RateTable, TokenBucket, take
+from skiplock.core._capacity import ThrottleLimits
+from skiplock.core._rates import table_limits
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
     from skiplock.core import ClaimRequest, RateLimit
-    from skiplock.core._controls import EffectiveLimits
 
 Pair = tuple[str, str | None]
 
@@ -58,38 +59,17 @@ class RateLimiter:
                     self._caps[provider] = cap_bucket
             return pair_wait, cap_wait
 
-    def claim_limits(
-        self,
-        now: float,
-        limits: EffectiveLimits,
-        kinds: Iterable[str],
-        providers: Mapping[str, str],
-    ) -> ThrottleLimits:
-        """What the buckets allow one claim of ``kinds`` (whose providers are
-        ``providers``) to take now under ``limits`` (see
+    def claim_limits(self, now: float, rates: RateTable) -> ThrottleLimits:
+        """What the buckets allow one claim of the kinds of ``rates`` to take now (see
         :func:`skiplock.core._capacity.throttle_limits`)."""
-        rate_limits = limits.kind_rates(kinds)
-        pair_rates = limits.pair_rates(kinds)
-        provider_caps: dict[str, tuple[str, RateLimit]] = {}
-        for kind, provider in providers.items():
-            cap = limits.cap_for(provider)
-            if cap is not None:
-                provider_caps[kind] = (provider, cap)
-        if not rate_limits and not pair_rates and not provider_caps:
+        if not rates:
             return ThrottleLimits()
-        limited = set(rate_limits) | {kind for kind, _ in pair_rates}
+        kinds = rates.limited_kinds()
         with self._lock:
-            pairs = [(pair, b) for pair, b in self._pairs.items() if pair[0] in limited]
-            names = {p for p, _ in provider_caps.values()}
-            caps = {p: b for p, b in self._caps.items() if p in names}
-        return throttle_limits(
-            now=now,
-            rate_limits=rate_limits,
-            pair_buckets=pairs,
-            provider_caps=provider_caps,
-            provider_buckets=caps,
-            pair_rates=pair_rates,
-        )
+            pairs = [(pair, b) for pair, b in self._pairs.items() if pair[0] in kinds]
+            providers = {p for p, _ in rates.providers.values()}
+            caps = {p: b for p, b in self._caps.items() if p in providers}
+        return table_limits(rates, now, pairs, caps)
 
 
 def _take(

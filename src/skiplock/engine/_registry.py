@@ -47,8 +47,7 @@ class Processor:
     ``transactional = True`` runs it inside the job's transaction, ``autocommit = True``
     hands it an autocommit connection; by default it gets no connection (R10).
     ``rate_limit`` (per tenant and kind) and a ``provider``'s cap in ``Settings.caps`` are
-    token buckets per process, shared by the engine's workers there: divide a
-    cluster-wide limit by the number of worker processes.
+    token buckets shared by every worker of the cluster (``Settings.rate_limit_scope``).
     The payload parameter's annotation selects the decoded type, as for functions::
 
         class SendEmail(Processor):
@@ -67,6 +66,7 @@ class Processor:
     node_limit: ClassVar[int | None] = None
     cluster_limit: ClassVar[int | None] = None
     rate_limit: ClassVar[RateLimit | tuple[float, int] | None] = None
+    prefetch_limit: ClassVar[int | None] = None
     provider: ClassVar[str | None] = None
     backoff_base: ClassVar[timedelta | float | None] = None
     backoff_factor: ClassVar[float | None] = None

@@ -55,7 +55,8 @@ class WorkerStatus(Protocol):
 class Metrics(Protocol):
     """Counters and histograms the worker reports (R5).
 
-    The per-job hooks (:meth:`job_claimed`, :meth:`job_finished`, :meth:`rate_limited`)
+    The per-job hooks (:meth:`job_claimed`, :meth:`job_finished`, :meth:`rate_limited`,
+    :meth:`claim_throttled`)
     run on the worker's hot path: keep them cheap. Queue depths and worker gauges are
     read at scrape time (:meth:`worker_started` hands over what to read), never pushed.
     Subclass :class:`NoopMetrics` to implement only some hooks.
@@ -73,6 +74,12 @@ class Metrics(Protocol):
 
     def rate_limited(self, kind: str, tenant: str | None) -> None:
         """A job was throttled by a token bucket."""
+
+    def claim_throttled(self, kind: str, tenant: str | None, limit: str) -> None:
+        """A claim left out a pair (``tenant``; None: no tenant) or a whole kind
+        (``tenant`` None) whose ``limit`` had no room: ``rate_limit`` (an empty token
+        bucket), ``provider`` (the provider's cap) or ``cluster_limit`` (as many running
+        as allowed). Once per claim decision, not per job."""
 
     def worker_started(
         self, worker: WorkerStatus, counts: Callable[[float], Sequence[StateCount]]
@@ -132,6 +139,9 @@ class NoopMetrics:
         pass
 
     def rate_limited(self, kind: str, tenant: str | None) -> None:
+        pass
+
+    def claim_throttled(self, kind: str, tenant: str | None, limit: str) -> None:
         pass
 
     def worker_started(

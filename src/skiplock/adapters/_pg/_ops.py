@@ -32,12 +32,23 @@ from skiplock.core import (
     pair_caps,
     undecodable_error,
 )
+from skiplock.core._capacity import ThrottleLimits
 from skiplock.core._idempotency import ScopedKey, scoped_key
+from skiplock.core._rates import (
+    charges,
+    claim_is_serialized,
+    rated_kinds,
+    rated_providers,
+    throttled_request,
+)
+from skiplock.core._types import ClaimedJobs
 from skiplock.core._validation import counter_problem
 
 from ._migrate import Rows, Step
 from ._rows import (
     AuditNote,
+    buckets_from_rows,
+    charge_params,
     claim_params,
     complete_params,
     duration_us,
@@ -55,6 +66,8 @@ from ._sql import lock_key, neutral_query
 if TYPE_CHECKING:
     from collections.abc import Generator, Mapping, Sequence
     from datetime import timedelta
+
+    from skiplock.core._bucket import TokenBucket
 
 logger = logging.getLogger("skiplock.store")
 
@@ -194,38 +207,75 @@ def cluster_lock_key(schema: str, kind: str) -> int:
     return lock_key(schema, "cluster", kind)
 
 
+def provider_lock_key(schema: str, provider: str) -> int:
+    """Advisory-lock key guarding the bucket of a provider's cap (cluster-wide rates)."""
+    return lock_key(schema, "provider", provider)
+
+
 def claim_needs_transaction(request: ClaimRequest) -> bool:
-    """A claim of cluster-limited kinds takes advisory locks that must span the claim."""
-    return any(k in request.cluster_limits for k in capped_kinds(request))
+    """A claim of cluster-limited or cluster-rate-limited kinds takes advisory locks that
+    must span the claim (and the charge of its buckets)."""
+    return claim_is_serialized(request)
 
 
 def claim_steps(
     schema: str, request: ClaimRequest, audit: AuditNote | None = None
-) -> Generator[Step, Rows, list[Job]]:
+) -> Generator[Step, Rows, ClaimedJobs]:
     """Claim due jobs for ``request.worker_id``; one statement unless kinds are capped.
 
-    Cluster-limited kinds: lock each (sorted keys: no deadlock between claimers), count
-    what runs now (a fresh snapshot after the lock, so it includes claims committed by
-    the previous lock holder), claim at most limit - running. The locks are released at
-    commit, after this claim is visible. Capped kinds or binding pair limits take the
-    ``claim_capped`` statement. Run in a transaction when
-    :func:`claim_needs_transaction` says so. With ``audit`` a row buried as undecodable
-    is audited (``job_dlq``) by the statement that buries it.
+    Cluster-limited and rate-limited kinds (``request.rates``): lock each kind, and each
+    provider of a capped kind (sorted keys: no deadlock between claimers). Then read the
+    shared token buckets (a fresh snapshot after the locks, so it includes what the
+    previous holder charged) and narrow the claim to what they hold
+    (:func:`~skiplock.core._rates.throttled_request`); count what runs now of the
+    cluster-limited kinds and claim at most limit - running; charge the buckets for the
+    jobs taken. The locks are released at commit, after this claim is visible. Capped
+    kinds or binding pair limits take the ``claim_capped`` statement. Run in a
+    transaction when :func:`claim_needs_transaction` says so. With ``audit`` a row
+    buried as undecodable is audited (``job_dlq``) by the statement that buries it.
     """
     if request.limit <= 0:
-        return []
+        return ClaimedJobs()
+    rated = rated_kinds(request)
+    providers = rated_providers(request, rated)
+    cluster = [k for k in capped_kinds(request) if k in request.cluster_limits]
+    if rated or cluster:
+        keys = {cluster_lock_key(schema, k) for k in (*cluster, *rated)}
+        keys |= {provider_lock_key(schema, p) for p in providers}
+        yield Step(neutral_query("lock_kinds", schema), {"keys": sorted(keys)})
+    throttle = ThrottleLimits()
+    clock = 0.0
+    pair_buckets: dict[tuple[str, str | None], TokenBucket] = {}
+    provider_buckets: dict[str, TokenBucket] = {}
+    if rated:
+        rows = yield Step(
+            neutral_query("rate_buckets", schema), {"kinds": rated, "providers": providers}
+        )
+        clock, pair_buckets, provider_buckets = buckets_from_rows(rows)
+        request, throttle = throttled_request(
+            request, now=clock, pair_buckets=pair_buckets.items(), provider_buckets=provider_buckets
+        )
     limited = capped_kinds(request)
     running: dict[str, int] = {}
     cluster = [k for k in limited if k in request.cluster_limits]
     if cluster:
-        keys = sorted(cluster_lock_key(schema, k) for k in cluster)
-        yield Step(neutral_query("lock_kinds", schema), {"keys": keys})
         rows = yield Step(neutral_query("running_counts", schema), {"kinds": cluster})
         running = {r["kind"]: int(r["running"]) for r in rows}
     caps = kind_caps(request, running)
     full = {k for k, cap in caps.items() if cap <= 0}
+    throttled_kinds = {k: "provider" for k in throttle.excluded_kinds}
+    throttled_kinds |= {k: "cluster_limit" for k in cluster if k in full}
+
+    def claimed(jobs: Sequence[Job] = ()) -> ClaimedJobs:
+        return ClaimedJobs(
+            jobs,
+            throttled=throttle.excluded,
+            throttled_kinds=throttled_kinds,
+            retry_in=throttle.retry_in,
+        )
+
     if request.kinds is not None and request.kinds <= full | request.excluded_kinds:
-        return []
+        return claimed()
     pairs = pair_caps(request, caps)
     params: dict[str, Any] = claim_params(request, pairs)
     capped_pairs = pair_params(pairs)
@@ -238,7 +288,21 @@ def claim_steps(
         params["excluded_kinds"] = sorted(request.excluded_kinds | full)
         params |= capped_pairs
         rows = yield Step(neutral_query("claim_capped", schema), params)
-    return (yield from _claimed(schema, request, rows, audit))
+    jobs = yield from _claimed(schema, request, rows, audit)
+    if rated and jobs:
+        pair_rows, provider_rows = charges(
+            request,
+            jobs,
+            now=clock,
+            pair_buckets=pair_buckets,
+            provider_buckets=provider_buckets,
+        )
+        if pair_rows or provider_rows:
+            yield Step(
+                neutral_query("charge_rate_buckets", schema),
+                charge_params(pair_rows, provider_rows),
+            )
+    return claimed(jobs)
 
 
 def _claimed(

@@ -50,7 +50,9 @@ from skiplock.core import (
     sources,
     transition,
 )
+from skiplock.core._bucket import TokenBucket
 from skiplock.core._controls import Controls, Limit, Pause
+from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState
 from skiplock.core._idempotency import scope_of
 from skiplock.core._lifecycle import outcome_terms
 from skiplock.core._validation import MAX_DELAY, shown
@@ -210,6 +212,8 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
 
 #: The migration that adds the running totals behind the operator reads.
 COUNTS_MIGRATION = 11
+#: The migration that added the shared token buckets of cluster-wide rates.
+RATES_MIGRATION = 15
 
 #: A read that finds more unfolded count deltas than this folds them (migration 0011)
 #: after answering, so reads stay cheap where no worker's counts loop runs.
@@ -475,6 +479,55 @@ def pair_params(pairs: Sequence[PairCap]) -> dict[str, list[Any]]:
         "pair_kinds": [k for k, _, _ in open_pairs],
         "pair_tenants": [t for _, t, _ in open_pairs],
         "pair_caps": [n for _, _, n in open_pairs],
+    }
+
+
+def buckets_from_rows(
+    rows: Sequence[Mapping[str, Any]],
+) -> tuple[float, dict[tuple[str, str | None], TokenBucket], dict[str, TokenBucket]]:
+    """The ``rate_buckets`` query's rows: the database clock (epoch seconds), the pairs'
+    buckets and the providers'."""
+    now = float(rows[0]["now"])
+    pairs: dict[tuple[str, str | None], TokenBucket] = {}
+    providers: dict[str, TokenBucket] = {}
+    for row in rows:
+        if row["scope"] is None:
+            continue
+        bucket = TokenBucket(
+            limit=RateLimit(rps=float(row["rps"]), burst=int(row["burst"])),
+            tokens=float(row["tokens"]),
+            updated=float(row["updated"]),
+        )
+        if row["scope"] == PROVIDER_SCOPE:
+            providers[row["name"]] = bucket
+        else:
+            pairs[row["name"], row["tenant_id"]] = bucket
+    return now, pairs, providers
+
+
+def bucket_states(rows: Sequence[Mapping[str, Any]]) -> tuple[BucketState, ...]:
+    """The ``rate_buckets`` query's rows for the health snapshot."""
+    _, pairs, providers = buckets_from_rows(rows)
+    states = [BucketState(PAIR_SCOPE, k, t, b) for (k, t), b in pairs.items()]
+    states += [BucketState(PROVIDER_SCOPE, name, None, b) for name, b in providers.items()]
+    return tuple(states)
+
+
+def charge_params(
+    pairs: Sequence[tuple[tuple[str, str | None], TokenBucket]],
+    providers: Sequence[tuple[str, TokenBucket]],
+) -> dict[str, list[Any]]:
+    """The ``charge_rate_buckets`` arrays of the buckets a claim drew from."""
+    rows = [(PAIR_SCOPE, kind, tenant, b) for (kind, tenant), b in pairs]
+    rows += [(PROVIDER_SCOPE, name, None, b) for name, b in providers]
+    return {
+        "scopes": [r[0] for r in rows],
+        "names": [r[1] for r in rows],
+        "tenants": [r[2] for r in rows],
+        "tokens": [r[3].tokens for r in rows],
+        "updated": [r[3].updated for r in rows],
+        "rps": [float(r[3].limit.rps) for r in rows],
+        "bursts": [r[3].limit.burst for r in rows],
     }
 
 

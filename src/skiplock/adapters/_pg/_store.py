@@ -68,12 +68,14 @@ from ._ops import (
 )
 from ._rows import (
     COUNTS_MIGRATION,
+    RATES_MIGRATION,
     ROLLUP_BACKLOG,
     AuditNote,
     apply_params,
     audit_enqueued_params,
     audit_event_from_row,
     backlog_of,
+    bucket_states,
     complete_one_params,
     complete_params,
     controls_from_rows,
@@ -699,12 +701,17 @@ class PgJobStore(Generic[C, TX]):
             if status.version >= COUNTS_MIGRATION:
                 queues = self._execute(conn, "health_queues", health_queues_params())
             workers = self._execute(conn, "health_workers", {})
+            buckets: list[dict[str, Any]] = []
+            if status.version >= RATES_MIGRATION:
+                everything = {"kinds": None, "providers": None}
+                buckets = self._execute(conn, "rate_buckets", everything)
         self._roll_up_if_behind(backlog_of(queues))
         return HealthSnapshot(
             now=now,
             workers=tuple(worker_status_from_row(r) for r in workers),
             queues=tuple(queue_stats_from_row(r) for r in queues if r["kind"] is not None),
             schema=schema_info(status),
+            buckets=bucket_states(buckets) if buckets else (),
         )
 
     def apply(

@@ -64,12 +64,14 @@ from ._ops import (
 )
 from ._rows import (
     COUNTS_MIGRATION,
+    RATES_MIGRATION,
     ROLLUP_BACKLOG,
     AuditNote,
     apply_params,
     audit_enqueued_params,
     audit_event_from_row,
     backlog_of,
+    bucket_states,
     complete_one_params,
     complete_params,
     controls_from_rows,
@@ -707,12 +709,17 @@ class AsyncPgJobStore(Generic[C, TX]):
             if status.version >= COUNTS_MIGRATION:
                 queues = await self._execute(conn, "health_queues", health_queues_params())
             workers = await self._execute(conn, "health_workers", {})
+            buckets: list[dict[str, Any]] = []
+            if status.version >= RATES_MIGRATION:
+                everything = {"kinds": None, "providers": None}
+                buckets = await self._execute(conn, "rate_buckets", everything)
         await self._roll_up_if_behind(backlog_of(queues))
         return HealthSnapshot(
             now=now,
             workers=tuple(worker_status_from_row(r) for r in workers),
             queues=tuple(queue_stats_from_row(r) for r in queues if r["kind"] is not None),
             schema=schema_info(status),
+            buckets=bucket_states(buckets) if buckets else (),
         )
 
     async def apply(

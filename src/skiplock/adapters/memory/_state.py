@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -64,7 +65,10 @@ from skiplock.core import (
     sources,
 )
 from skiplock.core._audit import replaced_details
+from skiplock.core._bucket import refill
+from skiplock.core._capacity import ThrottleLimits, kind_caps
 from skiplock.core._controls import Controls, Limit, Pause, control_event
+from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState
 from skiplock.core._idempotency import ScopedKey, job_scoped_key, scoped_key
 from skiplock.core._lifecycle import (
     after_claim,
@@ -82,7 +86,12 @@ from skiplock.core._lifecycle import (
     select_claim,
 )
 from skiplock.core._lifecycle import next_due as lifecycle_next_due
+from skiplock.core._rates import charges, rated_kinds, throttled_request
+from skiplock.core._types import ClaimedJobs
 from skiplock.ports import Clock, SystemClock
+
+if TYPE_CHECKING:
+    from skiplock.core._bucket import TokenBucket
 
 Listener = Callable[[], None]
 
@@ -296,6 +305,9 @@ class MemoryState:
         self._pauses: dict[tuple[str | None, str | None], Pause] = {}
         self._limits: dict[tuple[str | None, str | None, str | None], Limit] = {}
         self._next_id = 1
+        # The token buckets of cluster-wide rates (ClaimRequest.rates), store clock.
+        self._pair_buckets: dict[tuple[str, str | None], TokenBucket] = {}
+        self._provider_buckets: dict[str, TokenBucket] = {}
         self._listeners: list[Listener] = []
         self._wake = False
 
@@ -536,10 +548,20 @@ class MemoryState:
         that takes jobs refreshes its worker's heartbeat (if registered).
         """
         if request.limit <= 0:
-            return []
+            return ClaimedJobs()
         claimed: list[Job] = []
         with self._writing():
             now = self.now()
+            # The buckets of cluster-wide rates: this state is the whole cluster.
+            clock = now.timestamp()
+            throttle = ThrottleLimits()
+            if rated_kinds(request):
+                request, throttle = throttled_request(
+                    request,
+                    now=clock,
+                    pair_buckets=self._pair_buckets.items(),
+                    provider_buckets=self._provider_buckets,
+                )
             running: Counter[str] = Counter()
             if request.cluster_limits:
                 running.update(self._jobs[i].kind for i in self._by_state[JobState.RUNNING])
@@ -550,10 +572,29 @@ class MemoryState:
                 row = after_claim(job, request, start=position in charged, now=now)
                 self._commit_row(row, now)
                 claimed.append(_public(row, suspect=job.suspect))
+            if request.rates and claimed:
+                pair_rows, provider_rows = charges(
+                    request,
+                    claimed,
+                    now=clock,
+                    pair_buckets=self._pair_buckets,
+                    provider_buckets=self._provider_buckets,
+                )
+                self._pair_buckets.update(pair_rows)
+                self._provider_buckets.update(provider_rows)
             worker = self._workers.get(request.worker_id)
             if claimed and worker is not None:
                 worker.heartbeat_at = now
-        return claimed
+        caps = kind_caps(request, running)
+        full = {
+            k: "cluster_limit" for k, n in caps.items() if n <= 0 and k in request.cluster_limits
+        }
+        return ClaimedJobs(
+            claimed,
+            throttled=throttle.excluded,
+            throttled_kinds={k: "provider" for k in throttle.excluded_kinds} | full,
+            retry_in=throttle.retry_in,
+        )
 
     def next_due(
         self, kinds: frozenset[str] | None, tenants: frozenset[str] | None
@@ -885,7 +926,21 @@ class MemoryState:
             )
             for kind, tenant in keys
         )
-        return HealthSnapshot(now=now, workers=workers, queues=queues)
+        clock = now.timestamp()
+        with self._lock:
+            buckets = [
+                BucketState(PAIR_SCOPE, kind, tenant, bucket)
+                for (kind, tenant), bucket in sorted(
+                    self._pair_buckets.items(), key=lambda kv: _by_kind(kv[0])
+                )
+                if refill(bucket, clock).tokens < bucket.limit.burst
+            ]
+            buckets += [
+                BucketState(PROVIDER_SCOPE, name, None, bucket)
+                for name, bucket in sorted(self._provider_buckets.items())
+                if refill(bucket, clock).tokens < bucket.limit.burst
+            ]
+        return HealthSnapshot(now=now, workers=workers, queues=queues, buckets=tuple(buckets))
 
     def recover_stale(
         self,

@@ -27,6 +27,7 @@ from skiplock.core import (
     StateCount,
     sources,
 )
+from skiplock.core._controls import Controls, EffectiveLimits
 from skiplock.core._health import (
     LIVE_HEARTBEATS,
     HealthThresholds,
@@ -49,8 +50,9 @@ from skiplock.core._validation import (
 from .._inputs import action_filter, as_names, as_states
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
+    from skiplock.core._bucket import RateTable
     from skiplock.ports import Audit, JobStore
 
     from ..settings._settings import Settings
@@ -211,10 +213,25 @@ class AdminOps:
         except Exception as exc:  # a health check reports what failed, it does not raise
             return unreachable_report(str(exc) or type(exc).__name__, thresholds)
         try:
-            paused = (self._store.controls()).pauses
+            controls = self._store.controls()
         except Exception:  # a schema before the controls (0014): nothing is paused
-            paused = ()
-        return assess_health(snapshot, thresholds, paused)
+            controls = Controls()
+        return assess_health(
+            snapshot,
+            thresholds,
+            controls.pauses,
+            rates=self._rates(controls),
+            cluster_limits=self._cluster_limits(),
+        )
+
+    def _rates(self, controls: Controls) -> RateTable:
+        """The rates the engine's kinds are limited by with ``controls`` (the engine's
+        own; here only what ``controls`` sets)."""
+        return EffectiveLimits(controls).table({})
+
+    def _cluster_limits(self) -> Mapping[str, int]:
+        """The cluster limits of the engine's kinds (the engine's own; none here)."""
+        return {}
 
     def health_thresholds(
         self,

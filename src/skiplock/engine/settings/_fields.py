@@ -48,6 +48,10 @@ UNWRITTEN_BATCHES = 2
 UnknownKinds = Literal["error", "warn", "allow"]
 UNKNOWN_KINDS = choice(*typing.get_args(UnknownKinds))
 
+#: Where rate limits are counted (``Settings.rate_limit_scope``).
+RateLimitScope = Literal["cluster", "process"]
+RATE_LIMIT_SCOPES = choice(*typing.get_args(RateLimitScope))
+
 #: What ``Settings.processor_exits`` may say.
 ProcessorExits = Literal["stop", "fail"]
 PROCESSOR_EXITS = choice(*typing.get_args(ProcessorExits))
@@ -70,6 +74,14 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         f"{PREFETCH_FACTOR} per slot, growing up to {PREFETCH_CEILING} while jobs finish "
         f"fast; 0 for long jobs).",
         nullable=True,
+    ),
+    Setting(
+        "rate_limit_scope",
+        "cluster",
+        RATE_LIMIT_SCOPES,
+        "Where `rate_limit` and `caps` buckets live: `cluster` (in the store, shared by "
+        "every worker process and node: a rate holds cluster-wide) or `process` (per worker "
+        "process, as J6 describes: divide a cluster-wide rate by the processes).",
     ),
     Setting(
         "completion_batch_size",

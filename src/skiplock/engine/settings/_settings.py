@@ -39,6 +39,7 @@ from ._fields import (
     SETTING_FIELDS,
     UNWRITTEN_BATCHES,
     ProcessorExits,
+    RateLimitScope,
     UnknownKinds,
 )
 
@@ -49,6 +50,7 @@ __all__ = [
     "SETTING_FIELDS",
     "UNWRITTEN_BATCHES",
     "ProcessorExits",
+    "RateLimitScope",
     "Settings",
     "UnknownKinds",
     "overrides_from",
@@ -149,15 +151,18 @@ class Settings:
     ``SKIPLOCK_CAPS="smtp=20/40"``.
 
     ``node_limit`` counts per worker *process*: all workers of one engine in a process
-    share it. Rate limits (a kind's ``rate_limit``, and ``caps``) are token buckets per
-    process too (J6), so a cluster-wide rate must be divided by the number of worker
-    processes (e.g. 20/s over 4 processes: ``5/10`` each).
+    share it. Rate limits (a kind's ``rate_limit``, and ``caps``) are token buckets in
+    the store by default (``rate_limit_scope="cluster"``): a rate holds across every
+    worker process and node. With ``rate_limit_scope="process"`` they are per process
+    (J6), and a cluster-wide rate must be divided by the number of worker processes (e.g.
+    20/s over 4 processes: ``5/10`` each).
     """
 
     # ---- the engine's own fields (ENGINE_FIELDS) -------------------------------------
     concurrency: int = _DEFAULT["concurrency"]
     batch_size: int | None = _DEFAULT["batch_size"]
     prefetch: int | None = _DEFAULT["prefetch"]
+    rate_limit_scope: RateLimitScope = _DEFAULT["rate_limit_scope"]
     completion_batch_size: int = _DEFAULT["completion_batch_size"]
     _poll_interval: timedelta = attrs.field(
         default=_DEFAULT["poll_interval"], converter=to_duration
@@ -205,6 +210,7 @@ class Settings:
     rate_limit: RateLimit | None = attrs.field(
         default=_DEFAULT["rate_limit"], converter=optional_rate_limit
     )
+    prefetch_limit: int | None = _DEFAULT["prefetch_limit"]
     transactional: bool = _DEFAULT["transactional"]
     autocommit: bool = _DEFAULT["autocommit"]
     idempotency_scope: IdempotencyScope = _DEFAULT["idempotency_scope"]

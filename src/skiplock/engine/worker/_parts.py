@@ -104,11 +104,12 @@ def build_own_parts(
         audit=audit,
     )
     # The limits in force: the run-time ones over the policies' and settings' (one view,
-    # read by the claim planner and the runner alike).
+    # read by the claim planner and the runner alike, and carried by cluster-wide claims).
     limits = LimitsView(
         parts.controls,
         {kind: p.rate_limit for kind, p in policies.items() if p.rate_limit is not None},
         settings.caps,
+        {kind: spec.provider for kind, spec in parts.processors.items()},
     )
     dispatcher = Dispatcher(
         ClaimScope(
@@ -121,11 +122,7 @@ def build_own_parts(
             kinds=info.kinds,
             tenants=info.tenants,
             policies=policies,
-            providers={
-                kind: spec.provider
-                for kind, spec in parts.processors.items()
-                if spec.provider is not None
-            },
+            cluster_rates=settings.rate_limit_scope == "cluster",
         ),
         store=parts.store,
         runner=JobRunner(
@@ -133,7 +130,7 @@ def build_own_parts(
             worker_id=info.id,
             processors=parts.processors,
             policy=parts.policy,
-            limiter=parts.limiter,
+            limiter=parts.limiter if settings.rate_limit_scope == "process" else None,
             limits=limits,
             clock=parts.clock,
             metrics=parts.metrics,

@@ -14,12 +14,14 @@ import math
 import time
 from typing import TYPE_CHECKING
 
-from skiplock.core._capacity import plan_claim
+from skiplock.core._capacity import ThrottleLimits, plan_claim
+from skiplock.core._types import ClaimedJobs
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from skiplock.core import ClaimRequest, Job
+    from skiplock.core._bucket import Pair, RateTable
     from skiplock.ports import Clock, Metrics
 
     from .._controls import LimitsView
@@ -129,7 +131,16 @@ class ClaimPace:
 
 
 class ClaimPlanner:
-    """Plans a worker's claims from its scope and the engine's shared limits."""
+    """Plans a worker's claims from its scope and the engine's shared limits.
+
+    Rates come from ``limits.rates()`` (the one lookup of every rate a worker applies:
+    the run-time limits over the policies', refreshed every ``Settings.controls_refresh``).
+    With ``scope.cluster_rates`` they travel in the claim (:attr:`ClaimRequest.rates`)
+    and the store applies them with its shared buckets; what a claim found throttled is
+    then left out of the claims that follow until the store said a token is due
+    (``retry_in``), so an idle throttled worker does not ask again before. Per process,
+    the engine's own buckets (:class:`RateLimiter`) narrow each claim.
+    """
 
     def __init__(
         self,
@@ -151,9 +162,22 @@ class ClaimPlanner:
         self._node_limits = {k: p.node_limit for k, p in policies.items() if p.node_limit}
         self._cluster_limits = {k: p.cluster_limit for k, p in policies.items() if p.cluster_limit}
         self._max_attempts = {k: p.retry.max_attempts for k, p in policies.items()}
+        self._prefetch_limits = {
+            k: p.prefetch_limit for k, p in policies.items() if p.prefetch_limit is not None
+        }
+        # What the store found throttled at the last claim (cluster-wide rates), left out
+        # until the monotonic time given (the next token of an empty bucket).
+        self._held_back: tuple[float, frozenset[Pair], frozenset[str], RateTable] | None = None
         #: Seconds until a throttled pair or provider has a token again (None: none), as
-        #: of the last plan.
+        #: of the last plan or claim.
         self.throttled_for: float | None = None
+
+    def prefetch_limits(self, rates: RateTable) -> dict[str, int]:
+        """How many jobs of each kind a claim may hold beyond those it starts at once: the
+        kind's ``prefetch_limit``, else 0 for a kind limited across the cluster or by a
+        rate (a node holding such jobs unstarted would hold back the others)."""
+        limits = dict.fromkeys((*self._cluster_limits, *rates.limited_kinds()), 0)
+        return limits | self._prefetch_limits
 
     def plan(self, free: int, start_now: int) -> ClaimRequest | None:
         """The claim for ``free`` places, ``start_now`` of them starting at once; None
@@ -162,12 +186,29 @@ class ClaimPlanner:
         The paused kinds, tenants and pairs (the engine's last snapshot of the store's
         controls) are left out of the claim, like the throttled ones."""
         scope = self._scope
-        controls, limits = self._limits.current()
-        throttle = self._limiter.claim_limits(
-            self._clock.monotonic(), limits, scope.policies, scope.providers
-        )
-        self.throttled_for = throttle.retry_in
+        controls, _ = self._limits.current()
         paused = controls.exclusions()
+        rates = self._limits.rates()
+        now = self._clock.monotonic()
+        if scope.cluster_rates:
+            throttle = ThrottleLimits()
+            held_back = self._held_back
+            # What the store held back stays out until its token is due, unless the
+            # limits changed since (a raised limit applies at once).
+            if held_back is not None and now < held_back[0] and held_back[3] == rates:
+                deadline, pairs, kinds, _ = held_back
+                throttle = ThrottleLimits(
+                    excluded=pairs, excluded_kinds=kinds, retry_in=deadline - now
+                )
+            shared = rates
+        else:
+            throttle = self._limiter.claim_limits(now, rates)
+            self._count_throttled(
+                throttle.excluded, dict.fromkeys(throttle.excluded_kinds, "provider")
+            )
+            shared = None
+        self.throttled_for = throttle.retry_in
+        prefetch_limits = self.prefetch_limits(rates)
 
         def planner(held: Mapping[str, int]) -> ClaimRequest | None:
             return plan_claim(
@@ -186,6 +227,8 @@ class ClaimPlanner:
                 kind_caps=throttle.kind_caps,
                 start_now=start_now,
                 max_attempts=self._max_attempts,
+                prefetch_limits=prefetch_limits,
+                rates=shared,
             )
 
         return self._node_slots.plan(planner)
@@ -194,6 +237,8 @@ class ClaimPlanner:
         """What ``plan`` took: give back the node slots it did not use, report the jobs
         (a failing metrics sink never loses them)."""
         self._node_slots.settle(plan, (job.kind for job in jobs))
+        if isinstance(jobs, ClaimedJobs):
+            self._store_throttled(plan, jobs)
         for job in jobs:
             latency = 0.0
             if job.claimed_at is not None:
@@ -202,3 +247,34 @@ class ClaimPlanner:
                 self._metrics.job_claimed(job.kind, job.tenant, latency)
             except Exception:
                 logger.exception("worker %s: metrics failed", self._scope.worker_id)
+
+    def _store_throttled(self, plan: ClaimRequest, claimed: ClaimedJobs) -> None:
+        """What the store held back in the claim of ``plan``: counted, and (cluster-wide
+        rates) left out of the next claims until a token is due."""
+        self._count_throttled(claimed.throttled, claimed.throttled_kinds)
+        if not self._scope.cluster_rates or not plan.rates:
+            return
+        retry_in = claimed.retry_in
+        if retry_in is None:
+            self._held_back = None
+            self.throttled_for = None
+            return
+        rated = {k for k in claimed.throttled_kinds if claimed.throttled_kinds[k] == "provider"}
+        self._held_back = (
+            self._clock.monotonic() + retry_in,
+            frozenset(claimed.throttled),
+            frozenset(rated),
+            self._limits.rates(),
+        )
+        self.throttled_for = retry_in
+
+    def _count_throttled(self, pairs: Iterable[Pair], kinds: Mapping[str, str]) -> None:
+        """One throttled claim decision per pair or kind a claim left out (a failing
+        metrics sink changes nothing)."""
+        try:
+            for kind, tenant in pairs:
+                self._metrics.claim_throttled(kind, tenant, "rate_limit")
+            for kind, reason in kinds.items():
+                self._metrics.claim_throttled(kind, None, reason)
+        except Exception:
+            logger.exception("worker %s: metrics failed", self._scope.worker_id)

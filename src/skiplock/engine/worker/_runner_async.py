@@ -140,7 +140,7 @@ class JobRunner:
         worker_id: str,
         processors: Mapping[str, ProcessorSpec],
         policy: Callable[[str], KindPolicy],
-        limiter: RateLimiter,
+        limiter: RateLimiter | None,
         limits: LimitsView,
         clock: Clock,
         metrics: Metrics,
@@ -191,7 +191,7 @@ class JobRunner:
                 self._policy(job.kind),
                 error=UnknownKindError(f"no processor registered for kind {job.kind!r}"),
             )
-        wait = self._throttle(job, spec)
+        wait = self._throttle(job)
         if wait > 0:
             try:
                 self._metrics.rate_limited(job.kind, job.tenant)
@@ -345,15 +345,17 @@ class JobRunner:
         )
         return RunResult.pending(outcome, error)
 
-    def _throttle(self, job: Job, spec: ProcessorSpec) -> float:
-        """Take a token from the (kind, tenant) bucket and the provider's, both shared by
-        the engine's workers in this process; 0.0 if both had one, else the seconds until
-        they will (nothing is taken then). Claims are planned from the same buckets, so
-        this rarely waits."""
-        limits = self._limits.limits()
-        limit = limits.rate_for(job.kind, job.tenant)
-        provider = spec.provider
-        cap = limits.cap_for(provider)
+    def _throttle(self, job: Job) -> float:
+        """Per process (``limiter``): take a token from the (kind, tenant) bucket and the
+        provider's, both shared by the engine's workers in this process, with the limits in
+        force; 0.0 if both had one, else the seconds until they will (nothing is taken
+        then). Claims are planned from the same buckets, so this rarely waits.
+        Cluster-wide (no limiter) the claim paid for the job already."""
+        if self._limiter is None:
+            return 0.0
+        rates = self._limits.rates()
+        limit = rates.rate_for(job.kind, job.tenant)
+        provider, cap = rates.providers.get(job.kind, (None, None))
         if limit is None and cap is None:
             return 0.0
         pair_wait, cap_wait = self._limiter.take(

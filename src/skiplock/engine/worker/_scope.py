@@ -39,8 +39,9 @@ class ClaimScope:
     kinds: frozenset[str] | None
     tenants: frozenset[str] | None
     policies: Mapping[str, KindPolicy]
-    #: The provider of each kind that names one (provider caps apply across its kinds).
-    providers: Mapping[str, str]
+    #: Rates are the store's (``Settings.rate_limit_scope == "cluster"``): claims carry
+    #: them (``ClaimRequest.rates``); else the engine's buckets in this process apply them.
+    cluster_rates: bool = True
 
 
 def claim_kinds(

@@ -418,6 +418,18 @@ class Limits(_Output):
     limits: list[RateLimit]
 
 
+class ThrottledPair(_Output):
+    """Due jobs of one (kind, tenant) a limit holds back now: ``limit`` is ``paused``,
+    ``rate_limit``, ``provider`` or ``cluster_limit`` (``due`` is a lower bound when
+    ``bounded``)."""
+
+    kind: str
+    tenant: str | None
+    due: int
+    limit: str
+    bounded: bool
+
+
 class Thresholds(_Output):
     worker_timeout_seconds: float
     max_pending_age_seconds: float | None
@@ -436,6 +448,7 @@ class HealthReport(_Output):
     workers: list[Worker]
     kinds: list[KindHealth]
     uncovered_kinds: list[str]
+    throttled: list[ThrottledPair]
     thresholds: Thresholds
     paused: list[Pause]
 

@@ -46,6 +46,7 @@ from ._idempotency import IdempotencyContract
 from ._lifecycle import LifecycleContract
 from ._model_check import ModelCheckContract
 from ._notifier import NotifierContract
+from ._rates import RateContract
 from ._recount import RecountContract
 from ._results import ResultsContract
 from ._throughput import ThroughputContract
@@ -61,6 +62,7 @@ class JobStoreContract(
     EnqueueContract,
     IdempotencyContract,
     ClaimContract,
+    RateContract,
     TransactionContract,
     AtomicityContract,
     StatementTimeoutContract,

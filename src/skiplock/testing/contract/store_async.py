@@ -43,6 +43,7 @@ from ._idempotency_async import AsyncIdempotencyContract
 from ._lifecycle_async import AsyncLifecycleContract
 from ._model_check_async import AsyncModelCheckContract
 from ._notifier_async import AsyncNotifierContract
+from ._rates_async import AsyncRateContract
 from ._recount_async import AsyncRecountContract
 from ._results_async import AsyncResultsContract
 from ._throughput_async import AsyncThroughputContract
@@ -58,6 +59,7 @@ class AsyncJobStoreContract(
     AsyncEnqueueContract,
     AsyncIdempotencyContract,
     AsyncClaimContract,
+    AsyncRateContract,
     AsyncTransactionContract,
     AsyncAtomicityContract,
     AsyncStatementTimeoutContract,

@@ -493,6 +493,37 @@ FROM {schema}.jobs AS j
 WHERE j.status = 'running' AND j.kind = ANY(:kinds::text[])
 GROUP BY j.kind;
 
+-- name: rate_buckets
+-- The token buckets of rate-limited kinds (every tenant's) and of providers (NULL: all)
+-- that are not full by now (a full one is as good as none), with the database clock:
+-- read after the kinds' advisory locks were granted, so never before the last holder's
+-- write. A row of NULLs carries the clock when there is no bucket. Rows: the pairs and
+-- providers drawn from lately, never the jobs (the health snapshot reads them all).
+WITH clock AS (SELECT clock_timestamp() AS now)
+SELECT b.scope, b.name, nullif(b.tenant_id, '') AS tenant_id, b.tokens,
+    extract(epoch FROM b.updated_at)::float8 AS updated, b.rps, b.burst,
+    extract(epoch FROM c.now)::float8 AS now
+FROM clock AS c
+LEFT JOIN {schema}.rate_buckets AS b
+    ON ((b.scope = 'pair' AND (:kinds::text[] IS NULL OR b.name = ANY(:kinds::text[])))
+        OR (b.scope = 'provider'
+            AND (:providers::text[] IS NULL OR b.name = ANY(:providers::text[]))))
+    AND b.tokens + b.rps * extract(epoch FROM c.now - b.updated_at) < b.burst
+ORDER BY b.scope, b.name, b.tenant_id;
+
+-- name: charge_rate_buckets
+-- Store the buckets a claim drew from (one row each), in the claim's transaction.
+INSERT INTO {schema}.rate_buckets AS b (scope, name, tenant_id, tokens, updated_at, rps, burst)
+SELECT u.scope, u.name, coalesce(u.tenant_id, ''), u.tokens, to_timestamp(u.updated),
+    u.rps, u.burst
+FROM unnest(
+    :scopes::text[], :names::text[], :tenants::text[], :tokens::float8[],
+    :updated::float8[], :rps::float8[], :bursts::int[]
+) AS u (scope, name, tenant_id, tokens, updated, rps, burst)
+ON CONFLICT (scope, name, tenant_id) DO UPDATE
+SET tokens = excluded.tokens, updated_at = excluded.updated_at, rps = excluded.rps,
+    burst = excluded.burst;
+
 -- name: _paid
 -- 1 when an outcome pays for its run's attempt (a held job started without a round
 -- trip: nothing paid yet), else 0. Saturates at integer's maximum.

@@ -949,3 +949,17 @@ CREATE TABLE {schema}.limits (
 
 CREATE UNIQUE INDEX limits_scope_idx ON {schema}.limits
     ((coalesce(kind, '')), (coalesce(tenant_id, '')), (coalesce(provider, '')));
+
+-- Cluster-wide rates (0016): the token buckets every worker draws from, one per (kind,
+-- tenant) pair with a rate ('pair': name is the kind, tenant_id '' for no tenant) and one
+-- per provider with a cap ('provider'). No row, or a row refilled to its burst: full.
+CREATE TABLE {schema}.rate_buckets (
+    scope text NOT NULL,
+    name text NOT NULL,
+    tenant_id text NOT NULL DEFAULT '',
+    tokens float8 NOT NULL,
+    updated_at timestamptz NOT NULL,
+    rps float8 NOT NULL,
+    burst integer NOT NULL,
+    PRIMARY KEY (scope, name, tenant_id)
+);
