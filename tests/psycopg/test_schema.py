@@ -481,3 +481,22 @@ def test_health_of_a_schema_without_the_running_totals_reports_it(
     assert snapshot.queues == ()
     assert snapshot.schema is not None
     assert snapshot.schema.pending[0] == migrations()[COUNTS_MIGRATION - 1].name
+
+
+def test_claim_candidates_still_answers_the_previous_releases_call(
+    make_database: Callable[[], str],
+) -> None:
+    # A worker of the release before migration 0014 names the parameters it knows:
+    # excluded_tenants must stay optional so it keeps claiming during a rolling upgrade.
+    dsn = make_database()
+    apply_schema(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO skiplock.jobs (kind, payload) VALUES ('old.kind', '{}'::jsonb)")
+        rows = conn.execute(
+            "SELECT c.kind FROM skiplock.claim_candidates("
+            "batch => 5, only_kinds => NULL, excluded_kinds => '{}', only_tenants => NULL,"
+            " excluded_pair_kinds => '{}', excluded_pair_tenants => '{}',"
+            " capped_kinds => '{}', caps => '{}', pair_kinds => '{}', pair_tenants => '{}',"
+            " pair_caps => '{}') AS c"
+        ).fetchall()
+    assert rows == [("old.kind",)]

@@ -134,12 +134,14 @@ CREATE FUNCTION {schema}.claim_candidates(
     only_tenants text[],
     excluded_pair_kinds text[],
     excluded_pair_tenants text[],
-    excluded_tenants text[],
     capped_kinds text[],
     caps integer[],
     pair_kinds text[],
     pair_tenants text[],
-    pair_caps integer[]
+    pair_caps integer[],
+    -- Last and optional: a worker of the previous release calls without it (by name)
+    -- and keeps claiming while the fleet is upgraded.
+    excluded_tenants text[] DEFAULT '{}'
 )
 RETURNS TABLE (id bigint, kind text, priority smallint, available_at timestamptz, suspect boolean)
 LANGUAGE plpgsql
