@@ -378,6 +378,35 @@ def test_pausing_then_resuming_a_kind_from_its_row(
     assert page.get_by_test_id("no-pauses").is_visible()
 
 
+def _sample(dsn: str) -> None:
+    """A worker's counts roll-up: folds the counts and takes this minute's samples."""
+    from skiplock.adapters.psycopg import PsycopgJobStore
+
+    with PsycopgJobStore(dsn) as store:
+        store.roll_up_counts()
+
+
+def test_the_charts_page_draws_and_switches_windows(
+    site: Site, as_user: Any, screen: dict[str, int]
+) -> None:
+    _sample(site.dsn)
+    page = as_user("viewer")
+    page.set_viewport_size(screen)
+    page.goto(site.page("/"))
+    page.get_by_role("link", name="Charts").click()
+    page.wait_for_url(re.compile(r"/charts$"))
+    for chart in ("throughput-by-kind", "backlog", "failure-rate", "claim-latency"):
+        assert page.get_by_test_id(chart).is_visible(), chart
+    bars = page.locator('[data-testid="throughput-by-kind"] rect')
+    assert bars.count() > 0
+    assert page.locator('[data-testid="backlog"] polyline').count() > 0
+    _fits(page, screen["width"])
+    page.get_by_test_id("windows").get_by_role("link", name="24h").click()
+    page.wait_for_url(re.compile(r"window=24h"))
+    assert page.get_by_test_id("windows").locator("strong").inner_text() == "24h"
+    _fits(page, screen["width"])
+
+
 def test_the_overview_is_live_and_can_be_paused(
     site: Site, as_user: Any, screen: dict[str, int]
 ) -> None:
@@ -420,6 +449,27 @@ SCREENSHOT_DATA = [
         available_at = now() - (id * 7 % 55) * interval '1 minute' - interval '3 seconds'
     WHERE status IN ('dead', 'failed', 'cancelled')
     """,
+    # An hour of the samples a worker's roll-up takes each minute (the charts page).
+    """
+    INSERT INTO skiplock.queue_samples
+        (minute, kind, pending, due, due_bounded, running, claims, claim_p50, claim_p99)
+    SELECT date_bin('1 minute', now(), 'epoch') - m * interval '1 minute', k.kind,
+        d.due + 5, d.due, false, 2, 40, 0.02 + 0.01 * sin(m / 4.0),
+        0.15 + 0.12 * abs(sin(m / 9.0)) + CASE WHEN m BETWEEN 20 AND 24 THEN 1.1 ELSE 0 END
+    FROM generate_series(1, 59) AS m
+    CROSS JOIN unnest(ARRAY['email.send', 'report.build', 'image.resize']) WITH ORDINALITY
+        AS k (kind, i)
+    CROSS JOIN LATERAL (
+        SELECT greatest(0, round(12 * k.i + 10 * k.i * sin(m / (3.0 + k.i))))::bigint AS due
+    ) AS d
+    """,
+    """
+    INSERT INTO skiplock.queue_samples
+        (minute, kind, pending, due, due_bounded, running, claims, claim_p50, claim_p99)
+    SELECT minute, '', sum(pending), sum(due), false, sum(running), 40, min(claim_p50),
+        max(claim_p99)
+    FROM skiplock.queue_samples GROUP BY minute
+    """,
     """
     INSERT INTO skiplock.workers (id, host, pid, kinds) VALUES
         ('web-1/4412/7f3a9c', 'web-1', 4412, ARRAY['email.send', 'report.build']),
@@ -430,9 +480,11 @@ SCREENSHOT_DATA = [
 
 def test_screenshots_of_the_main_pages(site: Site, as_user: Any, tmp_path: Path) -> None:
     """The pictures of docs/dashboard.md: the jobs finished over the last hour (their
-    completion times spread out), the overview, the job browser, the DLQ and a dead job's
-    page at 1280x800, and the job browser on a phone (390x844)."""
+    completion times spread out), the overview, the job browser, the DLQ, a dead job's
+    page, the charts and the pauses and limits at 1280x800, and the job browser on a
+    phone (390x844)."""
     execute(site.dsn, SCREENSHOT_DATA)
+    _sample(site.dsn)
     folder = Path(os.environ.get("SKIPLOCK_DASHBOARD_SCREENSHOTS") or tmp_path)
     page = as_user("admin")
     shots = {
@@ -440,6 +492,8 @@ def test_screenshots_of_the_main_pages(site: Site, as_user: Any, tmp_path: Path)
         "jobs": ("/jobs?state=dead", VIEWPORTS["desktop"]),
         "dead": ("/dead", VIEWPORTS["desktop"]),
         "job": (f"/jobs/{_dead_ids(site.dsn)[0]}", VIEWPORTS["desktop"]),
+        "charts": ("/charts", VIEWPORTS["desktop"]),
+        "controls": ("/controls", VIEWPORTS["desktop"]),
         "phone": ("/jobs?state=dead", VIEWPORTS["phone"]),
     }
     for name, (path, screen) in shots.items():

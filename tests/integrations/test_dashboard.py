@@ -243,6 +243,52 @@ def test_the_overview_shows_depth_by_kind_and_state(dashboard: Dashboard) -> Non
     assert response.headers["Set-Cookie"].endswith(f"Path={ROOT}; HttpOnly; SameSite=Strict")
 
 
+def test_the_charts_page_draws_throughput_per_kind_backlog_failures_and_latency(
+    dashboard: Dashboard, engine: Engine, clock: FakeClock
+) -> None:
+    # The fixture's jobs finished now; the next minute's sample reads their claims.
+    clock.advance(60)
+    engine.store.roll_up_counts()
+    response, html = _page(dashboard, "charts", "/charts")
+    assert response.status == 200
+    assert 'aria-current="page">Charts<' in html
+    throughput = _figure(html, "throughput-by-kind")
+    # report.build: 3 succeeded; webhook.send: 3 dead, in the same bucket, stacked.
+    assert re.search(r"<title>[^<]*: 3 report\.build, 3 webhook\.send</title>", throughput)
+    assert len(re.findall(r'<rect class="s[01]"', throughput)) == 2
+    assert "6 finished" in throughput
+    backlog = _figure(html, "backlog")
+    assert re.search(r'<polyline class="s\d" data-series="report\.build"', backlog)
+    assert "top of the scale 1" in backlog  # one report.build due (the other in an hour)
+    rate = _figure(html, "failure-rate")
+    assert 'data-series="failure rate"' in rate
+    assert "top of the scale 50.0 %" in rate  # 3 dead of 6 decided
+    latency = _figure(html, "claim-latency")
+    assert 'data-series="p50"' in latency
+    assert 'data-series="p99"' in latency
+
+
+def test_the_charts_page_offers_windows_and_refuses_others(
+    dashboard: Dashboard,
+) -> None:
+    html = (_page(dashboard, "charts", "/charts?window=7d"))[1]
+    assert '<strong aria-current="true">7d</strong>' in html
+    assert "per 2h" in html
+    assert f'href="{ROOT}/charts?window=1h"' in html
+    assert "No job finished in this window." not in html
+    response, html = _page(dashboard, "charts", "/charts?window=1y")
+    assert response.status == 422
+    assert "window must be one of 1h, 6h, 24h, 7d" in html
+    response, _ = _page(dashboard, "charts", "/charts", user=None)
+    assert response.status == 401
+
+
+def _figure(html: str, testid: str) -> str:
+    match = re.search(rf'<figure[^>]*data-testid="{testid}">(.*?)</figure>', html, re.S)
+    assert match is not None, f"no {testid} chart"
+    return match.group(1)
+
+
 def test_the_oldest_pending_age_and_live_workers(
     dashboard: Dashboard, engine: Engine, clock: FakeClock
 ) -> None:

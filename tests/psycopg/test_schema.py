@@ -178,6 +178,7 @@ def test_schema_has_every_table_index_and_trigger(make_database: Callable[[], st
         "limits",
         "idempotency_keys",
         "rate_buckets",
+        "queue_samples",
     }
     indexes = {name for name, _ in dump["indexes"]}
     assert {
@@ -500,3 +501,41 @@ def test_claim_candidates_still_answers_the_previous_releases_call(
             " pair_caps => '{}') AS c"
         ).fetchall()
     assert rows == [("old.kind",)]
+
+
+def test_the_queue_history_migration_counts_the_finished_minutes_per_kind(
+    make_database: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0017 rebuilds the folded finished minutes per kind from the jobs minus the deltas
+    not yet folded: after it, throughput per kind equals a recount, folded or not."""
+    history = migrations()[16]
+    assert history.name == "0017_queue_history"
+    dsn = make_database()
+    migrate_to(dsn, 16, monkeypatch)
+    insert = (
+        "INSERT INTO skiplock.jobs (kind, status, attempts, claimed_at, completed_at) "
+        "SELECT k, s, 1, now() - interval '10 minutes', now() - i * interval '1 minute' "
+        "FROM generate_series(1, %s) AS i, unnest(%s::text[]) AS k, "
+        "unnest(ARRAY['succeeded', 'dead']) AS s"
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(insert, [5, ["mail", "scan"]])
+        conn.execute("SELECT skiplock.roll_up_job_counts(1)")  # folded
+        conn.execute(insert, [3, ["mail", "index"]])  # left as deltas
+    assert apply_schema(dsn) == [history.name]
+    recount = (
+        "SELECT date_bin('1 minute', completed_at, %(since)s), kind, status, count(*) "
+        "FROM skiplock.jobs WHERE completed_at >= %(since)s GROUP BY 1, 2, 3"
+    )
+    read = "SELECT * FROM skiplock.finished_kind_counts(%(since)s, interval '1 minute')"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        [(since,)] = conn.execute(
+            "SELECT date_bin('1 minute', now(), 'epoch') - interval '1 hour'"
+        ).fetchall()
+        expected = sorted(conn.execute(recount, {"since": since}).fetchall())
+        assert {row[1] for row in expected} == {"mail", "scan", "index"}
+        assert sorted(conn.execute(read, {"since": since}).fetchall()) == expected
+        conn.execute("SELECT skiplock.roll_up_job_counts(1)")
+        assert sorted(conn.execute(read, {"since": since}).fetchall()) == expected
+        [(deltas,)] = conn.execute("SELECT count(*) FROM skiplock.job_count_deltas").fetchall()
+        assert deltas == 0

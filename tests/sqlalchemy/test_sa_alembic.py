@@ -174,6 +174,7 @@ async def test_apply_on_an_asyncpg_engine_through_run_sync(
             "limits",
             "maintenance",
             "pauses",
+            "queue_samples",
             "rate_buckets",
             "schema_migrations",
             "workers",

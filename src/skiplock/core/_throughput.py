@@ -28,12 +28,14 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 @attrs.frozen
 class FinishedCount:
-    """How many jobs finished in ``state`` within the bucket that begins at ``start``
-    (their ``completed_at``), as a store counts them."""
+    """How many jobs of ``kind`` finished in ``state`` within the bucket that begins at
+    ``start`` (their ``completed_at``), as a store counts them. ``kind`` None: a store
+    that does not tell the kinds apart (throughput sums the rows either way)."""
 
     start: datetime
     state: JobState
     count: int
+    kind: str | None = None
 
 
 @attrs.frozen

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         WorkerInfo,
     )
     from skiplock.core._controls import Controls, Limit, Pause
+    from skiplock.core._history import QueueSample
 
     from ._audit_async import AsyncAudit
 
@@ -219,7 +220,8 @@ class AsyncJobStore(Protocol):
 
     async def roll_up_counts(self) -> int:
         """Fold the store's bookkeeping behind :meth:`counts`, :meth:`health_snapshot` and
-        :meth:`finished_counts` so they stay cheap; never changes what they return. Returns
+        :meth:`finished_counts` so they stay cheap; never changes what they return. Also
+        takes this minute's :meth:`queue_samples` if nobody has. Returns
         how many entries it folded (0 for a store with nothing to fold, or while another
         session folds). Workers call it every second (``skiplock.engine.worker``)."""
         ...
@@ -228,8 +230,18 @@ class AsyncJobStore(Protocol):
         """How many jobs finished (succeeded, failed, dead, cancelled: their
         ``completed_at``) at or after ``since``, per final state and bucket: a row's
         ``start`` is ``since + n * bucket``, the start of the bucket its jobs finished in;
-        zero counts omitted. ``bucket`` is a whole number of seconds. Reads the jobs that
-        finished since ``since``, not the whole table (the dashboard calls it often)."""
+        zero counts omitted. ``bucket`` is a whole number of seconds. Each row names the
+        jobs' ``kind`` (per-kind throughput; a store that leaves it None is counted as one
+        unknown kind). Reads the jobs that finished since ``since``, not the whole table
+        (the dashboard calls it often)."""
+        ...
+
+    async def queue_samples(self, since: datetime) -> list[QueueSample]:
+        """The queue samples (``skiplock.core._history.QueueSample``) taken at or after
+        ``since``, oldest minute first, then by kind. :meth:`roll_up_counts` takes them:
+        when the minute holding the store's now has no sample yet, one per kind by
+        ``take_samples``' rule, and it removes those older than ``SAMPLE_RETENTION``.
+        Reads O(minutes x kinds), never the jobs table."""
         ...
 
     async def health_snapshot(self) -> HealthSnapshot:

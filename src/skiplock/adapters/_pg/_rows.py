@@ -53,6 +53,7 @@ from skiplock.core import (
 from skiplock.core._bucket import TokenBucket
 from skiplock.core._controls import Controls, Limit, Pause
 from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState
+from skiplock.core._history import PICKUP_SAMPLE, SAMPLE_RETENTION, QueueSample
 from skiplock.core._idempotency import scope_of
 from skiplock.core._lifecycle import outcome_terms
 from skiplock.core._validation import MAX_DELAY, shown
@@ -248,7 +249,36 @@ def finished_counts_params(since: datetime, bucket: timedelta) -> dict[str, Any]
 def finished_count_from_row(row: Mapping[str, Any]) -> FinishedCount:
     """One row of the ``finished_counts`` query."""
     return FinishedCount(
-        start=utc(row["start"]), state=JobState(row["status"]), count=int(row["count"])
+        start=utc(row["start"]),
+        state=JobState(row["status"]),
+        count=int(row["count"]),
+        kind=row["kind"],
+    )
+
+
+def roll_up_params(key: int) -> dict[str, Any]:
+    """The ``roll_up_counts`` query's arguments: the fold's lock and the sampling rule's
+    bounds (``skiplock.core._history``)."""
+    return {
+        "key": key,
+        "bound": QueueStats.SPLIT_BOUND,
+        "pickups": PICKUP_SAMPLE,
+        "keep": SAMPLE_RETENTION,
+    }
+
+
+def queue_sample_from_row(row: Mapping[str, Any]) -> QueueSample:
+    """One row of the ``queue_samples`` query."""
+    return QueueSample(
+        minute=utc(row["minute"]),
+        kind=row["kind"],
+        pending=int(row["pending"]),
+        due=int(row["due"]),
+        running=int(row["running"]),
+        due_bounded=bool(row["due_bounded"]),
+        claims=int(row["claims"]),
+        claim_p50=None if row["claim_p50"] is None else float(row["claim_p50"]),
+        claim_p99=None if row["claim_p99"] is None else float(row["claim_p99"]),
     )
 
 

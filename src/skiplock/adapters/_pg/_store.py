@@ -96,7 +96,9 @@ from ._rows import (
     page_params,
     pause_from_row,
     pause_params,
+    queue_sample_from_row,
     queue_stats_from_row,
+    roll_up_params,
     state_counts_from_rows,
     utc,
     worker_params,
@@ -107,6 +109,7 @@ from ._sql import Query, channel_name, convert_cached, lock_key, queries
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 
+    from skiplock.core._history import QueueSample
     from skiplock.ports import Audit
 
     from ._driver import PgDriver
@@ -662,9 +665,12 @@ class PgJobStore(Generic[C, TX]):
 
     def roll_up_counts(self) -> int:
         """Fold the count deltas into the totals (one transaction under an advisory lock;
-        0 while another session folds)."""
+        0 while another session folds) and take this minute's queue samples unless taken
+        (``sample_queues``, migration 0017)."""
         with self._use(None) as conn:
-            [row] = self._execute(conn, "roll_up_counts", {"key": lock_key(self._schema, "counts")})
+            [row] = self._execute(
+                conn, "roll_up_counts", roll_up_params(lock_key(self._schema, "counts"))
+            )
         return int(row["folded"] or 0)
 
     def _roll_up_if_behind(self, backlog: int) -> None:
@@ -679,11 +685,17 @@ class PgJobStore(Generic[C, TX]):
             logger.warning("skiplock: folding %d count deltas failed", backlog, exc_info=True)
 
     def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
-        """The jobs finished since ``since`` per bucket and final state, from the
-        finished minutes (``finished_counts``, migration 0011)."""
+        """The jobs finished since ``since`` per bucket, kind and final state, from the
+        finished minutes (``finished_kind_counts``, migration 0017)."""
         with self._reading() as conn:
             rows = self._execute(conn, "finished_counts", finished_counts_params(since, bucket))
         return [finished_count_from_row(r) for r in rows]
+
+    def queue_samples(self, since: datetime) -> list[QueueSample]:
+        """The queue samples taken since ``since`` (``queue_samples``, migration 0017)."""
+        with self._reading() as conn:
+            rows = self._execute(conn, "queue_samples", {"since": since})
+        return [queue_sample_from_row(r) for r in rows]
 
     def health_snapshot(self) -> HealthSnapshot:
         """The schema's version, the workers and the per-kind queues (R9), read in one

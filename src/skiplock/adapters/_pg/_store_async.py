@@ -92,7 +92,9 @@ from ._rows import (
     page_params,
     pause_from_row,
     pause_params,
+    queue_sample_from_row,
     queue_stats_from_row,
+    roll_up_params,
     state_counts_from_rows,
     utc,
     worker_params,
@@ -103,6 +105,7 @@ from ._sql import Query, channel_name, convert_cached, lock_key, queries
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Generator, Mapping, Sequence
 
+    from skiplock.core._history import QueueSample
     from skiplock.ports import AsyncAudit
 
     from ._driver_async import AsyncPgDriver
@@ -666,10 +669,11 @@ class AsyncPgJobStore(Generic[C, TX]):
 
     async def roll_up_counts(self) -> int:
         """Fold the count deltas into the totals (one transaction under an advisory lock;
-        0 while another session folds)."""
+        0 while another session folds) and take this minute's queue samples unless taken
+        (``sample_queues``, migration 0017)."""
         async with self._use(None) as conn:
             [row] = await self._execute(
-                conn, "roll_up_counts", {"key": lock_key(self._schema, "counts")}
+                conn, "roll_up_counts", roll_up_params(lock_key(self._schema, "counts"))
             )
         return int(row["folded"] or 0)
 
@@ -685,13 +689,19 @@ class AsyncPgJobStore(Generic[C, TX]):
             logger.warning("skiplock: folding %d count deltas failed", backlog, exc_info=True)
 
     async def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
-        """The jobs finished since ``since`` per bucket and final state, from the
-        finished minutes (``finished_counts``, migration 0011)."""
+        """The jobs finished since ``since`` per bucket, kind and final state, from the
+        finished minutes (``finished_kind_counts``, migration 0017)."""
         async with self._reading() as conn:
             rows = await self._execute(
                 conn, "finished_counts", finished_counts_params(since, bucket)
             )
         return [finished_count_from_row(r) for r in rows]
+
+    async def queue_samples(self, since: datetime) -> list[QueueSample]:
+        """The queue samples taken since ``since`` (``queue_samples``, migration 0017)."""
+        async with self._reading() as conn:
+            rows = await self._execute(conn, "queue_samples", {"since": since})
+        return [queue_sample_from_row(r) for r in rows]
 
     async def health_snapshot(self) -> HealthSnapshot:
         """The schema's version, the workers and the per-kind queues (R9), read in one

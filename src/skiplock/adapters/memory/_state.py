@@ -69,6 +69,7 @@ from skiplock.core._bucket import refill
 from skiplock.core._capacity import ThrottleLimits, kind_caps
 from skiplock.core._controls import Controls, Limit, Pause, control_event
 from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState
+from skiplock.core._history import SAMPLE_RETENTION, QueueSample, sample_minute, take_samples
 from skiplock.core._idempotency import ScopedKey, job_scoped_key, scoped_key
 from skiplock.core._lifecycle import (
     after_claim,
@@ -298,6 +299,8 @@ class MemoryState:
         self._workers: dict[str, _WorkerRow] = {}
         # maintenance task name -> when it last ran (store clock)
         self._maintenance: dict[str, datetime] = {}
+        # the queue samples (the dashboard's charts), oldest minute first
+        self._samples: list[QueueSample] = []
         self._archived: dict[int, Job] = {}
         # the audit table (J10), oldest first
         self._audit: list[AuditEvent] = []
@@ -745,15 +748,31 @@ class MemoryState:
         """Jobs finished at or after ``since`` per bucket (from ``since``) and final state."""
         with self._lock:
             counter = Counter(
-                (since + ((j.completed_at - since) // bucket) * bucket, j.state)
+                (since + ((j.completed_at - since) // bucket) * bucket, j.state, j.kind)
                 for state in FINISHED_STATES
                 for j in (self._jobs[i] for i in self._by_state[state])
                 if j.completed_at is not None and j.completed_at >= since
             )
         return [
-            FinishedCount(start=start, state=state, count=n)
-            for (start, state), n in sorted(counter.items(), key=lambda kv: kv[0])
+            FinishedCount(start=start, state=state, count=n, kind=kind)
+            for (start, state, kind), n in sorted(counter.items(), key=lambda kv: kv[0])
         ]
+
+    def take_samples(self) -> None:
+        """This minute's queue samples, unless taken; drop those past retention."""
+        now = self.now()
+        minute = sample_minute(now)
+        with self._lock:
+            if self._samples and self._samples[-1].minute >= minute:
+                return
+            horizon = minute - SAMPLE_RETENTION
+            kept = [s for s in self._samples if s.minute >= horizon]
+            self._samples = kept + take_samples(now, self._jobs.values())
+
+    def queue_samples(self, since: datetime) -> list[QueueSample]:
+        """The samples taken at or after ``since``, oldest first, then by kind."""
+        with self._lock:
+            return [s for s in self._samples if s.minute >= since]
 
     def audit_trail(self, job_id: int, connection: object = None) -> list[AuditEvent]:
         """The job's events in the audit table, oldest first (a transaction also sees

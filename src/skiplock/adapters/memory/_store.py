@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         WorkerInfo,
     )
     from skiplock.core._controls import Controls, Limit, Pause
+    from skiplock.core._history import QueueSample
     from skiplock.ports import Audit, Clock
 
 
@@ -245,12 +246,18 @@ class InMemoryJobStore:
         return self._state.counts()
 
     def roll_up_counts(self) -> int:
-        """Nothing to fold: the memory store counts its jobs directly."""
+        """Nothing to fold (the memory store counts its jobs directly): takes this
+        minute's queue samples if not taken yet."""
+        self._state.take_samples()
         return 0
 
     def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
-        """Jobs finished at or after ``since`` per bucket and final state."""
+        """Jobs finished at or after ``since`` per bucket, final state and kind."""
         return self._state.finished_counts(since, bucket)
+
+    def queue_samples(self, since: datetime) -> list[QueueSample]:
+        """The queue samples taken at or after ``since``, oldest first."""
+        return self._state.queue_samples(since)
 
     def health_snapshot(self) -> HealthSnapshot:
         """Workers and per-kind queues for the health report (no schema to report)."""

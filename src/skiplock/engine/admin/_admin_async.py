@@ -30,6 +30,7 @@ from skiplock.core._health import (
     assess_health,
     unreachable_report,
 )
+from skiplock.core._history import History, history_from
 from skiplock.core._throughput import Throughput, throughput_from, throughput_window
 from skiplock.core._validation import (
     INT8_RANGE,
@@ -175,12 +176,38 @@ class AsyncAdminOps:
         now; at most :data:`~skiplock.core._throughput.MAX_BUCKETS` of them. It counts the jobs as
         they are now: a job replayed since, or deleted or purged by retention, no longer
         counts. Bad arguments raise :class:`~skiplock.ValidationError`."""
+        now, since, count, step = await self._buckets(window, bucket)
+        finished = await self._store.finished_counts(since, step)
+        return throughput_from(now, since, step, count, finished)
+
+    async def _buckets(
+        self, window: timedelta | float, bucket: timedelta | float
+    ) -> tuple[datetime, datetime, int, timedelta]:
+        """The store's now, the first bucket's start, how many buckets and their length
+        for ``window`` and ``bucket`` (checked)."""
         window = check_duration("window", to_duration(window))
-        bucket = check_duration("bucket", to_duration(bucket))
+        step = check_duration("bucket", to_duration(bucket))
         now = await self._store.now()
-        since, count = throughput_window(now, window, bucket)
-        finished = await self._store.finished_counts(since, bucket)
-        return throughput_from(now, since, bucket, count, finished)
+        since, count = throughput_window(now, window, step)
+        return now, since, count, step
+
+    async def history(
+        self,
+        *,
+        window: timedelta | float = timedelta(hours=1),
+        bucket: timedelta | float = timedelta(minutes=1),
+    ) -> History:
+        """The queue per ``bucket`` over the last ``window`` (as :meth:`throughput`'s):
+        the jobs finished per kind, succeeded and failures (the failure rate), the due
+        jobs per kind and the claim latency (p50/p99). The finished jobs are exact; the
+        backlog and the latency come from the samples workers take once a minute (every
+        running worker's counts loop takes part, one writes), so a bucket without a
+        running worker has none. Two reads, whatever the table's size. Bad arguments
+        raise :class:`~skiplock.ValidationError`."""
+        now, since, count, step = await self._buckets(window, bucket)
+        finished = await self._store.finished_counts(since, step)
+        samples = await self._store.queue_samples(since)
+        return history_from(now, since, step, count, finished, samples)
 
     async def health(
         self,

@@ -26,7 +26,7 @@ from skiplock.core._validation import INT8_RANGE, check_duration, check_int, to_
 from ..rest import Door, Forbidden, Permission, Problem, Request, Response, Route
 from ..rest._problems import Conflict
 from ..rest._support import keyset_page, problem_for
-from . import _actions, _browse, _controls, _csrf, _render
+from . import _actions, _browse, _charts, _controls, _csrf, _render
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -41,6 +41,7 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "overview": ("/", "GET", Permission.READ),
     "jobs": ("/jobs", "GET", Permission.READ),
     "dead": ("/dead", "GET", Permission.READ),
+    "charts": ("/charts", "GET", Permission.READ),
     "job": ("/jobs/{job_id}", "GET", Permission.READ),
     "retry": ("/jobs/{job_id}/retry", "POST", Permission.WRITE),
     "cancel": ("/jobs/{job_id}/cancel", "POST", Permission.WRITE),
@@ -161,6 +162,10 @@ class Dashboard(Door):
                 context |= self._jobs(ops, request)
             elif page == "dead":
                 context |= self._dead(ops, request)
+            elif page == "charts":
+                name, length, bucket = _charts.window(_browse.one(request.query, "window"))
+                history = ops.history(window=length, bucket=bucket)
+                context |= _charts.page(history, name)
             elif page == "controls":
                 context |= _controls.page(ops.counts(), ops.paused(), ops.limits())
             else:

@@ -22,7 +22,7 @@ from skiplock.core._validation import INT8_RANGE, check_duration, check_int, to_
 from ..rest import AsyncDoor, AsyncRoute, Forbidden, Permission, Problem, Request, Response
 from ..rest._problems import Conflict
 from ..rest._support import keyset_page, problem_for
-from . import _actions, _browse, _controls, _csrf, _render
+from . import _actions, _browse, _charts, _controls, _csrf, _render
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -37,6 +37,7 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "overview": ("/", "GET", Permission.READ),
     "jobs": ("/jobs", "GET", Permission.READ),
     "dead": ("/dead", "GET", Permission.READ),
+    "charts": ("/charts", "GET", Permission.READ),
     "job": ("/jobs/{job_id}", "GET", Permission.READ),
     "retry": ("/jobs/{job_id}/retry", "POST", Permission.WRITE),
     "cancel": ("/jobs/{job_id}/cancel", "POST", Permission.WRITE),
@@ -157,6 +158,10 @@ class AsyncDashboard(AsyncDoor):
                 context |= await self._jobs(ops, request)
             elif page == "dead":
                 context |= await self._dead(ops, request)
+            elif page == "charts":
+                name, length, bucket = _charts.window(_browse.one(request.query, "window"))
+                history = await ops.history(window=length, bucket=bucket)
+                context |= _charts.page(history, name)
             elif page == "controls":
                 context |= _controls.page(
                     await ops.counts(), await ops.paused(), await ops.limits()

@@ -138,12 +138,13 @@ class RecountContract(ContractBase):
             # seconds.
             (now - timedelta(minutes=10, microseconds=1500), timedelta(seconds=7)),
         ):
-            finished: Counter[tuple[datetime, JobState]] = Counter()
+            finished: Counter[tuple[datetime, JobState, str]] = Counter()
             for j in jobs:
                 if j.state in FINISHED_STATES and j.completed_at and j.completed_at >= since:
-                    finished[_bucket_start(since, bucket, j.completed_at), j.state] += 1
+                    start = _bucket_start(since, bucket, j.completed_at)
+                    finished[start, j.state, j.kind] += 1
             rows = store.finished_counts(since, bucket)
-            assert {(r.start, r.state): r.count for r in rows} == dict(finished)
+            assert {(r.start, r.state, r.kind): r.count for r in rows} == dict(finished)
 
     def test_operator_reads_match_a_recount_after_a_mixed_workload(self, store: JobStore) -> None:
         _mixed_workload(store, roll_up=False)

@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING
 
 from skiplock.core import FINISHED_STATES, Event, JobFilter, JobState, Succeeded
 
-from ._support import ContractBase, _finish, _get, _in_state, _running, requires
+from ._support import (
+    ContractBase,
+    _claim_request,
+    _finish,
+    _fresh_kind,
+    _get,
+    _in_state,
+    _request,
+    _running,
+    requires,
+)
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -29,11 +39,16 @@ _MINUTE = timedelta(minutes=1)
 
 
 def _totals(rows: list[FinishedCount]) -> Counter[tuple[datetime, JobState]]:
+    """The counts per (bucket, state), summed over the kinds (one row per bucket, state
+    and kind)."""
     totals: Counter[tuple[datetime, JobState]] = Counter()
+    seen = set()
     for row in rows:
         assert row.count > 0, "zero counts are omitted"
-        assert (row.start, row.state) not in totals, "one row per bucket and state"
-        totals[row.start, row.state] = row.count
+        assert row.kind, "each row names its kind"
+        assert (row.start, row.state, row.kind) not in seen, "one row per bucket, state, kind"
+        seen.add((row.start, row.state, row.kind))
+        totals[row.start, row.state] += row.count
     return totals
 
 
@@ -69,6 +84,21 @@ class ThroughputContract(ContractBase):
         assert _totals(rows) == {(completed_at, JobState.SUCCEEDED): 1}
         later = completed_at + timedelta(microseconds=1)
         assert store.finished_counts(later, timedelta(seconds=30)) == []
+
+    def test_finished_counts_tell_the_kinds_apart(self, store: JobStore) -> None:
+        since = store.now() - timedelta(hours=1)
+        mail, scan = _fresh_kind(), _fresh_kind()
+        for kind, n in ((mail, 3), (scan, 2)):
+            store.enqueue([_request(kind) for _ in range(n)])
+            jobs = store.claim(_claim_request(limit=n, kinds=frozenset({kind})))
+            assert len(jobs) == n
+            for job in jobs:
+                _finish(store, job, Succeeded())
+        per_kind: Counter[str] = Counter()
+        for row in store.finished_counts(since, timedelta(hours=2)):
+            assert row.state is JobState.SUCCEEDED
+            per_kind[row.kind or ""] += row.count
+        assert per_kind == {mail: 3, scan: 2}
 
     @requires("controllable_clock")
     def test_finished_counts_put_jobs_in_the_buckets_of_their_completion(

@@ -13,7 +13,17 @@ from typing import TYPE_CHECKING
 
 from skiplock.core import FINISHED_STATES, Event, JobFilter, JobState, Succeeded
 
-from ._support_async import AsyncContractBase, _finish, _get, _in_state, _running, requires
+from ._support_async import (
+    AsyncContractBase,
+    _claim_request,
+    _finish,
+    _fresh_kind,
+    _get,
+    _in_state,
+    _request,
+    _running,
+    requires,
+)
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -26,11 +36,16 @@ _MINUTE = timedelta(minutes=1)
 
 
 def _totals(rows: list[FinishedCount]) -> Counter[tuple[datetime, JobState]]:
+    """The counts per (bucket, state), summed over the kinds (one row per bucket, state
+    and kind)."""
     totals: Counter[tuple[datetime, JobState]] = Counter()
+    seen = set()
     for row in rows:
         assert row.count > 0, "zero counts are omitted"
-        assert (row.start, row.state) not in totals, "one row per bucket and state"
-        totals[row.start, row.state] = row.count
+        assert row.kind, "each row names its kind"
+        assert (row.start, row.state, row.kind) not in seen, "one row per bucket, state, kind"
+        seen.add((row.start, row.state, row.kind))
+        totals[row.start, row.state] += row.count
     return totals
 
 
@@ -68,6 +83,21 @@ class AsyncThroughputContract(AsyncContractBase):
         assert _totals(rows) == {(completed_at, JobState.SUCCEEDED): 1}
         later = completed_at + timedelta(microseconds=1)
         assert await store.finished_counts(later, timedelta(seconds=30)) == []
+
+    async def test_finished_counts_tell_the_kinds_apart(self, store: AsyncJobStore) -> None:
+        since = await store.now() - timedelta(hours=1)
+        mail, scan = _fresh_kind(), _fresh_kind()
+        for kind, n in ((mail, 3), (scan, 2)):
+            await store.enqueue([_request(kind) for _ in range(n)])
+            jobs = await store.claim(_claim_request(limit=n, kinds=frozenset({kind})))
+            assert len(jobs) == n
+            for job in jobs:
+                await _finish(store, job, Succeeded())
+        per_kind: Counter[str] = Counter()
+        for row in await store.finished_counts(since, timedelta(hours=2)):
+            assert row.state is JobState.SUCCEEDED
+            per_kind[row.kind or ""] += row.count
+        assert per_kind == {mail: 3, scan: 2}
 
     @requires("controllable_clock")
     async def test_finished_counts_put_jobs_in_the_buckets_of_their_completion(

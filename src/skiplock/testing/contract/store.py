@@ -42,6 +42,7 @@ from ._completion import CompletionContract
 from ._controls import ControlsContract
 from ._enqueue import EnqueueContract
 from ._health import HealthContract
+from ._history import HistoryContract
 from ._idempotency import IdempotencyContract
 from ._lifecycle import LifecycleContract
 from ._model_check import ModelCheckContract
@@ -73,6 +74,7 @@ class JobStoreContract(
     WorkersContract,
     HealthContract,
     ThroughputContract,
+    HistoryContract,
     RecountContract,
     NotifierContract,
     LifecycleContract,

@@ -39,6 +39,7 @@ from ._completion_async import AsyncCompletionContract
 from ._controls_async import AsyncControlsContract
 from ._enqueue_async import AsyncEnqueueContract
 from ._health_async import AsyncHealthContract
+from ._history_async import AsyncHistoryContract
 from ._idempotency_async import AsyncIdempotencyContract
 from ._lifecycle_async import AsyncLifecycleContract
 from ._model_check_async import AsyncModelCheckContract
@@ -70,6 +71,7 @@ class AsyncJobStoreContract(
     AsyncWorkersContract,
     AsyncHealthContract,
     AsyncThroughputContract,
+    AsyncHistoryContract,
     AsyncRecountContract,
     AsyncNotifierContract,
     AsyncLifecycleContract,

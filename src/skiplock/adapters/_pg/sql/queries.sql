@@ -743,14 +743,28 @@ LEFT JOIN LATERAL {schema}.pending_probe(
 ) AS p ON true;
 
 -- name: roll_up_counts
--- Fold the unfolded deltas into the totals (NULL: another session is doing it).
-SELECT {schema}.roll_up_job_counts(:key::bigint) AS folded;
+-- Fold the unfolded deltas into the totals (NULL: another session is doing it), then,
+-- holding the fold's lock, take this minute's queue samples unless taken (migration 0017).
+SELECT r.folded,
+    CASE WHEN r.folded IS NOT NULL THEN {schema}.sample_queues(
+        :bound::int, :pickups::int, :keep::interval
+    ) END AS sampled
+FROM (SELECT {schema}.roll_up_job_counts(:key::bigint) AS folded OFFSET 0) AS r;
 
 -- name: finished_counts
--- Throughput over time: the jobs that finished since :since, per bucket and final state
--- (finished_counts, migration 0011: the finished minutes, never the whole table).
-SELECT f.start, f.status, f.count
-FROM {schema}.finished_counts(:since::timestamptz, :bucket::interval) AS f;
+-- Throughput over time: the jobs that finished since :since, per bucket, kind and final
+-- state (finished_kind_counts, migration 0017: the finished minutes, never the whole
+-- table).
+SELECT f.start, f.kind, f.status, f.count
+FROM {schema}.finished_kind_counts(:since::timestamptz, :bucket::interval) AS f;
+
+-- name: queue_samples
+-- The queue samples taken since :since (migration 0017), oldest first.
+SELECT s.minute, s.kind, s.pending, s.due, s.due_bounded, s.running, s.claims,
+    s.claim_p50, s.claim_p99
+FROM {schema}.queue_samples AS s
+WHERE s.minute >= :since::timestamptz
+ORDER BY s.minute, s.kind;
 
 -- name: health_queues
 -- The jobs the health report looks at (R9), per kind and tenant: pending (from the

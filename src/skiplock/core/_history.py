@@ -1,0 +1,287 @@
+"""The queue over time: what the dashboard's charts draw (``engine.history()``).
+
+Two reads of a store feed it, neither in proportion to the jobs table:
+
+- the jobs finished per bucket, kind and final state (``JobStore.finished_counts``, from
+  per-minute totals): throughput per kind and the failure rate;
+- one :class:`QueueSample` per minute and kind, taken by the store's counts roll-up
+  (which workers run every second): the backlog then, and the claim latency of a bounded
+  sample of the jobs that succeeded in the minute before (``JobStore.queue_samples``).
+
+:func:`take_samples` is the sampling rule (the memory store runs it; the PostgreSQL
+store's ``sample_queues`` does the same in SQL) and :func:`history_from` puts both reads
+into buckets. Pure: time comes as an argument.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ._health import PENDING_SPLIT_BOUND, pending_split
+from ._types import Job, JobState
+
+if TYPE_CHECKING:
+    from ._throughput import FinishedCount
+
+#: Samples are kept this long (a week of charts), then the roll-up removes them.
+SAMPLE_RETENTION = timedelta(days=7)
+#: A minute's claim latency is read from at most this many of the jobs that succeeded in
+#: the minute before the sample (the latest ones): a bounded read at any rate.
+PICKUP_SAMPLE = 200
+#: The kind of the sample that sums every kind (no job kind is empty). Every sampled
+#: minute has one, so a minute without it was not sampled (no roll-up ran).
+ALL_KINDS = ""
+
+_MINUTE = timedelta(minutes=1)
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def sample_minute(now: datetime) -> datetime:
+    """The start of the minute (UTC) that holds ``now``: the key of its samples."""
+    return _EPOCH + ((now - _EPOCH) // _MINUTE) * _MINUTE
+
+
+@attrs.frozen
+class QueueSample:
+    """One kind's queue as the roll-up saw it during ``minute`` (``kind`` is
+    :data:`ALL_KINDS` for the sum of every kind).
+
+    ``pending`` counts every pending job, ``due`` those already due (exact unless
+    ``due_bounded``: then a lower bound, see ``skiplock.core.QueueStats.bounded``),
+    ``running`` the running ones. ``claim_p50``/``claim_p99`` (seconds) are the median and
+    99th percentile of ``claimed_at - available_at`` over ``claims`` jobs: the latest
+    :data:`PICKUP_SAMPLE` that succeeded in the minute before ``minute`` (None when none
+    did)."""
+
+    minute: datetime
+    kind: str
+    pending: int
+    due: int
+    running: int
+    due_bounded: bool = False
+    claims: int = 0
+    claim_p50: float | None = None
+    claim_p99: float | None = None
+
+
+def percentile(values: Sequence[float], fraction: float) -> float | None:
+    """The ``fraction`` quantile of ``values`` with linear interpolation between the
+    closest ranks (PostgreSQL's ``percentile_cont``); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def take_samples(now: datetime, jobs: Iterable[Job]) -> list[QueueSample]:
+    """The samples of the minute holding ``now`` from every job: one per kind with a
+    pending or running job or a sampled claim, and the :data:`ALL_KINDS` sum (always).
+    The due/scheduled split is bounded per (kind, tenant) as the health report's is."""
+    minute = sample_minute(now)
+    groups: dict[tuple[str, str | None], list[int]] = {}  # pending, scheduled, running
+    finished: list[Job] = []
+    for job in jobs:
+        if job.state in (JobState.PENDING, JobState.RUNNING):
+            group = groups.setdefault((job.kind, job.tenant), [0, 0, 0])
+            if job.state is JobState.RUNNING:
+                group[2] += 1
+            else:
+                group[0] += 1
+                group[1] += job.available_at > now
+        elif (
+            job.state is JobState.SUCCEEDED
+            and job.claimed_at is not None
+            and job.completed_at is not None
+            and minute - _MINUTE <= job.completed_at < minute
+        ):
+            finished.append(job)
+    finished.sort(key=lambda j: j.completed_at or minute, reverse=True)
+    waits: dict[str, list[float]] = {}
+    for job in finished[:PICKUP_SAMPLE]:
+        assert job.claimed_at is not None
+        wait = max((job.claimed_at - job.available_at).total_seconds(), 0.0)
+        waits.setdefault(job.kind, []).append(wait)
+        waits.setdefault(ALL_KINDS, []).append(wait)
+    totals: dict[str, list[int]] = {ALL_KINDS: [0, 0, 0, 0]}  # pending, due, running, bounded
+    for (kind, _), (pending, scheduled, running) in groups.items():
+        capped = min(scheduled, PENDING_SPLIT_BOUND + 1)
+        # The due ones are counted only when the scheduled ones pass the bound.
+        due_upto = min(pending - scheduled, PENDING_SPLIT_BOUND + 1)
+        due, _, bounded = pending_split(pending, capped, due_upto)
+        for key in (kind, ALL_KINDS):
+            row = totals.setdefault(key, [0, 0, 0, 0])
+            row[0] += pending
+            row[1] += due
+            row[2] += running
+            row[3] |= bounded
+    for kind in waits:
+        totals.setdefault(kind, [0, 0, 0, 0])
+    return [
+        QueueSample(
+            minute=minute,
+            kind=kind,
+            pending=pending,
+            due=due,
+            running=running,
+            due_bounded=bool(bounded),
+            claims=len(waits.get(kind, ())),
+            claim_p50=percentile(waits.get(kind, ()), 0.5),
+            claim_p99=percentile(waits.get(kind, ()), 0.99),
+        )
+        for kind, (pending, due, running, bounded) in sorted(totals.items())
+    ]
+
+
+@attrs.frozen
+class HistoryBucket:
+    """The queue during ``[start, end)``.
+
+    ``finished`` counts the jobs of each kind that finished in the bucket (any final
+    state); ``succeeded``, ``failures`` (dead or marked failed) and ``cancelled`` sum every
+    kind. ``due`` is each kind's due jobs and ``due_total`` every kind's, from the bucket's
+    last sample (None: no sample in the bucket, no roll-up ran); ``due_bounded`` says a
+    figure is a lower bound. ``claim_p50`` is the mean of the sampled minutes' medians
+    (weighted by their jobs) and ``claim_p99`` the largest of their 99th percentiles, in
+    seconds (None: no sampled claim)."""
+
+    start: datetime
+    end: datetime
+    finished: Mapping[str, int] = attrs.field(factory=dict)
+    succeeded: int = 0
+    failures: int = 0
+    cancelled: int = 0
+    due: Mapping[str, int] | None = None
+    due_total: int | None = None
+    due_bounded: bool = False
+    claims: int = 0
+    claim_p50: float | None = None
+    claim_p99: float | None = None
+
+    @property
+    def failure_rate(self) -> float | None:
+        """Failures among the jobs that succeeded or failed in the bucket (0 to 1; None
+        when none did). Cancelled jobs count on neither side."""
+        decided = self.succeeded + self.failures
+        return self.failures / decided if decided else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (times in ISO 8601, latencies in seconds)."""
+        return {
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "finished": dict(self.finished),
+            "succeeded": self.succeeded,
+            "failures": self.failures,
+            "cancelled": self.cancelled,
+            "failure_rate": self.failure_rate,
+            "due": None if self.due is None else dict(self.due),
+            "due_total": self.due_total,
+            "due_bounded": self.due_bounded,
+            "claims": self.claims,
+            "claim_p50": self.claim_p50,
+            "claim_p99": self.claim_p99,
+        }
+
+
+@attrs.frozen
+class History:
+    """The queue over a window ending at ``now`` (``engine.history()``): ``buckets``
+    oldest first, each ``bucket`` long (aligned as ``engine.throughput()``'s); ``kinds``
+    every kind that finished a job or had a sampled backlog in the window, busiest
+    first."""
+
+    now: datetime
+    bucket: timedelta
+    buckets: tuple[HistoryBucket, ...]
+    kinds: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (times in ISO 8601, the bucket in seconds)."""
+        return {
+            "now": self.now.isoformat(),
+            "bucket_seconds": self.bucket.total_seconds(),
+            "kinds": list(self.kinds),
+            "buckets": [b.to_dict() for b in self.buckets],
+        }
+
+
+def history_from(
+    now: datetime,
+    since: datetime,
+    bucket: timedelta,
+    count: int,
+    finished: Iterable[FinishedCount],
+    samples: Iterable[QueueSample],
+) -> History:
+    """The :class:`History` of ``count`` buckets from ``since`` (from
+    ``throughput_window``), every bucket present, from a store's finished counts and
+    samples; anything outside the window is ignored."""
+    done: list[dict[str, Any]] = [{"finished": {}} for _ in range(count)]
+    weight: dict[str, int] = {}
+    for row in finished:
+        index, rest = divmod(row.start - since, bucket)
+        if rest or not 0 <= index < count:
+            continue
+        slot = done[index]
+        kind = row.kind or "(unknown)"
+        slot["finished"][kind] = slot["finished"].get(kind, 0) + row.count
+        weight[kind] = weight.get(kind, 0) + row.count
+        name = {JobState.DEAD: "failures", JobState.FAILED: "failures"}.get(row.state)
+        name = name or row.state.value
+        slot[name] = slot.get(name, 0) + row.count
+    last: dict[int, datetime] = {}
+    by_minute: dict[datetime, dict[str, QueueSample]] = {}
+    for sample in samples:
+        index = (sample.minute - since) // bucket
+        if 0 <= index < count and sample.minute >= since:
+            by_minute.setdefault(sample.minute, {})[sample.kind] = sample
+            last[index] = max(last.get(index, sample.minute), sample.minute)
+    claims: dict[int, list[QueueSample]] = {}
+    for minute, sampled_kinds in by_minute.items():
+        total = sampled_kinds.get(ALL_KINDS)
+        if total is not None and total.claims:
+            claims.setdefault((minute - since) // bucket, []).append(total)
+        for kind in sampled_kinds:
+            if kind != ALL_KINDS:
+                weight.setdefault(kind, 0)
+    buckets = []
+    for index, slot in enumerate(done):
+        start = since + index * bucket
+        due: dict[str, int] | None = None
+        total_due, bounded = None, False
+        if index in last:
+            latest = by_minute[last[index]]
+            due = {k: s.due for k, s in latest.items() if k != ALL_KINDS and s.due}
+            whole = latest.get(ALL_KINDS)
+            total_due = whole.due if whole is not None else sum(due.values())
+            bounded = any(s.due_bounded for s in latest.values())
+        sampled = claims.get(index, [])
+        n = sum(s.claims for s in sampled)
+        p50 = sum((s.claim_p50 or 0.0) * s.claims for s in sampled) / n if n else None
+        p99 = max((s.claim_p99 for s in sampled if s.claim_p99 is not None), default=None)
+        buckets.append(
+            HistoryBucket(
+                start=start,
+                end=start + bucket,
+                finished=slot["finished"],
+                succeeded=slot.get("succeeded", 0),
+                failures=slot.get("failures", 0),
+                cancelled=slot.get("cancelled", 0),
+                due=due,
+                due_total=total_due,
+                due_bounded=bounded,
+                claims=n,
+                claim_p50=p50,
+                claim_p99=p99,
+            )
+        )
+    kinds = tuple(sorted(weight, key=lambda k: (-weight[k], k)))
+    return History(now=now, bucket=bucket, buckets=tuple(buckets), kinds=kinds)

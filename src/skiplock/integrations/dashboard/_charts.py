@@ -1,0 +1,219 @@
+"""The charts page: the geometry of its server-rendered SVG charts from a
+:class:`~skiplock.core._history.History` (no JavaScript; the stylesheet colours the
+series by class, as the page's Content-Security-Policy allows no inline style).
+
+Pure functions of their arguments, shared by the async and the sync dashboard.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, timedelta
+from typing import TYPE_CHECKING, Any
+
+from skiplock.core._errors import ValidationError
+from skiplock.core._health import format_duration
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from skiplock.core._history import History, HistoryBucket
+
+#: The windows the page offers: the query value, its length and its bucket (at most
+#: 96 buckets: a bar stays wider than a pixel at a phone's width).
+WINDOWS: Mapping[str, tuple[timedelta, timedelta]] = {
+    "1h": (timedelta(hours=1), timedelta(minutes=1)),
+    "6h": (timedelta(hours=6), timedelta(minutes=5)),
+    "24h": (timedelta(hours=24), timedelta(minutes=15)),
+    "7d": (timedelta(days=7), timedelta(hours=2)),
+}
+DEFAULT_WINDOW = "1h"
+#: The kinds drawn on their own (the busiest); the others are summed as "other".
+SERIES = 6
+OTHER = "other"
+
+_WIDTH = 600
+_HEIGHT = 160
+
+
+def window(value: str | None) -> tuple[str, timedelta, timedelta]:
+    """The window a query asks for (its name, length and bucket): one of
+    :data:`WINDOWS`, :data:`DEFAULT_WINDOW` when absent; ValidationError otherwise."""
+    name = value or DEFAULT_WINDOW
+    if name not in WINDOWS:
+        raise ValidationError(f"window must be one of {', '.join(WINDOWS)}, got {name[:20]!r}")
+    length, bucket = WINDOWS[name]
+    return name, length, bucket
+
+
+def _series_names(kinds: Sequence[str]) -> list[str]:
+    return [*kinds[:SERIES], *([OTHER] if len(kinds) > SERIES else [])]
+
+
+def _by_series(values: Mapping[str, int] | None, kinds: Sequence[str]) -> dict[str, int] | None:
+    """A bucket's per-kind figures folded into the chart's series."""
+    if values is None:
+        return None
+    shown = set(kinds[:SERIES])
+    folded: dict[str, int] = {}
+    for kind, n in values.items():
+        key = kind if kind in shown else OTHER
+        folded[key] = folded.get(key, 0) + n
+    return folded
+
+
+def _label(bucket: HistoryBucket) -> str:
+    return bucket.start.astimezone(UTC).strftime("%m-%d %H:%M")
+
+
+def _scale(top: float) -> float:
+    return _HEIGHT / top if top > 0 else 0.0
+
+
+def stacked(history: History) -> dict[str, Any]:
+    """Jobs finished per bucket, a bar per bucket stacked by kind (series ``s0`` ... and
+    ``other``)."""
+    names = _series_names(history.kinds)
+    buckets = history.buckets
+    step = _WIDTH / max(len(buckets), 1)
+    totals = [sum(b.finished.values()) for b in buckets]
+    scale = _scale(max(totals, default=0))
+    bars = []
+    for i, b in enumerate(buckets):
+        parts = _by_series(b.finished, history.kinds) or {}
+        y = float(_HEIGHT)
+        segments = []
+        for index, name in enumerate(names):
+            n = parts.get(name, 0)
+            if not n:
+                continue
+            height = max(n * scale, 1.0)
+            y -= height
+            segments.append(
+                {"y": round(y, 2), "height": round(height, 2), "css": _css(index, name), "n": n}
+            )
+        bars.append(
+            {
+                "x": round(i * step + step * 0.1, 2),
+                "segments": segments,
+                "total": totals[i],
+                "label": _label(b),
+                "parts": ", ".join(f"{parts[name]} {name}" for name in names if parts.get(name)),
+            }
+        )
+    return {
+        "width": _WIDTH,
+        "height": _HEIGHT,
+        "bar_width": round(max(step * 0.8, 0.5), 2),
+        "bars": bars,
+        "top": max(totals, default=0),
+        "legend": [{"name": name, "css": _css(i, name)} for i, name in enumerate(names)],
+    }
+
+
+def _css(index: int, name: str) -> str:
+    return "other" if name == OTHER else f"s{index}"
+
+
+def _polylines(values: Sequence[float | None], scale: float, step: float) -> list[str]:
+    """SVG polyline points, one line per run of known values (a gap where unknown); a
+    run of one value is drawn as a short flat line so that it shows."""
+    lines: list[str] = []
+    run: list[str] = []
+    for i, value in enumerate([*values, None]):
+        if value is None:
+            if len(run) == 1:
+                x, y = run[0].split(",")
+                run.append(f"{float(x) + step * 0.5:.2f},{y}")
+            if run:
+                lines.append(" ".join(run))
+            run = []
+            continue
+        run.append(f"{i * step + step * 0.5:.2f},{_HEIGHT - value * scale:.2f}")
+    return lines
+
+
+def lines(
+    history: History,
+    series: Sequence[tuple[str, str, Callable[[HistoryBucket], float | None]]],
+    *,
+    unit: Callable[[float], str],
+) -> dict[str, Any]:
+    """A line chart: per series (name, css class, the bucket's value or None) its
+    polylines on one scale; ``unit`` formats the largest value for the axis label."""
+    buckets = history.buckets
+    step = _WIDTH / max(len(buckets), 1)
+    values = [[pick(b) for b in buckets] for _, _, pick in series]
+    top = max((v for row in values for v in row if v is not None), default=0.0)
+    scale = _scale(top)
+    drawn = [
+        {"name": name, "css": css, "lines": _polylines(row, scale, step)}
+        for (name, css, _), row in zip(series, values, strict=True)
+    ]
+    return {
+        "width": _WIDTH,
+        "height": _HEIGHT,
+        "series": drawn,
+        "top": unit(top),
+        "empty": not any(s["lines"] for s in drawn),
+    }
+
+
+def _seconds(value: float) -> str:
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    return format_duration(timedelta(seconds=value)) if value >= 60 else f"{value:.1f} s"
+
+
+def page(history: History, name: str) -> dict[str, Any]:
+    """What the charts page shows for ``history`` over window ``name``."""
+    kinds = _series_names(history.kinds)
+    shown = set(history.kinds[:SERIES])
+
+    def due(kind: str) -> Callable[[HistoryBucket], float | None]:
+        def pick(b: HistoryBucket) -> float | None:
+            if b.due is None:
+                return None
+            if kind == OTHER:
+                return float(sum(n for k, n in b.due.items() if k not in shown))
+            return float(b.due.get(kind, 0))
+
+        return pick
+
+    backlog = lines(
+        history,
+        [(k, _css(i, k), due(k)) for i, k in enumerate(kinds)],
+        unit=lambda v: f"{v:,.0f}",
+    )
+    rate = lines(
+        history,
+        [
+            (
+                "failure rate",
+                "bad",
+                lambda b: None if b.failure_rate is None else 100 * b.failure_rate,
+            )
+        ],
+        unit=lambda v: f"{v:.1f} %",
+    )
+    latency = lines(
+        history,
+        [("p50", "s0", lambda b: b.claim_p50), ("p99", "bad", lambda b: b.claim_p99)],
+        unit=_seconds,
+    )
+    buckets = history.buckets
+    return {
+        "page": "charts",
+        "window": name,
+        "windows": list(WINDOWS),
+        "bucket": format_duration(history.bucket),
+        "first": _label(buckets[0]) if buckets else "",
+        "last": buckets[-1].end.astimezone(UTC).strftime("%m-%d %H:%M") if buckets else "",
+        "throughput": stacked(history),
+        "backlog": backlog,
+        "bounded": any(b.due_bounded for b in buckets),
+        "sampled": any(b.due is not None for b in buckets),
+        "rate": rate,
+        "latency": latency,
+        "finished": sum(sum(b.finished.values()) for b in buckets),
+        "failures": sum(b.failures for b in buckets),
+    }

@@ -1,0 +1,130 @@
+"""Contract tests of the queue samples behind the charts (async source; ``_history.py`` is
+its generated twin).
+
+``roll_up_counts()`` takes the samples of the minute holding the store's now, once per
+minute (``skiplock.core._history.take_samples`` is the rule), and ``queue_samples()``
+reads them back. Mixed into :class:`~.store.AsyncJobStoreContract`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+
+from skiplock.core import Succeeded
+from skiplock.core._history import ALL_KINDS, sample_minute
+
+from ._support_async import (
+    AsyncContractBase,
+    _claim_request,
+    _enqueue,
+    _finish,
+    _fresh_kind,
+    _request,
+    requires,
+)
+
+if TYPE_CHECKING:
+    from skiplock.core._history import QueueSample
+    from skiplock.ports import AsyncJobStore
+    from skiplock.testing import FakeClock
+
+
+async def _this_minute(store: AsyncJobStore) -> dict[str, QueueSample]:
+    """Roll up, then the samples of the minute the store's clock is in, by kind (taken
+    again if the minute turned between the two calls)."""
+    for _ in range(3):
+        minute = sample_minute(await store.now())
+        await store.roll_up_counts()
+        samples = await store.queue_samples(minute)
+        if sample_minute(await store.now()) == minute:
+            return {s.kind: s for s in samples if s.minute == minute}
+    raise AssertionError("the minute turned three times")  # pragma: no cover
+
+
+class AsyncHistoryContract(AsyncContractBase):
+    """The queue samples of roll_up_counts."""
+
+    async def test_an_empty_queue_is_sampled_as_zeros(self, store: AsyncJobStore) -> None:
+        samples = await _this_minute(store)
+        assert list(samples) == [ALL_KINDS]
+        total = samples[ALL_KINDS]
+        assert (total.pending, total.due, total.running, total.claims) == (0, 0, 0, 0)
+        assert (total.claim_p50, total.claim_p99, total.due_bounded) == (None, None, False)
+
+    async def test_a_sample_counts_pending_due_and_running_jobs_per_kind(
+        self, store: AsyncJobStore
+    ) -> None:
+        busy, later = _fresh_kind(), _fresh_kind()
+        in_an_hour = await store.now() + timedelta(hours=1)
+        await store.enqueue([_request(busy) for _ in range(4)])
+        await store.enqueue([_request(later, available_at=in_an_hour) for _ in range(2)])
+        claimed = await store.claim(_claim_request(limit=1, kinds=frozenset({busy})))
+        assert len(claimed) == 1
+
+        samples = await _this_minute(store)
+
+        assert set(samples) == {ALL_KINDS, busy, later}
+        counted = {k: (s.pending, s.due, s.running) for k, s in samples.items()}
+        assert counted == {busy: (3, 3, 1), later: (2, 0, 0), ALL_KINDS: (5, 3, 1)}
+        assert not any(s.due_bounded for s in samples.values())
+
+    async def test_a_minute_is_sampled_once(self, store: AsyncJobStore) -> None:
+        kind = _fresh_kind()
+        for _ in range(3):
+            minute = sample_minute(await store.now())
+            await _enqueue(store, kind)
+            first = await _this_minute(store)
+            await _enqueue(store, kind)
+            again = await _this_minute(store)
+            if sample_minute(await store.now()) == minute:
+                break
+        assert first[kind].pending == again[kind].pending, "the second roll-up took none"
+        rows = await store.queue_samples(minute)
+        assert len([s for s in rows if s.minute == minute and s.kind == kind]) == 1
+
+    async def test_samples_are_read_since_a_time(self, store: AsyncJobStore) -> None:
+        await _this_minute(store)
+        later = sample_minute(await store.now()) + timedelta(minutes=1)
+        assert await store.queue_samples(later) == []
+
+    @requires("controllable_clock")
+    async def test_claim_latency_of_the_jobs_that_succeeded_the_minute_before(
+        self, store: AsyncJobStore, clock: FakeClock
+    ) -> None:
+        clock.advance(sample_minute(await store.now()) + timedelta(minutes=1) - await store.now())
+        kind = _fresh_kind()
+        start = await store.now()  # the start of a minute
+        await store.enqueue([_request(kind) for _ in range(3)])
+        for seconds in (2, 4, 30):  # each job waits that long for its claim
+            clock.advance(start + timedelta(seconds=seconds) - await store.now())
+            [job] = await store.claim(_claim_request(limit=1, kinds=frozenset({kind})))
+            await _finish(store, job, Succeeded())
+
+        assert _claims(await _this_minute(store)) == {}  # they finished this minute
+        clock.advance(timedelta(minutes=1))
+        sampled = await _this_minute(store)
+        assert _claims(sampled) == {kind: (3, 4.0), ALL_KINDS: (3, 4.0)}
+        # percentile_cont: 0.99 of the way from the second wait to the third, 4 + 0.98 * 26
+        assert sampled[kind].claim_p99 == pytest.approx(29.48)
+        clock.advance(timedelta(minutes=1))
+        assert _claims(await _this_minute(store)) == {}  # two minutes back: not sampled
+
+    @requires("controllable_clock")
+    async def test_samples_past_retention_are_removed(
+        self, store: AsyncJobStore, clock: FakeClock
+    ) -> None:
+        first = sample_minute(await store.now())
+        await _this_minute(store)
+        clock.advance(timedelta(days=7, minutes=2))
+        await _this_minute(store)
+        minutes = {s.minute for s in await store.queue_samples(first)}
+        assert first not in minutes
+        assert len(minutes) == 1
+
+
+def _claims(samples: dict[str, QueueSample]) -> dict[str, tuple[int, float | None]]:
+    """(claims, median) per kind with sampled claims."""
+    return {k: (s.claims, s.claim_p50) for k, s in samples.items() if s.claims}
