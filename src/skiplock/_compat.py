@@ -133,7 +133,44 @@ def _raise_in_thread(thread_id: int, exc_type: type[BaseException] | None) -> No
     _set_async_exc(ctypes.c_ulong(thread_id), target)
 
 
-class Interruptible:
+class InterruptGuard:
+    """What the sync and the async :class:`Interruptible` share: the first interrupt
+    wins and records its error (under a lock); :meth:`_interrupted` delivers it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._error: BaseException | None = None
+
+    @property
+    def error(self) -> BaseException | None:
+        """The error of the first :meth:`interrupt` (or timeout), else None."""
+        return self._error
+
+    def _current(self) -> BaseException | None:
+        # A method call, so type checkers do not narrow across the yield.
+        return self._error
+
+    def interrupt(self, error: BaseException) -> bool:
+        """Interrupt the region with ``error`` (thread-safe); False if already interrupted."""
+        with self._lock:
+            if self._error is not None:
+                return False
+            self._error = error
+            deliver = self._interrupted(error)
+        deliver()
+        return True
+
+    def _interrupted(self, error: BaseException) -> Callable[[], None]:
+        """Called under the lock with the error just recorded: what delivers it to the
+        region, run once the lock is released."""
+        raise NotImplementedError
+
+
+def _nothing() -> None:
+    return None
+
+
+class Interruptible(InterruptGuard):
     """A region of code (a job's processor call) that another thread may interrupt.
 
     :meth:`interrupt` records an error and raises its *type* inside the thread running
@@ -145,24 +182,14 @@ class Interruptible:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._error: BaseException | None = None
+        super().__init__()
         self._thread: int | None = None
 
-    @property
-    def error(self) -> BaseException | None:
-        """The error of the first :meth:`interrupt` (or timeout), else None."""
-        return self._error
-
-    def interrupt(self, error: BaseException) -> bool:
-        """Interrupt the region with ``error`` (thread-safe); False if already interrupted."""
-        with self._lock:
-            if self._error is not None:
-                return False
-            self._error = error
-            if self._thread is not None:
-                _raise_in_thread(self._thread, type(error))
-        return True
+    def _interrupted(self, error: BaseException) -> Callable[[], None]:
+        # Raised under the lock, so the region cannot be left in between.
+        if self._thread is not None:
+            _raise_in_thread(self._thread, type(error))
+        return _nothing
 
     @contextmanager
     def region(
@@ -200,10 +227,6 @@ class Interruptible:
         error = self._current()
         if error is not None:
             raise error
-
-    def _current(self) -> BaseException | None:
-        # A method call, so type checkers do not narrow across the yield.
-        return self._error
 
     def call_blocking(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Call a blocking function (a plain call here; a thread in the async twin)."""

@@ -148,7 +148,7 @@ class ThreadSafeEvent:
         return await wait_event(self._event, timeout)
 
 
-class Interruptible:
+class Interruptible(_threads.InterruptGuard):
     """A region of code (a job's processor call) that another task or thread may interrupt.
 
     :meth:`interrupt` records an error and cancels the task running :meth:`region` (and
@@ -159,35 +159,24 @@ class Interruptible:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._error: BaseException | None = None
+        super().__init__()
         self._task: asyncio.Task[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._cancelled = False
         self._blocking: _threads.Interruptible | None = None
 
-    @property
-    def error(self) -> BaseException | None:
-        """The error of the first :meth:`interrupt` (or timeout), else None."""
-        return self._error
+    def _interrupted(self, error: BaseException) -> Callable[[], None]:
+        # Read under the lock, delivered after it is released.
+        loop, blocking = self._loop, self._blocking
 
-    def _current(self) -> BaseException | None:
-        # A method call, so type checkers do not narrow across the yield.
-        return self._error
+        def deliver() -> None:
+            if blocking is not None:
+                blocking.interrupt(error)
+            if loop is not None:
+                with contextlib.suppress(RuntimeError):  # loop closed
+                    loop.call_soon_threadsafe(self._cancel_region)
 
-    def interrupt(self, error: BaseException) -> bool:
-        """Interrupt the region with ``error`` (thread-safe); False if already interrupted."""
-        with self._lock:
-            if self._error is not None:
-                return False
-            self._error = error
-            loop, blocking = self._loop, self._blocking
-        if blocking is not None:
-            blocking.interrupt(error)
-        if loop is not None:
-            with contextlib.suppress(RuntimeError):  # loop closed
-                loop.call_soon_threadsafe(self._cancel_region)
-        return True
+        return deliver
 
     def _cancel_region(self) -> None:
         # Runs in the loop's thread, like region(); the task is suspended inside the region

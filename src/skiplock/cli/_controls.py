@@ -6,7 +6,7 @@ pause")."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from skiplock.core._controls import describe
 
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
     from ._database import Reached
     from ._options import Leaf
+
+C = TypeVar("C", "Pause", "Limit")
 
 
 def _actor_option(parser: argparse.ArgumentParser) -> None:
@@ -69,24 +71,38 @@ def _operator(reached: Reached, args: argparse.Namespace) -> Operator:
     return reached.checked().operator(getattr(args, "actor", None))
 
 
+def _report(
+    args: argparse.Namespace,
+    key: str,
+    control: C | None,
+    done: Callable[[C], str],
+    missing: str = "",
+) -> int:
+    """Print what a change of a control did: as JSON under ``key``, else the line
+    ``done`` makes of it. A removal that found nothing (``control`` None) says
+    ``missing`` on stderr (in JSON: ``key`` is null) and fails."""
+    if args.json:
+        print_json({key: None if control is None else control.to_json()})
+    elif control is None:
+        print(f"skiplock: {missing}", file=sys.stderr)
+    else:
+        print(done(control))
+    return OK if control is not None else FAILED
+
+
+def _scope(control: Pause | Limit) -> str:
+    return describe(control.kind, control.tenant)
+
+
 def run_pause(reached: Reached, args: argparse.Namespace) -> int:
     pause = _operator(reached, args).pause(kind=args.kind, tenant=args.tenant, reason=args.reason)
-    if args.json:
-        print_json({"paused": pause.to_json()})
-    else:
-        print(f"paused {describe(pause.kind, pause.tenant)}")
-    return OK
+    return _report(args, "paused", pause, lambda p: f"paused {_scope(p)}")
 
 
 def run_resume(reached: Reached, args: argparse.Namespace) -> int:
     lifted = _operator(reached, args).resume(kind=args.kind, tenant=args.tenant)
-    if args.json:
-        print_json({"resumed": None if lifted is None else lifted.to_json()})
-    elif lifted is None:
-        print(f"skiplock: no pause of {describe(args.kind, args.tenant)}", file=sys.stderr)
-    else:
-        print(f"resumed {describe(lifted.kind, lifted.tenant)}")
-    return OK if lifted is not None else FAILED
+    missing = f"no pause of {describe(args.kind, args.tenant)}"
+    return _report(args, "resumed", lifted, lambda p: f"resumed {_scope(p)}", missing)
 
 
 def run_paused(reached: Reached, args: argparse.Namespace) -> int:
@@ -200,19 +216,17 @@ def _set(operator: Operator, args: argparse.Namespace) -> int:
     limit = operator.set_limit(
         kind=args.kind, tenant=args.tenant, provider=args.provider, rps=args.rps, burst=args.burst
     )
-    if args.json:
-        print_json({"limit": limit.to_json()})
-    else:
-        print(f"limit of {_target(args)}: {limit.limit.rps:g}/s, burst {limit.limit.burst}")
-    return OK
+    target = _target(args)
+    return _report(
+        args,
+        "limit",
+        limit,
+        lambda x: f"limit of {target}: {x.limit.rps:g}/s, burst {x.limit.burst}",
+    )
 
 
 def _clear(operator: Operator, args: argparse.Namespace) -> int:
     cleared = operator.clear_limit(kind=args.kind, tenant=args.tenant, provider=args.provider)
-    if args.json:
-        print_json({"cleared": None if cleared is None else cleared.to_json()})
-    elif cleared is None:
-        print(f"skiplock: no limit of {_target(args)} was set", file=sys.stderr)
-    else:
-        print(f"cleared the limit of {_target(args)}")
-    return OK if cleared is not None else FAILED
+    target = _target(args)
+    done = f"cleared the limit of {target}"
+    return _report(args, "cleared", cleared, lambda _: done, f"no limit of {target} was set")

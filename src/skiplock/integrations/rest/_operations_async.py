@@ -1,15 +1,18 @@
 """The REST API's operations (async source; ``_operations.py`` is the sync twin).
 
 :data:`OPERATIONS` is the one table of the API: each operation's id, route, permission,
-models and handler. :class:`~._api_async.AsyncRestApi` dispatches on it, every binding
-mounts its routes, and :func:`openapi_document` is generated from it, so they cannot
-drift apart. A handler is a typed call on the engine's operator acting as the caller
-(:meth:`AsyncEngine.operator <skiplock.AsyncEngine.operator>`): it answers with what
-the operator returns and reads nothing again, but for the job an enqueue created.
+models and handler. A handler declares its row (``@_operation``) and, in its docstring,
+the operation's summary and description. :class:`~._api_async.AsyncRestApi` dispatches
+on it, every binding mounts its routes, and :func:`openapi_document` is generated from
+it, so they cannot drift apart. A handler is a typed call on the engine's operator
+acting as the caller (:meth:`AsyncEngine.operator <skiplock.AsyncEngine.operator>`): it
+answers with what the operator returns and reads nothing again, but for the job an
+enqueue created.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any, Protocol
 
 from skiplock.core import DatabaseUnavailableError, StoreError, audit_event_json, job_json
@@ -23,7 +26,9 @@ from ._spec import Operation, openapi_of
 from ._support import Call, counts_json, cursor, iso, page, typed
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
+
+    from pydantic import BaseModel
 
     from skiplock.core import Job
     from skiplock.engine import AsyncOperator
@@ -41,10 +46,40 @@ def _job(job: Job, status: int = 200, headers: Mapping[str, str] | None = None) 
     return json_response(job_json(job), status, headers)
 
 
-# ---- the handlers ------------------------------------------------------------------------
+# ---- the table ---------------------------------------------------------------------------
+
+_TABLE: list[Operation[AsyncHandler]] = []
 
 
+def _operation(
+    id: str, route: str, response: type[BaseModel], **options: Any
+) -> Callable[[AsyncHandler], AsyncHandler]:
+    """Add the handler it decorates to the table as the operation ``id`` on ``route``
+    (``"METHOD /path"``; a GET needs the read permission, any other method the write
+    one). The first line of the handler's docstring is the operation's summary, the
+    paragraph after it its description; ``options`` are the other fields of
+    :class:`Operation`."""
+    method, _, path = route.partition(" ")
+    permission = Permission.READ if method == "GET" else Permission.WRITE
+
+    def add(handler: AsyncHandler) -> AsyncHandler:
+        summary, _, description = inspect.cleandoc(handler.__doc__ or "").partition("\n\n")
+        spec = (id, method, path, permission, summary, " ".join(description.split()), response)
+        _TABLE.append(Operation(*spec, **options, handler=handler))
+        return handler
+
+    return add
+
+
+# ---- the handlers, in the table's order --------------------------------------------------
+
+
+@_operation("listJobs", "GET /jobs", m.JobPage, query=m.JobQuery)
 async def _list_jobs(ops: AsyncOperator, call: Call) -> Response:
+    """List jobs
+
+    Jobs matching every filter, ordered by id, one keyset page: pass `next_cursor` as
+    `cursor` (with the same filters) for the next one."""
     query = typed(call.query, m.JobQuery)
     jobs = await ops.list_jobs(
         state=query.state,
@@ -63,7 +98,12 @@ async def _list_jobs(ops: AsyncOperator, call: Call) -> Response:
     return json_response(page(jobs, query.limit))
 
 
+@_operation("createJob", "POST /jobs", m.Job, status=201, body=m.JobCreate)
 async def _create_job(ops: AsyncOperator, call: Call) -> Response:
+    """Enqueue a job
+
+    Create a job (201). With an `idempotency_key` that already exists, nothing is created
+    and the existing job is returned (200)."""
     body = typed(call.body, m.JobCreate)
     result = await ops.enqueue(
         body.kind,
@@ -82,30 +122,60 @@ async def _create_job(ops: AsyncOperator, call: Call) -> Response:
     return _job(job, 201, {"Location": f"{call.path.rstrip('/')}/{job.id}"})
 
 
+@_operation("getJob", "GET /jobs/{job_id}", m.JobDetail)
 async def _get_job(ops: AsyncOperator, call: Call) -> Response:
+    """Get a job
+
+    One job with its attempts, last error, payload and audit trail."""
     job = await ops.get_job(call.job_id)
     trail = [audit_event_json(event) for event in await ops.audit_trail(call.job_id)]
     return json_response(job_json(job) | {"audit_trail": trail})
 
 
+@_operation("deleteJob", "DELETE /jobs/{job_id}", m.Job)
 async def _delete_job(ops: AsyncOperator, call: Call) -> Response:
+    """Delete a job
+
+    Delete (discard) a job that is not running; returns it as it was, payload included (an
+    engine with the audit trail records the discard with the payload). A running job is a
+    409: cancel it first."""
     return _job(await ops.delete_job(call.job_id))
 
 
+@_operation(
+    "retryJob", "POST /jobs/{job_id}/retry", m.Job, body=m.RetryOptions, body_required=False
+)
 async def _retry_job(ops: AsyncOperator, call: Call) -> Response:
+    """Retry a job
+
+    Replay a dead, failed or cancelled job: pending and due now, from attempt 0 unless
+    `reset_attempts` is false. Another state is a 409."""
     options = typed(call.body, m.RetryOptions)
     return _job(await ops.retry_job(call.job_id, reset_attempts=options.reset_attempts))
 
 
+@_operation("cancelJob", "POST /jobs/{job_id}/cancel", m.Job)
 async def _cancel_job(ops: AsyncOperator, call: Call) -> Response:
+    """Cancel a job
+
+    A pending job is never claimed; a running one is asked to stop at its worker's next
+    heartbeat. A finished job is a 409."""
     return _job(await ops.cancel_job(call.job_id))
 
 
+@_operation("failJob", "POST /jobs/{job_id}/fail", m.Job)
 async def _fail_job(ops: AsyncOperator, call: Call) -> Response:
+    """Mark a job failed
+
+    The manual stop: never tried again unless replayed. A succeeded or failed job is a 409."""
     return _job(await ops.fail_job(call.job_id))
 
 
+@_operation("listDeadJobs", "GET /dlq", m.JobPage, query=m.DeadJobQuery, tag="dlq")
 async def _dead_jobs(ops: AsyncOperator, call: Call) -> Response:
+    """List dead jobs (the DLQ)
+
+    Dead jobs with their last error and payload, by id, one keyset page."""
     query = typed(call.query, m.DeadJobQuery)
     jobs = await ops.dead_jobs(
         kind=query.kind, tenant=query.tenant, limit=query.limit + 1, after_id=cursor(query.cursor)
@@ -113,7 +183,12 @@ async def _dead_jobs(ops: AsyncOperator, call: Call) -> Response:
     return json_response(page(jobs, query.limit))
 
 
+@_operation("retryDeadJobs", "POST /dlq/retry", m.RetriedJobs, body=m.RetryDead, tag="dlq")
 async def _retry_dead(ops: AsyncOperator, call: Call) -> Response:
+    """Retry dead jobs in bulk
+
+    Replay every dead job matching the filter (every dead job without one); returns their
+    ids."""
     body = typed(call.body, m.RetryDead)
     ids = await ops.retry_dead(
         kind=body.kind, tenant=body.tenant, reset_attempts=body.reset_attempts
@@ -121,11 +196,19 @@ async def _retry_dead(ops: AsyncOperator, call: Call) -> Response:
     return json_response({"retried": sorted(ids)})
 
 
+@_operation("getCounts", "GET /counts", m.Counts, tag="queue")
 async def _counts(ops: AsyncOperator, call: Call) -> Response:
+    """Count jobs
+
+    The number of jobs per state, kind and tenant."""
     return json_response(counts_json(await ops.counts()))
 
 
+@_operation("listWorkers", "GET /workers", m.Workers, query=m.WorkersQuery, tag="queue")
 async def _workers(ops: AsyncOperator, call: Call) -> Response:
+    """List workers
+
+    The registered workers, their heartbeats and running jobs."""
     query = typed(call.query, m.WorkersQuery)
     report = await ops.health(worker_timeout=query.worker_timeout)
     if not report.reachable:
@@ -136,7 +219,12 @@ async def _workers(ops: AsyncOperator, call: Call) -> Response:
     return json_response({"checked_at": iso(report.checked_at), "workers": workers})
 
 
+@_operation("getHealth", "GET /health", m.HealthReport, query=m.HealthQuery, tag="queue")
 async def _health(ops: AsyncOperator, call: Call) -> Response:
+    """Health report
+
+    The health of the queue and its workers (R9). Status 200 whether healthy or not: read
+    `healthy` and `problems`."""
     query = typed(call.query, m.HealthQuery)
     report = await ops.health(
         max_pending_age=query.max_pending_age,
@@ -146,17 +234,35 @@ async def _health(ops: AsyncOperator, call: Call) -> Response:
     return json_response(report.to_dict())
 
 
+@_operation("listPauses", "GET /pauses", m.Pauses, tag="controls")
 async def _list_pauses(ops: AsyncOperator, call: Call) -> Response:
+    """List pauses
+
+    The pauses in force: kinds, tenants and (kind, tenant) pairs whose jobs are not claimed."""
     return json_response({"pauses": [p.to_json() for p in await ops.paused()]})
 
 
+@_operation("pause", "POST /pauses", m.Pause, body=m.PauseCreate, tag="controls")
 async def _pause(ops: AsyncOperator, call: Call) -> Response:
+    """Pause a kind, a tenant or a pair
+
+    Stop claiming the jobs of `kind` (every tenant), `tenant` (every kind) or both: they
+    stay pending with their attempts; running jobs finish. Every worker applies it within
+    `controls_refresh` (1 s by default). Pausing again keeps `since` and takes the new
+    `reason`."""
     body = typed(call.body, m.PauseCreate)
     pause = await ops.pause(kind=body.kind, tenant=body.tenant, reason=body.reason)
     return json_response(pause.to_json())
 
 
+@_operation(
+    "resume", "POST /pauses/resume", m.Pause, body=m.PauseScope, not_found=True, tag="controls"
+)
 async def _resume(ops: AsyncOperator, call: Call) -> Response:
+    """Lift a pause
+
+    Lift the pause of exactly this `kind` and `tenant` (as it was set); returns it. None is
+    a 404."""
     body = typed(call.body, m.PauseScope)
     lifted = await ops.resume(kind=body.kind, tenant=body.tenant)
     if lifted is None:
@@ -164,11 +270,23 @@ async def _resume(ops: AsyncOperator, call: Call) -> Response:
     return json_response(lifted.to_json())
 
 
+@_operation("listLimits", "GET /limits", m.Limits, tag="controls")
 async def _list_limits(ops: AsyncOperator, call: Call) -> Response:
+    """List limits
+
+    The rate limits and provider caps set at run time (the code's and settings' are not
+    listed)."""
     return json_response({"limits": [x.to_json() for x in await ops.limits()]})
 
 
+@_operation("setLimit", "POST /limits", m.RateLimit, body=m.LimitSet, tag="controls")
 async def _set_limit(ops: AsyncOperator, call: Call) -> Response:
+    """Set a rate limit
+
+    Set `rps` and `burst` for `kind` and `tenant`, for `kind` alone (its default for every
+    tenant without its own), or for `provider` alone (a cap across its kinds), replacing the
+    one set before. It wins over the code's and settings' limits; every worker applies it
+    within `controls_refresh`."""
     body = typed(call.body, m.LimitSet)
     limit = await ops.set_limit(
         kind=body.kind, tenant=body.tenant, provider=body.provider, rps=body.rps, burst=body.burst
@@ -176,7 +294,19 @@ async def _set_limit(ops: AsyncOperator, call: Call) -> Response:
     return json_response(limit.to_json())
 
 
+@_operation(
+    "clearLimit",
+    "POST /limits/clear",
+    m.RateLimit,
+    body=m.LimitScope,
+    not_found=True,
+    tag="controls",
+)
 async def _clear_limit(ops: AsyncOperator, call: Call) -> Response:
+    """Clear a rate limit
+
+    Remove the limit set for exactly this `kind` and `tenant`, or `provider`; returns it.
+    None is a 404."""
     body = typed(call.body, m.LimitScope)
     cleared = await ops.clear_limit(kind=body.kind, tenant=body.tenant, provider=body.provider)
     if cleared is None:
@@ -185,254 +315,7 @@ async def _clear_limit(ops: AsyncOperator, call: Call) -> Response:
     return json_response(cleared.to_json())
 
 
-# ---- the table ---------------------------------------------------------------------------
-
-_READ, _WRITE = Permission.READ, Permission.WRITE
-_JOB = "/jobs/{job_id}"
-
-OPERATIONS: tuple[Operation[AsyncHandler], ...] = (
-    Operation(
-        "listJobs",
-        "GET",
-        "/jobs",
-        _READ,
-        "List jobs",
-        "Jobs matching every filter, ordered by id, one keyset page: pass `next_cursor` as "
-        "`cursor` (with the same filters) for the next one.",
-        m.JobPage,
-        query=m.JobQuery,
-        problems=(422,),
-        handler=_list_jobs,
-    ),
-    Operation(
-        "createJob",
-        "POST",
-        "/jobs",
-        _WRITE,
-        "Enqueue a job",
-        "Create a job (201). With an `idempotency_key` that already exists, nothing is "
-        "created and the existing job is returned (200).",
-        m.Job,
-        status=201,
-        body=m.JobCreate,
-        body_required=True,
-        problems=(400, 415, 422),
-        handler=_create_job,
-    ),
-    Operation(
-        "getJob",
-        "GET",
-        _JOB,
-        _READ,
-        "Get a job",
-        "One job with its attempts, last error, payload and audit trail.",
-        m.JobDetail,
-        problems=(404, 422),
-        handler=_get_job,
-    ),
-    Operation(
-        "deleteJob",
-        "DELETE",
-        _JOB,
-        _WRITE,
-        "Delete a job",
-        "Delete (discard) a job that is not running; returns it as it was, payload "
-        "included (an engine with the audit trail records the discard with the payload). "
-        "A running job is a 409: cancel it first.",
-        m.Job,
-        problems=(404, 409, 422),
-        handler=_delete_job,
-    ),
-    Operation(
-        "retryJob",
-        "POST",
-        _JOB + "/retry",
-        _WRITE,
-        "Retry a job",
-        "Replay a dead, failed or cancelled job: pending and due now, from attempt 0 "
-        "unless `reset_attempts` is false. Another state is a 409.",
-        m.Job,
-        body=m.RetryOptions,
-        problems=(400, 404, 409, 415, 422),
-        handler=_retry_job,
-    ),
-    Operation(
-        "cancelJob",
-        "POST",
-        _JOB + "/cancel",
-        _WRITE,
-        "Cancel a job",
-        "A pending job is never claimed; a running one is asked to stop at its worker's "
-        "next heartbeat. A finished job is a 409.",
-        m.Job,
-        problems=(404, 409, 415, 422),
-        handler=_cancel_job,
-    ),
-    Operation(
-        "failJob",
-        "POST",
-        _JOB + "/fail",
-        _WRITE,
-        "Mark a job failed",
-        "The manual stop: never tried again unless replayed. A succeeded or failed job is a 409.",
-        m.Job,
-        problems=(404, 409, 415, 422),
-        handler=_fail_job,
-    ),
-    Operation(
-        "listDeadJobs",
-        "GET",
-        "/dlq",
-        _READ,
-        "List dead jobs (the DLQ)",
-        "Dead jobs with their last error and payload, by id, one keyset page.",
-        m.JobPage,
-        query=m.DeadJobQuery,
-        problems=(422,),
-        tag="dlq",
-        handler=_dead_jobs,
-    ),
-    Operation(
-        "retryDeadJobs",
-        "POST",
-        "/dlq/retry",
-        _WRITE,
-        "Retry dead jobs in bulk",
-        "Replay every dead job matching the filter (every dead job without one); returns "
-        "their ids.",
-        m.RetriedJobs,
-        body=m.RetryDead,
-        body_required=True,
-        problems=(400, 415, 422),
-        tag="dlq",
-        handler=_retry_dead,
-    ),
-    Operation(
-        "getCounts",
-        "GET",
-        "/counts",
-        _READ,
-        "Count jobs",
-        "The number of jobs per state, kind and tenant.",
-        m.Counts,
-        tag="queue",
-        handler=_counts,
-    ),
-    Operation(
-        "listWorkers",
-        "GET",
-        "/workers",
-        _READ,
-        "List workers",
-        "The registered workers, their heartbeats and running jobs.",
-        m.Workers,
-        query=m.WorkersQuery,
-        problems=(422,),
-        tag="queue",
-        handler=_workers,
-    ),
-    Operation(
-        "getHealth",
-        "GET",
-        "/health",
-        _READ,
-        "Health report",
-        "The health of the queue and its workers (R9). Status 200 whether healthy or not: "
-        "read `healthy` and `problems`.",
-        m.HealthReport,
-        query=m.HealthQuery,
-        problems=(422,),
-        tag="queue",
-        handler=_health,
-    ),
-    Operation(
-        "listPauses",
-        "GET",
-        "/pauses",
-        _READ,
-        "List pauses",
-        "The pauses in force: kinds, tenants and (kind, tenant) pairs whose jobs are not claimed.",
-        m.Pauses,
-        tag="controls",
-        handler=_list_pauses,
-    ),
-    Operation(
-        "pause",
-        "POST",
-        "/pauses",
-        _WRITE,
-        "Pause a kind, a tenant or a pair",
-        "Stop claiming the jobs of `kind` (every tenant), `tenant` (every kind) or both: "
-        "they stay pending with their attempts; running jobs finish. Every worker applies "
-        "it within `controls_refresh` (1 s by default). Pausing again keeps `since` and "
-        "takes the new `reason`.",
-        m.Pause,
-        body=m.PauseCreate,
-        body_required=True,
-        problems=(400, 415, 422),
-        tag="controls",
-        handler=_pause,
-    ),
-    Operation(
-        "resume",
-        "POST",
-        "/pauses/resume",
-        _WRITE,
-        "Lift a pause",
-        "Lift the pause of exactly this `kind` and `tenant` (as it was set); returns it. "
-        "None is a 404.",
-        m.Pause,
-        body=m.PauseScope,
-        body_required=True,
-        problems=(400, 404, 415, 422),
-        tag="controls",
-        handler=_resume,
-    ),
-    Operation(
-        "listLimits",
-        "GET",
-        "/limits",
-        _READ,
-        "List limits",
-        "The rate limits and provider caps set at run time (the code's and settings' are "
-        "not listed).",
-        m.Limits,
-        tag="controls",
-        handler=_list_limits,
-    ),
-    Operation(
-        "setLimit",
-        "POST",
-        "/limits",
-        _WRITE,
-        "Set a rate limit",
-        "Set `rps` and `burst` for `kind` and `tenant`, for `kind` alone (its default for "
-        "every tenant without its own), or for `provider` alone (a cap across its kinds), "
-        "replacing the one set before. It wins over the code's and settings' limits; every "
-        "worker applies it within `controls_refresh`.",
-        m.RateLimit,
-        body=m.LimitSet,
-        body_required=True,
-        problems=(400, 415, 422),
-        tag="controls",
-        handler=_set_limit,
-    ),
-    Operation(
-        "clearLimit",
-        "POST",
-        "/limits/clear",
-        _WRITE,
-        "Clear a rate limit",
-        "Remove the limit set for exactly this `kind` and `tenant`, or `provider`; returns "
-        "it. None is a 404.",
-        m.RateLimit,
-        body=m.LimitScope,
-        body_required=True,
-        problems=(400, 404, 415, 422),
-        tag="controls",
-        handler=_clear_limit,
-    ),
-)
+OPERATIONS: tuple[Operation[AsyncHandler], ...] = tuple(_TABLE)
 
 #: The operations by id.
 BY_ID: Mapping[str, Operation[AsyncHandler]] = {op.id: op for op in OPERATIONS}

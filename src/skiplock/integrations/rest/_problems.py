@@ -24,7 +24,8 @@ DEFAULT_CHALLENGE = 'Bearer realm="skiplock"'
 class Problem(Exception):
     """An error response: raise a subclass (or this with ``status=``) from a handler or
     an authorization hook. ``detail`` is shown to the client: say what went wrong, never
-    a secret."""
+    a secret. A subclass names its ``status``, ``slug`` and ``title`` as class keywords
+    (``class Gone(Problem, status=410, slug="gone", title="Gone")``)."""
 
     status: ClassVar[int] = 500
     slug: ClassVar[str] = "internal-error"
@@ -41,6 +42,17 @@ class Problem(Exception):
         self.detail = detail or self.title
         self.headers: Mapping[str, str] = dict(headers or {})
         self.errors = None if errors is None else [dict(e) for e in errors]
+
+    def __init_subclass__(
+        cls, *, status: int | None = None, slug: str | None = None, title: str | None = None
+    ) -> None:
+        super().__init_subclass__()
+        if status is not None:
+            cls.status = status
+        if slug is not None:
+            cls.slug = slug
+        if title is not None:
+            cls.title = title
 
     @property
     def type(self) -> str:
@@ -66,72 +78,44 @@ class Problem(Exception):
         return Response(self.status, encode(self.to_dict(instance)), PROBLEM_TYPE, headers)
 
 
-class NotAuthenticated(Problem):
+class NotAuthenticated(
+    Problem, status=401, slug="unauthenticated", title="Authentication required"
+):
     """401: the caller is not known (no or bad credentials). An authorization hook
     raises it (or returns None). ``challenge`` is the ``WWW-Authenticate`` header."""
-
-    status = 401
-    slug = "unauthenticated"
-    title = "Authentication required"
 
     def __init__(self, detail: str | None = None, *, challenge: str = DEFAULT_CHALLENGE) -> None:
         super().__init__(detail, headers={"WWW-Authenticate": challenge})
 
 
-class Forbidden(Problem):
+class Forbidden(Problem, status=403, slug="forbidden", title="Permission denied"):
     """403: the caller is known but lacks the permission. An authorization hook raises it."""
 
-    status = 403
-    slug = "forbidden"
-    title = "Permission denied"
 
-
-class BadRequest(Problem):
+class BadRequest(Problem, status=400, slug="malformed-request", title="Malformed request"):
     """400: the body is not JSON."""
 
-    status = 400
-    slug = "malformed-request"
-    title = "Malformed request"
 
-
-class NotFound(Problem):
+class NotFound(Problem, status=404, slug="not-found", title="Not found"):
     """404: no job with that id."""
 
-    status = 404
-    slug = "not-found"
-    title = "Not found"
 
-
-class MethodNotAllowed(Problem):
+class MethodNotAllowed(Problem, status=405, slug="method-not-allowed", title="Method not allowed"):
     """405: a path of the API that does not take this method (``Allow`` says which do)."""
 
-    status = 405
-    slug = "method-not-allowed"
-    title = "Method not allowed"
 
-
-class Conflict(Problem):
+class Conflict(Problem, status=409, slug="invalid-transition", title="Invalid state transition"):
     """409: the job's state does not allow the action (nothing changed)."""
 
-    status = 409
-    slug = "invalid-transition"
-    title = "Invalid state transition"
 
-
-class UnsupportedMediaType(Problem):
+class UnsupportedMediaType(
+    Problem, status=415, slug="unsupported-media-type", title="Unsupported media type"
+):
     """415: a body or ``Content-Type`` that is not JSON."""
 
-    status = 415
-    slug = "unsupported-media-type"
-    title = "Unsupported media type"
 
-
-class InvalidRequest(Problem):
+class InvalidRequest(Problem, status=422, slug="invalid-request", title="Invalid request"):
     """422: a parameter or a body field is invalid (``errors`` says which)."""
-
-    status = 422
-    slug = "invalid-request"
-    title = "Invalid request"
 
 
 class InternalError(Problem):
@@ -139,12 +123,8 @@ class InternalError(Problem):
     nothing more)."""
 
 
-class Unavailable(Problem):
+class Unavailable(Problem, status=503, slug="unavailable", title="Job store unavailable"):
     """503: the job store failed (database down, schema missing or too old)."""
-
-    status = 503
-    slug = "unavailable"
-    title = "Job store unavailable"
 
 
 #: Every problem type the API answers with, by status (for the OpenAPI document).

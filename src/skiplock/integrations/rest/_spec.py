@@ -40,7 +40,8 @@ class Operation(Generic[H]):
     name in the bindings), HTTP method and path (relative to the mount point, with
     ``{job_id}``), the permission it needs, its inputs, its success response and the
     ``handler`` that answers it (an async one in the table of the async API, a sync one
-    in the sync API's)."""
+    in the sync API's). Whether a body is required and the problems it may answer with
+    follow from the rest unless given."""
 
     id: str
     method: str
@@ -52,9 +53,17 @@ class Operation(Generic[H]):
     status: int = 200
     query: type[BaseModel] = m.NoQuery
     body: type[BaseModel] | None = None
-    body_required: bool = False
-    #: Statuses of the problems it may answer with, besides 401/403/500/503.
-    problems: tuple[int, ...] = ()
+    #: Whether a request must have a body (by default: where the operation takes one).
+    body_required: bool = attrs.field(
+        default=attrs.Factory(lambda self: self.body is not None, takes_self=True)
+    )
+    #: Whether it answers 404 when what it names is not there (a job path always may).
+    not_found: bool = False
+    #: Statuses of the problems it may answer with, besides 401/403/500/503 (by default
+    #: what its method, path, query and body allow: :func:`problems_of`).
+    problems: tuple[int, ...] = attrs.field(
+        default=attrs.Factory(lambda self: problems_of(self), takes_self=True)
+    )
     tag: str = "jobs"
     handler: H = attrs.field(kw_only=True)
 
@@ -62,6 +71,21 @@ class Operation(Generic[H]):
     def job_path(self) -> bool:
         """Whether the path names a job (``{job_id}``)."""
         return "{job_id}" in self.path
+
+
+def problems_of(op: Operation[Any]) -> tuple[int, ...]:
+    """The problems ``op`` may answer with besides 401/403/500/503: 400 with a body
+    (not JSON), 404 on a job path or with ``not_found``, 409 when it changes a job, 415
+    for a POST (a body that is not JSON), 422 with any input (path, query or body)."""
+    takes_input = op.job_path or op.body is not None or op.query is not m.NoQuery
+    rules = {
+        400: op.body is not None,
+        404: op.job_path or op.not_found,
+        409: op.job_path and op.method != "GET",
+        415: op.method == "POST",
+        422: takes_input,
+    }
+    return tuple(status for status, applies in rules.items() if applies)
 
 
 #: Where the document is served, relative to the mount point (read permission).
