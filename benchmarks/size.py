@@ -5,13 +5,15 @@ A database holding ``--jobs`` jobs (default 10,000,000) of the production mix
 (``benchmarks._mix``: 80 % succeeded over the last day, 10 % dead, 10 % pending; four
 kinds, eight tenants), bulk-loaded in chunks of 1,000,000 rows with the count deltas
 folded after each, never analyzed (autovacuum off); plus ``--jobs / 1000`` succeeded jobs
-of a fifth kind, ``kind.quiet``, that has no dead jobs. Then, over real HTTP to a uvicorn
+of a fifth kind, ``kind.quiet``, that has no dead jobs, and two days of queue samples
+(one per minute and kind, as workers take them). Then, over real HTTP to a uvicorn
 process serving ``benchmarks.size_app`` (dashboard, REST API, metrics endpoint):
 
 - ``counts()`` through the library's API (``AsyncOperator``), in this process;
-- one client: each page ``--repeat`` times after a warm-up (the metrics scrape, the
-  dashboard's overview and dead-letter pages, the REST API's list pages with each filter
-  and a second keyset page), median, p99 and max;
+- one client: each page ``--repeat`` times after a warm-up (the metrics scrape, every
+  dashboard page: the overview, the dead letters, the job browser with filters and a
+  search, a job, the charts over 1 h and 24 h, the pauses and limits; the REST
+  API's list pages with each filter and second keyset pages), median, p99 and max;
 - ``--clients`` concurrent clients for ``--duration`` seconds, each asking for the
   overview and the dead-letter pages in turn as soon as the last answer came (or, with
   ``--think``, about that many seconds later): requests/s, median, p99 and max latency.
@@ -60,6 +62,17 @@ FROM generate_series(1, %s) AS i
 CROSS JOIN LATERAL (SELECT now() - i * interval '1 second' AS t) AS s
 """
 
+#: Two days of the queue samples workers take each minute (all they keep; the charts page
+#: reads them): every kind of the mix and their sum ('').
+_SAMPLES = """
+INSERT INTO {samples} (minute, kind, pending, due, due_bounded, running, claims,
+                       claim_p50, claim_p99)
+SELECT date_bin('1 minute', now(), 'epoch') - m * interval '1 minute', k, 1000 + mod(m, 500),
+    900 + mod(m, 400), false, 16, 200, 0.01 + mod(m, 7) / 1000.0, 0.2 + mod(m, 13) / 100.0
+FROM generate_series(1, 2 * 24 * 60) AS m
+CROSS JOIN unnest(ARRAY['', 'kind.0', 'kind.1', 'kind.2', 'kind.3', 'kind.quiet']) AS k
+"""
+
 #: The dashboard pages the concurrent clients read in turn (paths under the app).
 _DASHBOARD = (
     "/admin/",
@@ -103,6 +116,8 @@ async def load(dsn: str, name: str, jobs: int) -> None:
         seconds = await _mix.load(conninfo, store, jobs, chunk=_CHUNK)
         quiet = sql.SQL(_QUIET).format(jobs=sql.Identifier(SCHEMA, "jobs"))
         await _pg.execute(conninfo, quiet, [max(1, jobs // 1000)])
+        samples = sql.SQL(_SAMPLES).format(samples=sql.Identifier(SCHEMA, "queue_samples"))
+        await _pg.execute(conninfo, samples, [])
         await store.roll_up_counts()
     finally:
         await store.close()
@@ -266,6 +281,15 @@ def single_client_pages() -> dict[str, str]:
         "REST: pending jobs of a kind with none": "/api/jobs?kind=kind.quiet&state=pending",
         "REST: dead letters of a tenant": "/api/dlq?tenant=tenant-5&limit=50",
         "REST: dead letters of a kind with none": "/api/dlq?kind=kind.quiet&limit=50",
+        "dashboard: jobs, every state": "/admin/jobs",
+        "dashboard: pending jobs": "/admin/jobs?state=pending",
+        "dashboard: scheduled jobs": "/admin/jobs?state=scheduled",
+        "dashboard: succeeded jobs of a tenant": "/admin/jobs?state=succeeded&tenant=tenant-3",
+        "dashboard: dead jobs, text search": "/admin/jobs?state=dead&q=timeout",
+        "dashboard: a job": "/admin/jobs/1",
+        "dashboard: charts, 1 h": "/admin/charts?window=1h",
+        "dashboard: charts, 24 h": "/admin/charts?window=24h",
+        "dashboard: pauses and limits": "/admin/controls",
     }
 
 

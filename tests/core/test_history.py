@@ -14,6 +14,7 @@ from skiplock.core._history import (
     ALL_KINDS,
     PICKUP_SAMPLE,
     QueueSample,
+    fold_samples,
     history_from,
     percentile,
     sample_minute,
@@ -188,7 +189,16 @@ def test_a_history_takes_the_last_sample_of_each_bucket_and_the_worst_p99() -> N
         sample(5, "bulk", PENDING_SPLIT_BOUND, due_bounded=True),
         sample(-1, "mail", 50),  # before the window
     ]
-    history = history_from(NOW, since, bucket, count, [], samples)
+    folded = fold_samples(samples, since, bucket)
+    assert [(s.minute, s.kind) for s in folded] == [
+        (since, ALL_KINDS),
+        (since, "mail"),
+        (since, "scan"),
+        (since + bucket, ALL_KINDS),
+        (since + bucket, "bulk"),
+    ]
+    assert {s.kind: s.due for s in folded[:3]} == {ALL_KINDS: 0, "mail": 0, "scan": 0}
+    history = history_from(NOW, since, bucket, count, [], folded)
     first, second = history.buckets
     assert (first.due, first.due_total, first.due_bounded) == ({}, 0, False)
     assert first.claims == 40

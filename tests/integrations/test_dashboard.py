@@ -271,14 +271,14 @@ def test_the_charts_page_draws_throughput_per_kind_backlog_failures_and_latency(
 def test_the_charts_page_offers_windows_and_refuses_others(
     dashboard: Dashboard,
 ) -> None:
-    html = (_page(dashboard, "charts", "/charts?window=7d"))[1]
-    assert '<strong aria-current="true">7d</strong>' in html
-    assert "per 2h" in html
+    html = (_page(dashboard, "charts", "/charts?window=24h"))[1]
+    assert '<strong aria-current="true">24h</strong>' in html
+    assert "per 15m" in html
     assert f'href="{ROOT}/charts?window=1h"' in html
     assert "No job finished in this window." not in html
-    response, html = _page(dashboard, "charts", "/charts?window=1y")
+    response, html = _page(dashboard, "charts", "/charts?window=7d")
     assert response.status == 422
-    assert "window must be one of 1h, 6h, 24h, 7d" in html
+    assert "window must be one of 1h, 6h, 24h, got &#39;7d&#39;" in html
     response, _ = _page(dashboard, "charts", "/charts", user=None)
     assert response.status == 401
 

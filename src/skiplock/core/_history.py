@@ -6,11 +6,13 @@ Two reads of a store feed it, neither in proportion to the jobs table:
   per-minute totals): throughput per kind and the failure rate;
 - one :class:`QueueSample` per minute and kind, taken by the store's counts roll-up
   (which workers run every second): the backlog then, and the claim latency of a bounded
-  sample of the jobs that succeeded in the minute before (``JobStore.queue_samples``).
+  sample of the jobs that succeeded in the minute before; read folded per bucket
+  (``JobStore.queue_samples``, at most buckets x kinds rows).
 
-:func:`take_samples` is the sampling rule (the memory store runs it; the PostgreSQL
-store's ``sample_queues`` does the same in SQL) and :func:`history_from` puts both reads
-into buckets. Pure: time comes as an argument.
+:func:`take_samples` is the sampling rule and :func:`fold_samples` the folding rule (the
+memory store runs them; the PostgreSQL store's ``sample_queues`` and ``queue_samples``
+query do the same in SQL); :func:`history_from` puts both reads into buckets. Pure: time
+comes as an argument.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from ._types import Job, JobState
 if TYPE_CHECKING:
     from ._throughput import FinishedCount
 
-#: Samples are kept this long (a week of charts), then the roll-up removes them.
-SAMPLE_RETENTION = timedelta(days=7)
+#: Samples are kept this long (the longest chart is a day), then the roll-up removes them.
+SAMPLE_RETENTION = timedelta(days=2)
 #: A minute's claim latency is read from at most this many of the jobs that succeeded in
 #: the minute before the sample (the latest ones): a bounded read at any rate.
 PICKUP_SAMPLE = 200
@@ -140,6 +142,46 @@ def take_samples(now: datetime, jobs: Iterable[Job]) -> list[QueueSample]:
     ]
 
 
+def fold_samples(
+    samples: Iterable[QueueSample], since: datetime, bucket: timedelta
+) -> list[QueueSample]:
+    """The samples taken at or after ``since`` folded per bucket (from ``since``) and
+    kind, what ``JobStore.queue_samples(since, bucket)`` returns: ``minute`` is the
+    bucket's start; pending, due, running and due_bounded are those of the bucket's last
+    sampled minute (the last with an :data:`ALL_KINDS` sample; 0 for a kind it does not
+    name); ``claims`` sums the bucket's, ``claim_p50`` is their mean weighted by
+    ``claims`` and ``claim_p99`` the largest. Ordered by bucket, then kind."""
+    by_bucket: dict[datetime, list[QueueSample]] = {}
+    for sample in samples:
+        if sample.minute >= since:
+            start = since + ((sample.minute - since) // bucket) * bucket
+            by_bucket.setdefault(start, []).append(sample)
+    folded = []
+    for start, rows in sorted(by_bucket.items()):
+        last = max((s.minute for s in rows if s.kind == ALL_KINDS), default=None)
+        latest = {s.kind: s for s in rows if s.minute == last}
+        for kind in sorted({s.kind for s in rows}):
+            mine = [s for s in rows if s.kind == kind]
+            claims = sum(s.claims for s in mine)
+            weighted = sum((s.claim_p50 or 0.0) * s.claims for s in mine)
+            p99s = [s.claim_p99 for s in mine if s.claim_p99 is not None]
+            seen = latest.get(kind)
+            folded.append(
+                QueueSample(
+                    minute=start,
+                    kind=kind,
+                    pending=seen.pending if seen else 0,
+                    due=seen.due if seen else 0,
+                    running=seen.running if seen else 0,
+                    due_bounded=seen.due_bounded if seen else False,
+                    claims=claims,
+                    claim_p50=weighted / claims if claims else None,
+                    claim_p99=max(p99s, default=None),
+                )
+            )
+    return folded
+
+
 @attrs.frozen
 class HistoryBucket:
     """The queue during ``[start, end)``.
@@ -222,51 +264,33 @@ def history_from(
     samples: Iterable[QueueSample],
 ) -> History:
     """The :class:`History` of ``count`` buckets from ``since`` (from
-    ``throughput_window``), every bucket present, from a store's finished counts and
-    samples; anything outside the window is ignored."""
-    done: list[dict[str, Any]] = [{"finished": {}} for _ in range(count)]
+    ``throughput_window``), every bucket present, from a store's finished counts and its
+    samples folded per bucket (:func:`fold_samples`); anything outside the window is
+    ignored."""
+    slots: list[dict[str, Any]] = [{"finished": {}} for _ in range(count)]
     weight: dict[str, int] = {}
     for row in finished:
         index, rest = divmod(row.start - since, bucket)
         if rest or not 0 <= index < count:
             continue
-        slot = done[index]
+        slot = slots[index]
         kind = row.kind or "(unknown)"
         slot["finished"][kind] = slot["finished"].get(kind, 0) + row.count
         weight[kind] = weight.get(kind, 0) + row.count
-        name = {JobState.DEAD: "failures", JobState.FAILED: "failures"}.get(row.state)
-        name = name or row.state.value
+        name = "failures" if row.state in (JobState.DEAD, JobState.FAILED) else row.state.value
         slot[name] = slot.get(name, 0) + row.count
-    last: dict[int, datetime] = {}
-    by_minute: dict[datetime, dict[str, QueueSample]] = {}
+    sampled: dict[int, dict[str, QueueSample]] = {}
     for sample in samples:
-        index = (sample.minute - since) // bucket
-        if 0 <= index < count and sample.minute >= since:
-            by_minute.setdefault(sample.minute, {})[sample.kind] = sample
-            last[index] = max(last.get(index, sample.minute), sample.minute)
-    claims: dict[int, list[QueueSample]] = {}
-    for minute, sampled_kinds in by_minute.items():
-        total = sampled_kinds.get(ALL_KINDS)
-        if total is not None and total.claims:
-            claims.setdefault((minute - since) // bucket, []).append(total)
-        for kind in sampled_kinds:
-            if kind != ALL_KINDS:
-                weight.setdefault(kind, 0)
+        index, rest = divmod(sample.minute - since, bucket)
+        if not rest and 0 <= index < count:
+            sampled.setdefault(index, {})[sample.kind] = sample
+            if sample.kind != ALL_KINDS:
+                weight.setdefault(sample.kind, 0)
     buckets = []
-    for index, slot in enumerate(done):
+    for index, slot in enumerate(slots):
         start = since + index * bucket
-        due: dict[str, int] | None = None
-        total_due, bounded = None, False
-        if index in last:
-            latest = by_minute[last[index]]
-            due = {k: s.due for k, s in latest.items() if k != ALL_KINDS and s.due}
-            whole = latest.get(ALL_KINDS)
-            total_due = whole.due if whole is not None else sum(due.values())
-            bounded = any(s.due_bounded for s in latest.values())
-        sampled = claims.get(index, [])
-        n = sum(s.claims for s in sampled)
-        p50 = sum((s.claim_p50 or 0.0) * s.claims for s in sampled) / n if n else None
-        p99 = max((s.claim_p99 for s in sampled if s.claim_p99 is not None), default=None)
+        kinds = sampled.get(index, {})
+        total = kinds.get(ALL_KINDS)
         buckets.append(
             HistoryBucket(
                 start=start,
@@ -275,13 +299,15 @@ def history_from(
                 succeeded=slot.get("succeeded", 0),
                 failures=slot.get("failures", 0),
                 cancelled=slot.get("cancelled", 0),
-                due=due,
-                due_total=total_due,
-                due_bounded=bounded,
-                claims=n,
-                claim_p50=p50,
-                claim_p99=p99,
+                due=None
+                if total is None
+                else {k: s.due for k, s in kinds.items() if k != ALL_KINDS and s.due},
+                due_total=None if total is None else total.due,
+                due_bounded=total is not None and total.due_bounded,
+                claims=total.claims if total else 0,
+                claim_p50=total.claim_p50 if total else None,
+                claim_p99=total.claim_p99 if total else None,
             )
         )
-    kinds = tuple(sorted(weight, key=lambda k: (-weight[k], k)))
-    return History(now=now, bucket=bucket, buckets=tuple(buckets), kinds=kinds)
+    ranked = tuple(sorted(weight, key=lambda k: (-weight[k], k)))
+    return History(now=now, bucket=bucket, buckets=tuple(buckets), kinds=ranked)

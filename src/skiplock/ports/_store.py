@@ -236,12 +236,13 @@ class JobStore(Protocol):
         (the dashboard calls it often)."""
         ...
 
-    def queue_samples(self, since: datetime) -> list[QueueSample]:
+    def queue_samples(self, since: datetime, bucket: timedelta) -> list[QueueSample]:
         """The queue samples (``skiplock.core._history.QueueSample``) taken at or after
-        ``since``, oldest minute first, then by kind. :meth:`roll_up_counts` takes them:
-        when the minute holding the store's now has no sample yet, one per kind by
+        ``since``, folded per bucket (from ``since``) and kind by ``fold_samples``' rule,
+        by bucket, then kind: at most buckets x kinds rows. :meth:`roll_up_counts` takes
+        the samples: when the minute holding the store's now has none yet, one per kind by
         ``take_samples``' rule, and it removes those older than ``SAMPLE_RETENTION``.
-        Reads O(minutes x kinds), never the jobs table."""
+        Never reads the jobs table."""
         ...
 
     def health_snapshot(self) -> HealthSnapshot:

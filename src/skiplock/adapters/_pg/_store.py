@@ -691,10 +691,11 @@ class PgJobStore(Generic[C, TX]):
             rows = self._execute(conn, "finished_counts", finished_counts_params(since, bucket))
         return [finished_count_from_row(r) for r in rows]
 
-    def queue_samples(self, since: datetime) -> list[QueueSample]:
-        """The queue samples taken since ``since`` (``queue_samples``, migration 0017)."""
+    def queue_samples(self, since: datetime, bucket: timedelta) -> list[QueueSample]:
+        """The queue samples taken since ``since``, folded per bucket and kind in the
+        database (``queue_samples``, migration 0017)."""
         with self._reading() as conn:
-            rows = self._execute(conn, "queue_samples", {"since": since})
+            rows = self._execute(conn, "queue_samples", finished_counts_params(since, bucket))
         return [queue_sample_from_row(r) for r in rows]
 
     def health_snapshot(self) -> HealthSnapshot:

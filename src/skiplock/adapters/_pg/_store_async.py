@@ -697,10 +697,11 @@ class AsyncPgJobStore(Generic[C, TX]):
             )
         return [finished_count_from_row(r) for r in rows]
 
-    async def queue_samples(self, since: datetime) -> list[QueueSample]:
-        """The queue samples taken since ``since`` (``queue_samples``, migration 0017)."""
+    async def queue_samples(self, since: datetime, bucket: timedelta) -> list[QueueSample]:
+        """The queue samples taken since ``since``, folded per bucket and kind in the
+        database (``queue_samples``, migration 0017)."""
         async with self._reading() as conn:
-            rows = await self._execute(conn, "queue_samples", {"since": since})
+            rows = await self._execute(conn, "queue_samples", finished_counts_params(since, bucket))
         return [queue_sample_from_row(r) for r in rows]
 
     async def health_snapshot(self) -> HealthSnapshot:

@@ -69,7 +69,13 @@ from skiplock.core._bucket import refill
 from skiplock.core._capacity import ThrottleLimits, kind_caps
 from skiplock.core._controls import Controls, Limit, Pause, control_event
 from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState
-from skiplock.core._history import SAMPLE_RETENTION, QueueSample, sample_minute, take_samples
+from skiplock.core._history import (
+    SAMPLE_RETENTION,
+    QueueSample,
+    fold_samples,
+    sample_minute,
+    take_samples,
+)
 from skiplock.core._idempotency import ScopedKey, job_scoped_key, scoped_key
 from skiplock.core._lifecycle import (
     after_claim,
@@ -769,10 +775,11 @@ class MemoryState:
             kept = [s for s in self._samples if s.minute >= horizon]
             self._samples = kept + take_samples(now, self._jobs.values())
 
-    def queue_samples(self, since: datetime) -> list[QueueSample]:
-        """The samples taken at or after ``since``, oldest first, then by kind."""
+    def queue_samples(self, since: datetime, bucket: timedelta) -> list[QueueSample]:
+        """The samples taken at or after ``since``, folded per bucket and kind."""
         with self._lock:
-            return [s for s in self._samples if s.minute >= since]
+            samples = list(self._samples)
+        return fold_samples(samples, since, bucket)
 
     def audit_trail(self, job_id: int, connection: object = None) -> list[AuditEvent]:
         """The job's events in the audit table, oldest first (a transaction also sees

@@ -255,9 +255,9 @@ class InMemoryJobStore:
         """Jobs finished at or after ``since`` per bucket, final state and kind."""
         return self._state.finished_counts(since, bucket)
 
-    def queue_samples(self, since: datetime) -> list[QueueSample]:
-        """The queue samples taken at or after ``since``, oldest first."""
-        return self._state.queue_samples(since)
+    def queue_samples(self, since: datetime, bucket: timedelta) -> list[QueueSample]:
+        """The queue samples taken at or after ``since``, folded per bucket and kind."""
+        return self._state.queue_samples(since, bucket)
 
     def health_snapshot(self) -> HealthSnapshot:
         """Workers and per-kind queues for the health report (no schema to report)."""

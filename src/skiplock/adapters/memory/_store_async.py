@@ -251,9 +251,9 @@ class AsyncInMemoryJobStore:
         """Jobs finished at or after ``since`` per bucket, final state and kind."""
         return self._state.finished_counts(since, bucket)
 
-    async def queue_samples(self, since: datetime) -> list[QueueSample]:
-        """The queue samples taken at or after ``since``, oldest first."""
-        return self._state.queue_samples(since)
+    async def queue_samples(self, since: datetime, bucket: timedelta) -> list[QueueSample]:
+        """The queue samples taken at or after ``since``, folded per bucket and kind."""
+        return self._state.queue_samples(since, bucket)
 
     async def health_snapshot(self) -> HealthSnapshot:
         """Workers and per-kind queues for the health report (no schema to report)."""

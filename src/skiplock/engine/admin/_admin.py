@@ -210,7 +210,7 @@ class AdminOps:
         raise :class:`~skiplock.ValidationError`."""
         now, since, count, step = self._buckets(window, bucket)
         finished = self._store.finished_counts(since, step)
-        samples = self._store.queue_samples(since)
+        samples = self._store.queue_samples(since, step)
         return history_from(now, since, step, count, finished, samples)
 
     def health(

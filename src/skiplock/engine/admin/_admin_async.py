@@ -206,7 +206,7 @@ class AsyncAdminOps:
         raise :class:`~skiplock.ValidationError`."""
         now, since, count, step = await self._buckets(window, bucket)
         finished = await self._store.finished_counts(since, step)
-        samples = await self._store.queue_samples(since)
+        samples = await self._store.queue_samples(since, step)
         return history_from(now, since, step, count, finished, samples)
 
     async def health(

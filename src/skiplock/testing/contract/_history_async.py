@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from skiplock.core import Succeeded
-from skiplock.core._history import ALL_KINDS, sample_minute
+from skiplock.core._history import ALL_KINDS, SAMPLE_RETENTION, sample_minute
 
 from ._support_async import (
     AsyncContractBase,
@@ -32,13 +32,16 @@ if TYPE_CHECKING:
     from skiplock.testing import FakeClock
 
 
+_MINUTE = timedelta(minutes=1)
+
+
 async def _this_minute(store: AsyncJobStore) -> dict[str, QueueSample]:
     """Roll up, then the samples of the minute the store's clock is in, by kind (taken
     again if the minute turned between the two calls)."""
     for _ in range(3):
         minute = sample_minute(await store.now())
         await store.roll_up_counts()
-        samples = await store.queue_samples(minute)
+        samples = await store.queue_samples(minute, _MINUTE)
         if sample_minute(await store.now()) == minute:
             return {s.kind: s for s in samples if s.minute == minute}
     raise AssertionError("the minute turned three times")  # pragma: no cover
@@ -82,13 +85,13 @@ class AsyncHistoryContract(AsyncContractBase):
             if sample_minute(await store.now()) == minute:
                 break
         assert first[kind].pending == again[kind].pending, "the second roll-up took none"
-        rows = await store.queue_samples(minute)
+        rows = await store.queue_samples(minute, _MINUTE)
         assert len([s for s in rows if s.minute == minute and s.kind == kind]) == 1
 
     async def test_samples_are_read_since_a_time(self, store: AsyncJobStore) -> None:
         await _this_minute(store)
-        later = sample_minute(await store.now()) + timedelta(minutes=1)
-        assert await store.queue_samples(later) == []
+        later = sample_minute(await store.now()) + _MINUTE
+        assert await store.queue_samples(later, _MINUTE) == []
 
     @requires("controllable_clock")
     async def test_claim_latency_of_the_jobs_that_succeeded_the_minute_before(
@@ -118,11 +121,36 @@ class AsyncHistoryContract(AsyncContractBase):
     ) -> None:
         first = sample_minute(await store.now())
         await _this_minute(store)
-        clock.advance(timedelta(days=7, minutes=2))
+        clock.advance(SAMPLE_RETENTION + timedelta(minutes=2))
         await _this_minute(store)
-        minutes = {s.minute for s in await store.queue_samples(first)}
+        minutes = {s.minute for s in await store.queue_samples(first, _MINUTE)}
         assert first not in minutes
         assert len(minutes) == 1
+
+    @requires("controllable_clock")
+    async def test_samples_are_read_folded_per_bucket(
+        self, store: AsyncJobStore, clock: FakeClock
+    ) -> None:
+        """The last sampled minute of a bucket gives its backlog (a kind it does not name
+        has none), the claims of every minute add up."""
+        clock.advance(sample_minute(await store.now()) + 5 * _MINUTE - await store.now())
+        start = await store.now()  # a bucket of 5 minutes starts here
+        gone, stays = _fresh_kind(), _fresh_kind()
+        await store.enqueue([_request(gone), _request(stays), _request(stays)])
+        await _this_minute(store)  # minute 0: both kinds pending
+        for minute in (1, 2):  # one job of each kind succeeds in minutes 0 and 1
+            kind = gone if minute == 1 else stays
+            [job] = await store.claim(_claim_request(limit=1, kinds=frozenset({kind})))
+            await _finish(store, job, Succeeded())
+            clock.advance(start + minute * _MINUTE - await store.now())
+            await _this_minute(store)  # minutes 1 and 2: each sees the claim before
+
+        folded = await store.queue_samples(start, 5 * _MINUTE)
+        assert {s.minute for s in folded} == {start}
+        by_kind = {s.kind: (s.pending, s.due, s.claims) for s in folded}
+        assert by_kind == {gone: (0, 0, 1), stays: (1, 1, 1), ALL_KINDS: (1, 1, 2)}
+        per_minute = await store.queue_samples(start, _MINUTE)
+        assert sorted({s.minute for s in per_minute}) == [start + m * _MINUTE for m in range(3)]
 
 
 def _claims(samples: dict[str, QueueSample]) -> dict[str, tuple[int, float | None]]:

@@ -759,12 +759,37 @@ SELECT f.start, f.kind, f.status, f.count
 FROM {schema}.finished_kind_counts(:since::timestamptz, :bucket::interval) AS f;
 
 -- name: queue_samples
--- The queue samples taken since :since (migration 0017), oldest first.
-SELECT s.minute, s.kind, s.pending, s.due, s.due_bounded, s.running, s.claims,
-    s.claim_p50, s.claim_p99
-FROM {schema}.queue_samples AS s
-WHERE s.minute >= :since::timestamptz
-ORDER BY s.minute, s.kind;
+-- The queue samples taken since :since (migration 0017) folded per bucket and kind, as
+-- skiplock.core._history.fold_samples: the backlog of the bucket's last sampled minute
+-- (the last with a '' row; 0 for a kind it does not name), the claims summed, p50 their
+-- weighted mean, p99 the largest. A range of the primary key, O(minutes x kinds).
+WITH s AS MATERIALIZED (
+    SELECT date_bin(:bucket::interval, q.minute, :since::timestamptz) AS start, q.minute,
+        q.kind, q.pending, q.due, q.due_bounded, q.running, q.claims, q.claim_p50,
+        q.claim_p99
+    FROM {schema}.queue_samples AS q
+    WHERE q.minute >= :since::timestamptz
+),
+latest AS (
+    SELECT s.start, max(s.minute) AS minute FROM s WHERE s.kind = '' GROUP BY s.start
+),
+backlog AS (
+    SELECT s.start, s.kind, s.pending, s.due, s.due_bounded, s.running
+    FROM s JOIN latest AS l ON l.start = s.start AND l.minute = s.minute
+),
+claimed AS (
+    SELECT s.start, s.kind, sum(s.claims)::integer AS claims,
+        sum(s.claim_p50 * s.claims) / nullif(sum(s.claims), 0) AS claim_p50,
+        max(s.claim_p99) AS claim_p99
+    FROM s
+    GROUP BY s.start, s.kind
+)
+SELECT c.start AS minute, c.kind, coalesce(b.pending, 0) AS pending,
+    coalesce(b.due, 0) AS due, coalesce(b.due_bounded, false) AS due_bounded,
+    coalesce(b.running, 0) AS running, c.claims, c.claim_p50, c.claim_p99
+FROM claimed AS c
+LEFT JOIN backlog AS b ON b.start = c.start AND b.kind = c.kind
+ORDER BY c.start, c.kind;
 
 -- name: health_queues
 -- The jobs the health report looks at (R9), per kind and tenant: pending (from the

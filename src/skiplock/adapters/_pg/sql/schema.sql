@@ -653,47 +653,74 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET jit = off
 AS $$
-    WITH minutes AS (
-        SELECT m.minute, m.kind, m.status, sum(m.n) AS n,
-            m.minute >= since
-            AND date_bin(bucket, m.minute, since)
-                = date_bin(bucket, m.minute + interval '59.999999 seconds', since) AS whole
+    -- Whole-minute buckets from the start of a minute (every chart of the dashboard):
+    -- each minute lies in one bucket, so one aggregate over the minutes.
+    (
+        SELECT date_bin(bucket, m.minute, since), m.kind, m.status, sum(m.n)::bigint
         FROM (
             SELECT f.minute, f.kind, f.status, f.n
             FROM {schema}.job_finished_minutes AS f
-            WHERE f.minute > since - interval '1 minute'
+            WHERE f.minute >= since
             UNION ALL
             SELECT d.minute, d.kind, d.status, d.n
             FROM {schema}.job_count_deltas AS d
-            WHERE d.minute > since - interval '1 minute'
+            WHERE d.minute >= since
         ) AS m
-        GROUP BY m.minute, m.kind, m.status
-    ),
-    counted AS (
-        SELECT date_bin(bucket, w.minute, since) AS start, w.kind, w.status, w.n
-        FROM minutes AS w
-        WHERE w.whole
-        UNION ALL
-        SELECT date_bin(bucket, j.completed_at, since), j.kind, j.status, 1
-        FROM (SELECT DISTINCT c.minute FROM minutes AS c WHERE NOT c.whole) AS cut
-        CROSS JOIN LATERAL (
-            SELECT s.completed_at, s.kind, s.status
-            FROM {schema}.jobs AS s
-            WHERE s.status = 'succeeded'
-              AND s.completed_at >= greatest(cut.minute, since)
-              AND s.completed_at < cut.minute + interval '1 minute'
-            UNION ALL
-            SELECT u.completed_at, u.kind, u.status
-            FROM {schema}.jobs AS u
-            WHERE u.status IN ('failed', 'dead', 'cancelled')
-              AND u.completed_at >= greatest(cut.minute, since)
-              AND u.completed_at < cut.minute + interval '1 minute'
-        ) AS j
+        WHERE date_bin('1 minute', since, timestamptz '2000-01-01 00:00:00+00') = since
+          AND extract(epoch FROM bucket) % 60 = 0
+        GROUP BY 1, 2, 3
+        HAVING sum(m.n) > 0
     )
-    SELECT c.start, c.kind, c.status, sum(c.n)::bigint
-    FROM counted AS c
-    GROUP BY c.start, c.kind, c.status
-    HAVING sum(c.n) > 0
+    UNION ALL
+    -- Other buckets: a minute that a bucket edge (or since) cuts is counted from its jobs.
+    (
+        WITH minutes AS (
+            SELECT m.minute, m.kind, m.status, sum(m.n) AS n,
+                m.minute >= since
+                AND date_bin(bucket, m.minute, since)
+                    = date_bin(bucket, m.minute + interval '59.999999 seconds', since)
+                    AS whole
+            FROM (
+                SELECT f.minute, f.kind, f.status, f.n
+                FROM {schema}.job_finished_minutes AS f
+                WHERE f.minute > since - interval '1 minute'
+                UNION ALL
+                SELECT d.minute, d.kind, d.status, d.n
+                FROM {schema}.job_count_deltas AS d
+                WHERE d.minute > since - interval '1 minute'
+            ) AS m
+            WHERE NOT (
+                date_bin('1 minute', since, timestamptz '2000-01-01 00:00:00+00') = since
+                AND extract(epoch FROM bucket) % 60 = 0
+            )
+            GROUP BY m.minute, m.kind, m.status
+        ),
+        counted AS (
+            SELECT date_bin(bucket, w.minute, since) AS start, w.kind, w.status, w.n
+            FROM minutes AS w
+            WHERE w.whole
+            UNION ALL
+            SELECT date_bin(bucket, j.completed_at, since), j.kind, j.status, 1
+            FROM (SELECT DISTINCT c.minute FROM minutes AS c WHERE NOT c.whole) AS cut
+            CROSS JOIN LATERAL (
+                SELECT s.completed_at, s.kind, s.status
+                FROM {schema}.jobs AS s
+                WHERE s.status = 'succeeded'
+                  AND s.completed_at >= greatest(cut.minute, since)
+                  AND s.completed_at < cut.minute + interval '1 minute'
+                UNION ALL
+                SELECT u.completed_at, u.kind, u.status
+                FROM {schema}.jobs AS u
+                WHERE u.status IN ('failed', 'dead', 'cancelled')
+                  AND u.completed_at >= greatest(cut.minute, since)
+                  AND u.completed_at < cut.minute + interval '1 minute'
+            ) AS j
+        )
+        SELECT c.start, c.kind, c.status, sum(c.n)::bigint
+        FROM counted AS c
+        GROUP BY c.start, c.kind, c.status
+        HAVING sum(c.n) > 0
+    )
 $$;
 
 -- The same summed over the kinds (the reader of the previous release).
@@ -714,7 +741,7 @@ $$;
 -- sampled minute, so a minute without it was not sampled): pending, due (a lower bound
 -- when due_bounded, as the health report's split) and running jobs, and the claim
 -- latency (claimed_at - available_at, seconds) of the latest jobs that succeeded in the
--- minute before (claims of them). Kept a week (sample_queues removes older ones).
+-- minute before (claims of them). Kept two days (sample_queues removes older ones).
 CREATE TABLE {schema}.queue_samples (
     minute timestamptz NOT NULL,
     kind text NOT NULL,
