@@ -71,6 +71,7 @@ SELECT date_bin('1 minute', now(), 'epoch') - m * interval '1 minute', k, 1000 +
     900 + mod(m, 400), false, 16, 200, 0.01 + mod(m, 7) / 1000.0, 0.2 + mod(m, 13) / 100.0
 FROM generate_series(1, 2 * 24 * 60) AS m
 CROSS JOIN unnest(ARRAY['', 'kind.0', 'kind.1', 'kind.2', 'kind.3', 'kind.quiet']) AS k
+ON CONFLICT (minute, kind) DO NOTHING
 """
 
 #: The dashboard pages the concurrent clients read in turn (paths under the app).
