@@ -139,9 +139,13 @@ def test_the_overview_shows_the_depths_of_the_table(site: Site, as_user: Any) ->
     assert page.locator("header.top").evaluate("e => getComputedStyle(e).display") == "flex"
 
 
-def test_retrying_a_dead_job_from_the_dlq_page_makes_it_pending(site: Site, as_user: Any) -> None:
+def test_retrying_a_dead_job_from_the_dlq_page_makes_it_pending(
+    site: Site, as_user: Any, screen: dict[str, int]
+) -> None:
     page = as_user("admin")
+    page.set_viewport_size(screen)
     page.goto(site.page("/dead"))
+    _fits(page, screen["width"])
     dead = _dead_ids(site.dsn)
     rows = page.locator("table.jobs tbody tr")
     assert rows.evaluate_all("rows => rows.map(r => Number(r.dataset.job))") == dead
@@ -180,10 +184,13 @@ def test_discarding_a_dead_job_from_its_page_deletes_it(site: Site, as_user: Any
     assert fetch(site.dsn, f"SELECT count(*) FROM skiplock.jobs WHERE id = {target}") == [(0,)]
 
 
-def test_a_stale_discard_is_a_409_that_shows_the_job_as_it_is(site: Site, as_user: Any) -> None:
+def test_a_stale_discard_is_a_409_that_shows_the_job_as_it_is(
+    site: Site, as_user: Any, screen: dict[str, int]
+) -> None:
     """Issue 32's defect: operator B loaded the DLQ, operator A replayed a job since; B's
     Discard must not delete the job, now pending."""
     page = as_user("admin")
+    page.set_viewport_size(screen)
     page.goto(site.page("/dead"))
     target = _dead_ids(site.dsn)[0]
     replay(site.dsn, target)  # operator A, elsewhere
@@ -196,6 +203,7 @@ def test_a_stale_discard_is_a_409_that_shows_the_job_as_it_is(site: Site, as_use
     assert page.get_by_test_id("current-state").inner_text() == "pending"
     assert "changed since this page was loaded" in page.get_by_test_id("error").inner_text()
     assert _state(site.dsn, target) == "pending"
+    _fits(page, screen["width"])
     page.get_by_role("link", name="Back").click()
     assert page.get_by_test_id("job-state").inner_text() == "pending"
 

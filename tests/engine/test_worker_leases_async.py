@@ -177,6 +177,43 @@ async def test_worker_renews_its_lease_before_claiming_after_a_store_error(
     assert after[0] == "heartbeat"
 
 
+async def test_a_heartbeat_that_finds_the_database_down_leaves_the_lease_in_doubt(
+    store: CountingStore,
+) -> None:
+    """An outage's heartbeat is no good one: maintenance must not run on it (it would take
+    the worker's own jobs for stale the moment the database is back), nor a held job
+    start; the next heartbeat that reaches the store clears the doubt."""
+    from skiplock.core import DatabaseUnavailableError, WorkerInfo
+    from skiplock.engine.worker._lease_async import LeaseKeeper
+
+    down = [True]
+    beat = store.heartbeat
+
+    async def heartbeat(worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+        if down[0]:
+            raise DatabaseUnavailableError("connection refused")
+        return await beat(worker_id, running)
+
+    store.heartbeat = heartbeat  # type: ignore[method-assign]
+    lease = LeaseKeeper(
+        store=store,
+        info=WorkerInfo(id="w-1", host="h", pid=1),
+        interval=1.0,
+        stale_ttl=10.0,
+        held=list,
+        on_lost=lambda ids: None,
+        on_gone=lambda: None,
+    )
+    await lease.register()
+    assert not lease.in_doubt()
+    assert await lease.renew(always=True) is False
+    assert lease.in_doubt()
+    assert await lease.renew() is False  # still down: still in doubt
+    down[0] = False
+    assert await lease.renew() is True
+    assert not lease.in_doubt()
+
+
 async def test_worker_claims_again_at_once_when_the_store_is_back_after_a_failed_claim(
     clock: FakeClock,
 ) -> None:

@@ -25,12 +25,12 @@ SCHEMA = "skiplock"
 KEY = lock_key(SCHEMA, "counts")
 COUNTS = convert(neutral_query("counts", SCHEMA), "numeric").text
 RECOUNT = "SELECT status, kind, tenant_id, count(*) FROM skiplock.jobs GROUP BY 1, 2, 3"
-FINISHED = "SELECT f.minute, f.status, f.n FROM skiplock.job_finished_minutes AS f"
+FINISHED = "SELECT f.minute, f.kind, f.status, f.n FROM skiplock.job_finished_minutes AS f"
 RECOUNT_FINISHED = """
-    SELECT skiplock.finished_minute(status, completed_at), status, count(*)
+    SELECT skiplock.finished_minute(status, completed_at), kind, status, count(*)
     FROM skiplock.jobs
     WHERE skiplock.finished_minute(status, completed_at) IS NOT NULL
-    GROUP BY 1, 2
+    GROUP BY 1, 2, 3
 """
 
 

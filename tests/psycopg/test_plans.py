@@ -383,10 +383,11 @@ def test_throughput_reads_the_window_whatever_the_statistics(table: str, mode: s
     params = finished_counts_params(row[0], timedelta(minutes=1))
     plans, rows = _explain(table, neutral_query("finished_counts", SCHEMA), params, mode)
     totals: dict[str, int] = {}
-    for _, status, count in rows:
+    for _, kind, status, count in rows:
+        assert kind
         totals[status] = totals.get(status, 0) + count
     assert totals == {"succeeded": RECENT_SUCCEEDED, "dead": RECENT_DEAD}
-    assert len(rows) > 50  # one row per minute and state
+    assert len(rows) > 50  # one row per minute, kind and state
     window = RECENT_SUCCEEDED + RECENT_DEAD
     outline = "\n\n".join(_outline(plan) for plan in plans)
     indexes = {"jobs_succeeded_completed_idx", "jobs_unsuccessful_completed_idx"}

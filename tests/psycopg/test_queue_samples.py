@@ -65,8 +65,10 @@ def test_the_fold_in_sql_is_the_cores(store: PsycopgJobStore, pg_dsn: str, seed:
             "INSERT INTO skiplock.queue_samples (minute, kind, pending, due, due_bounded,"
             " running, claims, claim_p50, claim_p99) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [
-                (s.minute, s.kind, s.pending, s.due, s.due_bounded, s.running, s.claims)
-                + (s.claim_p50, s.claim_p99)
+                (
+                    *(s.minute, s.kind, s.pending, s.due, s.due_bounded, s.running),
+                    *(s.claims, s.claim_p50, s.claim_p99),
+                )
                 for s in samples
             ],
         )

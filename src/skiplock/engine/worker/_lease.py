@@ -104,6 +104,9 @@ class LeaseKeeper:
             except DatabaseUnavailableError as exc:  # expected in an outage: one line
                 self.store_failed()
                 logger.warning("worker %s: heartbeat failed: %s", self._info.id, exc)
+                # Not sound: maintenance must not run on it (it would take this worker's
+                # own jobs for stale the moment the database is back), nor a held job start.
+                return False
             except Exception:
                 self.store_failed()
                 logger.exception("worker %s: heartbeat failed", self._info.id)
