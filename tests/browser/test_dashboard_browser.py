@@ -169,7 +169,7 @@ def test_retrying_a_dead_job_from_the_dlq_page_makes_it_pending(
     assert page.get_by_test_id("job-state").inner_text() == "pending"
     audit = page.get_by_test_id("audit").inner_text()
     assert "job_dlq" in audit
-    assert "job_replay\tadmin" in audit
+    assert re.search(r"job_replay\s+admin", audit)  # a row, or a card on a phone
 
 
 def test_discarding_a_dead_job_from_its_page_deletes_it(site: Site, as_user: Any) -> None:
