@@ -17,8 +17,9 @@ import pytest
 
 from skiplock import Engine, JobContext, JobState, Settings
 from skiplock._compat import Event, join, spawn, wait_event
-from skiplock.core import ClaimRequest
+from skiplock.core import ClaimRequest, DatabaseUnavailableError, WorkerInfo
 from skiplock.engine.worker import _slots
+from skiplock.engine.worker._lease import LeaseKeeper
 
 from .helpers import CountingStore, eventually
 from .support import RecordingMetrics
@@ -185,9 +186,6 @@ def test_a_heartbeat_that_finds_the_database_down_leaves_the_lease_in_doubt(
     """An outage's heartbeat is no good one: maintenance must not run on it (it would take
     the worker's own jobs for stale the moment the database is back), nor a held job
     start; the next heartbeat that reaches the store clears the doubt."""
-    from skiplock.core import DatabaseUnavailableError, WorkerInfo
-    from skiplock.engine.worker._lease import LeaseKeeper
-
     down = [True]
     beat = store.heartbeat
 

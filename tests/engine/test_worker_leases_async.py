@@ -13,8 +13,9 @@ import pytest
 
 from skiplock import AsyncEngine, JobContext, JobState, Settings
 from skiplock._compat_async import Event, join, spawn, wait_event
-from skiplock.core import ClaimRequest
+from skiplock.core import ClaimRequest, DatabaseUnavailableError, WorkerInfo
 from skiplock.engine.worker import _slots_async
+from skiplock.engine.worker._lease_async import LeaseKeeper
 
 from .helpers_async import CountingStore, eventually
 from .support import RecordingMetrics
@@ -183,9 +184,6 @@ async def test_a_heartbeat_that_finds_the_database_down_leaves_the_lease_in_doub
     """An outage's heartbeat is no good one: maintenance must not run on it (it would take
     the worker's own jobs for stale the moment the database is back), nor a held job
     start; the next heartbeat that reaches the store clears the doubt."""
-    from skiplock.core import DatabaseUnavailableError, WorkerInfo
-    from skiplock.engine.worker._lease_async import LeaseKeeper
-
     down = [True]
     beat = store.heartbeat
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ._health import PENDING_SPLIT_BOUND, pending_split
+from ._throughput import throughput_window
 from ._types import Job, JobState
 
 if TYPE_CHECKING:
@@ -40,12 +41,11 @@ PICKUP_SAMPLE = 200
 ALL_KINDS = ""
 
 _MINUTE = timedelta(minutes=1)
-_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def sample_minute(now: datetime) -> datetime:
     """The start of the minute (UTC) that holds ``now``: the key of its samples."""
-    return _EPOCH + ((now - _EPOCH) // _MINUTE) * _MINUTE
+    return throughput_window(now, _MINUTE, _MINUTE)[0]
 
 
 @attrs.frozen

@@ -751,7 +751,8 @@ class MemoryState:
         return [_public(j) for j in doomed]
 
     def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
-        """Jobs finished at or after ``since`` per bucket (from ``since``) and final state."""
+        """Jobs finished at or after ``since`` per bucket (from ``since``), final state and
+        kind."""
         with self._lock:
             counter = Counter(
                 (since + ((j.completed_at - since) // bucket) * bucket, j.state, j.kind)
