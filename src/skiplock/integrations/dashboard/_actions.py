@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import attrs
+
 from skiplock.core import Job, JobState
 from skiplock.core._states import action_states
 
@@ -21,27 +23,28 @@ from . import _render
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-#: The action each write page applies (``AsyncOperator.act_on_jobs``).
-BY_PAGE: Mapping[str, str] = {
-    "retry": "retry",
-    "cancel": "cancel",
-    "fail": "fail",
-    "delete": "discard",
+
+@attrs.frozen
+class Write:
+    """A write page's row: the operator call it applies, the ``done`` parameter of the
+    redirect after it, and what the page then says."""
+
+    call: str
+    done: str
+    notice: str
+
+
+#: The job buttons by write page (``call``: the ``AsyncOperator.act_on_jobs`` action).
+BY_PAGE: Mapping[str, Write] = {
+    "retry": Write("retry", "retried", "retried: it is pending again"),
+    "cancel": Write("cancel", "cancelled", "cancelled"),
+    "fail": Write("fail", "failed", "marked failed"),
+    "delete": Write("discard", "discarded", "discarded"),
 }
+#: The same rows by action (the bulk page names the action).
+BY_ACTION: Mapping[str, Write] = {write.call: write for write in BY_PAGE.values()}
 #: What the notice after a redirect says, by the ``done`` query parameter.
-DONE: Mapping[str, str] = {
-    "retried": "retried: it is pending again",
-    "discarded": "discarded",
-    "cancelled": "cancelled",
-    "failed": "marked failed",
-}
-#: The ``done`` parameter of each action.
-DONE_BY_ACTION: Mapping[str, str] = {
-    "retry": "retried",
-    "discard": "discarded",
-    "cancel": "cancelled",
-    "fail": "failed",
-}
+DONE: Mapping[str, str] = {write.done: write.notice for write in BY_PAGE.values()}
 
 
 class Stale(Exception):

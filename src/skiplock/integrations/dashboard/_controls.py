@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from skiplock.core import JobState
 
 from ..rest._problems import BadRequest
+from ._actions import Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -22,27 +23,15 @@ if TYPE_CHECKING:
     from skiplock.core import StateCount
     from skiplock.core._controls import Limit, Pause
 
-#: The write pages of the controls page: the operator method each calls.
-BY_PAGE: Mapping[str, str] = {
-    "pause": "pause",
-    "resume": "resume",
-    "limit": "set_limit",
-    "unlimit": "clear_limit",
+#: The write pages of the controls page (``call``: the operator method each calls).
+BY_PAGE: Mapping[str, Write] = {
+    "pause": Write("pause", "paused", "Paused: its pending jobs are not claimed until resumed."),
+    "resume": Write("resume", "resumed", "Resumed."),
+    "limit": Write("set_limit", "limit-set", "Limit set."),
+    "unlimit": Write("clear_limit", "limit-cleared", "Limit cleared."),
 }
 #: What the notice after a redirect says, by the ``done`` query parameter (fixed texts).
-DONE: Mapping[str, str] = {
-    "paused": "Paused: its pending jobs are not claimed until resumed.",
-    "resumed": "Resumed.",
-    "limit-set": "Limit set.",
-    "limit-cleared": "Limit cleared.",
-}
-#: The ``done`` parameter of each write page.
-DONE_BY_PAGE: Mapping[str, str] = {
-    "pause": "paused",
-    "resume": "resumed",
-    "limit": "limit-set",
-    "unlimit": "limit-cleared",
-}
+DONE: Mapping[str, str] = {write.done: write.notice for write in BY_PAGE.values()}
 
 
 def _text(form: Mapping[str, Sequence[str]], name: str) -> str | None:

@@ -266,12 +266,12 @@ class AsyncDashboard(AsyncDoor):
         changes the job), so a stale Discard never deletes a job replayed meanwhile."""
         form = self._form(request, ops)
         job_id = _job_id(request)
-        action = _actions.BY_PAGE[page]
+        action = _actions.BY_PAGE[page].call
         state, seen = _actions.rendered_for(action, _field(form, "state"), _field(form, "version"))
         _actions.check_unchanged(await ops.get_job(job_id), state, seen)
         if not await ops.act_on_jobs(action, [job_id], states=[state]):
             raise _actions.Stale(await ops.get_job(job_id), state)  # changed in between
-        done = _actions.DONE_BY_ACTION[action]
+        done = _actions.BY_ACTION[action].done
         target = _field(form, "next")
         if target == "job" and action != "discard":
             location = f"{root}/jobs/{job_id}?{urlencode({'done': done})}"
@@ -285,10 +285,9 @@ class AsyncDashboard(AsyncDoor):
         """Pause, resume, set or clear a limit through ``ops`` (the caller's operator: the
         caller is the change's actor, audited), then back to the controls page."""
         form = self._form(request, ops)
-        method = getattr(ops, _controls.BY_PAGE[page])
-        await method(**_controls.arguments(page, form))
-        done = _controls.DONE_BY_PAGE[page]
-        return _redirect(f"{root}/controls?{urlencode({'done': done})}")
+        write = _controls.BY_PAGE[page]
+        await getattr(ops, write.call)(**_controls.arguments(page, form))
+        return _redirect(f"{root}/controls?{urlencode({'done': write.done})}")
 
     def _form(self, request: Request, ops: AsyncOperator) -> dict[str, list[str]]:
         """The fields of a button's form, once it passed the CSRF checks."""
@@ -321,7 +320,7 @@ class AsyncDashboard(AsyncDoor):
         else:
             total, stopped = await self._walk(ops, shown, action, states, act=act)
         if act:
-            done = _actions.DONE_BY_ACTION[action]
+            done = _actions.BY_ACTION[action].done
             return _redirect(f"{root}/jobs?{shown.query(done=done, count=total)}")
         context |= _render.bulk_page(shown, form, action, total, stopped)
         context |= {"csrf": _field(form, _csrf.FIELD), "refresh": None, "notice": None}
