@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from contextlib import AbstractContextManager
-    from types import TracebackType
 
     from skiplock.core import EnqueueResult, Job, StateCount
 
@@ -169,13 +168,8 @@ class _Nothing:
     def __enter__(self) -> _Nothing:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
+    def __exit__(self, *exc_info: object) -> None:
+        return None  # an exception leaving the block propagates, traced by nothing
 
 
 _NOTHING = _Nothing()
