@@ -27,7 +27,6 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 
 
 def add_worker_timeout(parser: argparse.ArgumentParser) -> None:
-    _options.with_value(parser)
     parser.add_argument(
         "--worker-timeout",
         type=_options.positive_duration,
@@ -39,7 +38,6 @@ def add_worker_timeout(parser: argparse.ArgumentParser) -> None:
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``health`` in every door."""
-    _options.with_value(parser)
     parser.add_argument(
         "--max-age",
         type=_options.duration,

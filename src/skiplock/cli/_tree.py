@@ -10,6 +10,7 @@ statuses are the tree's, so they are the same in every door.
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -31,7 +32,7 @@ from . import (
     _workers,
 )
 from ._errors import USAGE, guarded
-from ._options import Leaf
+from ._options import Leaf, with_value
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -63,10 +64,11 @@ class Command(Generic[T]):
 def _flat(
     add: Callable[[argparse.ArgumentParser], None],
 ) -> Callable[[argparse.ArgumentParser, Leaf], None]:
-    """The options of a command without actions: the door's first (APP first), then its own."""
+    """The options of a command without actions: the door's first (APP first), then its own;
+    an option's value may start with "-" (:func:`~._options.with_value`)."""
 
     def options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
-        leaf(parser)
+        leaf(with_value(parser))
         add(parser)
 
     return options
@@ -86,28 +88,14 @@ def _admin(engine: AsyncEngine | Engine, label: str) -> _database.Reached:
     return _database.Reached(_database.sync_engine(engine, label))
 
 
-def _on_database(
-    name: str,
-    help: str,
-    description: str | None,
-    options: Callable[[argparse.ArgumentParser, Leaf], None],
-    run: Callable[[_database.Reached, argparse.Namespace], int],
-    *,
-    check: Callable[[argparse.Namespace], None] | None = None,
-) -> Command[_database.Reached]:
-    """A command on a sync engine: the database of ``--dsn`` for ``skiplock``, the
-    application's engine in a framework's door."""
-    return Command(
-        name,
-        help=help,
-        description=description,
-        options=options,
-        run=run,
-        standalone=_database.add_connection,
-        find=_database.reach,
-        mounted=_admin,
-        check=check,
-    )
+#: A command on a sync engine (name, help, description, options, run; ``check=``): the
+#: database of ``--dsn`` for ``skiplock``, the application's engine in a framework's door.
+_on_database = functools.partial(
+    Command[_database.Reached],
+    standalone=_database.add_connection,
+    find=_database.reach,
+    mounted=_admin,
+)
 
 
 COMMANDS: dict[str, Command[Any]] = {

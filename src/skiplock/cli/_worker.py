@@ -42,7 +42,6 @@ class AppEngine:
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``worker`` in every door."""
-    _options.with_value(parser)
     parser.add_argument(
         "--concurrency",
         type=_options.positive_int,
