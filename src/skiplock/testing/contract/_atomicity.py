@@ -19,27 +19,27 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ._support import ContractBase, _all_jobs, _ids, _request, _Rollback, requires
+from . import _support as kit
 from .capabilities import InjectedFault
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from skiplock.core import EnqueueRequest
+    from skiplock import core
     from skiplock.ports import JobStore
 
 
-def _keyed_batch(held_key: str) -> list[EnqueueRequest]:
+def _keyed_batch(held_key: str) -> list[core.EnqueueRequest]:
     """A new key, a key that exists already (so a keyed enqueue needs its second
     statement), and a job without a key."""
     return [
-        _request(idempotency_key="atomic-new", payload="new"),
-        _request(idempotency_key=held_key, payload="again"),
-        _request(payload="plain"),
+        kit.request(idempotency_key="atomic-new", payload="new"),
+        kit.request(idempotency_key=held_key, payload="again"),
+        kit.request(payload="plain"),
     ]
 
 
-class AtomicityContract(ContractBase):
+class AtomicityContract(kit.ContractBase):
     """Multi-statement operations on the caller's ``autocommit()`` and ``transaction()``."""
 
     def failing_key_lookup(self, store: JobStore) -> AbstractContextManager[None]:
@@ -50,28 +50,30 @@ class AtomicityContract(ContractBase):
             f"{type(self).__name__} must override failing_key_lookup() to inject faults"
         )
 
-    @requires("fault_injection")
+    @kit.requires("fault_injection")
     def test_keyed_enqueue_many_on_an_autocommit_handle_is_all_or_nothing(
         self, store: JobStore
     ) -> None:
-        [held] = store.enqueue([_request(idempotency_key="atomic-held")])
+        [held] = store.enqueue([kit.request(idempotency_key="atomic-held")])
         batch = _keyed_batch("atomic-held")
         with store.autocommit() as conn:
             with self.failing_key_lookup(store), pytest.raises(InjectedFault):
                 store.enqueue(batch, connection=conn)
             # The insert before the failed lookup was not committed on its own.
-            assert _ids(_all_jobs(store)) == [held.id]
+            assert kit.ids(kit.all_jobs(store)) == [held.id]
             # The handle is still usable, outside any transaction: the batch goes through
             # and is visible elsewhere at once.
             results = store.enqueue(batch, connection=conn)
             assert [r.created for r in results] == [True, False, True]
             assert results[1].id == held.id
-            assert sorted(_ids(_all_jobs(store))) == sorted([held.id, results[0].id, results[2].id])
+            assert sorted(kit.ids(kit.all_jobs(store))) == sorted(
+                [held.id, results[0].id, results[2].id]
+            )
 
     def test_keyed_enqueue_many_on_an_autocommit_handle_resolves_keys(
         self, store: JobStore
     ) -> None:
-        batch = [_request(idempotency_key=f"atomic-{n}", payload=n) for n in range(3)]
+        batch = [kit.request(idempotency_key=f"atomic-{n}", payload=n) for n in range(3)]
         with store.autocommit() as conn:
             first = store.enqueue(batch, connection=conn)
             again = store.enqueue(batch, connection=conn)
@@ -79,17 +81,17 @@ class AtomicityContract(ContractBase):
         assert [r.id for r in again] == [r.id for r in first]
         assert not any(r.created for r in again)
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_keyed_enqueue_many_joins_the_callers_transaction(self, store: JobStore) -> None:
-        [held] = store.enqueue([_request(idempotency_key="atomic-held")])
+        [held] = store.enqueue([kit.request(idempotency_key="atomic-held")])
 
         def enqueue_then_fail() -> None:
             with store.transaction() as tx:
                 results = store.enqueue(_keyed_batch("atomic-held"), connection=tx)
                 assert [r.created for r in results] == [True, False, True]
-                raise _Rollback
+                raise kit.Rollback
 
         # Nothing was committed on the caller's behalf: its rollback takes it all back.
-        with pytest.raises(_Rollback):
+        with pytest.raises(kit.Rollback):
             enqueue_then_fail()
-        assert _ids(_all_jobs(store)) == [held.id]
+        assert kit.ids(kit.all_jobs(store)) == [held.id]

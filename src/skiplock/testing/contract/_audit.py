@@ -19,37 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from skiplock.core import (
-    AuditAction,
-    AuditEvent,
-    Bury,
-    Completion,
-    Event,
-    Job,
-    JobFilter,
-    JobState,
-    Release,
-    Retry,
-    Succeeded,
-    ValidationError,
-)
+from skiplock import core
 from skiplock.ports import Audit
 
-from ._support import (
-    _PAYLOAD,
-    _WORKER,
-    ContractBase,
-    _all_jobs,
-    _claim_one,
-    _enqueue,
-    _fresh_kind,
-    _get,
-    _in_state,
-    _request,
-    _Rollback,
-    _running,
-    requires,
-)
+from . import _support as kit
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -72,16 +45,16 @@ class _Sink:
         self.store = store
         self.side = side
         self.fail = fail
-        self.calls: list[tuple[list[AuditEvent], Any]] = []
+        self.calls: list[tuple[list[core.AuditEvent], Any]] = []
 
-    def record(self, events: Sequence[AuditEvent], connection: Any) -> None:
+    def record(self, events: Sequence[core.AuditEvent], connection: Any) -> None:
         self.calls.append((list(events), connection))
         if self.side is not None:
-            self.store.enqueue([_request(self.side)], connection=connection)
+            self.store.enqueue([kit.request(self.side)], connection=connection)
         if self.fail:
             raise _SinkError("the audit log is down")
 
-    def events(self) -> list[AuditEvent]:
+    def events(self) -> list[core.AuditEvent]:
         return [event for events, _ in self.calls for event in events]
 
 
@@ -89,24 +62,24 @@ def _audit(actor: str | None = _ACTOR, sink: _Sink | None = None) -> Audit:
     return Audit(actor=actor, sink=sink)
 
 
-def _one(job_id: int) -> JobFilter:
-    return JobFilter(ids=frozenset({job_id}))
+def _one(job_id: int) -> core.JobFilter:
+    return core.JobFilter(ids=frozenset({job_id}))
 
 
-def _facts(events: Sequence[AuditEvent]) -> list[tuple[Any, ...]]:
+def _facts(events: Sequence[core.AuditEvent]) -> list[tuple[Any, ...]]:
     """The events without their times."""
     return [(e.action, e.job_id, e.kind, e.tenant, e.actor, e.details) for e in events]
 
 
-class AuditContract(ContractBase):
+class AuditContract(kit.ContractBase):
     """The audit trail: one event per audited change, in the change's transaction."""
 
     # ---- off by default -----------------------------------------------------------------
 
     def test_audit_off_records_nothing(self, store: JobStore) -> None:
-        ids = [_in_state(store, state) for state in JobState]
-        dead = _in_state(store, JobState.DEAD)
-        store.apply(_one(dead), Event.REPLAY)
+        ids = [kit.in_state(store, state) for state in core.JobState]
+        dead = kit.in_state(store, core.JobState.DEAD)
+        store.apply(_one(dead), core.Event.REPLAY)
         store.delete(_one(ids[0]))
         for job_id in [*ids, dead]:
             assert store.audit_trail(job_id) == []
@@ -114,13 +87,13 @@ class AuditContract(ContractBase):
     # ---- one event per change -----------------------------------------------------------
 
     def test_enqueue_records_each_job_created(self, store: JobStore) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         before = store.now()
         results = store.enqueue(
             [
-                _request(kind, tenant="t1"),
-                _request(kind, idempotency_key="audit-key"),
-                _request(kind, idempotency_key="audit-key"),
+                kit.request(kind, tenant="t1"),
+                kit.request(kind, idempotency_key="audit-key"),
+                kit.request(kind, idempotency_key="audit-key"),
             ],
             audit=_audit(),
         )
@@ -128,56 +101,60 @@ class AuditContract(ContractBase):
         first, keyed, same = results
         assert (first.created, keyed.created, same.created) == (True, True, False)
         [event] = store.audit_trail(first.id)
-        assert _facts([event]) == [(AuditAction.ENQUEUED, first.id, kind, "t1", _ACTOR, None)]
+        assert _facts([event]) == [(core.AuditAction.ENQUEUED, first.id, kind, "t1", _ACTOR, None)]
         assert before <= event.at <= after
         assert _facts(store.audit_trail(keyed.id)) == [
-            (AuditAction.ENQUEUED, keyed.id, kind, None, _ACTOR, None)
+            (core.AuditAction.ENQUEUED, keyed.id, kind, None, _ACTOR, None)
         ]
         # An existing key creates nothing and records nothing.
-        [again] = store.enqueue([_request(kind, idempotency_key="audit-key")], audit=_audit())
+        [again] = store.enqueue([kit.request(kind, idempotency_key="audit-key")], audit=_audit())
         assert (again.id, again.created) == (keyed.id, False)
         assert len(store.audit_trail(keyed.id)) == 1
 
     def test_an_audited_single_enqueue_reports_the_created_at_it_wrote(
         self, store: JobStore
     ) -> None:
-        [result] = store.enqueue([_request(_fresh_kind())], audit=_audit())
+        [result] = store.enqueue([kit.request(kit.fresh_kind())], audit=_audit())
         job = store.get(result.id)
         assert job is not None
         assert result.created_at == job.created_at
 
     def test_bulk_enqueue_records_every_job(self, store: JobStore) -> None:
-        results = store.enqueue([_request(payload=i) for i in range(600)], audit=_audit(actor=None))
+        results = store.enqueue(
+            [kit.request(payload=i) for i in range(600)], audit=_audit(actor=None)
+        )
         for result in results[::599]:
             [event] = store.audit_trail(result.id)
             assert (event.action, event.job_id, event.actor) == (
-                AuditAction.ENQUEUED,
+                core.AuditAction.ENQUEUED,
                 result.id,
                 None,
             )
 
     def test_complete_records_success_and_dead_but_not_retries(self, store: JobStore) -> None:
-        audit = _audit(actor=_WORKER)
-        done, dead, retried, released = [_running(store, tenant="t") for _ in range(4)]
+        audit = _audit(actor=kit.WORKER)
+        done, dead, retried, released = [kit.running(store, tenant="t") for _ in range(4)]
         completions = [
-            Completion(done.lease, Succeeded()),
-            Completion(dead.lease, Bury(error="gave up")),
-            Completion(retried.lease, Retry(delay=timedelta(0), error="again")),
-            Completion(released.lease, Release()),
+            core.Completion(done.lease, core.Succeeded()),
+            core.Completion(dead.lease, core.Bury(error="gave up")),
+            core.Completion(retried.lease, core.Retry(delay=timedelta(0), error="again")),
+            core.Completion(released.lease, core.Release()),
         ]
         before = store.now()
         assert store.complete(completions, audit=audit) == [True] * 4
         after = store.now()
         [success] = store.audit_trail(done.id)
-        assert _facts([success]) == [(AuditAction.DONE, done.id, done.kind, "t", _WORKER, None)]
+        assert _facts([success]) == [
+            (core.AuditAction.DONE, done.id, done.kind, "t", kit.WORKER, None)
+        ]
         assert before <= success.at <= after
         assert _facts(store.audit_trail(dead.id)) == [
             (
-                AuditAction.DLQ,
+                core.AuditAction.DLQ,
                 dead.id,
                 dead.kind,
                 "t",
-                _WORKER,
+                kit.WORKER,
                 {"error": "gave up", "attempts": 1},
             )
         ]
@@ -185,36 +162,43 @@ class AuditContract(ContractBase):
         assert store.audit_trail(released.id) == []
 
     def test_a_lost_completion_records_nothing(self, store: JobStore) -> None:
-        job = _running(store)
-        store.apply(_one(job.id), Event.CANCEL)
-        assert store.complete([Completion(job.lease, Succeeded())], audit=_audit()) == [False]
+        job = kit.running(store)
+        store.apply(_one(job.id), core.Event.CANCEL)
+        assert store.complete([core.Completion(job.lease, core.Succeeded())], audit=_audit()) == [
+            False
+        ]
         assert store.audit_trail(job.id) == []
 
     @pytest.mark.parametrize(
         ("event", "state", "action"),
         [
-            (Event.CANCEL, JobState.PENDING, AuditAction.CANCELLED),
-            (Event.CANCEL, JobState.RUNNING, AuditAction.CANCELLED),
-            (Event.MARK_FAILED, JobState.PENDING, AuditAction.FAILED_MANUALLY),
-            (Event.REPLAY, JobState.DEAD, AuditAction.REPLAY),
-            (Event.REPLAY, JobState.CANCELLED, AuditAction.REPLAY),
+            (core.Event.CANCEL, core.JobState.PENDING, core.AuditAction.CANCELLED),
+            (core.Event.CANCEL, core.JobState.RUNNING, core.AuditAction.CANCELLED),
+            (core.Event.MARK_FAILED, core.JobState.PENDING, core.AuditAction.FAILED_MANUALLY),
+            (core.Event.REPLAY, core.JobState.DEAD, core.AuditAction.REPLAY),
+            (core.Event.REPLAY, core.JobState.CANCELLED, core.AuditAction.REPLAY),
         ],
     )
     @pytest.mark.parametrize("via", ["apply", "apply_job"])
     def test_operator_transitions_record_the_state_they_left(
-        self, store: JobStore, event: Event, state: JobState, action: AuditAction, via: str
+        self,
+        store: JobStore,
+        event: core.Event,
+        state: core.JobState,
+        action: core.AuditAction,
+        via: str,
     ) -> None:
-        job_id = _in_state(store, state)
-        job = _get(store, job_id)
+        job_id = kit.in_state(store, state)
+        job = kit.get(store, job_id)
         if via == "apply":
             changed = store.apply(_one(job_id), event, reset_attempts=True, audit=_audit())
             assert changed == [job_id]
         else:
             after = store.apply_job(job_id, event, reset_attempts=True, audit=_audit())
             assert after is not None
-            assert after == _get(store, job_id)
+            assert after == kit.get(store, job_id)
         details: dict[str, Any] = {"from": state.value}
-        if event is Event.REPLAY:
+        if event is core.Event.REPLAY:
             details["reset_attempts"] = True
         assert _facts(store.audit_trail(job_id)) == [
             (action, job_id, job.kind, None, _ACTOR, details)
@@ -223,70 +207,70 @@ class AuditContract(ContractBase):
     def test_operator_transitions_record_each_job_and_only_jobs_changed(
         self, store: JobStore
     ) -> None:
-        dead = [_in_state(store, JobState.DEAD) for _ in range(3)]
-        succeeded = _in_state(store, JobState.SUCCEEDED)
-        selected = JobFilter(ids=frozenset([*dead, succeeded]))
-        replayed = store.apply(selected, Event.REPLAY, audit=_audit())
+        dead = [kit.in_state(store, core.JobState.DEAD) for _ in range(3)]
+        succeeded = kit.in_state(store, core.JobState.SUCCEEDED)
+        selected = core.JobFilter(ids=frozenset([*dead, succeeded]))
+        replayed = store.apply(selected, core.Event.REPLAY, audit=_audit())
         assert sorted(replayed) == sorted(dead)
         for job_id in dead:
             [event] = store.audit_trail(job_id)
             assert (event.action, event.details) == (
-                AuditAction.REPLAY,
+                core.AuditAction.REPLAY,
                 {"from": "dead", "reset_attempts": False},
             )
         assert store.audit_trail(succeeded) == []
 
     def test_apply_job_records_nothing_when_nothing_changes(self, store: JobStore) -> None:
-        succeeded = _in_state(store, JobState.SUCCEEDED)
+        succeeded = kit.in_state(store, core.JobState.SUCCEEDED)
         sink = _Sink(store)
         for audit in (_audit(), _audit(sink=sink)):
-            assert store.apply_job(succeeded, Event.REPLAY, audit=audit) is None
-            assert store.apply_job(succeeded + 1_000_000, Event.CANCEL, audit=audit) is None
+            assert store.apply_job(succeeded, core.Event.REPLAY, audit=audit) is None
+            assert store.apply_job(succeeded + 1_000_000, core.Event.CANCEL, audit=audit) is None
         assert store.audit_trail(succeeded) == []
         assert sink.calls == []
 
     def test_apply_job_with_a_sink_returns_the_changed_job(self, store: JobStore) -> None:
-        job_id = _enqueue(store, tenant="t")
+        job_id = kit.enqueue(store, tenant="t")
         sink = _Sink(store)
-        cancelled = store.apply_job(job_id, Event.CANCEL, audit=_audit(sink=sink))
+        cancelled = store.apply_job(job_id, core.Event.CANCEL, audit=_audit(sink=sink))
         assert cancelled is not None
-        assert cancelled.state is JobState.CANCELLED
-        assert cancelled == _get(store, job_id)
+        assert cancelled.state is core.JobState.CANCELLED
+        assert cancelled == kit.get(store, job_id)
         assert _facts(sink.events()) == [
-            (AuditAction.CANCELLED, job_id, cancelled.kind, "t", _ACTOR, {"from": "pending"})
+            (core.AuditAction.CANCELLED, job_id, cancelled.kind, "t", _ACTOR, {"from": "pending"})
         ]
         assert store.audit_trail(job_id) == []
 
     def test_delete_records_the_payload_and_outlives_the_job(self, store: JobStore) -> None:
-        job = _running(store, tenant="t", payload=_PAYLOAD)
-        store.complete([Completion(job.lease, Bury(error="x"))])
-        running = _in_state(store, JobState.RUNNING)
-        deleted = store.delete(JobFilter(ids=frozenset({job.id, running})), audit=_audit())
+        job = kit.running(store, tenant="t", payload=kit.PAYLOAD)
+        store.complete([core.Completion(job.lease, core.Bury(error="x"))])
+        running = kit.in_state(store, core.JobState.RUNNING)
+        deleted = store.delete(core.JobFilter(ids=frozenset({job.id, running})), audit=_audit())
         assert [d.id for d in deleted] == [job.id]
         assert store.get(job.id) is None
         assert _facts(store.audit_trail(job.id)) == [
             (
-                AuditAction.DISCARD,
+                core.AuditAction.DISCARD,
                 job.id,
                 job.kind,
                 "t",
                 _ACTOR,
-                {"from": "dead", "payload": _PAYLOAD},
+                {"from": "dead", "payload": kit.PAYLOAD},
             )
         ]
         assert store.audit_trail(running) == []
 
     def test_stale_recovery_records_jobs_it_buries_only(self, store: JobStore) -> None:
-        buried = _running(store, "crashed", max_attempts=1)
-        returned = _running(store, "crashed", max_attempts=5)
+        buried = kit.running(store, "crashed", max_attempts=1)
+        returned = kit.running(store, "crashed", max_attempts=5)
         hour = timedelta(hours=1)
         recovered = store.recover_stale(default_ttl=hour, ttls={}, audit=_audit())
         assert sorted(recovered) == sorted([buried.id, returned.id])
         [event] = store.audit_trail(buried.id)
-        dead = _get(store, buried.id)
+        dead = kit.get(store, buried.id)
         assert _facts([event]) == [
             (
-                AuditAction.DLQ,
+                core.AuditAction.DLQ,
                 buried.id,
                 buried.kind,
                 None,
@@ -297,209 +281,220 @@ class AuditContract(ContractBase):
         assert store.audit_trail(returned.id) == []
 
     def test_audit_trail_lists_a_jobs_events_oldest_first(self, store: JobStore) -> None:
-        kind = _fresh_kind()
-        [result] = store.enqueue([_request(kind)], audit=_audit(actor="api"))
-        job = _claim_one(store, kind)
-        store.complete([Completion(job.lease, Bury(error="no"))], audit=_audit(_WORKER))
-        store.apply(_one(job.id), Event.REPLAY, audit=_audit("ops"))
-        store.apply(_one(job.id), Event.CANCEL, audit=_audit("ops"))
+        kind = kit.fresh_kind()
+        [result] = store.enqueue([kit.request(kind)], audit=_audit(actor="api"))
+        job = kit.claim_one(store, kind)
+        store.complete(
+            [core.Completion(job.lease, core.Bury(error="no"))], audit=_audit(kit.WORKER)
+        )
+        store.apply(_one(job.id), core.Event.REPLAY, audit=_audit("ops"))
+        store.apply(_one(job.id), core.Event.CANCEL, audit=_audit("ops"))
         store.delete(_one(job.id), audit=_audit("admin"))
         trail = store.audit_trail(result.id)
         assert [(e.action, e.actor) for e in trail] == [
-            (AuditAction.ENQUEUED, "api"),
-            (AuditAction.DLQ, _WORKER),
-            (AuditAction.REPLAY, "ops"),
-            (AuditAction.CANCELLED, "ops"),
-            (AuditAction.DISCARD, "admin"),
+            (core.AuditAction.ENQUEUED, "api"),
+            (core.AuditAction.DLQ, kit.WORKER),
+            (core.AuditAction.REPLAY, "ops"),
+            (core.AuditAction.CANCELLED, "ops"),
+            (core.AuditAction.DISCARD, "admin"),
         ]
         assert [e.at for e in trail] == sorted(e.at for e in trail)
         assert store.audit_trail(987_654_321) == []
 
     # ---- in the change's transaction --------------------------------------------------------
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_a_rolled_back_enqueue_leaves_no_event(self, store: JobStore) -> None:
         def enqueue_then_fail() -> int:
             with store.transaction() as tx:
-                [result] = store.enqueue([_request()], connection=tx, audit=_audit())
+                [result] = store.enqueue([kit.request()], connection=tx, audit=_audit())
                 assert len(store.audit_trail(result.id, connection=tx)) == 1
-                raise _Rollback(result.id)
+                raise kit.Rollback(result.id)
 
-        with pytest.raises(_Rollback) as rolled_back:
+        with pytest.raises(kit.Rollback) as rolled_back:
             enqueue_then_fail()
         job_id = rolled_back.value.args[0]
         assert store.get(job_id) is None
         assert store.audit_trail(job_id) == []
         with store.transaction() as tx:
-            [kept] = store.enqueue([_request()], connection=tx, audit=_audit())
+            [kept] = store.enqueue([kit.request()], connection=tx, audit=_audit())
         assert len(store.audit_trail(kept.id)) == 1
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_a_rolled_back_completion_leaves_no_event(self, store: JobStore) -> None:
-        job = _running(store)
+        job = kit.running(store)
 
         def complete_then_fail() -> None:
             with store.transaction() as tx:
                 done = store.complete(
-                    [Completion(job.lease, Succeeded())], connection=tx, audit=_audit(_WORKER)
+                    [core.Completion(job.lease, core.Succeeded())],
+                    connection=tx,
+                    audit=_audit(kit.WORKER),
                 )
                 assert done == [True]
-                raise _Rollback
+                raise kit.Rollback
 
-        with pytest.raises(_Rollback):
+        with pytest.raises(kit.Rollback):
             complete_then_fail()
-        assert (_get(store, job.id)).state is JobState.RUNNING
+        assert (kit.get(store, job.id)).state is core.JobState.RUNNING
         assert store.audit_trail(job.id) == []
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_a_rolled_back_apply_job_leaves_no_event(self, store: JobStore) -> None:
-        job_id = _enqueue(store)
-        before = _get(store, job_id)
+        job_id = kit.enqueue(store)
+        before = kit.get(store, job_id)
 
         def cancel_then_fail() -> None:
             with store.transaction() as tx:
-                cancelled = store.apply_job(job_id, Event.CANCEL, connection=tx, audit=_audit())
+                cancelled = store.apply_job(
+                    job_id, core.Event.CANCEL, connection=tx, audit=_audit()
+                )
                 assert cancelled is not None
-                assert cancelled.state is JobState.CANCELLED
+                assert cancelled.state is core.JobState.CANCELLED
                 assert len(store.audit_trail(job_id, connection=tx)) == 1
-                raise _Rollback
+                raise kit.Rollback
 
-        with pytest.raises(_Rollback):
+        with pytest.raises(kit.Rollback):
             cancel_then_fail()
-        assert _get(store, job_id) == before
+        assert kit.get(store, job_id) == before
         assert store.audit_trail(job_id) == []
 
     # ---- audit sinks ------------------------------------------------------------------------
 
     def test_a_sink_gets_the_events_instead_of_the_table(self, store: JobStore) -> None:
         sink = _Sink(store)
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         results = store.enqueue(
-            [_request(kind), _request(kind, tenant="t")], audit=_audit(sink=sink)
+            [kit.request(kind), kit.request(kind, tenant="t")], audit=_audit(sink=sink)
         )
-        job = _claim_one(store, kind)
-        done_ = store.complete([Completion(job.lease, Succeeded())], audit=_audit(sink=sink))
+        job = kit.claim_one(store, kind)
+        done_ = store.complete(
+            [core.Completion(job.lease, core.Succeeded())], audit=_audit(sink=sink)
+        )
         assert done_ == [True]
         [(enqueued, _), (done, _)] = sink.calls
         assert _facts(enqueued) == [
-            (AuditAction.ENQUEUED, results[0].id, kind, None, _ACTOR, None),
-            (AuditAction.ENQUEUED, results[1].id, kind, "t", _ACTOR, None),
+            (core.AuditAction.ENQUEUED, results[0].id, kind, None, _ACTOR, None),
+            (core.AuditAction.ENQUEUED, results[1].id, kind, "t", _ACTOR, None),
         ]
-        assert _facts(done) == [(AuditAction.DONE, job.id, kind, None, _ACTOR, None)]
+        assert _facts(done) == [(core.AuditAction.DONE, job.id, kind, None, _ACTOR, None)]
         assert store.audit_trail(job.id) == []
         # A change with nothing to record does not call the sink.
-        assert store.apply(_one(job.id), Event.CANCEL, audit=_audit(sink=sink)) == []
+        assert store.apply(_one(job.id), core.Event.CANCEL, audit=_audit(sink=sink)) == []
         assert len(sink.calls) == 2
 
     def test_a_sink_writes_in_the_transaction_of_a_callers_change(self, store: JobStore) -> None:
-        side = _fresh_kind()
+        side = kit.fresh_kind()
         sink = _Sink(store, side=side)
-        [result] = store.enqueue([_request()], audit=_audit(sink=sink))
-        jobs = _all_jobs(store)
+        [result] = store.enqueue([kit.request()], audit=_audit(sink=sink))
+        jobs = kit.all_jobs(store)
         assert sorted(job.kind for job in jobs) == sorted([side, _get_kind(jobs, result.id)])
-        failing = _Sink(store, side=_fresh_kind(), fail=True)
+        failing = _Sink(store, side=kit.fresh_kind(), fail=True)
         with pytest.raises(_SinkError):
-            store.enqueue([_request()], audit=_audit(sink=failing))
+            store.enqueue([kit.request()], audit=_audit(sink=failing))
         # The change and what the sink wrote in its transaction are undone together.
-        assert _all_jobs(store) == jobs
+        assert kit.all_jobs(store) == jobs
         assert len(failing.calls) == 1
 
     @pytest.mark.parametrize("change", ["apply", "apply_job", "delete"])
     def test_a_raising_sink_undoes_an_operator_change(self, store: JobStore, change: str) -> None:
-        job_id = _enqueue(store)
+        job_id = kit.enqueue(store)
         failing = _Sink(store, fail=True)
 
         def change_it() -> None:
             if change == "apply":
-                store.apply(_one(job_id), Event.CANCEL, audit=_audit(sink=failing))
+                store.apply(_one(job_id), core.Event.CANCEL, audit=_audit(sink=failing))
             elif change == "apply_job":
-                store.apply_job(job_id, Event.CANCEL, audit=_audit(sink=failing))
+                store.apply_job(job_id, core.Event.CANCEL, audit=_audit(sink=failing))
             else:
                 store.delete(_one(job_id), audit=_audit(sink=failing))
 
         with pytest.raises(_SinkError):
             change_it()
-        assert (_get(store, job_id)).state is JobState.PENDING
+        assert (kit.get(store, job_id)).state is core.JobState.PENDING
         [(events, _)] = failing.calls
-        expected = AuditAction.DISCARD if change == "delete" else AuditAction.CANCELLED
+        expected = core.AuditAction.DISCARD if change == "delete" else core.AuditAction.CANCELLED
         assert [(e.action, e.job_id) for e in events] == [(expected, job_id)]
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_a_raising_sink_undoes_only_its_change_in_the_callers_transaction(
         self, store: JobStore
     ) -> None:
-        failing = _Sink(store, side=_fresh_kind(), fail=True)
+        failing = _Sink(store, side=kit.fresh_kind(), fail=True)
         with store.transaction() as tx:
-            [before] = store.enqueue([_request(payload="before")], connection=tx)
+            [before] = store.enqueue([kit.request(payload="before")], connection=tx)
             with pytest.raises(_SinkError):
                 store.enqueue(
-                    [_request(payload="undone")], connection=tx, audit=_audit(sink=failing)
+                    [kit.request(payload="undone")], connection=tx, audit=_audit(sink=failing)
                 )
-            [after] = store.enqueue([_request(payload="after")], connection=tx)
-        assert sorted(job.payload for job in _all_jobs(store)) == ["after", "before"]
-        assert {before.id, after.id} == {job.id for job in _all_jobs(store)}
+            [after] = store.enqueue([kit.request(payload="after")], connection=tx)
+        assert sorted(job.payload for job in kit.all_jobs(store)) == ["after", "before"]
+        assert {before.id, after.id} == {job.id for job in kit.all_jobs(store)}
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_a_callers_rollback_undoes_what_the_sink_wrote(self, store: JobStore) -> None:
-        sink = _Sink(store, side=_fresh_kind())
+        sink = _Sink(store, side=kit.fresh_kind())
 
         def enqueue_then_fail() -> None:
             with store.transaction() as tx:
-                store.enqueue([_request()], connection=tx, audit=_audit(sink=sink))
-                raise _Rollback
+                store.enqueue([kit.request()], connection=tx, audit=_audit(sink=sink))
+                raise kit.Rollback
 
-        with pytest.raises(_Rollback):
+        with pytest.raises(kit.Rollback):
             enqueue_then_fail()
         assert len(sink.calls) == 1
-        assert _all_jobs(store) == []
+        assert kit.all_jobs(store) == []
 
     def test_a_raising_sink_keeps_a_workers_change(
         self, store: JobStore, caplog: pytest.LogCaptureFixture
     ) -> None:
         failing = _Sink(store, fail=True)
-        done, dead = _running(store), _running(store)
-        completions = [Completion(done.lease, Succeeded()), Completion(dead.lease, Bury("x"))]
+        done, dead = kit.running(store), kit.running(store)
+        completions = [
+            core.Completion(done.lease, core.Succeeded()),
+            core.Completion(dead.lease, core.Bury("x")),
+        ]
         with caplog.at_level(logging.ERROR, logger="skiplock.audit"):
-            applied = store.complete(completions, audit=_audit(_WORKER, sink=failing))
+            applied = store.complete(completions, audit=_audit(kit.WORKER, sink=failing))
         assert applied == [True, True]
-        assert (_get(store, done.id)).state is JobState.SUCCEEDED
-        assert (_get(store, dead.id)).state is JobState.DEAD
+        assert (kit.get(store, done.id)).state is core.JobState.SUCCEEDED
+        assert (kit.get(store, dead.id)).state is core.JobState.DEAD
         [(events, _)] = failing.calls
         assert [(e.action, e.job_id) for e in events] == [
-            (AuditAction.DONE, done.id),
-            (AuditAction.DLQ, dead.id),
+            (core.AuditAction.DONE, done.id),
+            (core.AuditAction.DLQ, dead.id),
         ]
         [record] = [r for r in caplog.records if r.name == "skiplock.audit"]
-        assert f"job_done job {done.id} by {_WORKER}" in record.getMessage()
+        assert f"job_done job {done.id} by {kit.WORKER}" in record.getMessage()
         assert record.exc_info is not None
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_a_raising_sink_in_a_jobs_transaction_keeps_the_completion(
         self, store: JobStore
     ) -> None:
-        job = _running(store)
-        side = _fresh_kind()
+        job = kit.running(store)
+        side = kit.fresh_kind()
         failing = _Sink(store, side=side, fail=True)
         with store.transaction() as tx:
-            completion = [Completion(job.lease, Succeeded())]
+            completion = [core.Completion(job.lease, core.Succeeded())]
             assert store.complete(completion, connection=tx, audit=_audit(sink=failing)) == [True]
-        assert (_get(store, job.id)).state is JobState.SUCCEEDED
+        assert (kit.get(store, job.id)).state is core.JobState.SUCCEEDED
         # What the sink wrote in the job's transaction before it raised is undone.
-        assert [j.kind for j in _all_jobs(store)] == [job.kind]
+        assert [j.kind for j in kit.all_jobs(store)] == [job.kind]
         assert len(failing.calls) == 1
 
     def test_a_raising_sink_keeps_a_stale_recovery(
         self, store: JobStore, caplog: pytest.LogCaptureFixture
     ) -> None:
         failing = _Sink(store, fail=True)
-        job = _running(store, "crashed", max_attempts=1)
+        job = kit.running(store, "crashed", max_attempts=1)
         with caplog.at_level(logging.ERROR, logger="skiplock.audit"):
             recovered = store.recover_stale(
                 default_ttl=timedelta(hours=1), ttls={}, audit=_audit(sink=failing)
             )
         assert recovered == [job.id]
-        assert (_get(store, job.id)).state is JobState.DEAD
-        assert [e.action for e in failing.events()] == [AuditAction.DLQ]
+        assert (kit.get(store, job.id)).state is core.JobState.DEAD
+        assert [e.action for e in failing.events()] == [core.AuditAction.DLQ]
         assert any(r.name == "skiplock.audit" for r in caplog.records)
 
     # ---- retention (R26) ----------------------------------------------------------------
@@ -507,9 +502,9 @@ class AuditContract(ContractBase):
     def test_purge_audit_removes_old_events_in_batches(
         self, store: JobStore, clock: FakeClock
     ) -> None:
-        old = [_enqueue(store) for _ in range(3)]
+        old = [kit.enqueue(store) for _ in range(3)]
         for job_id in old:
-            store.apply(_one(job_id), Event.CANCEL, audit=_audit())
+            store.apply(_one(job_id), core.Event.CANCEL, audit=_audit())
         if self.capabilities.controllable_clock:
             clock.advance(timedelta(hours=2))
             cutoff = timedelta(hours=1)
@@ -519,23 +514,25 @@ class AuditContract(ContractBase):
         assert store.purge_audit(older_than=cutoff, batch_size=2) == 3
         for job_id in old:
             assert store.audit_trail(job_id) == []
-            assert (_get(store, job_id)).state is JobState.CANCELLED
+            assert (kit.get(store, job_id)).state is core.JobState.CANCELLED
         assert store.purge_audit(older_than=cutoff, batch_size=2) == 0
 
     def test_purge_audit_keeps_recent_events(self, store: JobStore) -> None:
-        job_id = _in_state(store, JobState.PENDING)
-        store.apply(_one(job_id), Event.CANCEL, audit=_audit())
+        job_id = kit.in_state(store, core.JobState.PENDING)
+        store.apply(_one(job_id), core.Event.CANCEL, audit=_audit())
         assert store.purge_audit(older_than=timedelta(days=7), batch_size=10) == 0
         assert len(store.audit_trail(job_id)) == 1
 
     def test_purging_jobs_keeps_their_events(self, store: JobStore, clock: FakeClock) -> None:
         # The audit trail has its own retention: a purged job's events stay.
-        kind = _fresh_kind()
-        store.enqueue([_request(kind)], audit=_audit())
-        job = _claim_one(store, kind)
-        assert store.complete([Completion(job.lease, Succeeded())], audit=_audit()) == [True]
+        kind = kit.fresh_kind()
+        store.enqueue([kit.request(kind)], audit=_audit())
+        job = kit.claim_one(store, kind)
+        assert store.complete([core.Completion(job.lease, core.Succeeded())], audit=_audit()) == [
+            True
+        ]
         before = store.audit_trail(job.id)
-        assert [e.action for e in before] == [AuditAction.ENQUEUED, AuditAction.DONE]
+        assert [e.action for e in before] == [core.AuditAction.ENQUEUED, core.AuditAction.DONE]
         if self.capabilities.controllable_clock:
             clock.advance(timedelta(hours=2))
         assert store.purge(older_than=timedelta(0), archive=False, batch_size=10) >= 1
@@ -543,9 +540,9 @@ class AuditContract(ContractBase):
         assert store.audit_trail(job.id) == before
 
     def test_purge_audit_checks_its_batch_size(self, store: JobStore) -> None:
-        with pytest.raises(ValidationError, match="batch_size"):
+        with pytest.raises(core.ValidationError, match="batch_size"):
             store.purge_audit(older_than=timedelta(0), batch_size=0)
 
 
-def _get_kind(jobs: Sequence[Job], job_id: int) -> str:
+def _get_kind(jobs: Sequence[core.Job], job_id: int) -> str:
     return next(job.kind for job in jobs if job.id == job_id)

@@ -16,71 +16,54 @@ from unittest.mock import ANY
 
 import attrs
 
+from skiplock import core
 from skiplock._compat import join, spawn
-from skiplock.core import (
-    JobFilter,
-    JobState,
-    Lease,
-    Page,
-    Succeeded,
-)
 
-from ._support import (
-    _PAYLOAD,
-    _WORKER,
-    ContractBase,
-    _claim_request,
-    _enqueue,
-    _finish,
-    _get,
-    _ids,
-    _request,
-    requires,
-)
+from . import _support as kit
 
 if TYPE_CHECKING:
     from skiplock.ports import JobStore
     from skiplock.testing import FakeClock
 
 
-class ClaimContract(ContractBase):
+class ClaimContract(kit.ContractBase):
     """What a claim takes, in which order, and that claimers never share a job."""
 
     # ---- claim (R4, R14, R18, J2, R15) -------------------------------------------------
 
     def test_claim_marks_running_and_counts_the_attempt(self, store: JobStore) -> None:
-        job_id = _enqueue(store, payload=_PAYLOAD, max_attempts=4)
+        job_id = kit.enqueue(store, payload=kit.PAYLOAD, max_attempts=4)
         before = store.now()
-        [job] = store.claim(_claim_request())
+        [job] = store.claim(kit.claim_request())
         after = store.now()
         assert job.id == job_id
-        assert job.state is JobState.RUNNING
+        assert job.state is core.JobState.RUNNING
         assert job.attempts == 1
         assert job.claims == 1
-        assert job.claimed_by == _WORKER
+        assert job.claimed_by == kit.WORKER
         assert job.claimed_at is not None
         assert before <= job.claimed_at <= after
-        assert job.payload == _PAYLOAD
-        assert job.lease == Lease(job_id=job_id, worker_id=_WORKER, attempt=1, claim=1)
-        stored = _get(store, job_id)
+        assert job.payload == kit.PAYLOAD
+        assert job.lease == core.Lease(job_id=job_id, worker_id=kit.WORKER, attempt=1, claim=1)
+        stored = kit.get(store, job_id)
         assert (stored.state, stored.attempts, stored.claims, stored.claimed_by) == (
-            JobState.RUNNING,
+            core.JobState.RUNNING,
             1,
             1,
-            _WORKER,
+            kit.WORKER,
         )
 
     def test_next_due_is_the_earliest_job_due_later_of_the_kinds_and_tenants(
         self, store: JobStore
     ) -> None:
         assert store.next_due(None, None) is None
-        _enqueue(store, "contract.now")  # due already: the claim's, not the timer's
+        kit.enqueue(store, "contract.now")  # due already: the claim's, not the timer's
         assert store.next_due(None, None) is None
         before = store.now()
-        later = _enqueue(store, "contract.later", delay=timedelta(hours=2), priority=5)
-        soon = _enqueue(store, "contract.soon", delay=timedelta(hours=1), tenant="t1")
-        sooner = _enqueue(store, "contract.sooner", delay=timedelta(minutes=30))
-        at = {i: (_get(store, i)).available_at for i in (later, soon, sooner)}
+        later = kit.enqueue(store, "contract.later", delay=timedelta(hours=2), priority=5)
+        soon = kit.enqueue(store, "contract.soon", delay=timedelta(hours=1), tenant="t1")
+        sooner = kit.enqueue(store, "contract.sooner", delay=timedelta(minutes=30))
+        at = {i: (kit.get(store, i)).available_at for i in (later, soon, sooner)}
         due = store.next_due(None, None)
         assert due is not None
         assert due.at == at[sooner]
@@ -99,10 +82,10 @@ class ClaimContract(ContractBase):
         # 100 jobs of another kind due before ours, at the same priority: a store may
         # answer with an earlier time (its read is bounded), never a later one.
         store.enqueue(
-            [_request("contract.other", delay=timedelta(seconds=60 + i)) for i in range(100)]
+            [kit.request("contract.other", delay=timedelta(seconds=60 + i)) for i in range(100)]
         )
-        mine = _enqueue(store, "contract.mine", delay=timedelta(seconds=600))
-        available_at = (_get(store, mine)).available_at
+        mine = kit.enqueue(store, "contract.mine", delay=timedelta(seconds=600))
+        available_at = (kit.get(store, mine)).available_at
         due = store.next_due(frozenset({"contract.mine"}), None)
         assert due is not None
         assert due.now + timedelta(seconds=59) < due.at <= available_at
@@ -111,7 +94,7 @@ class ClaimContract(ContractBase):
         now = store.now()
 
         def job(priority: int, seconds_ago: int) -> int:
-            return _enqueue(
+            return kit.enqueue(
                 store, priority=priority, available_at=now - timedelta(seconds=seconds_ago)
             )
 
@@ -122,129 +105,131 @@ class ClaimContract(ContractBase):
         e = job(-1, 60)
         claimed = []
         for _ in range(5):
-            jobs = store.claim(_claim_request(limit=1))
-            claimed += _ids(jobs)
+            jobs = store.claim(kit.claim_request(limit=1))
+            claimed += kit.ids(jobs)
         assert claimed == [c, b, a, d, e]
-        assert store.claim(_claim_request()) == []
+        assert store.claim(kit.claim_request()) == []
 
     def test_claim_batch_takes_the_first_in_order(self, store: JobStore) -> None:
-        low = _enqueue(store, priority=-5)
-        high = [_enqueue(store, priority=p) for p in (3, 2, 1)]
-        jobs = store.claim(_claim_request(limit=3))
-        assert sorted(_ids(jobs)) == sorted(high)
-        assert (_get(store, low)).state is JobState.PENDING
+        low = kit.enqueue(store, priority=-5)
+        high = [kit.enqueue(store, priority=p) for p in (3, 2, 1)]
+        jobs = store.claim(kit.claim_request(limit=3))
+        assert sorted(kit.ids(jobs)) == sorted(high)
+        assert (kit.get(store, low)).state is core.JobState.PENDING
 
     def test_claim_not_before_available_at(self, store: JobStore) -> None:
         now = store.now()
-        due = _enqueue(store, available_at=now - timedelta(seconds=1))
-        later = _enqueue(store, available_at=now + timedelta(hours=1))
-        delayed = _enqueue(store, delay=timedelta(hours=1))
-        assert _ids(store.claim(_claim_request())) == [due]
-        assert store.claim(_claim_request()) == []
+        due = kit.enqueue(store, available_at=now - timedelta(seconds=1))
+        later = kit.enqueue(store, available_at=now + timedelta(hours=1))
+        delayed = kit.enqueue(store, delay=timedelta(hours=1))
+        assert kit.ids(store.claim(kit.claim_request())) == [due]
+        assert store.claim(kit.claim_request()) == []
         for job_id in (later, delayed):
-            assert (_get(store, job_id)).state is JobState.PENDING
+            assert (kit.get(store, job_id)).state is core.JobState.PENDING
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     def test_claim_once_the_clock_reaches_available_at(
         self, store: JobStore, clock: FakeClock
     ) -> None:
-        job_id = _enqueue(store, delay=timedelta(seconds=10))
-        assert store.claim(_claim_request()) == []
+        job_id = kit.enqueue(store, delay=timedelta(seconds=10))
+        assert store.claim(kit.claim_request()) == []
         clock.advance(9.999)
-        assert store.claim(_claim_request()) == []
+        assert store.claim(kit.claim_request()) == []
         clock.advance(0.001)
-        assert _ids(store.claim(_claim_request())) == [job_id]
+        assert kit.ids(store.claim(kit.claim_request())) == [job_id]
 
     def test_claim_respects_limit(self, store: JobStore) -> None:
-        ids = [_enqueue(store) for _ in range(5)]
-        first = store.claim(_claim_request(limit=2))
-        second = store.claim(_claim_request(limit=2))
-        third = store.claim(_claim_request(limit=2))
+        ids = [kit.enqueue(store) for _ in range(5)]
+        first = store.claim(kit.claim_request(limit=2))
+        second = store.claim(kit.claim_request(limit=2))
+        third = store.claim(kit.claim_request(limit=2))
         assert [len(first), len(second), len(third)] == [2, 2, 1]
-        assert sorted(_ids(first) + _ids(second) + _ids(third)) == ids
-        assert store.claim(_claim_request(limit=2)) == []
+        assert sorted(kit.ids(first) + kit.ids(second) + kit.ids(third)) == ids
+        assert store.claim(kit.claim_request(limit=2)) == []
 
     def test_claim_restricted_to_kinds(self, store: JobStore) -> None:
-        a = _enqueue(store, "contract.a")
-        _enqueue(store, "contract.b")
-        jobs = store.claim(_claim_request(kinds=frozenset({"contract.a", "contract.x"})))
-        assert _ids(jobs) == [a]
+        a = kit.enqueue(store, "contract.a")
+        kit.enqueue(store, "contract.b")
+        jobs = store.claim(kit.claim_request(kinds=frozenset({"contract.a", "contract.x"})))
+        assert kit.ids(jobs) == [a]
 
     def test_claim_restricted_to_tenants(self, store: JobStore) -> None:
-        t1 = _enqueue(store, tenant="t1")
-        _enqueue(store, tenant="t2")
-        no_tenant = _enqueue(store)
-        jobs = store.claim(_claim_request(tenants=frozenset({"t1"})))
-        assert _ids(jobs) == [t1]
-        rest = store.claim(_claim_request())
-        assert no_tenant in _ids(rest)
+        t1 = kit.enqueue(store, tenant="t1")
+        kit.enqueue(store, tenant="t2")
+        no_tenant = kit.enqueue(store)
+        jobs = store.claim(kit.claim_request(tenants=frozenset({"t1"})))
+        assert kit.ids(jobs) == [t1]
+        rest = store.claim(kit.claim_request())
+        assert no_tenant in kit.ids(rest)
 
     def test_claim_kind_limits_cap_a_kind_in_one_claim(self, store: JobStore) -> None:
         for _ in range(3):
-            _enqueue(store, "contract.x")
-            _enqueue(store, "contract.y")
-        jobs = store.claim(_claim_request(kind_limits={"contract.x": 1}))
+            kit.enqueue(store, "contract.x")
+            kit.enqueue(store, "contract.y")
+        jobs = store.claim(kit.claim_request(kind_limits={"contract.x": 1}))
         kinds = sorted(job.kind for job in jobs)
         assert kinds == ["contract.x"] + ["contract.y"] * 3
 
     def test_claim_skips_excluded_kind_tenant_pairs(self, store: JobStore) -> None:
-        _enqueue(store, "contract.x", tenant="a")
-        xb = _enqueue(store, "contract.x", tenant="b")
-        _enqueue(store, "contract.x")
-        ya = _enqueue(store, "contract.y", tenant="a")
+        kit.enqueue(store, "contract.x", tenant="a")
+        xb = kit.enqueue(store, "contract.x", tenant="b")
+        kit.enqueue(store, "contract.x")
+        ya = kit.enqueue(store, "contract.y", tenant="a")
         excluded = frozenset({("contract.x", "a"), ("contract.x", None)})
-        jobs = store.claim(_claim_request(excluded=excluded))
-        assert sorted(_ids(jobs)) == sorted([xb, ya])
+        jobs = store.claim(kit.claim_request(excluded=excluded))
+        assert sorted(kit.ids(jobs)) == sorted([xb, ya])
 
     def test_claim_skips_excluded_kinds(self, store: JobStore) -> None:
-        _enqueue(store, "contract.x")
-        y = _enqueue(store, "contract.y")
-        jobs = store.claim(_claim_request(excluded_kinds=frozenset({"contract.x"})))
-        assert _ids(jobs) == [y]
+        kit.enqueue(store, "contract.x")
+        y = kit.enqueue(store, "contract.y")
+        jobs = store.claim(kit.claim_request(excluded_kinds=frozenset({"contract.x"})))
+        assert kit.ids(jobs) == [y]
 
     def test_claim_cluster_limits_count_running_jobs_of_every_worker(self, store: JobStore) -> None:
         for _ in range(5):
-            _enqueue(store, "contract.limited")
-        free = _enqueue(store, "contract.free")
+            kit.enqueue(store, "contract.limited")
+        free = kit.enqueue(store, "contract.free")
         limits = {"contract.limited": 2}
-        first = store.claim(_claim_request("w1", cluster_limits=limits))
+        first = store.claim(kit.claim_request("w1", cluster_limits=limits))
         assert sorted(job.kind for job in first) == ["contract.free"] + ["contract.limited"] * 2
-        assert free in _ids(first)
-        assert store.claim(_claim_request("w2", cluster_limits=limits)) == []
+        assert free in kit.ids(first)
+        assert store.claim(kit.claim_request("w2", cluster_limits=limits)) == []
         done = next(job for job in first if job.kind == "contract.limited")
-        _finish(store, done, Succeeded())
-        second = store.claim(_claim_request("w2", cluster_limits=limits))
+        kit.finish(store, done, core.Succeeded())
+        second = store.claim(kit.claim_request("w2", cluster_limits=limits))
         assert [job.kind for job in second] == ["contract.limited"]
 
-    @requires("concurrent")
+    @kit.requires("concurrent")
     def test_claim_cluster_limit_is_strict_under_concurrency(self, store: JobStore) -> None:
-        store.enqueue([_request("contract.limited") for _ in range(20)])
+        store.enqueue([kit.request("contract.limited") for _ in range(20)])
         limits = {"contract.limited": 3}
 
         def claimer(worker_id: str) -> list[int]:
-            return _ids(store.claim(_claim_request(worker_id, 5, cluster_limits=limits)))
+            return kit.ids(store.claim(kit.claim_request(worker_id, 5, cluster_limits=limits)))
 
         tasks = [spawn(claimer, f"w{i}") for i in range(8)]
         claimed = [job_id for task in tasks for job_id in join(task)]
         assert len(claimed) <= 3
         assert len(set(claimed)) == len(claimed)
-        store.claim(_claim_request("late", 5, cluster_limits=limits))
-        running = store.list_jobs(JobFilter(states=frozenset({JobState.RUNNING})), Page(limit=100))
+        store.claim(kit.claim_request("late", 5, cluster_limits=limits))
+        running = store.list_jobs(
+            core.JobFilter(states=frozenset({core.JobState.RUNNING})), core.Page(limit=100)
+        )
         assert len(running) == 3
 
-    @requires("concurrent")
+    @kit.requires("concurrent")
     def test_claim_concurrent_claimers_never_share_a_job(self, store: JobStore) -> None:
-        results = store.enqueue([_request(payload=i) for i in range(60)])
+        results = store.enqueue([kit.request(payload=i) for i in range(60)])
 
         def claimer(worker_id: str) -> list[int]:
             got: list[int] = []
-            while jobs := store.claim(_claim_request(worker_id, 3)):
+            while jobs := store.claim(kit.claim_request(worker_id, 3)):
                 assert all(job.claimed_by == worker_id for job in jobs)
-                got += _ids(jobs)
+                got += kit.ids(jobs)
             return got
 
         tasks = [spawn(claimer, f"w{i}") for i in range(8)]
         claimed = [job_id for task in tasks for job_id in join(task)]
-        claimed += _ids(store.claim(_claim_request("sweeper", 100)))
+        claimed += kit.ids(store.claim(kit.claim_request("sweeper", 100)))
         assert len(claimed) == len(set(claimed))
         assert sorted(claimed) == sorted(r.id for r in results)

@@ -13,211 +13,205 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from skiplock.core import (
-    MAX_ERROR_LENGTH,
-    Bury,
-    Completion,
-    Event,
-    JobFilter,
-    JobState,
-    Lease,
-    Release,
-    Retry,
-    Succeeded,
-)
+from skiplock import core
 
-from ._support import (
-    _WORKER,
-    ContractBase,
-    _claim_one,
-    _claim_request,
-    _finish,
-    _get,
-    _running,
-)
+from . import _support as kit
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from skiplock.core import Job, Outcome
     from skiplock.ports import JobStore
 
 
-def _finish_timed(store: JobStore, job: Job, outcome: Outcome) -> tuple[Job, datetime, datetime]:
+def _finish_timed(
+    store: JobStore, job: core.Job, outcome: core.Outcome
+) -> tuple[core.Job, datetime, datetime]:
     """Finish ``job`` with ``outcome``: the job as stored then, and the store's clock read
     just before and just after the call."""
     before = store.now()
-    _finish(store, job, outcome)
+    kit.finish(store, job, outcome)
     after = store.now()
-    return _get(store, job.id), before, after
+    return kit.get(store, job.id), before, after
 
 
-def _back_later(store: JobStore, outcome: Retry | Release) -> Job:
+def _back_later(store: JobStore, outcome: core.Retry | core.Release) -> core.Job:
     """Finish a running job with ``outcome``: it is pending again, claimed by nobody and
     not completed, due ``outcome.delay`` after the call. Returns it as stored."""
-    back, before, after = _finish_timed(store, _running(store), outcome)
-    assert back.state is JobState.PENDING
+    back, before, after = _finish_timed(store, kit.running(store), outcome)
+    assert back.state is core.JobState.PENDING
     assert back.claimed_by is None
     assert back.completed_at is None
     assert before + outcome.delay <= back.available_at <= after + outcome.delay
     return back
 
 
-class CompletionContract(ContractBase):
+class CompletionContract(kit.ContractBase):
     """Outcomes of claimed jobs and the fencing of stale leases."""
 
     # ---- complete and fencing (R6, R10, R12) ---------------------------------------------
 
     def test_complete_succeeded(self, store: JobStore) -> None:
-        job = _running(store)
-        done, before, after = _finish_timed(store, job, Succeeded())
-        assert done.state is JobState.SUCCEEDED
+        job = kit.running(store)
+        done, before, after = _finish_timed(store, job, core.Succeeded())
+        assert done.state is core.JobState.SUCCEEDED
         assert done.completed_at is not None
         assert before <= done.completed_at <= after
         assert done.attempts == 1
         assert done.last_error is None
 
     def test_complete_succeeded_clears_the_previous_error(self, store: JobStore) -> None:
-        job = _running(store)
-        _finish(store, job, Retry(delay=timedelta(0), error="first try failed"))
-        again = _claim_one(store, job.kind)
+        job = kit.running(store)
+        kit.finish(store, job, core.Retry(delay=timedelta(0), error="first try failed"))
+        again = kit.claim_one(store, job.kind)
         assert again.attempts == 2
         assert again.last_error == "first try failed"
-        _finish(store, again, Succeeded())
-        done = _get(store, job.id)
-        assert (done.state, done.attempts, done.last_error) == (JobState.SUCCEEDED, 2, None)
+        kit.finish(store, again, core.Succeeded())
+        done = kit.get(store, job.id)
+        assert (done.state, done.attempts, done.last_error) == (core.JobState.SUCCEEDED, 2, None)
 
     def test_complete_retry_returns_to_pending_later(self, store: JobStore) -> None:
-        retried = _back_later(store, Retry(delay=timedelta(minutes=5), error="boom"))
+        retried = _back_later(store, core.Retry(delay=timedelta(minutes=5), error="boom"))
         assert retried.attempts == 1
         assert retried.last_error == "boom"
-        assert store.claim(_claim_request(kinds=frozenset({retried.kind}))) == []
+        assert store.claim(kit.claim_request(kinds=frozenset({retried.kind}))) == []
 
     def test_complete_retry_with_zero_delay_is_claimable_again(self, store: JobStore) -> None:
-        job = _running(store)
-        _finish(store, job, Retry(delay=timedelta(0), error="again"))
-        again = _claim_one(store, job.kind, "other-worker")
+        job = kit.running(store)
+        kit.finish(store, job, core.Retry(delay=timedelta(0), error="again"))
+        again = kit.claim_one(store, job.kind, "other-worker")
         assert (again.attempts, again.claimed_by) == (2, "other-worker")
 
     def test_complete_retry_truncates_a_long_error(self, store: JobStore) -> None:
-        job = _running(store)
-        error = "E" * 100 + "x" * (3 * MAX_ERROR_LENGTH)
-        _finish(store, job, Retry(delay=timedelta(0), error=error))
-        stored = (_get(store, job.id)).last_error
+        job = kit.running(store)
+        error = "E" * 100 + "x" * (3 * core.MAX_ERROR_LENGTH)
+        kit.finish(store, job, core.Retry(delay=timedelta(0), error=error))
+        stored = (kit.get(store, job.id)).last_error
         assert stored is not None
-        assert len(stored) <= MAX_ERROR_LENGTH
+        assert len(stored) <= core.MAX_ERROR_LENGTH
         assert stored.startswith("E" * 100)
 
     def test_complete_bury_moves_to_dead(self, store: JobStore) -> None:
-        job = _running(store)
-        dead, before, after = _finish_timed(store, job, Bury(error="no hope"))
-        assert dead.state is JobState.DEAD
+        job = kit.running(store)
+        dead, before, after = _finish_timed(store, job, core.Bury(error="no hope"))
+        assert dead.state is core.JobState.DEAD
         assert dead.last_error == "no hope"
         assert dead.completed_at is not None
         assert before <= dead.completed_at <= after
         assert dead.attempts == 1
-        assert store.claim(_claim_request()) == []
+        assert store.claim(kit.claim_request()) == []
 
     def test_complete_release_gives_the_attempt_back(self, store: JobStore) -> None:
-        released = _back_later(store, Release(delay=timedelta(seconds=30), error="throttled"))
+        released = _back_later(store, core.Release(delay=timedelta(seconds=30), error="throttled"))
         assert released.attempts == 0
         assert released.last_error == "throttled"
 
     def test_complete_release_without_error_keeps_the_last_error(self, store: JobStore) -> None:
-        job = _running(store)
-        _finish(store, job, Retry(delay=timedelta(0), error="real failure"))
-        again = _claim_one(store, job.kind)
-        _finish(store, again, Release())
-        released = _get(store, job.id)
-        assert (released.state, released.attempts) == (JobState.PENDING, 1)
+        job = kit.running(store)
+        kit.finish(store, job, core.Retry(delay=timedelta(0), error="real failure"))
+        again = kit.claim_one(store, job.kind)
+        kit.finish(store, again, core.Release())
+        released = kit.get(store, job.id)
+        assert (released.state, released.attempts) == (core.JobState.PENDING, 1)
         assert released.last_error == "real failure"
-        assert (_claim_one(store, job.kind)).attempts == 2
+        assert (kit.claim_one(store, job.kind)).attempts == 2
 
     def test_complete_with_another_worker_is_fenced(self, store: JobStore) -> None:
-        job = _running(store)
-        wrong = Lease(job_id=job.id, worker_id="intruder", attempt=job.attempts, claim=job.claims)
-        assert store.complete([Completion(lease=wrong, outcome=Succeeded())]) == [False]
-        after = _get(store, job.id)
+        job = kit.running(store)
+        wrong = core.Lease(
+            job_id=job.id, worker_id="intruder", attempt=job.attempts, claim=job.claims
+        )
+        assert store.complete([core.Completion(lease=wrong, outcome=core.Succeeded())]) == [False]
+        after = kit.get(store, job.id)
         assert (after.state, after.claimed_by, after.attempts) == (
-            JobState.RUNNING,
-            _WORKER,
+            core.JobState.RUNNING,
+            kit.WORKER,
             1,
         )
 
     def test_complete_with_another_claim_is_fenced(self, store: JobStore) -> None:
-        job = _running(store)
-        wrong = Lease(job_id=job.id, worker_id=_WORKER, attempt=job.attempts, claim=job.claims + 1)
-        outcome = Bury(error="should not land")
-        assert store.complete([Completion(lease=wrong, outcome=outcome)]) == [False]
-        after = _get(store, job.id)
-        assert (after.state, after.last_error) == (JobState.RUNNING, None)
+        job = kit.running(store)
+        wrong = core.Lease(
+            job_id=job.id, worker_id=kit.WORKER, attempt=job.attempts, claim=job.claims + 1
+        )
+        outcome = core.Bury(error="should not land")
+        assert store.complete([core.Completion(lease=wrong, outcome=outcome)]) == [False]
+        after = kit.get(store, job.id)
+        assert (after.state, after.last_error) == (core.JobState.RUNNING, None)
 
     def test_complete_twice_applies_once(self, store: JobStore) -> None:
-        job = _running(store)
-        completion = Completion(lease=job.lease, outcome=Succeeded())
+        job = kit.running(store)
+        completion = core.Completion(lease=job.lease, outcome=core.Succeeded())
         assert store.complete([completion]) == [True]
         assert store.complete([completion]) == [False]
-        retry = Completion(lease=job.lease, outcome=Retry(delay=timedelta(0), error="late"))
+        retry = core.Completion(
+            lease=job.lease, outcome=core.Retry(delay=timedelta(0), error="late")
+        )
         assert store.complete([retry]) == [False]
-        assert (_get(store, job.id)).state is JobState.SUCCEEDED
+        assert (kit.get(store, job.id)).state is core.JobState.SUCCEEDED
 
     def test_complete_batch_reports_each_completion(self, store: JobStore) -> None:
-        first = _running(store)
-        second = _running(store)
-        stale = Lease(job_id=second.id, worker_id=_WORKER, attempt=1, claim=99)
-        missing = Lease(job_id=987_654_321, worker_id=_WORKER, attempt=1, claim=1)
+        first = kit.running(store)
+        second = kit.running(store)
+        stale = core.Lease(job_id=second.id, worker_id=kit.WORKER, attempt=1, claim=99)
+        missing = core.Lease(job_id=987_654_321, worker_id=kit.WORKER, attempt=1, claim=1)
         applied = store.complete(
             [
-                Completion(lease=first.lease, outcome=Succeeded()),
-                Completion(lease=stale, outcome=Succeeded()),
-                Completion(lease=missing, outcome=Succeeded()),
+                core.Completion(lease=first.lease, outcome=core.Succeeded()),
+                core.Completion(lease=stale, outcome=core.Succeeded()),
+                core.Completion(lease=missing, outcome=core.Succeeded()),
             ]
         )
         assert applied == [True, False, False]
-        assert (_get(store, first.id)).state is JobState.SUCCEEDED
-        assert (_get(store, second.id)).state is JobState.RUNNING
+        assert (kit.get(store, first.id)).state is core.JobState.SUCCEEDED
+        assert (kit.get(store, second.id)).state is core.JobState.RUNNING
 
     def test_complete_after_the_claim_was_recovered_is_fenced(self, store: JobStore) -> None:
-        job = _running(store, "vanished-worker")
+        job = kit.running(store, "vanished-worker")
         assert store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == [job.id]
-        assert store.complete([Completion(lease=job.lease, outcome=Succeeded())]) == [False]
-        again = _claim_one(store, job.kind, "new-worker")
+        assert store.complete([core.Completion(lease=job.lease, outcome=core.Succeeded())]) == [
+            False
+        ]
+        again = kit.claim_one(store, job.kind, "new-worker")
         assert again.attempts == 2
-        assert store.complete([Completion(lease=job.lease, outcome=Succeeded())]) == [False]
-        _finish(store, again, Succeeded())
+        assert store.complete([core.Completion(lease=job.lease, outcome=core.Succeeded())]) == [
+            False
+        ]
+        kit.finish(store, again, core.Succeeded())
 
     def test_complete_of_a_cancelled_running_job_is_fenced(self, store: JobStore) -> None:
-        job = _running(store)
-        assert store.apply(JobFilter(ids=frozenset({job.id})), Event.CANCEL) == [job.id]
-        assert store.complete([Completion(lease=job.lease, outcome=Succeeded())]) == [False]
-        assert (_get(store, job.id)).state is JobState.CANCELLED
+        job = kit.running(store)
+        assert store.apply(core.JobFilter(ids=frozenset({job.id})), core.Event.CANCEL) == [job.id]
+        assert store.complete([core.Completion(lease=job.lease, outcome=core.Succeeded())]) == [
+            False
+        ]
+        assert (kit.get(store, job.id)).state is core.JobState.CANCELLED
 
     def test_complete_of_a_replayed_and_reclaimed_job_is_fenced(self, store: JobStore) -> None:
         # ABA: the same worker claims the job again with the same attempt number.
-        first = _running(store)
-        one = JobFilter(ids=frozenset({first.id}))
-        assert store.apply(one, Event.CANCEL) == [first.id]
-        assert store.apply(one, Event.REPLAY, reset_attempts=True) == [first.id]
-        second = _claim_one(store, first.kind)
+        first = kit.running(store)
+        one = core.JobFilter(ids=frozenset({first.id}))
+        assert store.apply(one, core.Event.CANCEL) == [first.id]
+        assert store.apply(one, core.Event.REPLAY, reset_attempts=True) == [first.id]
+        second = kit.claim_one(store, first.kind)
         assert (second.claimed_by, second.attempts) == (first.claimed_by, first.attempts)
         assert second.claims == first.claims + 1
         assert second.lease != first.lease
-        late = Completion(lease=first.lease, outcome=Bury(error="stale run"))
+        late = core.Completion(lease=first.lease, outcome=core.Bury(error="stale run"))
         assert store.complete([late]) == [False]
-        after = _get(store, first.id)
+        after = kit.get(store, first.id)
         assert (after.state, after.claims, after.last_error) == (
-            JobState.RUNNING,
+            core.JobState.RUNNING,
             second.claims,
             None,
         )
         assert after.lease == second.lease
-        _finish(store, second, Succeeded())
+        kit.finish(store, second, core.Succeeded())
 
     def test_complete_of_a_released_and_reclaimed_job_is_fenced(self, store: JobStore) -> None:
-        first = _running(store)
-        _finish(store, first, Release())
-        second = _claim_one(store, first.kind)
+        first = kit.running(store)
+        kit.finish(store, first, core.Release())
+        second = kit.claim_one(store, first.kind)
         assert (second.claimed_by, second.attempts) == (first.claimed_by, first.attempts)
-        assert store.complete([Completion(first.lease, Succeeded())]) == [False]
-        assert (_get(store, first.id)).state is JobState.RUNNING
-        _finish(store, second, Succeeded())
+        assert store.complete([core.Completion(first.lease, core.Succeeded())]) == [False]
+        assert (kit.get(store, first.id)).state is core.JobState.RUNNING
+        kit.finish(store, second, core.Succeeded())

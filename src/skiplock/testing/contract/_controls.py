@@ -13,17 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from skiplock.core import (
-    AuditAction,
-    AuditEvent,
-    RateLimit,
-    ValidationError,
-)
+from skiplock import core
 from skiplock.core._controls import Controls, Limit, Pause
 from skiplock.ports import Audit
 
+from . import _support as kit
 from ._audit import _Sink, _SinkError
-from ._support import ContractBase, _claim_request, _enqueue, _fresh_kind, _get
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -33,7 +28,7 @@ if TYPE_CHECKING:
 _ACTOR = "ops@example.com"
 
 
-def _facts(events: Sequence[AuditEvent]) -> list[tuple[Any, ...]]:
+def _facts(events: Sequence[core.AuditEvent]) -> list[tuple[Any, ...]]:
     return [(e.action, e.job_id, e.kind, e.tenant, e.actor, e.details) for e in events]
 
 
@@ -41,7 +36,7 @@ def _scopes(controls: Controls) -> set[tuple[str | None, str | None]]:
     return {(p.kind, p.tenant) for p in controls.pauses}
 
 
-class ControlsContract(ContractBase):
+class ControlsContract(kit.ContractBase):
     """Pauses and limits set at run time, and the claim's tenant exclusion."""
 
     def test_no_controls_at_first(self, store: JobStore) -> None:
@@ -90,40 +85,42 @@ class ControlsContract(ContractBase):
         assert store.resume("contract.k", None) is None
 
     def test_a_pause_names_a_kind_or_a_tenant(self) -> None:
-        with pytest.raises(ValidationError):
+        with pytest.raises(core.ValidationError):
             Pause(None, None)
-        with pytest.raises(ValidationError):
+        with pytest.raises(core.ValidationError):
             Pause("", "t")
 
     def test_limits_are_set_replaced_and_cleared(self, store: JobStore) -> None:
-        kind_default = store.set_limit(Limit(RateLimit(5, 10), kind="contract.k", actor=_ACTOR))
+        kind_default = store.set_limit(
+            Limit(core.RateLimit(5, 10), kind="contract.k", actor=_ACTOR)
+        )
         assert kind_default.updated_at is not None
         assert kind_default.actor == _ACTOR
-        store.set_limit(Limit(RateLimit(1, 1), kind="contract.k", tenant="big"))
-        store.set_limit(Limit(RateLimit(20, 40), provider="smtp"))
-        replaced = store.set_limit(Limit(RateLimit(2.5, 3), kind="contract.k"))
-        assert replaced.limit == RateLimit(2.5, 3)
+        store.set_limit(Limit(core.RateLimit(1, 1), kind="contract.k", tenant="big"))
+        store.set_limit(Limit(core.RateLimit(20, 40), provider="smtp"))
+        replaced = store.set_limit(Limit(core.RateLimit(2.5, 3), kind="contract.k"))
+        assert replaced.limit == core.RateLimit(2.5, 3)
         limits = {(x.kind, x.tenant, x.provider): x.limit for x in (store.controls()).limits}
         assert limits == {
-            ("contract.k", None, None): RateLimit(2.5, 3),
-            ("contract.k", "big", None): RateLimit(1, 1),
-            (None, None, "smtp"): RateLimit(20, 40),
+            ("contract.k", None, None): core.RateLimit(2.5, 3),
+            ("contract.k", "big", None): core.RateLimit(1, 1),
+            (None, None, "smtp"): core.RateLimit(20, 40),
         }
         cleared = store.clear_limit("contract.k", "big", None)
         assert cleared is not None
-        assert cleared.limit == RateLimit(1, 1)
+        assert cleared.limit == core.RateLimit(1, 1)
         assert store.clear_limit("contract.k", "big", None) is None
         assert store.clear_limit(None, None, "smtp") is not None
         [left] = (store.controls()).limits
         assert (left.kind, left.tenant, left.provider) == ("contract.k", None, None)
 
     def test_a_limit_names_a_kind_or_a_provider(self) -> None:
-        with pytest.raises(ValidationError):
-            Limit(RateLimit(1, 1))
-        with pytest.raises(ValidationError):
-            Limit(RateLimit(1, 1), kind="k", provider="p")
-        with pytest.raises(ValidationError):
-            Limit(RateLimit(1, 1), tenant="t")
+        with pytest.raises(core.ValidationError):
+            Limit(core.RateLimit(1, 1))
+        with pytest.raises(core.ValidationError):
+            Limit(core.RateLimit(1, 1), kind="k", provider="p")
+        with pytest.raises(core.ValidationError):
+            Limit(core.RateLimit(1, 1), tenant="t")
 
     def test_controls_are_audited_without_a_job(self, store: JobStore) -> None:
         sink = _Sink(store)
@@ -131,14 +128,14 @@ class ControlsContract(ContractBase):
         store.pause(Pause("contract.k", "t", reason="outage", actor=_ACTOR), audit=audit)
         store.resume("contract.k", "t", audit=audit)
         store.resume("contract.k", "t", audit=audit)  # nothing lifted: no event
-        store.set_limit(Limit(RateLimit(2, 4), provider="smtp", actor=_ACTOR), audit=audit)
+        store.set_limit(Limit(core.RateLimit(2, 4), provider="smtp", actor=_ACTOR), audit=audit)
         store.clear_limit(None, None, "smtp", audit=audit)
         limit = {"provider": "smtp", "rps": 2, "burst": 4}
         assert _facts(sink.events()) == [
-            (AuditAction.PAUSED, None, "contract.k", "t", _ACTOR, {"reason": "outage"}),
-            (AuditAction.RESUMED, None, "contract.k", "t", _ACTOR, {"reason": "outage"}),
-            (AuditAction.LIMIT_SET, None, None, None, _ACTOR, limit),
-            (AuditAction.LIMIT_CLEARED, None, None, None, _ACTOR, limit),
+            (core.AuditAction.PAUSED, None, "contract.k", "t", _ACTOR, {"reason": "outage"}),
+            (core.AuditAction.RESUMED, None, "contract.k", "t", _ACTOR, {"reason": "outage"}),
+            (core.AuditAction.LIMIT_SET, None, None, None, _ACTOR, limit),
+            (core.AuditAction.LIMIT_CLEARED, None, None, None, _ACTOR, limit),
         ]
 
     def test_a_failing_sink_undoes_the_change(self, store: JobStore) -> None:
@@ -146,7 +143,7 @@ class ControlsContract(ContractBase):
         with pytest.raises(_SinkError):
             store.pause(Pause("contract.k", None, actor=_ACTOR), audit=audit)
         assert store.controls() == Controls()
-        store.set_limit(Limit(RateLimit(1, 1), kind="contract.k"))
+        store.set_limit(Limit(core.RateLimit(1, 1), kind="contract.k"))
         with pytest.raises(_SinkError):
             store.clear_limit("contract.k", None, None, audit=audit)
         assert len((store.controls()).limits) == 1
@@ -157,16 +154,16 @@ class ControlsContract(ContractBase):
         assert _scopes(store.controls()) == {(None, "t")}
 
     def test_claim_leaves_out_excluded_tenants_in_every_lane(self, store: JobStore) -> None:
-        x, y = _fresh_kind(), _fresh_kind()
-        paused = [_enqueue(store, x, tenant="p"), _enqueue(store, y, tenant="p")]
+        x, y = kit.fresh_kind(), kit.fresh_kind()
+        paused = [kit.enqueue(store, x, tenant="p"), kit.enqueue(store, y, tenant="p")]
         kept = [
-            _enqueue(store, x, tenant="q"),
-            _enqueue(store, x),
-            _enqueue(store, y, tenant="q"),
+            kit.enqueue(store, x, tenant="q"),
+            kit.enqueue(store, x),
+            kit.enqueue(store, y, tenant="q"),
         ]
         excluded = frozenset({"p"})
         # A capped kind (x), a capped pair (y, q) and the rest each walk their own lane.
-        request = _claim_request(
+        request = kit.claim_request(
             kinds=frozenset({x, y}),
             excluded_tenants=excluded,
             kind_limits={x: 5},
@@ -175,7 +172,7 @@ class ControlsContract(ContractBase):
         jobs = store.claim(request)
         assert sorted(job.id for job in jobs) == sorted(kept)
         for job_id in paused:
-            job = _get(store, job_id)
+            job = kit.get(store, job_id)
             assert (job.state.value, job.attempts, job.claims) == ("pending", 0, 0)
-        plain = store.claim(_claim_request(excluded_tenants=excluded))
+        plain = store.claim(kit.claim_request(excluded_tenants=excluded))
         assert plain == []

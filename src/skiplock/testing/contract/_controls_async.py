@@ -10,17 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from skiplock.core import (
-    AuditAction,
-    AuditEvent,
-    RateLimit,
-    ValidationError,
-)
+from skiplock import core
 from skiplock.core._controls import Controls, Limit, Pause
 from skiplock.ports import AsyncAudit
 
+from . import _support_async as kit
 from ._audit_async import _Sink, _SinkError
-from ._support_async import AsyncContractBase, _claim_request, _enqueue, _fresh_kind, _get
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -30,7 +25,7 @@ if TYPE_CHECKING:
 _ACTOR = "ops@example.com"
 
 
-def _facts(events: Sequence[AuditEvent]) -> list[tuple[Any, ...]]:
+def _facts(events: Sequence[core.AuditEvent]) -> list[tuple[Any, ...]]:
     return [(e.action, e.job_id, e.kind, e.tenant, e.actor, e.details) for e in events]
 
 
@@ -38,7 +33,7 @@ def _scopes(controls: Controls) -> set[tuple[str | None, str | None]]:
     return {(p.kind, p.tenant) for p in controls.pauses}
 
 
-class AsyncControlsContract(AsyncContractBase):
+class AsyncControlsContract(kit.AsyncContractBase):
     """Pauses and limits set at run time, and the claim's tenant exclusion."""
 
     async def test_no_controls_at_first(self, store: AsyncJobStore) -> None:
@@ -91,42 +86,42 @@ class AsyncControlsContract(AsyncContractBase):
         assert await store.resume("contract.k", None) is None
 
     async def test_a_pause_names_a_kind_or_a_tenant(self) -> None:
-        with pytest.raises(ValidationError):
+        with pytest.raises(core.ValidationError):
             Pause(None, None)
-        with pytest.raises(ValidationError):
+        with pytest.raises(core.ValidationError):
             Pause("", "t")
 
     async def test_limits_are_set_replaced_and_cleared(self, store: AsyncJobStore) -> None:
         kind_default = await store.set_limit(
-            Limit(RateLimit(5, 10), kind="contract.k", actor=_ACTOR)
+            Limit(core.RateLimit(5, 10), kind="contract.k", actor=_ACTOR)
         )
         assert kind_default.updated_at is not None
         assert kind_default.actor == _ACTOR
-        await store.set_limit(Limit(RateLimit(1, 1), kind="contract.k", tenant="big"))
-        await store.set_limit(Limit(RateLimit(20, 40), provider="smtp"))
-        replaced = await store.set_limit(Limit(RateLimit(2.5, 3), kind="contract.k"))
-        assert replaced.limit == RateLimit(2.5, 3)
+        await store.set_limit(Limit(core.RateLimit(1, 1), kind="contract.k", tenant="big"))
+        await store.set_limit(Limit(core.RateLimit(20, 40), provider="smtp"))
+        replaced = await store.set_limit(Limit(core.RateLimit(2.5, 3), kind="contract.k"))
+        assert replaced.limit == core.RateLimit(2.5, 3)
         limits = {(x.kind, x.tenant, x.provider): x.limit for x in (await store.controls()).limits}
         assert limits == {
-            ("contract.k", None, None): RateLimit(2.5, 3),
-            ("contract.k", "big", None): RateLimit(1, 1),
-            (None, None, "smtp"): RateLimit(20, 40),
+            ("contract.k", None, None): core.RateLimit(2.5, 3),
+            ("contract.k", "big", None): core.RateLimit(1, 1),
+            (None, None, "smtp"): core.RateLimit(20, 40),
         }
         cleared = await store.clear_limit("contract.k", "big", None)
         assert cleared is not None
-        assert cleared.limit == RateLimit(1, 1)
+        assert cleared.limit == core.RateLimit(1, 1)
         assert await store.clear_limit("contract.k", "big", None) is None
         assert await store.clear_limit(None, None, "smtp") is not None
         [left] = (await store.controls()).limits
         assert (left.kind, left.tenant, left.provider) == ("contract.k", None, None)
 
     async def test_a_limit_names_a_kind_or_a_provider(self) -> None:
-        with pytest.raises(ValidationError):
-            Limit(RateLimit(1, 1))
-        with pytest.raises(ValidationError):
-            Limit(RateLimit(1, 1), kind="k", provider="p")
-        with pytest.raises(ValidationError):
-            Limit(RateLimit(1, 1), tenant="t")
+        with pytest.raises(core.ValidationError):
+            Limit(core.RateLimit(1, 1))
+        with pytest.raises(core.ValidationError):
+            Limit(core.RateLimit(1, 1), kind="k", provider="p")
+        with pytest.raises(core.ValidationError):
+            Limit(core.RateLimit(1, 1), tenant="t")
 
     async def test_controls_are_audited_without_a_job(self, store: AsyncJobStore) -> None:
         sink = _Sink(store)
@@ -134,14 +129,16 @@ class AsyncControlsContract(AsyncContractBase):
         await store.pause(Pause("contract.k", "t", reason="outage", actor=_ACTOR), audit=audit)
         await store.resume("contract.k", "t", audit=audit)
         await store.resume("contract.k", "t", audit=audit)  # nothing lifted: no event
-        await store.set_limit(Limit(RateLimit(2, 4), provider="smtp", actor=_ACTOR), audit=audit)
+        await store.set_limit(
+            Limit(core.RateLimit(2, 4), provider="smtp", actor=_ACTOR), audit=audit
+        )
         await store.clear_limit(None, None, "smtp", audit=audit)
         limit = {"provider": "smtp", "rps": 2, "burst": 4}
         assert _facts(sink.events()) == [
-            (AuditAction.PAUSED, None, "contract.k", "t", _ACTOR, {"reason": "outage"}),
-            (AuditAction.RESUMED, None, "contract.k", "t", _ACTOR, {"reason": "outage"}),
-            (AuditAction.LIMIT_SET, None, None, None, _ACTOR, limit),
-            (AuditAction.LIMIT_CLEARED, None, None, None, _ACTOR, limit),
+            (core.AuditAction.PAUSED, None, "contract.k", "t", _ACTOR, {"reason": "outage"}),
+            (core.AuditAction.RESUMED, None, "contract.k", "t", _ACTOR, {"reason": "outage"}),
+            (core.AuditAction.LIMIT_SET, None, None, None, _ACTOR, limit),
+            (core.AuditAction.LIMIT_CLEARED, None, None, None, _ACTOR, limit),
         ]
 
     async def test_a_failing_sink_undoes_the_change(self, store: AsyncJobStore) -> None:
@@ -149,7 +146,7 @@ class AsyncControlsContract(AsyncContractBase):
         with pytest.raises(_SinkError):
             await store.pause(Pause("contract.k", None, actor=_ACTOR), audit=audit)
         assert await store.controls() == Controls()
-        await store.set_limit(Limit(RateLimit(1, 1), kind="contract.k"))
+        await store.set_limit(Limit(core.RateLimit(1, 1), kind="contract.k"))
         with pytest.raises(_SinkError):
             await store.clear_limit("contract.k", None, None, audit=audit)
         assert len((await store.controls()).limits) == 1
@@ -162,16 +159,16 @@ class AsyncControlsContract(AsyncContractBase):
     async def test_claim_leaves_out_excluded_tenants_in_every_lane(
         self, store: AsyncJobStore
     ) -> None:
-        x, y = _fresh_kind(), _fresh_kind()
-        paused = [await _enqueue(store, x, tenant="p"), await _enqueue(store, y, tenant="p")]
+        x, y = kit.fresh_kind(), kit.fresh_kind()
+        paused = [await kit.enqueue(store, x, tenant="p"), await kit.enqueue(store, y, tenant="p")]
         kept = [
-            await _enqueue(store, x, tenant="q"),
-            await _enqueue(store, x),
-            await _enqueue(store, y, tenant="q"),
+            await kit.enqueue(store, x, tenant="q"),
+            await kit.enqueue(store, x),
+            await kit.enqueue(store, y, tenant="q"),
         ]
         excluded = frozenset({"p"})
         # A capped kind (x), a capped pair (y, q) and the rest each walk their own lane.
-        request = _claim_request(
+        request = kit.claim_request(
             kinds=frozenset({x, y}),
             excluded_tenants=excluded,
             kind_limits={x: 5},
@@ -180,7 +177,7 @@ class AsyncControlsContract(AsyncContractBase):
         jobs = await store.claim(request)
         assert sorted(job.id for job in jobs) == sorted(kept)
         for job_id in paused:
-            job = await _get(store, job_id)
+            job = await kit.get(store, job_id)
             assert (job.state.value, job.attempts, job.claims) == ("pending", 0, 0)
-        plain = await store.claim(_claim_request(excluded_tenants=excluded))
+        plain = await store.claim(kit.claim_request(excluded_tenants=excluded))
         assert plain == []

@@ -15,33 +15,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from skiplock import core
 from skiplock._compat import join, spawn
-from skiplock.core import (
-    EnqueueBatch,
-    JobFilter,
-    JobState,
-    encode_payload,
-)
 
-from ._support import (
-    _PAYLOAD,
-    _TRACE,
-    ContractBase,
-    _all_jobs,
-    _enqueue,
-    _get,
-    _ids,
-    _request,
-    _running,
-    requires,
-)
+from . import _support as kit
 
 if TYPE_CHECKING:
     from skiplock.ports import JobStore
     from skiplock.testing import FakeClock
 
 
-class EnqueueContract(ContractBase):
+class EnqueueContract(kit.ContractBase):
     """Enqueue, get, the store's clock and idempotency keys."""
 
     # ---- clock, enqueue, get ----------------------------------------------------------
@@ -50,15 +34,15 @@ class EnqueueContract(ContractBase):
         now = store.now()
         assert now.utcoffset() == timedelta(0)
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     def test_now_follows_the_clock(self, store: JobStore, clock: FakeClock) -> None:
         assert store.now() == clock.now()
         clock.advance(90)
         assert store.now() == clock.now()
 
     def test_a_single_enqueue_reports_the_created_at_it_wrote(self, store: JobStore) -> None:
-        [result] = store.enqueue([_request("contract.created_at")])
-        job = _get(store, result.id)
+        [result] = store.enqueue([kit.request("contract.created_at")])
+        job = kit.get(store, result.id)
         assert result.created_at == job.created_at
         assert result.created_at is not None
         assert result.created_at.utcoffset() == timedelta(0)
@@ -68,25 +52,25 @@ class EnqueueContract(ContractBase):
         available_at = (before - timedelta(minutes=1)).astimezone(UTC)
         [result] = store.enqueue(
             [
-                _request(
+                kit.request(
                     "contract.round_trip",
-                    payload=_PAYLOAD,
+                    payload=kit.PAYLOAD,
                     priority=7,
                     tenant="tenant-a",
                     available_at=available_at,
                     max_attempts=3,
                     idempotency_key="round-trip-1",
-                    trace_context=_TRACE,
+                    trace_context=kit.TRACE,
                 )
             ]
         )
         after = store.now()
         assert result.created
-        job = _get(store, result.id)
+        job = kit.get(store, result.id)
         assert job.id == result.id
         assert job.kind == "contract.round_trip"
-        assert job.payload == _PAYLOAD
-        assert job.state is JobState.PENDING
+        assert job.payload == kit.PAYLOAD
+        assert job.state is core.JobState.PENDING
         assert job.priority == 7
         assert job.tenant == "tenant-a"
         assert job.available_at == available_at
@@ -100,13 +84,13 @@ class EnqueueContract(ContractBase):
         assert job.last_error is None
         assert job.idempotency_key == "round-trip-1"
         assert job.trace_context is not None
-        assert dict(job.trace_context) == _TRACE
+        assert dict(job.trace_context) == kit.TRACE
 
     def test_enqueue_defaults_make_the_job_due_now(self, store: JobStore) -> None:
         before = store.now()
-        job_id = _enqueue(store)
+        job_id = kit.enqueue(store)
         after = store.now()
-        job = _get(store, job_id)
+        job = kit.get(store, job_id)
         assert job.payload is None
         assert job.priority == 0
         assert job.tenant is None
@@ -117,28 +101,28 @@ class EnqueueContract(ContractBase):
 
     def test_enqueue_with_delay_is_due_later(self, store: JobStore) -> None:
         before = store.now()
-        job_id = _enqueue(store, delay=timedelta(hours=1))
+        job_id = kit.enqueue(store, delay=timedelta(hours=1))
         after = store.now()
-        job = _get(store, job_id)
+        job = kit.get(store, job_id)
         assert before + timedelta(hours=1) <= job.available_at <= after + timedelta(hours=1)
 
     def test_enqueue_batch_results_follow_request_order(self, store: JobStore) -> None:
-        requests = [_request(f"contract.batch{i}", payload={"i": i}) for i in range(5)]
+        requests = [kit.request(f"contract.batch{i}", payload={"i": i}) for i in range(5)]
         results = store.enqueue(requests)
         assert [r.created for r in results] == [True] * 5
         assert len({r.id for r in results}) == 5
         for i, result in enumerate(results):
-            job = _get(store, result.id)
+            job = kit.get(store, result.id)
             assert (job.kind, job.payload) == (f"contract.batch{i}", {"i": i})
 
     def test_enqueue_empty_batch_creates_nothing(self, store: JobStore) -> None:
         assert store.enqueue([]) == []
-        assert _all_jobs(store) == []
+        assert kit.all_jobs(store) == []
 
     def test_enqueue_large_batch(self, store: JobStore) -> None:
-        results = store.enqueue([_request(payload=i) for i in range(500)])
+        results = store.enqueue([kit.request(payload=i) for i in range(500)])
         assert len({r.id for r in results}) == 500
-        assert len(_all_jobs(store)) == 500
+        assert len(kit.all_jobs(store)) == 500
 
     @pytest.mark.parametrize("size", [600, 5000], ids=["statement", "bulk"])
     def test_enqueue_takes_a_batch_of_columns_as_its_requests(
@@ -153,30 +137,32 @@ class EnqueueContract(ContractBase):
             None if i % 7 == 0 else {"i": i, "text": "tab\tnew\nline \\ ✓"} for i in range(size)
         ]
         requests = [
-            _request(
+            kit.request(
                 f"contract.columns{i % 3}",
                 payload=payload,
-                payload_json=None if i % 2 else encode_payload(payload),
+                payload_json=None if i % 2 else core.encode_payload(payload),
                 priority=i % 5 - 2,
                 tenant=None if i % 2 else f"tenant-{i % 4}",
                 available_at=(now - timedelta(minutes=1)).astimezone(UTC) if i % 3 == 0 else None,
                 delay=timedelta(hours=1) if i % 3 == 1 else None,
                 max_attempts=1 + i % 4,
                 explicit_max_attempts=i % 6 == 0,
-                trace_context=_TRACE if i % 5 == 0 else None,
+                trace_context=kit.TRACE if i % 5 == 0 else None,
             )
             for i, payload in enumerate(payloads)
         ]
-        keyed = [_request("contract.columns.keyed", idempotency_key=f"k{i % 2}") for i in range(3)]
-        created_ids = [r.id for r in store.enqueue(EnqueueBatch.of(requests))]
+        keyed = [
+            kit.request("contract.columns.keyed", idempotency_key=f"k{i % 2}") for i in range(3)
+        ]
+        created_ids = [r.id for r in store.enqueue(core.EnqueueBatch.of(requests))]
         assert len(created_ids) == len(requests)
         assert created_ids == sorted(created_ids)  # ids follow the request order
-        results = store.enqueue(EnqueueBatch.of(keyed))
+        results = store.enqueue(core.EnqueueBatch.of(keyed))
         assert len(results) == len(keyed)
         after = store.now()
         assert [r.created for r in results] == [True, True, False]
         assert results[2].id == results[0].id
-        jobs = {job.id: job for job in _all_jobs(store)}
+        jobs = {job.id: job for job in kit.all_jobs(store)}
         assert len(jobs) == len(requests) + 2
         assert sorted(jobs)[: len(requests)] == created_ids
         for request, job_id in zip(requests, created_ids, strict=True):
@@ -190,7 +176,11 @@ class EnqueueContract(ContractBase):
             )
             assert job.explicit_max_attempts is request.explicit_max_attempts
             assert (job.trace_context or None) == request.trace_context
-            assert (job.state, job.attempts, job.idempotency_key) == (JobState.PENDING, 0, None)
+            assert (job.state, job.attempts, job.idempotency_key) == (
+                core.JobState.PENDING,
+                0,
+                None,
+            )
             if request.available_at is not None:
                 assert job.available_at == request.available_at
             elif request.delay is not None:
@@ -205,48 +195,48 @@ class EnqueueContract(ContractBase):
     # ---- idempotency (R16) ----------------------------------------------------------
 
     def test_enqueue_idempotency_key_returns_the_existing_job(self, store: JobStore) -> None:
-        [first] = store.enqueue([_request(payload=1, idempotency_key="once")])
-        [second] = store.enqueue([_request(payload=2, idempotency_key="once")])
+        [first] = store.enqueue([kit.request(payload=1, idempotency_key="once")])
+        [second] = store.enqueue([kit.request(payload=2, idempotency_key="once")])
         assert first.created
         assert not second.created
         assert second.id == first.id
-        jobs = _all_jobs(store)
-        assert _ids(jobs) == [first.id]
+        jobs = kit.all_jobs(store)
+        assert kit.ids(jobs) == [first.id]
         assert jobs[0].payload == 1
 
     def test_enqueue_idempotency_key_within_one_batch(self, store: JobStore) -> None:
         results = store.enqueue(
             [
-                _request(payload=1, idempotency_key="dup"),
-                _request(payload=2),
-                _request(payload=3, idempotency_key="dup"),
+                kit.request(payload=1, idempotency_key="dup"),
+                kit.request(payload=2),
+                kit.request(payload=3, idempotency_key="dup"),
             ]
         )
         assert [r.created for r in results] == [True, True, False]
         assert results[2].id == results[0].id
-        assert sorted(_ids(_all_jobs(store))) == sorted({r.id for r in results})
+        assert sorted(kit.ids(kit.all_jobs(store))) == sorted({r.id for r in results})
 
     def test_enqueue_idempotency_key_holds_in_any_state(self, store: JobStore) -> None:
-        job = _running(store, idempotency_key="busy")
-        [again] = store.enqueue([_request(idempotency_key="busy")])
+        job = kit.running(store, idempotency_key="busy")
+        [again] = store.enqueue([kit.request(idempotency_key="busy")])
         assert again.id == job.id
         assert not again.created
 
     def test_delete_frees_the_idempotency_key(self, store: JobStore) -> None:
-        job_id = _enqueue(store, idempotency_key="reusable")
-        store.delete(JobFilter(ids=frozenset({job_id})))
-        [again] = store.enqueue([_request(idempotency_key="reusable")])
+        job_id = kit.enqueue(store, idempotency_key="reusable")
+        store.delete(core.JobFilter(ids=frozenset({job_id})))
+        [again] = store.enqueue([kit.request(idempotency_key="reusable")])
         assert again.created
         assert again.id != job_id
 
-    @requires("concurrent")
+    @kit.requires("concurrent")
     def test_enqueue_idempotency_key_under_concurrency(self, store: JobStore) -> None:
         def enqueue(i: int) -> tuple[int, bool]:
-            [result] = store.enqueue([_request(payload=i, idempotency_key="race")])
+            [result] = store.enqueue([kit.request(payload=i, idempotency_key="race")])
             return result.id, result.created
 
         tasks = [spawn(enqueue, i) for i in range(8)]
         results = [join(task) for task in tasks]
         assert len({job_id for job_id, _ in results}) == 1
         assert sum(created for _, created in results) == 1
-        assert len(_all_jobs(store)) == 1
+        assert len(kit.all_jobs(store)) == 1

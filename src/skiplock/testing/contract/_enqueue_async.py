@@ -11,33 +11,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from skiplock import core
 from skiplock._compat_async import join, spawn
-from skiplock.core import (
-    EnqueueBatch,
-    JobFilter,
-    JobState,
-    encode_payload,
-)
 
-from ._support_async import (
-    _PAYLOAD,
-    _TRACE,
-    AsyncContractBase,
-    _all_jobs,
-    _enqueue,
-    _get,
-    _ids,
-    _request,
-    _running,
-    requires,
-)
+from . import _support_async as kit
 
 if TYPE_CHECKING:
     from skiplock.ports import AsyncJobStore
     from skiplock.testing import FakeClock
 
 
-class AsyncEnqueueContract(AsyncContractBase):
+class AsyncEnqueueContract(kit.AsyncContractBase):
     """Enqueue, get, the store's clock and idempotency keys."""
 
     # ---- clock, enqueue, get ----------------------------------------------------------
@@ -46,7 +30,7 @@ class AsyncEnqueueContract(AsyncContractBase):
         now = await store.now()
         assert now.utcoffset() == timedelta(0)
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     async def test_now_follows_the_clock(self, store: AsyncJobStore, clock: FakeClock) -> None:
         assert await store.now() == clock.now()
         clock.advance(90)
@@ -55,8 +39,8 @@ class AsyncEnqueueContract(AsyncContractBase):
     async def test_a_single_enqueue_reports_the_created_at_it_wrote(
         self, store: AsyncJobStore
     ) -> None:
-        [result] = await store.enqueue([_request("contract.created_at")])
-        job = await _get(store, result.id)
+        [result] = await store.enqueue([kit.request("contract.created_at")])
+        job = await kit.get(store, result.id)
         assert result.created_at == job.created_at
         assert result.created_at is not None
         assert result.created_at.utcoffset() == timedelta(0)
@@ -66,25 +50,25 @@ class AsyncEnqueueContract(AsyncContractBase):
         available_at = (before - timedelta(minutes=1)).astimezone(UTC)
         [result] = await store.enqueue(
             [
-                _request(
+                kit.request(
                     "contract.round_trip",
-                    payload=_PAYLOAD,
+                    payload=kit.PAYLOAD,
                     priority=7,
                     tenant="tenant-a",
                     available_at=available_at,
                     max_attempts=3,
                     idempotency_key="round-trip-1",
-                    trace_context=_TRACE,
+                    trace_context=kit.TRACE,
                 )
             ]
         )
         after = await store.now()
         assert result.created
-        job = await _get(store, result.id)
+        job = await kit.get(store, result.id)
         assert job.id == result.id
         assert job.kind == "contract.round_trip"
-        assert job.payload == _PAYLOAD
-        assert job.state is JobState.PENDING
+        assert job.payload == kit.PAYLOAD
+        assert job.state is core.JobState.PENDING
         assert job.priority == 7
         assert job.tenant == "tenant-a"
         assert job.available_at == available_at
@@ -98,13 +82,13 @@ class AsyncEnqueueContract(AsyncContractBase):
         assert job.last_error is None
         assert job.idempotency_key == "round-trip-1"
         assert job.trace_context is not None
-        assert dict(job.trace_context) == _TRACE
+        assert dict(job.trace_context) == kit.TRACE
 
     async def test_enqueue_defaults_make_the_job_due_now(self, store: AsyncJobStore) -> None:
         before = await store.now()
-        job_id = await _enqueue(store)
+        job_id = await kit.enqueue(store)
         after = await store.now()
-        job = await _get(store, job_id)
+        job = await kit.get(store, job_id)
         assert job.payload is None
         assert job.priority == 0
         assert job.tenant is None
@@ -115,28 +99,28 @@ class AsyncEnqueueContract(AsyncContractBase):
 
     async def test_enqueue_with_delay_is_due_later(self, store: AsyncJobStore) -> None:
         before = await store.now()
-        job_id = await _enqueue(store, delay=timedelta(hours=1))
+        job_id = await kit.enqueue(store, delay=timedelta(hours=1))
         after = await store.now()
-        job = await _get(store, job_id)
+        job = await kit.get(store, job_id)
         assert before + timedelta(hours=1) <= job.available_at <= after + timedelta(hours=1)
 
     async def test_enqueue_batch_results_follow_request_order(self, store: AsyncJobStore) -> None:
-        requests = [_request(f"contract.batch{i}", payload={"i": i}) for i in range(5)]
+        requests = [kit.request(f"contract.batch{i}", payload={"i": i}) for i in range(5)]
         results = await store.enqueue(requests)
         assert [r.created for r in results] == [True] * 5
         assert len({r.id for r in results}) == 5
         for i, result in enumerate(results):
-            job = await _get(store, result.id)
+            job = await kit.get(store, result.id)
             assert (job.kind, job.payload) == (f"contract.batch{i}", {"i": i})
 
     async def test_enqueue_empty_batch_creates_nothing(self, store: AsyncJobStore) -> None:
         assert await store.enqueue([]) == []
-        assert await _all_jobs(store) == []
+        assert await kit.all_jobs(store) == []
 
     async def test_enqueue_large_batch(self, store: AsyncJobStore) -> None:
-        results = await store.enqueue([_request(payload=i) for i in range(500)])
+        results = await store.enqueue([kit.request(payload=i) for i in range(500)])
         assert len({r.id for r in results}) == 500
-        assert len(await _all_jobs(store)) == 500
+        assert len(await kit.all_jobs(store)) == 500
 
     @pytest.mark.parametrize("size", [600, 5000], ids=["statement", "bulk"])
     async def test_enqueue_takes_a_batch_of_columns_as_its_requests(
@@ -151,30 +135,32 @@ class AsyncEnqueueContract(AsyncContractBase):
             None if i % 7 == 0 else {"i": i, "text": "tab\tnew\nline \\ ✓"} for i in range(size)
         ]
         requests = [
-            _request(
+            kit.request(
                 f"contract.columns{i % 3}",
                 payload=payload,
-                payload_json=None if i % 2 else encode_payload(payload),
+                payload_json=None if i % 2 else core.encode_payload(payload),
                 priority=i % 5 - 2,
                 tenant=None if i % 2 else f"tenant-{i % 4}",
                 available_at=(now - timedelta(minutes=1)).astimezone(UTC) if i % 3 == 0 else None,
                 delay=timedelta(hours=1) if i % 3 == 1 else None,
                 max_attempts=1 + i % 4,
                 explicit_max_attempts=i % 6 == 0,
-                trace_context=_TRACE if i % 5 == 0 else None,
+                trace_context=kit.TRACE if i % 5 == 0 else None,
             )
             for i, payload in enumerate(payloads)
         ]
-        keyed = [_request("contract.columns.keyed", idempotency_key=f"k{i % 2}") for i in range(3)]
-        created_ids = [r.id for r in await store.enqueue(EnqueueBatch.of(requests))]
+        keyed = [
+            kit.request("contract.columns.keyed", idempotency_key=f"k{i % 2}") for i in range(3)
+        ]
+        created_ids = [r.id for r in await store.enqueue(core.EnqueueBatch.of(requests))]
         assert len(created_ids) == len(requests)
         assert created_ids == sorted(created_ids)  # ids follow the request order
-        results = await store.enqueue(EnqueueBatch.of(keyed))
+        results = await store.enqueue(core.EnqueueBatch.of(keyed))
         assert len(results) == len(keyed)
         after = await store.now()
         assert [r.created for r in results] == [True, True, False]
         assert results[2].id == results[0].id
-        jobs = {job.id: job for job in await _all_jobs(store)}
+        jobs = {job.id: job for job in await kit.all_jobs(store)}
         assert len(jobs) == len(requests) + 2
         assert sorted(jobs)[: len(requests)] == created_ids
         for request, job_id in zip(requests, created_ids, strict=True):
@@ -188,7 +174,11 @@ class AsyncEnqueueContract(AsyncContractBase):
             )
             assert job.explicit_max_attempts is request.explicit_max_attempts
             assert (job.trace_context or None) == request.trace_context
-            assert (job.state, job.attempts, job.idempotency_key) == (JobState.PENDING, 0, None)
+            assert (job.state, job.attempts, job.idempotency_key) == (
+                core.JobState.PENDING,
+                0,
+                None,
+            )
             if request.available_at is not None:
                 assert job.available_at == request.available_at
             elif request.delay is not None:
@@ -205,48 +195,48 @@ class AsyncEnqueueContract(AsyncContractBase):
     async def test_enqueue_idempotency_key_returns_the_existing_job(
         self, store: AsyncJobStore
     ) -> None:
-        [first] = await store.enqueue([_request(payload=1, idempotency_key="once")])
-        [second] = await store.enqueue([_request(payload=2, idempotency_key="once")])
+        [first] = await store.enqueue([kit.request(payload=1, idempotency_key="once")])
+        [second] = await store.enqueue([kit.request(payload=2, idempotency_key="once")])
         assert first.created
         assert not second.created
         assert second.id == first.id
-        jobs = await _all_jobs(store)
-        assert _ids(jobs) == [first.id]
+        jobs = await kit.all_jobs(store)
+        assert kit.ids(jobs) == [first.id]
         assert jobs[0].payload == 1
 
     async def test_enqueue_idempotency_key_within_one_batch(self, store: AsyncJobStore) -> None:
         results = await store.enqueue(
             [
-                _request(payload=1, idempotency_key="dup"),
-                _request(payload=2),
-                _request(payload=3, idempotency_key="dup"),
+                kit.request(payload=1, idempotency_key="dup"),
+                kit.request(payload=2),
+                kit.request(payload=3, idempotency_key="dup"),
             ]
         )
         assert [r.created for r in results] == [True, True, False]
         assert results[2].id == results[0].id
-        assert sorted(_ids(await _all_jobs(store))) == sorted({r.id for r in results})
+        assert sorted(kit.ids(await kit.all_jobs(store))) == sorted({r.id for r in results})
 
     async def test_enqueue_idempotency_key_holds_in_any_state(self, store: AsyncJobStore) -> None:
-        job = await _running(store, idempotency_key="busy")
-        [again] = await store.enqueue([_request(idempotency_key="busy")])
+        job = await kit.running(store, idempotency_key="busy")
+        [again] = await store.enqueue([kit.request(idempotency_key="busy")])
         assert again.id == job.id
         assert not again.created
 
     async def test_delete_frees_the_idempotency_key(self, store: AsyncJobStore) -> None:
-        job_id = await _enqueue(store, idempotency_key="reusable")
-        await store.delete(JobFilter(ids=frozenset({job_id})))
-        [again] = await store.enqueue([_request(idempotency_key="reusable")])
+        job_id = await kit.enqueue(store, idempotency_key="reusable")
+        await store.delete(core.JobFilter(ids=frozenset({job_id})))
+        [again] = await store.enqueue([kit.request(idempotency_key="reusable")])
         assert again.created
         assert again.id != job_id
 
-    @requires("concurrent")
+    @kit.requires("concurrent")
     async def test_enqueue_idempotency_key_under_concurrency(self, store: AsyncJobStore) -> None:
         async def enqueue(i: int) -> tuple[int, bool]:
-            [result] = await store.enqueue([_request(payload=i, idempotency_key="race")])
+            [result] = await store.enqueue([kit.request(payload=i, idempotency_key="race")])
             return result.id, result.created
 
         tasks = [spawn(enqueue, i) for i in range(8)]
         results = [await join(task) for task in tasks]
         assert len({job_id for job_id, _ in results}) == 1
         assert sum(created for _, created in results) == 1
-        assert len(await _all_jobs(store)) == 1
+        assert len(await kit.all_jobs(store)) == 1

@@ -14,33 +14,24 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from skiplock.core import Bury, QueueStats, Succeeded, WorkerInfo
+from skiplock import core
 
-from ._support import (
-    ContractBase,
-    _claim_one,
-    _claim_request,
-    _enqueue,
-    _finish,
-    _running,
-    requires,
-)
+from . import _support as kit
 
 if TYPE_CHECKING:
-    from skiplock.core import HealthSnapshot
     from skiplock.ports import JobStore
     from skiplock.testing import FakeClock
 
 _KIND = "contract.health"
 
 
-def _queues(snapshot: HealthSnapshot) -> dict[tuple[str, str | None], QueueStats]:
+def _queues(snapshot: core.HealthSnapshot) -> dict[tuple[str, str | None], core.QueueStats]:
     by_key = {(q.kind, q.tenant): q for q in snapshot.queues}
     assert len(by_key) == len(snapshot.queues), "one row per (kind, tenant)"
     return by_key
 
 
-class HealthContract(ContractBase):
+class HealthContract(kit.ContractBase):
     """The health snapshot: workers, per-kind queues, the store's now and schema."""
 
     def test_health_snapshot_of_an_empty_store(self, store: JobStore) -> None:
@@ -62,29 +53,29 @@ class HealthContract(ContractBase):
     ) -> None:
         now = store.now()
         oldest = now - timedelta(hours=1)
-        _enqueue(store, _KIND, tenant="t1", available_at=oldest)
-        _enqueue(store, _KIND, tenant="t1", available_at=now - timedelta(minutes=1))
-        _enqueue(store, _KIND, tenant="t1", delay=timedelta(hours=1))
+        kit.enqueue(store, _KIND, tenant="t1", available_at=oldest)
+        kit.enqueue(store, _KIND, tenant="t1", available_at=now - timedelta(minutes=1))
+        kit.enqueue(store, _KIND, tenant="t1", delay=timedelta(hours=1))
         recent = now - timedelta(seconds=30)
-        _enqueue(store, _KIND, available_at=recent)
-        _enqueue(store, _KIND, tenant="t2")
-        [dead] = store.claim(_claim_request(kinds=frozenset({_KIND}), tenants=frozenset({"t2"})))
-        _finish(store, dead, Bury(error="buried by the contract"))
-        running = _running(store, tenant="t2")
-        succeeded = _running(store)
-        _finish(store, succeeded, Succeeded())
+        kit.enqueue(store, _KIND, available_at=recent)
+        kit.enqueue(store, _KIND, tenant="t2")
+        [dead] = store.claim(kit.claim_request(kinds=frozenset({_KIND}), tenants=frozenset({"t2"})))
+        kit.finish(store, dead, core.Bury(error="buried by the contract"))
+        running = kit.running(store, tenant="t2")
+        succeeded = kit.running(store)
+        kit.finish(store, succeeded, core.Succeeded())
 
         snapshot = store.health_snapshot()
         assert _queues(snapshot) == {
-            (_KIND, "t1"): QueueStats(_KIND, "t1", due=2, scheduled=1, oldest_due_at=oldest),
-            (_KIND, None): QueueStats(_KIND, None, due=1, oldest_due_at=recent),
-            (_KIND, "t2"): QueueStats(_KIND, "t2", dead=1),
-            (running.kind, "t2"): QueueStats(running.kind, "t2", running=1),
+            (_KIND, "t1"): core.QueueStats(_KIND, "t1", due=2, scheduled=1, oldest_due_at=oldest),
+            (_KIND, None): core.QueueStats(_KIND, None, due=1, oldest_due_at=recent),
+            (_KIND, "t2"): core.QueueStats(_KIND, "t2", dead=1),
+            (running.kind, "t2"): core.QueueStats(running.kind, "t2", running=1),
         }
 
     def test_health_snapshot_lists_workers_with_their_running_jobs(self, store: JobStore) -> None:
         store.register_worker(
-            WorkerInfo(
+            core.WorkerInfo(
                 id="contract-w1",
                 host="host-1",
                 pid=11,
@@ -92,11 +83,11 @@ class HealthContract(ContractBase):
                 tenants=frozenset({"t1"}),
             )
         )
-        store.register_worker(WorkerInfo(id="contract-w2", host="host-2", pid=22))
-        _enqueue(store, "contract.a", tenant="t1")
-        _enqueue(store, "contract.a", tenant="t1")
-        _claim_one(store, "contract.a", "contract-w1")
-        _claim_one(store, "contract.a", "contract-w1")
+        store.register_worker(core.WorkerInfo(id="contract-w2", host="host-2", pid=22))
+        kit.enqueue(store, "contract.a", tenant="t1")
+        kit.enqueue(store, "contract.a", tenant="t1")
+        kit.claim_one(store, "contract.a", "contract-w1")
+        kit.claim_one(store, "contract.a", "contract-w1")
 
         snapshot = store.health_snapshot()
         workers = {w.id: w for w in snapshot.workers}
@@ -113,11 +104,11 @@ class HealthContract(ContractBase):
         store.unregister_worker("contract-w2")
         assert [w.id for w in (store.health_snapshot()).workers] == ["contract-w1"]
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     def test_health_snapshot_shows_the_age_of_heartbeats(
         self, store: JobStore, clock: FakeClock
     ) -> None:
-        store.register_worker(WorkerInfo(id="contract-quiet", host="h", pid=1))
+        store.register_worker(core.WorkerInfo(id="contract-quiet", host="h", pid=1))
         registered = store.now()
         clock.advance(timedelta(minutes=10))
         [worker] = (store.health_snapshot()).workers
@@ -128,11 +119,11 @@ class HealthContract(ContractBase):
         assert worker.heartbeat_at == snapshot.now == registered + timedelta(minutes=10)
         assert worker.started_at == registered
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     def test_health_snapshot_counts_a_scheduled_job_as_due_once_its_time_comes(
         self, store: JobStore, clock: FakeClock
     ) -> None:
-        _enqueue(store, _KIND, delay=timedelta(minutes=5))
+        kit.enqueue(store, _KIND, delay=timedelta(minutes=5))
         [stats] = (store.health_snapshot()).queues
         assert (stats.due, stats.scheduled, stats.oldest_due_at) == (0, 1, None)
         due_at = store.now() + timedelta(minutes=5)

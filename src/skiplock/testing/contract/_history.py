@@ -16,18 +16,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from skiplock.core import Succeeded
+from skiplock import core
 from skiplock.core._history import ALL_KINDS, SAMPLE_RETENTION, sample_minute
 
-from ._support import (
-    ContractBase,
-    _claim_request,
-    _enqueue,
-    _finish,
-    _fresh_kind,
-    _request,
-    requires,
-)
+from . import _support as kit
 
 if TYPE_CHECKING:
     from skiplock.core._history import QueueSample
@@ -50,7 +42,7 @@ def _this_minute(store: JobStore) -> dict[str, QueueSample]:
     raise AssertionError("the minute turned three times")  # pragma: no cover
 
 
-class HistoryContract(ContractBase):
+class HistoryContract(kit.ContractBase):
     """The queue samples of roll_up_counts."""
 
     def test_an_empty_queue_is_sampled_as_zeros(self, store: JobStore) -> None:
@@ -61,11 +53,11 @@ class HistoryContract(ContractBase):
         assert (total.claim_p50, total.claim_p99, total.due_bounded) == (None, None, False)
 
     def test_a_sample_counts_pending_due_and_running_jobs_per_kind(self, store: JobStore) -> None:
-        busy, later = _fresh_kind(), _fresh_kind()
+        busy, later = kit.fresh_kind(), kit.fresh_kind()
         in_an_hour = store.now() + timedelta(hours=1)
-        store.enqueue([_request(busy) for _ in range(4)])
-        store.enqueue([_request(later, available_at=in_an_hour) for _ in range(2)])
-        claimed = store.claim(_claim_request(limit=1, kinds=frozenset({busy})))
+        store.enqueue([kit.request(busy) for _ in range(4)])
+        store.enqueue([kit.request(later, available_at=in_an_hour) for _ in range(2)])
+        claimed = store.claim(kit.claim_request(limit=1, kinds=frozenset({busy})))
         assert len(claimed) == 1
 
         samples = _this_minute(store)
@@ -76,12 +68,12 @@ class HistoryContract(ContractBase):
         assert not any(s.due_bounded for s in samples.values())
 
     def test_a_minute_is_sampled_once(self, store: JobStore) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         for _ in range(3):
             minute = sample_minute(store.now())
-            _enqueue(store, kind)
+            kit.enqueue(store, kind)
             first = _this_minute(store)
-            _enqueue(store, kind)
+            kit.enqueue(store, kind)
             again = _this_minute(store)
             if sample_minute(store.now()) == minute:
                 break
@@ -94,18 +86,18 @@ class HistoryContract(ContractBase):
         later = sample_minute(store.now()) + _MINUTE
         assert store.queue_samples(later, _MINUTE) == []
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     def test_claim_latency_of_the_jobs_that_succeeded_the_minute_before(
         self, store: JobStore, clock: FakeClock
     ) -> None:
         clock.advance(sample_minute(store.now()) + timedelta(minutes=1) - store.now())
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         start = store.now()  # the start of a minute
-        store.enqueue([_request(kind) for _ in range(3)])
+        store.enqueue([kit.request(kind) for _ in range(3)])
         for seconds in (2, 4, 30):  # each job waits that long for its claim
             clock.advance(start + timedelta(seconds=seconds) - store.now())
-            [job] = store.claim(_claim_request(limit=1, kinds=frozenset({kind})))
-            _finish(store, job, Succeeded())
+            [job] = store.claim(kit.claim_request(limit=1, kinds=frozenset({kind})))
+            kit.finish(store, job, core.Succeeded())
 
         assert _claims(_this_minute(store)) == {}  # they finished this minute
         clock.advance(timedelta(minutes=1))
@@ -116,7 +108,7 @@ class HistoryContract(ContractBase):
         clock.advance(timedelta(minutes=1))
         assert _claims(_this_minute(store)) == {}  # two minutes back: not sampled
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     def test_samples_past_retention_are_removed(self, store: JobStore, clock: FakeClock) -> None:
         first = sample_minute(store.now())
         _this_minute(store)
@@ -126,19 +118,19 @@ class HistoryContract(ContractBase):
         assert first not in minutes
         assert len(minutes) == 1
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     def test_samples_are_read_folded_per_bucket(self, store: JobStore, clock: FakeClock) -> None:
         """The last sampled minute of a bucket gives its backlog (a kind it does not name
         has none), the claims of every minute add up."""
         clock.advance(sample_minute(store.now()) + 5 * _MINUTE - store.now())
         start = store.now()  # a bucket of 5 minutes starts here
-        gone, stays = _fresh_kind(), _fresh_kind()
-        store.enqueue([_request(gone), _request(stays), _request(stays)])
+        gone, stays = kit.fresh_kind(), kit.fresh_kind()
+        store.enqueue([kit.request(gone), kit.request(stays), kit.request(stays)])
         _this_minute(store)  # minute 0: both kinds pending
         for minute in (1, 2):  # one job of each kind succeeds in minutes 0 and 1
             kind = gone if minute == 1 else stays
-            [job] = store.claim(_claim_request(limit=1, kinds=frozenset({kind})))
-            _finish(store, job, Succeeded())
+            [job] = store.claim(kit.claim_request(limit=1, kinds=frozenset({kind})))
+            kit.finish(store, job, core.Succeeded())
             clock.advance(start + minute * _MINUTE - store.now())
             _this_minute(store)  # minutes 1 and 2: each sees the claim before
 

@@ -13,18 +13,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from skiplock.core import Succeeded
+from skiplock import core
 from skiplock.core._history import ALL_KINDS, SAMPLE_RETENTION, sample_minute
 
-from ._support_async import (
-    AsyncContractBase,
-    _claim_request,
-    _enqueue,
-    _finish,
-    _fresh_kind,
-    _request,
-    requires,
-)
+from . import _support_async as kit
 
 if TYPE_CHECKING:
     from skiplock.core._history import QueueSample
@@ -47,7 +39,7 @@ async def _this_minute(store: AsyncJobStore) -> dict[str, QueueSample]:
     raise AssertionError("the minute turned three times")  # pragma: no cover
 
 
-class AsyncHistoryContract(AsyncContractBase):
+class AsyncHistoryContract(kit.AsyncContractBase):
     """The queue samples of roll_up_counts."""
 
     async def test_an_empty_queue_is_sampled_as_zeros(self, store: AsyncJobStore) -> None:
@@ -60,11 +52,11 @@ class AsyncHistoryContract(AsyncContractBase):
     async def test_a_sample_counts_pending_due_and_running_jobs_per_kind(
         self, store: AsyncJobStore
     ) -> None:
-        busy, later = _fresh_kind(), _fresh_kind()
+        busy, later = kit.fresh_kind(), kit.fresh_kind()
         in_an_hour = await store.now() + timedelta(hours=1)
-        await store.enqueue([_request(busy) for _ in range(4)])
-        await store.enqueue([_request(later, available_at=in_an_hour) for _ in range(2)])
-        claimed = await store.claim(_claim_request(limit=1, kinds=frozenset({busy})))
+        await store.enqueue([kit.request(busy) for _ in range(4)])
+        await store.enqueue([kit.request(later, available_at=in_an_hour) for _ in range(2)])
+        claimed = await store.claim(kit.claim_request(limit=1, kinds=frozenset({busy})))
         assert len(claimed) == 1
 
         samples = await _this_minute(store)
@@ -75,12 +67,12 @@ class AsyncHistoryContract(AsyncContractBase):
         assert not any(s.due_bounded for s in samples.values())
 
     async def test_a_minute_is_sampled_once(self, store: AsyncJobStore) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         for _ in range(3):
             minute = sample_minute(await store.now())
-            await _enqueue(store, kind)
+            await kit.enqueue(store, kind)
             first = await _this_minute(store)
-            await _enqueue(store, kind)
+            await kit.enqueue(store, kind)
             again = await _this_minute(store)
             if sample_minute(await store.now()) == minute:
                 break
@@ -93,18 +85,18 @@ class AsyncHistoryContract(AsyncContractBase):
         later = sample_minute(await store.now()) + _MINUTE
         assert await store.queue_samples(later, _MINUTE) == []
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     async def test_claim_latency_of_the_jobs_that_succeeded_the_minute_before(
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
         clock.advance(sample_minute(await store.now()) + timedelta(minutes=1) - await store.now())
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         start = await store.now()  # the start of a minute
-        await store.enqueue([_request(kind) for _ in range(3)])
+        await store.enqueue([kit.request(kind) for _ in range(3)])
         for seconds in (2, 4, 30):  # each job waits that long for its claim
             clock.advance(start + timedelta(seconds=seconds) - await store.now())
-            [job] = await store.claim(_claim_request(limit=1, kinds=frozenset({kind})))
-            await _finish(store, job, Succeeded())
+            [job] = await store.claim(kit.claim_request(limit=1, kinds=frozenset({kind})))
+            await kit.finish(store, job, core.Succeeded())
 
         assert _claims(await _this_minute(store)) == {}  # they finished this minute
         clock.advance(timedelta(minutes=1))
@@ -115,7 +107,7 @@ class AsyncHistoryContract(AsyncContractBase):
         clock.advance(timedelta(minutes=1))
         assert _claims(await _this_minute(store)) == {}  # two minutes back: not sampled
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     async def test_samples_past_retention_are_removed(
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
@@ -127,7 +119,7 @@ class AsyncHistoryContract(AsyncContractBase):
         assert first not in minutes
         assert len(minutes) == 1
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     async def test_samples_are_read_folded_per_bucket(
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
@@ -135,13 +127,13 @@ class AsyncHistoryContract(AsyncContractBase):
         has none), the claims of every minute add up."""
         clock.advance(sample_minute(await store.now()) + 5 * _MINUTE - await store.now())
         start = await store.now()  # a bucket of 5 minutes starts here
-        gone, stays = _fresh_kind(), _fresh_kind()
-        await store.enqueue([_request(gone), _request(stays), _request(stays)])
+        gone, stays = kit.fresh_kind(), kit.fresh_kind()
+        await store.enqueue([kit.request(gone), kit.request(stays), kit.request(stays)])
         await _this_minute(store)  # minute 0: both kinds pending
         for minute in (1, 2):  # one job of each kind succeeds in minutes 0 and 1
             kind = gone if minute == 1 else stays
-            [job] = await store.claim(_claim_request(limit=1, kinds=frozenset({kind})))
-            await _finish(store, job, Succeeded())
+            [job] = await store.claim(kit.claim_request(limit=1, kinds=frozenset({kind})))
+            await kit.finish(store, job, core.Succeeded())
             clock.advance(start + minute * _MINUTE - await store.now())
             await _this_minute(store)  # minutes 1 and 2: each sees the claim before
 

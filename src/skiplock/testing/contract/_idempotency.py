@@ -13,18 +13,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from skiplock.core import AuditAction, EnqueueResult, JobState, Succeeded
+from skiplock import core
 from skiplock.ports import Audit
 
-from ._support import (
-    ContractBase,
-    _enqueue,
-    _finish,
-    _fresh_kind,
-    _get,
-    _request,
-    _running,
-)
+from . import _support as kit
 
 if TYPE_CHECKING:
     from skiplock.ports import JobStore
@@ -35,14 +27,14 @@ _WINDOW = timedelta(hours=1)
 
 
 def _tenant_key(key: str, tenant: str | None, **fields: Any) -> Any:
-    return _request(idempotency_key=key, tenant=tenant, idempotency_scope="tenant", **fields)
+    return kit.request(idempotency_key=key, tenant=tenant, idempotency_scope="tenant", **fields)
 
 
 def _replacing(key: str, **fields: Any) -> Any:
-    return _request(idempotency_key=key, idempotency_conflict="replace_pending", **fields)
+    return kit.request(idempotency_key=key, idempotency_conflict="replace_pending", **fields)
 
 
-class IdempotencyContract(ContractBase):
+class IdempotencyContract(kit.ContractBase):
     """Key scopes (global, per tenant), ``replace_pending``, and keys remembered for a
     window after retention purged their job."""
 
@@ -54,8 +46,8 @@ class IdempotencyContract(ContractBase):
         assert b.created
         assert a.id != b.id
         [again] = store.enqueue([_tenant_key("order-1", "acme", payload=2)])
-        assert again == EnqueueResult(id=a.id, created=False)
-        job = _get(store, a.id)
+        assert again == core.EnqueueResult(id=a.id, created=False)
+        job = kit.get(store, a.id)
         assert (job.idempotency_key, job.idempotency_scope, job.tenant) == (
             "order-1",
             "tenant",
@@ -64,21 +56,21 @@ class IdempotencyContract(ContractBase):
 
     def test_global_and_tenant_scopes_are_apart(self, store: JobStore) -> None:
         [scoped] = store.enqueue([_tenant_key("shared", "acme")])
-        [first] = store.enqueue([_request(idempotency_key="shared", tenant="acme")])
-        [second] = store.enqueue([_request(idempotency_key="shared", tenant="globex")])
+        [first] = store.enqueue([kit.request(idempotency_key="shared", tenant="acme")])
+        [second] = store.enqueue([kit.request(idempotency_key="shared", tenant="globex")])
         assert scoped.created
         assert first.created
         assert scoped.id != first.id
         # The global scope is every job's: another tenant's global key is the same key.
-        assert second == EnqueueResult(id=first.id, created=False)
-        assert (_get(store, first.id)).idempotency_scope == "global"
+        assert second == core.EnqueueResult(id=first.id, created=False)
+        assert (kit.get(store, first.id)).idempotency_scope == "global"
 
     def test_tenant_scope_without_a_tenant_is_global(self, store: JobStore) -> None:
         [scoped] = store.enqueue([_tenant_key("no-tenant", None)])
-        [plain] = store.enqueue([_request(idempotency_key="no-tenant")])
+        [plain] = store.enqueue([kit.request(idempotency_key="no-tenant")])
         assert scoped.created
-        assert plain == EnqueueResult(id=scoped.id, created=False)
-        assert (_get(store, scoped.id)).idempotency_scope == "global"
+        assert plain == core.EnqueueResult(id=scoped.id, created=False)
+        assert (kit.get(store, scoped.id)).idempotency_scope == "global"
 
     def test_tenant_scoped_duplicates_within_one_batch(self, store: JobStore) -> None:
         results = store.enqueue(
@@ -90,29 +82,29 @@ class IdempotencyContract(ContractBase):
         )
         assert [r.created for r in results] == [True, True, False]
         assert results[2].id == results[0].id != results[1].id
-        assert (_get(store, results[0].id)).payload == 1
+        assert (kit.get(store, results[0].id)).payload == 1
 
     # ---- conflict policy --------------------------------------------------------------
 
     def test_ignore_leaves_the_pending_job_as_it_is(self, store: JobStore) -> None:
-        job_id = _enqueue(store, payload=1, idempotency_key="ignored")
-        [again] = store.enqueue([_request(payload=2, priority=9, idempotency_key="ignored")])
-        assert again == EnqueueResult(id=job_id, created=False)
-        job = _get(store, job_id)
+        job_id = kit.enqueue(store, payload=1, idempotency_key="ignored")
+        [again] = store.enqueue([kit.request(payload=2, priority=9, idempotency_key="ignored")])
+        assert again == core.EnqueueResult(id=job_id, created=False)
+        job = kit.get(store, job_id)
         assert (job.payload, job.priority) == (1, 0)
 
     def test_replace_pending_takes_payload_due_time_and_priority(self, store: JobStore) -> None:
-        job_id = _enqueue(store, payload={"v": 1}, idempotency_key="replaced")
-        before = _get(store, job_id)
+        job_id = kit.enqueue(store, payload={"v": 1}, idempotency_key="replaced")
+        before = kit.get(store, job_id)
         later = (store.now()) + timedelta(hours=3)
         [again] = store.enqueue(
             [_replacing("replaced", payload={"v": 2}, priority=7, available_at=later)]
         )
-        assert again == EnqueueResult(id=job_id, created=False, replaced=True)
-        job = _get(store, job_id)
+        assert again == core.EnqueueResult(id=job_id, created=False, replaced=True)
+        job = kit.get(store, job_id)
         assert (job.payload, job.priority, job.available_at) == ({"v": 2}, 7, later)
         assert (job.state, job.attempts, job.created_at, job.kind) == (
-            JobState.PENDING,
+            core.JobState.PENDING,
             0,
             before.created_at,
             before.kind,
@@ -125,37 +117,40 @@ class IdempotencyContract(ContractBase):
         [again] = store.enqueue(
             [_tenant_key("scoped", "globex", payload=2, idempotency_conflict="replace_pending")]
         )
-        assert again == EnqueueResult(id=b.id, created=False, replaced=True)
-        assert ((_get(store, a.id)).payload, (_get(store, b.id)).payload) == (1, 2)
+        assert again == core.EnqueueResult(id=b.id, created=False, replaced=True)
+        assert ((kit.get(store, a.id)).payload, (kit.get(store, b.id)).payload) == (
+            1,
+            2,
+        )
 
     def test_replace_pending_leaves_a_running_job_alone(self, store: JobStore) -> None:
-        job = _running(store, payload=1, idempotency_key="busy-replace")
+        job = kit.running(store, payload=1, idempotency_key="busy-replace")
         [again] = store.enqueue([_replacing("busy-replace", payload=2)])
-        assert again == EnqueueResult(id=job.id, created=False)
-        now = _get(store, job.id)
-        assert (now.state, now.payload) == (JobState.RUNNING, 1)
+        assert again == core.EnqueueResult(id=job.id, created=False)
+        now = kit.get(store, job.id)
+        assert (now.state, now.payload) == (core.JobState.RUNNING, 1)
 
     def test_replace_pending_leaves_a_finished_job_alone(self, store: JobStore) -> None:
-        job = _running(store, payload=1, idempotency_key="done-replace")
-        _finish(store, job, Succeeded())
+        job = kit.running(store, payload=1, idempotency_key="done-replace")
+        kit.finish(store, job, core.Succeeded())
         [again] = store.enqueue([_replacing("done-replace", payload=2)])
-        assert again == EnqueueResult(id=job.id, created=False)
-        assert (_get(store, job.id)).payload == 1
+        assert again == core.EnqueueResult(id=job.id, created=False)
+        assert (kit.get(store, job.id)).payload == 1
 
     def test_replace_pending_and_new_keys_in_one_batch(self, store: JobStore) -> None:
-        job_id = _enqueue(store, payload=1, idempotency_key="mixed-old")
+        job_id = kit.enqueue(store, payload=1, idempotency_key="mixed-old")
         results = store.enqueue(
             [_replacing("mixed-new", payload=1), _replacing("mixed-old", payload=2)]
         )
         assert results[0].created
         assert not results[0].replaced
-        assert results[1] == EnqueueResult(id=job_id, created=False, replaced=True)
-        assert (_get(store, job_id)).payload == 2
+        assert results[1] == core.EnqueueResult(id=job_id, created=False, replaced=True)
+        assert (kit.get(store, job_id)).payload == 2
 
     def test_replace_pending_is_audited_with_the_actor(self, store: JobStore) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         [first] = store.enqueue(
-            [_request(kind, payload="old", priority=1, idempotency_key="audited-replace")],
+            [kit.request(kind, payload="old", priority=1, idempotency_key="audited-replace")],
             audit=Audit(actor=_ACTOR),
         )
         [again] = store.enqueue(
@@ -165,8 +160,8 @@ class IdempotencyContract(ContractBase):
         assert again.replaced
         events = store.audit_trail(first.id)
         assert [(e.action, e.actor, e.kind, e.details) for e in events] == [
-            (AuditAction.ENQUEUED, _ACTOR, kind, None),
-            (AuditAction.REPLACED, _ACTOR, kind, {"payload": "old", "priority": 1}),
+            (core.AuditAction.ENQUEUED, _ACTOR, kind, None),
+            (core.AuditAction.REPLACED, _ACTOR, kind, {"payload": "old", "priority": 1}),
         ]
 
     # ---- keys remembered after retention ----------------------------------------------
@@ -175,8 +170,8 @@ class IdempotencyContract(ContractBase):
         self, store: JobStore, clock: FakeClock, window: timedelta | None, **fields: Any
     ) -> int:
         """A succeeded job with ``fields`` (a key), purged by retention with ``window``."""
-        job = _running(store, **fields)
-        _finish(store, job, Succeeded())
+        job = kit.running(store, **fields)
+        kit.finish(store, job, core.Succeeded())
         if self.capabilities.controllable_clock:
             clock.advance(timedelta(hours=2))
         older_than = timedelta(hours=1) if self.capabilities.controllable_clock else timedelta(0)
@@ -189,14 +184,14 @@ class IdempotencyContract(ContractBase):
 
     def test_purge_remembers_keys_for_the_window(self, store: JobStore, clock: FakeClock) -> None:
         job_id = self._purged(store, clock, _WINDOW, idempotency_key="remembered")
-        [again] = store.enqueue([_request(idempotency_key="remembered")])
-        assert again == EnqueueResult(id=job_id, created=False, purged=True)
+        [again] = store.enqueue([kit.request(idempotency_key="remembered")])
+        assert again == core.EnqueueResult(id=job_id, created=False, purged=True)
         assert store.get(job_id) is None
         # Duplicates of it in one batch say the same; other keys are created.
         results = store.enqueue(
-            [_request(idempotency_key="remembered"), _request(idempotency_key="fresh")]
+            [kit.request(idempotency_key="remembered"), kit.request(idempotency_key="fresh")]
         )
-        assert results[0] == EnqueueResult(id=job_id, created=False, purged=True)
+        assert results[0] == core.EnqueueResult(id=job_id, created=False, purged=True)
         assert results[1].created
 
     def test_remembered_keys_keep_their_scope(self, store: JobStore, clock: FakeClock) -> None:
@@ -210,14 +205,14 @@ class IdempotencyContract(ContractBase):
         )
         [same] = store.enqueue([_tenant_key("scoped-gone", "acme")])
         [other] = store.enqueue([_tenant_key("scoped-gone", "globex")])
-        [unscoped] = store.enqueue([_request(idempotency_key="scoped-gone")])
-        assert same == EnqueueResult(id=job_id, created=False, purged=True)
+        [unscoped] = store.enqueue([kit.request(idempotency_key="scoped-gone")])
+        assert same == core.EnqueueResult(id=job_id, created=False, purged=True)
         assert other.created
         assert unscoped.created
 
     def test_purge_without_a_window_frees_keys(self, store: JobStore, clock: FakeClock) -> None:
         self._purged(store, clock, None, idempotency_key="forgotten")
-        [again] = store.enqueue([_request(idempotency_key="forgotten")])
+        [again] = store.enqueue([kit.request(idempotency_key="forgotten")])
         assert again.created
 
     def test_remembered_keys_are_purged_after_the_window(
@@ -226,8 +221,8 @@ class IdempotencyContract(ContractBase):
         job_id = self._purged(store, clock, _WINDOW, idempotency_key="expiring")
         # A later purge within the window keeps the key ...
         store.purge(older_than=timedelta(days=1), archive=False, batch_size=100, key_window=_WINDOW)
-        [kept] = store.enqueue([_request(idempotency_key="expiring")])
-        assert kept == EnqueueResult(id=job_id, created=False, purged=True)
+        [kept] = store.enqueue([kit.request(idempotency_key="expiring")])
+        assert kept == core.EnqueueResult(id=job_id, created=False, purged=True)
         # ... one after it forgets it (a store on the database's clock: a window of 0).
         if self.capabilities.controllable_clock:
             clock.advance(_WINDOW + timedelta(seconds=1))
@@ -235,6 +230,6 @@ class IdempotencyContract(ContractBase):
         else:
             window = timedelta(0)
         store.purge(older_than=timedelta(days=1), archive=False, batch_size=100, key_window=window)
-        [again] = store.enqueue([_request(idempotency_key="expiring")])
+        [again] = store.enqueue([kit.request(idempotency_key="expiring")])
         assert again.created
         assert again.id != job_id

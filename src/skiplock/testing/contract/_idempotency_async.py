@@ -10,18 +10,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from skiplock.core import AuditAction, EnqueueResult, JobState, Succeeded
+from skiplock import core
 from skiplock.ports import AsyncAudit
 
-from ._support_async import (
-    AsyncContractBase,
-    _enqueue,
-    _finish,
-    _fresh_kind,
-    _get,
-    _request,
-    _running,
-)
+from . import _support_async as kit
 
 if TYPE_CHECKING:
     from skiplock.ports import AsyncJobStore
@@ -32,14 +24,14 @@ _WINDOW = timedelta(hours=1)
 
 
 def _tenant_key(key: str, tenant: str | None, **fields: Any) -> Any:
-    return _request(idempotency_key=key, tenant=tenant, idempotency_scope="tenant", **fields)
+    return kit.request(idempotency_key=key, tenant=tenant, idempotency_scope="tenant", **fields)
 
 
 def _replacing(key: str, **fields: Any) -> Any:
-    return _request(idempotency_key=key, idempotency_conflict="replace_pending", **fields)
+    return kit.request(idempotency_key=key, idempotency_conflict="replace_pending", **fields)
 
 
-class AsyncIdempotencyContract(AsyncContractBase):
+class AsyncIdempotencyContract(kit.AsyncContractBase):
     """Key scopes (global, per tenant), ``replace_pending``, and keys remembered for a
     window after retention purged their job."""
 
@@ -53,8 +45,8 @@ class AsyncIdempotencyContract(AsyncContractBase):
         assert b.created
         assert a.id != b.id
         [again] = await store.enqueue([_tenant_key("order-1", "acme", payload=2)])
-        assert again == EnqueueResult(id=a.id, created=False)
-        job = await _get(store, a.id)
+        assert again == core.EnqueueResult(id=a.id, created=False)
+        job = await kit.get(store, a.id)
         assert (job.idempotency_key, job.idempotency_scope, job.tenant) == (
             "order-1",
             "tenant",
@@ -63,21 +55,21 @@ class AsyncIdempotencyContract(AsyncContractBase):
 
     async def test_global_and_tenant_scopes_are_apart(self, store: AsyncJobStore) -> None:
         [scoped] = await store.enqueue([_tenant_key("shared", "acme")])
-        [first] = await store.enqueue([_request(idempotency_key="shared", tenant="acme")])
-        [second] = await store.enqueue([_request(idempotency_key="shared", tenant="globex")])
+        [first] = await store.enqueue([kit.request(idempotency_key="shared", tenant="acme")])
+        [second] = await store.enqueue([kit.request(idempotency_key="shared", tenant="globex")])
         assert scoped.created
         assert first.created
         assert scoped.id != first.id
         # The global scope is every job's: another tenant's global key is the same key.
-        assert second == EnqueueResult(id=first.id, created=False)
-        assert (await _get(store, first.id)).idempotency_scope == "global"
+        assert second == core.EnqueueResult(id=first.id, created=False)
+        assert (await kit.get(store, first.id)).idempotency_scope == "global"
 
     async def test_tenant_scope_without_a_tenant_is_global(self, store: AsyncJobStore) -> None:
         [scoped] = await store.enqueue([_tenant_key("no-tenant", None)])
-        [plain] = await store.enqueue([_request(idempotency_key="no-tenant")])
+        [plain] = await store.enqueue([kit.request(idempotency_key="no-tenant")])
         assert scoped.created
-        assert plain == EnqueueResult(id=scoped.id, created=False)
-        assert (await _get(store, scoped.id)).idempotency_scope == "global"
+        assert plain == core.EnqueueResult(id=scoped.id, created=False)
+        assert (await kit.get(store, scoped.id)).idempotency_scope == "global"
 
     async def test_tenant_scoped_duplicates_within_one_batch(self, store: AsyncJobStore) -> None:
         results = await store.enqueue(
@@ -89,31 +81,33 @@ class AsyncIdempotencyContract(AsyncContractBase):
         )
         assert [r.created for r in results] == [True, True, False]
         assert results[2].id == results[0].id != results[1].id
-        assert (await _get(store, results[0].id)).payload == 1
+        assert (await kit.get(store, results[0].id)).payload == 1
 
     # ---- conflict policy --------------------------------------------------------------
 
     async def test_ignore_leaves_the_pending_job_as_it_is(self, store: AsyncJobStore) -> None:
-        job_id = await _enqueue(store, payload=1, idempotency_key="ignored")
-        [again] = await store.enqueue([_request(payload=2, priority=9, idempotency_key="ignored")])
-        assert again == EnqueueResult(id=job_id, created=False)
-        job = await _get(store, job_id)
+        job_id = await kit.enqueue(store, payload=1, idempotency_key="ignored")
+        [again] = await store.enqueue(
+            [kit.request(payload=2, priority=9, idempotency_key="ignored")]
+        )
+        assert again == core.EnqueueResult(id=job_id, created=False)
+        job = await kit.get(store, job_id)
         assert (job.payload, job.priority) == (1, 0)
 
     async def test_replace_pending_takes_payload_due_time_and_priority(
         self, store: AsyncJobStore
     ) -> None:
-        job_id = await _enqueue(store, payload={"v": 1}, idempotency_key="replaced")
-        before = await _get(store, job_id)
+        job_id = await kit.enqueue(store, payload={"v": 1}, idempotency_key="replaced")
+        before = await kit.get(store, job_id)
         later = (await store.now()) + timedelta(hours=3)
         [again] = await store.enqueue(
             [_replacing("replaced", payload={"v": 2}, priority=7, available_at=later)]
         )
-        assert again == EnqueueResult(id=job_id, created=False, replaced=True)
-        job = await _get(store, job_id)
+        assert again == core.EnqueueResult(id=job_id, created=False, replaced=True)
+        job = await kit.get(store, job_id)
         assert (job.payload, job.priority, job.available_at) == ({"v": 2}, 7, later)
         assert (job.state, job.attempts, job.created_at, job.kind) == (
-            JobState.PENDING,
+            core.JobState.PENDING,
             0,
             before.created_at,
             before.kind,
@@ -126,37 +120,40 @@ class AsyncIdempotencyContract(AsyncContractBase):
         [again] = await store.enqueue(
             [_tenant_key("scoped", "globex", payload=2, idempotency_conflict="replace_pending")]
         )
-        assert again == EnqueueResult(id=b.id, created=False, replaced=True)
-        assert ((await _get(store, a.id)).payload, (await _get(store, b.id)).payload) == (1, 2)
+        assert again == core.EnqueueResult(id=b.id, created=False, replaced=True)
+        assert ((await kit.get(store, a.id)).payload, (await kit.get(store, b.id)).payload) == (
+            1,
+            2,
+        )
 
     async def test_replace_pending_leaves_a_running_job_alone(self, store: AsyncJobStore) -> None:
-        job = await _running(store, payload=1, idempotency_key="busy-replace")
+        job = await kit.running(store, payload=1, idempotency_key="busy-replace")
         [again] = await store.enqueue([_replacing("busy-replace", payload=2)])
-        assert again == EnqueueResult(id=job.id, created=False)
-        now = await _get(store, job.id)
-        assert (now.state, now.payload) == (JobState.RUNNING, 1)
+        assert again == core.EnqueueResult(id=job.id, created=False)
+        now = await kit.get(store, job.id)
+        assert (now.state, now.payload) == (core.JobState.RUNNING, 1)
 
     async def test_replace_pending_leaves_a_finished_job_alone(self, store: AsyncJobStore) -> None:
-        job = await _running(store, payload=1, idempotency_key="done-replace")
-        await _finish(store, job, Succeeded())
+        job = await kit.running(store, payload=1, idempotency_key="done-replace")
+        await kit.finish(store, job, core.Succeeded())
         [again] = await store.enqueue([_replacing("done-replace", payload=2)])
-        assert again == EnqueueResult(id=job.id, created=False)
-        assert (await _get(store, job.id)).payload == 1
+        assert again == core.EnqueueResult(id=job.id, created=False)
+        assert (await kit.get(store, job.id)).payload == 1
 
     async def test_replace_pending_and_new_keys_in_one_batch(self, store: AsyncJobStore) -> None:
-        job_id = await _enqueue(store, payload=1, idempotency_key="mixed-old")
+        job_id = await kit.enqueue(store, payload=1, idempotency_key="mixed-old")
         results = await store.enqueue(
             [_replacing("mixed-new", payload=1), _replacing("mixed-old", payload=2)]
         )
         assert results[0].created
         assert not results[0].replaced
-        assert results[1] == EnqueueResult(id=job_id, created=False, replaced=True)
-        assert (await _get(store, job_id)).payload == 2
+        assert results[1] == core.EnqueueResult(id=job_id, created=False, replaced=True)
+        assert (await kit.get(store, job_id)).payload == 2
 
     async def test_replace_pending_is_audited_with_the_actor(self, store: AsyncJobStore) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         [first] = await store.enqueue(
-            [_request(kind, payload="old", priority=1, idempotency_key="audited-replace")],
+            [kit.request(kind, payload="old", priority=1, idempotency_key="audited-replace")],
             audit=AsyncAudit(actor=_ACTOR),
         )
         [again] = await store.enqueue(
@@ -166,8 +163,8 @@ class AsyncIdempotencyContract(AsyncContractBase):
         assert again.replaced
         events = await store.audit_trail(first.id)
         assert [(e.action, e.actor, e.kind, e.details) for e in events] == [
-            (AuditAction.ENQUEUED, _ACTOR, kind, None),
-            (AuditAction.REPLACED, _ACTOR, kind, {"payload": "old", "priority": 1}),
+            (core.AuditAction.ENQUEUED, _ACTOR, kind, None),
+            (core.AuditAction.REPLACED, _ACTOR, kind, {"payload": "old", "priority": 1}),
         ]
 
     # ---- keys remembered after retention ----------------------------------------------
@@ -176,8 +173,8 @@ class AsyncIdempotencyContract(AsyncContractBase):
         self, store: AsyncJobStore, clock: FakeClock, window: timedelta | None, **fields: Any
     ) -> int:
         """A succeeded job with ``fields`` (a key), purged by retention with ``window``."""
-        job = await _running(store, **fields)
-        await _finish(store, job, Succeeded())
+        job = await kit.running(store, **fields)
+        await kit.finish(store, job, core.Succeeded())
         if self.capabilities.controllable_clock:
             clock.advance(timedelta(hours=2))
         older_than = timedelta(hours=1) if self.capabilities.controllable_clock else timedelta(0)
@@ -192,14 +189,14 @@ class AsyncIdempotencyContract(AsyncContractBase):
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
         job_id = await self._purged(store, clock, _WINDOW, idempotency_key="remembered")
-        [again] = await store.enqueue([_request(idempotency_key="remembered")])
-        assert again == EnqueueResult(id=job_id, created=False, purged=True)
+        [again] = await store.enqueue([kit.request(idempotency_key="remembered")])
+        assert again == core.EnqueueResult(id=job_id, created=False, purged=True)
         assert await store.get(job_id) is None
         # Duplicates of it in one batch say the same; other keys are created.
         results = await store.enqueue(
-            [_request(idempotency_key="remembered"), _request(idempotency_key="fresh")]
+            [kit.request(idempotency_key="remembered"), kit.request(idempotency_key="fresh")]
         )
-        assert results[0] == EnqueueResult(id=job_id, created=False, purged=True)
+        assert results[0] == core.EnqueueResult(id=job_id, created=False, purged=True)
         assert results[1].created
 
     async def test_remembered_keys_keep_their_scope(
@@ -215,8 +212,8 @@ class AsyncIdempotencyContract(AsyncContractBase):
         )
         [same] = await store.enqueue([_tenant_key("scoped-gone", "acme")])
         [other] = await store.enqueue([_tenant_key("scoped-gone", "globex")])
-        [unscoped] = await store.enqueue([_request(idempotency_key="scoped-gone")])
-        assert same == EnqueueResult(id=job_id, created=False, purged=True)
+        [unscoped] = await store.enqueue([kit.request(idempotency_key="scoped-gone")])
+        assert same == core.EnqueueResult(id=job_id, created=False, purged=True)
         assert other.created
         assert unscoped.created
 
@@ -224,7 +221,7 @@ class AsyncIdempotencyContract(AsyncContractBase):
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
         await self._purged(store, clock, None, idempotency_key="forgotten")
-        [again] = await store.enqueue([_request(idempotency_key="forgotten")])
+        [again] = await store.enqueue([kit.request(idempotency_key="forgotten")])
         assert again.created
 
     async def test_remembered_keys_are_purged_after_the_window(
@@ -235,8 +232,8 @@ class AsyncIdempotencyContract(AsyncContractBase):
         await store.purge(
             older_than=timedelta(days=1), archive=False, batch_size=100, key_window=_WINDOW
         )
-        [kept] = await store.enqueue([_request(idempotency_key="expiring")])
-        assert kept == EnqueueResult(id=job_id, created=False, purged=True)
+        [kept] = await store.enqueue([kit.request(idempotency_key="expiring")])
+        assert kept == core.EnqueueResult(id=job_id, created=False, purged=True)
         # ... one after it forgets it (a store on the database's clock: a window of 0).
         if self.capabilities.controllable_clock:
             clock.advance(_WINDOW + timedelta(seconds=1))
@@ -246,6 +243,6 @@ class AsyncIdempotencyContract(AsyncContractBase):
         await store.purge(
             older_than=timedelta(days=1), archive=False, batch_size=100, key_window=window
         )
-        [again] = await store.enqueue([_request(idempotency_key="expiring")])
+        [again] = await store.enqueue([kit.request(idempotency_key="expiring")])
         assert again.created
         assert again.id != job_id

@@ -18,22 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from skiplock.core import (
-    ClaimRequest,
-    Completion,
-    EnqueueRequest,
-    Event,
-    Job,
-    JobFilter,
-    JobState,
-    Lease,
-    Release,
-    Retry,
-    Succeeded,
-    WorkerInfo,
-)
+from skiplock import core
 
-from ._support import _finish, _fresh_kind, _get
+from . import _support as kit
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -46,21 +33,21 @@ _HOUR = timedelta(hours=1)
 
 
 def _add(store: JobStore, kind: str, n: int = 1, **fields: Any) -> list[int]:
-    results = store.enqueue([EnqueueRequest(kind=kind, **fields) for _ in range(n)])
+    results = store.enqueue([core.EnqueueRequest(kind=kind, **fields) for _ in range(n)])
     return [r.id for r in results]
 
 
 def _claim(
     store: JobStore, kind: str | None = None, worker_id: str = _WORKER, **fields: Any
-) -> list[Job]:
+) -> list[core.Job]:
     kinds = None if kind is None else frozenset({kind})
     fields.setdefault("limit", 100)
-    return store.claim(ClaimRequest(worker_id=worker_id, kinds=kinds, **fields))
+    return store.claim(core.ClaimRequest(worker_id=worker_id, kinds=kinds, **fields))
 
 
-def _held(store: JobStore, worker_id: str = _WORKER, **fields: Any) -> Job:
+def _held(store: JobStore, worker_id: str = _WORKER, **fields: Any) -> core.Job:
     """A fresh job claimed by ``worker_id`` without starting it."""
-    kind = _fresh_kind()
+    kind = kit.fresh_kind()
     _add(store, kind, **fields)
     [job] = _claim(store, kind, worker_id, start_now=0)
     return job
@@ -73,24 +60,24 @@ def _suspect(store: JobStore, kind: str, **fields: Any) -> int:
     [job] = _claim(store, kind, "vanished-worker", limit=1)
     assert job.id == job_id
     store.recover_stale(default_ttl=_HOUR, ttls={})
-    assert (_get(store, job_id)).suspect
+    assert (kit.get(store, job_id)).suspect
     return job_id
 
 
-def _all(store: JobStore, *ids: int) -> list[Job]:
-    return [_get(store, job_id) for job_id in ids]
+def _all(store: JobStore, *ids: int) -> list[core.Job]:
+    return [kit.get(store, job_id) for job_id in ids]
 
 
-def _counters(jobs: Sequence[Job]) -> list[tuple[int, int]]:
+def _counters(jobs: Sequence[core.Job]) -> list[tuple[int, int]]:
     return [(job.attempts, job.claims) for job in jobs]
 
 
-def _worker(worker_id: str = _WORKER) -> WorkerInfo:
-    return WorkerInfo(id=worker_id, host="contract-host", pid=42)
+def _worker(worker_id: str = _WORKER) -> core.WorkerInfo:
+    return core.WorkerInfo(id=worker_id, host="contract-host", pid=42)
 
 
-def _one(job_id: int) -> JobFilter:
-    return JobFilter(ids=frozenset({job_id}))
+def _one(job_id: int) -> core.JobFilter:
+    return core.JobFilter(ids=frozenset({job_id}))
 
 
 class LifecycleContract:
@@ -101,92 +88,92 @@ class LifecycleContract:
     # ---- start_now and start ------------------------------------------------------------
 
     def test_claim_start_now_charges_only_the_first_in_claim_order(self, store: JobStore) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         # Enqueued out of claim order: priority decides which jobs start.
         ids = {p: (_add(store, kind, priority=p))[0] for p in (1, 3, 0, 2)}
         jobs = _claim(store, kind, start_now=2)
         assert [job.id for job in jobs] == [ids[3], ids[2], ids[1], ids[0]]
         assert _counters(jobs) == [(1, 1), (1, 1), (0, 1), (0, 1)]
-        assert {job.state for job in jobs} == {JobState.RUNNING}
-        stored = [_get(store, job.id) for job in jobs]
+        assert {job.state for job in jobs} == {core.JobState.RUNNING}
+        stored = [kit.get(store, job.id) for job in jobs]
         assert _counters(stored) == _counters(jobs)
         assert {job.claimed_by for job in stored} == {_WORKER}
 
     def test_claim_start_now_zero_holds_every_job_and_none_starts_all(
         self, store: JobStore
     ) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         _add(store, kind, 3)
         held = _claim(store, kind, start_now=0)
         assert _counters(held) == [(0, 1)] * 3
         assert [job.lease.attempt for job in held] == [0, 0, 0]
-        other = _fresh_kind()
+        other = kit.fresh_kind()
         _add(store, other, 2)
         assert _counters(_claim(store, other, start_now=None)) == [(1, 1)] * 2
-        beyond = _fresh_kind()
+        beyond = kit.fresh_kind()
         _add(store, beyond, 2)
         assert _counters(_claim(store, beyond, start_now=5)) == [(1, 1)] * 2
 
     def test_start_charges_a_held_job_once(self, store: JobStore) -> None:
         job = _held(store)
-        assert (_get(store, job.id)).attempts == 0
+        assert (kit.get(store, job.id)).attempts == 0
         assert store.start([job.lease]) == [True]
-        started = _get(store, job.id)
-        assert (started.state, started.attempts, started.claims) == (JobState.RUNNING, 1, 1)
+        started = kit.get(store, job.id)
+        assert (started.state, started.attempts, started.claims) == (core.JobState.RUNNING, 1, 1)
         assert started.claimed_by == _WORKER
         assert started.lease.claim == job.lease.claim  # still the same claim
-        _finish(store, job, Succeeded())
-        assert (_get(store, job.id)).attempts == 1
+        kit.finish(store, job, core.Succeeded())
+        assert (kit.get(store, job.id)).attempts == 1
 
     def test_start_reports_each_lease_in_order(self, store: JobStore) -> None:
         first, second = _held(store), _held(store)
-        missing = Lease(job_id=987_654_321, worker_id=_WORKER, attempt=0, claim=1)
-        other_claim = Lease(job_id=second.id, worker_id=_WORKER, attempt=0, claim=99)
+        missing = core.Lease(job_id=987_654_321, worker_id=_WORKER, attempt=0, claim=1)
+        other_claim = core.Lease(job_id=second.id, worker_id=_WORKER, attempt=0, claim=99)
         leases = [first.lease, missing, other_claim, second.lease, first.lease]
         # A lease given twice in one call starts its job once.
         assert store.start(leases) == [True, False, False, True, False]
-        assert (_get(store, first.id)).attempts == 1
-        assert (_get(store, second.id)).attempts == 1
+        assert (kit.get(store, first.id)).attempts == 1
+        assert (kit.get(store, second.id)).attempts == 1
         assert store.start([]) == []
 
     def test_start_of_a_lost_lease_is_false_and_changes_nothing(self, store: JobStore) -> None:
         recovered = _held(store, "vanished-worker")
         assert store.recover_stale(default_ttl=_HOUR, ttls={}) == [recovered.id]
         cancelled = _held(store)
-        assert store.apply(_one(cancelled.id), Event.CANCEL) == [cancelled.id]
+        assert store.apply(_one(cancelled.id), core.Event.CANCEL) == [cancelled.id]
         deleted = _held(store)
-        store.apply(_one(deleted.id), Event.CANCEL)
+        store.apply(_one(deleted.id), core.Event.CANCEL)
         assert [job.id for job in store.delete(_one(deleted.id))] == [deleted.id]
         reclaimed = _held(store)
-        _finish(store, reclaimed, Release(refund=False))
+        kit.finish(store, reclaimed, core.Release(refund=False))
         [again] = _claim(store, reclaimed.kind, start_now=0)
-        other_worker = Lease(
+        other_worker = core.Lease(
             job_id=again.id, worker_id="intruder", attempt=again.attempts, claim=again.claims
         )
         lost = [recovered.lease, cancelled.lease, deleted.lease, reclaimed.lease, other_worker]
         assert store.start(lost) == [False] * 5
-        after = _get(store, recovered.id)
-        assert (after.state, after.attempts, after.claimed_by) == (JobState.PENDING, 0, None)
-        after = _get(store, cancelled.id)
-        assert (after.state, after.attempts) == (JobState.CANCELLED, 0)
+        after = kit.get(store, recovered.id)
+        assert (after.state, after.attempts, after.claimed_by) == (core.JobState.PENDING, 0, None)
+        after = kit.get(store, cancelled.id)
+        assert (after.state, after.attempts) == (core.JobState.CANCELLED, 0)
         assert store.get(deleted.id) is None
-        after = _get(store, again.id)
-        assert (after.state, after.attempts, after.claims) == (JobState.RUNNING, 0, 2)
+        after = kit.get(store, again.id)
+        assert (after.state, after.attempts, after.claims) == (core.JobState.RUNNING, 0, 2)
         assert store.start([again.lease]) == [True]  # the new claim still starts
 
     def test_recover_stale_of_a_held_job_costs_no_attempt(self, store: JobStore) -> None:
         # A worker that dies with a full prefetch buffer: its held jobs lose nothing.
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         _add(store, kind, 3, max_attempts=1)
         jobs = _claim(store, kind, "crashed-worker", start_now=1)
         started, held = jobs[0], jobs[1:]
         recovered = store.recover_stale(default_ttl=_HOUR, ttls={})
         assert sorted(recovered) == sorted(job.id for job in jobs)
-        dead = _get(store, started.id)
-        assert (dead.state, dead.attempts) == (JobState.DEAD, 1)
+        dead = kit.get(store, started.id)
+        assert (dead.state, dead.attempts) == (core.JobState.DEAD, 1)
         for job in held:
-            after = _get(store, job.id)
-            assert (after.state, after.attempts, after.claims) == (JobState.PENDING, 0, 1)
+            after = kit.get(store, job.id)
+            assert (after.state, after.attempts, after.claims) == (core.JobState.PENDING, 0, 1)
         rescued = _claim(store, kind, "rescuer")
         assert sorted(job.id for job in rescued) == sorted(job.id for job in held)
         assert _counters(rescued) == [(1, 2)] * 2
@@ -194,18 +181,18 @@ class LifecycleContract:
     # ---- suspects: jobs whose worker vanished after starting them ------------------------
 
     def test_recover_stale_of_a_started_job_makes_it_a_suspect(self, store: JobStore) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         _add(store, kind, 3)
         direct, held, started = _claim(store, kind, "crashed-worker", start_now=1)
         assert store.start([started.lease]) == [True]
         assert [job.suspect for job in (direct, held, started)] == [False] * 3
         store.recover_stale(default_ttl=_HOUR, ttls={})
         after = _all(store, direct.id, held.id, started.id)
-        assert [job.state for job in after] == [JobState.PENDING] * 3
+        assert [job.state for job in after] == [core.JobState.PENDING] * 3
         assert [job.suspect for job in after] == [True, False, True]
 
     def test_claim_starts_a_suspect_alone(self, store: JobStore) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         suspect_id = _suspect(store, kind, priority=1)
         first = (_add(store, kind, priority=2))[0]
         last = (_add(store, kind, priority=0))[0]
@@ -217,7 +204,7 @@ class LifecycleContract:
         assert [job.attempts for job in _all(store, first, suspect_id, last)] == [0, 2, 0]
 
     def test_claim_holds_a_suspect_beyond_start_now_like_any_job(self, store: JobStore) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         suspect_id = _suspect(store, kind, priority=0)
         [first] = _add(store, kind, priority=1)
         jobs = _claim(store, kind, start_now=1)
@@ -227,15 +214,15 @@ class LifecycleContract:
         ]
 
     def test_any_outcome_or_operator_event_clears_the_started_mark(self, store: JobStore) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         # Made in this order so each claim takes the newest (the best in claim order).
         cancelled = _suspect(store, kind, priority=0)
         retried = _suspect(store, kind, priority=1)
         [job] = _claim(store, kind, limit=1)
         assert (job.id, job.suspect) == (retried, True)
-        _finish(store, job, Retry(delay=timedelta(0), error="boom"))
-        store.apply(_one(cancelled), Event.CANCEL)
-        store.apply(_one(cancelled), Event.REPLAY)
+        kit.finish(store, job, core.Retry(delay=timedelta(0), error="boom"))
+        store.apply(_one(cancelled), core.Event.CANCEL)
+        store.apply(_one(cancelled), core.Event.REPLAY)
         assert [job.suspect for job in _all(store, retried, cancelled)] == [False, False]
         again = _claim(store, kind, start_now=2)
         assert [(job.id, job.suspect) for job in again] == [(retried, False), (cancelled, False)]
@@ -244,56 +231,58 @@ class LifecycleContract:
     def test_an_outcome_pays_for_a_start_that_was_not_paid(self, store: JobStore) -> None:
         # A worker starts a held job without a round trip; its outcome pays the attempt,
         # once, whether or not a start() paid already.
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         _add(store, kind, 4)
         unpaid, paid, released, interrupted = _claim(store, kind, start_now=0)
         assert store.start([paid.lease]) == [True]
         assert store.start([paid.lease]) == [True]  # paid once per claim
-        assert (_get(store, paid.id)).attempts == 1
+        assert (kit.get(store, paid.id)).attempts == 1
         store.complete(
             [
-                Completion(unpaid.lease, Retry(timedelta(0), "boom")),
-                Completion(paid.lease, Succeeded()),
-                Completion(released.lease, Release(refund=False)),
-                Completion(interrupted.lease, Release(refund=True)),
+                core.Completion(unpaid.lease, core.Retry(timedelta(0), "boom")),
+                core.Completion(paid.lease, core.Succeeded()),
+                core.Completion(released.lease, core.Release(refund=False)),
+                core.Completion(interrupted.lease, core.Release(refund=True)),
             ]
         )
         after = _all(store, unpaid.id, paid.id, released.id, interrupted.id)
         assert [job.attempts for job in after] == [1, 1, 0, 0]
 
     def test_recovered_is_set_by_recovery_and_cleared_by_an_outcome(self, store: JobStore) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         _add(store, kind, 2)
         first, second = _claim(store, kind, "vanished-worker", start_now=0)
         store.recover_stale(default_ttl=_HOUR, ttls={})
         assert [job.recovered for job in _all(store, first.id, second.id)] == [True] * 2
         again = _claim(store, kind, start_now=0)
         assert [job.recovered for job in again] == [True, True]  # the claim keeps it
-        store.complete([Completion(again[0].lease, Succeeded())])
-        store.apply(_one(second.id), Event.CANCEL)
+        store.complete([core.Completion(again[0].lease, core.Succeeded())])
+        store.apply(_one(second.id), core.Event.CANCEL)
         assert [job.recovered for job in _all(store, first.id, second.id)] == [False] * 2
 
     def test_release_without_refund_of_a_held_job(self, store: JobStore) -> None:
         job = _held(store)
-        _finish(store, job, Release(refund=False))
-        released = _get(store, job.id)
-        assert (released.state, released.attempts, released.claims) == (JobState.PENDING, 0, 1)
+        kit.finish(store, job, core.Release(refund=False))
+        released = kit.get(store, job.id)
+        assert (released.state, released.attempts, released.claims) == (core.JobState.PENDING, 0, 1)
         [again] = _claim(store, job.kind)
         assert _counters([again]) == [(1, 2)]
 
     # ---- max_attempts policy ---------------------------------------------------------------
 
     def test_enqueue_keeps_whether_max_attempts_was_explicit(self, store: JobStore) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         requests = [
-            EnqueueRequest(kind, max_attempts=2, explicit_max_attempts=True, idempotency_key="e1"),
-            EnqueueRequest(kind, max_attempts=7, idempotency_key="e2"),
-            EnqueueRequest(kind, max_attempts=3, explicit_max_attempts=True),
+            core.EnqueueRequest(
+                kind, max_attempts=2, explicit_max_attempts=True, idempotency_key="e1"
+            ),
+            core.EnqueueRequest(kind, max_attempts=7, idempotency_key="e2"),
+            core.EnqueueRequest(kind, max_attempts=3, explicit_max_attempts=True),
         ]
         keyed = store.enqueue(requests)
-        [single] = store.enqueue([EnqueueRequest(kind, explicit_max_attempts=True)])
-        [plain] = store.enqueue([EnqueueRequest(kind, max_attempts=4)])
-        stored = [_get(store, r.id) for r in [*keyed, single, plain]]
+        [single] = store.enqueue([core.EnqueueRequest(kind, explicit_max_attempts=True)])
+        [plain] = store.enqueue([core.EnqueueRequest(kind, max_attempts=4)])
+        stored = [kit.get(store, r.id) for r in [*keyed, single, plain]]
         assert [(j.max_attempts, j.explicit_max_attempts) for j in stored] == [
             (2, True),
             (7, False),
@@ -305,7 +294,7 @@ class LifecycleContract:
     def test_claim_max_attempts_applies_to_jobs_without_an_explicit_value(
         self, store: JobStore
     ) -> None:
-        kind, other = _fresh_kind(), _fresh_kind()
+        kind, other = kit.fresh_kind(), kit.fresh_kind()
         [explicit] = _add(store, kind, max_attempts=3, explicit_max_attempts=True)
         [default] = _add(store, kind, max_attempts=5)
         [elsewhere] = _add(store, other, max_attempts=5)
@@ -313,7 +302,7 @@ class LifecycleContract:
         claimed = {job.id: (job.max_attempts, job.explicit_max_attempts) for job in jobs}
         assert claimed == {explicit: (3, True), default: (9, False), elsewhere: (5, False)}
         for job_id, expected in claimed.items():
-            job = _get(store, job_id)
+            job = kit.get(store, job_id)
             assert (job.max_attempts, job.explicit_max_attempts) == expected
 
     # ---- pair limits -------------------------------------------------------------------------
@@ -321,7 +310,7 @@ class LifecycleContract:
     def test_claim_pair_limits_cap_a_pair_and_keep_other_tenants_claimable(
         self, store: JobStore
     ) -> None:
-        kind, other = _fresh_kind(), _fresh_kind()
+        kind, other = kit.fresh_kind(), kit.fresh_kind()
         # The throttled pair comes first in claim order: it must not hide the others.
         _add(store, kind, 3, tenant="a", priority=9)
         _add(store, kind, 2, tenant="b")
@@ -343,7 +332,7 @@ class LifecycleContract:
         assert [(job.kind, job.tenant) for job in rest] == [(kind, None), (kind, None)]
 
     def test_claim_pair_limits_and_kind_limits_hold_together(self, store: JobStore) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         _add(store, kind, 3, tenant="a", priority=9)
         _add(store, kind, 3, tenant="b", priority=5)
         _add(store, kind, 3, tenant="c")
@@ -362,21 +351,21 @@ class LifecycleContract:
         self, store: JobStore, clock: FakeClock
     ) -> None:
         store.register_worker(_worker())
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         _add(store, kind, 2)
         [earlier] = _claim(store, kind, limit=1)
         clock.advance(2 * _HOUR)  # silent for longer than the TTL...
         [now] = _claim(store, kind, limit=1)  # ...until this claim
         assert store.recover_stale(default_ttl=_HOUR, ttls={}) == []
         for job in (earlier, now):
-            assert (_get(store, job.id)).claimed_by == _WORKER
+            assert (kit.get(store, job.id)).claimed_by == _WORKER
         clock.advance(2 * _HOUR)
         assert _claim(store, kind) == []  # took nothing
         recovered = store.recover_stale(default_ttl=_HOUR, ttls={})
         assert sorted(recovered) == sorted([earlier.id, now.id])
 
     def test_claim_by_an_unregistered_worker_does_not_register_it(self, store: JobStore) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         _add(store, kind)
         [job] = _claim(store, kind, "unregistered")
         assert job.claimed_by == "unregistered"
@@ -384,21 +373,21 @@ class LifecycleContract:
 
     def test_register_worker_releases_the_jobs_of_an_earlier_life(self, store: JobStore) -> None:
         store.register_worker(_worker())
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         _add(store, kind, 2, priority=1)
         started, held = _claim(store, kind, start_now=1)
-        before = {job.id: _get(store, job.id) for job in (started, held)}
+        before = {job.id: kit.get(store, job.id) for job in (started, held)}
         others = _held(store, "another-worker")
         store.register_worker(_worker())  # restarted under the same id
         for job in (started, held):
-            after = _get(store, job.id)
-            assert after.state is JobState.PENDING
+            after = kit.get(store, job.id)
+            assert after.state is core.JobState.PENDING
             assert (after.claimed_by, after.claimed_at) == (None, None)
             assert (after.attempts, after.claims) == (job.attempts, job.claims)
             assert after.available_at == before[job.id].available_at
-        assert (_get(store, others.id)).claimed_by == "another-worker"
+        assert (kit.get(store, others.id)).claimed_by == "another-worker"
         assert store.start([held.lease]) == [False]
-        assert store.complete([Completion(started.lease, Succeeded())]) == [False]
+        assert store.complete([core.Completion(started.lease, core.Succeeded())]) == [False]
         # The released started job may have ended its worker's life: it is a suspect,
         # and a claim starts it alone.
         assert [job.suspect for job in _all(store, started.id, held.id)] == [True, False]
@@ -414,7 +403,7 @@ class LifecycleContract:
     def test_completion_in_a_transaction_records_when_it_was_written(
         self, store: JobStore, clock: FakeClock
     ) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         _add(store, kind, 2)
         done, retried = _claim(store, kind)
         assert done.claimed_at is not None
@@ -423,14 +412,16 @@ class LifecycleContract:
             written = store.now()
             applied = store.complete(
                 [
-                    Completion(done.lease, Succeeded()),
-                    Completion(retried.lease, Retry(delay=timedelta(minutes=1), error="x")),
+                    core.Completion(done.lease, core.Succeeded()),
+                    core.Completion(
+                        retried.lease, core.Retry(delay=timedelta(minutes=1), error="x")
+                    ),
                 ],
                 connection=tx,
             )
             assert applied == [True, True]
             clock.advance(30)
-        assert (_get(store, done.id)).completed_at == written
+        assert (kit.get(store, done.id)).completed_at == written
         assert written == done.claimed_at + timedelta(seconds=30)
-        later = _get(store, retried.id)
+        later = kit.get(store, retried.id)
         assert later.available_at == written + timedelta(minutes=1)

@@ -14,22 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from skiplock.core import (
-    ClaimRequest,
-    Completion,
-    EnqueueRequest,
-    Event,
-    Job,
-    JobFilter,
-    JobState,
-    Lease,
-    Release,
-    Retry,
-    Succeeded,
-    WorkerInfo,
-)
+from skiplock import core
 
-from ._support_async import _finish, _fresh_kind, _get
+from . import _support_async as kit
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -42,21 +29,21 @@ _HOUR = timedelta(hours=1)
 
 
 async def _add(store: AsyncJobStore, kind: str, n: int = 1, **fields: Any) -> list[int]:
-    results = await store.enqueue([EnqueueRequest(kind=kind, **fields) for _ in range(n)])
+    results = await store.enqueue([core.EnqueueRequest(kind=kind, **fields) for _ in range(n)])
     return [r.id for r in results]
 
 
 async def _claim(
     store: AsyncJobStore, kind: str | None = None, worker_id: str = _WORKER, **fields: Any
-) -> list[Job]:
+) -> list[core.Job]:
     kinds = None if kind is None else frozenset({kind})
     fields.setdefault("limit", 100)
-    return await store.claim(ClaimRequest(worker_id=worker_id, kinds=kinds, **fields))
+    return await store.claim(core.ClaimRequest(worker_id=worker_id, kinds=kinds, **fields))
 
 
-async def _held(store: AsyncJobStore, worker_id: str = _WORKER, **fields: Any) -> Job:
+async def _held(store: AsyncJobStore, worker_id: str = _WORKER, **fields: Any) -> core.Job:
     """A fresh job claimed by ``worker_id`` without starting it."""
-    kind = _fresh_kind()
+    kind = kit.fresh_kind()
     await _add(store, kind, **fields)
     [job] = await _claim(store, kind, worker_id, start_now=0)
     return job
@@ -69,24 +56,24 @@ async def _suspect(store: AsyncJobStore, kind: str, **fields: Any) -> int:
     [job] = await _claim(store, kind, "vanished-worker", limit=1)
     assert job.id == job_id
     await store.recover_stale(default_ttl=_HOUR, ttls={})
-    assert (await _get(store, job_id)).suspect
+    assert (await kit.get(store, job_id)).suspect
     return job_id
 
 
-async def _all(store: AsyncJobStore, *ids: int) -> list[Job]:
-    return [await _get(store, job_id) for job_id in ids]
+async def _all(store: AsyncJobStore, *ids: int) -> list[core.Job]:
+    return [await kit.get(store, job_id) for job_id in ids]
 
 
-def _counters(jobs: Sequence[Job]) -> list[tuple[int, int]]:
+def _counters(jobs: Sequence[core.Job]) -> list[tuple[int, int]]:
     return [(job.attempts, job.claims) for job in jobs]
 
 
-def _worker(worker_id: str = _WORKER) -> WorkerInfo:
-    return WorkerInfo(id=worker_id, host="contract-host", pid=42)
+def _worker(worker_id: str = _WORKER) -> core.WorkerInfo:
+    return core.WorkerInfo(id=worker_id, host="contract-host", pid=42)
 
 
-def _one(job_id: int) -> JobFilter:
-    return JobFilter(ids=frozenset({job_id}))
+def _one(job_id: int) -> core.JobFilter:
+    return core.JobFilter(ids=frozenset({job_id}))
 
 
 class AsyncLifecycleContract:
@@ -99,52 +86,52 @@ class AsyncLifecycleContract:
     async def test_claim_start_now_charges_only_the_first_in_claim_order(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         # Enqueued out of claim order: priority decides which jobs start.
         ids = {p: (await _add(store, kind, priority=p))[0] for p in (1, 3, 0, 2)}
         jobs = await _claim(store, kind, start_now=2)
         assert [job.id for job in jobs] == [ids[3], ids[2], ids[1], ids[0]]
         assert _counters(jobs) == [(1, 1), (1, 1), (0, 1), (0, 1)]
-        assert {job.state for job in jobs} == {JobState.RUNNING}
-        stored = [await _get(store, job.id) for job in jobs]
+        assert {job.state for job in jobs} == {core.JobState.RUNNING}
+        stored = [await kit.get(store, job.id) for job in jobs]
         assert _counters(stored) == _counters(jobs)
         assert {job.claimed_by for job in stored} == {_WORKER}
 
     async def test_claim_start_now_zero_holds_every_job_and_none_starts_all(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         await _add(store, kind, 3)
         held = await _claim(store, kind, start_now=0)
         assert _counters(held) == [(0, 1)] * 3
         assert [job.lease.attempt for job in held] == [0, 0, 0]
-        other = _fresh_kind()
+        other = kit.fresh_kind()
         await _add(store, other, 2)
         assert _counters(await _claim(store, other, start_now=None)) == [(1, 1)] * 2
-        beyond = _fresh_kind()
+        beyond = kit.fresh_kind()
         await _add(store, beyond, 2)
         assert _counters(await _claim(store, beyond, start_now=5)) == [(1, 1)] * 2
 
     async def test_start_charges_a_held_job_once(self, store: AsyncJobStore) -> None:
         job = await _held(store)
-        assert (await _get(store, job.id)).attempts == 0
+        assert (await kit.get(store, job.id)).attempts == 0
         assert await store.start([job.lease]) == [True]
-        started = await _get(store, job.id)
-        assert (started.state, started.attempts, started.claims) == (JobState.RUNNING, 1, 1)
+        started = await kit.get(store, job.id)
+        assert (started.state, started.attempts, started.claims) == (core.JobState.RUNNING, 1, 1)
         assert started.claimed_by == _WORKER
         assert started.lease.claim == job.lease.claim  # still the same claim
-        await _finish(store, job, Succeeded())
-        assert (await _get(store, job.id)).attempts == 1
+        await kit.finish(store, job, core.Succeeded())
+        assert (await kit.get(store, job.id)).attempts == 1
 
     async def test_start_reports_each_lease_in_order(self, store: AsyncJobStore) -> None:
         first, second = await _held(store), await _held(store)
-        missing = Lease(job_id=987_654_321, worker_id=_WORKER, attempt=0, claim=1)
-        other_claim = Lease(job_id=second.id, worker_id=_WORKER, attempt=0, claim=99)
+        missing = core.Lease(job_id=987_654_321, worker_id=_WORKER, attempt=0, claim=1)
+        other_claim = core.Lease(job_id=second.id, worker_id=_WORKER, attempt=0, claim=99)
         leases = [first.lease, missing, other_claim, second.lease, first.lease]
         # A lease given twice in one call starts its job once.
         assert await store.start(leases) == [True, False, False, True, False]
-        assert (await _get(store, first.id)).attempts == 1
-        assert (await _get(store, second.id)).attempts == 1
+        assert (await kit.get(store, first.id)).attempts == 1
+        assert (await kit.get(store, second.id)).attempts == 1
         assert await store.start([]) == []
 
     async def test_start_of_a_lost_lease_is_false_and_changes_nothing(
@@ -153,40 +140,40 @@ class AsyncLifecycleContract:
         recovered = await _held(store, "vanished-worker")
         assert await store.recover_stale(default_ttl=_HOUR, ttls={}) == [recovered.id]
         cancelled = await _held(store)
-        assert await store.apply(_one(cancelled.id), Event.CANCEL) == [cancelled.id]
+        assert await store.apply(_one(cancelled.id), core.Event.CANCEL) == [cancelled.id]
         deleted = await _held(store)
-        await store.apply(_one(deleted.id), Event.CANCEL)
+        await store.apply(_one(deleted.id), core.Event.CANCEL)
         assert [job.id for job in await store.delete(_one(deleted.id))] == [deleted.id]
         reclaimed = await _held(store)
-        await _finish(store, reclaimed, Release(refund=False))
+        await kit.finish(store, reclaimed, core.Release(refund=False))
         [again] = await _claim(store, reclaimed.kind, start_now=0)
-        other_worker = Lease(
+        other_worker = core.Lease(
             job_id=again.id, worker_id="intruder", attempt=again.attempts, claim=again.claims
         )
         lost = [recovered.lease, cancelled.lease, deleted.lease, reclaimed.lease, other_worker]
         assert await store.start(lost) == [False] * 5
-        after = await _get(store, recovered.id)
-        assert (after.state, after.attempts, after.claimed_by) == (JobState.PENDING, 0, None)
-        after = await _get(store, cancelled.id)
-        assert (after.state, after.attempts) == (JobState.CANCELLED, 0)
+        after = await kit.get(store, recovered.id)
+        assert (after.state, after.attempts, after.claimed_by) == (core.JobState.PENDING, 0, None)
+        after = await kit.get(store, cancelled.id)
+        assert (after.state, after.attempts) == (core.JobState.CANCELLED, 0)
         assert await store.get(deleted.id) is None
-        after = await _get(store, again.id)
-        assert (after.state, after.attempts, after.claims) == (JobState.RUNNING, 0, 2)
+        after = await kit.get(store, again.id)
+        assert (after.state, after.attempts, after.claims) == (core.JobState.RUNNING, 0, 2)
         assert await store.start([again.lease]) == [True]  # the new claim still starts
 
     async def test_recover_stale_of_a_held_job_costs_no_attempt(self, store: AsyncJobStore) -> None:
         # A worker that dies with a full prefetch buffer: its held jobs lose nothing.
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         await _add(store, kind, 3, max_attempts=1)
         jobs = await _claim(store, kind, "crashed-worker", start_now=1)
         started, held = jobs[0], jobs[1:]
         recovered = await store.recover_stale(default_ttl=_HOUR, ttls={})
         assert sorted(recovered) == sorted(job.id for job in jobs)
-        dead = await _get(store, started.id)
-        assert (dead.state, dead.attempts) == (JobState.DEAD, 1)
+        dead = await kit.get(store, started.id)
+        assert (dead.state, dead.attempts) == (core.JobState.DEAD, 1)
         for job in held:
-            after = await _get(store, job.id)
-            assert (after.state, after.attempts, after.claims) == (JobState.PENDING, 0, 1)
+            after = await kit.get(store, job.id)
+            assert (after.state, after.attempts, after.claims) == (core.JobState.PENDING, 0, 1)
         rescued = await _claim(store, kind, "rescuer")
         assert sorted(job.id for job in rescued) == sorted(job.id for job in held)
         assert _counters(rescued) == [(1, 2)] * 2
@@ -196,18 +183,18 @@ class AsyncLifecycleContract:
     async def test_recover_stale_of_a_started_job_makes_it_a_suspect(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         await _add(store, kind, 3)
         direct, held, started = await _claim(store, kind, "crashed-worker", start_now=1)
         assert await store.start([started.lease]) == [True]
         assert [job.suspect for job in (direct, held, started)] == [False] * 3
         await store.recover_stale(default_ttl=_HOUR, ttls={})
         after = await _all(store, direct.id, held.id, started.id)
-        assert [job.state for job in after] == [JobState.PENDING] * 3
+        assert [job.state for job in after] == [core.JobState.PENDING] * 3
         assert [job.suspect for job in after] == [True, False, True]
 
     async def test_claim_starts_a_suspect_alone(self, store: AsyncJobStore) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         suspect_id = await _suspect(store, kind, priority=1)
         first = (await _add(store, kind, priority=2))[0]
         last = (await _add(store, kind, priority=0))[0]
@@ -221,7 +208,7 @@ class AsyncLifecycleContract:
     async def test_claim_holds_a_suspect_beyond_start_now_like_any_job(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         suspect_id = await _suspect(store, kind, priority=0)
         [first] = await _add(store, kind, priority=1)
         jobs = await _claim(store, kind, start_now=1)
@@ -233,15 +220,15 @@ class AsyncLifecycleContract:
     async def test_any_outcome_or_operator_event_clears_the_started_mark(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         # Made in this order so each claim takes the newest (the best in claim order).
         cancelled = await _suspect(store, kind, priority=0)
         retried = await _suspect(store, kind, priority=1)
         [job] = await _claim(store, kind, limit=1)
         assert (job.id, job.suspect) == (retried, True)
-        await _finish(store, job, Retry(delay=timedelta(0), error="boom"))
-        await store.apply(_one(cancelled), Event.CANCEL)
-        await store.apply(_one(cancelled), Event.REPLAY)
+        await kit.finish(store, job, core.Retry(delay=timedelta(0), error="boom"))
+        await store.apply(_one(cancelled), core.Event.CANCEL)
+        await store.apply(_one(cancelled), core.Event.REPLAY)
         assert [job.suspect for job in await _all(store, retried, cancelled)] == [False, False]
         again = await _claim(store, kind, start_now=2)
         assert [(job.id, job.suspect) for job in again] == [(retried, False), (cancelled, False)]
@@ -252,18 +239,18 @@ class AsyncLifecycleContract:
     ) -> None:
         # A worker starts a held job without a round trip; its outcome pays the attempt,
         # once, whether or not a start() paid already.
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         await _add(store, kind, 4)
         unpaid, paid, released, interrupted = await _claim(store, kind, start_now=0)
         assert await store.start([paid.lease]) == [True]
         assert await store.start([paid.lease]) == [True]  # paid once per claim
-        assert (await _get(store, paid.id)).attempts == 1
+        assert (await kit.get(store, paid.id)).attempts == 1
         await store.complete(
             [
-                Completion(unpaid.lease, Retry(timedelta(0), "boom")),
-                Completion(paid.lease, Succeeded()),
-                Completion(released.lease, Release(refund=False)),
-                Completion(interrupted.lease, Release(refund=True)),
+                core.Completion(unpaid.lease, core.Retry(timedelta(0), "boom")),
+                core.Completion(paid.lease, core.Succeeded()),
+                core.Completion(released.lease, core.Release(refund=False)),
+                core.Completion(interrupted.lease, core.Release(refund=True)),
             ]
         )
         after = await _all(store, unpaid.id, paid.id, released.id, interrupted.id)
@@ -272,22 +259,22 @@ class AsyncLifecycleContract:
     async def test_recovered_is_set_by_recovery_and_cleared_by_an_outcome(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         await _add(store, kind, 2)
         first, second = await _claim(store, kind, "vanished-worker", start_now=0)
         await store.recover_stale(default_ttl=_HOUR, ttls={})
         assert [job.recovered for job in await _all(store, first.id, second.id)] == [True] * 2
         again = await _claim(store, kind, start_now=0)
         assert [job.recovered for job in again] == [True, True]  # the claim keeps it
-        await store.complete([Completion(again[0].lease, Succeeded())])
-        await store.apply(_one(second.id), Event.CANCEL)
+        await store.complete([core.Completion(again[0].lease, core.Succeeded())])
+        await store.apply(_one(second.id), core.Event.CANCEL)
         assert [job.recovered for job in await _all(store, first.id, second.id)] == [False] * 2
 
     async def test_release_without_refund_of_a_held_job(self, store: AsyncJobStore) -> None:
         job = await _held(store)
-        await _finish(store, job, Release(refund=False))
-        released = await _get(store, job.id)
-        assert (released.state, released.attempts, released.claims) == (JobState.PENDING, 0, 1)
+        await kit.finish(store, job, core.Release(refund=False))
+        released = await kit.get(store, job.id)
+        assert (released.state, released.attempts, released.claims) == (core.JobState.PENDING, 0, 1)
         [again] = await _claim(store, job.kind)
         assert _counters([again]) == [(1, 2)]
 
@@ -296,16 +283,18 @@ class AsyncLifecycleContract:
     async def test_enqueue_keeps_whether_max_attempts_was_explicit(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         requests = [
-            EnqueueRequest(kind, max_attempts=2, explicit_max_attempts=True, idempotency_key="e1"),
-            EnqueueRequest(kind, max_attempts=7, idempotency_key="e2"),
-            EnqueueRequest(kind, max_attempts=3, explicit_max_attempts=True),
+            core.EnqueueRequest(
+                kind, max_attempts=2, explicit_max_attempts=True, idempotency_key="e1"
+            ),
+            core.EnqueueRequest(kind, max_attempts=7, idempotency_key="e2"),
+            core.EnqueueRequest(kind, max_attempts=3, explicit_max_attempts=True),
         ]
         keyed = await store.enqueue(requests)
-        [single] = await store.enqueue([EnqueueRequest(kind, explicit_max_attempts=True)])
-        [plain] = await store.enqueue([EnqueueRequest(kind, max_attempts=4)])
-        stored = [await _get(store, r.id) for r in [*keyed, single, plain]]
+        [single] = await store.enqueue([core.EnqueueRequest(kind, explicit_max_attempts=True)])
+        [plain] = await store.enqueue([core.EnqueueRequest(kind, max_attempts=4)])
+        stored = [await kit.get(store, r.id) for r in [*keyed, single, plain]]
         assert [(j.max_attempts, j.explicit_max_attempts) for j in stored] == [
             (2, True),
             (7, False),
@@ -317,7 +306,7 @@ class AsyncLifecycleContract:
     async def test_claim_max_attempts_applies_to_jobs_without_an_explicit_value(
         self, store: AsyncJobStore
     ) -> None:
-        kind, other = _fresh_kind(), _fresh_kind()
+        kind, other = kit.fresh_kind(), kit.fresh_kind()
         [explicit] = await _add(store, kind, max_attempts=3, explicit_max_attempts=True)
         [default] = await _add(store, kind, max_attempts=5)
         [elsewhere] = await _add(store, other, max_attempts=5)
@@ -325,7 +314,7 @@ class AsyncLifecycleContract:
         claimed = {job.id: (job.max_attempts, job.explicit_max_attempts) for job in jobs}
         assert claimed == {explicit: (3, True), default: (9, False), elsewhere: (5, False)}
         for job_id, expected in claimed.items():
-            job = await _get(store, job_id)
+            job = await kit.get(store, job_id)
             assert (job.max_attempts, job.explicit_max_attempts) == expected
 
     # ---- pair limits -------------------------------------------------------------------------
@@ -333,7 +322,7 @@ class AsyncLifecycleContract:
     async def test_claim_pair_limits_cap_a_pair_and_keep_other_tenants_claimable(
         self, store: AsyncJobStore
     ) -> None:
-        kind, other = _fresh_kind(), _fresh_kind()
+        kind, other = kit.fresh_kind(), kit.fresh_kind()
         # The throttled pair comes first in claim order: it must not hide the others.
         await _add(store, kind, 3, tenant="a", priority=9)
         await _add(store, kind, 2, tenant="b")
@@ -357,7 +346,7 @@ class AsyncLifecycleContract:
     async def test_claim_pair_limits_and_kind_limits_hold_together(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         await _add(store, kind, 3, tenant="a", priority=9)
         await _add(store, kind, 3, tenant="b", priority=5)
         await _add(store, kind, 3, tenant="c")
@@ -376,14 +365,14 @@ class AsyncLifecycleContract:
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
         await store.register_worker(_worker())
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         await _add(store, kind, 2)
         [earlier] = await _claim(store, kind, limit=1)
         clock.advance(2 * _HOUR)  # silent for longer than the TTL...
         [now] = await _claim(store, kind, limit=1)  # ...until this claim
         assert await store.recover_stale(default_ttl=_HOUR, ttls={}) == []
         for job in (earlier, now):
-            assert (await _get(store, job.id)).claimed_by == _WORKER
+            assert (await kit.get(store, job.id)).claimed_by == _WORKER
         clock.advance(2 * _HOUR)
         assert await _claim(store, kind) == []  # took nothing
         recovered = await store.recover_stale(default_ttl=_HOUR, ttls={})
@@ -392,7 +381,7 @@ class AsyncLifecycleContract:
     async def test_claim_by_an_unregistered_worker_does_not_register_it(
         self, store: AsyncJobStore
     ) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         await _add(store, kind)
         [job] = await _claim(store, kind, "unregistered")
         assert job.claimed_by == "unregistered"
@@ -402,21 +391,21 @@ class AsyncLifecycleContract:
         self, store: AsyncJobStore
     ) -> None:
         await store.register_worker(_worker())
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         await _add(store, kind, 2, priority=1)
         started, held = await _claim(store, kind, start_now=1)
-        before = {job.id: await _get(store, job.id) for job in (started, held)}
+        before = {job.id: await kit.get(store, job.id) for job in (started, held)}
         others = await _held(store, "another-worker")
         await store.register_worker(_worker())  # restarted under the same id
         for job in (started, held):
-            after = await _get(store, job.id)
-            assert after.state is JobState.PENDING
+            after = await kit.get(store, job.id)
+            assert after.state is core.JobState.PENDING
             assert (after.claimed_by, after.claimed_at) == (None, None)
             assert (after.attempts, after.claims) == (job.attempts, job.claims)
             assert after.available_at == before[job.id].available_at
-        assert (await _get(store, others.id)).claimed_by == "another-worker"
+        assert (await kit.get(store, others.id)).claimed_by == "another-worker"
         assert await store.start([held.lease]) == [False]
-        assert await store.complete([Completion(started.lease, Succeeded())]) == [False]
+        assert await store.complete([core.Completion(started.lease, core.Succeeded())]) == [False]
         # The released started job may have ended its worker's life: it is a suspect,
         # and a claim starts it alone.
         assert [job.suspect for job in await _all(store, started.id, held.id)] == [True, False]
@@ -432,7 +421,7 @@ class AsyncLifecycleContract:
     async def test_completion_in_a_transaction_records_when_it_was_written(
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
-        kind = _fresh_kind()
+        kind = kit.fresh_kind()
         await _add(store, kind, 2)
         done, retried = await _claim(store, kind)
         assert done.claimed_at is not None
@@ -441,14 +430,16 @@ class AsyncLifecycleContract:
             written = await store.now()
             applied = await store.complete(
                 [
-                    Completion(done.lease, Succeeded()),
-                    Completion(retried.lease, Retry(delay=timedelta(minutes=1), error="x")),
+                    core.Completion(done.lease, core.Succeeded()),
+                    core.Completion(
+                        retried.lease, core.Retry(delay=timedelta(minutes=1), error="x")
+                    ),
                 ],
                 connection=tx,
             )
             assert applied == [True, True]
             clock.advance(30)
-        assert (await _get(store, done.id)).completed_at == written
+        assert (await kit.get(store, done.id)).completed_at == written
         assert written == done.claimed_at + timedelta(seconds=30)
-        later = await _get(store, retried.id)
+        later = await kit.get(store, retried.id)
         assert later.available_at == written + timedelta(minutes=1)

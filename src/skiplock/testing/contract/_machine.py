@@ -32,23 +32,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from skiplock.core import (
-    Bury,
-    ClaimRequest,
-    Completion,
-    EnqueueRequest,
-    Event,
-    JobFilter,
-    JobState,
-    Lease,
-    Outcome,
-    Page,
-    Release,
-    Retry,
-    RetryPolicy,
-    Succeeded,
-    WorkerInfo,
-)
+from skiplock import core
 from skiplock.core._failure import FailureKind, decide_failure
 
 from ._model import ModelMismatch, StoreModel, expect_same, row_problems
@@ -81,11 +65,13 @@ _delays = st.sampled_from([_ZERO, _SECOND, 5 * _SECOND, _HOUR])
 _errors = st.sampled_from(["boom", "x" * 5000, "nul \x00 byte", "ünïcødé ✓\nline two"])
 _results = st.sampled_from([None, 0, "done", [1, "two"], {"ok": True, "n": None}])
 _payloads = st.sampled_from([None, 1, "text", [1, 2], {"a": {"b": [True]}}])
-_outcomes: st.SearchStrategy[Outcome] = st.one_of(
-    st.builds(Succeeded, result=_results),
-    st.builds(Retry, delay=_delays, error=_errors),
-    st.builds(Bury, error=_errors),
-    st.builds(Release, delay=_delays, error=st.one_of(st.none(), _errors), refund=st.booleans()),
+_outcomes: st.SearchStrategy[core.Outcome] = st.one_of(
+    st.builds(core.Succeeded, result=_results),
+    st.builds(core.Retry, delay=_delays, error=_errors),
+    st.builds(core.Bury, error=_errors),
+    st.builds(
+        core.Release, delay=_delays, error=st.one_of(st.none(), _errors), refund=st.booleans()
+    ),
 )
 
 
@@ -101,7 +87,7 @@ _failures = st.builds(
     _Failure, kind=st.sampled_from([FailureKind.ERROR, FailureKind.TIMEOUT]), error=_errors
 )
 #: How a run ends: an outcome as given, or a failure for the core to decide.
-_ends: st.SearchStrategy[Outcome | _Failure] = st.one_of(_outcomes, _failures)
+_ends: st.SearchStrategy[core.Outcome | _Failure] = st.one_of(_outcomes, _failures)
 _request_specs = st.fixed_dictionaries(
     {
         "kind": st.integers(0, 1),
@@ -156,7 +142,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.keys = tuple(f"model{run}:key{i}" for i in range(3))
         self.model = StoreModel()
         #: Leases of the claims so far (most recent last): current ones and stale ones.
-        self.leases: list[Lease] = []
+        self.leases: list[core.Lease] = []
         #: How long the last port call took on the store's clock (0 on a controllable one):
         #: how much later than the model's its times may be.
         self.step = _ZERO
@@ -186,38 +172,38 @@ class StoreMachine(RuleBasedStateMachine):
             return value
         return _ZERO if value == _ZERO else _DAY
 
-    def _lease(self) -> st.SearchStrategy[Lease]:
+    def _lease(self) -> st.SearchStrategy[core.Lease]:
         """A lease of a job running now, or one of the latest claims' (maybe stale)."""
         recent = st.sampled_from(self.leases[-8:])
         current = [row.lease for row in self.model.running()]
         return st.one_of(st.sampled_from(current), recent) if current else recent
 
-    def _filter(self, data: st.DataObject) -> JobFilter:
+    def _filter(self, data: st.DataObject) -> core.JobFilter:
         """Mostly one job (by id); sometimes every job of a state, a tenant, a priority
         range or the kinds."""
         kinds = frozenset(data.draw(st.sampled_from([self.kinds, self.kinds[:1]]), "kinds"))
         which = data.draw(st.sampled_from(["id", "id", "id", "state", "tenant", "priority", "all"]))
         if which == "id" and self.model.ids:
             job_id = data.draw(st.sampled_from(sorted(self.model.ids)), "id")
-            return JobFilter(kinds=kinds, ids=frozenset({job_id}))
+            return core.JobFilter(kinds=kinds, ids=frozenset({job_id}))
         if which == "state":
-            state = data.draw(st.sampled_from(list(JobState)), "state")
-            return JobFilter(kinds=kinds, states=frozenset({state}))
+            state = data.draw(st.sampled_from(list(core.JobState)), "state")
+            return core.JobFilter(kinds=kinds, states=frozenset({state}))
         if which == "tenant":
-            return JobFilter(kinds=kinds, tenants=frozenset({"t1"}))
+            return core.JobFilter(kinds=kinds, tenants=frozenset({"t1"}))
         if which == "priority":
-            return JobFilter(kinds=kinds, priority_min=1, priority_max=9)
-        return JobFilter(kinds=kinds)
+            return core.JobFilter(kinds=kinds, priority_min=1, priority_max=9)
+        return core.JobFilter(kinds=kinds)
 
-    def _complete(self, completions: list[Completion]) -> None:
+    def _complete(self, completions: list[core.Completion]) -> None:
         completions = [
-            Completion(lease=c.lease, outcome=self._outcome(c.outcome)) for c in completions
+            core.Completion(lease=c.lease, outcome=self._outcome(c.outcome)) for c in completions
         ]
         applied, now = self._step(lambda: self.store.complete(completions))
         expect_same("complete", applied, self.model.complete(completions, now), self.step)
         self.touched |= {c.lease.job_id for c in completions}
 
-    def _decided(self, lease: Lease, outcome: Outcome | _Failure) -> Outcome:
+    def _decided(self, lease: core.Lease, outcome: core.Outcome | _Failure) -> core.Outcome:
         """``outcome``, or for a failure what the core's failure decision makes of it (the
         worker's report of a failed attempt)."""
         if not isinstance(outcome, _Failure):
@@ -228,13 +214,13 @@ class StoreMachine(RuleBasedStateMachine):
             outcome.error,
             attempt=max(lease.attempt, 1),
             max_attempts=1 if row is None else row.max_attempts,
-            retry=RetryPolicy(base=_SECOND, cap=_MINUTE),
+            retry=core.RetryPolicy(base=_SECOND, cap=_MINUTE),
             jitter=0.5,
         )
 
-    def _outcome(self, outcome: Outcome) -> Outcome:
+    def _outcome(self, outcome: core.Outcome) -> core.Outcome:
         """``outcome`` with its delay as :meth:`_delay` allows."""
-        if isinstance(outcome, Retry | Release):
+        if isinstance(outcome, core.Retry | core.Release):
             return attrs.evolve(outcome, delay=self._delay(outcome.delay))
         return outcome
 
@@ -247,7 +233,7 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(specs=st.lists(_request_specs, min_size=1, max_size=3))
     def enqueue(self, specs: list[dict[str, Any]]) -> None:
         requests = [
-            EnqueueRequest(
+            core.EnqueueRequest(
                 kind=self.kinds[spec["kind"]],
                 payload=spec["payload"],
                 priority=spec["priority"],
@@ -295,7 +281,7 @@ class StoreMachine(RuleBasedStateMachine):
         """Claim; ``then`` leave the jobs as they are, start them, or finish them: one
         outcome each (or a failure, see :meth:`complete`) in one call."""
         a, b = self.kinds
-        request = ClaimRequest(
+        request = core.ClaimRequest(
             worker_id=self.workers[worker],
             limit=limit,
             kinds=frozenset({"both": (a, b), "a": (a,), "b": (b,)}[kinds]),
@@ -320,7 +306,7 @@ class StoreMachine(RuleBasedStateMachine):
         ends = data.draw(st.lists(_ends, min_size=len(leases), max_size=len(leases)), "outcomes")
         self._complete(
             [
-                Completion(lease, self._decided(lease, end))
+                core.Completion(lease, self._decided(lease, end))
                 for lease, end in zip(leases, ends, strict=True)
             ]
         )
@@ -346,7 +332,7 @@ class StoreMachine(RuleBasedStateMachine):
                 unique_by=lambda pick: pick[0].job_id,  # one outcome per job and call
             )
         )
-        self._complete([Completion(lease, self._decided(lease, end)) for lease, end in picks])
+        self._complete([core.Completion(lease, self._decided(lease, end)) for lease, end in picks])
 
     @rule(worker=st.integers(0, 2), action=st.sampled_from(["register", "beat", "leave"]))
     def worker(self, worker: int, action: str) -> None:
@@ -354,7 +340,7 @@ class StoreMachine(RuleBasedStateMachine):
         (asking about the jobs it holds and one more), or unregister it."""
         worker_id = self.workers[worker]
         if action == "register":
-            info = WorkerInfo(id=worker_id, host="model", pid=1)
+            info = core.WorkerInfo(id=worker_id, host="model", pid=1)
             _, now = self._step(lambda: self.store.register_worker(info))
             self.touched |= {row.id for row in self.model.running(worker_id)}
             self.model.register_worker(worker_id, now)
@@ -378,11 +364,11 @@ class StoreMachine(RuleBasedStateMachine):
         self.touched |= set(ids)
 
     @rule(
-        event=st.sampled_from([Event.CANCEL, Event.MARK_FAILED, Event.REPLAY]),
+        event=st.sampled_from([core.Event.CANCEL, core.Event.MARK_FAILED, core.Event.REPLAY]),
         reset=st.booleans(),
         data=st.data(),
     )
-    def operator(self, event: Event, reset: bool, data: st.DataObject) -> None:
+    def operator(self, event: core.Event, reset: bool, data: st.DataObject) -> None:
         """Cancel, mark failed or replay (``reset_attempts`` as drawn) what a filter
         selects."""
         job_filter = self._filter(data)
@@ -430,7 +416,9 @@ class StoreMachine(RuleBasedStateMachine):
     def store_matches_model(self) -> None:
         """``list_jobs``, ``get`` of every job the step touched and ``counts`` say what
         the model holds; no job breaks a rule of :func:`row_problems`."""
-        jobs = self.store.list_jobs(JobFilter(kinds=frozenset(self.kinds)), Page(limit=10_000))
+        jobs = self.store.list_jobs(
+            core.JobFilter(kinds=frozenset(self.kinds)), core.Page(limit=10_000)
+        )
         expect_same("list_jobs", jobs, self.model.jobs(), self.span)
         for job in jobs:
             problems = row_problems(job)
@@ -450,7 +438,7 @@ class StoreMachine(RuleBasedStateMachine):
         actual = {(c.state, c.kind, c.tenant): c.count for c in counts}
         expect_same("counts", _sorted(actual), _sorted(self.model.counts()), _ZERO)
         for c in counts:
-            if c.state is not JobState.PENDING:
+            if c.state is not core.JobState.PENDING:
                 if c.oldest_due_age is not None:
                     raise ModelMismatch(f"counts: {c.state.value} with an oldest_due_age: {c}")
                 continue
@@ -467,13 +455,13 @@ class StoreMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         """Remove the run's jobs and workers, so the next run starts from an empty store."""
-        mine = JobFilter(kinds=frozenset(self.kinds))
-        self.store.apply(mine, Event.CANCEL)
+        mine = core.JobFilter(kinds=frozenset(self.kinds))
+        self.store.apply(mine, core.Event.CANCEL)
         self.store.delete(mine)
         for worker_id in self.workers:
             self.store.unregister_worker(worker_id)
 
 
-def _sorted(counts: dict[tuple[JobState, str, str | None], int]) -> list[tuple[str, ...]]:
+def _sorted(counts: dict[tuple[core.JobState, str, str | None], int]) -> list[tuple[str, ...]]:
     """Counts as comparable rows (state, kind, tenant, count), sorted."""
     return sorted((s.value, kind, repr(tenant), str(n)) for (s, kind, tenant), n in counts.items())

@@ -19,39 +19,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
-from skiplock.core import (
-    FINISHED_STATES,
-    MAX_RECORDED_ERRORS,
-    ClaimRequest,
-    Completion,
-    EnqueueRequest,
-    EnqueueResult,
-    Event,
-    Job,
-    JobFilter,
-    JobState,
-    Lease,
-    charged_positions,
-    first_occurrences,
-    sources,
-)
+from skiplock import core
+from skiplock.core import _lifecycle as rules
 from skiplock.core._idempotency import ScopedKey, job_scoped_key, scoped_key
-from skiplock.core._lifecycle import (
-    after_claim,
-    after_operator,
-    after_outcome,
-    after_recovery,
-    after_release,
-    after_start,
-    holds,
-    is_stale,
-    matches,
-    new_job,
-    purgeable,
-    read_view,
-    replaced_job,
-    select_claim,
-)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -67,7 +37,7 @@ class StoreModel:
     :mod:`skiplock.core._lifecycle`), idempotency keys and worker heartbeats a store
     should hold."""
 
-    rows: dict[int, Job] = attrs.Factory(dict)
+    rows: dict[int, core.Job] = attrs.Factory(dict)
     keys: dict[ScopedKey, int] = attrs.Factory(dict)
     heartbeats: dict[str, datetime] = attrs.Factory(dict)
     #: Every id a created job got: a store never gives one twice.
@@ -75,15 +45,15 @@ class StoreModel:
 
     # ---- reads ---------------------------------------------------------------------------
 
-    def jobs(self) -> list[Job]:
+    def jobs(self) -> list[core.Job]:
         """Every job as a reader sees it, by id."""
-        return [read_view(self.rows[job_id]) for job_id in sorted(self.rows)]
+        return [rules.read_view(self.rows[job_id]) for job_id in sorted(self.rows)]
 
-    def get(self, job_id: int) -> Job | None:
+    def get(self, job_id: int) -> core.Job | None:
         row = self.rows.get(job_id)
-        return None if row is None else read_view(row)
+        return None if row is None else rules.read_view(row)
 
-    def counts(self) -> dict[tuple[JobState, str, str | None], int]:
+    def counts(self) -> dict[tuple[core.JobState, str, str | None], int]:
         """Jobs per (state, kind, tenant)."""
         return dict(Counter((row.state, row.kind, row.tenant) for row in self.rows.values()))
 
@@ -92,45 +62,48 @@ class StoreModel:
         due = [
             row.available_at
             for row in self.rows.values()
-            if row.state is JobState.PENDING and (row.kind, row.tenant) == (kind, tenant)
+            if row.state is core.JobState.PENDING and (row.kind, row.tenant) == (kind, tenant)
         ]
         return min(due, default=None)
 
-    def running(self, worker_id: str | None = None) -> list[Job]:
+    def running(self, worker_id: str | None = None) -> list[core.Job]:
         """Running rows (of ``worker_id``), by id."""
         return [
             row
             for _, row in sorted(self.rows.items())
-            if row.state is JobState.RUNNING and worker_id in (None, row.claimed_by)
+            if row.state is core.JobState.RUNNING and worker_id in (None, row.claimed_by)
         ]
 
     # ---- writes ----------------------------------------------------------------------------
 
     def enqueue(
-        self, requests: Sequence[EnqueueRequest], results: Sequence[EnqueueResult], now: datetime
+        self,
+        requests: Sequence[core.EnqueueRequest],
+        results: Sequence[core.EnqueueResult],
+        now: datetime,
     ) -> None:
         """Check ``results`` (the store's answer: its ids are its own) and record the jobs
         created. An idempotency key that exists in its scope, or repeats in the batch,
         creates none; with ``replace_pending`` a pending job holding it takes the
         request's payload, due time and priority."""
         _expect(len(results) == len(requests), f"{len(requests)} requests, results {results}")
-        firsts = first_occurrences(requests)
+        firsts = core.first_occurrences(requests)
         for i, (request, result) in enumerate(zip(requests, results, strict=True)):
             key = scoped_key(request)
             if firsts[i] != i:
-                expected = EnqueueResult(id=results[firsts[i]].id, created=False)
+                expected = core.EnqueueResult(id=results[firsts[i]].id, created=False)
                 _expect(result == expected, f"request {i} repeats a key: {result} != {expected}")
                 continue
             if key is not None and key in self.keys:
                 held = self.rows[self.keys[key]]
                 replace = (
                     request.idempotency_conflict == "replace_pending"
-                    and held.state is JobState.PENDING
+                    and held.state is core.JobState.PENDING
                 )
-                expected = EnqueueResult(id=held.id, created=False, replaced=replace)
+                expected = core.EnqueueResult(id=held.id, created=False, replaced=replace)
                 _expect(result == expected, f"request {i}'s key exists: {result} != {expected}")
                 if replace:
-                    self.rows[held.id] = replaced_job(
+                    self.rows[held.id] = rules.replaced_job(
                         held, request, payload=request.payload, now=now
                     )
                 continue
@@ -138,78 +111,82 @@ class StoreModel:
             _expect(result.id not in self.ids, f"id {result.id} was given before")
             self.ids.add(result.id)
             payload = request.payload
-            self.rows[result.id] = new_job(request, job_id=result.id, payload=payload, now=now)
+            self.rows[result.id] = rules.new_job(
+                request, job_id=result.id, payload=payload, now=now
+            )
             if key is not None:
                 self.keys[key] = result.id
 
-    def claim(self, request: ClaimRequest, now: datetime) -> list[Job]:
+    def claim(self, request: core.ClaimRequest, now: datetime) -> list[core.Job]:
         """Claim as the core says; returns the jobs a claim returns (each with the
         ``suspect`` it had before, without result and errors)."""
         running = Counter(row.kind for row in self.running())
-        pending = [row for row in self.rows.values() if row.state is JobState.PENDING]
-        chosen = select_claim(request, pending, running, now)
-        charged = set(charged_positions([job.suspect for job in chosen], request.start_now))
-        returned: list[Job] = []
+        pending = [row for row in self.rows.values() if row.state is core.JobState.PENDING]
+        chosen = rules.select_claim(request, pending, running, now)
+        charged = set(core.charged_positions([job.suspect for job in chosen], request.start_now))
+        returned: list[core.Job] = []
         for position, job in enumerate(chosen):
-            row = after_claim(job, request, start=position in charged, now=now)
+            row = rules.after_claim(job, request, start=position in charged, now=now)
             self.rows[job.id] = row
             returned.append(attrs.evolve(row, suspect=job.suspect, errors=(), result=None))
         if chosen and request.worker_id in self.heartbeats:
             self.heartbeats[request.worker_id] = now
         return returned
 
-    def start(self, leases: Sequence[Lease]) -> list[bool]:
+    def start(self, leases: Sequence[core.Lease]) -> list[bool]:
         """Pay for held jobs' starts; per lease whether it still holds (once per job)."""
         started: list[bool] = []
         seen: set[int] = set()
         for lease in leases:
             row = self.rows.get(lease.job_id)
-            if lease.job_id in seen or row is None or not holds(row, lease):
+            if lease.job_id in seen or row is None or not rules.holds(row, lease):
                 started.append(False)
                 continue
             seen.add(lease.job_id)
-            self.rows[row.id] = after_start(row)
+            self.rows[row.id] = rules.after_start(row)
             started.append(True)
         return started
 
-    def complete(self, completions: Sequence[Completion], now: datetime) -> list[bool]:
+    def complete(self, completions: Sequence[core.Completion], now: datetime) -> list[bool]:
         """Apply each outcome whose lease holds; per completion whether it did."""
         applied: list[bool] = []
         for completion in completions:
             row = self.rows.get(completion.lease.job_id)
-            if row is None or not holds(row, completion.lease):
+            if row is None or not rules.holds(row, completion.lease):
                 applied.append(False)
                 continue
-            self.rows[row.id] = after_outcome(row, completion.outcome, now)
+            self.rows[row.id] = rules.after_outcome(row, completion.outcome, now)
             applied.append(True)
         return applied
 
     def apply(
-        self, filter: JobFilter, event: Event, now: datetime, *, reset_attempts: bool
+        self, filter: core.JobFilter, event: core.Event, now: datetime, *, reset_attempts: bool
     ) -> list[int]:
         """An operator event on the matching jobs its state allows; their ids."""
-        allowed = sources(event)
+        allowed = core.sources(event)
         changed: list[int] = []
         for job_id, row in sorted(self.rows.items()):
-            if row.state in allowed and matches(filter, row):
-                self.rows[job_id] = after_operator(row, event, now, reset_attempts=reset_attempts)
+            if row.state in allowed and rules.matches(filter, row):
+                self.rows[job_id] = rules.after_operator(
+                    row, event, now, reset_attempts=reset_attempts
+                )
                 changed.append(job_id)
         return changed
 
-    def delete(self, filter: JobFilter) -> list[Job]:
+    def delete(self, filter: core.JobFilter) -> list[core.Job]:
         """Delete the matching jobs that are not running; returns them."""
         doomed = [
             row
             for _, row in sorted(self.rows.items())
-            if row.state is not JobState.RUNNING and matches(filter, row)
+            if row.state is not core.JobState.RUNNING and rules.matches(filter, row)
         ]
         self._remove(row.id for row in doomed)
-        return [read_view(row) for row in doomed]
+        return [rules.read_view(row) for row in doomed]
 
     def register_worker(self, worker_id: str, now: datetime) -> None:
         """Register (heartbeat now); jobs still running under the id go back to pending."""
         for row in self.running(worker_id):
-            self.rows[row.id] = after_release(row)
+            self.rows[row.id] = rules.after_release(row)
         self.heartbeats[worker_id] = now
 
     def heartbeat(self, worker_id: str, running: Iterable[int], now: datetime) -> list[int] | None:
@@ -221,7 +198,7 @@ class StoreModel:
         gone = set()
         for job_id in running:
             row = self.rows.get(job_id)
-            if row is None or row.state is not JobState.RUNNING or row.claimed_by != worker_id:
+            if row is None or row.state is not core.JobState.RUNNING or row.claimed_by != worker_id:
                 gone.add(job_id)
         return sorted(gone)
 
@@ -236,22 +213,24 @@ class StoreModel:
         recovered: list[int] = []
         for row in self.running():
             heartbeat = None if row.claimed_by is None else self.heartbeats.get(row.claimed_by)
-            if is_stale(heartbeat, ttls.get(row.kind, default_ttl), now):
-                self.rows[row.id] = after_recovery(row, now)
+            if rules.is_stale(heartbeat, ttls.get(row.kind, default_ttl), now):
+                self.rows[row.id] = rules.after_recovery(row, now)
                 recovered.append(row.id)
         longest = max([default_ttl, *ttls.values()])
         for worker_id, heartbeat in list(self.heartbeats.items()):
-            if is_stale(heartbeat, longest, now):
+            if rules.is_stale(heartbeat, longest, now):
                 del self.heartbeats[worker_id]
         return recovered
 
     def purge(self, older_than: timedelta, now: datetime) -> int:
         """Retention: delete the jobs that succeeded before ``now - older_than``."""
-        doomed = [job_id for job_id, row in self.rows.items() if purgeable(row, now - older_than)]
+        doomed = [
+            job_id for job_id, row in self.rows.items() if rules.purgeable(row, now - older_than)
+        ]
         self._remove(doomed)
         return len(doomed)
 
-    def adopt(self, jobs: Iterable[Job]) -> None:
+    def adopt(self, jobs: Iterable[core.Job]) -> None:
         """Take the store's times: ``jobs`` (read back, already compared) become the rows,
         each keeping its started mark."""
         for job in jobs:
@@ -305,20 +284,20 @@ def expect_same(what: str, actual: object, expected: object, span: timedelta) ->
         raise ModelMismatch(f"{what}: the store differs from the core's model:\n  {listed}")
 
 
-def row_problems(job: Job) -> list[str]:
+def row_problems(job: core.Job) -> list[str]:
     """What the core's rules never let a job be, whatever happened to it."""
     problems: list[str] = []
-    if job.state is JobState.RUNNING and (job.claimed_by is None or job.completed_at):
+    if job.state is core.JobState.RUNNING and (job.claimed_by is None or job.completed_at):
         problems.append("running without a claim, or with completed_at")
-    if job.state is JobState.PENDING and (job.claimed_by is not None or job.completed_at):
+    if job.state is core.JobState.PENDING and (job.claimed_by is not None or job.completed_at):
         problems.append("pending with a claim or completed_at")
-    if job.state in FINISHED_STATES and job.completed_at is None:
+    if job.state in core.FINISHED_STATES and job.completed_at is None:
         problems.append("finished without completed_at")
     if not 0 <= job.attempts <= job.claims:
         problems.append(f"attempts {job.attempts} not within 0..claims ({job.claims})")
-    if len(job.errors) > MAX_RECORDED_ERRORS:
+    if len(job.errors) > core.MAX_RECORDED_ERRORS:
         problems.append(f"{len(job.errors)} recorded errors")
-    if job.suspect and job.state is not JobState.PENDING:
+    if job.suspect and job.state is not core.JobState.PENDING:
         problems.append("a suspect that is not pending")
     return problems
 

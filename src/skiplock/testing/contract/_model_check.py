@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from ._support import ContractBase
+from . import _support as kit
 
 if TYPE_CHECKING:
     from skiplock.ports import JobStore
     from skiplock.testing import FakeClock
 
 
-class ModelCheckContract(ContractBase):
+class ModelCheckContract(kit.ContractBase):
     """Random operations on the store, each compared with the core's model."""
 
     #: The state machine's budget: how many random sequences it runs (the same ones every

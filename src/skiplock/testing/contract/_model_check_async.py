@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, ClassVar, cast
 
-from ._support_async import AsyncContractBase
+from . import _support_async as kit
 
 if TYPE_CHECKING:
     from skiplock.ports import AsyncJobStore, JobStore
@@ -24,7 +24,7 @@ if True:  # ASYNC
     from skiplock.adapters._blocking import BlockingStore
 
 
-class AsyncModelCheckContract(AsyncContractBase):
+class AsyncModelCheckContract(kit.AsyncContractBase):
     """Random operations on the store, each compared with the core's model."""
 
     #: The state machine's budget: how many random sequences it runs (the same ones every

@@ -15,28 +15,10 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from skiplock import core
 from skiplock._compat import join, spawn
-from skiplock.core import (
-    Bury,
-    Event,
-    JobFilter,
-    JobState,
-    Retry,
-    Succeeded,
-)
 
-from ._support import (
-    ContractBase,
-    _claim_one,
-    _claim_request,
-    _enqueue,
-    _finish,
-    _fresh_kind,
-    _in_state,
-    _request,
-    _running,
-    requires,
-)
+from . import _support as kit
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -44,84 +26,84 @@ if TYPE_CHECKING:
     from skiplock.ports import JobStore, Notifier
 
 
-class NotifierContract(ContractBase):
+class NotifierContract(kit.ContractBase):
     """The notifier: woken by what makes a job due."""
 
     # ---- notifier (R11) -----------------------------------------------------------------
 
-    @requires("listen_notify")
+    @kit.requires("listen_notify")
     def test_notifier_woken_by_enqueue(self, store: JobStore) -> None:
         notifier = store.notifier()
         assert notifier is not None
         notifier.start()
         notifier.start()  # idempotent
         try:
-            _enqueue(store)
+            kit.enqueue(store)
             assert notifier.wait(10.0)
         finally:
             notifier.close()
 
-    @requires("listen_notify")
+    @kit.requires("listen_notify")
     def test_notifier_woken_by_replay_and_immediate_retry(self, store: JobStore) -> None:
         notifier = store.notifier()
         assert notifier is not None
         notifier.start()
         try:
-            job = _running(store)
+            job = kit.running(store)
             assert notifier.wait(10.0)  # the enqueue
-            _finish(store, job, Retry(delay=timedelta(0), error="again"))
+            kit.finish(store, job, core.Retry(delay=timedelta(0), error="again"))
             assert notifier.wait(10.0)
-            job = _claim_one(store, job.kind)
-            _finish(store, job, Bury(error="dead"))
-            store.apply(JobFilter(ids=frozenset({job.id})), Event.REPLAY)
+            job = kit.claim_one(store, job.kind)
+            kit.finish(store, job, core.Bury(error="dead"))
+            store.apply(core.JobFilter(ids=frozenset({job.id})), core.Event.REPLAY)
             assert notifier.wait(10.0)
         finally:
             notifier.close()
 
-    @requires("listen_notify")
+    @kit.requires("listen_notify")
     def test_notifier_woken_by_apply_job_replay(self, store: JobStore) -> None:
-        dead = _in_state(store, JobState.DEAD)
+        dead = kit.in_state(store, core.JobState.DEAD)
         with _listening(store) as notifier:
             _drain(notifier)
-            assert store.apply_job(dead, Event.REPLAY) is not None
+            assert store.apply_job(dead, core.Event.REPLAY) is not None
             assert notifier.wait(10.0)
 
-    @requires("listen_notify")
+    @kit.requires("listen_notify")
     def test_notifier_woken_by_jobs_due_later_not_by_claims(self, store: JobStore) -> None:
         # A job due later wakes too: a listening worker arms its next-due timer for it.
         with _listening(store) as notifier:
-            _enqueue(store, delay=timedelta(hours=1))
+            kit.enqueue(store, delay=timedelta(hours=1))
             assert notifier.wait(10.0)
             _drain(notifier)
-            _enqueue(store, _fresh_kind())
+            kit.enqueue(store, kit.fresh_kind())
             assert notifier.wait(10.0)
             _drain(notifier)
-            [job] = store.claim(_claim_request(limit=10))
+            [job] = store.claim(kit.claim_request(limit=10))
             assert not notifier.wait(_QUIET)
             # A retry after a backoff wakes at once (the timer), a success not at all.
-            _finish(store, job, Retry(delay=timedelta(hours=1), error="later"))
+            kit.finish(store, job, core.Retry(delay=timedelta(hours=1), error="later"))
             assert notifier.wait(10.0)
             _drain(notifier)
-            job = _running(store)
+            job = kit.running(store)
             _drain(notifier)
-            _finish(store, job, Succeeded())
+            kit.finish(store, job, core.Succeeded())
             assert not notifier.wait(_QUIET)
 
-    @requires("listen_notify")
+    @kit.requires("listen_notify")
     def test_notifier_woken_by_a_bulk_enqueue(self, store: JobStore) -> None:
         with _listening(store) as notifier:
-            store.enqueue([_request() for _ in range(2000)])
+            store.enqueue([kit.request() for _ in range(2000)])
             assert notifier.wait(10.0)
 
-    @requires("listen_notify")
+    @kit.requires("listen_notify")
     def test_notifier_coalesces_a_burst_of_commits(self, store: JobStore) -> None:
         with _listening(store) as notifier:
             for i in range(50):
-                _enqueue(store, f"contract.burst{i % 3}")
+                kit.enqueue(store, f"contract.burst{i % 3}")
             assert notifier.wait(10.0)
             assert _drain(notifier) < 10
 
-    @requires("listen_notify")
+    @kit.requires("listen_notify")
     def test_notifier_closed_during_a_wait_ends_it(self, store: JobStore) -> None:
         with _listening(store) as notifier:
             waiting = spawn(notifier.wait, 5.0)

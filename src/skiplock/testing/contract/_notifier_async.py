@@ -11,28 +11,10 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from skiplock import core
 from skiplock._compat_async import join, spawn
-from skiplock.core import (
-    Bury,
-    Event,
-    JobFilter,
-    JobState,
-    Retry,
-    Succeeded,
-)
 
-from ._support_async import (
-    AsyncContractBase,
-    _claim_one,
-    _claim_request,
-    _enqueue,
-    _finish,
-    _fresh_kind,
-    _in_state,
-    _request,
-    _running,
-    requires,
-)
+from . import _support_async as kit
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -40,86 +22,86 @@ if TYPE_CHECKING:
     from skiplock.ports import AsyncJobStore, AsyncNotifier
 
 
-class AsyncNotifierContract(AsyncContractBase):
+class AsyncNotifierContract(kit.AsyncContractBase):
     """The notifier: woken by what makes a job due."""
 
     # ---- notifier (R11) -----------------------------------------------------------------
 
-    @requires("listen_notify")
+    @kit.requires("listen_notify")
     async def test_notifier_woken_by_enqueue(self, store: AsyncJobStore) -> None:
         notifier = store.notifier()
         assert notifier is not None
         await notifier.start()
         await notifier.start()  # idempotent
         try:
-            await _enqueue(store)
+            await kit.enqueue(store)
             assert await notifier.wait(10.0)
         finally:
             await notifier.close()
 
-    @requires("listen_notify")
+    @kit.requires("listen_notify")
     async def test_notifier_woken_by_replay_and_immediate_retry(self, store: AsyncJobStore) -> None:
         notifier = store.notifier()
         assert notifier is not None
         await notifier.start()
         try:
-            job = await _running(store)
+            job = await kit.running(store)
             assert await notifier.wait(10.0)  # the enqueue
-            await _finish(store, job, Retry(delay=timedelta(0), error="again"))
+            await kit.finish(store, job, core.Retry(delay=timedelta(0), error="again"))
             assert await notifier.wait(10.0)
-            job = await _claim_one(store, job.kind)
-            await _finish(store, job, Bury(error="dead"))
-            await store.apply(JobFilter(ids=frozenset({job.id})), Event.REPLAY)
+            job = await kit.claim_one(store, job.kind)
+            await kit.finish(store, job, core.Bury(error="dead"))
+            await store.apply(core.JobFilter(ids=frozenset({job.id})), core.Event.REPLAY)
             assert await notifier.wait(10.0)
         finally:
             await notifier.close()
 
-    @requires("listen_notify")
+    @kit.requires("listen_notify")
     async def test_notifier_woken_by_apply_job_replay(self, store: AsyncJobStore) -> None:
-        dead = await _in_state(store, JobState.DEAD)
+        dead = await kit.in_state(store, core.JobState.DEAD)
         async with _listening(store) as notifier:
             await _drain(notifier)
-            assert await store.apply_job(dead, Event.REPLAY) is not None
+            assert await store.apply_job(dead, core.Event.REPLAY) is not None
             assert await notifier.wait(10.0)
 
-    @requires("listen_notify")
+    @kit.requires("listen_notify")
     async def test_notifier_woken_by_jobs_due_later_not_by_claims(
         self, store: AsyncJobStore
     ) -> None:
         # A job due later wakes too: a listening worker arms its next-due timer for it.
         async with _listening(store) as notifier:
-            await _enqueue(store, delay=timedelta(hours=1))
+            await kit.enqueue(store, delay=timedelta(hours=1))
             assert await notifier.wait(10.0)
             await _drain(notifier)
-            await _enqueue(store, _fresh_kind())
+            await kit.enqueue(store, kit.fresh_kind())
             assert await notifier.wait(10.0)
             await _drain(notifier)
-            [job] = await store.claim(_claim_request(limit=10))
+            [job] = await store.claim(kit.claim_request(limit=10))
             assert not await notifier.wait(_QUIET)
             # A retry after a backoff wakes at once (the timer), a success not at all.
-            await _finish(store, job, Retry(delay=timedelta(hours=1), error="later"))
+            await kit.finish(store, job, core.Retry(delay=timedelta(hours=1), error="later"))
             assert await notifier.wait(10.0)
             await _drain(notifier)
-            job = await _running(store)
+            job = await kit.running(store)
             await _drain(notifier)
-            await _finish(store, job, Succeeded())
+            await kit.finish(store, job, core.Succeeded())
             assert not await notifier.wait(_QUIET)
 
-    @requires("listen_notify")
+    @kit.requires("listen_notify")
     async def test_notifier_woken_by_a_bulk_enqueue(self, store: AsyncJobStore) -> None:
         async with _listening(store) as notifier:
-            await store.enqueue([_request() for _ in range(2000)])
+            await store.enqueue([kit.request() for _ in range(2000)])
             assert await notifier.wait(10.0)
 
-    @requires("listen_notify")
+    @kit.requires("listen_notify")
     async def test_notifier_coalesces_a_burst_of_commits(self, store: AsyncJobStore) -> None:
         async with _listening(store) as notifier:
             for i in range(50):
-                await _enqueue(store, f"contract.burst{i % 3}")
+                await kit.enqueue(store, f"contract.burst{i % 3}")
             assert await notifier.wait(10.0)
             assert await _drain(notifier) < 10
 
-    @requires("listen_notify")
+    @kit.requires("listen_notify")
     async def test_notifier_closed_during_a_wait_ends_it(self, store: AsyncJobStore) -> None:
         async with _listening(store) as notifier:
             waiting = spawn(notifier.wait, 5.0)

@@ -18,22 +18,14 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from skiplock import core
 from skiplock._compat import join, spawn
-from skiplock.core import RateLimit
 from skiplock.core._bucket import RateTable
 from skiplock.core._types import ClaimedJobs
 
-from ._support import (
-    ContractBase,
-    _claim_request,
-    _enqueue,
-    _ids,
-    _request,
-    requires,
-)
+from . import _support as kit
 
 if TYPE_CHECKING:
-    from skiplock.core import Job
     from skiplock.ports import JobStore
     from skiplock.testing import FakeClock
 
@@ -45,89 +37,89 @@ _SLOW = 0.001
 def _rates(**kinds: int) -> RateTable:
     """A rate table of kinds ``contract.<name>`` with slow rates and these bursts."""
     return RateTable(
-        kinds={f"contract.{name}": RateLimit(rps=_SLOW, burst=b) for name, b in kinds.items()}
+        kinds={f"contract.{name}": core.RateLimit(rps=_SLOW, burst=b) for name, b in kinds.items()}
     )
 
 
-def _pairs(jobs: list[Job]) -> Counter[tuple[str, str | None]]:
+def _pairs(jobs: list[core.Job]) -> Counter[tuple[str, str | None]]:
     return Counter((job.kind, job.tenant) for job in jobs)
 
 
-class RateContract(ContractBase):
+class RateContract(kit.ContractBase):
     """Cluster-wide rates: shared token buckets, strict under concurrency."""
 
     def test_claim_takes_no_more_of_a_pair_than_its_bucket_holds(self, store: JobStore) -> None:
         for _ in range(5):
-            _enqueue(store, _RATED, tenant="t1")
+            kit.enqueue(store, _RATED, tenant="t1")
         for _ in range(2):
-            _enqueue(store, _RATED, tenant="t2")
-        free = _enqueue(store, "contract.free")
+            kit.enqueue(store, _RATED, tenant="t2")
+        free = kit.enqueue(store, "contract.free")
         rates = _rates(rated=3)
         # Pairs not drawn from yet take at most one burst together (claim order: t1's).
-        first = store.claim(_claim_request("w1", rates=rates))
+        first = store.claim(kit.claim_request("w1", rates=rates))
         assert _pairs(first) == {(_RATED, "t1"): 3, ("contract.free", None): 1}
-        assert free in _ids(first)
+        assert free in kit.ids(first)
         # Another claimer finds t1's bucket empty; t2's is full.
-        second = store.claim(_claim_request("w2", rates=rates))
+        second = store.claim(kit.claim_request("w2", rates=rates))
         assert _pairs(second) == {(_RATED, "t2"): 2}
         assert isinstance(second, ClaimedJobs)
         assert second.throttled == {(_RATED, "t1")}
         assert second.retry_in is not None
         assert second.retry_in > 0
         for _ in range(2):
-            _enqueue(store, _RATED, tenant="t2")
-        third = store.claim(_claim_request("w3", rates=rates))
+            kit.enqueue(store, _RATED, tenant="t2")
+        third = store.claim(kit.claim_request("w3", rates=rates))
         assert _pairs(third) == {(_RATED, "t2"): 1}  # its last token
-        fourth = store.claim(_claim_request("w4", rates=rates))
+        fourth = store.claim(kit.claim_request("w4", rates=rates))
         assert fourth == []
         assert isinstance(fourth, ClaimedJobs)
         assert fourth.throttled == {(_RATED, "t1"), (_RATED, "t2")}
 
     def test_claim_without_rates_draws_nothing(self, store: JobStore) -> None:
         for _ in range(3):
-            _enqueue(store, _RATED)
-        assert len(store.claim(_claim_request("w1", limit=2))) == 2  # no rates given
-        _enqueue(store, _RATED)
+            kit.enqueue(store, _RATED)
+        assert len(store.claim(kit.claim_request("w1", limit=2))) == 2  # no rates given
+        kit.enqueue(store, _RATED)
         # The bucket is still full: the two jobs claimed without rates cost no token.
-        assert len(store.claim(_claim_request("w2", rates=_rates(rated=2)))) == 2
+        assert len(store.claim(kit.claim_request("w2", rates=_rates(rated=2)))) == 2
 
     def test_claim_pair_rate_replaces_its_kinds(self, store: JobStore) -> None:
         for tenant in ("vip", "basic"):
             for _ in range(6):
-                _enqueue(store, _RATED, tenant=tenant)
+                kit.enqueue(store, _RATED, tenant=tenant)
         rates = RateTable(
-            kinds={_RATED: RateLimit(rps=_SLOW, burst=1)},
-            pairs={(_RATED, "vip"): RateLimit(rps=_SLOW, burst=4)},
+            kinds={_RATED: core.RateLimit(rps=_SLOW, burst=1)},
+            pairs={(_RATED, "vip"): core.RateLimit(rps=_SLOW, burst=4)},
         )
         # The kind's cap does not grow for a pair with a rate of its own (a pair of the
         # kind's default without a bucket could take that room): one claim may take
         # fewer than the buckets hold, the claims together take exactly that.
         taken: Counter[tuple[str, str | None]] = Counter()
         for i in range(10):
-            claimed = store.claim(_claim_request(f"w{i}", rates=rates))
+            claimed = store.claim(kit.claim_request(f"w{i}", rates=rates))
             if not claimed:
                 break
             assert len(claimed) == 1  # the kind's burst bounds each claim
             taken += _pairs(claimed)
         assert taken == {(_RATED, "vip"): 4, (_RATED, "basic"): 1}
-        assert store.claim(_claim_request("w", rates=rates)) == []
+        assert store.claim(kit.claim_request("w", rates=rates)) == []
 
     def test_claim_provider_cap_spans_its_kinds(self, store: JobStore) -> None:
         for kind in ("contract.welcome", "contract.digest"):
             for _ in range(4):
-                _enqueue(store, kind)
-        cap = RateLimit(rps=_SLOW, burst=3)
+                kit.enqueue(store, kind)
+        cap = core.RateLimit(rps=_SLOW, burst=3)
         rates = RateTable(
             providers={
                 "contract.welcome": ("contract.smtp", cap),
                 "contract.digest": ("contract.smtp", cap),
             }
         )
-        taken: list[Job] = []
+        taken: list[core.Job] = []
         for worker in ("w1", "w2", "w3"):
-            taken += store.claim(_claim_request(worker, rates=rates))
+            taken += store.claim(kit.claim_request(worker, rates=rates))
         assert len(taken) == 3  # the provider's burst, whatever the kinds
-        last = store.claim(_claim_request("w4", rates=rates))
+        last = store.claim(kit.claim_request("w4", rates=rates))
         assert last == []
         assert isinstance(last, ClaimedJobs)
         assert last.throttled_kinds == {
@@ -137,21 +129,21 @@ class RateContract(ContractBase):
 
     def test_claim_reports_a_cluster_limit_that_is_full(self, store: JobStore) -> None:
         for _ in range(3):
-            _enqueue(store, "contract.limited")
+            kit.enqueue(store, "contract.limited")
         limits = {"contract.limited": 1}
-        assert len(store.claim(_claim_request("w1", cluster_limits=limits))) == 1
-        again = store.claim(_claim_request("w2", cluster_limits=limits))
+        assert len(store.claim(kit.claim_request("w1", cluster_limits=limits))) == 1
+        again = store.claim(kit.claim_request("w2", cluster_limits=limits))
         assert again == []
         assert isinstance(again, ClaimedJobs)
         assert again.throttled_kinds == {"contract.limited": "cluster_limit"}
 
-    @requires("concurrent")
+    @kit.requires("concurrent")
     def test_claim_rates_are_strict_under_concurrency(self, store: JobStore) -> None:
-        store.enqueue([_request(_RATED, tenant="t") for _ in range(30)])
+        store.enqueue([kit.request(_RATED, tenant="t") for _ in range(30)])
         rates = _rates(rated=4)
 
         def claimer(worker_id: str) -> list[int]:
-            return _ids(store.claim(_claim_request(worker_id, 3, rates=rates)))
+            return kit.ids(store.claim(kit.claim_request(worker_id, 3, rates=rates)))
 
         tasks = [spawn(claimer, f"w{i}") for i in range(8)]
         claimed = [job_id for task in tasks for job_id in join(task)]
@@ -160,13 +152,13 @@ class RateContract(ContractBase):
 
     def test_claim_rate_bucket_refills_over_time(self, store: JobStore, clock: FakeClock) -> None:
         for _ in range(3):
-            _enqueue(store, _RATED)
-        rates = RateTable(kinds={_RATED: RateLimit(rps=20, burst=1)})
-        assert len(store.claim(_claim_request("w1", rates=rates))) == 1
+            kit.enqueue(store, _RATED)
+        rates = RateTable(kinds={_RATED: core.RateLimit(rps=20, burst=1)})
+        assert len(store.claim(kit.claim_request("w1", rates=rates))) == 1
         deadline = time.monotonic() + 10
-        got: list[Job] = []
+        got: list[core.Job] = []
         while not got and time.monotonic() < deadline:
-            got = store.claim(_claim_request("w2", rates=rates))
+            got = store.claim(kit.claim_request("w2", rates=rates))
             if not got:
                 assert isinstance(got, ClaimedJobs)
                 assert got.retry_in is not None
@@ -174,36 +166,36 @@ class RateContract(ContractBase):
                 clock.advance(0.01)  # time passes on a store with the test's clock too
         assert len(got) == 1  # one token came, and only one
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     def test_claim_rate_refill_follows_the_store_clock(
         self, store: JobStore, clock: FakeClock
     ) -> None:
         for _ in range(5):
-            _enqueue(store, _RATED)
-        rates = RateTable(kinds={_RATED: RateLimit(rps=1, burst=2)})
-        assert len(store.claim(_claim_request("w1", rates=rates))) == 2
-        empty = store.claim(_claim_request("w1", rates=rates))
+            kit.enqueue(store, _RATED)
+        rates = RateTable(kinds={_RATED: core.RateLimit(rps=1, burst=2)})
+        assert len(store.claim(kit.claim_request("w1", rates=rates))) == 2
+        empty = store.claim(kit.claim_request("w1", rates=rates))
         assert empty == []
         assert isinstance(empty, ClaimedJobs)
         assert empty.retry_in == 1.0
         clock.advance(1.5)  # one token and a half
-        assert len(store.claim(_claim_request("w1", rates=rates))) == 1
+        assert len(store.claim(kit.claim_request("w1", rates=rates))) == 1
         clock.advance(0.4)
-        assert store.claim(_claim_request("w1", rates=rates)) == []
+        assert store.claim(kit.claim_request("w1", rates=rates)) == []
         clock.advance(0.1)
-        assert len(store.claim(_claim_request("w1", rates=rates))) == 1
+        assert len(store.claim(kit.claim_request("w1", rates=rates))) == 1
 
     def test_health_snapshot_shows_the_buckets_that_are_not_full(self, store: JobStore) -> None:
         assert (store.health_snapshot()).buckets == ()
         for tenant in ("t1", "t2"):
-            _enqueue(store, _RATED, tenant=tenant)
-        _enqueue(store, _RATED, tenant="t1")
-        cap = RateLimit(rps=_SLOW, burst=5)
+            kit.enqueue(store, _RATED, tenant=tenant)
+        kit.enqueue(store, _RATED, tenant="t1")
+        cap = core.RateLimit(rps=_SLOW, burst=5)
         rates = RateTable(
-            kinds={_RATED: RateLimit(rps=_SLOW, burst=2)},
+            kinds={_RATED: core.RateLimit(rps=_SLOW, burst=2)},
             providers={_RATED: ("contract.provider", cap)},
         )
-        claimed = store.claim(_claim_request("w1", rates=rates))
+        claimed = store.claim(kit.claim_request("w1", rates=rates))
         assert _pairs(claimed) == {(_RATED, "t1"): 1, (_RATED, "t2"): 1}  # one burst
         states = {(b.scope, b.name, b.tenant): b.bucket for b in (store.health_snapshot()).buckets}
         assert set(states) == {

@@ -14,25 +14,13 @@ from collections import Counter
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from skiplock.core import (
-    FINISHED_STATES,
-    Bury,
-    Completion,
-    EnqueueRequest,
-    Event,
-    JobFilter,
-    JobState,
-    QueueStats,
-    Retry,
-    Succeeded,
-)
+from skiplock import core
 
-from ._support_async import AsyncContractBase, _all_jobs, _claim_request
+from . import _support_async as kit
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from skiplock.core import Job, Outcome
     from skiplock.ports import AsyncJobStore
 
 _KINDS = ("recount.a", "recount.b", "recount.c")
@@ -53,7 +41,7 @@ async def _mixed_workload(store: AsyncJobStore, *, roll_up: bool) -> None:
 
     later = await store.now() + timedelta(hours=1)
     requests = [
-        EnqueueRequest(
+        core.EnqueueRequest(
             kind=kind,
             tenant=tenant,
             payload=n,
@@ -65,67 +53,71 @@ async def _mixed_workload(store: AsyncJobStore, *, roll_up: bool) -> None:
     ]
     await store.enqueue(requests)
     await step()
-    claimed = await store.claim(_claim_request(limit=30))
+    claimed = await store.claim(kit.claim_request(limit=30))
     assert len(claimed) == 30
-    outcomes: list[Outcome] = [
-        Succeeded(),
-        Retry(delay=timedelta(0), error="again"),
-        Bury(error="buried"),
-        Succeeded(),
-        Retry(delay=timedelta(hours=2), error="later"),
+    outcomes: list[core.Outcome] = [
+        core.Succeeded(),
+        core.Retry(delay=timedelta(0), error="again"),
+        core.Bury(error="buried"),
+        core.Succeeded(),
+        core.Retry(delay=timedelta(hours=2), error="later"),
     ]
     completions = [
-        Completion(lease=job.lease, outcome=outcomes[n % len(outcomes)])
+        core.Completion(lease=job.lease, outcome=outcomes[n % len(outcomes)])
         for n, job in enumerate(claimed[:25])
     ]
     assert all(await store.complete(completions))
     await step()
-    jobs = await _all_jobs(store)
-    dead = [j.id for j in jobs if j.state is JobState.DEAD]
-    pending = [j.id for j in jobs if j.state is JobState.PENDING]
-    await store.apply(JobFilter(ids=frozenset(dead[:2])), Event.REPLAY)
-    await store.apply(JobFilter(ids=frozenset(pending[:3])), Event.CANCEL)
-    await store.apply(JobFilter(ids=frozenset(pending[3:5])), Event.MARK_FAILED)
+    jobs = await kit.all_jobs(store)
+    dead = [j.id for j in jobs if j.state is core.JobState.DEAD]
+    pending = [j.id for j in jobs if j.state is core.JobState.PENDING]
+    await store.apply(core.JobFilter(ids=frozenset(dead[:2])), core.Event.REPLAY)
+    await store.apply(core.JobFilter(ids=frozenset(pending[:3])), core.Event.CANCEL)
+    await store.apply(core.JobFilter(ids=frozenset(pending[3:5])), core.Event.MARK_FAILED)
     await step()
-    await store.delete(JobFilter(ids=frozenset(pending[5:8])))
+    await store.delete(core.JobFilter(ids=frozenset(pending[5:8])))
     await store.purge(older_than=timedelta(0), archive=False, batch_size=3)
     await step()
-    again = await store.claim(_claim_request(limit=4))
+    again = await store.claim(kit.claim_request(limit=4))
     assert all(
-        await store.complete([Completion(lease=j.lease, outcome=Succeeded()) for j in again])
+        await store.complete(
+            [core.Completion(lease=j.lease, outcome=core.Succeeded()) for j in again]
+        )
     )
 
 
-class AsyncRecountContract(AsyncContractBase):
+class AsyncRecountContract(kit.AsyncContractBase):
     """counts, health_snapshot and finished_counts equal a recount of the jobs."""
 
     async def _assert_reads_match_a_recount(self, store: AsyncJobStore) -> None:
-        jobs: list[Job] = await _all_jobs(store)
+        jobs: list[core.Job] = await kit.all_jobs(store)
 
         counted = {(c.state, c.kind, c.tenant): c for c in await store.counts()}
         expected = Counter((j.state, j.kind, j.tenant) for j in jobs)
         assert {key: c.count for key, c in counted.items()} == dict(expected)
         for (state, _, _), c in counted.items():
-            assert (c.oldest_due_age is not None) == (state is JobState.PENDING)
+            assert (c.oldest_due_age is not None) == (state is core.JobState.PENDING)
 
         snapshot = await store.health_snapshot()
         queues = {(q.kind, q.tenant): q for q in snapshot.queues}
         keys = {
             (j.kind, j.tenant)
             for j in jobs
-            if j.state in (JobState.PENDING, JobState.RUNNING, JobState.DEAD)
+            if j.state in (core.JobState.PENDING, core.JobState.RUNNING, core.JobState.DEAD)
         }
         assert set(queues) == keys
         for (kind, tenant), q in queues.items():
             group = [j for j in jobs if j.kind == kind and j.tenant == tenant]
             due = [
-                j for j in group if j.state is JobState.PENDING and j.available_at <= snapshot.now
+                j
+                for j in group
+                if j.state is core.JobState.PENDING and j.available_at <= snapshot.now
             ]
             assert (q.due, q.scheduled, q.running, q.dead, q.bounded) == (
                 len(due),
-                sum(j.state is JobState.PENDING for j in group) - len(due),
-                sum(j.state is JobState.RUNNING for j in group),
-                sum(j.state is JobState.DEAD for j in group),
+                sum(j.state is core.JobState.PENDING for j in group) - len(due),
+                sum(j.state is core.JobState.RUNNING for j in group),
+                sum(j.state is core.JobState.DEAD for j in group),
                 False,
             )
             assert q.oldest_due_at == min((j.available_at for j in due), default=None)
@@ -137,9 +129,9 @@ class AsyncRecountContract(AsyncContractBase):
             # seconds.
             (now - timedelta(minutes=10, microseconds=1500), timedelta(seconds=7)),
         ):
-            finished: Counter[tuple[datetime, JobState, str]] = Counter()
+            finished: Counter[tuple[datetime, core.JobState, str]] = Counter()
             for j in jobs:
-                if j.state in FINISHED_STATES and j.completed_at and j.completed_at >= since:
+                if j.state in core.FINISHED_STATES and j.completed_at and j.completed_at >= since:
                     start = _bucket_start(since, bucket, j.completed_at)
                     finished[start, j.state, j.kind] += 1
             rows = await store.finished_counts(since, bucket)
@@ -166,16 +158,16 @@ class AsyncRecountContract(AsyncContractBase):
     ) -> None:
         """More than QueueStats.SPLIT_BOUND pending jobs on both sides of now: both are given
         as that bound and flagged; with one side within it, the split is exact."""
-        bound = QueueStats.SPLIT_BOUND
+        bound = core.QueueStats.SPLIT_BOUND
         later = await store.now() + timedelta(hours=1)
         await store.enqueue(
-            [EnqueueRequest(kind="huge", available_at=later) for _ in range(bound + 1)]
-            + [EnqueueRequest(kind="huge") for _ in range(bound + 1)]
+            [core.EnqueueRequest(kind="huge", available_at=later) for _ in range(bound + 1)]
+            + [core.EnqueueRequest(kind="huge") for _ in range(bound + 1)]
             + [
-                EnqueueRequest(kind="huge", tenant="t", available_at=later)
+                core.EnqueueRequest(kind="huge", tenant="t", available_at=later)
                 for _ in range(bound + 1)
             ]
-            + [EnqueueRequest(kind="huge", tenant="t") for _ in range(3)]
+            + [core.EnqueueRequest(kind="huge", tenant="t") for _ in range(3)]
         )
         queues = {q.tenant: q for q in (await store.health_snapshot()).queues}
         assert (queues[None].due, queues[None].scheduled, queues[None].bounded) == (

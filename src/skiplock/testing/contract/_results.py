@@ -21,42 +21,16 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pytest
 
-from skiplock.core import (
-    MAX_ERROR_LENGTH,
-    MAX_RECORDED_ERRORS,
-    STALE_MARK,
-    AuditAction,
-    Bury,
-    ClaimRequest,
-    Completion,
-    Event,
-    JobFilter,
-    JobState,
-    Release,
-    Retry,
-    Succeeded,
-    ValidationError,
-)
+from skiplock import core
 from skiplock.engine import Engine, JobContext, Settings
 from skiplock.ports import Audit
 
-from ._support import (
-    _WORKER,
-    ContractBase,
-    _claim_one,
-    _enqueue,
-    _fresh_kind,
-    _get,
-    _Rollback,
-    _running,
-    requires,
-)
+from . import _support as kit
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from datetime import datetime
 
-    from skiplock.core import AttemptError, AuditEvent, Job, Outcome
     from skiplock.ports import JobStore
 
 _RESULT = {"total": 3, "items": [1, "two", None, True, 2.5], "nested": {"ok": "grüße ✓"}}
@@ -76,15 +50,15 @@ def _normalised(value: object) -> Any:
     return json.loads(json.dumps(value))
 
 
-def _retry(error: str) -> Retry:
-    return Retry(delay=_NOW, error=error)
+def _retry(error: str) -> core.Retry:
+    return core.Retry(delay=_NOW, error=error)
 
 
 def _between(moment: datetime | None, before: datetime, after: datetime) -> bool:
     return moment is not None and before <= moment <= after
 
 
-def _numbers(errors: tuple[AttemptError, ...]) -> list[int]:
+def _numbers(errors: tuple[core.AttemptError, ...]) -> list[int]:
     return [e.attempt for e in errors]
 
 
@@ -92,9 +66,9 @@ class _Recorder:
     """An audit sink keeping the events it is given."""
 
     def __init__(self) -> None:
-        self.events: list[AuditEvent] = []
+        self.events: list[core.AuditEvent] = []
 
-    def record(self, events: Sequence[AuditEvent], connection: Any) -> None:
+    def record(self, events: Sequence[core.AuditEvent], connection: Any) -> None:
         self.events.extend(events)
 
 
@@ -111,8 +85,8 @@ def _engine(store: JobStore, audit: Audit | None, **settings: Any) -> Engine:
     return Engine(store, options, audit_sink=None if audit is None else audit.sink)
 
 
-def _finish(store: JobStore, job: Job, outcome: Outcome, audit: Audit | None) -> None:
-    completion = Completion(lease=job.lease, outcome=outcome)
+def _finish(store: JobStore, job: core.Job, outcome: core.Outcome, audit: Audit | None) -> None:
+    completion = core.Completion(lease=job.lease, outcome=outcome)
     assert store.complete([completion], audit=audit) == [True]
 
 
@@ -128,7 +102,7 @@ def _actions(store: JobStore, audit: Audit | None, job_id: int) -> list[str]:
     return [e.action.value for e in events if e.job_id == job_id]
 
 
-def _expected(audit: Audit | None, *actions: AuditAction) -> list[str]:
+def _expected(audit: Audit | None, *actions: core.AuditAction) -> list[str]:
     """What :func:`_actions` gives when the audit records ``actions``."""
     return [] if audit is None else [a.value for a in actions]
 
@@ -138,13 +112,15 @@ def _run(engine: Engine) -> int:
     return worker.run_until_idle()
 
 
-def _complete_and_roll_back(store: JobStore, completion: Completion, audit: Audit | None) -> None:
+def _complete_and_roll_back(
+    store: JobStore, completion: core.Completion, audit: Audit | None
+) -> None:
     with store.transaction() as tx:
         assert store.complete([completion], connection=tx, audit=audit) == [True]
-        raise _Rollback
+        raise kit.Rollback
 
 
-class ResultsContract(ContractBase):
+class ResultsContract(kit.ContractBase):
     """Results, failed attempts and start times of jobs (X5)."""
 
     @pytest.fixture(params=["audit-off", "audit-table", "audit-sink"])
@@ -159,113 +135,119 @@ class ResultsContract(ContractBase):
     # ---- through the port ---------------------------------------------------------------
 
     def test_result_is_stored_with_the_success(self, store: JobStore, audit: Audit | None) -> None:
-        job = _running(store)
+        job = kit.running(store)
         text = json.dumps(_RESULT)
         before = store.now()
-        _finish(store, job, Succeeded(result=_RESULT, result_json=text), audit)
+        _finish(store, job, core.Succeeded(result=_RESULT, result_json=text), audit)
         after = store.now()
-        done = _get(store, job.id)
-        assert (done.state, done.result, done.errors) == (JobState.SUCCEEDED, _RESULT, ())
+        done = kit.get(store, job.id)
+        assert (done.state, done.result, done.errors) == (core.JobState.SUCCEEDED, _RESULT, ())
         assert _between(done.completed_at, before, after)
         assert done.started_at == job.claimed_at
-        assert done.worker_ids == (_WORKER,)
-        assert _actions(store, audit, job.id) == _expected(audit, AuditAction.DONE)
+        assert done.worker_ids == (kit.WORKER,)
+        assert _actions(store, audit, job.id) == _expected(audit, core.AuditAction.DONE)
 
     def test_no_result_reads_back_as_none(self, store: JobStore, audit: Audit | None) -> None:
-        job = _running(store)
-        _finish(store, job, Succeeded(), audit)
-        done = _get(store, job.id)
-        assert (done.state, done.result, done.errors) == (JobState.SUCCEEDED, None, ())
+        job = kit.running(store)
+        _finish(store, job, core.Succeeded(), audit)
+        done = kit.get(store, job.id)
+        assert (done.state, done.result, done.errors) == (core.JobState.SUCCEEDED, None, ())
 
     def test_a_result_given_as_data_is_encoded_by_the_store(
         self, store: JobStore, audit: Audit | None
     ) -> None:
-        job = _running(store)
-        _finish(store, job, Succeeded(result={"pair": (1, "a"), "n": 2}), audit)
-        assert (_get(store, job.id)).result == {"pair": [1, "a"], "n": 2}
+        job = kit.running(store)
+        _finish(store, job, core.Succeeded(result={"pair": (1, "a"), "n": 2}), audit)
+        assert (kit.get(store, job.id)).result == {"pair": [1, "a"], "n": 2}
 
     def test_an_unencodable_result_is_refused_and_writes_nothing(
         self, store: JobStore, audit: Audit | None
     ) -> None:
-        good, bad = _running(store), _running(store)
+        good, bad = kit.running(store), kit.running(store)
         completions = [
-            Completion(lease=good.lease, outcome=Succeeded(result=1)),
-            Completion(lease=bad.lease, outcome=Succeeded(result={1, 2})),
+            core.Completion(lease=good.lease, outcome=core.Succeeded(result=1)),
+            core.Completion(lease=bad.lease, outcome=core.Succeeded(result={1, 2})),
         ]
-        with pytest.raises(ValidationError, match=r"result is not JSON-serialisable.*set"):
+        with pytest.raises(core.ValidationError, match=r"result is not JSON-serialisable.*set"):
             store.complete(completions, audit=audit)
         for job in (good, bad):
-            after = _get(store, job.id)
-            assert (after.state, after.result) == (JobState.RUNNING, None)
+            after = kit.get(store, job.id)
+            assert (after.state, after.result) == (core.JobState.RUNNING, None)
             assert _actions(store, audit, job.id) == []
 
     def test_a_batch_records_each_outcome_of_its_own(
         self, store: JobStore, audit: Audit | None
     ) -> None:
-        returned, plain, retried, buried = [_running(store) for _ in range(4)]
+        returned, plain, retried, buried = [kit.running(store) for _ in range(4)]
         before = store.now()
         applied = store.complete(
             [
-                Completion(lease=returned.lease, outcome=Succeeded(result=[1, 2])),
-                Completion(lease=plain.lease, outcome=Succeeded()),
-                Completion(lease=retried.lease, outcome=Retry(delay=_NOW, error="retry me")),
-                Completion(lease=buried.lease, outcome=Bury(error="bury me")),
+                core.Completion(lease=returned.lease, outcome=core.Succeeded(result=[1, 2])),
+                core.Completion(lease=plain.lease, outcome=core.Succeeded()),
+                core.Completion(
+                    lease=retried.lease, outcome=core.Retry(delay=_NOW, error="retry me")
+                ),
+                core.Completion(lease=buried.lease, outcome=core.Bury(error="bury me")),
             ],
             audit=audit,
         )
         after = store.now()
         assert applied == [True] * 4
-        jobs = [_get(store, j.id) for j in (returned, plain, retried, buried)]
+        jobs = [kit.get(store, j.id) for j in (returned, plain, retried, buried)]
         assert [j.result for j in jobs] == [[1, 2], None, None, None]
         assert [j.state for j in jobs] == [
-            JobState.SUCCEEDED,
-            JobState.SUCCEEDED,
-            JobState.PENDING,
-            JobState.DEAD,
+            core.JobState.SUCCEEDED,
+            core.JobState.SUCCEEDED,
+            core.JobState.PENDING,
+            core.JobState.DEAD,
         ]
         assert [len(j.errors) for j in jobs] == [0, 0, 1, 1]
         for job, claimed, text in ((jobs[2], retried, "retry me"), (jobs[3], buried, "bury me")):
             [entry] = job.errors
-            assert (entry.attempt, entry.worker_id, entry.error) == (1, _WORKER, text)
+            assert (entry.attempt, entry.worker_id, entry.error) == (1, kit.WORKER, text)
             assert entry.claimed_at == claimed.claimed_at
             assert _between(entry.failed_at, before, after)
         # Retries are not audited.
         assert [_actions(store, audit, j.id) for j in jobs] == [
-            _expected(audit, AuditAction.DONE),
-            _expected(audit, AuditAction.DONE),
+            _expected(audit, core.AuditAction.DONE),
+            _expected(audit, core.AuditAction.DONE),
             [],
-            _expected(audit, AuditAction.DLQ),
+            _expected(audit, core.AuditAction.DLQ),
         ]
 
     def test_a_batch_without_results_records_its_failures(
         self, store: JobStore, audit: Audit | None
     ) -> None:
-        plain, retried = _running(store), _running(store)
+        plain, retried = kit.running(store), kit.running(store)
         applied = store.complete(
             [
-                Completion(lease=plain.lease, outcome=Succeeded()),
-                Completion(lease=retried.lease, outcome=Retry(delay=_NOW, error="again")),
+                core.Completion(lease=plain.lease, outcome=core.Succeeded()),
+                core.Completion(lease=retried.lease, outcome=core.Retry(delay=_NOW, error="again")),
             ],
             audit=audit,
         )
         assert applied == [True, True]
-        assert (_get(store, plain.id)).result is None
-        assert [e.error for e in (_get(store, retried.id)).errors] == ["again"]
+        assert (kit.get(store, plain.id)).result is None
+        assert [e.error for e in (kit.get(store, retried.id)).errors] == ["again"]
 
     def test_failed_attempts_are_recorded_then_the_success(
         self, store: JobStore, audit: Audit | None
     ) -> None:
-        kind = _fresh_kind()
-        job_id = _enqueue(store, kind)
-        claims: list[Job] = []
+        kind = kit.fresh_kind()
+        job_id = kit.enqueue(store, kind)
+        claims: list[core.Job] = []
         for n, worker in enumerate(("w-one", "w-two"), start=1):
-            job = _claim_one(store, kind, worker)
+            job = kit.claim_one(store, kind, worker)
             claims.append(job)
             _finish(store, job, _retry(f"failure {n}"), audit)
-        last = _claim_one(store, kind, "w-three")
-        _finish(store, last, Succeeded(result={"done": True}), audit)
-        done = _get(store, job_id)
-        assert (done.state, done.attempts, done.result) == (JobState.SUCCEEDED, 3, {"done": True})
+        last = kit.claim_one(store, kind, "w-three")
+        _finish(store, last, core.Succeeded(result={"done": True}), audit)
+        done = kit.get(store, job_id)
+        assert (done.state, done.attempts, done.result) == (
+            core.JobState.SUCCEEDED,
+            3,
+            {"done": True},
+        )
         assert done.last_error is None
         assert [(e.attempt, e.worker_id, e.error) for e in done.errors] == [
             (1, "w-one", "failure 1"),
@@ -283,42 +265,42 @@ class ResultsContract(ContractBase):
     def test_a_job_failing_every_attempt_keeps_its_latest_errors(
         self, store: JobStore, audit: Audit | None
     ) -> None:
-        attempts = MAX_RECORDED_ERRORS + 3
-        kind = _fresh_kind()
-        job_id = _enqueue(store, kind, max_attempts=attempts)
+        attempts = core.MAX_RECORDED_ERRORS + 3
+        kind = kit.fresh_kind()
+        job_id = kit.enqueue(store, kind, max_attempts=attempts)
         for n in range(1, attempts + 1):
-            job = _claim_one(store, kind)
-            outcome = Bury(error=f"failure {n}") if n == attempts else _retry(f"failure {n}")
+            job = kit.claim_one(store, kind)
+            outcome = core.Bury(error=f"failure {n}") if n == attempts else _retry(f"failure {n}")
             _finish(store, job, outcome, audit)
-        dead = _get(store, job_id)
+        dead = kit.get(store, job_id)
         assert (dead.state, dead.attempts, dead.last_error) == (
-            JobState.DEAD,
+            core.JobState.DEAD,
             attempts,
             f"failure {attempts}",
         )
-        kept = range(attempts - MAX_RECORDED_ERRORS + 1, attempts + 1)
+        kept = range(attempts - core.MAX_RECORDED_ERRORS + 1, attempts + 1)
         assert _numbers(dead.errors) == list(kept)
         assert [e.error for e in dead.errors] == [f"failure {n}" for n in kept]
-        assert dead.worker_ids == (_WORKER,) * MAX_RECORDED_ERRORS
+        assert dead.worker_ids == (kit.WORKER,) * core.MAX_RECORDED_ERRORS
 
     def test_recorded_errors_are_capped_like_last_error(
         self, store: JobStore, audit: Audit | None
     ) -> None:
-        job = _running(store)
-        _finish(store, job, _retry("E" * 100 + "x" * (3 * MAX_ERROR_LENGTH)), audit)
-        [entry] = (_get(store, job.id)).errors
-        assert len(entry.error) <= MAX_ERROR_LENGTH
+        job = kit.running(store)
+        _finish(store, job, _retry("E" * 100 + "x" * (3 * core.MAX_ERROR_LENGTH)), audit)
+        [entry] = (kit.get(store, job.id)).errors
+        assert len(entry.error) <= core.MAX_ERROR_LENGTH
         assert entry.error.startswith("E" * 100)
-        assert entry.error == (_get(store, job.id)).last_error
+        assert entry.error == (kit.get(store, job.id)).last_error
 
     def test_a_release_records_no_failed_attempt(
         self, store: JobStore, audit: Audit | None
     ) -> None:
-        job = _running(store)
-        _finish(store, job, Release(error="throttled"), audit)
-        released = _get(store, job.id)
+        job = kit.running(store)
+        _finish(store, job, core.Release(error="throttled"), audit)
+        released = kit.get(store, job.id)
         assert (released.state, released.errors, released.last_error) == (
-            JobState.PENDING,
+            core.JobState.PENDING,
             (),
             "throttled",
         )
@@ -328,87 +310,93 @@ class ResultsContract(ContractBase):
     def test_a_held_job_has_started_once_paid_for(
         self, store: JobStore, audit: Audit | None
     ) -> None:
-        held: list[Job] = []
+        held: list[core.Job] = []
         for _ in range(2):
-            kind = _fresh_kind()
-            _enqueue(store, kind)
+            kind = kit.fresh_kind()
+            kit.enqueue(store, kind)
             [job] = store.claim(
-                ClaimRequest(worker_id=_WORKER, limit=1, kinds=frozenset({kind}), start_now=0)
+                core.ClaimRequest(
+                    worker_id=kit.WORKER, limit=1, kinds=frozenset({kind}), start_now=0
+                )
             )
-            assert (_get(store, job.id)).started_at is None
+            assert (kit.get(store, job.id)).started_at is None
             held.append(job)
         paid, unpaid = held
         assert store.start([paid.lease]) == [True]
-        assert (_get(store, paid.id)).started_at == paid.claimed_at
+        assert (kit.get(store, paid.id)).started_at == paid.claimed_at
         # A held job that ran without a start() pays with its outcome, and started then.
         _finish(store, unpaid, _retry("failed unpaid"), audit)
-        failed = _get(store, unpaid.id)
+        failed = kit.get(store, unpaid.id)
         assert failed.started_at == unpaid.claimed_at
         assert [(e.attempt, e.error) for e in failed.errors] == [(1, "failed unpaid")]
 
     def test_a_held_job_given_back_never_started(
         self, store: JobStore, audit: Audit | None
     ) -> None:
-        kind = _fresh_kind()
-        job_id = _enqueue(store, kind)
+        kind = kit.fresh_kind()
+        job_id = kit.enqueue(store, kind)
         [job] = store.claim(
-            ClaimRequest(worker_id=_WORKER, limit=1, kinds=frozenset({kind}), start_now=0)
+            core.ClaimRequest(worker_id=kit.WORKER, limit=1, kinds=frozenset({kind}), start_now=0)
         )
-        _finish(store, job, Release(refund=False), audit)
-        released = _get(store, job_id)
+        _finish(store, job, core.Release(refund=False), audit)
+        released = kit.get(store, job_id)
         assert (released.attempts, released.started_at, released.errors) == (0, None, ())
 
     def test_stale_recovery_records_the_run_it_ended(
         self, store: JobStore, audit: Audit | None
     ) -> None:
-        running = _running(store, "vanished")
-        kind = _fresh_kind()
-        _enqueue(store, kind)
+        running = kit.running(store, "vanished")
+        kind = kit.fresh_kind()
+        kit.enqueue(store, kind)
         [held] = store.claim(
-            ClaimRequest(worker_id="vanished", limit=1, kinds=frozenset({kind}), start_now=0)
+            core.ClaimRequest(worker_id="vanished", limit=1, kinds=frozenset({kind}), start_now=0)
         )
         before = store.now()
         recovered = store.recover_stale(default_ttl=timedelta(hours=1), ttls={}, audit=audit)
         after = store.now()
         assert sorted(recovered) == sorted([running.id, held.id])
-        [entry] = (_get(store, running.id)).errors
-        assert (entry.attempt, entry.worker_id, entry.error) == (1, "vanished", STALE_MARK)
+        [entry] = (kit.get(store, running.id)).errors
+        assert (entry.attempt, entry.worker_id, entry.error) == (1, "vanished", core.STALE_MARK)
         assert entry.claimed_at == running.claimed_at
         assert _between(entry.failed_at, before, after)
         # A held job that never started used no attempt: no failed run to record.
-        assert (_get(store, held.id)).errors == ()
+        assert (kit.get(store, held.id)).errors == ()
         # Back to pending: not audited.
         assert _actions(store, audit, running.id) == []
 
     def test_a_replay_keeps_the_history(self, store: JobStore, audit: Audit | None) -> None:
-        job = _running(store)
-        _finish(store, job, Bury(error="gave up"), audit)
-        replay = store.apply(JobFilter(ids=frozenset({job.id})), Event.REPLAY, audit=audit)
+        job = kit.running(store)
+        _finish(store, job, core.Bury(error="gave up"), audit)
+        replay = store.apply(
+            core.JobFilter(ids=frozenset({job.id})), core.Event.REPLAY, audit=audit
+        )
         assert replay == [job.id]
-        replayed = _get(store, job.id)
-        assert replayed.state is JobState.PENDING
+        replayed = kit.get(store, job.id)
+        assert replayed.state is core.JobState.PENDING
         assert [(e.attempt, e.error) for e in replayed.errors] == [(1, "gave up")]
         assert (replayed.started_at, replayed.result) == (job.claimed_at, None)
         assert _actions(store, audit, job.id) == _expected(
-            audit, AuditAction.DLQ, AuditAction.REPLAY
+            audit, core.AuditAction.DLQ, core.AuditAction.REPLAY
         )
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_a_result_written_in_the_jobs_transaction_commits_with_it(
         self, store: JobStore, audit: Audit | None
     ) -> None:
-        committed, rolled_back = _running(store), _running(store)
+        committed, rolled_back = kit.running(store), kit.running(store)
         with store.transaction() as tx:
-            outcome = Succeeded(result={"in": "tx"}, result_json='{"in": "tx"}')
-            completion = Completion(lease=committed.lease, outcome=outcome)
+            outcome = core.Succeeded(result={"in": "tx"}, result_json='{"in": "tx"}')
+            completion = core.Completion(lease=committed.lease, outcome=outcome)
             assert store.complete([completion], connection=tx, audit=audit) == [True]
-        assert (_get(store, committed.id)).result == {"in": "tx"}
-        assert _actions(store, audit, committed.id) == _expected(audit, AuditAction.DONE)
+        assert (kit.get(store, committed.id)).result == {"in": "tx"}
+        assert _actions(store, audit, committed.id) == _expected(audit, core.AuditAction.DONE)
 
-        with pytest.raises(_Rollback):
-            _complete_and_roll_back(store, Completion(rolled_back.lease, Succeeded(5)), audit)
-        after = _get(store, rolled_back.id)
-        assert (after.state, after.result) == (JobState.RUNNING, None)
+        with pytest.raises(kit.Rollback):
+            _complete_and_roll_back(
+                store, core.Completion(rolled_back.lease, core.Succeeded(5)), audit
+            )
+        after = kit.get(store, rolled_back.id)
+        assert (after.state, after.result) == (core.JobState.RUNNING, None)
 
     # ---- through an engine's worker ---------------------------------------------------
 
@@ -456,7 +444,7 @@ class ResultsContract(ContractBase):
         _run(engine)
         after = store.now()
         job = engine.get_job(job_id)
-        assert (job.state, job.attempts, job.result) == (JobState.SUCCEEDED, 3, {"attempt": 3})
+        assert (job.state, job.attempts, job.result) == (core.JobState.SUCCEEDED, 3, {"attempt": 3})
         assert _numbers(job.errors) == [1, 2]
         for n, entry in enumerate(job.errors, start=1):
             assert entry.error.startswith(f"RuntimeError: flaky failure {n}")
@@ -465,14 +453,14 @@ class ResultsContract(ContractBase):
         assert _between(job.started_at, before, after)
         assert _between(job.completed_at, before, after)
         assert _actions(store, audit, job_id) == _expected(
-            audit, AuditAction.ENQUEUED, AuditAction.DONE
+            audit, core.AuditAction.ENQUEUED, core.AuditAction.DONE
         )
 
     def test_engine_records_the_failures_of_a_dead_job(
         self, store: JobStore, audit: Audit | None
     ) -> None:
         engine = _engine(store, audit)
-        attempts = MAX_RECORDED_ERRORS + 2
+        attempts = core.MAX_RECORDED_ERRORS + 2
 
         @engine.processor("results.doomed", max_attempts=attempts)
         def doomed(payload: Any, ctx: JobContext) -> None:
@@ -481,15 +469,15 @@ class ResultsContract(ContractBase):
         job_id = (engine.enqueue("results.doomed", {})).id
         _run(engine)
         job = engine.get_job(job_id)
-        assert (job.state, job.attempts, job.result) == (JobState.DEAD, attempts, None)
+        assert (job.state, job.attempts, job.result) == (core.JobState.DEAD, attempts, None)
         assert _numbers(job.errors) == list(range(3, attempts + 1))
         assert all(e.error.startswith(f"ValueError: doomed run {e.attempt}") for e in job.errors)
         assert job.completed_at is not None
         assert _actions(store, audit, job_id) == _expected(
-            audit, AuditAction.ENQUEUED, AuditAction.DLQ
+            audit, core.AuditAction.ENQUEUED, core.AuditAction.DLQ
         )
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_engine_stores_a_transactional_processors_result(
         self, store: JobStore, audit: Audit | None
     ) -> None:
@@ -507,7 +495,7 @@ class ResultsContract(ContractBase):
         job_id = (engine.enqueue("results.booked", {"invoice": 17})).id
         _run(engine)
         job = engine.get_job(job_id)
-        assert (job.state, job.attempts, job.result) == (JobState.SUCCEEDED, 2, {"booked": 17})
+        assert (job.state, job.attempts, job.result) == (core.JobState.SUCCEEDED, 2, {"booked": 17})
         assert [(e.attempt, e.error.partition("\n")[0]) for e in job.errors] == [
             (1, "RuntimeError: first booking failed")
         ]
@@ -533,7 +521,7 @@ class ResultsContract(ContractBase):
         for kind, job_id in ids.items():
             job = engine.get_job(job_id)
             # Not retried: the same code would return the same kind of value again.
-            assert (job.state, job.attempts, job.result) == (JobState.DEAD, 1, None)
+            assert (job.state, job.attempts, job.result) == (core.JobState.DEAD, 1, None)
             assert [e.error for e in job.errors] == [job.last_error]
             errors[kind] = job.last_error
         expected = {
@@ -547,7 +535,7 @@ class ResultsContract(ContractBase):
         for kind, start in expected.items():
             assert (errors[kind] or "").startswith(start), (kind, errors[kind])
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_engine_buries_an_unstorable_transactional_result_and_rolls_back(
         self, store: JobStore, audit: Audit | None
     ) -> None:
@@ -565,10 +553,10 @@ class ResultsContract(ContractBase):
         job_id = (engine.enqueue("results.tx_set", {})).id
         assert _run(engine) == 1
         job = engine.get_job(job_id)
-        assert (job.state, job.attempts) == (JobState.DEAD, 1)
+        assert (job.state, job.attempts) == (core.JobState.DEAD, 1)
         assert job.last_error is not None
         assert job.last_error.startswith("unstorable result: result is not JSON-serialisable")
         assert engine.list_jobs(kind="results.follow_up") == []
         assert _actions(store, audit, job_id) == _expected(
-            audit, AuditAction.ENQUEUED, AuditAction.DLQ
+            audit, core.AuditAction.ENQUEUED, core.AuditAction.DLQ
         )

@@ -18,42 +18,16 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pytest
 
-from skiplock.core import (
-    MAX_ERROR_LENGTH,
-    MAX_RECORDED_ERRORS,
-    STALE_MARK,
-    AuditAction,
-    Bury,
-    ClaimRequest,
-    Completion,
-    Event,
-    JobFilter,
-    JobState,
-    Release,
-    Retry,
-    Succeeded,
-    ValidationError,
-)
+from skiplock import core
 from skiplock.engine import AsyncEngine, JobContext, Settings
 from skiplock.ports import AsyncAudit
 
-from ._support_async import (
-    _WORKER,
-    AsyncContractBase,
-    _claim_one,
-    _enqueue,
-    _fresh_kind,
-    _get,
-    _Rollback,
-    _running,
-    requires,
-)
+from . import _support_async as kit
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from datetime import datetime
 
-    from skiplock.core import AttemptError, AuditEvent, Job, Outcome
     from skiplock.ports import AsyncJobStore
 
 _RESULT = {"total": 3, "items": [1, "two", None, True, 2.5], "nested": {"ok": "grüße ✓"}}
@@ -73,15 +47,15 @@ def _normalised(value: object) -> Any:
     return json.loads(json.dumps(value))
 
 
-def _retry(error: str) -> Retry:
-    return Retry(delay=_NOW, error=error)
+def _retry(error: str) -> core.Retry:
+    return core.Retry(delay=_NOW, error=error)
 
 
 def _between(moment: datetime | None, before: datetime, after: datetime) -> bool:
     return moment is not None and before <= moment <= after
 
 
-def _numbers(errors: tuple[AttemptError, ...]) -> list[int]:
+def _numbers(errors: tuple[core.AttemptError, ...]) -> list[int]:
     return [e.attempt for e in errors]
 
 
@@ -89,9 +63,9 @@ class _Recorder:
     """An audit sink keeping the events it is given."""
 
     def __init__(self) -> None:
-        self.events: list[AuditEvent] = []
+        self.events: list[core.AuditEvent] = []
 
-    async def record(self, events: Sequence[AuditEvent], connection: Any) -> None:
+    async def record(self, events: Sequence[core.AuditEvent], connection: Any) -> None:
         self.events.extend(events)
 
 
@@ -109,9 +83,9 @@ def _engine(store: AsyncJobStore, audit: AsyncAudit | None, **settings: Any) -> 
 
 
 async def _finish(
-    store: AsyncJobStore, job: Job, outcome: Outcome, audit: AsyncAudit | None
+    store: AsyncJobStore, job: core.Job, outcome: core.Outcome, audit: AsyncAudit | None
 ) -> None:
-    completion = Completion(lease=job.lease, outcome=outcome)
+    completion = core.Completion(lease=job.lease, outcome=outcome)
     assert await store.complete([completion], audit=audit) == [True]
 
 
@@ -127,7 +101,7 @@ async def _actions(store: AsyncJobStore, audit: AsyncAudit | None, job_id: int) 
     return [e.action.value for e in events if e.job_id == job_id]
 
 
-def _expected(audit: AsyncAudit | None, *actions: AuditAction) -> list[str]:
+def _expected(audit: AsyncAudit | None, *actions: core.AuditAction) -> list[str]:
     """What :func:`_actions` gives when the audit records ``actions``."""
     return [] if audit is None else [a.value for a in actions]
 
@@ -138,14 +112,14 @@ async def _run(engine: AsyncEngine) -> int:
 
 
 async def _complete_and_roll_back(
-    store: AsyncJobStore, completion: Completion, audit: AsyncAudit | None
+    store: AsyncJobStore, completion: core.Completion, audit: AsyncAudit | None
 ) -> None:
     async with store.transaction() as tx:
         assert await store.complete([completion], connection=tx, audit=audit) == [True]
-        raise _Rollback
+        raise kit.Rollback
 
 
-class AsyncResultsContract(AsyncContractBase):
+class AsyncResultsContract(kit.AsyncContractBase):
     """Results, failed attempts and start times of jobs (X5)."""
 
     @pytest.fixture(params=["audit-off", "audit-table", "audit-sink"])
@@ -162,115 +136,121 @@ class AsyncResultsContract(AsyncContractBase):
     async def test_result_is_stored_with_the_success(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        job = await _running(store)
+        job = await kit.running(store)
         text = json.dumps(_RESULT)
         before = await store.now()
-        await _finish(store, job, Succeeded(result=_RESULT, result_json=text), audit)
+        await _finish(store, job, core.Succeeded(result=_RESULT, result_json=text), audit)
         after = await store.now()
-        done = await _get(store, job.id)
-        assert (done.state, done.result, done.errors) == (JobState.SUCCEEDED, _RESULT, ())
+        done = await kit.get(store, job.id)
+        assert (done.state, done.result, done.errors) == (core.JobState.SUCCEEDED, _RESULT, ())
         assert _between(done.completed_at, before, after)
         assert done.started_at == job.claimed_at
-        assert done.worker_ids == (_WORKER,)
-        assert await _actions(store, audit, job.id) == _expected(audit, AuditAction.DONE)
+        assert done.worker_ids == (kit.WORKER,)
+        assert await _actions(store, audit, job.id) == _expected(audit, core.AuditAction.DONE)
 
     async def test_no_result_reads_back_as_none(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        job = await _running(store)
-        await _finish(store, job, Succeeded(), audit)
-        done = await _get(store, job.id)
-        assert (done.state, done.result, done.errors) == (JobState.SUCCEEDED, None, ())
+        job = await kit.running(store)
+        await _finish(store, job, core.Succeeded(), audit)
+        done = await kit.get(store, job.id)
+        assert (done.state, done.result, done.errors) == (core.JobState.SUCCEEDED, None, ())
 
     async def test_a_result_given_as_data_is_encoded_by_the_store(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        job = await _running(store)
-        await _finish(store, job, Succeeded(result={"pair": (1, "a"), "n": 2}), audit)
-        assert (await _get(store, job.id)).result == {"pair": [1, "a"], "n": 2}
+        job = await kit.running(store)
+        await _finish(store, job, core.Succeeded(result={"pair": (1, "a"), "n": 2}), audit)
+        assert (await kit.get(store, job.id)).result == {"pair": [1, "a"], "n": 2}
 
     async def test_an_unencodable_result_is_refused_and_writes_nothing(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        good, bad = await _running(store), await _running(store)
+        good, bad = await kit.running(store), await kit.running(store)
         completions = [
-            Completion(lease=good.lease, outcome=Succeeded(result=1)),
-            Completion(lease=bad.lease, outcome=Succeeded(result={1, 2})),
+            core.Completion(lease=good.lease, outcome=core.Succeeded(result=1)),
+            core.Completion(lease=bad.lease, outcome=core.Succeeded(result={1, 2})),
         ]
-        with pytest.raises(ValidationError, match=r"result is not JSON-serialisable.*set"):
+        with pytest.raises(core.ValidationError, match=r"result is not JSON-serialisable.*set"):
             await store.complete(completions, audit=audit)
         for job in (good, bad):
-            after = await _get(store, job.id)
-            assert (after.state, after.result) == (JobState.RUNNING, None)
+            after = await kit.get(store, job.id)
+            assert (after.state, after.result) == (core.JobState.RUNNING, None)
             assert await _actions(store, audit, job.id) == []
 
     async def test_a_batch_records_each_outcome_of_its_own(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        returned, plain, retried, buried = [await _running(store) for _ in range(4)]
+        returned, plain, retried, buried = [await kit.running(store) for _ in range(4)]
         before = await store.now()
         applied = await store.complete(
             [
-                Completion(lease=returned.lease, outcome=Succeeded(result=[1, 2])),
-                Completion(lease=plain.lease, outcome=Succeeded()),
-                Completion(lease=retried.lease, outcome=Retry(delay=_NOW, error="retry me")),
-                Completion(lease=buried.lease, outcome=Bury(error="bury me")),
+                core.Completion(lease=returned.lease, outcome=core.Succeeded(result=[1, 2])),
+                core.Completion(lease=plain.lease, outcome=core.Succeeded()),
+                core.Completion(
+                    lease=retried.lease, outcome=core.Retry(delay=_NOW, error="retry me")
+                ),
+                core.Completion(lease=buried.lease, outcome=core.Bury(error="bury me")),
             ],
             audit=audit,
         )
         after = await store.now()
         assert applied == [True] * 4
-        jobs = [await _get(store, j.id) for j in (returned, plain, retried, buried)]
+        jobs = [await kit.get(store, j.id) for j in (returned, plain, retried, buried)]
         assert [j.result for j in jobs] == [[1, 2], None, None, None]
         assert [j.state for j in jobs] == [
-            JobState.SUCCEEDED,
-            JobState.SUCCEEDED,
-            JobState.PENDING,
-            JobState.DEAD,
+            core.JobState.SUCCEEDED,
+            core.JobState.SUCCEEDED,
+            core.JobState.PENDING,
+            core.JobState.DEAD,
         ]
         assert [len(j.errors) for j in jobs] == [0, 0, 1, 1]
         for job, claimed, text in ((jobs[2], retried, "retry me"), (jobs[3], buried, "bury me")):
             [entry] = job.errors
-            assert (entry.attempt, entry.worker_id, entry.error) == (1, _WORKER, text)
+            assert (entry.attempt, entry.worker_id, entry.error) == (1, kit.WORKER, text)
             assert entry.claimed_at == claimed.claimed_at
             assert _between(entry.failed_at, before, after)
         # Retries are not audited.
         assert [await _actions(store, audit, j.id) for j in jobs] == [
-            _expected(audit, AuditAction.DONE),
-            _expected(audit, AuditAction.DONE),
+            _expected(audit, core.AuditAction.DONE),
+            _expected(audit, core.AuditAction.DONE),
             [],
-            _expected(audit, AuditAction.DLQ),
+            _expected(audit, core.AuditAction.DLQ),
         ]
 
     async def test_a_batch_without_results_records_its_failures(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        plain, retried = await _running(store), await _running(store)
+        plain, retried = await kit.running(store), await kit.running(store)
         applied = await store.complete(
             [
-                Completion(lease=plain.lease, outcome=Succeeded()),
-                Completion(lease=retried.lease, outcome=Retry(delay=_NOW, error="again")),
+                core.Completion(lease=plain.lease, outcome=core.Succeeded()),
+                core.Completion(lease=retried.lease, outcome=core.Retry(delay=_NOW, error="again")),
             ],
             audit=audit,
         )
         assert applied == [True, True]
-        assert (await _get(store, plain.id)).result is None
-        assert [e.error for e in (await _get(store, retried.id)).errors] == ["again"]
+        assert (await kit.get(store, plain.id)).result is None
+        assert [e.error for e in (await kit.get(store, retried.id)).errors] == ["again"]
 
     async def test_failed_attempts_are_recorded_then_the_success(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        kind = _fresh_kind()
-        job_id = await _enqueue(store, kind)
-        claims: list[Job] = []
+        kind = kit.fresh_kind()
+        job_id = await kit.enqueue(store, kind)
+        claims: list[core.Job] = []
         for n, worker in enumerate(("w-one", "w-two"), start=1):
-            job = await _claim_one(store, kind, worker)
+            job = await kit.claim_one(store, kind, worker)
             claims.append(job)
             await _finish(store, job, _retry(f"failure {n}"), audit)
-        last = await _claim_one(store, kind, "w-three")
-        await _finish(store, last, Succeeded(result={"done": True}), audit)
-        done = await _get(store, job_id)
-        assert (done.state, done.attempts, done.result) == (JobState.SUCCEEDED, 3, {"done": True})
+        last = await kit.claim_one(store, kind, "w-three")
+        await _finish(store, last, core.Succeeded(result={"done": True}), audit)
+        done = await kit.get(store, job_id)
+        assert (done.state, done.attempts, done.result) == (
+            core.JobState.SUCCEEDED,
+            3,
+            {"done": True},
+        )
         assert done.last_error is None
         assert [(e.attempt, e.worker_id, e.error) for e in done.errors] == [
             (1, "w-one", "failure 1"),
@@ -288,42 +268,42 @@ class AsyncResultsContract(AsyncContractBase):
     async def test_a_job_failing_every_attempt_keeps_its_latest_errors(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        attempts = MAX_RECORDED_ERRORS + 3
-        kind = _fresh_kind()
-        job_id = await _enqueue(store, kind, max_attempts=attempts)
+        attempts = core.MAX_RECORDED_ERRORS + 3
+        kind = kit.fresh_kind()
+        job_id = await kit.enqueue(store, kind, max_attempts=attempts)
         for n in range(1, attempts + 1):
-            job = await _claim_one(store, kind)
-            outcome = Bury(error=f"failure {n}") if n == attempts else _retry(f"failure {n}")
+            job = await kit.claim_one(store, kind)
+            outcome = core.Bury(error=f"failure {n}") if n == attempts else _retry(f"failure {n}")
             await _finish(store, job, outcome, audit)
-        dead = await _get(store, job_id)
+        dead = await kit.get(store, job_id)
         assert (dead.state, dead.attempts, dead.last_error) == (
-            JobState.DEAD,
+            core.JobState.DEAD,
             attempts,
             f"failure {attempts}",
         )
-        kept = range(attempts - MAX_RECORDED_ERRORS + 1, attempts + 1)
+        kept = range(attempts - core.MAX_RECORDED_ERRORS + 1, attempts + 1)
         assert _numbers(dead.errors) == list(kept)
         assert [e.error for e in dead.errors] == [f"failure {n}" for n in kept]
-        assert dead.worker_ids == (_WORKER,) * MAX_RECORDED_ERRORS
+        assert dead.worker_ids == (kit.WORKER,) * core.MAX_RECORDED_ERRORS
 
     async def test_recorded_errors_are_capped_like_last_error(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        job = await _running(store)
-        await _finish(store, job, _retry("E" * 100 + "x" * (3 * MAX_ERROR_LENGTH)), audit)
-        [entry] = (await _get(store, job.id)).errors
-        assert len(entry.error) <= MAX_ERROR_LENGTH
+        job = await kit.running(store)
+        await _finish(store, job, _retry("E" * 100 + "x" * (3 * core.MAX_ERROR_LENGTH)), audit)
+        [entry] = (await kit.get(store, job.id)).errors
+        assert len(entry.error) <= core.MAX_ERROR_LENGTH
         assert entry.error.startswith("E" * 100)
-        assert entry.error == (await _get(store, job.id)).last_error
+        assert entry.error == (await kit.get(store, job.id)).last_error
 
     async def test_a_release_records_no_failed_attempt(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        job = await _running(store)
-        await _finish(store, job, Release(error="throttled"), audit)
-        released = await _get(store, job.id)
+        job = await kit.running(store)
+        await _finish(store, job, core.Release(error="throttled"), audit)
+        released = await kit.get(store, job.id)
         assert (released.state, released.errors, released.last_error) == (
-            JobState.PENDING,
+            core.JobState.PENDING,
             (),
             "throttled",
         )
@@ -333,89 +313,95 @@ class AsyncResultsContract(AsyncContractBase):
     async def test_a_held_job_has_started_once_paid_for(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        held: list[Job] = []
+        held: list[core.Job] = []
         for _ in range(2):
-            kind = _fresh_kind()
-            await _enqueue(store, kind)
+            kind = kit.fresh_kind()
+            await kit.enqueue(store, kind)
             [job] = await store.claim(
-                ClaimRequest(worker_id=_WORKER, limit=1, kinds=frozenset({kind}), start_now=0)
+                core.ClaimRequest(
+                    worker_id=kit.WORKER, limit=1, kinds=frozenset({kind}), start_now=0
+                )
             )
-            assert (await _get(store, job.id)).started_at is None
+            assert (await kit.get(store, job.id)).started_at is None
             held.append(job)
         paid, unpaid = held
         assert await store.start([paid.lease]) == [True]
-        assert (await _get(store, paid.id)).started_at == paid.claimed_at
+        assert (await kit.get(store, paid.id)).started_at == paid.claimed_at
         # A held job that ran without a start() pays with its outcome, and started then.
         await _finish(store, unpaid, _retry("failed unpaid"), audit)
-        failed = await _get(store, unpaid.id)
+        failed = await kit.get(store, unpaid.id)
         assert failed.started_at == unpaid.claimed_at
         assert [(e.attempt, e.error) for e in failed.errors] == [(1, "failed unpaid")]
 
     async def test_a_held_job_given_back_never_started(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        kind = _fresh_kind()
-        job_id = await _enqueue(store, kind)
+        kind = kit.fresh_kind()
+        job_id = await kit.enqueue(store, kind)
         [job] = await store.claim(
-            ClaimRequest(worker_id=_WORKER, limit=1, kinds=frozenset({kind}), start_now=0)
+            core.ClaimRequest(worker_id=kit.WORKER, limit=1, kinds=frozenset({kind}), start_now=0)
         )
-        await _finish(store, job, Release(refund=False), audit)
-        released = await _get(store, job_id)
+        await _finish(store, job, core.Release(refund=False), audit)
+        released = await kit.get(store, job_id)
         assert (released.attempts, released.started_at, released.errors) == (0, None, ())
 
     async def test_stale_recovery_records_the_run_it_ended(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        running = await _running(store, "vanished")
-        kind = _fresh_kind()
-        await _enqueue(store, kind)
+        running = await kit.running(store, "vanished")
+        kind = kit.fresh_kind()
+        await kit.enqueue(store, kind)
         [held] = await store.claim(
-            ClaimRequest(worker_id="vanished", limit=1, kinds=frozenset({kind}), start_now=0)
+            core.ClaimRequest(worker_id="vanished", limit=1, kinds=frozenset({kind}), start_now=0)
         )
         before = await store.now()
         recovered = await store.recover_stale(default_ttl=timedelta(hours=1), ttls={}, audit=audit)
         after = await store.now()
         assert sorted(recovered) == sorted([running.id, held.id])
-        [entry] = (await _get(store, running.id)).errors
-        assert (entry.attempt, entry.worker_id, entry.error) == (1, "vanished", STALE_MARK)
+        [entry] = (await kit.get(store, running.id)).errors
+        assert (entry.attempt, entry.worker_id, entry.error) == (1, "vanished", core.STALE_MARK)
         assert entry.claimed_at == running.claimed_at
         assert _between(entry.failed_at, before, after)
         # A held job that never started used no attempt: no failed run to record.
-        assert (await _get(store, held.id)).errors == ()
+        assert (await kit.get(store, held.id)).errors == ()
         # Back to pending: not audited.
         assert await _actions(store, audit, running.id) == []
 
     async def test_a_replay_keeps_the_history(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        job = await _running(store)
-        await _finish(store, job, Bury(error="gave up"), audit)
-        replay = await store.apply(JobFilter(ids=frozenset({job.id})), Event.REPLAY, audit=audit)
+        job = await kit.running(store)
+        await _finish(store, job, core.Bury(error="gave up"), audit)
+        replay = await store.apply(
+            core.JobFilter(ids=frozenset({job.id})), core.Event.REPLAY, audit=audit
+        )
         assert replay == [job.id]
-        replayed = await _get(store, job.id)
-        assert replayed.state is JobState.PENDING
+        replayed = await kit.get(store, job.id)
+        assert replayed.state is core.JobState.PENDING
         assert [(e.attempt, e.error) for e in replayed.errors] == [(1, "gave up")]
         assert (replayed.started_at, replayed.result) == (job.claimed_at, None)
         assert await _actions(store, audit, job.id) == _expected(
-            audit, AuditAction.DLQ, AuditAction.REPLAY
+            audit, core.AuditAction.DLQ, core.AuditAction.REPLAY
         )
 
-    @requires("transactions")
+    @kit.requires("transactions")
     async def test_a_result_written_in_the_jobs_transaction_commits_with_it(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
-        committed, rolled_back = await _running(store), await _running(store)
+        committed, rolled_back = await kit.running(store), await kit.running(store)
         async with store.transaction() as tx:
-            outcome = Succeeded(result={"in": "tx"}, result_json='{"in": "tx"}')
-            completion = Completion(lease=committed.lease, outcome=outcome)
+            outcome = core.Succeeded(result={"in": "tx"}, result_json='{"in": "tx"}')
+            completion = core.Completion(lease=committed.lease, outcome=outcome)
             assert await store.complete([completion], connection=tx, audit=audit) == [True]
-        assert (await _get(store, committed.id)).result == {"in": "tx"}
-        assert await _actions(store, audit, committed.id) == _expected(audit, AuditAction.DONE)
+        assert (await kit.get(store, committed.id)).result == {"in": "tx"}
+        assert await _actions(store, audit, committed.id) == _expected(audit, core.AuditAction.DONE)
 
-        with pytest.raises(_Rollback):
-            await _complete_and_roll_back(store, Completion(rolled_back.lease, Succeeded(5)), audit)
-        after = await _get(store, rolled_back.id)
-        assert (after.state, after.result) == (JobState.RUNNING, None)
+        with pytest.raises(kit.Rollback):
+            await _complete_and_roll_back(
+                store, core.Completion(rolled_back.lease, core.Succeeded(5)), audit
+            )
+        after = await kit.get(store, rolled_back.id)
+        assert (after.state, after.result) == (core.JobState.RUNNING, None)
 
     # ---- through an engine's worker ---------------------------------------------------
 
@@ -463,7 +449,7 @@ class AsyncResultsContract(AsyncContractBase):
         await _run(engine)
         after = await store.now()
         job = await engine.get_job(job_id)
-        assert (job.state, job.attempts, job.result) == (JobState.SUCCEEDED, 3, {"attempt": 3})
+        assert (job.state, job.attempts, job.result) == (core.JobState.SUCCEEDED, 3, {"attempt": 3})
         assert _numbers(job.errors) == [1, 2]
         for n, entry in enumerate(job.errors, start=1):
             assert entry.error.startswith(f"RuntimeError: flaky failure {n}")
@@ -472,14 +458,14 @@ class AsyncResultsContract(AsyncContractBase):
         assert _between(job.started_at, before, after)
         assert _between(job.completed_at, before, after)
         assert await _actions(store, audit, job_id) == _expected(
-            audit, AuditAction.ENQUEUED, AuditAction.DONE
+            audit, core.AuditAction.ENQUEUED, core.AuditAction.DONE
         )
 
     async def test_engine_records_the_failures_of_a_dead_job(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
         engine = _engine(store, audit)
-        attempts = MAX_RECORDED_ERRORS + 2
+        attempts = core.MAX_RECORDED_ERRORS + 2
 
         @engine.processor("results.doomed", max_attempts=attempts)
         async def doomed(payload: Any, ctx: JobContext) -> None:
@@ -488,15 +474,15 @@ class AsyncResultsContract(AsyncContractBase):
         job_id = (await engine.enqueue("results.doomed", {})).id
         await _run(engine)
         job = await engine.get_job(job_id)
-        assert (job.state, job.attempts, job.result) == (JobState.DEAD, attempts, None)
+        assert (job.state, job.attempts, job.result) == (core.JobState.DEAD, attempts, None)
         assert _numbers(job.errors) == list(range(3, attempts + 1))
         assert all(e.error.startswith(f"ValueError: doomed run {e.attempt}") for e in job.errors)
         assert job.completed_at is not None
         assert await _actions(store, audit, job_id) == _expected(
-            audit, AuditAction.ENQUEUED, AuditAction.DLQ
+            audit, core.AuditAction.ENQUEUED, core.AuditAction.DLQ
         )
 
-    @requires("transactions")
+    @kit.requires("transactions")
     async def test_engine_stores_a_transactional_processors_result(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
@@ -514,7 +500,7 @@ class AsyncResultsContract(AsyncContractBase):
         job_id = (await engine.enqueue("results.booked", {"invoice": 17})).id
         await _run(engine)
         job = await engine.get_job(job_id)
-        assert (job.state, job.attempts, job.result) == (JobState.SUCCEEDED, 2, {"booked": 17})
+        assert (job.state, job.attempts, job.result) == (core.JobState.SUCCEEDED, 2, {"booked": 17})
         assert [(e.attempt, e.error.partition("\n")[0]) for e in job.errors] == [
             (1, "RuntimeError: first booking failed")
         ]
@@ -540,7 +526,7 @@ class AsyncResultsContract(AsyncContractBase):
         for kind, job_id in ids.items():
             job = await engine.get_job(job_id)
             # Not retried: the same code would return the same kind of value again.
-            assert (job.state, job.attempts, job.result) == (JobState.DEAD, 1, None)
+            assert (job.state, job.attempts, job.result) == (core.JobState.DEAD, 1, None)
             assert [e.error for e in job.errors] == [job.last_error]
             errors[kind] = job.last_error
         expected = {
@@ -554,7 +540,7 @@ class AsyncResultsContract(AsyncContractBase):
         for kind, start in expected.items():
             assert (errors[kind] or "").startswith(start), (kind, errors[kind])
 
-    @requires("transactions")
+    @kit.requires("transactions")
     async def test_engine_buries_an_unstorable_transactional_result_and_rolls_back(
         self, store: AsyncJobStore, audit: AsyncAudit | None
     ) -> None:
@@ -572,10 +558,10 @@ class AsyncResultsContract(AsyncContractBase):
         job_id = (await engine.enqueue("results.tx_set", {})).id
         assert await _run(engine) == 1
         job = await engine.get_job(job_id)
-        assert (job.state, job.attempts) == (JobState.DEAD, 1)
+        assert (job.state, job.attempts) == (core.JobState.DEAD, 1)
         assert job.last_error is not None
         assert job.last_error.startswith("unstorable result: result is not JSON-serialisable")
         assert await engine.list_jobs(kind="results.follow_up") == []
         assert await _actions(store, audit, job_id) == _expected(
-            audit, AuditAction.ENQUEUED, AuditAction.DLQ
+            audit, core.AuditAction.ENQUEUED, core.AuditAction.DLQ
         )

@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from skiplock.ports import JobStore
 
 _KIND = "contract.job"
-_WORKER = "contract-worker-1"
-_TRACE = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-_PAYLOAD = {
+WORKER = "contract-worker-1"
+TRACE = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+PAYLOAD = {
     "to": "someone@example.com",
     "n": 3,
     "tags": ["a", "b"],
@@ -46,7 +46,7 @@ _PAYLOAD = {
 _unique = itertools.count(1)
 
 
-class _Rollback(Exception):
+class Rollback(Exception):
     """Raised inside a transaction to roll it back."""
 
 
@@ -55,70 +55,70 @@ def requires(*capabilities: str) -> pytest.MarkDecorator:
     return pytest.mark.skiplock_requires(*capabilities)
 
 
-def _request(kind: str = _KIND, **fields: Any) -> EnqueueRequest:
+def request(kind: str = _KIND, **fields: Any) -> EnqueueRequest:
     return EnqueueRequest(kind=kind, **fields)
 
 
-def _claim_request(worker_id: str = _WORKER, limit: int = 100, **fields: Any) -> ClaimRequest:
+def claim_request(worker_id: str = WORKER, limit: int = 100, **fields: Any) -> ClaimRequest:
     return ClaimRequest(worker_id=worker_id, limit=limit, **fields)
 
 
-def _fresh_kind() -> str:
+def fresh_kind() -> str:
     """A kind no other job in the test has, to claim exactly one job."""
     return f"contract.k{next(_unique)}"
 
 
-def _enqueue(store: JobStore, kind: str = _KIND, **fields: Any) -> int:
-    [result] = store.enqueue([_request(kind, **fields)])
+def enqueue(store: JobStore, kind: str = _KIND, **fields: Any) -> int:
+    [result] = store.enqueue([request(kind, **fields)])
     assert result.created
     return result.id
 
 
-def _get(store: JobStore, job_id: int) -> Job:
+def get(store: JobStore, job_id: int) -> Job:
     job = store.get(job_id)
     assert job is not None, f"job {job_id} is gone"
     return job
 
 
-def _claim_one(store: JobStore, kind: str, worker_id: str = _WORKER) -> Job:
-    jobs = store.claim(_claim_request(worker_id, limit=1, kinds=frozenset({kind})))
+def claim_one(store: JobStore, kind: str, worker_id: str = WORKER) -> Job:
+    jobs = store.claim(claim_request(worker_id, limit=1, kinds=frozenset({kind})))
     assert len(jobs) == 1, f"expected to claim one {kind!r} job, got {jobs}"
     return jobs[0]
 
 
-def _running(store: JobStore, worker_id: str = _WORKER, **fields: Any) -> Job:
+def running(store: JobStore, worker_id: str = WORKER, **fields: Any) -> Job:
     """A fresh job, claimed by ``worker_id``."""
-    kind = _fresh_kind()
-    _enqueue(store, kind, **fields)
-    return _claim_one(store, kind, worker_id)
+    kind = fresh_kind()
+    enqueue(store, kind, **fields)
+    return claim_one(store, kind, worker_id)
 
 
-def _finish(store: JobStore, job: Job, outcome: Outcome) -> None:
+def finish(store: JobStore, job: Job, outcome: Outcome) -> None:
     assert store.complete([Completion(lease=job.lease, outcome=outcome)]) == [True]
 
 
-def _in_state(store: JobStore, state: JobState) -> int:
+def in_state(store: JobStore, state: JobState) -> int:
     """A fresh job brought to ``state`` through the port."""
     if state is JobState.PENDING:
-        return _enqueue(store, _fresh_kind())
+        return enqueue(store, fresh_kind())
     if state is JobState.CANCELLED or state is JobState.FAILED:
-        job_id = _enqueue(store, _fresh_kind())
+        job_id = enqueue(store, fresh_kind())
         event = Event.CANCEL if state is JobState.CANCELLED else Event.MARK_FAILED
         assert store.apply(JobFilter(ids=frozenset({job_id})), event) == [job_id]
         return job_id
-    job = _running(store)
+    job = running(store)
     if state is JobState.SUCCEEDED:
-        _finish(store, job, Succeeded())
+        finish(store, job, Succeeded())
     elif state is JobState.DEAD:
-        _finish(store, job, Bury(error="buried by the contract"))
+        finish(store, job, Bury(error="buried by the contract"))
     return job.id
 
 
-def _ids(jobs: Sequence[Job]) -> list[int]:
+def ids(jobs: Sequence[Job]) -> list[int]:
     return [job.id for job in jobs]
 
 
-def _all_jobs(store: JobStore) -> list[Job]:
+def all_jobs(store: JobStore) -> list[Job]:
     return store.list_jobs(JobFilter(), Page(limit=10_000))
 
 

@@ -30,9 +30,9 @@ if TYPE_CHECKING:
     from skiplock.ports import AsyncJobStore
 
 _KIND = "contract.job"
-_WORKER = "contract-worker-1"
-_TRACE = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-_PAYLOAD = {
+WORKER = "contract-worker-1"
+TRACE = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+PAYLOAD = {
     "to": "someone@example.com",
     "n": 3,
     "tags": ["a", "b"],
@@ -42,7 +42,7 @@ _PAYLOAD = {
 _unique = itertools.count(1)
 
 
-class _Rollback(Exception):
+class Rollback(Exception):
     """Raised inside a transaction to roll it back."""
 
 
@@ -51,70 +51,70 @@ def requires(*capabilities: str) -> pytest.MarkDecorator:
     return pytest.mark.skiplock_requires(*capabilities)
 
 
-def _request(kind: str = _KIND, **fields: Any) -> EnqueueRequest:
+def request(kind: str = _KIND, **fields: Any) -> EnqueueRequest:
     return EnqueueRequest(kind=kind, **fields)
 
 
-def _claim_request(worker_id: str = _WORKER, limit: int = 100, **fields: Any) -> ClaimRequest:
+def claim_request(worker_id: str = WORKER, limit: int = 100, **fields: Any) -> ClaimRequest:
     return ClaimRequest(worker_id=worker_id, limit=limit, **fields)
 
 
-def _fresh_kind() -> str:
+def fresh_kind() -> str:
     """A kind no other job in the test has, to claim exactly one job."""
     return f"contract.k{next(_unique)}"
 
 
-async def _enqueue(store: AsyncJobStore, kind: str = _KIND, **fields: Any) -> int:
-    [result] = await store.enqueue([_request(kind, **fields)])
+async def enqueue(store: AsyncJobStore, kind: str = _KIND, **fields: Any) -> int:
+    [result] = await store.enqueue([request(kind, **fields)])
     assert result.created
     return result.id
 
 
-async def _get(store: AsyncJobStore, job_id: int) -> Job:
+async def get(store: AsyncJobStore, job_id: int) -> Job:
     job = await store.get(job_id)
     assert job is not None, f"job {job_id} is gone"
     return job
 
 
-async def _claim_one(store: AsyncJobStore, kind: str, worker_id: str = _WORKER) -> Job:
-    jobs = await store.claim(_claim_request(worker_id, limit=1, kinds=frozenset({kind})))
+async def claim_one(store: AsyncJobStore, kind: str, worker_id: str = WORKER) -> Job:
+    jobs = await store.claim(claim_request(worker_id, limit=1, kinds=frozenset({kind})))
     assert len(jobs) == 1, f"expected to claim one {kind!r} job, got {jobs}"
     return jobs[0]
 
 
-async def _running(store: AsyncJobStore, worker_id: str = _WORKER, **fields: Any) -> Job:
+async def running(store: AsyncJobStore, worker_id: str = WORKER, **fields: Any) -> Job:
     """A fresh job, claimed by ``worker_id``."""
-    kind = _fresh_kind()
-    await _enqueue(store, kind, **fields)
-    return await _claim_one(store, kind, worker_id)
+    kind = fresh_kind()
+    await enqueue(store, kind, **fields)
+    return await claim_one(store, kind, worker_id)
 
 
-async def _finish(store: AsyncJobStore, job: Job, outcome: Outcome) -> None:
+async def finish(store: AsyncJobStore, job: Job, outcome: Outcome) -> None:
     assert await store.complete([Completion(lease=job.lease, outcome=outcome)]) == [True]
 
 
-async def _in_state(store: AsyncJobStore, state: JobState) -> int:
+async def in_state(store: AsyncJobStore, state: JobState) -> int:
     """A fresh job brought to ``state`` through the port."""
     if state is JobState.PENDING:
-        return await _enqueue(store, _fresh_kind())
+        return await enqueue(store, fresh_kind())
     if state is JobState.CANCELLED or state is JobState.FAILED:
-        job_id = await _enqueue(store, _fresh_kind())
+        job_id = await enqueue(store, fresh_kind())
         event = Event.CANCEL if state is JobState.CANCELLED else Event.MARK_FAILED
         assert await store.apply(JobFilter(ids=frozenset({job_id})), event) == [job_id]
         return job_id
-    job = await _running(store)
+    job = await running(store)
     if state is JobState.SUCCEEDED:
-        await _finish(store, job, Succeeded())
+        await finish(store, job, Succeeded())
     elif state is JobState.DEAD:
-        await _finish(store, job, Bury(error="buried by the contract"))
+        await finish(store, job, Bury(error="buried by the contract"))
     return job.id
 
 
-def _ids(jobs: Sequence[Job]) -> list[int]:
+def ids(jobs: Sequence[Job]) -> list[int]:
     return [job.id for job in jobs]
 
 
-async def _all_jobs(store: AsyncJobStore) -> list[Job]:
+async def all_jobs(store: AsyncJobStore) -> list[Job]:
     return await store.list_jobs(JobFilter(), Page(limit=10_000))
 
 

@@ -14,34 +14,23 @@ from collections import Counter
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from skiplock.core import FINISHED_STATES, Event, JobFilter, JobState, Succeeded
+from skiplock import core
 
-from ._support import (
-    ContractBase,
-    _claim_request,
-    _finish,
-    _fresh_kind,
-    _get,
-    _in_state,
-    _request,
-    _running,
-    requires,
-)
+from . import _support as kit
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from skiplock.core import FinishedCount
     from skiplock.ports import JobStore
     from skiplock.testing import FakeClock
 
 _MINUTE = timedelta(minutes=1)
 
 
-def _totals(rows: list[FinishedCount]) -> Counter[tuple[datetime, JobState]]:
+def _totals(rows: list[core.FinishedCount]) -> Counter[tuple[datetime, core.JobState]]:
     """The counts per (bucket, state), summed over the kinds (one row per bucket, state
     and kind)."""
-    totals: Counter[tuple[datetime, JobState]] = Counter()
+    totals: Counter[tuple[datetime, core.JobState]] = Counter()
     seen = set()
     for row in rows:
         assert row.count > 0, "zero counts are omitted"
@@ -52,7 +41,7 @@ def _totals(rows: list[FinishedCount]) -> Counter[tuple[datetime, JobState]]:
     return totals
 
 
-class ThroughputContract(ContractBase):
+class ThroughputContract(kit.ContractBase):
     """Finished jobs per bucket and final state."""
 
     def test_finished_counts_of_an_empty_store(self, store: JobStore) -> None:
@@ -60,14 +49,16 @@ class ThroughputContract(ContractBase):
 
     def test_finished_counts_count_each_final_state_in_its_bucket(self, store: JobStore) -> None:
         since = store.now() - timedelta(hours=1)
-        by_state = {state: _in_state(store, state) for state in JobState}
-        second = _in_state(store, JobState.DEAD)
-        replayed = _in_state(store, JobState.DEAD)
-        assert store.apply(JobFilter(ids=frozenset({replayed})), Event.REPLAY) == [replayed]
-        expected: Counter[tuple[datetime, JobState]] = Counter()
+        by_state = {state: kit.in_state(store, state) for state in core.JobState}
+        second = kit.in_state(store, core.JobState.DEAD)
+        replayed = kit.in_state(store, core.JobState.DEAD)
+        assert store.apply(core.JobFilter(ids=frozenset({replayed})), core.Event.REPLAY) == [
+            replayed
+        ]
+        expected: Counter[tuple[datetime, core.JobState]] = Counter()
         for job_id in [*by_state.values(), second]:
-            job = _get(store, job_id)
-            if job.state in FINISHED_STATES:
+            job = kit.get(store, job_id)
+            if job.state in core.FINISHED_STATES:
                 assert job.completed_at is not None
                 start = since + ((job.completed_at - since) // _MINUTE) * _MINUTE
                 expected[start, job.state] += 1
@@ -76,52 +67,52 @@ class ThroughputContract(ContractBase):
         assert sum(expected.values()) == 5  # pending, running and the replayed job: not
 
     def test_finished_counts_start_at_since(self, store: JobStore) -> None:
-        job = _running(store)
-        _finish(store, job, Succeeded())
-        completed_at = (_get(store, job.id)).completed_at
+        job = kit.running(store)
+        kit.finish(store, job, core.Succeeded())
+        completed_at = (kit.get(store, job.id)).completed_at
         assert completed_at is not None
         rows = store.finished_counts(completed_at, timedelta(seconds=30))
-        assert _totals(rows) == {(completed_at, JobState.SUCCEEDED): 1}
+        assert _totals(rows) == {(completed_at, core.JobState.SUCCEEDED): 1}
         later = completed_at + timedelta(microseconds=1)
         assert store.finished_counts(later, timedelta(seconds=30)) == []
 
     def test_finished_counts_tell_the_kinds_apart(self, store: JobStore) -> None:
         since = store.now() - timedelta(hours=1)
-        mail, scan = _fresh_kind(), _fresh_kind()
+        mail, scan = kit.fresh_kind(), kit.fresh_kind()
         for kind, n in ((mail, 3), (scan, 2)):
-            store.enqueue([_request(kind) for _ in range(n)])
-            jobs = store.claim(_claim_request(limit=n, kinds=frozenset({kind})))
+            store.enqueue([kit.request(kind) for _ in range(n)])
+            jobs = store.claim(kit.claim_request(limit=n, kinds=frozenset({kind})))
             assert len(jobs) == n
             for job in jobs:
-                _finish(store, job, Succeeded())
+                kit.finish(store, job, core.Succeeded())
         per_kind: Counter[str] = Counter()
         for row in store.finished_counts(since, timedelta(hours=2)):
-            assert row.state is JobState.SUCCEEDED
+            assert row.state is core.JobState.SUCCEEDED
             per_kind[row.kind or ""] += row.count
         assert per_kind == {mail: 3, scan: 2}
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     def test_finished_counts_put_jobs_in_the_buckets_of_their_completion(
         self, store: JobStore, clock: FakeClock
     ) -> None:
         since = store.now()
-        _in_state(store, JobState.SUCCEEDED)
+        kit.in_state(store, core.JobState.SUCCEEDED)
         clock.advance(timedelta(seconds=59))
-        _in_state(store, JobState.SUCCEEDED)
+        kit.in_state(store, core.JobState.SUCCEEDED)
         clock.advance(timedelta(seconds=1))
-        _in_state(store, JobState.SUCCEEDED)
-        _in_state(store, JobState.CANCELLED)
+        kit.in_state(store, core.JobState.SUCCEEDED)
+        kit.in_state(store, core.JobState.CANCELLED)
         clock.advance(timedelta(minutes=5))
-        _in_state(store, JobState.FAILED)
+        kit.in_state(store, core.JobState.FAILED)
 
         assert _totals(store.finished_counts(since, _MINUTE)) == {
-            (since, JobState.SUCCEEDED): 2,
-            (since + _MINUTE, JobState.SUCCEEDED): 1,
-            (since + _MINUTE, JobState.CANCELLED): 1,
-            (since + 6 * _MINUTE, JobState.FAILED): 1,
+            (since, core.JobState.SUCCEEDED): 2,
+            (since + _MINUTE, core.JobState.SUCCEEDED): 1,
+            (since + _MINUTE, core.JobState.CANCELLED): 1,
+            (since + 6 * _MINUTE, core.JobState.FAILED): 1,
         }
         assert _totals(store.finished_counts(since + _MINUTE, 5 * _MINUTE)) == {
-            (since + _MINUTE, JobState.SUCCEEDED): 1,
-            (since + _MINUTE, JobState.CANCELLED): 1,
-            (since + 6 * _MINUTE, JobState.FAILED): 1,
+            (since + _MINUTE, core.JobState.SUCCEEDED): 1,
+            (since + _MINUTE, core.JobState.CANCELLED): 1,
+            (since + 6 * _MINUTE, core.JobState.FAILED): 1,
         }

@@ -11,34 +11,23 @@ from collections import Counter
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from skiplock.core import FINISHED_STATES, Event, JobFilter, JobState, Succeeded
+from skiplock import core
 
-from ._support_async import (
-    AsyncContractBase,
-    _claim_request,
-    _finish,
-    _fresh_kind,
-    _get,
-    _in_state,
-    _request,
-    _running,
-    requires,
-)
+from . import _support_async as kit
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from skiplock.core import FinishedCount
     from skiplock.ports import AsyncJobStore
     from skiplock.testing import FakeClock
 
 _MINUTE = timedelta(minutes=1)
 
 
-def _totals(rows: list[FinishedCount]) -> Counter[tuple[datetime, JobState]]:
+def _totals(rows: list[core.FinishedCount]) -> Counter[tuple[datetime, core.JobState]]:
     """The counts per (bucket, state), summed over the kinds (one row per bucket, state
     and kind)."""
-    totals: Counter[tuple[datetime, JobState]] = Counter()
+    totals: Counter[tuple[datetime, core.JobState]] = Counter()
     seen = set()
     for row in rows:
         assert row.count > 0, "zero counts are omitted"
@@ -49,7 +38,7 @@ def _totals(rows: list[FinishedCount]) -> Counter[tuple[datetime, JobState]]:
     return totals
 
 
-class AsyncThroughputContract(AsyncContractBase):
+class AsyncThroughputContract(kit.AsyncContractBase):
     """Finished jobs per bucket and final state."""
 
     async def test_finished_counts_of_an_empty_store(self, store: AsyncJobStore) -> None:
@@ -59,14 +48,16 @@ class AsyncThroughputContract(AsyncContractBase):
         self, store: AsyncJobStore
     ) -> None:
         since = await store.now() - timedelta(hours=1)
-        by_state = {state: await _in_state(store, state) for state in JobState}
-        second = await _in_state(store, JobState.DEAD)
-        replayed = await _in_state(store, JobState.DEAD)
-        assert await store.apply(JobFilter(ids=frozenset({replayed})), Event.REPLAY) == [replayed]
-        expected: Counter[tuple[datetime, JobState]] = Counter()
+        by_state = {state: await kit.in_state(store, state) for state in core.JobState}
+        second = await kit.in_state(store, core.JobState.DEAD)
+        replayed = await kit.in_state(store, core.JobState.DEAD)
+        assert await store.apply(core.JobFilter(ids=frozenset({replayed})), core.Event.REPLAY) == [
+            replayed
+        ]
+        expected: Counter[tuple[datetime, core.JobState]] = Counter()
         for job_id in [*by_state.values(), second]:
-            job = await _get(store, job_id)
-            if job.state in FINISHED_STATES:
+            job = await kit.get(store, job_id)
+            if job.state in core.FINISHED_STATES:
                 assert job.completed_at is not None
                 start = since + ((job.completed_at - since) // _MINUTE) * _MINUTE
                 expected[start, job.state] += 1
@@ -75,52 +66,52 @@ class AsyncThroughputContract(AsyncContractBase):
         assert sum(expected.values()) == 5  # pending, running and the replayed job: not
 
     async def test_finished_counts_start_at_since(self, store: AsyncJobStore) -> None:
-        job = await _running(store)
-        await _finish(store, job, Succeeded())
-        completed_at = (await _get(store, job.id)).completed_at
+        job = await kit.running(store)
+        await kit.finish(store, job, core.Succeeded())
+        completed_at = (await kit.get(store, job.id)).completed_at
         assert completed_at is not None
         rows = await store.finished_counts(completed_at, timedelta(seconds=30))
-        assert _totals(rows) == {(completed_at, JobState.SUCCEEDED): 1}
+        assert _totals(rows) == {(completed_at, core.JobState.SUCCEEDED): 1}
         later = completed_at + timedelta(microseconds=1)
         assert await store.finished_counts(later, timedelta(seconds=30)) == []
 
     async def test_finished_counts_tell_the_kinds_apart(self, store: AsyncJobStore) -> None:
         since = await store.now() - timedelta(hours=1)
-        mail, scan = _fresh_kind(), _fresh_kind()
+        mail, scan = kit.fresh_kind(), kit.fresh_kind()
         for kind, n in ((mail, 3), (scan, 2)):
-            await store.enqueue([_request(kind) for _ in range(n)])
-            jobs = await store.claim(_claim_request(limit=n, kinds=frozenset({kind})))
+            await store.enqueue([kit.request(kind) for _ in range(n)])
+            jobs = await store.claim(kit.claim_request(limit=n, kinds=frozenset({kind})))
             assert len(jobs) == n
             for job in jobs:
-                await _finish(store, job, Succeeded())
+                await kit.finish(store, job, core.Succeeded())
         per_kind: Counter[str] = Counter()
         for row in await store.finished_counts(since, timedelta(hours=2)):
-            assert row.state is JobState.SUCCEEDED
+            assert row.state is core.JobState.SUCCEEDED
             per_kind[row.kind or ""] += row.count
         assert per_kind == {mail: 3, scan: 2}
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     async def test_finished_counts_put_jobs_in_the_buckets_of_their_completion(
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
         since = await store.now()
-        await _in_state(store, JobState.SUCCEEDED)
+        await kit.in_state(store, core.JobState.SUCCEEDED)
         clock.advance(timedelta(seconds=59))
-        await _in_state(store, JobState.SUCCEEDED)
+        await kit.in_state(store, core.JobState.SUCCEEDED)
         clock.advance(timedelta(seconds=1))
-        await _in_state(store, JobState.SUCCEEDED)
-        await _in_state(store, JobState.CANCELLED)
+        await kit.in_state(store, core.JobState.SUCCEEDED)
+        await kit.in_state(store, core.JobState.CANCELLED)
         clock.advance(timedelta(minutes=5))
-        await _in_state(store, JobState.FAILED)
+        await kit.in_state(store, core.JobState.FAILED)
 
         assert _totals(await store.finished_counts(since, _MINUTE)) == {
-            (since, JobState.SUCCEEDED): 2,
-            (since + _MINUTE, JobState.SUCCEEDED): 1,
-            (since + _MINUTE, JobState.CANCELLED): 1,
-            (since + 6 * _MINUTE, JobState.FAILED): 1,
+            (since, core.JobState.SUCCEEDED): 2,
+            (since + _MINUTE, core.JobState.SUCCEEDED): 1,
+            (since + _MINUTE, core.JobState.CANCELLED): 1,
+            (since + 6 * _MINUTE, core.JobState.FAILED): 1,
         }
         assert _totals(await store.finished_counts(since + _MINUTE, 5 * _MINUTE)) == {
-            (since + _MINUTE, JobState.SUCCEEDED): 1,
-            (since + _MINUTE, JobState.CANCELLED): 1,
-            (since + 6 * _MINUTE, JobState.FAILED): 1,
+            (since + _MINUTE, core.JobState.SUCCEEDED): 1,
+            (since + _MINUTE, core.JobState.CANCELLED): 1,
+            (since + 6 * _MINUTE, core.JobState.FAILED): 1,
         }

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from skiplock.core import ValidationError
+from skiplock import core
 
-from ._support import ContractBase, _request, requires
+from . import _support as kit
 
 if TYPE_CHECKING:
     from skiplock.ports import JobStore
@@ -32,7 +32,7 @@ _SETTING = "SELECT current_setting('statement_timeout')"
 _CANCELLED = "statement timeout"
 
 
-class StatementTimeoutContract(ContractBase):
+class StatementTimeoutContract(kit.ContractBase):
     """Statement timeouts of ``transaction()`` and ``autocommit()`` blocks."""
 
     def fetch_value(self, handle: object, query: str) -> object:
@@ -54,7 +54,7 @@ class StatementTimeoutContract(ContractBase):
         with store.autocommit() as conn:
             return self.fetch_value(conn, _SETTING)
 
-    @requires("statement_timeouts")
+    @kit.requires("statement_timeouts")
     def test_transaction_statement_timeout_cancels_a_longer_statement(
         self, store: JobStore
     ) -> None:
@@ -67,16 +67,16 @@ class StatementTimeoutContract(ContractBase):
         with store.transaction() as tx:
             assert self.fetch_value(tx, _SETTING) == default
 
-    @requires("statement_timeouts")
+    @kit.requires("statement_timeouts")
     def test_transaction_statement_timeout_lets_shorter_statements_commit(
         self, store: JobStore
     ) -> None:
         with store.transaction(statement_timeout=5) as tx:
             self.fetch_value(tx, "SELECT pg_sleep(0.05)")
-            [result] = store.enqueue([_request()], connection=tx)
+            [result] = store.enqueue([kit.request()], connection=tx)
         assert store.get(result.id) is not None
 
-    @requires("statement_timeouts")
+    @kit.requires("statement_timeouts")
     def test_autocommit_statement_timeout_cancels_and_is_restored(self, store: JobStore) -> None:
         default = self._default(store)
         started = time.monotonic()
@@ -89,9 +89,9 @@ class StatementTimeoutContract(ContractBase):
         with store.transaction() as tx:
             assert self.fetch_value(tx, _SETTING) == default
 
-    @requires("statement_timeouts")
+    @kit.requires("statement_timeouts")
     @pytest.mark.parametrize("bad", [0, -1.0])
     def test_statement_timeout_must_be_positive(self, store: JobStore, bad: float) -> None:
         for block in ("transaction", "autocommit"):
-            with pytest.raises(ValidationError):
+            with pytest.raises(core.ValidationError):
                 self._sleep_in(store, block, bad)

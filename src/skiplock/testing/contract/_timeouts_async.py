@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from skiplock.core import ValidationError
+from skiplock import core
 
-from ._support_async import AsyncContractBase, _request, requires
+from . import _support_async as kit
 
 if TYPE_CHECKING:
     from skiplock.ports import AsyncJobStore
@@ -29,7 +29,7 @@ _SETTING = "SELECT current_setting('statement_timeout')"
 _CANCELLED = "statement timeout"
 
 
-class AsyncStatementTimeoutContract(AsyncContractBase):
+class AsyncStatementTimeoutContract(kit.AsyncContractBase):
     """Statement timeouts of ``transaction()`` and ``autocommit()`` blocks."""
 
     async def fetch_value(self, handle: object, query: str) -> object:
@@ -51,7 +51,7 @@ class AsyncStatementTimeoutContract(AsyncContractBase):
         async with store.autocommit() as conn:
             return await self.fetch_value(conn, _SETTING)
 
-    @requires("statement_timeouts")
+    @kit.requires("statement_timeouts")
     async def test_transaction_statement_timeout_cancels_a_longer_statement(
         self, store: AsyncJobStore
     ) -> None:
@@ -64,16 +64,16 @@ class AsyncStatementTimeoutContract(AsyncContractBase):
         async with store.transaction() as tx:
             assert await self.fetch_value(tx, _SETTING) == default
 
-    @requires("statement_timeouts")
+    @kit.requires("statement_timeouts")
     async def test_transaction_statement_timeout_lets_shorter_statements_commit(
         self, store: AsyncJobStore
     ) -> None:
         async with store.transaction(statement_timeout=5) as tx:
             await self.fetch_value(tx, "SELECT pg_sleep(0.05)")
-            [result] = await store.enqueue([_request()], connection=tx)
+            [result] = await store.enqueue([kit.request()], connection=tx)
         assert await store.get(result.id) is not None
 
-    @requires("statement_timeouts")
+    @kit.requires("statement_timeouts")
     async def test_autocommit_statement_timeout_cancels_and_is_restored(
         self, store: AsyncJobStore
     ) -> None:
@@ -88,11 +88,11 @@ class AsyncStatementTimeoutContract(AsyncContractBase):
         async with store.transaction() as tx:
             assert await self.fetch_value(tx, _SETTING) == default
 
-    @requires("statement_timeouts")
+    @kit.requires("statement_timeouts")
     @pytest.mark.parametrize("bad", [0, -1.0])
     async def test_statement_timeout_must_be_positive(
         self, store: AsyncJobStore, bad: float
     ) -> None:
         for block in ("transaction", "autocommit"):
-            with pytest.raises(ValidationError):
+            with pytest.raises(core.ValidationError):
                 await self._sleep_in(store, block, bad)

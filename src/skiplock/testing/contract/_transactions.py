@@ -14,188 +14,172 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from skiplock.core import (
-    Completion,
-    Event,
-    JobFilter,
-    JobState,
-    Lease,
-    Succeeded,
-)
+from skiplock import core
 
-from ._support import (
-    ContractBase,
-    _all_jobs,
-    _claim_request,
-    _enqueue,
-    _finish,
-    _get,
-    _ids,
-    _in_state,
-    _request,
-    _Rollback,
-    _running,
-    requires,
-)
+from . import _support as kit
 
 if TYPE_CHECKING:
     from skiplock.ports import JobStore
 
 
-class TransactionContract(ContractBase):
+class TransactionContract(kit.ContractBase):
     """Writes through ``transaction()`` and ``autocommit()`` handles."""
 
     # ---- transactions (R0, R10) -------------------------------------------------------
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_transaction_rollback_discards_enqueue(self, store: JobStore) -> None:
         def enqueue_then_fail() -> None:
             with store.transaction() as tx:
-                store.enqueue([_request(), _request()], connection=tx)
-                raise _Rollback
+                store.enqueue([kit.request(), kit.request()], connection=tx)
+                raise kit.Rollback
 
-        with pytest.raises(_Rollback):
+        with pytest.raises(kit.Rollback):
             enqueue_then_fail()
-        assert _all_jobs(store) == []
+        assert kit.all_jobs(store) == []
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_transaction_commit_makes_enqueue_visible(self, store: JobStore) -> None:
         with store.transaction() as tx:
-            [result] = store.enqueue([_request(payload="tx")], connection=tx)
+            [result] = store.enqueue([kit.request(payload="tx")], connection=tx)
             inside = store.get(result.id, connection=tx)
             assert inside is not None
             assert inside.payload == "tx"
             assert store.get(result.id) is None  # not committed yet
-        job = _get(store, result.id)
-        assert job.state is JobState.PENDING
-        assert _ids(store.claim(_claim_request())) == [result.id]
+        job = kit.get(store, result.id)
+        assert job.state is core.JobState.PENDING
+        assert kit.ids(store.claim(kit.claim_request())) == [result.id]
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_transaction_bulk_enqueue_is_all_or_nothing(self, store: JobStore) -> None:
         def enqueue_then_fail() -> None:
             with store.transaction() as tx:
-                store.enqueue([_request(payload=i) for i in range(100)], connection=tx)
-                store.enqueue([_request(payload="more")], connection=tx)
-                raise _Rollback
+                store.enqueue([kit.request(payload=i) for i in range(100)], connection=tx)
+                store.enqueue([kit.request(payload="more")], connection=tx)
+                raise kit.Rollback
 
-        with pytest.raises(_Rollback):
+        with pytest.raises(kit.Rollback):
             enqueue_then_fail()
-        assert _all_jobs(store) == []
+        assert kit.all_jobs(store) == []
         with store.transaction() as tx:
-            store.enqueue([_request(payload=i) for i in range(100)], connection=tx)
-        assert len(_all_jobs(store)) == 100
+            store.enqueue([kit.request(payload=i) for i in range(100)], connection=tx)
+        assert len(kit.all_jobs(store)) == 100
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_transaction_idempotency_key_within_the_transaction(self, store: JobStore) -> None:
         with store.transaction() as tx:
-            [first] = store.enqueue([_request(idempotency_key="tx-key")], connection=tx)
-            [second] = store.enqueue([_request(idempotency_key="tx-key")], connection=tx)
+            [first] = store.enqueue([kit.request(idempotency_key="tx-key")], connection=tx)
+            [second] = store.enqueue([kit.request(idempotency_key="tx-key")], connection=tx)
         assert first.created
         assert not second.created
         assert second.id == first.id
-        assert _ids(_all_jobs(store)) == [first.id]
+        assert kit.ids(kit.all_jobs(store)) == [first.id]
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_transaction_enqueue_and_complete_commit_together(self, store: JobStore) -> None:
-        job = _running(store)
+        job = kit.running(store)
         with store.transaction() as tx:
-            [follow_up] = store.enqueue([_request("contract.follow_up")], connection=tx)
+            [follow_up] = store.enqueue([kit.request("contract.follow_up")], connection=tx)
             applied = store.complete(
-                [Completion(lease=job.lease, outcome=Succeeded())], connection=tx
+                [core.Completion(lease=job.lease, outcome=core.Succeeded())], connection=tx
             )
             assert applied == [True]
-        assert (_get(store, job.id)).state is JobState.SUCCEEDED
-        assert (_get(store, follow_up.id)).kind == "contract.follow_up"
+        assert (kit.get(store, job.id)).state is core.JobState.SUCCEEDED
+        assert (kit.get(store, follow_up.id)).kind == "contract.follow_up"
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_transaction_rollback_keeps_the_job_running(self, store: JobStore) -> None:
-        job = _running(store)
+        job = kit.running(store)
 
         def complete_then_fail() -> None:
             with store.transaction() as tx:
-                store.enqueue([_request("contract.follow_up")], connection=tx)
-                store.complete([Completion(lease=job.lease, outcome=Succeeded())], connection=tx)
-                raise _Rollback
+                store.enqueue([kit.request("contract.follow_up")], connection=tx)
+                store.complete(
+                    [core.Completion(lease=job.lease, outcome=core.Succeeded())], connection=tx
+                )
+                raise kit.Rollback
 
-        with pytest.raises(_Rollback):
+        with pytest.raises(kit.Rollback):
             complete_then_fail()
-        after = _get(store, job.id)
-        assert after.state is JobState.RUNNING
+        after = kit.get(store, job.id)
+        assert after.state is core.JobState.RUNNING
         assert after.lease == job.lease
-        assert [j.kind for j in _all_jobs(store)] == [job.kind]
+        assert [j.kind for j in kit.all_jobs(store)] == [job.kind]
         # The claim is intact: its worker can still finish it.
-        _finish(store, job, Succeeded())
+        kit.finish(store, job, core.Succeeded())
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_transaction_rollback_discards_apply_and_delete(self, store: JobStore) -> None:
-        pending = _enqueue(store)
-        dead = _in_state(store, JobState.DEAD)
+        pending = kit.enqueue(store)
+        dead = kit.in_state(store, core.JobState.DEAD)
 
         def change_then_fail() -> None:
             with store.transaction() as tx:
                 assert store.apply(
-                    JobFilter(ids=frozenset({pending})), Event.CANCEL, connection=tx
+                    core.JobFilter(ids=frozenset({pending})), core.Event.CANCEL, connection=tx
                 ) == [pending]
-                deleted = store.delete(JobFilter(ids=frozenset({dead})), connection=tx)
-                assert _ids(deleted) == [dead]
-                raise _Rollback
+                deleted = store.delete(core.JobFilter(ids=frozenset({dead})), connection=tx)
+                assert kit.ids(deleted) == [dead]
+                raise kit.Rollback
 
-        with pytest.raises(_Rollback):
+        with pytest.raises(kit.Rollback):
             change_then_fail()
-        assert (_get(store, pending)).state is JobState.PENDING
-        assert (_get(store, dead)).state is JobState.DEAD
+        assert (kit.get(store, pending)).state is core.JobState.PENDING
+        assert (kit.get(store, dead)).state is core.JobState.DEAD
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_transaction_rollback_discards_apply_job(self, store: JobStore) -> None:
-        dead = _in_state(store, JobState.DEAD)
-        before = _get(store, dead)
+        dead = kit.in_state(store, core.JobState.DEAD)
+        before = kit.get(store, dead)
 
         def replay_then_fail() -> None:
             with store.transaction() as tx:
-                replayed = store.apply_job(dead, Event.REPLAY, reset_attempts=True, connection=tx)
+                replayed = store.apply_job(
+                    dead, core.Event.REPLAY, reset_attempts=True, connection=tx
+                )
                 assert replayed is not None
-                assert (replayed.state, replayed.attempts) == (JobState.PENDING, 0)
+                assert (replayed.state, replayed.attempts) == (core.JobState.PENDING, 0)
                 assert store.get(dead, connection=tx) == replayed
-                raise _Rollback
+                raise kit.Rollback
 
-        with pytest.raises(_Rollback):
+        with pytest.raises(kit.Rollback):
             replay_then_fail()
-        assert _get(store, dead) == before
+        assert kit.get(store, dead) == before
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_transaction_apply_job_commits(self, store: JobStore) -> None:
-        pending = _enqueue(store)
+        pending = kit.enqueue(store)
         with store.transaction() as tx:
-            cancelled = store.apply_job(pending, Event.CANCEL, connection=tx)
+            cancelled = store.apply_job(pending, core.Event.CANCEL, connection=tx)
         assert cancelled is not None
-        assert cancelled.state is JobState.CANCELLED
-        assert _get(store, pending) == cancelled
+        assert cancelled.state is core.JobState.CANCELLED
+        assert kit.get(store, pending) == cancelled
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_transaction_apply_and_delete_commit(self, store: JobStore) -> None:
-        pending = _enqueue(store)
-        dead = _in_state(store, JobState.DEAD)
+        pending = kit.enqueue(store)
+        dead = kit.in_state(store, core.JobState.DEAD)
         with store.transaction() as tx:
-            store.apply(JobFilter(ids=frozenset({pending})), Event.CANCEL, connection=tx)
-            store.delete(JobFilter(ids=frozenset({dead})), connection=tx)
-        assert (_get(store, pending)).state is JobState.CANCELLED
+            store.apply(core.JobFilter(ids=frozenset({pending})), core.Event.CANCEL, connection=tx)
+            store.delete(core.JobFilter(ids=frozenset({dead})), connection=tx)
+        assert (kit.get(store, pending)).state is core.JobState.CANCELLED
         assert store.get(dead) is None
 
-    @requires("transactions")
+    @kit.requires("transactions")
     def test_transaction_fenced_complete_with_a_stale_lease_is_false(self, store: JobStore) -> None:
-        job = _running(store)
-        stale = Lease(
+        job = kit.running(store)
+        stale = core.Lease(
             job_id=job.id, worker_id="someone-else", attempt=job.attempts, claim=job.claims
         )
         with store.transaction() as tx:
             assert store.complete(
-                [Completion(lease=stale, outcome=Succeeded())], connection=tx
+                [core.Completion(lease=stale, outcome=core.Succeeded())], connection=tx
             ) == [False]
-        assert (_get(store, job.id)).state is JobState.RUNNING
+        assert (kit.get(store, job.id)).state is core.JobState.RUNNING
 
     def test_transaction_and_autocommit_take_a_statement_timeout(self, store: JobStore) -> None:
         with store.transaction(statement_timeout=30.0) as tx:
-            [result] = store.enqueue([_request()], connection=tx)
+            [result] = store.enqueue([kit.request()], connection=tx)
         with store.autocommit(statement_timeout=30.0) as conn:
             assert store.get(result.id, connection=conn) is not None
         with store.transaction(statement_timeout=None) as tx:
@@ -203,6 +187,6 @@ class TransactionContract(ContractBase):
 
     def test_autocommit_writes_apply_immediately(self, store: JobStore) -> None:
         with store.autocommit() as conn:
-            [result] = store.enqueue([_request()], connection=conn)
-            assert (_get(store, result.id)).state is JobState.PENDING
-        assert (_get(store, result.id)).state is JobState.PENDING
+            [result] = store.enqueue([kit.request()], connection=conn)
+            assert (kit.get(store, result.id)).state is core.JobState.PENDING
+        assert (kit.get(store, result.id)).state is core.JobState.PENDING

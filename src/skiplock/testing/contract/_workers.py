@@ -15,75 +15,55 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from skiplock import core
 from skiplock._compat import join, spawn
-from skiplock.core import (
-    MAX_ERROR_LENGTH,
-    STALE_MARK,
-    Event,
-    JobFilter,
-    JobState,
-    Retry,
-    Succeeded,
-    WorkerInfo,
-)
 
-from ._support import (
-    _WORKER,
-    ContractBase,
-    _claim_one,
-    _claim_request,
-    _finish,
-    _get,
-    _ids,
-    _in_state,
-    _running,
-    requires,
-)
+from . import _support as kit
 
 if TYPE_CHECKING:
     from skiplock.ports import JobStore
     from skiplock.testing import FakeClock
 
 
-class WorkersContract(ContractBase):
+class WorkersContract(kit.ContractBase):
     """Workers, stale claims, maintenance once per period and retention."""
 
     # ---- workers and stale claims (J1, R12) -------------------------------------------
 
     def test_recover_stale_returns_jobs_of_unregistered_workers(self, store: JobStore) -> None:
-        job = _running(store, "never-registered")
-        _finish(store, job, Retry(delay=timedelta(0), error="first failure"))
-        job = _claim_one(store, job.kind, "never-registered")
+        job = kit.running(store, "never-registered")
+        kit.finish(store, job, core.Retry(delay=timedelta(0), error="first failure"))
+        job = kit.claim_one(store, job.kind, "never-registered")
         assert store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == [job.id]
-        recovered = _get(store, job.id)
-        assert recovered.state is JobState.PENDING
+        recovered = kit.get(store, job.id)
+        assert recovered.state is core.JobState.PENDING
         assert recovered.attempts == 2
         assert recovered.claims == 2
         assert recovered.claimed_by is None
         assert recovered.claimed_at is None
         assert recovered.last_error is not None
-        assert recovered.last_error.startswith(STALE_MARK)
+        assert recovered.last_error.startswith(core.STALE_MARK)
         assert "first failure" in recovered.last_error
-        rescued = _claim_one(store, job.kind, "rescuer")
+        rescued = kit.claim_one(store, job.kind, "rescuer")
         assert (rescued.attempts, rescued.claims) == (3, 3)
 
     def test_recover_stale_cuts_a_long_error_after_the_mark(self, store: JobStore) -> None:
-        job = _running(store, "never-registered")
-        _finish(store, job, Retry(delay=timedelta(0), error="e" * MAX_ERROR_LENGTH))
-        job = _claim_one(store, job.kind, "never-registered")
+        job = kit.running(store, "never-registered")
+        kit.finish(store, job, core.Retry(delay=timedelta(0), error="e" * core.MAX_ERROR_LENGTH))
+        job = kit.claim_one(store, job.kind, "never-registered")
         assert store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == [job.id]
-        recovered = _get(store, job.id)
+        recovered = kit.get(store, job.id)
         # The mark, then the stored error, cut at the limit: no truncation marker.
-        expected = f"{STALE_MARK} {'e' * MAX_ERROR_LENGTH}"[:MAX_ERROR_LENGTH]
+        expected = f"{core.STALE_MARK} {'e' * core.MAX_ERROR_LENGTH}"[: core.MAX_ERROR_LENGTH]
         assert recovered.last_error == expected
 
     def test_recover_stale_leaves_live_workers_alone(self, store: JobStore) -> None:
-        store.register_worker(WorkerInfo(id="alive", host="h", pid=1))
-        job = _running(store, "alive")
+        store.register_worker(core.WorkerInfo(id="alive", host="h", pid=1))
+        job = kit.running(store, "alive")
         assert store.heartbeat("alive", [job.id]) == []
         assert store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == []
-        still = _get(store, job.id)
-        assert (still.state, still.claimed_by) == (JobState.RUNNING, "alive")
+        still = kit.get(store, job.id)
+        assert (still.state, still.claimed_by) == (core.JobState.RUNNING, "alive")
         assert store.heartbeat("alive", [job.id]) == []  # the row is still there
 
     def _silence(self, clock: FakeClock) -> timedelta:
@@ -96,21 +76,21 @@ class WorkersContract(ContractBase):
     def test_recover_stale_removes_the_rows_of_silent_workers(
         self, store: JobStore, clock: FakeClock
     ) -> None:
-        store.register_worker(WorkerInfo(id="crashed", host="h", pid=5))
-        job = _running(store, "crashed")
+        store.register_worker(core.WorkerInfo(id="crashed", host="h", pid=5))
+        job = kit.running(store, "crashed")
         ttl = self._silence(clock)
         assert store.recover_stale(default_ttl=ttl, ttls={}) == [job.id]
         assert store.heartbeat("crashed", [job.id]) is None  # must register again
-        store.register_worker(WorkerInfo(id="crashed", host="h", pid=5))
+        store.register_worker(core.WorkerInfo(id="crashed", host="h", pid=5))
         assert store.heartbeat("crashed", [job.id]) == [job.id]
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     def test_recover_stale_keeps_worker_rows_younger_than_the_longest_ttl(
         self, store: JobStore, clock: FakeClock
     ) -> None:
         for worker_id in ("crashed", "alive"):
-            store.register_worker(WorkerInfo(id=worker_id, host="h", pid=6))
-        job = _running(store, "crashed")
+            store.register_worker(core.WorkerInfo(id=worker_id, host="h", pid=6))
+        job = kit.running(store, "crashed")
         hour = timedelta(hours=1)
         ttls = {job.kind: timedelta(minutes=1), "contract.slow": 2 * hour}
         clock.advance(hour)
@@ -129,65 +109,65 @@ class WorkersContract(ContractBase):
     def test_heartbeat_of_a_missing_worker_returns_none(self, store: JobStore) -> None:
         assert store.heartbeat("never-registered") is None
         assert store.heartbeat("never-registered", [987_654_321]) is None
-        store.register_worker(WorkerInfo(id="back", host="h", pid=7))
+        store.register_worker(core.WorkerInfo(id="back", host="h", pid=7))
         assert store.heartbeat("back") == []
         store.unregister_worker("back")
         assert store.heartbeat("back") is None
         assert store.heartbeat("back") is None  # a heartbeat does not register
-        store.register_worker(WorkerInfo(id="back", host="h", pid=7))
+        store.register_worker(core.WorkerInfo(id="back", host="h", pid=7))
         assert store.heartbeat("back") == []
 
     def test_heartbeat_reports_jobs_no_longer_running_under_the_worker(
         self, store: JobStore
     ) -> None:
-        store.register_worker(WorkerInfo(id=_WORKER, host="h", pid=8))
-        kept, cancelled, failed, deleted, finished = [_running(store) for _ in range(5)]
-        elsewhere = _running(store, "other-worker")
-        store.apply(JobFilter(ids=frozenset({cancelled.id, deleted.id})), Event.CANCEL)
-        store.apply(JobFilter(ids=frozenset({failed.id})), Event.MARK_FAILED)
-        assert _ids(store.delete(JobFilter(ids=frozenset({deleted.id})))) == [deleted.id]
-        _finish(store, finished, Succeeded())
+        store.register_worker(core.WorkerInfo(id=kit.WORKER, host="h", pid=8))
+        kept, cancelled, failed, deleted, finished = [kit.running(store) for _ in range(5)]
+        elsewhere = kit.running(store, "other-worker")
+        store.apply(core.JobFilter(ids=frozenset({cancelled.id, deleted.id})), core.Event.CANCEL)
+        store.apply(core.JobFilter(ids=frozenset({failed.id})), core.Event.MARK_FAILED)
+        assert kit.ids(store.delete(core.JobFilter(ids=frozenset({deleted.id})))) == [deleted.id]
+        kit.finish(store, finished, core.Succeeded())
         missing = 987_654_321
         believed = [missing, elsewhere.id, kept.id, finished.id, deleted.id, failed.id]
         believed += [cancelled.id, kept.id, cancelled.id]
-        gone = store.heartbeat(_WORKER, believed)
+        gone = store.heartbeat(kit.WORKER, believed)
         expected = {missing, elsewhere.id, finished.id, deleted.id, failed.id, cancelled.id}
         assert gone == sorted(expected)
-        assert store.heartbeat(_WORKER, [kept.id]) == []
-        assert store.heartbeat(_WORKER) == []
-        assert (_get(store, kept.id)).state is JobState.RUNNING
+        assert store.heartbeat(kit.WORKER, [kept.id]) == []
+        assert store.heartbeat(kit.WORKER) == []
+        assert (kit.get(store, kept.id)).state is core.JobState.RUNNING
 
     def test_recover_stale_after_unregister(self, store: JobStore) -> None:
         store.register_worker(
-            WorkerInfo(id="leaving", host="h", pid=2, kinds=frozenset({"a"}), tenants=None)
+            core.WorkerInfo(id="leaving", host="h", pid=2, kinds=frozenset({"a"}), tenants=None)
         )
-        job = _running(store, "leaving")
+        job = kit.running(store, "leaving")
         store.unregister_worker("leaving")
         assert store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == [job.id]
-        assert (_get(store, job.id)).state is JobState.PENDING
+        assert (kit.get(store, job.id)).state is core.JobState.PENDING
 
     def test_recover_stale_buries_jobs_without_attempts_left(self, store: JobStore) -> None:
-        job = _running(store, "crashed", max_attempts=1)
+        job = kit.running(store, "crashed", max_attempts=1)
         assert job.id in store.recover_stale(default_ttl=timedelta(hours=1), ttls={})
-        dead = _get(store, job.id)
-        assert dead.state is JobState.DEAD
+        dead = kit.get(store, job.id)
+        assert dead.state is core.JobState.DEAD
         assert dead.attempts == 1
         assert dead.last_error is not None
-        assert dead.last_error.startswith(STALE_MARK)
+        assert dead.last_error.startswith(core.STALE_MARK)
         # It keeps the claim of the worker it died with (as after a Bury), marked recovered
         # like every job recovery takes back.
         assert (dead.claimed_by, dead.claimed_at) == ("crashed", job.claimed_at)
         assert dead.completed_at is not None
         assert dead.recovered
-        assert store.claim(_claim_request()) == []
+        assert store.claim(kit.claim_request()) == []
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     def test_recover_stale_uses_the_kind_ttl_and_heartbeats(
         self, store: JobStore, clock: FakeClock
     ) -> None:
-        store.register_worker(WorkerInfo(id="w", host="h", pid=3))
-        fast = _running(store, "w")
-        slow = _running(store, "w")
+        store.register_worker(core.WorkerInfo(id="w", host="h", pid=3))
+        fast = kit.running(store, "w")
+        slow = kit.running(store, "w")
         ttls = {fast.kind: timedelta(seconds=60)}
         clock.advance(50)
         store.heartbeat("w")
@@ -195,12 +175,12 @@ class WorkersContract(ContractBase):
         assert store.recover_stale(default_ttl=timedelta(hours=1), ttls=ttls) == []
         clock.advance(11)
         assert store.recover_stale(default_ttl=timedelta(hours=1), ttls=ttls) == [fast.id]
-        assert (_get(store, slow.id)).state is JobState.RUNNING
+        assert (kit.get(store, slow.id)).state is core.JobState.RUNNING
         clock.advance(timedelta(hours=1))
         assert store.recover_stale(default_ttl=timedelta(hours=1), ttls=ttls) == [slow.id]
 
     def test_worker_calls_are_idempotent(self, store: JobStore) -> None:
-        info = WorkerInfo(id="twice", host="h", pid=4)
+        info = core.WorkerInfo(id="twice", host="h", pid=4)
         store.register_worker(info)
         store.register_worker(info)
         assert store.heartbeat("twice") == []
@@ -220,7 +200,7 @@ class WorkersContract(ContractBase):
         assert store.try_maintenance("contract.recover", timedelta(0))
         assert not store.try_maintenance("contract.recover", hour)
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     def test_try_maintenance_again_once_the_period_passed(
         self, store: JobStore, clock: FakeClock
     ) -> None:
@@ -236,7 +216,7 @@ class WorkersContract(ContractBase):
         clock.advance(timedelta(minutes=1))
         assert store.try_maintenance("contract.m", every)
 
-    @requires("concurrent")
+    @kit.requires("concurrent")
     def test_try_maintenance_one_winner_among_concurrent_callers(
         self, store: JobStore, clock: FakeClock
     ) -> None:
@@ -254,7 +234,7 @@ class WorkersContract(ContractBase):
     # ---- retention (R26) ----------------------------------------------------------------
 
     def _purge_setup(self, store: JobStore, clock: FakeClock, n: int) -> list[int]:
-        done = [_in_state(store, JobState.SUCCEEDED) for _ in range(n)]
+        done = [kit.in_state(store, core.JobState.SUCCEEDED) for _ in range(n)]
         if self.capabilities.controllable_clock:
             clock.advance(timedelta(hours=2))
         return done
@@ -268,7 +248,9 @@ class WorkersContract(ContractBase):
         self, store: JobStore, clock: FakeClock, archive: bool
     ) -> None:
         done = self._purge_setup(store, clock, 3)
-        others = [_in_state(store, state) for state in (JobState.DEAD, JobState.PENDING)]
+        others = [
+            kit.in_state(store, state) for state in (core.JobState.DEAD, core.JobState.PENDING)
+        ]
         purged = store.purge(older_than=self._cutoff(), archive=archive, batch_size=100)
         assert purged == 3
         for job_id in done:
@@ -282,6 +264,6 @@ class WorkersContract(ContractBase):
         assert store.counts() == []
 
     def test_purge_keeps_recent_jobs(self, store: JobStore) -> None:
-        job_id = _in_state(store, JobState.SUCCEEDED)
+        job_id = kit.in_state(store, core.JobState.SUCCEEDED)
         assert store.purge(older_than=timedelta(days=7), archive=False, batch_size=10) == 0
         assert store.get(job_id) is not None

@@ -12,37 +12,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from skiplock import core
 from skiplock._compat_async import join, spawn
-from skiplock.core import (
-    MAX_ERROR_LENGTH,
-    STALE_MARK,
-    Event,
-    JobFilter,
-    JobState,
-    Retry,
-    Succeeded,
-    WorkerInfo,
-)
 
-from ._support_async import (
-    _WORKER,
-    AsyncContractBase,
-    _claim_one,
-    _claim_request,
-    _finish,
-    _get,
-    _ids,
-    _in_state,
-    _running,
-    requires,
-)
+from . import _support_async as kit
 
 if TYPE_CHECKING:
     from skiplock.ports import AsyncJobStore
     from skiplock.testing import FakeClock
 
 
-class AsyncWorkersContract(AsyncContractBase):
+class AsyncWorkersContract(kit.AsyncContractBase):
     """Workers, stale claims, maintenance once per period and retention."""
 
     # ---- workers and stale claims (J1, R12) -------------------------------------------
@@ -50,41 +30,43 @@ class AsyncWorkersContract(AsyncContractBase):
     async def test_recover_stale_returns_jobs_of_unregistered_workers(
         self, store: AsyncJobStore
     ) -> None:
-        job = await _running(store, "never-registered")
-        await _finish(store, job, Retry(delay=timedelta(0), error="first failure"))
-        job = await _claim_one(store, job.kind, "never-registered")
+        job = await kit.running(store, "never-registered")
+        await kit.finish(store, job, core.Retry(delay=timedelta(0), error="first failure"))
+        job = await kit.claim_one(store, job.kind, "never-registered")
         assert await store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == [job.id]
-        recovered = await _get(store, job.id)
-        assert recovered.state is JobState.PENDING
+        recovered = await kit.get(store, job.id)
+        assert recovered.state is core.JobState.PENDING
         assert recovered.attempts == 2
         assert recovered.claims == 2
         assert recovered.claimed_by is None
         assert recovered.claimed_at is None
         assert recovered.last_error is not None
-        assert recovered.last_error.startswith(STALE_MARK)
+        assert recovered.last_error.startswith(core.STALE_MARK)
         assert "first failure" in recovered.last_error
-        rescued = await _claim_one(store, job.kind, "rescuer")
+        rescued = await kit.claim_one(store, job.kind, "rescuer")
         assert (rescued.attempts, rescued.claims) == (3, 3)
 
     async def test_recover_stale_cuts_a_long_error_after_the_mark(
         self, store: AsyncJobStore
     ) -> None:
-        job = await _running(store, "never-registered")
-        await _finish(store, job, Retry(delay=timedelta(0), error="e" * MAX_ERROR_LENGTH))
-        job = await _claim_one(store, job.kind, "never-registered")
+        job = await kit.running(store, "never-registered")
+        await kit.finish(
+            store, job, core.Retry(delay=timedelta(0), error="e" * core.MAX_ERROR_LENGTH)
+        )
+        job = await kit.claim_one(store, job.kind, "never-registered")
         assert await store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == [job.id]
-        recovered = await _get(store, job.id)
+        recovered = await kit.get(store, job.id)
         # The mark, then the stored error, cut at the limit: no truncation marker.
-        expected = f"{STALE_MARK} {'e' * MAX_ERROR_LENGTH}"[:MAX_ERROR_LENGTH]
+        expected = f"{core.STALE_MARK} {'e' * core.MAX_ERROR_LENGTH}"[: core.MAX_ERROR_LENGTH]
         assert recovered.last_error == expected
 
     async def test_recover_stale_leaves_live_workers_alone(self, store: AsyncJobStore) -> None:
-        await store.register_worker(WorkerInfo(id="alive", host="h", pid=1))
-        job = await _running(store, "alive")
+        await store.register_worker(core.WorkerInfo(id="alive", host="h", pid=1))
+        job = await kit.running(store, "alive")
         assert await store.heartbeat("alive", [job.id]) == []
         assert await store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == []
-        still = await _get(store, job.id)
-        assert (still.state, still.claimed_by) == (JobState.RUNNING, "alive")
+        still = await kit.get(store, job.id)
+        assert (still.state, still.claimed_by) == (core.JobState.RUNNING, "alive")
         assert await store.heartbeat("alive", [job.id]) == []  # the row is still there
 
     def _silence(self, clock: FakeClock) -> timedelta:
@@ -97,21 +79,21 @@ class AsyncWorkersContract(AsyncContractBase):
     async def test_recover_stale_removes_the_rows_of_silent_workers(
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
-        await store.register_worker(WorkerInfo(id="crashed", host="h", pid=5))
-        job = await _running(store, "crashed")
+        await store.register_worker(core.WorkerInfo(id="crashed", host="h", pid=5))
+        job = await kit.running(store, "crashed")
         ttl = self._silence(clock)
         assert await store.recover_stale(default_ttl=ttl, ttls={}) == [job.id]
         assert await store.heartbeat("crashed", [job.id]) is None  # must register again
-        await store.register_worker(WorkerInfo(id="crashed", host="h", pid=5))
+        await store.register_worker(core.WorkerInfo(id="crashed", host="h", pid=5))
         assert await store.heartbeat("crashed", [job.id]) == [job.id]
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     async def test_recover_stale_keeps_worker_rows_younger_than_the_longest_ttl(
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
         for worker_id in ("crashed", "alive"):
-            await store.register_worker(WorkerInfo(id=worker_id, host="h", pid=6))
-        job = await _running(store, "crashed")
+            await store.register_worker(core.WorkerInfo(id=worker_id, host="h", pid=6))
+        job = await kit.running(store, "crashed")
         hour = timedelta(hours=1)
         ttls = {job.kind: timedelta(minutes=1), "contract.slow": 2 * hour}
         clock.advance(hour)
@@ -130,67 +112,71 @@ class AsyncWorkersContract(AsyncContractBase):
     async def test_heartbeat_of_a_missing_worker_returns_none(self, store: AsyncJobStore) -> None:
         assert await store.heartbeat("never-registered") is None
         assert await store.heartbeat("never-registered", [987_654_321]) is None
-        await store.register_worker(WorkerInfo(id="back", host="h", pid=7))
+        await store.register_worker(core.WorkerInfo(id="back", host="h", pid=7))
         assert await store.heartbeat("back") == []
         await store.unregister_worker("back")
         assert await store.heartbeat("back") is None
         assert await store.heartbeat("back") is None  # a heartbeat does not register
-        await store.register_worker(WorkerInfo(id="back", host="h", pid=7))
+        await store.register_worker(core.WorkerInfo(id="back", host="h", pid=7))
         assert await store.heartbeat("back") == []
 
     async def test_heartbeat_reports_jobs_no_longer_running_under_the_worker(
         self, store: AsyncJobStore
     ) -> None:
-        await store.register_worker(WorkerInfo(id=_WORKER, host="h", pid=8))
-        kept, cancelled, failed, deleted, finished = [await _running(store) for _ in range(5)]
-        elsewhere = await _running(store, "other-worker")
-        await store.apply(JobFilter(ids=frozenset({cancelled.id, deleted.id})), Event.CANCEL)
-        await store.apply(JobFilter(ids=frozenset({failed.id})), Event.MARK_FAILED)
-        assert _ids(await store.delete(JobFilter(ids=frozenset({deleted.id})))) == [deleted.id]
-        await _finish(store, finished, Succeeded())
+        await store.register_worker(core.WorkerInfo(id=kit.WORKER, host="h", pid=8))
+        kept, cancelled, failed, deleted, finished = [await kit.running(store) for _ in range(5)]
+        elsewhere = await kit.running(store, "other-worker")
+        await store.apply(
+            core.JobFilter(ids=frozenset({cancelled.id, deleted.id})), core.Event.CANCEL
+        )
+        await store.apply(core.JobFilter(ids=frozenset({failed.id})), core.Event.MARK_FAILED)
+        assert kit.ids(await store.delete(core.JobFilter(ids=frozenset({deleted.id})))) == [
+            deleted.id
+        ]
+        await kit.finish(store, finished, core.Succeeded())
         missing = 987_654_321
         believed = [missing, elsewhere.id, kept.id, finished.id, deleted.id, failed.id]
         believed += [cancelled.id, kept.id, cancelled.id]
-        gone = await store.heartbeat(_WORKER, believed)
+        gone = await store.heartbeat(kit.WORKER, believed)
         expected = {missing, elsewhere.id, finished.id, deleted.id, failed.id, cancelled.id}
         assert gone == sorted(expected)
-        assert await store.heartbeat(_WORKER, [kept.id]) == []
-        assert await store.heartbeat(_WORKER) == []
-        assert (await _get(store, kept.id)).state is JobState.RUNNING
+        assert await store.heartbeat(kit.WORKER, [kept.id]) == []
+        assert await store.heartbeat(kit.WORKER) == []
+        assert (await kit.get(store, kept.id)).state is core.JobState.RUNNING
 
     async def test_recover_stale_after_unregister(self, store: AsyncJobStore) -> None:
         await store.register_worker(
-            WorkerInfo(id="leaving", host="h", pid=2, kinds=frozenset({"a"}), tenants=None)
+            core.WorkerInfo(id="leaving", host="h", pid=2, kinds=frozenset({"a"}), tenants=None)
         )
-        job = await _running(store, "leaving")
+        job = await kit.running(store, "leaving")
         await store.unregister_worker("leaving")
         assert await store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == [job.id]
-        assert (await _get(store, job.id)).state is JobState.PENDING
+        assert (await kit.get(store, job.id)).state is core.JobState.PENDING
 
     async def test_recover_stale_buries_jobs_without_attempts_left(
         self, store: AsyncJobStore
     ) -> None:
-        job = await _running(store, "crashed", max_attempts=1)
+        job = await kit.running(store, "crashed", max_attempts=1)
         assert job.id in await store.recover_stale(default_ttl=timedelta(hours=1), ttls={})
-        dead = await _get(store, job.id)
-        assert dead.state is JobState.DEAD
+        dead = await kit.get(store, job.id)
+        assert dead.state is core.JobState.DEAD
         assert dead.attempts == 1
         assert dead.last_error is not None
-        assert dead.last_error.startswith(STALE_MARK)
+        assert dead.last_error.startswith(core.STALE_MARK)
         # It keeps the claim of the worker it died with (as after a Bury), marked recovered
         # like every job recovery takes back.
         assert (dead.claimed_by, dead.claimed_at) == ("crashed", job.claimed_at)
         assert dead.completed_at is not None
         assert dead.recovered
-        assert await store.claim(_claim_request()) == []
+        assert await store.claim(kit.claim_request()) == []
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     async def test_recover_stale_uses_the_kind_ttl_and_heartbeats(
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
-        await store.register_worker(WorkerInfo(id="w", host="h", pid=3))
-        fast = await _running(store, "w")
-        slow = await _running(store, "w")
+        await store.register_worker(core.WorkerInfo(id="w", host="h", pid=3))
+        fast = await kit.running(store, "w")
+        slow = await kit.running(store, "w")
         ttls = {fast.kind: timedelta(seconds=60)}
         clock.advance(50)
         await store.heartbeat("w")
@@ -198,12 +184,12 @@ class AsyncWorkersContract(AsyncContractBase):
         assert await store.recover_stale(default_ttl=timedelta(hours=1), ttls=ttls) == []
         clock.advance(11)
         assert await store.recover_stale(default_ttl=timedelta(hours=1), ttls=ttls) == [fast.id]
-        assert (await _get(store, slow.id)).state is JobState.RUNNING
+        assert (await kit.get(store, slow.id)).state is core.JobState.RUNNING
         clock.advance(timedelta(hours=1))
         assert await store.recover_stale(default_ttl=timedelta(hours=1), ttls=ttls) == [slow.id]
 
     async def test_worker_calls_are_idempotent(self, store: AsyncJobStore) -> None:
-        info = WorkerInfo(id="twice", host="h", pid=4)
+        info = core.WorkerInfo(id="twice", host="h", pid=4)
         await store.register_worker(info)
         await store.register_worker(info)
         assert await store.heartbeat("twice") == []
@@ -223,7 +209,7 @@ class AsyncWorkersContract(AsyncContractBase):
         assert await store.try_maintenance("contract.recover", timedelta(0))
         assert not await store.try_maintenance("contract.recover", hour)
 
-    @requires("controllable_clock")
+    @kit.requires("controllable_clock")
     async def test_try_maintenance_again_once_the_period_passed(
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
@@ -239,7 +225,7 @@ class AsyncWorkersContract(AsyncContractBase):
         clock.advance(timedelta(minutes=1))
         assert await store.try_maintenance("contract.m", every)
 
-    @requires("concurrent")
+    @kit.requires("concurrent")
     async def test_try_maintenance_one_winner_among_concurrent_callers(
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
@@ -257,7 +243,7 @@ class AsyncWorkersContract(AsyncContractBase):
     # ---- retention (R26) ----------------------------------------------------------------
 
     async def _purge_setup(self, store: AsyncJobStore, clock: FakeClock, n: int) -> list[int]:
-        done = [await _in_state(store, JobState.SUCCEEDED) for _ in range(n)]
+        done = [await kit.in_state(store, core.JobState.SUCCEEDED) for _ in range(n)]
         if self.capabilities.controllable_clock:
             clock.advance(timedelta(hours=2))
         return done
@@ -271,7 +257,10 @@ class AsyncWorkersContract(AsyncContractBase):
         self, store: AsyncJobStore, clock: FakeClock, archive: bool
     ) -> None:
         done = await self._purge_setup(store, clock, 3)
-        others = [await _in_state(store, state) for state in (JobState.DEAD, JobState.PENDING)]
+        others = [
+            await kit.in_state(store, state)
+            for state in (core.JobState.DEAD, core.JobState.PENDING)
+        ]
         purged = await store.purge(older_than=self._cutoff(), archive=archive, batch_size=100)
         assert purged == 3
         for job_id in done:
@@ -287,6 +276,6 @@ class AsyncWorkersContract(AsyncContractBase):
         assert await store.counts() == []
 
     async def test_purge_keeps_recent_jobs(self, store: AsyncJobStore) -> None:
-        job_id = await _in_state(store, JobState.SUCCEEDED)
+        job_id = await kit.in_state(store, core.JobState.SUCCEEDED)
         assert await store.purge(older_than=timedelta(days=7), archive=False, batch_size=10) == 0
         assert await store.get(job_id) is not None
