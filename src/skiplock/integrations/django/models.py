@@ -54,6 +54,7 @@ class ReadOnlyModel(models.Model):
 
     class Meta:
         abstract = True
+        managed = False  # skiplock's migrations own the tables
 
     def save(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise TypeError(
@@ -98,8 +99,7 @@ class Job(ReadOnlyModel):
     last_error: models.TextField[str | None, str | None] = models.TextField(null=True)
     idempotency_key: models.TextField[str | None, str | None] = models.TextField(null=True)
 
-    class Meta:
-        managed = False
+    class Meta(ReadOnlyModel.Meta):
         db_table = table("jobs")
         ordering: ClassVar[list[str]] = ["-id"]
         verbose_name = "job"
@@ -121,8 +121,7 @@ class Worker(ReadOnlyModel):
     kinds: TextArrayField = TextArrayField(null=True)
     tenants: TextArrayField = TextArrayField(null=True, verbose_name="tenants (queues)")
 
-    class Meta:
-        managed = False
+    class Meta(ReadOnlyModel.Meta):
         db_table = table("workers")
         ordering: ClassVar[list[str]] = ["id"]
         verbose_name = "worker"
@@ -143,8 +142,7 @@ class AuditEvent(ReadOnlyModel):
     actor: models.TextField[str | None, str | None] = models.TextField(null=True)
     details: models.JSONField[Any, Any] = models.JSONField(null=True)
 
-    class Meta:
-        managed = False
+    class Meta(ReadOnlyModel.Meta):
         db_table = table("audit")
         ordering: ClassVar[list[str]] = ["-id"]
         verbose_name = "audit event"
