@@ -122,3 +122,33 @@ def test_engine_keeps_few_modules_at_its_top() -> None:
     # periodic/, settings/); its top holds the engine classes and what they share.
     top = sorted(p.name for p in (PACKAGE / "engine").glob("*.py"))
     assert len(top) <= 20, top
+
+
+def _absolute_imports(path: Path) -> set[str]:
+    """Every module ``path`` imports (type-checking imports too), relative ones resolved."""
+    package = ["skiplock", *path.relative_to(PACKAGE).parent.parts]
+    modules: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            # ``from pkg import name`` may name a module: check both.
+            modules.add(module)
+            modules.update(f"{module}.{alias.name}" for alias in node.names)
+    return modules
+
+
+def test_integrations_reach_adapters_and_the_cli_by_their_public_modules() -> None:
+    # The framework integrations are users of the adapters and of the command tree: they
+    # import what those publish (skiplock.adapters.psycopg, skiplock.cli), never a private
+    # module behind it, so an adapter's or the CLI's insides can change freely.
+    offenders = {
+        f"{path.relative_to(PACKAGE)}: {module}"
+        for path in sorted((PACKAGE / "integrations").rglob("*.py"))
+        for module in _absolute_imports(path)
+        if module.startswith(("skiplock.adapters.", "skiplock.cli."))
+        and any(part.startswith("_") for part in module.split(".")[2:])
+    }
+    assert not offenders, f"integrations import private adapter or CLI modules: {offenders}"

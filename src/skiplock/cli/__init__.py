@@ -30,7 +30,7 @@ from ._database import DSN_ENV
 from ._errors import USAGE, Failure, UsageError, guarded
 from ._startup import POOL_LOGGER, STARTUP_TIMEOUT
 from ._tree import MOUNTABLE, add_arguments, add_commands, run_mounted, run_parsed, summary
-from ._worker import apply_env, resolve_app
+from ._worker import apply_env, log_handler, resolve_app
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -45,6 +45,7 @@ __all__ = [
     "add_arguments",
     "apply_env",
     "build_parser",
+    "log_handler",
     "main",
     "resolve_app",
     "run_mounted",

@@ -6,12 +6,19 @@ Install with ``pip install skiplock[psycopg]``::
 
     apply_schema("postgresql://...")           # or: skiplock schema apply
     store = PsycopgJobStore("postgresql://...")
+
+The drivers (:class:`PsycopgDriver`, :class:`AsyncPsycopgDriver`) are the stores' hook for
+sending their statements another way: subclass one and name it in a store subclass's
+``driver_class`` (docs/adapters/psycopg.md, "Sending the statements another way").
 """
 
 from __future__ import annotations
 
-from skiplock.adapters._pg import SchemaStatus, quote_identifier
+from skiplock.adapters._pg import Query, SchemaStatus, quote_identifier
+from skiplock.adapters._pg._migrate import Rows
 
+from ._driver import PsycopgDriver
+from ._driver_async import AsyncPsycopgDriver
 from ._notify import PsycopgNotifier
 from ._notify_async import AsyncPsycopgNotifier
 from ._schema import apply_schema, schema_sql, schema_status
@@ -19,10 +26,14 @@ from ._store import PsycopgJobStore
 from ._store_async import AsyncPsycopgJobStore
 
 __all__ = [
+    "AsyncPsycopgDriver",
     "AsyncPsycopgJobStore",
     "AsyncPsycopgNotifier",
+    "PsycopgDriver",
     "PsycopgJobStore",
     "PsycopgNotifier",
+    "Query",
+    "Rows",
     "SchemaStatus",
     "apply_schema",
     "quote_identifier",

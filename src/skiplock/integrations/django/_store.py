@@ -22,15 +22,13 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg import Connection
 
-from skiplock.adapters.psycopg import PsycopgJobStore
-from skiplock.adapters.psycopg._driver import PsycopgDriver
+from skiplock.adapters.psycopg import PsycopgDriver, PsycopgJobStore
 from skiplock.core import HealthSnapshot, SchemaVersionError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
-    from skiplock.adapters._pg._migrate import Rows
-    from skiplock.adapters._pg._sql import Query
+    from skiplock.adapters.psycopg import Query, Rows
 
 #: The command a schema error names outside Django (``SchemaStatus.apply_command``).
 _APPLY_COMMAND = re.compile(r"`skiplock schema apply[^`]*`")

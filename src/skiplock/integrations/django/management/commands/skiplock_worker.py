@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from django.core.management.base import CommandError
 from django.utils.module_loading import autodiscover_modules
 
-from skiplock.cli._worker import log_handler
+from skiplock import cli
 
 from ._mount import MountedCommand
 
@@ -43,7 +43,7 @@ class Command(MountedCommand):
             options["log_level"] = VERBOSITY_LEVELS.get(options["verbosity"], logging.DEBUG)
         root = logging.getLogger()
         if not root.handlers:  # else the cli's basicConfig leaves LOGGING's root alone too
-            handler = log_handler(argparse.Namespace(**options))
+            handler = cli.log_handler(argparse.Namespace(**options))
             handler.setLevel(options["log_level"])  # Django's loggers pass INFO on
             handler.addFilter(ShownElsewhere())
             root.addHandler(handler)
