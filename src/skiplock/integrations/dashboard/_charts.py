@@ -67,8 +67,22 @@ def _label(bucket: HistoryBucket) -> str:
     return bucket.start.astimezone(UTC).strftime("%m-%d %H:%M")
 
 
-def _scale(top: float) -> float:
-    return _HEIGHT / top if top > 0 else 0.0
+def scale(top: float, room: float = _HEIGHT) -> float:
+    """Pixels per unit when the largest value, ``top``, fills ``room`` pixels."""
+    return room / top if top > 0 else 0.0
+
+
+def slots(count: int, width: float = _WIDTH) -> tuple[list[float], float]:
+    """Where ``count`` bars stand across ``width`` pixels: the x of each, and their width
+    (a bar fills the middle 80 % of its slot, and is at least half a pixel wide)."""
+    step = width / max(count, 1)
+    return [round(i * step + step * 0.1, 2) for i in range(count)], round(max(step * 0.8, 0.5), 2)
+
+
+def bar(value: float, per_unit: float) -> float:
+    """A bar's height for ``value`` at ``per_unit`` pixels per unit: at least a pixel
+    unless the value is zero, so that a small count still shows."""
+    return max(value * per_unit, 1.0) if value else 0.0
 
 
 def stacked(history: History) -> dict[str, Any]:
@@ -78,23 +92,21 @@ def stacked(history: History) -> dict[str, Any]:
     names = _series_names(history.kinds)
     css = {name: _css(i, name) for i, name in enumerate(names)}
     buckets = history.buckets
-    step = _WIDTH / max(len(buckets), 1)
-    width = round(max(step * 0.8, 0.5), 2)
+    xs, width = slots(len(buckets))
     totals = [sum(b.finished.values()) for b in buckets]
-    scale = _scale(max(totals, default=0))
+    per_unit = scale(max(totals, default=0))
     svg: list[str] = []
     for i, b in enumerate(buckets):
         if not totals[i]:
             continue
         parts = _by_series(b.finished, history.kinds) or {}
-        x = round(i * step + step * 0.1, 2)
+        x = xs[i]
         title = ", ".join(f"{parts[name]} {name}" for name in names if parts.get(name))
         svg.append(f"<g><title>{escape(_label(b))}: {escape(title)}</title>")
         y = float(_HEIGHT)
         for name in names:
-            n = parts.get(name, 0)
-            if n:
-                height = max(n * scale, 1.0)
+            height = bar(parts.get(name, 0), per_unit)
+            if height:
                 y -= height
                 svg.append(
                     f'<rect class="{css[name]}" x="{x}" y="{y:.2f}" width="{width}"'
@@ -114,7 +126,7 @@ def _css(index: int, name: str) -> str:
     return "other" if name == OTHER else f"s{index}"
 
 
-def _polylines(values: Sequence[float | None], scale: float, step: float) -> list[str]:
+def _polylines(values: Sequence[float | None], per_unit: float, step: float) -> list[str]:
     """SVG polyline points, one line per run of known values (a gap where unknown); a
     run of one value is drawn as a short flat line so that it shows."""
     lines: list[str] = []
@@ -128,7 +140,7 @@ def _polylines(values: Sequence[float | None], scale: float, step: float) -> lis
                 lines.append(" ".join(run))
             run = []
             continue
-        run.append(f"{i * step + step * 0.5:.2f},{_HEIGHT - value * scale:.2f}")
+        run.append(f"{i * step + step * 0.5:.2f},{_HEIGHT - value * per_unit:.2f}")
     return lines
 
 
@@ -144,9 +156,9 @@ def lines(
     step = _WIDTH / max(len(buckets), 1)
     values = [[pick(b) for b in buckets] for _, _, pick in series]
     top = max((v for row in values for v in row if v is not None), default=0.0)
-    scale = _scale(top)
+    per_unit = scale(top)
     drawn = [
-        {"name": name, "css": css, "lines": _polylines(row, scale, step)}
+        {"name": name, "css": css, "lines": _polylines(row, per_unit, step)}
         for (name, css, _), row in zip(series, values, strict=True)
     ]
     return {

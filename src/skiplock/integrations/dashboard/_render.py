@@ -22,6 +22,7 @@ from skiplock.core import JobState
 from skiplock.core._health import format_duration
 from skiplock.core._states import action_states
 
+from . import _charts
 from ._browse import BROWSE_STATES, BULK_BATCH, BULK_LIMIT, FILTER_FIELDS, Filter, one
 
 if TYPE_CHECKING:
@@ -158,28 +159,24 @@ def chart(throughput: Throughput) -> dict[str, Any]:
     buckets = throughput.buckets
     max_up = max((b.succeeded for b in buckets), default=0)
     max_down = max((b.failures for b in buckets), default=0)
-    top = max(max_up, max_down)
-    step = _CHART_WIDTH / max(len(buckets), 1)
-
-    def height(value: int) -> int:
-        return 0 if not value else max(1, round(_CHART_HALF * value / top))
-
+    per_unit = _charts.scale(max(max_up, max_down), _CHART_HALF)
+    xs, bar_width = _charts.slots(len(buckets), _CHART_WIDTH)
     bars = [
         {
-            "x": round(i * step + step * 0.1, 2),
-            "up": height(b.succeeded),
-            "down": height(b.failures),
+            "x": x,
+            "up": round(_charts.bar(b.succeeded, per_unit)),
+            "down": round(_charts.bar(b.failures, per_unit)),
             "succeeded": b.succeeded,
             "failures": b.failures,
             "label": b.start.astimezone(UTC).strftime("%H:%M:%S"),
         }
-        for i, b in enumerate(buckets)
+        for x, b in zip(xs, buckets, strict=True)
     ]
     return {
         "width": _CHART_WIDTH,
         "height": 2 * _CHART_HALF,
         "axis": _CHART_HALF,
-        "bar_width": round(step * 0.8, 2),
+        "bar_width": bar_width,
         "bars": bars,
         "max_up": max_up,
         "max_down": max_down,
