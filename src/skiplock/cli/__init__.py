@@ -14,7 +14,8 @@ The ``skiplock`` command finds what a command runs on from its own arguments (AP
 ``--dsn``). A framework's door mounts a command on its application's engine instead, with
 the same options, messages and exit statuses: :func:`add_arguments` and
 :func:`run_parsed` for a door with an argparse parser of its own (Django's management
-commands), :func:`run_mounted` for one without (``flask skiplock``).
+commands), :func:`run_mounted` for one without (``flask skiplock``); :func:`log_handler`
+is the worker's log handler (``--log-format``) for a door that sets up logging itself.
 """
 
 from __future__ import annotations
