@@ -22,7 +22,7 @@ import psycopg
 import pytest
 
 from skiplock.adapters._pg._rows import (
-    finished_counts_params,
+    bucket_params,
     health_queues_params,
     roll_up_params,
 )
@@ -148,7 +148,7 @@ def test_throughput_never_scans_jobs(table: str, mode: str, bucket: int) -> None
         [(since,)] = conn.execute(
             "SELECT date_bin('1 minute', now(), 'epoch') - interval '1 hour'"
         ).fetchall()
-    params = finished_counts_params(since, timedelta(seconds=bucket))
+    params = bucket_params(since, timedelta(seconds=bucket))
     plans, rows = _explain(table, neutral_query("finished_counts", SCHEMA), params, mode)
     expected = _recount(
         table,

@@ -21,9 +21,9 @@ import pytest
 
 from skiplock.adapters._pg._ops import claim_steps, purge_audit_batch_steps, purge_batch_steps
 from skiplock.adapters._pg._rows import (
+    bucket_params,
     complete_one_params,
     complete_params,
-    finished_counts_params,
     lease_params,
     recharge_params,
 )
@@ -380,7 +380,7 @@ def test_throughput_reads_the_window_whatever_the_statistics(table: str, mode: s
     pending, running or old jobs."""
     with psycopg.connect(table, autocommit=True) as conn:
         [row] = conn.execute("SELECT now() - interval '1 hour'").fetchall()
-    params = finished_counts_params(row[0], timedelta(minutes=1))
+    params = bucket_params(row[0], timedelta(minutes=1))
     plans, rows = _explain(table, neutral_query("finished_counts", SCHEMA), params, mode)
     totals: dict[str, int] = {}
     for _, kind, status, count in rows:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._health import PENDING_SPLIT_BOUND, pending_split
-from ._throughput import throughput_window
+from ._throughput import bucket_start, throughput_window
 from ._types import Job, JobState
 
 if TYPE_CHECKING:
@@ -154,14 +154,15 @@ def fold_samples(
     by_bucket: dict[datetime, list[QueueSample]] = {}
     for sample in samples:
         if sample.minute >= since:
-            start = since + ((sample.minute - since) // bucket) * bucket
-            by_bucket.setdefault(start, []).append(sample)
+            by_bucket.setdefault(bucket_start(sample.minute, since, bucket), []).append(sample)
     folded = []
     for start, rows in sorted(by_bucket.items()):
         last = max((s.minute for s in rows if s.kind == ALL_KINDS), default=None)
         latest = {s.kind: s for s in rows if s.minute == last}
-        for kind in sorted({s.kind for s in rows}):
-            mine = [s for s in rows if s.kind == kind]
+        by_kind: dict[str, list[QueueSample]] = {}
+        for sample in rows:
+            by_kind.setdefault(sample.kind, []).append(sample)
+        for kind, mine in sorted(by_kind.items()):
             claims = sum(s.claims for s in mine)
             weighted = sum((s.claim_p50 or 0.0) * s.claims for s in mine)
             p99s = [s.claim_p99 for s in mine if s.claim_p99 is not None]

@@ -99,6 +99,12 @@ class Throughput:
         }
 
 
+def bucket_start(at: datetime, origin: datetime, bucket: timedelta) -> datetime:
+    """The start of the ``bucket``-long bucket that holds ``at``, counting buckets from
+    ``origin``."""
+    return origin + ((at - origin) // bucket) * bucket
+
+
 def throughput_window(now: datetime, window: timedelta, bucket: timedelta) -> tuple[datetime, int]:
     """The start of the first bucket and the number of buckets covering ``window`` up to
     ``now``: buckets are aligned on multiples of ``bucket`` since the Unix epoch and the
@@ -115,7 +121,7 @@ def throughput_window(now: datetime, window: timedelta, bucket: timedelta) -> tu
             f"window / bucket must be at most {MAX_BUCKETS} buckets, got {count} "
             f"({window} / {bucket})"
         )
-    last = _EPOCH + ((now - _EPOCH) // bucket) * bucket
+    last = bucket_start(now, _EPOCH, bucket)
     return last - (count - 1) * bucket, count
 
 

@@ -242,7 +242,8 @@ def state_count_from_row(row: Mapping[str, Any]) -> StateCount:
     )
 
 
-def finished_counts_params(since: datetime, bucket: timedelta) -> dict[str, Any]:
+def bucket_params(since: datetime, bucket: timedelta) -> dict[str, Any]:
+    """The arguments of the per-bucket reads (``finished_counts``, ``queue_samples``)."""
     return {"since": since, "bucket": bucket}
 
 

@@ -75,6 +75,7 @@ from ._rows import (
     audit_enqueued_params,
     audit_event_from_row,
     backlog_of,
+    bucket_params,
     bucket_states,
     complete_one_params,
     complete_params,
@@ -83,7 +84,6 @@ from ._rows import (
     enqueued_events,
     filter_params,
     finished_count_from_row,
-    finished_counts_params,
     health_queues_params,
     heartbeat_params,
     job_from_row,
@@ -688,14 +688,14 @@ class PgJobStore(Generic[C, TX]):
         """The jobs finished since ``since`` per bucket, kind and final state, from the
         finished minutes (``finished_kind_counts``, migration 0017)."""
         with self._reading() as conn:
-            rows = self._execute(conn, "finished_counts", finished_counts_params(since, bucket))
+            rows = self._execute(conn, "finished_counts", bucket_params(since, bucket))
         return [finished_count_from_row(r) for r in rows]
 
     def queue_samples(self, since: datetime, bucket: timedelta) -> list[QueueSample]:
         """The queue samples taken since ``since``, folded per bucket and kind in the
         database (``queue_samples``, migration 0017)."""
         with self._reading() as conn:
-            rows = self._execute(conn, "queue_samples", finished_counts_params(since, bucket))
+            rows = self._execute(conn, "queue_samples", bucket_params(since, bucket))
         return [queue_sample_from_row(r) for r in rows]
 
     def health_snapshot(self) -> HealthSnapshot:

@@ -94,6 +94,7 @@ from skiplock.core._lifecycle import (
 )
 from skiplock.core._lifecycle import next_due as lifecycle_next_due
 from skiplock.core._rates import charges, rated_kinds, throttled_request
+from skiplock.core._throughput import bucket_start
 from skiplock.core._types import ClaimedJobs
 from skiplock.ports import Clock, SystemClock
 
@@ -755,7 +756,7 @@ class MemoryState:
         kind."""
         with self._lock:
             counter = Counter(
-                (since + ((j.completed_at - since) // bucket) * bucket, j.state, j.kind)
+                (bucket_start(j.completed_at, since, bucket), j.state, j.kind)
                 for state in FINISHED_STATES
                 for j in (self._jobs[i] for i in self._by_state[state])
                 if j.completed_at is not None and j.completed_at >= since
