@@ -24,6 +24,7 @@ from ._audit import (
     operator_extra,
 )
 from ._bucket import RateLimit
+from ._bulk import MAX_CONFIRMED, BulkResult, SkippedJob
 from ._capacity import (
     PairCap,
     capped_kinds,
@@ -39,6 +40,7 @@ from ._errors import (
     JobNotFoundError,
     LeaseLostError,
     SchemaVersionError,
+    SelectionChangedError,
     SkiplockError,
     StoreError,
     UndecodableRowError,
@@ -107,6 +109,7 @@ __all__ = [
     "JSON",
     "JSONB_MAX_BYTES",
     "MAX_AVAILABLE_AT",
+    "MAX_CONFIRMED",
     "MAX_ERROR_LENGTH",
     "MAX_RECORDED_ERRORS",
     "MIN_AVAILABLE_AT",
@@ -115,6 +118,7 @@ __all__ = [
     "AttemptError",
     "AuditAction",
     "AuditEvent",
+    "BulkResult",
     "Bury",
     "ClaimRequest",
     "Completion",
@@ -148,7 +152,9 @@ __all__ = [
     "RetryPolicy",
     "SchemaInfo",
     "SchemaVersionError",
+    "SelectionChangedError",
     "SkiplockError",
+    "SkippedJob",
     "StateCount",
     "StoreError",
     "Succeeded",
