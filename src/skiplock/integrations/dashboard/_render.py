@@ -23,12 +23,19 @@ from skiplock.core._health import format_duration
 from skiplock.core._states import action_states
 
 from . import _charts
-from ._browse import BROWSE_STATES, BULK_BATCH, BULK_LIMIT, FILTER_FIELDS, Filter, one
+from ._browse import BROWSE_STATES, BULK_BATCH, BULK_LIMIT, FILTER_FIELDS, Filter, Walk, one
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from skiplock.core import AuditEvent, HealthReport, Job, StateCount
+    from skiplock.core import (
+        AuditEvent,
+        BulkResult,
+        HealthReport,
+        Job,
+        SelectionChangedError,
+        StateCount,
+    )
     from skiplock.core._throughput import Throughput
 
 
@@ -330,25 +337,45 @@ def bulk_page(
     shown: Filter,
     form: Mapping[str, Sequence[str]],
     action: str,
-    total: int,
-    stopped: int | None,
+    count: int,
+    *,
+    walk: Walk | None,
+    done: str,
+    result: BulkResult | None = None,
+    changed: SelectionChangedError | None = None,
 ) -> dict[str, Any]:
-    """The confirmation page of a bulk action: how many jobs, which, and the form that
-    confirms it (the same fields, with ``confirm=yes``)."""
+    """The pages of a bulk action: the confirmation (how many jobs, which, and the form
+    that confirms it: the same fields with ``confirm=yes``, the count and, over a filter,
+    the search's bound and digest); after it, what changed and what was skipped and why
+    (``result``); or, when the jobs changed since the confirmation, how many match now
+    (``changed``, a 409) with a new confirmation over the filter. ``done`` is what the
+    action did, in words ("retried")."""
     kept = [
         (name, value)
-        for name in (*FILTER_FIELDS, "action", "scope", "job")
+        for name in (*FILTER_FIELDS, "action", "scope", "job", "after")
         for value in form.get(name, [])[:BULK_BATCH]
     ]
+    if walk is not None:
+        kept += [("through", str(walk.through or "")), ("digest", walk.digest)]
+        kept += [("more", "yes")] if walk.more else []
+    label = dict(BULK_ACTIONS)[action]
     return {
         "page": "bulk",
         "action": action,
-        "label": dict(BULK_ACTIONS)[action],
+        "label": label,
         "scope": one(form, "scope"),
-        "count": total,
-        "stopped": stopped,
+        "count": count,
+        "walk": walk,
         "limit": BULK_LIMIT,
-        "fields": kept,
+        "fields": [*kept, ("count", str(count))],
+        # The next search of a filter: after the last id this one covered.
+        "next_fields": [(n, v) for n, v in kept if n not in {"after", "through", "digest", "more"}]
+        + ([("after", str(walk.through))] if walk is not None and walk.through else []),
+        "more": walk.more if walk is not None else one(form, "more") == "yes",
+        "result": result,
+        "done": done,
+        "changed": changed,
+        "offer": changed is None or walk is not None,
         "filter": {k: v for k, v in shown.values.items() if v},
         "filter_query": shown.query(),
     }

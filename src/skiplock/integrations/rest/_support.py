@@ -17,6 +17,7 @@ from skiplock.core import (
     InvalidTransitionError,
     Job,
     JobNotFoundError,
+    SelectionChangedError,
     SkiplockError,
     StoreError,
     UndecodableRowError,
@@ -33,6 +34,7 @@ from ._problems import (
     InvalidRequest,
     NotFound,
     Problem,
+    SelectionChanged,
     Unavailable,
     UnsupportedMediaType,
 )
@@ -41,7 +43,7 @@ if typing.TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from datetime import datetime
 
-    from skiplock.core import JobPage, StateCount
+    from skiplock.core import BulkResult, JobPage, StateCount
 
     from ._http import Request
     from ._spec import Operation
@@ -164,6 +166,8 @@ def problem_for(exc: SkiplockError) -> Problem:
         return InvalidRequest(detail)
     if isinstance(exc, JobNotFoundError):
         return NotFound(detail)
+    if isinstance(exc, SelectionChangedError):
+        return SelectionChanged(detail, count=exc.count, confirmed=exc.confirmed)
     if isinstance(exc, InvalidTransitionError):
         return Conflict(detail)
     if isinstance(exc, UndecodableRowError):  # a row written around the API: not transient
@@ -220,6 +224,11 @@ def page(jobs: JobPage, limit: int) -> dict[str, Any]:
         "next_cursor": None if after is None else str(after),
         "partial": jobs.resume_after is not None,
     }
+
+
+def skipped_json(result: BulkResult) -> list[dict[str, object]]:
+    """The jobs a bulk action left alone (``SkippedJob``), by id."""
+    return [skipped.to_json() for skipped in result.skipped]
 
 
 def counts_json(counts: Iterable[StateCount]) -> dict[str, Any]:
