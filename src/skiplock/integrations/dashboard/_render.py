@@ -355,9 +355,12 @@ def bulk_page(
         for name in (*FILTER_FIELDS, "action", "scope", "job", "after")
         for value in form.get(name, [])[:BULK_BATCH]
     ]
+    # Whether the search stopped before the end of the list (a confirmation carries it
+    # to the result page, whose search is held to the bound).
+    more = walk is not None and (walk.more or one(form, "more") == "yes")
     if walk is not None:
         kept += [("through", str(walk.through or "")), ("digest", walk.digest)]
-        kept += [("more", "yes")] if walk.more else []
+        kept += [("more", "yes")] if more else []
     label = dict(BULK_ACTIONS)[action]
     return {
         "page": "bulk",
@@ -371,7 +374,7 @@ def bulk_page(
         # The next search of a filter: after the last id this one covered.
         "next_fields": [(n, v) for n, v in kept if n not in {"after", "through", "digest", "more"}]
         + ([("after", str(walk.through))] if walk is not None and walk.through else []),
-        "more": walk.more if walk is not None else one(form, "more") == "yes",
+        "more": more,
         "result": result,
         "done": done,
         "changed": changed,
