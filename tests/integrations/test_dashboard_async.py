@@ -675,8 +675,13 @@ def _bulk(user: str = "admin", **fields: Any) -> Request:
 
 
 def _hidden(html: str, form: str = "bulk-confirm-form") -> dict[str, list[str]]:
-    """The hidden fields of the page's form ``form`` (by its test id), CSRF token left out."""
-    match = re.search(rf'<form [^>]*data-testid="{form}">(.*?)</form>', html, re.S)
+    """The hidden fields of the page's form ``form`` (by its test id; the confirmation:
+    the form with ``confirm=yes``), CSRF token left out."""
+    if form == "bulk-confirm-form":
+        inner = r'((?:(?!</form>).)*name="confirm" value="yes"(?:(?!</form>).)*)'
+        match = re.search(rf"<form [^>]*>{inner}</form>", html, re.S)
+    else:
+        match = re.search(rf'<form [^>]*data-testid="{form}">(.*?)</form>', html, re.S)
     assert match is not None, f"no {form} in the page"
     fields: dict[str, list[str]] = {}
     for name, value in re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', match[1]):
