@@ -355,16 +355,18 @@ def test_jobs_retry_dead_asks_on_a_terminal(
         assert run.err.endswith("aborted: nothing changed\n")
 
 
-class _Racing(Terminal):
+class _Racing:
     """A terminal whose operator answers yes while another one buries ``job``."""
 
     def __init__(self, dsn: str, job: int) -> None:
-        super().__init__("y\n")
         self.dsn, self.job = dsn, job
 
-    def readline(self, size: int | None = -1) -> str:
+    def isatty(self) -> bool:
+        return True
+
+    def readline(self) -> str:
         bury(self.dsn, self.job)
-        return super().readline(size)
+        return "y\n"
 
 
 @needs_psycopg

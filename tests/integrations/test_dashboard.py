@@ -36,6 +36,8 @@ from skiplock.integrations.dashboard._render import version
 from skiplock.integrations.rest._support import RETRY_AFTER
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from skiplock.testing import FakeClock
 
 
@@ -641,7 +643,7 @@ def test_the_job_browser_searches_the_last_error_and_jumps_to_an_id(
         assert (_page(dashboard, "jobs", f"/jobs?{bad}"))[0].status == 422, bad
 
 
-def _bulk(user: str = "admin", **fields: Any) -> Request:
+def _bulk(user: str = "admin", fields: Mapping[str, Any] | None = None, **more: Any) -> Request:
     headers = {
         "host": HOST,
         "content-type": "application/x-www-form-urlencoded",
@@ -650,7 +652,7 @@ def _bulk(user: str = "admin", **fields: Any) -> Request:
     }
     token = _csrf.new_token(SECRET.encode(), user)
     headers["cookie"] = f"{CSRF_COOKIE}={token}"
-    body = urlencode({"csrf_token": token, **fields}, doseq=True).encode()
+    body = urlencode({"csrf_token": token, **(fields or {}), **more}, doseq=True).encode()
     return Request("POST", f"{ROOT}/bulk", headers=headers, body=body)
 
 
@@ -681,7 +683,7 @@ def test_a_bulk_retry_of_every_match_counts_first_then_retries_each_audited(
     assert _dead_ids(engine) == dead  # nothing yet
     confirm = _hidden(html)
     assert confirm.pop("confirm") == ["yes"]
-    done = dashboard.handle("bulk", _bulk(**confirm, confirm="yes"))
+    done = dashboard.handle("bulk", _bulk(fields=confirm, confirm="yes"))
     html = done.body.decode()
     assert done.status == 200
     assert "3 of the 3 confirmed jobs retried." in html
@@ -706,7 +708,7 @@ def test_a_bulk_action_over_a_filter_is_held_to_the_confirmed_jobs(
     assert "Discard <strong>1</strong> job matching" in ask.body.decode()
     confirm = _hidden(ask.body.decode())
     engine.cancel_job(pending[0])  # an older job joins the filter's matches
-    refused = dashboard.handle("bulk", _bulk(**confirm))
+    refused = dashboard.handle("bulk", _bulk(fields=confirm))
     html = refused.body.decode()
     assert refused.status == 409
     assert "1 job was confirmed; 2 match now" in html
@@ -717,7 +719,7 @@ def test_a_bulk_action_over_a_filter_is_held_to_the_confirmed_jobs(
     engine.cancel_job(later)
     again = _hidden(html)  # the 409 page confirms the jobs that match now (up to the bound)
     assert again["count"] == ["2"]
-    done = dashboard.handle("bulk", _bulk(**again))
+    done = dashboard.handle("bulk", _bulk(fields=again))
     assert done.status == 200
     assert "2 of the 2 confirmed jobs discarded." in done.body.decode()
     assert [j.id for j in engine.list_jobs(state="cancelled")] == [later]
@@ -734,7 +736,7 @@ def test_a_confirmation_whose_jobs_changed_state_is_a_409(
     # jobs "Mark failed" applies to, now pending).
     engine.retry_job(dead[0])
     engine.retry_job(dead[1])
-    refused = dashboard.handle("bulk", _bulk(**confirm))
+    refused = dashboard.handle("bulk", _bulk(fields=confirm))
     assert refused.status == 409, refused.body.decode()
     assert "3 jobs were confirmed; 3 match now" in refused.body.decode()
     assert [(engine.get_job(i)).state for i in dead] == [JobState.PENDING] * 2 + [JobState.DEAD]
@@ -750,14 +752,14 @@ def test_a_bulk_action_on_selected_jobs_is_refused_when_one_changed_since(
     confirm = _hidden(ask.body.decode())
     assert confirm["job"] == chosen
     engine.retry_job(dead[0])  # someone else, since the confirmation was shown
-    refused = dashboard.handle("bulk", _bulk(**confirm))
+    refused = dashboard.handle("bulk", _bulk(fields=confirm))
     assert refused.status == 409
     assert "2 jobs were confirmed; 1 matches now. Nothing was done." in refused.body.decode()
     assert (engine.get_job(dead[0])).state is JobState.PENDING
     assert _dead_ids(engine) == dead[1:]  # nothing discarded
     chosen = [f"{i}.dead" for i in dead[1:]]
     ask = dashboard.handle("bulk", _bulk(action="discard", scope="selected", job=chosen))
-    done = dashboard.handle("bulk", _bulk(**_hidden(ask.body.decode())))
+    done = dashboard.handle("bulk", _bulk(fields=_hidden(ask.body.decode())))
     assert "2 of the 2 confirmed jobs discarded." in done.body.decode()
     assert _dead_ids(engine) == []
 
@@ -777,7 +779,7 @@ def test_the_result_page_names_the_jobs_skipped_and_why(
         return delete(*args, **options)
 
     monkeypatch.setattr(store, "delete", racing_delete)
-    done = dashboard.handle("bulk", _bulk(**_hidden(ask.body.decode())))
+    done = dashboard.handle("bulk", _bulk(fields=_hidden(ask.body.decode())))
     html = done.body.decode()
     assert "2 of the 3 confirmed jobs discarded; 1 skipped" in html
     skipped = html.split('data-testid="bulk-skipped"')[1]
@@ -816,7 +818,8 @@ def test_a_bulk_search_reads_a_bounded_number_of_jobs_and_continues(
     following = _hidden(html, "bulk-continue-form")
     assert following["after"] == [str(stopped)]
     read.clear()
-    rest = dashboard.handle("bulk", _bulk(**following))
+    rest = dashboard.handle("bulk", _bulk(fields=following))
+    assert rest.status == 200
     assert min(read) > stopped
     assert len(read) <= 8
 
@@ -828,12 +831,12 @@ def test_a_bulk_search_reads_a_bounded_number_of_jobs_and_continues(
     confirm = _hidden(html)
     assert confirm["count"] == ["6"]
     assert "more" in confirm
-    done = dashboard.handle("bulk", _bulk(**confirm))
+    done = dashboard.handle("bulk", _bulk(fields=confirm))
     html = done.body.decode()
     assert "6 of the 6 confirmed jobs cancelled." in html
     following = _hidden(html, "bulk-continue-form")
     assert following["after"] == confirm["through"]
-    rest = dashboard.handle("bulk", _bulk(**following))
+    rest = dashboard.handle("bulk", _bulk(fields=following))
     assert "Cancel <strong>6</strong> jobs" in rest.body.decode()
 
 
