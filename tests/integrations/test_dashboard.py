@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 import attrs
 import pytest
 
-from skiplock import Engine, JobState, Settings, ValidationError
+from skiplock import Engine, JobState, Operator, Settings, ValidationError
 from skiplock.adapters.memory import InMemoryJobStore
 from skiplock.adapters.psycopg import PsycopgJobStore
 from skiplock.core import Job, JobPage, WorkerInfo
@@ -786,6 +786,26 @@ def test_the_result_page_names_the_jobs_skipped_and_why(
     assert f'<tr data-skipped="{dead[1]}">' in skipped
     assert "it is pending now, not dead" in skipped
     assert (engine.get_job(dead[1])).state is JobState.PENDING
+
+
+def test_a_job_that_changes_after_the_search_is_a_409_without_an_offer(
+    dashboard: Dashboard, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dead = _dead_ids(engine)
+    ask = dashboard.handle("bulk", _bulk(action="discard", scope="all", state="dead"))
+    act = Operator.act_as_confirmed
+
+    def racing(self: Operator, *args: Any, **options: Any) -> Any:
+        engine.retry_job(dead[2])  # after the search, before the check
+        return act(self, *args, **options)
+
+    monkeypatch.setattr(Operator, "act_as_confirmed", racing)
+    refused = dashboard.handle("bulk", _bulk(fields=_hidden(ask.body.decode())))
+    html = refused.body.decode()
+    assert refused.status == 409
+    assert "3 jobs were confirmed; 2 match now (up to job" in html
+    assert 'name="confirm"' not in html  # count again from the list
+    assert _dead_ids(engine) == dead[:2]
 
 
 def test_a_bulk_search_reads_a_bounded_number_of_jobs_and_continues(

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import attrs
 import pytest
 
-from skiplock import AsyncEngine, JobState, Settings, ValidationError
+from skiplock import AsyncEngine, AsyncOperator, JobState, Settings, ValidationError
 from skiplock.adapters.memory import AsyncInMemoryJobStore
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore
 from skiplock.core import Job, JobPage, WorkerInfo
@@ -808,6 +808,26 @@ async def test_the_result_page_names_the_jobs_skipped_and_why(
     assert f'<tr data-skipped="{dead[1]}">' in skipped
     assert "it is pending now, not dead" in skipped
     assert (await engine.get_job(dead[1])).state is JobState.PENDING
+
+
+async def test_a_job_that_changes_after_the_search_is_a_409_without_an_offer(
+    dashboard: AsyncDashboard, engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dead = await _dead_ids(engine)
+    ask = await dashboard.handle("bulk", _bulk(action="discard", scope="all", state="dead"))
+    act = AsyncOperator.act_as_confirmed
+
+    async def racing(self: AsyncOperator, *args: Any, **options: Any) -> Any:
+        await engine.retry_job(dead[2])  # after the search, before the check
+        return await act(self, *args, **options)
+
+    monkeypatch.setattr(AsyncOperator, "act_as_confirmed", racing)
+    refused = await dashboard.handle("bulk", _bulk(fields=_hidden(ask.body.decode())))
+    html = refused.body.decode()
+    assert refused.status == 409
+    assert "3 jobs were confirmed; 2 match now (up to job" in html
+    assert 'name="confirm"' not in html  # count again from the list
+    assert await _dead_ids(engine) == dead[:2]
 
 
 async def test_a_bulk_search_reads_a_bounded_number_of_jobs_and_continues(

@@ -343,13 +343,14 @@ def bulk_page(
     done: str,
     result: BulkResult | None = None,
     changed: SelectionChangedError | None = None,
+    offer: bool = True,
 ) -> dict[str, Any]:
     """The pages of a bulk action: the confirmation (how many jobs, which, and the form
     that confirms it: the same fields with ``confirm=yes``, the count and, over a filter,
     the search's bound and digest); after it, what changed and what was skipped and why
     (``result``); or, when the jobs changed since the confirmation, how many match now
-    (``changed``, a 409) with a new confirmation over the filter. ``done`` is what the
-    action did, in words ("retried")."""
+    (``changed``, a 409) with, when ``offer``, a new confirmation of the filter's
+    matches. ``done`` is what the action did, in words ("retried")."""
     kept = [
         (name, value)
         for name in (*FILTER_FIELDS, "action", "scope", "job", "after")
@@ -378,7 +379,7 @@ def bulk_page(
         "result": result,
         "done": done,
         "changed": changed,
-        "offer": changed is None or walk is not None,
+        "offer": offer and walk is not None,
         "filter": {k: v for k, v in shown.values.items() if v},
         "filter_query": shown.query(),
     }

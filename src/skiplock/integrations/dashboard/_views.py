@@ -331,20 +331,22 @@ class Dashboard(Door):
             chosen = dict(walk.jobs)
         done = _actions.BY_ACTION[action].notice.split(":")[0]
         page = functools.partial(_render.bulk_page, shown, form, action, walk=walk, done=done)
-        status, result = 200, None
-        try:
-            if act:
-                count, digest = _browse.confirmed(form)
-                if walk is not None and (len(chosen) != count or walk.digest != digest):
-                    raise SelectionChangedError(
-                        f"{len(chosen)} jobs match now, not the {count} confirmed",
-                        count=len(chosen),
-                        confirmed=count,
-                    )
-                result = ops.act_as_confirmed(action, chosen)
-        except SelectionChangedError as changed:
+        status, result, changed = 200, None, None
+        if act:
+            count, digest = _browse.confirmed(form)
+            if walk is not None and (len(chosen) != count or walk.digest != digest):
+                # The search found other jobs: offer to confirm those it found.
+                changed = SelectionChangedError("", count=len(chosen), confirmed=count)
+                context |= page(len(chosen), changed=changed, offer=True)
+            else:
+                try:
+                    result = ops.act_as_confirmed(action, chosen)
+                except SelectionChangedError as refused:
+                    # A job changed after the search: search again from the list.
+                    changed = refused
+                    context |= page(refused.count, changed=refused, offer=False)
+        if changed is not None:
             status = 409
-            context |= page(changed.count, changed=changed)
         else:
             context |= page(len(chosen), result=result)
         context |= {"csrf": _field(form, _csrf.FIELD), "refresh": None, "notice": None}
