@@ -7,15 +7,9 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from skiplock.core import (
-    MAX_CONFIRMED,
-    InvalidTransitionError,
-    Job,
-    JobNotFoundError,
-    JobState,
-    SelectionChangedError,
-    job_json,
-)
+from skiplock.core import InvalidTransitionError, Job, JobNotFoundError, JobState, job_json
+from skiplock.engine import SelectionChangedError
+from skiplock.engine.admin._bulk import MAX_CONFIRMED
 
 from . import _options
 from ._errors import Failure, UsageError

@@ -24,7 +24,6 @@ from ._audit import (
     operator_extra,
 )
 from ._bucket import RateLimit
-from ._bulk import MAX_CONFIRMED, BulkResult, SkippedJob
 from ._capacity import (
     PairCap,
     capped_kinds,
@@ -40,7 +39,6 @@ from ._errors import (
     JobNotFoundError,
     LeaseLostError,
     SchemaVersionError,
-    SelectionChangedError,
     SkiplockError,
     StoreError,
     UndecodableRowError,
@@ -109,7 +107,6 @@ __all__ = [
     "JSON",
     "JSONB_MAX_BYTES",
     "MAX_AVAILABLE_AT",
-    "MAX_CONFIRMED",
     "MAX_ERROR_LENGTH",
     "MAX_RECORDED_ERRORS",
     "MIN_AVAILABLE_AT",
@@ -118,7 +115,6 @@ __all__ = [
     "AttemptError",
     "AuditAction",
     "AuditEvent",
-    "BulkResult",
     "Bury",
     "ClaimRequest",
     "Completion",
@@ -152,9 +148,7 @@ __all__ = [
     "RetryPolicy",
     "SchemaInfo",
     "SchemaVersionError",
-    "SelectionChangedError",
     "SkiplockError",
-    "SkippedJob",
     "StateCount",
     "StoreError",
     "Succeeded",

@@ -15,17 +15,6 @@ class InvalidTransitionError(SkiplockError):
     """A (state, event) pair that the transition table does not allow; nothing changed."""
 
 
-class SelectionChangedError(InvalidTransitionError):
-    """A bulk action's jobs are no longer what the operator confirmed (one left the
-    selection, or another joined it): nothing changed. ``count`` is how many match now,
-    ``confirmed`` how many were confirmed; confirm again to act on the new selection."""
-
-    def __init__(self, message: str, *, count: int, confirmed: int) -> None:
-        super().__init__(message)
-        self.count = count
-        self.confirmed = confirmed
-
-
 class UnknownKindError(ValidationError):
     """Enqueue of a kind the engine has no processor for (when it knows its kinds)."""
 

@@ -11,9 +11,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from skiplock.core import (
-    MAX_CONFIRMED,
     AuditEvent,
-    BulkResult,
     Event,
     HealthReport,
     InvalidTransitionError,
@@ -23,12 +21,10 @@ from skiplock.core import (
     JobPage,
     JobState,
     Page,
-    SelectionChangedError,
     StateCount,
     ValidationError,
     sources,
 )
-from skiplock.core._bulk import skipped_job
 from skiplock.core._controls import Controls, EffectiveLimits
 from skiplock.core._health import (
     LIVE_HEARTBEATS,
@@ -50,7 +46,9 @@ from skiplock.core._validation import (
     to_duration,
 )
 
+from .._errors import SelectionChangedError
 from .._inputs import action_filter, as_names, as_states, confirmed_jobs
+from ._bulk import MAX_CONFIRMED, BulkResult, skipped_job
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -321,18 +319,20 @@ class AsyncAdminOps:
         shown: a job that dies later is left alone) and ``expected`` (how many they were
         shown): when the dead jobs matching up to ``through`` are not ``expected`` many,
         it raises :class:`~skiplock.SelectionChangedError` with the count now and changes
-        nothing. A bound call takes at most :data:`~skiplock.core.MAX_CONFIRMED` jobs and
+        nothing. A bound call takes at most 10,000 jobs (``MAX_CONFIRMED``) and
         acts as :meth:`act_as_confirmed` (a job replayed by someone else meanwhile is in
         ``skipped``)."""
         check_bool("reset_attempts", reset_attempts)
-        kinds, tenants = as_names("kind", kind), as_names("tenant", tenant)
+        dead = JobFilter(
+            states=frozenset({JobState.DEAD}),
+            kinds=as_names("kind", kind),
+            tenants=as_names("tenant", tenant),
+        )
         if through is None and expected is None:
-            job_filter = JobFilter(states=frozenset({JobState.DEAD}), kinds=kinds, tenants=tenants)
-            return BulkResult(await self._apply(job_filter, Event.REPLAY, reset_attempts, actor))
+            return BulkResult(await self._apply(dead, Event.REPLAY, reset_attempts, actor))
         if expected is not None:
             check_int("expected", expected, minimum=0, maximum=MAX_CONFIRMED)
         bound = None if through is None else check_job_id("through", through)
-        dead = JobFilter(states=frozenset({JobState.DEAD}), kinds=kinds, tenants=tenants)
         ids: list[int] = []
         after: int | None = None
         while True:  # dead jobs by kind and tenant: index walks, never cut short
@@ -420,7 +420,7 @@ class AsyncAdminOps:
     ) -> BulkResult:
         """Apply an operator action to exactly the jobs an operator confirmed: ``jobs``
         maps each id to the state it was shown in (at most
-        :data:`~skiplock.core.MAX_CONFIRMED`); ``action`` as :meth:`act_on_jobs`.
+        10,000, ``MAX_CONFIRMED``); ``action`` as :meth:`act_on_jobs`.
 
         First it reads them: when one no longer exists or is no longer in the state it was
         shown in, it raises :class:`~skiplock.SelectionChangedError` (``count``: how many

@@ -28,15 +28,9 @@ from ._browse import BROWSE_STATES, BULK_BATCH, BULK_LIMIT, FILTER_FIELDS, Filte
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from skiplock.core import (
-        AuditEvent,
-        BulkResult,
-        HealthReport,
-        Job,
-        SelectionChangedError,
-        StateCount,
-    )
+    from skiplock.core import AuditEvent, HealthReport, Job, StateCount
     from skiplock.core._throughput import Throughput
+    from skiplock.engine import BulkResult, SelectionChangedError
 
 
 class DashboardOptions(TypedDict, total=False):

@@ -15,9 +15,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
 
-from skiplock.core import JobNotFoundError, JobState, SelectionChangedError, SkiplockError
+from skiplock.core import JobNotFoundError, JobState, SkiplockError
 from skiplock.core._throughput import throughput_window
 from skiplock.core._validation import INT8_RANGE, check_duration, check_int, to_duration
+from skiplock.engine import SelectionChangedError
 
 from ..rest import AsyncDoor, AsyncRoute, Forbidden, Permission, Problem, Request, Response
 from ..rest._problems import Conflict, InvalidRequest

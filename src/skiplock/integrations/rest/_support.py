@@ -17,13 +17,13 @@ from skiplock.core import (
     InvalidTransitionError,
     Job,
     JobNotFoundError,
-    SelectionChangedError,
     SkiplockError,
     StoreError,
     UndecodableRowError,
     ValidationError,
     job_json,
 )
+from skiplock.engine import SelectionChangedError
 
 from . import models as m
 from ._auth import Permission
@@ -43,7 +43,8 @@ if typing.TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from datetime import datetime
 
-    from skiplock.core import BulkResult, JobPage, StateCount
+    from skiplock.core import JobPage, StateCount
+    from skiplock.engine import BulkResult
 
     from ._http import Request
     from ._spec import Operation

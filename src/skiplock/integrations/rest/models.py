@@ -23,7 +23,7 @@ from pydantic import (
     StringConstraints,
 )
 
-from skiplock.core import MAX_CONFIRMED, JobState
+from skiplock.core import JobState
 from skiplock.core._validation import (
     INT4_RANGE,
     INT8_RANGE,
@@ -33,6 +33,7 @@ from skiplock.core._validation import (
     MAX_TENANT_LENGTH,
     PRIORITY_RANGE,
 )
+from skiplock.engine.admin._bulk import MAX_CONFIRMED
 
 #: The most jobs one page may hold.
 MAX_PAGE = 1000

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ._types import JobState
+from skiplock.core import JobState
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
