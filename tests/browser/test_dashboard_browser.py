@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from skiplock import Engine, Settings
+from skiplock.adapters.psycopg import PsycopgJobStore
 from tests.pgfixtures import create_database, drop_database, execute, fetch
 
 from .apps import MOUNT, REFRESH, SESSION, SESSIONS, fastapi_app, flask_app, replay, seed
@@ -338,8 +340,9 @@ def test_a_bulk_retry_asks_first_then_retries_every_match(
     assert _ids(site.dsn, "status = 'dead'") == dead  # asked, not done
     _fits(page, screen["width"])
     page.get_by_test_id("bulk-confirm").click()
-    page.wait_for_url(re.compile(r"done=retried"))
-    assert page.get_by_test_id("notice").inner_text() == f"{len(dead)} jobs retried."
+    done = page.get_by_test_id("bulk-done").inner_text()
+    assert done.startswith(f"{len(dead)} of the {len(dead)} confirmed jobs retried.")
+    _fits(page, screen["width"])
     assert _ids(site.dsn, "status = 'dead'") == []
     actors = fetch(
         site.dsn,
@@ -358,8 +361,51 @@ def test_a_bulk_discard_of_selected_jobs(site: Site, as_user: Any, screen: dict[
     page.get_by_test_id("bulk-selected").click()
     assert "Discard 1 selected job" in page.get_by_test_id("bulk-count").inner_text()
     page.get_by_test_id("bulk-confirm").click()
-    page.wait_for_url(re.compile(r"done=discarded"))
+    assert (
+        page.get_by_test_id("bulk-done")
+        .inner_text()
+        .startswith("1 of the 1 confirmed job discarded.")
+    )
     assert fetch(site.dsn, f"SELECT count(*) FROM skiplock.jobs WHERE id = {cancelled}") == [(0,)]
+
+
+def test_a_bulk_discard_whose_jobs_changed_after_the_confirmation_is_a_409(
+    site: Site, as_user: Any, screen: dict[str, int]
+) -> None:
+    # Issue 41, item 1: the confirmation said "Discard 1 job?"; another operator's change
+    # meanwhile made 2 match: the confirmation is refused with the new count, and nothing
+    # is discarded until the operator confirms the 2.
+    page = as_user("admin")
+    page.set_viewport_size(screen)
+    page.goto(site.page("/jobs?state=failed"))
+    [failed] = _shown(page)
+    page.get_by_test_id("bulk-action").select_option("discard")
+    page.get_by_test_id("bulk-all").click()
+    assert (
+        page.get_by_test_id("bulk-count")
+        .inner_text()
+        .startswith("Discard 1 job matching the filter state=failed")
+    )
+    older = _ids(site.dsn, f"status = 'pending' AND id < {failed}")[0]
+    with PsycopgJobStore(site.dsn) as store:  # another operator, meanwhile
+        Engine(store, Settings(audit=True)).fail_job(older, actor="someone-else")
+    with page.expect_response(lambda r: r.request.method == "POST") as answer:
+        page.get_by_test_id("bulk-confirm").click()
+    assert answer.value.status == 409
+    assert page.get_by_test_id("bulk-changed").inner_text() == (
+        f"1 job was confirmed; 2 match now (up to job {failed}). Nothing was done."
+    )
+    assert _ids(site.dsn, "status = 'failed'") == [older, failed]  # nothing discarded
+    _fits(page, screen["width"])
+    with page.expect_response(lambda r: r.request.method == "POST") as answer:
+        page.get_by_test_id("bulk-confirm").click()  # "Discard 2 jobs", the new count
+    assert answer.value.status == 200
+    assert (
+        page.get_by_test_id("bulk-done")
+        .inner_text()
+        .startswith("2 of the 2 confirmed jobs discarded.")
+    )
+    assert _ids(site.dsn, "status = 'failed'") == []
 
 
 def test_pausing_then_resuming_a_kind_from_its_row(

@@ -329,7 +329,8 @@ def test_jobs_retry_dead_in_bulk_needs_yes_without_a_terminal(run: Run) -> None:
     assert run.err == "skiplock: error: retry --dead needs --yes when stdin is not a terminal\n"
     assert set(job_states(run.dsn).values()) == {"dead"}
 
-    assert run.json("jobs", "retry", "--dead", "--kind", "email", "--yes") == {"retried": email}
+    replayed = run.json("jobs", "retry", "--dead", "--kind", "email", "--yes")
+    assert replayed == {"retried": email, "skipped": []}
     assert job_states(run.dsn) == {email[0]: "pending", email[1]: "pending", sms[0]: "dead"}
     assert run("jobs", "retry", "--dead", "-y") == 0
     assert run.lines == ["retried 1 dead job(s): now pending"]
@@ -352,6 +353,45 @@ def test_jobs_retry_dead_asks_on_a_terminal(
     assert set(job_states(run.dsn).values()) == {expected}
     if status:
         assert run.err.endswith("aborted: nothing changed\n")
+
+
+class _Racing:
+    """A terminal whose operator answers yes while another one buries ``job``."""
+
+    def __init__(self, dsn: str, job: int) -> None:
+        self.dsn, self.job = dsn, job
+
+    def isatty(self) -> bool:
+        return True
+
+    def readline(self) -> str:
+        bury(self.dsn, self.job)
+        return "y\n"
+
+
+@needs_psycopg
+@pytest.mark.postgres
+def test_jobs_retry_dead_on_a_terminal_replays_only_what_it_counted(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 41, item 1: "Replay 2 dead job(s)?"; an older job dies while the operator
+    # answers: 3 would match, so nothing is replayed and the command says why.
+    older, *email = enqueue(run.dsn, "email", 3)
+    bury(run.dsn, *email)
+    monkeypatch.setattr("sys.stdin", _Racing(run.dsn, older))
+    assert run("jobs", "retry", "--dead") == 1
+    assert run.err.startswith("Replay 2 dead job(s)? [y/N] ")
+    assert run.err.endswith(
+        "skiplock: error: the dead jobs changed since they were counted: 3 match now, not 2; "
+        "nothing changed (run the command again)\n"
+    )
+    assert set(job_states(run.dsn).values()) == {"dead"}
+    # A job that dies after the count with a larger id is not part of it.
+    [newer] = enqueue(run.dsn, "email")
+    monkeypatch.setattr("sys.stdin", _Racing(run.dsn, newer))
+    assert run("jobs", "retry", "--dead", "--json") == 0
+    assert parse(run.out) == {"retried": [older, *email], "skipped": []}
+    assert job_states(run.dsn)[newer] == "dead"
 
 
 @needs_psycopg
@@ -604,4 +644,4 @@ def test_admin_commands_in_a_subprocess(admin_dsn: str) -> None:
     assert "needs --yes" in refused.stderr
     retried = run_cli("jobs", "retry", "--dead", "--yes", "--json", env=env)
     assert retried.returncode == 0, retried.stderr
-    assert parse(retried.stdout) == {"retried": ids[:1]}
+    assert parse(retried.stdout) == {"retried": ids[:1], "skipped": []}

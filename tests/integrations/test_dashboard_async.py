@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import attrs
 import pytest
 
-from skiplock import AsyncEngine, JobState, Settings, ValidationError
+from skiplock import AsyncEngine, AsyncOperator, JobState, Settings, ValidationError
 from skiplock.adapters.memory import AsyncInMemoryJobStore
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore
 from skiplock.core import Job, JobPage, WorkerInfo
@@ -23,6 +23,7 @@ from skiplock.integrations.dashboard import (
     Permission,
     Request,
     Response,
+    _browse,
     _csrf,
     mount_root,
 )
@@ -30,6 +31,8 @@ from skiplock.integrations.dashboard._render import version
 from skiplock.integrations.rest._support import RETRY_AFTER
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from skiplock.testing import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -660,7 +663,7 @@ async def test_the_job_browser_searches_the_last_error_and_jumps_to_an_id(
         assert (await _page(dashboard, "jobs", f"/jobs?{bad}"))[0].status == 422, bad
 
 
-def _bulk(user: str = "admin", **fields: Any) -> Request:
+def _bulk(user: str = "admin", fields: Mapping[str, Any] | None = None, **more: Any) -> Request:
     headers = {
         "host": HOST,
         "content-type": "application/x-www-form-urlencoded",
@@ -669,8 +672,24 @@ def _bulk(user: str = "admin", **fields: Any) -> Request:
     }
     token = _csrf.new_token(SECRET.encode(), user)
     headers["cookie"] = f"{CSRF_COOKIE}={token}"
-    body = urlencode({"csrf_token": token, **fields}, doseq=True).encode()
+    body = urlencode({"csrf_token": token, **(fields or {}), **more}, doseq=True).encode()
     return Request("POST", f"{ROOT}/bulk", headers=headers, body=body)
+
+
+def _hidden(html: str, form: str = "bulk-confirm-form") -> dict[str, list[str]]:
+    """The hidden fields of the page's form ``form`` (by its test id; the confirmation:
+    the form with ``confirm=yes``), CSRF token left out."""
+    if form == "bulk-confirm-form":
+        inner = r'((?:(?!</form>).)*name="confirm" value="yes"(?:(?!</form>).)*)'
+        match = re.search(rf"<form [^>]*>{inner}</form>", html, re.S)
+    else:
+        match = re.search(rf'<form [^>]*data-testid="{form}">(.*?)</form>', html, re.S)
+    assert match is not None, f"no {form} in the page"
+    fields: dict[str, list[str]] = {}
+    for name, value in re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', match[1]):
+        if name != "csrf_token":
+            fields.setdefault(name, []).append(value)
+    return fields
 
 
 async def test_a_bulk_retry_of_every_match_counts_first_then_retries_each_audited(
@@ -682,34 +701,185 @@ async def test_a_bulk_retry_of_every_match_counts_first_then_retries_each_audite
     assert ask.status == 200
     assert re.search(r'data-testid="bulk-count">Retry <strong>3</strong> jobs matching', html)
     assert await _dead_ids(engine) == dead  # nothing yet
-    confirm = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', html))
-    assert confirm.pop("confirm") == "yes"
-    assert confirm.pop("csrf_token")
-    done = await dashboard.handle("bulk", _bulk(**confirm, confirm="yes"))
-    assert done.status == 303
-    assert done.headers["Location"] == f"{ROOT}/jobs?state=dead&done=retried&count=3"
+    confirm = _hidden(html)
+    assert confirm.pop("confirm") == ["yes"]
+    done = await dashboard.handle("bulk", _bulk(fields=confirm, confirm="yes"))
+    html = done.body.decode()
+    assert done.status == 200
+    assert "3 of the 3 confirmed jobs retried." in html
+    assert re.findall(r'/jobs/(\d+)">\1</a>', html.split('data-testid="bulk-changed-ids"')[1]) == [
+        str(i) for i in dead
+    ]
+    assert "bulk-skipped" not in html
     assert await _dead_ids(engine) == []
     for job_id in dead:
         replay = (await engine.audit_trail(job_id))[-1]
         assert (replay.action.value, replay.actor) == ("job_replay", "admin")
-    html = (await _page(dashboard, "jobs", "/jobs?state=dead&done=retried&count=3"))[1]
-    assert "3 jobs retried." in html
 
 
-async def test_a_bulk_action_on_selected_jobs_changes_each_only_in_the_state_shown(
+async def test_a_bulk_action_over_a_filter_is_held_to_the_confirmed_jobs(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    # Issue 41, item 1: "Discard 1 job?" confirmed; another operator's change made 2
+    # match meanwhile: a 409 with the new count, and nothing is deleted.
+    pending = [j.id for j in await engine.list_jobs(state="pending")]
+    await engine.cancel_job(pending[1])
+    ask = await dashboard.handle("bulk", _bulk(action="discard", scope="all", state="cancelled"))
+    assert "Discard <strong>1</strong> job matching" in ask.body.decode()
+    confirm = _hidden(ask.body.decode())
+    await engine.cancel_job(pending[0])  # an older job joins the filter's matches
+    refused = await dashboard.handle("bulk", _bulk(fields=confirm))
+    html = refused.body.decode()
+    assert refused.status == 409
+    assert "1 job was confirmed; 2 match now" in html
+    assert "Nothing was done." in html
+    assert [j.id for j in await engine.list_jobs(state="cancelled")] == pending[:2]
+    # A job created after the confirmation is never part of it, whatever its state.
+    later = (await engine.enqueue("report.build", {"n": 11})).id
+    await engine.cancel_job(later)
+    again = _hidden(html)  # the 409 page confirms the jobs that match now (up to the bound)
+    assert again["count"] == ["2"]
+    done = await dashboard.handle("bulk", _bulk(fields=again))
+    assert done.status == 200
+    assert "2 of the 2 confirmed jobs discarded." in done.body.decode()
+    assert [j.id for j in await engine.list_jobs(state="cancelled")] == [later]
+
+
+async def test_a_confirmation_whose_jobs_changed_state_is_a_409(
     dashboard: AsyncDashboard, engine: AsyncEngine
 ) -> None:
     dead = await _dead_ids(engine)
-    await engine.retry_job(dead[0])  # someone else, since the list was shown
+    ask = await dashboard.handle("bulk", _bulk(action="fail", scope="all", kind="webhook.send"))
+    confirm = _hidden(ask.body.decode())
+    assert confirm["count"] == ["3"]
+    # As many match, but not as they were confirmed: two were replayed meanwhile (still
+    # jobs "Mark failed" applies to, now pending).
+    await engine.retry_job(dead[0])
+    await engine.retry_job(dead[1])
+    refused = await dashboard.handle("bulk", _bulk(fields=confirm))
+    assert refused.status == 409, refused.body.decode()
+    assert "3 jobs were confirmed; 3 match now" in refused.body.decode()
+    assert [(await engine.get_job(i)).state for i in dead] == [JobState.PENDING] * 2 + [
+        JobState.DEAD
+    ]
+
+
+async def test_a_bulk_action_on_selected_jobs_is_refused_when_one_changed_since(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    dead = await _dead_ids(engine)
     chosen = [f"{i}.dead" for i in dead[:2]]
     ask = await dashboard.handle("bulk", _bulk(action="discard", scope="selected", job=chosen))
     assert "<strong>2</strong> selected jobs" in ask.body.decode()
-    done = await dashboard.handle(
-        "bulk", _bulk(action="discard", scope="selected", job=chosen, confirm="yes")
-    )
-    assert done.headers["Location"] == f"{ROOT}/jobs?done=discarded&count=1"
-    assert (await engine.get_job(dead[0])).state is JobState.PENDING  # not discarded
-    assert await _dead_ids(engine) == [dead[2]]
+    confirm = _hidden(ask.body.decode())
+    assert confirm["job"] == chosen
+    await engine.retry_job(dead[0])  # someone else, since the confirmation was shown
+    refused = await dashboard.handle("bulk", _bulk(fields=confirm))
+    assert refused.status == 409
+    assert "2 jobs were confirmed; 1 matches now. Nothing was done." in refused.body.decode()
+    assert (await engine.get_job(dead[0])).state is JobState.PENDING
+    assert await _dead_ids(engine) == dead[1:]  # nothing discarded
+    chosen = [f"{i}.dead" for i in dead[1:]]
+    ask = await dashboard.handle("bulk", _bulk(action="discard", scope="selected", job=chosen))
+    done = await dashboard.handle("bulk", _bulk(fields=_hidden(ask.body.decode())))
+    assert "2 of the 2 confirmed jobs discarded." in done.body.decode()
+    assert await _dead_ids(engine) == []
+
+
+async def test_the_result_page_names_the_jobs_skipped_and_why(
+    dashboard: AsyncDashboard, engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dead = await _dead_ids(engine)
+    ask = await dashboard.handle("bulk", _bulk(action="discard", scope="all", state="dead"))
+    store: Any = engine.store
+    delete = store.delete
+
+    async def racing_delete(*args: Any, **options: Any) -> Any:
+        # Another operator replays a job between the check and the change.
+        monkeypatch.setattr(store, "delete", delete)
+        await engine.retry_job(dead[1])
+        return await delete(*args, **options)
+
+    monkeypatch.setattr(store, "delete", racing_delete)
+    done = await dashboard.handle("bulk", _bulk(fields=_hidden(ask.body.decode())))
+    html = done.body.decode()
+    assert "2 of the 3 confirmed jobs discarded; 1 skipped" in html
+    skipped = html.split('data-testid="bulk-skipped"')[1]
+    assert f'<tr data-skipped="{dead[1]}">' in skipped
+    assert "it is pending now, not dead" in skipped
+    assert (await engine.get_job(dead[1])).state is JobState.PENDING
+
+
+async def test_a_job_that_changes_after_the_search_is_a_409_without_an_offer(
+    dashboard: AsyncDashboard, engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dead = await _dead_ids(engine)
+    ask = await dashboard.handle("bulk", _bulk(action="discard", scope="all", state="dead"))
+    act = AsyncOperator.act_as_confirmed
+
+    async def racing(self: AsyncOperator, *args: Any, **options: Any) -> Any:
+        await engine.retry_job(dead[2])  # after the search, before the check
+        return await act(self, *args, **options)
+
+    monkeypatch.setattr(AsyncOperator, "act_as_confirmed", racing)
+    refused = await dashboard.handle("bulk", _bulk(fields=_hidden(ask.body.decode())))
+    html = refused.body.decode()
+    assert refused.status == 409
+    assert "3 jobs were confirmed; 2 match now (up to job" in html
+    assert 'name="confirm"' not in html  # count again from the list
+    assert await _dead_ids(engine) == dead[:2]
+
+
+async def test_a_bulk_search_reads_a_bounded_number_of_jobs_and_continues(
+    dashboard: AsyncDashboard, engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 41, item 11: a text search that matches nothing read the whole table in one
+    # request. It reads at most BULK_LIMIT jobs, says where it stopped and continues.
+    monkeypatch.setattr(_browse, "BULK_BATCH", 4)
+    monkeypatch.setattr(_browse, "BULK_LIMIT", 6)
+    for n in range(20):
+        await engine.enqueue("report.build", {"n": 100 + n}, delay=3600)
+    store: Any = engine.store
+    list_jobs = store.list_jobs
+    read: list[int] = []
+
+    async def counting(*args: Any, **options: Any) -> Any:
+        page = await list_jobs(*args, **options)
+        read.extend(job.id for job in page)
+        return page
+
+    monkeypatch.setattr(store, "list_jobs", counting)
+    ask = await dashboard.handle("bulk", _bulk(action="cancel", scope="all", q="zzz-nothing"))
+    html = ask.body.decode()
+    assert ask.status == 200
+    assert len(read) <= 8  # two reads of BULK_BATCH, not the 28 jobs
+    stopped = max(read)
+    assert f"Searched up to job {stopped}" in html
+    assert "Nothing to do up to job" in html
+    assert "bulk-confirm-form" not in html
+    following = _hidden(html, "bulk-continue-form")
+    assert following["after"] == [str(stopped)]
+    read.clear()
+    rest = await dashboard.handle("bulk", _bulk(fields=following))
+    assert rest.status == 200
+    assert min(read) > stopped
+    assert len(read) <= 8
+
+    # A search that matches: the confirmation holds what it counted; the result page
+    # offers to continue after its bound.
+    read.clear()
+    ask = await dashboard.handle("bulk", _bulk(action="cancel", scope="all", state="scheduled"))
+    html = ask.body.decode()
+    confirm = _hidden(html)
+    assert confirm["count"] == ["6"]
+    assert "more" in confirm
+    done = await dashboard.handle("bulk", _bulk(fields=confirm))
+    html = done.body.decode()
+    assert "6 of the 6 confirmed jobs cancelled." in html
+    following = _hidden(html, "bulk-continue-form")
+    assert following["after"] == confirm["through"]
+    rest = await dashboard.handle("bulk", _bulk(fields=following))
+    assert "Cancel <strong>6</strong> jobs" in rest.body.decode()
 
 
 async def test_a_reader_cannot_run_a_bulk_action(

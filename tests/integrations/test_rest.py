@@ -370,13 +370,60 @@ def test_dead_letter_view_and_bulk_retry(client: Client, jobs: Engine, pg_dsn: s
 
     reply = client.post("/dlq/retry", json={"kind": ["webhook.send"], "tenant": ["acme"]})
     assert reply.status == 200
-    assert reply.body == {"retried": hooks[:2]}
+    assert reply.body == {"retried": hooks[:2], "skipped": []}
     assert ids(client.get("/dlq")) == [hooks[2], mail]
     problem(client.post("/dlq/retry"), 422, "invalid-request")  # the filter is explicit
     everything = client.post("/dlq/retry", json={"reset_attempts": False})
-    assert everything.body == {"retried": [hooks[2], mail]}
+    assert everything.body == {"retried": [hooks[2], mail], "skipped": []}
     assert jobs.get_job(mail).attempts == jobs.get_job(mail).max_attempts
     assert ids(client.get("/dlq")) == []
+
+
+def test_a_bulk_retry_bound_to_what_was_confirmed(
+    client: Client, jobs: Engine, pg_dsn: str
+) -> None:
+    # Issue 41, item 1: the caller was shown 2 dead webhooks (up to the second); another
+    # died before the replay: the replay takes only what was confirmed.
+    first, second = dead(jobs, pg_dsn), dead(jobs, pg_dsn)
+    bound = {"kind": ["webhook.send"], "through": second, "expected": 2}
+    third = dead(jobs, pg_dsn)  # dies after the confirmation: not part of it
+    reply = client.post("/dlq/retry", json=bound)
+    models.RetriedJobs.model_validate(reply.body)
+    assert reply.body == {"retried": [first, second], "skipped": []}
+    assert ids(client.get("/dlq")) == [third]
+    # Confirmed: 1 dead job up to third; the first died again meanwhile: 409, the count.
+    bury(pg_dsn, first, error="refused again")
+    refused = problem(
+        client.post("/dlq/retry", json={"through": third, "expected": 1}), 409, "selection-changed"
+    )
+    assert (refused["count"], refused["confirmed"]) == (2, 1)
+    assert ids(client.get("/dlq")) == [first, third]  # nothing replayed
+    for bad in ({"through": 0}, {"expected": -1}, {"expected": 10_001}, {"through": "3"}):
+        problem(client.post("/dlq/retry", json=bad), 422, "invalid-request")
+
+
+def test_a_bulk_action_on_confirmed_jobs(client: Client, jobs: Engine, pg_dsn: str) -> None:
+    a, b, c = (dead(jobs, pg_dsn) for _ in range(3))
+    shown = [{"id": a, "state": "dead"}, {"id": b, "state": "dead"}]
+    jobs.retry_job(b)  # another operator, since the caller was shown b dead
+    refused = problem(
+        client.post("/bulk", json={"action": "discard", "jobs": shown}), 409, "selection-changed"
+    )
+    assert (refused["count"], refused["confirmed"]) == (1, 2)
+    assert ids(client.get("/dlq")) == [a, c]  # nothing discarded
+    reply = client.post("/bulk", json={"action": "discard", "jobs": [shown[0]]})
+    models.BulkResult.model_validate(reply.body)
+    assert reply.body == {"changed": [a], "skipped": []}
+    reply = client.post("/bulk", json={"action": "cancel", "jobs": [{"id": b, "state": "pending"}]})
+    assert reply.body == {"changed": [b], "skipped": []}
+    for bad in (
+        {"action": "purge", "jobs": shown},
+        {"action": "retry", "jobs": []},
+        {"action": "retry", "jobs": [{"id": c, "state": "pending"}]},  # retry: not pending
+        {"action": "retry", "jobs": [{"id": c}]},
+    ):
+        problem(client.post("/bulk", json=bad), 422, "invalid-request")
+    assert ids(client.get("/dlq")) == [c]
 
 
 def test_counts_workers_and_health(client: Client, jobs: Engine, pg_dsn: str) -> None:
@@ -497,6 +544,7 @@ def every_call(job_id: int) -> list[tuple[str, str, str, Any]]:
     bodies = {
         "createJob": {"kind": "k"},
         "retryDeadJobs": {},
+        "actOnJobs": {"action": "discard", "jobs": [{"id": job_id, "state": "dead"}]},
         "pause": {"kind": "k"},
         "resume": {"kind": "k"},
         "setLimit": {"kind": "k", "rps": 1, "burst": 1},
@@ -532,6 +580,7 @@ def test_read_only_callers_get_403_on_writes_and_change_nothing(
         "createJob",
         "retryJob",
         "retryDeadJobs",
+        "actOnJobs",
         "cancelJob",
         "failJob",
         "deleteJob",

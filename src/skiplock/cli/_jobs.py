@@ -8,6 +8,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from skiplock.core import InvalidTransitionError, Job, JobNotFoundError, JobState, job_json
+from skiplock.engine import SelectionChangedError
+from skiplock.engine.admin._bulk import MAX_CONFIRMED
 
 from . import _options
 from ._errors import Failure, UsageError
@@ -311,15 +313,35 @@ def _retry(operator: Operator, args: argparse.Namespace) -> int:
         for label, values in (("of kind", args.kind), ("of tenant", args.tenant))
         if values
     )
+    # Asked on a terminal, the replay is held to what the question counted: the dead jobs
+    # up to the newest one now, as many as counted (beyond MAX_CONFIRMED: unbound).
+    through = None
+    if not args.yes and matching <= MAX_CONFIRMED:
+        newest = operator.list_jobs(
+            state="dead", kind=args.kind, tenant=args.tenant, limit=1, descending=True
+        )
+        through = newest[0].id if newest else None
     if not _confirm(args, f"Replay {matching} dead job(s){selection}?"):
         return 1
-    ids = operator.retry_dead(
-        kind=args.kind, tenant=args.tenant, reset_attempts=not args.keep_attempts
-    )
+    try:
+        ids = operator.retry_dead(
+            kind=args.kind,
+            tenant=args.tenant,
+            reset_attempts=not args.keep_attempts,
+            through=through,
+            expected=None if through is None else matching,
+        )
+    except SelectionChangedError as exc:
+        raise Failure(
+            f"the dead jobs changed since they were counted: {exc.count} match now, not "
+            f"{exc.confirmed}; nothing changed (run the command again)"
+        ) from None
     if args.json:
-        print_json({"retried": ids})
-    else:
-        print(f"retried {len(ids)} dead job(s): now pending")
+        print_json({"retried": ids, "skipped": [skip.to_json() for skip in ids.skipped]})
+        return 0
+    print(f"retried {len(ids)} dead job(s): now pending")
+    for skip in ids.skipped:
+        print(f"job {skip.id}: skipped, {skip.reason}")
     return 0
 
 

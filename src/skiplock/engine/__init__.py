@@ -7,11 +7,17 @@ from ._context import JobContext, current_job
 from ._declaration import TaskDef, TaskOptions, declare
 from ._engine import Engine
 from ._engine_async import AsyncEngine
-from ._errors import JobCancelledError, JobTimeoutError, UndecodablePayloadError
+from ._errors import (
+    JobCancelledError,
+    JobTimeoutError,
+    SelectionChangedError,
+    UndecodablePayloadError,
+)
 from ._inputs import Enqueue, EnqueueOptions, JobOptions, WorkerOptions
 from ._operator import Operator
 from ._operator_async import AsyncOperator
 from ._registry import Processor, ProcessorSpec
+from .admin._bulk import BulkResult, SkippedJob
 from .enqueue._task import Task
 from .enqueue._task_async import AsyncTask
 from .periodic._rules import CatchUp, ScheduleInfo, ScheduleOptions, TickResult
@@ -25,6 +31,7 @@ __all__ = [
     "AsyncOperator",
     "AsyncTask",
     "AsyncWorker",
+    "BulkResult",
     "CatchUp",
     "Engine",
     "Enqueue",
@@ -38,7 +45,9 @@ __all__ = [
     "ProcessorSpec",
     "ScheduleInfo",
     "ScheduleOptions",
+    "SelectionChangedError",
     "Settings",
+    "SkippedJob",
     "Task",
     "TaskDef",
     "TaskOptions",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from skiplock.core import SkiplockError
+from skiplock.core import InvalidTransitionError, SkiplockError
 
 
 class JobTimeoutError(SkiplockError, TimeoutError):
@@ -27,3 +27,14 @@ class UndecodablePayloadError(SkiplockError, ValueError):
 class UnstorableResultError(SkiplockError, ValueError):
     """A processor returned a value that cannot be stored as its job's result (not JSON,
     or larger than ``Settings.max_result_bytes``): the job goes to ``dead`` (X5)."""
+
+
+class SelectionChangedError(InvalidTransitionError):
+    """A bulk action's jobs are no longer what the operator confirmed (one left the
+    selection, or another joined it): nothing changed. ``count`` is how many match now,
+    ``confirmed`` how many were confirmed; confirm again to act on the new selection."""
+
+    def __init__(self, message: str, *, count: int, confirmed: int) -> None:
+        super().__init__(message)
+        self.count = count
+        self.confirmed = confirmed

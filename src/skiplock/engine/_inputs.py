@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -142,3 +143,27 @@ def action_filter(
     if not job_ids or not allowed:
         return None, event
     return JobFilter(ids=job_ids, states=allowed), event
+
+
+def confirmed_jobs(
+    jobs: Mapping[int, JobState | str], max_jobs: int, action: str | None = None
+) -> dict[int, JobState]:
+    """The jobs an operator confirmed (``act_as_confirmed``): id -> the state each was
+    shown in, checked (at most ``max_jobs``; with ``action``, each state one it applies
+    to). Bad arguments raise ValidationError."""
+    if not isinstance(jobs, Mapping):
+        raise ValidationError(f"jobs must map each id to its shown state, got {shown(jobs)}")
+    if len(jobs) > max_jobs:
+        raise ValidationError(f"at most {max_jobs} jobs per confirmed action, got {len(jobs)}")
+    allowed = None if action is None else action_states(action)
+    confirmed: dict[int, JobState] = {}
+    for job_id, state in jobs.items():
+        try:
+            seen = JobState(state)
+        except ValueError:
+            known = ", ".join(s.value for s in JobState)
+            raise ValidationError(f"unknown job state {shown(state)}: one of {known}") from None
+        if allowed is not None and seen not in allowed:
+            raise ValidationError(f"{action} does not apply to {seen.value} jobs (job {job_id})")
+        confirmed[check_job_id("jobs", job_id)] = seen
+    return confirmed

@@ -25,6 +25,7 @@ from skiplock.core import (
     JobState,
     Page,
     StateCount,
+    ValidationError,
     sources,
 )
 from skiplock.core._controls import Controls, EffectiveLimits
@@ -48,7 +49,9 @@ from skiplock.core._validation import (
     to_duration,
 )
 
-from .._inputs import action_filter, as_names, as_states
+from .._errors import SelectionChangedError
+from .._inputs import action_filter, as_names, as_states, confirmed_jobs
+from ._bulk import MAX_CONFIRMED, BulkResult, skipped_job
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -299,17 +302,54 @@ class AdminOps:
         tenant: str | Iterable[str] | None = None,
         reset_attempts: bool = True,
         actor: str | None = None,
-    ) -> list[int]:
-        """Replay every dead job matching the filter; returns the ids. Each starts over
-        (attempts 0) unless ``reset_attempts=False`` keeps its attempts (J8). Audited as
-        ``job_replay`` per job."""
+        through: int | None = None,
+        expected: int | None = None,
+    ) -> BulkResult:
+        """Replay every dead job matching the filter; returns the ids (a
+        :class:`~skiplock.BulkResult`). Each starts over (attempts 0) unless
+        ``reset_attempts=False`` keeps its attempts (J8). Audited as ``job_replay`` per
+        job.
+
+        Bound it to what an operator confirmed with ``through`` (the largest id they were
+        shown: a job that dies later is left alone) and ``expected`` (how many they were
+        shown): when the dead jobs matching up to ``through`` are not ``expected`` many,
+        it raises :class:`~skiplock.SelectionChangedError` with the count now and changes
+        nothing. A bound call takes at most 10,000 jobs (``MAX_CONFIRMED``) and
+        acts as :meth:`act_as_confirmed` (a job replayed by someone else meanwhile is in
+        ``skipped``)."""
         check_bool("reset_attempts", reset_attempts)
-        job_filter = JobFilter(
+        dead = JobFilter(
             states=frozenset({JobState.DEAD}),
             kinds=as_names("kind", kind),
             tenants=as_names("tenant", tenant),
         )
-        return self._apply(job_filter, Event.REPLAY, reset_attempts, actor)
+        if through is None and expected is None:
+            return BulkResult(self._apply(dead, Event.REPLAY, reset_attempts, actor))
+        if expected is not None:
+            check_int("expected", expected, minimum=0, maximum=MAX_CONFIRMED)
+        bound = None if through is None else check_job_id("through", through)
+        ids: list[int] = []
+        after: int | None = None
+        while True:  # dead jobs by kind and tenant: index walks, never cut short
+            read = self._store.list_jobs(dead, Page(limit=MAX_ACTION_IDS, after_id=after))
+            ids += [job.id for job in read if bound is None or job.id <= bound]
+            after = read.next_after(MAX_ACTION_IDS)
+            if after is None or (bound is not None and after >= bound) or len(ids) > MAX_CONFIRMED:
+                break
+        if len(ids) > MAX_CONFIRMED:
+            raise ValidationError(
+                f"more than {MAX_CONFIRMED} dead jobs match: narrow the filter or lower `through`"
+            )
+        if expected is not None and len(ids) != expected:
+            raise SelectionChangedError(
+                f"{len(ids)} dead jobs match now, not the {expected} confirmed; nothing changed",
+                count=len(ids),
+                confirmed=expected,
+            )
+        jobs = dict.fromkeys(ids, JobState.DEAD)
+        return self._act_confirmed(
+            "retry", confirmed_jobs(jobs, MAX_CONFIRMED), reset_attempts, actor
+        )
 
     def cancel_job(self, job_id: int, *, actor: str | None = None) -> Job:
         """Cancel a job. A running one is asked to stop: its worker's next heartbeat
@@ -365,6 +405,65 @@ class AdminOps:
         changed = self._store.apply(job_filter, event, reset_attempts=reset, audit=audit)
         return sorted(changed)
 
+    def act_as_confirmed(
+        self,
+        action: str,
+        jobs: Mapping[int, JobState | str],
+        *,
+        reset_attempts: bool = True,
+        actor: str | None = None,
+    ) -> BulkResult:
+        """Apply an operator action to exactly the jobs an operator confirmed: ``jobs``
+        maps each id to the state it was shown in (at most
+        10,000, ``MAX_CONFIRMED``); ``action`` as :meth:`act_on_jobs`.
+
+        First it reads them: when one no longer exists or is no longer in the state it was
+        shown in, it raises :class:`~skiplock.SelectionChangedError` (``count``: how many
+        still are) and changes nothing. Then it acts as :meth:`act_on_jobs`, each job only
+        in its shown state, checked in the statement that changes it; a job that changes
+        between the read and that statement is left alone. Returns a
+        :class:`~skiplock.BulkResult`: the ids changed and the jobs skipped, with why.
+        """
+        confirmed = confirmed_jobs(jobs, MAX_CONFIRMED, action)
+        still = 0
+        for batch in _batches(list(confirmed)):
+            read = self._store.list_jobs(JobFilter(ids=frozenset(batch)), Page(len(batch)))
+            still += sum(1 for job in read if job.state is confirmed[job.id])
+        if still != len(confirmed):
+            raise SelectionChangedError(
+                f"{len(confirmed) - still} of the {len(confirmed)} confirmed jobs changed "
+                f"since: {still} still match; nothing changed",
+                count=still,
+                confirmed=len(confirmed),
+            )
+        return self._act_confirmed(action, confirmed, reset_attempts, actor)
+
+    def _act_confirmed(
+        self,
+        action: str,
+        confirmed: Mapping[int, JobState],
+        reset_attempts: bool,
+        actor: str | None,
+    ) -> BulkResult:
+        """Act on ``confirmed`` (checked) per shown state, in batches; then read the jobs
+        left alone to say why."""
+        by_state: dict[JobState, list[int]] = {}
+        for job_id, state in confirmed.items():
+            by_state.setdefault(state, []).append(job_id)
+        changed: list[int] = []
+        for state, ids in by_state.items():
+            for batch in _batches(ids):
+                changed += self.act_on_jobs(
+                    action, batch, states=[state], reset_attempts=reset_attempts, actor=actor
+                )
+        left = sorted(set(confirmed) - set(changed))
+        now: dict[int, JobState] = {}
+        for batch in _batches(left):
+            read = self._store.list_jobs(JobFilter(ids=frozenset(batch)), Page(len(batch)))
+            now |= {job.id: job.state for job in read}
+        skipped = [skipped_job(i, now.get(i), confirmed[i]) for i in left]
+        return BulkResult(changed, skipped)
+
     def audit_trail(self, job_id: int) -> list[AuditEvent]:
         """The job's audit events (J10) in the store's audit table, oldest first;
         ``[]`` for a job without any (also an unknown one). A deleted job's events stay
@@ -412,6 +511,11 @@ def _refusal(job: Job, event: Event) -> str:
         f"job {job.id} is {job.state.value}: only {states} jobs can be "
         f"{_DONE.get(event, event.value)}"
     )
+
+
+def _batches(ids: list[int]) -> list[list[int]]:
+    """``ids`` in slices of at most :data:`MAX_ACTION_IDS` (one statement each)."""
+    return [ids[i : i + MAX_ACTION_IDS] for i in range(0, len(ids), MAX_ACTION_IDS)]
 
 
 def _instant(name: str, value: datetime | None) -> datetime | None:

@@ -9,6 +9,7 @@ so a page may show fewer jobs than it read and says how far it searched.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ import attrs
 from skiplock.core import Job, JobState
 from skiplock.core._states import OPERATOR_ACTIONS, action_states
 from skiplock.core._validation import INT8_RANGE
+from skiplock.engine.admin._bulk import MAX_CONFIRMED
 
 from ..rest._problems import InvalidRequest
 
@@ -40,10 +42,11 @@ BROWSE_STATES = (
 FILTER_FIELDS = ("state", "kind", "tenant", "since", "before", "q")
 #: The longest text a filter field takes.
 MAX_FIELD = 200
-#: Jobs per statement of a bulk action, and the most one bulk action over a filter
-#: changes (a larger set takes several; the page says how many are left).
+#: Jobs per read of a bulk action's search (a page of ``list_jobs``, bounded as a list
+#: page's), and the most jobs one search reads and one confirmation changes: a larger set
+#: takes several (the page says where it stopped and offers to continue).
 BULK_BATCH = 500
-BULK_LIMIT = 10_000
+BULK_LIMIT = MAX_CONFIRMED
 _TIME_FORMATS = ("%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d")
 
 
@@ -160,3 +163,31 @@ def page(read: list[Job], shown: Filter, size: int, resume_after: int | None) ->
     jobs = [job for job in read if shown.matches(job)]
     after = resume_after or (read[-1].id if len(read) >= size else None)
     return {"jobs": jobs, "next_cursor": after, "partial": after is not None and len(jobs) < size}
+
+
+@attrs.frozen
+class Walk:
+    """What a bulk action's search over a filter found: the jobs it matches, with the
+    state each is in (what the operator confirms), the last id it covered (``through``:
+    the bound a confirmation is held to; None: it read nothing) and whether it stopped
+    before the end of the list (``more``: run it again after ``through`` for the rest)."""
+
+    jobs: Mapping[int, JobState]
+    through: int | None
+    more: bool
+
+    @property
+    def digest(self) -> str:
+        """A digest of the jobs and their states: a confirmation carries it, so a set
+        that changed in place (one job out, another in) is noticed too."""
+        text = ",".join(f"{i}.{state.value}" for i, state in sorted(self.jobs.items()))
+        return hashlib.blake2s(text.encode(), digest_size=8).hexdigest()
+
+
+def confirmed(form: Mapping[str, Sequence[str]]) -> tuple[int, str]:
+    """How many jobs a confirmation form says were shown, and their digest (InvalidRequest
+    for a form without them)."""
+    count = one(form, "count")
+    if not (count.isascii() and count.isdigit()):
+        raise InvalidRequest("the form does not say how many jobs were confirmed")
+    return int(count), one(form, "digest")

@@ -23,13 +23,14 @@ from skiplock.core._health import format_duration
 from skiplock.core._states import action_states
 
 from . import _charts
-from ._browse import BROWSE_STATES, BULK_BATCH, BULK_LIMIT, FILTER_FIELDS, Filter, one
+from ._browse import BROWSE_STATES, BULK_BATCH, BULK_LIMIT, FILTER_FIELDS, Filter, Walk, one
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from skiplock.core import AuditEvent, HealthReport, Job, StateCount
     from skiplock.core._throughput import Throughput
+    from skiplock.engine import BulkResult, SelectionChangedError
 
 
 class DashboardOptions(TypedDict, total=False):
@@ -330,25 +331,49 @@ def bulk_page(
     shown: Filter,
     form: Mapping[str, Sequence[str]],
     action: str,
-    total: int,
-    stopped: int | None,
+    count: int,
+    *,
+    walk: Walk | None,
+    done: str,
+    result: BulkResult | None = None,
+    changed: SelectionChangedError | None = None,
+    offer: bool = True,
 ) -> dict[str, Any]:
-    """The confirmation page of a bulk action: how many jobs, which, and the form that
-    confirms it (the same fields, with ``confirm=yes``)."""
+    """The pages of a bulk action: the confirmation (how many jobs, which, and the form
+    that confirms it: the same fields with ``confirm=yes``, the count and, over a filter,
+    the search's bound and digest); after it, what changed and what was skipped and why
+    (``result``); or, when the jobs changed since the confirmation, how many match now
+    (``changed``, a 409) with, when ``offer``, a new confirmation of the filter's
+    matches. ``done`` is what the action did, in words ("retried")."""
     kept = [
         (name, value)
-        for name in (*FILTER_FIELDS, "action", "scope", "job")
+        for name in (*FILTER_FIELDS, "action", "scope", "job", "after")
         for value in form.get(name, [])[:BULK_BATCH]
     ]
+    # Whether the search stopped before the end of the list (a confirmation carries it
+    # to the result page, whose search is held to the bound).
+    more = walk is not None and (walk.more or one(form, "more") == "yes")
+    if walk is not None:
+        kept += [("through", str(walk.through or "")), ("digest", walk.digest)]
+        kept += [("more", "yes")] if more else []
+    label = dict(BULK_ACTIONS)[action]
     return {
         "page": "bulk",
         "action": action,
-        "label": dict(BULK_ACTIONS)[action],
+        "label": label,
         "scope": one(form, "scope"),
-        "count": total,
-        "stopped": stopped,
+        "count": count,
+        "walk": walk,
         "limit": BULK_LIMIT,
-        "fields": kept,
+        "fields": [*kept, ("count", str(count))],
+        # The next search of a filter: after the last id this one covered.
+        "next_fields": [(n, v) for n, v in kept if n not in {"after", "through", "digest", "more"}]
+        + ([("after", str(walk.through))] if walk is not None and walk.through else []),
+        "more": more,
+        "result": result,
+        "done": done,
+        "changed": changed,
+        "offer": offer and walk is not None,
         "filter": {k: v for k, v in shown.values.items() if v},
         "filter_query": shown.query(),
     }

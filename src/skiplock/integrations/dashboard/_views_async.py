@@ -18,9 +18,10 @@ from urllib.parse import parse_qs, urlencode
 from skiplock.core import JobNotFoundError, JobState, SkiplockError
 from skiplock.core._throughput import throughput_window
 from skiplock.core._validation import INT8_RANGE, check_duration, check_int, to_duration
+from skiplock.engine import SelectionChangedError
 
 from ..rest import AsyncDoor, AsyncRoute, Forbidden, Permission, Problem, Request, Response
-from ..rest._problems import Conflict
+from ..rest._problems import Conflict, InvalidRequest
 from ..rest._support import keyset_page, problem_for
 from . import _actions, _browse, _charts, _controls, _csrf, _render
 
@@ -302,55 +303,93 @@ class AsyncDashboard(AsyncDoor):
     async def _bulk(
         self, request: Request, root: str, ops: AsyncOperator, context: dict[str, Any]
     ) -> Response:
-        """A bulk action on the ticked jobs, or on every job the filter matches: first a
-        page that says how many and asks to confirm, then the action in batches (each
-        job audited), then back to the list with how many changed."""
+        """A bulk action on the ticked jobs, or on the jobs the filter matches: first a
+        page that says how many and asks to confirm, then the action on exactly those
+        (each job audited) and a page that says which changed and which were skipped.
+
+        A confirmation is bound to what it showed: the ticked jobs in the states they were
+        listed in, or the filter's matches up to the last id the search covered, their
+        number and digest. If that set changed meanwhile, a 409 page says how many match
+        now and nothing changes. The search reads at most ``BULK_LIMIT`` jobs per request
+        (as a list page, it may stop early and offers to continue)."""
         form = self._form(request, ops)
         shown = _browse.parse_filter(form, await self._engine.store.now())
         action = _browse.one(form, "action")
         states = _browse.bulk_states(action, shown.states)
         act = _browse.one(form, "confirm") == "yes"
+        walk: _browse.Walk | None = None
         if _browse.one(form, "scope") == "selected":
-            chosen = {s: ids for s, ids in _browse.selected(form).items() if s in states}
-            total, stopped = sum(len(ids) for ids in chosen.values()), None
-            if act:
-                total = 0
-                for state, ids in chosen.items():
-                    total += len(await ops.act_on_jobs(action, ids, states=[state]))
+            chosen = {
+                job_id: state
+                for state, ids in _browse.selected(form).items()
+                if state in states
+                for job_id in ids
+            }
         else:
-            total, stopped = await self._walk(ops, shown, action, states, act=act)
+            after = _browse.cursor(_browse.one(form, "after"))
+            through = _browse.cursor(_browse.one(form, "through")) if act else None
+            if act and through is None:
+                raise InvalidRequest("the form does not say which jobs were confirmed")
+            walk = await self._walk(ops, shown, states, after, through)
+            chosen = dict(walk.jobs)
+        done = _actions.BY_ACTION[action].notice.split(":")[0]
+        page = functools.partial(_render.bulk_page, shown, form, action, walk=walk, done=done)
+        status, result, changed = 200, None, None
         if act:
-            done = _actions.BY_ACTION[action].done
-            return _redirect(f"{root}/jobs?{shown.query(done=done, count=total)}")
-        context |= _render.bulk_page(shown, form, action, total, stopped)
+            count, digest = _browse.confirmed(form)
+            if walk is not None and (len(chosen) != count or walk.digest != digest):
+                # The search found other jobs: offer to confirm those it found.
+                changed = SelectionChangedError("", count=len(chosen), confirmed=count)
+                context |= page(len(chosen), changed=changed, offer=True)
+            else:
+                try:
+                    result = await ops.act_as_confirmed(action, chosen)
+                except SelectionChangedError as refused:
+                    # A job changed after the search: search again from the list.
+                    changed = refused
+                    context |= page(refused.count, changed=refused, offer=False)
+        if changed is not None:
+            status = 409
+        else:
+            context |= page(len(chosen), result=result)
         context |= {"csrf": _field(form, _csrf.FIELD), "refresh": None, "notice": None}
         context |= {"now": _render.when(datetime.now(UTC)), "can_write": True}
-        return _html(200, _render.render("bulk.html", context))
+        return _html(status, _render.render("bulk.html", context))
 
     async def _walk(
         self,
         ops: AsyncOperator,
         shown: _browse.Filter,
-        action: str,
         states: frozenset[JobState],
-        *,
-        act: bool,
-    ) -> tuple[int, int | None]:
-        """Count (or change, when ``act``) the jobs the filter matches in ``states``, a
-        page of ``list_jobs`` at a time, up to :data:`~._browse.BULK_LIMIT`; and the id the
-        walk stopped after when it stopped there (None: it saw every match)."""
-        total, after = 0, None
-        arguments = dict(shown.arguments)
+        after: int | None,
+        through: int | None,
+    ) -> _browse.Walk:
+        """The jobs after ``after`` the filter matches in ``states``, a page of
+        ``list_jobs`` at a time. Up to ``through`` when given (a confirmation's bound);
+        else a bounded search, as a list page's: it stops where a page of ``list_jobs``
+        stopped early (the store's read budget), after ``BULK_LIMIT`` jobs read or
+        matched, and says so (``more``)."""
+        found: dict[int, JobState] = {}
+        last, read_count = after, 0
         while True:
-            read = await ops.list_jobs(**arguments, limit=_browse.BULK_BATCH, after_id=after)
-            ids = [job.id for job in read if job.state in states and shown.matches(job)]
-            if act and ids:
-                total += len(await ops.act_on_jobs(action, ids, states=states))
-            else:
-                total += len(ids)
-            after = read.next_after(_browse.BULK_BATCH)
-            if after is None or total >= _browse.BULK_LIMIT:
-                return total, after
+            read = await ops.list_jobs(**shown.arguments, limit=_browse.BULK_BATCH, after_id=last)
+            for job in read:
+                if through is not None and job.id > through:
+                    return _browse.Walk(found, through, more=False)
+                if job.state in states and shown.matches(job):
+                    found[job.id] = job.state
+                last, read_count = job.id, read_count + 1
+                if len(found) >= _browse.BULK_LIMIT:  # a confirmation's most
+                    return _browse.Walk(found, last, more=through is None)
+            following = read.next_after(_browse.BULK_BATCH)
+            if following is None:
+                return _browse.Walk(found, through or last, more=False)
+            last = following
+            if through is not None:
+                if last >= through:
+                    return _browse.Walk(found, through, more=False)
+            elif read.resume_after is not None or read_count >= _browse.BULK_LIMIT:
+                return _browse.Walk(found, last, more=True)
 
 
 def _redirect(location: str) -> Response:

@@ -27,7 +27,7 @@ from ._auth import Permission
 from ._http import Response, json_response
 from ._problems import NotFound
 from ._spec import Operation, openapi_of
-from ._support import Call, counts_json, cursor, iso, page, typed
+from ._support import Call, counts_json, cursor, iso, page, skipped_json, typed
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -187,15 +187,47 @@ def _dead_jobs(ops: Operator, call: Call) -> Response:
     return json_response(page(jobs, query.limit))
 
 
-@_operation("retryDeadJobs", "POST /dlq/retry", m.RetriedJobs, body=m.RetryDead, tag="dlq")
+@_operation(
+    "retryDeadJobs",
+    "POST /dlq/retry",
+    m.RetriedJobs,
+    body=m.RetryDead,
+    problems=(400, 409, 415, 422),
+    tag="dlq",
+)
 def _retry_dead(ops: Operator, call: Call) -> Response:
     """Retry dead jobs in bulk
 
     Replay every dead job matching the filter (every dead job without one); returns their
-    ids."""
+    ids. With `through` and `expected` (the largest id and the number of dead jobs the
+    operator was shown), only dead jobs up to `through`, and only if `expected` match: a
+    409 `selection-changed` problem with the `count` now otherwise, and nothing changes;
+    `skipped` lists the jobs someone else changed meanwhile."""
     body = typed(call.body, m.RetryDead)
-    ids = ops.retry_dead(kind=body.kind, tenant=body.tenant, reset_attempts=body.reset_attempts)
-    return json_response({"retried": sorted(ids)})
+    result = ops.retry_dead(
+        kind=body.kind,
+        tenant=body.tenant,
+        reset_attempts=body.reset_attempts,
+        through=body.through,
+        expected=body.expected,
+    )
+    return json_response({"retried": list(result), "skipped": skipped_json(result)})
+
+
+@_operation(
+    "actOnJobs", "POST /bulk", m.BulkResult, body=m.BulkAction, problems=(400, 409, 415, 422)
+)
+def _act_on_jobs(ops: Operator, call: Call) -> Response:
+    """Act on confirmed jobs in bulk
+
+    Retry, cancel, mark failed or discard exactly the jobs listed, each only in the state
+    it was shown in (`act_as_confirmed`): if one no longer is, a 409 `selection-changed`
+    problem with the `count` of those that still are, and nothing changes. `changed` lists
+    the jobs changed, `skipped` those that changed meanwhile, with why."""
+    body = typed(call.body, m.BulkAction)
+    jobs = {job.id: job.state for job in body.jobs}
+    result = ops.act_as_confirmed(body.action, jobs, reset_attempts=body.reset_attempts)
+    return json_response({"changed": list(result), "skipped": skipped_json(result)})
 
 
 @_operation("getCounts", "GET /counts", m.Counts, tag="queue")

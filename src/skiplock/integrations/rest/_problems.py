@@ -108,6 +108,22 @@ class Conflict(Problem, status=409, slug="invalid-transition", title="Invalid st
     """409: the job's state does not allow the action (nothing changed)."""
 
 
+class SelectionChanged(
+    Conflict, slug="selection-changed", title="The jobs changed since they were confirmed"
+):
+    """409: a bulk action's jobs are no longer those confirmed (nothing changed):
+    ``count`` is how many match now, ``confirmed`` how many were confirmed."""
+
+    def __init__(self, detail: str, *, count: int, confirmed: int) -> None:
+        super().__init__(detail)
+        self.count = count
+        self.confirmed = confirmed
+
+    def to_dict(self, instance: str | None = None) -> dict[str, Any]:
+        """The problem details object, with ``count`` and ``confirmed``."""
+        return super().to_dict(instance) | {"count": self.count, "confirmed": self.confirmed}
+
+
 class UnsupportedMediaType(
     Problem, status=415, slug="unsupported-media-type", title="Unsupported media type"
 ):

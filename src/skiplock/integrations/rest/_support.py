@@ -23,6 +23,7 @@ from skiplock.core import (
     ValidationError,
     job_json,
 )
+from skiplock.engine import SelectionChangedError
 
 from . import models as m
 from ._auth import Permission
@@ -33,6 +34,7 @@ from ._problems import (
     InvalidRequest,
     NotFound,
     Problem,
+    SelectionChanged,
     Unavailable,
     UnsupportedMediaType,
 )
@@ -42,6 +44,7 @@ if typing.TYPE_CHECKING:
     from datetime import datetime
 
     from skiplock.core import JobPage, StateCount
+    from skiplock.engine import BulkResult
 
     from ._http import Request
     from ._spec import Operation
@@ -164,6 +167,8 @@ def problem_for(exc: SkiplockError) -> Problem:
         return InvalidRequest(detail)
     if isinstance(exc, JobNotFoundError):
         return NotFound(detail)
+    if isinstance(exc, SelectionChangedError):
+        return SelectionChanged(detail, count=exc.count, confirmed=exc.confirmed)
     if isinstance(exc, InvalidTransitionError):
         return Conflict(detail)
     if isinstance(exc, UndecodableRowError):  # a row written around the API: not transient
@@ -220,6 +225,11 @@ def page(jobs: JobPage, limit: int) -> dict[str, Any]:
         "next_cursor": None if after is None else str(after),
         "partial": jobs.resume_after is not None,
     }
+
+
+def skipped_json(result: BulkResult) -> list[dict[str, object]]:
+    """The jobs a bulk action left alone (``SkippedJob``), by id."""
+    return [skipped.to_json() for skipped in result.skipped]
 
 
 def counts_json(counts: Iterable[StateCount]) -> dict[str, Any]:

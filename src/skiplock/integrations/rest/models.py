@@ -33,6 +33,7 @@ from skiplock.core._validation import (
     MAX_TENANT_LENGTH,
     PRIORITY_RANGE,
 )
+from skiplock.engine.admin._bulk import MAX_CONFIRMED
 
 #: The most jobs one page may hold.
 MAX_PAGE = 1000
@@ -203,10 +204,32 @@ class RetryOptions(_Body):
 
 
 class RetryDead(_Body):
-    """Which dead jobs to replay (every one when no filter is given)."""
+    """Which dead jobs to replay (every one when no filter is given). `through` and
+    `expected` bind the replay to what was confirmed: only dead jobs with an id up to
+    `through`, and only if `expected` of them match (else a 409 `selection-changed`
+    problem with the `count` now, and nothing changes)."""
 
     kind: Annotated[list[Kind], Field(min_length=1)] | None = None
     tenant: Annotated[list[Tenant], Field(min_length=1)] | None = None
+    reset_attempts: bool = True
+    through: Annotated[BodyInt, Field(ge=1, le=INT8_RANGE[1])] | None = None
+    expected: Annotated[BodyInt, Field(ge=0, le=MAX_CONFIRMED)] | None = None
+
+
+class ConfirmedJob(_Body):
+    """A job as the operator confirmed it: its id and the state it was shown in."""
+
+    id: Annotated[BodyInt, Field(ge=1, le=INT8_RANGE[1])]
+    state: JobState
+
+
+class BulkAction(_Body):
+    """An action on the jobs an operator confirmed, each only in the state it was shown
+    in: if one no longer is, a 409 `selection-changed` problem (`count`: how many still
+    are) and nothing changes."""
+
+    action: Literal["retry", "cancel", "fail", "discard"]
+    jobs: Annotated[list[ConfirmedJob], Field(min_length=1, max_length=MAX_CONFIRMED)]
     reset_attempts: bool = True
 
 
@@ -312,10 +335,29 @@ class JobPage(_Output):
     partial: bool
 
 
+class SkippedJob(_Output):
+    """A confirmed job a bulk action left alone: its state now (null: it no longer
+    exists) and why."""
+
+    id: int
+    state: JobState | None
+    reason: str
+
+
 class RetriedJobs(_Output):
-    """The ids of the replayed jobs."""
+    """The ids of the replayed jobs, and the confirmed ones left alone (with `through`
+    or `expected`: those replayed or deleted by someone else meanwhile)."""
 
     retried: list[int]
+    skipped: list[SkippedJob]
+
+
+class BulkResult(_Output):
+    """The ids a bulk action changed, and the confirmed jobs it left alone because
+    they changed meanwhile, each with why."""
+
+    changed: list[int]
+    skipped: list[SkippedJob]
 
 
 class StateCount(_Output):
@@ -469,3 +511,6 @@ class Problem(_Output):
     detail: str
     instance: str | None
     errors: list[FieldError] | None = None
+    #: A `selection-changed` problem (409): how many jobs match now, how many were confirmed.
+    count: int | None = None
+    confirmed: int | None = None
