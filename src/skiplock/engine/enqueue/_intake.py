@@ -210,8 +210,8 @@ class Intake:
             self.warn_unknown(kind, known, f"storing the {what} anyway")
         elif mode == "error":
             advice = (
-                f"declare it here, or allow an unknown kind (allow_unknown_kind) for a {what} "
-                "of a kind another service declares"
+                f"declare it here, or to {what} a kind another service declares pass "
+                "allow_unknown_kind (--allow-unknown-kind on the command line)"
             )
             raise UnknownKindError(unknown_kind_message(kind, known, advice))
 
