@@ -209,7 +209,7 @@ def test_pausing_the_kind_of_a_job_no_task_here_declares(staff: Client) -> None:
     # stored jobs are not typed (no typo), so the admin action opts in.
     engine = backend().engine
     job_id = Engine(engine.store).enqueue("billing.charge", {}).id  # another service's
-    with pytest.raises(ValueError, match="unknown kind 'billing.charge'"):
+    with pytest.raises(ValueError, match=r"unknown kind 'billing\.charge'"):
         engine.pause(kind="billing.charge")
     response = act(staff, "pause_kinds", job_id)
     assert messages_of(response) == ["paused 1 kind(s): billing.charge"]
