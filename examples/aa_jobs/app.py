@@ -11,10 +11,11 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, Field
 
-from skiplock import RateLimit
+from skiplock import RateLimit, ValidationError
 from skiplock.integrations.fastapi import (
     create_dashboard_router,
     create_metrics_router,
@@ -139,6 +140,12 @@ def create_app(
                 yield
 
     app = FastAPI(title="AA_JOB reference application", lifespan=lifespan)
+
+    @app.exception_handler(ValidationError)
+    async def refused(request: Request, exc: ValidationError) -> JSONResponse:
+        # What skiplock refused (a blank scope, an unknown kind): the caller's to fix.
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
     app.state.tokens = dict(tokens)
     app.state.jobs = jobs
     app.include_router(create_router(engine, authorize=authorize), prefix="/admin/jobs")
@@ -166,25 +173,30 @@ def create_app(
 
     @app.put("/tenants/{tenant}/limits/{kind}")
     async def set_limit(tenant: str, kind: str, limit: LimitIn, who: Operator) -> dict[str, Any]:
-        async with jobs.store.transaction() as conn:
-            await conn.execute(
+        async with jobs.store.transaction() as conn:  # an unknown kind rolls it back
+            cur = await conn.execute(
                 "UPDATE aa.tenant SET metadata = jsonb_set(metadata, ARRAY['rate_limit', %s],"
                 " %s) WHERE id = %s",
                 [kind, Jsonb(limit.model_dump()), tenant],
             )
-        await controls.apply_tenant_limits(
-            engine, who, tenant, {kind: RateLimit(limit.rps, limit.burst)}
-        )
+            if cur.rowcount == 0:
+                raise HTTPException(404, f"no tenant {tenant!r}")
+            await controls.apply_tenant_limits(
+                engine, who, tenant, {kind: RateLimit(limit.rps, limit.burst)}
+            )
         return {"tenant": tenant, "kind": kind, **limit.model_dump()}
 
     @app.post("/tenants/{tenant}/users", status_code=201)
     async def sign_up(tenant: str, user: UserIn, conn: Any = transaction(engine)) -> dict[str, Any]:
         # One transaction: the user, its outbox event, the welcome e-mail and the dispatch.
         cur = await conn.execute(
-            "INSERT INTO aa.app_user (tenant, email) VALUES (%s, %s) RETURNING id",
-            [tenant, user.email],
+            "INSERT INTO aa.app_user (tenant, email) SELECT id, %s FROM aa.tenant WHERE id = %s"
+            " RETURNING id",
+            [user.email, tenant],
         )
-        (user_id,) = await cur.fetchone()
+        if (row := await cur.fetchone()) is None:
+            raise HTTPException(404, f"no tenant {tenant!r}")
+        user_id = row[0]
         await conn.execute(
             "INSERT INTO aa.outbox_event (tenant, topic, body) VALUES (%s, 'user.created', %s)",
             [tenant, Jsonb({"user_id": user_id, "email": user.email})],
@@ -319,7 +331,9 @@ def create_app(
 
     @app.post("/ops/resume")
     async def resume(body: PauseIn, who: Operator) -> dict[str, Any]:
-        await controls.resume(engine, who, kind=body.kind, tenant=body.tenant)
+        if not await controls.resume(engine, who, kind=body.kind, tenant=body.tenant):
+            scope = f"kind={body.kind or '*'} tenant={body.tenant or '*'}"
+            raise HTTPException(404, f"no pause of {scope}")
         return {"resumed": body.model_dump(), "by": who}
 
     @app.get("/ops/paused")

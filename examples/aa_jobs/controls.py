@@ -17,13 +17,14 @@ if TYPE_CHECKING:
 
 async def pause(engine: AsyncEngine, who: str, *, kind: str | None, tenant: str | None) -> None:
     """Stop claiming ``kind`` (of ``tenant``); running jobs finish, pending ones keep
-    their attempts and their place."""
+    their attempts and their place. A blank scope or a kind nobody declared raises
+    ``skiplock.ValidationError``."""
     await engine.operator(who).pause(kind=kind, tenant=tenant)
 
 
-async def resume(engine: AsyncEngine, who: str, *, kind: str | None, tenant: str | None) -> None:
-    """Claim ``kind`` (of ``tenant``) again."""
-    await engine.operator(who).resume(kind=kind, tenant=tenant)
+async def resume(engine: AsyncEngine, who: str, *, kind: str | None, tenant: str | None) -> bool:
+    """Claim ``kind`` (of ``tenant``) again; False if no such pause was set."""
+    return await engine.operator(who).resume(kind=kind, tenant=tenant) is not None
 
 
 async def paused(engine: AsyncEngine) -> list[dict[str, Any]]:

@@ -422,6 +422,10 @@ def test_pausing_then_resuming_a_kind_from_its_row(
     page.wait_for_url(re.compile(r"/dashboard/controls\?done=paused"))
     assert page.get_by_test_id("notice").inner_text().startswith("Paused")
     assert "by admin" in page.get_by_test_id("state-kind-email.send").inner_text()
+    # Its due jobs are listed as held back by the pause (issue 41 item 10).
+    held = page.locator('[data-testid="throttled"] tr[data-throttled^="email.send/"]')
+    assert held.count() >= 1
+    assert held.first.locator('[data-label="Held back by"]').inner_text() == "a pause"
     paused = fetch(site.dsn, "SELECT kind, tenant_id, actor FROM skiplock.pauses")
     assert [tuple(row) for row in paused] == [("email.send", None, "admin")]
     _fits(page, screen["width"])

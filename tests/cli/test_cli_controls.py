@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.cli.admin_helpers import add_worker, enqueue
 from tests.cli.test_cli_admin import Run, needs_psycopg
 
 pytestmark = needs_psycopg
@@ -74,3 +75,44 @@ def test_limits_usage_errors(run: Run) -> None:
     assert "--provider stands alone" in run.err
     assert run("limits", "set", "--kind", "k", "--rps", "0", "--burst", "1") == 2
     assert "rps must be > 0" in run.err
+
+
+def test_pause_and_limits_refuse_a_kind_the_database_does_not_know(
+    run: Run, admin_dsn: str
+) -> None:
+    # Issue 41 item 4: `--dsn` alone knows the kinds of the jobs and the workers' kinds.
+    enqueue(admin_dsn, "email_send")
+    add_worker(admin_dsn, "w1", "report.build")
+    for argv in (
+        ("pause", "--kind", "emial_send"),
+        ("pause", "--kind", "emial_send", "--tenant", "acme"),
+        ("limits", "set", "--kind", "emial_send", "--rps", "1", "--burst", "1"),
+    ):
+        assert run(*argv) == 2
+        assert run.out == ""
+        [line] = run.err.splitlines()
+        assert line.startswith("skiplock: error: unknown kind 'emial_send'")
+        assert "(known kinds: 'email_send', 'report.build')" in line
+        assert "--allow-unknown-kind" in line
+        assert line.endswith("Did you mean 'email_send'?")
+    assert run.json("paused")["paused"] == []
+    assert run.json("limits", "list")["limits"] == []
+    assert run("pause", "--kind", "report.build") == 0
+    assert run("pause", "--kind", "billing", "--allow-unknown-kind") == 0
+    assert run("limits", "set", "--kind", "billing", "--rps", "1", "--burst", "1") == 2
+    assert (
+        run(
+            "limits",
+            "set",
+            "--kind",
+            "billing",
+            "--rps",
+            "1",
+            "--burst",
+            "1",
+            "--allow-unknown-kind",
+        )
+        == 0
+    )
+    assert sorted(p["kind"] for p in run.json("paused")["paused"]) == ["billing", "report.build"]
+    assert [x["kind"] for x in run.json("limits", "list")["limits"]] == ["billing"]

@@ -204,6 +204,20 @@ def test_pausing_then_resuming_the_kinds_of_the_selected_jobs(staff: Client) -> 
     assert engine.paused() == []
 
 
+def test_pausing_the_kind_of_a_job_no_task_here_declares(staff: Client) -> None:
+    # Issue 41 item 4: pauses of unknown kinds are refused unless opted in; the kinds of
+    # stored jobs are not typed (no typo), so the admin action opts in.
+    engine = backend().engine
+    job_id = Engine(engine.store).enqueue("billing.charge", {}).id  # another service's
+    with pytest.raises(ValueError, match=r"unknown kind 'billing\.charge'"):
+        engine.pause(kind="billing.charge")
+    response = act(staff, "pause_kinds", job_id)
+    assert messages_of(response) == ["paused 1 kind(s): billing.charge"]
+    assert [p.kind for p in engine.paused()] == ["billing.charge"]
+    act(staff, "resume_kinds", job_id)
+    assert engine.paused() == []
+
+
 def kinds_of(job_id: int | str) -> str:
     return str(Job.objects.using("default").get(id=int(job_id)).kind)
 

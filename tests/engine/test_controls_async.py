@@ -5,14 +5,23 @@ the policies, the audit events and the health report."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from skiplock import AsyncEngine, JobContext, JobState, RateLimit, Settings, ValidationError
+from skiplock import (
+    AsyncEngine,
+    JobContext,
+    JobState,
+    RateLimit,
+    Settings,
+    UnknownKindError,
+    ValidationError,
+)
 from skiplock._compat_async import Event, join, spawn, wait_event
-from skiplock.core import AuditAction
+from skiplock.core import AuditAction, WorkerInfo
 
 from .helpers_async import CountingStore, eventually
 
@@ -257,3 +266,79 @@ async def test_health_lists_pauses_and_does_not_call_paused_jobs_uncovered(
     assert [(t.kind, t.tenant, t.due, t.limit) for t in report.throttled] == [
         ("mail", None, 1, "paused")
     ]
+
+
+async def test_a_pause_or_limit_of_an_unknown_kind_is_refused(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    # Issue 41 item 4: a typo was stored and never applied.
+    engine = make_engine(store, clock)
+    _register(engine, [], "email_send", "report")
+    ops = engine.operator("alice")
+    for change in (
+        lambda: engine.pause(kind="emial_send"),
+        lambda: ops.pause(kind="emial_send", tenant="t"),
+        lambda: engine.set_limit(kind="emial_send", rps=1, burst=1),
+        lambda: ops.set_limit(kind="emial_send", tenant="t", rps=1, burst=1),
+    ):
+        with pytest.raises(UnknownKindError) as refused:
+            await change()
+        message = str(refused.value)
+        # Enqueue's words: the known kinds, the closest one, and the opt-in.
+        assert message.startswith("unknown kind 'emial_send': no processor or declaration")
+        assert "(known kinds: 'email_send', 'report')" in message
+        assert "allow_unknown_kind" in message
+        assert message.endswith("Did you mean 'email_send'?")
+    assert await engine.paused() == []
+    assert await engine.limits() == []
+    # The opt-in: a kind another service declares.
+    await ops.pause(kind="billing", allow_unknown_kind=True)
+    await ops.set_limit(kind="billing", rps=1, burst=1, allow_unknown_kind=True)
+    assert [p.kind for p in await engine.paused()] == ["billing"]
+    assert [x.kind for x in await engine.limits()] == ["billing"]
+    # Known kinds, tenants and providers need no opt-in; lifting never does.
+    await engine.pause(kind="email_send", tenant="anyone")
+    await engine.pause(tenant="anyone")
+    await engine.set_limit(provider="smtp", rps=1, burst=1)
+    assert await engine.resume(kind="billing") is not None
+    assert await engine.clear_limit(kind="billing") is not None
+    assert await engine.resume(kind="emial_send") is None
+    with pytest.raises(ValidationError, match="allow_unknown_kind must be a bool"):
+        await engine.pause(kind="billing", allow_unknown_kind="yes")  # type: ignore[arg-type]
+
+
+async def test_unknown_kinds_setting_applies_to_pauses_and_limits(
+    store: CountingStore, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    allowing = make_engine(store, clock, unknown_kinds="allow")
+    _register(allowing, [], "mail")
+    await allowing.pause(kind="other")
+    warning = make_engine(store, clock, unknown_kinds="warn")
+    _register(warning, [], "mail")
+    with caplog.at_level(logging.WARNING, logger="skiplock.engine"):
+        await warning.set_limit(kind="mial", rps=1, burst=1)
+    assert [r.getMessage() for r in caplog.records if r.name == "skiplock.engine"] == [
+        "unknown kind 'mial': no processor or declaration for it here (known kinds: 'mail'); "
+        "storing the limit anyway (Settings.unknown_kinds='warn'). Did you mean 'mail'?"
+    ]
+    assert [p.kind for p in await warning.paused()] == ["other"]
+    assert [x.kind for x in await warning.limits()] == ["mial"]
+
+
+async def test_an_engine_without_kinds_checks_the_kinds_of_its_database(
+    store: CountingStore, clock: FakeClock
+) -> None:
+    # The bare `skiplock --dsn` command's engine declares nothing.
+    bare = make_engine(store, clock)
+    await bare.pause(kind="anything")  # the database knows no kind either
+    await bare.resume(kind="anything")
+    await bare.enqueue("email_send", {})
+    # A worker of another service registered the kinds it claims.
+    await store.register_worker(WorkerInfo(id="w", host="h", pid=1, kinds=frozenset({"report"})))
+    assert await bare.pause(kind="email_send") is not None
+    assert await bare.pause(kind="report") is not None
+    with pytest.raises(UnknownKindError, match=r"known kinds: 'email_send', 'report'"):
+        await bare.pause(kind="reprot")
+    with pytest.raises(UnknownKindError, match="Did you mean 'email_send'"):
+        await bare.set_limit(kind="emial_send", rps=1, burst=1)
+    assert await bare.limits() == []

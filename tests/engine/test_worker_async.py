@@ -1611,6 +1611,63 @@ async def test_worker_throttled_by_a_cluster_rate_sleeps_until_the_next_token(
     assert store.claimed == 2
 
 
+async def test_a_throttle_decision_counts_once_while_a_cluster_limit_holds(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    # Issue 41 item 10: an idle worker counted a decision at every claim (every poll)
+    # while the kind stayed at its cluster limit.
+    engine = make_engine(store, clock, metrics, poll_interval=0.01)
+    gate = Event()
+    started: list[int] = []
+
+    @engine.processor("capped", cluster_limit=1)
+    async def capped(payload: dict[str, int], ctx: JobContext) -> None:
+        started.append(payload["i"])
+        await wait_event(gate, 10.0)
+
+    for i in range(3):
+        await engine.enqueue("capped", {"i": i})
+    worker = engine.worker(concurrency=2, install_signal_handlers=False)
+    task = spawn(worker.run)
+    await eventually(lambda: len(started) == 1)
+    claims = store.claims
+    await eventually(lambda: store.claims >= claims + 5)  # polls, each told "full"
+    assert metrics.decisions == [("capped", None, "cluster_limit")]
+    gate.set()
+    await eventually(lambda: len(started) == 3)
+    worker.stop()
+    await join(task)
+    # At most once more per job the limit held back after a claim found room.
+    assert 1 <= len(metrics.decisions) <= 3
+
+
+async def test_a_throttle_decision_counts_once_while_a_process_bucket_is_empty(
+    store: CountingStore, clock: FakeClock, metrics: RecordingMetrics
+) -> None:
+    engine = make_engine(store, clock, metrics, poll_interval=0.01, rate_limit_scope="process")
+    ran: list[int] = []
+
+    @engine.processor("limited", rate_limit=RateLimit(rps=1, burst=1))
+    async def limited(payload: dict[str, int], ctx: JobContext) -> None:
+        ran.append(payload["i"])
+
+    for i in range(3):
+        await engine.enqueue("limited", {"i": i}, tenant="t")
+    worker = engine.worker(install_signal_handlers=False)
+    task = spawn(worker.run)
+    await eventually(lambda: len(ran) == 1 and worker.running == 0)
+    claims = store.claims
+    await eventually(lambda: store.claims >= claims + 5)  # polls while the bucket is empty
+    assert metrics.decisions == [("limited", "t", "rate_limit")]
+    clock.advance(1)  # one token: one more job, and the bucket is empty again
+    await eventually(lambda: len(ran) == 2 and worker.running == 0)
+    claims = store.claims
+    await eventually(lambda: store.claims >= claims + 5)
+    worker.stop()
+    await join(task)
+    assert metrics.decisions == [("limited", "t", "rate_limit")] * 2
+
+
 async def test_worker_holds_no_cluster_limited_job_it_cannot_start(
     store: CountingStore, clock: FakeClock
 ) -> None:

@@ -538,3 +538,37 @@ def test_a_tenant_limit_changed_at_run_time(aa: Harness) -> None:
         for job_id in jobs:
             wait_state(client, job_id, "succeeded")
         assert time.monotonic() - start < 2  # the default (2/s, burst 2) would need 4 s
+
+
+def test_operator_endpoints_answer_bad_input_with_a_4xx_and_change_nothing(aa: Harness) -> None:
+    # Issue 41 item 9: these answered 500, or 200 for what did not happen.
+    with aa.client() as client:
+        onboard(client, "acme")
+        blank = client.post("/ops/pause", json={}, headers=ALICE)
+        assert blank.status_code == 422, blank.text
+        assert blank.json() == {"detail": "a pause names a kind, a tenant or both"}
+        typo = client.post("/ops/pause", json={"kind": "emial_send"}, headers=ALICE)
+        assert typo.status_code == 422
+        assert "Did you mean 'email_send'?" in typo.json()["detail"]
+        assert client.get("/ops/paused", headers=ALICE).json() == []
+        never = client.post("/ops/resume", json={"kind": "email_send"}, headers=ALICE)
+        assert never.status_code == 404
+        assert never.json() == {"detail": "no pause of kind=email_send tenant=*"}
+        limit = {"rps": 50, "burst": 50}
+        nobody = client.put("/tenants/nobody/limits/email_send", json=limit, headers=ALICE)
+        assert nobody.status_code == 404
+        assert nobody.json() == {"detail": "no tenant 'nobody'"}
+        typo = client.put("/tenants/acme/limits/emial_send", json=limit, headers=ALICE)
+        assert typo.status_code == 422
+        assert "Did you mean 'email_send'?" in typo.json()["detail"]
+        stranger = client.post("/tenants/nobody/users", json={"email": "x@nobody.test"})
+        assert stranger.status_code == 404
+        assert stranger.json() == {"detail": "no tenant 'nobody'"}
+    # Nothing was written: no user, no job, no limit, the tenant's metadata as onboarded.
+    assert aa.value("SELECT count(*) FROM aa.app_user") == 0
+    assert aa.value("SELECT count(*) FROM skiplock.jobs WHERE kind = 'email_send'") == 0
+    assert aa.value("SELECT count(*) FROM skiplock.limits") == 0
+    assert (
+        "emial_send"
+        not in aa.value("SELECT metadata FROM aa.tenant WHERE id = 'acme'")["rate_limit"]
+    )

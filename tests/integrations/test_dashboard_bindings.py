@@ -311,3 +311,72 @@ def test_a_reader_or_a_forged_form_cannot_pause(binding: str) -> None:
     assert cross.status_code == 403
     assert client.post("pause", "nobody", kind="report.build").status_code == 401
     assert client.engine.paused() == []
+
+
+@pytest.mark.parametrize("binding", ["fastapi", "flask"])
+def test_the_controls_page_refuses_an_unknown_kind_unless_ticked(binding: str) -> None:
+    # Issue 41 item 4: the engine knows no kind here, its store knows report.build.
+    client = _Client(binding)
+    _, text, token = client.page("admin")
+    assert 'data-testid="pause-allow-unknown-kind"' in text
+    assert 'data-testid="limit-allow-unknown-kind"' in text
+    for page, form in (
+        ("pause", {"kind": "report.biuld"}),
+        ("limit", {"kind": "report.biuld", "rps": "1", "burst": "1"}),
+    ):
+        refused = client.post(page, "admin", csrf_token=token, **form)
+        assert refused.status_code == 422
+        assert "unknown kind &#39;report.biuld&#39;" in refused.text
+        assert "Did you mean &#39;report.build&#39;?" in refused.text
+    assert client.engine.paused() == []
+    assert client.engine.limits() == []
+    for page, form in (
+        ("pause", {"kind": "billing"}),
+        ("limit", {"kind": "billing", "rps": "1", "burst": "1"}),
+    ):
+        done = client.post(page, "admin", csrf_token=token, allow_unknown_kind="1", **form)
+        assert done.status_code == 303
+    assert [p.kind for p in client.engine.paused()] == ["billing"]
+    assert [x.kind for x in client.engine.limits()] == ["billing"]
+    # A row's Pause button names a kind the database knows (no typo): it opts in, so a
+    # kind of another service can be paused from its row where the engine knows others.
+    client.engine.declare_kind("email.send")
+    text = client.page("admin")[1]
+    row_form = re.search(
+        r'<input type="hidden" name="kind" value="report.build">'
+        r'<input type="hidden" name="allow_unknown_kind" value="1">',
+        text,
+    )
+    assert row_form is not None
+    from_row = client.post(
+        "pause", "admin", csrf_token=token, kind="report.build", allow_unknown_kind="1"
+    )
+    assert from_row.status_code == 303
+    assert sorted(p.kind or "" for p in client.engine.paused()) == ["billing", "report.build"]
+
+
+@pytest.mark.parametrize("binding", ["fastapi", "flask"])
+def test_the_controls_page_shows_the_pairs_held_back(binding: str) -> None:
+    # Issue 41 item 10: the dashboard showed no throttled pair.
+    client = _Client(binding)
+    engine = client.engine
+    text = client.page("viewer")[1]
+    assert 'data-testid="no-throttled"' in text
+    engine.processor("report.build")(lambda payload, ctx: None)
+    for tenant in ("acme", "acme", "beta"):
+        engine.enqueue("report.build", {}, tenant=tenant)
+    engine.set_limit(kind="report.build", tenant="acme", rps=0.001, burst=1)
+    engine.pause(kind="report.build", tenant="beta")
+    assert engine.worker().run_until_idle() == 1  # one token: one acme job ran
+    text = client.page("viewer")[1]
+    assert 'data-testid="no-throttled"' not in text
+    rows = re.findall(
+        r'<tr data-throttled="([^"]+)">.*?data-label="Due jobs">(\d+)</td>\s*'
+        r'<td data-label="Held back by" data-limit="([^"]+)">([^<]+)</td>',
+        text,
+        re.S,
+    )
+    assert rows == [
+        ("report.build/acme", "2", "rate_limit", "its rate limit (no token left)"),
+        ("report.build/beta", "1", "paused", "a pause"),
+    ]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from skiplock import AsyncEngine, Engine, JobState, Settings
+from skiplock import AsyncEngine, Engine, JobState, Settings, declare
 from skiplock.adapters.memory import AsyncInMemoryJobStore, InMemoryJobStore
 from skiplock.adapters.psycopg import PsycopgJobStore
 from skiplock.core import ClaimRequest, JobPage, job_json
@@ -519,6 +519,31 @@ def test_pauses_and_limits(client: Client, jobs: Engine) -> None:
     assert cleared.body["provider"] == "smtp"
     problem(client.post("/limits/clear", json={"provider": "smtp"}), 404, "not-found")
     assert [x.tenant for x in jobs.limits()] == ["acme"]
+
+
+def test_pauses_and_limits_of_unknown_kinds_are_refused(client: Client) -> None:
+    # Issue 41 item 4: a typo answered 200 and the limit never applied.
+    client.engine.declare(declare("email_send"))
+    for path, body in (
+        ("/pauses", {"kind": "emial_send"}),
+        ("/pauses", {"kind": "emial_send", "tenant": "acme", "allow_unknown_kind": False}),
+        ("/limits", {"kind": "emial_send", "rps": 1, "burst": 1}),
+        ("/limits", {"kind": "emial_send", "tenant": "acme", "rps": 1, "burst": 1}),
+    ):
+        detail = problem(client.post(path, json=body), 422, "invalid-request")["detail"]
+        assert "unknown kind 'emial_send'" in detail
+        assert "(known kinds: 'email_send')" in detail
+        assert detail.endswith("Did you mean 'email_send'?")
+    assert client.get("/pauses").body == {"pauses": []}
+    assert client.get("/limits").body == {"limits": []}
+    # The opt-in: a kind another service declares.
+    opted = client.post("/pauses", json={"kind": "billing", "allow_unknown_kind": True})
+    assert opted.status == 200, opted.body
+    limit = {"kind": "billing", "rps": 1, "burst": 1, "allow_unknown_kind": True}
+    assert client.post("/limits", json=limit).status == 200
+    problem(
+        client.post("/pauses", json={"kind": "k", "allow_unknown_kind": 1}), 422, "invalid-request"
+    )
 
 
 def test_openapi_document_is_served_at_the_mount_point(client: Client) -> None:

@@ -46,10 +46,21 @@ def _scope_options(parser: argparse.ArgumentParser, *, provider: bool = False) -
         )
 
 
+def _unknown_kind_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-unknown-kind",
+        action="store_true",
+        help="accept a --kind the application (or, with --dsn alone, the database) does "
+        "not know: one another service declares (without it: an error naming the known "
+        "kinds)",
+    )
+
+
 def add_pause_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``pause`` in every door."""
     _scope_options(parser)
     parser.add_argument("--reason", metavar="TEXT", help="why (shown with the pause)")
+    _unknown_kind_option(parser)
     _actor_option(parser)
     add_json(parser)
 
@@ -95,7 +106,12 @@ def _scope(control: Pause | Limit) -> str:
 
 
 def run_pause(reached: Reached, args: argparse.Namespace) -> int:
-    pause = _operator(reached, args).pause(kind=args.kind, tenant=args.tenant, reason=args.reason)
+    pause = _operator(reached, args).pause(
+        kind=args.kind,
+        tenant=args.tenant,
+        reason=args.reason,
+        allow_unknown_kind=args.allow_unknown_kind,
+    )
     return _report(args, "paused", pause, lambda p: f"paused {_scope(p)}")
 
 
@@ -151,6 +167,7 @@ def add_limits_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
     setting.add_argument(
         "--burst", type=_options.positive_int, required=True, help="most tokens stored (>= 1)"
     )
+    _unknown_kind_option(setting)
     _actor_option(setting)
     setting.set_defaults(act=_set)
     clearing = actions.add_parser(
@@ -214,7 +231,12 @@ def _target(args: argparse.Namespace) -> str:
 
 def _set(operator: Operator, args: argparse.Namespace) -> int:
     limit = operator.set_limit(
-        kind=args.kind, tenant=args.tenant, provider=args.provider, rps=args.rps, burst=args.burst
+        kind=args.kind,
+        tenant=args.tenant,
+        provider=args.provider,
+        rps=args.rps,
+        burst=args.burst,
+        allow_unknown_kind=args.allow_unknown_kind,
     )
     target = _target(args)
     return _report(

@@ -184,8 +184,9 @@ class PrometheusMetrics:
         )
         self._throttle_decisions = Counter(
             f"{ns}_throttle_decisions",
-            'Claims that left out a (kind, tenant) pair or a kind (tenant "") because a '
-            "limit had no room: rate_limit, provider or cluster_limit.",
+            'Times a worker started holding a (kind, tenant) pair or a kind (tenant "") '
+            "back because a limit had no room (rate_limit, provider or cluster_limit); "
+            "not again while it stays held back.",
             ["kind", "tenant", "limit"],
             registry=registry,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
 import math
@@ -356,24 +357,35 @@ def _encode_json(value: object, what: str, max_bytes: int) -> str:
     return text
 
 
-def unknown_kind_message(kind: str, known_kinds: Iterable[str]) -> str:
-    """Why ``kind`` is unknown, naming the known kinds (at most :data:`MAX_KINDS_SHOWN`)."""
+def unknown_kind_message(kind: str, known_kinds: Iterable[str], advice: str = "") -> str:
+    """Why ``kind`` is unknown, naming the known kinds (at most :data:`MAX_KINDS_SHOWN`),
+    then ``advice`` (what to do), then the closest known kind ("did you mean"), if one is
+    close. The one wording of every refusal of an unknown kind: enqueue's and the
+    run-time controls' (pause, limits)."""
     names = sorted(known_kinds)
     listed = ", ".join(repr(name) for name in names[:MAX_KINDS_SHOWN]) or "none"
     if len(names) > MAX_KINDS_SHOWN:
         listed += f" and {len(names) - MAX_KINDS_SHOWN} more"
-    return (
+    message = (
         f"unknown kind {shown(kind)}: no processor or declaration for it here "
         f"(known kinds: {listed})"
     )
+    if advice:
+        message += f"; {advice}"
+    close = difflib.get_close_matches(kind, names, n=1)
+    return f"{message}. Did you mean {close[0]!r}?" if close else message
 
 
 def _validate_kind(kind: object, known_kinds: frozenset[str] | None) -> None:
     name = check_kind(kind)
     if known_kinds is not None and name not in known_kinds:
         raise UnknownKindError(
-            f"{unknown_kind_message(name, known_kinds)}; declare it where it is enqueued, "
-            "or set Settings.unknown_kinds to 'warn' or 'allow'"
+            unknown_kind_message(
+                name,
+                known_kinds,
+                "declare it where it is enqueued, or set Settings.unknown_kinds to 'warn' "
+                "or 'allow'",
+            )
         )
 
 

@@ -75,10 +75,12 @@ class Metrics(Protocol):
         """A job was throttled by a token bucket."""
 
     def claim_throttled(self, kind: str, tenant: str | None, limit: str) -> None:
-        """A claim left out a pair (``tenant``; None: no tenant) or a whole kind
-        (``tenant`` None) whose ``limit`` had no room: ``rate_limit`` (an empty token
-        bucket), ``provider`` (the provider's cap) or ``cluster_limit`` (as many running
-        as allowed). Once per claim decision, not per job."""
+        """A worker started leaving out of its claims a pair (``tenant``; None: no
+        tenant) or a whole kind (``tenant`` None) whose ``limit`` had no room:
+        ``rate_limit`` (an empty token bucket), ``provider`` (the provider's cap) or
+        ``cluster_limit`` (as many running as allowed). Once per throttling transition
+        of each worker, not per claim nor per job: not again while the limit keeps it
+        out, however often the worker claims; again after a claim found room for it."""
 
     def worker_started(
         self, worker: WorkerStatus, counts: Callable[[float], Sequence[StateCount]]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from skiplock.core import RateLimit
 from skiplock.core._controls import Limit, Pause, check_reason, limit_scope, pause_scope
+from skiplock.core._validation import check_bool
 
 from ._admin_async import AsyncAdminOps
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from skiplock.ports import AsyncAudit
 
     from .._controls import ControlsCache
+    from ..enqueue._intake import Intake
 
 
 logger = logging.getLogger("skiplock.engine")
@@ -33,9 +35,17 @@ class AsyncControlOps(AsyncAdminOps):
     the handle's (the operator's, or ``Settings.audit_actor``); with the audit trail on
     (J10) it records an event without a job (``paused``, ``resumed``, ``limit_set``,
     ``limit_cleared``).
+
+    A pause or limit of a kind this engine does not know is refused as enqueue refuses
+    it (``Settings.unknown_kinds``; :class:`~skiplock.UnknownKindError` naming the known
+    kinds): a typo would otherwise be stored and never apply. ``allow_unknown_kind=True``
+    accepts a kind another service declares. An engine that knows no kind (the bare
+    ``skiplock --dsn`` command's) checks against the kinds its database knows: those its
+    registered workers claim and those with jobs; none known: any kind.
     """
 
     _controls: ControlsCache | None = None
+    _intake: Intake
 
     def _default_actor(self) -> str | None:
         """Who a change is made by when the call names nobody."""
@@ -59,6 +69,20 @@ class AsyncControlOps(AsyncAdminOps):
             except Exception:  # the workers' own refresh reads it then
                 logger.debug("reading the controls after a change failed", exc_info=True)
 
+    async def _check_kind(self, kind: str | None, allow_unknown_kind: object, what: str) -> None:
+        """Refuse a ``what`` (pause, limit) of a kind nobody declared, unless
+        ``allow_unknown_kind`` (see the class)."""
+        if check_bool("allow_unknown_kind", allow_unknown_kind) or kind is None:
+            return
+        known = self._intake.known_kinds()
+        if not known and self._settings.unknown_kinds != "allow":
+            snapshot = await self._store.health_snapshot()
+            found = {stats.kind for stats in snapshot.queues}
+            for worker in snapshot.workers:
+                found |= worker.kinds or frozenset()
+            known = frozenset(found)
+        self._intake.check_named_kind(kind, known, what)
+
     async def pause(
         self,
         *,
@@ -66,13 +90,16 @@ class AsyncControlOps(AsyncAdminOps):
         tenant: str | None = None,
         reason: str | None = None,
         actor: str | None = None,
+        allow_unknown_kind: bool = False,
     ) -> Pause:
         """Stop claiming the jobs of ``kind`` (None: every kind) of ``tenant`` (None:
         every tenant); at least one of them. Jobs stay pending with their attempts and
         their place; running jobs finish. Pausing again keeps ``since`` and takes the new
-        ``reason``. Returns the pause as stored."""
+        ``reason``. Returns the pause as stored. A kind this engine does not know raises
+        :class:`~skiplock.UnknownKindError` unless ``allow_unknown_kind``."""
         kind, tenant = pause_scope(kind, tenant)
         reason = check_reason(reason)
+        await self._check_kind(kind, allow_unknown_kind, "pause")
         who, audit = self._control_audit(actor)
         pause = Pause(kind=kind, tenant=tenant, reason=reason, actor=who)
         stored = await self._store.pause(pause, audit=audit)
@@ -104,14 +131,17 @@ class AsyncControlOps(AsyncAdminOps):
         rps: float,
         burst: int,
         actor: str | None = None,
+        allow_unknown_kind: bool = False,
     ) -> Limit:
         """Set a rate limit (``rps`` tokens per second, ``burst`` at most stored): of
         ``kind`` for ``tenant``, or the kind's default for every tenant without its own
         (``tenant`` None); or a provider's cap across its kinds (``provider`` alone).
         It wins over the kind's ``rate_limit`` policy and ``Settings.caps``; replaces the
-        limit set before. Returns it as stored."""
+        limit set before. Returns it as stored. A kind this engine does not know raises
+        :class:`~skiplock.UnknownKindError` unless ``allow_unknown_kind``."""
         kind, tenant, provider = limit_scope(kind, tenant, provider)
         rate = RateLimit(rps=rps, burst=burst)
+        await self._check_kind(kind, allow_unknown_kind, "limit")
         who, audit = self._control_audit(actor)
         limit = Limit(limit=rate, kind=kind, tenant=tenant, provider=provider, actor=who)
         stored = await self._store.set_limit(limit, audit=audit)

@@ -9,7 +9,13 @@ import logging
 import operator
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from skiplock.core import EnqueueBatch, EnqueueRequest, ValidationError, encode_payload
+from skiplock.core import (
+    EnqueueBatch,
+    EnqueueRequest,
+    UnknownKindError,
+    ValidationError,
+    encode_payload,
+)
 from skiplock.core._validation import (
     check_available_at,
     check_idempotency_policy,
@@ -174,15 +180,40 @@ class Intake:
             policy.idempotency_conflict,
         )
 
-    def warn_unknown(self, kind: str, known: frozenset[str]) -> None:
-        """Log once per kind that ``kind`` is not known (``Settings.unknown_kinds='warn'``)."""
+    def warn_unknown(
+        self, kind: str, known: frozenset[str], anyway: str = "writing the job anyway"
+    ) -> None:
+        """Log once per kind that ``kind`` is not known (``Settings.unknown_kinds='warn'``)
+        and that ``anyway`` is done."""
         if kind in self._warned_kinds or len(self._warned_kinds) >= POLICY_CACHE_SIZE:
             return
         self._warned_kinds.add(kind)
         logger.warning(
-            "%s; writing the job anyway (Settings.unknown_kinds='warn')",
-            unknown_kind_message(kind, known),
+            "%s", unknown_kind_message(kind, known, f"{anyway} (Settings.unknown_kinds='warn')")
         )
+
+    def known_kinds(self) -> frozenset[str]:
+        """The kinds this engine knows: a processor or a declaration of each."""
+        return self._registry.known_kinds()
+
+    def check_named_kind(self, kind: str, known: frozenset[str], what: str) -> None:
+        """Enqueue's rule for ``kind`` named outside enqueue (``what``: a pause, a limit):
+        with ``known`` kinds (none: any kind passes) and ``Settings.unknown_kinds``
+        ``error``, raise :class:`~skiplock.UnknownKindError` with enqueue's message if
+        ``kind`` is not one of them; ``warn`` logs it (once per kind); ``allow`` accepts
+        it. The opt-in for a kind another service declares is the caller's
+        (``allow_unknown_kind``)."""
+        if not known or kind in known:
+            return
+        mode = self._settings.unknown_kinds
+        if mode == "warn":
+            self.warn_unknown(kind, known, f"storing the {what} anyway")
+        elif mode == "error":
+            advice = (
+                f"declare it here, or to {what} a kind another service declares pass "
+                "allow_unknown_kind (--allow-unknown-kind on the command line)"
+            )
+            raise UnknownKindError(unknown_kind_message(kind, known, advice))
 
 
 class RequestBuilder:

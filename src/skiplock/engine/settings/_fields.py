@@ -169,7 +169,8 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         "What enqueue does with a kind the engine neither processes nor declared, once it "
         "knows any: `error` raises `UnknownKindError`, `warn` logs a warning (once per "
         "kind) and writes the job, `allow` writes it. An engine that knows no kind "
-        "accepts any.",
+        "accepts any. Pauses and limits of a kind follow the same rule (an engine that "
+        "knows no kind checks the kinds its database knows).",
     ),
     Setting(
         "processor_exits",

@@ -30,6 +30,17 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("skiplock.worker")
 
+#: A throttle decision (``Metrics.claim_throttled``): kind, tenant (None: a whole kind,
+#: or no tenant) and the limit that had no room.
+Decision = tuple[str, str | None, str]
+
+
+def _decisions(pairs: Iterable[Pair], kinds: Mapping[str, str]) -> frozenset[Decision]:
+    """The decisions of pairs left out by their bucket and of kinds left out whole."""
+    found = {(kind, tenant, "rate_limit") for kind, tenant in pairs}
+    found.update((kind, None, limit) for kind, limit in kinds.items())
+    return frozenset(found)
+
 
 class ClaimPace:
     """How many jobs a worker holds, and when it claims again.
@@ -140,6 +151,10 @@ class ClaimPlanner:
     then left out of the claims that follow until the store said a token is due
     (``retry_in``), so an idle throttled worker does not ask again before. Per process,
     the engine's own buckets (:class:`RateLimiter`) narrow each claim.
+
+    Throttle decisions (``Metrics.claim_throttled``) are counted when a limit starts
+    holding a pair or a kind back, not at every claim while it does: a pair counts again
+    only after a claim found room for it.
     """
 
     def __init__(
@@ -171,6 +186,12 @@ class ClaimPlanner:
         #: Seconds until a throttled pair or provider has a token again (None: none), as
         #: of the last plan or claim.
         self.throttled_for: float | None = None
+        # The decisions counted that still hold: found by the process's buckets at the
+        # last plan, and by the store at the last claim; and what the last plan left out
+        # as held back (not asked, so still held).
+        self._planned: frozenset[Decision] = frozenset()
+        self._found: frozenset[Decision] = frozenset()
+        self._kept: frozenset[Decision] = frozenset()
 
     def prefetch_limits(self, rates: RateTable) -> dict[str, int]:
         """How many jobs of each kind a claim may hold beyond those it starts at once: the
@@ -193,6 +214,7 @@ class ClaimPlanner:
         if scope.cluster_rates:
             throttle = ThrottleLimits()
             held_back = self._held_back
+            self._kept = frozenset()
             # What the store held back stays out until its token is due, unless the
             # limits changed since (a raised limit applies at once).
             if held_back is not None and now < held_back[0] and held_back[3] == rates:
@@ -200,11 +222,13 @@ class ClaimPlanner:
                 throttle = ThrottleLimits(
                     excluded=pairs, excluded_kinds=kinds, retry_in=deadline - now
                 )
+                self._kept = _decisions(pairs, dict.fromkeys(kinds, "provider"))
             shared = rates
         else:
             throttle = self._limiter.claim_limits(now, rates)
-            self._count_throttled(
-                throttle.excluded, dict.fromkeys(throttle.excluded_kinds, "provider")
+            self._planned = self._count_throttled(
+                self._planned,
+                _decisions(throttle.excluded, dict.fromkeys(throttle.excluded_kinds, "provider")),
             )
             shared = None
         self.throttled_for = throttle.retry_in
@@ -251,7 +275,9 @@ class ClaimPlanner:
     def _store_throttled(self, plan: ClaimRequest, claimed: ClaimedJobs) -> None:
         """What the store held back in the claim of ``plan``: counted, and (cluster-wide
         rates) left out of the next claims until a token is due."""
-        self._count_throttled(claimed.throttled, claimed.throttled_kinds)
+        self._found = self._count_throttled(
+            self._found, _decisions(claimed.throttled, claimed.throttled_kinds), self._kept
+        )
         if not self._scope.cluster_rates or not plan.rates:
             return
         retry_in = claimed.retry_in
@@ -268,13 +294,18 @@ class ClaimPlanner:
         )
         self.throttled_for = retry_in
 
-    def _count_throttled(self, pairs: Iterable[Pair], kinds: Mapping[str, str]) -> None:
-        """One throttled claim decision per pair or kind a claim left out (a failing
-        metrics sink changes nothing)."""
+    def _count_throttled(
+        self,
+        before: frozenset[Decision],
+        found: frozenset[Decision],
+        kept: frozenset[Decision] = frozenset(),
+    ) -> frozenset[Decision]:
+        """Count the decisions of ``found`` not already held in ``before`` (a failing
+        metrics sink changes nothing); return those held now: ``found``, and those of
+        ``before`` the claim did not ask about (``kept``: left out as held back)."""
         try:
-            for kind, tenant in pairs:
-                self._metrics.claim_throttled(kind, tenant, "rate_limit")
-            for kind, reason in kinds.items():
-                self._metrics.claim_throttled(kind, None, reason)
+            for kind, tenant, limit in sorted(found - before, key=str):
+                self._metrics.claim_throttled(kind, tenant, limit)
         except Exception:
             logger.exception("worker %s: metrics failed", self._scope.worker_id)
+        return found | (before & kept)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from skiplock.core import StateCount
     from skiplock.core._controls import Limit, Pause
+    from skiplock.core._health import ThrottledPair
 
 #: The write pages of the controls page (``call``: the operator method each calls).
 BY_PAGE: Mapping[str, Write] = {
@@ -43,10 +44,13 @@ def _text(form: Mapping[str, Sequence[str]], name: str) -> str | None:
 def arguments(page: str, form: Mapping[str, Sequence[str]]) -> dict[str, Any]:
     """The keyword arguments of the operator call of write page ``page`` from its form
     (the actor is the operator's own). BadRequest for a rate or burst that is not a
-    number."""
+    number. The pause and limit forms' box ``allow_unknown_kind`` is the engine's opt-in
+    for a kind another service declares (unticked: an unknown kind is refused, naming
+    the known kinds)."""
     scope: dict[str, Any] = {"kind": _text(form, "kind"), "tenant": _text(form, "tenant")}
+    opt_in = {"allow_unknown_kind": _text(form, "allow_unknown_kind") is not None}
     if page == "pause":
-        return scope | {"reason": _text(form, "reason")}
+        return scope | {"reason": _text(form, "reason")} | opt_in
     if page == "resume":
         return scope
     scope["provider"] = _text(form, "provider")
@@ -61,7 +65,7 @@ def arguments(page: str, form: Mapping[str, Sequence[str]]) -> dict[str, Any]:
         ) from None
     if not math.isfinite(rps):
         raise BadRequest("the rate must be a finite number")
-    return scope | {"rps": rps, "burst": burst}
+    return scope | {"rps": rps, "burst": burst} | opt_in
 
 
 def _rows(
@@ -78,12 +82,26 @@ def _rows(
     ]
 
 
+#: What holds a throttled pair back, in the page's words (``ThrottledPair.limit``).
+HELD_BY: Mapping[str, str] = {
+    "paused": "a pause",
+    "rate_limit": "its rate limit (no token left)",
+    "provider": "its provider's cap (no token left)",
+    "cluster_limit": "its cluster limit (as many running as allowed)",
+}
+
+
 def page(
-    counts: Sequence[StateCount], pauses: Sequence[Pause], limits: Sequence[Limit]
+    counts: Sequence[StateCount],
+    pauses: Sequence[Pause],
+    limits: Sequence[Limit],
+    throttled: Sequence[ThrottledPair] = (),
 ) -> dict[str, Any]:
     """What the controls page shows: every pause and limit in force, and a row per kind
     and per tenant (those with jobs and those a control names) with its pause, if any
-    (``partly``: paused only with another kind or tenant)."""
+    (``partly``: paused only with another kind or tenant); and the (kind, tenant) pairs
+    whose due jobs a pause or a limit holds back now (``engine.health().throttled``),
+    most held first."""
     by_kind: dict[str, int] = {}
     by_tenant: dict[str, int] = {}
     for c in counts:
@@ -110,4 +128,8 @@ def page(
         ),
         "pauses": list(pauses),
         "limits": list(limits),
+        "throttled": [
+            {"pair": t, "held_by": HELD_BY.get(t.limit, t.limit)}
+            for t in sorted(throttled, key=lambda t: (-t.due, t.kind, t.tenant or ""))
+        ],
     }

@@ -168,7 +168,9 @@ class Dashboard(Door):
                 history = ops.history(window=length, bucket=bucket)
                 context |= _charts.page(history, name)
             elif page == "controls":
-                context |= _controls.page(ops.counts(), ops.paused(), ops.limits())
+                counts = ops.counts()
+                throttled = (ops.health()).throttled
+                context |= _controls.page(counts, ops.paused(), ops.limits(), throttled)
             else:
                 context |= self._job(ops, _job_id(request))
             return _html(200, _render.render(f"{context['page']}.html", context), cookie)

@@ -164,9 +164,9 @@ class AsyncDashboard(AsyncDoor):
                 history = await ops.history(window=length, bucket=bucket)
                 context |= _charts.page(history, name)
             elif page == "controls":
-                context |= _controls.page(
-                    await ops.counts(), await ops.paused(), await ops.limits()
-                )
+                counts = await ops.counts()
+                throttled = (await ops.health()).throttled
+                context |= _controls.page(counts, await ops.paused(), await ops.limits(), throttled)
             else:
                 context |= await self._job(ops, _job_id(request))
             return _html(200, _render.render(f"{context['page']}.html", context), cookie)

@@ -212,7 +212,13 @@ class JobAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Pause the kinds of the selected jobs", permissions=["operate"])
     def pause_kinds(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._kinds(request, queryset, "paused", lambda ops, kind: ops.pause(kind=kind))
+        # The kinds of stored jobs, not typed ones: no typo to refuse (unknown kinds).
+        self._kinds(
+            request,
+            queryset,
+            "paused",
+            lambda ops, kind: ops.pause(kind=kind, allow_unknown_kind=True),
+        )
 
     @admin.action(description="Resume the kinds of the selected jobs", permissions=["operate"])
     def resume_kinds(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:

@@ -279,9 +279,15 @@ async def _pause(ops: AsyncOperator, call: Call) -> Response:
     Stop claiming the jobs of `kind` (every tenant), `tenant` (every kind) or both: they
     stay pending with their attempts; running jobs finish. Every worker applies it within
     `controls_refresh` (1 s by default). Pausing again keeps `since` and takes the new
-    `reason`."""
+    `reason`. A `kind` this service does not declare is a 422 naming the known kinds,
+    unless `allow_unknown_kind` (a kind another service declares)."""
     body = typed(call.body, m.PauseCreate)
-    pause = await ops.pause(kind=body.kind, tenant=body.tenant, reason=body.reason)
+    pause = await ops.pause(
+        kind=body.kind,
+        tenant=body.tenant,
+        reason=body.reason,
+        allow_unknown_kind=body.allow_unknown_kind,
+    )
     return json_response(pause.to_json())
 
 
@@ -316,10 +322,16 @@ async def _set_limit(ops: AsyncOperator, call: Call) -> Response:
     Set `rps` and `burst` for `kind` and `tenant`, for `kind` alone (its default for every
     tenant without its own), or for `provider` alone (a cap across its kinds), replacing the
     one set before. It wins over the code's and settings' limits; every worker applies it
-    within `controls_refresh`."""
+    within `controls_refresh`. A `kind` this service does not declare is a 422 naming the
+    known kinds, unless `allow_unknown_kind` (a kind another service declares)."""
     body = typed(call.body, m.LimitSet)
     limit = await ops.set_limit(
-        kind=body.kind, tenant=body.tenant, provider=body.provider, rps=body.rps, burst=body.burst
+        kind=body.kind,
+        tenant=body.tenant,
+        provider=body.provider,
+        rps=body.rps,
+        burst=body.burst,
+        allow_unknown_kind=body.allow_unknown_kind,
     )
     return json_response(limit.to_json())
 

@@ -250,10 +250,22 @@ class PauseScope(_Body):
     tenant: Tenant | None = None
 
 
+#: The opt-in for a pause or limit of a kind the engine does not know (another
+#: service declares it): without it such a kind is a 422 naming the known kinds.
+AllowUnknownKind = Annotated[
+    bool,
+    Field(
+        description="Accept a kind this service does not declare (one another service "
+        "declares); without it an unknown kind is refused (422, naming the known kinds)."
+    ),
+]
+
+
 class PauseCreate(PauseScope):
     """A pause and why."""
 
     reason: Annotated[str, StringConstraints(max_length=1000)] | None = None
+    allow_unknown_kind: AllowUnknownKind = False
 
 
 class LimitScope(_Body):
@@ -270,6 +282,7 @@ class LimitSet(LimitScope):
 
     rps: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)]
     burst: Annotated[BodyInt, Field(ge=1, le=INT4_RANGE[1])]
+    allow_unknown_kind: AllowUnknownKind = False
 
 
 class AttemptError(_Output):
