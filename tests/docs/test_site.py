@@ -22,7 +22,6 @@ from .examples import ROOT
 PIP_WITH_GROUPS = Version("25.1")
 
 
-
 def _option_keys(text: str) -> set[str]:
     """The keys of every ``options:`` mapping of a YAML-like text (mkdocs.yml, or the
     ``::: identifier`` blocks of an API page): the lines one indentation level under it."""
