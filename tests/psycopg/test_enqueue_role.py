@@ -65,10 +65,11 @@ def test_every_enqueue_works_as_the_enqueue_only_role(
     role_dsn: tuple[str, str], audit: bool
 ) -> None:
     owner_dsn, dsn = role_dsn
-    engine = Engine(PsycopgJobStore(dsn), Settings(audit=audit))
+    store = PsycopgJobStore(dsn)
+    engine = Engine(store, Settings(audit=audit))
     engine.declare_kind("email.send")
     try:
-        assert engine.store.check_schema().up_to_date
+        assert store.check_schema().up_to_date
         one = engine.enqueue("email.send", {"to": "a"})
         engine.enqueue("email.send", {"to": "b"}, tenant="acme", delay=60)
         keyed = engine.enqueue("email.send", {"to": "c"}, idempotency_key="k")
@@ -90,7 +91,7 @@ def test_every_enqueue_works_as_the_enqueue_only_role(
         with psycopg.connect(dsn) as conn:  # the application's transaction
             engine.enqueue("email.send", {"to": "f"}, connection=conn)
     finally:
-        engine.store.close()
+        store.close()
     # What the role wrote, as the owner reads it.
     [(jobs,)] = pgfixtures.fetch(owner_dsn, "SELECT count(*) FROM skiplock.jobs")
     assert jobs == 4 + 2 + 50 + 1 + 1
