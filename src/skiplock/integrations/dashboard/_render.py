@@ -186,6 +186,8 @@ def chart(throughput: Throughput) -> dict[str, Any]:
         "bars": bars,
         "max_up": max_up,
         "max_down": max_down,
+        # The scale's label at the top and at the bottom edge (the axis is 0).
+        "scale": max(max_up, max_down),
         "first": bars[0]["label"] if bars else "",
         "last": buckets[-1].end.astimezone(UTC).strftime("%H:%M:%S") if buckets else "",
     }
