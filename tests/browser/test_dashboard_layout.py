@@ -12,7 +12,7 @@ import pytest
 from .test_dashboard_browser import VIEWPORTS, Site, _sample, as_user, site
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Locator, Page
+    from playwright.sync_api import Locator
 
 pytestmark = pytest.mark.postgres
 
@@ -85,7 +85,7 @@ def _check_scale(figure: Locator, values: list[str]) -> None:
 @pytest.mark.parametrize("screen", list(VIEWPORTS))
 def test_every_chart_has_a_scale(site: Site, as_user: Any, screen: str) -> None:
     _sample(site.dsn)
-    page: Page = as_user("viewer")
+    page = as_user("viewer")
     page.set_viewport_size(VIEWPORTS[screen])
     page.goto(site.page("/"))
     # The overview: succeeded above the axis, failures below, on one scale whose ends
