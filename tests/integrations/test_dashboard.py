@@ -572,7 +572,7 @@ def test_a_form_from_the_same_origin_without_fetch_metadata_is_accepted(
     dashboard: Dashboard, engine: Engine
 ) -> None:
     job_id = (_dead_ids(engine))[0]
-    request = _post("retry", engine.get_job(job_id), site=None, origin=f"https://{HOST}")
+    request = _post("retry", engine.get_job(job_id), site=None, origin=f"http://{HOST}")
     assert (dashboard.handle("retry", request)).status == 303
     assert (engine.get_job(job_id)).state is JobState.PENDING
 

@@ -588,7 +588,7 @@ async def test_a_form_from_the_same_origin_without_fetch_metadata_is_accepted(
     dashboard: AsyncDashboard, engine: AsyncEngine
 ) -> None:
     job_id = (await _dead_ids(engine))[0]
-    request = _post("retry", await engine.get_job(job_id), site=None, origin=f"https://{HOST}")
+    request = _post("retry", await engine.get_job(job_id), site=None, origin=f"http://{HOST}")
     assert (await dashboard.handle("retry", request)).status == 303
     assert (await engine.get_job(job_id)).state is JobState.PENDING
 

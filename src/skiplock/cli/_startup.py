@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from skiplock.ports import AsyncJobStore, JobStore
 
 #: Seconds the worker command gives the store to connect and check the schema before it
-#: gives up: the default ``--timeout`` of the admin commands too.
+#: gives up (more than the admin commands' default ``--timeout``, 2 s: it runs once).
 STARTUP_TIMEOUT = 5.0
 #: psycopg's pool connects in the background and logs why an attempt failed here.
 POOL_LOGGER = "psycopg.pool"

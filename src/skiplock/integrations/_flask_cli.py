@@ -1,5 +1,9 @@
 """``flask skiplock ...``: the command tree of :mod:`skiplock.cli` mounted on the app's
-engine (the options, messages and exit statuses of ``skiplock``; docs/flask.md)."""
+engine (the options, messages and exit statuses of ``skiplock``; docs/flask.md).
+
+The group is also a Flask plugin command (the ``flask.commands`` entry point), so
+``flask skiplock`` exists before the app is loaded: when the app cannot be imported, the
+command loads it and Flask reports that error, not "No such command 'skiplock'"."""
 
 from __future__ import annotations
 
@@ -30,7 +34,10 @@ def _mount(name: str) -> click.Command:
     @click.argument("args", nargs=-1, type=click.UNPROCESSED)
     @with_appcontext
     def run(args: tuple[str, ...]) -> None:
-        engine = current_state().engine
+        try:
+            engine = current_state().engine
+        except RuntimeError as exc:  # an app without the extension (the plugin command)
+            raise click.UsageError(str(exc)) from None
         sys.exit(cli.run_mounted(name, args, engine, prog=f"flask skiplock {name}"))
 
     return run

@@ -118,8 +118,14 @@ def stacked(history: History) -> dict[str, Any]:
         "height": _HEIGHT,
         "svg": Markup("".join(svg)),  # every name in it escaped above
         "top": max(totals, default=0),
+        "middle": _half(max(totals, default=0)),
         "legend": [{"name": name, "css": css[name]} for name in names],
     }
+
+
+def _half(count: int) -> str:
+    """The middle of a count scale, as a label (``3.5``, ``4``)."""
+    return f"{count / 2:g}"
 
 
 def _css(index: int, name: str) -> str:
@@ -166,6 +172,8 @@ def lines(
         "height": _HEIGHT,
         "series": drawn,
         "top": unit(top),
+        "middle": unit(top / 2),
+        "zero": unit(0.0),
         "empty": not any(s["lines"] for s in drawn),
     }
 

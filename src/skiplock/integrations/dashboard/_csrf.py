@@ -98,7 +98,12 @@ def check_same_origin(request: Request) -> None:
     host = request.header("host")
     if not origin or origin == "null" or not host:
         raise Forbidden("request refused: no Origin header to check it comes from this site")
-    if urlsplit(origin).netloc.lower() != host.strip().lower():
+    # An origin is scheme and host: http://host is another site than https://host.
+    sent = urlsplit(origin.strip())
+    if (sent.scheme.lower(), sent.netloc.lower()) != (
+        request.scheme.lower(),
+        host.strip().lower(),
+    ):
         raise Forbidden(f"cross-site request refused (Origin: {origin:.80})")
 
 

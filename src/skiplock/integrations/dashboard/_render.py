@@ -136,16 +136,22 @@ class DepthRow:
     oldest: str
 
 
-def depths(counts: Sequence[StateCount]) -> tuple[list[DepthRow], dict[str, int], str]:
+def depths(
+    counts: Sequence[StateCount], report: HealthReport
+) -> tuple[list[DepthRow], dict[str, int], str]:
     """The depth table by kind, the totals per state, and the age of the oldest due
-    pending job (every kind) from ``engine.counts()``."""
+    pending job (every kind) from ``engine.counts()``. The ages come from the health
+    report, which tells "none due" (a dash) from a due job that waited 0 ms (``counts``
+    says 0.0 for both)."""
     by_kind: dict[str, dict[JobState, int]] = {}
-    oldest: dict[str, float] = {}
+    oldest = {
+        k.kind: k.oldest_due_age.total_seconds()
+        for k in report.kinds
+        if k.oldest_due_age is not None
+    }
     for c in counts:
         row = by_kind.setdefault(c.kind, dict.fromkeys(STATES, 0))
         row[c.state] += c.count
-        if c.state is JobState.PENDING and c.oldest_due_age is not None:
-            oldest[c.kind] = max(oldest.get(c.kind, 0.0), c.oldest_due_age)
     rows = [
         DepthRow(kind, {s.value: n for s, n in row.items()}, _age(oldest.get(kind)))
         for kind, row in sorted(by_kind.items())
@@ -181,6 +187,8 @@ def chart(throughput: Throughput) -> dict[str, Any]:
         "bars": bars,
         "max_up": max_up,
         "max_down": max_down,
+        # The scale's label at the top and at the bottom edge (the axis is 0).
+        "scale": max(max_up, max_down),
         "first": bars[0]["label"] if bars else "",
         "last": buckets[-1].end.astimezone(UTC).strftime("%H:%M:%S") if buckets else "",
     }
@@ -206,7 +214,7 @@ def overview(
     counts: Sequence[StateCount], report: HealthReport, throughput: Throughput
 ) -> dict[str, Any]:
     """What the overview page shows."""
-    rows, totals, oldest = depths(counts)
+    rows, totals, oldest = depths(counts, report)
     return {
         "page": "overview",
         "states": [s.value for s in STATES],

@@ -135,6 +135,8 @@ class Dashboard(Door):
         try:
             ops = self.operator(request, permission)
             context["identity"] = ops.actor
+            # A caller the hook let write: its error pages (403, 409) must not say "read only".
+            context["can_write"] = permission is Permission.WRITE
             if page == "bulk":
                 return self._bulk(request, root, ops, context)
             if page in _controls.BY_PAGE:
@@ -173,7 +175,8 @@ class Dashboard(Door):
                 context |= _controls.page(counts, ops.paused(), ops.limits(), throttled)
             else:
                 context |= self._job(ops, _job_id(request))
-            return _html(200, _render.render(f"{context['page']}.html", context), cookie)
+            status = 404 if context["page"] == "gone" else 200
+            return _html(status, _render.render(f"{context['page']}.html", context), cookie)
         except _actions.Stale as stale:
             context["current"] = stale.job
             return _error(Conflict(str(stale)), context, back=f"{root}/jobs/{stale.job.id}")
@@ -246,7 +249,15 @@ class Dashboard(Door):
         return _render.jobs_page(shown, listed, counts)
 
     def _job(self, ops: Operator, job_id: int) -> dict[str, Any]:
-        job = ops.get_job(job_id)
+        try:
+            job = ops.get_job(job_id)
+        except JobNotFoundError:
+            # A deleted (discarded) job: its audit trail outlives it (404 with the trail).
+            trail = ops.audit_trail(job_id)
+            if not trail:
+                raise
+            audit = _render.audit_rows(trail)
+            return {"page": "gone", "job_id": job_id, "audit": audit, "audit_on": True}
         events = ops.audit_trail(job_id)
         return {
             "page": "job",

@@ -131,6 +131,8 @@ class AsyncDashboard(AsyncDoor):
         try:
             ops = await self.operator(request, permission)
             context["identity"] = ops.actor
+            # A caller the hook let write: its error pages (403, 409) must not say "read only".
+            context["can_write"] = permission is Permission.WRITE
             if page == "bulk":
                 return await self._bulk(request, root, ops, context)
             if page in _controls.BY_PAGE:
@@ -169,7 +171,8 @@ class AsyncDashboard(AsyncDoor):
                 context |= _controls.page(counts, await ops.paused(), await ops.limits(), throttled)
             else:
                 context |= await self._job(ops, _job_id(request))
-            return _html(200, _render.render(f"{context['page']}.html", context), cookie)
+            status = 404 if context["page"] == "gone" else 200
+            return _html(status, _render.render(f"{context['page']}.html", context), cookie)
         except _actions.Stale as stale:
             context["current"] = stale.job
             return _error(Conflict(str(stale)), context, back=f"{root}/jobs/{stale.job.id}")
@@ -244,7 +247,15 @@ class AsyncDashboard(AsyncDoor):
         return _render.jobs_page(shown, listed, counts)
 
     async def _job(self, ops: AsyncOperator, job_id: int) -> dict[str, Any]:
-        job = await ops.get_job(job_id)
+        try:
+            job = await ops.get_job(job_id)
+        except JobNotFoundError:
+            # A deleted (discarded) job: its audit trail outlives it (404 with the trail).
+            trail = await ops.audit_trail(job_id)
+            if not trail:
+                raise
+            audit = _render.audit_rows(trail)
+            return {"page": "gone", "job_id": job_id, "audit": audit, "audit_on": True}
         events = await ops.audit_trail(job_id)
         return {
             "page": "job",

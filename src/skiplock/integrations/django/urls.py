@@ -171,6 +171,7 @@ def _neutral(request: HttpRequest, params: dict[str, str]) -> Request:
         headers=dict(request.headers),
         body=body,
         path_params=params,
+        scheme=request.scheme or "http",
         native=request,
     )
 

@@ -136,6 +136,20 @@ def _get_job(ops: Operator, call: Call) -> Response:
     return json_response(job_json(job) | {"audit_trail": trail})
 
 
+@_operation("getJobAudit", "GET /jobs/{job_id}/audit", m.JobAudit)
+def _get_job_audit(ops: Operator, call: Call) -> Response:
+    """Get a job's audit trail
+
+    The job's audited changes, oldest first, whether or not the job still exists: the
+    trail of a deleted (discarded) job ends with its `job_discard` entry. 404 when there
+    is neither a job nor a trail with this id."""
+    events = ops.audit_trail(call.job_id)
+    if not events:
+        ops.get_job(call.job_id)  # JobNotFoundError (404) for an id never seen
+    trail = [audit_event_json(event) for event in events]
+    return json_response({"job_id": call.job_id, "audit_trail": trail})
+
+
 @_operation("deleteJob", "DELETE /jobs/{job_id}", m.Job)
 def _delete_job(ops: Operator, call: Call) -> Response:
     """Delete a job

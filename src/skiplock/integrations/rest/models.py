@@ -9,7 +9,9 @@ so they are converted (``limit=5``).
 
 from __future__ import annotations
 
+import math
 import re
+import sys
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -50,8 +52,35 @@ def _integral(value: object) -> object:
     return value
 
 
-#: An integer of a JSON body (parsed strictly: a string is no integer).
-BodyInt = Annotated[int, BeforeValidator(_integral)]
+#: An integer of a JSON body (parsed strictly: a string is no integer), with its bounds.
+#: The bounds come before the validator: after it, pydantic cannot express them in JSON
+#: Schema and writes ``ge``/``le`` where the OpenAPI document needs ``minimum``/``maximum``.
+BodyPriority = Annotated[
+    int, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1]), BeforeValidator(_integral)
+]
+PositiveInt4 = Annotated[int, Field(ge=1, le=INT4_RANGE[1]), BeforeValidator(_integral)]
+
+
+def _finite_numbers(value: JsonValue) -> JsonValue:
+    """``value`` unless it holds a number beyond a double's range: valid JSON (``1e400``),
+    but it would be read as infinity, which JSON cannot store."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(
+                "a number is out of range: JSON numbers here must be within "
+                f"±{sys.float_info.max!r} (a double)"
+            )
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return value
+
+
+#: A payload: any JSON whose numbers are doubles (or integers of any size).
+Payload = Annotated[JsonValue, AfterValidator(_finite_numbers)]
 Kind = Annotated[str, StringConstraints(pattern=KIND_RE.pattern)]
 #: Tenant names: no control characters (the engine's rule, Unicode category Cc).
 Tenant = Annotated[
@@ -177,9 +206,19 @@ class JobCreate(_Body):
     """A job to enqueue (``engine.enqueue``). ``available_at`` and ``delay`` (seconds)
     are mutually exclusive; without either the job is due now."""
 
+    # The rule in the OpenAPI document: not both (a null one is absent).
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "required": ["available_at", "delay"],
+                "properties": {"available_at": {"type": "string"}, "delay": {"type": "number"}},
+            }
+        }
+    )
+
     kind: Kind
-    payload: JsonValue = None
-    priority: Annotated[BodyInt, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])] | None = None
+    payload: Payload = None
+    priority: BodyPriority | None = None
     tenant: Tenant | None = None
     idempotency_key: (
         Annotated[
@@ -190,7 +229,7 @@ class JobCreate(_Body):
         ]
         | None
     ) = None
-    max_attempts: Annotated[BodyInt, Field(ge=1, le=INT4_RANGE[1])] | None = None
+    max_attempts: PositiveInt4 | None = None
     available_at: Time | None = None
     delay: (
         Annotated[float, Field(ge=0, le=MAX_DELAY.total_seconds(), allow_inf_nan=False)] | None
@@ -246,6 +285,16 @@ class PauseScope(_Body):
     """What a pause covers: a kind (every tenant), a tenant (every kind) or both (that
     pair); at least one."""
 
+    # The rule in the OpenAPI document: a kind or a tenant (a null one is absent).
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["kind"], "properties": {"kind": {"type": "string"}}},
+                {"required": ["tenant"], "properties": {"tenant": {"type": "string"}}},
+            ]
+        }
+    )
+
     kind: Kind | None = None
     tenant: Tenant | None = None
 
@@ -281,7 +330,7 @@ class LimitSet(LimitScope):
     """A rate limit: ``rps`` tokens per second, at most ``burst`` stored."""
 
     rps: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)]
-    burst: Annotated[BodyInt, Field(ge=1, le=INT4_RANGE[1])]
+    burst: PositiveInt4
     allow_unknown_kind: AllowUnknownKind = False
 
 
@@ -333,6 +382,14 @@ class AuditEntry(_Output):
 class JobDetail(Job):
     """A job with its audit trail, oldest first (empty unless the engine records one)."""
 
+    audit_trail: list[AuditEntry]
+
+
+class JobAudit(_Output):
+    """A job's audit trail, oldest first: also of a job deleted since (its discard is the
+    last entry, with the payload it had)."""
+
+    job_id: int
     audit_trail: list[AuditEntry]
 
 
