@@ -251,14 +251,16 @@ class RetryDead(_Body):
     kind: Annotated[list[Kind], Field(min_length=1)] | None = None
     tenant: Annotated[list[Tenant], Field(min_length=1)] | None = None
     reset_attempts: bool = True
-    through: Annotated[BodyInt, Field(ge=1, le=INT8_RANGE[1])] | None = None
-    expected: Annotated[BodyInt, Field(ge=0, le=MAX_CONFIRMED)] | None = None
+    through: Annotated[int, Field(ge=1, le=INT8_RANGE[1]), BeforeValidator(_integral)] | None = None
+    expected: Annotated[int, Field(ge=0, le=MAX_CONFIRMED), BeforeValidator(_integral)] | None = (
+        None
+    )
 
 
 class ConfirmedJob(_Body):
     """A job as the operator confirmed it: its id and the state it was shown in."""
 
-    id: Annotated[BodyInt, Field(ge=1, le=INT8_RANGE[1])]
+    id: Annotated[int, Field(ge=1, le=INT8_RANGE[1]), BeforeValidator(_integral)]
     state: JobState
 
 
