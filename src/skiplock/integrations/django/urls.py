@@ -21,19 +21,24 @@ own check on top.
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
 import threading
 from http.cookies import SimpleCookie
 from typing import TYPE_CHECKING, Any, Unpack
 
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.http.request import RawPostDataException
 from django.middleware.csrf import get_token
 from django.urls import URLPattern, path
 
 from skiplock.adapters.memory import InMemoryJobStore
+from skiplock.core import DatabaseUnavailableError
 from skiplock.engine import Engine
-from skiplock.integrations.rest import Forbidden, Permission, Request, RestApi
+from skiplock.integrations.rest import Forbidden, Permission, Request, RestApi, problem_for
+from skiplock.integrations.rest._routes import ANY_METHOD, FALLBACK_PATH, allowed_methods
 
 from .management._common import backend_named
 
@@ -44,6 +49,8 @@ if TYPE_CHECKING:
     from skiplock.integrations.rest import Authorize, Response, Route
 
 __all__ = ["PERMISSIONS", "dashboard", "probes", "rest_api", "staff_authorize"]
+
+logger = logging.getLogger("skiplock.integrations.django")
 
 #: The Django permission each skiplock permission needs (the ``skiplock`` app's job model).
 PERMISSIONS = {Permission.READ: "skiplock.view_job", Permission.WRITE: "skiplock.change_job"}
@@ -70,7 +77,8 @@ def rest_api(
 ) -> list[URLPattern]:
     """The REST admin API of backend ``backend``'s engine (docs/rest.md): URL patterns
     named by operation id (``listJobs``, ``getJob``, ..., ``openapi``)."""
-    return _patterns(backend, lambda engine: RestApi(engine, authorize=authorize).routes())
+    hook = _unavailable_as_503(authorize)
+    return _patterns(backend, lambda engine: RestApi(engine, authorize=hook).routes())
 
 
 def dashboard(
@@ -85,9 +93,10 @@ def dashboard(
     CSRF token too, so Django's middleware checks the buttons."""
     from skiplock.integrations.dashboard import Dashboard
 
+    hook = _unavailable_as_503(authorize)
     return _patterns(
         backend,
-        lambda engine: Dashboard(engine, authorize=authorize, **options).routes(),
+        lambda engine: Dashboard(engine, authorize=hook, **options).routes(),
         csrf_forms=True,
     )
 
@@ -103,6 +112,23 @@ def probes(*, backend: str = "default", timeout: float = 2.0) -> list[URLPattern
 
 
 # ---- the binding ------------------------------------------------------------------------
+
+
+def _unavailable_as_503(authorize: Authorize) -> Authorize:
+    """``authorize``, with Django's errors of an unreachable database (the default hook
+    reads the session and the user there) answered as the doors answer an unreachable job
+    store: 503 with ``Retry-After``, not a 500."""
+
+    @functools.wraps(authorize)
+    def hook(request: Request, permission: Permission, /) -> str | None:
+        try:
+            return authorize(request, permission)
+        except (OperationalError, InterfaceError) as exc:
+            logger.warning("authorization: Django's database is unavailable (%s)", exc)
+            unavailable = DatabaseUnavailableError("the database is unavailable; retry later")
+            raise problem_for(unavailable) from None
+
+    return hook
 
 
 class _Routes:
@@ -147,16 +173,49 @@ def _patterns(
 def _view(routes: _Routes, route_path: str, *, csrf_forms: bool) -> Callable[..., HttpResponse]:
     def view(request: HttpRequest, **params: str) -> HttpResponse:
         current = routes.current()
-        route = current.get((request.method or "GET", route_path))
+        method = request.method or "GET"
+        route = current.get((method, route_path))
+        if route is None and method == "HEAD":
+            # HEAD is GET without the body (the server, or Django's test client, drops it).
+            route = current.get(("GET", route_path))
         if route is None:
-            allowed = sorted(method for method, at in current if at == route_path)
-            answer = HttpResponse(status=405, content_type="text/plain; charset=utf-8")
-            answer["Allow"] = ", ".join(allowed)
-            return answer
+            route, params = _unmatched(current, route_path, params)
+            if route is None:  # a door without a fallback (the probes)
+                return _not_allowed(current, route_path, method)
         response = route.answer(_neutral(request, params))
         return _django_response(request, response, csrf_forms=csrf_forms)
 
     return view
+
+
+def _unmatched(
+    current: dict[tuple[str, str], Route], route_path: str, params: dict[str, str]
+) -> tuple[Route | None, dict[str, str]]:
+    """The door's fallback route, which answers a path no route takes and a method the
+    path's routes do not take, after the door's hook (404; 405 with ``Allow``; 204 with
+    ``Allow`` for ``OPTIONS``) as in the other bindings; and its ``path`` parameter: the
+    request's path under the mount point."""
+    if route_path != FALLBACK_PATH:
+        relative = _PARAMETER.sub(lambda found: params.get(found.group(1), ""), route_path)
+        params = {"path": relative.lstrip("/")}
+    return current.get((ANY_METHOD, FALLBACK_PATH)), params
+
+
+def _not_allowed(
+    current: dict[tuple[str, str], Route], route_path: str, method: str
+) -> HttpResponse:
+    """A method the routes of a door without a fallback (the probes) do not take: 405,
+    or 204 for ``OPTIONS``, with ``Allow`` and no body (the probes reveal nothing)."""
+    methods = allowed_methods([r for (_, at), r in current.items() if at == route_path], route_path)
+    answer = HttpResponse(
+        status=204 if method == "OPTIONS" else 405, content_type="text/plain; charset=utf-8"
+    )
+    answer["Allow"] = ", ".join([*methods, "OPTIONS"])
+    return answer
+
+
+#: A route path's parameters (``/jobs/{job_id}``).
+_PARAMETER = re.compile(r"\{(\w+)\}")
 
 
 def _neutral(request: HttpRequest, params: dict[str, str]) -> Request:
