@@ -40,6 +40,7 @@ from skiplock.engine import Engine
 from skiplock.integrations.rest import Forbidden, Permission, Request, RestApi, problem_for
 from skiplock.integrations.rest._routes import ANY_METHOD, FALLBACK_PATH, allowed_methods
 
+from .checks import DoorView
 from .management._common import backend_named
 
 if TYPE_CHECKING:
@@ -78,7 +79,9 @@ def rest_api(
     """The REST admin API of backend ``backend``'s engine (docs/rest.md): URL patterns
     named by operation id (``listJobs``, ``getJob``, ..., ``openapi``)."""
     hook = _unavailable_as_503(authorize)
-    return _patterns(backend, lambda engine: RestApi(engine, authorize=hook).routes())
+    return _patterns(
+        backend, lambda engine: RestApi(engine, authorize=hook).routes(), door="REST API"
+    )
 
 
 def dashboard(
@@ -97,6 +100,7 @@ def dashboard(
     return _patterns(
         backend,
         lambda engine: Dashboard(engine, authorize=hook, **options).routes(),
+        door="dashboard",
         csrf_forms=True,
     )
 
@@ -108,7 +112,7 @@ def probes(*, backend: str = "default", timeout: float = 2.0) -> list[URLPattern
     host or error; why readiness failed is logged on ``skiplock.probes``)."""
     from skiplock.integrations._monitor import probe_routes
 
-    return _patterns(backend, lambda engine: probe_routes(engine, timeout=timeout))
+    return _patterns(backend, lambda engine: probe_routes(engine, timeout=timeout), door="probes")
 
 
 # ---- the binding ------------------------------------------------------------------------
@@ -153,7 +157,11 @@ class _Routes:
 
 
 def _patterns(
-    backend: str, make: Callable[[Engine], Sequence[Route]], *, csrf_forms: bool = False
+    backend: str,
+    make: Callable[[Engine], Sequence[Route]],
+    *,
+    door: str,
+    csrf_forms: bool = False,
 ) -> list[URLPattern]:
     routes = _Routes(backend, make)
     patterns: list[URLPattern] = []
@@ -164,6 +172,8 @@ def _patterns(
         view = views.get(route.path)
         if view is None:
             view = views[route.path] = _view(routes, route.path, csrf_forms=csrf_forms)
+            # What the mount check (skiplock.E006, checks.py) reads of the URLconf.
+            view.skiplock_mount = DoorView(door, id(routes), route.path == FALLBACK_PATH)  # type: ignore[attr-defined]
         # One pattern per route, for reverse() by name; the first of a path answers
         # every method.
         patterns.append(path(route.angle_path().lstrip("/"), view, name=route.name))
