@@ -50,12 +50,13 @@ def test_a_bodiless_write_is_taken_whatever_its_declared_type() -> None:
 def test_other_paths_and_methods_are_answered_after_the_hook_as_documented() -> None:
     anonymous = client_of(None)
     for method in ("GET", "HEAD", "OPTIONS", "PATCH"):
-        for url in (f"{API}/nothing/here", f"{API}/jobs", f"{DASHBOARD}/nothing"):
+        for url in (f"{API}/nothing/here", f"{API}/", f"{API}/jobs", f"{DASHBOARD}/nothing"):
             assert anonymous.generic(method, url).status_code == 401, (method, url)
     reader = client_of(user("reader", "view_job"))
-    missing = reader.get(f"{API}/nothing/here")
-    assert missing.status_code == 404
-    assert missing.json()["type"] == "urn:skiplock:problem:not-found"
+    for url in (f"{API}/nothing/here", f"{API}/"):
+        missing = reader.get(url)
+        assert missing.status_code == 404, url
+        assert missing.json()["type"] == "urn:skiplock:problem:not-found", url
     assert reader.get(f"{DASHBOARD}/nothing").status_code == 404
     wrong = reader.generic("PATCH", f"{API}/jobs/7")
     assert wrong.status_code == 405

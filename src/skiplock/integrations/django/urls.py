@@ -177,6 +177,10 @@ def _patterns(
         # One pattern per route, for reverse() by name; the first of a path answers
         # every method.
         patterns.append(path(route.angle_path().lstrip("/"), view, name=route.name))
+    if FALLBACK_PATH in views and "/" not in views:
+        # The mount point itself, which Django's <path:path> does not match (a door
+        # without a page there: the REST API's 404 after the hook, as elsewhere).
+        patterns.append(path("", views[FALLBACK_PATH]))
     return patterns
 
 
