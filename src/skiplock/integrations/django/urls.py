@@ -16,7 +16,11 @@ goes through Django's auth (:func:`staff_authorize` unless you pass your own hoo
 by default, staff users only, ``read`` and ``write`` mapped to the ``skiplock`` app's
 permissions on jobs, the user's username as the operator's actor (the audit trail's).
 CSRF is Django's middleware's (unsafe methods need Django's token), and the dashboard's
-own check on top.
+own check on top. As in the other bindings, every other path and method under the API's
+and the dashboard's prefixes goes to the door's fallback (after the hook: 404, 405 with
+``Allow``, 204 for ``OPTIONS``) and ``HEAD`` answers as ``GET``; Django's database down
+while the hook reads the user is a 503 with ``Retry-After``. Doors included on paths
+another answers first are ``manage.py check``'s ``skiplock.E006``.
 """
 
 from __future__ import annotations
