@@ -141,7 +141,8 @@ def settings_module(folder: Path, name: str, code: str) -> dict[str, str]:
         f"from tests.django_integration.settings import *  # noqa: F403\n{code}\n",
         encoding="utf-8",
     )
-    path = os.pathsep.join([str(folder), str(ROOT)])
+    # The inherited PYTHONPATH too: a run with PYTHONPATH=src tests that skiplock.
+    path = os.pathsep.join(filter(None, [str(folder), str(ROOT), os.environ.get("PYTHONPATH")]))
     return {"DJANGO_SETTINGS_MODULE": name, "PYTHONPATH": path}
 
 

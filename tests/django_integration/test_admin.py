@@ -4,6 +4,7 @@ a staff user (the audit actor is that user), read-only pages; non-staff refused.
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any
 
 import attrs
@@ -12,6 +13,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from skiplock.engine import Engine, Operator, Settings
+from skiplock.integrations.django import admin as admin_module
 from skiplock.integrations.django.models import Job
 from tests.django_integration.helpers import audit_actors, backend, with_options
 from tests.django_integration.testapp import tasks
@@ -113,13 +115,60 @@ def test_an_action_a_job_cannot_take_is_reported_and_the_others_done(staff: Clie
     assert state(done.id) == "pending"
 
 
+def confirm_delete(client: Client, *ids: int | str) -> Any:
+    """The delete action's two steps: its confirmation page, then its button."""
+    page = act(client, "delete", *ids)
+    assert "Yes, I\u2019m sure" in page.content.decode()
+    form = {"action": "delete", "post": "yes", "_selected_action": _hidden_ids(page)}
+    response = client.post(CHANGELIST, form, follow=True)
+    assert response.status_code == 200
+    return response
+
+
+def _hidden_ids(page: Any) -> list[str]:
+    return re.findall(r'name="_selected_action" value="(\d+)"', page.content.decode())
+
+
 def test_delete(staff: Client) -> None:
     kept, gone = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
-    response = act(staff, "delete", gone.id)
+    response = confirm_delete(staff, gone.id)
     assert messages_of(response) == [f"deleted 1 job(s): {gone.id}"]
     assert list(Job.objects.using("default").values_list("id", flat=True)) == [int(kept.id)]
     # Django's own bulk delete (which would bypass skiplock) is not offered.
     assert "delete_selected" not in staff.get(CHANGELIST).content.decode()
+
+
+def test_delete_asks_first_and_deletes_only_the_jobs_it_listed(staff: Client) -> None:
+    first, second = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
+    # Every job of the list ("select all"), as Django's select-across sends it.
+    page = staff.post(
+        f"{CHANGELIST}?state__exact=pending",
+        {"action": "delete", "_selected_action": [first.id], "select_across": "1", "index": "0"},
+    )
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'data-testid="delete-question">Delete 2 jobs?' in html
+    assert tasks.add.module_path in html
+    assert _hidden_ids(page) == [first.id, second.id]
+    assert state(first.id) == state(second.id) == "pending"  # nothing deleted yet
+    later = tasks.add.enqueue(3, 3)  # matches the list's filter too, but was not shown
+    form = {"action": "delete", "post": "yes", "_selected_action": _hidden_ids(page)}
+    done = staff.post(f"{CHANGELIST}?state__exact=pending", form, follow=True)
+    assert messages_of(done) == [f"deleted 2 job(s): {first.id}, {second.id}"]
+    assert list(Job.objects.using("default").values_list("id", flat=True)) == [int(later.id)]
+
+
+def test_delete_refuses_more_jobs_than_its_page_lists(
+    staff: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(admin_module, "MAX_CONFIRMED", 1)
+    jobs = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
+    response = act(staff, "delete", *(job.id for job in jobs))
+    assert messages_of(response) == [
+        "select at most 1 jobs to delete at once: the confirmation lists each (the "
+        "dashboard's bulk actions work on a filter)"
+    ]
+    assert [state(job.id) for job in jobs] == ["pending", "pending"]
 
 
 def test_the_actions_name_the_admin_user_as_actor(
@@ -135,8 +184,9 @@ def test_the_actions_name_the_admin_user_as_actor(
 
         monkeypatch.setattr(Operator, name, spy)
     job = tasks.add.enqueue(1, 1)
-    for action in ("cancel", "retry", "mark_failed", "delete"):
+    for action in ("cancel", "retry", "mark_failed"):
         act(staff, action, job.id)
+    confirm_delete(staff, job.id)
     assert calls == [
         (name, int(job.id), {"actor": "ops"})
         for name in ("cancel_job", "retry_job", "fail_job", "delete_job")

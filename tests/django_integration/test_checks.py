@@ -107,3 +107,72 @@ def test_options_for_a_task_that_does_not_exist_are_an_error_with_close_matches(
     assert "'tests.django_integration.testapp.tasks.flakey', which is no Django task" in output
     assert "Did you mean 'tests.django_integration.testapp.tasks.flaky'? " in output
     assert "'nowhere.tasks.x', which is no Django task" in output
+
+
+def urlconf(tmp_path: Path, *entries: str) -> str:
+    """Settings whose ROOT_URLCONF includes ``entries`` (``path(...)`` calls) in module
+    ``check_urls`` beside them."""
+    (tmp_path / "check_urls.py").write_text(
+        "from django.urls import include, path, re_path\n"
+        "from skiplock.integrations.django import urls as skiplock_urls\n"
+        f"urlpatterns = [{', '.join(entries)}]\n",
+        encoding="utf-8",
+    )
+    return 'ROOT_URLCONF = "check_urls"'
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        (
+            (
+                'path("ops/", include(skiplock_urls.rest_api()))',
+                'path("ops/", include(skiplock_urls.dashboard()))',
+            ),
+            "the dashboard included at '/ops' overlaps the REST API included at '/ops', which "
+            "Django tries first and which answers '/ops/'",
+        ),
+        (
+            (
+                'path("ops/", include(skiplock_urls.dashboard()))',
+                'path("ops/jobs/api/", include(skiplock_urls.rest_api()))',
+            ),
+            "the REST API included at '/ops/jobs/api' overlaps the dashboard included at "
+            "'/ops', which Django tries first and which answers '/ops/jobs/api/jobs'",
+        ),
+        (
+            (
+                'path("ops/", include([path("", include(skiplock_urls.dashboard()))]))',
+                're_path(r"^ops/", include(skiplock_urls.probes()))',
+            ),
+            "the probes included at '/ops/livez' overlaps the dashboard included at '/ops'",
+        ),
+        (
+            (
+                'path("ops/", include(skiplock_urls.probes()))',
+                'path("ops/", include(skiplock_urls.probes(backend="default")))',
+            ),
+            "the probes included at '/ops/livez' overlaps the probes included at '/ops/livez'",
+        ),
+    ],
+    ids=["same-prefix", "inside", "nested-includes", "same-probes"],
+)
+def test_a_door_that_a_door_before_it_answers_is_an_error_naming_both(
+    tmp_path: Path, entries: tuple[str, ...], message: str
+) -> None:
+    status, output = check(tmp_path, urlconf(tmp_path, *entries))
+    assert status == 1, output
+    assert "skiplock.E006" in output
+    assert message in output
+
+
+def test_doors_at_their_own_prefixes_pass(tmp_path: Path) -> None:
+    entries = (
+        # docs/django.md's layout: the API first, the dashboard has no path under api/.
+        'path("ops/jobs/api/", include(skiplock_urls.rest_api()))',
+        'path("ops/jobs/", include(skiplock_urls.dashboard()))',
+        'path("ops/", include(skiplock_urls.probes()))',
+        'path("<str:site>/ops/", include(skiplock_urls.rest_api()))',
+    )
+    status, output = check(tmp_path, urlconf(tmp_path, *entries))
+    assert (status, output.strip()) == (0, "System check identified no issues (0 silenced).")

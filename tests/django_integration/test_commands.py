@@ -67,6 +67,33 @@ def test_the_worker_runs_only_the_queues_it_is_given(tmp_path: Path) -> None:
     assert email.status == TaskResultStatus.READY
 
 
+def test_the_worker_takes_djangos_queue_name() -> None:
+    email = tasks.record.enqueue("queue-name", "email")
+    report = tasks.record.using(queue_name="reports").enqueue("queue-name", "report")
+    out = StringIO()
+    call_command("skiplock_worker", "--until-idle", "--queue-name", "reports", stdout=out)
+    assert "handled 1 job(s)" in out.getvalue()
+    email.refresh()
+    report.refresh()
+    assert (email.status, report.status) == (TaskResultStatus.READY, TaskResultStatus.SUCCESSFUL)
+    call_command("skiplock_worker", "--until-idle", "--queue-name", "*", stdout=out)
+    email.refresh()
+    assert email.status == TaskResultStatus.SUCCESSFUL
+
+
+def test_queue_name_and_tenants_are_one_choice_of_the_backends_queues() -> None:
+    both = django_command("skiplock_worker", "--queue-name", "emails", "--tenants", "default")
+    assert both.returncode == 2
+    assert "--queue-name: not allowed with argument --tenants" in both.stderr
+    typo = django_command("skiplock_worker", "--until-idle", "--queue-name", "emials")
+    assert typo.returncode == 2
+    assert "'emials' is not a queue of TASKS['default']['QUEUES']: default, emails, reports" in (
+        typo.stderr
+    )
+    with pytest.raises(CommandError, match="'nobody' is not a queue"):
+        call_command("skiplock_worker", "--until-idle", "--tenants", "default,nobody")
+
+
 def test_until_idle_runs_what_is_due_and_returns() -> None:
     result = tasks.add.enqueue(1, 2)
     out = StringIO()

@@ -33,6 +33,7 @@ DJANGO_OWN = frozenset(
         "--force-color",
         "--skip-checks",
         "--backend",
+        "--queue-name",  # the worker's: Django's word for --tenants
     }
 )
 

@@ -164,7 +164,8 @@ def test_a_method_the_path_has_no_route_for_is_405() -> None:
     reader = client_of(user("reader", "view_job"))
     refused = reader.put(f"{API}/jobs")
     assert refused.status_code == 405
-    assert refused["Allow"] == "GET, POST"
+    assert refused["Allow"] == "GET, HEAD, POST, OPTIONS"  # as the other bindings say
+    assert refused.json()["type"] == "urn:skiplock:problem:method-not-allowed"
 
 
 def submit(client: Client, url: str, form: dict[str, Any]) -> Any:

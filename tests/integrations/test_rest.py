@@ -357,6 +357,24 @@ def test_cancel_fail_and_delete(client: Client, jobs: Engine, pg_dsn: str) -> No
     problem(client.post(f"/jobs/{a}/cancel", json={"why": "x"}), 415, "unsupported-media-type")
 
 
+def test_an_empty_body_is_taken_whatever_its_declared_type(client: Client, jobs: Engine) -> None:
+    # Some servers declare a type on every request (Django's runserver: text/plain).
+    a, b = (jobs.enqueue("report.build", {"n": n}).id for n in range(2))
+    for media_type in ("text/plain", "application/x-www-form-urlencoded"):
+        headers = {"Content-Type": media_type}
+        problem(
+            client.post(f"/jobs/{a}/cancel", content=b"x=1", headers=headers),
+            415,
+            "unsupported-media-type",
+        )
+    cancelled = client.post(
+        f"/jobs/{a}/cancel", content=b"", headers={"Content-Type": "text/plain"}
+    )
+    assert cancelled.body["state"] == "cancelled"
+    deleted = client.delete(f"/jobs/{b}", content=b"", headers={"Content-Type": "text/plain"})
+    assert deleted.body["id"] == b
+
+
 def test_dead_letter_view_and_bulk_retry(client: Client, jobs: Engine, pg_dsn: str) -> None:
     hooks = [dead(jobs, pg_dsn, tenant=t) for t in ("acme", "acme", "globex")]
     mail = dead(jobs, pg_dsn, kind="email.send")

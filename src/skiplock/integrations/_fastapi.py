@@ -110,14 +110,18 @@ class DoorRouter(APIRouter):
 
 
 def _endpoint(route: AsyncRoute | Route) -> Callable[..., Any]:
-    """The endpoint answering ``route``; a sync door's answer runs in Starlette's thread
-    pool."""
+    """The endpoint answering ``route`` (and ``HEAD`` for a ``GET`` route); a sync door's
+    answer runs in Starlette's thread pool."""
 
     async def endpoint(request: StarletteRequest) -> StarletteResponse:
         neutral = await neutral_request(request)
         if isinstance(route, AsyncRoute):
-            return starlette_response(await route.answer(neutral))
-        return starlette_response(await run_in_threadpool(route.answer, neutral))
+            answer = starlette_response(await route.answer(neutral))
+        else:
+            answer = starlette_response(await run_in_threadpool(route.answer, neutral))
+        if request.method == "HEAD":
+            answer.body = b""  # GET's status and headers (Content-Length too), no body
+        return answer
 
     return endpoint
 
@@ -155,7 +159,18 @@ def router(
                 "openapi_extra": operation_openapi(op),
             }
         mounted.skiplock_paths[prefix + route.path] = route.path
-        mounted.add_api_route(route.path, _endpoint(route), methods=[route.method], **options)
+        endpoint = _endpoint(route)
+        mounted.add_api_route(route.path, endpoint, methods=[route.method], **options)
+        if route.method == "GET":
+            # HEAD answers as GET without the body, as in Flask and Django (a route of
+            # its own: with GET's, the OpenAPI document would list it twice).
+            mounted.add_api_route(
+                route.path,
+                endpoint,
+                methods=["HEAD"],
+                name=options["name"],
+                include_in_schema=False,
+            )
     if prefix:
         mounted.add_fallback()
     return mounted

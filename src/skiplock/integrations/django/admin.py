@@ -6,6 +6,8 @@ The actions go through the admin backend's engine, as its operator acting as the
 user (``engine.operator(username)``: skiplock's admin operations, their rules and error
 messages, the username as the audit trail's actor), one job at a time. They need the
 ``change`` permission on jobs (delete: ``delete``); pausing and resuming kinds too.
+Delete asks for confirmation first, on a page listing the selected jobs (Django's
+convention), and deletes only the jobs that page listed.
 
 The job list never counts the table: no ``SELECT count(*)``, neither of every job nor of
 the filtered ones (:class:`UncountedPaginator` reads the rows up to the page shown plus
@@ -20,9 +22,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.views.main import PAGE_VAR
 from django.contrib.auth.models import AnonymousUser, PermissionsMixin
 from django.core.paginator import Paginator
+from django.template.response import TemplateResponse
 from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 
@@ -41,6 +45,10 @@ if TYPE_CHECKING:
     from skiplock.engine import Operator
 
     from ._backend import SkiplockBackend
+
+
+#: At most this many jobs are deleted by one confirmation (its page lists each).
+MAX_CONFIRMED = 1000
 
 
 def admin_task_backend() -> SkiplockBackend:
@@ -207,8 +215,34 @@ class JobAdmin(ReadOnlyAdmin):
         self._each(request, queryset, "marked failed", lambda ops, job_id: ops.fail_job(job_id))
 
     @admin.action(description="Delete the selected jobs (not running)", permissions=["remove"])
-    def delete(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._each(request, queryset, "deleted", lambda ops, job_id: ops.delete_job(job_id))
+    def delete(self, request: HttpRequest, queryset: QuerySet[Job]) -> TemplateResponse | None:
+        """Asks first, as Django's own delete action does: a page listing the selected
+        jobs, whose button posts their ids back (``post=yes``); only those are deleted."""
+        if request.POST.get("post") == "yes":
+            self._each(request, queryset, "deleted", lambda ops, job_id: ops.delete_job(job_id))
+            return None
+        fields = ("id", "kind", "tenant", "state")
+        jobs = list(queryset.order_by("id").values(*fields)[: MAX_CONFIRMED + 1])
+        if len(jobs) > MAX_CONFIRMED:
+            self.message_user(
+                request,
+                f"select at most {MAX_CONFIRMED} jobs to delete at once: the confirmation "
+                "lists each (the dashboard's bulk actions work on a filter)",
+                messages.ERROR,
+            )
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Delete the selected jobs?",
+            "subtitle": None,
+            "opts": self.model._meta,
+            "jobs": jobs,
+            "running": sum(1 for job in jobs if job["state"] == "running"),
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "media": self.media,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/skiplock/job/delete_confirmation.html", context)
 
     @admin.action(description="Pause the kinds of the selected jobs", permissions=["operate"])
     def pause_kinds(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:

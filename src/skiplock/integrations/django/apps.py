@@ -18,9 +18,10 @@ class SkiplockConfig(AppConfig):
 
     def ready(self) -> None:
         from . import _schema
-        from .checks import check_backend_configured, check_schema_version
+        from .checks import check_backend_configured, check_mounts, check_schema_version
 
         checks.register(check_backend_configured)
+        checks.register(check_mounts, checks.Tags.urls)
         checks.register(check_schema_version, checks.Tags.database)
         # Later skiplock versions' schema migrations, applied by every `migrate`.
         post_migrate.connect(

@@ -10,22 +10,32 @@ Each backend's own configuration is checked by ``SkiplockBackend.check()``, whic
 runs with every ``check``: ``skiplock.E001`` (invalid ``OPTIONS``), ``E002`` (not
 PostgreSQL), ``E003`` (psycopg2 instead of psycopg 3) and ``E004`` (PgBouncer transaction
 pooling without a direct ``DSN`` for the workers).
+
+- ``skiplock.E006`` (URL check): a door of :mod:`skiplock.integrations.django.urls`
+  (the REST API, the dashboard, the probes) with a path that another door, included
+  before it in the root URLconf, answers: the REST API and the dashboard answer every
+  path under their prefix, the probes their own paths, and Django takes the first
+  pattern that matches. The FastAPI and Flask bindings refuse overlapping mounts at
+  mount time (``MountConflict``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 from django.db.migrations.recorder import MigrationRecorder
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from skiplock.integrations._mounts import Mount, mount
 
 from . import _schema
 from ._config import parse_options
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Iterator, Sequence
 
     from django.apps import AppConfig
 
@@ -94,3 +104,87 @@ def check_schema_version(
                 )
             )
     return messages
+
+
+class DoorView(NamedTuple):
+    """What a view of :mod:`.urls` tells the mount check: its ``door`` (``REST API``,
+    ``dashboard``, ``probes``), a ``token`` shared by the patterns of one ``include()``
+    list, and whether it is the door's fallback (``<path:path>``, no claim of its own)."""
+
+    door: str
+    token: int
+    fallback: bool
+
+
+def check_mounts(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """E006: a skiplock door of the root URLconf with a route that a door Django tries
+    before it answers (Django takes the first pattern that matches)."""
+    try:
+        patterns = get_resolver().url_patterns
+    except Exception:  # Django's own URL checks report a broken URLconf
+        return []
+    doors: dict[tuple[int, str], tuple[Mount, list[str]]] = {}
+    for prefix, pattern in _patterns_of(patterns, ""):
+        door: DoorView | None = getattr(pattern.callback, "skiplock_mount", None)
+        if door is None or door.fallback:
+            continue
+        route = f"/{prefix}{_route(pattern)}"
+        claim = mount(door.door, "/" + prefix, door.token, route)
+        doors.setdefault((door.token, claim.prefix), (claim, []))[1].append(route)
+    messages: list[checks.CheckMessage] = []
+    ordered = list(doors.values())
+    for n, (later, routes) in enumerate(ordered):
+        for earlier, _ in ordered[:n]:
+            taken = next((route for route in routes if _claims(earlier, route)), None)
+            if taken is None:
+                continue
+            messages.append(
+                checks.Error(
+                    f"skiplock: the {later.door} included at {later.where!r} overlaps the "
+                    f"{earlier.door} included at {earlier.where!r}, which Django tries first "
+                    f"and which answers {taken!r}",
+                    hint="Include each of skiplock's URL lists at its own prefix, e.g. "
+                    "the REST API at ops/jobs/api/ before the dashboard at ops/jobs/ "
+                    "(docs/django.md, 'The REST API, the dashboard and probes').",
+                    id="skiplock.E006",
+                )
+            )
+            break
+    return messages
+
+
+def _claims(door: Mount, route: str) -> bool:
+    """Whether ``door`` answers the path of ``route`` (a path parameter, ``<...>``, on
+    either side is any one segment): a tree door every path under its prefix, another
+    door its exact path."""
+    where = _segments(door.prefix if door.path is None else door.path)
+    wanted = _segments(route)
+    if len(wanted) < len(where) or (door.path is not None and len(wanted) != len(where)):
+        return False
+    return all(
+        a == b or a.startswith("<") or b.startswith("<")
+        for a, b in zip(where, wanted, strict=False)
+    )
+
+
+def _segments(path: str) -> list[str]:
+    return [segment for segment in path.split("/") if segment]
+
+
+def _patterns_of(
+    patterns: Iterable[URLPattern | URLResolver], prefix: str
+) -> Iterator[tuple[str, URLPattern]]:
+    """Every URL pattern of ``patterns`` with the path prefix of the includes above it."""
+    for entry in patterns:
+        if isinstance(entry, URLResolver):
+            yield from _patterns_of(entry.url_patterns, prefix + _route(entry))
+        else:
+            yield prefix, entry
+
+
+def _route(entry: URLPattern | URLResolver) -> str:
+    """The path text of a pattern (``re_path``'s regex without its anchors)."""
+    text = str(entry.pattern)
+    return text.removeprefix("^").removesuffix("$").removesuffix(r"\Z")

@@ -16,25 +16,35 @@ goes through Django's auth (:func:`staff_authorize` unless you pass your own hoo
 by default, staff users only, ``read`` and ``write`` mapped to the ``skiplock`` app's
 permissions on jobs, the user's username as the operator's actor (the audit trail's).
 CSRF is Django's middleware's (unsafe methods need Django's token), and the dashboard's
-own check on top.
+own check on top. As in the other bindings, every other path and method under the API's
+and the dashboard's prefixes goes to the door's fallback (after the hook: 404, 405 with
+``Allow``, 204 for ``OPTIONS``) and ``HEAD`` answers as ``GET``; Django's database down
+while the hook reads the user is a 503 with ``Retry-After``. Doors included on paths
+another answers first are ``manage.py check``'s ``skiplock.E006``.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
 import threading
 from http.cookies import SimpleCookie
 from typing import TYPE_CHECKING, Any, Unpack
 
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.http.request import RawPostDataException
 from django.middleware.csrf import get_token
 from django.urls import URLPattern, path
 
 from skiplock.adapters.memory import InMemoryJobStore
+from skiplock.core import DatabaseUnavailableError
 from skiplock.engine import Engine
-from skiplock.integrations.rest import Forbidden, Permission, Request, RestApi
+from skiplock.integrations.rest import Forbidden, Permission, Request, RestApi, problem_for
+from skiplock.integrations.rest._routes import ANY_METHOD, FALLBACK_PATH, allowed_methods
 
+from .checks import DoorView
 from .management._common import backend_named
 
 if TYPE_CHECKING:
@@ -44,6 +54,8 @@ if TYPE_CHECKING:
     from skiplock.integrations.rest import Authorize, Response, Route
 
 __all__ = ["PERMISSIONS", "dashboard", "probes", "rest_api", "staff_authorize"]
+
+logger = logging.getLogger("skiplock.integrations.django")
 
 #: The Django permission each skiplock permission needs (the ``skiplock`` app's job model).
 PERMISSIONS = {Permission.READ: "skiplock.view_job", Permission.WRITE: "skiplock.change_job"}
@@ -70,7 +82,10 @@ def rest_api(
 ) -> list[URLPattern]:
     """The REST admin API of backend ``backend``'s engine (docs/rest.md): URL patterns
     named by operation id (``listJobs``, ``getJob``, ..., ``openapi``)."""
-    return _patterns(backend, lambda engine: RestApi(engine, authorize=authorize).routes())
+    hook = _unavailable_as_503(authorize)
+    return _patterns(
+        backend, lambda engine: RestApi(engine, authorize=hook).routes(), door="REST API"
+    )
 
 
 def dashboard(
@@ -85,9 +100,11 @@ def dashboard(
     CSRF token too, so Django's middleware checks the buttons."""
     from skiplock.integrations.dashboard import Dashboard
 
+    hook = _unavailable_as_503(authorize)
     return _patterns(
         backend,
-        lambda engine: Dashboard(engine, authorize=authorize, **options).routes(),
+        lambda engine: Dashboard(engine, authorize=hook, **options).routes(),
+        door="dashboard",
         csrf_forms=True,
     )
 
@@ -99,10 +116,27 @@ def probes(*, backend: str = "default", timeout: float = 2.0) -> list[URLPattern
     host or error; why readiness failed is logged on ``skiplock.probes``)."""
     from skiplock.integrations._monitor import probe_routes
 
-    return _patterns(backend, lambda engine: probe_routes(engine, timeout=timeout))
+    return _patterns(backend, lambda engine: probe_routes(engine, timeout=timeout), door="probes")
 
 
 # ---- the binding ------------------------------------------------------------------------
+
+
+def _unavailable_as_503(authorize: Authorize) -> Authorize:
+    """``authorize``, with Django's errors of an unreachable database (the default hook
+    reads the session and the user there) answered as the doors answer an unreachable job
+    store: 503 with ``Retry-After``, not a 500."""
+
+    @functools.wraps(authorize)
+    def hook(request: Request, permission: Permission, /) -> str | None:
+        try:
+            return authorize(request, permission)
+        except (OperationalError, InterfaceError) as exc:
+            logger.warning("authorization: Django's database is unavailable (%s)", exc)
+            unavailable = DatabaseUnavailableError("the database is unavailable; retry later")
+            raise problem_for(unavailable) from None
+
+    return hook
 
 
 class _Routes:
@@ -127,7 +161,11 @@ class _Routes:
 
 
 def _patterns(
-    backend: str, make: Callable[[Engine], Sequence[Route]], *, csrf_forms: bool = False
+    backend: str,
+    make: Callable[[Engine], Sequence[Route]],
+    *,
+    door: str,
+    csrf_forms: bool = False,
 ) -> list[URLPattern]:
     routes = _Routes(backend, make)
     patterns: list[URLPattern] = []
@@ -138,25 +176,64 @@ def _patterns(
         view = views.get(route.path)
         if view is None:
             view = views[route.path] = _view(routes, route.path, csrf_forms=csrf_forms)
+            # What the mount check (skiplock.E006, checks.py) reads of the URLconf.
+            view.skiplock_mount = DoorView(door, id(routes), route.path == FALLBACK_PATH)  # type: ignore[attr-defined]
         # One pattern per route, for reverse() by name; the first of a path answers
         # every method.
         patterns.append(path(route.angle_path().lstrip("/"), view, name=route.name))
+    if FALLBACK_PATH in views and "/" not in views:
+        # The mount point itself, which Django's <path:path> does not match (a door
+        # without a page there: the REST API's 404 after the hook, as elsewhere).
+        patterns.append(path("", views[FALLBACK_PATH]))
     return patterns
 
 
 def _view(routes: _Routes, route_path: str, *, csrf_forms: bool) -> Callable[..., HttpResponse]:
     def view(request: HttpRequest, **params: str) -> HttpResponse:
         current = routes.current()
-        route = current.get((request.method or "GET", route_path))
+        method = request.method or "GET"
+        route = current.get((method, route_path))
+        if route is None and method == "HEAD":
+            # HEAD is GET without the body (the server, or Django's test client, drops it).
+            route = current.get(("GET", route_path))
         if route is None:
-            allowed = sorted(method for method, at in current if at == route_path)
-            answer = HttpResponse(status=405, content_type="text/plain; charset=utf-8")
-            answer["Allow"] = ", ".join(allowed)
-            return answer
+            route, params = _unmatched(current, route_path, params)
+            if route is None:  # a door without a fallback (the probes)
+                return _not_allowed(current, route_path, method)
         response = route.answer(_neutral(request, params))
         return _django_response(request, response, csrf_forms=csrf_forms)
 
     return view
+
+
+def _unmatched(
+    current: dict[tuple[str, str], Route], route_path: str, params: dict[str, str]
+) -> tuple[Route | None, dict[str, str]]:
+    """The door's fallback route, which answers a path no route takes and a method the
+    path's routes do not take, after the door's hook (404; 405 with ``Allow``; 204 with
+    ``Allow`` for ``OPTIONS``) as in the other bindings; and its ``path`` parameter: the
+    request's path under the mount point."""
+    if route_path != FALLBACK_PATH:
+        relative = _PARAMETER.sub(lambda found: params.get(found.group(1), ""), route_path)
+        params = {"path": relative.lstrip("/")}
+    return current.get((ANY_METHOD, FALLBACK_PATH)), params
+
+
+def _not_allowed(
+    current: dict[tuple[str, str], Route], route_path: str, method: str
+) -> HttpResponse:
+    """A method the routes of a door without a fallback (the probes) do not take: 405,
+    or 204 for ``OPTIONS``, with ``Allow`` and no body (the probes reveal nothing)."""
+    methods = allowed_methods([r for (_, at), r in current.items() if at == route_path], route_path)
+    answer = HttpResponse(
+        status=204 if method == "OPTIONS" else 405, content_type="text/plain; charset=utf-8"
+    )
+    answer["Allow"] = ", ".join([*methods, "OPTIONS"])
+    return answer
+
+
+#: A route path's parameters (``/jobs/{job_id}``).
+_PARAMETER = re.compile(r"\{(\w+)\}")
 
 
 def _neutral(request: HttpRequest, params: dict[str, str]) -> Request:

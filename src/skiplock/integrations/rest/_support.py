@@ -55,9 +55,11 @@ M = TypeVar("M", bound=BaseModel)
 #: At most this many field errors are listed in a 422.
 MAX_ERRORS = 20
 #: Media types an HTML form (or a no-CORS ``fetch``) can send across sites: a write
-#: request with one is refused, whatever its body, so a forged cross-site form cannot
-#: retry or delete jobs with the victim's cookies (the JSON a client sends needs a CORS
-#: preflight).
+#: request with one and a body is refused, so a forged cross-site form cannot send a
+#: write its fields (the JSON a client sends needs a CORS preflight). An empty body is
+#: taken whatever its declared type: a bodiless cross-site request can be sent without
+#: one anyway, and some servers stamp one on every request (Django's ``runserver``
+#: declares ``text/plain``).
 FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data", "text/plain"})
 
 _JOB_ID: TypeAdapter[int] = TypeAdapter(m.JobId)
@@ -123,9 +125,9 @@ def parse_body(model: type[M] | None, request: Request, *, required: bool) -> M 
     """The JSON body as ``model`` (its defaults when the body is empty and optional);
     None for an operation that takes no body, which then must not have one."""
     media_type = request.media_type
-    if media_type in FORM_TYPES:
-        raise UnsupportedMediaType(f"{media_type} is not accepted: send JSON")
     has_body = bool(request.body.strip())
+    if has_body and media_type in FORM_TYPES:
+        raise UnsupportedMediaType(f"{media_type} is not accepted: send JSON")
     if model is None:
         if has_body:
             raise UnsupportedMediaType("this operation takes no body")

@@ -11,7 +11,9 @@ from django.core.management.base import CommandError
 from django.utils.module_loading import autodiscover_modules
 
 from skiplock import cli
+from skiplock.cli import _options as cli_options
 
+from .._common import backend_named
 from ._mount import MountedCommand
 
 if TYPE_CHECKING:
@@ -29,14 +31,42 @@ class Command(MountedCommand):
         "SIGINT (the first stops claiming and lets running tasks finish for "
         "shutdown_timeout; a second releases them at once and exits 130). Tasks are found "
         "in every installed app's 'tasks' module and OPTIONS['MODULES']; a task's queue is "
-        "its job's tenant (--tenants). No autoreloader: restart workers to load new code."
+        "its job's tenant (--queue-name, or skiplock's --tenants). No autoreloader: restart "
+        "workers to load new code."
     )
     requires_system_checks = "__all__"
 
     def add_arguments(self, parser: CommandParser) -> None:
         super().add_arguments(parser)
+        # Django's word for a task's queue, as django-tasks' db_worker spells it.
+        parser.add_argument(
+            "--queue-name",
+            type=_queue_names,
+            metavar="Q1,Q2",
+            help="serve only the tasks of these queues ('*': every queue, the default); "
+            "Django's name for --tenants (a task's queue is its job's tenant)",
+        )
         # Unset: --verbosity decides (--log-level, when given, wins).
         parser.set_defaults(log_level=None)
+        self._parser = parser
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        queues, tenants = options.get("queue_name"), options.get("tenants")
+        if queues is not None and tenants is not None:
+            self._parser.error("argument --queue-name: not allowed with argument --tenants")
+        if queues is not None:
+            options["tenants"] = None if queues == ["*"] else queues
+        allowed = backend_named(options["backend"]).queues
+        unknown = sorted(set(options.get("tenants") or ()) - allowed) if allowed else []
+        if unknown:
+            # Django refuses to enqueue a task on a queue QUEUES does not list: a worker
+            # of one would serve nothing.
+            option = "--queue-name" if queues is not None else "--tenants"
+            self._parser.error(
+                f"argument {option}: {', '.join(map(repr, unknown))} is not a queue of "
+                f"TASKS[{options['backend']!r}]['QUEUES']: {', '.join(sorted(allowed))}"
+            )
+        super().handle(*args, **options)
 
     def prepare(self, options: dict[str, Any]) -> None:
         if options.get("log_level") is None:
@@ -63,6 +93,11 @@ class Command(MountedCommand):
         # The worker closed the store it opened; the next use in this process (tests)
         # makes a new one.
         backend.close()
+
+
+def _queue_names(text: str) -> list[str]:
+    """``--queue-name``'s value: names separated by commas, or ``*`` for every queue."""
+    return ["*"] if text.strip() == "*" else cli_options.split(text)
 
 
 #: The log level of each ``--verbosity`` (0: warnings and errors only, no start-up line;
