@@ -102,7 +102,7 @@ class Engine(EnqueueOps, ScheduleOps, ControlOps):
         self._tracer: Tracer = tracer if tracer is not None else NoopTracer()
         self._traced = traces(self._tracer)
         self._registry = Registry()
-        self._intake = Intake(self._registry, self._settings)
+        self._intake = self._kind_check = Intake(self._registry, self._settings)
         # Token buckets and node limits of every worker of this engine in this process
         # (J6): a node is a process.
         self._rate_limiter = RateLimiter()

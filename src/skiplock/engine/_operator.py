@@ -55,7 +55,7 @@ class Operator(EnqueueOps, ControlOps):
             check_actor("actor", actor)
         self._store = store
         self._settings = settings
-        self._intake = intake
+        self._intake = self._kind_check = intake
         self._tracer = tracer
         self._traced = traces(tracer)
         # The audit of this operator's changes (None while the audit trail is off).

@@ -52,7 +52,7 @@ class AsyncOperator(AsyncEnqueueOps, AsyncControlOps):
             check_actor("actor", actor)
         self._store = store
         self._settings = settings
-        self._intake = intake
+        self._intake = self._kind_check = intake
         self._tracer = tracer
         self._traced = traces(tracer)
         # The audit of this operator's changes (None while the audit trail is off).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from skiplock.core import RateLimit
 from skiplock.core._controls import Limit, Pause, check_reason, limit_scope, pause_scope
@@ -19,10 +19,22 @@ if TYPE_CHECKING:
     from skiplock.ports import AsyncAudit
 
     from .._controls import ControlsCache
-    from ..enqueue._intake import Intake
 
 
 logger = logging.getLogger("skiplock.engine")
+
+
+class KindCheck(Protocol):
+    """Enqueue's rule for kinds, as the controls use it (the engine's intake provides it;
+    the admin layer does not import the enqueue package)."""
+
+    def known_kinds(self) -> frozenset[str]:
+        """The kinds the engine knows."""
+        ...
+
+    def check_named_kind(self, kind: str, known: frozenset[str], what: str) -> None:
+        """Refuse, warn about or accept ``kind`` named by a pause or limit (``what``)."""
+        ...
 
 
 class AsyncControlOps(AsyncAdminOps):
@@ -45,7 +57,8 @@ class AsyncControlOps(AsyncAdminOps):
     """
 
     _controls: ControlsCache | None = None
-    _intake: Intake
+    #: The engine's intake (enqueue's kind rule), set by the engine and the handle.
+    _kind_check: KindCheck
 
     def _default_actor(self) -> str | None:
         """Who a change is made by when the call names nobody."""
@@ -74,14 +87,14 @@ class AsyncControlOps(AsyncAdminOps):
         ``allow_unknown_kind`` (see the class)."""
         if check_bool("allow_unknown_kind", allow_unknown_kind) or kind is None:
             return
-        known = self._intake.known_kinds()
+        known = self._kind_check.known_kinds()
         if not known and self._settings.unknown_kinds != "allow":
             snapshot = await self._store.health_snapshot()
             found = {stats.kind for stats in snapshot.queues}
             for worker in snapshot.workers:
                 found |= worker.kinds or frozenset()
             known = frozenset(found)
-        self._intake.check_named_kind(kind, known, what)
+        self._kind_check.check_named_kind(kind, known, what)
 
     async def pause(
         self,
