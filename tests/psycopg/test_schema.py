@@ -522,7 +522,7 @@ def test_the_queue_history_migration_counts_the_finished_minutes_per_kind(
         conn.execute(insert, [5, ["mail", "scan"]])
         conn.execute("SELECT skiplock.roll_up_job_counts(1)")  # folded
         conn.execute(insert, [3, ["mail", "index"]])  # left as deltas
-    assert apply_schema(dsn) == [history.name]
+    assert apply_schema(dsn)[0] == history.name  # and any migration after it
     recount = (
         "SELECT date_bin('1 minute', completed_at, %(since)s), kind, status, count(*) "
         "FROM skiplock.jobs WHERE completed_at >= %(since)s GROUP BY 1, 2, 3"
