@@ -196,6 +196,10 @@ ROWS 10
 SET search_path = pg_catalog, pg_temp
 SET enable_sort = off
 SET enable_bitmapscan = off
+-- The running jobs of the keys are grouped in the order of jobs_running_key_idx: with
+-- sorts and hashing off no other index (jobs_running_kind_idx reads every running job)
+-- can serve that read, whatever the statistics say.
+SET enable_hashagg = off
 -- The generic plan's cost assumes the whole index is walked (the LIMIT is a parameter):
 -- above jit_above_cost on a large analyzed table, JIT compiled it at every call (~20 ms).
 SET jit = off
