@@ -137,10 +137,11 @@ CREATE TRIGGER jobs_notify_update
     EXECUTE FUNCTION {schema}.notify_job('{channel}');
 
 -- How many jobs of each of keys run now, for the keys this transaction could lock: a
--- transaction-level advisory lock per key (in key order), tried without waiting; a key
--- whose lock is held elsewhere is left out (its jobs are not claimed this time). The
--- count is a statement of its own, so its snapshot is taken after the locks were
--- granted: it sees every claim of the key that committed before.
+-- transaction-level advisory lock per key, tried without waiting (no claim ever waits
+-- for another, so there is no order to keep and no deadlock); a key whose lock is held
+-- elsewhere is left out (its jobs are not claimed this time). The count is a statement
+-- of its own, so its snapshot is taken after the locks were granted: it sees every
+-- claim of the key that committed before.
 CREATE FUNCTION {schema}.concurrency_room(keys text[])
 RETURNS TABLE (key text, running integer)
 LANGUAGE plpgsql
