@@ -60,7 +60,7 @@ CREATE TABLE {schema}.jobs (
     CONSTRAINT jobs_concurrency_check CHECK (
         CASE
             WHEN concurrency_key IS NULL THEN concurrency_limit IS NULL
-            ELSE concurrency_key <> '' AND concurrency_limit >= 1
+            ELSE concurrency_key <> '' AND coalesce(concurrency_limit >= 1, false)
         END
     )
 ) WITH (
