@@ -6,6 +6,14 @@ autocommit connection (``autocommit=True``). A build can take long: a stale TTL 
 hours keeps a live worker's build from being taken for a crashed one, priority is low, and
 ``max_attempts=3`` stops a build that cannot succeed (a value that does not cast) from
 retrying forever; its status then reads ``failed``.
+
+Two concurrent builds on one table deadlock (each ``CREATE INDEX CONCURRENTLY`` waits for
+the other's transaction): PostgreSQL kills one, which costs it an attempt, and the last
+attempt of a build that would succeed could end ``failed``. ``index_sync`` and
+``gin_backfill`` build on ``aa.entity`` and share its concurrency key, so at most one
+build of the table runs at a time across every worker; the other waits, pending, without
+using an attempt (docs/tasks.md, "Concurrency keys"). ``prefetch_limit=0``: no worker
+holds the table's place while its slots are busy.
 """
 
 from __future__ import annotations
@@ -32,6 +40,9 @@ INDEX_POLICY: TaskOptions = {
     "stale_ttl": timedelta(hours=2),
     "backoff_base": 60,
 }
+# Every index build is on aa.entity: one key for the table, one build at a time.
+ENTITY_TABLE = "table:aa.entity"
+BUILD_POLICY: TaskOptions = {**INDEX_POLICY, "concurrency_key": ENTITY_TABLE, "prefetch_limit": 0}
 # Names end up in index names: validated, then still quoted as identifiers.
 NAME = re.compile(r"[a-z][a-z0-9_]{0,19}")
 CASTS: dict[str, LiteralString] = {"text": "text", "numeric": "numeric"}
@@ -54,8 +65,8 @@ class Reindex:
     batch: int = 1000
 
 
-index_sync = skiplock.declare("index_sync", IndexChange, **INDEX_POLICY)
-gin_backfill = skiplock.declare("gin_backfill", EntityType, **INDEX_POLICY)
+index_sync = skiplock.declare("index_sync", IndexChange, **BUILD_POLICY)
+gin_backfill = skiplock.declare("gin_backfill", EntityType, **BUILD_POLICY)
 reindex = skiplock.declare("reindex", Reindex, **INDEX_POLICY)
 
 

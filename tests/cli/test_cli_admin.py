@@ -83,6 +83,8 @@ JOB_KEYS = {
     "worker_ids",
     "idempotency_key",
     "trace_context",
+    "concurrency_key",
+    "concurrency_limit",
 }
 
 

@@ -365,7 +365,13 @@ def test_every_policy_field_is_a_processor_option(name: str, clock: FakeClock) -
 def test_processor_options_are_exactly_the_declared_fields() -> None:
     # One keyword list (TaskOptions) for declare(), engine.task() and engine.processor().
     options = typing.get_type_hints(TaskOptions)
-    assert set(options) == {*POLICY_FIELD_NAMES, "provider", "priority"}
+    assert set(options) == {
+        *POLICY_FIELD_NAMES,
+        "provider",
+        "priority",
+        "concurrency_key",
+        "concurrency_limit",
+    }
     assert set(options) == set(TASK_OPTION_NAMES)
     assert TaskOptions.__required_keys__ == frozenset()
     for method in (AsyncEngine.processor, Engine.processor, declare):

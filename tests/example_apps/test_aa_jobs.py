@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -357,6 +358,33 @@ def test_gin_backfill_and_reindex(aa: Harness) -> None:
     assert "gin (attributes jsonb_path_ops)" in definition
     assert "WHERE" in definition
     assert aa.value("SELECT count(*) FROM aa.entity WHERE search_vector @@ 'bolt'::tsquery") == 3
+
+
+def test_index_builds_on_one_table_run_one_at_a_time(aa: Harness) -> None:
+    # index_sync and gin_backfill at the same moment on one table: two concurrent
+    # CREATE INDEX CONCURRENTLY deadlock (issue 41). They share the table's concurrency
+    # key, so one waits for the other: both succeed at their first attempt, one after
+    # the other.
+    aa.execute(
+        "INSERT INTO aa.entity_type VALUES ('product')",
+        "INSERT INTO aa.entity (tenant, type_key, key, attributes) SELECT 'acme', 'product',"
+        " 'seed' || n, jsonb_build_object('sku', 'sku-' || n, 'n', n)"
+        " FROM generate_series(1, 50000) n",
+    )
+    with aa.client() as client:
+        sync = client.put("/types/product/attributes/sku", json={"searchable": True}).json()
+        gin = client.put("/types/product/external-source", params={"enabled": True}).json()
+        first = wait_state(client, sync["job"], "succeeded", timeout=60)
+        second = wait_state(client, gin["job"], "succeeded", timeout=60)
+        status = client.get("/types/product").json()
+    assert status == {"gin_status": "active", "index_status": {"sku": "active"}}
+    runs = sorted(
+        (datetime.fromisoformat(job["started_at"]), datetime.fromisoformat(job["completed_at"]))
+        for job in (first, second)
+    )
+    assert runs[0][1] <= runs[1][0], f"the builds overlapped: {runs}"
+    assert (first["attempts"], second["attempts"]) == (1, 1)
+    assert first["concurrency_key"] == second["concurrency_key"] == "table:aa.entity"
 
 
 def test_virus_scan_times_out_then_patches_the_attachment(aa: Harness) -> None:

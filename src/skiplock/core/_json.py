@@ -53,6 +53,8 @@ def job_json(job: Job) -> dict[str, Any]:
         "worker_ids": list(job.worker_ids),
         "idempotency_key": job.idempotency_key,
         "trace_context": None if job.trace_context is None else dict(job.trace_context),
+        "concurrency_key": job.concurrency_key,
+        "concurrency_limit": job.concurrency_limit,
     }
 
 

@@ -70,7 +70,17 @@ def new_job(request: EnqueueRequest, *, job_id: int, payload: JSON, now: datetim
         idempotency_key=request.idempotency_key,
         trace_context=None if tc is None else dict(tc),
         idempotency_scope=job_key_scope(request),
+        concurrency_key=request.concurrency_key,
+        concurrency_limit=concurrency_limit(request),
     )
+
+
+def concurrency_limit(request: EnqueueRequest) -> int | None:
+    """The :attr:`Job.concurrency_limit` of the job ``request`` creates: its own, 1 for a
+    key without one, None without a key."""
+    if request.concurrency_key is None:
+        return None
+    return 1 if request.concurrency_limit is None else request.concurrency_limit
 
 
 def job_key_scope(request: EnqueueRequest) -> IdempotencyScope:
@@ -159,11 +169,15 @@ def select_claim(
     pending: Iterable[Job],
     running: Mapping[str, int],
     now: datetime,
+    running_keys: Mapping[str, int] | None = None,
 ) -> list[Job]:
     """The pending jobs ``request`` takes, in claim order: at most ``limit``, each kind
-    within its per-claim and cluster cap, each capped pair within its limit.
+    within its per-claim and cluster cap, each capped pair within its limit, each job
+    with a concurrency key only while fewer than its ``concurrency_limit`` jobs of its
+    key run (those running and those taken before it by this claim).
 
-    ``running`` counts the running jobs of the cluster-limited kinds (cluster-wide).
+    ``running`` counts the running jobs of the cluster-limited kinds (cluster-wide),
+    ``running_keys`` the running jobs of each concurrency key (cluster-wide, any kind).
     """
     if request.limit <= 0:
         return []
@@ -172,15 +186,20 @@ def select_claim(
     pairs = {(kind, tenant): n for kind, tenant, n in pair_caps(request, caps)}
     taken: Counter[str] = Counter()
     pairs_taken: Counter[tuple[str, str | None]] = Counter()
+    keys_held: Counter[str] = Counter(running_keys or {})
     chosen: list[Job] = []
     for job in candidates:
         if len(chosen) >= request.limit:
             break
-        kind, pair = job.kind, (job.kind, job.tenant)
+        kind, pair, key = job.kind, (job.kind, job.tenant), job.concurrency_key
         if kind in caps and taken[kind] >= caps[kind]:
             continue
         if pair in pairs and pairs_taken[pair] >= pairs[pair]:
             continue
+        if key is not None and keys_held[key] >= (job.concurrency_limit or 1):
+            continue
+        if key is not None:
+            keys_held[key] += 1
         taken[kind] += 1
         pairs_taken[pair] += 1
         chosen.append(job)

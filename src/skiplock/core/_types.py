@@ -125,6 +125,12 @@ class Job:
     #: Where :attr:`idempotency_key` is unique: ``tenant`` (among the jobs of
     #: :attr:`tenant`) or ``global`` (also for a job without a key or a tenant).
     idempotency_scope: IdempotencyScope = "global"
+    #: The job's concurrency key: at most :attr:`concurrency_limit` jobs holding the
+    #: same key run at once, across kinds and the whole cluster (None: no key). A claim
+    #: leaves a job whose key is full pending, in its place, without using an attempt.
+    concurrency_key: str | None = None
+    #: How many jobs of :attr:`concurrency_key` may run at once (None without a key).
+    concurrency_limit: int | None = None
 
     @property
     def worker_ids(self) -> tuple[str, ...]:
@@ -209,6 +215,11 @@ class EnqueueRequest:
     idempotency_scope: IdempotencyScope = "global"
     #: What an enqueue whose key exists does: ``ignore`` or ``replace_pending``.
     idempotency_conflict: IdempotencyConflict = "ignore"
+    #: At most ``concurrency_limit`` jobs of ``concurrency_key`` run at once, across
+    #: kinds and workers (see :attr:`Job.concurrency_key`); None: no key. The limit is
+    #: None without a key, else at least 1.
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
 
 
 class EnqueueBatch(Sequence[EnqueueRequest]):
@@ -225,6 +236,8 @@ class EnqueueBatch(Sequence[EnqueueRequest]):
     __slots__ = (
         "_requests",
         "available_ats",
+        "concurrency_keys",
+        "concurrency_limits",
         "delays",
         "explicit_max_attempts",
         "idempotency_conflicts",
@@ -253,6 +266,8 @@ class EnqueueBatch(Sequence[EnqueueRequest]):
         self.payload_jsons: list[str | None] = []
         self.idempotency_scopes: list[IdempotencyScope] = []
         self.idempotency_conflicts: list[IdempotencyConflict] = []
+        self.concurrency_keys: list[str | None] = []
+        self.concurrency_limits: list[int | None] = []
         self._requests: list[EnqueueRequest] | None = None
 
     @classmethod
@@ -280,6 +295,8 @@ class EnqueueBatch(Sequence[EnqueueRequest]):
         payload_json: str | None,
         idempotency_scope: IdempotencyScope = "global",
         idempotency_conflict: IdempotencyConflict = "ignore",
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
     ) -> None:
         """Add one job: the fields of :class:`EnqueueRequest`, positionally in its order."""
         self.kinds.append(kind)
@@ -295,12 +312,20 @@ class EnqueueBatch(Sequence[EnqueueRequest]):
         self.payload_jsons.append(payload_json)
         self.idempotency_scopes.append(idempotency_scope)
         self.idempotency_conflicts.append(idempotency_conflict)
+        self.concurrency_keys.append(concurrency_key)
+        self.concurrency_limits.append(concurrency_limit)
         self._requests = None
 
     @property
     def keyed(self) -> bool:
         """Whether any job has an idempotency key."""
         keys = self.idempotency_keys
+        return keys.count(None) != len(keys)
+
+    @property
+    def concurrency_keyed(self) -> bool:
+        """Whether any job has a concurrency key."""
+        keys = self.concurrency_keys
         return keys.count(None) != len(keys)
 
     @property
@@ -326,6 +351,8 @@ class EnqueueBatch(Sequence[EnqueueRequest]):
                 self.payload_jsons,
                 self.idempotency_scopes,
                 self.idempotency_conflicts,
+                self.concurrency_keys,
+                self.concurrency_limits,
             )
             requests = self._requests = [
                 EnqueueRequest(*values) for values in zip(*columns, strict=True)

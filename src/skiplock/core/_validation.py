@@ -32,6 +32,8 @@ MAX_TENANT_LENGTH = 200
 #: Longest actor name the audit trail records (J10).
 MAX_ACTOR_LENGTH = 255
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
+#: Longest concurrency key (``concurrency_key`` of an enqueue).
+MAX_CONCURRENCY_KEY_LENGTH = 255
 #: PostgreSQL ``smallint``, the ``priority`` column.
 PRIORITY_RANGE = (-32768, 32767)
 #: PostgreSQL ``integer`` (``max_attempts``, ``attempts``, ``claims``).
@@ -437,6 +439,32 @@ def _validate_idempotency_key(key: object) -> None:
     check_text("idempotency_key", key, max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
 
 
+def check_concurrency(key: object, limit: object) -> tuple[str | None, int | None]:
+    """Return a job's ``(concurrency_key, concurrency_limit)`` if they are valid, the
+    limit 1 for a key without one; raise ValidationError otherwise.
+
+    A key is non-empty text of at most :data:`MAX_CONCURRENCY_KEY_LENGTH` characters
+    without control characters; its limit an int from 1 to ``integer``'s max. A limit
+    without a key is refused: it would limit nothing.
+    """
+    if key is None:
+        if limit is not None:
+            raise ValidationError(
+                f"concurrency_limit needs a concurrency_key, got limit {shown(limit)} without one"
+            )
+        return None, None
+    if not isinstance(key, str):
+        raise ValidationError(f"concurrency_key must be a str or None, got {type(key).__name__}")
+    if not key:
+        raise ValidationError("concurrency_key must not be empty (use None for no key)")
+    check_text("concurrency_key", key, max_length=MAX_CONCURRENCY_KEY_LENGTH)
+    if _has_control_chars(key):
+        raise ValidationError(f"concurrency_key {shown(key)} contains control characters")
+    if limit is None:
+        return key, 1
+    return key, check_int("concurrency_limit", limit, minimum=1, maximum=INT4_RANGE[1])
+
+
 def check_available_at(value: object, name: str = "available_at") -> datetime:
     """Return ``value`` in UTC if it is an aware datetime within
     [:data:`MIN_AVAILABLE_AT`, :data:`MAX_AVAILABLE_AT`] (the times a job may have), else
@@ -578,6 +606,7 @@ def validate_request(
         known_kinds=known_kinds,
     )
     check_idempotency_policy(request.idempotency_scope, request.idempotency_conflict)
+    check_concurrency(request.concurrency_key, request.concurrency_limit)
     if request.payload_json is None:
         encode_payload(request.payload, max_bytes=max_payload_bytes)
     elif len(request.payload_json.encode("utf-8")) > max_payload_bytes:

@@ -8,8 +8,9 @@ worker binds a processor to the same declaration and runs the jobs with the same
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable  # noqa: TC003 - TaskOptions' hints resolve at run time
 from datetime import timedelta  # noqa: TC003 - TaskOptions' hints resolve at run time
-from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
+from typing import Any, Generic, TypeAlias, TypedDict, TypeVar, Unpack, overload
 
 import attrs
 
@@ -20,16 +21,24 @@ from skiplock.core._idempotency import (  # noqa: TC001 - TaskOptions' hints res
     IdempotencyScope,
 )
 from skiplock.core._policy import overrides_from
-from skiplock.core._validation import check_kind, check_priority
+from skiplock.core._validation import check_concurrency, check_kind, check_priority
 
 P = TypeVar("P")
+
+#: A kind's concurrency key (:func:`declare`): one key for all its jobs, or a function
+#: of the payload as enqueued (the typed object) that returns the job's key or None.
+ConcurrencyKey: TypeAlias = "str | Callable[[Any], str | None]"
 
 
 class TaskOptions(TypedDict, total=False):
     """The keywords of :func:`declare`, ``engine.task(kind, ...)`` and
     ``engine.processor(kind, ...)``: every policy field (``docs/configuration.md``), the
-    ``provider`` whose cap in ``Settings.caps`` the kind shares, and the default
-    ``priority`` of its jobs. ``None`` (or leaving a keyword out) means "not set here".
+    ``provider`` whose cap in ``Settings.caps`` the kind shares, the default
+    ``priority`` of its jobs, and their ``concurrency_key`` (a str, or a function of the
+    payload returning the key or None) with its ``concurrency_limit`` (default 1): at
+    most that many jobs of one key run at once, across kinds and workers
+    (docs/tasks.md, "Concurrency keys"). ``None`` (or leaving a keyword out) means "not
+    set here".
     """
 
     priority: int | None
@@ -49,10 +58,19 @@ class TaskOptions(TypedDict, total=False):
     backoff_cap: timedelta | float | None
     backoff_jitter: float | None
     stale_ttl: timedelta | float | None
+    concurrency_key: str | Callable[[Any], str | None] | None
+    concurrency_limit: int | None
 
 
-#: Every keyword :class:`TaskOptions` names: the policy fields, ``provider``, ``priority``.
-TASK_OPTION_NAMES: tuple[str, ...] = (*POLICY_FIELD_NAMES, "provider", "priority")
+#: Every keyword :class:`TaskOptions` names: the policy fields, ``provider``,
+#: ``priority``, ``concurrency_key`` and ``concurrency_limit``.
+TASK_OPTION_NAMES: tuple[str, ...] = (
+    *POLICY_FIELD_NAMES,
+    "provider",
+    "priority",
+    "concurrency_key",
+    "concurrency_limit",
+)
 
 
 def _check_payload_type(value: object) -> None:
@@ -80,8 +98,10 @@ class TaskDef(Generic[P]):
     """A kind's declaration: its name, payload type ``P`` and defaults (see :func:`declare`).
 
     ``overrides`` holds the policy fields it sets, ``priority`` the default priority of
-    its jobs, ``provider`` the provider cap it shares. Invalid values raise
-    :class:`~skiplock.ValidationError` (a payload type that is no type: ``TypeError``).
+    its jobs, ``provider`` the provider cap it shares, ``concurrency_key`` and
+    ``concurrency_limit`` its jobs' concurrency key (see :class:`TaskOptions`). Invalid
+    values raise :class:`~skiplock.ValidationError` (a payload type that is no type:
+    ``TypeError``).
     """
 
     kind: str
@@ -89,6 +109,8 @@ class TaskDef(Generic[P]):
     overrides: PolicyOverrides = attrs.field(factory=PolicyOverrides, converter=overrides_from)
     priority: int | None = attrs.field(default=None, kw_only=True)
     provider: str | None = attrs.field(default=None, kw_only=True)
+    concurrency_key: ConcurrencyKey | None = attrs.field(default=None, kw_only=True)
+    concurrency_limit: int | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         check_kind(self.kind)
@@ -98,11 +120,31 @@ class TaskDef(Generic[P]):
         provider: object = self.provider
         if provider is not None and (not isinstance(provider, str) or not provider.strip()):
             raise ValidationError(f"provider must be a non-empty str, got {provider!r}")
+        key: object = self.concurrency_key
+        if callable(key):
+            if self.concurrency_limit is not None:
+                check_concurrency("key", self.concurrency_limit)
+        else:
+            check_concurrency(key, self.concurrency_limit)
+
+    def key_of(self, payload: Any) -> tuple[str | None, int | None]:
+        """The concurrency key and limit of a job of this kind with ``payload`` (the
+        payload as enqueued), as the declaration says: ``(None, None)`` without a key."""
+        key = self.concurrency_key
+        if key is None:
+            return None, None
+        value = key(payload) if callable(key) else key
+        return (None, None) if value is None else (value, self.concurrency_limit)
 
     def options(self) -> dict[str, Any]:
         """The keywords this declaration sets (as :func:`declare` took them)."""
         values = {name: self.overrides.value(name) for name in POLICY_FIELD_NAMES}
-        values.update(provider=self.provider, priority=self.priority)
+        values.update(
+            provider=self.provider,
+            priority=self.priority,
+            concurrency_key=self.concurrency_key,
+            concurrency_limit=self.concurrency_limit,
+        )
         return {name: value for name, value in values.items() if value is not None}
 
     def differences(self, other: TaskDef[Any]) -> list[str]:
@@ -145,4 +187,14 @@ def declare(kind: str, payload_type: Any = Any, /, **options: Unpack[TaskOptions
     values: dict[str, Any] = dict(options)
     priority = values.pop("priority", None)
     provider = values.pop("provider", None)
-    return TaskDef(kind, payload_type, overrides_from(values), priority=priority, provider=provider)
+    key = values.pop("concurrency_key", None)
+    limit = values.pop("concurrency_limit", None)
+    return TaskDef(
+        kind,
+        payload_type,
+        overrides_from(values),
+        priority=priority,
+        provider=provider,
+        concurrency_key=key,
+        concurrency_limit=limit,
+    )

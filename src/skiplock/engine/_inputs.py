@@ -31,6 +31,9 @@ class Enqueue:
     (the enqueuing engine's resolved policy is stored until a worker claims it).
     ``idempotency_scope`` and ``idempotency_conflict`` ``None`` take the kind's policy
     (``global`` and ``ignore`` unless configured; docs/tasks.md, "Idempotency keys").
+    ``concurrency_key`` ``None`` takes the kind's declared key, if any;
+    ``concurrency_limit`` (default 1) caps the running jobs of the key (docs/tasks.md,
+    "Concurrency keys").
     """
 
     kind: str
@@ -43,6 +46,8 @@ class Enqueue:
     max_attempts: int | None = attrs.field(default=None, kw_only=True)
     idempotency_scope: IdempotencyScope | None = attrs.field(default=None, kw_only=True)
     idempotency_conflict: IdempotencyConflict | None = attrs.field(default=None, kw_only=True)
+    concurrency_key: str | None = attrs.field(default=None, kw_only=True)
+    concurrency_limit: int | None = attrs.field(default=None, kw_only=True)
 
 
 class JobOptions(TypedDict, total=False):
@@ -56,6 +61,8 @@ class JobOptions(TypedDict, total=False):
     max_attempts: int | None
     idempotency_scope: IdempotencyScope | None
     idempotency_conflict: IdempotencyConflict | None
+    concurrency_key: str | None
+    concurrency_limit: int | None
 
 
 class EnqueueOptions(JobOptions, total=False):

@@ -55,7 +55,7 @@ from skiplock.core._controls import Controls, Limit, Pause
 from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState
 from skiplock.core._history import PICKUP_SAMPLE, SAMPLE_RETENTION, QueueSample
 from skiplock.core._idempotency import scope_of
-from skiplock.core._lifecycle import outcome_terms
+from skiplock.core._lifecycle import concurrency_limit, outcome_terms
 from skiplock.core._validation import MAX_DELAY, shown
 
 if TYPE_CHECKING:
@@ -206,6 +206,8 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
             started_at=_utc_or_none(row["started_at"]),
             result=result,
             errors=errors,
+            concurrency_key=row.get("concurrency_key"),
+            concurrency_limit=row.get("concurrency_limit"),
         )
     except Exception as exc:  # the columns above cannot fail; should one ever, name it
         raise UndecodableRowError(job_id, "row", _problem(exc)) from exc
@@ -373,10 +375,21 @@ def enqueue_params(batch: EnqueueBatch) -> dict[str, str]:
         batch.idempotency_keys,
         traces,
     ]
-    if batch.keyed:  # the keys' scopes (none without keys: the bulk rows stay as short)
-        columns.append(key_scopes(batch))
+    keyed = batch.concurrency_keyed
+    if batch.keyed or keyed:  # the keys' scopes (none without keys: the rows stay as short)
+        columns.append(key_scopes(batch) if batch.keyed else nones)
+    if keyed:  # concurrency keys and their limits (11, 12)
+        columns.append(batch.concurrency_keys)
+        columns.append(concurrency_limits(batch))
     rows = zip(*columns, strict=True)
     return {"batch": json.dumps(list(rows), separators=(",", ":"))}
+
+
+def concurrency_limits(batch: EnqueueBatch) -> list[int | None]:
+    """Each job's concurrency limit as the column holds it: NULL without a key, 1 for a
+    key without a limit."""
+    columns = zip(batch.concurrency_keys, batch.concurrency_limits, strict=True)
+    return [None if k is None else (1 if n is None else n) for k, n in columns]
 
 
 def key_scopes(batch: EnqueueBatch) -> list[str | None]:
@@ -412,6 +425,8 @@ def enqueue_one_params(request: EnqueueRequest) -> dict[str, Any]:
         "max_attempts": request.max_attempts,
         "explicit_max_attempts": request.explicit_max_attempts,
         "trace_context": _trace_text(request.trace_context),
+        "concurrency_key": request.concurrency_key,
+        "concurrency_limit": concurrency_limit(request),
     }
 
 
@@ -453,6 +468,9 @@ def copy_rows(
     if batch.trace_contexts.count(None) != n:
         columns.append("trace_context")
         values.append(_trace_texts(batch.trace_contexts))
+    if batch.concurrency_keyed:
+        columns += ["concurrency_key", "concurrency_limit"]
+        values += [batch.concurrency_keys, concurrency_limits(batch)]
     return tuple(columns), zip(*values, strict=True)
 
 

@@ -575,8 +575,14 @@ class MemoryState:
             running: Counter[str] = Counter()
             if request.cluster_limits:
                 running.update(self._jobs[i].kind for i in self._by_state[JobState.RUNNING])
+            # Every running job of a concurrency key holds one of its places (any kind).
+            running_keys = Counter(
+                key
+                for i in self._by_state[JobState.RUNNING]
+                if (key := self._jobs[i].concurrency_key) is not None
+            )
             pending = (self._jobs[i] for i in self._by_state[JobState.PENDING])
-            chosen = select_claim(request, pending, running, now)
+            chosen = select_claim(request, pending, running, now, running_keys)
             charged = set(charged_positions([job.suspect for job in chosen], request.start_now))
             for position, job in enumerate(chosen):
                 row = after_claim(job, request, start=position in charged, now=now)

@@ -18,6 +18,7 @@ from skiplock.core import (
 )
 from skiplock.core._validation import (
     check_available_at,
+    check_concurrency,
     check_idempotency_policy,
     check_max_attempts,
     check_priority,
@@ -35,16 +36,20 @@ if TYPE_CHECKING:
     from skiplock.core import KindPolicy
     from skiplock.core._idempotency import IdempotencyConflict, IdempotencyScope
 
+    from .._declaration import TaskDef
     from .._registry import Registry
     from ..settings._settings import Settings
 
     #: One enqueue's arguments: kind, payload, priority, tenant, idempotency_key,
-    #: available_at, delay, max_attempts, idempotency_scope, idempotency_conflict (as
-    #: given: each may be anything).
-    EnqueueArgs: TypeAlias = tuple[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any]
+    #: available_at, delay, max_attempts, idempotency_scope, idempotency_conflict,
+    #: concurrency_key, concurrency_limit (as given: each may be anything).
+    EnqueueArgs: TypeAlias = tuple[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any]
     #: A kind's enqueue defaults: ``(priority, max_attempts, idempotency_scope,
-    #: idempotency_conflict)``.
-    Defaults: TypeAlias = tuple[int, int, IdempotencyScope, IdempotencyConflict]
+    #: idempotency_conflict, declaration)``; the declaration (None: none) gives the
+    #: concurrency key of a job that sets none.
+    Defaults: TypeAlias = tuple[
+        int, int, IdempotencyScope, IdempotencyConflict, TaskDef[Any] | None
+    ]
     #: The fields of an :class:`EnqueueRequest`, positionally in its order (what
     #: :meth:`EnqueueBatch.append` takes).
     RequestValues: TypeAlias = tuple[
@@ -61,6 +66,8 @@ if TYPE_CHECKING:
         str,
         IdempotencyScope,
         IdempotencyConflict,
+        str | None,
+        int | None,
     ]
 
 logger = logging.getLogger("skiplock.engine")
@@ -81,6 +88,8 @@ enqueue_args: Callable[[Enqueue], EnqueueArgs] = operator.attrgetter(
     "max_attempts",
     "idempotency_scope",
     "idempotency_conflict",
+    "concurrency_key",
+    "concurrency_limit",
 )
 
 
@@ -169,15 +178,17 @@ class Intake:
         ``idempotency_scope`` and ``idempotency_conflict``."""
         settings = self._settings
         if not isinstance(kind, str):  # refused by validation next
-            return 0, settings.max_attempts, "global", "ignore"
+            return 0, settings.max_attempts, "global", "ignore", None
         declaration = self._registry.declaration(kind)
         priority = declaration.priority if declaration is not None else None
         policy = self.policy(kind)
+        keyed = declaration is not None and declaration.concurrency_key is not None
         return (
             0 if priority is None else priority,
             policy.retry.max_attempts,
             policy.idempotency_scope,
             policy.idempotency_conflict,
+            declaration if keyed else None,
         )
 
     def warn_unknown(
@@ -266,6 +277,8 @@ class RequestBuilder:
         max_attempts: Any,
         idempotency_scope: Any = None,
         idempotency_conflict: Any = None,
+        concurrency_key: Any = None,
+        concurrency_limit: Any = None,
     ) -> EnqueueRequest:
         """The request for one enqueue (its errors name no item)."""
         args = (
@@ -279,6 +292,8 @@ class RequestBuilder:
             max_attempts,
             idempotency_scope,
             idempotency_conflict,
+            concurrency_key,
+            concurrency_limit,
         )
         return EnqueueRequest(*self.values(*self._lookup(kind), args))
 
@@ -326,7 +341,7 @@ class RequestBuilder:
         every check runs, in the order they always had: the payload (converted, encoded,
         its size), ``available_at``, ``delay``'s type, then :func:`validate_fields`.
         """
-        *fields, scope, conflict = args
+        *fields, scope, conflict, concurrency_key, concurrency_limit = args
         kind, payload, priority, tenant, idempotency_key, available_at, delay, max_attempts = fields
         try:
             value = encode(payload)
@@ -374,6 +389,21 @@ class RequestBuilder:
             scope = defaults[2] if scope is None else scope
             conflict = defaults[3] if conflict is None else conflict
             check_idempotency_policy(scope, conflict)
+        if concurrency_key is None and defaults[4] is not None:
+            # The declared key, from the payload as the caller gave it.
+            try:
+                concurrency_key, declared_limit = defaults[4].key_of(payload)
+            except Exception as exc:  # the application's key function failed
+                raise ValidationError(
+                    f"concurrency_key of {kind!r} could not be derived from the payload: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            if concurrency_limit is None:
+                concurrency_limit = declared_limit
+        if concurrency_key is not None or concurrency_limit is not None:
+            concurrency_key, concurrency_limit = check_concurrency(
+                concurrency_key, concurrency_limit
+            )
         if not known:
             self._learn(kind, defaults)
         return (
@@ -390,6 +420,8 @@ class RequestBuilder:
             text,
             scope,
             conflict,
+            concurrency_key,
+            concurrency_limit,
         )
 
     def _learn(self, kind: str, defaults: Defaults) -> None:
@@ -435,6 +467,6 @@ def build_request(
         warn_unless=None,
         max_payload_bytes=max_payload_bytes,
     )
-    defaults: Defaults = (default_priority, default_max_attempts, "global", "ignore")
+    defaults: Defaults = (default_priority, default_max_attempts, "global", "ignore", None)
     values = builder.values(defaults, False, enqueue_args(item))
     return EnqueueRequest(*values)

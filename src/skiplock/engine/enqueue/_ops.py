@@ -58,6 +58,8 @@ class EnqueueOps:
         delay: timedelta | float | None = None,
         idempotency_scope: IdempotencyScope | None = None,
         idempotency_conflict: IdempotencyConflict | None = None,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
         connection: Any = None,
     ) -> EnqueueResult:
         """Create one job; joins ``connection``'s transaction when given (R0).
@@ -73,6 +75,9 @@ class EnqueueOps:
         payload, due time and priority (``replaced=True``). ``None`` takes the kind's
         policy. A key whose job retention purged within ``Settings.idempotency_retention``
         returns that job's id with ``purged=True`` (docs/tasks.md, "Idempotency keys").
+        At most ``concurrency_limit`` (default 1) jobs of ``concurrency_key`` run at once,
+        across kinds and workers; ``None`` takes the kind's declared key, if any
+        (docs/tasks.md, "Concurrency keys").
         """
 
         def build(builder: RequestBuilder) -> list[EnqueueRequest]:
@@ -89,6 +94,8 @@ class EnqueueOps:
                     max_attempts=max_attempts,
                     idempotency_scope=idempotency_scope,
                     idempotency_conflict=idempotency_conflict,
+                    concurrency_key=concurrency_key,
+                    concurrency_limit=concurrency_limit,
                 )
             ]
 

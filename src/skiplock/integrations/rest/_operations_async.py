@@ -114,6 +114,8 @@ async def _create_job(ops: AsyncOperator, call: Call) -> Response:
         max_attempts=body.max_attempts,
         available_at=body.available_at,
         delay=body.delay,
+        concurrency_key=body.concurrency_key,
+        concurrency_limit=body.concurrency_limit,
     )
     # The one read after a change: enqueue answers with the id, the response is the job.
     job = await ops.get_job(result.id)

@@ -30,6 +30,7 @@ from skiplock.core._validation import (
     INT4_RANGE,
     INT8_RANGE,
     KIND_RE,
+    MAX_CONCURRENCY_KEY_LENGTH,
     MAX_DELAY,
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_TENANT_LENGTH,
@@ -204,7 +205,9 @@ class HealthQuery(WorkersQuery):
 
 class JobCreate(_Body):
     """A job to enqueue (``engine.enqueue``). ``available_at`` and ``delay`` (seconds)
-    are mutually exclusive; without either the job is due now."""
+    are mutually exclusive; without either the job is due now. At most
+    ``concurrency_limit`` (default 1) jobs of a ``concurrency_key`` run at once, across
+    kinds and workers; without a key the kind's declared one applies, if any."""
 
     # The rule in the OpenAPI document: not both (a null one is absent).
     model_config = ConfigDict(
@@ -234,6 +237,18 @@ class JobCreate(_Body):
     delay: (
         Annotated[float, Field(ge=0, le=MAX_DELAY.total_seconds(), allow_inf_nan=False)] | None
     ) = None
+    concurrency_key: (
+        Annotated[
+            str,
+            StringConstraints(
+                min_length=1,
+                max_length=MAX_CONCURRENCY_KEY_LENGTH,
+                pattern=r"^[^\x00-\x1f\x7f-\x9f]+$",
+            ),
+        ]
+        | None
+    ) = None
+    concurrency_limit: Annotated[BodyInt, Field(ge=1, le=INT4_RANGE[1])] | None = None
 
 
 class RetryOptions(_Body):
@@ -370,6 +385,8 @@ class Job(_Output):
     worker_ids: list[str]
     idempotency_key: str | None
     trace_context: dict[str, str] | None
+    concurrency_key: str | None
+    concurrency_limit: int | None
 
 
 class AuditEntry(_Output):

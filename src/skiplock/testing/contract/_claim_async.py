@@ -225,6 +225,98 @@ class AsyncClaimContract(kit.AsyncContractBase):
         )
         assert len(running) == 3
 
+    # ---- concurrency keys (issue 41) ---------------------------------------------------
+
+    async def test_claim_concurrency_key_holds_its_limit_across_kinds(
+        self, store: AsyncJobStore
+    ) -> None:
+        # Index builds of one table, of two kinds, one at a time; another table's key
+        # allows two; a job without a key is not held back by either.
+        key = {"concurrency_key": "table:orders", "concurrency_limit": 1}
+        first = await kit.enqueue(store, "contract.index_sync", priority=9, **key)
+        gin = await kit.enqueue(store, "contract.gin_backfill", priority=8, **key)
+        await kit.enqueue(store, "contract.index_sync", priority=7, **key)
+        wide = [
+            await kit.enqueue(
+                store, "contract.gin_backfill", concurrency_key="table:users", concurrency_limit=2
+            )
+            for _ in range(3)
+        ]
+        free = await kit.enqueue(store, "contract.mail")
+        claimed = await store.claim(kit.claim_request("w1", 10))
+        assert sorted(kit.ids(claimed)) == sorted([first, *wide[:2], free])
+        assert {(j.concurrency_key, j.concurrency_limit) for j in claimed} == {
+            ("table:orders", 1),
+            ("table:users", 2),
+            (None, None),
+        }
+        # A full key holds nothing and charges nothing: its jobs stay pending as they were.
+        assert await store.claim(kit.claim_request("w2", 10)) == []
+        waiting = await kit.get(store, gin)
+        assert (waiting.state, waiting.attempts, waiting.claims) == (core.JobState.PENDING, 0, 0)
+        running = next(job for job in claimed if job.id == first)
+        await kit.finish(store, running, core.Succeeded())
+        # The place is free: the next job of the key, of the other kind, in claim order.
+        assert kit.ids(await store.claim(kit.claim_request("w2", 10))) == [gin]
+
+    async def test_claim_concurrency_key_full_holds_back_nothing_behind_it(
+        self, store: AsyncJobStore
+    ) -> None:
+        # Many jobs of a full key ahead in claim order do not starve the others.
+        key = {"concurrency_key": "contract:hot"}
+        await store.enqueue([kit.request("contract.hot", priority=5, **key) for _ in range(6)])
+        others = [await kit.enqueue(store, "contract.cold") for _ in range(2)]
+        first = await store.claim(kit.claim_request("w1", 1))
+        assert [job.kind for job in first] == ["contract.hot"]
+        assert sorted(kit.ids(await store.claim(kit.claim_request("w2", 2)))) == sorted(others)
+
+    @kit.requires("concurrent")
+    async def test_claim_concurrency_key_is_strict_under_concurrency(
+        self, store: AsyncJobStore
+    ) -> None:
+        limit = 2
+        key = {"concurrency_key": "contract:shared", "concurrency_limit": limit}
+        kinds = ("contract.index_sync", "contract.gin_backfill")
+        await store.enqueue([kit.request(kinds[i % 2], **key) for i in range(24)])
+
+        async def claimer(worker_id: str) -> list[int]:
+            return kit.ids(await store.claim(kit.claim_request(worker_id, 5)))
+
+        tasks = [spawn(claimer, f"w{i}") for i in range(8)]
+        claimed = [job_id for task in tasks for job_id in await join(task)]
+        assert 1 <= len(claimed) <= limit
+        assert len(set(claimed)) == len(claimed)
+        # Then rounds of claimers that each finish what they took: never more than the
+        # limit running, every job run once.
+        done: list[int] = list(claimed)
+        for job_id in claimed:
+            await kit.finish(store, await kit.get(store, job_id), core.Succeeded())
+
+        async def sweeper(worker_id: str) -> list[int]:
+            got: list[int] = []
+            while True:
+                jobs = await store.claim(kit.claim_request(worker_id, 3))
+                if not jobs:
+                    pending = await store.list_jobs(
+                        core.JobFilter(states=frozenset({core.JobState.PENDING})),
+                        core.Page(limit=1),
+                    )
+                    if not pending:
+                        return got
+                    continue
+                running = await store.list_jobs(
+                    core.JobFilter(states=frozenset({core.JobState.RUNNING})),
+                    core.Page(limit=100),
+                )
+                assert len(running) <= limit, [job.id for job in running]
+                got += kit.ids(jobs)
+                for job in jobs:
+                    await kit.finish(store, job, core.Succeeded())
+
+        tasks = [spawn(sweeper, f"s{i}") for i in range(4)]
+        done += [job_id for task in tasks for job_id in await join(task)]
+        assert len(done) == len(set(done)) == 24
+
     @kit.requires("concurrent")
     async def test_claim_concurrent_claimers_never_share_a_job(self, store: AsyncJobStore) -> None:
         results = await store.enqueue([kit.request(payload=i) for i in range(60)])

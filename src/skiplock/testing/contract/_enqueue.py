@@ -189,6 +189,35 @@ class EnqueueContract(kit.ContractBase):
                 assert now <= job.available_at <= after
             assert job.created_at <= after
 
+    @pytest.mark.parametrize("size", [1, 3, 5000], ids=["one", "statement", "bulk"])
+    def test_enqueue_keeps_concurrency_keys_on_every_path(self, store: JobStore, size: int) -> None:
+        # One job, a batch, a bulk batch (PostgreSQL: COPY), and a batch with idempotency
+        # keys: every path writes a job's concurrency key and limit (1 for a key given
+        # without one), and none for a job without a key.
+        def key(i: int) -> dict[str, object]:
+            if i % 3 == 0:
+                return {}
+            if i % 3 == 1:
+                return {"concurrency_key": f"table:t{i % 4}"}
+            return {"concurrency_key": "db:main", "concurrency_limit": 1 + i % 5}
+
+        requests = [kit.request("contract.keys", payload=i, **key(i)) for i in range(size)]
+        idempotent = [
+            kit.request("contract.keys.idem", idempotency_key=f"idem-{i}", **key(i))
+            for i in range(3)
+        ]
+        ids = [r.id for r in store.enqueue(core.EnqueueBatch.of(requests))]
+        ids += [r.id for r in store.enqueue(idempotent)]
+        jobs = {job.id: job for job in kit.all_jobs(store)}
+        for request, job_id in zip([*requests, *idempotent], ids, strict=True):
+            job = jobs[job_id]
+            expected = (
+                (None, None)
+                if request.concurrency_key is None
+                else (request.concurrency_key, request.concurrency_limit or 1)
+            )
+            assert (job.concurrency_key, job.concurrency_limit) == expected, job
+
     def test_get_unknown_id_returns_none(self, store: JobStore) -> None:
         assert store.get(987_654_321) is None
 

@@ -122,7 +122,8 @@ class StoreModel:
         ``suspect`` it had before, without result and errors)."""
         running = Counter(row.kind for row in self.running())
         pending = [row for row in self.rows.values() if row.state is core.JobState.PENDING]
-        chosen = rules.select_claim(request, pending, running, now)
+        keys = Counter(row.concurrency_key for row in self.running() if row.concurrency_key)
+        chosen = rules.select_claim(request, pending, running, now, keys)
         charged = set(core.charged_positions([job.suspect for job in chosen], request.start_now))
         returned: list[core.Job] = []
         for position, job in enumerate(chosen):

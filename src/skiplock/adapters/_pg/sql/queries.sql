@@ -19,7 +19,7 @@ j.claimed_by, j.attempts, j.max_attempts, j.last_error,
 CASE WHEN j.completed_at BETWEEN {min_time} AND {max_time} THEN j.completed_at END
     AS completed_at,
 j.idempotency_key, j.tenant_idempotency_key, j.trace_context::text AS trace_context,
-j.claims, j.explicit_max_attempts, j.recovered,
+j.claims, j.explicit_max_attempts, j.recovered, j.concurrency_key, j.concurrency_limit,
 CASE WHEN j.started_at BETWEEN {min_time} AND {max_time} THEN j.started_at END AS started_at,
 nullif(concat_ws('; ',
     CASE WHEN NOT j.available_at BETWEEN {min_time} AND {max_time}
@@ -194,7 +194,8 @@ WHERE p.priority IS NOT NULL;
 -- The batch is one JSON array of rows (rows.enqueue_params). Ids are drawn from the
 -- identity sequence in request order so each result row maps back to its request (ord),
 -- whether it was inserted or hit an existing key. A key's scope (10) is NULL (global:
--- the key goes to idempotency_key) or its tenant (to tenant_idempotency_key).
+-- the key goes to idempotency_key) or its tenant (to tenant_idempotency_key); 11 and 12
+-- are the concurrency key and its limit (absent: none).
 input AS MATERIALIZED (
     SELECT nextval(pg_get_serial_sequence('{schema}.jobs', 'id')) AS id, u.*
     FROM (
@@ -202,7 +203,8 @@ input AS MATERIALIZED (
             (e.v->>3)::int AS priority, (e.v->>4)::timestamptz AS available_at,
             (e.v->>5)::bigint * interval '1 microsecond' AS delay,
             (e.v->>6)::int AS max_attempts, (e.v->>7)::bool AS explicit_max_attempts,
-            e.v->>8 AS key, e.v->>9 AS trace_context, e.v->>10 AS key_scope, e.ord
+            e.v->>8 AS key, e.v->>9 AS trace_context, e.v->>10 AS key_scope,
+            e.v->>11 AS concurrency_key, (e.v->>12)::int AS concurrency_limit, e.ord
         FROM jsonb_array_elements(:batch::jsonb) WITH ORDINALITY AS e (v, ord)
     ) AS u
     ORDER BY u.ord
@@ -215,7 +217,8 @@ input AS MATERIALIZED (
 -- inserts nothing, like a key that exists.
 INSERT INTO {schema}.jobs AS j (
     id, kind, tenant_id, payload, priority, available_at, max_attempts,
-    explicit_max_attempts, idempotency_key, tenant_idempotency_key, trace_context
+    explicit_max_attempts, idempotency_key, tenant_idempotency_key, trace_context,
+    concurrency_key, concurrency_limit
 )
 SELECT
     i.id, i.kind, i.tenant_id, i.payload::jsonb, i.priority,
@@ -223,7 +226,7 @@ SELECT
     i.explicit_max_attempts,
     CASE WHEN i.key_scope IS NULL THEN i.key END,
     CASE WHEN i.key_scope IS NOT NULL THEN i.key END,
-    i.trace_context::jsonb
+    i.trace_context::jsonb, i.concurrency_key, i.concurrency_limit
 FROM input AS i
 WHERE i.key IS NULL OR NOT EXISTS (
     SELECT FROM {schema}.idempotency_keys AS r
@@ -262,13 +265,13 @@ ORDER BY input.ord;
 -- pg_get_serial_sequence looks the sequence up at every call).
 INSERT INTO {schema}.jobs AS j (
     kind, tenant_id, payload, priority, available_at, max_attempts, explicit_max_attempts,
-    trace_context
+    trace_context, concurrency_key, concurrency_limit
 )
 SELECT e.v->>0, e.v->>1, CAST(e.v->>2 AS jsonb), (e.v->>3)::int,
     coalesce(
         (e.v->>4)::timestamptz, now() + (e.v->>5)::bigint * interval '1 microsecond', now()
     ),
-    (e.v->>6)::int, (e.v->>7)::bool, CAST(e.v->>9 AS jsonb)
+    (e.v->>6)::int, (e.v->>7)::bool, CAST(e.v->>9 AS jsonb), e.v->>11, (e.v->>12)::int
 FROM jsonb_array_elements(:batch::jsonb) WITH ORDINALITY AS e (v, ord)
 ORDER BY e.ord
 
@@ -294,12 +297,13 @@ SELECT e.job_id AS id, {_audit_columns} FROM events AS e ORDER BY e.job_id;
 -- name: _enqueue_one_insert
 INSERT INTO {schema}.jobs AS j (
     kind, tenant_id, payload, priority, available_at, max_attempts, explicit_max_attempts,
-    trace_context
+    trace_context, concurrency_key, concurrency_limit
 )
 VALUES (
     :kind::text, :tenant::text, CAST(:payload::text AS jsonb), :priority::int,
     coalesce(:available_at::timestamptz, now() + :delay_us::bigint * interval '1 microsecond', now()),
-    :max_attempts::int, :explicit_max_attempts::bool, CAST(:trace_context::text AS jsonb)
+    :max_attempts::int, :explicit_max_attempts::bool, CAST(:trace_context::text AS jsonb),
+    :concurrency_key::text, :concurrency_limit::int
 )
 
 -- name: enqueue_one
@@ -1098,13 +1102,15 @@ archived AS (
         id, kind, tenant_id, payload, status, priority, available_at, created_at,
         claimed_at, claimed_by, attempts, max_attempts, last_error, completed_at,
         idempotency_key, trace_context, claims, explicit_max_attempts, started, recovered,
-        started_at, result, errors, tenant_idempotency_key
+        started_at, result, errors, tenant_idempotency_key, concurrency_key,
+        concurrency_limit
     )
     SELECT
         d.id, d.kind, d.tenant_id, d.payload, d.status, d.priority, d.available_at,
         d.created_at, d.claimed_at, d.claimed_by, d.attempts, d.max_attempts, d.last_error,
         d.completed_at, d.idempotency_key, d.trace_context, d.claims, d.explicit_max_attempts,
-        d.started, d.recovered, d.started_at, d.result, d.errors, d.tenant_idempotency_key
+        d.started, d.recovered, d.started_at, d.result, d.errors, d.tenant_idempotency_key,
+        d.concurrency_key, d.concurrency_limit
     FROM deleted AS d
     WHERE :archive::bool
     -- An id archived before (the job was restored from the archive with its id and
@@ -1121,7 +1127,9 @@ archived AS (
         explicit_max_attempts = EXCLUDED.explicit_max_attempts, started = EXCLUDED.started,
         recovered = EXCLUDED.recovered, started_at = EXCLUDED.started_at,
         result = EXCLUDED.result, errors = EXCLUDED.errors,
-        tenant_idempotency_key = EXCLUDED.tenant_idempotency_key
+        tenant_idempotency_key = EXCLUDED.tenant_idempotency_key,
+        concurrency_key = EXCLUDED.concurrency_key,
+        concurrency_limit = EXCLUDED.concurrency_limit
 )
 SELECT count(*)::int AS purged FROM deleted;
 

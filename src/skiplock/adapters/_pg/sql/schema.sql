@@ -43,6 +43,10 @@ CREATE TABLE {schema}.jobs (
     -- A key unique among the jobs of tenant_id (migration 0015), instead of the global
     -- idempotency_key (which is then NULL).
     tenant_idempotency_key text,
+    -- At most concurrency_limit running jobs per concurrency_key, across kinds and
+    -- workers (0018, docs/tasks.md "Concurrency keys"); both NULL without a key.
+    concurrency_key text,
+    concurrency_limit integer,
     CONSTRAINT jobs_status_check CHECK (
         status IN ('pending', 'running', 'succeeded', 'failed', 'dead', 'cancelled')
     ),
@@ -52,6 +56,12 @@ CREATE TABLE {schema}.jobs (
     -- Readable back into Python in any session time zone (skiplock.core's bounds).
     CONSTRAINT jobs_available_at_check CHECK (
         available_at BETWEEN '0001-01-03 00:00:00+00' AND '9999-12-29 00:00:00+00'
+    ),
+    CONSTRAINT jobs_concurrency_check CHECK (
+        CASE
+            WHEN concurrency_key IS NULL THEN concurrency_limit IS NULL
+            ELSE concurrency_key <> '' AND coalesce(concurrency_limit >= 1, false)
+        END
     )
 ) WITH (
     fillfactor = 80,
@@ -64,6 +74,9 @@ CREATE INDEX jobs_claim_idx ON {schema}.jobs (priority DESC, available_at, id)
     WHERE status = 'pending';
 -- Cluster-wide concurrency limits count running jobs per kind.
 CREATE INDEX jobs_running_kind_idx ON {schema}.jobs (kind) WHERE status = 'running';
+-- Concurrency keys (0018): the running jobs of each key; only keyed running jobs.
+CREATE INDEX jobs_running_key_idx ON {schema}.jobs (concurrency_key)
+    WHERE status = 'running' AND concurrency_key IS NOT NULL;
 -- Stale-claim recovery joins running jobs to their worker.
 CREATE INDEX jobs_running_worker_idx ON {schema}.jobs (claimed_by) WHERE status = 'running';
 -- Retention deletes succeeded jobs oldest first.
@@ -123,6 +136,40 @@ CREATE TRIGGER jobs_notify_update
     )
     EXECUTE FUNCTION {schema}.notify_job('{channel}');
 
+-- How many jobs of each of keys run now, for the keys this transaction could lock: a
+-- transaction-level advisory lock per key, tried without waiting (no claim ever waits
+-- for another, so there is no order to keep and no deadlock); a key whose lock is held
+-- elsewhere is left out (its jobs are not claimed this time). The count is a statement
+-- of its own, so its snapshot is taken after the locks were granted: it sees every
+-- claim of the key that committed before.
+CREATE FUNCTION {schema}.concurrency_room(keys text[])
+RETURNS TABLE (key text, running integer)
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    locked text[];
+BEGIN
+    IF coalesce(cardinality(keys), 0) = 0 THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(k.key ORDER BY k.key) INTO locked
+    FROM (SELECT DISTINCT u.key FROM unnest(keys) AS u (key) WHERE u.key IS NOT NULL) AS k
+    WHERE pg_try_advisory_xact_lock(
+        hashtextextended(k.key, hashtextextended('skiplock concurrency key {schema}', 0))
+    );
+    RETURN QUERY
+    SELECT l.key, (
+        SELECT count(*)::int
+        FROM {schema}.jobs AS j
+        WHERE j.status = 'running' AND j.concurrency_key = l.key
+    )
+    FROM unnest(coalesce(locked, '{}')) AS l (key);
+END
+$$;
+
 -- Claiming: the index walk that locks the candidates of a claim, planned with sorts and
 -- bitmap scans disabled so its plan is the ordered walk of jobs_claim_idx whatever the
 -- statistics say (none, or stale): O(batch), never O(table). Each lane (a capped kind, a
@@ -150,50 +197,95 @@ ROWS 10
 SET search_path = pg_catalog, pg_temp
 SET enable_sort = off
 SET enable_bitmapscan = off
+-- The running jobs of the keys are grouped in the order of jobs_running_key_idx: with
+-- sorts and hashing off no other index (jobs_running_kind_idx reads every running job)
+-- can serve that read, whatever the statistics say.
+SET enable_hashagg = off
 -- The generic plan's cost assumes the whole index is walked (the LIMIT is a parameter):
 -- above jit_above_cost on a large analyzed table, JIT compiled it at every call (~20 ms).
 SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
+DECLARE
+    run_keys text[];
+    run_counts integer[];
 BEGIN
-    RETURN QUERY
-    SELECT c.id, c.kind, c.priority, c.available_at, c.suspect
+    SELECT coalesce(array_agg(r.key), '{}'), coalesce(array_agg(r.n), '{}')
+    INTO run_keys, run_counts
     FROM (
-        SELECT k.kind, NULL::text AS tenant_id, false AS paired, k.n
-        FROM unnest(capped_kinds, caps) AS k (kind, n)
-        UNION ALL
-        SELECT p.kind, p.tenant_id, true, p.n
-        FROM unnest(pair_kinds, pair_tenants, pair_caps) AS p (kind, tenant_id, n)
-        UNION ALL
-        SELECT NULL, NULL, false, batch
-    ) AS lane
-    CROSS JOIN LATERAL (
-        SELECT j.id, j.kind, j.priority, j.available_at, j.started AS suspect
+        SELECT j.concurrency_key AS key, count(*)::int AS n
         FROM {schema}.jobs AS j
-        WHERE j.status = 'pending'
-          AND j.available_at <= now()
-          AND (only_tenants IS NULL OR j.tenant_id = ANY(only_tenants))
-          AND (j.tenant_id IS NULL OR j.tenant_id <> ALL(excluded_tenants))
-          AND CASE
-              WHEN lane.kind IS NULL THEN
-                  (only_kinds IS NULL OR j.kind = ANY(only_kinds))
-                  AND j.kind <> ALL(excluded_kinds)
-                  AND j.kind <> ALL(capped_kinds)
-              ELSE j.kind = lane.kind
-          END
-          AND CASE
-              WHEN lane.paired THEN j.tenant_id IS NOT DISTINCT FROM lane.tenant_id
-              ELSE NOT EXISTS (
-                  SELECT 1
-                  FROM unnest(excluded_pair_kinds, excluded_pair_tenants) AS x (kind, tenant_id)
-                  WHERE x.kind = j.kind AND x.tenant_id IS NOT DISTINCT FROM j.tenant_id
-              )
-          END
-        ORDER BY j.priority DESC, j.available_at, j.id
-        LIMIT lane.n
-        FOR UPDATE OF j SKIP LOCKED
-    ) AS c;
+        WHERE j.status = 'running' AND j.concurrency_key IS NOT NULL
+        GROUP BY j.concurrency_key
+    ) AS r;
+    RETURN QUERY
+    WITH c AS MATERIALIZED (
+        SELECT w.id, w.kind, w.priority, w.available_at, w.suspect, w.concurrency_key,
+            w.concurrency_limit
+        FROM (
+            SELECT k.kind, NULL::text AS tenant_id, false AS paired, k.n
+            FROM unnest(capped_kinds, caps) AS k (kind, n)
+            UNION ALL
+            SELECT p.kind, p.tenant_id, true, p.n
+            FROM unnest(pair_kinds, pair_tenants, pair_caps) AS p (kind, tenant_id, n)
+            UNION ALL
+            SELECT NULL, NULL, false, batch
+        ) AS lane
+        CROSS JOIN LATERAL (
+            SELECT j.id, j.kind, j.priority, j.available_at, j.started AS suspect,
+                j.concurrency_key, j.concurrency_limit
+            FROM {schema}.jobs AS j
+            WHERE j.status = 'pending'
+              AND j.available_at <= now()
+              AND (only_tenants IS NULL OR j.tenant_id = ANY(only_tenants))
+              AND (j.tenant_id IS NULL OR j.tenant_id <> ALL(excluded_tenants))
+              AND CASE
+                  WHEN lane.kind IS NULL THEN
+                      (only_kinds IS NULL OR j.kind = ANY(only_kinds))
+                      AND j.kind <> ALL(excluded_kinds)
+                      AND j.kind <> ALL(capped_kinds)
+                  ELSE j.kind = lane.kind
+              END
+              AND CASE
+                  WHEN lane.paired THEN j.tenant_id IS NOT DISTINCT FROM lane.tenant_id
+                  ELSE NOT EXISTS (
+                      SELECT 1
+                      FROM unnest(excluded_pair_kinds, excluded_pair_tenants) AS x (kind, tenant_id)
+                      WHERE x.kind = j.kind AND x.tenant_id IS NOT DISTINCT FROM j.tenant_id
+                  )
+              END
+              AND CASE
+                  WHEN j.concurrency_key IS NULL THEN true
+                  ELSE coalesce(
+                      (SELECT r.n FROM unnest(run_keys, run_counts) AS r (key, n)
+                       WHERE r.key = j.concurrency_key),
+                      0
+                  ) < coalesce(j.concurrency_limit, 1)
+              END
+            ORDER BY j.priority DESC, j.available_at, j.id
+            LIMIT lane.n
+            FOR UPDATE OF j SKIP LOCKED
+        ) AS w
+    ),
+    room AS MATERIALIZED (
+        SELECT r.key, r.running
+        FROM {schema}.concurrency_room(
+            ARRAY(SELECT c.concurrency_key FROM c WHERE c.concurrency_key IS NOT NULL)
+        ) AS r
+    ),
+    ranked AS (
+        SELECT c.*,
+            row_number() OVER (
+                PARTITION BY c.concurrency_key ORDER BY c.priority DESC, c.available_at, c.id
+            ) AS key_n
+        FROM c
+    )
+    SELECT r.id, r.kind, r.priority, r.available_at, r.suspect
+    FROM ranked AS r
+    LEFT JOIN room ON room.key = r.concurrency_key
+    WHERE r.concurrency_key IS NULL
+       OR room.running + r.key_n <= coalesce(r.concurrency_limit, 1);
 END
 $$;
 
@@ -348,7 +440,9 @@ CREATE TABLE {schema}.jobs_archive (
     started_at timestamptz,
     result jsonb,
     errors jsonb,
-    tenant_idempotency_key text
+    tenant_idempotency_key text,
+    concurrency_key text,
+    concurrency_limit integer
 );
 
 CREATE INDEX jobs_archive_completed_idx ON {schema}.jobs_archive (completed_at);
