@@ -248,7 +248,7 @@ class JobCreate(_Body):
         ]
         | None
     ) = None
-    concurrency_limit: Annotated[BodyInt, Field(ge=1, le=INT4_RANGE[1])] | None = None
+    concurrency_limit: PositiveInt4 | None = None
 
 
 class RetryOptions(_Body):
