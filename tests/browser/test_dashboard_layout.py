@@ -110,4 +110,4 @@ def test_every_chart_has_a_scale(site: Site, as_user: Any, screen: str) -> None:
             assert len(labels) == 3
             _check_scale(figure, labels)
             drawn += 1
-    assert drawn >= 2, "the seed draws the backlog or the failure rate too"
+    assert drawn >= 2, "the seeded jobs draw the backlog or the failure rate too"

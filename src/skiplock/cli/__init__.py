@@ -29,6 +29,7 @@ import skiplock
 
 from ._database import DSN_ENV
 from ._errors import USAGE, Failure, UsageError, guarded
+from ._options import split as split_list
 from ._startup import POOL_LOGGER, STARTUP_TIMEOUT
 from ._tree import MOUNTABLE, add_arguments, add_commands, run_mounted, run_parsed, summary
 from ._worker import apply_env, log_handler, resolve_app
@@ -51,6 +52,7 @@ __all__ = [
     "resolve_app",
     "run_mounted",
     "run_parsed",
+    "split_list",
     "summary",
 ]
 

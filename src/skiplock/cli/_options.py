@@ -78,6 +78,7 @@ def positive_duration(text: str) -> timedelta:
 
 
 def split(text: str) -> list[str]:
+    """``text``'s comma-separated items, stripped; an empty item is an argparse error."""
     items = [item.strip() for item in text.split(",")]
     if not all(items):
         raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")

@@ -11,7 +11,6 @@ from django.core.management.base import CommandError
 from django.utils.module_loading import autodiscover_modules
 
 from skiplock import cli
-from skiplock.cli import _options as cli_options
 
 from .._common import backend_named
 from ._mount import MountedCommand
@@ -97,7 +96,7 @@ class Command(MountedCommand):
 
 def _queue_names(text: str) -> list[str]:
     """``--queue-name``'s value: names separated by commas, or ``*`` for every queue."""
-    return ["*"] if text.strip() == "*" else cli_options.split(text)
+    return ["*"] if text.strip() == "*" else cli.split_list(text)
 
 
 #: The log level of each ``--verbosity`` (0: warnings and errors only, no start-up line;
