@@ -13,7 +13,7 @@ import attrs
 from skiplock.adapters._pg import SchemaStatus, schema_sql
 from skiplock.core import SkiplockError, ValidationError
 
-from ._database import driver, dsn, psycopg_adapter, sync_engine
+from ._database import asyncpg_call, check_psycopg_dsn, driver, dsn, psycopg_adapter, sync_engine
 from ._errors import Failure, UsageError
 from ._output import describe
 
@@ -61,8 +61,9 @@ def of_dsn(args: argparse.Namespace) -> Schema:
     through = driver()  # the driver first: without one, that is what to fix
     conninfo = dsn(args)
     if through == "asyncpg":
-        return _through_asyncpg(conninfo, args.schema)
+        return _through_asyncpg(conninfo, args)
     adapter = psycopg_adapter()
+    check_psycopg_dsn(conninfo, args)
     import psycopg
 
     return Schema(
@@ -73,15 +74,20 @@ def of_dsn(args: argparse.Namespace) -> Schema:
     )
 
 
-def _through_asyncpg(conninfo: str, schema: str) -> Schema:
+def _through_asyncpg(conninfo: str, args: argparse.Namespace) -> Schema:
     import asyncpg
 
     from skiplock.adapters import asyncpg as adapter
 
+    schema: str = args.schema
     return Schema(
         schema,
-        apply=lambda: asyncio.run(adapter.apply_schema(conninfo, schema=schema)),
-        status=lambda: asyncio.run(adapter.schema_status(conninfo, schema=schema)),
+        apply=lambda: asyncpg_call(
+            args, lambda: asyncio.run(adapter.apply_schema(conninfo, schema=schema))
+        ),
+        status=lambda: asyncpg_call(
+            args, lambda: asyncio.run(adapter.schema_status(conninfo, schema=schema))
+        ),
         errors=(asyncpg.PostgresError, asyncpg.InterfaceError, OSError, SkiplockError),
     )
 
