@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import time
 from collections import Counter
 from typing import TYPE_CHECKING
@@ -26,6 +25,7 @@ from tests.pgcluster import cluster
 from tests.pghelpers import enqueue, sql, stop, wait_for, worker_processes
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Callable, Iterator
     from pathlib import Path
 

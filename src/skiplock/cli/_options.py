@@ -13,6 +13,7 @@ from typing import TypeAlias
 from skiplock.core import JobState, ValidationError, validate_identifier
 from skiplock.core._fields import parse_duration
 from skiplock.core._validation import INT8_RANGE, KIND_RE, check_actor
+from skiplock.engine.admin._purge import MAX_ERROR_TEXT
 
 #: Adds a door's own options to a parser that ends a command line (the command's own, or
 #: each of its actions').
@@ -99,6 +100,15 @@ def states(text: str) -> list[str]:
         if item not in known:
             raise argparse.ArgumentTypeError(f"unknown state {item!r}: one of {', '.join(known)}")
     return items
+
+
+def error_text(text: str) -> str:
+    """Text to search for in jobs' last errors."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected some text")
+    if len(text) > MAX_ERROR_TEXT:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_ERROR_TEXT} characters")
+    return text
 
 
 def log_level(text: str) -> int:

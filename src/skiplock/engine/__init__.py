@@ -12,6 +12,7 @@ from ._inputs import Enqueue, EnqueueOptions, JobOptions, WorkerOptions
 from ._operator import Operator
 from ._operator_async import AsyncOperator
 from ._registry import Processor, ProcessorSpec
+from .admin._purge import DeadPurge
 from .enqueue._task import Task
 from .enqueue._task_async import AsyncTask
 from .periodic._rules import CatchUp, ScheduleInfo, ScheduleOptions, TickResult
@@ -26,6 +27,7 @@ __all__ = [
     "AsyncTask",
     "AsyncWorker",
     "CatchUp",
+    "DeadPurge",
     "Engine",
     "Enqueue",
     "EnqueueOptions",
