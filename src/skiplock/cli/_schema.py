@@ -15,6 +15,7 @@ from skiplock.core import SkiplockError, ValidationError
 
 from ._database import asyncpg_call, check_psycopg_dsn, driver, dsn, psycopg_adapter, sync_engine
 from ._errors import Failure, UsageError
+from ._options import action_help, for_actions
 from ._output import describe
 
 if TYPE_CHECKING:
@@ -34,15 +35,26 @@ class Schema:
     errors: tuple[type[BaseException], ...]
 
 
+#: What each action of ``schema`` does (its own ``--help``).
+ACTIONS = {
+    "apply": "Run the pending migrations, printing each step as it starts and ends "
+    "(exit 1 if the database refuses one).",
+    "sql": "Print the standalone DDL of the schema (no database or driver needed), or "
+    "with --from N the upgrade script from version N.",
+    "status": "Show the applied and pending migrations; exit 1 unless the schema is "
+    "installed and up to date.",
+}
+
+
 def add_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``schema`` in every door."""
     parser.add_argument(
         "action",
-        choices=["apply", "sql", "status"],
+        choices=list(ACTIONS),
         help="apply: run pending migrations; sql: print standalone DDL (no database "
         "needed); status: show migrations, exit 1 unless up to date",
     )
-    parser.add_argument(
+    option = parser.add_argument(
         "--from",
         dest="from_version",
         type=int,
@@ -51,6 +63,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "(the migrations after N, each recorded in the version table; 0: the fresh-install "
         "DDL, the default)",
     )
+    for_actions(option, "sql")
+    action_help(parser, ACTIONS)
 
 
 def of_dsn(args: argparse.Namespace) -> Schema:
