@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from skiplock.adapters._pg import SchemaStatus, schema_sql
+from skiplock.adapters._pg import Progress, SchemaStatus, schema_sql
 from skiplock.core import SkiplockError, ValidationError
 
 from ._database import asyncpg_call, check_psycopg_dsn, driver, dsn, psycopg_adapter, sync_engine
@@ -30,7 +30,8 @@ class Schema:
     that mean the database said no (printed on one line, exit status 1)."""
 
     name: str
-    apply: Callable[[], list[str]]
+    #: Applies the pending migrations, telling ``progress`` each step as it goes.
+    apply: Callable[[Progress], list[str]]
     status: Callable[[], SchemaStatus]
     errors: tuple[type[BaseException], ...]
 
@@ -71,7 +72,7 @@ def of_dsn(args: argparse.Namespace) -> Schema:
     """The schema ``--schema`` of the database ``--dsn``, through psycopg, or asyncpg
     where psycopg is not installed (``sql`` needs neither the database nor a driver)."""
     if args.action == "sql":
-        return Schema(args.schema, list, _no_status, ())
+        return Schema(args.schema, _no_apply, _no_status, ())
     through = driver()  # the driver first: without one, that is what to fix
     conninfo = dsn(args)
     if through == "asyncpg":
@@ -82,7 +83,9 @@ def of_dsn(args: argparse.Namespace) -> Schema:
 
     return Schema(
         args.schema,
-        apply=lambda: adapter.apply_schema(conninfo, schema=args.schema),
+        apply=lambda progress: adapter.apply_schema(
+            conninfo, schema=args.schema, progress=progress
+        ),
         status=lambda: adapter.schema_status(conninfo, schema=args.schema),
         errors=(psycopg.Error, SkiplockError),
     )
@@ -96,8 +99,9 @@ def _through_asyncpg(conninfo: str, args: argparse.Namespace) -> Schema:
     schema: str = args.schema
     return Schema(
         schema,
-        apply=lambda: asyncpg_call(
-            args, lambda: asyncio.run(adapter.apply_schema(conninfo, schema=schema))
+        apply=lambda progress: asyncpg_call(
+            args,
+            lambda: asyncio.run(adapter.apply_schema(conninfo, schema=schema, progress=progress)),
         ),
         status=lambda: asyncpg_call(
             args, lambda: asyncio.run(adapter.schema_status(conninfo, schema=schema))
@@ -113,11 +117,20 @@ def of_engine(engine: AsyncEngine | Engine, label: str) -> Schema:
     if not isinstance(name, str) or not hasattr(store, "schema_status"):
         raise UsageError(f"the engine's store ({type(store).__name__}) has no PostgreSQL schema")
     # Whatever the driver raises: one line, exit status 1.
-    return Schema(name, store.apply_schema, store.schema_status, (Exception,))
+    return Schema(
+        name,
+        lambda progress: store.apply_schema(progress=progress),
+        store.schema_status,
+        (Exception,),
+    )
 
 
 def _no_status() -> SchemaStatus:
     raise AssertionError("schema sql reads no status")
+
+
+def _no_apply(progress: Progress) -> list[str]:
+    raise AssertionError("schema sql applies nothing")
 
 
 def check(args: argparse.Namespace) -> None:
@@ -131,11 +144,9 @@ def run(schema: Schema, args: argparse.Namespace) -> int:
         return _print_sql(schema.name, args.from_version)
     try:
         if args.action == "apply":
-            applied = schema.apply()
-            for name in applied:
-                print(f"applied {name}")
-            if not applied:
-                print(f"schema {schema.name!r} is up to date")
+            applied = schema.apply(_say)
+            done = f" ({len(applied)} migration(s) committed)" if applied else ""
+            print(f"schema {schema.name!r} is up to date{done}")
             return 0
         result = schema.status()
     except schema.errors as exc:
@@ -153,6 +164,12 @@ def run(schema: Schema, args: argparse.Namespace) -> int:
         verdict = "up to date"
     print(f"status:  {verdict}")
     return 0 if result.installed and result.up_to_date else 1
+
+
+def _say(line: str) -> None:
+    # Each step as it starts and ends, at once (a pipe buffers: a CI log would stay
+    # silent until the end).
+    print(line, flush=True)
 
 
 def _print_sql(schema: str, from_version: int | None) -> int:
