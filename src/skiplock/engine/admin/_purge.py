@@ -35,6 +35,10 @@ class DeadPurge:
     deleted: int
     up_to_id: int | None
 
+    def to_dict(self) -> dict[str, int | None]:
+        """The purge as JSON: ``{"matched", "deleted", "up_to_id"}`` (REST's answer)."""
+        return attrs.asdict(self)
+
 
 @attrs.frozen
 class DeadSelection:

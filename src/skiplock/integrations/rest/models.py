@@ -33,6 +33,7 @@ from skiplock.core._validation import (
     MAX_TENANT_LENGTH,
     PRIORITY_RANGE,
 )
+from skiplock.engine.admin._purge import MAX_ERROR_TEXT
 
 #: The most jobs one page may hold.
 MAX_PAGE = 1000
@@ -210,6 +211,28 @@ class RetryDead(_Body):
     reset_attempts: bool = True
 
 
+class PurgeDead(_Body):
+    """Which dead jobs to delete: those matching every filter given (every dead job
+    without one). With ``dry_run`` nothing is deleted: the answer counts them and gives
+    the largest id, to pass as ``up_to_id`` to the purge that follows, so that a job that
+    dies after the count is not deleted."""
+
+    kind: Annotated[list[Kind], Field(min_length=1)] | None = None
+    tenant: Annotated[list[Tenant], Field(min_length=1)] | None = None
+    died_before: Time | None = None
+    error: (
+        Annotated[
+            str,
+            StringConstraints(
+                min_length=1, max_length=MAX_ERROR_TEXT, pattern=r"^[^\x00]*\S[^\x00]*$"
+            ),
+        ]
+        | None
+    ) = Field(default=None, description="Text in the last error, ignoring case.")
+    up_to_id: Annotated[BodyInt, Field(ge=1, le=INT8_RANGE[1])] | None = None
+    dry_run: bool = False
+
+
 # ---- responses --------------------------------------------------------------------------
 
 
@@ -316,6 +339,16 @@ class RetriedJobs(_Output):
     """The ids of the replayed jobs."""
 
     retried: list[int]
+
+
+class PurgedJobs(_Output):
+    """What a purge of dead jobs matched and deleted (``deleted`` is smaller than
+    ``matched`` when counted jobs were replayed meanwhile; 0 for a dry run), and the
+    largest matching id (null: none matched)."""
+
+    matched: int
+    deleted: int
+    up_to_id: int | None
 
 
 class StateCount(_Output):
