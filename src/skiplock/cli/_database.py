@@ -114,7 +114,8 @@ def driver_errors() -> tuple[type[BaseException], ...]:
 
 def invalid_dsn(args: argparse.Namespace, exc: BaseException) -> Failure:
     """The error of a connection string the driver cannot parse: one line naming where
-    it came from (never the string itself: it may hold a password), exit status 1."""
+    it came from, exit status 1. The string itself is not repeated (it may hold a
+    password); the driver's words may quote the word where its parsing stopped."""
     where = "--dsn" if args.dsn else f"${DSN_ENV}"
     return Failure(f"invalid connection string ({where}): {describe(exc)}")
 
