@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import queue
+import subprocess
+import sys
+import threading
 from importlib.util import find_spec
 
 import pytest
 
 from skiplock import cli
 from skiplock.adapters._pg import migrations
+from skiplock.adapters._pg._migrate import migration_lock_key
 
 HAS_PSYCOPG = find_spec("psycopg") is not None
 
@@ -73,13 +78,25 @@ def test_cli_schema_apply_then_status(
         capsys.readouterr().out
     )
     assert cli.main(["schema", "apply", "--dsn", dsn, "--schema", "cli_s"]) == 0
-    out = capsys.readouterr().out
-    assert [line for line in out.splitlines() if line.startswith("applied ")] == [
-        f"applied {m.name}" for m in migrations()
+    lines = capsys.readouterr().out.splitlines()
+    names = [m.name for m in migrations()]
+    assert lines[:3] == [
+        "waiting for the migration lock of schema 'cli_s'",
+        "creating schema 'cli_s' and its version table",
+        f"{len(names)} migration(s) to apply, in one transaction",
     ]
+    # Each migration as it starts and as it ends, then the commit.
+    assert [line.partition(" in ")[0] for line in lines[3:-1]] == [
+        line for name in names for line in (f"applying {name} ...", f"applied {name}")
+    ]
+    assert all(line.endswith(" s") for line in lines[4:-1:2])
+    assert lines[-1] == f"schema 'cli_s' is up to date ({len(names)} migration(s) committed)"
     monkeypatch.setenv("SKIPLOCK_DSN", dsn)  # the DSN from the environment
     assert cli.main(["schema", "apply", "--schema", "cli_s"]) == 0
-    assert "is up to date" in capsys.readouterr().out
+    assert capsys.readouterr().out.splitlines() == [
+        "waiting for the migration lock of schema 'cli_s'",
+        "schema 'cli_s' is up to date",
+    ]
     assert cli.main(["schema", "status", "--schema", "cli_s"]) == 0
     out = capsys.readouterr().out
     assert f"applied: {', '.join(m.name for m in migrations())}" in out
@@ -172,3 +189,46 @@ def test_cli_schema_from_is_only_for_sql(capsys: pytest.CaptureFixture[str], act
     assert status == 2
     err = capsys.readouterr().err
     assert "--from is an option of 'schema sql'" in err
+
+
+@pytest.mark.postgres
+def test_cli_schema_apply_prints_each_step_as_it_goes(request: pytest.FixtureRequest) -> None:
+    """Through a pipe (a CI log): the step under way is on the pipe while it runs, here
+    the wait for the migration lock, which this test holds."""
+    import psycopg
+
+    dsn: str = request.getfixturevalue("pg_dsn")
+    key = migration_lock_key("cli_p")
+    command = [sys.executable, "-m", "skiplock", "schema", "apply", "--dsn", dsn]
+    lines: queue.Queue[str] = queue.Queue()
+    with (
+        psycopg.connect(dsn, autocommit=True) as holder,
+        subprocess.Popen(
+            [*command, "--schema", "cli_p"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        ) as apply,
+    ):
+        holder.execute("SELECT pg_advisory_lock(%s)", (key,))
+        try:
+            assert apply.stdout is not None
+            out = apply.stdout
+
+            def read() -> None:
+                for line in out:
+                    lines.put(line)
+
+            reader = threading.Thread(target=read)
+            reader.start()
+            # While the lock is held nothing can end: the line is there before the end.
+            assert lines.get(timeout=30) == "waiting for the migration lock of schema 'cli_p'\n"
+            assert apply.poll() is None
+        finally:
+            holder.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        assert apply.wait(60) == 0
+        reader.join(10)
+    rest = list(lines.queue)
+    assert rest[0] == "creating schema 'cli_p' and its version table\n"
+    assert rest[-1].startswith("schema 'cli_p' is up to date (")

@@ -64,3 +64,15 @@ def test_manage_py_metrics_prints_one_scrape() -> None:
     else:
         assert done.status == 0, done.stderr
         assert "skiplock_up 1.0" in done.stdout
+
+
+@pytest.mark.parametrize(("command", "action"), [("schema", "apply"), ("metrics", "serve")])
+def test_manage_py_shows_an_actions_own_help(command: str, action: str) -> None:
+    helped = manage(command, action, "--help")
+    assert helped.status == 0, helped.stderr
+    usage = helped.stdout.split("\n\n", 1)[0]
+    assert f" skiplock_{command} {action} [-h]" in usage, usage
+    assert "{apply," not in usage  # not the list of actions
+    assert "{print," not in usage
+    # Django's own options and --backend are the action's too.
+    assert {"--backend", "--settings"} <= usage_options(helped.stdout)

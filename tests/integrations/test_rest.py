@@ -444,6 +444,37 @@ def test_a_bulk_action_on_confirmed_jobs(client: Client, jobs: Engine, pg_dsn: s
     assert ids(client.get("/dlq")) == [c]
 
 
+def test_purge_dead_jobs_counts_first_then_deletes_what_was_counted(
+    client: Client, jobs: Engine, pg_dsn: str
+) -> None:
+    hooks = [dead(jobs, pg_dsn, tenant="acme") for _ in range(2)]
+    mail = dead(jobs, pg_dsn, kind="mail.send")
+    count = client.post("/dlq/purge", json={"kind": ["webhook.send"], "dry_run": True})
+    assert count.status == 200, count.body
+    assert count.body == {"matched": 2, "deleted": 0, "up_to_id": hooks[1]}
+    later = dead(jobs, pg_dsn, tenant="acme")  # dies after the count
+    body = {"kind": ["webhook.send"], "error": "REFUSED", "up_to_id": hooks[1]}
+    reply = client.post("/dlq/purge", json=body)
+    assert reply.body == {"matched": 2, "deleted": 2, "up_to_id": hooks[1]}
+    assert ids(client.get("/dlq")) == [mail, later]
+    problem(client.post("/dlq/purge"), 422, "invalid-request")  # the filter is explicit
+    for bad in (
+        {"error": " "},
+        {"error": "x" * 201},
+        {"up_to_id": "5"},
+        {"died_before": "2030-01-01T00:00:00"},  # no offset
+        {"older_than": 60},  # a misspelt filter is an error, not a no-op
+    ):
+        problem(client.post("/dlq/purge", json=bad), 422, "invalid-request")
+    assert ids(client.get("/dlq")) == [mail, later]
+    assert client.post("/dlq/purge", json={}).body == {
+        "matched": 2,
+        "deleted": 2,
+        "up_to_id": later,
+    }
+    assert ids(client.get("/dlq")) == []
+
+
 def test_counts_workers_and_health(client: Client, jobs: Engine, pg_dsn: str) -> None:
     jobs.enqueue("report.build", {}, tenant="acme")
     jobs.enqueue("report.build", {}, tenant="acme")
@@ -588,6 +619,7 @@ def every_call(job_id: int) -> list[tuple[str, str, str, Any]]:
         "createJob": {"kind": "k"},
         "retryDeadJobs": {},
         "actOnJobs": {"action": "discard", "jobs": [{"id": job_id, "state": "dead"}]},
+        "purgeDeadJobs": {},
         "pause": {"kind": "k"},
         "resume": {"kind": "k"},
         "setLimit": {"kind": "k", "rps": 1, "burst": 1},
@@ -624,6 +656,7 @@ def test_read_only_callers_get_403_on_writes_and_change_nothing(
         "retryJob",
         "retryDeadJobs",
         "actOnJobs",
+        "purgeDeadJobs",
         "cancelJob",
         "failJob",
         "deleteJob",

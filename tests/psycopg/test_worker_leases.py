@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
-import subprocess
 import time
 from collections import Counter
 from typing import TYPE_CHECKING
@@ -21,11 +19,13 @@ import psycopg
 import pytest
 
 from skiplock import AsyncEngine, JobContext, Settings
-from skiplock.adapters.psycopg import AsyncPsycopgJobStore
+from skiplock.adapters.psycopg import AsyncPsycopgJobStore, apply_schema
 from skiplock.core import EnqueueRequest
+from tests.pgcluster import cluster
 from tests.pghelpers import enqueue, sql, stop, wait_for, worker_processes
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
@@ -119,12 +119,15 @@ def invocations(tmp_path: Path) -> Invocations:
 def app(
     tmp_path: Path, pg_dsn: str, invocations: Invocations
 ) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    """Starts ``skiplock worker`` processes of the app; kills what is left at the end."""
+    """Starts ``skiplock worker`` processes of the app (on ``pg_dsn`` unless ``dsn``);
+    kills what is left at the end."""
     with worker_processes(tmp_path, _MODULE, _APP) as run:
 
-        def start(*, concurrency: int = 4, prefetch: int = 4) -> subprocess.Popen[bytes]:
+        def start(
+            *, concurrency: int = 4, prefetch: int = 4, dsn: str = pg_dsn
+        ) -> subprocess.Popen[bytes]:
             env = {
-                "SKIPLOCK_TEST_APP_DSN": pg_dsn,
+                "SKIPLOCK_TEST_APP_DSN": dsn,
                 "SKIPLOCK_TEST_APP_LOG": str(invocations.path),
                 "SKIPLOCK_TEST_APP_CONCURRENCY": str(concurrency),
                 "SKIPLOCK_TEST_APP_PREFETCH": str(prefetch),
@@ -350,37 +353,33 @@ async def test_the_running_processors_policy_decides_retries(pg_dsn: str) -> Non
     await store.close()
 
 
-def _cluster() -> list[str]:
-    versions = os.listdir("/etc/postgresql") if os.path.isdir("/etc/postgresql") else []
-    if shutil.which("pg_ctlcluster") is None or len(versions) != 1:
-        pytest.skip("needs a local cluster managed by pg_ctlcluster to stop and start")
-    return ["pg_ctlcluster", "--skip-systemctl-redirect", versions[0], "main"]
-
-
 def test_a_live_worker_keeps_its_jobs_through_an_outage_longer_than_the_ttl(
-    app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str, invocations: Invocations
+    app: Callable[..., subprocess.Popen[bytes]], invocations: Invocations
 ) -> None:
-    cluster = _cluster()
-    worker = app(concurrency=4, prefetch=8)
-    before = enqueue(pg_dsn, [EnqueueRequest(kind="lease.slow", payload=1.5) for _ in range(30)])
-    wait_for(lambda: _held_by(pg_dsn, worker.pid) >= 8, 30, "the worker to hold jobs")
-    subprocess.run([*cluster, "stop", "-m", "fast"], check=True)
-    try:
-        stopped = time.monotonic()
-        # Down for twice the stale TTL (2 s) while the worker lives on.
-        wait_for(lambda: time.monotonic() - stopped >= 4.0, 10, "the outage")
-    finally:
-        subprocess.run([*cluster, "start"], check=True)
-    wait_for(lambda: bool(sql(pg_dsn, "SELECT 1")), 30, "the server to accept connections")
-    after = enqueue(pg_dsn, [EnqueueRequest(kind="lease.quick") for _ in range(20)])
+    # A server of the test's own (tests/pgcluster.py): stopping the shared one would fail
+    # whatever else runs against it meanwhile.
+    with cluster() as server:
+        dsn = server.dsn
+        apply_schema(dsn)
+        worker = app(concurrency=4, prefetch=8, dsn=dsn)
+        before = enqueue(dsn, [EnqueueRequest(kind="lease.slow", payload=1.5) for _ in range(30)])
+        wait_for(lambda: _held_by(dsn, worker.pid) >= 8, 30, "the worker to hold jobs")
+        server.stop()
+        try:
+            stopped = time.monotonic()
+            # Down for twice the stale TTL (2 s) while the worker lives on.
+            wait_for(lambda: time.monotonic() - stopped >= 4.0, 10, "the outage")
+        finally:
+            server.start()
+        after = enqueue(dsn, [EnqueueRequest(kind="lease.quick") for _ in range(20)])
 
-    def drained() -> bool:
-        rows = sql(pg_dsn, "SELECT count(*) FROM skiplock.jobs WHERE status = 'succeeded'")
-        return rows == [(50,)]
+        def drained() -> bool:
+            rows = sql(dsn, "SELECT count(*) FROM skiplock.jobs WHERE status = 'succeeded'")
+            return rows == [(50,)]
 
-    wait_for(drained, 120, "every job to succeed")
-    stop([worker])
-    started = invocations.per_job()
-    assert {started[job_id] for job_id in before + after} == {1}  # none ran twice
-    marks = sql(pg_dsn, "SELECT count(*) FROM skiplock.jobs WHERE last_error IS NOT NULL")
-    assert marks == [(0,)]  # none was recovered as stale
+        wait_for(drained, 120, "every job to succeed")
+        stop([worker])
+        started = invocations.per_job()
+        assert {started[job_id] for job_id in before + after} == {1}  # none ran twice
+        marks = sql(dsn, "SELECT count(*) FROM skiplock.jobs WHERE last_error IS NOT NULL")
+        assert marks == [(0,)]  # none was recovered as stale

@@ -8,24 +8,28 @@ import importlib
 import importlib.util
 import math
 import os
+import sys
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import attrs
 
+from skiplock.core import StoreError
 from skiplock.engine import AsyncEngine, Engine, Settings
 
 from . import _options
 from ._errors import Failure, UsageError
-from ._output import one_line
+from ._output import describe, one_line
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from types import ModuleType
 
     from skiplock.ports import JobStore
+
+T = TypeVar("T")
 
 DSN_ENV = "SKIPLOCK_DSN"
 PSYCOPG_HINT = "pip install 'skiplock[psycopg]'"
@@ -95,6 +99,52 @@ def dsn(args: argparse.Namespace) -> str:
     return found
 
 
+def driver_errors() -> tuple[type[BaseException], ...]:
+    """The errors of the database drivers this process has loaded (psycopg's, asyncpg's),
+    none imported here: an error of a driver that is not loaded cannot be raised."""
+    found: list[type[BaseException]] = []
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None:
+        found.append(psycopg.Error)
+    asyncpg = sys.modules.get("asyncpg")
+    if asyncpg is not None:
+        found += [asyncpg.PostgresError, asyncpg.InterfaceError]
+    return tuple(found)
+
+
+def invalid_dsn(args: argparse.Namespace, exc: BaseException) -> Failure:
+    """The error of a connection string the driver cannot parse: one line naming where
+    it came from, exit status 1. The string itself is not repeated (it may hold a
+    password); the driver's words may quote the word where its parsing stopped."""
+    where = "--dsn" if args.dsn else f"${DSN_ENV}"
+    return Failure(f"invalid connection string ({where}): {describe(exc)}")
+
+
+def check_psycopg_dsn(conninfo: str, args: argparse.Namespace) -> None:
+    """Parse ``conninfo`` as psycopg (libpq) does, before any store is made from it (a
+    store parses it in its constructor and would raise psycopg's error)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as exc:
+        raise invalid_dsn(args, exc) from None
+
+
+def asyncpg_call(args: argparse.Namespace, call: Callable[[], T]) -> T:
+    """``call()``, asyncpg parsing ``--dsn`` when it first connects: the ValueError it
+    raises for a connection string it cannot parse (ClientConfigurationError is one too),
+    also as the cause of the store's error, is :func:`invalid_dsn`."""
+    try:
+        return call()
+    except (ValueError, StoreError) as exc:
+        cause = exc if isinstance(exc, ValueError) else exc.__cause__
+        if isinstance(cause, ValueError):
+            raise invalid_dsn(args, cause) from None
+        raise
+
+
 def psycopg_adapter() -> ModuleType:
     """``skiplock.adapters.psycopg``, or UsageError naming the extra to install."""
     try:
@@ -155,6 +205,7 @@ def _store_options(args: argparse.Namespace) -> dict[str, Any]:
 @contextmanager
 def _through_psycopg(conninfo: str, args: argparse.Namespace) -> Iterator[Reached]:
     adapter = psycopg_adapter()
+    check_psycopg_dsn(conninfo, args)
     store = adapter.PsycopgJobStore(conninfo, **_store_options(args))
     try:
         yield Reached(Engine(store, _settings()), _connect(conninfo, args.timeout))
@@ -174,7 +225,8 @@ def _through_asyncpg(conninfo: str, args: argparse.Namespace) -> Iterator[Reache
         store = AsyncpgJobStore(conninfo, **_store_options(args))
         try:
             engine = Engine(cast("JobStore", BlockingStore(store, loop.loop)), _settings())
-            yield Reached(engine, loop.run(_connect_asyncpg(conninfo, args.timeout)))
+            probe = _connect_asyncpg(conninfo, args.timeout)
+            yield Reached(engine, asyncpg_call(args, lambda: loop.run(probe)))
         finally:
             loop.run(store.close())
     finally:
@@ -201,6 +253,8 @@ async def _connect_asyncpg(conninfo: str, timeout: timedelta) -> str | None:
     try:
         connection = await asyncpg.connect(conninfo, timeout=timeout.total_seconds())
         await connection.close()
+    except asyncpg.ClientConfigurationError:
+        raise  # a connection string asyncpg cannot parse: not a server that is down
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         return one_line(str(exc) or type(exc).__name__)
     return None

@@ -12,7 +12,8 @@ from skiplock.core import StoreError
 from skiplock.demo import DEMO_SCHEMA, DemoReport, run_demo
 
 from . import _options
-from ._database import DSN_ENV, psycopg_adapter
+from ._database import DSN_ENV, check_psycopg_dsn, psycopg_adapter
+from ._output import one_line
 
 if TYPE_CHECKING:
     from skiplock.ports import AsyncJobStore
@@ -47,6 +48,9 @@ def _jobs(text: str) -> int:
 
 def run(_: None, args: argparse.Namespace) -> int:
     dsn: str | None = args.dsn or os.environ.get(DSN_ENV) or None
+    if dsn is not None:
+        psycopg_adapter()  # the extra first: without it, that is what to fix
+        check_psycopg_dsn(dsn, args)
     try:
         store = _store(dsn)
         report = asyncio.run(
@@ -58,7 +62,7 @@ def run(_: None, args: argparse.Namespace) -> int:
             )
         )
     except StoreError as exc:
-        print(f"skiplock: demo failed: {exc}", file=sys.stderr)
+        print(f"skiplock: demo failed: {one_line(str(exc))}", file=sys.stderr)
         return 1
     return 0 if report.complete else 1
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from skiplock.core import InvalidTransitionError, Job, JobNotFoundError, JobState, job_json
+from skiplock.core._health import format_duration
 from skiplock.engine import SelectionChangedError
 from skiplock.engine.admin._bulk import MAX_CONFIRMED
 
@@ -77,10 +79,45 @@ def add_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
         leaf(action)
 
 
-def add_dlq_options(parser: argparse.ArgumentParser) -> None:
+def add_dlq_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
+    """The options of ``dlq`` (list the dead jobs) and of its action ``purge``; ``leaf``
+    adds the door's own options to both."""
+    leaf(_options.with_value(parser))
     _filter_options(parser, states=False)
     _page_options(parser)
     add_json(parser)
+    # Optional: without an action, `dlq` lists the dead jobs.
+    actions = parser.add_subparsers(title="actions", metavar="[ACTION]", dest="dlq_action")
+    purge = actions.add_parser(
+        "purge",
+        help="delete dead jobs in bulk (after a count and a confirmation)",
+        description=(
+            "Delete the dead jobs matching every filter given (every dead job without "
+            "one). Prints how many match first, then asks (--yes: does not ask; --dry-run: "
+            "only counts). Deletes only jobs counted: none that dies after the count, "
+            "none replayed meanwhile. Each deleted job is audited as job_discard, with "
+            "its payload."
+        ),
+    )
+    _filter_options(purge, states=False)
+    purge.add_argument(
+        "--older-than",
+        type=_options.positive_duration,
+        metavar="DURATION",
+        help="only jobs that died longer ago than this (30m, 12h, 7d, or seconds)",
+    )
+    purge.add_argument(
+        "--error",
+        type=_options.error_text,
+        metavar="TEXT",
+        help="only jobs whose last error holds TEXT (ignoring case)",
+    )
+    purge.add_argument(
+        "--dry-run", action="store_true", help="only count the jobs that would be deleted"
+    )
+    _mutation_options(purge, confirm=True)
+    add_json(purge)
+    leaf(_options.with_value(purge))
 
 
 def run(reached: Reached, args: argparse.Namespace) -> int:
@@ -91,6 +128,9 @@ def run(reached: Reached, args: argparse.Namespace) -> int:
 
 
 def run_dlq(reached: Reached, args: argparse.Namespace) -> int:
+    """``dlq``: a page of dead jobs, or ``dlq purge`` (:func:`check_dlq` has passed)."""
+    if getattr(args, "dlq_action", None) == "purge":
+        return _purge(reached.checked().operator(args.actor), args)
     operator = reached.checked().operator()
     read = operator.dead_jobs(
         kind=args.kind, tenant=args.tenant, limit=args.limit + 1, after_id=args.after
@@ -166,6 +206,12 @@ def check(args: argparse.Namespace) -> None:
             _needs_yes(args, "retry --dead")
     elif args.action == "delete" and len(set(args.ids)) > 1:
         _needs_yes(args, "deleting more than one job")
+
+
+def check_dlq(args: argparse.Namespace) -> None:
+    """The usage checks of ``dlq`` (before any connection)."""
+    if getattr(args, "dlq_action", None) == "purge" and not args.dry_run:
+        _needs_yes(args, "dlq purge")
 
 
 def _needs_yes(args: argparse.Namespace, what: str) -> None:
@@ -308,11 +354,6 @@ def _retry(operator: Operator, args: argparse.Namespace) -> int:
         else:
             print("no dead jobs match")
         return 0
-    selection = "".join(
-        f" {label} {', '.join(values)}"
-        for label, values in (("of kind", args.kind), ("of tenant", args.tenant))
-        if values
-    )
     # Asked on a terminal, the replay is held to what the question counted: the dead jobs
     # up to the newest one now, as many as counted (beyond MAX_CONFIRMED: unbound).
     through = None
@@ -321,7 +362,7 @@ def _retry(operator: Operator, args: argparse.Namespace) -> int:
             state="dead", kind=args.kind, tenant=args.tenant, limit=1, descending=True
         )
         through = newest[0].id if newest else None
-    if not _confirm(args, f"Replay {matching} dead job(s){selection}?"):
+    if not _confirm(args, f"Replay {matching} dead job(s){_selection(args)}?"):
         return 1
     try:
         ids = operator.retry_dead(
@@ -343,6 +384,58 @@ def _retry(operator: Operator, args: argparse.Namespace) -> int:
     for skip in ids.skipped:
         print(f"job {skip.id}: skipped, {skip.reason}")
     return 0
+
+
+def _purge(operator: Operator, args: argparse.Namespace) -> int:
+    """``dlq purge``: count the matching dead jobs, say how many, ask (unless --yes or
+    --dry-run), then delete those counted: the same filters, the same time of death, ids
+    up to the count's largest."""
+    died_before = None if args.older_than is None else datetime.now(UTC) - args.older_than
+    filters: dict[str, Any] = {
+        "kind": args.kind,
+        "tenant": args.tenant,
+        "died_before": died_before,
+        "error": args.error,
+    }
+    count = operator.purge_dead(**filters, dry_run=True)
+    selection = _selection(args)
+    if count.matched == 0 or args.dry_run:
+        if args.json:
+            print_json({"matched": count.matched, "deleted": 0, "dry_run": args.dry_run})
+        elif count.matched == 0:
+            print(f"no dead jobs{selection}")
+        else:
+            print(f"{count.matched} dead job(s){selection} would be deleted (dry run)")
+        return 0
+    if not args.json:
+        print(f"{count.matched} dead job(s){selection} match")
+    if not _confirm(args, f"Delete {count.matched} dead job(s){selection}?"):
+        return 1
+    done = operator.purge_dead(**filters, up_to_id=count.up_to_id)
+    if args.json:
+        print_json({"matched": count.matched, "deleted": done.deleted, "dry_run": False})
+        return 0
+    print(f"deleted {done.deleted} dead job(s)")
+    if done.deleted < count.matched:
+        # Replayed or deleted by someone else since the count: left alone.
+        print(f"{count.matched - done.deleted} counted job(s) were no longer dead: not deleted")
+    return 0
+
+
+def _selection(args: argparse.Namespace) -> str:
+    """The dead-job filters of ``args``, in words: " of kind a, b of tenant t ..."."""
+    words = "".join(
+        f" {label} {', '.join(values)}"
+        for label, values in (("of kind", args.kind), ("of tenant", args.tenant))
+        if values
+    )
+    error: str | None = getattr(args, "error", None)  # dlq purge's own filters
+    if error is not None:
+        words += f" with {error!r} in the last error"
+    older_than: timedelta | None = getattr(args, "older_than", None)
+    if older_than is not None:
+        words += f" that died more than {format_duration(older_than)} ago"
+    return words
 
 
 def _changer(operator: Operator, args: argparse.Namespace) -> tuple[Callable[[int], Job], str]:

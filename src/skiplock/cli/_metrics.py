@@ -30,27 +30,38 @@ DEFAULT_PORT = 9464
 logger = logging.getLogger("skiplock.metrics")
 
 
+#: What each action of ``metrics`` does (its own ``--help``).
+ACTIONS = {
+    "print": "Print one scrape of the queue's metrics on stdout (e.g. for node_exporter's "
+    "textfile collector).",
+    "serve": "Answer scrapes on http://ADDR:PORT/metrics until SIGTERM/SIGINT, reading the "
+    "store at each scrape (cached 5 s).",
+}
+
+
 def add_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``metrics`` in every door."""
     parser.add_argument(
         "action",
-        choices=["print", "serve"],
+        choices=list(ACTIONS),
         help="print: one scrape on stdout (e.g. for node_exporter's textfile collector); "
         "serve: answer scrapes on http://ADDR:PORT/metrics until SIGTERM/SIGINT",
     )
-    parser.add_argument(
+    port = parser.add_argument(
         "--port",
         type=_options.port,
         default=DEFAULT_PORT,
         metavar="N",
         help=f"with serve: the port (default: {DEFAULT_PORT})",
     )
-    parser.add_argument(
+    addr = parser.add_argument(
         "--addr",
         default="0.0.0.0",
         metavar="ADDRESS",
         help="with serve: the address to listen on (default: 0.0.0.0)",
     )
+    for option in (port, addr):
+        _options.for_actions(option, "serve")
     parser.add_argument(
         "--namespace",
         default="skiplock",
@@ -65,6 +76,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="(kind, tenant) pairs with series of their own; the rest are summed per kind "
         "under tenant __other__ (default: 100)",
     )
+    _options.action_help(parser, ACTIONS)
 
 
 def _exporter() -> Callable[..., PrometheusMetrics]:

@@ -13,6 +13,7 @@ from typing import TypeAlias
 from skiplock.core import JobState, ValidationError, validate_identifier
 from skiplock.core._fields import parse_duration
 from skiplock.core._validation import INT8_RANGE, KIND_RE, check_actor
+from skiplock.engine.admin._purge import MAX_ERROR_TEXT
 
 #: Adds a door's own options to a parser that ends a command line (the command's own, or
 #: each of its actions').
@@ -102,6 +103,15 @@ def states(text: str) -> list[str]:
     return items
 
 
+def error_text(text: str) -> str:
+    """Text to search for in jobs' last errors."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected some text")
+    if len(text) > MAX_ERROR_TEXT:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_ERROR_TEXT} characters")
+    return text
+
+
 def log_level(text: str) -> int:
     level = logging.getLevelNamesMapping().get(text.upper())
     if level is None:
@@ -133,3 +143,99 @@ def with_value(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     # option of the parser does): this parser's "negative numbers" include "-1s".
     parser._negative_number_matcher = _NEGATIVE
     return parser
+
+
+#: An option that only some of a command's actions take: the actions, on the option's
+#: argparse action (see :func:`for_actions`).
+_ONLY_FOR = "skiplock_only_for"
+
+
+def for_actions(option: argparse.Action, *actions: str) -> argparse.Action:
+    """Mark ``option`` (what ``add_argument`` returned) as taken only by ``actions``:
+    the help of another action leaves it out."""
+    setattr(option, _ONLY_FOR, frozenset(actions))
+    return option
+
+
+def action_help(parser: argparse.ArgumentParser, actions: dict[str, str]) -> None:
+    """Give ``parser``, a command whose first positional ``action`` is one of ``actions``
+    (name: description), a ``-h/--help`` that after the action (``schema apply --help``)
+    prints that action's own help: its usage, description and options. Before it, the
+    command's help, as usual. The command line parses as with a plain positional, in
+    every door (a framework's own options may still follow the action, which subparsers
+    would refuse)."""
+    setattr(parser, _ACTIONS, actions)
+    # Take -h/--help over from argparse's (a door's parser, e.g. Django's, has it already).
+    # (A group checks conflicts with its own handler, copied from the parser.)
+    group = parser._optionals
+    handler = group.conflict_handler
+    group.conflict_handler = "resolve"
+    try:
+        helps = group.add_argument(
+            "-h", "--help", action=_ActionHelp, help="show this help message and exit"
+        )
+    finally:
+        group.conflict_handler = handler
+    # First, where argparse puts its own (usage line and option list).
+    for actions_list in (parser._actions, group._group_actions):
+        actions_list.remove(helps)
+        actions_list.insert(0, helps)
+
+
+_ACTIONS = "skiplock_actions"
+
+
+class _ActionHelp(argparse.Action):
+    """The ``-h/--help`` of :func:`action_help`."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(
+            option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, help=help
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        # argparse has read the positionals before this option: the action, if given.
+        chosen = getattr(namespace, "action", None)
+        actions: dict[str, str] = getattr(parser, _ACTIONS)
+        if chosen in actions:
+            _action_parser(parser, chosen, actions[chosen]).print_help()
+        else:
+            parser.print_help()
+        parser.exit()
+
+
+def _action_parser(
+    parser: argparse.ArgumentParser, action: str, description: str
+) -> argparse.ArgumentParser:
+    """A parser for the help of ``action`` of ``parser``: the options that action takes,
+    in the groups of ``parser``."""
+    helper = argparse.ArgumentParser(
+        prog=f"{parser.prog} {action}",
+        description=description,
+        formatter_class=parser.formatter_class,
+        add_help=False,
+    )
+    defaults = {
+        id(parser._positionals): helper._positionals,
+        id(parser._optionals): helper._optionals,
+    }
+    for group in parser._action_groups:
+        taken = [
+            option
+            for option in group._group_actions
+            if option.dest != "action" and action in getattr(option, _ONLY_FOR, {action})
+        ]
+        if not taken:
+            continue
+        target = defaults.get(id(group)) or helper.add_argument_group(
+            group.title, group.description
+        )
+        for option in taken:
+            target._add_action(option)
+    return helper

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from skiplock.adapters._pg import SchemaStatus, schema_sql
+from skiplock.adapters._pg import Progress, SchemaStatus, schema_sql
 from skiplock.core import SkiplockError, ValidationError
 
-from ._database import driver, dsn, psycopg_adapter, sync_engine
+from ._database import asyncpg_call, check_psycopg_dsn, driver, dsn, psycopg_adapter, sync_engine
 from ._errors import Failure, UsageError
+from ._options import action_help, for_actions
 from ._output import describe
 
 if TYPE_CHECKING:
@@ -29,20 +30,32 @@ class Schema:
     that mean the database said no (printed on one line, exit status 1)."""
 
     name: str
-    apply: Callable[[], list[str]]
+    #: Applies the pending migrations, telling ``progress`` each step as it goes.
+    apply: Callable[[Progress], list[str]]
     status: Callable[[], SchemaStatus]
     errors: tuple[type[BaseException], ...]
+
+
+#: What each action of ``schema`` does (its own ``--help``).
+ACTIONS = {
+    "apply": "Run the pending migrations, printing each step as it starts and ends "
+    "(exit 1 if the database refuses one).",
+    "sql": "Print the standalone DDL of the schema (no database or driver needed), or "
+    "with --from N the upgrade script from version N.",
+    "status": "Show the applied and pending migrations; exit 1 unless the schema is "
+    "installed and up to date.",
+}
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``schema`` in every door."""
     parser.add_argument(
         "action",
-        choices=["apply", "sql", "status"],
+        choices=list(ACTIONS),
         help="apply: run pending migrations; sql: print standalone DDL (no database "
         "needed); status: show migrations, exit 1 unless up to date",
     )
-    parser.add_argument(
+    option = parser.add_argument(
         "--from",
         dest="from_version",
         type=int,
@@ -51,37 +64,48 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "(the migrations after N, each recorded in the version table; 0: the fresh-install "
         "DDL, the default)",
     )
+    for_actions(option, "sql")
+    action_help(parser, ACTIONS)
 
 
 def of_dsn(args: argparse.Namespace) -> Schema:
     """The schema ``--schema`` of the database ``--dsn``, through psycopg, or asyncpg
     where psycopg is not installed (``sql`` needs neither the database nor a driver)."""
     if args.action == "sql":
-        return Schema(args.schema, list, _no_status, ())
+        return Schema(args.schema, _no_apply, _no_status, ())
     through = driver()  # the driver first: without one, that is what to fix
     conninfo = dsn(args)
     if through == "asyncpg":
-        return _through_asyncpg(conninfo, args.schema)
+        return _through_asyncpg(conninfo, args)
     adapter = psycopg_adapter()
+    check_psycopg_dsn(conninfo, args)
     import psycopg
 
     return Schema(
         args.schema,
-        apply=lambda: adapter.apply_schema(conninfo, schema=args.schema),
+        apply=lambda progress: adapter.apply_schema(
+            conninfo, schema=args.schema, progress=progress
+        ),
         status=lambda: adapter.schema_status(conninfo, schema=args.schema),
         errors=(psycopg.Error, SkiplockError),
     )
 
 
-def _through_asyncpg(conninfo: str, schema: str) -> Schema:
+def _through_asyncpg(conninfo: str, args: argparse.Namespace) -> Schema:
     import asyncpg
 
     from skiplock.adapters import asyncpg as adapter
 
+    schema: str = args.schema
     return Schema(
         schema,
-        apply=lambda: asyncio.run(adapter.apply_schema(conninfo, schema=schema)),
-        status=lambda: asyncio.run(adapter.schema_status(conninfo, schema=schema)),
+        apply=lambda progress: asyncpg_call(
+            args,
+            lambda: asyncio.run(adapter.apply_schema(conninfo, schema=schema, progress=progress)),
+        ),
+        status=lambda: asyncpg_call(
+            args, lambda: asyncio.run(adapter.schema_status(conninfo, schema=schema))
+        ),
         errors=(asyncpg.PostgresError, asyncpg.InterfaceError, OSError, SkiplockError),
     )
 
@@ -93,11 +117,20 @@ def of_engine(engine: AsyncEngine | Engine, label: str) -> Schema:
     if not isinstance(name, str) or not hasattr(store, "schema_status"):
         raise UsageError(f"the engine's store ({type(store).__name__}) has no PostgreSQL schema")
     # Whatever the driver raises: one line, exit status 1.
-    return Schema(name, store.apply_schema, store.schema_status, (Exception,))
+    return Schema(
+        name,
+        lambda progress: store.apply_schema(progress=progress),
+        store.schema_status,
+        (Exception,),
+    )
 
 
 def _no_status() -> SchemaStatus:
     raise AssertionError("schema sql reads no status")
+
+
+def _no_apply(progress: Progress) -> list[str]:
+    raise AssertionError("schema sql applies nothing")
 
 
 def check(args: argparse.Namespace) -> None:
@@ -111,11 +144,9 @@ def run(schema: Schema, args: argparse.Namespace) -> int:
         return _print_sql(schema.name, args.from_version)
     try:
         if args.action == "apply":
-            applied = schema.apply()
-            for name in applied:
-                print(f"applied {name}")
-            if not applied:
-                print(f"schema {schema.name!r} is up to date")
+            applied = schema.apply(_say)
+            done = f" ({len(applied)} migration(s) committed)" if applied else ""
+            print(f"schema {schema.name!r} is up to date{done}")
             return 0
         result = schema.status()
     except schema.errors as exc:
@@ -133,6 +164,12 @@ def run(schema: Schema, args: argparse.Namespace) -> int:
         verdict = "up to date"
     print(f"status:  {verdict}")
     return 0 if result.installed and result.up_to_date else 1
+
+
+def _say(line: str) -> None:
+    # Each step as it starts and ends, at once (a pipe buffers: a CI log would stay
+    # silent until the end).
+    print(line, flush=True)
 
 
 def _print_sql(schema: str, from_version: int | None) -> int:

@@ -159,10 +159,12 @@ COMMANDS: dict[str, Command[Any]] = {
         ),
         _on_database(
             "dlq",
-            "list dead jobs with their last error (the DLQ)",
-            None,
-            _flat(_jobs.add_dlq_options),
+            "list dead jobs with their last error (the DLQ), or purge them",
+            "List dead jobs with their last error, a page at a time; `dlq purge` deletes "
+            "them in bulk.",
+            _jobs.add_dlq_options,
             _jobs.run_dlq,
+            check=_jobs.check_dlq,
         ),
         _on_database(
             "counts",

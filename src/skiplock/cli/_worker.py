@@ -17,6 +17,7 @@ from skiplock.core import ValidationError
 from skiplock.engine import AsyncEngine, AsyncWorker, Engine, Settings, Worker
 
 from . import _options
+from ._database import driver_errors
 from ._errors import Failure, UsageError
 from ._output import describe
 from ._startup import StartupError, open_async, open_sync
@@ -138,6 +139,10 @@ def resolve_app(spec: str) -> AsyncEngine | Engine:
         if message.partition("=")[0] in Settings.env_names():
             raise UsageError(f"invalid environment: {message}") from None
         raise UsageError(f"cannot load {spec!r}: {message}") from None
+    except driver_errors() as exc:
+        # Making the engine reached a driver that said no: a store given a malformed DSN
+        # (psycopg parses it in the constructor), a module that connects on import.
+        raise Failure(f"cannot load {spec!r}: {describe(exc)}") from exc
 
 
 def _load(spec: str, module_name: str, attr_path: str) -> AsyncEngine | Engine:

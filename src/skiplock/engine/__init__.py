@@ -18,6 +18,7 @@ from ._operator import Operator
 from ._operator_async import AsyncOperator
 from ._registry import Processor, ProcessorSpec
 from .admin._bulk import BulkResult, SkippedJob
+from .admin._purge import DeadPurge
 from .enqueue._task import Task
 from .enqueue._task_async import AsyncTask
 from .periodic._rules import CatchUp, ScheduleInfo, ScheduleOptions, TickResult
@@ -33,6 +34,7 @@ __all__ = [
     "AsyncWorker",
     "BulkResult",
     "CatchUp",
+    "DeadPurge",
     "Engine",
     "Enqueue",
     "EnqueueOptions",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ._migrate import (
     Migration,
+    Progress,
     SchemaStatus,
     Step,
     apply_steps,
@@ -22,6 +23,7 @@ from ._sql import Query, channel_name, convert, lock_key, queries, quote_identif
 
 __all__ = [
     "Migration",
+    "Progress",
     "Query",
     "SchemaStatus",
     "Step",

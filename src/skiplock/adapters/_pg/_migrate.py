@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Generator, Mapping
+import time
+from collections.abc import Callable, Generator, Mapping
 from importlib import resources
 from typing import Any
 
@@ -29,6 +30,8 @@ from ._sql import lock_key, neutral_query, quote_identifier, read_resource, rend
 _MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 Rows = list[dict[str, Any]]
+#: Told what a schema change is doing, as it starts and ends each step (one line each).
+Progress = Callable[[str], None]
 
 #: The schema ``skiplock schema`` manages unless ``--schema`` names another.
 DEFAULT_SCHEMA = "skiplock"
@@ -150,25 +153,38 @@ def status_steps(schema: str) -> Generator[Step, Rows, SchemaStatus]:
     return _status(schema, rows)
 
 
-def apply_steps(schema: str) -> Generator[Step, Rows, list[str]]:
-    """Steps that apply every pending migration; returns the names applied (maybe none)."""
+def apply_steps(schema: str, progress: Progress | None = None) -> Generator[Step, Rows, list[str]]:
+    """Steps that apply every pending migration; returns the names applied (maybe none).
+    ``progress`` is told each step as it starts and ends (a migration on millions of jobs
+    takes seconds), in words for an operator."""
+    say = progress or _silent
+    say(f"waiting for the migration lock of schema {schema!r}")
     yield Step(neutral_query("migration_lock", schema), {"key": migration_lock_key(schema)})
     rows = yield Step(neutral_query("migration_probe", schema), _probe_params(schema))
     if not rows[0]["installed"]:
+        say(f"creating schema {schema!r} and its version table")
         yield Step(render(read_resource("bootstrap.sql"), schema))
     rows = yield Step(neutral_query("applied_migrations", schema), {})
     done = {int(r["version"]) for r in rows}
+    pending = [m for m in migrations() if m.version not in done]
+    if pending:
+        say(f"{len(pending)} migration(s) to apply, in one transaction")
     applied: list[str] = []
-    for migration in migrations():
-        if migration.version in done:
-            continue
+    for migration in pending:
+        say(f"applying {migration.name} ...")
+        started = time.monotonic()
         yield Step(migration.sql(schema))
         yield Step(
             neutral_query("record_migration", schema),
             {"version": migration.version, "name": migration.name},
         )
+        say(f"applied {migration.name} in {time.monotonic() - started:.1f} s")
         applied.append(migration.name)
     return applied
+
+
+def _silent(message: str) -> None:
+    pass
 
 
 def schema_info(status: SchemaStatus) -> SchemaInfo:

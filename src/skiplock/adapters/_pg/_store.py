@@ -49,6 +49,7 @@ from skiplock.core._controls import Controls, Limit, Pause, control_event
 
 from ._driver import TX, C
 from ._migrate import (
+    Progress,
     Rows,
     SchemaStatus,
     Step,
@@ -507,14 +508,18 @@ class PgJobStore(Generic[C, TX]):
         with self._use(connection, atomic=True, check=False) as conn:
             return self._run(conn, status_steps(self._schema))
 
-    def apply_schema(self, *, connection: Any = None) -> list[str]:
+    def apply_schema(
+        self, *, connection: Any = None, progress: Progress | None = None
+    ) -> list[str]:
         """Apply pending migrations (safe to run concurrently); returns the names applied.
 
         ``connection=``: apply them in the caller's open transaction, never committed here
-        (or, on an autocommit connection, in a transaction of their own).
+        (or, on an autocommit connection, in a transaction of their own). ``progress``:
+        called with a line of text as each step starts and ends (``skiplock schema apply``
+        prints them).
         """
         with self._use(connection, atomic=True, check=False) as conn:
-            applied = self._run(conn, apply_steps(self._schema))
+            applied = self._run(conn, apply_steps(self._schema, progress))
         self._schema_checked = False
         return applied
 

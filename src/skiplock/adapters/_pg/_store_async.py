@@ -45,6 +45,7 @@ from skiplock.core._controls import Controls, Limit, Pause, control_event
 
 from ._driver_async import TX, C
 from ._migrate import (
+    Progress,
     Rows,
     SchemaStatus,
     Step,
@@ -509,14 +510,18 @@ class AsyncPgJobStore(Generic[C, TX]):
         async with self._use(connection, atomic=True, check=False) as conn:
             return await self._run(conn, status_steps(self._schema))
 
-    async def apply_schema(self, *, connection: Any = None) -> list[str]:
+    async def apply_schema(
+        self, *, connection: Any = None, progress: Progress | None = None
+    ) -> list[str]:
         """Apply pending migrations (safe to run concurrently); returns the names applied.
 
         ``connection=``: apply them in the caller's open transaction, never committed here
-        (or, on an autocommit connection, in a transaction of their own).
+        (or, on an autocommit connection, in a transaction of their own). ``progress``:
+        called with a line of text as each step starts and ends (``skiplock schema apply``
+        prints them).
         """
         async with self._use(connection, atomic=True, check=False) as conn:
-            applied = await self._run(conn, apply_steps(self._schema))
+            applied = await self._run(conn, apply_steps(self._schema, progress))
         self._schema_checked = False
         return applied
 

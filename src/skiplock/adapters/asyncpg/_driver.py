@@ -12,7 +12,7 @@ import asyncpg
 from asyncpg.pool import Pool, PoolConnectionProxy
 
 from skiplock.adapters._pg._driver_async import SESSION_RESET, AsyncPgDriver, KeptConnection
-from skiplock.core import DatabaseUnavailableError
+from skiplock.core import DatabaseUnavailableError, StoreError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -83,6 +83,13 @@ def connect_error(exc: BaseException) -> DatabaseUnavailableError:
     return DatabaseUnavailableError.unreachable(
         f"cannot get a PostgreSQL connection: {type(exc).__name__}: {exc}"
     )
+
+
+def settings_error(exc: ValueError) -> StoreError:
+    """The error raised for connection settings asyncpg refuses: it parses the DSN when it
+    first connects, and raises a plain ValueError for some malformed ones (a port that is
+    not a number); the others are ClientConfigurationError, a connection error."""
+    return StoreError(f"invalid connection settings (DSN): {exc}")
 
 
 def _gone(conn: Any) -> bool:
@@ -242,6 +249,9 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
             # come up later).
             pool.terminate()
             raise connect_error(exc) from exc
+        except ValueError as exc:
+            pool.terminate()
+            raise settings_error(exc) from exc
         self.pool = pool
         self._kept = KeptConnection(_PoolSource(pool, self._timeout))
 
@@ -304,6 +314,8 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
             return await self.connector.open()
         except CONNECTION_ERRORS as exc:
             raise connect_error(exc) from exc
+        except ValueError as exc:
+            raise settings_error(exc) from exc
 
     async def disconnect(self, conn: Any, *, broken: bool) -> None:
         await self.connector.close(conn, broken=broken)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from skiplock.adapters._pg import SchemaStatus
+from skiplock.adapters._pg import Progress, SchemaStatus
 from skiplock.adapters._pg import schema_sql as _schema_sql
 
 from ._store import AsyncpgJobStore
 
 
-async def apply_schema(dsn: str, schema: str = "skiplock") -> list[str]:
-    """Apply pending migrations (idempotent, safe concurrently); returns their names."""
+async def apply_schema(
+    dsn: str, schema: str = "skiplock", *, progress: Progress | None = None
+) -> list[str]:
+    """Apply pending migrations (idempotent, safe concurrently); returns their names.
+    ``progress`` is called with a line of text as each step starts and ends."""
     store = AsyncpgJobStore(dsn, schema=schema, min_size=1, max_size=1)
     try:
-        return await store.apply_schema()
+        return await store.apply_schema(progress=progress)
     finally:
         await store.close()
 

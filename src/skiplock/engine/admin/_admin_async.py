@@ -49,6 +49,7 @@ from skiplock.core._validation import (
 from .._errors import SelectionChangedError
 from .._inputs import action_filter, as_names, as_states, confirmed_jobs
 from ._bulk import MAX_CONFIRMED, BulkResult, skipped_job
+from ._purge import PURGE_BATCH, DeadPurge, DeadSelection
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -378,6 +379,48 @@ class AsyncAdminOps:
             return deleted[0]
         job = await self.get_job(job_id)
         raise InvalidTransitionError(f"cannot delete job {job_id}: it is {job.state.value}")
+
+    async def purge_dead(
+        self,
+        *,
+        kind: str | Iterable[str] | None = None,
+        tenant: str | Iterable[str] | None = None,
+        died_before: datetime | None = None,
+        error: str | None = None,
+        up_to_id: int | None = None,
+        dry_run: bool = False,
+        actor: str | None = None,
+    ) -> DeadPurge:
+        """Delete the dead jobs that match every given filter: ``kind`` and ``tenant`` (as
+        :meth:`dead_jobs`), ``died_before`` (died before this aware time), ``error`` (text
+        in the last error, ignoring case) and ``up_to_id`` (ids up to this one). With
+        ``dry_run`` nothing is deleted: the :class:`~skiplock.engine.DeadPurge` says how
+        many match and the largest matching id, to pass as ``up_to_id`` to the purge an
+        operator then confirms (a job that died since is not deleted).
+
+        Reads the dead-letter view a page at a time and deletes each page's matches in one
+        statement, each only if it is still dead then (a job replayed meanwhile stays).
+        Audited as ``job_discard`` per job, with its payload (as :meth:`delete_job`).
+        """
+        check_bool("dry_run", dry_run)
+        selection = DeadSelection.checked(died_before, error, up_to_id)
+        audit = None if dry_run else self._audit_by(actor)
+        dead = frozenset({JobState.DEAD})
+        matched = deleted = 0
+        last: int | None = None
+        after: int | None = None
+        while True:
+            page = await self.dead_jobs(kind=kind, tenant=tenant, limit=PURGE_BATCH, after_id=after)
+            ids = frozenset(job.id for job in page if selection.matches(job))
+            if ids:
+                matched += len(ids)
+                last = max(ids)
+            if ids and not dry_run:
+                job_filter = JobFilter(ids=ids, states=dead)
+                deleted += len(await self._store.delete(job_filter, audit=audit))
+            after = page.next_after(PURGE_BATCH)
+            if after is None or selection.past_bound(after):
+                return DeadPurge(matched=matched, deleted=deleted, up_to_id=last)
 
     async def act_on_jobs(
         self,

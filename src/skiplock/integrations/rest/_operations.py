@@ -246,6 +246,25 @@ def _act_on_jobs(ops: Operator, call: Call) -> Response:
     return json_response({"changed": list(result), "skipped": skipped_json(result)})
 
 
+@_operation("purgeDeadJobs", "POST /dlq/purge", m.PurgedJobs, body=m.PurgeDead, tag="dlq")
+def _purge_dead(ops: Operator, call: Call) -> Response:
+    """Delete dead jobs in bulk
+
+    Delete the dead jobs matching every filter given (every dead job without one), each
+    only if it is still dead; with `dry_run`, only count them. Count first, then purge
+    with `up_to_id` from the count: a job that died since is not deleted."""
+    body = typed(call.body, m.PurgeDead)
+    done = ops.purge_dead(
+        kind=body.kind,
+        tenant=body.tenant,
+        died_before=body.died_before,
+        error=body.error,
+        up_to_id=body.up_to_id,
+        dry_run=body.dry_run,
+    )
+    return json_response(done.to_dict())
+
+
 @_operation("getCounts", "GET /counts", m.Counts, tag="queue")
 def _counts(ops: Operator, call: Call) -> Response:
     """Count jobs

@@ -242,6 +242,25 @@ async def _act_on_jobs(ops: AsyncOperator, call: Call) -> Response:
     return json_response({"changed": list(result), "skipped": skipped_json(result)})
 
 
+@_operation("purgeDeadJobs", "POST /dlq/purge", m.PurgedJobs, body=m.PurgeDead, tag="dlq")
+async def _purge_dead(ops: AsyncOperator, call: Call) -> Response:
+    """Delete dead jobs in bulk
+
+    Delete the dead jobs matching every filter given (every dead job without one), each
+    only if it is still dead; with `dry_run`, only count them. Count first, then purge
+    with `up_to_id` from the count: a job that died since is not deleted."""
+    body = typed(call.body, m.PurgeDead)
+    done = await ops.purge_dead(
+        kind=body.kind,
+        tenant=body.tenant,
+        died_before=body.died_before,
+        error=body.error,
+        up_to_id=body.up_to_id,
+        dry_run=body.dry_run,
+    )
+    return json_response(done.to_dict())
+
+
 @_operation("getCounts", "GET /counts", m.Counts, tag="queue")
 async def _counts(ops: AsyncOperator, call: Call) -> Response:
     """Count jobs

@@ -37,6 +37,7 @@ from skiplock.core._validation import (
     PRIORITY_RANGE,
 )
 from skiplock.engine.admin._bulk import MAX_CONFIRMED
+from skiplock.engine.admin._purge import MAX_ERROR_TEXT
 
 #: The most jobs one page may hold.
 MAX_PAGE = 1000
@@ -60,6 +61,7 @@ BodyPriority = Annotated[
     int, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1]), BeforeValidator(_integral)
 ]
 PositiveInt4 = Annotated[int, Field(ge=1, le=INT4_RANGE[1]), BeforeValidator(_integral)]
+PositiveInt8 = Annotated[int, Field(ge=1, le=INT8_RANGE[1]), BeforeValidator(_integral)]
 
 
 def _finite_numbers(value: JsonValue) -> JsonValue:
@@ -266,7 +268,7 @@ class RetryDead(_Body):
     kind: Annotated[list[Kind], Field(min_length=1)] | None = None
     tenant: Annotated[list[Tenant], Field(min_length=1)] | None = None
     reset_attempts: bool = True
-    through: Annotated[int, Field(ge=1, le=INT8_RANGE[1]), BeforeValidator(_integral)] | None = None
+    through: PositiveInt8 | None = None
     expected: Annotated[int, Field(ge=0, le=MAX_CONFIRMED), BeforeValidator(_integral)] | None = (
         None
     )
@@ -275,7 +277,7 @@ class RetryDead(_Body):
 class ConfirmedJob(_Body):
     """A job as the operator confirmed it: its id and the state it was shown in."""
 
-    id: Annotated[int, Field(ge=1, le=INT8_RANGE[1]), BeforeValidator(_integral)]
+    id: PositiveInt8
     state: JobState
 
 
@@ -287,6 +289,28 @@ class BulkAction(_Body):
     action: Literal["retry", "cancel", "fail", "discard"]
     jobs: Annotated[list[ConfirmedJob], Field(min_length=1, max_length=MAX_CONFIRMED)]
     reset_attempts: bool = True
+
+
+class PurgeDead(_Body):
+    """Which dead jobs to delete: those matching every filter given (every dead job
+    without one). With ``dry_run`` nothing is deleted: the answer counts them and gives
+    the largest id, to pass as ``up_to_id`` to the purge that follows, so that a job that
+    dies after the count is not deleted."""
+
+    kind: Annotated[list[Kind], Field(min_length=1)] | None = None
+    tenant: Annotated[list[Tenant], Field(min_length=1)] | None = None
+    died_before: Time | None = None
+    error: (
+        Annotated[
+            str,
+            StringConstraints(
+                min_length=1, max_length=MAX_ERROR_TEXT, pattern=r"^[^\x00]*\S[^\x00]*$"
+            ),
+        ]
+        | None
+    ) = Field(default=None, description="Text in the last error, ignoring case.")
+    up_to_id: PositiveInt8 | None = None
+    dry_run: bool = False
 
 
 # ---- responses --------------------------------------------------------------------------
@@ -447,6 +471,16 @@ class BulkResult(_Output):
 
     changed: list[int]
     skipped: list[SkippedJob]
+
+
+class PurgedJobs(_Output):
+    """What a purge of dead jobs matched and deleted (``deleted`` is smaller than
+    ``matched`` when counted jobs were replayed meanwhile; 0 for a dry run), and the
+    largest matching id (null: none matched)."""
+
+    matched: int
+    deleted: int
+    up_to_id: int | None
 
 
 class StateCount(_Output):
