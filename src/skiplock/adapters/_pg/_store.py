@@ -876,9 +876,11 @@ class PgJobStore(Generic[C, TX]):
             return None
         return [int(job_id) for job_id in rows[0]["gone"]]
 
-    def unregister_worker(self, worker_id: str) -> None:
-        """Remove the worker's row."""
-        self._aux_execute("unregister_worker", {"id": worker_id})
+    def unregister_worker(self, worker_id: str) -> list[int]:
+        """Remove the worker's row and, in the same statement, release the jobs still
+        running under its id; returns their ids (ascending)."""
+        rows = self._aux_execute("unregister_worker", {"id": worker_id})
+        return [int(row["id"]) for row in rows]
 
     def recover_stale(
         self,

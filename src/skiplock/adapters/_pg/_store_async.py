@@ -882,9 +882,11 @@ class AsyncPgJobStore(Generic[C, TX]):
             return None
         return [int(job_id) for job_id in rows[0]["gone"]]
 
-    async def unregister_worker(self, worker_id: str) -> None:
-        """Remove the worker's row."""
-        await self._aux_execute("unregister_worker", {"id": worker_id})
+    async def unregister_worker(self, worker_id: str) -> list[int]:
+        """Remove the worker's row and, in the same statement, release the jobs still
+        running under its id; returns their ids (ascending)."""
+        rows = await self._aux_execute("unregister_worker", {"id": worker_id})
+        return [int(row["id"]) for row in rows]
 
     async def recover_stale(
         self,

@@ -895,10 +895,20 @@ class MemoryState:
                 }
             )
 
-    def unregister_worker(self, worker_id: str) -> None:
-        """Remove the worker row (no error if it is gone)."""
-        with self._lock:
+    def unregister_worker(self, worker_id: str) -> list[int]:
+        """Remove the worker row (no error if it is gone); jobs still running under its
+        id go back to pending as :meth:`register_worker` releases them. Returns their ids
+        (ascending)."""
+        with self._writing():
+            now = self.now()
+            released = []
+            for job_id in sorted(self._by_state[JobState.RUNNING]):
+                job = self._jobs[job_id]
+                if job.claimed_by == worker_id:
+                    self._commit_row(after_release(job), now)
+                    released.append(job_id)
             self._workers.pop(worker_id, None)
+            return released
 
     def workers(self) -> list[WorkerInfo]:
         """Registered workers (for tests and health views)."""

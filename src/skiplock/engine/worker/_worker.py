@@ -399,9 +399,32 @@ class Worker:
                     except Exception:
                         logger.exception("worker %s: closing the notifier failed", self._id)
             finally:
+                left: list[int] | None = []
                 try:
                     if self._lease.registered:  # else there is nothing to remove
-                        self._parts.store.unregister_worker(self._id)
+                        left = self._parts.store.unregister_worker(self._id)
                 except Exception:
+                    left = None
                     logger.exception("worker %s: unregistering failed", self._id)
-                logger.info("worker %s stopped after %d jobs", self._id, self._dispatcher.handled)
+                logger.info("%s", self._last_words(left))
+
+    def _last_words(self, left: list[int] | None) -> str:
+        """The worker's last log line: what became of the jobs it held at the end.
+        ``left``: the jobs its unregistration released (None: it failed)."""
+        line = f"worker {self._id} stopped after {self._dispatcher.handled} jobs"
+        given_up = set(self._completer.given_up)
+        released = [i for i in self._dispatcher.slots.interrupted if i not in given_up]
+        if released:
+            line += f"; released job(s) {released} to pending without using an attempt"
+        if left:
+            line += (
+                f"; job(s) {left} still running under its id were released to pending "
+                "(attempts unchanged)"
+            )
+        if left is None:
+            line += (
+                "; jobs still running under its id stay running until stale-claim "
+                "recovery returns them (a live worker's maintenance, once the stale TTL "
+                "has passed)"
+            )
+        return line

@@ -967,7 +967,21 @@ SELECT coalesce(
 FROM w;
 
 -- name: unregister_worker
-DELETE FROM {schema}.workers WHERE id = :id;
+-- Jobs still running under the leaving worker's id (a processor that ignored the
+-- shutdown, an outcome that could not be written) go back to pending as register_worker
+-- releases them; their ids are returned. The delete's condition reads every released
+-- row first, so this takes row locks in the order recovery does (jobs, then the worker).
+WITH released AS (
+    UPDATE {schema}.jobs AS j
+    SET status = 'pending', claimed_by = NULL, claimed_at = NULL, recovered = true
+    WHERE j.status = 'running' AND j.claimed_by = :id::text
+    RETURNING j.id
+),
+gone AS (
+    DELETE FROM {schema}.workers AS w
+    WHERE w.id = :id::text AND (SELECT count(*) FROM released) >= 0
+)
+SELECT r.id FROM released AS r ORDER BY r.id;
 
 -- name: try_lock
 SELECT pg_try_advisory_xact_lock(:key::bigint) AS locked;
