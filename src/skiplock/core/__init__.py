@@ -55,9 +55,11 @@ from ._failure import (
     undecodable_error,
 )
 from ._health import (
+    AbandonedJobs,
     HealthReport,
     HealthSnapshot,
     KindHealth,
+    OrphanedJobs,
     QueueStats,
     SchemaInfo,
     WorkerHealth,
@@ -112,6 +114,7 @@ __all__ = [
     "MIN_AVAILABLE_AT",
     "STALE_MARK",
     "TERMINAL_STATES",
+    "AbandonedJobs",
     "AttemptError",
     "AuditAction",
     "AuditEvent",
@@ -137,6 +140,7 @@ __all__ = [
     "Lease",
     "LeaseLostError",
     "NextDue",
+    "OrphanedJobs",
     "Outcome",
     "Page",
     "PairCap",

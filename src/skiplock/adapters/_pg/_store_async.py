@@ -89,6 +89,7 @@ from ._rows import (
     limit_params,
     maintenance_params,
     operator_audit_params,
+    orphaned_jobs_from_row,
     page_params,
     pause_from_row,
     pause_params,
@@ -718,6 +719,7 @@ class AsyncPgJobStore(Generic[C, TX]):
             if status.version >= COUNTS_MIGRATION:
                 queues = await self._execute(conn, "health_queues", health_queues_params())
             workers = await self._execute(conn, "health_workers", {})
+            orphans = await self._execute(conn, "health_orphans", {})
             buckets: list[dict[str, Any]] = []
             if status.version >= RATES_MIGRATION:
                 everything = {"kinds": None, "providers": None}
@@ -729,6 +731,7 @@ class AsyncPgJobStore(Generic[C, TX]):
             queues=tuple(queue_stats_from_row(r) for r in queues if r["kind"] is not None),
             schema=schema_info(status),
             buckets=bucket_states(buckets) if buckets else (),
+            orphaned=tuple(orphaned_jobs_from_row(r) for r in orphans),
         )
 
     async def apply(

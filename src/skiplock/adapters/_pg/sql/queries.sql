@@ -816,16 +816,29 @@ LEFT JOIN LATERAL {schema}.pending_probe(
 ORDER BY g.kind, g.tenant_id NULLS FIRST;
 
 -- name: health_workers
--- Every registered worker with the number of jobs running under its id (each counted
--- through jobs_running_worker_idx).
+-- Every registered worker with the number of jobs running under its id and the oldest
+-- claim among them (each read through jobs_running_worker_idx).
 SELECT w.id, w.host, w.pid, w.kinds, w.tenants, w.started_at, w.heartbeat_at,
-    (
-        SELECT count(*)
-        FROM {schema}.jobs AS j
-        WHERE j.status = 'running' AND j.claimed_by = w.id
-    ) AS running
+    r.running, r.oldest_claimed_at
 FROM {schema}.workers AS w
+CROSS JOIN LATERAL (
+    SELECT count(*) AS running, min(j.claimed_at) AS oldest_claimed_at
+    FROM {schema}.jobs AS j
+    WHERE j.status = 'running' AND j.claimed_by = w.id
+) AS r
 ORDER BY w.id;
+
+-- name: health_orphans
+-- Running jobs under a worker id without a row (its worker unregistered, or was
+-- removed, with them still running), per id: read through jobs_running_worker_idx, so
+-- it costs what the running jobs cost.
+SELECT coalesce(j.claimed_by, '') AS worker_id, count(*) AS running,
+    min(j.claimed_at) AS oldest_claimed_at
+FROM {schema}.jobs AS j
+WHERE j.status = 'running'
+  AND NOT EXISTS (SELECT 1 FROM {schema}.workers AS w WHERE w.id = j.claimed_by)
+GROUP BY 1
+ORDER BY 1;
 
 -- name: _apply_update
 -- Operator transition: :sources/:targets is the transition table's slice for the event
