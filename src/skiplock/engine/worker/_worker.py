@@ -329,6 +329,7 @@ class Worker:
                     "all" if self._info.tenants is None else sorted(self._info.tenants),
                     self._parts.store,
                 )
+                self._log_unserved()
                 # Gauges and queue depths are read at scrape time, from another thread.
                 worker_started(self._parts.metrics, self, blocking_caller(self._parts.store.counts))
                 reporting = True
@@ -374,6 +375,30 @@ class Worker:
         if self._exit is not None:
             raise self._exit
         return self._dispatcher.handled
+
+    def _log_unserved(self) -> None:
+        """Name the declared kinds this worker does not claim: their jobs wait for
+        another worker, and nothing else would say so (issue 41)."""
+        claimed = self._claim_kinds
+        if claimed is None:
+            return
+        unserved = sorted(self._parts.known_kinds - claimed)
+        if not unserved:
+            return
+        missing = [kind for kind in unserved if kind not in self._parts.processors]
+        why = []
+        if missing:
+            why.append(f"no processor here: {', '.join(missing)}")
+        if len(missing) < len(unserved):
+            left_out = [kind for kind in unserved if kind not in missing]
+            why.append(f"left out by its kinds: {', '.join(left_out)}")
+        logger.info(
+            "worker %s does not serve %d declared kind(s) (%s); their jobs wait for a "
+            "worker that does",
+            self._id,
+            len(unserved),
+            "; ".join(why),
+        )
 
     def _shut_down(
         self,
