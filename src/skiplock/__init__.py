@@ -10,7 +10,6 @@ defaults, for typed enqueue handles (``docs/tasks.md``).
 from __future__ import annotations
 
 from skiplock.core import (
-    AbandonedJobs,
     AttemptError,
     AuditAction,
     AuditEvent,
@@ -83,7 +82,6 @@ from skiplock.ports import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "AbandonedJobs",
     "AsyncAuditSink",
     "AsyncCallbackAuditSink",
     "AsyncEngine",

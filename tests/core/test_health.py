@@ -10,13 +10,13 @@ import pytest
 
 from skiplock.core import (
     HealthSnapshot,
-    OrphanedJobs,
     QueueStats,
     SchemaInfo,
     WorkerStatus,
 )
 from skiplock.core._health import (
     HealthThresholds,
+    OrphanedJobs,
     assess_health,
     format_duration,
     unreachable_report,

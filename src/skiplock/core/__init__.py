@@ -55,11 +55,9 @@ from ._failure import (
     undecodable_error,
 )
 from ._health import (
-    AbandonedJobs,
     HealthReport,
     HealthSnapshot,
     KindHealth,
-    OrphanedJobs,
     QueueStats,
     SchemaInfo,
     WorkerHealth,
@@ -114,7 +112,6 @@ __all__ = [
     "MIN_AVAILABLE_AT",
     "STALE_MARK",
     "TERMINAL_STATES",
-    "AbandonedJobs",
     "AttemptError",
     "AuditAction",
     "AuditEvent",
@@ -140,7 +137,6 @@ __all__ = [
     "Lease",
     "LeaseLostError",
     "NextDue",
-    "OrphanedJobs",
     "Outcome",
     "Page",
     "PairCap",

@@ -33,7 +33,6 @@ from skiplock.core import (
     JobPage,
     JobState,
     Lease,
-    OrphanedJobs,
     Page,
     PairCap,
     QueueStats,
@@ -53,7 +52,7 @@ from skiplock.core import (
 )
 from skiplock.core._bucket import TokenBucket
 from skiplock.core._controls import Controls, Limit, Pause
-from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState
+from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState, OrphanedJobs
 from skiplock.core._history import PICKUP_SAMPLE, SAMPLE_RETENTION, QueueSample
 from skiplock.core._idempotency import scope_of
 from skiplock.core._lifecycle import outcome_terms

@@ -44,7 +44,6 @@ from skiplock.core import (
     Lease,
     LeaseLostError,
     NextDue,
-    OrphanedJobs,
     Page,
     QueueStats,
     StateCount,
@@ -69,7 +68,7 @@ from skiplock.core._audit import replaced_details
 from skiplock.core._bucket import refill
 from skiplock.core._capacity import ThrottleLimits, kind_caps
 from skiplock.core._controls import Controls, Limit, Pause, control_event
-from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState
+from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState, OrphanedJobs
 from skiplock.core._history import (
     SAMPLE_RETENTION,
     QueueSample,

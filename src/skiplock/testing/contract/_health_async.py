@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from skiplock import core
+from skiplock.core._health import OrphanedJobs
 
 from . import _support_async as kit
 
@@ -121,8 +122,8 @@ class AsyncHealthContract(kit.AsyncContractBase):
         gone_claims = sorted(job.claimed_at for job in gone if job.claimed_at is not None)
         assert other.claimed_at is not None
         assert snapshot.orphaned == (
-            core.OrphanedJobs("contract-gone", 2, gone_claims[0]),
-            core.OrphanedJobs("contract-other", 1, other.claimed_at),
+            OrphanedJobs("contract-gone", 2, gone_claims[0]),
+            OrphanedJobs("contract-other", 1, other.claimed_at),
         )
         await kit.finish(store, other, core.Succeeded())
         snapshot = await store.health_snapshot()
