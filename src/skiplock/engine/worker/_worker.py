@@ -70,9 +70,12 @@ class Worker:
     claiming, lets running jobs finish for up to ``Settings.shutdown_timeout`` seconds, then
     interrupts the rest and releases them to ``pending`` without using an attempt;
     heartbeats go on during the drain. A forced stop (``stop(force=True)``,
-    ``KeyboardInterrupt``) interrupts and releases running jobs at once. Every shutdown ends
-    by removing the worker's row, so stale-claim recovery takes whatever is still left
-    ``running`` at once.
+    ``KeyboardInterrupt``) interrupts and releases running jobs at once; a processor that
+    ignores the interruption (blocked in a call that cannot be interrupted) is left behind
+    after a short grace and its job released all the same. Every shutdown ends by removing
+    the worker's row, which releases whatever is still ``running`` under its id (an outcome
+    that could not be written; attempts unchanged); only when the database does not answer
+    is it left to stale-claim recovery.
 
     Prefetched (held) jobs pay their attempt only once they start (see
     docs/architecture.md, "The worker"). While the worker's lease is in doubt (a store
