@@ -114,8 +114,9 @@ class Slots:
         self._lock = Lock()
         self._running: dict[int, _Slot] = {}
         self._freed = ThreadSafeEvent()
-        #: The jobs a shutdown interrupted (released to pending by their outcome).
-        self.interrupted: list[int] = []
+        #: The jobs a shutdown interrupted whose outcome is their release (written by
+        #: the completer), in the order they settled.
+        self.released: list[int] = []
 
     def __len__(self) -> int:
         # No lock: len() of a dict is atomic, and the count is a snapshot either way.
@@ -258,6 +259,9 @@ class Slots:
                 self._completer.report(job, label, duration)
                 self._node_slots.release(job.kind)
             else:
+                if isinstance(slot.guard.error, JobCancelledError):
+                    # Interrupted by the shutdown (a lost job is not here): its release.
+                    self.released.append(job.id)
                 # The node slot is released once the outcome is written (on_settled): the
                 # job is `running` in the store until then.
                 done = Done(job, result.outcome, duration)
@@ -282,7 +286,6 @@ class Slots:
             return
         with self._lock:
             slots = list(self._running.values())
-        self.interrupted.extend(slot.job.id for slot in slots)
         for slot in slots:
             slot.guard.interrupt(JobCancelledError("the worker is shutting down"))
         logger.warning(
@@ -317,6 +320,7 @@ class Slots:
             [slot.job.id for slot in slots],
         )
         for slot in slots:
+            self.released.append(slot.job.id)
             if not self._completer.submit(Done(slot.job, Release(), 0.0)):
                 self._completer.report(slot.job, "error", 0.0)
                 self._node_slots.release(slot.job.kind)

@@ -457,7 +457,7 @@ class AsyncWorker:
         ``left``: the jobs its unregistration released (None: it failed)."""
         line = f"worker {self._id} stopped after {self._dispatcher.handled} jobs"
         given_up = set(self._completer.given_up)
-        released = [i for i in self._dispatcher.slots.interrupted if i not in given_up]
+        released = [i for i in self._dispatcher.slots.released if i not in given_up]
         if released:
             line += f"; released job(s) {released} to pending without using an attempt"
         if left:
