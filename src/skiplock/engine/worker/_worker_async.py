@@ -52,6 +52,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger("skiplock.worker")
 
 
+def _ids(ids: list[int], most: int = 20) -> str:
+    """``[1, 2, 3]``, at most ``most`` of them named."""
+    if len(ids) <= most:
+        return str(ids)
+    return f"{ids[:most]} and {len(ids) - most} more"
+
+
 @skip_sync
 def _uncancel() -> None:
     # A cancellation of run() was delivered; withdraw the request so the cleanup can await
@@ -446,7 +453,8 @@ class AsyncWorker:
                 left: list[int] | None = []
                 try:
                     if self._lease.registered:  # else there is nothing to remove
-                        left = await self._parts.store.unregister_worker(self._id)
+                        # A store of the older protocol returns None: nothing released.
+                        left = list(await self._parts.store.unregister_worker(self._id) or ())
                 except Exception:
                     left = None
                     logger.exception("worker %s: unregistering failed", self._id)
@@ -459,10 +467,10 @@ class AsyncWorker:
         given_up = set(self._completer.given_up)
         released = [i for i in self._dispatcher.slots.released if i not in given_up]
         if released:
-            line += f"; released job(s) {released} to pending without using an attempt"
+            line += f"; released job(s) {_ids(released)} to pending without using an attempt"
         if left:
             line += (
-                f"; job(s) {left} still running under its id were released to pending "
+                f"; job(s) {_ids(left)} still running under its id were released to pending "
                 "(attempts unchanged)"
             )
         if left is None:
