@@ -52,7 +52,7 @@ from skiplock.core import (
 )
 from skiplock.core._bucket import TokenBucket
 from skiplock.core._controls import Controls, Limit, Pause
-from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState
+from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState, OrphanedJobs
 from skiplock.core._history import PICKUP_SAMPLE, SAMPLE_RETENTION, QueueSample
 from skiplock.core._idempotency import scope_of
 from skiplock.core._lifecycle import concurrency_limit, outcome_terms
@@ -327,6 +327,16 @@ def worker_status_from_row(row: Mapping[str, Any]) -> WorkerStatus:
         started_at=utc(row["started_at"]),
         heartbeat_at=utc(row["heartbeat_at"]),
         running=int(row["running"]),
+        oldest_claimed_at=_utc_or_none(row["oldest_claimed_at"]),
+    )
+
+
+def orphaned_jobs_from_row(row: Mapping[str, Any]) -> OrphanedJobs:
+    """One row of the ``health_orphans`` query."""
+    return OrphanedJobs(
+        worker_id=row["worker_id"],
+        running=int(row["running"]),
+        oldest_claimed_at=utc(row["oldest_claimed_at"]),
     )
 
 
