@@ -80,6 +80,9 @@ class Engine(EnqueueOps, ScheduleOps, ControlOps):
     wrapped in :class:`~skiplock.ports.CallbackAuditSink`; events go to it instead).
     """
 
+    # Every role: the mixins each take the roles they use (docs/architecture.md).
+    _store: JobStore
+
     def __init__(
         self,
         store: JobStore,

@@ -77,6 +77,9 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncControlOps):
     wrapped in :class:`~skiplock.ports.AsyncCallbackAuditSink`; events go to it instead).
     """
 
+    # Every role: the mixins each take the roles they use (docs/architecture.md).
+    _store: AsyncJobStore
+
     def __init__(
         self,
         store: AsyncJobStore,

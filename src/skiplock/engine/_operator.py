@@ -40,6 +40,9 @@ class Operator(EnqueueOps, ControlOps):
     made: after :meth:`Engine.configure`, make a new one.
     """
 
+    # Every role: the mixins each take the roles they use (docs/architecture.md).
+    _store: JobStore
+
     def __init__(
         self,
         store: JobStore,

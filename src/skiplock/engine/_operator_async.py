@@ -37,6 +37,9 @@ class AsyncOperator(AsyncEnqueueOps, AsyncControlOps):
     made: after :meth:`AsyncEngine.configure`, make a new one.
     """
 
+    # Every role: the mixins each take the roles they use (docs/architecture.md).
+    _store: AsyncJobStore
+
     def __init__(
         self,
         store: AsyncJobStore,

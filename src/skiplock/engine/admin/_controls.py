@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Protocol
 from skiplock.core import RateLimit
 from skiplock.core._controls import Limit, Pause, check_reason, limit_scope, pause_scope
 from skiplock.core._validation import check_bool
+from skiplock.ports import ControlsRole
 
-from ._admin import AdminOps
+from ._admin import AdminOps, AdminStore
 
 if TYPE_CHECKING:
     from skiplock.ports import Audit
@@ -41,6 +42,10 @@ class KindCheck(Protocol):
         ...
 
 
+class ControlStore(AdminStore, ControlsRole, Protocol):
+    """The roles the admin API with controls uses: reads, admin changes and controls."""
+
+
 class ControlOps(AdminOps):
     """The admin API with pauses and limits, mixed into :class:`Engine` and the
     operator handle (they provide ``_controls`` too: the engine's snapshot its workers
@@ -60,6 +65,7 @@ class ControlOps(AdminOps):
     registered workers claim and those with jobs; none known: any kind.
     """
 
+    _store: ControlStore
     _controls: ControlsCache | None = None
     #: The engine's intake (enqueue's kind rule), set by the engine and the handle.
     _kind_check: KindCheck

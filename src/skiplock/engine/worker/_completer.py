@@ -31,7 +31,7 @@ from ._runner import LABELS
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skiplock.ports import Audit, JobStore, Metrics
+    from skiplock.ports import Audit, JobsRole, Metrics
 
 logger = logging.getLogger("skiplock.worker")
 
@@ -71,7 +71,7 @@ class Completer:
     def __init__(
         self,
         *,
-        store: JobStore,
+        store: JobsRole,
         worker_id: str,
         metrics: Metrics,
         batch_size: int,

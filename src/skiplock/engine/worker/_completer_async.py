@@ -28,7 +28,7 @@ from ._runner_async import LABELS
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skiplock.ports import AsyncAudit, AsyncJobStore, Metrics
+    from skiplock.ports import AsyncAudit, AsyncJobsRole, Metrics
 
 logger = logging.getLogger("skiplock.worker")
 
@@ -68,7 +68,7 @@ class Completer:
     def __init__(
         self,
         *,
-        store: AsyncJobStore,
+        store: AsyncJobsRole,
         worker_id: str,
         metrics: Metrics,
         batch_size: int,

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from skiplock._compat import Interruptible
     from skiplock.core import Job, KindPolicy
-    from skiplock.ports import Audit, Clock, JobStore, Metrics
+    from skiplock.ports import Audit, Clock, JobsRole, Metrics
 
     from .._context import JobContext
     from .._controls import LimitsView
@@ -139,7 +139,7 @@ class JobRunner:
     def __init__(
         self,
         *,
-        store: JobStore,
+        store: JobsRole,
         worker_id: str,
         processors: Mapping[str, ProcessorSpec],
         policy: Callable[[str], KindPolicy],

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from skiplock._compat_async import Interruptible
     from skiplock.core import Job, KindPolicy
-    from skiplock.ports import AsyncAudit, AsyncJobStore, Clock, Metrics
+    from skiplock.ports import AsyncAudit, AsyncJobsRole, Clock, Metrics
 
     from .._context import JobContext
     from .._controls import LimitsView
@@ -136,7 +136,7 @@ class JobRunner:
     def __init__(
         self,
         *,
-        store: AsyncJobStore,
+        store: AsyncJobsRole,
         worker_id: str,
         processors: Mapping[str, ProcessorSpec],
         policy: Callable[[str], KindPolicy],
