@@ -141,10 +141,6 @@ class ControlOps(AdminOps):
         self._changed()
         return lifted
 
-    def paused(self) -> list[Pause]:
-        """Every pause in force."""
-        return list((self._store.controls()).pauses)
-
     def set_limit(
         self,
         *,
@@ -187,7 +183,3 @@ class ControlOps(AdminOps):
         cleared = self._store.clear_limit(kind, tenant, provider, audit=audit)
         self._changed()
         return cleared
-
-    def limits(self) -> list[Limit]:
-        """Every limit set at run time (not the policies' and settings' ones)."""
-        return list((self._store.controls()).limits)

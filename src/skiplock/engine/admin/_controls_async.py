@@ -137,10 +137,6 @@ class AsyncControlOps(AsyncAdminOps):
         await self._changed()
         return lifted
 
-    async def paused(self) -> list[Pause]:
-        """Every pause in force."""
-        return list((await self._store.controls()).pauses)
-
     async def set_limit(
         self,
         *,
@@ -183,7 +179,3 @@ class AsyncControlOps(AsyncAdminOps):
         cleared = await self._store.clear_limit(kind, tenant, provider, audit=audit)
         await self._changed()
         return cleared
-
-    async def limits(self) -> list[Limit]:
-        """Every limit set at run time (not the policies' and settings' ones)."""
-        return list((await self._store.controls()).limits)

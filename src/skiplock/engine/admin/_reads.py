@@ -24,7 +24,7 @@ from skiplock.core import (
     Page,
     StateCount,
 )
-from skiplock.core._controls import Controls, EffectiveLimits
+from skiplock.core._controls import Controls, EffectiveLimits, Limit, Pause
 from skiplock.core._health import (
     LIVE_HEARTBEATS,
     HealthThresholds,
@@ -265,6 +265,14 @@ class ReadOps:
         ``[]`` for a job without any (also an unknown one). A deleted job's events stay
         until retention purges them."""
         return self._store.audit_trail(check_job_id("job_id", job_id))
+
+    def paused(self) -> list[Pause]:
+        """Every pause in force."""
+        return list((self._store.controls()).pauses)
+
+    def limits(self) -> list[Limit]:
+        """Every limit set at run time (not the policies' and settings' ones)."""
+        return list((self._store.controls()).limits)
 
 
 class Reader(ReadOps):

@@ -21,7 +21,7 @@ from skiplock.core import (
     Page,
     StateCount,
 )
-from skiplock.core._controls import Controls, EffectiveLimits
+from skiplock.core._controls import Controls, EffectiveLimits, Limit, Pause
 from skiplock.core._health import (
     LIVE_HEARTBEATS,
     HealthThresholds,
@@ -268,6 +268,14 @@ class AsyncReadOps:
         ``[]`` for a job without any (also an unknown one). A deleted job's events stay
         until retention purges them."""
         return await self._store.audit_trail(check_job_id("job_id", job_id))
+
+    async def paused(self) -> list[Pause]:
+        """Every pause in force."""
+        return list((await self._store.controls()).pauses)
+
+    async def limits(self) -> list[Limit]:
+        """Every limit set at run time (not the policies' and settings' ones)."""
+        return list((await self._store.controls()).limits)
 
 
 class AsyncReader(AsyncReadOps):
