@@ -38,7 +38,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from skiplock.core import JobState, ValidationError
-from skiplock.core._validation import check_bool, check_int
+from skiplock.core.rules import check_bool, check_int
 from skiplock.engine import AsyncEngine, AsyncReader, Engine, Reader
 
 if TYPE_CHECKING:

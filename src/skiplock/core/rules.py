@@ -13,6 +13,7 @@ from ._bucket import (
 )
 from ._capacity import (
     plan_claim,
+    throttle_limits,
 )
 from ._controls import (
     EffectiveLimits,
@@ -76,6 +77,7 @@ from ._states import (
     action_states,
 )
 from ._throughput import (
+    MAX_BUCKETS,
     Throughput,
     throughput_from,
     throughput_window,
@@ -118,6 +120,7 @@ __all__ = [
     "INT8_RANGE",
     "KIND_RE",
     "LIVE_HEARTBEATS",
+    "MAX_BUCKETS",
     "MAX_CONCURRENCY_KEY_LENGTH",
     "MAX_IDEMPOTENCY_KEY_LENGTH",
     "MAX_PAYLOAD_BYTES",
@@ -182,6 +185,7 @@ __all__ = [
     "resolve_policy",
     "table_limits",
     "take",
+    "throttle_limits",
     "throughput_from",
     "throughput_window",
     "to_duration",

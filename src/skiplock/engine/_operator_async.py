@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from skiplock.core._validation import check_actor
+from skiplock.core.rules import check_actor
 
 from ._observe import traces
 from .admin._controls_async import AsyncControlOps

@@ -42,8 +42,7 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
-    from skiplock.core._controls import Controls, Limit, Pause
-    from skiplock.core._history import QueueSample
+    from skiplock.core.store import Controls, Limit, Pause, QueueSample
 
     from ._audit import Audit
 
@@ -336,7 +335,7 @@ class ReadsRole(Protocol):
         ...
 
     def queue_samples(self, since: datetime, bucket: timedelta) -> list[QueueSample]:
-        """The queue samples (``skiplock.core._history.QueueSample``) taken at or after
+        """The queue samples (``skiplock.core.store.QueueSample``) taken at or after
         ``since``, folded per bucket (from ``since``) and kind by ``fold_samples``' rule,
         by bucket, then kind: at most buckets x kinds rows. :meth:`roll_up_counts` takes
         the samples: when the minute holding the store's now has none yet, one per kind by

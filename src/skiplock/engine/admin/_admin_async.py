@@ -18,12 +18,7 @@ from skiplock.core import (
     ValidationError,
     sources,
 )
-from skiplock.core._validation import (
-    check_actor,
-    check_bool,
-    check_int,
-    check_job_id,
-)
+from skiplock.core.rules import check_actor, check_bool, check_int, check_job_id
 from skiplock.ports import AsyncAdminRole, AsyncReadsRole
 
 from .._errors import SelectionChangedError

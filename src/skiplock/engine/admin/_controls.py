@@ -14,8 +14,8 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from skiplock.core import RateLimit
-from skiplock.core._controls import Limit, Pause, check_reason, limit_scope, pause_scope
-from skiplock.core._validation import check_bool
+from skiplock.core.rules import check_bool, check_reason, limit_scope, pause_scope
+from skiplock.core.store import Limit, Pause
 from skiplock.ports import ControlsRole
 
 from ._admin import AdminOps, AdminStore

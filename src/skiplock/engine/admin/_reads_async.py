@@ -21,25 +21,27 @@ from skiplock.core import (
     Page,
     StateCount,
 )
-from skiplock.core._controls import Controls, EffectiveLimits, Limit, Pause
-from skiplock.core._health import (
-    LIVE_HEARTBEATS,
-    HealthThresholds,
-    assess_health,
-    unreachable_report,
-)
-from skiplock.core._history import History, history_from
-from skiplock.core._throughput import Throughput, throughput_from, throughput_window
-from skiplock.core._validation import (
+from skiplock.core.rules import (
     INT8_RANGE,
+    LIVE_HEARTBEATS,
+    EffectiveLimits,
+    HealthThresholds,
+    History,
+    Throughput,
+    assess_health,
     check_available_at,
     check_bool,
     check_duration,
     check_int,
     check_job_id,
     check_priority,
+    history_from,
+    throughput_from,
+    throughput_window,
     to_duration,
+    unreachable_report,
 )
+from skiplock.core.store import Controls, Limit, Pause
 
 from .._inputs import as_names, as_states
 from ..settings._settings import Settings
@@ -47,7 +49,7 @@ from ..settings._settings import Settings
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from skiplock.core._bucket import RateTable
+    from skiplock.core.store import RateTable
     from skiplock.ports import AsyncReadsRole
 
 
@@ -150,7 +152,7 @@ class AsyncReadOps:
         seconds): succeeded, dead, marked failed and cancelled, by each job's
         ``completed_at`` on the store's clock. Buckets are aligned on multiples of
         ``bucket`` (a whole number of seconds) and the last one, still filling, holds
-        now; at most :data:`~skiplock.core._throughput.MAX_BUCKETS` of them. It counts the jobs as
+        now; at most :data:`~skiplock.core.rules.MAX_BUCKETS` of them. It counts the jobs as
         they are now: a job replayed since, or deleted or purged by retention, no longer
         counts. Bad arguments raise :class:`~skiplock.ValidationError`."""
         now, since, count, step = await self._buckets(window, bucket)
@@ -248,7 +250,7 @@ class AsyncReadOps:
     ) -> HealthThresholds:
         """The thresholds :meth:`health` uses for these arguments (validated, defaults
         filled in); for a report made without the store, e.g.
-        :func:`skiplock.core._health.unreachable_report`."""
+        :func:`skiplock.core.rules.unreachable_report`."""
         if worker_timeout is None:
             settings = self._settings
             beats = timedelta(seconds=LIVE_HEARTBEATS * settings.heartbeat_interval)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from datetime import datetime, timedelta, tzinfo
 
     from skiplock.core import EnqueueRequest, EnqueueResult
-    from skiplock.core._idempotency import IdempotencyConflict, IdempotencyScope
+    from skiplock.core.rules import IdempotencyConflict, IdempotencyScope
     from skiplock.ports import AsyncAudit, AsyncJobsRole, Clock, Tracer
 
     from .._inputs import EnqueueOptions

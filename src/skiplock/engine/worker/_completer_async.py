@@ -21,7 +21,7 @@ import attrs
 
 from skiplock._compat_async import Task, ThreadSafeEvent, join, spawn
 from skiplock.core import Completion, Job, Outcome, RetryPolicy
-from skiplock.core._retry import next_delay
+from skiplock.core.rules import next_delay
 
 from ._runner_async import LABELS
 

@@ -19,7 +19,7 @@ import attrs
 
 from skiplock._compat import ThreadSafeEvent
 from skiplock.core import DatabaseUnavailableError
-from skiplock.core._retry import next_delay
+from skiplock.core.rules import next_delay
 
 from ..settings._settings import Settings
 from ._completer import STORE_RETRY

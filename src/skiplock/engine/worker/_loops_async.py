@@ -15,7 +15,7 @@ import attrs
 
 from skiplock._compat_async import ThreadSafeEvent
 from skiplock.core import DatabaseUnavailableError
-from skiplock.core._retry import next_delay
+from skiplock.core.rules import next_delay
 
 from ..settings._settings import Settings
 from ._completer_async import STORE_RETRY

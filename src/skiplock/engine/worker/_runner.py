@@ -30,8 +30,7 @@ from skiplock.core import (
     UnknownKindError,
     ValidationError,
 )
-from skiplock.core._failure import FailureKind, decide_failure, exception_traceback
-from skiplock.core._validation import encode_result
+from skiplock.core.rules import FailureKind, decide_failure, encode_result, exception_traceback
 
 from .._codec import encode
 from .._errors import (

@@ -16,8 +16,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
 
 from skiplock.core import JobNotFoundError, JobState, SkiplockError
-from skiplock.core._throughput import throughput_window
-from skiplock.core._validation import INT8_RANGE, check_duration, check_int, to_duration
+from skiplock.core.rules import (
+    INT8_RANGE,
+    check_duration,
+    check_int,
+    throughput_window,
+    to_duration,
+)
 from skiplock.engine import AsyncEngine, AsyncReader, SelectionChangedError
 
 from ..rest import AsyncDoor, AsyncRoute, Forbidden, Permission, Problem, Request, Response
