@@ -68,7 +68,7 @@ from ._lifecycle import (
     OutcomeTerms,
     after_claim,
     after_operator,
-    after_outcome,
+    after_outcome,  # over outcome_terms
     after_recovery,
     after_release,
     after_start,
