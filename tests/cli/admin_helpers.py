@@ -54,6 +54,18 @@ def bury(dsn: str, *ids: int, error: str = "boom") -> None:
     )
 
 
+def strand(dsn: str, job_id: int, worker_id: str, seconds: int) -> None:
+    """Leave job ``job_id`` running under ``worker_id``, claimed ``seconds`` ago."""
+    execute(
+        dsn,
+        [
+            "UPDATE skiplock.jobs SET status = 'running', attempts = 1, "
+            f"claimed_by = '{worker_id}', claimed_at = now() - interval '{seconds} seconds' "
+            f"WHERE id = {int(job_id)}"
+        ],
+    )
+
+
 def add_worker(
     dsn: str,
     worker_id: str,

@@ -22,6 +22,7 @@ from tests.cli.admin_helpers import (
     enqueue,
     parse,
     run_cli,
+    strand,
 )
 from tests.pgfixtures import execute, fetch
 
@@ -113,6 +114,41 @@ def test_health_json_is_the_report(admin_dsn: str, capsys: pytest.CaptureFixture
         "max_pending_age_seconds": None,
         "max_dead": 0,
     }
+
+
+@pytest.mark.postgres
+def test_health_reports_running_jobs_whose_worker_is_gone_with_their_age(
+    admin_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 41: a job left running by a worker stopped by force; health said healthy.
+    [left, lost, quiet] = enqueue(admin_dsn, "email", 3)
+    strand(admin_dsn, left, "w-left", 372)  # its worker unregistered (no row)
+    strand(admin_dsn, lost, "w-left", 30)
+    add_worker(admin_dsn, "w-silent", silent_for=600)
+    strand(admin_dsn, quiet, "w-silent", 700)
+    status, lines, _ = health(capsys, "--dsn", admin_dsn)
+    assert status == 1
+    [line] = problems(lines)
+    assert line.startswith(
+        "3 running job(s) whose worker is gone: w-left (unregistered: 2 job(s), the oldest "
+        "running 6m1"  # 6m12s, give or take the test's own seconds
+    )
+    assert "w-silent (silent for 10m" in line
+    assert "the oldest running 11m" in line
+    assert line.endswith("once a worker runs (none is live)")
+
+    status, lines, _ = health(capsys, "--dsn", admin_dsn, "--json")
+    assert status == 1
+    report = parse("\n".join(lines))
+    assert report["healthy"] is False
+    by_id = {group["worker_id"]: group for group in report["abandoned"]}
+    assert sorted(by_id) == ["w-left", "w-silent"]
+    assert (by_id["w-left"]["registered"], by_id["w-left"]["running"]) == (False, 2)
+    assert by_id["w-left"]["heartbeat_age_seconds"] is None
+    assert 372 <= by_id["w-left"]["age_seconds"] < 372 + DEADLINE
+    assert (by_id["w-silent"]["registered"], by_id["w-silent"]["running"]) == (True, 1)
+    assert by_id["w-silent"]["age_seconds"] >= 700
+    assert by_id["w-silent"]["heartbeat_age_seconds"] >= 600
 
 
 @pytest.mark.postgres

@@ -298,8 +298,9 @@ class RegisterFails(AsyncInMemoryJobStore):
     async def register_worker(self, info: WorkerInfo) -> None:
         raise StoreError('relation "skiplock.workers" does not exist')
 
-    async def unregister_worker(self, worker_id: str) -> None:
+    async def unregister_worker(self, worker_id: str) -> list[int]:
         self.unregistered.append(worker_id)
+        return []
 
 
 def test_worker_that_never_registered_does_not_unregister(

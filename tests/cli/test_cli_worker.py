@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -63,6 +64,7 @@ BLOCKING_APPS = {
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from typing import Any
 
@@ -365,3 +367,66 @@ def test_cli_worker_exits_130_after_a_forced_stop(
 ) -> None:
     status, _, _ = run_forced(make_app, monkeypatch, flavour)
     assert status == 130
+
+
+# ---- what a worker leaves alone (issue 41) ------------------------------------------------
+
+UNSERVED_APP = """
+from __future__ import annotations
+
+from typing import Any
+
+from skiplock import Engine, JobContext
+from skiplock.adapters.memory import InMemoryJobStore
+
+engine = Engine(InMemoryJobStore())
+engine.declare_kind("report.build")  # processed by another service
+
+
+@engine.processor("a")
+def handle_a(payload: Any, ctx: JobContext) -> None:
+    pass
+
+
+@engine.processor("b")
+def handle_b(payload: Any, ctx: JobContext) -> None:
+    pass
+"""
+
+
+def test_worker_names_the_declared_kinds_it_does_not_serve_and_the_due_jobs_it_left(
+    make_app: Callable[[str], str],
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A kind no running worker serves used to wait in silence: "handled 1 job(s)".
+    name = make_app(UNSERVED_APP)
+    engine = cli.resolve_app(f"{name}:engine")
+    assert isinstance(engine, Engine)
+    for kind in ("report.build", "report.build", "a", "b"):
+        engine.enqueue(kind, {})
+    with caplog.at_level(logging.INFO, logger="skiplock.worker"):
+        status = cli.main(["worker", f"{name}:engine", "--until-idle", "--kinds", "a"])
+    assert status == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "handled 1 job(s)",
+        "left 3 due job(s): 'b' 1 (not claimed by this worker), 'report.build' 2 (not "
+        "claimed by this worker)",
+    ]
+    [line] = [r.getMessage() for r in caplog.records if "does not serve" in r.getMessage()]
+    assert line.endswith(
+        "does not serve 2 declared kind(s) (no processor here: report.build; left out by "
+        "its kinds: b); their jobs wait for a worker that does"
+    )
+
+
+def test_worker_until_idle_says_nothing_more_when_nothing_is_left(
+    make_app: Callable[[str], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = make_app(UNSERVED_APP)
+    engine = cli.resolve_app(f"{name}:engine")
+    assert isinstance(engine, Engine)
+    engine.enqueue("a", {})
+    engine.enqueue("b", {}, delay=3600)  # not due: not "left"
+    assert cli.main(["worker", f"{name}:engine", "--until-idle"]) == 0
+    assert capsys.readouterr().out == "handled 1 job(s)\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import attrs
 import pytest
 
 from skiplock.core import (
@@ -15,6 +16,7 @@ from skiplock.core import (
 )
 from skiplock.core._health import (
     HealthThresholds,
+    OrphanedJobs,
     assess_health,
     format_duration,
     unreachable_report,
@@ -31,6 +33,7 @@ def _worker(
     kinds: set[str] | None = None,
     tenants: set[str] | None = None,
     running: int = 0,
+    claimed: float | None = None,
 ) -> WorkerStatus:
     return WorkerStatus(
         id=worker_id,
@@ -41,6 +44,7 @@ def _worker(
         started_at=NOW - timedelta(hours=1),
         heartbeat_at=NOW - timedelta(seconds=silent),
         running=running,
+        oldest_claimed_at=None if claimed is None else NOW - timedelta(seconds=claimed),
     )
 
 
@@ -87,6 +91,54 @@ def test_a_silent_workers_kinds_are_uncovered() -> None:
         "kind 'c': 1 due job(s) and no live worker claims the kind",
     ]
     assert not report.workers[0].live
+
+
+def test_running_jobs_whose_worker_is_gone_are_a_problem_with_their_age() -> None:
+    # Issue 41: a worker stopped by force left its job running; health said healthy.
+    snapshot = attrs.evolve(
+        _snapshot(
+            _worker("live", silent=1, running=1, claimed=5),
+            _worker("silent", silent=120, running=3, claimed=400),
+            _worker("idle-silent", silent=600),
+            QueueStats("a", None, running=6),
+        ),
+        orphaned=(OrphanedJobs("left", 2, NOW - timedelta(seconds=372)),),
+    )
+    report = assess_health(snapshot, LIMITS)
+    assert not report.healthy
+    assert report.problems == [
+        "5 running job(s) whose worker is gone: left (unregistered: 2 job(s), the oldest "
+        "running 6m12s), silent (silent for 2m: 3 job(s), the oldest running 6m40s); "
+        "nothing finishes them, stale-claim recovery returns them to pending at a live "
+        "worker's next maintenance pass"
+    ]
+    left, silent = report.abandoned
+    assert (left.worker_id, left.registered, left.running) == ("left", False, 2)
+    assert (left.age, left.heartbeat_age) == (timedelta(seconds=372), None)
+    assert (silent.registered, silent.heartbeat_age) == (True, timedelta(seconds=120))
+    assert json.loads(json.dumps(report.to_dict()))["abandoned"] == [
+        {
+            "worker_id": "left",
+            "registered": False,
+            "running": 2,
+            "oldest_claimed_at": (NOW - timedelta(seconds=372)).isoformat(),
+            "age_seconds": 372.0,
+            "heartbeat_age_seconds": None,
+        },
+        {
+            "worker_id": "silent",
+            "registered": True,
+            "running": 3,
+            "oldest_claimed_at": (NOW - timedelta(seconds=400)).isoformat(),
+            "age_seconds": 400.0,
+            "heartbeat_age_seconds": 120.0,
+        },
+    ]
+    # With no live worker, nothing runs stale-claim recovery: the line says so.
+    alone = attrs.evolve(snapshot, workers=())
+    [problem] = assess_health(alone, LIMITS).problems
+    assert problem.startswith("2 running job(s) whose worker is gone: left (unregistered")
+    assert problem.endswith("returns them to pending once a worker runs (none is live)")
 
 
 def test_scheduled_running_and_dead_jobs_need_no_worker() -> None:
@@ -202,6 +254,7 @@ def test_to_dict_is_json_with_stable_keys() -> None:
         "throttled",
         "thresholds",
         "paused",
+        "abandoned",
     }
     assert data["checked_at"] == NOW.isoformat()
     assert data["database"] == {"reachable": True, "error": None}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -69,3 +70,38 @@ def test_main_thread_waits_return_on_time_and_when_set() -> None:
     assert event.wait(None)
     join(setter)
     assert event.wait(0)
+
+
+def test_a_forced_stop_releases_a_job_blocked_where_no_interruption_lands(
+    clock: FakeClock,
+) -> None:
+    # Issue 41: a plain function blocked in C code (a lock wait, as a Django task's
+    # socket read) ignores the interruption. Its job used to stay `running` until
+    # stale-claim recovery; now it is released at once and the call is left behind.
+    store = CountingStore(clock=clock)
+    engine = Engine(store, Settings(shutdown_timeout=60.0, poll_interval=0.01), clock=clock)
+    started, release = ThreadSafeEvent(), threading.Event()
+
+    @engine.processor("stuck")
+    def stuck(payload: Any, ctx: JobContext) -> str:
+        started.set()
+        release.wait()  # one C-level wait: the worker's interruption cannot land in it
+        return "too late"
+
+    job_id = engine.enqueue("stuck", {}).id
+    baseline = threading.active_count()
+    worker = engine.worker()
+    runner = spawn(worker.run)
+    eventually(started.is_set)
+    worker.stop(force=True)
+    join(runner)  # within the 1 s grace, not the 60 s drain
+    job = store.state.get(job_id)
+    assert job is not None
+    assert (job.state, job.attempts, job.claimed_by) == (JobState.PENDING, 0, None)
+    assert store.state.workers() == []
+    # The call left behind ends later and writes nothing.
+    release.set()
+    eventually(lambda: threading.active_count() <= baseline)
+    job = store.state.get(job_id)
+    assert job is not None
+    assert (job.state, job.attempts, job.result) == (JobState.PENDING, 0, None)

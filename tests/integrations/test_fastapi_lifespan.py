@@ -230,5 +230,10 @@ def test_uvicorn_sigterm_drains_the_embedded_worker_and_exits(
     # SIGTERM it caught with the default action (exit status -15); older ones exit 0.
     assert returncode in (0, -signal.SIGTERM), output
     assert "Traceback" not in output, output
+    # Issue 41: the embedded worker's INFO lines show under uvicorn's default logging
+    # config (uvicorn configures only its own loggers), in the CLI's format.
+    assert " started: 2 slots, kinds=['hold']" in output, output
+    assert "INFO    skiplock.worker: worker " in output, output
+    assert " stopped after 1 jobs" in output, output
     assert fetch(scratch_dsn, query) == [(JobState.SUCCEEDED.value, 1)]
     assert fetch(scratch_dsn, "SELECT count(*) FROM skiplock.workers") == [(0,)]

@@ -27,7 +27,7 @@ from skiplock.integrations.rest import (
     models,
 )
 from skiplock.integrations.rest._support import RETRY_AFTER
-from tests.cli.admin_helpers import add_worker, bury
+from tests.cli.admin_helpers import add_worker, bury, strand
 
 from .rest_support import FLAVOURS, PREFIX, VIEWER, Client, client_for, snapshot
 
@@ -515,6 +515,22 @@ def test_counts_workers_and_health(client: Client, jobs: Engine, pg_dsn: str) ->
     assert strict.body["healthy"] is False
     assert "webhook.send" in strict.body["problems"][0]
     problem(client.get("/health", params={"max_dead": -1}), 422, "invalid-request")
+
+
+def test_health_reports_running_jobs_whose_worker_is_gone(
+    client: Client, jobs: Engine, pg_dsn: str
+) -> None:
+    # Issue 41: a job left running under a worker that unregistered.
+    job_id = jobs.enqueue("report.build", {}).id
+    strand(pg_dsn, job_id, "w-left", 90)
+    health = client.get("/health")
+    models.HealthReport.model_validate(health.body)
+    assert health.body["healthy"] is False
+    [line] = health.body["problems"]
+    assert line.startswith("1 running job(s) whose worker is gone: w-left (unregistered")
+    [group] = health.body["abandoned"]
+    assert (group["worker_id"], group["registered"], group["running"]) == ("w-left", False, 1)
+    assert group["age_seconds"] >= 90
 
 
 def test_pauses_and_limits(client: Client, jobs: Engine) -> None:

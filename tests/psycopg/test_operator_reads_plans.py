@@ -135,7 +135,12 @@ def test_health_never_scans_jobs(table: str, mode: str) -> None:
     assert sum(r[6] for r in rows) == RUNNING
     plans, rows = _explain(table, neutral_query("health_workers", SCHEMA), {}, mode)
     _assert_never_scans_jobs(plans, "health_workers")
-    assert [r[-1] for r in rows] == [RUNNING]
+    assert [r[-2] for r in rows] == [RUNNING]
+    assert rows[0][-1] is not None  # the oldest claim
+    # Running jobs under ids without a worker row: read through the running jobs' index.
+    plans, rows = _explain(table, neutral_query("health_orphans", SCHEMA), {}, mode)
+    _assert_never_scans_jobs(plans, "health_orphans")
+    assert rows == []
 
 
 @pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])

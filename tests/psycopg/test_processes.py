@@ -107,6 +107,13 @@ if os.environ["SKIPLOCK_TEST_APP_FLAVOUR"] == "async":
             sys.exit(3)
         raise KeyboardInterrupt
 
+    # A plain function blocked in one C call (as a Django task may be): an interruption
+    # cannot reach it.
+    @engine.processor("proc.stuck")
+    def stuck(payload, ctx):
+        started(ctx.job_id, ctx.attempt)
+        time.sleep(600)
+
 else:
     engine = Engine(PsycopgJobStore(DSN, max_size=12), settings)
 
@@ -155,6 +162,13 @@ else:
         if payload == "exit":
             sys.exit(3)
         raise KeyboardInterrupt
+
+    # A plain function blocked in one C call (as a Django task may be): an interruption
+    # cannot reach it.
+    @engine.processor("proc.stuck")
+    def stuck(payload, ctx):
+        started(ctx.job_id, ctx.attempt)
+        time.sleep(600)
 """
 
 _MODULE = "skiplock_pg_process_app"
@@ -275,6 +289,37 @@ def test_second_signal_releases_running_jobs_and_unregisters(
         job_id,
     ) == [("pending", 0, None, None)]
     assert sql(pg_dsn, "SELECT count(*) FROM skiplock.workers") == [(0,)]
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_second_ctrl_c_releases_a_job_blocked_in_a_sync_call(
+    app: Callable[..., subprocess.Popen[bytes]], pg_dsn: str, tmp_path: Path, flavour: str
+) -> None:
+    # Issue 41 item 3: the job stayed `running` until the next maintenance pass (minutes)
+    # and the worker's last words said stale-claim recovery would take it.
+    worker = app(flavour, log_level="INFO")
+    [job_id] = enqueue(pg_dsn, [EnqueueRequest(kind="proc.stuck")])
+    wait_for(
+        lambda: bool(sql(pg_dsn, "SELECT 1 FROM public.started WHERE job_id = %s", job_id)),
+        30,
+        "the job to start",
+    )
+    log = tmp_path / "worker0.log"
+    worker.send_signal(signal.SIGINT)  # Ctrl-C: drain
+    wait_for(lambda: "SIGINT received" in log.read_text(), 10, "the first SIGINT to be handled")
+    worker.send_signal(signal.SIGINT)  # Ctrl-C again: stop now
+    assert worker.wait(30) == 130
+    # Released as a forced stop releases a running job: pending, no attempt used, nobody's
+    # claim; and the worker's row is gone.
+    assert sql(
+        pg_dsn,
+        "SELECT status, attempts, claimed_by, recovered FROM skiplock.jobs WHERE id = %s",
+        job_id,
+    ) == [("pending", 0, None, False)]
+    assert sql(pg_dsn, "SELECT count(*) FROM skiplock.workers") == [(0,)]
+    text = log.read_text()
+    assert "stale-claim recovery will return" not in text
+    assert f"released job(s) [{job_id}] to pending without using an attempt" in text
 
 
 @pytest.mark.parametrize("flavour", ["sync", "async"])

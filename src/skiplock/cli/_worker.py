@@ -15,6 +15,7 @@ import attrs
 
 from skiplock.core import ValidationError
 from skiplock.engine import AsyncEngine, AsyncWorker, Engine, Settings, Worker
+from skiplock.engine._logs import TEXT_FORMAT
 
 from . import _options
 from ._database import driver_errors
@@ -24,11 +25,12 @@ from ._startup import StartupError, open_async, open_sync
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from types import ModuleType
     from wsgiref.simple_server import WSGIServer
 
     from skiplock.contrib.prometheus import PrometheusMetrics
+    from skiplock.core import HealthSnapshot
 
 PROMETHEUS_HINT = "pip install 'skiplock[prometheus]'"
 
@@ -237,12 +239,13 @@ def run(app: AppEngine, args: argparse.Namespace) -> int:
     debug = args.log_level <= logging.DEBUG
     server = None
     handled: int | None = None
+    left: HealthSnapshot | None = None
     try:
         if metrics is not None:
             server = _serve_metrics(metrics, args.metrics_port)
         if isinstance(engine, AsyncEngine):
             assert isinstance(worker, AsyncWorker)
-            handled = asyncio.run(
+            handled, left = asyncio.run(
                 _serve_async(engine, worker, until_idle=args.until_idle, debug=debug)
             )
         else:
@@ -251,6 +254,7 @@ def run(app: AppEngine, args: argparse.Namespace) -> int:
                 open_sync(engine.store, debug=debug)
                 if args.until_idle:
                     handled = worker.run_until_idle()
+                    left = _snapshot(engine.store.health_snapshot)
                 else:
                     worker.run()
             finally:
@@ -265,21 +269,63 @@ def run(app: AppEngine, args: argparse.Namespace) -> int:
             server.server_close()
     if args.until_idle:
         print(f"handled {handled} job(s)")
+        if left is not None and (line := due_left(left, worker.kinds)):
+            print(line)
     # An interrupted run() (KeyboardInterrupt, cancellation) propagates: exit status 130.
     return 130 if worker.forced else 0
 
 
 async def _serve_async(
     engine: AsyncEngine, worker: AsyncWorker, *, until_idle: bool, debug: bool
-) -> int | None:
+) -> tuple[int | None, HealthSnapshot | None]:
+    """Run the worker on the opened store; with ``until_idle`` the number handled and
+    what is due after it (None if it could not be read)."""
     try:
         await open_async(engine.store, debug=debug)
         if until_idle:
-            return await worker.run_until_idle()
+            handled = await worker.run_until_idle()
+            try:
+                return handled, await engine.store.health_snapshot()
+            except Exception:  # only a hint is lost; the run itself succeeded
+                _queue_unread()
+                return handled, None
         await worker.run()
-        return None
+        return None, None
     finally:
         await engine.store.close()
+
+
+def _snapshot(read: Callable[[], HealthSnapshot]) -> HealthSnapshot | None:
+    try:
+        return read()
+    except Exception:  # only a hint is lost; the run itself succeeded
+        _queue_unread()
+        return None
+
+
+def _queue_unread() -> None:
+    logging.getLogger("skiplock.worker").debug("reading the due jobs failed", exc_info=True)
+
+
+def due_left(snapshot: HealthSnapshot, claimed: frozenset[str] | None) -> str | None:
+    """The line ``--until-idle`` prints after its count when due jobs are left (None:
+    none): how many, per kind, and which kinds this worker does not claim (issue 41: a
+    kind no worker serves used to wait in silence)."""
+    due: dict[str, int] = {}
+    bounded = False
+    for stats in snapshot.queues:
+        if stats.due:
+            due[stats.kind] = due.get(stats.kind, 0) + stats.due
+            bounded = bounded or stats.bounded
+    if not due:
+        return None
+    kinds = ", ".join(
+        f"{kind!r} {count}"
+        + ("" if claimed is None or kind in claimed else " (not claimed by this worker)")
+        for kind, count in sorted(due.items())
+    )
+    at_least = "at least " if bounded else ""
+    return f"left {at_least}{sum(due.values())} due job(s): {kinds}"
 
 
 def log_handler(args: argparse.Namespace) -> logging.Handler:
@@ -289,7 +335,7 @@ def log_handler(args: argparse.Namespace) -> logging.Handler:
 
         return json_handler()
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    handler.setFormatter(logging.Formatter(TEXT_FORMAT))
     return handler
 
 

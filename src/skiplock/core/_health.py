@@ -64,12 +64,24 @@ class WorkerStatus:
     heartbeat_at: datetime
     #: Jobs running under its id.
     running: int = 0
+    #: When the longest-running of them was claimed (None: none runs).
+    oldest_claimed_at: datetime | None = None
 
     def claims(self, kind: str, tenant: str | None) -> bool:
         """Whether this worker would claim a job of ``kind`` and ``tenant``."""
         return (self.kinds is None or kind in self.kinds) and (
             self.tenants is None or (tenant is not None and tenant in self.tenants)
         )
+
+
+@attrs.frozen
+class OrphanedJobs:
+    """Jobs running under a worker id that has no worker row (its worker unregistered
+    or was removed with them still running): nothing will finish them."""
+
+    worker_id: str
+    running: int
+    oldest_claimed_at: datetime
 
 
 @attrs.frozen
@@ -156,6 +168,8 @@ class HealthSnapshot:
     #: The shared token buckets that are not full (drawn from lately): bounded by the
     #: pairs and providers in use, never the jobs.
     buckets: tuple[BucketState, ...] = ()
+    #: Running jobs whose worker id has no row, per id.
+    orphaned: tuple[OrphanedJobs, ...] = ()
 
 
 @attrs.frozen
@@ -227,6 +241,44 @@ class WorkerHealth:
             "running": self.running,
             "live": self.live,
         }
+
+
+@attrs.frozen
+class AbandonedJobs:
+    """Running jobs whose worker is gone, in the report: it unregistered (or its row was
+    removed) with them still running (``registered`` False), or it stopped sending
+    heartbeats (``heartbeat_age`` beyond ``worker_timeout``). Nothing finishes them: they
+    stay ``running`` until stale-claim recovery returns them to pending."""
+
+    worker_id: str
+    registered: bool
+    running: int
+    #: When the longest-running of them was claimed, and how long ago.
+    oldest_claimed_at: datetime | None
+    age: timedelta | None
+    #: How long the worker has been silent (None: no row).
+    heartbeat_age: timedelta | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (times ISO 8601, ages in seconds)."""
+        return {
+            "worker_id": self.worker_id,
+            "registered": self.registered,
+            "running": self.running,
+            "oldest_claimed_at": _iso(self.oldest_claimed_at),
+            "age_seconds": _seconds(self.age),
+            "heartbeat_age_seconds": _seconds(self.heartbeat_age),
+        }
+
+    def describe(self) -> str:
+        """``id (unregistered: 2 job(s), the oldest running 6m12s)``."""
+        state = (
+            "unregistered"
+            if self.heartbeat_age is None
+            else f"silent for {format_duration(self.heartbeat_age)}"
+        )
+        oldest = "" if self.age is None else f", the oldest running {format_duration(self.age)}"
+        return f"{self.worker_id} ({state}: {self.running} job(s){oldest})"
 
 
 @attrs.frozen
@@ -317,6 +369,9 @@ class HealthReport:
     #: Due jobs held back by a limit or a pause, per (kind, tenant)
     #: (:func:`throttled_pairs`).
     throttled: list[ThrottledPair] = attrs.field(factory=list)
+    #: Running jobs whose worker is gone (unregistered or silent), per worker id: a
+    #: problem, with their age.
+    abandoned: list[AbandonedJobs] = attrs.field(factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data; keys are listed in docs/operations.md."""
@@ -330,6 +385,7 @@ class HealthReport:
             "kinds": [kind.to_dict() for kind in self.kinds],
             "uncovered_kinds": list(self.uncovered_kinds),
             "throttled": [pair.to_dict() for pair in self.throttled],
+            "abandoned": [group.to_dict() for group in self.abandoned],
             "thresholds": self.thresholds.to_dict(),
             "paused": [pause.to_json() for pause in self.paused],
         }
@@ -398,6 +454,56 @@ def _uncovered_problem(
     return line
 
 
+def abandoned_jobs(
+    snapshot: HealthSnapshot, workers: Sequence[WorkerHealth]
+) -> list[AbandonedJobs]:
+    """Running jobs of ``snapshot`` whose worker is gone: those of the silent ``workers``
+    (the report's, with ``live`` decided) and those under ids without a row; by id."""
+    now = snapshot.now
+
+    def age(claimed_at: datetime | None) -> timedelta | None:
+        return None if claimed_at is None else max(now - claimed_at, timedelta(0))
+
+    oldest = {w.id: w.oldest_claimed_at for w in snapshot.workers}
+    found = [
+        AbandonedJobs(
+            worker_id=w.id,
+            registered=True,
+            running=w.running,
+            oldest_claimed_at=oldest.get(w.id),
+            age=age(oldest.get(w.id)),
+            heartbeat_age=w.heartbeat_age,
+        )
+        for w in workers
+        if not w.live and w.running
+    ]
+    found += [
+        AbandonedJobs(
+            worker_id=o.worker_id,
+            registered=False,
+            running=o.running,
+            oldest_claimed_at=o.oldest_claimed_at,
+            age=age(o.oldest_claimed_at),
+            heartbeat_age=None,
+        )
+        for o in snapshot.orphaned
+        if o.running
+    ]
+    return sorted(found, key=lambda group: group.worker_id)
+
+
+def _abandoned_problem(groups: list[AbandonedJobs], any_live: bool) -> str:
+    count = sum(group.running for group in groups)
+    line = (
+        f"{count} running job(s) whose worker is gone: "
+        f"{_listed([group.describe() for group in groups])}; nothing finishes them, "
+        "stale-claim recovery returns them to pending"
+    )
+    if not any_live:
+        return line + " once a worker runs (none is live)"
+    return line + " at a live worker's next maintenance pass"
+
+
 def throttled_pairs(
     snapshot: HealthSnapshot,
     rates: RateTable | None = None,
@@ -450,9 +556,10 @@ def assess_health(
     cluster_limits: Mapping[str, int] | None = None,
 ) -> HealthReport:
     """The report on ``snapshot`` and the pauses in force. Problems: a schema missing or
-    older than the code, due pending jobs no live worker claims (unless paused), and those
-    ``thresholds`` define. Throttled pairs (not a problem) are found with ``paused``,
-    ``rates`` and ``cluster_limits`` as :func:`throttled_pairs` says."""
+    older than the code, due pending jobs no live worker claims (unless paused), running
+    jobs whose worker is gone (:func:`abandoned_jobs`), and those ``thresholds`` define.
+    Throttled pairs (not a problem) are found with ``paused``, ``rates`` and
+    ``cluster_limits`` as :func:`throttled_pairs` says."""
     now = snapshot.now
     worker_timeout = thresholds.worker_timeout
     max_pending_age = thresholds.max_pending_age
@@ -515,6 +622,9 @@ def assess_health(
             )
         if max_dead is not None and health.dead > max_dead:
             problems.append(f"kind {kind!r}: {health.dead} dead job(s) (max {max_dead})")
+    abandoned = abandoned_jobs(snapshot, workers)
+    if abandoned:
+        problems.append(_abandoned_problem(abandoned, bool(live)))
     return HealthReport(
         healthy=not problems,
         problems=problems,
@@ -528,6 +638,7 @@ def assess_health(
         thresholds=thresholds,
         paused=list(paused),
         throttled=throttled_pairs(snapshot, rates, cluster_limits, paused),
+        abandoned=abandoned,
     )
 
 

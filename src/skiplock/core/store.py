@@ -41,6 +41,7 @@ from ._health import (
     PAIR_SCOPE,
     PROVIDER_SCOPE,
     BucketState,
+    OrphanedJobs,
 )
 
 # Queue samples: the type the port speaks and the rules for taking and folding them.
@@ -127,6 +128,7 @@ __all__ = [
     "ClaimedJobs",
     "Controls",
     "Limit",
+    "OrphanedJobs",
     "OutcomeTerms",
     "Pause",
     "QueueSample",

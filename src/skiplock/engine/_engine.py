@@ -407,6 +407,7 @@ class Engine(EnqueueOps, ScheduleOps, ControlOps):
             tracer=self._tracer,
             audit=self._audit,
             controls=self._controls_cache,
+            known_kinds=self.known_kinds,
         )
         return Worker(parts, install_signal_handlers=install_signal_handlers, **options)
 

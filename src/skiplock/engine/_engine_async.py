@@ -404,6 +404,7 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncControlOps):
             tracer=self._tracer,
             audit=self._audit,
             controls=self._controls_cache,
+            known_kinds=self.known_kinds,
         )
         return AsyncWorker(parts, install_signal_handlers=install_signal_handlers, **options)
 

@@ -212,8 +212,14 @@ class AsyncWorkersRole(Protocol):
         """
         ...
 
-    async def unregister_worker(self, worker_id: str) -> None:
-        """Remove the worker row (clean shutdown)."""
+    async def unregister_worker(self, worker_id: str) -> list[int]:
+        """Remove the worker row (clean shutdown; no error if it is gone).
+
+        Jobs still running under ``worker_id`` (a processor that ignored the shutdown,
+        an outcome that could not be written) go back to pending in the same
+        transaction, as :meth:`register_worker` releases them (attempts unchanged, the
+        started mark kept, ``recovered`` set). Returns their ids, ascending.
+        """
 
     async def recover_stale(
         self,

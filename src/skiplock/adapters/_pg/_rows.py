@@ -59,6 +59,7 @@ from skiplock.core.store import (
     BucketState,
     Controls,
     Limit,
+    OrphanedJobs,
     Pause,
     QueueSample,
     TokenBucket,
@@ -337,6 +338,16 @@ def worker_status_from_row(row: Mapping[str, Any]) -> WorkerStatus:
         started_at=utc(row["started_at"]),
         heartbeat_at=utc(row["heartbeat_at"]),
         running=int(row["running"]),
+        oldest_claimed_at=_utc_or_none(row["oldest_claimed_at"]),
+    )
+
+
+def orphaned_jobs_from_row(row: Mapping[str, Any]) -> OrphanedJobs:
+    """One row of the ``health_orphans`` query."""
+    return OrphanedJobs(
+        worker_id=row["worker_id"],
+        running=int(row["running"]),
+        oldest_claimed_at=utc(row["oldest_claimed_at"]),
     )
 
 

@@ -94,6 +94,7 @@ from ._rows import (
     limit_params,
     maintenance_params,
     operator_audit_params,
+    orphaned_jobs_from_row,
     page_params,
     pause_from_row,
     pause_params,
@@ -719,6 +720,7 @@ class PgJobStore(Generic[C, TX]):
             if status.version >= COUNTS_MIGRATION:
                 queues = self._execute(conn, "health_queues", health_queues_params())
             workers = self._execute(conn, "health_workers", {})
+            orphans = self._execute(conn, "health_orphans", {})
             buckets: list[dict[str, Any]] = []
             if status.version >= RATES_MIGRATION:
                 everything = {"kinds": None, "providers": None}
@@ -730,6 +732,7 @@ class PgJobStore(Generic[C, TX]):
             queues=tuple(queue_stats_from_row(r) for r in queues if r["kind"] is not None),
             schema=schema_info(status),
             buckets=bucket_states(buckets) if buckets else (),
+            orphaned=tuple(orphaned_jobs_from_row(r) for r in orphans),
         )
 
     def apply(
@@ -881,9 +884,11 @@ class PgJobStore(Generic[C, TX]):
             return None
         return [int(job_id) for job_id in rows[0]["gone"]]
 
-    def unregister_worker(self, worker_id: str) -> None:
-        """Remove the worker's row."""
-        self._aux_execute("unregister_worker", {"id": worker_id})
+    def unregister_worker(self, worker_id: str) -> list[int]:
+        """Remove the worker's row and, in the same statement, release the jobs still
+        running under its id; returns their ids (ascending)."""
+        rows = self._aux_execute("unregister_worker", {"id": worker_id})
+        return [int(row["id"]) for row in rows]
 
     def recover_stale(
         self,

@@ -90,6 +90,7 @@ from ._rows import (
     limit_params,
     maintenance_params,
     operator_audit_params,
+    orphaned_jobs_from_row,
     page_params,
     pause_from_row,
     pause_params,
@@ -723,6 +724,7 @@ class AsyncPgJobStore(Generic[C, TX]):
             if status.version >= COUNTS_MIGRATION:
                 queues = await self._execute(conn, "health_queues", health_queues_params())
             workers = await self._execute(conn, "health_workers", {})
+            orphans = await self._execute(conn, "health_orphans", {})
             buckets: list[dict[str, Any]] = []
             if status.version >= RATES_MIGRATION:
                 everything = {"kinds": None, "providers": None}
@@ -734,6 +736,7 @@ class AsyncPgJobStore(Generic[C, TX]):
             queues=tuple(queue_stats_from_row(r) for r in queues if r["kind"] is not None),
             schema=schema_info(status),
             buckets=bucket_states(buckets) if buckets else (),
+            orphaned=tuple(orphaned_jobs_from_row(r) for r in orphans),
         )
 
     async def apply(
@@ -887,9 +890,11 @@ class AsyncPgJobStore(Generic[C, TX]):
             return None
         return [int(job_id) for job_id in rows[0]["gone"]]
 
-    async def unregister_worker(self, worker_id: str) -> None:
-        """Remove the worker's row."""
-        await self._aux_execute("unregister_worker", {"id": worker_id})
+    async def unregister_worker(self, worker_id: str) -> list[int]:
+        """Remove the worker's row and, in the same statement, release the jobs still
+        running under its id; returns their ids (ascending)."""
+        rows = await self._aux_execute("unregister_worker", {"id": worker_id})
+        return [int(row["id"]) for row in rows]
 
     async def recover_stale(
         self,

@@ -73,6 +73,7 @@ from skiplock.core.store import (
     ClaimedJobs,
     Controls,
     Limit,
+    OrphanedJobs,
     Pause,
     QueueSample,
     ScopedKey,
@@ -909,10 +910,20 @@ class MemoryState:
                 }
             )
 
-    def unregister_worker(self, worker_id: str) -> None:
-        """Remove the worker row (no error if it is gone)."""
-        with self._lock:
+    def unregister_worker(self, worker_id: str) -> list[int]:
+        """Remove the worker row (no error if it is gone); jobs still running under its
+        id go back to pending as :meth:`register_worker` releases them. Returns their ids
+        (ascending)."""
+        with self._writing():
+            now = self.now()
+            released = []
+            for job_id in sorted(self._by_state[JobState.RUNNING]):
+                job = self._jobs[job_id]
+                if job.claimed_by == worker_id:
+                    self._commit_row(after_release(job), now)
+                    released.append(job_id)
             self._workers.pop(worker_id, None)
+            return released
 
     def workers(self) -> list[WorkerInfo]:
         """Registered workers (for tests and health views)."""
@@ -938,7 +949,14 @@ class MemoryState:
                     oldest[key] = job.available_at
             running_jobs = [self._jobs[i] for i in self._by_state[JobState.RUNNING]]
             running = Counter((job.kind, job.tenant) for job in running_jobs)
-            per_worker = Counter(job.claimed_by for job in running_jobs)
+            per_worker = Counter(job.claimed_by or "" for job in running_jobs)
+            oldest_claim: dict[str, datetime] = {}
+            for job in running_jobs:
+                owner, claimed_at = job.claimed_by or "", job.claimed_at
+                if claimed_at is not None and (
+                    owner not in oldest_claim or claimed_at < oldest_claim[owner]
+                ):
+                    oldest_claim[owner] = claimed_at
             dead = Counter(
                 (self._jobs[i].kind, self._jobs[i].tenant) for i in self._by_state[JobState.DEAD]
             )
@@ -952,8 +970,14 @@ class MemoryState:
                     started_at=row.started_at,
                     heartbeat_at=row.heartbeat_at,
                     running=per_worker[worker_id],
+                    oldest_claimed_at=oldest_claim.get(worker_id),
                 )
                 for worker_id, row in sorted(self._workers.items())
+            )
+            orphaned = tuple(
+                OrphanedJobs(owner, count, oldest_claim.get(owner, now))
+                for owner, count in sorted(per_worker.items())
+                if owner not in self._workers
             )
         keys = sorted(due.keys() | scheduled.keys() | running.keys() | dead.keys(), key=_by_kind)
         queues = tuple(
@@ -982,7 +1006,9 @@ class MemoryState:
                 for name, bucket in sorted(self._provider_buckets.items())
                 if refill(bucket, clock).tokens < bucket.limit.burst
             ]
-        return HealthSnapshot(now=now, workers=workers, queues=queues, buckets=tuple(buckets))
+        return HealthSnapshot(
+            now=now, workers=workers, queues=queues, buckets=tuple(buckets), orphaned=orphaned
+        )
 
     def recover_stale(
         self,

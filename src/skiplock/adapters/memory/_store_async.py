@@ -381,9 +381,10 @@ class AsyncInMemoryJobStore:
         ``running`` no longer running under this worker."""
         return self._state.heartbeat(worker_id, running)
 
-    async def unregister_worker(self, worker_id: str) -> None:
-        """Remove the worker row (clean shutdown)."""
-        self._state.unregister_worker(worker_id)
+    async def unregister_worker(self, worker_id: str) -> list[int]:
+        """Remove the worker row (clean shutdown) and release the jobs still running under
+        its id; returns their ids."""
+        return self._state.unregister_worker(worker_id)
 
     async def recover_stale(
         self,

@@ -97,6 +97,8 @@ class Completer:
         # Set on close and on a forced stop: cuts the retry wait short.
         self._hurry = ThreadSafeEvent()
         self._task: Task[None] | None = None
+        #: The jobs whose outcome it gave up writing (at shutdown only): still running.
+        self.given_up: list[int] = []
 
     # ---- state read by the worker ---------------------------------------------------
 
@@ -269,14 +271,15 @@ class Completer:
             return
         logger.error(
             "worker %s: giving up completing %d job(s) (ids %s): %s: %s; they stay running "
-            "until stale-claim recovery returns them to pending (at once after this worker "
-            "unregistered)",
+            "until this worker's unregistration releases them, or else until the next "
+            "stale-claim recovery",
             self._worker_id,
             len(dropped),
             ", ".join(str(done.job.id) for done in dropped),
             type(error).__name__,
             error,
         )
+        self.given_up.extend(done.job.id for done in dropped)
         for done in dropped:
             self.report(done.job, "error", done.duration)
             self._on_settled(done.job)

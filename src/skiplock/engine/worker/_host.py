@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from skiplock._compat import Task, ThreadSafeEvent, join, spawn
 
+from .._logs import visible_logs
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -47,38 +49,41 @@ class Stoppable(Protocol):
 def serve_in_background(worker: Stoppable, serving: ThreadSafeEvent) -> Iterator[None]:
     """Run ``worker`` in the background while the block runs (as
     :meth:`Worker.in_background` describes); entering waits for ``serving``, which the
-    worker sets once it serves or its run ended."""
-    task = spawn(_run, worker)
-    try:
-        serving.wait()
-    except BaseException:
-        _leave(worker, task, force=True)
-        raise
-    if task.done():  # run() ended at once: raise why (or go on if stopped before)
-        failure = join(task)
-        if failure is not None:
-            raise failure
-    error: BaseException | None = None
-    try:
-        yield
-    except BaseException as exc:
-        error = exc
-        raise
-    finally:
-        if error is None:
-            failure = _leave(worker, task, force=False)
+    worker sets once it serves or its run ended. Where the host process configured no
+    logging (uvicorn's default config), the worker's log lines go to stderr meanwhile
+    (:func:`~.._logs.visible_logs`)."""
+    with visible_logs():
+        task = spawn(_run, worker)
+        try:
+            serving.wait()
+        except BaseException:
+            _leave(worker, task, force=True)
+            raise
+        if task.done():  # run() ended at once: raise why (or go on if stopped before)
+            failure = join(task)
             if failure is not None:
                 raise failure
-        else:
-            forced = isinstance(error, KeyboardInterrupt)
-            failure = _leave(worker, task, force=forced)
-            if failure is not None:
-                logger.error(
-                    "worker %s failed while its block raised %s",
-                    worker.id,
-                    type(error).__name__,
-                    exc_info=failure,
-                )
+        error: BaseException | None = None
+        try:
+            yield
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            if error is None:
+                failure = _leave(worker, task, force=False)
+                if failure is not None:
+                    raise failure
+            else:
+                forced = isinstance(error, KeyboardInterrupt)
+                failure = _leave(worker, task, force=forced)
+                if failure is not None:
+                    logger.error(
+                        "worker %s failed while its block raised %s",
+                        worker.id,
+                        type(error).__name__,
+                        exc_info=failure,
+                    )
 
 
 def _run(worker: Stoppable) -> BaseException | None:

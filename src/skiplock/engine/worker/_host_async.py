@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from skiplock._compat_async import Task, ThreadSafeEvent, join, spawn
 
+from .._logs import visible_logs
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
@@ -44,40 +46,43 @@ class Stoppable(Protocol):
 async def serve_in_background(worker: Stoppable, serving: ThreadSafeEvent) -> AsyncIterator[None]:
     """Run ``worker`` in the background while the block runs (as
     :meth:`AsyncWorker.in_background` describes); entering waits for ``serving``, which the
-    worker sets once it serves or its run ended."""
-    task = spawn(_run, worker)
-    try:
-        await serving.wait()
-    except BaseException:
-        await _leave(worker, task, force=True)
-        raise
-    if task.done():  # run() ended at once: raise why (or go on if stopped before)
-        failure = await join(task)
-        if failure is not None:
-            raise failure
-    error: BaseException | None = None
-    try:
-        yield
-    except BaseException as exc:
-        error = exc
-        raise
-    finally:
-        if error is None:
-            failure = await _leave(worker, task, force=False)
+    worker sets once it serves or its run ended. Where the host process configured no
+    logging (uvicorn's default config), the worker's log lines go to stderr meanwhile
+    (:func:`~.._logs.visible_logs`)."""
+    with visible_logs():
+        task = spawn(_run, worker)
+        try:
+            await serving.wait()
+        except BaseException:
+            await _leave(worker, task, force=True)
+            raise
+        if task.done():  # run() ended at once: raise why (or go on if stopped before)
+            failure = await join(task)
             if failure is not None:
                 raise failure
-        else:
-            forced = isinstance(error, KeyboardInterrupt)
-            if True:  # ASYNC
-                forced = forced or isinstance(error, asyncio.CancelledError)
-            failure = await _leave(worker, task, force=forced)
-            if failure is not None:
-                logger.error(
-                    "worker %s failed while its block raised %s",
-                    worker.id,
-                    type(error).__name__,
-                    exc_info=failure,
-                )
+        error: BaseException | None = None
+        try:
+            yield
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            if error is None:
+                failure = await _leave(worker, task, force=False)
+                if failure is not None:
+                    raise failure
+            else:
+                forced = isinstance(error, KeyboardInterrupt)
+                if True:  # ASYNC
+                    forced = forced or isinstance(error, asyncio.CancelledError)
+                failure = await _leave(worker, task, force=forced)
+                if failure is not None:
+                    logger.error(
+                        "worker %s failed while its block raised %s",
+                        worker.id,
+                        type(error).__name__,
+                        exc_info=failure,
+                    )
 
 
 async def _run(worker: Stoppable) -> BaseException | None:

@@ -53,6 +53,9 @@ class WorkerParts:
     audit: AsyncAudit | None = None
     #: The engine's snapshot of the pauses and limits set at run time (issue 30).
     controls: ControlsCache = attrs.field(factory=ControlsCache)
+    #: Every kind the engine knows (a processor or a declaration): the worker names at
+    #: start those it does not serve.
+    known_kinds: frozenset[str] = frozenset()
 
 
 @attrs.frozen

@@ -14,6 +14,7 @@ from threading import Lock
 from typing import TYPE_CHECKING
 
 from skiplock._compat import Interruptible, Task, ThreadSafeEvent, spawn
+from skiplock.core import Release
 
 from .._context import JobContext, running_job
 from .._errors import JobCancelledError
@@ -46,7 +47,17 @@ FORCE_GRACE = 1.0
 class _Slot:
     """A started job on this worker."""
 
-    __slots__ = ("entered", "guard", "job", "lost", "paid", "returned", "task")
+    __slots__ = (
+        "abandoned",
+        "entered",
+        "guard",
+        "job",
+        "lost",
+        "paid",
+        "returned",
+        "settling",
+        "task",
+    )
 
     def __init__(self, job: Job, *, paid: bool) -> None:
         self.job = job
@@ -62,6 +73,10 @@ class _Slot:
         self.entered = False
         # Set once the processor returned: nothing is left to interrupt (see drop()).
         self.returned = False
+        # Set (under the slots' lock) once its run settles its outcome; until then a
+        # shutdown may abandon it instead (``abandoned``: released for it, see drain()).
+        self.settling = False
+        self.abandoned = False
 
 
 class Slots:
@@ -103,6 +118,9 @@ class Slots:
         self._lock = Lock()
         self._running: dict[int, _Slot] = {}
         self._freed = ThreadSafeEvent()
+        #: The jobs a shutdown interrupted whose outcome is their release (written by
+        #: the completer), in the order they settled.
+        self.released: list[int] = []
 
     def __len__(self) -> int:
         # No lock: len() of a dict is atomic, and the count is a snapshot either way.
@@ -222,7 +240,9 @@ class Slots:
             duration = max(0.0, self._clock.monotonic() - started)
             with self._lock:
                 lost = slot.lost
-            label = LOST.label if lost else result.label
+                slot.settling = True
+                abandoned = slot.abandoned
+            label = "released" if abandoned else LOST.label if lost else result.label
             if span is not None:
                 span.ended(label, result.error if failure is None else failure)
                 span.close(failure)
@@ -237,10 +257,15 @@ class Slots:
                     duration,
                 )
             running_job.reset(token)
-            if lost or result.outcome is None:
+            if abandoned:
+                pass  # its release was written for it, its slot freed (see _abandon)
+            elif lost or result.outcome is None:
                 self._completer.report(job, label, duration)
                 self._node_slots.release(job.kind)
             else:
+                if isinstance(slot.guard.error, JobCancelledError):
+                    # Interrupted by the shutdown (a lost job is not here): its release.
+                    self.released.append(job.id)
                 # The node slot is released once the outcome is written (on_settled): the
                 # job is `running` in the store until then.
                 done = Done(job, result.outcome, duration)
@@ -250,12 +275,13 @@ class Slots:
                 later = later_by(result.outcome)
                 if later is not None:
                     self._on_later(later)
-            # Free the slot last (after queueing the outcome), so whoever waits for it
-            # sees the job's every effect, or its outcome waiting to be written.
-            with self._lock:
-                self._running.pop(job.id, None)
-            self._freed.set()
-            self._on_finished(job)
+            if not abandoned:
+                # Free the slot last (after queueing the outcome), so whoever waits for
+                # it sees the job's every effect, or its outcome waiting to be written.
+                with self._lock:
+                    self._running.pop(job.id, None)
+                self._freed.set()
+                self._on_finished(job)
 
     def drain(self, timeout: float, *, forced: Callable[[], bool]) -> None:
         """Shutdown: wait up to ``timeout`` for the running jobs (cut short once
@@ -274,12 +300,36 @@ class Slots:
             "(forced stop)" if forced() else f"still running after {timeout:.1f} s",
         )
         if not self._wait_until_empty(FORCE_GRACE if forced() else RELEASE_GRACE):
-            logger.error(
-                "worker %s: %d job(s) ignored the interruption; stale-claim recovery "
-                "will return them to pending once this worker has unregistered",
-                self._worker_id,
-                len(self),
-            )
+            self._abandon()
+
+    def _abandon(self) -> None:
+        """Shutdown, after the grace: release the jobs whose processors ignored the
+        interruption (a blocking call in C code cannot be interrupted) as if they had
+        stopped, and free their slots. Their tasks (threads) run on, writing nothing, until
+        they end or the process does; a stale job would otherwise stay ``running`` until
+        the next stale-claim recovery."""
+        with self._lock:
+            slots = [slot for slot in self._running.values() if not slot.settling]
+            for slot in slots:
+                slot.abandoned = True
+                slot.lost = True  # whatever its run produces later is not written
+                del self._running[slot.job.id]
+        if not slots:
+            return
+        logger.warning(
+            "worker %s: job(s) %s ignored the interruption (a call that cannot be "
+            "interrupted); releasing them to pending without using an attempt and leaving "
+            "their processors behind",
+            self._worker_id,
+            [slot.job.id for slot in slots],
+        )
+        for slot in slots:
+            self.released.append(slot.job.id)
+            if not self._completer.submit(Done(slot.job, Release(), 0.0)):
+                self._completer.report(slot.job, "error", 0.0)
+                self._node_slots.release(slot.job.kind)
+            self._on_finished(slot.job)
+        self._freed.set()
 
     def _wait_until_empty(
         self, timeout: float, *, forced: Callable[[], bool] | None = None

@@ -52,6 +52,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger("skiplock.worker")
 
 
+def _ids(ids: list[int], most: int = 20) -> str:
+    """``[1, 2, 3]``, at most ``most`` of them named."""
+    if len(ids) <= most:
+        return str(ids)
+    return f"{ids[:most]} and {len(ids) - most} more"
+
+
 class Worker:
     """Claims and runs jobs of its engine's kinds until stopped.
 
@@ -70,9 +77,12 @@ class Worker:
     claiming, lets running jobs finish for up to ``Settings.shutdown_timeout`` seconds, then
     interrupts the rest and releases them to ``pending`` without using an attempt;
     heartbeats go on during the drain. A forced stop (``stop(force=True)``,
-    ``KeyboardInterrupt``) interrupts and releases running jobs at once. Every shutdown ends
-    by removing the worker's row, so stale-claim recovery takes whatever is still left
-    ``running`` at once.
+    ``KeyboardInterrupt``) interrupts and releases running jobs at once; a processor that
+    ignores the interruption (blocked in a call that cannot be interrupted) is left behind
+    after a short grace and its job released all the same. Every shutdown ends by removing
+    the worker's row, which releases whatever is still ``running`` under its id (an outcome
+    that could not be written; attempts unchanged); only when the database does not answer
+    is it left to stale-claim recovery.
 
     Prefetched (held) jobs pay their attempt only once they start (see
     docs/architecture.md, "The worker"). While the worker's lease is in doubt (a store
@@ -329,6 +339,7 @@ class Worker:
                     "all" if self._info.tenants is None else sorted(self._info.tenants),
                     self._parts.store,
                 )
+                self._log_unserved()
                 # Gauges and queue depths are read at scrape time, from another thread.
                 worker_started(self._parts.metrics, self, blocking_caller(self._parts.store.counts))
                 reporting = True
@@ -375,6 +386,30 @@ class Worker:
             raise self._exit
         return self._dispatcher.handled
 
+    def _log_unserved(self) -> None:
+        """Name the declared kinds this worker does not claim: their jobs wait for
+        another worker, and nothing else would say so (issue 41)."""
+        claimed = self._claim_kinds
+        if claimed is None:
+            return
+        unserved = sorted(self._parts.known_kinds - claimed)
+        if not unserved:
+            return
+        missing = [kind for kind in unserved if kind not in self._parts.processors]
+        why = []
+        if missing:
+            why.append(f"no processor here: {', '.join(missing)}")
+        if len(missing) < len(unserved):
+            left_out = [kind for kind in unserved if kind not in missing]
+            why.append(f"left out by its kinds: {', '.join(left_out)}")
+        logger.info(
+            "worker %s does not serve %d declared kind(s) (%s); their jobs wait for a "
+            "worker that does",
+            self._id,
+            len(unserved),
+            "; ".join(why),
+        )
+
     def _shut_down(
         self,
         helpers: list[Task[None]],
@@ -399,9 +434,33 @@ class Worker:
                     except Exception:
                         logger.exception("worker %s: closing the notifier failed", self._id)
             finally:
+                left: list[int] | None = []
                 try:
                     if self._lease.registered:  # else there is nothing to remove
-                        self._parts.store.unregister_worker(self._id)
+                        # A store of the older protocol returns None: nothing released.
+                        left = list(self._parts.store.unregister_worker(self._id) or ())
                 except Exception:
+                    left = None
                     logger.exception("worker %s: unregistering failed", self._id)
-                logger.info("worker %s stopped after %d jobs", self._id, self._dispatcher.handled)
+                logger.info("%s", self._last_words(left))
+
+    def _last_words(self, left: list[int] | None) -> str:
+        """The worker's last log line: what became of the jobs it held at the end.
+        ``left``: the jobs its unregistration released (None: it failed)."""
+        line = f"worker {self._id} stopped after {self._dispatcher.handled} jobs"
+        given_up = set(self._completer.given_up)
+        released = [i for i in self._dispatcher.slots.released if i not in given_up]
+        if released:
+            line += f"; released job(s) {_ids(released)} to pending without using an attempt"
+        if left:
+            line += (
+                f"; job(s) {_ids(left)} still running under its id were released to pending "
+                "(attempts unchanged)"
+            )
+        if left is None:
+            line += (
+                "; jobs still running under its id stay running until stale-claim "
+                "recovery returns them (a live worker's maintenance, once the stale TTL "
+                "has passed)"
+            )
+        return line

@@ -594,6 +594,19 @@ class ThrottledPair(_Output):
     bounded: bool
 
 
+class AbandonedJobs(_Output):
+    """Running jobs whose worker is gone, per worker id: it has no row (``registered``
+    false) or stopped sending heartbeats. ``age_seconds``: how long ago the oldest was
+    claimed."""
+
+    worker_id: str
+    registered: bool
+    running: int
+    oldest_claimed_at: AwareDatetime | None
+    age_seconds: float | None
+    heartbeat_age_seconds: float | None
+
+
 class Thresholds(_Output):
     worker_timeout_seconds: float
     max_pending_age_seconds: float | None
@@ -615,6 +628,7 @@ class HealthReport(_Output):
     throttled: list[ThrottledPair]
     thresholds: Thresholds
     paused: list[Pause]
+    abandoned: list[AbandonedJobs]
 
 
 class FieldError(_Output):

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from skiplock import core
+from skiplock.core.store import OrphanedJobs
 
 from . import _support_async as kit
 
@@ -97,12 +98,37 @@ class AsyncHealthContract(kit.AsyncContractBase):
         assert w1.kinds == frozenset({"contract.a", "contract.b"})
         assert w1.tenants == frozenset({"t1"})
         assert (w2.host, w2.pid, w2.running, w2.kinds, w2.tenants) == ("host-2", 22, 0, None, None)
+        assert w2.oldest_claimed_at is None
         for worker in (w1, w2):
             assert worker.started_at <= worker.heartbeat_at <= snapshot.now
         assert _queues(snapshot)["contract.a", "t1"].running == 2
 
         await store.unregister_worker("contract-w2")
         assert [w.id for w in (await store.health_snapshot()).workers] == ["contract-w1"]
+
+    async def test_health_snapshot_reads_the_running_jobs_whose_worker_has_no_row(
+        self, store: AsyncJobStore
+    ) -> None:
+        # Issue 41: jobs left running by a worker that is gone must show in the report.
+        await store.register_worker(core.WorkerInfo(id="contract-w3", host="h", pid=3))
+        first = await kit.running(store, "contract-w3")
+        await kit.running(store, "contract-w3")
+        gone = [await kit.running(store, "contract-gone") for _ in range(2)]
+        other = await kit.running(store, "contract-other")
+        snapshot = await store.health_snapshot()
+        [worker] = snapshot.workers
+        assert (worker.id, worker.running) == ("contract-w3", 2)
+        assert worker.oldest_claimed_at == first.claimed_at
+        gone_claims = sorted(job.claimed_at for job in gone if job.claimed_at is not None)
+        assert other.claimed_at is not None
+        assert snapshot.orphaned == (
+            OrphanedJobs("contract-gone", 2, gone_claims[0]),
+            OrphanedJobs("contract-other", 1, other.claimed_at),
+        )
+        await kit.finish(store, other, core.Succeeded())
+        snapshot = await store.health_snapshot()
+        assert [o.worker_id for o in snapshot.orphaned] == ["contract-gone"]
+        assert (await store.health_snapshot()).workers[0].oldest_claimed_at == first.claimed_at
 
     @kit.requires("controllable_clock")
     async def test_health_snapshot_shows_the_age_of_heartbeats(

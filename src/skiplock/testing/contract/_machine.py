@@ -351,8 +351,10 @@ class StoreMachine(RuleBasedStateMachine):
             expected = self.model.heartbeat(worker_id, running, now)
             expect_same("heartbeat", gone, expected, self.step)
         else:
-            self._step(lambda: self.store.unregister_worker(worker_id))
-            self.model.unregister_worker(worker_id)
+            released, _ = self._step(lambda: self.store.unregister_worker(worker_id))
+            self.touched |= {row.id for row in self.model.running(worker_id)}
+            expected = self.model.unregister_worker(worker_id)
+            expect_same("unregister_worker", sorted(released), expected, self.step)
 
     @rule(ttl=st.sampled_from([_ZERO, _SECOND, _MINUTE, _DAY]), per_kind=st.booleans())
     def recover_stale(self, ttl: timedelta, per_kind: bool) -> None:

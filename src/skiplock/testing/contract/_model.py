@@ -203,8 +203,15 @@ class StoreModel:
                 gone.add(job_id)
         return sorted(gone)
 
-    def unregister_worker(self, worker_id: str) -> None:
+    def unregister_worker(self, worker_id: str) -> list[int]:
+        """Unregister; jobs still running under the id go back to pending (as on
+        register). Returns their ids."""
+        released = []
+        for row in self.running(worker_id):
+            self.rows[row.id] = rules.after_release(row)
+            released.append(row.id)
         self.heartbeats.pop(worker_id, None)
+        return sorted(released)
 
     def recover_stale(
         self, default_ttl: timedelta, ttls: Mapping[str, timedelta], now: datetime

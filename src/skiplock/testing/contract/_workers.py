@@ -137,14 +137,29 @@ class WorkersContract(kit.ContractBase):
         assert store.heartbeat(kit.WORKER) == []
         assert (kit.get(store, kept.id)).state is core.JobState.RUNNING
 
-    def test_recover_stale_after_unregister(self, store: JobStore) -> None:
+    def test_unregister_releases_the_jobs_still_running_under_the_worker(
+        self, store: JobStore
+    ) -> None:
+        # Issue 41: what a leaving worker still held (a processor that ignored the stop, an
+        # outcome it could not write) is not left `running` until stale-claim recovery.
         store.register_worker(
             core.WorkerInfo(id="leaving", host="h", pid=2, kinds=frozenset({"a"}), tenants=None)
         )
-        job = kit.running(store, "leaving")
-        store.unregister_worker("leaving")
-        assert store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == [job.id]
-        assert (kit.get(store, job.id)).state is core.JobState.PENDING
+        store.register_worker(core.WorkerInfo(id="staying", host="h", pid=3))
+        jobs = [kit.running(store, "leaving") for _ in range(2)]
+        other = kit.running(store, "staying")
+        assert store.unregister_worker("leaving") == sorted(job.id for job in jobs)
+        for job in jobs:
+            released = kit.get(store, job.id)
+            assert released.state is core.JobState.PENDING
+            assert (released.claimed_by, released.claimed_at) == (None, None)
+            assert released.recovered
+            assert (released.attempts, released.claims) == (job.attempts, job.claims)
+            assert released.available_at == job.available_at
+        assert (kit.get(store, other.id)).state is core.JobState.RUNNING
+        assert store.heartbeat("leaving") is None
+        assert store.unregister_worker("leaving") == []
+        assert store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == []
 
     def test_recover_stale_buries_jobs_without_attempts_left(self, store: JobStore) -> None:
         job = kit.running(store, "crashed", max_attempts=1)

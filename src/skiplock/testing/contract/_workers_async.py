@@ -144,14 +144,29 @@ class AsyncWorkersContract(kit.AsyncContractBase):
         assert await store.heartbeat(kit.WORKER) == []
         assert (await kit.get(store, kept.id)).state is core.JobState.RUNNING
 
-    async def test_recover_stale_after_unregister(self, store: AsyncJobStore) -> None:
+    async def test_unregister_releases_the_jobs_still_running_under_the_worker(
+        self, store: AsyncJobStore
+    ) -> None:
+        # Issue 41: what a leaving worker still held (a processor that ignored the stop, an
+        # outcome it could not write) is not left `running` until stale-claim recovery.
         await store.register_worker(
             core.WorkerInfo(id="leaving", host="h", pid=2, kinds=frozenset({"a"}), tenants=None)
         )
-        job = await kit.running(store, "leaving")
-        await store.unregister_worker("leaving")
-        assert await store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == [job.id]
-        assert (await kit.get(store, job.id)).state is core.JobState.PENDING
+        await store.register_worker(core.WorkerInfo(id="staying", host="h", pid=3))
+        jobs = [await kit.running(store, "leaving") for _ in range(2)]
+        other = await kit.running(store, "staying")
+        assert await store.unregister_worker("leaving") == sorted(job.id for job in jobs)
+        for job in jobs:
+            released = await kit.get(store, job.id)
+            assert released.state is core.JobState.PENDING
+            assert (released.claimed_by, released.claimed_at) == (None, None)
+            assert released.recovered
+            assert (released.attempts, released.claims) == (job.attempts, job.claims)
+            assert released.available_at == job.available_at
+        assert (await kit.get(store, other.id)).state is core.JobState.RUNNING
+        assert await store.heartbeat("leaving") is None
+        assert await store.unregister_worker("leaving") == []
+        assert await store.recover_stale(default_ttl=timedelta(hours=1), ttls={}) == []
 
     async def test_recover_stale_buries_jobs_without_attempts_left(
         self, store: AsyncJobStore

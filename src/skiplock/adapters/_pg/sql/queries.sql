@@ -820,16 +820,29 @@ LEFT JOIN LATERAL {schema}.pending_probe(
 ORDER BY g.kind, g.tenant_id NULLS FIRST;
 
 -- name: health_workers
--- Every registered worker with the number of jobs running under its id (each counted
--- through jobs_running_worker_idx).
+-- Every registered worker with the number of jobs running under its id and the oldest
+-- claim among them (each read through jobs_running_worker_idx).
 SELECT w.id, w.host, w.pid, w.kinds, w.tenants, w.started_at, w.heartbeat_at,
-    (
-        SELECT count(*)
-        FROM {schema}.jobs AS j
-        WHERE j.status = 'running' AND j.claimed_by = w.id
-    ) AS running
+    r.running, r.oldest_claimed_at
 FROM {schema}.workers AS w
+CROSS JOIN LATERAL (
+    SELECT count(*) AS running, min(j.claimed_at) AS oldest_claimed_at
+    FROM {schema}.jobs AS j
+    WHERE j.status = 'running' AND j.claimed_by = w.id
+) AS r
 ORDER BY w.id;
+
+-- name: health_orphans
+-- Running jobs under a worker id without a row (its worker unregistered, or was
+-- removed, with them still running), per id: read through jobs_running_worker_idx, so
+-- it costs what the running jobs cost.
+SELECT coalesce(j.claimed_by, '') AS worker_id, count(*) AS running,
+    min(j.claimed_at) AS oldest_claimed_at
+FROM {schema}.jobs AS j
+WHERE j.status = 'running'
+  AND NOT EXISTS (SELECT 1 FROM {schema}.workers AS w WHERE w.id = j.claimed_by)
+GROUP BY 1
+ORDER BY 1;
 
 -- name: _apply_update
 -- Operator transition: :sources/:targets is the transition table's slice for the event
@@ -971,7 +984,21 @@ SELECT coalesce(
 FROM w;
 
 -- name: unregister_worker
-DELETE FROM {schema}.workers WHERE id = :id;
+-- Jobs still running under the leaving worker's id (a processor that ignored the
+-- shutdown, an outcome that could not be written) go back to pending as register_worker
+-- releases them; their ids are returned. The delete's condition reads every released
+-- row first, so this takes row locks in the order recovery does (jobs, then the worker).
+WITH released AS (
+    UPDATE {schema}.jobs AS j
+    SET status = 'pending', claimed_by = NULL, claimed_at = NULL, recovered = true
+    WHERE j.status = 'running' AND j.claimed_by = :id::text
+    RETURNING j.id
+),
+gone AS (
+    DELETE FROM {schema}.workers AS w
+    WHERE w.id = :id::text AND (SELECT count(*) FROM released) >= 0
+)
+SELECT r.id FROM released AS r ORDER BY r.id;
 
 -- name: try_lock
 SELECT pg_try_advisory_xact_lock(:key::bigint) AS locked;
