@@ -13,6 +13,7 @@ from skiplock.adapters.memory import InMemoryJobStore
 from skiplock.contrib.prometheus import exporter
 from skiplock.engine import Reader
 from skiplock.integrations.dashboard import Dashboard, Permission, Request
+from skiplock.integrations.rest import RestApi
 from tests.contrib.test_exporter import samples
 
 if TYPE_CHECKING:
@@ -139,3 +140,9 @@ def test_the_exporter_reads_through_a_reads_only_store(reader: Reader) -> None:
     assert got[("skiplock_up", ())] == 1
     # report.build has a pending job, but none is due: healthy without a worker.
     assert got[("skiplock_healthy", ())] == 1
+
+
+def test_the_rest_api_refuses_a_reader(reader: Reader) -> None:
+    # The REST API changes jobs: it needs an engine (only the dashboard reads alone).
+    with pytest.raises(TypeError, match="expected a skiplock Engine"):
+        RestApi(reader, authorize=_allow)
