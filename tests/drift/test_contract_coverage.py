@@ -20,9 +20,12 @@ def _kit_source() -> str:
 
 
 def _port_methods(protocol: type) -> set[str]:
+    # The store protocol is the union of its roles: the methods of every role it joins.
     return {
         name
-        for name, value in vars(protocol).items()
+        for klass in protocol.__mro__
+        if klass.__module__.startswith("skiplock.")
+        for name, value in vars(klass).items()
         if callable(value) and not name.startswith("_")
     }
 

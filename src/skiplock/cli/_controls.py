@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, TypeVar
 
-from skiplock.core._controls import describe
+from skiplock.core.rules import describe
 
 from . import _options
 from ._errors import FAILED, OK, UsageError
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Sequence
 
-    from skiplock.core._controls import Limit, Pause
+    from skiplock.core.store import Limit, Pause
     from skiplock.engine import Operator
 
     from ._database import Reached

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skiplock.core import QueueStats
-from skiplock.core._controls import describe
-from skiplock.core._health import format_duration, unreachable_report
+from skiplock.core.rules import describe, format_duration, unreachable_report
 
 from . import _options
 from ._output import cell, print_json, table

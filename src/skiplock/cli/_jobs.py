@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from skiplock.core import InvalidTransitionError, Job, JobNotFoundError, JobState, job_json
-from skiplock.core._health import format_duration
+from skiplock.core.rules import format_duration
 from skiplock.engine import SelectionChangedError
 from skiplock.engine.admin._bulk import MAX_CONFIRMED
 

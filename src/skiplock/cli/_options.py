@@ -11,8 +11,7 @@ from datetime import timedelta
 from typing import TypeAlias
 
 from skiplock.core import JobState, ValidationError, validate_identifier
-from skiplock.core._fields import parse_duration
-from skiplock.core._validation import INT8_RANGE, KIND_RE, check_actor
+from skiplock.core.rules import INT8_RANGE, KIND_RE, check_actor, parse_duration
 from skiplock.engine.admin._purge import MAX_ERROR_TEXT
 
 #: Adds a door's own options to a parser that ends a command line (the command's own, or

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from skiplock.core._health import format_duration
+from skiplock.core.rules import format_duration
 
 from ._errors import Failure
 from ._health import add_json, add_worker_timeout, report

@@ -38,8 +38,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from skiplock.core import JobState, ValidationError
-from skiplock.core._validation import check_bool, check_int
-from skiplock.engine import AsyncEngine, Engine
+from skiplock.core.rules import check_bool, check_int
+from skiplock.engine import AsyncEngine, AsyncReader, Engine, Reader
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -234,7 +234,7 @@ class PrometheusMetrics:
         not from an event loop."""
         return generate_latest(self._registry)
 
-    def watch(self, engine: AsyncEngine | Engine) -> None:
+    def watch(self, engine: AsyncEngine | Engine | AsyncReader | Reader) -> None:
         """Read the queue depths from ``engine``'s store at scrape time, whether or not a
         worker runs in this process (an exporter), and add the store's own gauges:
         ``up`` (its last read answered), ``healthy`` (the verdict of ``engine.health()``
@@ -245,19 +245,23 @@ class PrometheusMetrics:
         With an :class:`~skiplock.AsyncEngine`, call it on the event loop that owns the
         store: scrapes then run its reads there (within ``counts_timeout``) and must come
         from another thread (:meth:`exposition` in a thread pool,
-        :meth:`serve`'s thread)."""
-        if isinstance(engine, AsyncEngine):
+        :meth:`serve`'s thread). An :class:`~skiplock.engine.AsyncReader` (or
+        :class:`~skiplock.engine.Reader`) reads as an engine does, from a store that
+        implements only the reads role (a read replica)."""
+        if isinstance(engine, AsyncEngine | AsyncReader):
             from skiplock._compat_async import blocking_caller as async_caller
 
             counts = async_caller(engine.counts)
             health = async_caller(engine.health)
-        elif isinstance(engine, Engine):
+        elif isinstance(engine, Engine | Reader):
             from skiplock._compat import blocking_caller
 
             counts = blocking_caller(engine.counts)
             health = blocking_caller(engine.health)
         else:
-            raise TypeError(f"expected a skiplock Engine or AsyncEngine, got {engine!r}")
+            raise TypeError(
+                f"expected a skiplock Engine or AsyncEngine (or a Reader), got {engine!r}"
+            )
         with self._depth_lock, self._health_lock:
             self._watched, self._health = counts, health
             self._cached = self._cached_health = None
@@ -514,7 +518,7 @@ class PrometheusMetrics:
 
 
 def exporter(
-    engine: AsyncEngine | Engine,
+    engine: AsyncEngine | Engine | AsyncReader | Reader,
     *,
     namespace: str = "skiplock",
     max_series: int = 100,
@@ -525,7 +529,7 @@ def exporter(
     registry of its own that :meth:`watches <PrometheusMetrics.watch>` the engine's store
     (serve it with :meth:`~PrometheusMetrics.serve`, or render scrapes with
     :meth:`~PrometheusMetrics.exposition`). With an AsyncEngine, call it on the loop that
-    owns the store."""
+    owns the store. A reader over a reads-only store serves as well as an engine."""
     metrics = PrometheusMetrics(
         namespace=namespace,
         registry=CollectorRegistry(),

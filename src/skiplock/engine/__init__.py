@@ -19,6 +19,8 @@ from ._operator_async import AsyncOperator
 from ._registry import Processor, ProcessorSpec
 from .admin._bulk import BulkResult, SkippedJob
 from .admin._purge import DeadPurge
+from .admin._reads import Reader
+from .admin._reads_async import AsyncReader
 from .enqueue._task import Task
 from .enqueue._task_async import AsyncTask
 from .periodic._rules import CatchUp, ScheduleInfo, ScheduleOptions, TickResult
@@ -30,6 +32,7 @@ from .worker._worker_async import AsyncWorker
 __all__ = [
     "AsyncEngine",
     "AsyncOperator",
+    "AsyncReader",
     "AsyncTask",
     "AsyncWorker",
     "BulkResult",
@@ -45,6 +48,7 @@ __all__ = [
     "Operator",
     "Processor",
     "ProcessorSpec",
+    "Reader",
     "ScheduleInfo",
     "ScheduleOptions",
     "SelectionChangedError",

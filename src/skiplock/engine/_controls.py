@@ -9,13 +9,14 @@ from __future__ import annotations
 from threading import Lock
 from typing import TYPE_CHECKING
 
-from skiplock.core._controls import Controls, EffectiveLimits
+from skiplock.core.rules import EffectiveLimits
+from skiplock.core.store import Controls
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from skiplock.core import RateLimit
-    from skiplock.core._bucket import RateTable
+    from skiplock.core.store import RateTable
 
 
 class ControlsCache:

@@ -15,13 +15,15 @@ from typing import Any, Generic, TypeAlias, TypedDict, TypeVar, Unpack, overload
 import attrs
 
 from skiplock.core import PolicyOverrides, RateLimit, ValidationError
-from skiplock.core._fields import POLICY_FIELD_NAMES
-from skiplock.core._idempotency import (  # noqa: TC001 - TaskOptions' hints resolve at run time
+from skiplock.core.rules import (
+    POLICY_FIELD_NAMES,
     IdempotencyConflict,
     IdempotencyScope,
+    check_concurrency,
+    check_kind,
+    check_priority,
+    overrides_from,
 )
-from skiplock.core._policy import overrides_from
-from skiplock.core._validation import check_concurrency, check_kind, check_priority
 
 P = TypeVar("P")
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate, TypeVar, Unpack, cast, overload
 
 from skiplock._compat import IS_ASYNC
-from skiplock.core._controls import EffectiveLimits
+from skiplock.core.rules import EffectiveLimits
 from skiplock.ports import (
     Audit,
     AuditSink,
@@ -54,8 +54,7 @@ if TYPE_CHECKING:
     from datetime import timedelta
 
     from skiplock.core import KindPolicy
-    from skiplock.core._bucket import RateTable
-    from skiplock.core._controls import Controls
+    from skiplock.core.store import Controls, RateTable
     from skiplock.ports import Clock, JobStore, Metrics, Tracer
 
     from ._inputs import WorkerOptions
@@ -79,6 +78,9 @@ class Engine(EnqueueOps, ScheduleOps, ControlOps):
     :class:`~skiplock.ports.AuditSink`, or a function ``(events, connection)``
     wrapped in :class:`~skiplock.ports.CallbackAuditSink`; events go to it instead).
     """
+
+    # Every role: the mixins each take the roles they use (docs/architecture.md).
+    _store: JobStore
 
     def __init__(
         self,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate, TypeVar, Unpack, cast, overload
 
 from skiplock._compat_async import IS_ASYNC
-from skiplock.core._controls import EffectiveLimits
+from skiplock.core.rules import EffectiveLimits
 from skiplock.ports import (
     AsyncAudit,
     AsyncAuditSink,
@@ -51,8 +51,7 @@ if TYPE_CHECKING:
     from datetime import timedelta
 
     from skiplock.core import KindPolicy
-    from skiplock.core._bucket import RateTable
-    from skiplock.core._controls import Controls
+    from skiplock.core.store import Controls, RateTable
     from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
 
     from ._inputs import WorkerOptions
@@ -76,6 +75,9 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncControlOps):
     :class:`~skiplock.ports.AsyncAuditSink`, or a function ``(events, connection)``
     wrapped in :class:`~skiplock.ports.AsyncCallbackAuditSink`; events go to it instead).
     """
+
+    # Every role: the mixins each take the roles they use (docs/architecture.md).
+    _store: AsyncJobStore
 
     def __init__(
         self,

@@ -12,9 +12,15 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import attrs
 
 from skiplock.core import Event, JobFilter, JobState, ValidationError
-from skiplock.core._idempotency import IdempotencyConflict, IdempotencyScope
-from skiplock.core._states import OPERATOR_ACTIONS, action_states
-from skiplock.core._validation import check_job_id, check_text, shown
+from skiplock.core.rules import (
+    OPERATOR_ACTIONS,
+    IdempotencyConflict,
+    IdempotencyScope,
+    action_states,
+    check_job_id,
+    check_text,
+)
+from skiplock.core.store import shown
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -16,9 +16,8 @@ from collections import Counter
 from threading import Lock
 from typing import TYPE_CHECKING
 
-from skiplock.core._bucket import RateTable, TokenBucket, take
-from skiplock.core._capacity import ThrottleLimits
-from skiplock.core._rates import table_limits
+from skiplock.core.rules import table_limits, take
+from skiplock.core.store import RateTable, ThrottleLimits, TokenBucket
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -61,7 +60,7 @@ class RateLimiter:
 
     def claim_limits(self, now: float, rates: RateTable) -> ThrottleLimits:
         """What the buckets allow one claim of the kinds of ``rates`` to take now (see
-        :func:`skiplock.core._capacity.throttle_limits`)."""
+        :func:`skiplock.core.rules.throttle_limits`)."""
         if not rates:
             return ThrottleLimits()
         kinds = rates.limited_kinds()

@@ -8,17 +8,24 @@ This module is the generated sync twin of ``_maintenance_async.py``.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+from skiplock.ports import UpkeepRole, WorkersRole
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skiplock.ports import Audit, JobStore
+    from skiplock.ports import Audit
 
     from .settings._settings import Settings
 
 #: Succeeded jobs, and audit events, purged per batch by maintenance.
 PURGE_BATCH = 1000
+
+
+class MaintenanceStore(UpkeepRole, WorkersRole, Protocol):
+    """The roles maintenance uses: upkeep (the maintenance lease, retention) and
+    recovery (``recover_stale``, of the workers role)."""
 
 
 class Maintenance:
@@ -32,7 +39,7 @@ class Maintenance:
 
     def __init__(
         self,
-        store: JobStore,
+        store: MaintenanceStore,
         settings: Settings,
         stale_ttls: Callable[[], dict[str, timedelta]],
         audit: Audit | None = None,

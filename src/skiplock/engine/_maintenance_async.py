@@ -4,17 +4,24 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+from skiplock.ports import AsyncUpkeepRole, AsyncWorkersRole
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skiplock.ports import AsyncAudit, AsyncJobStore
+    from skiplock.ports import AsyncAudit
 
     from .settings._settings import Settings
 
 #: Succeeded jobs, and audit events, purged per batch by maintenance.
 PURGE_BATCH = 1000
+
+
+class AsyncMaintenanceStore(AsyncUpkeepRole, AsyncWorkersRole, Protocol):
+    """The roles maintenance uses: upkeep (the maintenance lease, retention) and
+    recovery (``recover_stale``, of the workers role)."""
 
 
 class Maintenance:
@@ -28,7 +35,7 @@ class Maintenance:
 
     def __init__(
         self,
-        store: AsyncJobStore,
+        store: AsyncMaintenanceStore,
         settings: Settings,
         stale_ttls: Callable[[], dict[str, timedelta]],
         audit: AsyncAudit | None = None,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from skiplock.core._validation import check_actor
+from skiplock.core.rules import check_actor
 
 from ._observe import traces
 from .admin._controls import ControlOps
@@ -39,6 +39,9 @@ class Operator(EnqueueOps, ControlOps):
     call). It uses the engine's store, settings and audit sink as they are when it is
     made: after :meth:`Engine.configure`, make a new one.
     """
+
+    # Every role: the mixins each take the roles they use (docs/architecture.md).
+    _store: JobStore
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from skiplock.core._validation import check_actor
+from skiplock.core.rules import check_actor
 
 from ._observe import traces
 from .admin._controls_async import AsyncControlOps
@@ -36,6 +36,9 @@ class AsyncOperator(AsyncEnqueueOps, AsyncControlOps):
     call). It uses the engine's store, settings and audit sink as they are when it is
     made: after :meth:`AsyncEngine.configure`, make a new one.
     """
+
+    # Every role: the mixins each take the roles they use (docs/architecture.md).
+    _store: AsyncJobStore
 
     def __init__(
         self,

@@ -16,12 +16,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from skiplock.core import KindPolicy, PolicyOverrides, RateLimit
-from skiplock.core._fields import POLICY_FIELD_NAMES
-from skiplock.core._policy import overrides_from
-from skiplock.core._validation import (
-    check_int as check_int,  # re-exported for the engine and workers
-)
-from skiplock.core._validation import check_kind as check_kind
+from skiplock.core.rules import POLICY_FIELD_NAMES, overrides_from
+from skiplock.core.rules import check_int as check_int
+from skiplock.core.rules import check_kind as check_kind
 
 from ._codec import Decoder, decoder_for, payload_annotation, resolve_annotation
 from ._declaration import TaskDef, declare, type_name
@@ -29,7 +26,7 @@ from ._declaration import TaskDef, declare, type_name
 if TYPE_CHECKING:
     from datetime import timedelta
 
-    from skiplock.core._idempotency import IdempotencyConflict, IdempotencyScope
+    from skiplock.core.rules import IdempotencyConflict, IdempotencyScope
 
     from ._context import JobContext
     from .settings._settings import Settings
@@ -41,7 +38,7 @@ class Processor:
     """Base class for class-style processors; register an instance with ``engine.register``.
 
     Set ``kind`` and any policy attribute (``None`` means "use the configured default";
-    durations may be seconds or a timedelta, see :data:`~skiplock.core._fields.POLICY_FIELDS`),
+    durations may be seconds or a timedelta, see :data:`~skiplock.core.rules.POLICY_FIELDS`),
     and ``priority`` (the default priority of the kind's jobs), and implement
     ``process(self, payload, ctx)`` — ``async def`` for an ``AsyncEngine``.
     ``transactional = True`` runs it inside the job's transaction, ``autocommit = True``
@@ -103,7 +100,7 @@ class ProcessorSpec:
 
 def make_overrides(**options: Any) -> PolicyOverrides:
     """Processor-level overrides from the registration keywords: exactly the declared
-    policy fields (:data:`~skiplock.core._fields.POLICY_FIELDS`); durations may be seconds."""
+    policy fields (:data:`~skiplock.core.rules.POLICY_FIELDS`); durations may be seconds."""
     return overrides_from(options)
 
 

@@ -17,7 +17,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, overload
 
-from skiplock.core._validation import check_duration, to_duration
+from skiplock.core.rules import check_duration, to_duration
 from skiplock.engine import AsyncEngine, Engine
 
 from .rest import AsyncRoute, Response, Route

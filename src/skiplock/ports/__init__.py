@@ -1,4 +1,9 @@
-"""Ports: the protocols the engine talks to, in core types only."""
+"""Ports: the protocols the engine talks to, in core types only.
+
+The store port comes by role (``JobsRole``, ``WorkersRole``, ``ControlsRole``,
+``ReadsRole``, ``AdminRole``, ``UpkeepRole`` and their ``Async`` twins): each part of the
+engine takes the roles it uses; ``JobStore``/``AsyncJobStore`` is every role at once.
+"""
 
 from __future__ import annotations
 
@@ -14,27 +19,57 @@ from ._observability import (
     Tracer,
     WorkerStatus,
 )
-from ._store import JobStore, Notifier
-from ._store_async import AsyncJobStore, AsyncNotifier
+from ._store import (
+    AdminRole,
+    ControlsRole,
+    JobsRole,
+    JobStore,
+    Notifier,
+    ReadsRole,
+    UpkeepRole,
+    WorkersRole,
+)
+from ._store_async import (
+    AsyncAdminRole,
+    AsyncControlsRole,
+    AsyncJobsRole,
+    AsyncJobStore,
+    AsyncNotifier,
+    AsyncReadsRole,
+    AsyncUpkeepRole,
+    AsyncWorkersRole,
+)
 
 __all__ = [
+    "AdminRole",
+    "AsyncAdminRole",
     "AsyncAudit",
     "AsyncAuditSink",
     "AsyncCallbackAuditSink",
+    "AsyncControlsRole",
     "AsyncJobStore",
+    "AsyncJobsRole",
     "AsyncNotifier",
+    "AsyncReadsRole",
+    "AsyncUpkeepRole",
+    "AsyncWorkersRole",
     "Attempt",
     "Audit",
     "AuditSink",
     "CallbackAuditSink",
     "Clock",
+    "ControlsRole",
     "JobStore",
+    "JobsRole",
     "Metrics",
     "NoopMetrics",
     "NoopTracer",
     "Notifier",
     "Publication",
+    "ReadsRole",
     "SystemClock",
     "Tracer",
+    "UpkeepRole",
     "WorkerStatus",
+    "WorkersRole",
 ]

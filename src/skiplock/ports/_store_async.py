@@ -38,8 +38,7 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
-    from skiplock.core._controls import Controls, Limit, Pause
-    from skiplock.core._history import QueueSample
+    from skiplock.core.store import Controls, Limit, Pause, QueueSample
 
     from ._audit_async import AsyncAudit
 
@@ -58,25 +57,9 @@ class AsyncNotifier(Protocol):
         """Stop listening and release resources."""
 
 
-class AsyncJobStore(Protocol):
-    """Where jobs live. Implementations: memory, psycopg, asyncpg, SQLAlchemy, yours.
-
-    Every method that changes a job's state after its claim is *fenced* by the job's
-    :class:`~skiplock.core.Lease`: it applies only while the job is running under the
-    lease's worker with ``claims == lease.claim``; a mismatch changes nothing.
-
-    Audit (J10): with ``audit=AsyncAudit(actor, sink)`` a method records one
-    :class:`~skiplock.core.AuditEvent` per job it changes in an audited way (the
-    :class:`~skiplock.core.AuditAction` of each method is named there), with
-    ``audit.actor``, in the same transaction as the change: a change rolled back leaves
-    no event. Without a sink the events go to the store's own audit table (read by
-    :meth:`audit_trail`); with one the store calls ``sink.record(events, connection)``
-    before the change's transaction ends. If the sink raises, a change the caller asked
-    for (``enqueue``, ``apply``, ``apply_job``, ``delete``) is undone (in the caller's
-    transaction, back to where the call began) and the error propagates; a worker's or
-    maintenance's change (``claim``, ``complete``, ``recover_stale``) is kept, the sink's
-    own writes are undone and the error is logged (``skiplock.audit``).
-    """
+class AsyncJobsRole(Protocol):
+    """Jobs: the enqueue path and a worker's run of a job (enqueue, claim, start,
+    complete, get), in a transaction of the store's or outside one."""
 
     async def now(self) -> datetime:
         """The store's clock (the database's ``now()``); all due times are on it."""
@@ -203,147 +186,10 @@ class AsyncJobStore(Protocol):
         """One job, or None."""
         ...
 
-    async def list_jobs(self, filter: JobFilter, page: Page) -> JobPage:
-        """Jobs matching ``filter`` ordered by id (keyset page).
 
-        Reads rows in proportion to ``page.limit``, never to the table: a filter that no
-        index serves in id order may stop the search after ``JobPage.READ_FACTOR`` rows per
-        job asked for, with the page's ``resume_after`` saying where it stopped (the page
-        then holds every match before that id, possibly fewer than the limit)."""
-        ...
-
-    async def counts(self) -> list[StateCount]:
-        """Number of jobs per (state, kind, tenant), zero counts omitted; a pending group
-        also says how long its earliest due job has been due (``oldest_due_age``, on the
-        store's clock). One query: metrics scrapes call it (R5)."""
-        ...
-
-    async def roll_up_counts(self) -> int:
-        """Fold the store's bookkeeping behind :meth:`counts`, :meth:`health_snapshot` and
-        :meth:`finished_counts` so they stay cheap; never changes what they return. Also
-        takes this minute's :meth:`queue_samples` if nobody has. Returns
-        how many entries it folded (0 for a store with nothing to fold, or while another
-        session folds). Workers call it every second (``skiplock.engine.worker``)."""
-        ...
-
-    async def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
-        """How many jobs finished (succeeded, failed, dead, cancelled: their
-        ``completed_at``) at or after ``since``, per final state and bucket: a row's
-        ``start`` is ``since + n * bucket``, the start of the bucket its jobs finished in;
-        zero counts omitted. ``bucket`` is a whole number of seconds. Each row names the
-        jobs' ``kind`` (per-kind throughput; a store that leaves it None is counted as one
-        unknown kind). Reads the jobs that finished since ``since``, not the whole table
-        (the dashboard calls it often)."""
-        ...
-
-    async def queue_samples(self, since: datetime, bucket: timedelta) -> list[QueueSample]:
-        """The queue samples (``skiplock.core._history.QueueSample``) taken at or after
-        ``since``, folded per bucket (from ``since``) and kind by ``fold_samples``' rule,
-        by bucket, then kind: at most buckets x kinds rows. :meth:`roll_up_counts` takes
-        the samples: when the minute holding the store's now has none yet, one per kind by
-        ``take_samples``' rule, and it removes those older than ``SAMPLE_RETENTION``.
-        Never reads the jobs table."""
-        ...
-
-    async def health_snapshot(self) -> HealthSnapshot:
-        """What the health report needs (R9), read in one operation: the store's now;
-        every registered worker with its heartbeat, the kinds and tenants it claims and
-        how many jobs run under its id; per (kind, tenant) with any, the pending jobs due
-        now and later, the earliest due time among the due ones, and the running and dead
-        jobs; and the schema's version (None for a store without a versioned schema).
-
-        Never raises for a schema that is missing or older than the code: it reports it
-        (a missing schema has no workers or jobs to read).
-        """
-        ...
-
-    async def apply(
-        self,
-        filter: JobFilter,
-        event: Event,
-        *,
-        reset_attempts: bool = False,
-        connection: Any = None,
-        audit: AsyncAudit | None = None,
-    ) -> list[int]:
-        """Operator transition (CANCEL, MARK_FAILED, REPLAY) of every matching job whose
-        state allows ``event`` (``skiplock.core.sources``); returns the changed ids.
-        Audit: ``skiplock.core.operator_action(event)`` per job changed, details from
-        ``skiplock.core.operator_details``.
-
-        REPLAY makes the job due now, clears the claim, and with ``reset_attempts`` sets
-        attempts to 0; ``claims`` is never reset, so leases of earlier claims stay stale.
-        CANCEL and MARK_FAILED of a running job leave its worker's lease stale: the
-        worker learns it from :meth:`heartbeat`. Wakes workers.
-        """
-        ...
-
-    async def apply_job(
-        self,
-        job_id: int,
-        event: Event,
-        *,
-        reset_attempts: bool = False,
-        connection: Any = None,
-        audit: AsyncAudit | None = None,
-    ) -> Job | None:
-        """:meth:`apply` of the one job ``job_id``, returning it as it is after the change
-        (as :meth:`get` then reads it, ``result`` and ``errors`` included), read in the
-        same operation as the change; None, and nothing changed, if there is no such job
-        or its state does not allow ``event``. Audited and otherwise as :meth:`apply`."""
-        ...
-
-    async def delete(
-        self, filter: JobFilter, *, connection: Any = None, audit: AsyncAudit | None = None
-    ) -> list[Job]:
-        """Delete matching jobs that are not running; returns what was deleted.
-        Audit: ``job_discard`` per job deleted (details: its state and payload)."""
-        ...
-
-    async def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
-        """The events of ``job_id`` in the store's own audit table, oldest first ([] for
-        none: also for a job deleted since, whose events stay until retention)."""
-        ...
-
-    async def controls(self) -> Controls:
-        """Every pause and every limit set at run time (issue 30), read in one operation:
-        workers call it every ``Settings.controls_refresh``. Pauses and limits come in a
-        stable order (the store's)."""
-        ...
-
-    async def pause(self, pause: Pause, *, audit: AsyncAudit | None = None) -> Pause:
-        """Pause ``(pause.kind, pause.tenant)`` (None: any), naming ``pause.actor`` and
-        ``pause.reason``; returns it as stored (``since``: the store's time it was first
-        paused; pausing again keeps it and takes the new reason and actor). Jobs it
-        covers are not claimed while it stands (the worker leaves them out of its claims).
-        Audit: ``paused`` (no job; details: the reason)."""
-        ...
-
-    async def resume(
-        self, kind: str | None, tenant: str | None, *, audit: AsyncAudit | None = None
-    ) -> Pause | None:
-        """Lift the pause of exactly ``(kind, tenant)`` (None: any); returns it, or None
-        if there was none (nothing changed). Audit: ``resumed`` with ``audit.actor`` (the
-        lifted pause's reason in the details)."""
-        ...
-
-    async def set_limit(self, limit: Limit, *, audit: AsyncAudit | None = None) -> Limit:
-        """Set the limit of ``(limit.kind, limit.tenant)`` or of ``limit.provider``,
-        replacing the one there was; returns it as stored (``updated_at``: the store's
-        time). Audit: ``limit_set`` (no job; details: provider, rps, burst)."""
-        ...
-
-    async def clear_limit(
-        self,
-        kind: str | None,
-        tenant: str | None,
-        provider: str | None,
-        *,
-        audit: AsyncAudit | None = None,
-    ) -> Limit | None:
-        """Remove the limit of exactly ``(kind, tenant)`` or of ``provider``; returns it,
-        or None if there was none. Audit: ``limit_cleared`` with ``audit.actor``."""
-        ...
+class AsyncWorkersRole(Protocol):
+    """Workers and recovery: a worker's registration and heartbeat, its wakeups (next
+    due, notifier), and the recovery of jobs whose worker vanished."""
 
     async def register_worker(self, info: WorkerInfo) -> None:
         """Insert or refresh a worker row (heartbeat = now).
@@ -398,6 +244,191 @@ class AsyncJobStore(Protocol):
         """
         ...
 
+    async def next_due(
+        self, kinds: frozenset[str] | None, tenants: frozenset[str] | None
+    ) -> NextDue | None:
+        """When the next pending job of ``kinds`` and ``tenants`` (None: any) that is not
+        due yet falls due, or None if there is none: the worker's next-due timer (see
+        docs/architecture.md, "The worker"). Jobs due already are the claim's business.
+        A cheap, bounded read; it may answer with an earlier time than the job's (never a
+        later one), after which the worker asks again."""
+        ...
+
+    def notifier(self) -> AsyncNotifier | None:
+        """A notifier woken by this store's writes, or None (the worker polls)."""
+        ...
+
+
+class AsyncControlsRole(Protocol):
+    """Controls: pauses and limits set at run time (issue 30), read and changed."""
+
+    async def controls(self) -> Controls:
+        """Every pause and every limit set at run time (issue 30), read in one operation:
+        workers call it every ``Settings.controls_refresh``. Pauses and limits come in a
+        stable order (the store's)."""
+        ...
+
+    async def pause(self, pause: Pause, *, audit: AsyncAudit | None = None) -> Pause:
+        """Pause ``(pause.kind, pause.tenant)`` (None: any), naming ``pause.actor`` and
+        ``pause.reason``; returns it as stored (``since``: the store's time it was first
+        paused; pausing again keeps it and takes the new reason and actor). Jobs it
+        covers are not claimed while it stands (the worker leaves them out of its claims).
+        Audit: ``paused`` (no job; details: the reason)."""
+        ...
+
+    async def resume(
+        self, kind: str | None, tenant: str | None, *, audit: AsyncAudit | None = None
+    ) -> Pause | None:
+        """Lift the pause of exactly ``(kind, tenant)`` (None: any); returns it, or None
+        if there was none (nothing changed). Audit: ``resumed`` with ``audit.actor`` (the
+        lifted pause's reason in the details)."""
+        ...
+
+    async def set_limit(self, limit: Limit, *, audit: AsyncAudit | None = None) -> Limit:
+        """Set the limit of ``(limit.kind, limit.tenant)`` or of ``limit.provider``,
+        replacing the one there was; returns it as stored (``updated_at``: the store's
+        time). Audit: ``limit_set`` (no job; details: provider, rps, burst)."""
+        ...
+
+    async def clear_limit(
+        self,
+        kind: str | None,
+        tenant: str | None,
+        provider: str | None,
+        *,
+        audit: AsyncAudit | None = None,
+    ) -> Limit | None:
+        """Remove the limit of exactly ``(kind, tenant)`` or of ``provider``; returns it,
+        or None if there was none. Audit: ``limit_cleared`` with ``audit.actor``."""
+        ...
+
+
+class AsyncReadsRole(Protocol):
+    """Reads and history: what the admin reads, the dashboard and the exporter need;
+    never changes anything, so a store over a read replica can serve it alone."""
+
+    async def now(self) -> datetime:
+        """As :meth:`AsyncJobsRole.now`."""
+        ...
+
+    async def get(self, job_id: int, *, connection: Any = None) -> Job | None:
+        """As :meth:`AsyncJobsRole.get`."""
+        ...
+
+    async def list_jobs(self, filter: JobFilter, page: Page) -> JobPage:
+        """Jobs matching ``filter`` ordered by id (keyset page).
+
+        Reads rows in proportion to ``page.limit``, never to the table: a filter that no
+        index serves in id order may stop the search after ``JobPage.READ_FACTOR`` rows per
+        job asked for, with the page's ``resume_after`` saying where it stopped (the page
+        then holds every match before that id, possibly fewer than the limit)."""
+        ...
+
+    async def counts(self) -> list[StateCount]:
+        """Number of jobs per (state, kind, tenant), zero counts omitted; a pending group
+        also says how long its earliest due job has been due (``oldest_due_age``, on the
+        store's clock). One query: metrics scrapes call it (R5)."""
+        ...
+
+    async def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
+        """How many jobs finished (succeeded, failed, dead, cancelled: their
+        ``completed_at``) at or after ``since``, per final state and bucket: a row's
+        ``start`` is ``since + n * bucket``, the start of the bucket its jobs finished in;
+        zero counts omitted. ``bucket`` is a whole number of seconds. Each row names the
+        jobs' ``kind`` (per-kind throughput; a store that leaves it None is counted as one
+        unknown kind). Reads the jobs that finished since ``since``, not the whole table
+        (the dashboard calls it often)."""
+        ...
+
+    async def queue_samples(self, since: datetime, bucket: timedelta) -> list[QueueSample]:
+        """The queue samples (``skiplock.core.store.QueueSample``) taken at or after
+        ``since``, folded per bucket (from ``since``) and kind by ``fold_samples``' rule,
+        by bucket, then kind: at most buckets x kinds rows. :meth:`roll_up_counts` takes
+        the samples: when the minute holding the store's now has none yet, one per kind by
+        ``take_samples``' rule, and it removes those older than ``SAMPLE_RETENTION``.
+        Never reads the jobs table."""
+        ...
+
+    async def health_snapshot(self) -> HealthSnapshot:
+        """What the health report needs (R9), read in one operation: the store's now;
+        every registered worker with its heartbeat, the kinds and tenants it claims and
+        how many jobs run under its id; per (kind, tenant) with any, the pending jobs due
+        now and later, the earliest due time among the due ones, and the running and dead
+        jobs; and the schema's version (None for a store without a versioned schema).
+
+        Never raises for a schema that is missing or older than the code: it reports it
+        (a missing schema has no workers or jobs to read).
+        """
+        ...
+
+    async def controls(self) -> Controls:
+        """As :meth:`AsyncControlsRole.controls`."""
+        ...
+
+    async def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
+        """The events of ``job_id`` in the store's own audit table, oldest first ([] for
+        none: also for a job deleted since, whose events stay until retention)."""
+        ...
+
+
+class AsyncAdminRole(Protocol):
+    """Admin changes: operator transitions and deletion of jobs."""
+
+    async def apply(
+        self,
+        filter: JobFilter,
+        event: Event,
+        *,
+        reset_attempts: bool = False,
+        connection: Any = None,
+        audit: AsyncAudit | None = None,
+    ) -> list[int]:
+        """Operator transition (CANCEL, MARK_FAILED, REPLAY) of every matching job whose
+        state allows ``event`` (``skiplock.core.sources``); returns the changed ids.
+        Audit: ``skiplock.core.operator_action(event)`` per job changed, details from
+        ``skiplock.core.operator_details``.
+
+        REPLAY makes the job due now, clears the claim, and with ``reset_attempts`` sets
+        attempts to 0; ``claims`` is never reset, so leases of earlier claims stay stale.
+        CANCEL and MARK_FAILED of a running job leave its worker's lease stale: the
+        worker learns it from :meth:`heartbeat`. Wakes workers.
+        """
+        ...
+
+    async def apply_job(
+        self,
+        job_id: int,
+        event: Event,
+        *,
+        reset_attempts: bool = False,
+        connection: Any = None,
+        audit: AsyncAudit | None = None,
+    ) -> Job | None:
+        """:meth:`apply` of the one job ``job_id``, returning it as it is after the change
+        (as :meth:`get` then reads it, ``result`` and ``errors`` included), read in the
+        same operation as the change; None, and nothing changed, if there is no such job
+        or its state does not allow ``event``. Audited and otherwise as :meth:`apply`."""
+        ...
+
+    async def delete(
+        self, filter: JobFilter, *, connection: Any = None, audit: AsyncAudit | None = None
+    ) -> list[Job]:
+        """Delete matching jobs that are not running; returns what was deleted.
+        Audit: ``job_discard`` per job deleted (details: its state and payload)."""
+        ...
+
+
+class AsyncUpkeepRole(Protocol):
+    """Upkeep: roll-ups, retention and the cluster-wide maintenance lease."""
+
+    async def roll_up_counts(self) -> int:
+        """Fold the store's bookkeeping behind :meth:`counts`, :meth:`health_snapshot` and
+        :meth:`finished_counts` so they stay cheap; never changes what they return. Also
+        takes this minute's :meth:`queue_samples` if nobody has. Returns
+        how many entries it folded (0 for a store with nothing to fold, or while another
+        session folds). Workers call it every second (``skiplock.engine.worker``)."""
+        ...
+
     async def try_maintenance(self, name: str, every: timedelta) -> bool:
         """Take the right to run maintenance task ``name`` now, cluster-wide.
 
@@ -434,19 +465,36 @@ class AsyncJobStore(Protocol):
         returns 0."""
         ...
 
-    async def next_due(
-        self, kinds: frozenset[str] | None, tenants: frozenset[str] | None
-    ) -> NextDue | None:
-        """When the next pending job of ``kinds`` and ``tenants`` (None: any) that is not
-        due yet falls due, or None if there is none: the worker's next-due timer (see
-        docs/architecture.md, "The worker"). Jobs due already are the claim's business.
-        A cheap, bounded read; it may answer with an earlier time than the job's (never a
-        later one), after which the worker asks again."""
-        ...
 
-    def notifier(self) -> AsyncNotifier | None:
-        """A notifier woken by this store's writes, or None (the worker polls)."""
-        ...
+class AsyncJobStore(
+    AsyncJobsRole,
+    AsyncWorkersRole,
+    AsyncControlsRole,
+    AsyncReadsRole,
+    AsyncAdminRole,
+    AsyncUpkeepRole,
+    Protocol,
+):
+    """Where jobs live: every role at once, what the whole engine runs on.
+    Implementations: memory, psycopg, asyncpg, SQLAlchemy, yours. A part of the engine
+    takes only the roles it uses (a read-only store: :class:`AsyncReadsRole`).
+
+    Every method that changes a job's state after its claim is *fenced* by the job's
+    :class:`~skiplock.core.Lease`: it applies only while the job is running under the
+    lease's worker with ``claims == lease.claim``; a mismatch changes nothing.
+
+    Audit (J10): with ``audit=AsyncAudit(actor, sink)`` a method records one
+    :class:`~skiplock.core.AuditEvent` per job it changes in an audited way (the
+    :class:`~skiplock.core.AuditAction` of each method is named there), with
+    ``audit.actor``, in the same transaction as the change: a change rolled back leaves
+    no event. Without a sink the events go to the store's own audit table (read by
+    :meth:`audit_trail`); with one the store calls ``sink.record(events, connection)``
+    before the change's transaction ends. If the sink raises, a change the caller asked
+    for (``enqueue``, ``apply``, ``apply_job``, ``delete``) is undone (in the caller's
+    transaction, back to where the call began) and the error propagates; a worker's or
+    maintenance's change (``claim``, ``complete``, ``recover_stale``) is kept, the sink's
+    own writes are undone and the error is logged (``skiplock.audit``).
+    """
 
     async def close(self) -> None:
         """Release pools and connections."""

@@ -16,7 +16,7 @@ from typing import TypedDict
 
 from skiplock._compat_async import sleep
 from skiplock.core import RetryPolicy
-from skiplock.core._retry import next_delay
+from skiplock.core.rules import next_delay
 
 #: Reconnect delays grow like retry delays (the core's backoff); the jitter keeps nodes
 #: from reconnecting in lockstep after a server restart.
@@ -42,7 +42,7 @@ class AsyncPgNotifierBase(ABC):
     wakeup, because notifications sent meanwhile are lost: the worker then polls once
     to catch up. The worker's fallback poll runs regardless. An idle connection is pinged
     every ``ping_interval`` seconds so a dead server is noticed. Reconnect delays follow
-    :func:`~skiplock.core._retry.next_delay`: ``backoff_base`` doubling up to ``backoff_cap``
+    :func:`~skiplock.core.rules.next_delay`: ``backoff_base`` doubling up to ``backoff_cap``
     (seconds), plus up to 50% jitter.
 
     Subclasses set :attr:`_lost_errors` (the driver's errors that mean "connection

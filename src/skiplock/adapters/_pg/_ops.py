@@ -32,17 +32,18 @@ from skiplock.core import (
     pair_caps,
     undecodable_error,
 )
-from skiplock.core._capacity import ThrottleLimits
-from skiplock.core._idempotency import ScopedKey, scoped_key
-from skiplock.core._rates import (
+from skiplock.core.store import (
+    ClaimedJobs,
+    ScopedKey,
+    ThrottleLimits,
     charges,
     claim_is_serialized,
+    counter_problem,
     rated_kinds,
     rated_providers,
+    scoped_key,
     throttled_request,
 )
-from skiplock.core._types import ClaimedJobs
-from skiplock.core._validation import counter_problem
 
 from ._migrate import Rows, Step
 from ._rows import (
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
     from collections.abc import Generator, Mapping, Sequence
     from datetime import timedelta
 
-    from skiplock.core._bucket import TokenBucket
+    from skiplock.core.store import TokenBucket
 
 logger = logging.getLogger("skiplock.store")
 
@@ -227,7 +228,7 @@ def claim_steps(
     provider of a capped kind (sorted keys: no deadlock between claimers). Then read the
     shared token buckets (a fresh snapshot after the locks, so it includes what the
     previous holder charged) and narrow the claim to what they hold
-    (:func:`~skiplock.core._rates.throttled_request`); count what runs now of the
+    (:func:`~skiplock.core.store.throttled_request`); count what runs now of the
     cluster-limited kinds and claim at most limit - running; charge the buckets for the
     jobs taken. The locks are released at commit, after this claim is visible. Capped
     kinds or binding pair limits take the ``claim_capped`` statement. Run in a

@@ -50,13 +50,24 @@ from skiplock.core import (
     sources,
     transition,
 )
-from skiplock.core._bucket import TokenBucket
-from skiplock.core._controls import Controls, Limit, Pause
-from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState, OrphanedJobs
-from skiplock.core._history import PICKUP_SAMPLE, SAMPLE_RETENTION, QueueSample
-from skiplock.core._idempotency import scope_of
-from skiplock.core._lifecycle import concurrency_limit, outcome_terms
-from skiplock.core._validation import MAX_DELAY, shown
+from skiplock.core.store import (
+    MAX_DELAY,
+    PAIR_SCOPE,
+    PICKUP_SAMPLE,
+    PROVIDER_SCOPE,
+    SAMPLE_RETENTION,
+    BucketState,
+    Controls,
+    Limit,
+    OrphanedJobs,
+    Pause,
+    QueueSample,
+    TokenBucket,
+    concurrency_limit,
+    outcome_terms,
+    scope_of,
+    shown,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -261,7 +272,7 @@ def finished_count_from_row(row: Mapping[str, Any]) -> FinishedCount:
 
 def roll_up_params(key: int) -> dict[str, Any]:
     """The ``roll_up_counts`` query's arguments: the fold's lock and the sampling rule's
-    bounds (``skiplock.core._history``)."""
+    bounds (``skiplock.core.store``)."""
     return {
         "key": key,
         "bound": QueueStats.SPLIT_BOUND,
@@ -619,7 +630,7 @@ COMPLETION_FIELDS = (
 
 def _completion_row(c: Completion) -> list[Any]:
     """One outcome as the values of :data:`COMPLETION_FIELDS`: its terms are the core's
-    (:func:`~skiplock.core._lifecycle.outcome_terms`), which ``_complete_set`` applies."""
+    (:func:`~skiplock.core.store.outcome_terms`), which ``_complete_set`` applies."""
     lease, outcome = c.lease, c.outcome
     if isinstance(outcome, Succeeded):  # the common case first
         result = None

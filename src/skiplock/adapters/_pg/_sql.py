@@ -25,7 +25,7 @@ from skiplock.core import (
     MIN_AVAILABLE_AT,
     validate_identifier,
 )
-from skiplock.core._validation import INT4_RANGE
+from skiplock.core.store import INT4_RANGE
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

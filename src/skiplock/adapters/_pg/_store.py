@@ -45,7 +45,7 @@ from skiplock.core import (
     check_operator_event,
     validate_identifier,
 )
-from skiplock.core._controls import Controls, Limit, Pause, control_event
+from skiplock.core.store import Controls, Limit, Pause, control_event
 
 from ._driver import TX, C
 from ._migrate import (
@@ -111,7 +111,7 @@ from ._sql import Query, channel_name, convert_cached, lock_key, queries
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 
-    from skiplock.core._history import QueueSample
+    from skiplock.core.store import QueueSample
     from skiplock.ports import Audit
 
     from ._driver import PgDriver

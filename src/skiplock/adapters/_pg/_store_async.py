@@ -41,7 +41,7 @@ from skiplock.core import (
     check_operator_event,
     validate_identifier,
 )
-from skiplock.core._controls import Controls, Limit, Pause, control_event
+from skiplock.core.store import Controls, Limit, Pause, control_event
 
 from ._driver_async import TX, C
 from ._migrate import (
@@ -107,7 +107,7 @@ from ._sql import Query, channel_name, convert_cached, lock_key, queries
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Generator, Mapping, Sequence
 
-    from skiplock.core._history import QueueSample
+    from skiplock.core.store import QueueSample
     from skiplock.ports import AsyncAudit
 
     from ._driver_async import AsyncPgDriver

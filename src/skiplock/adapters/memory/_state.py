@@ -5,7 +5,7 @@ one :class:`MemoryState`. An operation holds a ``threading.Lock`` only for in-me
 (never across an await), so one state may be used from several threads and event loops.
 
 What an operation does to a job (claim, start, outcomes, recovery, operator events, which
-jobs a claim takes) is the core's (:mod:`skiplock.core._lifecycle`), applied as it is;
+jobs a claim takes) is the core's (:mod:`skiplock.core.store`), applied as it is;
 this module keeps the rows, their indexes, transactions, workers and the audit table.
 
 Rows are :class:`~skiplock.core.Job` values whose payload is kept as JSON text: neither the
@@ -59,47 +59,56 @@ from skiplock.core import (
     dlq_details,
     encode_payload,
     first_occurrences,
+    kind_caps,
     operator_action,
     operator_details,
     result_json,
     sources,
 )
-from skiplock.core._audit import replaced_details
-from skiplock.core._bucket import refill
-from skiplock.core._capacity import ThrottleLimits, kind_caps
-from skiplock.core._controls import Controls, Limit, Pause, control_event
-from skiplock.core._health import PAIR_SCOPE, PROVIDER_SCOPE, BucketState, OrphanedJobs
-from skiplock.core._history import (
+from skiplock.core.store import (
+    PAIR_SCOPE,
+    PROVIDER_SCOPE,
     SAMPLE_RETENTION,
+    BucketState,
+    ClaimedJobs,
+    Controls,
+    Limit,
+    OrphanedJobs,
+    Pause,
     QueueSample,
-    fold_samples,
-    sample_minute,
-    take_samples,
-)
-from skiplock.core._idempotency import ScopedKey, job_scoped_key, scoped_key
-from skiplock.core._lifecycle import (
+    ScopedKey,
+    ThrottleLimits,
     after_claim,
     after_operator,
     after_outcome,
     after_recovery,
     after_release,
     after_start,
+    bucket_start,
+    charges,
+    control_event,
+    fold_samples,
     holds,
     is_stale,
+    job_scoped_key,
     matches,
     new_job,
     purgeable,
+    rated_kinds,
+    refill,
+    replaced_details,
     replaced_job,
+    sample_minute,
+    scoped_key,
     select_claim,
+    take_samples,
+    throttled_request,
 )
-from skiplock.core._lifecycle import next_due as lifecycle_next_due
-from skiplock.core._rates import charges, rated_kinds, throttled_request
-from skiplock.core._throughput import bucket_start
-from skiplock.core._types import ClaimedJobs
+from skiplock.core.store import next_due as lifecycle_next_due
 from skiplock.ports import Clock, SystemClock
 
 if TYPE_CHECKING:
-    from skiplock.core._bucket import TokenBucket
+    from skiplock.core.store import TokenBucket
 
 Listener = Callable[[], None]
 
@@ -616,7 +625,7 @@ class MemoryState:
         self, kinds: frozenset[str] | None, tenants: frozenset[str] | None
     ) -> NextDue | None:
         """When the next pending job of ``kinds`` and ``tenants`` falls due (core's
-        :func:`~skiplock.core._lifecycle.next_due`), at the store's now."""
+        :func:`~skiplock.core.store.next_due`), at the store's now."""
         with self._lock:
             pending = [self._jobs[i] for i in self._by_state[JobState.PENDING]]
             now = self.now()

@@ -36,8 +36,7 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
-    from skiplock.core._controls import Controls, Limit, Pause
-    from skiplock.core._history import QueueSample
+    from skiplock.core.store import Controls, Limit, Pause, QueueSample
     from skiplock.ports import AsyncAudit, Clock
 
 

@@ -8,66 +8,47 @@ This module is the generated sync twin of ``_admin_async.py``.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
 from skiplock.core import (
-    AuditEvent,
     Event,
-    HealthReport,
     InvalidTransitionError,
     Job,
     JobFilter,
-    JobNotFoundError,
-    JobPage,
     JobState,
     Page,
-    StateCount,
     ValidationError,
     sources,
 )
-from skiplock.core._controls import Controls, EffectiveLimits
-from skiplock.core._health import (
-    LIVE_HEARTBEATS,
-    HealthThresholds,
-    assess_health,
-    unreachable_report,
-)
-from skiplock.core._history import History, history_from
-from skiplock.core._throughput import Throughput, throughput_from, throughput_window
-from skiplock.core._validation import (
-    INT8_RANGE,
-    check_actor,
-    check_available_at,
-    check_bool,
-    check_duration,
-    check_int,
-    check_job_id,
-    check_priority,
-    to_duration,
-)
+from skiplock.core.rules import check_actor, check_bool, check_int, check_job_id
+from skiplock.ports import AdminRole, ReadsRole
 
 from .._errors import SelectionChangedError
-from .._inputs import action_filter, as_names, as_states, confirmed_jobs
+from .._inputs import action_filter, as_names, confirmed_jobs
 from ._bulk import MAX_CONFIRMED, BulkResult, skipped_job
 from ._purge import PURGE_BATCH, DeadPurge, DeadSelection
+from ._reads import ReadOps
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
+    from datetime import datetime
 
-    from skiplock.core._bucket import RateTable
-    from skiplock.ports import Audit, JobStore
+    from skiplock.ports import Audit
 
     from ..settings._settings import Settings
+
+
+class AdminStore(ReadsRole, AdminRole, Protocol):
+    """The roles the admin changes use: reads and admin changes."""
 
 
 #: At most this many jobs per :meth:`AdminOps.act_on_jobs` call (one statement).
 MAX_ACTION_IDS = 1000
 
 
-class AdminOps:
+class AdminOps(ReadOps):
     """The admin API, mixed into :class:`Engine` (it provides ``_store``,
     ``_settings`` and ``_audit``, the engine's audit of changes without an actor, None
     while it is off).
@@ -78,7 +59,7 @@ class AdminOps:
     default ``Settings.audit_actor``; ignored while the audit trail is off).
     """
 
-    _store: JobStore
+    _store: AdminStore
     _settings: Settings
     _audit: Audit | None
 
@@ -90,203 +71,6 @@ class AdminOps:
         if audit is None or actor is None:
             return audit
         return attrs.evolve(audit, actor=actor)
-
-    def get_job(self, job_id: int) -> Job:
-        """One job, with what its runs recorded (``attempts``, ``last_error``,
-        ``started_at``, ``completed_at``, the processor's ``result`` and the failed
-        attempts in ``errors``: docs/architecture.md, "What a job records");
-        JobNotFoundError if absent."""
-        job = self._store.get(check_job_id("job_id", job_id))
-        if job is None:
-            raise JobNotFoundError(f"no job with id {job_id}")
-        return job
-
-    def list_jobs(
-        self,
-        *,
-        state: JobState | str | Iterable[JobState | str] | None = None,
-        kind: str | Iterable[str] | None = None,
-        tenant: str | Iterable[str] | None = None,
-        priority_min: int | None = None,
-        priority_max: int | None = None,
-        created_since: datetime | None = None,
-        created_before: datetime | None = None,
-        available_since: datetime | None = None,
-        available_before: datetime | None = None,
-        limit: int = 100,
-        after_id: int | None = None,
-        descending: bool = False,
-    ) -> JobPage:
-        """Jobs matching every given filter, ordered by id, one keyset page (each with its
-        ``result`` and ``errors``, as :meth:`get_job`): a :class:`~skiplock.core.JobPage`,
-        a list of jobs.
-
-        The time ranges take aware datetimes and are half-open: ``created_since <=
-        created_at < created_before``, the same for ``available_at``. Pass
-        ``page.next_after(limit)`` as ``after_id`` for the next page: the last id of a
-        full page, or the page's ``resume_after`` (with ``descending`` the next page holds
-        smaller ids). A page reads rows in proportion to ``limit``, whatever the table's
-        size: when no index serves the filter in id order (pending or succeeded jobs by
-        kind, tenant, priority or time) the search stops after ``JobPage.READ_FACTOR`` rows
-        per job asked for, and ``resume_after`` says where (the page holds every match
-        before it, possibly fewer than ``limit``, even none).
-        """
-        check_int("limit", limit, minimum=1, maximum=INT8_RANGE[1])
-        if after_id is not None:
-            check_job_id("after_id", after_id)
-        check_bool("descending", descending)
-        for name, value in (("priority_min", priority_min), ("priority_max", priority_max)):
-            if value is not None:
-                check_priority(name, value)
-        job_filter = JobFilter(
-            states=as_states(state),
-            kinds=as_names("kind", kind),
-            tenants=as_names("tenant", tenant),
-            priority_min=priority_min,
-            priority_max=priority_max,
-            created_since=_instant("created_since", created_since),
-            created_before=_instant("created_before", created_before),
-            available_since=_instant("available_since", available_since),
-            available_before=_instant("available_before", available_before),
-        )
-        page = Page(limit=limit, after_id=after_id, descending=descending)
-        return self._store.list_jobs(job_filter, page)
-
-    def dead_jobs(
-        self,
-        *,
-        kind: str | Iterable[str] | None = None,
-        tenant: str | Iterable[str] | None = None,
-        limit: int = 100,
-        after_id: int | None = None,
-    ) -> JobPage:
-        """The dead-letter view: dead jobs with their last_error, errors, payload and
-        tenant (a page of :meth:`list_jobs`; dead jobs by kind and tenant are read through
-        their own indexes, so such a page is never cut short: ``resume_after`` is None)."""
-        return self.list_jobs(
-            state=JobState.DEAD, kind=kind, tenant=tenant, limit=limit, after_id=after_id
-        )
-
-    def counts(self) -> list[StateCount]:
-        """Number of jobs per (state, kind, tenant)."""
-        return self._store.counts()
-
-    def throughput(
-        self,
-        *,
-        window: timedelta | float = timedelta(hours=1),
-        bucket: timedelta | float = timedelta(minutes=1),
-    ) -> Throughput:
-        """How many jobs finished per ``bucket`` over the last ``window`` (timedeltas or
-        seconds): succeeded, dead, marked failed and cancelled, by each job's
-        ``completed_at`` on the store's clock. Buckets are aligned on multiples of
-        ``bucket`` (a whole number of seconds) and the last one, still filling, holds
-        now; at most :data:`~skiplock.core._throughput.MAX_BUCKETS` of them. It counts the jobs as
-        they are now: a job replayed since, or deleted or purged by retention, no longer
-        counts. Bad arguments raise :class:`~skiplock.ValidationError`."""
-        now, since, count, step = self._buckets(window, bucket)
-        finished = self._store.finished_counts(since, step)
-        return throughput_from(now, since, step, count, finished)
-
-    def _buckets(
-        self, window: timedelta | float, bucket: timedelta | float
-    ) -> tuple[datetime, datetime, int, timedelta]:
-        """The store's now, the first bucket's start, how many buckets and their length
-        for ``window`` and ``bucket`` (checked)."""
-        window = check_duration("window", to_duration(window))
-        step = check_duration("bucket", to_duration(bucket))
-        now = self._store.now()
-        since, count = throughput_window(now, window, step)
-        return now, since, count, step
-
-    def history(
-        self,
-        *,
-        window: timedelta | float = timedelta(hours=1),
-        bucket: timedelta | float = timedelta(minutes=1),
-    ) -> History:
-        """The queue per ``bucket`` over the last ``window`` (as :meth:`throughput`'s):
-        the jobs finished per kind, succeeded and failures (the failure rate), the due
-        jobs per kind and the claim latency (p50/p99). The finished jobs are exact; the
-        backlog and the latency come from the samples workers take once a minute (every
-        running worker's counts loop takes part, one writes), so a bucket without a
-        running worker has none. Two reads, whatever the table's size. Bad arguments
-        raise :class:`~skiplock.ValidationError`."""
-        now, since, count, step = self._buckets(window, bucket)
-        finished = self._store.finished_counts(since, step)
-        samples = self._store.queue_samples(since, step)
-        return history_from(now, since, step, count, finished, samples)
-
-    def health(
-        self,
-        *,
-        max_pending_age: timedelta | float | None = None,
-        worker_timeout: timedelta | float | None = None,
-        max_dead: int | None = None,
-    ) -> HealthReport:
-        """The health of the queue and its workers (R9), from one store read.
-
-        A worker is live while its last heartbeat is at most ``worker_timeout`` old
-        (timedelta or seconds; default three ``heartbeat_interval``, at most ``stale_ttl``).
-        The report is unhealthy, with one line per problem, when the store cannot be read,
-        its schema is missing or older than the code, due pending jobs have no live worker
-        claiming their kind (and tenant), and, when given, when a kind's oldest due job has
-        waited longer than ``max_pending_age`` or a kind has more than ``max_dead`` dead
-        jobs. The pauses in force are listed (``paused``); due jobs they hold back are not
-        reported as uncovered. Never raises for a store failure (a database that is down,
-        a timeout): the report says so. Bad thresholds raise :class:`~skiplock.ValidationError`.
-        """
-        thresholds = self.health_thresholds(
-            max_pending_age=max_pending_age, worker_timeout=worker_timeout, max_dead=max_dead
-        )
-        try:
-            snapshot = self._store.health_snapshot()
-        except Exception as exc:  # a health check reports what failed, it does not raise
-            return unreachable_report(str(exc) or type(exc).__name__, thresholds)
-        try:
-            controls = self._store.controls()
-        except Exception:  # a schema before the controls (0014): nothing is paused
-            controls = Controls()
-        return assess_health(
-            snapshot,
-            thresholds,
-            controls.pauses,
-            rates=self._rates(controls),
-            cluster_limits=self._cluster_limits(),
-        )
-
-    def _rates(self, controls: Controls) -> RateTable:
-        """The rates the engine's kinds are limited by with ``controls`` (the engine's
-        own; here only what ``controls`` sets)."""
-        return EffectiveLimits(controls).table({})
-
-    def _cluster_limits(self) -> Mapping[str, int]:
-        """The cluster limits of the engine's kinds (the engine's own; none here)."""
-        return {}
-
-    def health_thresholds(
-        self,
-        *,
-        max_pending_age: timedelta | float | None = None,
-        worker_timeout: timedelta | float | None = None,
-        max_dead: int | None = None,
-    ) -> HealthThresholds:
-        """The thresholds :meth:`health` uses for these arguments (validated, defaults
-        filled in); for a report made without the store, e.g.
-        :func:`skiplock.core._health.unreachable_report`."""
-        if worker_timeout is None:
-            settings = self._settings
-            beats = timedelta(seconds=LIVE_HEARTBEATS * settings.heartbeat_interval)
-            live_for = min(beats, settings.stale_ttl)
-        else:
-            live_for = check_duration("worker_timeout", to_duration(worker_timeout))
-        return HealthThresholds(
-            worker_timeout=live_for,
-            max_pending_age=None
-            if max_pending_age is None
-            else check_duration("max_pending_age", to_duration(max_pending_age), allow_zero=True),
-            max_dead=None if max_dead is None else check_int("max_dead", max_dead, minimum=0),
-        )
 
     def retry_job(
         self, job_id: int, *, reset_attempts: bool = True, actor: str | None = None
@@ -507,12 +291,6 @@ class AdminOps:
         skipped = [skipped_job(i, now.get(i), confirmed[i]) for i in left]
         return BulkResult(changed, skipped)
 
-    def audit_trail(self, job_id: int) -> list[AuditEvent]:
-        """The job's audit events (J10) in the store's audit table, oldest first;
-        ``[]`` for a job without any (also an unknown one). A deleted job's events stay
-        until retention purges them."""
-        return self._store.audit_trail(check_job_id("job_id", job_id))
-
     def _apply(
         self, job_filter: JobFilter, event: Event, reset_attempts: bool, actor: str | None
     ) -> list[int]:
@@ -559,9 +337,3 @@ def _refusal(job: Job, event: Event) -> str:
 def _batches(ids: list[int]) -> list[list[int]]:
     """``ids`` in slices of at most :data:`MAX_ACTION_IDS` (one statement each)."""
     return [ids[i : i + MAX_ACTION_IDS] for i in range(0, len(ids), MAX_ACTION_IDS)]
-
-
-def _instant(name: str, value: datetime | None) -> datetime | None:
-    """``value`` in UTC if it is a time a job may have (else ValidationError naming
-    ``name``); None stays None."""
-    return None if value is None else check_available_at(value, name)

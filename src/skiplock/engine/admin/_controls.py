@@ -14,10 +14,11 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from skiplock.core import RateLimit
-from skiplock.core._controls import Limit, Pause, check_reason, limit_scope, pause_scope
-from skiplock.core._validation import check_bool
+from skiplock.core.rules import check_bool, check_reason, limit_scope, pause_scope
+from skiplock.core.store import Limit, Pause
+from skiplock.ports import ControlsRole
 
-from ._admin import AdminOps
+from ._admin import AdminOps, AdminStore
 
 if TYPE_CHECKING:
     from skiplock.ports import Audit
@@ -41,6 +42,10 @@ class KindCheck(Protocol):
         ...
 
 
+class ControlStore(AdminStore, ControlsRole, Protocol):
+    """The roles the admin API with controls uses: reads, admin changes and controls."""
+
+
 class ControlOps(AdminOps):
     """The admin API with pauses and limits, mixed into :class:`Engine` and the
     operator handle (they provide ``_controls`` too: the engine's snapshot its workers
@@ -60,6 +65,7 @@ class ControlOps(AdminOps):
     registered workers claim and those with jobs; none known: any kind.
     """
 
+    _store: ControlStore
     _controls: ControlsCache | None = None
     #: The engine's intake (enqueue's kind rule), set by the engine and the handle.
     _kind_check: KindCheck
@@ -135,10 +141,6 @@ class ControlOps(AdminOps):
         self._changed()
         return lifted
 
-    def paused(self) -> list[Pause]:
-        """Every pause in force."""
-        return list((self._store.controls()).pauses)
-
     def set_limit(
         self,
         *,
@@ -181,7 +183,3 @@ class ControlOps(AdminOps):
         cleared = self._store.clear_limit(kind, tenant, provider, audit=audit)
         self._changed()
         return cleared
-
-    def limits(self) -> list[Limit]:
-        """Every limit set at run time (not the policies' and settings' ones)."""
-        return list((self._store.controls()).limits)

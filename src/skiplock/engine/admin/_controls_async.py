@@ -10,10 +10,11 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from skiplock.core import RateLimit
-from skiplock.core._controls import Limit, Pause, check_reason, limit_scope, pause_scope
-from skiplock.core._validation import check_bool
+from skiplock.core.rules import check_bool, check_reason, limit_scope, pause_scope
+from skiplock.core.store import Limit, Pause
+from skiplock.ports import AsyncControlsRole
 
-from ._admin_async import AsyncAdminOps
+from ._admin_async import AsyncAdminOps, AsyncAdminStore
 
 if TYPE_CHECKING:
     from skiplock.ports import AsyncAudit
@@ -37,6 +38,10 @@ class KindCheck(Protocol):
         ...
 
 
+class AsyncControlStore(AsyncAdminStore, AsyncControlsRole, Protocol):
+    """The roles the admin API with controls uses: reads, admin changes and controls."""
+
+
 class AsyncControlOps(AsyncAdminOps):
     """The admin API with pauses and limits, mixed into :class:`AsyncEngine` and the
     operator handle (they provide ``_controls`` too: the engine's snapshot its workers
@@ -56,6 +61,7 @@ class AsyncControlOps(AsyncAdminOps):
     registered workers claim and those with jobs; none known: any kind.
     """
 
+    _store: AsyncControlStore
     _controls: ControlsCache | None = None
     #: The engine's intake (enqueue's kind rule), set by the engine and the handle.
     _kind_check: KindCheck
@@ -131,10 +137,6 @@ class AsyncControlOps(AsyncAdminOps):
         await self._changed()
         return lifted
 
-    async def paused(self) -> list[Pause]:
-        """Every pause in force."""
-        return list((await self._store.controls()).pauses)
-
     async def set_limit(
         self,
         *,
@@ -177,7 +179,3 @@ class AsyncControlOps(AsyncAdminOps):
         cleared = await self._store.clear_limit(kind, tenant, provider, audit=audit)
         await self._changed()
         return cleared
-
-    async def limits(self) -> list[Limit]:
-        """Every limit set at run time (not the policies' and settings' ones)."""
-        return list((await self._store.controls()).limits)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from skiplock.core import ValidationError
-from skiplock.core._validation import check_available_at, check_job_id, check_text
+from skiplock.core.rules import check_available_at, check_job_id, check_text
 
 if TYPE_CHECKING:
     from skiplock.core import Job

@@ -16,7 +16,7 @@ from skiplock.core import (
     ValidationError,
     encode_payload,
 )
-from skiplock.core._validation import (
+from skiplock.core.rules import (
     check_available_at,
     check_concurrency,
     check_idempotency_policy,
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from datetime import datetime, timedelta
 
     from skiplock.core import KindPolicy
-    from skiplock.core._idempotency import IdempotencyConflict, IdempotencyScope
+    from skiplock.core.rules import IdempotencyConflict, IdempotencyScope
 
     from .._declaration import TaskDef
     from .._registry import Registry

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from datetime import datetime, timedelta, tzinfo
 
     from skiplock.core import EnqueueRequest, EnqueueResult
-    from skiplock.core._idempotency import IdempotencyConflict, IdempotencyScope
-    from skiplock.ports import Audit, Clock, JobStore, Tracer
+    from skiplock.core.rules import IdempotencyConflict, IdempotencyScope
+    from skiplock.ports import Audit, Clock, JobsRole, Tracer
 
     from .._inputs import EnqueueOptions
     from ..periodic._rules import ScheduleInfo, TickResult
@@ -37,7 +37,7 @@ class EnqueueOps:
     :class:`~._operator.Operator` (each provides the store, the audit of its
     changes, the tracer and the intake that validates requests)."""
 
-    _store: JobStore
+    _store: JobsRole
     _audit: Audit | None
     _tracer: Tracer
     _traced: bool

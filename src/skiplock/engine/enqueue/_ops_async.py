@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from datetime import datetime, timedelta, tzinfo
 
     from skiplock.core import EnqueueRequest, EnqueueResult
-    from skiplock.core._idempotency import IdempotencyConflict, IdempotencyScope
-    from skiplock.ports import AsyncAudit, AsyncJobStore, Clock, Tracer
+    from skiplock.core.rules import IdempotencyConflict, IdempotencyScope
+    from skiplock.ports import AsyncAudit, AsyncJobsRole, Clock, Tracer
 
     from .._inputs import EnqueueOptions
     from ..periodic._rules import ScheduleInfo, TickResult
@@ -34,7 +34,7 @@ class AsyncEnqueueOps:
     :class:`~._operator_async.AsyncOperator` (each provides the store, the audit of its
     changes, the tracer and the intake that validates requests)."""
 
-    _store: AsyncJobStore
+    _store: AsyncJobsRole
     _audit: AsyncAudit | None
     _tracer: Tracer
     _traced: bool

@@ -11,7 +11,7 @@ import functools
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, Unpack
 
 from skiplock.core import ValidationError
-from skiplock.core._validation import shown
+from skiplock.core.store import shown
 
 from .._declaration import type_name
 from .._inputs import Enqueue

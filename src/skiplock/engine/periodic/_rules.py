@@ -15,7 +15,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import attrs
 
 from skiplock.core import ValidationError
-from skiplock.core._validation import KIND_RE, check_kind, shown
+from skiplock.core.rules import KIND_RE, check_kind
+from skiplock.core.store import shown
 
 from .._inputs import Enqueue
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from datetime import timedelta
 
     from skiplock.core import EnqueueRequest
-    from skiplock.ports import Audit, JobStore
+    from skiplock.ports import Audit, JobsRole
 
     from .._inputs import Enqueue
     from ._rules import Schedule
@@ -58,7 +58,7 @@ class Scheduler:
 
     def __init__(
         self,
-        store: JobStore,
+        store: JobsRole,
         build: Callable[[Sequence[Enqueue]], Sequence[EnqueueRequest]],
         retention: Callable[[], timedelta | None],
         audit: Callable[[], Audit | None] = lambda: None,

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from datetime import timedelta
 
     from skiplock.core import EnqueueRequest
-    from skiplock.ports import AsyncAudit, AsyncJobStore
+    from skiplock.ports import AsyncAudit, AsyncJobsRole
 
     from .._inputs import Enqueue
     from ._rules import Schedule
@@ -55,7 +55,7 @@ class Scheduler:
 
     def __init__(
         self,
-        store: AsyncJobStore,
+        store: AsyncJobsRole,
         build: Callable[[Sequence[Enqueue]], Sequence[EnqueueRequest]],
         retention: Callable[[], timedelta | None],
         audit: Callable[[], AsyncAudit | None] = lambda: None,

@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from skiplock.core import ValidationError
-from skiplock.core._fields import POLICY_FIELDS, RATE, Setting
+from skiplock.core.rules import POLICY_FIELDS, RATE, Setting
 
 from ._fields import SETTING_FIELDS
 

@@ -1,8 +1,8 @@
 """The declared fields of :class:`~._settings.Settings`: the engine's own
 (:data:`ENGINE_FIELDS`) and, with the per-kind policy's
-(:data:`~skiplock.core._fields.POLICY_FIELDS`), every scalar field (:data:`SETTING_FIELDS`).
+(:data:`~skiplock.core.rules.POLICY_FIELDS`), every scalar field (:data:`SETTING_FIELDS`).
 
-Each is a :class:`~skiplock.core._fields.Setting`: name, default, type and check, docs, and its
+Each is a :class:`~skiplock.core.rules.Setting`: name, default, type and check, docs, and its
 ``SKIPLOCK_*`` variable. Validation, :meth:`Settings.from_env` and docs/configuration.md
 derive from them.
 """
@@ -13,9 +13,11 @@ import typing
 from datetime import timedelta
 from typing import Literal
 
-from skiplock.core._fields import (
+from skiplock.core.rules import (
     ACTOR,
     FLAG,
+    MAX_PAYLOAD_BYTES,
+    MAX_RESULT_BYTES,
     NON_NEGATIVE_DURATION,
     NON_NEGATIVE_INT,
     POLICY_FIELDS,
@@ -24,7 +26,6 @@ from skiplock.core._fields import (
     Setting,
     choice,
 )
-from skiplock.core._validation import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES
 
 #: Default prefetch per slot: a worker holds up to this many claimed jobs per slot
 #: waiting, beside the running ones, and more while its jobs finish fast (see

@@ -1,8 +1,8 @@
 """Engine and worker settings, from code or from ``SKIPLOCK_*`` environment variables.
 
-Every field is declared once as a :class:`~skiplock.core._fields.Setting`: the engine's own in
+Every field is declared once as a :class:`~skiplock.core.rules.Setting`: the engine's own in
 :data:`ENGINE_FIELDS` (``_fields.py``), the per-kind policy in
-:data:`~skiplock.core._fields.POLICY_FIELDS`. Validation and :meth:`Settings.from_env` (which
+:data:`~skiplock.core.rules.POLICY_FIELDS`. Validation and :meth:`Settings.from_env` (which
 reads the variables with ``_env.py``) iterate :data:`SETTING_FIELDS`; the class
 body spells the fields only for typing (a drift test keeps both in step).
 """
@@ -19,14 +19,20 @@ from typing import Any, TypeVar
 import attrs
 
 from skiplock.core import KindPolicy, PolicyOverrides, RateLimit, RetryPolicy, ValidationError
-from skiplock.core._fields import POLICY_FIELDS, SecondsView, field_defaults
-from skiplock.core._idempotency import IdempotencyConflict, IdempotencyScope
-from skiplock.core._policy import check_connection_mode, overrides_from, policy_from, resolve_policy
-from skiplock.core._validation import (
+from skiplock.core.rules import (
+    POLICY_FIELDS,
+    IdempotencyConflict,
+    IdempotencyScope,
+    SecondsView,
+    check_connection_mode,
     check_kind,
     check_rate_limit,
+    field_defaults,
     optional_duration,
     optional_rate_limit,
+    overrides_from,
+    policy_from,
+    resolve_policy,
     to_duration,
     to_rate_limit,
 )
@@ -133,7 +139,7 @@ class Settings:
 
     Every field, its default and its ``SKIPLOCK_*`` variables are listed in
     ``docs/configuration.md`` (declared in :data:`ENGINE_FIELDS` and
-    :data:`~skiplock.core._fields.POLICY_FIELDS`). Durations are accepted as seconds (int or
+    :data:`~skiplock.core.rules.POLICY_FIELDS`). Durations are accepted as seconds (int or
     float) or a ``timedelta`` and stored as a ``timedelta``; ``poll_interval``,
     ``shutdown_timeout``, ``heartbeat_interval``, ``maintenance_interval`` and ``timeout``
     read back as float seconds, as they always have. The policy fields here are global

@@ -24,14 +24,14 @@ import attrs
 
 from skiplock._compat import Task, ThreadSafeEvent, join, spawn
 from skiplock.core import Completion, Job, Outcome, RetryPolicy
-from skiplock.core._retry import next_delay
+from skiplock.core.rules import next_delay
 
 from ._runner import LABELS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skiplock.ports import Audit, JobStore, Metrics
+    from skiplock.ports import Audit, JobsRole, Metrics
 
 logger = logging.getLogger("skiplock.worker")
 
@@ -71,7 +71,7 @@ class Completer:
     def __init__(
         self,
         *,
-        store: JobStore,
+        store: JobsRole,
         worker_id: str,
         metrics: Metrics,
         batch_size: int,

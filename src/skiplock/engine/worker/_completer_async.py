@@ -21,14 +21,14 @@ import attrs
 
 from skiplock._compat_async import Task, ThreadSafeEvent, join, spawn
 from skiplock.core import Completion, Job, Outcome, RetryPolicy
-from skiplock.core._retry import next_delay
+from skiplock.core.rules import next_delay
 
 from ._runner_async import LABELS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skiplock.ports import AsyncAudit, AsyncJobStore, Metrics
+    from skiplock.ports import AsyncAudit, AsyncJobsRole, Metrics
 
 logger = logging.getLogger("skiplock.worker")
 
@@ -68,7 +68,7 @@ class Completer:
     def __init__(
         self,
         *,
-        store: AsyncJobStore,
+        store: AsyncJobsRole,
         worker_id: str,
         metrics: Metrics,
         batch_size: int,

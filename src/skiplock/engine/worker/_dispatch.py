@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from skiplock.core import ClaimRequest, Job
-    from skiplock.ports import Audit, Clock, JobStore, Metrics, Tracer
+    from skiplock.ports import Audit, Clock, Metrics, Tracer
 
     from .._controls import LimitsView
     from .._limits import NodeSlots, RateLimiter
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ._lease import LeaseKeeper
     from ._runner import JobRunner
     from ._scope import ClaimScope
+    from ._stores import ClaimStore
 
 logger = logging.getLogger("skiplock.worker")
 
@@ -60,7 +61,7 @@ class Dispatcher:
         self,
         scope: ClaimScope,
         *,
-        store: JobStore,
+        store: ClaimStore,
         runner: JobRunner,
         completer: Completer,
         lease: LeaseKeeper,

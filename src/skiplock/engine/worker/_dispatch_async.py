@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from skiplock.core import ClaimRequest, Job
-    from skiplock.ports import AsyncAudit, AsyncJobStore, Clock, Metrics, Tracer
+    from skiplock.ports import AsyncAudit, Clock, Metrics, Tracer
 
     from .._controls import LimitsView
     from .._limits import NodeSlots, RateLimiter
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ._lease_async import LeaseKeeper
     from ._runner_async import JobRunner
     from ._scope import ClaimScope
+    from ._stores_async import AsyncClaimStore
 
 logger = logging.getLogger("skiplock.worker")
 
@@ -57,7 +58,7 @@ class Dispatcher:
         self,
         scope: ClaimScope,
         *,
-        store: AsyncJobStore,
+        store: AsyncClaimStore,
         runner: JobRunner,
         completer: Completer,
         lease: LeaseKeeper,

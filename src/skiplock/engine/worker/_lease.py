@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from skiplock.core import WorkerInfo
-    from skiplock.ports import JobStore
+    from skiplock.ports import WorkersRole
 
 logger = logging.getLogger("skiplock.worker")
 
@@ -36,13 +36,13 @@ class LeaseKeeper:
     ``on_lost(ids)`` drops those that are no longer the worker's (cancelled, recovered,
     deleted); ``on_gone()`` drops every held job when the registration itself is gone —
     only then does the worker register again (which releases any job still running under
-    its id, see ``JobStore.register_worker``).
+    its id, see ``WorkersRole.register_worker``).
     """
 
     def __init__(
         self,
         *,
-        store: JobStore,
+        store: WorkersRole,
         info: WorkerInfo,
         interval: float,
         stale_ttl: float,

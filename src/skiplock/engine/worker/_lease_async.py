@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from skiplock.core import WorkerInfo
-    from skiplock.ports import AsyncJobStore
+    from skiplock.ports import AsyncWorkersRole
 
 logger = logging.getLogger("skiplock.worker")
 
@@ -33,13 +33,13 @@ class LeaseKeeper:
     ``on_lost(ids)`` drops those that are no longer the worker's (cancelled, recovered,
     deleted); ``on_gone()`` drops every held job when the registration itself is gone —
     only then does the worker register again (which releases any job still running under
-    its id, see ``AsyncJobStore.register_worker``).
+    its id, see ``AsyncWorkersRole.register_worker``).
     """
 
     def __init__(
         self,
         *,
-        store: AsyncJobStore,
+        store: AsyncWorkersRole,
         info: WorkerInfo,
         interval: float,
         stale_ttl: float,

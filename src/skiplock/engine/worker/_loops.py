@@ -19,7 +19,7 @@ import attrs
 
 from skiplock._compat import ThreadSafeEvent
 from skiplock.core import DatabaseUnavailableError
-from skiplock.core._retry import next_delay
+from skiplock.core.rules import next_delay
 
 from ..settings._settings import Settings
 from ._completer import STORE_RETRY
@@ -30,7 +30,7 @@ from ._timer import wait_until
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skiplock.ports import JobStore, Notifier
+    from skiplock.ports import Notifier, ReadsRole, UpkeepRole
 
     from .._controls import ControlsCache
     from .._maintenance import Maintenance
@@ -120,7 +120,7 @@ class WorkerLoops:
                 dispatcher.next_due()
             dispatcher.wakeup.wait(dispatcher.timer.arm(poll, dispatcher.throttled_for))
 
-    def refresh_controls(self, store: JobStore, cache: ControlsCache) -> None:
+    def refresh_controls(self, store: ReadsRole, cache: ControlsCache) -> None:
         """Read the store's pauses and limits into ``cache`` if its snapshot is older than
         ``controls_refresh`` (the engine's workers share it: one of them reads); wake the
         claim loop when they changed. A store error keeps the last snapshot."""
@@ -138,7 +138,7 @@ class WorkerLoops:
             return
         cache.update(controls, now)
 
-    def controls(self, store: JobStore, cache: ControlsCache) -> None:
+    def controls(self, store: ReadsRole, cache: ControlsCache) -> None:
         """Refresh the pauses and limits every ``controls_refresh`` and wake the claim
         loop whenever they changed: a pause applies to the next claim, a resume or a new
         limit makes jobs claimable now."""
@@ -174,7 +174,7 @@ class WorkerLoops:
             if self.finished.wait(self.settings.maintenance_interval):
                 return
 
-    def counts(self, store: JobStore) -> None:
+    def counts(self, store: UpkeepRole) -> None:
         """Fold the store's count bookkeeping every ``COUNTS_INTERVAL`` seconds
         (``store.roll_up_counts``; one session of the cluster at a time), so operator reads
         stay cheap under any write rate."""

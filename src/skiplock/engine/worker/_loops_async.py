@@ -15,7 +15,7 @@ import attrs
 
 from skiplock._compat_async import ThreadSafeEvent
 from skiplock.core import DatabaseUnavailableError
-from skiplock.core._retry import next_delay
+from skiplock.core.rules import next_delay
 
 from ..settings._settings import Settings
 from ._completer_async import STORE_RETRY
@@ -26,7 +26,7 @@ from ._timer import wait_until
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skiplock.ports import AsyncJobStore, AsyncNotifier
+    from skiplock.ports import AsyncNotifier, AsyncReadsRole, AsyncUpkeepRole
 
     from .._controls import ControlsCache
     from .._maintenance_async import Maintenance
@@ -116,7 +116,7 @@ class WorkerLoops:
                 await dispatcher.next_due()
             await dispatcher.wakeup.wait(dispatcher.timer.arm(poll, dispatcher.throttled_for))
 
-    async def refresh_controls(self, store: AsyncJobStore, cache: ControlsCache) -> None:
+    async def refresh_controls(self, store: AsyncReadsRole, cache: ControlsCache) -> None:
         """Read the store's pauses and limits into ``cache`` if its snapshot is older than
         ``controls_refresh`` (the engine's workers share it: one of them reads); wake the
         claim loop when they changed. A store error keeps the last snapshot."""
@@ -134,7 +134,7 @@ class WorkerLoops:
             return
         cache.update(controls, now)
 
-    async def controls(self, store: AsyncJobStore, cache: ControlsCache) -> None:
+    async def controls(self, store: AsyncReadsRole, cache: ControlsCache) -> None:
         """Refresh the pauses and limits every ``controls_refresh`` and wake the claim
         loop whenever they changed: a pause applies to the next claim, a resume or a new
         limit makes jobs claimable now."""
@@ -170,7 +170,7 @@ class WorkerLoops:
             if await self.finished.wait(self.settings.maintenance_interval):
                 return
 
-    async def counts(self, store: AsyncJobStore) -> None:
+    async def counts(self, store: AsyncUpkeepRole) -> None:
         """Fold the store's count bookkeeping every ``COUNTS_INTERVAL`` seconds
         (``store.roll_up_counts``; one session of the cluster at a time), so operator reads
         stay cheap under any write rate."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from skiplock.core import KindPolicy
-from skiplock.ports import Audit, Clock, JobStore, Metrics, Tracer
+from skiplock.ports import Audit, Clock, Metrics, Tracer
 
 from .._controls import ControlsCache, LimitsView
 from .._limits import NodeSlots, RateLimiter
@@ -32,6 +32,7 @@ from ._dispatch import Dispatcher
 from ._lease import LeaseKeeper
 from ._runner import JobRunner
 from ._scope import ClaimScope
+from ._stores import WorkerStore
 
 if TYPE_CHECKING:
     from skiplock.core import WorkerInfo
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 class WorkerParts:
     """What a worker is given by its engine (:meth:`Engine.worker` builds it)."""
 
-    store: JobStore
+    store: WorkerStore
     settings: Settings
     processors: Mapping[str, ProcessorSpec]
     policy: Callable[[str], KindPolicy]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from skiplock.core import KindPolicy
-from skiplock.ports import AsyncAudit, AsyncJobStore, Clock, Metrics, Tracer
+from skiplock.ports import AsyncAudit, Clock, Metrics, Tracer
 
 from .._controls import ControlsCache, LimitsView
 from .._limits import NodeSlots, RateLimiter
@@ -28,6 +28,7 @@ from ._dispatch_async import Dispatcher
 from ._lease_async import LeaseKeeper
 from ._runner_async import JobRunner
 from ._scope import ClaimScope
+from ._stores_async import AsyncWorkerStore
 
 if TYPE_CHECKING:
     from skiplock.core import WorkerInfo
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 class WorkerParts:
     """What a worker is given by its engine (:meth:`AsyncEngine.worker` builds it)."""
 
-    store: AsyncJobStore
+    store: AsyncWorkerStore
     settings: Settings
     processors: Mapping[str, ProcessorSpec]
     policy: Callable[[str], KindPolicy]

@@ -14,14 +14,15 @@ import math
 import time
 from typing import TYPE_CHECKING
 
-from skiplock.core._capacity import ThrottleLimits, plan_claim
-from skiplock.core._types import ClaimedJobs
+from skiplock.core.rules import plan_claim
+from skiplock.core.store import ClaimedJobs, ThrottleLimits
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from skiplock.core import ClaimRequest, Job
-    from skiplock.core._bucket import Pair, RateTable
+    from skiplock.core.rules import Pair
+    from skiplock.core.store import RateTable
     from skiplock.ports import Clock, Metrics
 
     from .._controls import LimitsView

@@ -30,8 +30,7 @@ from skiplock.core import (
     UnknownKindError,
     ValidationError,
 )
-from skiplock.core._failure import FailureKind, decide_failure, exception_traceback
-from skiplock.core._validation import encode_result
+from skiplock.core.rules import FailureKind, decide_failure, encode_result, exception_traceback
 
 from .._codec import encode
 from .._errors import (
@@ -46,7 +45,7 @@ if TYPE_CHECKING:
 
     from skiplock._compat import Interruptible
     from skiplock.core import Job, KindPolicy
-    from skiplock.ports import Audit, Clock, JobStore, Metrics
+    from skiplock.ports import Audit, Clock, JobsRole, Metrics
 
     from .._context import JobContext
     from .._controls import LimitsView
@@ -139,7 +138,7 @@ class JobRunner:
     def __init__(
         self,
         *,
-        store: JobStore,
+        store: JobsRole,
         worker_id: str,
         processors: Mapping[str, ProcessorSpec],
         policy: Callable[[str], KindPolicy],

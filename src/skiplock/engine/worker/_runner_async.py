@@ -27,8 +27,7 @@ from skiplock.core import (
     UnknownKindError,
     ValidationError,
 )
-from skiplock.core._failure import FailureKind, decide_failure, exception_traceback
-from skiplock.core._validation import encode_result
+from skiplock.core.rules import FailureKind, decide_failure, encode_result, exception_traceback
 
 from .._codec import encode
 from .._errors import (
@@ -43,7 +42,7 @@ if TYPE_CHECKING:
 
     from skiplock._compat_async import Interruptible
     from skiplock.core import Job, KindPolicy
-    from skiplock.ports import AsyncAudit, AsyncJobStore, Clock, Metrics
+    from skiplock.ports import AsyncAudit, AsyncJobsRole, Clock, Metrics
 
     from .._context import JobContext
     from .._controls import LimitsView
@@ -136,7 +135,7 @@ class JobRunner:
     def __init__(
         self,
         *,
-        store: AsyncJobStore,
+        store: AsyncJobsRole,
         worker_id: str,
         processors: Mapping[str, ProcessorSpec],
         policy: Callable[[str], KindPolicy],

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from skiplock.core import Job
-    from skiplock.ports import Clock, JobStore, Tracer
+    from skiplock.ports import Clock, JobsRole, Tracer
 
     from .._limits import NodeSlots
     from ._completer import Completer
@@ -92,7 +92,7 @@ class Slots:
         self,
         *,
         worker_id: str,
-        store: JobStore,
+        store: JobsRole,
         on_store_error: Callable[[], None],
         runner: JobRunner,
         completer: Completer,

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from skiplock.core import Job
-    from skiplock.ports import AsyncJobStore, Clock, Tracer
+    from skiplock.ports import AsyncJobsRole, Clock, Tracer
 
     from .._limits import NodeSlots
     from ._completer_async import Completer
@@ -88,7 +88,7 @@ class Slots:
         self,
         *,
         worker_id: str,
-        store: AsyncJobStore,
+        store: AsyncJobsRole,
         on_store_error: Callable[[], None],
         runner: JobRunner,
         completer: Completer,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from skiplock.core import Job, JobState
-from skiplock.core._states import action_states
+from skiplock.core.rules import action_states
 
 from ..rest._problems import BadRequest, Conflict
 from . import _render

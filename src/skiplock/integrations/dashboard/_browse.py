@@ -18,8 +18,7 @@ from urllib.parse import urlencode
 import attrs
 
 from skiplock.core import Job, JobState
-from skiplock.core._states import OPERATOR_ACTIONS, action_states
-from skiplock.core._validation import INT8_RANGE
+from skiplock.core.rules import INT8_RANGE, OPERATOR_ACTIONS, action_states
 from skiplock.engine.admin._bulk import MAX_CONFIRMED
 
 from ..rest._problems import InvalidRequest

@@ -1,5 +1,5 @@
 """The charts page: the geometry of its server-rendered SVG charts from a
-:class:`~skiplock.core._history.History` (no JavaScript; the stylesheet colours the
+:class:`~skiplock.core.rules.History` (no JavaScript; the stylesheet colours the
 series by class, as the page's Content-Security-Policy allows no inline style).
 
 Pure functions of their arguments, shared by the async and the sync dashboard.
@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup, escape
 
-from skiplock.core._errors import ValidationError
-from skiplock.core._health import format_duration
+from skiplock.core import ValidationError
+from skiplock.core.rules import format_duration
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from skiplock.core._history import History, HistoryBucket
+    from skiplock.core.rules import History, HistoryBucket
 
 #: The windows the page offers: the query value, its length and its bucket (at most
 #: 96 buckets: a bar stays wider than a pixel at a phone's width). The samples are kept

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from skiplock.core import StateCount
-    from skiplock.core._controls import Limit, Pause
-    from skiplock.core._health import ThrottledPair
+    from skiplock.core.rules import ThrottledPair
+    from skiplock.core.store import Limit, Pause
 
 #: The write pages of the controls page (``call``: the operator method each calls).
 BY_PAGE: Mapping[str, Write] = {

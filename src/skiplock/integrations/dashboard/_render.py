@@ -19,8 +19,7 @@ import attrs
 import jinja2
 
 from skiplock.core import JobState
-from skiplock.core._health import format_duration
-from skiplock.core._states import action_states
+from skiplock.core.rules import action_states, format_duration
 
 from . import _charts
 from ._browse import BROWSE_STATES, BULK_BATCH, BULK_LIMIT, FILTER_FIELDS, Filter, Walk, one
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from skiplock.core import AuditEvent, HealthReport, Job, StateCount
-    from skiplock.core._throughput import Throughput
+    from skiplock.core.rules import Throughput
     from skiplock.engine import BulkResult, SelectionChangedError
 
 

@@ -20,9 +20,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
 
 from skiplock.core import JobNotFoundError, JobState, SkiplockError
-from skiplock.core._throughput import throughput_window
-from skiplock.core._validation import INT8_RANGE, check_duration, check_int, to_duration
-from skiplock.engine import SelectionChangedError
+from skiplock.core.rules import (
+    INT8_RANGE,
+    check_duration,
+    check_int,
+    throughput_window,
+    to_duration,
+)
+from skiplock.engine import Engine, Reader, SelectionChangedError
 
 from ..rest import Door, Forbidden, Permission, Problem, Request, Response, Route
 from ..rest._problems import Conflict, InvalidRequest
@@ -32,7 +37,7 @@ from . import _actions, _browse, _charts, _controls, _csrf, _render
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from skiplock.engine import Engine, Operator
+    from skiplock.engine import Operator
 
     from ..rest import Authorize
 
@@ -97,14 +102,20 @@ class Dashboard(Door):
     ``csrf_secret`` keys the forms' tokens (bound to the caller): give every process
     that serves the dashboard the same one (default: a random one per dashboard, so a
     page from one process posts only to that process).
+
+    Over a :class:`~skiplock.engine.Reader` (a store that implements only the reads
+    role, e.g. over a read replica) it serves the read pages and refuses every button
+    (403: read-only).
     """
 
     logger = logging.getLogger("skiplock.dashboard")
     label = "dashboard"
 
+    serves = (Engine, Reader)
+
     def __init__(
         self,
-        engine: Engine,
+        engine: Engine | Reader,
         *,
         authorize: Authorize,
         refresh: int | None = 10,
@@ -133,18 +144,20 @@ class Dashboard(Door):
         context: dict[str, Any] = {"root": root, "identity": None, "can_write": False}
         token = _csrf.cookie_token(request)
         try:
-            ops = self.operator(request, permission)
-            context["identity"] = ops.actor
-            # A caller the hook let write: its error pages (403, 409) must not say "read only".
-            context["can_write"] = permission is Permission.WRITE
-            if page == "bulk":
-                return self._bulk(request, root, ops, context)
-            if page in _controls.BY_PAGE:
-                return self._control(page, request, root, ops)
             if permission is Permission.WRITE:
+                ops = self.operator(request, permission)
+                context["identity"] = ops.actor
+                # A caller the hook let write: its error pages (403, 409) must not say
+                # "read only".
+                context["can_write"] = True
+                if page == "bulk":
+                    return self._bulk(request, root, ops, context)
+                if page in _controls.BY_PAGE:
+                    return self._control(page, request, root, ops)
                 return self._change(page, request, root, ops)
+            identity, reads = self.reads(request)
+            context["identity"] = identity
             context["can_write"] = self._may_write(request)
-            identity = ops.actor or ""
             if token is None or not _csrf.valid_for(token, self._csrf_secret, identity):
                 token = _csrf.new_token(self._csrf_secret, identity)
                 secure = request.scheme == "https"
@@ -154,7 +167,7 @@ class Dashboard(Door):
             context |= {"csrf": token, "notice": _notice(request), "refresh": None}
             context["now"] = _render.when(datetime.now(UTC))
             if page == "overview":
-                context |= self._overview(ops)
+                context |= self._overview(reads)
                 live = _browse.one(request.query, "live") != "off"
                 context["refresh"] = self._refresh if live else None
                 context["live"] = live if self._refresh else None
@@ -162,19 +175,19 @@ class Dashboard(Door):
                 wanted = _browse.job_id(_browse.one(request.query, "id"))
                 if wanted is not None:  # the id field: straight to the job's page
                     return _redirect(f"{root}/jobs/{wanted}")
-                context |= self._jobs(ops, request)
+                context |= self._jobs(reads, request)
             elif page == "dead":
-                context |= self._dead(ops, request)
+                context |= self._dead(reads, request)
             elif page == "charts":
                 name, length, bucket = _charts.window(_browse.one(request.query, "window"))
-                history = ops.history(window=length, bucket=bucket)
+                history = reads.history(window=length, bucket=bucket)
                 context |= _charts.page(history, name)
             elif page == "controls":
-                counts = ops.counts()
-                throttled = (ops.health()).throttled
-                context |= _controls.page(counts, ops.paused(), ops.limits(), throttled)
+                counts = reads.counts()
+                throttled = (reads.health()).throttled
+                context |= _controls.page(counts, reads.paused(), reads.limits(), throttled)
             else:
-                context |= self._job(ops, _job_id(request))
+                context |= self._job(reads, _job_id(request))
             status = 404 if context["page"] == "gone" else 200
             return _html(status, _render.render(f"{context['page']}.html", context), cookie)
         except _actions.Stale as stale:
@@ -214,13 +227,13 @@ class Dashboard(Door):
 
     # ---- pages --------------------------------------------------------------------------
 
-    def _overview(self, ops: Operator) -> dict[str, Any]:
+    def _overview(self, ops: Operator | Reader) -> dict[str, Any]:
         counts = ops.counts()
         report = ops.health()
         throughput = ops.throughput(window=self._window, bucket=self._bucket)
         return _render.overview(counts, report, throughput)
 
-    def _dead(self, ops: Operator, request: Request) -> dict[str, Any]:
+    def _dead(self, ops: Operator | Reader, request: Request) -> dict[str, Any]:
         kind = _one(request.query, "kind") or None
         cursor = _one(request.query, "after")
         after_id = int(cursor) if cursor and cursor.isascii() and cursor.isdigit() else None
@@ -238,8 +251,8 @@ class Dashboard(Door):
             "next_query": urlencode(query | ({} if after is None else {"after": after})),
         }
 
-    def _jobs(self, ops: Operator, request: Request) -> dict[str, Any]:
-        shown = _browse.parse_filter(request.query, self._engine.store.now())
+    def _jobs(self, ops: Operator | Reader, request: Request) -> dict[str, Any]:
+        shown = _browse.parse_filter(request.query, self.source.store.now())
         after = _browse.cursor(_browse.one(request.query, "after"))
         size = self._page_size
         limit = size if shown.text else size + 1
@@ -248,7 +261,7 @@ class Dashboard(Door):
         listed = _browse.page(read, shown, size, read.resume_after)
         return _render.jobs_page(shown, listed, counts)
 
-    def _job(self, ops: Operator, job_id: int) -> dict[str, Any]:
+    def _job(self, ops: Operator | Reader, job_id: int) -> dict[str, Any]:
         try:
             job = ops.get_job(job_id)
         except JobNotFoundError:
@@ -265,7 +278,7 @@ class Dashboard(Door):
             "payload": _render.payload_text(job),
             "result": _render.json_text(job.result),
             "audit": _render.audit_rows(events),
-            "audit_on": self._engine.settings.audit,
+            "audit_on": self.source.settings.audit,
         }
 
     # ---- buttons --------------------------------------------------------------------------
@@ -324,7 +337,7 @@ class Dashboard(Door):
         now and nothing changes. The search reads at most ``BULK_LIMIT`` jobs per request
         (as a list page, it may stop early and offers to continue)."""
         form = self._form(request, ops)
-        shown = _browse.parse_filter(form, self._engine.store.now())
+        shown = _browse.parse_filter(form, self.source.store.now())
         action = _browse.one(form, "action")
         states = _browse.bulk_states(action, shown.states)
         act = _browse.one(form, "confirm") == "yes"

@@ -16,9 +16,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
 
 from skiplock.core import JobNotFoundError, JobState, SkiplockError
-from skiplock.core._throughput import throughput_window
-from skiplock.core._validation import INT8_RANGE, check_duration, check_int, to_duration
-from skiplock.engine import SelectionChangedError
+from skiplock.core.rules import (
+    INT8_RANGE,
+    check_duration,
+    check_int,
+    throughput_window,
+    to_duration,
+)
+from skiplock.engine import AsyncEngine, AsyncReader, SelectionChangedError
 
 from ..rest import AsyncDoor, AsyncRoute, Forbidden, Permission, Problem, Request, Response
 from ..rest._problems import Conflict, InvalidRequest
@@ -28,7 +33,7 @@ from . import _actions, _browse, _charts, _controls, _csrf, _render
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from skiplock.engine import AsyncEngine, AsyncOperator
+    from skiplock.engine import AsyncOperator
 
     from ..rest import AsyncAuthorize
 
@@ -93,14 +98,20 @@ class AsyncDashboard(AsyncDoor):
     ``csrf_secret`` keys the forms' tokens (bound to the caller): give every process
     that serves the dashboard the same one (default: a random one per dashboard, so a
     page from one process posts only to that process).
+
+    Over an :class:`~skiplock.engine.AsyncReader` (a store that implements only the reads
+    role, e.g. over a read replica) it serves the read pages and refuses every button
+    (403: read-only).
     """
 
     logger = logging.getLogger("skiplock.dashboard")
     label = "dashboard"
 
+    serves = (AsyncEngine, AsyncReader)
+
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: AsyncEngine | AsyncReader,
         *,
         authorize: AsyncAuthorize,
         refresh: int | None = 10,
@@ -129,18 +140,20 @@ class AsyncDashboard(AsyncDoor):
         context: dict[str, Any] = {"root": root, "identity": None, "can_write": False}
         token = _csrf.cookie_token(request)
         try:
-            ops = await self.operator(request, permission)
-            context["identity"] = ops.actor
-            # A caller the hook let write: its error pages (403, 409) must not say "read only".
-            context["can_write"] = permission is Permission.WRITE
-            if page == "bulk":
-                return await self._bulk(request, root, ops, context)
-            if page in _controls.BY_PAGE:
-                return await self._control(page, request, root, ops)
             if permission is Permission.WRITE:
+                ops = await self.operator(request, permission)
+                context["identity"] = ops.actor
+                # A caller the hook let write: its error pages (403, 409) must not say
+                # "read only".
+                context["can_write"] = True
+                if page == "bulk":
+                    return await self._bulk(request, root, ops, context)
+                if page in _controls.BY_PAGE:
+                    return await self._control(page, request, root, ops)
                 return await self._change(page, request, root, ops)
+            identity, reads = await self.reads(request)
+            context["identity"] = identity
             context["can_write"] = await self._may_write(request)
-            identity = ops.actor or ""
             if token is None or not _csrf.valid_for(token, self._csrf_secret, identity):
                 token = _csrf.new_token(self._csrf_secret, identity)
                 secure = request.scheme == "https"
@@ -150,7 +163,7 @@ class AsyncDashboard(AsyncDoor):
             context |= {"csrf": token, "notice": _notice(request), "refresh": None}
             context["now"] = _render.when(datetime.now(UTC))
             if page == "overview":
-                context |= await self._overview(ops)
+                context |= await self._overview(reads)
                 live = _browse.one(request.query, "live") != "off"
                 context["refresh"] = self._refresh if live else None
                 context["live"] = live if self._refresh else None
@@ -158,19 +171,21 @@ class AsyncDashboard(AsyncDoor):
                 wanted = _browse.job_id(_browse.one(request.query, "id"))
                 if wanted is not None:  # the id field: straight to the job's page
                     return _redirect(f"{root}/jobs/{wanted}")
-                context |= await self._jobs(ops, request)
+                context |= await self._jobs(reads, request)
             elif page == "dead":
-                context |= await self._dead(ops, request)
+                context |= await self._dead(reads, request)
             elif page == "charts":
                 name, length, bucket = _charts.window(_browse.one(request.query, "window"))
-                history = await ops.history(window=length, bucket=bucket)
+                history = await reads.history(window=length, bucket=bucket)
                 context |= _charts.page(history, name)
             elif page == "controls":
-                counts = await ops.counts()
-                throttled = (await ops.health()).throttled
-                context |= _controls.page(counts, await ops.paused(), await ops.limits(), throttled)
+                counts = await reads.counts()
+                throttled = (await reads.health()).throttled
+                context |= _controls.page(
+                    counts, await reads.paused(), await reads.limits(), throttled
+                )
             else:
-                context |= await self._job(ops, _job_id(request))
+                context |= await self._job(reads, _job_id(request))
             status = 404 if context["page"] == "gone" else 200
             return _html(status, _render.render(f"{context['page']}.html", context), cookie)
         except _actions.Stale as stale:
@@ -212,13 +227,13 @@ class AsyncDashboard(AsyncDoor):
 
     # ---- pages --------------------------------------------------------------------------
 
-    async def _overview(self, ops: AsyncOperator) -> dict[str, Any]:
+    async def _overview(self, ops: AsyncOperator | AsyncReader) -> dict[str, Any]:
         counts = await ops.counts()
         report = await ops.health()
         throughput = await ops.throughput(window=self._window, bucket=self._bucket)
         return _render.overview(counts, report, throughput)
 
-    async def _dead(self, ops: AsyncOperator, request: Request) -> dict[str, Any]:
+    async def _dead(self, ops: AsyncOperator | AsyncReader, request: Request) -> dict[str, Any]:
         kind = _one(request.query, "kind") or None
         cursor = _one(request.query, "after")
         after_id = int(cursor) if cursor and cursor.isascii() and cursor.isdigit() else None
@@ -236,8 +251,8 @@ class AsyncDashboard(AsyncDoor):
             "next_query": urlencode(query | ({} if after is None else {"after": after})),
         }
 
-    async def _jobs(self, ops: AsyncOperator, request: Request) -> dict[str, Any]:
-        shown = _browse.parse_filter(request.query, await self._engine.store.now())
+    async def _jobs(self, ops: AsyncOperator | AsyncReader, request: Request) -> dict[str, Any]:
+        shown = _browse.parse_filter(request.query, await self.source.store.now())
         after = _browse.cursor(_browse.one(request.query, "after"))
         size = self._page_size
         limit = size if shown.text else size + 1
@@ -246,7 +261,7 @@ class AsyncDashboard(AsyncDoor):
         listed = _browse.page(read, shown, size, read.resume_after)
         return _render.jobs_page(shown, listed, counts)
 
-    async def _job(self, ops: AsyncOperator, job_id: int) -> dict[str, Any]:
+    async def _job(self, ops: AsyncOperator | AsyncReader, job_id: int) -> dict[str, Any]:
         try:
             job = await ops.get_job(job_id)
         except JobNotFoundError:
@@ -263,7 +278,7 @@ class AsyncDashboard(AsyncDoor):
             "payload": _render.payload_text(job),
             "result": _render.json_text(job.result),
             "audit": _render.audit_rows(events),
-            "audit_on": self._engine.settings.audit,
+            "audit_on": self.source.settings.audit,
         }
 
     # ---- buttons --------------------------------------------------------------------------
@@ -324,7 +339,7 @@ class AsyncDashboard(AsyncDoor):
         now and nothing changes. The search reads at most ``BULK_LIMIT`` jobs per request
         (as a list page, it may stop early and offers to continue)."""
         form = self._form(request, ops)
-        shown = _browse.parse_filter(form, await self._engine.store.now())
+        shown = _browse.parse_filter(form, await self.source.store.now())
         action = _browse.one(form, "action")
         states = _browse.bulk_states(action, shown.states)
         act = _browse.one(form, "confirm") == "yes"

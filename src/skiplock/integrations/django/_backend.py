@@ -21,7 +21,7 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import autodiscover_modules
 
 from skiplock.core import ValidationError
-from skiplock.core._validation import check_kind, check_tenant
+from skiplock.core.rules import check_kind, check_tenant
 
 from ._config import BackendConfig, parse_options
 from ._results import TaskCall, stored_time, task_result

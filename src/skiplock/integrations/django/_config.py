@@ -11,7 +11,7 @@ from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 
 from skiplock.core import ValidationError, validate_identifier
-from skiplock.core._validation import check_kind
+from skiplock.core.rules import check_kind
 from skiplock.engine import Settings, declare
 
 #: The keys ``OPTIONS`` may have.

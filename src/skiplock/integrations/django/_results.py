@@ -15,7 +15,7 @@ from django.tasks.base import TaskError, TaskResult, TaskResultStatus
 from django.utils import timezone
 
 from skiplock.core import JobState
-from skiplock.core._failure import exception_traceback
+from skiplock.core.rules import exception_traceback
 from skiplock.engine import JobTimeoutError
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import enum
 from typing import TYPE_CHECKING, Protocol
 
 from skiplock.core import ValidationError
-from skiplock.core._validation import check_actor
+from skiplock.core.rules import check_actor
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable

@@ -16,10 +16,10 @@ import inspect
 import logging
 from typing import TYPE_CHECKING, ClassVar
 
-from skiplock.engine import Engine
+from skiplock.engine import Engine, Reader
 
 from ._auth import Permission, check_hook, identity_of
-from ._problems import InternalError, NotAuthenticated, Problem
+from ._problems import Forbidden, InternalError, NotAuthenticated, Problem
 from ._routes import ANY_METHOD, FALLBACK_PATH, Route, unmatched
 
 if TYPE_CHECKING:
@@ -41,21 +41,33 @@ class Door:
     #: Where a door logs an unexpected error, and what the log line calls the door.
     logger: ClassVar[logging.Logger] = logging.getLogger("skiplock.rest")
     label: ClassVar[str] = "REST API"
+    #: What the door may work on: an engine; a door that only reads (the dashboard) also
+    #: takes a reader (:class:`~skiplock.engine.Reader`, a reads-only store).
+    serves: ClassVar[tuple[type, ...]] = (Engine,)
 
-    def __init__(self, engine: Engine, *, authorize: Authorize) -> None:
-        if not isinstance(engine, Engine):
+    def __init__(self, engine: Engine | Reader, *, authorize: Authorize) -> None:
+        if not isinstance(engine, self.serves):
             expected = Engine.__name__
             raise TypeError(f"expected a skiplock {expected}, got {type(engine).__name__}")
         check_hook(authorize)
         if inspect.iscoroutinefunction(authorize):
             raise TypeError("a coroutine function as authorize hook needs an AsyncEngine")
-        self._engine = engine
+        self._source = engine
+        if isinstance(engine, Engine):
+            self._engine = engine
         self._authorize = authorize
 
     @property
     def engine(self) -> Engine:
-        """The engine the door works on."""
-        return self._engine
+        """The engine the door works on (TypeError for a door over a reader)."""
+        if not isinstance(self._source, Engine):
+            raise TypeError(f"this {self.label} reads through a reader: it has no engine")
+        return self._source
+
+    @property
+    def source(self) -> Engine | Reader:
+        """What the door works on: its engine, or the reader it only reads through."""
+        return self._source
 
     def authorize(self, request: Request, permission: Permission) -> str:
         """The caller's identity if the hook grants ``permission``; raises
@@ -70,8 +82,20 @@ class Door:
     def operator(self, request: Request, permission: Permission) -> Operator:
         """The engine's operator (:meth:`Engine.operator
         <skiplock.Engine.operator>`) acting as the caller, once the hook grants
-        ``permission``; raises as :meth:`authorize`."""
-        return self._engine.operator(self.authorize(request, permission))
+        ``permission``; raises as :meth:`authorize`, and :class:`Forbidden` for a door
+        over a reader (it changes nothing)."""
+        identity = self.authorize(request, permission)
+        if not isinstance(self._source, Engine):
+            raise Forbidden(f"this {self.label} is read-only")
+        return self._source.operator(identity)
+
+    def reads(self, request: Request) -> tuple[str, Operator | Reader]:
+        """The caller's identity once the hook grants ``read``, and what to read
+        through: the engine's operator acting as the caller, or the door's reader."""
+        identity = self.authorize(request, Permission.READ)
+        if isinstance(self._source, Engine):
+            return identity, self._source.operator(identity)
+        return identity, self._source
 
     def failure(self, exc: Exception, request: Request) -> Problem:
         """The problem ``exc`` answers ``request`` with: a :class:`Problem` is its own;

@@ -12,10 +12,10 @@ import inspect
 import logging
 from typing import TYPE_CHECKING, ClassVar
 
-from skiplock.engine import AsyncEngine
+from skiplock.engine import AsyncEngine, AsyncReader
 
 from ._auth import Permission, check_hook, identity_of
-from ._problems import InternalError, NotAuthenticated, Problem
+from ._problems import Forbidden, InternalError, NotAuthenticated, Problem
 from ._routes import ANY_METHOD, FALLBACK_PATH, AsyncRoute, unmatched
 
 if TYPE_CHECKING:
@@ -37,9 +37,12 @@ class AsyncDoor:
     #: Where a door logs an unexpected error, and what the log line calls the door.
     logger: ClassVar[logging.Logger] = logging.getLogger("skiplock.rest")
     label: ClassVar[str] = "REST API"
+    #: What the door may work on: an engine; a door that only reads (the dashboard) also
+    #: takes a reader (:class:`~skiplock.engine.AsyncReader`, a reads-only store).
+    serves: ClassVar[tuple[type, ...]] = (AsyncEngine,)
 
-    def __init__(self, engine: AsyncEngine, *, authorize: AsyncAuthorize) -> None:
-        if not isinstance(engine, AsyncEngine):
+    def __init__(self, engine: AsyncEngine | AsyncReader, *, authorize: AsyncAuthorize) -> None:
+        if not isinstance(engine, self.serves):
             expected = AsyncEngine.__name__
             raise TypeError(f"expected a skiplock {expected}, got {type(engine).__name__}")
         check_hook(authorize)
@@ -48,13 +51,22 @@ class AsyncDoor:
         else:
             if inspect.iscoroutinefunction(authorize):
                 raise TypeError("a coroutine function as authorize hook needs an AsyncEngine")
-        self._engine = engine
+        self._source = engine
+        if isinstance(engine, AsyncEngine):
+            self._engine = engine
         self._authorize = authorize
 
     @property
     def engine(self) -> AsyncEngine:
-        """The engine the door works on."""
-        return self._engine
+        """The engine the door works on (TypeError for a door over a reader)."""
+        if not isinstance(self._source, AsyncEngine):
+            raise TypeError(f"this {self.label} reads through a reader: it has no engine")
+        return self._source
+
+    @property
+    def source(self) -> AsyncEngine | AsyncReader:
+        """What the door works on: its engine, or the reader it only reads through."""
+        return self._source
 
     async def authorize(self, request: Request, permission: Permission) -> str:
         """The caller's identity if the hook grants ``permission``; raises
@@ -72,8 +84,20 @@ class AsyncDoor:
     async def operator(self, request: Request, permission: Permission) -> AsyncOperator:
         """The engine's operator (:meth:`AsyncEngine.operator
         <skiplock.AsyncEngine.operator>`) acting as the caller, once the hook grants
-        ``permission``; raises as :meth:`authorize`."""
-        return self._engine.operator(await self.authorize(request, permission))
+        ``permission``; raises as :meth:`authorize`, and :class:`Forbidden` for a door
+        over a reader (it changes nothing)."""
+        identity = await self.authorize(request, permission)
+        if not isinstance(self._source, AsyncEngine):
+            raise Forbidden(f"this {self.label} is read-only")
+        return self._source.operator(identity)
+
+    async def reads(self, request: Request) -> tuple[str, AsyncOperator | AsyncReader]:
+        """The caller's identity once the hook grants ``read``, and what to read
+        through: the engine's operator acting as the caller, or the door's reader."""
+        identity = await self.authorize(request, Permission.READ)
+        if isinstance(self._source, AsyncEngine):
+            return identity, self._source.operator(identity)
+        return identity, self._source
 
     def failure(self, exc: Exception, request: Request) -> Problem:
         """The problem ``exc`` answers ``request`` with: a :class:`Problem` is its own;

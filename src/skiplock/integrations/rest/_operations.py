@@ -20,7 +20,7 @@ import inspect
 from typing import TYPE_CHECKING, Any, Protocol
 
 from skiplock.core import DatabaseUnavailableError, StoreError, audit_event_json, job_json
-from skiplock.core._controls import describe
+from skiplock.core.rules import describe
 
 from . import models as m
 from ._auth import Permission

@@ -17,7 +17,7 @@ import attrs
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from skiplock.core._validation import INT8_RANGE
+from skiplock.core.rules import INT8_RANGE
 
 from . import models as m
 from ._auth import Permission

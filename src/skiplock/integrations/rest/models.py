@@ -26,16 +26,15 @@ from pydantic import (
 )
 
 from skiplock.core import JobState
-from skiplock.core._validation import (
-    INT4_RANGE,
+from skiplock.core.rules import (
     INT8_RANGE,
     KIND_RE,
     MAX_CONCURRENCY_KEY_LENGTH,
-    MAX_DELAY,
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_TENANT_LENGTH,
     PRIORITY_RANGE,
 )
+from skiplock.core.store import INT4_RANGE, MAX_DELAY
 from skiplock.engine.admin._bulk import MAX_CONFIRMED
 from skiplock.engine.admin._purge import MAX_ERROR_TEXT
 

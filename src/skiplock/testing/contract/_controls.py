@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from skiplock import core
-from skiplock.core._controls import Controls, Limit, Pause
+from skiplock.core.store import Controls, Limit, Pause
 from skiplock.ports import Audit
 
 from . import _support as kit

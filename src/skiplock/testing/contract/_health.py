@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from skiplock import core
-from skiplock.core._health import OrphanedJobs
+from skiplock.core.store import OrphanedJobs
 
 from . import _support as kit
 

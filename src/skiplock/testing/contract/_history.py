@@ -5,7 +5,7 @@
 This module is the generated sync twin of ``_history_async.py``.
 
 ``roll_up_counts()`` takes the samples of the minute holding the store's now, once per
-minute (``skiplock.core._history.take_samples`` is the rule), and ``queue_samples()``
+minute (``skiplock.core.store.take_samples`` is the rule), and ``queue_samples()``
 reads them back. Mixed into :class:`~.store.JobStoreContract`.
 """
 
@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from skiplock import core
-from skiplock.core._history import ALL_KINDS, SAMPLE_RETENTION, sample_minute
+from skiplock.core.store import ALL_KINDS, SAMPLE_RETENTION, sample_minute
 
 from . import _support as kit
 
 if TYPE_CHECKING:
-    from skiplock.core._history import QueueSample
+    from skiplock.core.store import QueueSample
     from skiplock.ports import JobStore
     from skiplock.testing import FakeClock
 

@@ -2,7 +2,7 @@
 its generated twin).
 
 ``roll_up_counts()`` takes the samples of the minute holding the store's now, once per
-minute (``skiplock.core._history.take_samples`` is the rule), and ``queue_samples()``
+minute (``skiplock.core.store.take_samples`` is the rule), and ``queue_samples()``
 reads them back. Mixed into :class:`~.store.AsyncJobStoreContract`.
 """
 
@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from skiplock import core
-from skiplock.core._history import ALL_KINDS, SAMPLE_RETENTION, sample_minute
+from skiplock.core.store import ALL_KINDS, SAMPLE_RETENTION, sample_minute
 
 from . import _support_async as kit
 
 if TYPE_CHECKING:
-    from skiplock.core._history import QueueSample
+    from skiplock.core.store import QueueSample
     from skiplock.ports import AsyncJobStore
     from skiplock.testing import FakeClock
 

@@ -33,7 +33,7 @@ from hypothesis.stateful import (
 )
 
 from skiplock import core
-from skiplock.core._failure import FailureKind, decide_failure
+from skiplock.core.rules import FailureKind, decide_failure
 
 from ._model import ModelMismatch, StoreModel, expect_same, row_problems
 

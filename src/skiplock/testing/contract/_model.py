@@ -2,7 +2,7 @@
 
 :class:`StoreModel` holds what a store should hold after a sequence of port calls and
 says what each call should return, using nothing but ``skiplock.core`` (the transition
-table, :mod:`skiplock.core._lifecycle`'s rules, the claim charging rule): no store code.
+table, :mod:`skiplock.core.store`'s rules, the claim charging rule): no store code.
 The state machine (``_machine.py``) drives a store and this model side by side.
 
 Times: a call applies the rules at one ``now``, the store's clock read just before the
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 
 from skiplock import core
-from skiplock.core import _lifecycle as rules
-from skiplock.core._idempotency import ScopedKey, job_scoped_key, scoped_key
+from skiplock.core import store as rules
+from skiplock.core.store import ScopedKey, job_scoped_key, scoped_key
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -34,7 +34,7 @@ class ModelMismatch(AssertionError):
 @attrs.define
 class StoreModel:
     """The jobs (as rows: ``suspect`` holds the started mark, see
-    :mod:`skiplock.core._lifecycle`), idempotency keys and worker heartbeats a store
+    :mod:`skiplock.core.store`), idempotency keys and worker heartbeats a store
     should hold."""
 
     rows: dict[int, core.Job] = attrs.Factory(dict)

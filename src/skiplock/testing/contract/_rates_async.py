@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 
 from skiplock import core
 from skiplock._compat_async import join, spawn
-from skiplock.core._bucket import RateTable
-from skiplock.core._types import ClaimedJobs
+from skiplock.core.store import ClaimedJobs, RateTable
 
 from . import _support_async as kit
 
