@@ -34,6 +34,9 @@ class Blackhole:
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        # accept() wakes up now and then to see close(): closing a socket from another
+        # thread does not wake a blocked accept() on every platform.
+        self._listener.settimeout(0.1)
         self.port: int = self._listener.getsockname()[1]
         #: How many connections it accepted so far.
         self.accepted = 0
@@ -92,8 +95,11 @@ class Blackhole:
         while not self._closed.is_set():
             try:
                 client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
+            client.settimeout(None)
             self.accepted += 1
             if not self._keep(client):
                 return
