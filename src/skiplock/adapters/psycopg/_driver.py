@@ -136,8 +136,12 @@ class _OwnedConnection(Connection[Any]):
         extra = () if timeout is None else (timeout,)
         if left is None:
             return super().wait(gen, interval, *extra)
-        if left <= 0:
-            raise deadline_error()  # nothing sent yet: the session stays usable
+        if left <= 0:  # nothing sent: an idle session stays usable
+            if not idle(self):
+                # Inside a transaction: closed, so that nothing waits on it to roll back
+                # (psycopg, the pool and the store skip a closed connection).
+                self.pgconn.finish()
+            raise deadline_error()
         try:
             gen = until_deadline(gen, time.monotonic() + left)
             return super().wait(gen, min(interval, left), *extra)
