@@ -113,7 +113,7 @@ def wait_event(event: threading.Event, timeout: float | None) -> bool:
 @contextmanager
 def held(lock: threading.Lock) -> Iterator[None]:
     """``with lock``, waiting no longer than the request's deadline
-    (:mod:`skiplock.core._deadline`): DatabaseUnavailableError once it passed."""
+    (``skiplock._compat.request_deadline``): DatabaseUnavailableError once it passed."""
     left = remaining()
     if not lock.acquire(timeout=-1 if left is None else left):
         raise deadline_error("still waiting for another call's schema check")

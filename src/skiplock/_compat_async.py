@@ -40,7 +40,7 @@ async def sleep(seconds: float) -> None:
 @contextlib.asynccontextmanager
 async def held(lock: asyncio.Lock) -> AsyncIterator[None]:
     """``async with lock``, waiting no longer than the request's deadline
-    (:mod:`skiplock.core._deadline`): DatabaseUnavailableError once it passed."""
+    (``skiplock._compat.request_deadline``): DatabaseUnavailableError once it passed."""
     left = remaining()
     if left is None:
         await lock.acquire()

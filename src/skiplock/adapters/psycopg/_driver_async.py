@@ -123,7 +123,7 @@ class _OwnedConnection(AsyncConnection[Any]):
         self, gen: PQGen[RV], interval: float = WAIT_INTERVAL, timeout: float | None = None
     ) -> RV:
         """psycopg's wait for ``gen``'s I/O, ended at the web request's deadline
-        (:mod:`skiplock.core._deadline`): a server that does not answer in time gets the
+        (``skiplock._compat.request_deadline``): a server that does not answer in time gets the
         session closed (its state is unknown; the pool replaces it) and the call raises
         DatabaseUnavailableError. Without a deadline (workers) psycopg's own wait."""
         left = remaining()
@@ -348,7 +348,7 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
         """
         pool = self.pool
         for _ in range(pool.max_size + 1):
-            # A web request waits no longer than its deadline (core._deadline).
+            # A web request waits no longer than its deadline (``_compat.request_deadline``).
             wait = bounded(self.timeout)
             try:
                 conn: AsyncConnection[Any] = await pool.getconn(wait)
