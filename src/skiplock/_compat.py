@@ -8,7 +8,10 @@ import signal
 import threading
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from skiplock.core import DatabaseUnavailableError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -21,6 +24,74 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 Lock = threading.Lock
 Event = threading.Event
+
+
+# ---- the deadline of a web request's database work --------------------------------------
+# A web door (REST API, dashboard) answers each request within ``Settings.request_timeout``
+# (docs/rest.md, "When the database does not answer"): it runs the request inside
+# request_deadline(), and the PostgreSQL stores bound what they wait for on the request's
+# behalf by remaining() -- a pooled connection, the schema check's lock, each statement's
+# answer -- raising deadline_error() once it passed. Outside a request (workers, the CLI)
+# no deadline is set and nothing changes. It is a context variable: a request's asyncio
+# tasks inherit it; a thread does not, and a pool opened during a request must not
+# either (no_deadline()).
+
+#: The monotonic time the current request must be answered by, and its length (seconds).
+_DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("skiplock_deadline", default=None)
+
+
+@contextmanager
+def request_deadline(seconds: float, *, margin: float = 0.0) -> Iterator[float]:
+    """Set the deadline ``seconds`` from now for the block, ``margin`` seconds earlier
+    for the stores (time to answer once they gave up); an earlier one set around it
+    stays. Yields the deadline (``time.monotonic()`` clock)."""
+    outer = _DEADLINE.get()
+    at = time.monotonic() + seconds - margin
+    if outer is not None and outer[0] <= at:
+        yield outer[0]
+        return
+    token = _DEADLINE.set((at, seconds))
+    try:
+        yield at
+    finally:
+        _DEADLINE.reset(token)
+
+
+@contextmanager
+def no_deadline() -> Iterator[None]:
+    """No deadline in the block: for work that outlives the request which happens to
+    start it (a pool opened on first use, whose tasks would inherit the deadline)."""
+    token = _DEADLINE.set(None)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def remaining() -> float | None:
+    """Seconds left until the current deadline (0 once it passed), or None without one."""
+    current = _DEADLINE.get()
+    if current is None:
+        return None
+    return max(0.0, current[0] - time.monotonic())
+
+
+def bounded(timeout: float | None) -> float | None:
+    """``timeout`` (None: no limit) cut to what is left of the deadline."""
+    left = remaining()
+    if left is None:
+        return timeout
+    return left if timeout is None else min(timeout, left)
+
+
+def deadline_error(why: str | None = None) -> DatabaseUnavailableError:
+    """The error of a wait the deadline ended: the database did not answer in time."""
+    current = _DEADLINE.get()
+    seconds = f" ({current[1]:g} s)" if current is not None else ""
+    extra = f": {' '.join(why.split())}" if why else ""
+    return DatabaseUnavailableError(
+        f"the database did not answer within the request's deadline{seconds}{extra}"
+    )
 
 
 def skip_sync(fn: Callable[P, T]) -> Callable[P, T]:
@@ -37,6 +108,19 @@ def sleep(seconds: float) -> None:
 def wait_event(event: threading.Event, timeout: float | None) -> bool:
     """Wait until ``event`` is set or ``timeout`` passes; True if it was set."""
     return event.wait(timeout)
+
+
+@contextmanager
+def held(lock: threading.Lock) -> Iterator[None]:
+    """``with lock``, waiting no longer than the request's deadline
+    (``skiplock._compat.request_deadline``): DatabaseUnavailableError once it passed."""
+    left = remaining()
+    if not lock.acquire(timeout=-1 if left is None else left):
+        raise deadline_error("still waiting for another call's schema check")
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 class Task(Generic[T]):

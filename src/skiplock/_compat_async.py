@@ -14,9 +14,10 @@ import threading
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from skiplock import _compat as _threads
+from skiplock._compat import deadline_error, remaining
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Coroutine
+    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
     from types import TracebackType
 
 P = ParamSpec("P")
@@ -34,6 +35,25 @@ skip_sync = _threads.skip_sync
 async def sleep(seconds: float) -> None:
     """Sleep without blocking other tasks."""
     await asyncio.sleep(seconds)
+
+
+@contextlib.asynccontextmanager
+async def held(lock: asyncio.Lock) -> AsyncIterator[None]:
+    """``async with lock``, waiting no longer than the request's deadline
+    (``skiplock._compat.request_deadline``): DatabaseUnavailableError once it passed."""
+    left = remaining()
+    if left is None:
+        await lock.acquire()
+    else:
+        try:
+            async with asyncio.timeout(left):
+                await lock.acquire()
+        except TimeoutError:
+            raise deadline_error("still waiting for another call's schema check") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:

@@ -247,6 +247,7 @@ ENV_SAMPLES: dict[str, tuple[str, Any]] = {
     "poll_interval": ("250ms", timedelta(milliseconds=250)),
     "controls_refresh": ("500ms", timedelta(milliseconds=500)),
     "shutdown_timeout": ("1m", timedelta(minutes=1)),
+    "request_timeout": ("500ms", timedelta(milliseconds=500)),
     "heartbeat_interval": ("20s", timedelta(seconds=20)),
     "maintenance_interval": ("1h", timedelta(hours=1)),
     "retention": ("3d", timedelta(days=3)),

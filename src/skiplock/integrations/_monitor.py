@@ -5,7 +5,8 @@ The probes need no authorization and reveal nothing: their bodies are ``ok`` or
 ``unavailable``, never a version, a host or an error (why a readiness check failed is
 logged on ``skiplock.probes``). Liveness answers as long as the process serves requests;
 readiness asks the store for its clock (``SELECT now()`` on PostgreSQL, a trivial query)
-and answers 503 unless it answers within ``timeout`` seconds. The scrape endpoint serves a
+and answers 503 unless it answers within ``timeout`` seconds (default: the engine's
+``Settings.request_timeout``, the deadline of every web request). The scrape endpoint serves a
 :class:`~skiplock.contrib.prometheus.PrometheusMetrics` that watches the engine's store
 (docs/operations.md, "Metrics without a worker").
 """
@@ -30,12 +31,10 @@ if TYPE_CHECKING:
 
     from .rest import Request
 
-__all__ = ["DEFAULT_READY_TIMEOUT", "LIVE_PATH", "READY_PATH", "metrics_routes", "probe_routes"]
+__all__ = ["LIVE_PATH", "READY_PATH", "metrics_routes", "probe_routes"]
 
 LIVE_PATH = "/livez"
 READY_PATH = "/readyz"
-#: Seconds the readiness probe gives the database to answer.
-DEFAULT_READY_TIMEOUT = 2.0
 
 logger = logging.getLogger("skiplock.probes")
 
@@ -45,23 +44,29 @@ OK = Response(200, b"ok\n", _TEXT, _NO_STORE)
 UNAVAILABLE = Response(503, b"unavailable\n", _TEXT, _NO_STORE)
 
 
-def _timeout(timeout: float) -> float:
+def _timeout(engine: AsyncEngine | Engine, timeout: float | None) -> float:
+    """``timeout`` (seconds) checked, or the engine's ``request_timeout`` (one source of
+    truth for the probes, the REST API and the dashboard)."""
+    if timeout is None:
+        return engine.settings.request_timeout.total_seconds()
     return check_duration("timeout", to_duration(timeout)).total_seconds()
 
 
 @overload
-def probe_routes(engine: AsyncEngine, *, timeout: float = ...) -> list[AsyncRoute]: ...
+def probe_routes(engine: AsyncEngine, *, timeout: float | None = ...) -> list[AsyncRoute]: ...
 @overload
-def probe_routes(engine: Engine, *, timeout: float = ...) -> list[Route]: ...
+def probe_routes(engine: Engine, *, timeout: float | None = ...) -> list[Route]: ...
 @overload
 def probe_routes(
-    engine: AsyncEngine | Engine, *, timeout: float = ...
+    engine: AsyncEngine | Engine, *, timeout: float | None = ...
 ) -> list[AsyncRoute] | list[Route]: ...
 def probe_routes(
-    engine: AsyncEngine | Engine, *, timeout: float = DEFAULT_READY_TIMEOUT
+    engine: AsyncEngine | Engine, *, timeout: float | None = None
 ) -> list[AsyncRoute] | list[Route]:
     """``GET /livez`` and ``GET /readyz`` for ``engine``'s flavour (see the module)."""
-    seconds = _timeout(timeout)
+    if not isinstance(engine, AsyncEngine | Engine):
+        raise TypeError(f"expected a skiplock Engine or AsyncEngine, got {engine!r}")
+    seconds = _timeout(engine, timeout)
     if isinstance(engine, AsyncEngine):
         store = engine.store
 

@@ -228,13 +228,14 @@ def create_dashboard_router(
 
 
 def create_probes_router(
-    engine: AsyncEngine | Engine, *, prefix: str = "", timeout: float = 2.0
+    engine: AsyncEngine | Engine, *, prefix: str = "", timeout: float | None = None
 ) -> APIRouter:
     """Liveness and readiness probes as a FastAPI router: ``GET <prefix>/livez`` answers
     200 while the app serves requests; ``GET <prefix>/readyz`` answers 200 if the
     engine's database answers a trivial query (the store's clock) within ``timeout``
-    seconds, else 503. Bodies are ``ok`` / ``unavailable``: no version, host or error
-    (why readiness failed is logged on ``skiplock.probes``).
+    seconds (default: the engine's ``Settings.request_timeout``, 2 s), else 503. Bodies
+    are ``ok`` / ``unavailable``: no version, host or error (why readiness failed is
+    logged on ``skiplock.probes``).
 
     They bypass the admin authorization hook by design: a kubelet or load balancer
     calls them without credentials, and they reveal nothing. Mount with

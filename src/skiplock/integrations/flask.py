@@ -301,13 +301,14 @@ def create_probes_blueprint(
     *,
     name: str = "skiplock_probes",
     url_prefix: str | None = None,
-    timeout: float = 2.0,
+    timeout: float | None = None,
 ) -> Blueprint:
     """Liveness and readiness probes as a Flask blueprint: ``GET <prefix>/livez`` answers
     200 while the app serves requests; ``GET <prefix>/readyz`` answers 200 if the
     engine's database answers a trivial query (the store's clock) within ``timeout``
-    seconds, else 503. Bodies are ``ok`` / ``unavailable``: no version, host or error
-    (why readiness failed is logged on ``skiplock.probes``). One check runs at a time:
+    seconds (default: the engine's ``Settings.request_timeout``, 2 s), else 503. Bodies
+    are ``ok`` / ``unavailable``: no version, host or error (why readiness failed is
+    logged on ``skiplock.probes``). One check runs at a time:
     while the database hangs, probes share it and never pile up threads.
 
     They bypass the admin authorization hook by design: a kubelet or load balancer

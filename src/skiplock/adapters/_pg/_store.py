@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
-from skiplock._compat import Lock
+from skiplock._compat import Lock, held, no_deadline
 from skiplock.core import (
     AuditAction,
     AuditEvent,
@@ -264,13 +264,16 @@ class PgJobStore(Generic[C, TX]):
             if self._is_closed():
                 raise RuntimeError("the store is closed")
             if not self._driver.is_open():
-                self._driver.open()
+                # A pool opened by a web request outlives it: its tasks must not
+                # inherit the request's deadline.
+                with no_deadline():
+                    self._driver.open()
 
     def _ensure_schema(self, conn: C | None) -> None:
         """Refuse a schema older than the code (SchemaVersionError), once per store."""
         if self._is_schema_checked():
             return
-        with self._schema_lock:
+        with held(self._schema_lock):
             if self._is_schema_checked():
                 return
             if conn is None:

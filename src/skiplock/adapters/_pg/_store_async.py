@@ -15,7 +15,8 @@ from datetime import datetime, timedelta
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
-from skiplock._compat_async import Lock
+from skiplock._compat import no_deadline
+from skiplock._compat_async import Lock, held
 from skiplock.core import (
     AuditAction,
     AuditEvent,
@@ -260,13 +261,16 @@ class AsyncPgJobStore(Generic[C, TX]):
             if self._is_closed():
                 raise RuntimeError("the store is closed")
             if not self._driver.is_open():
-                await self._driver.open()
+                # A pool opened by a web request outlives it: its tasks must not
+                # inherit the request's deadline.
+                with no_deadline():
+                    await self._driver.open()
 
     async def _ensure_schema(self, conn: C | None) -> None:
         """Refuse a schema older than the code (SchemaVersionError), once per store."""
         if self._is_schema_checked():
             return
-        async with self._schema_lock:
+        async with held(self._schema_lock):
             if self._is_schema_checked():
                 return
             if conn is None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 import random
-from typing import TYPE_CHECKING, Any
+import time
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -14,6 +15,10 @@ from psycopg_pool.base import AttemptWithBackoff
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from psycopg.abc import PQGen
+
+RV = TypeVar("RV")
 
 
 def idle(conn: psycopg.BaseConnection[Any]) -> bool:
@@ -99,3 +104,33 @@ def connect_kwargs(
     if "connect_timeout" not in conninfo_to_dict(conninfo) | kwargs:
         kwargs["connect_timeout"] = max(2, math.ceil(connect_timeout))
     return kwargs
+
+
+#: psycopg's wait interval (``psycopg.connection._WAIT_INTERVAL``): how often a wait
+#: wakes up while the server is silent, so a deadline is noticed within this time.
+WAIT_INTERVAL = 0.1
+
+
+class DeadlineExpired(Exception):
+    """Raised inside psycopg's wait by :func:`until_deadline` (never leaves the driver)."""
+
+
+def until_deadline(gen: PQGen[RV], at: float) -> PQGen[RV]:
+    """``gen`` (a psycopg generator of a statement's I/O), raising DeadlineExpired when
+    psycopg's wait resumes it at or after ``at`` (``time.monotonic()``). The wait
+    resumes it at least every interval while the server is silent, so a statement
+    without an answer ends within an interval of ``at``."""
+    try:
+        state = next(gen)
+    except StopIteration as stop:
+        done: RV = stop.value
+        return done
+    while True:
+        ready = yield state
+        if time.monotonic() >= at:
+            raise DeadlineExpired
+        try:
+            state = gen.send(ready)
+        except StopIteration as stop:
+            result: RV = stop.value
+            return result

@@ -9,22 +9,27 @@ from __future__ import annotations
 
 import logging
 import select
+import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
 
 import psycopg
 from psycopg import Connection, Cursor, IsolationLevel, sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from skiplock._compat import bounded, deadline_error, remaining
 from skiplock.adapters._pg._driver import SESSION_RESET, KeptConnection, PgDriver
 from skiplock.adapters.psycopg._connections import (
+    WAIT_INTERVAL,
     CappedBackoff,
+    DeadlineExpired,
     connect_kwargs,
     ended_error,
     idle,
     in_transaction,
     is_unreachable,
+    until_deadline,
 )
 from skiplock.core import DatabaseUnavailableError, StoreError
 
@@ -32,12 +37,15 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
     from contextlib import AbstractContextManager
 
+    from psycopg.abc import PQGen
     from psycopg_pool.base import AttemptWithBackoff
 
     from skiplock.adapters._pg._migrate import Rows
     from skiplock.adapters._pg._sql import Query, Style
 
 logger = logging.getLogger("skiplock.adapters.psycopg")
+
+RV = TypeVar("RV")
 
 
 def has_input(conn: Connection[Any]) -> bool:
@@ -115,6 +123,31 @@ class _OwnedConnection(Connection[Any]):
         if self._plain is None:
             self._plain = self.cursor()
         return self._plain
+
+    def wait(
+        self, gen: PQGen[RV], interval: float = WAIT_INTERVAL, timeout: float | None = None
+    ) -> RV:
+        """psycopg's wait for ``gen``'s I/O, ended at the web request's deadline
+        (``skiplock._compat.request_deadline``): a server that does not answer in time gets the
+        session closed (its state is unknown; the pool replaces it) and the call raises
+        DatabaseUnavailableError. Without a deadline (workers) psycopg's own wait."""
+        left = remaining()
+        # psycopg < 3.3 has no ``timeout`` (its own callers pass none there).
+        extra = () if timeout is None else (timeout,)
+        if left is None:
+            return super().wait(gen, interval, *extra)
+        if left <= 0:  # nothing sent: an idle session stays usable
+            if not idle(self):
+                # Inside a transaction: closed, so that nothing waits on it to roll back
+                # (psycopg, the pool and the store skip a closed connection).
+                self.pgconn.finish()
+            raise deadline_error()
+        try:
+            gen = until_deadline(gen, time.monotonic() + left)
+            return super().wait(gen, min(interval, left), *extra)
+        except DeadlineExpired:
+            self.pgconn.finish()
+            raise deadline_error("no answer to a statement") from None
 
 
 def _rows_of(cur: Cursor[dict[str, Any]], query: Query, params: Mapping[str, Any]) -> Rows:
@@ -312,12 +345,16 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
         """
         pool = self.pool
         for _ in range(pool.max_size + 1):
+            # A web request waits no longer than its deadline (``_compat.request_deadline``).
+            wait = bounded(self.timeout)
             try:
-                conn: Connection[Any] = pool.getconn()
+                conn: Connection[Any] = pool.getconn(wait)
             except PoolTimeout as exc:
                 down = getattr(pool, "unreachable", None)
                 if down is not None:
                     raise DatabaseUnavailableError.unreachable(down) from exc
+                if wait is not None and wait < self.timeout:
+                    raise deadline_error("no pooled connection came") from exc
                 raise DatabaseUnavailableError(
                     f"no PostgreSQL connection within {self.timeout} s (every pooled "
                     f"connection was in use): {exc}"

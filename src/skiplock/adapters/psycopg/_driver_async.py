@@ -4,22 +4,27 @@ from __future__ import annotations
 
 import logging
 import select
+import time
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor, IsolationLevel, sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from skiplock._compat import bounded, deadline_error, remaining
 from skiplock.adapters._pg._driver_async import SESSION_RESET, AsyncPgDriver, KeptConnection
 from skiplock.adapters.psycopg._connections import (
+    WAIT_INTERVAL,
     CappedBackoff,
+    DeadlineExpired,
     connect_kwargs,
     ended_error,
     idle,
     in_transaction,
     is_unreachable,
+    until_deadline,
 )
 from skiplock.core import DatabaseUnavailableError, StoreError
 
@@ -27,12 +32,15 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
     from contextlib import AbstractAsyncContextManager
 
+    from psycopg.abc import PQGen
     from psycopg_pool.base import AttemptWithBackoff
 
     from skiplock.adapters._pg._migrate import Rows
     from skiplock.adapters._pg._sql import Query, Style
 
 logger = logging.getLogger("skiplock.adapters.psycopg")
+
+RV = TypeVar("RV")
 
 
 def has_input(conn: AsyncConnection[Any]) -> bool:
@@ -110,6 +118,31 @@ class _OwnedConnection(AsyncConnection[Any]):
         if self._plain is None:
             self._plain = self.cursor()
         return self._plain
+
+    async def wait(
+        self, gen: PQGen[RV], interval: float = WAIT_INTERVAL, timeout: float | None = None
+    ) -> RV:
+        """psycopg's wait for ``gen``'s I/O, ended at the web request's deadline
+        (``skiplock._compat.request_deadline``): a server that does not answer in time gets the
+        session closed (its state is unknown; the pool replaces it) and the call raises
+        DatabaseUnavailableError. Without a deadline (workers) psycopg's own wait."""
+        left = remaining()
+        # psycopg < 3.3 has no ``timeout`` (its own callers pass none there).
+        extra = () if timeout is None else (timeout,)
+        if left is None:
+            return await super().wait(gen, interval, *extra)
+        if left <= 0:  # nothing sent: an idle session stays usable
+            if not idle(self):
+                # Inside a transaction: closed, so that nothing waits on it to roll back
+                # (psycopg, the pool and the store skip a closed connection).
+                self.pgconn.finish()
+            raise deadline_error()
+        try:
+            gen = until_deadline(gen, time.monotonic() + left)
+            return await super().wait(gen, min(interval, left), *extra)
+        except DeadlineExpired:
+            self.pgconn.finish()
+            raise deadline_error("no answer to a statement") from None
 
 
 async def _rows_of(
@@ -315,12 +348,16 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
         """
         pool = self.pool
         for _ in range(pool.max_size + 1):
+            # A web request waits no longer than its deadline (``_compat.request_deadline``).
+            wait = bounded(self.timeout)
             try:
-                conn: AsyncConnection[Any] = await pool.getconn()
+                conn: AsyncConnection[Any] = await pool.getconn(wait)
             except PoolTimeout as exc:
                 down = getattr(pool, "unreachable", None)
                 if down is not None:
                     raise DatabaseUnavailableError.unreachable(down) from exc
+                if wait is not None and wait < self.timeout:
+                    raise deadline_error("no pooled connection came") from exc
                 raise DatabaseUnavailableError(
                     f"no PostgreSQL connection within {self.timeout} s (every pooled "
                     f"connection was in use): {exc}"

@@ -119,6 +119,15 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         seconds_view=True,
     ),
     Setting(
+        "request_timeout",
+        timedelta(seconds=2),
+        POSITIVE_DURATION,
+        "How long a web request (REST API, dashboard, `/readyz`) waits for the database, "
+        "from its start: a pooled connection, the schema check and every statement. A "
+        "database that does not answer in time gets 503 with `Retry-After` (the probe: "
+        "503 `unavailable`), however many requests wait.",
+    ),
+    Setting(
         "heartbeat_interval",
         timedelta(seconds=10),
         POSITIVE_DURATION,

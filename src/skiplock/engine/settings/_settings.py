@@ -179,6 +179,9 @@ class Settings:
     _shutdown_timeout: timedelta = attrs.field(
         default=_DEFAULT["shutdown_timeout"], converter=to_duration
     )
+    request_timeout: timedelta = attrs.field(
+        default=_DEFAULT["request_timeout"], converter=to_duration
+    )
     _heartbeat_interval: timedelta = attrs.field(
         default=_DEFAULT["heartbeat_interval"], converter=to_duration
     )

@@ -135,10 +135,18 @@ class Dashboard(Door):
     def handle(self, page: str, request: Request) -> Response:
         """The response to ``request`` for ``page`` (a key of :data:`PAGES`). The hook is
         asked first, before anything is read or changed; every error is an HTML page
-        with its status (an unexpected one a 500, logged on ``skiplock.dashboard``)."""
+        with its status (an unexpected one a 500, logged on ``skiplock.dashboard``); a
+        database that does not answer within the engine's ``request_timeout`` gets a 503
+        page with ``Retry-After`` in time."""
         root = mount_root(page, request)
         if page == "static":
             return Response(200, _render.stylesheet(), "text/css; charset=utf-8")
+        return self.in_time(
+            functools.partial(self._page, page, request, root),
+            lambda problem: _error(problem, {"root": root}),
+        )
+
+    def _page(self, page: str, request: Request, root: str) -> Response:
         permission = PAGES[page][2]
         assert permission is not None
         context: dict[str, Any] = {"root": root, "identity": None, "can_write": False}

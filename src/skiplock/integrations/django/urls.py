@@ -109,11 +109,12 @@ def dashboard(
     )
 
 
-def probes(*, backend: str = "default", timeout: float = 2.0) -> list[URLPattern]:
+def probes(*, backend: str = "default", timeout: float | None = None) -> list[URLPattern]:
     """``livez`` and ``readyz`` for Kubernetes probes: 200 ``ok`` while Django serves
-    (readiness: while the backend's database answers within ``timeout`` seconds), else
-    503 ``unavailable``. No authorization by design: they reveal nothing (no version,
-    host or error; why readiness failed is logged on ``skiplock.probes``)."""
+    (readiness: while the backend's database answers within ``timeout`` seconds; default:
+    the engine's ``Settings.request_timeout``), else 503 ``unavailable``. No
+    authorization by design: they reveal nothing (no version, host or error; why
+    readiness failed is logged on ``skiplock.probes``)."""
     from skiplock.integrations._monitor import probe_routes
 
     return _patterns(backend, lambda engine: probe_routes(engine, timeout=timeout), door="probes")

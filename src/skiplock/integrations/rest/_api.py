@@ -39,7 +39,14 @@ class RestApi(Door):
         """The response to ``request`` for the operation ``operation_id`` (an ``id`` of
         :data:`OPERATIONS`). The hook is asked first, before anything is parsed, read or
         changed; every error is a problem response (an unexpected one a 500, logged on
-        ``skiplock.rest``)."""
+        ``skiplock.rest``); a database that does not answer within the engine's
+        ``request_timeout`` gets a 503 with ``Retry-After`` in time."""
+        return self.in_time(
+            functools.partial(self._handle, operation_id, request),
+            lambda problem: problem.response(request.path),
+        )
+
+    def _handle(self, operation_id: str, request: Request) -> Response:
         op = BY_ID[operation_id]
         try:
             ops = self.operator(request, op.permission)

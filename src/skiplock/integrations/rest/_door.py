@@ -16,6 +16,7 @@ import inspect
 import logging
 from typing import TYPE_CHECKING, ClassVar
 
+from skiplock._compat import request_deadline
 from skiplock.engine import Engine, Reader
 
 from ._auth import Permission, check_hook, identity_of
@@ -23,10 +24,17 @@ from ._problems import Forbidden, InternalError, NotAuthenticated, Problem
 from ._routes import ANY_METHOD, FALLBACK_PATH, Route, unmatched
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from skiplock.engine import Operator
 
     from ._auth import Authorize
     from ._http import Request, Response
+    from ._routes import Work
+
+#: How much earlier than a request's deadline the stores give up waiting for the database
+#: (at most a quarter of the timeout): time left to answer 503 before the deadline.
+STORE_MARGIN = 0.25
 
 
 class Door:
@@ -96,6 +104,18 @@ class Door:
         if isinstance(self._source, Engine):
             return identity, self._source.operator(identity)
         return identity, self._source
+
+    def in_time(self, work: Work, late: Callable[[Problem], Response]) -> Response:
+        """``work()``'s response, or ``late``'s for a 503 (``Retry-After``) if the
+        database did not answer within the engine's ``request_timeout`` from now.
+
+        The deadline holds however many requests wait: the PostgreSQL stores stop
+        waiting for a pooled connection, the schema check or a statement's answer at it
+        (``skiplock._compat.request_deadline``) and raise DatabaseUnavailableError, which
+        ``work`` answers as any outage."""
+        seconds = self._engine.settings.request_timeout.total_seconds()
+        with request_deadline(seconds, margin=min(STORE_MARGIN, seconds / 4)):
+            return work()
 
     def failure(self, exc: Exception, request: Request) -> Problem:
         """The problem ``exc`` answers ``request`` with: a :class:`Problem` is its own;

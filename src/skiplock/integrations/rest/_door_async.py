@@ -8,21 +8,31 @@ its bindings a list of routes (``_routes.py``).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from typing import TYPE_CHECKING, ClassVar
 
+from skiplock._compat import deadline_error, request_deadline
 from skiplock.engine import AsyncEngine, AsyncReader
 
 from ._auth import Permission, check_hook, identity_of
 from ._problems import Forbidden, InternalError, NotAuthenticated, Problem
 from ._routes import ANY_METHOD, FALLBACK_PATH, AsyncRoute, unmatched
+from ._support import problem_for
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from skiplock.engine import AsyncOperator
 
     from ._auth import AsyncAuthorize
     from ._http import Request, Response
+    from ._routes import AsyncWork
+
+#: How much earlier than a request's deadline the stores give up waiting for the database
+#: (at most a quarter of the timeout): time left to answer 503 before the deadline.
+STORE_MARGIN = 0.25
 
 
 class AsyncDoor:
@@ -98,6 +108,31 @@ class AsyncDoor:
         if isinstance(self._source, AsyncEngine):
             return identity, self._source.operator(identity)
         return identity, self._source
+
+    async def in_time(self, work: AsyncWork, late: Callable[[Problem], Response]) -> Response:
+        """``work()``'s response, or ``late``'s for a 503 (``Retry-After``) if the
+        database did not answer within the engine's ``request_timeout`` from now.
+
+        The deadline holds however many requests wait: the PostgreSQL stores stop
+        waiting for a pooled connection, the schema check or a statement's answer at it
+        (``skiplock._compat.request_deadline``) and raise DatabaseUnavailableError, which
+        ``work`` answers as any outage."""
+        seconds = self._engine.settings.request_timeout.total_seconds()
+        with request_deadline(seconds, margin=min(STORE_MARGIN, seconds / 4)):
+            if True:  # ASYNC
+                # A store that does not stop at the deadline by itself (asyncpg,
+                # SQLAlchemy, a caller's psycopg pool mid-statement) is cancelled at it.
+                limit = asyncio.timeout(seconds)
+                try:
+                    async with limit:
+                        return await work()
+                except TimeoutError:
+                    if not limit.expired():
+                        raise
+                self.logger.warning("%s: the database did not answer in time", self.label)
+                return late(problem_for(deadline_error()))
+            else:
+                return work()
 
     def failure(self, exc: Exception, request: Request) -> Problem:
         """The problem ``exc`` answers ``request`` with: a :class:`Problem` is its own;

@@ -71,6 +71,12 @@ def allowed_methods(routes: Iterable[_Mount], path: str) -> list[str]:
     return sorted(methods)
 
 
+#: A door's work on one request, run within the request's deadline (``Door.in_time``).
+AsyncWork = Callable[[], Awaitable[Response]]
+#: The same for a sync door.
+Work = Callable[[], Response]
+
+
 @attrs.frozen(kw_only=True)
 class AsyncRoute(_Mount):
     """A route of an async door (``AsyncRestApi``, ``AsyncDashboard``)."""
