@@ -156,6 +156,14 @@ def for_actions(option: argparse.Action, *actions: str) -> argparse.Action:
     return option
 
 
+def add_action(parser: argparse.ArgumentParser, actions: dict[str, str], summary: str) -> None:
+    """Give ``parser`` its first positional, ``action``: one of ``actions`` (name:
+    description), listed as ``summary`` in the command's help, each with a help of its
+    own (:func:`action_help`)."""
+    parser.add_argument("action", choices=list(actions), help=summary)
+    action_help(parser, actions)
+
+
 def action_help(parser: argparse.ArgumentParser, actions: dict[str, str]) -> None:
     """Give ``parser``, a command whose first positional ``action`` is one of ``actions``
     (name: description), a ``-h/--help`` that after the action (``schema apply --help``)
