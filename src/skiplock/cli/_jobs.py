@@ -100,11 +100,10 @@ def add_dlq_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
         ),
     )
     _filter_options(purge, states=False)
-    purge.add_argument(
+    _options.add_duration(
+        purge,
         "--older-than",
-        type=_options.positive_duration,
-        metavar="DURATION",
-        help="only jobs that died longer ago than this (30m, 12h, 7d, or seconds)",
+        "only jobs that died longer ago than this (30m, 12h, 7d, or seconds)",
     )
     purge.add_argument(
         "--error",

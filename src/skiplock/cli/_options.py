@@ -77,6 +77,25 @@ def positive_duration(text: str) -> timedelta:
     return value
 
 
+def add_duration(
+    parser: argparse._ActionsContainer,
+    flag: str,
+    help: str,
+    *,
+    positive: bool = True,
+    default: timedelta | None = None,
+) -> argparse.Action:
+    """Add option ``flag``, a DURATION (30s, 5m, 1h, 7d, or seconds): above zero
+    (:func:`positive_duration`) unless not ``positive`` (:func:`duration`)."""
+    return parser.add_argument(
+        flag,
+        type=positive_duration if positive else duration,
+        default=default,
+        metavar="DURATION",
+        help=help,
+    )
+
+
 def split(text: str) -> list[str]:
     """``text``'s comma-separated items, stripped; an empty item is an argparse error."""
     items = [item.strip() for item in text.split(",")]
