@@ -8,15 +8,21 @@ import logging
 import re
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from skiplock.core import JobState, ValidationError, validate_identifier
 from skiplock.core.rules import INT8_RANGE, KIND_RE, check_actor, parse_duration
 from skiplock.engine.admin._purge import MAX_ERROR_TEXT
 
+if TYPE_CHECKING:
+    from skiplock.engine import Operator
+
 #: Adds a door's own options to a parser that ends a command line (the command's own, or
 #: each of its actions').
 Leaf: TypeAlias = Callable[[argparse.ArgumentParser], None]
+#: Runs an action of a command with actions (``jobs``, ``limits``) with the operator and
+#: the parsed arguments; returns the exit status.
+Act: TypeAlias = Callable[["Operator", argparse.Namespace], int]
 #: Most rows ``--limit`` may ask for.
 MAX_LIMIT = 10_000
 #: What argparse takes for a value rather than an option: "-" then a digit (``-1s``,
@@ -151,6 +157,26 @@ def actor(text: str) -> str:
         return check_actor("the actor", text)  # what the audit trail accepts (J10)
     except ValidationError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_act(
+    actions: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    act: Act,
+    help: str,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """Add the action ``name`` to a command's ``actions``, run by ``act``
+    (:func:`act_of`); returns its parser, for its options."""
+    parser = actions.add_parser(name, help=help, description=description)
+    parser.set_defaults(act=act)
+    return parser
+
+
+def act_of(args: argparse.Namespace) -> Act:
+    """What runs the action ``args`` were parsed for (given by :func:`add_act`)."""
+    act: Act = args.act
+    return act
 
 
 def with_value(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
