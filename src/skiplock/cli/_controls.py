@@ -13,6 +13,7 @@ from skiplock.core.rules import describe
 from . import _options
 from ._errors import FAILED, OK, UsageError
 from ._health import add_json
+from ._options import act_of, add_act
 from ._output import cell, print_json, table, time
 
 if TYPE_CHECKING:
@@ -149,11 +150,12 @@ def add_limits_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
     """The actions of ``limits`` and their options; ``leaf`` adds the door's own options
     to each action."""
     actions = parser.add_subparsers(title="actions", metavar="ACTION", dest="action", required=True)
-    listing = actions.add_parser("list", help="the limits set at run time")
-    listing.set_defaults(act=_list)
-    setting = actions.add_parser(
+    add_act(actions, "list", _list, "the limits set at run time")
+    setting = add_act(
+        actions,
         "set",
-        help="set a kind's rate limit (per tenant, or its default) or a provider's cap",
+        _set,
+        "set a kind's rate limit (per tenant, or its default) or a provider's cap",
         description=(
             "Set a rate limit of RPS tokens per second, at most BURST stored: of --kind for "
             "--tenant, or without --tenant the kind's default for every tenant without its "
@@ -169,13 +171,14 @@ def add_limits_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
     )
     _unknown_kind_option(setting)
     _actor_option(setting)
-    setting.set_defaults(act=_set)
-    clearing = actions.add_parser(
-        "clear", help="remove a limit set at run time (the code's or settings' applies again)"
+    clearing = add_act(
+        actions,
+        "clear",
+        _clear,
+        "remove a limit set at run time (the code's or settings' applies again)",
     )
     _scope_options(clearing, provider=True)
     _actor_option(clearing)
-    clearing.set_defaults(act=_clear)
     for action in actions.choices.values():
         add_json(action)
         leaf(action)
@@ -192,8 +195,7 @@ def check_limits(args: argparse.Namespace) -> None:
 
 
 def run_limits(reached: Reached, args: argparse.Namespace) -> int:
-    act: Callable[[Operator, argparse.Namespace], int] = args.act
-    return act(_operator(reached, args), args)
+    return act_of(args)(_operator(reached, args), args)
 
 
 def _list(operator: Operator, args: argparse.Namespace) -> int:

@@ -82,13 +82,12 @@ def _dsn_group(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
 
 def add_connection(parser: argparse.ArgumentParser) -> None:
     """``--dsn``, ``--schema`` and ``--timeout``."""
-    _dsn_group(parser).add_argument(
+    _options.add_duration(
+        _dsn_group(parser),
         "--timeout",
-        type=_options.positive_duration,
-        default=DEFAULT_TIMEOUT,
-        metavar="DURATION",
-        help="how long to wait for PostgreSQL: to connect (at least 2s), for a pooled "
+        "how long to wait for PostgreSQL: to connect (at least 2s), for a pooled "
         "connection, and for each read (default: 2s)",
+        default=DEFAULT_TIMEOUT,
     )
 
 

@@ -26,23 +26,22 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 
 
 def add_worker_timeout(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    _options.add_duration(
+        parser,
         "--worker-timeout",
-        type=_options.positive_duration,
-        metavar="DURATION",
-        help="a worker is live while its last heartbeat is younger than this "
+        "a worker is live while its last heartbeat is younger than this "
         "(default: 3 heartbeat intervals, 30s with default settings)",
     )
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``health`` in every door."""
-    parser.add_argument(
+    _options.add_duration(
+        parser,
         "--max-age",
-        type=_options.duration,
-        metavar="DURATION",
-        help="unhealthy if a kind's oldest due pending job has waited longer (30s, 5m, 1h, "
+        "unhealthy if a kind's oldest due pending job has waited longer (30s, 5m, 1h, "
         "or seconds; default: no limit)",
+        positive=False,
     )
     parser.add_argument(
         "--max-dead",

@@ -16,6 +16,7 @@ from skiplock.engine.admin._bulk import MAX_CONFIRMED
 from . import _options
 from ._errors import Failure, UsageError
 from ._health import add_json
+from ._options import act_of, add_act
 from ._output import cell, first_line, print_json, table, time
 
 if TYPE_CHECKING:
@@ -37,18 +38,18 @@ def add_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
     to each action."""
     actions = parser.add_subparsers(title="actions", metavar="ACTION", dest="action", required=True)
 
-    listing = actions.add_parser("list", help="list jobs, oldest id first, one page at a time")
+    listing = add_act(actions, "list", _list, "list jobs, oldest id first, one page at a time")
     _filter_options(listing, states=True)
     _page_options(listing)
-    listing.set_defaults(act=_list)
 
-    show = actions.add_parser("show", help="show one job in full")
+    show = add_act(actions, "show", _show, "show one job in full")
     show.add_argument("id", type=_options.job_id, metavar="ID", help="job id")
-    show.set_defaults(act=_show)
 
-    retry = actions.add_parser(
+    retry = add_act(
+        actions,
         "retry",
-        help="replay dead, failed or cancelled jobs (by id, or every dead one with --dead)",
+        _retry,
+        "replay dead, failed or cancelled jobs (by id, or every dead one with --dead)",
         description=(
             "Replay jobs: pending and due now, starting over with attempts 0 unless "
             "--keep-attempts. With --dead: every dead job (of --kind/--tenant), after a "
@@ -62,17 +63,15 @@ def add_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
     _filter_options(retry, states=False)
     retry.add_argument("--keep-attempts", action="store_true", help="keep the jobs' attempt counts")
     _mutation_options(retry, confirm=True)
-    retry.set_defaults(act=_retry)
 
     for name, help_text in (
         ("cancel", "cancel jobs (a running one is stopped at its worker's next heartbeat)"),
         ("fail", "mark jobs failed (the manual stop flag: never tried again unless replayed)"),
         ("delete", "delete jobs that are not running (more than one: after a confirmation)"),
     ):
-        action = actions.add_parser(name, help=help_text)
+        action = add_act(actions, name, _change, help_text)
         action.add_argument("ids", type=_options.job_id, nargs="+", metavar="ID", help="job ids")
         _mutation_options(action, confirm=name == "delete")
-        action.set_defaults(act=_change)
 
     for action in actions.choices.values():
         add_json(action)
@@ -100,11 +99,10 @@ def add_dlq_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
         ),
     )
     _filter_options(purge, states=False)
-    purge.add_argument(
+    _options.add_duration(
+        purge,
         "--older-than",
-        type=_options.positive_duration,
-        metavar="DURATION",
-        help="only jobs that died longer ago than this (30m, 12h, 7d, or seconds)",
+        "only jobs that died longer ago than this (30m, 12h, 7d, or seconds)",
     )
     purge.add_argument(
         "--error",
@@ -122,9 +120,8 @@ def add_dlq_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
 
 def run(reached: Reached, args: argparse.Namespace) -> int:
     """The ``jobs`` action of ``args`` (:func:`check` has passed)."""
-    act: Callable[[Operator, argparse.Namespace], int] = args.act
     actor = getattr(args, "actor", None)
-    return act(reached.checked().operator(actor), args)
+    return act_of(args)(reached.checked().operator(actor), args)
 
 
 def run_dlq(reached: Reached, args: argparse.Namespace) -> int:

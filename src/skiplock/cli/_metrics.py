@@ -41,10 +41,10 @@ ACTIONS = {
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``metrics`` in every door."""
-    parser.add_argument(
-        "action",
-        choices=list(ACTIONS),
-        help="print: one scrape on stdout (e.g. for node_exporter's textfile collector); "
+    _options.add_action(
+        parser,
+        ACTIONS,
+        "print: one scrape on stdout (e.g. for node_exporter's textfile collector); "
         "serve: answer scrapes on http://ADDR:PORT/metrics until SIGTERM/SIGINT",
     )
     port = parser.add_argument(
@@ -76,7 +76,6 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="(kind, tenant) pairs with series of their own; the rest are summed per kind "
         "under tenant __other__ (default: 100)",
     )
-    _options.action_help(parser, ACTIONS)
 
 
 def _exporter() -> Callable[..., PrometheusMetrics]:

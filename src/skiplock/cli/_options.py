@@ -8,15 +8,21 @@ import logging
 import re
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from skiplock.core import JobState, ValidationError, validate_identifier
 from skiplock.core.rules import INT8_RANGE, KIND_RE, check_actor, parse_duration
 from skiplock.engine.admin._purge import MAX_ERROR_TEXT
 
+if TYPE_CHECKING:
+    from skiplock.engine import Operator
+
 #: Adds a door's own options to a parser that ends a command line (the command's own, or
 #: each of its actions').
 Leaf: TypeAlias = Callable[[argparse.ArgumentParser], None]
+#: Runs an action of a command with actions (``jobs``, ``limits``) with the operator and
+#: the parsed arguments; returns the exit status.
+Act: TypeAlias = Callable[["Operator", argparse.Namespace], int]
 #: Most rows ``--limit`` may ask for.
 MAX_LIMIT = 10_000
 #: What argparse takes for a value rather than an option: "-" then a digit (``-1s``,
@@ -77,6 +83,25 @@ def positive_duration(text: str) -> timedelta:
     return value
 
 
+def add_duration(
+    parser: argparse._ActionsContainer,
+    flag: str,
+    help: str,
+    *,
+    positive: bool = True,
+    default: timedelta | None = None,
+) -> argparse.Action:
+    """Add option ``flag``, a DURATION (30s, 5m, 1h, 7d, or seconds): above zero
+    (:func:`positive_duration`) unless not ``positive`` (:func:`duration`)."""
+    return parser.add_argument(
+        flag,
+        type=positive_duration if positive else duration,
+        default=default,
+        metavar="DURATION",
+        help=help,
+    )
+
+
 def split(text: str) -> list[str]:
     """``text``'s comma-separated items, stripped; an empty item is an argparse error."""
     items = [item.strip() for item in text.split(",")]
@@ -134,6 +159,26 @@ def actor(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def add_act(
+    actions: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    act: Act,
+    help: str,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """Add the action ``name`` to a command's ``actions``, run by ``act``
+    (:func:`act_of`); returns its parser, for its options."""
+    parser = actions.add_parser(name, help=help, description=description)
+    parser.set_defaults(act=act)
+    return parser
+
+
+def act_of(args: argparse.Namespace) -> Act:
+    """What runs the action ``args`` were parsed for (given by :func:`add_act`)."""
+    act: Act = args.act
+    return act
+
+
 def with_value(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``parser`` taking a value that starts with "-" (``--worker-timeout -1s``) as the
     option's value, so its type refuses it with its own message, not argparse's
@@ -154,6 +199,14 @@ def for_actions(option: argparse.Action, *actions: str) -> argparse.Action:
     the help of another action leaves it out."""
     setattr(option, _ONLY_FOR, frozenset(actions))
     return option
+
+
+def add_action(parser: argparse.ArgumentParser, actions: dict[str, str], summary: str) -> None:
+    """Give ``parser`` its first positional, ``action``: one of ``actions`` (name:
+    description), listed as ``summary`` in the command's help, each with a help of its
+    own (:func:`action_help`)."""
+    parser.add_argument("action", choices=list(actions), help=summary)
+    action_help(parser, actions)
 
 
 def action_help(parser: argparse.ArgumentParser, actions: dict[str, str]) -> None:

@@ -15,7 +15,7 @@ from skiplock.core import SkiplockError, ValidationError
 
 from ._database import asyncpg_call, check_psycopg_dsn, driver, dsn, psycopg_adapter, sync_engine
 from ._errors import Failure, UsageError
-from ._options import action_help, for_actions
+from ._options import add_action, for_actions
 from ._output import describe
 
 if TYPE_CHECKING:
@@ -49,10 +49,10 @@ ACTIONS = {
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``schema`` in every door."""
-    parser.add_argument(
-        "action",
-        choices=list(ACTIONS),
-        help="apply: run pending migrations; sql: print standalone DDL (no database "
+    add_action(
+        parser,
+        ACTIONS,
+        "apply: run pending migrations; sql: print standalone DDL (no database "
         "needed); status: show migrations, exit 1 unless up to date",
     )
     option = parser.add_argument(
@@ -65,7 +65,6 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "DDL, the default)",
     )
     for_actions(option, "sql")
-    action_help(parser, ACTIONS)
 
 
 def of_dsn(args: argparse.Namespace) -> Schema:

@@ -50,8 +50,9 @@ def pending_split(
 
 
 @attrs.frozen
-class WorkerStatus:
-    """A registered worker as the store sees it."""
+class _RegisteredWorker:
+    """What every view of a registered worker starts with: who it is and what it claims
+    (the fields :class:`WorkerStatus` and :class:`WorkerHealth` share, in this order)."""
 
     id: str
     host: str
@@ -61,6 +62,12 @@ class WorkerStatus:
     #: The tenants whose jobs it claims; None: any tenant (and jobs without one).
     tenants: frozenset[str] | None
     started_at: datetime
+
+
+@attrs.frozen
+class WorkerStatus(_RegisteredWorker):
+    """A registered worker as the store sees it."""
+
     heartbeat_at: datetime
     #: Jobs running under its id.
     running: int = 0
@@ -213,15 +220,9 @@ def _names(values: frozenset[str] | None) -> list[str] | None:
 
 
 @attrs.frozen
-class WorkerHealth:
+class WorkerHealth(_RegisteredWorker):
     """A registered worker in the report: live while its heartbeat is recent enough."""
 
-    id: str
-    host: str
-    pid: int
-    kinds: frozenset[str] | None
-    tenants: frozenset[str] | None
-    started_at: datetime
     last_heartbeat: datetime
     heartbeat_age: timedelta
     running: int
