@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.cli.admin_helpers import Terminal, bury, enqueue, job_states, parse
-from tests.cli.test_cli_admin import Run
+from tests.cli.test_cli_admin import Run, needs_psycopg
 from tests.pgfixtures import execute, fetch
 
-pytestmark = pytest.mark.postgres
+# The command reaches PostgreSQL through psycopg: the psycopg env runs these tests.
+pytestmark = [pytest.mark.postgres, needs_psycopg]
 
 
 @pytest.fixture

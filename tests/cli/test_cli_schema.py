@@ -192,6 +192,7 @@ def test_cli_schema_from_is_only_for_sql(capsys: pytest.CaptureFixture[str], act
 
 
 @pytest.mark.postgres
+@pytest.mark.skipif(not HAS_PSYCOPG, reason="holds the lock through psycopg (psycopg env)")
 def test_cli_schema_apply_prints_each_step_as_it_goes(request: pytest.FixtureRequest) -> None:
     """Through a pipe (a CI log): the step under way is on the pipe while it runs, here
     the wait for the migration lock, which this test holds."""
