@@ -61,8 +61,6 @@ class Door:
         if inspect.iscoroutinefunction(authorize):
             raise TypeError("a coroutine function as authorize hook needs an AsyncEngine")
         self._source = engine
-        if isinstance(engine, Engine):
-            self._engine = engine
         self._authorize = authorize
 
     @property
@@ -113,7 +111,7 @@ class Door:
         waiting for a pooled connection, the schema check or a statement's answer at it
         (``skiplock._compat.request_deadline``) and raise DatabaseUnavailableError, which
         ``work`` answers as any outage."""
-        seconds = self._engine.settings.request_timeout.total_seconds()
+        seconds = self._source.settings.request_timeout.total_seconds()
         with request_deadline(seconds, margin=min(STORE_MARGIN, seconds / 4)):
             return work()
 

@@ -62,8 +62,6 @@ class AsyncDoor:
             if inspect.iscoroutinefunction(authorize):
                 raise TypeError("a coroutine function as authorize hook needs an AsyncEngine")
         self._source = engine
-        if isinstance(engine, AsyncEngine):
-            self._engine = engine
         self._authorize = authorize
 
     @property
@@ -117,7 +115,7 @@ class AsyncDoor:
         waiting for a pooled connection, the schema check or a statement's answer at it
         (``skiplock._compat.request_deadline``) and raise DatabaseUnavailableError, which
         ``work`` answers as any outage."""
-        seconds = self._engine.settings.request_timeout.total_seconds()
+        seconds = self._source.settings.request_timeout.total_seconds()
         with request_deadline(seconds, margin=min(STORE_MARGIN, seconds / 4)):
             if True:  # ASYNC
                 # A store that does not stop at the deadline by itself (asyncpg,
