@@ -72,13 +72,17 @@ def test_head_answers_as_get_without_the_body_on_every_get_route(engine: Any) ->
         for path in paths:
             get = client.get(path, headers=ops)
             head = client.head(path, headers=ops)
+            after = client.get(path, headers=ops)
             assert (path, head.status_code) == (path, get.status_code)
             assert get.status_code in (200, 404) or path == "/readyz", (path, get.status_code)
             assert head.content == b"", path
             assert head.headers["content-type"] == get.headers["content-type"], path
-            # The length GET's body has (unless GET's changes between the two calls).
+            # The length a GET's body has at that moment: bodies that carry ages (health,
+            # the overview) may change by a digit between calls, so HEAD is compared with
+            # the GETs just before and just after it.
             if path not in ("/metrics", f"{DASHBOARD}/", f"{DASHBOARD}/charts"):
-                assert head.headers["content-length"] == str(len(get.content)), path
+                lengths = {str(len(get.content)), str(len(after.content))}
+                assert head.headers["content-length"] in lengths, path
         # The hook is asked as for GET.
         assert client.head(f"{API}/jobs").status_code == 401
         assert client.head(f"{DASHBOARD}/").status_code == 401
