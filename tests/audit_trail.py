@@ -73,10 +73,11 @@ def audit_is_off_by_default(store: JobStore) -> None:
     ids = [(engine.enqueue(kind, {})).id for kind in ("audit.ok", "audit.bad", "audit.tx")]
     assert _run(engine) == 4  # the bad one runs twice
     ok, bad, tx = ids
-    engine.retry_job(bad, actor="alice")
-    engine.cancel_job(bad, actor="alice")
-    engine.fail_job(bad, actor="alice")
-    engine.delete_job(bad, actor="alice")
+    alice = engine.operator("alice")
+    alice.retry_job(bad)
+    alice.cancel_job(bad)
+    alice.fail_job(bad)
+    alice.delete_job(bad)
     for job_id in ids:
         assert engine.audit_trail(job_id) == []
     assert (engine.get_job(ok)).state is JobState.SUCCEEDED
@@ -84,8 +85,9 @@ def audit_is_off_by_default(store: JobStore) -> None:
 
 
 def worker_and_admin_changes_are_audited(store: JobStore) -> None:
-    """With ``Settings.audit``: enqueues and admin calls name ``audit_actor`` unless the
-    call names someone; a worker names itself; retries are not audited."""
+    """With ``Settings.audit``: enqueues and the engine's admin calls name
+    ``audit_actor``, an operator handle's name its actor; a worker names itself; retries
+    are not audited."""
     engine = _engine(store, Settings(audit=True, audit_actor=SERVICE, **FAST))
     ok = (engine.enqueue("audit.ok", {}, tenant="t1")).id
     bad = (engine.enqueue("audit.bad", {"n": 1})).id
@@ -104,11 +106,12 @@ def worker_and_admin_changes_are_audited(store: JobStore) -> None:
     assert details["error"].startswith("ValueError: nope")
     assert details["error"] == (engine.get_job(bad)).last_error
 
-    assert (engine.retry_job(bad, actor="alice")).state is JobState.PENDING
+    alice = engine.operator("alice")
+    assert (alice.retry_job(bad)).state is JobState.PENDING
     engine.cancel_job(bad)
-    engine.retry_job(bad, reset_attempts=False, actor="alice")
-    engine.fail_job(bad, actor="carol")
-    engine.delete_job(bad, actor="bob")
+    alice.retry_job(bad, reset_attempts=False)
+    engine.operator("carol").fail_job(bad)
+    engine.operator("bob").delete_job(bad)
     trail = engine.audit_trail(bad)
     assert _facts(trail[2:]) == [
         (AuditAction.REPLAY, "alice"),
@@ -128,7 +131,7 @@ def worker_and_admin_changes_are_audited(store: JobStore) -> None:
     # The bulk replay of dead jobs: one event per job.
     again = [(engine.enqueue("audit.bad", {})).id for _ in range(2)]
     assert _run(engine) == 4
-    assert sorted(engine.retry_dead(kind="audit.bad", actor="alice")) == sorted(again)
+    assert sorted(alice.retry_dead(kind="audit.bad")) == sorted(again)
     for job_id in again:
         assert _facts((engine.audit_trail(job_id))[-1:]) == [(AuditAction.REPLAY, "alice")]
 
@@ -203,5 +206,5 @@ def a_raising_callback_keeps_the_workers_outcomes(
     assert [r for r in caplog.records if r.name == "skiplock.audit"]
     # A change an admin asks for is refused instead: the error reaches the caller.
     with pytest.raises(RuntimeError, match="audit log is down"):
-        engine.delete_job(ok, actor="bob")
+        engine.operator("bob").delete_job(ok)
     assert (engine.get_job(ok)).state is JobState.SUCCEEDED

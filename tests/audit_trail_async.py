@@ -70,10 +70,11 @@ async def audit_is_off_by_default(store: AsyncJobStore) -> None:
     ids = [(await engine.enqueue(kind, {})).id for kind in ("audit.ok", "audit.bad", "audit.tx")]
     assert await _run(engine) == 4  # the bad one runs twice
     ok, bad, tx = ids
-    await engine.retry_job(bad, actor="alice")
-    await engine.cancel_job(bad, actor="alice")
-    await engine.fail_job(bad, actor="alice")
-    await engine.delete_job(bad, actor="alice")
+    alice = engine.operator("alice")
+    await alice.retry_job(bad)
+    await alice.cancel_job(bad)
+    await alice.fail_job(bad)
+    await alice.delete_job(bad)
     for job_id in ids:
         assert await engine.audit_trail(job_id) == []
     assert (await engine.get_job(ok)).state is JobState.SUCCEEDED
@@ -81,8 +82,9 @@ async def audit_is_off_by_default(store: AsyncJobStore) -> None:
 
 
 async def worker_and_admin_changes_are_audited(store: AsyncJobStore) -> None:
-    """With ``Settings.audit``: enqueues and admin calls name ``audit_actor`` unless the
-    call names someone; a worker names itself; retries are not audited."""
+    """With ``Settings.audit``: enqueues and the engine's admin calls name
+    ``audit_actor``, an operator handle's name its actor; a worker names itself; retries
+    are not audited."""
     engine = _engine(store, Settings(audit=True, audit_actor=SERVICE, **FAST))
     ok = (await engine.enqueue("audit.ok", {}, tenant="t1")).id
     bad = (await engine.enqueue("audit.bad", {"n": 1})).id
@@ -101,11 +103,12 @@ async def worker_and_admin_changes_are_audited(store: AsyncJobStore) -> None:
     assert details["error"].startswith("ValueError: nope")
     assert details["error"] == (await engine.get_job(bad)).last_error
 
-    assert (await engine.retry_job(bad, actor="alice")).state is JobState.PENDING
+    alice = engine.operator("alice")
+    assert (await alice.retry_job(bad)).state is JobState.PENDING
     await engine.cancel_job(bad)
-    await engine.retry_job(bad, reset_attempts=False, actor="alice")
-    await engine.fail_job(bad, actor="carol")
-    await engine.delete_job(bad, actor="bob")
+    await alice.retry_job(bad, reset_attempts=False)
+    await engine.operator("carol").fail_job(bad)
+    await engine.operator("bob").delete_job(bad)
     trail = await engine.audit_trail(bad)
     assert _facts(trail[2:]) == [
         (AuditAction.REPLAY, "alice"),
@@ -125,7 +128,7 @@ async def worker_and_admin_changes_are_audited(store: AsyncJobStore) -> None:
     # The bulk replay of dead jobs: one event per job.
     again = [(await engine.enqueue("audit.bad", {})).id for _ in range(2)]
     assert await _run(engine) == 4
-    assert sorted(await engine.retry_dead(kind="audit.bad", actor="alice")) == sorted(again)
+    assert sorted(await alice.retry_dead(kind="audit.bad")) == sorted(again)
     for job_id in again:
         assert _facts((await engine.audit_trail(job_id))[-1:]) == [(AuditAction.REPLAY, "alice")]
 
@@ -200,5 +203,5 @@ async def a_raising_callback_keeps_the_workers_outcomes(
     assert [r for r in caplog.records if r.name == "skiplock.audit"]
     # A change an admin asks for is refused instead: the error reaches the caller.
     with pytest.raises(RuntimeError, match="audit log is down"):
-        await engine.delete_job(ok, actor="bob")
+        await engine.operator("bob").delete_job(ok)
     assert (await engine.get_job(ok)).state is JobState.SUCCEEDED

@@ -108,4 +108,4 @@ def seed(dsn: str) -> None:
 def replay(dsn: str, job_id: int) -> None:
     """Another operator replays ``job_id`` (through the engine, audited)."""
     with PsycopgJobStore(dsn) as store:
-        Engine(store, Settings(audit=True)).retry_job(job_id, actor="someone-else")
+        Engine(store, Settings(audit=True)).operator("someone-else").retry_job(job_id)

@@ -388,7 +388,7 @@ def test_a_bulk_discard_whose_jobs_changed_after_the_confirmation_is_a_409(
     )
     older = _ids(site.dsn, f"status = 'pending' AND id < {failed}")[0]
     with PsycopgJobStore(site.dsn) as store:  # another operator, meanwhile
-        Engine(store, Settings(audit=True)).fail_job(older, actor="someone-else")
+        Engine(store, Settings(audit=True)).operator("someone-else").fail_job(older)
     with page.expect_response(lambda r: r.request.method == "POST") as answer:
         page.get_by_test_id("bulk-confirm").click()
     assert answer.value.status == 409

@@ -74,11 +74,11 @@ def test_a_bad_actor_is_refused_before_anything_changes(
         engine.declare_kind("audit.k")
         job_id = (engine.enqueue("audit.k", {})).id
         with pytest.raises(ValidationError, match="actor"):
-            engine.cancel_job(job_id, actor=actor)
+            engine.operator(actor).cancel_job(job_id)
         with pytest.raises(ValidationError, match="actor"):
-            engine.delete_job(job_id, actor=actor)
+            engine.operator(actor).delete_job(job_id)
         with pytest.raises(ValidationError, match="actor"):
-            engine.retry_dead(actor=actor)
+            engine.operator(actor).retry_dead()
         assert (engine.get_job(job_id)).state is JobState.PENDING
     with pytest.raises(ValidationError, match="audit_actor"):
         Settings(audit_actor=actor)
@@ -250,3 +250,37 @@ def test_an_operator_reads_like_the_engine_and_checks_its_actor(
     for bad in ("", "a\nb", "x" * 256):
         with pytest.raises(ValidationError, match="actor"):
             engine.operator(bad)
+
+
+def test_only_an_operator_names_an_actor(store: InMemoryJobStore) -> None:
+    """The engine's admin calls take no ``actor=`` (issue 42): passing one is a
+    TypeError and changes nothing; ``engine.operator(actor)`` is how one is named."""
+    engine = Engine(store, Settings(audit=True, audit_actor="system"))
+    engine.declare_kind("audit.k")
+    job_id = (engine.enqueue("audit.k", {})).id
+    calls: list[tuple[Any, dict[str, Any]]] = [
+        (engine.retry_job, {"job_id": job_id}),
+        (engine.cancel_job, {"job_id": job_id}),
+        (engine.fail_job, {"job_id": job_id}),
+        (engine.delete_job, {"job_id": job_id}),
+        (engine.retry_dead, {}),
+        (engine.purge_dead, {}),
+        (engine.act_on_jobs, {"action": "cancel", "ids": [job_id]}),
+        (engine.act_as_confirmed, {"action": "cancel", "jobs": {job_id: "pending"}}),
+        (engine.pause, {"kind": "audit.k"}),
+        (engine.resume, {"kind": "audit.k"}),
+        (engine.set_limit, {"kind": "audit.k", "rps": 1, "burst": 1}),
+        (engine.clear_limit, {"kind": "audit.k"}),
+    ]
+    for method, arguments in calls:
+        with pytest.raises(TypeError, match="actor"):
+            method(**arguments, actor="alice")
+    assert (engine.get_job(job_id)).state is JobState.PENDING
+    assert (engine.paused(), engine.limits()) == ([], [])
+    engine.operator("alice").cancel_job(job_id)
+    engine.fail_job(job_id)
+    assert [(e.action, e.actor) for e in engine.audit_trail(job_id)] == [
+        (AuditAction.ENQUEUED, "system"),
+        (AuditAction.CANCELLED, "alice"),
+        (AuditAction.FAILED_MANUALLY, "system"),
+    ]

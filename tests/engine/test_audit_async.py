@@ -76,11 +76,11 @@ async def test_a_bad_actor_is_refused_before_anything_changes(
         engine.declare_kind("audit.k")
         job_id = (await engine.enqueue("audit.k", {})).id
         with pytest.raises(ValidationError, match="actor"):
-            await engine.cancel_job(job_id, actor=actor)
+            await engine.operator(actor).cancel_job(job_id)
         with pytest.raises(ValidationError, match="actor"):
-            await engine.delete_job(job_id, actor=actor)
+            await engine.operator(actor).delete_job(job_id)
         with pytest.raises(ValidationError, match="actor"):
-            await engine.retry_dead(actor=actor)
+            await engine.operator(actor).retry_dead()
         assert (await engine.get_job(job_id)).state is JobState.PENDING
     with pytest.raises(ValidationError, match="audit_actor"):
         Settings(audit_actor=actor)
@@ -271,3 +271,37 @@ async def test_an_operator_reads_like_the_engine_and_checks_its_actor(
     for bad in ("", "a\nb", "x" * 256):
         with pytest.raises(ValidationError, match="actor"):
             engine.operator(bad)
+
+
+async def test_only_an_operator_names_an_actor(store: AsyncInMemoryJobStore) -> None:
+    """The engine's admin calls take no ``actor=`` (issue 42): passing one is a
+    TypeError and changes nothing; ``engine.operator(actor)`` is how one is named."""
+    engine = AsyncEngine(store, Settings(audit=True, audit_actor="system"))
+    engine.declare_kind("audit.k")
+    job_id = (await engine.enqueue("audit.k", {})).id
+    calls: list[tuple[Any, dict[str, Any]]] = [
+        (engine.retry_job, {"job_id": job_id}),
+        (engine.cancel_job, {"job_id": job_id}),
+        (engine.fail_job, {"job_id": job_id}),
+        (engine.delete_job, {"job_id": job_id}),
+        (engine.retry_dead, {}),
+        (engine.purge_dead, {}),
+        (engine.act_on_jobs, {"action": "cancel", "ids": [job_id]}),
+        (engine.act_as_confirmed, {"action": "cancel", "jobs": {job_id: "pending"}}),
+        (engine.pause, {"kind": "audit.k"}),
+        (engine.resume, {"kind": "audit.k"}),
+        (engine.set_limit, {"kind": "audit.k", "rps": 1, "burst": 1}),
+        (engine.clear_limit, {"kind": "audit.k"}),
+    ]
+    for method, arguments in calls:
+        with pytest.raises(TypeError, match="actor"):
+            await method(**arguments, actor="alice")
+    assert (await engine.get_job(job_id)).state is JobState.PENDING
+    assert (await engine.paused(), await engine.limits()) == ([], [])
+    await engine.operator("alice").cancel_job(job_id)
+    await engine.fail_job(job_id)
+    assert [(e.action, e.actor) for e in await engine.audit_trail(job_id)] == [
+        (AuditAction.ENQUEUED, "system"),
+        (AuditAction.CANCELLED, "alice"),
+        (AuditAction.FAILED_MANUALLY, "system"),
+    ]

@@ -228,7 +228,7 @@ def test_operator_changes_are_audited_with_the_actor(
     limit = ops.set_limit(kind="mail", rps=2, burst=3)
     assert limit.actor == "alice"
     ops.clear_limit(kind="mail")
-    engine.pause(tenant="t", actor="bob")
+    engine.operator("bob").pause(tenant="t")
     assert [(e.action, e.job_id, e.kind, e.tenant, e.actor) for e in events] == [
         (AuditAction.PAUSED, None, "mail", "t", "alice"),
         (AuditAction.RESUMED, None, "mail", "t", "alice"),

@@ -479,7 +479,7 @@ def test_engine_operator_calls_change_and_return_a_job_in_one_store_call(
     store = _OperatorCalls(clock)
     engine = Engine(store, Settings(audit=True), clock=clock)
     job_id = (engine.enqueue("email.send", {"to": "a"})).id
-    cancelled = engine.cancel_job(job_id, actor="alice")
+    cancelled = engine.operator("alice").cancel_job(job_id)
     failed = engine.fail_job(job_id)
     replayed = engine.retry_job(job_id)
     assert store.calls == ["apply_job"] * 3

@@ -508,7 +508,7 @@ async def test_engine_operator_calls_change_and_return_a_job_in_one_store_call(
     store = _OperatorCalls(clock)
     engine = AsyncEngine(store, Settings(audit=True), clock=clock)
     job_id = (await engine.enqueue("email.send", {"to": "a"})).id
-    cancelled = await engine.cancel_job(job_id, actor="alice")
+    cancelled = await engine.operator("alice").cancel_job(job_id)
     failed = await engine.fail_job(job_id)
     replayed = await engine.retry_job(job_id)
     assert store.calls == ["apply_job"] * 3

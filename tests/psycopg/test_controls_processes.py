@@ -111,7 +111,7 @@ def test_a_pause_holds_due_jobs_from_a_live_worker_until_resumed(
 ) -> None:
     worker = app()
     wait_for(lambda: _registered(pg_dsn), DEADLINE, "the worker to register")
-    operator_engine.pause(kind="ctl.work", reason="provider outage", actor="ops")
+    operator_engine.operator("ops").pause(kind="ctl.work", reason="provider outage")
     # Due a little after the pause (more than controls_refresh): by then every worker
     # has it, so none of them may ever claim these jobs.
     later = timedelta(seconds=1.5)
@@ -135,7 +135,7 @@ def test_a_limit_changed_at_run_time_reaches_a_running_worker_within_a_second(
     enqueue(pg_dsn, [EnqueueRequest(kind="ctl.limited", tenant="t") for _ in range(6)])
     # The policy allows one job now and the next in ten seconds.
     wait_for(lambda: _runs(pg_dsn) == 1, DEADLINE, "the first job")
-    limit = operator_engine.set_limit(kind="ctl.limited", rps=100, burst=100, actor="ops")
+    limit = operator_engine.operator("ops").set_limit(kind="ctl.limited", rps=100, burst=100)
     assert limit.updated_at is not None
     wait_for(lambda: _runs(pg_dsn) == 6, DEADLINE, "the rest under the new limit")
     [(last,)] = sql(pg_dsn, "SELECT max(at) FROM public.ctl_runs")

@@ -57,11 +57,11 @@ class AuditEvent:
     """One audited change of one job, or of a run-time control (a pause, a limit: then
     ``job_id`` is None, and ``kind`` or ``tenant`` None means "any").
 
-    ``actor`` is who made it: the caller's ``actor=`` (or ``Settings.audit_actor``) for
-    enqueues and admin calls, the worker's id for a worker's transitions. ``at`` is the
-    store's time of the change. ``details`` depend on the action (see
-    :func:`dlq_details`, :func:`operator_details`, :func:`discard_details`); None for
-    ``job_enqueued`` and ``job_done``.
+    ``actor`` is who made it: the operator handle's actor (``engine.operator(actor)``; on
+    the engine itself ``Settings.audit_actor``) for enqueues and admin calls, the worker's
+    id for a worker's transitions. ``at`` is the store's time of the change. ``details``
+    depend on the action (see :func:`dlq_details`, :func:`operator_details`,
+    :func:`discard_details`); None for ``job_enqueued`` and ``job_done``.
     """
 
     action: AuditAction

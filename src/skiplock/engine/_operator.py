@@ -35,8 +35,8 @@ class Operator(EnqueueOps, ControlOps):
     Obtained from :meth:`Engine.operator`; cheap to make (one per request is fine).
     The methods are the engine's (:meth:`~Engine.list_jobs`,
     :meth:`~Engine.retry_job`, :meth:`~Engine.enqueue`, ...); the changes they
-    make are audited as :attr:`actor` (an explicit ``actor=`` still overrides it for one
-    call). It uses the engine's store, settings and audit sink as they are when it is
+    make are audited as :attr:`actor` (the only way to name who acts: no method takes
+    ``actor=``). It uses the engine's store, settings and audit sink as they are when it is
     made: after :meth:`Engine.configure`, make a new one.
     """
 
@@ -61,7 +61,8 @@ class Operator(EnqueueOps, ControlOps):
         self._intake = self._kind_check = intake
         self._tracer = tracer
         self._traced = traces(tracer)
-        # The audit of this operator's changes (None while the audit trail is off).
+        # The audit of this operator's changes (None while the audit trail is off): the
+        # admin and enqueue mixins record every change with it, so it names the actor.
         self._audit = audit if audit is None or actor is None else attrs.evolve(audit, actor=actor)
         self._actor = actor if actor is not None else settings.audit_actor
         self._controls = controls
@@ -72,7 +73,7 @@ class Operator(EnqueueOps, ControlOps):
         ``Settings.audit_actor`` when it was made without one; None: nobody)."""
         return self._actor
 
-    def _default_actor(self) -> str | None:
+    def _actor_of_changes(self) -> str | None:
         return self._actor
 
     def __repr__(self) -> str:

@@ -32,8 +32,8 @@ class AsyncOperator(AsyncEnqueueOps, AsyncControlOps):
     Obtained from :meth:`AsyncEngine.operator`; cheap to make (one per request is fine).
     The methods are the engine's (:meth:`~AsyncEngine.list_jobs`,
     :meth:`~AsyncEngine.retry_job`, :meth:`~AsyncEngine.enqueue`, ...); the changes they
-    make are audited as :attr:`actor` (an explicit ``actor=`` still overrides it for one
-    call). It uses the engine's store, settings and audit sink as they are when it is
+    make are audited as :attr:`actor` (the only way to name who acts: no method takes
+    ``actor=``). It uses the engine's store, settings and audit sink as they are when it is
     made: after :meth:`AsyncEngine.configure`, make a new one.
     """
 
@@ -58,7 +58,8 @@ class AsyncOperator(AsyncEnqueueOps, AsyncControlOps):
         self._intake = self._kind_check = intake
         self._tracer = tracer
         self._traced = traces(tracer)
-        # The audit of this operator's changes (None while the audit trail is off).
+        # The audit of this operator's changes (None while the audit trail is off): the
+        # admin and enqueue mixins record every change with it, so it names the actor.
         self._audit = audit if audit is None or actor is None else attrs.evolve(audit, actor=actor)
         self._actor = actor if actor is not None else settings.audit_actor
         self._controls = controls
@@ -69,7 +70,7 @@ class AsyncOperator(AsyncEnqueueOps, AsyncControlOps):
         ``Settings.audit_actor`` when it was made without one; None: nobody)."""
         return self._actor
 
-    def _default_actor(self) -> str | None:
+    def _actor_of_changes(self) -> str | None:
         return self._actor
 
     def __repr__(self) -> str:

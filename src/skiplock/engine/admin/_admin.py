@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-import attrs
-
 from skiplock.core import (
     Event,
     InvalidTransitionError,
@@ -22,7 +20,7 @@ from skiplock.core import (
     ValidationError,
     sources,
 )
-from skiplock.core.rules import check_actor, check_bool, check_int, check_job_id
+from skiplock.core.rules import check_bool, check_int, check_job_id
 from skiplock.ports import AdminRole, ReadsRole
 
 from .._errors import SelectionChangedError
@@ -49,36 +47,26 @@ MAX_ACTION_IDS = 1000
 
 
 class AdminOps(ReadOps):
-    """The admin API, mixed into :class:`Engine` (it provides ``_store``,
-    ``_settings`` and ``_audit``, the engine's audit of changes without an actor, None
-    while it is off).
+    """The admin API, mixed into :class:`Engine` and the operator handle (they
+    provide ``_store``, ``_settings`` and ``_audit``: the audit of their changes, bound to
+    their actor, None while the audit trail is off).
 
     Arguments are validated like enqueue arguments: a bad one raises
-    :class:`~skiplock.ValidationError` before the store is asked. Every method that
-    changes jobs takes ``actor=``: who the audit trail names for the change (J10;
-    default ``Settings.audit_actor``; ignored while the audit trail is off).
+    :class:`~skiplock.ValidationError` before the store is asked. The audit trail (J10)
+    names the handle's actor for every change: the engine's are made as
+    ``Settings.audit_actor``; to name someone, call through
+    ``engine.operator(actor)`` (no method takes ``actor=``).
     """
 
     _store: AdminStore
     _settings: Settings
     _audit: Audit | None
 
-    def _audit_by(self, actor: str | None) -> Audit | None:
-        """The audit of a change made by ``actor`` (checked), None when it is off."""
-        if actor is not None:
-            check_actor("actor", actor)
-        audit = self._audit
-        if audit is None or actor is None:
-            return audit
-        return attrs.evolve(audit, actor=actor)
-
-    def retry_job(
-        self, job_id: int, *, reset_attempts: bool = True, actor: str | None = None
-    ) -> Job:
+    def retry_job(self, job_id: int, *, reset_attempts: bool = True) -> Job:
         """Replay a dead, failed or cancelled job: pending and due now. It starts over
         (attempts 0) unless ``reset_attempts=False`` keeps its attempts. Audited as
         ``job_replay``."""
-        return self._apply_one(job_id, Event.REPLAY, reset_attempts=reset_attempts, actor=actor)
+        return self._apply_one(job_id, Event.REPLAY, reset_attempts=reset_attempts)
 
     def retry_dead(
         self,
@@ -86,7 +74,6 @@ class AdminOps(ReadOps):
         kind: str | Iterable[str] | None = None,
         tenant: str | Iterable[str] | None = None,
         reset_attempts: bool = True,
-        actor: str | None = None,
         through: int | None = None,
         expected: int | None = None,
     ) -> BulkResult:
@@ -109,7 +96,7 @@ class AdminOps(ReadOps):
             tenants=as_names("tenant", tenant),
         )
         if through is None and expected is None:
-            return BulkResult(self._apply(dead, Event.REPLAY, reset_attempts, actor))
+            return BulkResult(self._apply(dead, Event.REPLAY, reset_attempts))
         if expected is not None:
             check_int("expected", expected, minimum=0, maximum=MAX_CONFIRMED)
         bound = None if through is None else check_job_id("through", through)
@@ -132,28 +119,25 @@ class AdminOps(ReadOps):
                 confirmed=expected,
             )
         jobs = dict.fromkeys(ids, JobState.DEAD)
-        return self._act_confirmed(
-            "retry", confirmed_jobs(jobs, MAX_CONFIRMED), reset_attempts, actor
-        )
+        return self._act_confirmed("retry", confirmed_jobs(jobs, MAX_CONFIRMED), reset_attempts)
 
-    def cancel_job(self, job_id: int, *, actor: str | None = None) -> Job:
+    def cancel_job(self, job_id: int) -> Job:
         """Cancel a job. A running one is asked to stop: its worker's next heartbeat
         interrupts the processor (``ctx.cancelled``, :class:`JobCancelledError`), and its
         result is discarded by fencing (R13). Audited as ``job_cancelled``."""
-        return self._apply_one(job_id, Event.CANCEL, actor=actor)
+        return self._apply_one(job_id, Event.CANCEL)
 
-    def fail_job(self, job_id: int, *, actor: str | None = None) -> Job:
+    def fail_job(self, job_id: int) -> Job:
         """Set the manual stop flag: ``failed``, never tried again unless replayed.
         Audited as ``job_failed_manually``."""
-        return self._apply_one(job_id, Event.MARK_FAILED, actor=actor)
+        return self._apply_one(job_id, Event.MARK_FAILED)
 
-    def delete_job(self, job_id: int, *, actor: str | None = None) -> Job:
+    def delete_job(self, job_id: int) -> Job:
         """Delete a job that is not running; returns it as it was. Audited as
         ``job_discard``, with its payload."""
         check_job_id("job_id", job_id)
-        audit = self._audit_by(actor)
         job_filter = JobFilter(ids=frozenset({job_id}))
-        deleted = self._store.delete(job_filter, audit=audit)
+        deleted = self._store.delete(job_filter, audit=self._audit)
         if deleted:
             return deleted[0]
         job = self.get_job(job_id)
@@ -168,7 +152,6 @@ class AdminOps(ReadOps):
         error: str | None = None,
         up_to_id: int | None = None,
         dry_run: bool = False,
-        actor: str | None = None,
     ) -> DeadPurge:
         """Delete the dead jobs that match every given filter: ``kind`` and ``tenant`` (as
         :meth:`dead_jobs`), ``died_before`` (died before this aware time), ``error`` (text
@@ -183,7 +166,7 @@ class AdminOps(ReadOps):
         """
         check_bool("dry_run", dry_run)
         selection = DeadSelection.checked(died_before, error, up_to_id)
-        audit = None if dry_run else self._audit_by(actor)
+        audit = None if dry_run else self._audit
         dead = frozenset({JobState.DEAD})
         matched = deleted = 0
         last: int | None = None
@@ -208,7 +191,6 @@ class AdminOps(ReadOps):
         *,
         states: JobState | str | Iterable[JobState | str] | None = None,
         reset_attempts: bool = True,
-        actor: str | None = None,
     ) -> list[int]:
         """Apply an operator action to the jobs ``ids`` (at most
         :data:`MAX_ACTION_IDS`) in one store call; returns the ids it changed, sorted.
@@ -224,7 +206,7 @@ class AdminOps(ReadOps):
         job_filter, event = action_filter(action, ids, states, MAX_ACTION_IDS)
         if job_filter is None:
             return []
-        audit = self._audit_by(actor)
+        audit = self._audit
         if event is None:
             return sorted(job.id for job in self._store.delete(job_filter, audit=audit))
         check_bool("reset_attempts", reset_attempts)
@@ -238,7 +220,6 @@ class AdminOps(ReadOps):
         jobs: Mapping[int, JobState | str],
         *,
         reset_attempts: bool = True,
-        actor: str | None = None,
     ) -> BulkResult:
         """Apply an operator action to exactly the jobs an operator confirmed: ``jobs``
         maps each id to the state it was shown in (at most
@@ -263,14 +244,13 @@ class AdminOps(ReadOps):
                 count=still,
                 confirmed=len(confirmed),
             )
-        return self._act_confirmed(action, confirmed, reset_attempts, actor)
+        return self._act_confirmed(action, confirmed, reset_attempts)
 
     def _act_confirmed(
         self,
         action: str,
         confirmed: Mapping[int, JobState],
         reset_attempts: bool,
-        actor: str | None,
     ) -> BulkResult:
         """Act on ``confirmed`` (checked) per shown state, in batches; then read the jobs
         left alone to say why."""
@@ -281,7 +261,7 @@ class AdminOps(ReadOps):
         for state, ids in by_state.items():
             for batch in _batches(ids):
                 changed += self.act_on_jobs(
-                    action, batch, states=[state], reset_attempts=reset_attempts, actor=actor
+                    action, batch, states=[state], reset_attempts=reset_attempts
                 )
         left = sorted(set(confirmed) - set(changed))
         now: dict[int, JobState] = {}
@@ -291,11 +271,9 @@ class AdminOps(ReadOps):
         skipped = [skipped_job(i, now.get(i), confirmed[i]) for i in left]
         return BulkResult(changed, skipped)
 
-    def _apply(
-        self, job_filter: JobFilter, event: Event, reset_attempts: bool, actor: str | None
-    ) -> list[int]:
+    def _apply(self, job_filter: JobFilter, event: Event, reset_attempts: bool) -> list[int]:
         return self._store.apply(
-            job_filter, event, reset_attempts=reset_attempts, audit=self._audit_by(actor)
+            job_filter, event, reset_attempts=reset_attempts, audit=self._audit
         )
 
     def _apply_one(
@@ -304,12 +282,11 @@ class AdminOps(ReadOps):
         event: Event,
         *,
         reset_attempts: bool = False,
-        actor: str | None = None,
     ) -> Job:
         check_job_id("job_id", job_id)
         check_bool("reset_attempts", reset_attempts)
         changed = self._store.apply_job(
-            job_id, event, reset_attempts=reset_attempts, audit=self._audit_by(actor)
+            job_id, event, reset_attempts=reset_attempts, audit=self._audit
         )
         if changed is not None:
             return changed

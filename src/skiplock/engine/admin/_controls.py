@@ -21,8 +21,6 @@ from skiplock.ports import ControlsRole
 from ._admin import AdminOps, AdminStore
 
 if TYPE_CHECKING:
-    from skiplock.ports import Audit
-
     from .._controls import ControlsCache
 
 
@@ -52,8 +50,8 @@ class ControlOps(AdminOps):
     claim by, None for a handle without one).
 
     Every change is stored at once and reaches every worker within
-    ``Settings.controls_refresh`` (default 1 s). A change names its actor: ``actor=``, else
-    the handle's (the operator's, or ``Settings.audit_actor``); with the audit trail on
+    ``Settings.controls_refresh`` (default 1 s). A change names the handle's actor (the
+    operator's, or the engine's ``Settings.audit_actor``); with the audit trail on
     (J10) it records an event without a job (``paused``, ``resumed``, ``limit_set``,
     ``limit_cleared``).
 
@@ -70,15 +68,9 @@ class ControlOps(AdminOps):
     #: The engine's intake (enqueue's kind rule), set by the engine and the handle.
     _kind_check: KindCheck
 
-    def _default_actor(self) -> str | None:
-        """Who a change is made by when the call names nobody."""
+    def _actor_of_changes(self) -> str | None:
+        """Who this handle's changes are made by (stored on a pause or limit)."""
         return self._settings.audit_actor
-
-    def _control_audit(self, actor: str | None) -> tuple[str | None, Audit | None]:
-        """The actor of a change (checked) and its audit (None while the audit trail is
-        off)."""
-        audit = self._audit_by(actor)
-        return (actor if actor is not None else self._default_actor()), audit
 
     def _changed(self) -> None:
         # This engine's own workers claim by the change at once (a pause applies to their
@@ -112,7 +104,6 @@ class ControlOps(AdminOps):
         kind: str | None = None,
         tenant: str | None = None,
         reason: str | None = None,
-        actor: str | None = None,
         allow_unknown_kind: bool = False,
     ) -> Pause:
         """Stop claiming the jobs of ``kind`` (None: every kind) of ``tenant`` (None:
@@ -123,21 +114,17 @@ class ControlOps(AdminOps):
         kind, tenant = pause_scope(kind, tenant)
         reason = check_reason(reason)
         self._check_kind(kind, allow_unknown_kind, "pause")
-        who, audit = self._control_audit(actor)
-        pause = Pause(kind=kind, tenant=tenant, reason=reason, actor=who)
-        stored = self._store.pause(pause, audit=audit)
+        pause = Pause(kind=kind, tenant=tenant, reason=reason, actor=self._actor_of_changes())
+        stored = self._store.pause(pause, audit=self._audit)
         self._changed()
         return stored
 
-    def resume(
-        self, *, kind: str | None = None, tenant: str | None = None, actor: str | None = None
-    ) -> Pause | None:
+    def resume(self, *, kind: str | None = None, tenant: str | None = None) -> Pause | None:
         """Lift the pause of exactly ``kind`` and ``tenant`` as :meth:`pause` set it (a
         kind-wide pause is lifted with the kind alone); returns it, None if there was
         none. Jobs of the kind still covered by another pause stay paused."""
         kind, tenant = pause_scope(kind, tenant)
-        _, audit = self._control_audit(actor)
-        lifted = self._store.resume(kind, tenant, audit=audit)
+        lifted = self._store.resume(kind, tenant, audit=self._audit)
         self._changed()
         return lifted
 
@@ -149,7 +136,6 @@ class ControlOps(AdminOps):
         provider: str | None = None,
         rps: float,
         burst: int,
-        actor: str | None = None,
         allow_unknown_kind: bool = False,
     ) -> Limit:
         """Set a rate limit (``rps`` tokens per second, ``burst`` at most stored): of
@@ -161,9 +147,9 @@ class ControlOps(AdminOps):
         kind, tenant, provider = limit_scope(kind, tenant, provider)
         rate = RateLimit(rps=rps, burst=burst)
         self._check_kind(kind, allow_unknown_kind, "limit")
-        who, audit = self._control_audit(actor)
+        who = self._actor_of_changes()
         limit = Limit(limit=rate, kind=kind, tenant=tenant, provider=provider, actor=who)
-        stored = self._store.set_limit(limit, audit=audit)
+        stored = self._store.set_limit(limit, audit=self._audit)
         self._changed()
         return stored
 
@@ -173,13 +159,11 @@ class ControlOps(AdminOps):
         kind: str | None = None,
         tenant: str | None = None,
         provider: str | None = None,
-        actor: str | None = None,
     ) -> Limit | None:
         """Remove the limit :meth:`set_limit` set for exactly these arguments; the
         kind's policy (or the next stored level) applies again. Returns it, None if
         there was none."""
         kind, tenant, provider = limit_scope(kind, tenant, provider)
-        _, audit = self._control_audit(actor)
-        cleared = self._store.clear_limit(kind, tenant, provider, audit=audit)
+        cleared = self._store.clear_limit(kind, tenant, provider, audit=self._audit)
         self._changed()
         return cleared

@@ -17,8 +17,6 @@ from skiplock.ports import AsyncControlsRole
 from ._admin_async import AsyncAdminOps, AsyncAdminStore
 
 if TYPE_CHECKING:
-    from skiplock.ports import AsyncAudit
-
     from .._controls import ControlsCache
 
 
@@ -48,8 +46,8 @@ class AsyncControlOps(AsyncAdminOps):
     claim by, None for a handle without one).
 
     Every change is stored at once and reaches every worker within
-    ``Settings.controls_refresh`` (default 1 s). A change names its actor: ``actor=``, else
-    the handle's (the operator's, or ``Settings.audit_actor``); with the audit trail on
+    ``Settings.controls_refresh`` (default 1 s). A change names the handle's actor (the
+    operator's, or the engine's ``Settings.audit_actor``); with the audit trail on
     (J10) it records an event without a job (``paused``, ``resumed``, ``limit_set``,
     ``limit_cleared``).
 
@@ -66,15 +64,9 @@ class AsyncControlOps(AsyncAdminOps):
     #: The engine's intake (enqueue's kind rule), set by the engine and the handle.
     _kind_check: KindCheck
 
-    def _default_actor(self) -> str | None:
-        """Who a change is made by when the call names nobody."""
+    def _actor_of_changes(self) -> str | None:
+        """Who this handle's changes are made by (stored on a pause or limit)."""
         return self._settings.audit_actor
-
-    def _control_audit(self, actor: str | None) -> tuple[str | None, AsyncAudit | None]:
-        """The actor of a change (checked) and its audit (None while the audit trail is
-        off)."""
-        audit = self._audit_by(actor)
-        return (actor if actor is not None else self._default_actor()), audit
 
     async def _changed(self) -> None:
         # This engine's own workers claim by the change at once (a pause applies to their
@@ -108,7 +100,6 @@ class AsyncControlOps(AsyncAdminOps):
         kind: str | None = None,
         tenant: str | None = None,
         reason: str | None = None,
-        actor: str | None = None,
         allow_unknown_kind: bool = False,
     ) -> Pause:
         """Stop claiming the jobs of ``kind`` (None: every kind) of ``tenant`` (None:
@@ -119,21 +110,17 @@ class AsyncControlOps(AsyncAdminOps):
         kind, tenant = pause_scope(kind, tenant)
         reason = check_reason(reason)
         await self._check_kind(kind, allow_unknown_kind, "pause")
-        who, audit = self._control_audit(actor)
-        pause = Pause(kind=kind, tenant=tenant, reason=reason, actor=who)
-        stored = await self._store.pause(pause, audit=audit)
+        pause = Pause(kind=kind, tenant=tenant, reason=reason, actor=self._actor_of_changes())
+        stored = await self._store.pause(pause, audit=self._audit)
         await self._changed()
         return stored
 
-    async def resume(
-        self, *, kind: str | None = None, tenant: str | None = None, actor: str | None = None
-    ) -> Pause | None:
+    async def resume(self, *, kind: str | None = None, tenant: str | None = None) -> Pause | None:
         """Lift the pause of exactly ``kind`` and ``tenant`` as :meth:`pause` set it (a
         kind-wide pause is lifted with the kind alone); returns it, None if there was
         none. Jobs of the kind still covered by another pause stay paused."""
         kind, tenant = pause_scope(kind, tenant)
-        _, audit = self._control_audit(actor)
-        lifted = await self._store.resume(kind, tenant, audit=audit)
+        lifted = await self._store.resume(kind, tenant, audit=self._audit)
         await self._changed()
         return lifted
 
@@ -145,7 +132,6 @@ class AsyncControlOps(AsyncAdminOps):
         provider: str | None = None,
         rps: float,
         burst: int,
-        actor: str | None = None,
         allow_unknown_kind: bool = False,
     ) -> Limit:
         """Set a rate limit (``rps`` tokens per second, ``burst`` at most stored): of
@@ -157,9 +143,9 @@ class AsyncControlOps(AsyncAdminOps):
         kind, tenant, provider = limit_scope(kind, tenant, provider)
         rate = RateLimit(rps=rps, burst=burst)
         await self._check_kind(kind, allow_unknown_kind, "limit")
-        who, audit = self._control_audit(actor)
+        who = self._actor_of_changes()
         limit = Limit(limit=rate, kind=kind, tenant=tenant, provider=provider, actor=who)
-        stored = await self._store.set_limit(limit, audit=audit)
+        stored = await self._store.set_limit(limit, audit=self._audit)
         await self._changed()
         return stored
 
@@ -169,13 +155,11 @@ class AsyncControlOps(AsyncAdminOps):
         kind: str | None = None,
         tenant: str | None = None,
         provider: str | None = None,
-        actor: str | None = None,
     ) -> Limit | None:
         """Remove the limit :meth:`set_limit` set for exactly these arguments; the
         kind's policy (or the next stored level) applies again. Returns it, None if
         there was none."""
         kind, tenant, provider = limit_scope(kind, tenant, provider)
-        _, audit = self._control_audit(actor)
-        cleared = await self._store.clear_limit(kind, tenant, provider, audit=audit)
+        cleared = await self._store.clear_limit(kind, tenant, provider, audit=self._audit)
         await self._changed()
         return cleared

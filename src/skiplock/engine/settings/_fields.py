@@ -203,8 +203,9 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         "audit_actor",
         None,
         ACTOR,
-        "Who the audit trail names for enqueues, for admin calls without `actor=` and for "
-        "stale-claim recovery (none: no one); workers name themselves by their id.",
+        "Who the audit trail names for enqueues and the engine's own admin calls (an "
+        "operator handle, `engine.operator(actor)`, names its actor) and for stale-claim "
+        "recovery (none: no one); workers name themselves by their id.",
         nullable=True,
     ),
     Setting(
