@@ -3,7 +3,7 @@
 
 One FastAPI app over one ``AsyncEngine`` (psycopg, the ``bench`` schema, the store's
 default pool of 10 connections), mounted as docs/dashboard.md, docs/rest.md and
-docs/operations.md show: the dashboard at ``/admin``, the REST admin API at ``/api``
+docs/metrics.md show: the dashboard at ``/admin``, the REST admin API at ``/api``
 and the metrics at ``/internal/metrics`` (cache off: every scrape reads the store).
 The authorization hook lets everyone in, as ``bench``.
 """

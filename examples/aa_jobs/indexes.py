@@ -12,7 +12,7 @@ the other's transaction): PostgreSQL kills one, which costs it an attempt, and t
 attempt of a build that would succeed could end ``failed``. ``index_sync`` and
 ``gin_backfill`` build on ``aa.entity`` and share its concurrency key, so at most one
 build of the table runs at a time across every worker; the other waits, pending, without
-using an attempt (docs/tasks.md, "Concurrency keys"). ``prefetch_limit=0``: no worker
+using an attempt (docs/keys.md, "Concurrency keys"). ``prefetch_limit=0``: no worker
 holds the table's place while its slots are busy.
 """
 

@@ -28,7 +28,7 @@ Event = threading.Event
 
 # ---- the deadline of a web request's database work --------------------------------------
 # A web door (REST API, dashboard) answers each request within ``Settings.request_timeout``
-# (docs/rest.md, "When the database does not answer"): it runs the request inside
+# (docs/health.md, "A database that does not answer"): it runs the request inside
 # request_deadline(), and the PostgreSQL stores bound what they wait for on the request's
 # behalf by remaining() -- a pooled connection, the schema check's lock, each statement's
 # answer -- raising deadline_error() once it passed. Outside a request (workers, the CLI)

@@ -1,7 +1,8 @@
 """The dashboard in a real headless chromium, through each binding (FastAPI on an
 AsyncEngine, Flask on a sync Engine) on PostgreSQL: the pages load, the depths shown are
 the table's, retrying a dead job from the DLQ page makes it pending, a reader cannot
-retry, an unknown caller is refused; and the screenshots of docs/dashboard.md.
+retry, an unknown caller is refused; and the screenshots of docs/dashboard.md and
+docs/dashboard-pages.md.
 
 Set ``SKIPLOCK_DASHBOARD_SCREENSHOTS=docs/images`` to write the screenshots there (the
 test always takes them, in a temporary folder otherwise).
@@ -537,10 +538,10 @@ SCREENSHOT_DATA = [
 
 
 def test_screenshots_of_the_main_pages(site: Site, as_user: Any, tmp_path: Path) -> None:
-    """The pictures of docs/dashboard.md: the jobs finished over the last hour (their
-    completion times spread out), the overview, the job browser, the DLQ, a dead job's
-    page, the charts and the pauses and limits at 1280x800, and the job browser on a
-    phone (390x844)."""
+    """The pictures of docs/dashboard.md and docs/dashboard-pages.md: the jobs finished
+    over the last hour (their completion times spread out), the overview, the job
+    browser, the DLQ, a dead job's page, the charts and the pauses and limits at
+    1280x800, and the job browser on a phone (390x844)."""
     execute(site.dsn, SCREENSHOT_DATA)
     _sample(site.dsn)
     folder = Path(os.environ.get("SKIPLOCK_DASHBOARD_SCREENSHOTS") or tmp_path)

@@ -293,7 +293,7 @@ def test_notifier_remembers_one_wakeup(memory: InMemoryJobStore) -> None:
 
 
 def test_notifier_hears_jobs_due_later(memory: InMemoryJobStore) -> None:
-    # A worker's next-due timer is armed for them (docs/architecture.md, "The worker").
+    # A worker's next-due timer is armed for them (docs/worker-internals.md, "The worker").
     notifier = memory.notifier()
     notifier.start()
     memory.enqueue([_req(delay=timedelta(hours=1))])

@@ -295,7 +295,7 @@ async def test_notifier_remembers_one_wakeup(memory: AsyncInMemoryJobStore) -> N
 
 
 async def test_notifier_hears_jobs_due_later(memory: AsyncInMemoryJobStore) -> None:
-    # A worker's next-due timer is armed for them (docs/architecture.md, "The worker").
+    # A worker's next-due timer is armed for them (docs/worker-internals.md, "The worker").
     notifier = memory.notifier()
     await notifier.start()
     await memory.enqueue([_req(delay=timedelta(hours=1))])

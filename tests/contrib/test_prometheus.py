@@ -665,7 +665,7 @@ else:
 
 
 def test_multiprocess_mode_sums_counters_but_not_scrape_time_gauges(tmp_path: Path) -> None:
-    # What docs/operations.md says about PROMETHEUS_MULTIPROC_DIR.
+    # What docs/metrics.md says about PROMETHEUS_MULTIPROC_DIR.
     env = os.environ | {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
 
     def run(*args: str) -> str:

@@ -168,7 +168,7 @@ def test_a_door_that_a_door_before_it_answers_is_an_error_naming_both(
 
 def test_doors_at_their_own_prefixes_pass(tmp_path: Path) -> None:
     entries = (
-        # docs/django.md's layout: the API first, the dashboard has no path under api/.
+        # docs/django-admin.md's layout: the API first, the dashboard has no path under api/.
         'path("ops/jobs/api/", include(skiplock_urls.rest_api()))',
         'path("ops/jobs/", include(skiplock_urls.dashboard()))',
         'path("ops/", include(skiplock_urls.probes()))',

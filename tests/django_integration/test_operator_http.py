@@ -1,6 +1,6 @@
 """The REST API, the dashboard and the probes of a URLconf at the edges of HTTP: bodiless
 writes whatever their declared type, paths and methods no route takes (HEAD, OPTIONS),
-and Django's database down (docs/django.md, "The REST API, the dashboard and probes")."""
+and Django's database down (docs/django-admin.md, "The REST API, the dashboard and probes")."""
 
 from __future__ import annotations
 

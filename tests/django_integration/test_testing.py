@@ -1,4 +1,4 @@
-"""What docs/django.md says about testing: skiplock's backend inside a test's
+"""What docs/django-admin.md says about testing: skiplock's backend inside a test's
 transaction, and Django's immediate backend running the same tasks."""
 
 from __future__ import annotations

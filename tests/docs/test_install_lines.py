@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 #: The pages whose examples run in an environment of their install line alone.
-PAGES = ("docs/flask.md", "docs/fastapi.md", "docs/rest.md")
+PAGES = ("docs/flask.md", "docs/fastapi.md", "docs/rest.md", "docs/rest-operations.md")
 #: The first ``pip install ...`` of a page, in a code span or a shell block.
 INSTALL_RE = re.compile(r"pip install (?P<args>[^`\n#]+)")
 PIP_TIMEOUT = 600.0

@@ -13,12 +13,12 @@ from skiplock.cli._database import DEFAULT_TIMEOUT
 
 from .examples import ROOT
 
-OPERATIONS = ROOT / "docs" / "operations.md"
+HEALTH = ROOT / "docs" / "health.md"
 
 
 def _health_table() -> dict[str, str]:
     """The rows of the ``health --json`` key table: key -> what the value column says."""
-    text = OPERATIONS.read_text(encoding="utf-8")
+    text = HEALTH.read_text(encoding="utf-8")
     start = text.index("`--json` prints `report.to_dict()`:")
     rows: dict[str, str] = {}
     for line in text[start:].splitlines()[1:]:

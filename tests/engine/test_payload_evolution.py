@@ -1,4 +1,4 @@
-"""Changing a payload type across a rolling deploy (docs/tasks.md, "Changing a payload
+"""Changing a payload type across a rolling deploy (docs/keys.md, "Changing a payload
 type"): a field added with a default reads the jobs enqueued before it, a payload with a
 field the worker's type does not know is decoded without it, and a required field added
 at once sends the old jobs to ``dead``, from where ``retry_dead`` replays them once a

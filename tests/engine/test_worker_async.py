@@ -479,7 +479,7 @@ async def test_worker_rejects_both_connection_modes_at_registration(
     assert engine.kinds == frozenset()
 
 
-# ---- completion batching (docs/architecture.md, "The worker") --------------------------
+# ---- completion batching (docs/worker-internals.md, "The worker") --------------------------
 
 
 class GatedStore(CountingStore):

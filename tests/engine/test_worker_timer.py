@@ -3,7 +3,7 @@
 """The worker's next-due timer on the in-memory store with a fake clock: an idle worker
 sleeps until the next job of its kinds falls due, not longer (and not until its next
 poll), re-armed by jobs enqueued for later and by its own retries; an idle worker with
-nothing new asks the store once, not at every poll (see docs/architecture.md, "The
+nothing new asks the store once, not at every poll (see docs/worker-internals.md, "The
 worker").
 
 This module is the generated sync twin of ``test_worker_timer_async.py``.

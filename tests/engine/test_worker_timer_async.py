@@ -2,7 +2,7 @@
 generated): an idle worker sleeps until the next job of its kinds falls due, not longer
 (and not until its next poll), re-armed by jobs enqueued for later and by its own
 retries; an idle worker with nothing new asks the store once, not at every poll (see
-docs/architecture.md, "The worker").
+docs/worker-internals.md, "The worker").
 
 The fake clock never moves by itself, so the armed wake-up is exact: the tests read it
 (``worker.next_wakeup``) instead of timing anything.

@@ -1,4 +1,4 @@
-"""The worker's next-due timer on PostgreSQL (docs/architecture.md, "The worker"): an idle
+"""The worker's next-due timer on PostgreSQL (docs/worker-internals.md, "The worker"): an idle
 worker arms its wake-up for the next job of its kinds, learned from the bounded
 ``next_due`` read and re-armed by the NOTIFY of a job enqueued for later; the read stays
 bounded on a large cold table. The tests read the armed wake-up (``worker.next_wakeup``),

@@ -1,4 +1,4 @@
-"""The operator reads never scan jobs (issue 29, docs/architecture.md "Operator reads").
+"""The operator reads never scan jobs (issue 29, docs/internals.md "Operator reads").
 
 A jobs table of 200,000 jobs in a production mix (succeeded over the last day, dead,
 pending due, a few scheduled, a few running), filled by bulk inserts and never analyzed

@@ -1,5 +1,5 @@
 """Exactly-once starts under pause, prefetch, crashes, throttling and outages, with real
-worker processes and real signals (docs/architecture.md, "The worker").
+worker processes and real signals (docs/worker-internals.md, "The worker").
 
 Every processor appends ``<job id> <attempt> <pid>`` to an invocation log (a file, so
 it works while the database is down) before it does anything else: the log is the truth

@@ -1,6 +1,6 @@
 """``pause``, ``resume``, ``paused`` and ``limits`` (list, set, clear): the run-time
 controls (issue 30) through the operator API, acting as ``--actor``. Every worker picks a
-change up within ``Settings.controls_refresh`` (docs/operations.md, "Tenants, limits and
+change up within ``Settings.controls_refresh`` (docs/controls.md, "Tenants, limits and
 pause")."""
 
 from __future__ import annotations

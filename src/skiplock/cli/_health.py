@@ -20,9 +20,7 @@ if TYPE_CHECKING:
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--json", action="store_true", help="print JSON (keys in docs/operations.md)"
-    )
+    parser.add_argument("--json", action="store_true", help="print JSON (keys in docs/health.md)")
 
 
 def add_worker_timeout(parser: argparse.ArgumentParser) -> None:

@@ -182,7 +182,7 @@ COMMANDS: dict[str, Command[Any]] = {
                 "silent), whether the database answers (skiplock_up) and the health verdict "
                 "(skiplock_healthy), read from the store at each scrape (cached 5 s). A "
                 "database that is down is reported (skiplock_up 0), not fatal. Needs the "
-                "prometheus extra; see docs/operations.md."
+                "prometheus extra; see docs/metrics.md."
             ),
             _flat(_metrics.add_options),
             _metrics.run,

@@ -8,7 +8,7 @@
   --log-format json``).
 - :func:`json_handler` is a stream handler with both.
 
-Standard library only (R7); see docs/operations.md, "Logging".
+Standard library only (R7); see docs/workers.md, "Logging".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 :class:`OtelTracer` is a :class:`skiplock.ports.Tracer` on the OpenTelemetry *API* only:
 the application configures the SDK (provider, exporter, propagators) as usual. Spans
-follow the messaging semantic conventions (docs/operations.md, "Tracing"):
+follow the messaging semantic conventions (docs/metrics.md, "Tracing"):
 
 - enqueue: a ``PRODUCER`` span ``send <kind>`` around the store call; its context (W3C
   ``traceparent``, through the globally configured propagator) is stored with each job as

@@ -3,12 +3,12 @@
 :class:`PrometheusMetrics` is a :class:`skiplock.ports.Metrics`: pass it to the engine
 (``AsyncEngine(store, metrics=PrometheusMetrics())``) and serve its registry
 (``skiplock worker --metrics-port 9100``, or :meth:`PrometheusMetrics.serve`). The full
-list of metrics, their labels and example alerts are in docs/operations.md, "Metrics".
+list of metrics, their labels and example alerts are in docs/metrics.md, "Metrics".
 
 Per-job counters and histograms are updated by the worker as jobs go. Queue depths and
 worker gauges are read when Prometheus scrapes: one ``counts()`` read per scrape (cached
 for ``cache_seconds``), never per job. ``counts()`` is exact and costs O(kinds x tenants x
-states), whatever the number of jobs (PostgreSQL: running totals, docs/architecture.md
+states), whatever the number of jobs (PostgreSQL: running totals, docs/internals.md
 "Operator reads").
 
 Without a worker in the process (an exporter: ``skiplock metrics serve``, or the

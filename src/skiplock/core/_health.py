@@ -375,7 +375,7 @@ class HealthReport:
     abandoned: list[AbandonedJobs] = attrs.field(factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as JSON-ready data; keys are listed in docs/operations.md."""
+        """The report as JSON-ready data; keys are listed in docs/health.md."""
         return {
             "healthy": self.healthy,
             "problems": list(self.problems),

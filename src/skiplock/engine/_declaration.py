@@ -39,7 +39,7 @@ class TaskOptions(TypedDict, total=False):
     ``priority`` of its jobs, and their ``concurrency_key`` (a str, or a function of the
     payload returning the key or None) with its ``concurrency_limit`` (default 1): at
     most that many jobs of one key run at once, across kinds and workers
-    (docs/tasks.md, "Concurrency keys"). ``None`` (or leaving a keyword out) means "not
+    (docs/keys.md, "Concurrency keys"). ``None`` (or leaving a keyword out) means "not
     set here".
     """
 

@@ -36,9 +36,9 @@ class Enqueue:
     ``max_attempts`` ``None`` leaves it to the policy of the processor that runs the job
     (the enqueuing engine's resolved policy is stored until a worker claims it).
     ``idempotency_scope`` and ``idempotency_conflict`` ``None`` take the kind's policy
-    (``global`` and ``ignore`` unless configured; docs/tasks.md, "Idempotency keys").
+    (``global`` and ``ignore`` unless configured; docs/keys.md, "Idempotency keys").
     ``concurrency_key`` ``None`` takes the kind's declared key, if any;
-    ``concurrency_limit`` (default 1) caps the running jobs of the key (docs/tasks.md,
+    ``concurrency_limit`` (default 1) caps the running jobs of the key (docs/keys.md,
     "Concurrency keys").
     """
 

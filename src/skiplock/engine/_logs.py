@@ -5,7 +5,7 @@ process: under uvicorn's default logging config only uvicorn's own loggers have 
 so the worker's INFO lines (started, stopped, released jobs) went nowhere (Python's
 last-resort handler shows WARNING and above only). :func:`visible_logs` gives them the
 ``skiplock worker`` command's format on stderr for as long as nothing else would show
-them, and never touches a logging setup the application made (docs/operations.md,
+them, and never touches a logging setup the application made (docs/workers.md,
 "Logging").
 """
 

@@ -8,7 +8,7 @@ readiness asks the store for its clock (``SELECT now()`` on PostgreSQL, a trivia
 and answers 503 unless it answers within ``timeout`` seconds (default: the engine's
 ``Settings.request_timeout``, the deadline of every web request). The scrape endpoint serves a
 :class:`~skiplock.contrib.prometheus.PrometheusMetrics` that watches the engine's store
-(docs/operations.md, "Metrics without a worker").
+(docs/metrics.md, "Metrics without a worker").
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ API as a router, and the request's transaction for enqueueing.
 * ``create_probes_router(engine)``: ``/livez`` and ``/readyz`` for Kubernetes probes,
   without authorization by design (they reveal nothing).
 * ``create_metrics_router(engine)``: the queue's Prometheus metrics at ``/metrics``,
-  with or without a worker in the process (docs/operations.md).
+  with or without a worker in the process (docs/metrics.md).
 
 All but the lifespan import FastAPI when called (``pip install 'skiplock[fastapi]'``;
 the dashboard also needs ``skiplock[dashboard]``, the metrics ``skiplock[prometheus]``).

@@ -13,7 +13,7 @@
 * ``create_probes_blueprint(engine)``: ``/livez`` and ``/readyz`` for Kubernetes probes,
   without authorization by design (they reveal nothing).
 * ``create_metrics_blueprint(engine)``: the queue's Prometheus metrics at ``/metrics``
-  (docs/operations.md; needs ``skiplock[prometheus]``).
+  (docs/metrics.md; needs ``skiplock[prometheus]``).
 
 Needs ``pip install 'skiplock[flask]'``; see docs/flask.md.
 """

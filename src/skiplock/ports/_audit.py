@@ -7,7 +7,7 @@ This module is the generated sync twin of ``_audit_async.py``.
 A store call that changes jobs takes ``audit=``: an :class:`Audit` naming the
 actor and the sink. Without a sink the store writes its own audit table in the statement
 of the change; with one it calls :meth:`AuditSink.record` inside the change's
-transaction (docs/operations.md, "Audit trail").
+transaction (docs/audit.md, "Audit trail").
 """
 
 from __future__ import annotations

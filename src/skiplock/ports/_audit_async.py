@@ -3,7 +3,7 @@
 A store call that changes jobs takes ``audit=``: an :class:`AsyncAudit` naming the
 actor and the sink. Without a sink the store writes its own audit table in the statement
 of the change; with one it calls :meth:`AsyncAuditSink.record` inside the change's
-transaction (docs/operations.md, "Audit trail").
+transaction (docs/audit.md, "Audit trail").
 """
 
 from __future__ import annotations

@@ -249,7 +249,7 @@ class AsyncWorkersRole(Protocol):
     ) -> NextDue | None:
         """When the next pending job of ``kinds`` and ``tenants`` (None: any) that is not
         due yet falls due, or None if there is none: the worker's next-due timer (see
-        docs/architecture.md, "The worker"). Jobs due already are the claim's business.
+        docs/worker-internals.md, "The worker"). Jobs due already are the claim's business.
         A cheap, bounded read; it may answer with an earlier time than the job's (never a
         later one), after which the worker asks again."""
         ...

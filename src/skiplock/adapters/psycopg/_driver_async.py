@@ -162,7 +162,7 @@ async def _run_script(cur: AsyncCursor[Any], text: str) -> None:
 
 class _OwnedPool(AsyncConnectionPool[Any]):
     """The pool a driver makes from a connection string: psycopg_pool's, with two changes
-    for a server that goes away (see docs/operations.md, "When the database goes away").
+    for a server that goes away (see docs/health.md, "When the database goes away").
 
     - Reconnection waits are capped (:class:`~._connections.CappedBackoff`): the pool
       reconnects within about a second of the server accepting connections again.

@@ -1,5 +1,5 @@
 """What a bulk action bound to a confirmation did: the jobs it changed and the jobs it
-skipped, each with why (docs/admin.md, "Act on what was confirmed")."""
+skipped, each with why (docs/admin-changes.md, "Act on what was confirmed")."""
 
 from __future__ import annotations
 

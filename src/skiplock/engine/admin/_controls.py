@@ -2,7 +2,7 @@
 # DO NOT EDIT: change the async source and run `python tools/unasync.py`.
 """Run-time controls of an engine (issue 30): pause and resume kinds, tenants and (kind,
 tenant) pairs, and set rate limits and provider caps, stored for every worker of the
-cluster (docs/operations.md, "Tenants, limits and pause").
+cluster (docs/controls.md, "Tenants, limits and pause").
 
 This module is the generated sync twin of ``_controls_async.py``.
 """

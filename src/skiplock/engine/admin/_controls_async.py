@@ -1,6 +1,6 @@
 """Run-time controls of an engine (issue 30) (async source; ``_controls.py`` is the sync
 twin): pause and resume kinds, tenants and (kind, tenant) pairs, and set rate limits and
-provider caps, stored for every worker of the cluster (docs/operations.md, "Tenants,
+provider caps, stored for every worker of the cluster (docs/controls.md, "Tenants,
 limits and pause")."""
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ class ReadOps:
     def get_job(self, job_id: int) -> Job:
         """One job, with what its runs recorded (``attempts``, ``last_error``,
         ``started_at``, ``completed_at``, the processor's ``result`` and the failed
-        attempts in ``errors``: docs/architecture.md, "What a job records");
+        attempts in ``errors``: docs/worker-internals.md, "What a job records");
         JobNotFoundError if absent."""
         job = self._store.get(check_job_id("job_id", job_id))
         if job is None:

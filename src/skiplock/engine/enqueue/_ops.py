@@ -74,10 +74,10 @@ class EnqueueOps:
         ``idempotency_conflict="replace_pending"`` a still-pending existing job takes this
         payload, due time and priority (``replaced=True``). ``None`` takes the kind's
         policy. A key whose job retention purged within ``Settings.idempotency_retention``
-        returns that job's id with ``purged=True`` (docs/tasks.md, "Idempotency keys").
+        returns that job's id with ``purged=True`` (docs/keys.md, "Idempotency keys").
         At most ``concurrency_limit`` (default 1) jobs of ``concurrency_key`` run at once,
         across kinds and workers; ``None`` takes the kind's declared key, if any
-        (docs/tasks.md, "Concurrency keys").
+        (docs/keys.md, "Concurrency keys").
         """
 
         def build(builder: RequestBuilder) -> list[EnqueueRequest]:

@@ -197,7 +197,7 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         False,
         FLAG,
         "Record an audit trail of job lifecycle changes in the store's audit table (or "
-        "the engine's `audit_sink`, which turns it on by itself); see docs/operations.md.",
+        "the engine's `audit_sink`, which turns it on by itself); see docs/audit.md.",
     ),
     Setting(
         "audit_actor",

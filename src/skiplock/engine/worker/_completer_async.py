@@ -2,7 +2,7 @@
 twin).
 
 Outcomes of jobs that did not complete inside their own transaction are queued here and
-written many per ``store.complete`` call (see docs/architecture.md, "The worker"). No
+written many per ``store.complete`` call (see docs/worker-internals.md, "The worker"). No
 timer: each round writes whatever accumulated while the previous write ran, so batches
 grow with the load and an idle worker's outcome is written at once. A write the store
 rejects is retried with backoff, together with the outcomes that arrived meanwhile.

@@ -2,7 +2,7 @@
 # DO NOT EDIT: change the async source and run `python tools/unasync.py`.
 """The loops of a serving worker: the claim loop and, beside it, heartbeats,
 maintenance, periodic schedules and the notifier's wake-ups (see
-docs/architecture.md, "The worker").
+docs/worker-internals.md, "The worker").
 
 This module is the generated sync twin of ``_loops_async.py``.
 """

@@ -1,6 +1,6 @@
 """The loops of a serving worker (async source; ``_loops.py`` is the sync twin):
 the claim loop and, beside it, heartbeats, maintenance, periodic schedules and the
-notifier's wake-ups (see docs/architecture.md, "The worker").
+notifier's wake-ups (see docs/worker-internals.md, "The worker").
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ This module is the generated sync twin of ``_parts_async.py``.
 this process); :func:`build_own_parts` builds the parts each worker owns from them and
 wires them to each other: the :class:`~._lease.LeaseKeeper`, the
 :class:`~._completer.Completer` and the :class:`~._dispatch.Dispatcher` with
-its :class:`~._runner.JobRunner` (see docs/architecture.md, "The worker").
+its :class:`~._runner.JobRunner` (see docs/worker-internals.md, "The worker").
 """
 
 from __future__ import annotations

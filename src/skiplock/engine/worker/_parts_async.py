@@ -4,7 +4,7 @@
 this process); :func:`build_own_parts` builds the parts each worker owns from them and
 wires them to each other: the :class:`~._lease_async.LeaseKeeper`, the
 :class:`~._completer_async.Completer` and the :class:`~._dispatch_async.Dispatcher` with
-its :class:`~._runner_async.JobRunner` (see docs/architecture.md, "The worker").
+its :class:`~._runner_async.JobRunner` (see docs/worker-internals.md, "The worker").
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ room (:meth:`AsyncJobStore.next_due <skiplock.ports.AsyncJobStore.next_due>`), a
 the retries and delayed releases it writes itself. The read is repeated only when what
 it knew may have changed: a notification (the jobs triggers notify also for jobs due
 later), the known time passing, or no notifier at all; so an idle worker with nothing
-new costs the store what it did before, one claim per poll. See docs/architecture.md,
+new costs the store what it did before, one claim per poll. See docs/worker-internals.md,
 "The worker".
 """
 

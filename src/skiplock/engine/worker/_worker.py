@@ -5,14 +5,14 @@
 This module is the generated sync twin of ``_worker_async.py``.
 
 ``Worker`` runs each job in its own thread. The worker is a small coordinator over a few
-parts, each with its own state (see docs/architecture.md, "The worker"): the
+parts, each with its own state (see docs/worker-internals.md, "The worker"): the
 :class:`~._dispatch.Dispatcher` (claims, the prefetch buffer, slots), the
 :class:`~._runner.JobRunner` (one job), the :class:`~._completer.Completer` (batched
 outcomes), the :class:`~._lease.LeaseKeeper` (registration, heartbeats, lost jobs) and the
 engine's :class:`~.._limits.RateLimiter` and :class:`~.._limits.NodeSlots` (throttling and
 node limits, shared by the engine's workers in this process). They are built and wired in
-``_parts.py``; the loops the worker runs while it serves are in ``_loops.py``, how it
-lives in its host process (in the background, under stop signals) in ``_host.py``.
+``_parts.py``; the loops the worker runs while it serves are in ``_loops.py``, how it lives
+in its host process (in the background, under stop signals) in ``_host.py``.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Worker:
     is it left to stale-claim recovery.
 
     Prefetched (held) jobs pay their attempt only once they start (see
-    docs/architecture.md, "The worker"). While the worker's lease is in doubt (a store
+    docs/worker-internals.md, "The worker"). While the worker's lease is in doubt (a store
     error, or no good heartbeat for half the stale TTL) it starts and claims nothing until
     a heartbeat succeeded; if its registration is gone it drops every job it holds before
     registering again.
@@ -216,7 +216,7 @@ class Worker:
         ``monotonic()`` scale) and what it waits for: the next poll, or sooner the time
         the earliest job of this worker's kinds and tenants falls due (``due`` on the same
         scale, ``due_at`` on the store's clock). None before the first wait. A snapshot,
-        for tests and diagnostics (see docs/architecture.md, "The worker")."""
+        for tests and diagnostics (see docs/worker-internals.md, "The worker")."""
         return self._dispatcher.timer.armed()
 
     def run(self) -> None:

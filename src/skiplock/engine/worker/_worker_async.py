@@ -2,7 +2,7 @@
 
 ``AsyncWorker`` runs each job in its own asyncio task, ``Worker`` in its own thread. The
 worker is a small coordinator over a few parts, each with its own state (see
-docs/architecture.md, "The worker"): the :class:`~._dispatch_async.Dispatcher` (claims,
+docs/worker-internals.md, "The worker"): the :class:`~._dispatch_async.Dispatcher` (claims,
 the prefetch buffer, slots), the :class:`~._runner_async.JobRunner` (one job), the
 :class:`~._completer_async.Completer` (batched outcomes), the
 :class:`~._lease_async.LeaseKeeper` (registration, heartbeats, lost jobs) and the
@@ -95,7 +95,7 @@ class AsyncWorker:
     only when the database does not answer is it left to stale-claim recovery.
 
     Prefetched (held) jobs pay their attempt only once they start (see
-    docs/architecture.md, "The worker"). While the worker's lease is in doubt (a store
+    docs/worker-internals.md, "The worker"). While the worker's lease is in doubt (a store
     error, or no good heartbeat for half the stale TTL) it starts and claims nothing until
     a heartbeat succeeded; if its registration is gone it drops every job it holds before
     registering again.
@@ -226,7 +226,7 @@ class AsyncWorker:
         ``monotonic()`` scale) and what it waits for: the next poll, or sooner the time
         the earliest job of this worker's kinds and tenants falls due (``due`` on the same
         scale, ``due_at`` on the store's clock). None before the first wait. A snapshot,
-        for tests and diagnostics (see docs/architecture.md, "The worker")."""
+        for tests and diagnostics (see docs/worker-internals.md, "The worker")."""
         return self._dispatcher.timer.armed()
 
     async def run(self) -> None:

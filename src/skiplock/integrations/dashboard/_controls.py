@@ -1,6 +1,6 @@
 """The dashboard's "Pauses and limits" page, framework- and flavour-neutral (shared by the
 async and the sync dashboard): what its forms carry, the operator call each applies
-(``pause``, ``resume``, ``set_limit``, ``clear_limit``, docs/operations.md "Tenants,
+(``pause``, ``resume``, ``set_limit``, ``clear_limit``, docs/controls.md "Tenants,
 limits and pause") and what the page shows.
 
 The forms name the scope in plain fields (``kind``, ``tenant``, ``provider``); an empty

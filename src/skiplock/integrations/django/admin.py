@@ -266,7 +266,7 @@ class JobAdmin(ReadOnlyAdmin):
         operation: Callable[[Operator, str], object],
     ) -> None:
         """Pause or resume each kind of the selected jobs (every tenant's: the kind-wide
-        pause of docs/operations.md, "Tenants, limits and pause"), as the admin user."""
+        pause of docs/controls.md, "Tenants, limits and pause"), as the admin user."""
         ops = admin_task_backend().engine.operator(request.user.get_username())
         kinds = sorted(set(queryset.values_list("kind", flat=True)))
         for kind in kinds:

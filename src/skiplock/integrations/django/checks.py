@@ -1,4 +1,5 @@
-"""System checks of the ``skiplock`` app (``manage.py check``; docs/django.md, "Checks").
+"""System checks of the ``skiplock`` app (``manage.py check``; docs/django-admin.md,
+"Health and checks").
 
 - ``skiplock.W001``: the app is installed but no ``settings.TASKS`` backend is a
   ``SkiplockBackend``.
@@ -147,7 +148,7 @@ def check_mounts(
                     f"and which answers {taken!r}",
                     hint="Include each of skiplock's URL lists at its own prefix, e.g. "
                     "the REST API at ops/jobs/api/ before the dashboard at ops/jobs/ "
-                    "(docs/django.md, 'The REST API, the dashboard and probes').",
+                    "(docs/django-admin.md, 'The REST API, the dashboard and probes').",
                     id="skiplock.E006",
                 )
             )

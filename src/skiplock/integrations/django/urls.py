@@ -1,6 +1,6 @@
 """The operator surface in a URLconf: the REST admin API, the dashboard and the probes
 of a skiplock backend's engine, each a list of URL patterns for ``include()``
-(docs/django.md, "The REST API, the dashboard and probes")::
+(docs/django-admin.md, "The REST API, the dashboard and probes")::
 
     from skiplock.integrations.django import urls as skiplock_urls
 

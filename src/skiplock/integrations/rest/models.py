@@ -191,7 +191,7 @@ class WorkersQuery(_Input):
 
 
 class HealthQuery(WorkersQuery):
-    """Thresholds of the health report (see docs/operations.md)."""
+    """Thresholds of the health report (see docs/health.md)."""
 
     max_pending_age: Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)] | None = (
         Field(None, description="Unhealthy if a kind's oldest due job waited longer (seconds).")

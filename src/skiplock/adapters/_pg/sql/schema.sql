@@ -44,7 +44,7 @@ CREATE TABLE {schema}.jobs (
     -- idempotency_key (which is then NULL).
     tenant_idempotency_key text,
     -- At most concurrency_limit running jobs per concurrency_key, across kinds and
-    -- workers (0018, docs/tasks.md "Concurrency keys"); both NULL without a key.
+    -- workers (0018, docs/keys.md "Concurrency keys"); both NULL without a key.
     concurrency_key text,
     concurrency_limit integer,
     CONSTRAINT jobs_status_check CHECK (

@@ -1,5 +1,5 @@
 -- 0013: the jobs triggers also notify for jobs that are due later, so a listening worker
--- arms its next-due timer for them (docs/architecture.md, "The worker"): a job enqueued
+-- arms its next-due timer for them (docs/worker-internals.md, "The worker"): a job enqueued
 -- for later, a retry after its backoff, a release with a delay. The payload is still the
 -- kind; a notified worker claims, and when nothing is due asks the bounded next_due
 -- query when the next job of its kinds and tenants falls due.

@@ -5,7 +5,7 @@
 -- working. A key unique among one tenant's jobs is kept in tenant_idempotency_key
 -- instead, unique per tenant. A key whose job retention purged is kept in
 -- idempotency_keys for Settings.idempotency_retention, so an enqueue with it still finds
--- it (docs/tasks.md, "Idempotency keys").
+-- it (docs/keys.md, "Idempotency keys").
 -- Placeholders: {schema} (quoted schema name).
 
 ALTER TABLE {schema}.jobs ADD COLUMN tenant_idempotency_key text;

@@ -1,4 +1,4 @@
--- 0016: cluster-wide rates (docs/operations.md, "Cluster-wide rates and throttling").
+-- 0016: cluster-wide rates (docs/controls.md, "Cluster-wide rates and throttling").
 -- The token buckets every worker draws from: one per (kind, tenant) pair with a rate and
 -- one per provider with a cap. A claim of rate-limited kinds reads them under the kinds'
 -- advisory locks, takes no more jobs than they hold, and writes them back in the same

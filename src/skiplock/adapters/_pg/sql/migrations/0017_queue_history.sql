@@ -1,4 +1,4 @@
--- 0017: the queue over time (the dashboard's charts, docs/dashboard.md "Charts"): the
+-- 0017: the queue over time (the dashboard's charts, docs/dashboard-pages.md "Charts"): the
 -- finished minutes get the kind (throughput per kind), and the counts roll-up takes one
 -- sample per minute and kind of the backlog and the claim latency. Reads stay
 -- O(minutes x kinds), never O(jobs). Placeholders: {schema} (quoted schema name).

@@ -1,4 +1,4 @@
--- 0018: concurrency keys (issue 41, docs/tasks.md "Concurrency keys"): a job may carry a
+-- 0018: concurrency keys (issue 41, docs/keys.md "Concurrency keys"): a job may carry a
 -- key and a limit, and at most that many jobs of one key run at once, whatever their
 -- kinds and workers. claim_candidates enforces it for every claim (a worker of the
 -- previous release too): its walk leaves out the jobs of keys that run as many as they
