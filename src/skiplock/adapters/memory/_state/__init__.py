@@ -47,7 +47,8 @@ __all__ = ["AuditNote", "InMemoryTransaction", "MemoryState"]
 
 class MemoryState(JobsState, WorkersState, ControlsState, ReadsState, AdminState, UpkeepState):
     """Jobs, the idempotency index, worker rows, maintenance runs and the id sequence,
-    behind one lock: every role's part over one :class:`~._base.StateBase`.
+    behind one lock: one part per role of :mod:`skiplock.ports` over shared rows
+    (``_base.StateBase``).
 
     ``now`` always comes from ``clock``. Listeners registered with :meth:`subscribe` are
     called (outside the lock, from the writing thread) after every write that made a job
