@@ -1,8 +1,11 @@
 """The in-memory job store (async source; ``_store.py`` is its generated sync twin).
 
 A complete store for unit tests and demos: it passes the same contract suite as the
-PostgreSQL adapters. All logic lives in :class:`~._state.MemoryState`; this class only
-adapts it to the port's calling convention.
+PostgreSQL adapters. All logic lives in :class:`~._state.MemoryState`; the store only
+adapts it to the port's calling convention, one class per role of :mod:`skiplock.ports`
+over the transactions of ``_transaction_async`` (each class names the contract-kit mixins
+that test it; ``_state``'s docstring has the whole table). The audit trail's contract
+(J10) spans every role that changes jobs, the model check the whole store.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from skiplock._compat_async import ThreadSafeEvent
 from skiplock.core import JobFilter
 
-from ._state import AuditNote, InMemoryTransaction, MemoryState
+from ._state import AuditNote, MemoryState
+from ._transaction_async import AsyncMemoryTransactions
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
@@ -38,6 +42,58 @@ if TYPE_CHECKING:
     )
     from skiplock.core.store import Controls, Limit, Pause, QueueSample
     from skiplock.ports import AsyncAudit, Clock
+
+
+class AsyncMemoryJobs(AsyncMemoryTransactions):
+    """The enqueue path and a worker's run of a job.
+
+    ``JobsRole`` (state: ``_state._jobs``), tested by the kit's ``AsyncEnqueueContract``,
+    ``AsyncIdempotencyContract``, ``AsyncClaimContract``, ``AsyncRateContract``,
+    ``AsyncCompletionContract``, ``AsyncResultsContract`` and ``AsyncLifecycleContract``
+    (which spans ``JobsRole`` and ``WorkersRole``).
+    """
+
+    async def enqueue(
+        self,
+        requests: Sequence[EnqueueRequest],
+        *,
+        connection: Any = None,
+        audit: AsyncAudit | None = None,
+    ) -> list[EnqueueResult]:
+        """Create jobs (already validated), all or none; results in request order."""
+        if audit is None:
+            return self._state.enqueue(requests, connection)
+        async with self._audited(connection, audit, kept=False) as (handle, note):
+            results = self._state.enqueue(requests, handle, note)
+        return results
+
+    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> list[Job]:
+        """Atomically move due pending jobs to running for ``request.worker_id``; the
+        first ``request.start_now`` start, the rest are held until :meth:`start`.
+        (Every row here is a job, so a claim buries nothing and audits nothing.)"""
+        return self._state.claim(request)
+
+    async def start(self, leases: Sequence[Lease]) -> list[bool]:
+        """Begin held jobs (attempts += 1); False where the lease was lost."""
+        return self._state.start(leases)
+
+    async def complete(
+        self,
+        completions: Sequence[Completion],
+        *,
+        connection: Any = None,
+        audit: AsyncAudit | None = None,
+    ) -> list[bool]:
+        """Record outcomes, each fenced by its lease; True where it was applied."""
+        if audit is None:
+            return self._state.complete(completions, connection)
+        async with self._audited(connection, audit, kept=True) as (handle, note):
+            applied = self._state.complete(completions, handle, note)
+        return applied
+
+    async def get(self, job_id: int, *, connection: Any = None) -> Job | None:
+        """One job, or None."""
+        return self._state.get(job_id, connection)
 
 
 class AsyncInMemoryNotifier:
@@ -79,129 +135,16 @@ class AsyncInMemoryNotifier:
             self._event = None
 
 
-class AsyncInMemoryJobStore:
-    """The job store port implemented in process memory.
+class AsyncMemoryWorkers(AsyncMemoryTransactions):
+    """Worker registration, heartbeats, recovery and wakeups.
 
-    ``clock`` is the store's clock (default: the system clock); pass a
-    :class:`skiplock.testing.FakeClock` to control due times in tests. The store is
-    thread-safe. ``transaction()`` yields an :class:`InMemoryTransaction` accepted as
-    ``connection=``; its writes apply atomically at commit. ``statement_timeout`` of
-    ``transaction()`` and ``autocommit()`` is accepted and ignored (nothing here blocks on
-    a database).
-
-    Audit (J10): without a sink the events go to the state's audit table, committed with
-    the transaction's writes. An audit sink is called with the events of a change the
-    caller asked for (enqueue, apply, apply_job, delete) in a transaction: the caller's (undone back
-    to where the call began if the sink raises) or one of the store's own (rolled back
-    if it raises), and gets that transaction's handle. A worker's change (complete,
-    recover_stale) applies first; the sink then gets the job's transaction handle (what
-    it wrote there is undone if it raises) or None, and its error is logged.
+    ``WorkersRole`` (state: ``_state._workers``), tested by the kit's
+    ``AsyncWorkersContract`` (which spans ``WorkersRole`` and ``UpkeepRole``),
+    ``AsyncNotifierContract`` and the worker tests of ``AsyncClaimContract`` and
+    ``AsyncLifecycleContract``.
     """
 
-    def __init__(self, clock: Clock | None = None, *, state: MemoryState | None = None) -> None:
-        if state is not None and clock is not None:
-            raise TypeError("pass either clock= or state= (the state has its own clock)")
-        self._state = state if state is not None else MemoryState(clock)
-        self._notifiers: list[AsyncInMemoryNotifier] = []
-
-    @property
-    def state(self) -> MemoryState:
-        """The shared state; another store built with ``state=`` sees the same jobs."""
-        return self._state
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
-
-    async def now(self) -> datetime:
-        """The store's clock."""
-        return self._state.now()
-
-    @asynccontextmanager
-    async def transaction(
-        self, *, statement_timeout: float | None = None
-    ) -> AsyncIterator[InMemoryTransaction]:
-        """Buffer writes made with ``connection=tx``; commit on exit, discard on error.
-
-        ``statement_timeout`` is ignored.
-        """
-        tx = self._state.begin()
-        try:
-            yield tx
-        except BaseException:
-            self._state.rollback(tx)
-            raise
-        self._state.commit(tx)
-
-    @asynccontextmanager
-    async def autocommit(
-        self, *, statement_timeout: float | None = None
-    ) -> AsyncIterator[InMemoryTransaction]:
-        """A handle whose writes apply immediately (``statement_timeout`` is ignored)."""
-        handle = self._state.begin(autocommit=True)
-        try:
-            yield handle
-        finally:
-            self._state.rollback(handle)
-
-    @asynccontextmanager
-    async def _audited(
-        self, connection: Any, audit: AsyncAudit, *, kept: bool
-    ) -> AsyncIterator[tuple[Any, AuditNote]]:
-        """The handle for a change audited by ``audit`` and the note it collects events
-        in; with a sink, the sink is called as the class docstring says."""
-        note = AuditNote(actor=audit.actor, table=audit.sink is None)
-        state = self._state
-        tx = state.handle(connection)
-        if audit.sink is None or kept:
-            yield connection, note
-            if not note.events:
-                return
-            if tx is None or tx.autocommit:
-                await audit.record_kept(note.events, connection)
-                return
-            # In a job's transaction: what a failing sink wrote there goes, the change stays.
-            savepoint = state.savepoint(tx)
-            if not await audit.record_kept(note.events, tx):
-                state.rollback_to(tx, savepoint)
-        elif tx is None or tx.autocommit:
-            own = state.begin()
-            try:
-                yield own, note
-                if note.events:
-                    await audit.sink.record(note.events, own)
-            except BaseException:
-                state.rollback(own)
-                raise
-            state.commit(own)
-        else:
-            savepoint = state.savepoint(tx)
-            try:
-                yield tx, note
-                if note.events:
-                    await audit.sink.record(note.events, tx)
-            except Exception:
-                state.rollback_to(tx, savepoint)
-                raise
-
-    async def enqueue(
-        self,
-        requests: Sequence[EnqueueRequest],
-        *,
-        connection: Any = None,
-        audit: AsyncAudit | None = None,
-    ) -> list[EnqueueResult]:
-        """Create jobs (already validated), all or none; results in request order."""
-        if audit is None:
-            return self._state.enqueue(requests, connection)
-        async with self._audited(connection, audit, kept=False) as (handle, note):
-            results = self._state.enqueue(requests, handle, note)
-        return results
-
-    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> list[Job]:
-        """Atomically move due pending jobs to running for ``request.worker_id``; the
-        first ``request.start_now`` start, the rest are held until :meth:`start`.
-        (Every row here is a job, so a claim buries nothing and audits nothing.)"""
-        return self._state.claim(request)
+    _notifiers: list[AsyncInMemoryNotifier]
 
     async def next_due(
         self, kinds: frozenset[str] | None, tenants: frozenset[str] | None
@@ -210,27 +153,110 @@ class AsyncInMemoryJobStore:
         due yet falls due, on the store's clock; None if there is none."""
         return self._state.next_due(kinds, tenants)
 
-    async def start(self, leases: Sequence[Lease]) -> list[bool]:
-        """Begin held jobs (attempts += 1); False where the lease was lost."""
-        return self._state.start(leases)
+    async def register_worker(self, info: WorkerInfo) -> None:
+        """Insert or refresh a worker row (heartbeat = now); jobs an earlier life of
+        this worker id left running go back to pending."""
+        self._state.register_worker(info)
 
-    async def complete(
+    async def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+        """Refresh the heartbeat; None if the worker row is gone, else the ids among
+        ``running`` no longer running under this worker."""
+        return self._state.heartbeat(worker_id, running)
+
+    async def unregister_worker(self, worker_id: str) -> list[int]:
+        """Remove the worker row (clean shutdown) and release the jobs still running under
+        its id; returns their ids."""
+        return self._state.unregister_worker(worker_id)
+
+    async def recover_stale(
         self,
-        completions: Sequence[Completion],
         *,
-        connection: Any = None,
+        default_ttl: timedelta,
+        ttls: Mapping[str, timedelta],
         audit: AsyncAudit | None = None,
-    ) -> list[bool]:
-        """Record outcomes, each fenced by its lease; True where it was applied."""
+    ) -> list[int]:
+        """Return stale running jobs to pending (or dead), then drop long-silent worker
+        rows; returns the jobs' ids."""
         if audit is None:
-            return self._state.complete(completions, connection)
-        async with self._audited(connection, audit, kept=True) as (handle, note):
-            applied = self._state.complete(completions, handle, note)
-        return applied
+            return self._state.recover_stale(default_ttl=default_ttl, ttls=ttls)
+        async with self._audited(None, audit, kept=True) as (_, note):
+            recovered = self._state.recover_stale(default_ttl=default_ttl, ttls=ttls, audit=note)
+        return recovered
 
-    async def get(self, job_id: int, *, connection: Any = None) -> Job | None:
-        """One job, or None."""
-        return self._state.get(job_id, connection)
+    def notifier(self) -> AsyncInMemoryNotifier:
+        """A new notifier woken by this store's writes."""
+        notifier = AsyncInMemoryNotifier(self._state)
+        self._notifiers.append(notifier)
+        return notifier
+
+
+class AsyncMemoryControls(AsyncMemoryTransactions):
+    """Pauses and limits, read and changed.
+
+    ``ControlsRole`` (state: ``_state._controls``), tested by the kit's
+    ``AsyncControlsContract``.
+    """
+
+    async def controls(self) -> Controls:
+        """Every pause and limit, in the order they were first set."""
+        return self._state.controls()
+
+    async def pause(self, pause: Pause, *, audit: AsyncAudit | None = None) -> Pause:
+        """Set the pause (audited with ``audit``)."""
+        async with self._control_audit(audit) as note:
+            return self._state.pause(pause, note)
+
+    async def resume(
+        self, kind: str | None, tenant: str | None, *, audit: AsyncAudit | None = None
+    ) -> Pause | None:
+        """Lift the pause of exactly ``(kind, tenant)`` (audited with ``audit``)."""
+        async with self._control_audit(audit) as note:
+            return self._state.resume(kind, tenant, note)
+
+    async def set_limit(self, limit: Limit, *, audit: AsyncAudit | None = None) -> Limit:
+        """Set the limit (audited with ``audit``)."""
+        async with self._control_audit(audit) as note:
+            return self._state.set_limit(limit, note)
+
+    async def clear_limit(
+        self,
+        kind: str | None,
+        tenant: str | None,
+        provider: str | None,
+        *,
+        audit: AsyncAudit | None = None,
+    ) -> Limit | None:
+        """Remove the limit of exactly ``(kind, tenant)`` or ``provider`` (audited with
+        ``audit``)."""
+        async with self._control_audit(audit) as note:
+            return self._state.clear_limit(kind, tenant, provider, note)
+
+    @asynccontextmanager
+    async def _control_audit(self, audit: AsyncAudit | None) -> AsyncIterator[AuditNote | None]:
+        """The note a control change audits in; with a sink, the sink gets its events
+        (no transaction handle: the change applied at once) and a sink that raises undoes
+        the change."""
+        if audit is None:
+            yield None
+            return
+        note = AuditNote(actor=audit.actor, table=audit.sink is None)
+        before = self._state.controls()
+        yield note
+        if audit.sink is not None and note.events:
+            try:
+                await audit.sink.record(note.events, None)
+            except BaseException:
+                self._state.restore_controls(before)
+                raise
+
+
+class AsyncMemoryReads(AsyncMemoryTransactions):
+    """What the admin reads, the dashboard and the exporter need.
+
+    ``ReadsRole`` (state: ``_state._reads``), tested by the kit's ``AsyncHealthContract``,
+    ``AsyncThroughputContract``, ``AsyncRecountContract``, ``AsyncHistoryContract`` (which
+    spans ``ReadsRole`` and ``UpkeepRole``) and the reads of ``AsyncAdminContract``.
+    """
 
     async def list_jobs(self, filter: JobFilter, page: Page) -> JobPage:
         """Jobs matching ``filter`` ordered by id (keyset page)."""
@@ -239,12 +265,6 @@ class AsyncInMemoryJobStore:
     async def counts(self) -> list[StateCount]:
         """Number of jobs per (state, kind, tenant), zero counts omitted."""
         return self._state.counts()
-
-    async def roll_up_counts(self) -> int:
-        """Nothing to fold (the memory store counts its jobs directly): takes this
-        minute's queue samples if not taken yet."""
-        self._state.take_samples()
-        return 0
 
     async def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
         """Jobs finished at or after ``since`` per bucket, final state and kind."""
@@ -257,6 +277,18 @@ class AsyncInMemoryJobStore:
     async def health_snapshot(self) -> HealthSnapshot:
         """Workers and per-kind queues for the health report (no schema to report)."""
         return self._state.health_snapshot()
+
+    async def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
+        """The job's events in the audit table, oldest first."""
+        return self._state.audit_trail(job_id, connection)
+
+
+class AsyncMemoryAdmin(AsyncMemoryTransactions):
+    """Operator transitions and deletion of jobs.
+
+    ``AdminRole`` (state: ``_state._admin``), tested by the kit's ``AsyncAdminContract``
+    (which spans ``AdminRole`` and ``ReadsRole``).
+    """
 
     async def apply(
         self,
@@ -315,91 +347,21 @@ class AsyncInMemoryJobStore:
             deleted = self._state.delete(filter, handle, note)
         return deleted
 
-    async def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
-        """The job's events in the audit table, oldest first."""
-        return self._state.audit_trail(job_id, connection)
 
-    async def controls(self) -> Controls:
-        """Every pause and limit, in the order they were first set."""
-        return self._state.controls()
+class AsyncMemoryUpkeep(AsyncMemoryTransactions):
+    """Roll-ups, the maintenance lease and retention.
 
-    async def pause(self, pause: Pause, *, audit: AsyncAudit | None = None) -> Pause:
-        """Set the pause (audited with ``audit``)."""
-        async with self._control_audit(audit) as note:
-            return self._state.pause(pause, note)
+    ``UpkeepRole`` (state: ``_state._upkeep``), tested by the maintenance and retention
+    tests of the kit's ``AsyncWorkersContract``, ``AsyncHistoryContract``'s sampling,
+    ``AsyncIdempotencyContract``'s remembered keys and ``AsyncAuditContract``'s
+    retention.
+    """
 
-    async def resume(
-        self, kind: str | None, tenant: str | None, *, audit: AsyncAudit | None = None
-    ) -> Pause | None:
-        """Lift the pause of exactly ``(kind, tenant)`` (audited with ``audit``)."""
-        async with self._control_audit(audit) as note:
-            return self._state.resume(kind, tenant, note)
-
-    async def set_limit(self, limit: Limit, *, audit: AsyncAudit | None = None) -> Limit:
-        """Set the limit (audited with ``audit``)."""
-        async with self._control_audit(audit) as note:
-            return self._state.set_limit(limit, note)
-
-    async def clear_limit(
-        self,
-        kind: str | None,
-        tenant: str | None,
-        provider: str | None,
-        *,
-        audit: AsyncAudit | None = None,
-    ) -> Limit | None:
-        """Remove the limit of exactly ``(kind, tenant)`` or ``provider`` (audited with
-        ``audit``)."""
-        async with self._control_audit(audit) as note:
-            return self._state.clear_limit(kind, tenant, provider, note)
-
-    @asynccontextmanager
-    async def _control_audit(self, audit: AsyncAudit | None) -> AsyncIterator[AuditNote | None]:
-        """The note a control change audits in; with a sink, the sink gets its events
-        (no transaction handle: the change applied at once) and a sink that raises undoes
-        the change."""
-        if audit is None:
-            yield None
-            return
-        note = AuditNote(actor=audit.actor, table=audit.sink is None)
-        before = self._state.controls()
-        yield note
-        if audit.sink is not None and note.events:
-            try:
-                await audit.sink.record(note.events, None)
-            except BaseException:
-                self._state.restore_controls(before)
-                raise
-
-    async def register_worker(self, info: WorkerInfo) -> None:
-        """Insert or refresh a worker row (heartbeat = now); jobs an earlier life of
-        this worker id left running go back to pending."""
-        self._state.register_worker(info)
-
-    async def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
-        """Refresh the heartbeat; None if the worker row is gone, else the ids among
-        ``running`` no longer running under this worker."""
-        return self._state.heartbeat(worker_id, running)
-
-    async def unregister_worker(self, worker_id: str) -> list[int]:
-        """Remove the worker row (clean shutdown) and release the jobs still running under
-        its id; returns their ids."""
-        return self._state.unregister_worker(worker_id)
-
-    async def recover_stale(
-        self,
-        *,
-        default_ttl: timedelta,
-        ttls: Mapping[str, timedelta],
-        audit: AsyncAudit | None = None,
-    ) -> list[int]:
-        """Return stale running jobs to pending (or dead), then drop long-silent worker
-        rows; returns the jobs' ids."""
-        if audit is None:
-            return self._state.recover_stale(default_ttl=default_ttl, ttls=ttls)
-        async with self._audited(None, audit, kept=True) as (_, note):
-            recovered = self._state.recover_stale(default_ttl=default_ttl, ttls=ttls, audit=note)
-        return recovered
+    async def roll_up_counts(self) -> int:
+        """Nothing to fold (the memory store counts its jobs directly): takes this
+        minute's queue samples if not taken yet."""
+        self._state.take_samples()
+        return 0
 
     async def try_maintenance(self, name: str, every: timedelta) -> bool:
         """Take the right to run maintenance task ``name`` now, once per ``every``."""
@@ -426,11 +388,46 @@ class AsyncInMemoryJobStore:
         """Jobs moved out by ``purge(archive=True)``, by id."""
         return self._state.archived()
 
-    def notifier(self) -> AsyncInMemoryNotifier:
-        """A new notifier woken by this store's writes."""
-        notifier = AsyncInMemoryNotifier(self._state)
-        self._notifiers.append(notifier)
-        return notifier
+
+class AsyncInMemoryJobStore(
+    AsyncMemoryJobs,
+    AsyncMemoryWorkers,
+    AsyncMemoryControls,
+    AsyncMemoryReads,
+    AsyncMemoryAdmin,
+    AsyncMemoryUpkeep,
+):
+    """The job store port implemented in process memory.
+
+    ``clock`` is the store's clock (default: the system clock); pass a
+    :class:`skiplock.testing.FakeClock` to control due times in tests. The store is
+    thread-safe. ``transaction()`` yields an :class:`InMemoryTransaction` accepted as
+    ``connection=``; its writes apply atomically at commit. ``statement_timeout`` of
+    ``transaction()`` and ``autocommit()`` is accepted and ignored (nothing here blocks on
+    a database).
+
+    Audit (J10): without a sink the events go to the state's audit table, committed with
+    the transaction's writes. An audit sink is called with the events of a change the
+    caller asked for (enqueue, apply, apply_job, delete) in a transaction: the caller's (undone back
+    to where the call began if the sink raises) or one of the store's own (rolled back
+    if it raises), and gets that transaction's handle. A worker's change (complete,
+    recover_stale) applies first; the sink then gets the job's transaction handle (what
+    it wrote there is undone if it raises) or None, and its error is logged.
+    """
+
+    def __init__(self, clock: Clock | None = None, *, state: MemoryState | None = None) -> None:
+        if state is not None and clock is not None:
+            raise TypeError("pass either clock= or state= (the state has its own clock)")
+        self._state = state if state is not None else MemoryState(clock)
+        self._notifiers: list[AsyncInMemoryNotifier] = []
+
+    @property
+    def state(self) -> MemoryState:
+        """The shared state; another store built with ``state=`` sees the same jobs."""
+        return self._state
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
 
     async def close(self) -> None:
         """Close the notifiers handed out; the jobs stay readable. Idempotent."""
