@@ -119,7 +119,7 @@ class AsyncRouteRow(RouteSpec, Generic[D]):
 
     def bind(self, door: D) -> AsyncRoute:
         """The route as ``door`` answers it."""
-        return AsyncRoute(**_spec(self), answer=functools.partial(self.handler, door))
+        return AsyncRoute(**spec_fields(self), answer=functools.partial(self.handler, door))
 
 
 @attrs.frozen(kw_only=True)
@@ -130,10 +130,11 @@ class RouteRow(RouteSpec, Generic[D]):
 
     def bind(self, door: D) -> Route:
         """The route as ``door`` answers it."""
-        return Route(**_spec(self), answer=functools.partial(self.handler, door))
+        return Route(**spec_fields(self), answer=functools.partial(self.handler, door))
 
 
-def _spec(route: RouteSpec) -> dict[str, Any]:
+def spec_fields(route: RouteSpec) -> dict[str, Any]:
+    """The fields of :class:`RouteSpec` of ``route`` (to make a route of another kind)."""
     return {
         "name": route.name,
         "method": route.method,
