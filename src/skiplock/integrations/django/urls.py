@@ -121,8 +121,9 @@ def probes(*, backend: str = "default", timeout: float | None = None) -> list[UR
     readiness failed is logged on ``skiplock.probes``)."""
     from skiplock.integrations._monitor import PROBES, probe_routes
 
-    make = lambda engine: probe_routes(engine, timeout=timeout)  # noqa: E731
-    return _patterns(backend, make, PROBES, door="probes")
+    return _patterns(
+        backend, lambda engine: probe_routes(engine, timeout=timeout), PROBES, door="probes"
+    )
 
 
 # ---- the binding ------------------------------------------------------------------------
