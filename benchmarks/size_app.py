@@ -25,6 +25,7 @@ from skiplock.integrations.fastapi import (
     create_dashboard_router,
     create_metrics_router,
     create_router,
+    mount,
 )
 
 if TYPE_CHECKING:
@@ -54,8 +55,8 @@ def create_app() -> FastAPI:
             await store.close()
 
     app = FastAPI(lifespan=lifespan)
-    app.include_router(create_dashboard_router(engine, authorize=allow_all), prefix="/admin")
-    app.include_router(create_router(engine, authorize=allow_all), prefix="/api")
+    mount(app, create_dashboard_router(engine, authorize=allow_all), prefix="/admin")
+    mount(app, create_router(engine, authorize=allow_all), prefix="/api")
     metrics = PrometheusMetrics(registry=CollectorRegistry(), cache_seconds=0)
-    app.include_router(create_metrics_router(engine, metrics=metrics), prefix="/internal")
+    mount(app, create_metrics_router(engine, metrics=metrics), prefix="/internal")
     return app

@@ -21,6 +21,7 @@ from skiplock.integrations.fastapi import (
     create_metrics_router,
     create_probes_router,
     create_router,
+    mount,
     transaction,
     worker_lifespan,
 )
@@ -148,13 +149,11 @@ def create_app(
 
     app.state.tokens = dict(tokens)
     app.state.jobs = jobs
-    app.include_router(create_router(engine, authorize=authorize), prefix="/admin/jobs")
-    app.include_router(
-        create_dashboard_router(engine, authorize=authorize), prefix="/admin/dashboard"
-    )
-    app.include_router(create_probes_router(engine))
-    app.include_router(
-        create_metrics_router(engine, metrics=jobs.metrics), dependencies=[Depends(operator)]
+    mount(app, create_router(engine, authorize=authorize), prefix="/admin/jobs")
+    mount(app, create_dashboard_router(engine, authorize=authorize), prefix="/admin/dashboard")
+    mount(app, create_probes_router(engine))
+    mount(
+        app, create_metrics_router(engine, metrics=jobs.metrics), dependencies=[Depends(operator)]
     )
     emails, dispatches = engine.declare(email_send), engine.declare(outbox_dispatch)
     imports, scans = engine.declare(bulk_import), engine.declare(virus_scan)

@@ -47,7 +47,7 @@ def fastapi_app(dsn: str) -> Any:
     """The dashboard in a FastAPI app on an AsyncEngine (the store opens in the lifespan)."""
     from fastapi import FastAPI
 
-    from skiplock.integrations.fastapi import create_dashboard_router
+    from skiplock.integrations.fastapi import create_dashboard_router, mount
 
     store = AsyncPsycopgJobStore(dsn)
     engine = AsyncEngine(store, Settings(audit=True))
@@ -59,7 +59,7 @@ def fastapi_app(dsn: str) -> Any:
 
     app = FastAPI(lifespan=lifespan)
     router = create_dashboard_router(engine, authorize=authorize, refresh=REFRESH)
-    app.include_router(router, prefix=MOUNT)
+    mount(app, router, prefix=MOUNT)
     return app
 
 

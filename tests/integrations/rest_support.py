@@ -15,7 +15,7 @@ from flask import Flask
 
 from skiplock import AsyncEngine, Engine, Settings
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore, PsycopgJobStore
-from skiplock.integrations.fastapi import create_router
+from skiplock.integrations.fastapi import create_router, mount
 from skiplock.integrations.flask import create_blueprint
 from skiplock.integrations.rest import Forbidden, Permission, Request
 from tests.pgfixtures import fetch
@@ -127,7 +127,7 @@ def fastapi_app(engine: AsyncEngine | Engine, hook: Callable[..., Any] = authori
 
     app = FastAPI(lifespan=lifespan)
     router = create_router(engine, authorize=hook, include_in_schema=True)
-    app.include_router(router, prefix=PREFIX)
+    mount(app, router, prefix=PREFIX)
     return app
 
 

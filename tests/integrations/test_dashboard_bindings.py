@@ -21,6 +21,7 @@ from skiplock.integrations.fastapi import (
     create_metrics_router,
     create_probes_router,
     create_router,
+    mount,
 )
 from skiplock.integrations.flask import (
     create_blueprint,
@@ -71,9 +72,9 @@ def test_the_fastapi_router_serves_every_page_outside_the_openapi_document(
     engine: Any, hook: Any
 ) -> None:
     app = FastAPI()
-    app.include_router(create_dashboard_router(engine, authorize=hook), prefix=MOUNT)
+    mount(app, create_dashboard_router(engine, authorize=hook), prefix=MOUNT)
     rest = create_router(engine, authorize=hook, include_in_schema=True)
-    app.include_router(rest, prefix="/ops/api")
+    mount(app, rest, prefix="/ops/api")
     with TestClient(app) as client:
         ops = {"x-user": "ops"}
         assert client.get(f"{MOUNT}/").status_code == 401
@@ -117,7 +118,7 @@ def _fastapi_mounts(mounts: list[tuple[str, str]]) -> None:
     doors = (create_router, create_dashboard_router, create_probes_router, create_metrics_router)
     app = FastAPI()
     for door, prefix in mounts:
-        app.include_router(_door(doors, door, engine, authorize_async), prefix=prefix)
+        mount(app, _door(doors, door, engine, authorize_async), prefix=prefix)
 
 
 def _flask_mounts(mounts: list[tuple[str, str]]) -> None:
@@ -226,7 +227,7 @@ class _Client:
         if binding == "fastapi":
             app = FastAPI()
             router = create_dashboard_router(self.engine, authorize=authorize_writes)
-            app.include_router(router, prefix=MOUNT)
+            mount(app, router, prefix=MOUNT)
             self._client: Any = TestClient(
                 app, base_url="http://jobs.example", follow_redirects=False
             )

@@ -19,6 +19,7 @@ from skiplock.integrations.fastapi import (
     create_metrics_router,
     create_probes_router,
     create_router,
+    mount,
 )
 from skiplock.integrations.rest import AsyncRestApi
 from skiplock.integrations.rest._routes import FALLBACK_PATH
@@ -57,13 +58,11 @@ def get_paths(job_id: int) -> list[str]:
 )
 def test_head_answers_as_get_without_the_body_on_every_get_route(engine: Any) -> None:
     app = FastAPI()
-    app.include_router(
-        create_router(engine, authorize=authorize, include_in_schema=True), prefix=API
-    )
-    app.include_router(create_dashboard_router(engine, authorize=authorize), prefix=DASHBOARD)
-    app.include_router(create_probes_router(engine))
+    mount(app, create_router(engine, authorize=authorize, include_in_schema=True), prefix=API)
+    mount(app, create_dashboard_router(engine, authorize=authorize), prefix=DASHBOARD)
+    mount(app, create_probes_router(engine))
     if HAS_PROMETHEUS:
-        app.include_router(create_metrics_router(engine))
+        mount(app, create_metrics_router(engine))
     ops = {"x-user": "ops"}
     with TestClient(app) as client:
         job_id = client.post(f"{API}/jobs", json={"kind": "report.build"}, headers=ops).json()["id"]

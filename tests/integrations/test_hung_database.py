@@ -22,7 +22,7 @@ from flask import Flask
 
 from skiplock import AsyncEngine, Engine, Settings
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore, PsycopgJobStore
-from skiplock.integrations.fastapi import create_dashboard_router, create_router
+from skiplock.integrations.fastapi import create_dashboard_router, create_router, mount
 from skiplock.integrations.flask import create_blueprint, create_dashboard_blueprint
 from tests.blackhole import Blackhole
 
@@ -81,13 +81,11 @@ def fastapi_answers(engine: AsyncEngine | Engine, paths: list[str]) -> list[Answ
     dashboard at /dash: (seconds, status, headers) of each."""
     app = FastAPI()
     if isinstance(engine, AsyncEngine):
-        app.include_router(create_router(engine, authorize=authorize_async), prefix="/api")
-        app.include_router(
-            create_dashboard_router(engine, authorize=authorize_async), prefix="/dash"
-        )
+        mount(app, create_router(engine, authorize=authorize_async), prefix="/api")
+        mount(app, create_dashboard_router(engine, authorize=authorize_async), prefix="/dash")
     else:
-        app.include_router(create_router(engine, authorize=authorize), prefix="/api")
-        app.include_router(create_dashboard_router(engine, authorize=authorize), prefix="/dash")
+        mount(app, create_router(engine, authorize=authorize), prefix="/api")
+        mount(app, create_dashboard_router(engine, authorize=authorize), prefix="/dash")
 
     async def run() -> list[Answer]:
         transport = httpx.ASGITransport(app=app)

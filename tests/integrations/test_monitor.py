@@ -16,7 +16,7 @@ from flask import Flask
 from skiplock import AsyncEngine, Engine
 from skiplock.adapters.memory import AsyncInMemoryJobStore, InMemoryJobStore
 from skiplock.core import ValidationError
-from skiplock.integrations.fastapi import create_probes_router
+from skiplock.integrations.fastapi import create_probes_router, mount
 from skiplock.integrations.flask import create_probes_blueprint
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def probe(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Callable[[str],
         AsyncEngine(store) if flavour == "fastapi-async" else Engine(store)
     )
     api = FastAPI()
-    api.include_router(create_probes_router(engine, prefix="/health", timeout=0.2))
+    mount(api, create_probes_router(engine, prefix="/health", timeout=0.2))
     with TestClient(api) as test_client:
 
         def get_fastapi(path: str) -> Get:
@@ -168,5 +168,5 @@ def test_probes_check_their_arguments() -> None:
 
 def test_probes_stay_out_of_the_openapi_document() -> None:
     api = FastAPI()
-    api.include_router(create_probes_router(Engine(InMemoryJobStore())))
+    mount(api, create_probes_router(Engine(InMemoryJobStore())))
     assert api.openapi()["paths"] == {}

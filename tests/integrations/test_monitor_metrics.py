@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from skiplock import AsyncEngine, Engine
 from skiplock.adapters.memory import AsyncInMemoryJobStore, InMemoryJobStore
 from skiplock.contrib.prometheus import CONTENT_TYPE, PrometheusMetrics
-from skiplock.integrations.fastapi import create_metrics_router
+from skiplock.integrations.fastapi import create_metrics_router, mount
 from skiplock.integrations.flask import create_metrics_blueprint
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def up(text: str) -> float:
 def test_fastapi_async_engine() -> None:
     engine = AsyncEngine(AsyncInMemoryJobStore())
     api = FastAPI()
-    api.include_router(create_metrics_router(engine, prefix="/ops"))
+    mount(api, create_metrics_router(engine, prefix="/ops"))
 
     @api.post("/enqueue")
     async def enqueue() -> None:
@@ -70,7 +70,7 @@ def sync_engine() -> Engine:
 
 def fastapi_get(engine: Engine, metrics: PrometheusMetrics | None) -> Callable[[], str]:
     api = FastAPI()
-    api.include_router(create_metrics_router(engine, metrics=metrics, path="/scrape"))
+    mount(api, create_metrics_router(engine, metrics=metrics, path="/scrape"))
     client = TestClient(api)
     return lambda: client.get("/scrape").text
 

@@ -15,7 +15,7 @@ from skiplock import AsyncEngine, Engine, JobState, Settings, declare
 from skiplock.adapters.memory import AsyncInMemoryJobStore, InMemoryJobStore
 from skiplock.adapters.psycopg import PsycopgJobStore
 from skiplock.core import ClaimRequest, JobPage, job_json
-from skiplock.integrations.fastapi import create_router
+from skiplock.integrations.fastapi import create_router, mount
 from skiplock.integrations.flask import create_blueprint
 from skiplock.integrations.rest import (
     OPERATIONS,
@@ -790,9 +790,7 @@ def test_the_apps_public_document_lists_no_admin_operation_by_default() -> None:
     from fastapi import FastAPI
 
     app = FastAPI()
-    app.include_router(
-        create_router(Engine(InMemoryJobStore()), authorize=lambda r, p: "x"), prefix=PREFIX
-    )
+    mount(app, create_router(Engine(InMemoryJobStore()), authorize=lambda r, p: "x"), prefix=PREFIX)
     assert not [path for path in app.openapi().get("paths", {}) if path.startswith(PREFIX)]
 
 
@@ -803,7 +801,7 @@ def test_fastapi_document_has_every_operation_with_its_schemas() -> None:
     router = create_router(
         Engine(InMemoryJobStore()), authorize=lambda r, p: "x", include_in_schema=True
     )
-    app.include_router(router, prefix=PREFIX)
+    mount(app, router, prefix=PREFIX)
     document = app.openapi()
     found = {
         operation["operationId"]: (method.upper(), path)

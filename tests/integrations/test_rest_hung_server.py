@@ -22,7 +22,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from skiplock import AsyncEngine, Engine, Settings
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore, PsycopgJobStore
-from skiplock.integrations.fastapi import create_router
+from skiplock.integrations.fastapi import create_router, mount
 from skiplock.integrations.flask import create_blueprint
 from tests.blackhole import Blackhole
 
@@ -106,7 +106,7 @@ def test_flask_answers_in_time_while_open_connections_hang(relay: tuple[Blackhol
 async def _fastapi_scenario(proxy: Blackhole, store: AsyncPsycopgJobStore) -> None:
     app = FastAPI()
     engine = AsyncEngine(store, SETTINGS)
-    app.include_router(create_router(engine, authorize=authorize_async), prefix="/api")
+    mount(app, create_router(engine, authorize=authorize_async), prefix="/api")
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
         assert (await client.get("/api/counts")).status_code == 200

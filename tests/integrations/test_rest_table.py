@@ -13,7 +13,7 @@ from flask import Flask
 
 from skiplock import AsyncEngine, Engine, Operator, Settings
 from skiplock.adapters.memory import AsyncInMemoryJobStore, InMemoryJobStore
-from skiplock.integrations.fastapi import create_router
+from skiplock.integrations.fastapi import create_router, mount
 from skiplock.integrations.flask import create_blueprint
 from skiplock.integrations.rest import OPENAPI_PATH, OPERATIONS, Request, RestApi, openapi_document
 from skiplock.integrations.rest import _operations as sync_operations
@@ -66,7 +66,7 @@ def test_the_fastapi_router_mounts_exactly_the_table(engine: AsyncEngine | Engin
     without_head = {key: name for key, name in mounted.items() if key[0] != "HEAD"}
     assert without_head == TABLE | {("GET", OPENAPI_PATH): "skiplock.openapi"}
     app = FastAPI()
-    app.include_router(router)
+    mount(app, router)
     published = {
         (method.upper(), path): operation["operationId"]
         for path, item in app.openapi()["paths"].items()

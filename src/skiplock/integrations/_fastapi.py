@@ -5,14 +5,12 @@ API's, the dashboard's) and the transaction dependency."""
 from __future__ import annotations
 
 import itertools
-import sys
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request as StarletteRequest  # noqa: TC002 (FastAPI reads it)
 from starlette.responses import Response as StarletteResponse
-from starlette.routing import Router
 
 from skiplock.engine import AsyncEngine, Engine
 
@@ -24,7 +22,6 @@ from .rest._spec import operation_object, operation_openapi
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
     from enum import Enum
-    from types import FrameType
 
 
 async def neutral_request(request: StarletteRequest) -> Request:
@@ -56,13 +53,10 @@ _TOKENS = itertools.count(1)
 
 
 class DoorRouter(APIRouter):
-    """The router of a skiplock door: when an app (or another router) includes it, it
-    checks that it overlaps no skiplock router included there before (:mod:`._mounts`),
-    and raises MountConflict if it does.
-
-    FastAPI offers no hook for an include; every version reads the included router's
-    ``on_startup`` handlers in ``include_router``, so that read is where the check runs:
-    the frame of ``include_router`` names the including router and the prefix."""
+    """The router of a skiplock door, with what :func:`mount` needs to know of it: the
+    door it mounts (named in a MountConflict), a token telling its routes from another
+    router's, the path of each route relative to the door's mount point, and the door's
+    fallback route until it is mounted under a prefix."""
 
     def __init__(self, *, door: str, prefix: str, tags: Sequence[str]) -> None:
         self.skiplock_door = door
@@ -73,28 +67,6 @@ class DoorRouter(APIRouter):
         self.skiplock_fallback: tuple[str, Callable[..., Any], list[str]] | None = None
         tag_list: list[str | Enum] = list(tags)
         super().__init__(prefix=prefix, tags=tag_list)
-
-    @property
-    def on_startup(self) -> list[Callable[[], Any]]:
-        self._check_include(sys._getframe(1))
-        return self._skiplock_on_startup
-
-    @on_startup.setter
-    def on_startup(self, handlers: list[Callable[[], Any]]) -> None:
-        self._skiplock_on_startup = handlers
-
-    def _check_include(self, frame: FrameType | None) -> None:
-        if frame is None or frame.f_code.co_name != "include_router":
-            return
-        parent, prefix = frame.f_locals.get("self"), frame.f_locals.get("prefix", "")
-        if frame.f_locals.get("router") is not self or not isinstance(parent, Router):
-            return
-        prefix = prefix if isinstance(prefix, str) else ""
-        routes = self.skiplock_paths.items()
-        new = claims(self.skiplock_door, self.skiplock_token, prefix, routes)
-        register(new, parent.__dict__.setdefault("skiplock_mounts", []))
-        if prefix:
-            self.add_fallback()
 
     def add_fallback(self) -> None:
         """Mount the door's fallback route (once): 404 and 405 in the door's form for the
@@ -107,6 +79,23 @@ class DoorRouter(APIRouter):
         self.add_api_route(
             FALLBACK_PATH, endpoint, methods=methods, name=name, include_in_schema=False
         )
+
+
+def mount(
+    parent: FastAPI | APIRouter, router: APIRouter, prefix: str, options: dict[str, Any]
+) -> None:
+    """See :func:`skiplock.integrations.fastapi.mount`."""
+    if not isinstance(router, DoorRouter):
+        raise TypeError(f"expected a router of skiplock.integrations.fastapi, got {router!r}")
+    # FastAPI's include_router is its router's: the claims are kept there, so an app and
+    # its router hold the same ones.
+    including = parent.router if isinstance(parent, FastAPI) else parent
+    new = claims(router.skiplock_door, router.skiplock_token, prefix, router.skiplock_paths.items())
+    register(new, including.__dict__.setdefault("skiplock_mounts", []))
+    if prefix:
+        # Before the include: FastAPI versions that copy the router's routes there.
+        router.add_fallback()
+    parent.include_router(router, prefix=prefix, **options)
 
 
 def _endpoint(route: AsyncRoute | Route) -> Callable[..., Any]:

@@ -22,6 +22,7 @@ from skiplock.core.rules import check_duration, to_duration
 from skiplock.engine import AsyncEngine, Engine
 
 from .rest import AsyncRoute, Response, Route
+from .rest._routes import RouteSpec, spec_fields
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -31,10 +32,15 @@ if TYPE_CHECKING:
 
     from .rest import Request
 
-__all__ = ["LIVE_PATH", "READY_PATH", "metrics_routes", "probe_routes"]
+__all__ = ["LIVE_PATH", "PROBES", "READY_PATH", "metrics_routes", "probe_routes"]
 
 LIVE_PATH = "/livez"
 READY_PATH = "/readyz"
+#: The probes' routes, static data (listed without an engine): liveness, then readiness.
+PROBES = (
+    RouteSpec(name="livez", method="GET", path=LIVE_PATH),
+    RouteSpec(name="readyz", method="GET", path=READY_PATH),
+)
 
 logger = logging.getLogger("skiplock.probes")
 
@@ -67,6 +73,7 @@ def probe_routes(
     if not isinstance(engine, AsyncEngine | Engine):
         raise TypeError(f"expected a skiplock Engine or AsyncEngine, got {engine!r}")
     seconds = _timeout(engine, timeout)
+    live, ready = spec_fields(PROBES[0]), spec_fields(PROBES[1])
     if isinstance(engine, AsyncEngine):
         store = engine.store
 
@@ -82,20 +89,12 @@ def probe_routes(
                 return UNAVAILABLE
             return OK
 
-        return [
-            AsyncRoute(name="livez", method="GET", path=LIVE_PATH, answer=live_async),
-            AsyncRoute(name="readyz", method="GET", path=READY_PATH, answer=ready_async),
-        ]
+        return [AsyncRoute(**live, answer=live_async), AsyncRoute(**ready, answer=ready_async)]
     if isinstance(engine, Engine):
         check = _SyncCheck(engine.store, seconds)
         return [
-            Route(name="livez", method="GET", path=LIVE_PATH, answer=lambda request: OK),
-            Route(
-                name="readyz",
-                method="GET",
-                path=READY_PATH,
-                answer=lambda request: OK if check() else UNAVAILABLE,
-            ),
+            Route(**live, answer=lambda request: OK),
+            Route(**ready, answer=lambda request: OK if check() else UNAVAILABLE),
         ]
     raise TypeError(f"expected a skiplock Engine or AsyncEngine, got {engine!r}")
 

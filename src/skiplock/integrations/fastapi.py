@@ -14,6 +14,10 @@ API as a router, and the request's transaction for enqueueing.
   without authorization by design (they reveal nothing).
 * ``create_metrics_router(engine)``: the queue's Prometheus metrics at ``/metrics``,
   with or without a worker in the process (docs/metrics.md).
+* ``mount(app, router, prefix=...)``: how each of these routers is included: it
+  refuses a router overlapping another skiplock router of the app (``MountConflict``)
+  and, under a prefix, gives the REST API and the dashboard their answer to every other
+  path there.
 
 All but the lifespan import FastAPI when called (``pip install 'skiplock[fastapi]'``;
 the dashboard also needs ``skiplock[dashboard]``, the metrics ``skiplock[prometheus]``).
@@ -33,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
 
-    from fastapi import APIRouter
+    from fastapi import APIRouter, FastAPI
 
     from skiplock.contrib.prometheus import PrometheusMetrics
     from skiplock.engine import WorkerOptions
@@ -48,6 +52,7 @@ __all__ = [
     "create_metrics_router",
     "create_probes_router",
     "create_router",
+    "mount",
     "transaction",
     "worker_lifespan",
 ]
@@ -155,7 +160,7 @@ def create_router(
     or raises :class:`~skiplock.integrations.rest.Forbidden` for a 403. With an
     ``AsyncEngine`` it may be a coroutine function; a sync ``Engine`` runs it and the
     admin calls in the thread pool. Mount it with
-    ``app.include_router(router, prefix="/admin/jobs")``. The API's own document is
+    ``mount(app, router, prefix="/admin/jobs")`` (:func:`mount`). The API's own document is
     served at ``<prefix>/openapi.json`` (behind the hook); the operations stay out of the
     app's public OpenAPI document unless ``include_in_schema=True`` (then with their
     stable operation ids and schemas). Under a prefix, any other path or method there is
@@ -178,6 +183,28 @@ def create_router(
         tags=tags,
         include_in_schema=include_in_schema,
     )
+
+
+def mount(app: FastAPI | APIRouter, router: APIRouter, *, prefix: str = "", **options: Any) -> None:
+    """Include ``router``, made by one of this module's ``create_*_router`` functions, in
+    ``app`` (a FastAPI app or an ``APIRouter``) at ``prefix``: ``app.include_router(router,
+    prefix=prefix, **options)`` (``options``: ``include_router``'s, e.g. ``dependencies=``),
+    after two things only this call can do, for it is told where the router goes:
+
+    * it raises :class:`MountConflict` (a ValueError), before including anything, if the
+      router's paths overlap those of a skiplock router mounted on ``app`` before (the
+      REST API and the dashboard claim every path under their prefix; docs/dashboard.md,
+      "Mounting");
+    * under a prefix, the REST API and the dashboard answer every other path and method
+      there themselves (404, 405 with ``Allow``, 204 for ``OPTIONS``, after the hook).
+
+    ``app.include_router(router)`` serves the routes too, unchecked; the fallback then
+    comes only from the ``prefix=`` given to the ``create_*_router`` function (never at
+    the root of an app, where it would take the app's every unknown path).
+    """
+    from ._fastapi import mount as include
+
+    include(app, router, prefix, options)
 
 
 def transaction(engine: AsyncEngine | Engine, *, statement_timeout: float | None = None) -> Any:
@@ -212,8 +239,8 @@ def create_dashboard_router(
     ``bucket``) are those of :class:`~skiplock.integrations.dashboard.AsyncDashboard`.
     With an ``AsyncEngine`` the hook may be a coroutine function; a sync ``Engine`` runs
     it and the pages in the thread pool. Mount it with
-    ``app.include_router(router, prefix="/admin/dashboard")``; its routes stay out of the
-    app's OpenAPI document.
+    ``mount(app, router, prefix="/admin/dashboard")`` (:func:`mount`); its routes stay
+    out of the app's OpenAPI document.
     """
     # Imported here: the REST router and the transaction dependency need no Jinja2.
     from ._fastapi import router
@@ -239,8 +266,8 @@ def create_probes_router(
 
     They bypass the admin authorization hook by design: a kubelet or load balancer
     calls them without credentials, and they reveal nothing. Mount with
-    ``app.include_router(create_probes_router(engine))``; they stay out of the app's
-    OpenAPI document.
+    ``mount(app, create_probes_router(engine))`` (:func:`mount`); they stay out of the
+    app's OpenAPI document.
     """
     from ._fastapi import router
     from ._monitor import probe_routes

@@ -8,7 +8,8 @@ This module is the generated sync twin of ``_views_async.py``.
 into an HTML response: it asks the authorization hook first (``read`` for a page,
 ``write`` for a button), reads through the engine's operator acting as the caller and
 renders the page; errors are HTML pages with the matching status. It is a door of the
-REST layer's kit: the FastAPI and Flask bindings mount its :meth:`~Dashboard.routes`.
+REST layer's kit: its route table, :attr:`Dashboard.ROUTES` (a row per page, its
+handler the page's own), is what the FastAPI, Flask and Django bindings mount.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from __future__ import annotations
 import functools
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlencode
+
+import attrs
 
 from skiplock.core import JobNotFoundError, JobState, SkiplockError
 from skiplock.core.rules import (
@@ -27,19 +30,22 @@ from skiplock.core.rules import (
     throughput_window,
     to_duration,
 )
-from skiplock.engine import Engine, Reader, SelectionChangedError
+from skiplock.engine import Engine, Operator, Reader, SelectionChangedError
 
-from ..rest import Door, Forbidden, Permission, Problem, Request, Response, Route
+from ..rest import Door, Forbidden, Permission, Problem, Request, Response
 from ..rest._problems import Conflict, InvalidRequest
+from ..rest._routes import RouteRow
 from ..rest._support import keyset_page, problem_for
 from . import _actions, _browse, _charts, _controls, _csrf, _render
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from skiplock.engine import Operator
-
     from ..rest import Authorize
+    from ..rest._routes import RouteHandler
+
+    #: What a page shows (its template's context), or a response of its own (a redirect).
+    Built = dict[str, Any] | Response
 
 #: Every page: its path under the mount point (a route's parameters in braces), method
 #: and the permission it needs (None: none, the stylesheet).
@@ -71,6 +77,63 @@ def mount_root(page: str, request: Request) -> str:
     if page == "overview":
         return path.rstrip("/")
     return path[: -len(suffix)] if path.endswith(suffix) else ""
+
+
+class Build(Protocol):
+    """A page's handler: what it shows, read through the caller's operator (or the
+    dashboard's reader)."""
+
+    def __call__(
+        self, dashboard: Dashboard, reads: Operator | Reader, visit: _Visit, /
+    ) -> Built: ...
+
+
+class Act(Protocol):
+    """A button's handler: it acts through the caller's operator, then answers."""
+
+    def __call__(self, dashboard: Dashboard, ops: Operator, visit: _Visit, /) -> Response: ...
+
+
+class View(Protocol):
+    """What answers a visit within the frame of every page (:meth:`Dashboard._serve`)."""
+
+    def __call__(self, visit: _Visit, /) -> Response: ...
+
+
+@attrs.frozen
+class _Visit:
+    """One request for a page: its name, the request, the dashboard's mount point and the
+    context of the page (or its error page) so far."""
+
+    page: str
+    request: Request
+    root: str
+    context: dict[str, Any]
+
+
+def _page(page: str, build: Build) -> RouteRow[Dashboard]:
+    """The route of a read page of :data:`PAGES`, built by ``build``."""
+
+    def answer(dashboard: Dashboard, request: Request) -> Response:
+        view = functools.partial(dashboard._read, build)
+        return dashboard._serve(page, request, view)
+
+    return _route(page, answer)
+
+
+def _button(page: str, act: Act) -> RouteRow[Dashboard]:
+    """The route of a button (a write page of :data:`PAGES`), applied by ``act``."""
+
+    def answer(dashboard: Dashboard, request: Request) -> Response:
+        view = functools.partial(dashboard._write, act)
+        return dashboard._serve(page, request, view)
+
+    return _route(page, answer)
+
+
+def _route(page: str, handler: RouteHandler[Dashboard]) -> RouteRow[Dashboard]:
+    path, method, _ = PAGES[page]
+    return RouteRow(name=page, method=method, path=path, handler=handler)
 
 
 def _job_id(request: Request) -> int:
@@ -133,97 +196,78 @@ class Dashboard(Door):
         throughput_window(datetime.now(UTC), self._window, self._bucket)  # refused now
 
     def handle(self, page: str, request: Request) -> Response:
-        """The response to ``request`` for ``page`` (a key of :data:`PAGES`). The hook is
-        asked first, before anything is read or changed; every error is an HTML page
-        with its status (an unexpected one a 500, logged on ``skiplock.dashboard``); a
-        database that does not answer within the engine's ``request_timeout`` gets a 503
-        page with ``Retry-After`` in time."""
-        root = mount_root(page, request)
-        if page == "static":
-            return Response(200, _render.stylesheet(), "text/css; charset=utf-8")
-        return self.in_time(
-            functools.partial(self._page, page, request, root),
-            lambda problem: _error(problem, {"root": root}),
-        )
-
-    def _page(self, page: str, request: Request, root: str) -> Response:
-        permission = PAGES[page][2]
-        assert permission is not None
-        context: dict[str, Any] = {"root": root, "identity": None, "can_write": False}
-        token = _csrf.cookie_token(request)
-        try:
-            if permission is Permission.WRITE:
-                ops = self.operator(request, permission)
-                context["identity"] = ops.actor
-                # A caller the hook let write: its error pages (403, 409) must not say
-                # "read only".
-                context["can_write"] = True
-                if page == "bulk":
-                    return self._bulk(request, root, ops, context)
-                if page in _controls.BY_PAGE:
-                    return self._control(page, request, root, ops)
-                return self._change(page, request, root, ops)
-            identity, reads = self.reads(request)
-            context["identity"] = identity
-            context["can_write"] = self._may_write(request)
-            if token is None or not _csrf.valid_for(token, self._csrf_secret, identity):
-                token = _csrf.new_token(self._csrf_secret, identity)
-                secure = request.scheme == "https"
-                cookie = {"Set-Cookie": _csrf.set_cookie(token, root or "/", secure=secure)}
-            else:
-                cookie = {}
-            context |= {"csrf": token, "notice": _notice(request), "refresh": None}
-            context["now"] = _render.when(datetime.now(UTC))
-            if page == "overview":
-                context |= self._overview(reads)
-                live = _browse.one(request.query, "live") != "off"
-                context["refresh"] = self._refresh if live else None
-                context["live"] = live if self._refresh else None
-            elif page == "jobs":
-                wanted = _browse.job_id(_browse.one(request.query, "id"))
-                if wanted is not None:  # the id field: straight to the job's page
-                    return _redirect(f"{root}/jobs/{wanted}")
-                context |= self._jobs(reads, request)
-            elif page == "dead":
-                context |= self._dead(reads, request)
-            elif page == "charts":
-                name, length, bucket = _charts.window(_browse.one(request.query, "window"))
-                history = reads.history(window=length, bucket=bucket)
-                context |= _charts.page(history, name)
-            elif page == "controls":
-                counts = reads.counts()
-                throttled = (reads.health()).throttled
-                context |= _controls.page(counts, reads.paused(), reads.limits(), throttled)
-            else:
-                context |= self._job(reads, _job_id(request))
-            status = 404 if context["page"] == "gone" else 200
-            return _html(status, _render.render(f"{context['page']}.html", context), cookie)
-        except _actions.Stale as stale:
-            context["current"] = stale.job
-            return _error(Conflict(str(stale)), context, back=f"{root}/jobs/{stale.job.id}")
-        except Exception as exc:
-            # The REST API's problems: an engine error's, the hook's, or a logged 500.
-            if isinstance(exc, SkiplockError):
-                problem: Problem = problem_for(exc)
-            else:
-                problem = self.failure(exc, request)
-            back = f"{root}/dead" if problem.status == 409 else None
-            return _error(problem, context, back=back)
-
-    def routes(self) -> list[Route]:
-        """What a binding mounts: a route per page of :data:`PAGES`, named by the page,
-        then the fallback (404 and 405 pages for other paths under the mount point)."""
-        routes = [
-            Route(name=page, method=method, path=path, answer=functools.partial(self.handle, page))
-            for page, (path, method, _) in PAGES.items()
-        ]
-        return [*routes, self.fallback_route()]
+        """The response to ``request`` for ``page`` (a key of :data:`PAGES`), by its row
+        of :attr:`ROUTES`. The hook is asked first, before anything is read or changed;
+        every error is an HTML page with its status (an unexpected one a 500, logged on
+        ``skiplock.dashboard``); a database that does not answer within the engine's
+        ``request_timeout`` gets a 503 page with ``Retry-After`` in time."""
+        return _BY_NAME[page].handler(self, request)
 
     def problem_response(self, problem: Problem, request: Request) -> Response:
         """A problem of the fallback (404, 405) as an HTML page."""
         rest = request.path_params.get("path", "")
         root = request.path[: len(request.path) - len(rest)].rstrip("/")
         return _error(problem, {"root": root})
+
+    # ---- the frame of every page ----------------------------------------------------------
+
+    def _serve(self, page: str, request: Request, view: View) -> Response:
+        """``view``'s answer to the visit of ``page``, within the request's deadline; its
+        errors as HTML pages."""
+        root = mount_root(page, request)
+        context: dict[str, Any] = {"root": root, "identity": None, "can_write": False}
+        return self.in_time(
+            functools.partial(self._guarded, view, _Visit(page, request, root, context)),
+            lambda problem: _error(problem, {"root": root}),
+        )
+
+    def _guarded(self, view: View, visit: _Visit) -> Response:
+        try:
+            return view(visit)
+        except _actions.Stale as stale:
+            visit.context["current"] = stale.job
+            job_page = f"{visit.root}/jobs/{stale.job.id}"
+            return _error(Conflict(str(stale)), visit.context, back=job_page)
+        except Exception as exc:
+            # The REST API's problems: an engine error's, the hook's, or a logged 500.
+            if isinstance(exc, SkiplockError):
+                problem: Problem = problem_for(exc)
+            else:
+                problem = self.failure(exc, visit.request)
+            back = f"{visit.root}/dead" if problem.status == 409 else None
+            return _error(problem, visit.context, back=back)
+
+    def _write(self, act: Act, visit: _Visit) -> Response:
+        """A button: ``act`` through the caller's operator, once the hook grants
+        ``write``."""
+        ops = self.operator(visit.request, Permission.WRITE)
+        visit.context["identity"] = ops.actor
+        # A caller the hook let write: its error pages (403, 409) must not say "read only".
+        visit.context["can_write"] = True
+        return act(self, ops, visit)
+
+    def _read(self, build: Build, visit: _Visit) -> Response:
+        """A page: what ``build`` reads through the caller's operator (or the reader),
+        once the hook grants ``read``, rendered."""
+        request, context = visit.request, visit.context
+        identity, reads = self.reads(request)
+        context["identity"] = identity
+        context["can_write"] = self._may_write(request)
+        token = _csrf.cookie_token(request)
+        if token is None or not _csrf.valid_for(token, self._csrf_secret, identity):
+            token = _csrf.new_token(self._csrf_secret, identity)
+            secure = request.scheme == "https"
+            cookie = {"Set-Cookie": _csrf.set_cookie(token, visit.root or "/", secure=secure)}
+        else:
+            cookie = {}
+        context |= {"csrf": token, "notice": _notice(request), "refresh": None}
+        context["now"] = _render.when(datetime.now(UTC))
+        built = build(self, reads, visit)
+        if isinstance(built, Response):
+            return built
+        context |= built
+        status = 404 if context["page"] == "gone" else 200
+        return _html(status, _render.render(f"{context['page']}.html", context), cookie)
 
     def _may_write(self, request: Request) -> bool:
         """Whether the hook grants ``write`` (to show the buttons)."""
@@ -233,22 +277,30 @@ class Dashboard(Door):
             return False
         return True
 
+    def _stylesheet(self, request: Request) -> Response:
+        return Response(200, _render.stylesheet(), "text/css; charset=utf-8")
+
     # ---- pages --------------------------------------------------------------------------
 
-    def _overview(self, ops: Operator | Reader) -> dict[str, Any]:
-        counts = ops.counts()
-        report = ops.health()
-        throughput = ops.throughput(window=self._window, bucket=self._bucket)
-        return _render.overview(counts, report, throughput)
+    def _overview(self, reads: Operator | Reader, visit: _Visit) -> Built:
+        counts = reads.counts()
+        report = reads.health()
+        throughput = reads.throughput(window=self._window, bucket=self._bucket)
+        live = _browse.one(visit.request.query, "live") != "off"
+        return _render.overview(counts, report, throughput) | {
+            "refresh": self._refresh if live else None,
+            "live": live if self._refresh else None,
+        }
 
-    def _dead(self, ops: Operator | Reader, request: Request) -> dict[str, Any]:
-        kind = _one(request.query, "kind") or None
-        cursor = _one(request.query, "after")
+    def _dead(self, reads: Operator | Reader, visit: _Visit) -> Built:
+        query = visit.request.query
+        kind = _one(query, "kind") or None
+        cursor = _one(query, "after")
         after_id = int(cursor) if cursor and cursor.isascii() and cursor.isdigit() else None
-        read = ops.dead_jobs(kind=kind, limit=self._page_size + 1, after_id=after_id)
+        read = reads.dead_jobs(kind=kind, limit=self._page_size + 1, after_id=after_id)
         jobs, after = keyset_page(read, self._page_size)
-        kinds = sorted({c.kind for c in ops.counts() if c.state is JobState.DEAD})
-        query = {"kind": kind} if kind else {}
+        kinds = sorted({c.kind for c in reads.counts() if c.state is JobState.DEAD})
+        kept = {"kind": kind} if kind else {}
         return {
             "page": "dead",
             "jobs": jobs,
@@ -256,30 +308,45 @@ class Dashboard(Door):
             "kinds": kinds,
             "next_cursor": after,
             "partial": read.resume_after is not None,
-            "next_query": urlencode(query | ({} if after is None else {"after": after})),
+            "next_query": urlencode(kept | ({} if after is None else {"after": after})),
         }
 
-    def _jobs(self, ops: Operator | Reader, request: Request) -> dict[str, Any]:
-        shown = _browse.parse_filter(request.query, self.source.store.now())
-        after = _browse.cursor(_browse.one(request.query, "after"))
+    def _jobs(self, reads: Operator | Reader, visit: _Visit) -> Built:
+        query = visit.request.query
+        wanted = _browse.job_id(_browse.one(query, "id"))
+        if wanted is not None:  # the id field: straight to the job's page
+            return _redirect(f"{visit.root}/jobs/{wanted}")
+        shown = _browse.parse_filter(query, self.source.store.now())
+        after = _browse.cursor(_browse.one(query, "after"))
         size = self._page_size
         limit = size if shown.text else size + 1
-        read = ops.list_jobs(**shown.arguments, limit=limit, after_id=after)
-        counts = ops.counts()
+        read = reads.list_jobs(**shown.arguments, limit=limit, after_id=after)
+        counts = reads.counts()
         listed = _browse.page(read, shown, size, read.resume_after)
         return _render.jobs_page(shown, listed, counts)
 
-    def _job(self, ops: Operator | Reader, job_id: int) -> dict[str, Any]:
+    def _charts_page(self, reads: Operator | Reader, visit: _Visit) -> Built:
+        name, length, bucket = _charts.window(_browse.one(visit.request.query, "window"))
+        history = reads.history(window=length, bucket=bucket)
+        return _charts.page(history, name)
+
+    def _controls_page(self, reads: Operator | Reader, visit: _Visit) -> Built:
+        counts = reads.counts()
+        throttled = (reads.health()).throttled
+        return _controls.page(counts, reads.paused(), reads.limits(), throttled)
+
+    def _job(self, reads: Operator | Reader, visit: _Visit) -> Built:
+        job_id = _job_id(visit.request)
         try:
-            job = ops.get_job(job_id)
+            job = reads.get_job(job_id)
         except JobNotFoundError:
             # A deleted (discarded) job: its audit trail outlives it (404 with the trail).
-            trail = ops.audit_trail(job_id)
+            trail = reads.audit_trail(job_id)
             if not trail:
                 raise
             audit = _render.audit_rows(trail)
             return {"page": "gone", "job_id": job_id, "audit": audit, "audit_on": True}
-        events = ops.audit_trail(job_id)
+        events = reads.audit_trail(job_id)
         return {
             "page": "job",
             "job": job,
@@ -291,7 +358,7 @@ class Dashboard(Door):
 
     # ---- buttons --------------------------------------------------------------------------
 
-    def _change(self, page: str, request: Request, root: str, ops: Operator) -> Response:
+    def _change(self, ops: Operator, visit: _Visit) -> Response:
         """Apply the button's action to the job through ``ops`` (the caller's operator),
         then redirect (303) to the page the form names.
 
@@ -299,9 +366,9 @@ class Dashboard(Door):
         a job that changed since is left alone (409, and the page says what it is now),
         and the action applies only in that state (checked again in the statement that
         changes the job), so a stale Discard never deletes a job replayed meanwhile."""
-        form = self._form(request, ops)
-        job_id = _job_id(request)
-        action = _actions.BY_PAGE[page].call
+        form, root = self._form(visit.request, ops), visit.root
+        job_id = _job_id(visit.request)
+        action = _actions.BY_PAGE[visit.page].call
         state, seen = _actions.rendered_for(action, _field(form, "state"), _field(form, "version"))
         _actions.check_unchanged(ops.get_job(job_id), state, seen)
         if not ops.act_on_jobs(action, [job_id], states=[state]):
@@ -314,13 +381,28 @@ class Dashboard(Door):
             location = f"{root}/dead?{urlencode({'done': done, 'job': job_id})}"
         return _redirect(location)
 
-    def _control(self, page: str, request: Request, root: str, ops: Operator) -> Response:
-        """Pause, resume, set or clear a limit through ``ops`` (the caller's operator: the
-        caller is the change's actor, audited), then back to the controls page."""
-        form = self._form(request, ops)
-        write = _controls.BY_PAGE[page]
-        getattr(ops, write.call)(**_controls.arguments(page, form))
-        return _redirect(f"{root}/controls?{urlencode({'done': write.done})}")
+    # The controls: pause, resume, set or clear a limit through ``ops`` (the caller's
+    # operator: the caller is the change's actor, audited), then back to the controls page.
+
+    def _pause(self, ops: Operator, visit: _Visit) -> Response:
+        ops.pause(**self._control(ops, visit))
+        return _controlled(visit)
+
+    def _resume(self, ops: Operator, visit: _Visit) -> Response:
+        ops.resume(**self._control(ops, visit))
+        return _controlled(visit)
+
+    def _limit(self, ops: Operator, visit: _Visit) -> Response:
+        ops.set_limit(**self._control(ops, visit))
+        return _controlled(visit)
+
+    def _unlimit(self, ops: Operator, visit: _Visit) -> Response:
+        ops.clear_limit(**self._control(ops, visit))
+        return _controlled(visit)
+
+    def _control(self, ops: Operator, visit: _Visit) -> dict[str, Any]:
+        """The arguments of a control's operator call, from its form."""
+        return _controls.arguments(visit.page, self._form(visit.request, ops))
 
     def _form(self, request: Request, ops: Operator) -> dict[str, list[str]]:
         """The fields of a button's form, once it passed the CSRF checks."""
@@ -332,9 +414,7 @@ class Dashboard(Door):
         _csrf.check_token(request, _field(form, _csrf.FIELD), self._csrf_secret, ops.actor or "")
         return form
 
-    def _bulk(
-        self, request: Request, root: str, ops: Operator, context: dict[str, Any]
-    ) -> Response:
+    def _bulk(self, ops: Operator, visit: _Visit) -> Response:
         """A bulk action on the ticked jobs, or on the jobs the filter matches: first a
         page that says how many and asks to confirm, then the action on exactly those
         (each job audited) and a page that says which changed and which were skipped.
@@ -344,7 +424,8 @@ class Dashboard(Door):
         number and digest. If that set changed meanwhile, a 409 page says how many match
         now and nothing changes. The search reads at most ``BULK_LIMIT`` jobs per request
         (as a list page, it may stop early and offers to continue)."""
-        form = self._form(request, ops)
+        context = visit.context
+        form = self._form(visit.request, ops)
         shown = _browse.parse_filter(form, self.source.store.now())
         action = _browse.one(form, "action")
         states = _browse.bulk_states(action, shown.states)
@@ -422,6 +503,39 @@ class Dashboard(Door):
                     return _browse.Walk(found, through, more=False)
             elif read.resume_after is not None or read_count >= _browse.BULK_LIMIT:
                 return _browse.Walk(found, last, more=True)
+
+    #: A row per page of :data:`PAGES` (in its order, named by the page), then the
+    #: fallback (404 and 405 pages for other paths under the mount point).
+    ROUTES = (
+        _page("overview", _overview),
+        _page("jobs", _jobs),
+        _page("dead", _dead),
+        _page("charts", _charts_page),
+        _page("job", _job),
+        _button("retry", _change),
+        _button("cancel", _change),
+        _button("fail", _change),
+        _button("delete", _change),
+        _button("bulk", _bulk),
+        _page("controls", _controls_page),
+        _button("pause", _pause),
+        _button("resume", _resume),
+        _button("limit", _limit),
+        _button("unlimit", _unlimit),
+        _route("static", _stylesheet),
+        Door.FALLBACK,
+    )
+
+
+#: The rows of :attr:`Dashboard.ROUTES` by name: what :meth:`~Dashboard.handle`
+#: dispatches through.
+_BY_NAME: Mapping[str, RouteRow[Dashboard]] = {row.name: row for row in Dashboard.ROUTES}
+
+
+def _controlled(visit: _Visit) -> Response:
+    """Back to the controls page, which says what the control did."""
+    done = _controls.BY_PAGE[visit.page].done
+    return _redirect(f"{visit.root}/controls?{urlencode({'done': done})}")
 
 
 def _redirect(location: str) -> Response:

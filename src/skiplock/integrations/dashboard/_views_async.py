@@ -4,7 +4,8 @@
 into an HTML response: it asks the authorization hook first (``read`` for a page,
 ``write`` for a button), reads through the engine's operator acting as the caller and
 renders the page; errors are HTML pages with the matching status. It is a door of the
-REST layer's kit: the FastAPI and Flask bindings mount its :meth:`~AsyncDashboard.routes`.
+REST layer's kit: its route table, :attr:`AsyncDashboard.ROUTES` (a row per page, its
+handler the page's own), is what the FastAPI, Flask and Django bindings mount.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 import functools
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlencode
+
+import attrs
 
 from skiplock.core import JobNotFoundError, JobState, SkiplockError
 from skiplock.core.rules import (
@@ -23,19 +26,22 @@ from skiplock.core.rules import (
     throughput_window,
     to_duration,
 )
-from skiplock.engine import AsyncEngine, AsyncReader, SelectionChangedError
+from skiplock.engine import AsyncEngine, AsyncOperator, AsyncReader, SelectionChangedError
 
-from ..rest import AsyncDoor, AsyncRoute, Forbidden, Permission, Problem, Request, Response
+from ..rest import AsyncDoor, Forbidden, Permission, Problem, Request, Response
 from ..rest._problems import Conflict, InvalidRequest
+from ..rest._routes import AsyncRouteRow
 from ..rest._support import keyset_page, problem_for
 from . import _actions, _browse, _charts, _controls, _csrf, _render
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from skiplock.engine import AsyncOperator
-
     from ..rest import AsyncAuthorize
+    from ..rest._routes import AsyncRouteHandler
+
+    #: What a page shows (its template's context), or a response of its own (a redirect).
+    Built = dict[str, Any] | Response
 
 #: Every page: its path under the mount point (a route's parameters in braces), method
 #: and the permission it needs (None: none, the stylesheet).
@@ -67,6 +73,65 @@ def mount_root(page: str, request: Request) -> str:
     if page == "overview":
         return path.rstrip("/")
     return path[: -len(suffix)] if path.endswith(suffix) else ""
+
+
+class AsyncBuild(Protocol):
+    """A page's handler: what it shows, read through the caller's operator (or the
+    dashboard's reader)."""
+
+    async def __call__(
+        self, dashboard: AsyncDashboard, reads: AsyncOperator | AsyncReader, visit: _Visit, /
+    ) -> Built: ...
+
+
+class AsyncAct(Protocol):
+    """A button's handler: it acts through the caller's operator, then answers."""
+
+    async def __call__(
+        self, dashboard: AsyncDashboard, ops: AsyncOperator, visit: _Visit, /
+    ) -> Response: ...
+
+
+class AsyncView(Protocol):
+    """What answers a visit within the frame of every page (:meth:`AsyncDashboard._serve`)."""
+
+    async def __call__(self, visit: _Visit, /) -> Response: ...
+
+
+@attrs.frozen
+class _Visit:
+    """One request for a page: its name, the request, the dashboard's mount point and the
+    context of the page (or its error page) so far."""
+
+    page: str
+    request: Request
+    root: str
+    context: dict[str, Any]
+
+
+def _page(page: str, build: AsyncBuild) -> AsyncRouteRow[AsyncDashboard]:
+    """The route of a read page of :data:`PAGES`, built by ``build``."""
+
+    async def answer(dashboard: AsyncDashboard, request: Request) -> Response:
+        view = functools.partial(dashboard._read, build)
+        return await dashboard._serve(page, request, view)
+
+    return _route(page, answer)
+
+
+def _button(page: str, act: AsyncAct) -> AsyncRouteRow[AsyncDashboard]:
+    """The route of a button (a write page of :data:`PAGES`), applied by ``act``."""
+
+    async def answer(dashboard: AsyncDashboard, request: Request) -> Response:
+        view = functools.partial(dashboard._write, act)
+        return await dashboard._serve(page, request, view)
+
+    return _route(page, answer)
+
+
+def _route(page: str, handler: AsyncRouteHandler[AsyncDashboard]) -> AsyncRouteRow[AsyncDashboard]:
+    path, method, _ = PAGES[page]
+    return AsyncRouteRow(name=page, method=method, path=path, handler=handler)
 
 
 def _job_id(request: Request) -> int:
@@ -129,101 +194,78 @@ class AsyncDashboard(AsyncDoor):
         throughput_window(datetime.now(UTC), self._window, self._bucket)  # refused now
 
     async def handle(self, page: str, request: Request) -> Response:
-        """The response to ``request`` for ``page`` (a key of :data:`PAGES`). The hook is
-        asked first, before anything is read or changed; every error is an HTML page
-        with its status (an unexpected one a 500, logged on ``skiplock.dashboard``); a
-        database that does not answer within the engine's ``request_timeout`` gets a 503
-        page with ``Retry-After`` in time."""
-        root = mount_root(page, request)
-        if page == "static":
-            return Response(200, _render.stylesheet(), "text/css; charset=utf-8")
-        return await self.in_time(
-            functools.partial(self._page, page, request, root),
-            lambda problem: _error(problem, {"root": root}),
-        )
-
-    async def _page(self, page: str, request: Request, root: str) -> Response:
-        permission = PAGES[page][2]
-        assert permission is not None
-        context: dict[str, Any] = {"root": root, "identity": None, "can_write": False}
-        token = _csrf.cookie_token(request)
-        try:
-            if permission is Permission.WRITE:
-                ops = await self.operator(request, permission)
-                context["identity"] = ops.actor
-                # A caller the hook let write: its error pages (403, 409) must not say
-                # "read only".
-                context["can_write"] = True
-                if page == "bulk":
-                    return await self._bulk(request, root, ops, context)
-                if page in _controls.BY_PAGE:
-                    return await self._control(page, request, root, ops)
-                return await self._change(page, request, root, ops)
-            identity, reads = await self.reads(request)
-            context["identity"] = identity
-            context["can_write"] = await self._may_write(request)
-            if token is None or not _csrf.valid_for(token, self._csrf_secret, identity):
-                token = _csrf.new_token(self._csrf_secret, identity)
-                secure = request.scheme == "https"
-                cookie = {"Set-Cookie": _csrf.set_cookie(token, root or "/", secure=secure)}
-            else:
-                cookie = {}
-            context |= {"csrf": token, "notice": _notice(request), "refresh": None}
-            context["now"] = _render.when(datetime.now(UTC))
-            if page == "overview":
-                context |= await self._overview(reads)
-                live = _browse.one(request.query, "live") != "off"
-                context["refresh"] = self._refresh if live else None
-                context["live"] = live if self._refresh else None
-            elif page == "jobs":
-                wanted = _browse.job_id(_browse.one(request.query, "id"))
-                if wanted is not None:  # the id field: straight to the job's page
-                    return _redirect(f"{root}/jobs/{wanted}")
-                context |= await self._jobs(reads, request)
-            elif page == "dead":
-                context |= await self._dead(reads, request)
-            elif page == "charts":
-                name, length, bucket = _charts.window(_browse.one(request.query, "window"))
-                history = await reads.history(window=length, bucket=bucket)
-                context |= _charts.page(history, name)
-            elif page == "controls":
-                counts = await reads.counts()
-                throttled = (await reads.health()).throttled
-                context |= _controls.page(
-                    counts, await reads.paused(), await reads.limits(), throttled
-                )
-            else:
-                context |= await self._job(reads, _job_id(request))
-            status = 404 if context["page"] == "gone" else 200
-            return _html(status, _render.render(f"{context['page']}.html", context), cookie)
-        except _actions.Stale as stale:
-            context["current"] = stale.job
-            return _error(Conflict(str(stale)), context, back=f"{root}/jobs/{stale.job.id}")
-        except Exception as exc:
-            # The REST API's problems: an engine error's, the hook's, or a logged 500.
-            if isinstance(exc, SkiplockError):
-                problem: Problem = problem_for(exc)
-            else:
-                problem = self.failure(exc, request)
-            back = f"{root}/dead" if problem.status == 409 else None
-            return _error(problem, context, back=back)
-
-    def routes(self) -> list[AsyncRoute]:
-        """What a binding mounts: a route per page of :data:`PAGES`, named by the page,
-        then the fallback (404 and 405 pages for other paths under the mount point)."""
-        routes = [
-            AsyncRoute(
-                name=page, method=method, path=path, answer=functools.partial(self.handle, page)
-            )
-            for page, (path, method, _) in PAGES.items()
-        ]
-        return [*routes, self.fallback_route()]
+        """The response to ``request`` for ``page`` (a key of :data:`PAGES`), by its row
+        of :attr:`ROUTES`. The hook is asked first, before anything is read or changed;
+        every error is an HTML page with its status (an unexpected one a 500, logged on
+        ``skiplock.dashboard``); a database that does not answer within the engine's
+        ``request_timeout`` gets a 503 page with ``Retry-After`` in time."""
+        return await _BY_NAME[page].handler(self, request)
 
     def problem_response(self, problem: Problem, request: Request) -> Response:
         """A problem of the fallback (404, 405) as an HTML page."""
         rest = request.path_params.get("path", "")
         root = request.path[: len(request.path) - len(rest)].rstrip("/")
         return _error(problem, {"root": root})
+
+    # ---- the frame of every page ----------------------------------------------------------
+
+    async def _serve(self, page: str, request: Request, view: AsyncView) -> Response:
+        """``view``'s answer to the visit of ``page``, within the request's deadline; its
+        errors as HTML pages."""
+        root = mount_root(page, request)
+        context: dict[str, Any] = {"root": root, "identity": None, "can_write": False}
+        return await self.in_time(
+            functools.partial(self._guarded, view, _Visit(page, request, root, context)),
+            lambda problem: _error(problem, {"root": root}),
+        )
+
+    async def _guarded(self, view: AsyncView, visit: _Visit) -> Response:
+        try:
+            return await view(visit)
+        except _actions.Stale as stale:
+            visit.context["current"] = stale.job
+            job_page = f"{visit.root}/jobs/{stale.job.id}"
+            return _error(Conflict(str(stale)), visit.context, back=job_page)
+        except Exception as exc:
+            # The REST API's problems: an engine error's, the hook's, or a logged 500.
+            if isinstance(exc, SkiplockError):
+                problem: Problem = problem_for(exc)
+            else:
+                problem = self.failure(exc, visit.request)
+            back = f"{visit.root}/dead" if problem.status == 409 else None
+            return _error(problem, visit.context, back=back)
+
+    async def _write(self, act: AsyncAct, visit: _Visit) -> Response:
+        """A button: ``act`` through the caller's operator, once the hook grants
+        ``write``."""
+        ops = await self.operator(visit.request, Permission.WRITE)
+        visit.context["identity"] = ops.actor
+        # A caller the hook let write: its error pages (403, 409) must not say "read only".
+        visit.context["can_write"] = True
+        return await act(self, ops, visit)
+
+    async def _read(self, build: AsyncBuild, visit: _Visit) -> Response:
+        """A page: what ``build`` reads through the caller's operator (or the reader),
+        once the hook grants ``read``, rendered."""
+        request, context = visit.request, visit.context
+        identity, reads = await self.reads(request)
+        context["identity"] = identity
+        context["can_write"] = await self._may_write(request)
+        token = _csrf.cookie_token(request)
+        if token is None or not _csrf.valid_for(token, self._csrf_secret, identity):
+            token = _csrf.new_token(self._csrf_secret, identity)
+            secure = request.scheme == "https"
+            cookie = {"Set-Cookie": _csrf.set_cookie(token, visit.root or "/", secure=secure)}
+        else:
+            cookie = {}
+        context |= {"csrf": token, "notice": _notice(request), "refresh": None}
+        context["now"] = _render.when(datetime.now(UTC))
+        built = await build(self, reads, visit)
+        if isinstance(built, Response):
+            return built
+        context |= built
+        status = 404 if context["page"] == "gone" else 200
+        return _html(status, _render.render(f"{context['page']}.html", context), cookie)
 
     async def _may_write(self, request: Request) -> bool:
         """Whether the hook grants ``write`` (to show the buttons)."""
@@ -233,22 +275,30 @@ class AsyncDashboard(AsyncDoor):
             return False
         return True
 
+    async def _stylesheet(self, request: Request) -> Response:
+        return Response(200, _render.stylesheet(), "text/css; charset=utf-8")
+
     # ---- pages --------------------------------------------------------------------------
 
-    async def _overview(self, ops: AsyncOperator | AsyncReader) -> dict[str, Any]:
-        counts = await ops.counts()
-        report = await ops.health()
-        throughput = await ops.throughput(window=self._window, bucket=self._bucket)
-        return _render.overview(counts, report, throughput)
+    async def _overview(self, reads: AsyncOperator | AsyncReader, visit: _Visit) -> Built:
+        counts = await reads.counts()
+        report = await reads.health()
+        throughput = await reads.throughput(window=self._window, bucket=self._bucket)
+        live = _browse.one(visit.request.query, "live") != "off"
+        return _render.overview(counts, report, throughput) | {
+            "refresh": self._refresh if live else None,
+            "live": live if self._refresh else None,
+        }
 
-    async def _dead(self, ops: AsyncOperator | AsyncReader, request: Request) -> dict[str, Any]:
-        kind = _one(request.query, "kind") or None
-        cursor = _one(request.query, "after")
+    async def _dead(self, reads: AsyncOperator | AsyncReader, visit: _Visit) -> Built:
+        query = visit.request.query
+        kind = _one(query, "kind") or None
+        cursor = _one(query, "after")
         after_id = int(cursor) if cursor and cursor.isascii() and cursor.isdigit() else None
-        read = await ops.dead_jobs(kind=kind, limit=self._page_size + 1, after_id=after_id)
+        read = await reads.dead_jobs(kind=kind, limit=self._page_size + 1, after_id=after_id)
         jobs, after = keyset_page(read, self._page_size)
-        kinds = sorted({c.kind for c in await ops.counts() if c.state is JobState.DEAD})
-        query = {"kind": kind} if kind else {}
+        kinds = sorted({c.kind for c in await reads.counts() if c.state is JobState.DEAD})
+        kept = {"kind": kind} if kind else {}
         return {
             "page": "dead",
             "jobs": jobs,
@@ -256,30 +306,45 @@ class AsyncDashboard(AsyncDoor):
             "kinds": kinds,
             "next_cursor": after,
             "partial": read.resume_after is not None,
-            "next_query": urlencode(query | ({} if after is None else {"after": after})),
+            "next_query": urlencode(kept | ({} if after is None else {"after": after})),
         }
 
-    async def _jobs(self, ops: AsyncOperator | AsyncReader, request: Request) -> dict[str, Any]:
-        shown = _browse.parse_filter(request.query, await self.source.store.now())
-        after = _browse.cursor(_browse.one(request.query, "after"))
+    async def _jobs(self, reads: AsyncOperator | AsyncReader, visit: _Visit) -> Built:
+        query = visit.request.query
+        wanted = _browse.job_id(_browse.one(query, "id"))
+        if wanted is not None:  # the id field: straight to the job's page
+            return _redirect(f"{visit.root}/jobs/{wanted}")
+        shown = _browse.parse_filter(query, await self.source.store.now())
+        after = _browse.cursor(_browse.one(query, "after"))
         size = self._page_size
         limit = size if shown.text else size + 1
-        read = await ops.list_jobs(**shown.arguments, limit=limit, after_id=after)
-        counts = await ops.counts()
+        read = await reads.list_jobs(**shown.arguments, limit=limit, after_id=after)
+        counts = await reads.counts()
         listed = _browse.page(read, shown, size, read.resume_after)
         return _render.jobs_page(shown, listed, counts)
 
-    async def _job(self, ops: AsyncOperator | AsyncReader, job_id: int) -> dict[str, Any]:
+    async def _charts_page(self, reads: AsyncOperator | AsyncReader, visit: _Visit) -> Built:
+        name, length, bucket = _charts.window(_browse.one(visit.request.query, "window"))
+        history = await reads.history(window=length, bucket=bucket)
+        return _charts.page(history, name)
+
+    async def _controls_page(self, reads: AsyncOperator | AsyncReader, visit: _Visit) -> Built:
+        counts = await reads.counts()
+        throttled = (await reads.health()).throttled
+        return _controls.page(counts, await reads.paused(), await reads.limits(), throttled)
+
+    async def _job(self, reads: AsyncOperator | AsyncReader, visit: _Visit) -> Built:
+        job_id = _job_id(visit.request)
         try:
-            job = await ops.get_job(job_id)
+            job = await reads.get_job(job_id)
         except JobNotFoundError:
             # A deleted (discarded) job: its audit trail outlives it (404 with the trail).
-            trail = await ops.audit_trail(job_id)
+            trail = await reads.audit_trail(job_id)
             if not trail:
                 raise
             audit = _render.audit_rows(trail)
             return {"page": "gone", "job_id": job_id, "audit": audit, "audit_on": True}
-        events = await ops.audit_trail(job_id)
+        events = await reads.audit_trail(job_id)
         return {
             "page": "job",
             "job": job,
@@ -291,7 +356,7 @@ class AsyncDashboard(AsyncDoor):
 
     # ---- buttons --------------------------------------------------------------------------
 
-    async def _change(self, page: str, request: Request, root: str, ops: AsyncOperator) -> Response:
+    async def _change(self, ops: AsyncOperator, visit: _Visit) -> Response:
         """Apply the button's action to the job through ``ops`` (the caller's operator),
         then redirect (303) to the page the form names.
 
@@ -299,9 +364,9 @@ class AsyncDashboard(AsyncDoor):
         a job that changed since is left alone (409, and the page says what it is now),
         and the action applies only in that state (checked again in the statement that
         changes the job), so a stale Discard never deletes a job replayed meanwhile."""
-        form = self._form(request, ops)
-        job_id = _job_id(request)
-        action = _actions.BY_PAGE[page].call
+        form, root = self._form(visit.request, ops), visit.root
+        job_id = _job_id(visit.request)
+        action = _actions.BY_PAGE[visit.page].call
         state, seen = _actions.rendered_for(action, _field(form, "state"), _field(form, "version"))
         _actions.check_unchanged(await ops.get_job(job_id), state, seen)
         if not await ops.act_on_jobs(action, [job_id], states=[state]):
@@ -314,15 +379,28 @@ class AsyncDashboard(AsyncDoor):
             location = f"{root}/dead?{urlencode({'done': done, 'job': job_id})}"
         return _redirect(location)
 
-    async def _control(
-        self, page: str, request: Request, root: str, ops: AsyncOperator
-    ) -> Response:
-        """Pause, resume, set or clear a limit through ``ops`` (the caller's operator: the
-        caller is the change's actor, audited), then back to the controls page."""
-        form = self._form(request, ops)
-        write = _controls.BY_PAGE[page]
-        await getattr(ops, write.call)(**_controls.arguments(page, form))
-        return _redirect(f"{root}/controls?{urlencode({'done': write.done})}")
+    # The controls: pause, resume, set or clear a limit through ``ops`` (the caller's
+    # operator: the caller is the change's actor, audited), then back to the controls page.
+
+    async def _pause(self, ops: AsyncOperator, visit: _Visit) -> Response:
+        await ops.pause(**self._control(ops, visit))
+        return _controlled(visit)
+
+    async def _resume(self, ops: AsyncOperator, visit: _Visit) -> Response:
+        await ops.resume(**self._control(ops, visit))
+        return _controlled(visit)
+
+    async def _limit(self, ops: AsyncOperator, visit: _Visit) -> Response:
+        await ops.set_limit(**self._control(ops, visit))
+        return _controlled(visit)
+
+    async def _unlimit(self, ops: AsyncOperator, visit: _Visit) -> Response:
+        await ops.clear_limit(**self._control(ops, visit))
+        return _controlled(visit)
+
+    def _control(self, ops: AsyncOperator, visit: _Visit) -> dict[str, Any]:
+        """The arguments of a control's operator call, from its form."""
+        return _controls.arguments(visit.page, self._form(visit.request, ops))
 
     def _form(self, request: Request, ops: AsyncOperator) -> dict[str, list[str]]:
         """The fields of a button's form, once it passed the CSRF checks."""
@@ -334,9 +412,7 @@ class AsyncDashboard(AsyncDoor):
         _csrf.check_token(request, _field(form, _csrf.FIELD), self._csrf_secret, ops.actor or "")
         return form
 
-    async def _bulk(
-        self, request: Request, root: str, ops: AsyncOperator, context: dict[str, Any]
-    ) -> Response:
+    async def _bulk(self, ops: AsyncOperator, visit: _Visit) -> Response:
         """A bulk action on the ticked jobs, or on the jobs the filter matches: first a
         page that says how many and asks to confirm, then the action on exactly those
         (each job audited) and a page that says which changed and which were skipped.
@@ -346,7 +422,8 @@ class AsyncDashboard(AsyncDoor):
         number and digest. If that set changed meanwhile, a 409 page says how many match
         now and nothing changes. The search reads at most ``BULK_LIMIT`` jobs per request
         (as a list page, it may stop early and offers to continue)."""
-        form = self._form(request, ops)
+        context = visit.context
+        form = self._form(visit.request, ops)
         shown = _browse.parse_filter(form, await self.source.store.now())
         action = _browse.one(form, "action")
         states = _browse.bulk_states(action, shown.states)
@@ -424,6 +501,41 @@ class AsyncDashboard(AsyncDoor):
                     return _browse.Walk(found, through, more=False)
             elif read.resume_after is not None or read_count >= _browse.BULK_LIMIT:
                 return _browse.Walk(found, last, more=True)
+
+    #: A row per page of :data:`PAGES` (in its order, named by the page), then the
+    #: fallback (404 and 405 pages for other paths under the mount point).
+    ROUTES = (
+        _page("overview", _overview),
+        _page("jobs", _jobs),
+        _page("dead", _dead),
+        _page("charts", _charts_page),
+        _page("job", _job),
+        _button("retry", _change),
+        _button("cancel", _change),
+        _button("fail", _change),
+        _button("delete", _change),
+        _button("bulk", _bulk),
+        _page("controls", _controls_page),
+        _button("pause", _pause),
+        _button("resume", _resume),
+        _button("limit", _limit),
+        _button("unlimit", _unlimit),
+        _route("static", _stylesheet),
+        AsyncDoor.FALLBACK,
+    )
+
+
+#: The rows of :attr:`AsyncDashboard.ROUTES` by name: what :meth:`~AsyncDashboard.handle`
+#: dispatches through.
+_BY_NAME: Mapping[str, AsyncRouteRow[AsyncDashboard]] = {
+    row.name: row for row in AsyncDashboard.ROUTES
+}
+
+
+def _controlled(visit: _Visit) -> Response:
+    """Back to the controls page, which says what the control did."""
+    done = _controls.BY_PAGE[visit.page].done
+    return _redirect(f"{visit.root}/controls?{urlencode({'done': done})}")
 
 
 def _redirect(location: str) -> Response:

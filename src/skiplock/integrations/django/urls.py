@@ -38,9 +38,7 @@ from django.http.request import RawPostDataException
 from django.middleware.csrf import get_token
 from django.urls import URLPattern, path
 
-from skiplock.adapters.memory import InMemoryJobStore
 from skiplock.core import DatabaseUnavailableError
-from skiplock.engine import Engine
 from skiplock.integrations.rest import Forbidden, Permission, Request, RestApi, problem_for
 from skiplock.integrations.rest._routes import ANY_METHOD, FALLBACK_PATH, allowed_methods
 
@@ -50,8 +48,10 @@ from .management._common import backend_named
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from skiplock.engine import Engine
     from skiplock.integrations.dashboard import DashboardOptions
     from skiplock.integrations.rest import Authorize, Response, Route
+    from skiplock.integrations.rest._routes import RouteSpec
 
 __all__ = ["PERMISSIONS", "dashboard", "probes", "rest_api", "staff_authorize"]
 
@@ -84,7 +84,10 @@ def rest_api(
     named by operation id (``listJobs``, ``getJob``, ..., ``openapi``)."""
     hook = _unavailable_as_503(authorize)
     return _patterns(
-        backend, lambda engine: RestApi(engine, authorize=hook).routes(), door="REST API"
+        backend,
+        lambda engine: RestApi(engine, authorize=hook).routes(),
+        RestApi.ROUTES,
+        door="REST API",
     )
 
 
@@ -104,6 +107,7 @@ def dashboard(
     return _patterns(
         backend,
         lambda engine: Dashboard(engine, authorize=hook, **options).routes(),
+        Dashboard.ROUTES,
         door="dashboard",
         csrf_forms=True,
     )
@@ -115,9 +119,11 @@ def probes(*, backend: str = "default", timeout: float | None = None) -> list[UR
     the engine's ``Settings.request_timeout``), else 503 ``unavailable``. No
     authorization by design: they reveal nothing (no version, host or error; why
     readiness failed is logged on ``skiplock.probes``)."""
-    from skiplock.integrations._monitor import probe_routes
+    from skiplock.integrations._monitor import PROBES, probe_routes
 
-    return _patterns(backend, lambda engine: probe_routes(engine, timeout=timeout), door="probes")
+    return _patterns(
+        backend, lambda engine: probe_routes(engine, timeout=timeout), PROBES, door="probes"
+    )
 
 
 # ---- the binding ------------------------------------------------------------------------
@@ -164,6 +170,7 @@ class _Routes:
 def _patterns(
     backend: str,
     make: Callable[[Engine], Sequence[Route]],
+    table: Sequence[RouteSpec],
     *,
     door: str,
     csrf_forms: bool = False,
@@ -171,9 +178,10 @@ def _patterns(
     routes = _Routes(backend, make)
     patterns: list[URLPattern] = []
     views: dict[str, Callable[..., HttpResponse]] = {}
-    # The door's names and paths, from the door on an engine of its own: the URLconf is
-    # loaded before the backend may be used (by `check`, with invalid OPTIONS even).
-    for route in make(Engine(InMemoryJobStore())):
+    # The door's names and paths, from its route table (static: no engine needed, for
+    # the URLconf is loaded before the backend may be used, by `check` with invalid
+    # OPTIONS even); its routes on the backend's engine are made at the first request.
+    for route in table:
         view = views.get(route.path)
         if view is None:
             view = views[route.path] = _view(routes, route.path, csrf_forms=csrf_forms)

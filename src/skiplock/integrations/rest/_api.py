@@ -7,8 +7,9 @@ This module is the generated sync twin of ``_api_async.py``.
 :class:`RestApi` turns a framework-neutral :class:`Request` into a
 :class:`Response`: it asks the authorization hook first, parses the path, query and body
 into the operation's models, calls the operation's handler of :data:`OPERATIONS` with the
-engine's operator acting as the caller, and maps its errors to problem details. Its
-:meth:`~RestApi.routes` are what every binding mounts.
+engine's operator acting as the caller, and maps its errors to problem details. Its route
+table, :attr:`RestApi.ROUTES` (a route per operation, the OpenAPI document, the
+fallback), is what every binding mounts.
 """
 
 from __future__ import annotations
@@ -20,10 +21,19 @@ from skiplock.core import SkiplockError
 from ._auth import Permission
 from ._door import Door
 from ._http import Request, Response, json_response
-from ._operations import BY_ID, OPERATIONS, openapi_document
-from ._routes import Route
-from ._spec import OPENAPI_PATH
+from ._operations import BY_ID, OPERATIONS, Handler, openapi_document
+from ._routes import RouteRow
+from ._spec import OPENAPI_PATH, Operation
 from ._support import parse_call, problem_for
+
+
+def _operation_route(op: Operation[Handler]) -> RouteRow[RestApi]:
+    """The row of ``op`` in the route table: answered by :meth:`RestApi.handle`."""
+
+    def answer(api: RestApi, request: Request) -> Response:
+        return api.handle(op.id, request)
+
+    return RouteRow(name=op.id, method=op.method, path=op.path, operation=op, handler=answer)
 
 
 class RestApi(Door):
@@ -67,20 +77,10 @@ class RestApi(Door):
             return self.failure(exc, request).response(request.path)
         return json_response(openapi_document(request.path.removesuffix(OPENAPI_PATH)))
 
-    def routes(self) -> list[Route]:
-        """What a binding mounts: a route per operation of :data:`OPERATIONS` (named by
-        its id), then the OpenAPI document (``openapi``), then the fallback (404 and 405
-        as problems)."""
-        routes = [
-            Route(
-                name=op.id,
-                method=op.method,
-                path=op.path,
-                operation=op,
-                answer=functools.partial(self.handle, op.id),
-            )
-            for op in OPERATIONS
-        ]
-        routes.append(Route(name="openapi", method="GET", path=OPENAPI_PATH, answer=self.openapi))
-        routes.append(self.fallback_route())
-        return routes
+    #: A route per operation of :data:`OPERATIONS` (named by its id), then the OpenAPI
+    #: document (``openapi``), then the fallback (404 and 405 as problems).
+    ROUTES = (
+        *[_operation_route(op) for op in OPERATIONS],
+        RouteRow(name="openapi", method="GET", path=OPENAPI_PATH, handler=openapi),
+        Door.FALLBACK,
+    )

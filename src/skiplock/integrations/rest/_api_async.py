@@ -3,8 +3,9 @@
 :class:`AsyncRestApi` turns a framework-neutral :class:`Request` into a
 :class:`Response`: it asks the authorization hook first, parses the path, query and body
 into the operation's models, calls the operation's handler of :data:`OPERATIONS` with the
-engine's operator acting as the caller, and maps its errors to problem details. Its
-:meth:`~AsyncRestApi.routes` are what every binding mounts.
+engine's operator acting as the caller, and maps its errors to problem details. Its route
+table, :attr:`AsyncRestApi.ROUTES` (a route per operation, the OpenAPI document, the
+fallback), is what every binding mounts.
 """
 
 from __future__ import annotations
@@ -16,10 +17,19 @@ from skiplock.core import SkiplockError
 from ._auth import Permission
 from ._door_async import AsyncDoor
 from ._http import Request, Response, json_response
-from ._operations_async import BY_ID, OPERATIONS, openapi_document
-from ._routes import AsyncRoute
-from ._spec import OPENAPI_PATH
+from ._operations_async import BY_ID, OPERATIONS, AsyncHandler, openapi_document
+from ._routes import AsyncRouteRow
+from ._spec import OPENAPI_PATH, Operation
 from ._support import parse_call, problem_for
+
+
+def _operation_route(op: Operation[AsyncHandler]) -> AsyncRouteRow[AsyncRestApi]:
+    """The row of ``op`` in the route table: answered by :meth:`AsyncRestApi.handle`."""
+
+    async def answer(api: AsyncRestApi, request: Request) -> Response:
+        return await api.handle(op.id, request)
+
+    return AsyncRouteRow(name=op.id, method=op.method, path=op.path, operation=op, handler=answer)
 
 
 class AsyncRestApi(AsyncDoor):
@@ -63,22 +73,10 @@ class AsyncRestApi(AsyncDoor):
             return self.failure(exc, request).response(request.path)
         return json_response(openapi_document(request.path.removesuffix(OPENAPI_PATH)))
 
-    def routes(self) -> list[AsyncRoute]:
-        """What a binding mounts: a route per operation of :data:`OPERATIONS` (named by
-        its id), then the OpenAPI document (``openapi``), then the fallback (404 and 405
-        as problems)."""
-        routes = [
-            AsyncRoute(
-                name=op.id,
-                method=op.method,
-                path=op.path,
-                operation=op,
-                answer=functools.partial(self.handle, op.id),
-            )
-            for op in OPERATIONS
-        ]
-        routes.append(
-            AsyncRoute(name="openapi", method="GET", path=OPENAPI_PATH, answer=self.openapi)
-        )
-        routes.append(self.fallback_route())
-        return routes
+    #: A route per operation of :data:`OPERATIONS` (named by its id), then the OpenAPI
+    #: document (``openapi``), then the fallback (404 and 405 as problems).
+    ROUTES = (
+        *[_operation_route(op) for op in OPERATIONS],
+        AsyncRouteRow(name="openapi", method="GET", path=OPENAPI_PATH, handler=openapi),
+        AsyncDoor.FALLBACK,
+    )

@@ -6,22 +6,23 @@ unexpected error.
 
 This module is the generated sync twin of ``_door_async.py``.
 
-The REST API (:class:`~._api.RestApi`) and the dashboard are doors; each hands
-its bindings a list of routes (``_routes.py``).
+The REST API (:class:`~._api.RestApi`) and the dashboard are doors; each holds
+its route table in its class (``ROUTES``, static: no engine needed to list it) and hands
+its bindings the table bound to the door (:meth:`~Door.routes`, ``_routes.py``).
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from skiplock._compat import request_deadline
 from skiplock.engine import Engine, Reader
 
 from ._auth import Permission, check_hook, identity_of
 from ._problems import Forbidden, InternalError, NotAuthenticated, Problem
-from ._routes import ANY_METHOD, FALLBACK_PATH, Route, unmatched
+from ._routes import ANY_METHOD, FALLBACK_PATH, Route, RouteRow, unmatched
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -126,15 +127,13 @@ class Door:
         )
         return InternalError("an unexpected error; see the server's log")
 
-    def routes(self) -> list[Route]:
-        """What a binding mounts: the door's routes, its fallback last."""
-        raise NotImplementedError
+    #: The door's route table, static data (the fallback last): each route's name, method,
+    #: path and handler. Listing it needs no engine; :meth:`routes` binds it to a door.
+    ROUTES: ClassVar[tuple[RouteRow[Any], ...]] = ()
 
-    def fallback_route(self) -> Route:
-        """The route of every path under the mount point that no other route takes (the
-        bindings mount it only under a prefix: at the root of a site it would take every
-        path of the app)."""
-        return Route(name="fallback", method=ANY_METHOD, path=FALLBACK_PATH, answer=self.fallback)
+    def routes(self) -> list[Route]:
+        """What a binding mounts: :attr:`ROUTES`, each answered by this door."""
+        return [row.bind(self) for row in self.ROUTES]
 
     def fallback(self, request: Request) -> Response:
         """The answer to a path under the mount point that no route takes, or to a method
@@ -143,10 +142,17 @@ class Door:
         (:meth:`problem_response`)."""
         try:
             self.authorize(request, Permission.READ)
-            return unmatched(self.routes(), request)
+            return unmatched(self.ROUTES, request)
         except Exception as exc:
             return self.problem_response(self.failure(exc, request), request)
 
     def problem_response(self, problem: Problem, request: Request) -> Response:
         """The response of ``problem`` (the REST API's: problem+json)."""
         return problem.response(request.path)
+
+    #: The row of every path under the mount point that no other route takes (the last of
+    #: a door's table; the bindings mount it only under a prefix: at the root of a site
+    #: it would take every path of the app).
+    FALLBACK: ClassVar[RouteRow[Any]] = RouteRow(
+        name="fallback", method=ANY_METHOD, path=FALLBACK_PATH, handler=fallback
+    )

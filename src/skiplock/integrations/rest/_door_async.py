@@ -2,8 +2,9 @@
 the authorization hook asked before anything else, the engine's operator acting as the
 caller it names, and the answer to an unexpected error.
 
-The REST API (:class:`~._api_async.AsyncRestApi`) and the dashboard are doors; each hands
-its bindings a list of routes (``_routes.py``).
+The REST API (:class:`~._api_async.AsyncRestApi`) and the dashboard are doors; each holds
+its route table in its class (``ROUTES``, static: no engine needed to list it) and hands
+its bindings the table bound to the door (:meth:`~AsyncDoor.routes`, ``_routes.py``).
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from skiplock._compat import deadline_error, request_deadline
 from skiplock.engine import AsyncEngine, AsyncReader
 
 from ._auth import Permission, check_hook, identity_of
 from ._problems import Forbidden, InternalError, NotAuthenticated, Problem
-from ._routes import ANY_METHOD, FALLBACK_PATH, AsyncRoute, unmatched
+from ._routes import ANY_METHOD, FALLBACK_PATH, AsyncRoute, AsyncRouteRow, unmatched
 from ._support import problem_for
 
 if TYPE_CHECKING:
@@ -143,17 +144,13 @@ class AsyncDoor:
         )
         return InternalError("an unexpected error; see the server's log")
 
-    def routes(self) -> list[AsyncRoute]:
-        """What a binding mounts: the door's routes, its fallback last."""
-        raise NotImplementedError
+    #: The door's route table, static data (the fallback last): each route's name, method,
+    #: path and handler. Listing it needs no engine; :meth:`routes` binds it to a door.
+    ROUTES: ClassVar[tuple[AsyncRouteRow[Any], ...]] = ()
 
-    def fallback_route(self) -> AsyncRoute:
-        """The route of every path under the mount point that no other route takes (the
-        bindings mount it only under a prefix: at the root of a site it would take every
-        path of the app)."""
-        return AsyncRoute(
-            name="fallback", method=ANY_METHOD, path=FALLBACK_PATH, answer=self.fallback
-        )
+    def routes(self) -> list[AsyncRoute]:
+        """What a binding mounts: :attr:`ROUTES`, each answered by this door."""
+        return [row.bind(self) for row in self.ROUTES]
 
     async def fallback(self, request: Request) -> Response:
         """The answer to a path under the mount point that no route takes, or to a method
@@ -162,10 +159,17 @@ class AsyncDoor:
         (:meth:`problem_response`)."""
         try:
             await self.authorize(request, Permission.READ)
-            return unmatched(self.routes(), request)
+            return unmatched(self.ROUTES, request)
         except Exception as exc:
             return self.problem_response(self.failure(exc, request), request)
 
     def problem_response(self, problem: Problem, request: Request) -> Response:
         """The response of ``problem`` (the REST API's: problem+json)."""
         return problem.response(request.path)
+
+    #: The row of every path under the mount point that no other route takes (the last of
+    #: a door's table; the bindings mount it only under a prefix: at the root of a site
+    #: it would take every path of the app).
+    FALLBACK: ClassVar[AsyncRouteRow[Any]] = AsyncRouteRow(
+        name="fallback", method=ANY_METHOD, path=FALLBACK_PATH, handler=fallback
+    )

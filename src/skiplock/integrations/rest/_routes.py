@@ -7,13 +7,19 @@ view converts the framework's request into a :class:`~._http.Request`, calls
 answers are awaited, :class:`Route` answers are plain calls (an async framework runs them
 in its thread pool). The names and paths come from the door, so every binding mounts
 the same routes.
+
+They are static data: each door's class holds its route table (``ROUTES``: a
+:class:`AsyncRouteRow` / :class:`RouteRow` per route, its handler a function of the door
+and the request), which lists the routes without an engine; a door's ``routes()`` binds
+the table to the door.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import attrs
 
@@ -31,8 +37,15 @@ ANY_METHOD = "*"
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
+#: The door a route table's handlers take.
+D = TypeVar("D")
+
+
 @attrs.frozen(kw_only=True)
-class _Mount:
+class RouteSpec:
+    """What a binding needs to know of a route, whatever serves it: its name, method and
+    path (and the REST operation it serves)."""
+
     #: The route's name in its door: an operation id, ``openapi``, a dashboard page.
     name: str
     method: str
@@ -62,7 +75,7 @@ class _Mount:
         return self.path != FALLBACK_PATH and re.fullmatch(pattern, path) is not None
 
 
-def allowed_methods(routes: Iterable[_Mount], path: str) -> list[str]:
+def allowed_methods(routes: Iterable[RouteSpec], path: str) -> list[str]:
     """The methods the routes take at ``path`` (relative to the mount point); [] for a
     path none of them takes."""
     methods = {route.method for route in routes if route.matches(path)}
@@ -78,20 +91,65 @@ Work = Callable[[], Response]
 
 
 @attrs.frozen(kw_only=True)
-class AsyncRoute(_Mount):
+class AsyncRoute(RouteSpec):
     """A route of an async door (``AsyncRestApi``, ``AsyncDashboard``)."""
 
     answer: Callable[[Request], Awaitable[Response]]
 
 
 @attrs.frozen(kw_only=True)
-class Route(_Mount):
+class Route(RouteSpec):
     """A route of a sync door (``RestApi``, ``Dashboard``)."""
 
     answer: Callable[[Request], Response]
 
 
-def unmatched(routes: Iterable[_Mount], request: Request) -> Response:
+#: The handler of a route of an async door's table: called with the door and the request.
+AsyncRouteHandler = Callable[[D, Request], Awaitable[Response]]
+#: The same for a sync door.
+RouteHandler = Callable[[D, Request], Response]
+
+
+@attrs.frozen(kw_only=True)
+class AsyncRouteRow(RouteSpec, Generic[D]):
+    """A row of an async door's route table: the route, and the ``handler`` answering it,
+    called with the door and the request."""
+
+    handler: AsyncRouteHandler[D]
+
+    def bind(self, door: D) -> AsyncRoute:
+        """The route as ``door`` answers it."""
+        return AsyncRoute(**spec_fields(self), answer=functools.partial(self.handler, door))
+
+
+@attrs.frozen(kw_only=True)
+class RouteRow(RouteSpec, Generic[D]):
+    """A row of a sync door's route table (see :class:`AsyncRouteRow`)."""
+
+    handler: RouteHandler[D]
+
+    def bind(self, door: D) -> Route:
+        """The route as ``door`` answers it."""
+        return Route(**spec_fields(self), answer=functools.partial(self.handler, door))
+
+
+def spec_fields(route: RouteSpec) -> dict[str, Any]:
+    """The fields of :class:`RouteSpec` of ``route`` (to make a route of another kind)."""
+    return {
+        "name": route.name,
+        "method": route.method,
+        "path": route.path,
+        "operation": route.operation,
+    }
+
+
+def specs(routes: Iterable[RouteSpec]) -> list[tuple[str, str, str]]:
+    """The (name, method, path) of each route: what a route table and the routes a door
+    hands its bindings have in common."""
+    return [(route.name, route.method, route.path) for route in routes]
+
+
+def unmatched(routes: Iterable[RouteSpec], request: Request) -> Response:
     """The answer of a door's fallback route to ``request`` (its ``path`` parameter: the
     path under the mount point): OPTIONS on a path of ``routes`` is a 204 with ``Allow``;
     raises MethodNotAllowed (405, ``Allow``) for another method there, NotFound (404) for
