@@ -417,6 +417,11 @@ class Succeeded:
     result: JSON = None
     result_json: str | None = attrs.field(default=None, eq=False, repr=False)
 
+    @property
+    def final(self) -> bool:
+        """True: no retry follows a success (see :attr:`Retry.final`)."""
+        return True
+
 
 @attrs.frozen
 class Retry:
@@ -425,12 +430,26 @@ class Retry:
     delay: timedelta
     error: str
 
+    @property
+    def final(self) -> bool:
+        """Whether the job is finished once this outcome is written (no retry follows):
+        False here and for :class:`Release`, True for :class:`Succeeded` and
+        :class:`Bury`. The failure decision (core's ``decide_failure``) chose the outcome,
+        so whoever reads it (the worker, a framework integration) needs no rule of its
+        own."""
+        return False
+
 
 @attrs.frozen
 class Bury:
     """Give up: move to ``dead`` with ``error``."""
 
     error: str
+
+    @property
+    def final(self) -> bool:
+        """True: the job is dead, no retry follows (see :attr:`Retry.final`)."""
+        return True
 
 
 @attrs.frozen
@@ -445,6 +464,11 @@ class Release:
     delay: timedelta = timedelta(0)
     error: str | None = None
     refund: bool = True
+
+    @property
+    def final(self) -> bool:
+        """False: the job runs again (see :attr:`Retry.final`)."""
+        return False
 
 
 Outcome: TypeAlias = Succeeded | Retry | Bury | Release

@@ -25,7 +25,8 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from skiplock.adapters.psycopg import quote_identifier
-from skiplock.engine import Engine, JobCancelledError, JobContext
+from skiplock.core import Release
+from skiplock.engine import Engine, JobContext
 
 from ._results import DEFAULT_QUEUE, TaskCall, error_from_exception, task_result
 from ._store import DjangoJobStore, migrate_hint
@@ -260,12 +261,15 @@ class Runtime:
                 value = normalize_json(value)
             except BaseException as exc:
                 # Sent inside the handler, as Django's backends do (receivers see exc_info).
-                if isinstance(exc, JobCancelledError):  # a shutdown: released, no attempt used
+                # The worker's own decision says what follows (the very outcome it
+                # writes): a release (a shutdown: no attempt used, no error), a retry, or
+                # the end of the job.
+                outcome = ctx.failure_outcome(exc)
+                if isinstance(outcome, Release):
                     status = TaskResultStatus.READY
                 else:
                     result.errors.append(error_from_exception(exc))
-                    final = ctx.job.attempts >= ctx.job.max_attempts
-                    status = TaskResultStatus.FAILED if final else TaskResultStatus.READY
+                    status = TaskResultStatus.FAILED if outcome.final else TaskResultStatus.READY
                 _finish(result, status)
                 task_finished.send(sender=sender, task_result=result)
                 raise
