@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import logging
 import threading
+from collections import OrderedDict
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,9 @@ logger = logging.getLogger("skiplock.integrations.django")
 #: first definition of each (``Task.using()`` copies differ only in what a job records).
 _known_tasks: dict[str, Task[..., Any]] = {}
 _known_lock = threading.Lock()
+
+#: How many ``ON_COMMIT`` keys a runtime remembers the ids of (the latest writes).
+_WRITTEN_KEYS = 4096
 
 #: Connection-string keys of ``get_connection_params()`` that are psycopg objects, not
 #: libpq parameters.
@@ -116,6 +120,9 @@ class Runtime:
         self._engine: Engine | None = None
         self._processors: set[str] = set()  # kinds with a processor in the engine
         self._declared: set[str] = set()  # kinds the engine knows (enqueue-only)
+        # ON_COMMIT keys of the jobs this process wrote, with the id the enqueue returned
+        # (the latest ones): their results are found without a lookup by key.
+        self._written: OrderedDict[str, int] = OrderedDict()
 
     @property
     def dsn(self) -> str:
@@ -194,9 +201,23 @@ class Runtime:
         with transaction.mark_for_rollback_on_error(using=alias), migrate_hint(alias):
             return self.store.get(job_id, connection=connections[alias])
 
+    def wrote(self, key: str, job_id: int) -> None:
+        """Remember that the ``ON_COMMIT`` write of key ``key`` made job ``job_id``."""
+        with self._lock:
+            self._written[key] = job_id
+            if len(self._written) > _WRITTEN_KEYS:
+                self._written.popitem(last=False)
+
+    def written_id(self, key: str) -> int | None:
+        """The id an ``ON_COMMIT`` write of this process returned for ``key``, if known."""
+        with self._lock:
+            return self._written.get(key)
+
     @async_unsafe
     def job_id_for_key(self, key: str) -> int | None:
-        """The id of the job enqueued with idempotency key ``key`` (``ON_COMMIT`` mode)."""
+        """The id of the job enqueued with idempotency key ``key`` (``ON_COMMIT`` mode),
+        read from the table: for a job another process wrote (this process's own writes
+        say their ids, :meth:`written_id`)."""
         alias = self.config.database
         with connections[alias].cursor() as cursor:
             cursor.execute(
