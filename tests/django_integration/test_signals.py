@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from django.tasks import TaskResultStatus
 from django.tasks.signals import task_enqueued, task_finished, task_started
+from django.test import override_settings
 
 from skiplock.integrations.django import SkiplockBackend
 from tests.django_integration.helpers import finished, requires_results, run_worker
+from tests.django_integration.settings import TASKS
 from tests.django_integration.testapp import tasks
 
 if TYPE_CHECKING:
@@ -108,3 +110,19 @@ def test_the_last_failed_attempt_is_failed_with_every_error(seen: Seen) -> None:
     assert ends[1]["errors"] == ["builtins.KeyError", "builtins.KeyError"]
     starts = [e for e in seen.events if e["signal"] == "started"]
     assert [len(e["workers"]) for e in starts] == [1, 2]
+
+
+def test_finished_says_what_the_worker_decided_not_a_prediction(seen: Seen) -> None:
+    # The task raises JobCancelledError itself: the worker fails the attempt (no shutdown
+    # released it), and with one attempt the job is dead. task_finished reads that
+    # decision: FAILED with the error, as get_result() then reads the job.
+    options = TASKS["default"]["OPTIONS"]
+    path = "tests.django_integration.testapp.tasks.cancels_itself"
+    once = {**options, "TASKS": {**options["TASKS"], path: {"max_attempts": 1}}}
+    with override_settings(TASKS={"default": {**TASKS["default"], "OPTIONS": once}}):
+        result = tasks.cancels_itself.enqueue()
+        run_worker(finished(result), "the task cancelling itself")
+        [ended] = [e for e in seen.events if e["signal"] == "finished"]
+        assert ended["status"] == TaskResultStatus.FAILED == result.status
+        assert ended["errors"] == ["skiplock.engine._errors.JobCancelledError"]
+        assert ended["finished_at"] is not None

@@ -12,6 +12,7 @@ from django.db import connections, transaction
 from django.tasks import TaskResultStatus, task_backends
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from skiplock.integrations.django.models import Job
@@ -290,7 +291,10 @@ def test_on_commit_mode_writes_the_job_when_the_transaction_commits() -> None:
             assert not Job.objects.using("default").exists()
             assert sent == []
         assert sent == [result.id]
-        read = tasks.add.get_result(result.id)
+        # The on-commit hook knew the id its write returned: no lookup by key.
+        with CaptureQueriesContext(connections["default"]) as queries:
+            read = tasks.add.get_result(result.id)
+        assert not [q for q in queries.captured_queries if "idempotency_key =" in q["sql"]]
         assert (read.id, read.status, read.args) == (result.id, TaskResultStatus.READY, [1, 2])
         with pytest.raises(RuntimeError), transaction.atomic():  # noqa: PT012
             tasks.add.enqueue(3, 4)

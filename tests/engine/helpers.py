@@ -18,9 +18,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
     from datetime import datetime, timedelta
 
-    from skiplock import Job, Worker
+    from skiplock import Worker
     from skiplock.adapters.memory import InMemoryTransaction
     from skiplock.core import ClaimRequest, Completion, Lease
+    from skiplock.core.store import ClaimedJobs
     from skiplock.ports import Audit
 
 
@@ -77,7 +78,7 @@ class CountingStore(InMemoryJobStore):
             self.batches.append(len(completions))
         return super().complete(completions, connection=connection, audit=audit)
 
-    def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> list[Job]:
+    def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> ClaimedJobs:
         jobs = super().claim(request, audit=audit)
         if self.first_request is None:
             self.first_request = request

@@ -13,9 +13,10 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping, Sequence
     from datetime import datetime, timedelta
 
-    from skiplock import AsyncWorker, Job
+    from skiplock import AsyncWorker
     from skiplock.adapters.memory import InMemoryTransaction
     from skiplock.core import ClaimRequest, Completion, Lease
+    from skiplock.core.store import ClaimedJobs
     from skiplock.ports import AsyncAudit
 
 
@@ -72,7 +73,7 @@ class CountingStore(AsyncInMemoryJobStore):
             self.batches.append(len(completions))
         return await super().complete(completions, connection=connection, audit=audit)
 
-    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> list[Job]:
+    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> ClaimedJobs:
         jobs = await super().claim(request, audit=audit)
         if self.first_request is None:
             self.first_request = request

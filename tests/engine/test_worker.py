@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
     from skiplock import Job
     from skiplock.core import ClaimRequest, Completion
+    from skiplock.core.store import ClaimedJobs
     from skiplock.ports import Audit
     from skiplock.testing import FakeClock
 
@@ -830,7 +831,7 @@ class BlockedStore(CountingStore):
     def running(self) -> int:
         return sum(c.count for c in self.state.counts() if c.state is JobState.RUNNING)
 
-    def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> list[Job]:
+    def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> ClaimedJobs:
         self.probe()
         jobs = super().claim(request, audit=audit)
         self.running_after_claims.append(self.running())

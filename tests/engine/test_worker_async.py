@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from skiplock import Job
     from skiplock.core import ClaimRequest, Completion
+    from skiplock.core.store import ClaimedJobs
     from skiplock.ports import AsyncAudit
     from skiplock.testing import FakeClock
 
@@ -828,7 +829,7 @@ class BlockedStore(CountingStore):
     def running(self) -> int:
         return sum(c.count for c in self.state.counts() if c.state is JobState.RUNNING)
 
-    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> list[Job]:
+    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> ClaimedJobs:
         self.probe()
         jobs = await super().claim(request, audit=audit)
         self.running_after_claims.append(self.running())

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from skiplock import Job
     from skiplock.adapters.memory import InMemoryTransaction
     from skiplock.core import Lease
+    from skiplock.core.store import ClaimedJobs
     from skiplock.ports import Audit
     from skiplock.testing import FakeClock
 
@@ -138,7 +139,7 @@ class FailingClaimStore(CountingStore):
         with self._lock:
             self.calls.append(call)
 
-    def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> list[Job]:
+    def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> ClaimedJobs:
         self._record("claim")
         if self.armed:
             self.armed = False

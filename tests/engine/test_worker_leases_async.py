@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from skiplock import Job
     from skiplock.adapters.memory import InMemoryTransaction
     from skiplock.core import Lease
+    from skiplock.core.store import ClaimedJobs
     from skiplock.ports import AsyncAudit
     from skiplock.testing import FakeClock
 
@@ -136,7 +137,7 @@ class FailingClaimStore(CountingStore):
         with self._lock:
             self.calls.append(call)
 
-    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> list[Job]:
+    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> ClaimedJobs:
         self._record("claim")
         if self.armed:
             self.armed = False

@@ -25,7 +25,6 @@ from skiplock.adapters._pg._rows import (
     complete_one_params,
     complete_params,
     lease_params,
-    recharge_params,
 )
 from skiplock.adapters._pg._sql import convert, neutral_query
 from skiplock.core import ClaimRequest, Completion, Lease, Retry, Succeeded
@@ -301,7 +300,6 @@ def test_completions_find_their_jobs_by_key_whatever_the_statistics(table: str, 
         ("complete_one", complete_one_params(completions[0]), 1),
         ("complete_one", complete_one_params(with_results[0]), 1),
         ("start", lease_params(leases), COMPLETE_BATCH),
-        ("recharge", recharge_params(leases, [True] * len(leases)), COMPLETE_BATCH),
     ]
     for name, params, batch in statements:
         plans, rows = _explain(table, neutral_query(name, SCHEMA), params, mode)

@@ -25,6 +25,7 @@ from skiplock.core import (
     ValidationError,
 )
 from skiplock.core._failure import UNDECODABLE_MARK
+from skiplock.core.store import ClaimedJobs
 
 
 def test_convert_pyformat_keeps_casts_and_escapes_percent() -> None:
@@ -268,9 +269,9 @@ def test_decoding_a_row_returns_a_job_or_names_the_column(
     assert column in {None, "payload", "trace_context", "status"}
 
 
-def test_a_claim_buries_bad_rows_and_recharges_the_rest() -> None:
-    """Sans I/O: the bad row is buried with a fenced complete; the kept jobs are charged
-    as the worker's rule says over them alone."""
+def test_a_claim_buries_bad_rows_and_reports_what_it_charged() -> None:
+    """Sans I/O: the bad row is buried with a fenced complete; the kept jobs keep the
+    charge the statement gave them, and the claim says which those are."""
     steps = claim_steps("skiplock", ClaimRequest(worker_id="w", limit=5, start_now=2))
     assert next(steps).sql == _sql.neutral_query("claim", "skiplock")
     rows = [
@@ -289,28 +290,27 @@ def test_a_claim_buries_bad_rows_and_recharges_the_rest() -> None:
     assert [(b["worker"], b["status"]) for b in buried] == [("w", "dead"), ("w", "dead")]
     assert buried[0]["error"] == f"{UNDECODABLE_MARK} trace_context: not a JSON object: '[]'"
     assert buried[1]["error"].startswith(f"{UNDECODABLE_MARK} claims: 2147483647")
-    recharge = steps.send([{"ord": 1}, {"ord": 2}])
-    assert recharge.sql == _sql.neutral_query("recharge", "skiplock")
-    assert recharge.params == {"ids": [3], "workers": ["w"], "claims": [1], "starts": [True]}
     with pytest.raises(StopIteration) as done:
-        steps.send([{"ord": 1}])
+        steps.send([{"ord": 1}, {"ord": 2}])  # nothing more is written
     jobs = done.value.value
-    assert [(job.id, job.attempts) for job in jobs] == [(1, 1), (3, 1)]
+    assert isinstance(jobs, ClaimedJobs)
+    assert [(job.id, job.attempts) for job in jobs] == [(1, 1), (3, 0)]
+    assert jobs.charged == {1}
+    assert [job.id for job in jobs.held()] == [3]
 
 
-def test_a_claim_recharges_the_jobs_a_row_it_did_not_update_shifted() -> None:
+def test_a_claim_reports_the_charges_a_row_it_did_not_update_shifted() -> None:
     """Sans I/O: the statement charged the first three rows it locked, but one of them (a
     job committed after its snapshot) was not updated, so the job it returned third was
-    held: it is charged, as the worker's rule says over the jobs it gets."""
+    held: the claim says so, and writes nothing more."""
     steps = claim_steps("skiplock", ClaimRequest(worker_id="w", limit=5, start_now=3))
     next(steps)
     rows = [_row(1, priority=3), _row(2, priority=2), _row(4, attempts=0, charged=False)]
-    recharge = steps.send(rows)
-    assert recharge.sql == _sql.neutral_query("recharge", "skiplock")
-    assert recharge.params == {"ids": [4], "workers": ["w"], "claims": [1], "starts": [True]}
     with pytest.raises(StopIteration) as done:
-        steps.send([{"ord": 1}])
-    assert [(job.id, job.attempts) for job in done.value.value] == [(1, 1), (2, 1), (4, 1)]
+        steps.send(rows)
+    jobs = done.value.value
+    assert [(job.id, job.attempts) for job in jobs] == [(1, 1), (2, 1), (4, 0)]
+    assert jobs.charged == {1, 2}
 
 
 def test_a_claim_without_bad_rows_is_one_statement() -> None:
@@ -319,6 +319,7 @@ def test_a_claim_without_bad_rows_is_one_statement() -> None:
     with pytest.raises(StopIteration) as done:
         steps.send([_row(2, priority=0, charged=False), _row(1, priority=1)])
     assert [job.id for job in done.value.value] == [1, 2]
+    assert done.value.value.charged == {1}
 
 
 def test_copy_rows_leave_out_the_columns_every_job_has_the_default_of() -> None:

@@ -190,7 +190,8 @@ def charged_positions(suspects: Sequence[bool], start_now: int | None) -> list[i
     The first ``start_now`` (all if None) — unless one of them is a suspect (a job whose
     last run ended with its worker vanishing; it may kill workers): then only the first
     such suspect starts, alone, so no innocent job is charged for a crash it never took
-    part in. The others are held. Stores and workers both apply this rule.
+    part in. The others are held. Stores apply this rule; a claim reports what it
+    charged (``ClaimedJobs.charged``), which workers read.
     """
     n = len(suspects) if start_now is None else max(0, min(start_now, len(suspects)))
     for position in range(n):

@@ -417,6 +417,11 @@ class Succeeded:
     result: JSON = None
     result_json: str | None = attrs.field(default=None, eq=False, repr=False)
 
+    @property
+    def final(self) -> bool:
+        """True: no retry follows a success (see :attr:`Retry.final`)."""
+        return True
+
 
 @attrs.frozen
 class Retry:
@@ -425,12 +430,26 @@ class Retry:
     delay: timedelta
     error: str
 
+    @property
+    def final(self) -> bool:
+        """Whether the job is finished once this outcome is written (no retry follows):
+        False here and for :class:`Release`, True for :class:`Succeeded` and
+        :class:`Bury`. The failure decision (core's ``decide_failure``) chose the outcome,
+        so whoever reads it (the worker, a framework integration) needs no rule of its
+        own."""
+        return False
+
 
 @attrs.frozen
 class Bury:
     """Give up: move to ``dead`` with ``error``."""
 
     error: str
+
+    @property
+    def final(self) -> bool:
+        """True: the job is dead, no retry follows (see :attr:`Retry.final`)."""
+        return True
 
 
 @attrs.frozen
@@ -445,6 +464,11 @@ class Release:
     delay: timedelta = timedelta(0)
     error: str | None = None
     refund: bool = True
+
+    @property
+    def final(self) -> bool:
+        """False: the job runs again (see :attr:`Retry.final`)."""
+        return False
 
 
 Outcome: TypeAlias = Succeeded | Retry | Bury | Release
@@ -512,8 +536,13 @@ class ClaimRequest:
 
 
 class ClaimedJobs(list[Job]):
-    """The jobs one claim took (claim order), and what limits held back.
+    """The jobs one claim took (claim order), what it charged, and what limits held back.
 
+    - ``charged``: the ids of the jobs this claim started and paid an attempt for
+      (``attempts += 1``, started mark set: the returned job's ``attempts`` is that
+      attempt); every other job it returned is held until ``start``. The store says what
+      it did (core's :func:`~skiplock.core.charged_positions` is how it decides), so the
+      worker reads it instead of deciding again.
     - ``throttled``: (kind, tenant) pairs left out because their token bucket was empty.
     - ``throttled_kinds``: kinds left out whole, with why: ``"provider"`` (the
       provider's bucket was empty) or ``"cluster_limit"`` (as many running as allowed).
@@ -523,24 +552,31 @@ class ClaimedJobs(list[Job]):
     rates); a claim without them returns empty ones.
     """
 
-    __slots__ = ("retry_in", "throttled", "throttled_kinds")
+    __slots__ = ("charged", "retry_in", "throttled", "throttled_kinds")
 
     def __init__(
         self,
         jobs: Iterable[Job] = (),
         *,
+        charged: Iterable[int] = (),
         throttled: frozenset[tuple[str, str | None]] = frozenset(),
         throttled_kinds: Mapping[str, str] | None = None,
         retry_in: float | None = None,
     ) -> None:
         super().__init__(jobs)
+        self.charged = frozenset(charged)
         self.throttled = throttled
         self.throttled_kinds: Mapping[str, str] = throttled_kinds or {}
         self.retry_in = retry_in
 
+    def held(self) -> list[Job]:
+        """The jobs this claim held (not charged), in claim order."""
+        return [job for job in self if job.id not in self.charged]
+
     def __repr__(self) -> str:
         return (
-            f"ClaimedJobs({list.__repr__(self)}, throttled={set(self.throttled)!r}, "
+            f"ClaimedJobs({list.__repr__(self)}, charged={sorted(self.charged)!r}, "
+            f"throttled={set(self.throttled)!r}, "
             f"throttled_kinds={dict(self.throttled_kinds)!r}, retry_in={self.retry_in!r})"
         )
 

@@ -7,7 +7,9 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from skiplock.core import Job
+    from collections.abc import Callable
+
+    from skiplock.core import Job, Outcome
 
 job_logger = logging.getLogger("skiplock.job")
 
@@ -40,7 +42,7 @@ class JobContext:
     :meth:`check_cancelled` (a blocking C call delays the raised exception).
     """
 
-    __slots__ = ("_cancel", "connection", "job", "logger", "worker_id")
+    __slots__ = ("_cancel", "_decide", "connection", "job", "logger", "worker_id")
 
     def __init__(
         self,
@@ -55,6 +57,7 @@ class JobContext:
         self.worker_id = worker_id
         self.connection = connection
         self._cancel = cancel
+        self._decide: Callable[[BaseException], Outcome] | None = None
         extra = {
             "job_id": job.id,
             "kind": job.kind,
@@ -108,6 +111,21 @@ class JobContext:
         error = self._cancel.error
         if error is not None:
             raise error
+
+    def failure_outcome(self, exc: BaseException) -> Outcome:
+        """What the worker writes if this attempt ends with ``exc`` raised from the
+        processor: a :class:`~skiplock.core.Retry`, a :class:`~skiplock.core.Bury`, or a
+        :class:`~skiplock.core.Release` when the worker itself stopped the attempt
+        (shutdown). Its ``final`` says whether no retry follows.
+
+        Decided once, by the worker's failure rule (attempts, the kind's retry policy):
+        asked here first, the worker writes this very outcome when ``exc`` reaches it.
+        For code that reports an attempt's end from inside the processor (the Django
+        integration's ``task_finished``). RuntimeError outside a worker's attempt.
+        """
+        if self._decide is None:
+            raise RuntimeError(f"job {self.job_id} is not run by a worker here")
+        return self._decide(exc)
 
     def __repr__(self) -> str:
         return (

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
-    from skiplock.core.store import Controls, Limit, Pause, QueueSample
+    from skiplock.core.store import ClaimedJobs, Controls, Limit, Pause, QueueSample
 
     from ._audit_async import AsyncAudit
 
@@ -109,7 +109,7 @@ class AsyncJobsRole(Protocol):
         """
         ...
 
-    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> list[Job]:
+    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> ClaimedJobs:
         """Atomically move due pending jobs to running for ``request.worker_id``.
 
         Order: priority DESC, available_at ASC, id ASC; the jobs are returned in that
@@ -117,7 +117,9 @@ class AsyncJobsRole(Protocol):
         returned jobs' ``lease`` carries the new claim count). The jobs at
         :func:`~skiplock.core.charged_positions` (the first ``request.start_now``, or a
         suspect alone) start at once: attempts += 1 and their ``started`` mark is set; the
-        rest are held (``started`` cleared) until :meth:`start`. Each returned job's
+        rest are held (``started`` cleared) until :meth:`start`. The result says which it
+        charged (``ClaimedJobs.charged``, the ids; the worker runs those and holds the
+        rest, without deciding again) beside what limits held back. Each returned job's
         ``suspect`` is its value before the claim: it was pending after its worker
         vanished while it was started. Jobs whose ``max_attempts`` was not explicit take
         ``request.max_attempts[kind]`` when given. Honours every limit in the request.
@@ -125,9 +127,9 @@ class AsyncJobsRole(Protocol):
         A store that can hold rows which cannot become a :class:`Job` (PostgreSQL: written
         by plain SQL around enqueue's validation) moves each such row it claims to
         ``dead`` in the same call, ``last_error`` from
-        :func:`~skiplock.core.undecodable_error`, and returns the others, charged as
-        :func:`~skiplock.core.charged_positions` says over the jobs returned. Audit:
-        ``job_dlq`` per such row.
+        :func:`~skiplock.core.undecodable_error`, and returns the others as the claim
+        charged them (``charged`` names only jobs returned). Audit: ``job_dlq`` per such
+        row.
 
         A claim that takes jobs is also a heartbeat: a registered worker's heartbeat is
         refreshed to the store's now in the same transaction, so a job is never claimed

@@ -99,3 +99,12 @@ def exits(code: int) -> None:
 @task
 def interrupted() -> None:
     raise KeyboardInterrupt
+
+
+@task
+def cancels_itself() -> None:
+    """Raises the worker's cancellation error itself (no shutdown asked for it): a failed
+    attempt like any error, not a release."""
+    from skiplock.engine import JobCancelledError
+
+    raise JobCancelledError("not the worker's doing")

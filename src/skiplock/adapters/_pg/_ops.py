@@ -11,8 +11,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from skiplock.core import (
     Bury,
     ClaimRequest,
@@ -25,7 +23,6 @@ from skiplock.core import (
     StoreError,
     UndecodableRowError,
     capped_kinds,
-    charged_positions,
     claim_order,
     first_occurrences,
     kind_caps,
@@ -57,7 +54,6 @@ from ._rows import (
     enqueue_params,
     job_from_row,
     pair_params,
-    recharge_params,
     recover_params,
     silent_workers_params,
     utc,
@@ -65,7 +61,7 @@ from ._rows import (
 from ._sql import lock_key, neutral_query
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Mapping, Sequence
+    from collections.abc import Generator, Iterable, Mapping, Sequence
     from datetime import timedelta
 
     from skiplock.core.store import TokenBucket
@@ -267,9 +263,10 @@ def claim_steps(
     throttled_kinds = {k: "provider" for k in throttle.excluded_kinds}
     throttled_kinds |= {k: "cluster_limit" for k in cluster if k in full}
 
-    def claimed(jobs: Sequence[Job] = ()) -> ClaimedJobs:
+    def claimed(jobs: Sequence[Job] = (), charged: Iterable[int] = ()) -> ClaimedJobs:
         return ClaimedJobs(
             jobs,
+            charged=charged,
             throttled=throttle.excluded,
             throttled_kinds=throttled_kinds,
             retry_in=throttle.retry_in,
@@ -289,7 +286,7 @@ def claim_steps(
         params["excluded_kinds"] = sorted(request.excluded_kinds | full)
         params |= capped_pairs
         rows = yield Step(neutral_query("claim_capped", schema), params)
-    jobs = yield from _claimed(schema, request, rows, audit)
+    jobs, charged = yield from _claimed(schema, request, rows, audit)
     if rated and jobs:
         pair_rows, provider_rows = charges(
             request,
@@ -303,25 +300,26 @@ def claim_steps(
                 neutral_query("charge_rate_buckets", schema),
                 charge_params(pair_rows, provider_rows),
             )
-    return claimed(jobs)
+    return claimed(jobs, charged)
 
 
 def _claimed(
     schema: str, request: ClaimRequest, rows: Rows, audit: AuditNote | None
-) -> Generator[Step, Rows, list[Job]]:
-    """The claimed rows as jobs in claim order; rows that cannot become a runnable job are
-    moved to ``dead`` in the same claim, so none stays ``running`` unknown to its worker
-    (X4).
+) -> Generator[Step, Rows, tuple[list[Job], set[int]]]:
+    """The claimed rows as jobs in claim order, and the ids of those the statement
+    charged; rows that cannot become a runnable job are moved to ``dead`` in the same
+    claim, so none stays ``running`` unknown to its worker (X4).
 
     Such a row (written around enqueue's validation) is buried with a fenced ``complete``
     naming the column (core's :func:`~skiplock.core.undecodable_error`). The jobs kept
-    must be charged as :func:`~skiplock.core.charged_positions` says over them alone,
-    which is what the worker computes from the jobs it gets; those whose charge differs
-    are re-charged. Besides a buried row, a row the claim locked but could not update
-    shifts the charges: ``claim_candidates`` reads with a snapshot of its own, so it can
-    lock a job committed after the claim statement's snapshot was taken.
+    keep the charge the statement gave them (its ``charged`` column): the claim reports
+    what it charged, so nothing is re-charged when a buried row, or a row the claim
+    locked but could not update (``claim_candidates`` reads with a snapshot of its own),
+    shifts the positions. A charged suspect is still charged alone (the statement charges
+    no other job beside it).
     """
-    kept: list[tuple[Job, bool]] = []
+    jobs: list[Job] = []
+    charged: set[int] = set()
     buried: list[Completion] = []
     for row in rows:
         try:
@@ -340,28 +338,16 @@ def _claimed(
             error = undecodable_error(exc.column, exc.problem)
             buried.append(Completion(lease=lease, outcome=Bury(error=error)))
             continue
-        kept.append((job, bool(row["charged"])))
+        jobs.append(job)
+        if row["charged"]:
+            charged.add(job.id)
     # RETURNING has no order.
-    kept.sort(key=lambda pair: claim_order(pair[0]))
-    jobs = [job for job, _ in kept]
+    jobs.sort(key=claim_order)
     if buried:
         rows = yield _audited(schema, "complete", complete_params(buried), audit)
         if audit is not None:
             audit.collect(rows)
-    charged = set(charged_positions([job.suspect for job in jobs], request.start_now))
-    changed = [i for i, (_, was) in enumerate(kept) if (i in charged) != was]
-    if not changed:
-        return jobs
-    starts = [i in charged for i in changed]
-    rows = yield Step(
-        neutral_query("recharge", schema),
-        recharge_params([jobs[i].lease for i in changed], starts),
-    )
-    for row in rows:  # a lease lost meanwhile changes nothing: its job is not ours
-        n = int(row["ord"]) - 1
-        i, step = changed[n], 1 if starts[n] else -1
-        jobs[i] = attrs.evolve(jobs[i], attempts=jobs[i].attempts + step)
-    return jobs
+    return jobs, charged
 
 
 def maintenance_lock_key(schema: str, task: str) -> int:

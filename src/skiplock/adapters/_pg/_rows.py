@@ -615,11 +615,6 @@ def lease_params(leases: Sequence[Lease]) -> dict[str, list[Any]]:
     }
 
 
-def recharge_params(leases: Sequence[Lease], starts: Sequence[bool]) -> dict[str, list[Any]]:
-    """Parameters of ``recharge``: per lease, whether its job is charged now."""
-    return lease_params(leases) | {"starts": list(starts)}
-
-
 #: The fields of one outcome in a ``complete`` batch, in the order ``_complete_batch``
 #: reads them, and the scalar parameters of ``complete_one``.
 COMPLETION_FIELDS = (

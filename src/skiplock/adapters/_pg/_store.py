@@ -45,7 +45,7 @@ from skiplock.core import (
     check_operator_event,
     validate_identifier,
 )
-from skiplock.core.store import Controls, Limit, Pause, control_event
+from skiplock.core.store import ClaimedJobs, Controls, Limit, Pause, control_event
 
 from ._driver import TX, C
 from ._migrate import (
@@ -599,13 +599,13 @@ class PgJobStore(Generic[C, TX]):
             audit.events.extend(enqueued_events(ids, batch, now, audit.actor))
         return list(map(EnqueueResult, ids, repeat(True)))
 
-    def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> list[Job]:
+    def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> ClaimedJobs:
         """Claim due jobs in one statement (a transaction with advisory locks for kinds
         with a cluster limit); a claim that takes jobs refreshes its worker's heartbeat.
         Rows that cannot become a job are moved to ``dead`` by a further statement
         (audited with ``audit``; with a sink the claim runs in a transaction)."""
         if request.limit <= 0:
-            return []
+            return ClaimedJobs()
         atomic = claim_needs_transaction(request)
         if audit is None:
             with self._use(None, atomic=atomic) as conn:

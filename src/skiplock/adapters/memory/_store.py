@@ -44,7 +44,7 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
-    from skiplock.core.store import Controls, Limit, Pause, QueueSample
+    from skiplock.core.store import ClaimedJobs, Controls, Limit, Pause, QueueSample
     from skiplock.ports import Audit, Clock
 
 
@@ -71,7 +71,7 @@ class MemoryJobs(MemoryTransactions):
             results = self._state.enqueue(requests, handle, note)
         return results
 
-    def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> list[Job]:
+    def claim(self, request: ClaimRequest, *, audit: Audit | None = None) -> ClaimedJobs:
         """Atomically move due pending jobs to running for ``request.worker_id``; the
         first ``request.start_now`` start, the rest are held until :meth:`start`.
         (Every row here is a job, so a claim buries nothing and audits nothing.)"""

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
-    from skiplock.core.store import Controls, Limit, Pause, QueueSample
+    from skiplock.core.store import ClaimedJobs, Controls, Limit, Pause, QueueSample
     from skiplock.ports import AsyncAudit, Clock
 
 
@@ -67,7 +67,9 @@ class AsyncMemoryJobs(AsyncMemoryTransactions):
             results = self._state.enqueue(requests, handle, note)
         return results
 
-    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> list[Job]:
+    async def claim(
+        self, request: ClaimRequest, *, audit: AsyncAudit | None = None
+    ) -> ClaimedJobs:
         """Atomically move due pending jobs to running for ``request.worker_id``; the
         first ``request.start_now`` start, the rest are held until :meth:`start`.
         (Every row here is a job, so a claim buries nothing and audits nothing.)"""

@@ -20,7 +20,8 @@ from threading import Lock
 from typing import TYPE_CHECKING
 
 from skiplock._compat_async import ThreadSafeEvent, spawn
-from skiplock.core import Release, charged_positions
+from skiplock.core import Release
+from skiplock.core.store import ClaimedJobs
 
 from ._completer_async import Done
 from ._held import HeldJobs
@@ -196,7 +197,7 @@ class Dispatcher:
         try:
             plan = self._planner.plan(free, start_now)
             if plan is None:
-                jobs = []
+                jobs = ClaimedJobs()
             else:
                 pace.sent()
                 try:
@@ -213,10 +214,11 @@ class Dispatcher:
                 self._held.reserved -= start_now
             return 0, 0
         self._planner.claimed(plan, jobs)
-        # The store charged these (claim order) and held the rest; a charged suspect
-        # waits until the running jobs are under way, then runs alone.
-        charged = charged_positions([job.suspect for job in jobs], plan.start_now)
-        direct = [jobs[i] for i in charged]
+        # The store says which it charged (claim order) and held the rest: read, never
+        # decided again here. A charged suspect (charged alone) waits until the running
+        # jobs are under way, then runs alone.
+        charged = jobs.charged
+        direct = [job for job in jobs if job.id in charged]
         with self._lock:
             self._claimed += len(jobs)
             if len(direct) == 1 and direct[0].suspect:
@@ -235,7 +237,7 @@ class Dispatcher:
                 # flavour) could start a held job in one of them, more jobs than slots.
                 # Also when a start failed (no thread to be had): nothing stays reserved.
                 self._held.reserved -= start_now
-                self._held.hold(job for i, job in enumerate(jobs) if i not in charged)
+                self._held.hold(jobs.held())
                 self._count_dropped(len(unplaced))
                 # Held jobs take free slots at once (as when a slot frees), not only once
                 # the start loop gets its turn; what must be paid for first is left to it.
@@ -274,7 +276,7 @@ class Dispatcher:
         else:
             timer.learned(due, token)
 
-    async def _claim(self, plan: ClaimRequest) -> list[Job]:
+    async def _claim(self, plan: ClaimRequest) -> ClaimedJobs:
         return await self._store.claim(plan, audit=self._audit)
 
     # ---- starting held jobs ---------------------------------------------------------

@@ -18,9 +18,9 @@ from skiplock.core.rules import plan_claim
 from skiplock.core.store import ClaimedJobs, ThrottleLimits
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping
 
-    from skiplock.core import ClaimRequest, Job
+    from skiplock.core import ClaimRequest
     from skiplock.core.rules import Pair
     from skiplock.core.store import RateTable
     from skiplock.ports import Clock, Metrics
@@ -258,12 +258,11 @@ class ClaimPlanner:
 
         return self._node_slots.plan(planner)
 
-    def claimed(self, plan: ClaimRequest, jobs: Sequence[Job]) -> None:
+    def claimed(self, plan: ClaimRequest, jobs: ClaimedJobs) -> None:
         """What ``plan`` took: give back the node slots it did not use, report the jobs
         (a failing metrics sink never loses them)."""
         self._node_slots.settle(plan, (job.kind for job in jobs))
-        if isinstance(jobs, ClaimedJobs):
-            self._store_throttled(plan, jobs)
+        self._store_throttled(plan, jobs)
         for job in jobs:
             latency = 0.0
             if job.claimed_at is not None:

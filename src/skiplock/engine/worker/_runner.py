@@ -11,6 +11,7 @@ write (completed inside the job's transaction, or no longer this worker's).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import random
@@ -77,6 +78,14 @@ class RunResult:
     label: str
     error: BaseException | None = None
 
+    @property
+    def final(self) -> bool:
+        """Whether the job is finished once this result is written (no retry follows):
+        the outcome's ``final``, or a success written in the job's own transaction."""
+        if self.outcome is None:
+            return self.label == "succeeded"
+        return self.outcome.final
+
     @classmethod
     def pending(cls, outcome: Outcome, error: BaseException | None = None) -> RunResult:
         """An outcome for the completer (labelled as it will be once written)."""
@@ -84,6 +93,32 @@ class RunResult:
 
 
 LOST = RunResult(None, "lost")
+
+
+class _Failures:
+    """The failure decisions of one attempt, each taken once per exception: asked through
+    the job's context (``ctx.failure_outcome``) before the exception reached the worker,
+    the decision is the one the worker writes (same outcome, same retry delay)."""
+
+    __slots__ = ("_decide", "_taken")
+
+    def __init__(self, decide: Callable[[BaseException], tuple[RunResult, str]]) -> None:
+        self._decide = decide
+        self._taken: list[tuple[BaseException, RunResult, str]] = []
+
+    def decision(self, exc: BaseException) -> tuple[RunResult, str]:
+        """The result for ``exc`` and its error text (for the log)."""
+        for seen, result, text in self._taken:
+            if seen is exc:
+                return result, text
+        result, text = self._decide(exc)
+        self._taken.append((exc, result, text))
+        return result, text
+
+    def outcome(self, exc: BaseException) -> Outcome:
+        outcome = self.decision(exc)[0].outcome
+        assert outcome is not None  # a failure always leaves an outcome to write
+        return outcome
 
 
 #: What a processor raises to end its process: after its failed attempt is recorded, the
@@ -193,6 +228,8 @@ class JobRunner:
                 self._policy(job.kind),
                 error=UnknownKindError(f"no processor registered for kind {job.kind!r}"),
             )
+        failures = _Failures(functools.partial(self._decide, job, spec, guard))
+        ctx._decide = failures.outcome
         wait = self._throttle(job)
         if wait > 0:
             try:
@@ -219,9 +256,9 @@ class JobRunner:
             )
             return LOST
         except Exception as exc:
-            return self._error(job, spec, guard, exc)
+            return self._error(job, failures, exc)
         except BaseException as exc:
-            result = self._error(job, spec, guard, exc)
+            result = self._error(job, failures, exc)
             if isinstance(exc, EXITS):
                 self._on_exit(exc)
             return result
@@ -294,12 +331,13 @@ class JobRunner:
         returned_hook()
         return returned
 
-    def _error(
+    def _decide(
         self, job: Job, spec: ProcessorSpec, guard: Interruptible, exc: BaseException
-    ) -> RunResult:
+    ) -> tuple[RunResult, str]:
+        """The failure decision for ``exc`` (no side effect: see :class:`_Failures`)."""
         interrupted = guard.error
         if isinstance(interrupted, JobCancelledError):
-            return RunResult.pending(Release())
+            return RunResult.pending(Release()), ""
         if isinstance(interrupted, JobTimeoutError):
             failure, text = FailureKind.TIMEOUT, f"ran longer than {spec.policy.timeout} s"
             exc = interrupted
@@ -308,6 +346,12 @@ class JobRunner:
         else:
             failure, text = FailureKind.ERROR, format_error(exc)
         result = self._failed(job, failure, text, spec.policy, jitter=random.random(), error=exc)
+        return result, text
+
+    def _error(self, job: Job, failures: _Failures, exc: BaseException) -> RunResult:
+        result, text = failures.decision(exc)
+        if isinstance(result.outcome, Release):
+            return result
         logger.log(
             logging.ERROR if isinstance(result.outcome, Bury) else logging.WARNING,
             "worker %s: job %d (%s) attempt %d/%d failed (%s): %s",

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from django.tasks.base import Task
 
     from skiplock.adapters.psycopg import PsycopgJobStore
+    from skiplock.core import Job
     from skiplock.engine import Engine, Worker
 
 _P = ParamSpec("_P")
@@ -143,7 +144,9 @@ class SkiplockBackend(BaseTaskBackend):
         result = self._new_result(task, call, key)
 
         def write() -> None:
-            runtime.write(task, call, idempotency_key=ON_COMMIT_KEY_PREFIX + key)
+            written = runtime.write(task, call, idempotency_key=ON_COMMIT_KEY_PREFIX + key)
+            # The hook knows the id: get_result() of this key needs no lookup by key.
+            runtime.wrote(key, written.id)
             task_enqueued.send(type(self), task_result=result)
 
         transaction.on_commit(write, using=config.on_commit)
@@ -177,13 +180,12 @@ class SkiplockBackend(BaseTaskBackend):
         there is no such job (purged by retention, deleted) or it is no Django task."""
         runtime = self.runtime
         text = str(result_id)
+        job = None
         if text.isdigit():
-            job_id: int | None = int(text)
+            job_id = int(text)
+            job = None if job_id > 2**63 - 1 else runtime.read(job_id)
         elif len(text) == 32 and all(c in "0123456789abcdef" for c in text):
-            job_id = runtime.job_id_for_key(ON_COMMIT_KEY_PREFIX + text)
-        else:
-            job_id = None
-        job = None if job_id is None or job_id > 2**63 - 1 else runtime.read(job_id)
+            job = self._on_commit_job(runtime, text)
         if job is None:
             raise TaskResultDoesNotExist(result_id)
         base = resolve_task(job.kind)
@@ -197,6 +199,19 @@ class SkiplockBackend(BaseTaskBackend):
             ) from None
         task = task_for(base, job, call, backend=self.alias)
         return task_result(job, task, backend=self.alias, result_id=text)
+
+    @staticmethod
+    def _on_commit_job(runtime: Runtime, key: str) -> Job | None:
+        """The job an ``ON_COMMIT`` enqueue wrote with ``key``: by the id its write in
+        this process returned, else (written by another process) looked up by key."""
+        full = ON_COMMIT_KEY_PREFIX + key
+        known = runtime.written_id(key)
+        if known is not None:
+            job = runtime.read(known)
+            if job is not None and job.idempotency_key == full:
+                return job
+        job_id = runtime.job_id_for_key(full)
+        return None if job_id is None else runtime.read(job_id)
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         """The backend's configuration (run by ``manage.py check``): ``OPTIONS``, the

@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import logging
 import threading
+from collections import OrderedDict
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,8 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from skiplock.adapters.psycopg import quote_identifier
-from skiplock.engine import Engine, JobCancelledError, JobContext
+from skiplock.core import Release
+from skiplock.engine import Engine, JobContext
 
 from ._results import DEFAULT_QUEUE, TaskCall, error_from_exception, task_result
 from ._store import DjangoJobStore, migrate_hint
@@ -43,6 +45,9 @@ logger = logging.getLogger("skiplock.integrations.django")
 #: first definition of each (``Task.using()`` copies differ only in what a job records).
 _known_tasks: dict[str, Task[..., Any]] = {}
 _known_lock = threading.Lock()
+
+#: How many ``ON_COMMIT`` keys a runtime remembers the ids of (the latest writes).
+_WRITTEN_KEYS = 4096
 
 #: Connection-string keys of ``get_connection_params()`` that are psycopg objects, not
 #: libpq parameters.
@@ -115,6 +120,9 @@ class Runtime:
         self._engine: Engine | None = None
         self._processors: set[str] = set()  # kinds with a processor in the engine
         self._declared: set[str] = set()  # kinds the engine knows (enqueue-only)
+        # ON_COMMIT keys of the jobs this process wrote, with the id the enqueue returned
+        # (the latest ones): their results are found without a lookup by key.
+        self._written: OrderedDict[str, int] = OrderedDict()
 
     @property
     def dsn(self) -> str:
@@ -193,9 +201,23 @@ class Runtime:
         with transaction.mark_for_rollback_on_error(using=alias), migrate_hint(alias):
             return self.store.get(job_id, connection=connections[alias])
 
+    def wrote(self, key: str, job_id: int) -> None:
+        """Remember that the ``ON_COMMIT`` write of key ``key`` made job ``job_id``."""
+        with self._lock:
+            self._written[key] = job_id
+            if len(self._written) > _WRITTEN_KEYS:
+                self._written.popitem(last=False)
+
+    def written_id(self, key: str) -> int | None:
+        """The id an ``ON_COMMIT`` write of this process returned for ``key``, if known."""
+        with self._lock:
+            return self._written.get(key)
+
     @async_unsafe
     def job_id_for_key(self, key: str) -> int | None:
-        """The id of the job enqueued with idempotency key ``key`` (``ON_COMMIT`` mode)."""
+        """The id of the job enqueued with idempotency key ``key`` (``ON_COMMIT`` mode),
+        read from the table: for a job another process wrote (this process's own writes
+        say their ids, :meth:`written_id`)."""
         alias = self.config.database
         with connections[alias].cursor() as cursor:
             cursor.execute(
@@ -260,12 +282,15 @@ class Runtime:
                 value = normalize_json(value)
             except BaseException as exc:
                 # Sent inside the handler, as Django's backends do (receivers see exc_info).
-                if isinstance(exc, JobCancelledError):  # a shutdown: released, no attempt used
+                # The worker's own decision says what follows (the very outcome it
+                # writes): a release (a shutdown: no attempt used, no error), a retry, or
+                # the end of the job.
+                outcome = ctx.failure_outcome(exc)
+                if isinstance(outcome, Release):
                     status = TaskResultStatus.READY
                 else:
                     result.errors.append(error_from_exception(exc))
-                    final = ctx.job.attempts >= ctx.job.max_attempts
-                    status = TaskResultStatus.FAILED if final else TaskResultStatus.READY
+                    status = TaskResultStatus.FAILED if outcome.final else TaskResultStatus.READY
                 _finish(result, status)
                 task_finished.send(sender=sender, task_result=result)
                 raise

@@ -18,6 +18,7 @@ import attrs
 
 from skiplock import core
 from skiplock._compat import join, spawn
+from skiplock.core.store import ClaimedJobs
 
 from . import _support as kit
 
@@ -52,6 +53,33 @@ class ClaimContract(kit.ContractBase):
             1,
             kit.WORKER,
         )
+
+    def test_claim_says_what_it_charged_beside_what_it_throttled(self, store: JobStore) -> None:
+        # The claim's result names the jobs it paid an attempt for: exactly those whose
+        # stored attempts it raised (and started), whatever start_now, limits and suspects
+        # made of it. The worker runs those and holds the rest without deciding again.
+        kind = kit.fresh_kind()
+        ids = [kit.enqueue(store, kind, priority=p) for p in (4, 3, 2, 1, 0)]
+        before = {i: (kit.get(store, i)).attempts for i in ids}
+        jobs = store.claim(kit.claim_request(kinds=frozenset({kind}), start_now=2))
+        assert isinstance(jobs, ClaimedJobs)
+        assert kit.ids(jobs) == ids
+        assert jobs.charged == set(ids[:2])
+        assert [job.id for job in jobs.held()] == ids[2:]
+        assert (jobs.throttled, dict(jobs.throttled_kinds), jobs.retry_in) == (
+            frozenset(),
+            {},
+            None,
+        )
+        for job in jobs:
+            stored = kit.get(store, job.id)
+            paid = stored.attempts - before[job.id]
+            assert paid == (1 if job.id in jobs.charged else 0), job.id
+            assert job.attempts == stored.attempts  # the attempt it charged, if it did
+        # A claim that takes nothing charges nothing.
+        empty = store.claim(kit.claim_request(kinds=frozenset({kind})))
+        assert isinstance(empty, ClaimedJobs)
+        assert (list(empty), empty.charged) == ([], frozenset())
 
     def test_next_due_is_the_earliest_job_due_later_of_the_kinds_and_tenants(
         self, store: JobStore

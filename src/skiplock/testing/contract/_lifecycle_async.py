@@ -21,6 +21,7 @@ from . import _support_async as kit
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from skiplock.core.store import ClaimedJobs
     from skiplock.ports import AsyncJobStore
     from skiplock.testing import FakeClock
 
@@ -35,7 +36,7 @@ async def _add(store: AsyncJobStore, kind: str, n: int = 1, **fields: Any) -> li
 
 async def _claim(
     store: AsyncJobStore, kind: str | None = None, worker_id: str = _WORKER, **fields: Any
-) -> list[core.Job]:
+) -> ClaimedJobs:
     kinds = None if kind is None else frozenset({kind})
     fields.setdefault("limit", 100)
     return await store.claim(core.ClaimRequest(worker_id=worker_id, kinds=kinds, **fields))
@@ -92,6 +93,8 @@ class AsyncLifecycleContract:
         jobs = await _claim(store, kind, start_now=2)
         assert [job.id for job in jobs] == [ids[3], ids[2], ids[1], ids[0]]
         assert _counters(jobs) == [(1, 1), (1, 1), (0, 1), (0, 1)]
+        assert jobs.charged == {ids[3], ids[2]}
+        assert jobs.held() == jobs[2:]
         assert {job.state for job in jobs} == {core.JobState.RUNNING}
         stored = [await kit.get(store, job.id) for job in jobs]
         assert _counters(stored) == _counters(jobs)
@@ -104,13 +107,18 @@ class AsyncLifecycleContract:
         await _add(store, kind, 3)
         held = await _claim(store, kind, start_now=0)
         assert _counters(held) == [(0, 1)] * 3
+        assert held.charged == frozenset()
         assert [job.lease.attempt for job in held] == [0, 0, 0]
         other = kit.fresh_kind()
         await _add(store, other, 2)
-        assert _counters(await _claim(store, other, start_now=None)) == [(1, 1)] * 2
+        every = await _claim(store, other, start_now=None)
+        assert _counters(every) == [(1, 1)] * 2
+        assert every.charged == {job.id for job in every}
         beyond = kit.fresh_kind()
         await _add(store, beyond, 2)
-        assert _counters(await _claim(store, beyond, start_now=5)) == [(1, 1)] * 2
+        all_of_them = await _claim(store, beyond, start_now=5)
+        assert _counters(all_of_them) == [(1, 1)] * 2
+        assert all_of_them.charged == {job.id for job in all_of_them}
 
     async def test_start_charges_a_held_job_once(self, store: AsyncJobStore) -> None:
         job = await _held(store)
@@ -201,8 +209,10 @@ class AsyncLifecycleContract:
         jobs = await _claim(store, kind, start_now=3)
         assert [job.id for job in jobs] == [first, suspect_id, last]
         assert [job.suspect for job in jobs] == [False, True, False]
-        # Only the suspect pays; its neighbours are held (not charged).
+        # Only the suspect pays; its neighbours are held (not charged), and the claim
+        # says so.
         assert [job.attempts for job in jobs] == [0, 2, 0]
+        assert jobs.charged == {suspect_id}
         assert [job.attempts for job in await _all(store, first, suspect_id, last)] == [0, 2, 0]
 
     async def test_claim_holds_a_suspect_beyond_start_now_like_any_job(
@@ -216,6 +226,7 @@ class AsyncLifecycleContract:
             (first, False, 1),
             (suspect_id, True, 1),  # held: still the attempt of its last run
         ]
+        assert jobs.charged == {first}
 
     async def test_any_outcome_or_operator_event_clears_the_started_mark(
         self, store: AsyncJobStore

@@ -293,7 +293,10 @@ class StoreMachine(RuleBasedStateMachine):
             pair_limits={} if pair_limit is None else {(a, "t1"): pair_limit},
         )
         claimed, now = self._step(lambda: self.store.claim(request))
-        expect_same("claim", claimed, self.model.claim(request, now), self.step)
+        expected = self.model.claim(request, now)
+        expect_same("claim", claimed, expected, self.step)
+        # What the claim says it charged is what it did: the worker runs those.
+        expect_same("claim charged", sorted(claimed.charged), sorted(expected.charged), self.step)
         self.leases += [job.lease for job in claimed]
         self.touched |= {job.id for job in claimed}
         leases = [job.lease for job in claimed]

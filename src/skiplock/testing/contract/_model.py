@@ -117,9 +117,9 @@ class StoreModel:
             if key is not None:
                 self.keys[key] = result.id
 
-    def claim(self, request: core.ClaimRequest, now: datetime) -> list[core.Job]:
+    def claim(self, request: core.ClaimRequest, now: datetime) -> rules.ClaimedJobs:
         """Claim as the core says; returns the jobs a claim returns (each with the
-        ``suspect`` it had before, without result and errors)."""
+        ``suspect`` it had before, without result and errors) and those it charged."""
         running = Counter(row.kind for row in self.running())
         pending = [row for row in self.rows.values() if row.state is core.JobState.PENDING]
         keys = Counter(row.concurrency_key for row in self.running() if row.concurrency_key)
@@ -132,7 +132,7 @@ class StoreModel:
             returned.append(attrs.evolve(row, suspect=job.suspect, errors=(), result=None))
         if chosen and request.worker_id in self.heartbeats:
             self.heartbeats[request.worker_id] = now
-        return returned
+        return rules.ClaimedJobs(returned, charged=(chosen[i].id for i in charged))
 
     def start(self, leases: Sequence[core.Lease]) -> list[bool]:
         """Pay for held jobs' starts; per lease whether it still holds (once per job)."""

@@ -61,6 +61,8 @@ class AsyncRateContract(kit.AsyncContractBase):
         assert _pairs(second) == {(_RATED, "t2"): 2}
         assert isinstance(second, ClaimedJobs)
         assert second.throttled == {(_RATED, "t1")}
+        # Beside what it throttled, what it charged: every job it took (no start_now).
+        assert second.charged == set(kit.ids(second))
         assert second.retry_in is not None
         assert second.retry_in > 0
         for _ in range(2):

@@ -670,26 +670,6 @@ FROM (
 {_lease_fence}
 RETURNING u.ord;
 
--- name: recharge
--- After a claim buried rows it could not decode, the jobs it returns are charged as
--- core.charged_positions says over them alone (the worker applies that rule to what it
--- got): a start is paid (attempts + 1, started) or given back (attempts - 1, held).
--- Only rows whose charge changes are passed; kept jobs are below integer's maximum.
-UPDATE {schema}.jobs AS j
-SET attempts = CASE WHEN u.start THEN j.attempts + 1 ELSE greatest(j.attempts - 1, 0) END,
-    started = u.start,
-    -- A charge given back also takes back the start time its claim set.
-    started_at = CASE
-        WHEN u.start THEN coalesce(j.started_at, j.claimed_at)
-        WHEN j.started_at = j.claimed_at THEN NULL
-        ELSE j.started_at
-    END
-FROM unnest(:ids::bigint[], :workers::text[], :claims::int[], :starts::bool[])
-    WITH ORDINALITY AS u (id, worker, claim, start, ord)
-{_lease_fence}
-  AND j.started <> u.start
-RETURNING u.ord;
-
 -- name: get_job
 SELECT {_job_columns} FROM {schema}.jobs AS j WHERE j.id = :id::bigint;
 

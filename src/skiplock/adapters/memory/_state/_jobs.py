@@ -133,7 +133,7 @@ class JobsState(Transactions):
         scope.audit(audit, AuditAction.REPLACED, job, details)
         return EnqueueResult(id=owner, created=False, replaced=True)
 
-    def claim(self, request: ClaimRequest) -> list[Job]:
+    def claim(self, request: ClaimRequest) -> ClaimedJobs:
         """Move due pending jobs to running, in claim order, within every limit.
 
         The first ``request.start_now`` start (attempts += 1), the rest are held; a claim
@@ -189,6 +189,7 @@ class JobsState(Transactions):
         }
         return ClaimedJobs(
             claimed,
+            charged=(chosen[i].id for i in charged),
             throttled=throttle.excluded,
             throttled_kinds={k: "provider" for k in throttle.excluded_kinds} | full,
             retry_in=throttle.retry_in,
