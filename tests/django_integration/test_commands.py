@@ -1,8 +1,9 @@
 """``skiplock_worker`` (signals, start-up failures, ``--until-idle``), ``skiplock_schema``
-and ``skiplock_health``."""
+and ``skiplock_health``; ``manage.py skiplock <command>``."""
 
 from __future__ import annotations
 
+import json
 import signal
 from io import StringIO
 from typing import TYPE_CHECKING
@@ -14,6 +15,7 @@ from django.tasks import TaskResultStatus
 
 from skiplock.adapters.psycopg import schema_sql
 from tests.django_integration.helpers import (
+    backend,
     django_command,
     finished,
     settings_module,
@@ -179,3 +181,42 @@ def test_health_names_manage_py_migrate_for_a_missing_schema(tmp_path: Path) -> 
     done = django_command("skiplock_health", env=env)
     assert done.returncode == 1
     assert "manage.py migrate --database default" in done.stdout + done.stderr
+
+
+def skiplock(*arguments: str) -> str:
+    """``manage.py skiplock <arguments>`` in this process; what it printed."""
+    out = StringIO()
+    call_command("skiplock", *arguments, stdout=out)
+    return out.getvalue()
+
+
+def test_manage_py_skiplock_runs_the_trees_commands_on_the_backends_engine() -> None:
+    result = tasks.add.enqueue(1, 2)
+    kind = tasks.add.module_path
+    # A command with actions (jobs show), and commands with none.
+    shown = json.loads(skiplock("jobs", "show", result.id, "--json"))
+    assert (shown["id"], shown["kind"], shown["state"]) == (int(result.id), kind, "pending")
+    counts = json.loads(skiplock("counts", "--json"))["counts"]
+    assert {"kind": kind, "tenant": "default", "state": "pending", "count": 1} in counts
+    # A write, audited with the actor given.
+    skiplock("pause", "--kind", kind, "--reason", "maintenance", "--actor", "ops")
+    assert kind in skiplock("paused")
+    [pause] = backend().engine.paused()
+    assert (pause.kind, pause.actor) == (kind, "ops")
+    skiplock("resume", "--kind", kind)
+    assert backend().engine.paused() == []
+    # The worker, with Django's own option after the command.
+    assert "handled 1 job(s)" in skiplock("worker", "--until-idle", "-v", "0")
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    # The tree's exit statuses: 1 for a job that does not exist.
+    with pytest.raises(SystemExit) as raised:
+        skiplock("jobs", "show", "999999")
+    assert raised.value.code == 1
+
+
+def test_manage_py_skiplock_worker_takes_djangos_queue_name() -> None:
+    with pytest.raises(CommandError, match="'nobody' is not a queue"):
+        call_command("skiplock", "worker", "--until-idle", "--queue-name", "nobody")
+    with pytest.raises(CommandError, match="not allowed with argument --tenants"):
+        call_command("skiplock", "worker", "--queue-name", "emails", "--tenants", "default")

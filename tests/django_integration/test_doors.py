@@ -1,6 +1,7 @@
-"""``manage.py skiplock_worker|skiplock_health|skiplock_schema|skiplock_metrics`` mount the
-``skiplock`` command tree: the same options, the same messages and the same exit statuses as
-``skiplock`` (tests/integrations has the same test for ``flask skiplock``)."""
+"""``manage.py skiplock <command>`` and ``manage.py skiplock_worker|skiplock_health|
+skiplock_schema|skiplock_metrics`` mount the ``skiplock`` command tree: the same options,
+the same messages and the same exit statuses as ``skiplock`` (tests/integrations has the
+same test for ``flask skiplock``; test_command_tree.py compares the parsers)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from tests.django_integration.helpers import django_command
 from tests.doors import (
+    MOUNTED,
     PARSE_ERROR,
     USAGE_ERROR,
     Outcome,
@@ -39,7 +41,14 @@ DJANGO_OWN = frozenset(
 
 
 def manage(command: str, *arguments: str) -> Outcome:
+    """``manage.py skiplock_<command> <arguments>``."""
     done = django_command(f"skiplock_{command}", *arguments)
+    return Outcome(done.returncode, done.stdout, done.stderr)
+
+
+def manage_skiplock(*arguments: str) -> Outcome:
+    """``manage.py skiplock <arguments>``."""
+    done = django_command("skiplock", *arguments)
     return Outcome(done.returncode, done.stdout, done.stderr)
 
 
@@ -50,10 +59,19 @@ def test_manage_py_offers_the_options_of_skiplock(command: str) -> None:
     assert usage_options(helped.stdout) - DJANGO_OWN == standalone_options(command) - {"-h"}
 
 
+@pytest.mark.parametrize("command", MOUNTED)
+def test_manage_py_skiplock_offers_the_options_of_skiplock(command: str) -> None:
+    helped = manage_skiplock(command, "--help")
+    assert helped.status == 0, helped.stderr
+    assert f" skiplock {command} [-h]" in helped.stdout.split("\n\n", 1)[0]
+    assert usage_options(helped.stdout) - DJANGO_OWN == standalone_options(command) - {"-h"}
+
+
 @pytest.mark.parametrize("arguments", [PARSE_ERROR, USAGE_ERROR])
 def test_manage_py_refuses_alike(arguments: tuple[str, ...]) -> None:
     command, *rest = arguments
     assert_refused_alike(arguments, manage(command, *rest))
+    assert_refused_alike(arguments, manage_skiplock(*arguments))
 
 
 def test_manage_py_metrics_prints_one_scrape() -> None:

@@ -14,8 +14,9 @@ The ``skiplock`` command finds what a command runs on from its own arguments (AP
 ``--dsn``). A framework's door mounts a command on its application's engine instead, with
 the same options, messages and exit statuses: :func:`add_arguments` and
 :func:`run_parsed` for a door with an argparse parser of its own (Django's management
-commands), :func:`run_mounted` for one without (``flask skiplock``); :func:`log_handler`
-is the worker's log handler (``--log-format``) for a door that sets up logging itself.
+commands; :func:`summary` and :func:`description` say what each command does),
+:func:`run_mounted` for one without (``flask skiplock``); :func:`log_handler` is the
+worker's log handler (``--log-format``) for a door that sets up logging itself.
 """
 
 from __future__ import annotations
@@ -29,9 +30,18 @@ import skiplock
 
 from ._database import DSN_ENV
 from ._errors import USAGE, Failure, UsageError, guarded
+from ._options import Leaf
 from ._options import split as split_list
 from ._startup import POOL_LOGGER, STARTUP_TIMEOUT
-from ._tree import MOUNTABLE, add_arguments, add_commands, run_mounted, run_parsed, summary
+from ._tree import (
+    MOUNTABLE,
+    add_arguments,
+    add_commands,
+    description,
+    run_mounted,
+    run_parsed,
+    summary,
+)
 from ._worker import apply_env, log_handler, resolve_app
 
 if TYPE_CHECKING:
@@ -43,10 +53,12 @@ __all__ = [
     "POOL_LOGGER",
     "STARTUP_TIMEOUT",
     "Failure",
+    "Leaf",
     "UsageError",
     "add_arguments",
     "apply_env",
     "build_parser",
+    "description",
     "log_handler",
     "main",
     "resolve_app",

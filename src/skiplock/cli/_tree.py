@@ -2,7 +2,7 @@
 runs, and where each door finds what it runs on.
 
 The ``skiplock`` command finds it from its own arguments (APP, ``--dsn``); a framework's
-door (``manage.py skiplock_*``, ``flask skiplock ...``) supplies its application's engine
+door (``manage.py skiplock ...``, ``flask skiplock ...``) supplies its application's engine
 instead (:func:`run_parsed`). The options, their checks, the messages and the exit
 statuses are the tree's, so they are the same in every door.
 """
@@ -276,10 +276,17 @@ def summary(name: str) -> str:
     return mountable(name).help
 
 
-def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+def description(name: str) -> str | None:
+    """The description of the command ``name`` (what ``skiplock <name> --help`` says)."""
+    return mountable(name).description
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str, leaf: Leaf = _none) -> None:
     """Add the options of the command ``name``, as every door offers them, to a door's
-    own ``parser`` (e.g. a Django management command's)."""
-    mountable(name).options(parser, _none)
+    own ``parser`` (e.g. a Django management command's); ``leaf`` adds the door's own
+    options to each parser that ends a command line (``parser``, or each action's of a
+    command with actions, as ``jobs list``)."""
+    mountable(name).options(parser, leaf)
 
 
 def run_parsed(

@@ -39,7 +39,7 @@ from ..rest._support import keyset_page, problem_for
 from . import _actions, _browse, _charts, _controls, _csrf, _render
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from ..rest import Authorize
     from ..rest._routes import RouteHandler
@@ -164,7 +164,9 @@ class Dashboard(Door):
     (:meth:`Engine.throughput <skiplock.Engine.throughput>`).
     ``csrf_secret`` keys the forms' tokens (bound to the caller): give every process
     that serves the dashboard the same one (default: a random one per dashboard, so a
-    page from one process posts only to that process).
+    page from one process posts only to that process). ``form_fields`` is the door's:
+    given a page's request, the hidden fields every form of the page carries besides the
+    dashboard's token (a framework's own CSRF token: the Django binding's).
 
     Over a :class:`~skiplock.engine.Reader` (a store that implements only the reads
     role, e.g. over a read replica) it serves the read pages and refuses every button
@@ -186,9 +188,11 @@ class Dashboard(Door):
         window: timedelta | float = timedelta(hours=1),
         bucket: timedelta | float = timedelta(minutes=1),
         csrf_secret: bytes | str | None = None,
+        form_fields: Callable[[Request], Mapping[str, str]] | None = None,
     ) -> None:
         super().__init__(engine, authorize=authorize)
         self._csrf_secret = _csrf.secret(csrf_secret)
+        self._form_fields = form_fields
         self._refresh = None if refresh is None else check_int("refresh", refresh, minimum=1)
         self._page_size = check_int("page_size", page_size, minimum=1, maximum=1000)
         self._window = check_duration("window", to_duration(window))
@@ -260,7 +264,8 @@ class Dashboard(Door):
             cookie = {"Set-Cookie": _csrf.set_cookie(token, visit.root or "/", secure=secure)}
         else:
             cookie = {}
-        context |= {"csrf": token, "notice": _notice(request), "refresh": None}
+        context["form_fields"] = self._hidden(request, token)
+        context |= {"notice": _notice(request), "refresh": None}
         context["now"] = _render.when(datetime.now(UTC))
         built = build(self, reads, visit)
         if isinstance(built, Response):
@@ -268,6 +273,12 @@ class Dashboard(Door):
         context |= built
         status = 404 if context["page"] == "gone" else 200
         return _html(status, _render.render(f"{context['page']}.html", context), cookie)
+
+    def _hidden(self, request: Request, token: str) -> list[tuple[str, str]]:
+        """The hidden fields of the page's forms: the dashboard's CSRF token, then the
+        door's (``form_fields``)."""
+        door = self._form_fields(request) if self._form_fields is not None else {}
+        return [(_csrf.FIELD, token), *door.items()]
 
     def _may_write(self, request: Request) -> bool:
         """Whether the hook grants ``write`` (to show the buttons)."""
@@ -465,7 +476,8 @@ class Dashboard(Door):
             status = 409
         else:
             context |= page(len(chosen), result=result)
-        context |= {"csrf": _field(form, _csrf.FIELD), "refresh": None, "notice": None}
+        context["form_fields"] = self._hidden(request, _field(form, _csrf.FIELD) or "")
+        context |= {"refresh": None, "notice": None}
         context |= {"now": _render.when(datetime.now(UTC)), "can_write": True}
         return _html(status, _render.render("bulk.html", context))
 

@@ -30,7 +30,7 @@ import logging
 import re
 import threading
 from http.cookies import SimpleCookie
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
@@ -106,10 +106,11 @@ def dashboard(
     hook = _unavailable_as_503(authorize)
     return _patterns(
         backend,
-        lambda engine: Dashboard(engine, authorize=hook, **options).routes(),
+        lambda engine: Dashboard(
+            engine, authorize=hook, form_fields=_django_csrf_field, **options
+        ).routes(),
         Dashboard.ROUTES,
         door="dashboard",
-        csrf_forms=True,
     )
 
 
@@ -173,7 +174,6 @@ def _patterns(
     table: Sequence[RouteSpec],
     *,
     door: str,
-    csrf_forms: bool = False,
 ) -> list[URLPattern]:
     routes = _Routes(backend, make)
     patterns: list[URLPattern] = []
@@ -184,7 +184,7 @@ def _patterns(
     for route in table:
         view = views.get(route.path)
         if view is None:
-            view = views[route.path] = _view(routes, route.path, csrf_forms=csrf_forms)
+            view = views[route.path] = _view(routes, route.path)
             # What the mount check (skiplock.E006, checks.py) reads of the URLconf.
             view.skiplock_mount = DoorView(door, id(routes), route.path == FALLBACK_PATH)  # type: ignore[attr-defined]
         # One pattern per route, for reverse() by name; the first of a path answers
@@ -197,7 +197,7 @@ def _patterns(
     return patterns
 
 
-def _view(routes: _Routes, route_path: str, *, csrf_forms: bool) -> Callable[..., HttpResponse]:
+def _view(routes: _Routes, route_path: str) -> Callable[..., HttpResponse]:
     def view(request: HttpRequest, **params: str) -> HttpResponse:
         current = routes.current()
         method = request.method or "GET"
@@ -210,7 +210,7 @@ def _view(routes: _Routes, route_path: str, *, csrf_forms: bool) -> Callable[...
             if route is None:  # a door without a fallback (the probes)
                 return _not_allowed(current, route_path, method)
         response = route.answer(_neutral(request, params))
-        return _django_response(request, response, csrf_forms=csrf_forms)
+        return _django_response(response)
 
     return view
 
@@ -262,16 +262,14 @@ def _neutral(request: HttpRequest, params: dict[str, str]) -> Request:
     )
 
 
-#: A dashboard form's own CSRF field, before which Django's token goes.
-_FORM_TOKEN = re.compile(r'<input type="hidden" name="csrf_token"')
+def _django_csrf_field(request: Request) -> dict[str, str]:
+    """The dashboard's ``form_fields``: Django's CSRF token (the request's, which
+    Django's middleware checks when a form posts) in every form of a page."""
+    return {"csrfmiddlewaretoken": get_token(request.native)}
 
 
-def _django_response(request: HttpRequest, response: Response, *, csrf_forms: bool) -> HttpResponse:
-    body: Any = response.body
-    if csrf_forms and response.content_type.startswith("text/html"):
-        field = f'<input type="hidden" name="csrfmiddlewaretoken" value="{get_token(request)}">'
-        body = _FORM_TOKEN.sub(lambda match: field + match.group(0), body.decode()).encode()
-    answer = HttpResponse(body, status=response.status, content_type=response.content_type)
+def _django_response(response: Response) -> HttpResponse:
+    answer = HttpResponse(response.body, status=response.status, content_type=response.content_type)
     for name, value in response.headers.items():
         if name.lower() == "set-cookie":
             cookie: SimpleCookie = SimpleCookie()

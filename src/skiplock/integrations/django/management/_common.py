@@ -1,4 +1,4 @@
-"""What the ``skiplock_*`` commands share: the ``--backend`` option and its backend."""
+"""What the ``skiplock`` commands share: the ``--backend`` option and its backend."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError
 
 if TYPE_CHECKING:
-    from django.core.management.base import CommandParser
+    import argparse
 
     from .._backend import SkiplockBackend
 
 
-def add_backend_option(parser: CommandParser) -> None:
+def add_backend_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend",
         default="default",
