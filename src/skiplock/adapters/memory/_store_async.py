@@ -67,9 +67,7 @@ class AsyncMemoryJobs(AsyncMemoryTransactions):
             results = self._state.enqueue(requests, handle, note)
         return results
 
-    async def claim(
-        self, request: ClaimRequest, *, audit: AsyncAudit | None = None
-    ) -> ClaimedJobs:
+    async def claim(self, request: ClaimRequest, *, audit: AsyncAudit | None = None) -> ClaimedJobs:
         """Atomically move due pending jobs to running for ``request.worker_id``; the
         first ``request.start_now`` start, the rest are held until :meth:`start`.
         (Every row here is a job, so a claim buries nothing and audits nothing.)"""

@@ -476,7 +476,7 @@ class Dashboard(Door):
             status = 409
         else:
             context |= page(len(chosen), result=result)
-        context["form_fields"] = self._hidden(request, _field(form, _csrf.FIELD) or "")
+        context["form_fields"] = self._hidden(visit.request, _field(form, _csrf.FIELD) or "")
         context |= {"refresh": None, "notice": None}
         context |= {"now": _render.when(datetime.now(UTC)), "can_write": True}
         return _html(status, _render.render("bulk.html", context))
