@@ -321,7 +321,9 @@ class RequestBuilder:
         available_at = item.available_at
         if available_at is not None:
             available_at = check_available_at(available_at)
-        delay = as_delay(item.delay)
+        delay = item.delay
+        if delay is not None:
+            delay = as_delay(delay)
         # Only the caller's own choice binds the worker; the default is the enqueuing
         # node's, and the worker that runs the job applies its processor's policy.
         priority = item.priority
