@@ -21,17 +21,16 @@ from skiplock.core import (
     encode_payload,
     validate_identifier,
 )
+from skiplock.core._options import check_available_at, validate_request
 from skiplock.core._validation import (
     INT4_RANGE,
     MAX_DELAY,
     MAX_PAYLOAD_DEPTH,
     MAX_SHOWN_LENGTH,
     PRIORITY_RANGE,
-    check_available_at,
     check_kind,
     counter_problem,
     shown,
-    validate_request,
 )
 from skiplock.engine._inputs import Enqueue
 from skiplock.engine.enqueue._intake import build_request

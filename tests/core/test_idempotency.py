@@ -9,7 +9,7 @@ import pytest
 from skiplock.core import EnqueueRequest, ValidationError, first_occurrences
 from skiplock.core._idempotency import IdempotencyScope, job_scoped_key, scope_of, scoped_key
 from skiplock.core._lifecycle import new_job
-from skiplock.core._validation import check_idempotency_policy, validate_request
+from skiplock.core._options import check_idempotency_policy, validate_request
 
 
 def _req(key: str | None) -> EnqueueRequest:

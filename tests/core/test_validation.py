@@ -19,6 +19,7 @@ from skiplock.core import (
     result_json,
     validate_identifier,
 )
+from skiplock.core._options import validate_request
 from skiplock.core._validation import (
     IDENTIFIER_RE,
     KIND_RE,
@@ -27,7 +28,6 @@ from skiplock.core._validation import (
     MAX_RESULT_BYTES,
     MAX_TENANT_LENGTH,
     encode_result,
-    validate_request,
 )
 
 # ---- identifiers ---------------------------------------------------------------------

@@ -10,7 +10,9 @@ import skiplock
 import skiplock.core
 
 API_PAGE = Path(__file__).resolve().parents[2] / "docs" / "api" / "core.md"
-MAX_NAMES = 80
+# 81: EnqueueFields, the one declaration of the job options, joined the 80 a store author
+# needs (applications and every door that enqueues read it: tests/drift/test_job_options.py).
+MAX_NAMES = 81
 
 
 def _listed() -> set[str]:
@@ -20,7 +22,7 @@ def _listed() -> set[str]:
     return {name for row in rows for name in re.findall(r"`(\w+)`", row)}
 
 
-def test_core_exports_at_most_80_names() -> None:
+def test_core_exports_at_most_81_names() -> None:
     assert len(skiplock.core.__all__) <= MAX_NAMES, len(skiplock.core.__all__)
     assert len(set(skiplock.core.__all__)) == len(skiplock.core.__all__)
 

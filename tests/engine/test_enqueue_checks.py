@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from skiplock import Engine, Enqueue, Settings, declare
 from skiplock.core import EnqueueRequest, EnqueueResult, ValidationError, encode_payload
-from skiplock.core._validation import check_available_at, validate_request
+from skiplock.core._options import check_available_at, validate_request
 from skiplock.engine._codec import encode
 from skiplock.engine._inputs import as_delay
 from tests.hostile import HOSTILE, TAME, Args

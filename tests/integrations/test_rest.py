@@ -266,6 +266,19 @@ def test_create_job(client: Client, jobs: Engine) -> None:
     assert again.body["id"] == first.body["id"]
     assert again.body["payload"] == [1]
 
+    # The key's scope and conflict policy: a tenant's own key, then its pending job replaced.
+    scoped = keyed | {"tenant": "acme", "idempotency_scope": "tenant"}
+    own = client.post("/jobs", json=scoped)
+    replaced = client.post(
+        "/jobs", json=scoped | {"payload": [3], "idempotency_conflict": "replace_pending"}
+    )
+    assert (own.status, replaced.status) == (201, 200)
+    assert own.body["id"] == replaced.body["id"] != first.body["id"]
+    assert replaced.body["payload"] == jobs.get_job(own.body["id"]).payload == [3]
+    problem(
+        client.post("/jobs", json=keyed | {"idempotency_scope": "site"}), 422, "invalid-request"
+    )
+
     later = client.post("/jobs", json={"kind": "report.build", "delay": 3600})
     assert later.status == 201
     assert jobs.get_job(later.body["id"]).available_at > datetime.now(UTC) + timedelta(minutes=59)

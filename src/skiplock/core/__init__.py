@@ -65,6 +65,7 @@ from ._health import (
 )
 from ._idempotency import first_occurrences
 from ._json import audit_event_json, job_json
+from ._options import EnqueueFields
 from ._policy import KindPolicy, PolicyOverrides
 from ._retry import RetryPolicy
 from ._states import TERMINAL_STATES, check_operator_event, sources, transition
@@ -120,6 +121,7 @@ __all__ = [
     "Completion",
     "DatabaseUnavailableError",
     "EnqueueBatch",
+    "EnqueueFields",
     "EnqueueRequest",
     "EnqueueResult",
     "Event",

@@ -13,11 +13,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard
 
 from ._bucket import RateLimit
-from ._errors import UnknownKindError, ValidationError
-from ._idempotency import IDEMPOTENCY_CONFLICTS, IDEMPOTENCY_SCOPES
+from ._errors import ValidationError
 
 if TYPE_CHECKING:
-    from ._types import EnqueueRequest, Job
+    from ._types import Job
 
 #: PostgreSQL identifiers we create or accept (schema names): lower case, <= 63 bytes.
 IDENTIFIER_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -378,30 +377,6 @@ def unknown_kind_message(kind: str, known_kinds: Iterable[str], advice: str = ""
     return f"{message}. Did you mean {close[0]!r}?" if close else message
 
 
-def _validate_kind(kind: object, known_kinds: frozenset[str] | None) -> None:
-    name = check_kind(kind)
-    if known_kinds is not None and name not in known_kinds:
-        raise UnknownKindError(
-            unknown_kind_message(
-                name,
-                known_kinds,
-                "declare it where it is enqueued, or set Settings.unknown_kinds to 'warn' "
-                "or 'allow'",
-            )
-        )
-
-
-def check_priority(name: str, value: object) -> int:
-    """Return ``value`` if it is a priority (an int within :data:`PRIORITY_RANGE`)."""
-    low, high = PRIORITY_RANGE
-    return check_int(name, value, minimum=low, maximum=high)
-
-
-def check_max_attempts(value: object) -> int:
-    """Return ``value`` if it is a ``max_attempts`` (an int from 1 to ``integer``'s max)."""
-    return check_int("max_attempts", value, minimum=1, maximum=INT4_RANGE[1])
-
-
 def check_tenant(name: str, tenant: object) -> str:
     """Return ``tenant`` if it is a tenant name: non-empty text of at most
     :data:`MAX_TENANT_LENGTH` characters without control characters."""
@@ -429,63 +404,6 @@ def check_actor(name: str, actor: object) -> str:
     return actor
 
 
-def _validate_idempotency_key(key: object) -> None:
-    if key is None:
-        return
-    if not isinstance(key, str):
-        raise ValidationError(f"idempotency_key must be a str or None, got {type(key).__name__}")
-    if not key:
-        raise ValidationError("idempotency_key must not be empty (use None for no key)")
-    check_text("idempotency_key", key, max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
-
-
-def check_concurrency(key: object, limit: object) -> tuple[str | None, int | None]:
-    """Return a job's ``(concurrency_key, concurrency_limit)`` if they are valid, the
-    limit 1 for a key without one; raise ValidationError otherwise.
-
-    A key is non-empty text of at most :data:`MAX_CONCURRENCY_KEY_LENGTH` characters
-    without control characters; its limit an int from 1 to ``integer``'s max. A limit
-    without a key is refused: it would limit nothing.
-    """
-    if key is None:
-        if limit is not None:
-            raise ValidationError(
-                f"concurrency_limit needs a concurrency_key, got limit {shown(limit)} without one"
-            )
-        return None, None
-    if not isinstance(key, str):
-        raise ValidationError(f"concurrency_key must be a str or None, got {type(key).__name__}")
-    if not key:
-        raise ValidationError("concurrency_key must not be empty (use None for no key)")
-    check_text("concurrency_key", key, max_length=MAX_CONCURRENCY_KEY_LENGTH)
-    if _has_control_chars(key):
-        raise ValidationError(f"concurrency_key {shown(key)} contains control characters")
-    if limit is None:
-        return key, 1
-    return key, check_int("concurrency_limit", limit, minimum=1, maximum=INT4_RANGE[1])
-
-
-def check_available_at(value: object, name: str = "available_at") -> datetime:
-    """Return ``value`` in UTC if it is an aware datetime within
-    [:data:`MIN_AVAILABLE_AT`, :data:`MAX_AVAILABLE_AT`] (the times a job may have), else
-    raise naming it ``name``."""
-    if not isinstance(value, datetime):
-        raise ValidationError(f"{name} must be a datetime, got {type(value).__name__}")
-    if value.utcoffset() is None:
-        raise ValidationError(f"{name} must be timezone-aware, got naive {value.isoformat()}")
-    try:
-        # OverflowError: the offset moves it outside Python's years 1..9999.
-        utc = value.astimezone(UTC)
-    except OverflowError:
-        utc = None
-    if utc is None or not MIN_AVAILABLE_AT <= utc <= MAX_AVAILABLE_AT:
-        raise ValidationError(
-            f"{name} out of range: {value.isoformat()}, must be within "
-            f"[{MIN_AVAILABLE_AT.isoformat()}, {MAX_AVAILABLE_AT.isoformat()}]"
-        )
-    return utc
-
-
 def counter_problem(job: Job) -> tuple[str, str] | None:
     """The counter of a claimed ``job`` that cannot count on, as (column, problem), or None.
 
@@ -499,115 +417,3 @@ def counter_problem(job: Job) -> tuple[str, str] | None:
     if job.claims >= high:
         return "claims", f"{job.claims} is the column's maximum: no claim can be counted"
     return None
-
-
-def check_delay(value: object) -> timedelta:
-    """Return ``value`` if it is a timedelta within [0, :data:`MAX_DELAY`], else raise."""
-    if not isinstance(value, timedelta):
-        raise ValidationError(f"delay must be a timedelta, got {type(value).__name__}")
-    if not timedelta(0) <= value <= MAX_DELAY:
-        raise ValidationError(
-            f"delay out of range: {value}, must be within [0, {MAX_DELAY.days} days]"
-        )
-    return value
-
-
-def _validate_schedule(available_at: object, delay: object) -> None:
-    if available_at is not None and delay is not None:
-        raise ValidationError("available_at and delay are mutually exclusive; set at most one")
-    if available_at is not None:
-        check_available_at(available_at)
-    if delay is not None:
-        check_delay(delay)
-
-
-def _validate_trace_context(trace_context: object) -> None:
-    if trace_context is None:
-        return
-    if not isinstance(trace_context, Mapping):
-        raise ValidationError(
-            f"trace_context must be a mapping of str to str, got {type(trace_context).__name__}"
-        )
-    for key, value in trace_context.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise ValidationError(
-                "trace_context must be a mapping of str to str, got entry "
-                f"{shown(key)}: {type(value).__name__}"
-            )
-        check_text("trace_context key", key)
-        check_text(f"trace_context[{shown(key)}]", value)
-
-
-def validate_fields(
-    kind: object,
-    priority: object,
-    tenant: object,
-    max_attempts: object,
-    idempotency_key: object,
-    available_at: object,
-    delay: object,
-    trace_context: object,
-    *,
-    known_kinds: frozenset[str] | None = None,
-    kind_checked: bool = False,
-    priority_checked: bool = False,
-    max_attempts_checked: bool = False,
-    trace_checked: bool = False,
-) -> None:
-    """Raise ValidationError (or UnknownKindError) on the first problem in the fields of
-    an enqueue request but its payload, in :func:`validate_request`'s order.
-
-    A ``*_checked`` flag skips a check its value passed already (the engine's kind
-    cache, a kind's validated defaults, one trace context shared by a batch).
-    """
-    if not kind_checked:
-        _validate_kind(kind, known_kinds)
-    if not priority_checked:
-        check_priority("priority", priority)
-    if tenant is not None:
-        check_tenant("tenant", tenant)
-    if not max_attempts_checked:
-        check_max_attempts(max_attempts)
-    if idempotency_key is not None:
-        _validate_idempotency_key(idempotency_key)
-    if available_at is not None or delay is not None:
-        _validate_schedule(available_at, delay)
-    if not trace_checked:
-        _validate_trace_context(trace_context)
-
-
-def check_idempotency_policy(scope: object, conflict: object) -> None:
-    """Raise ValidationError unless ``scope`` and ``conflict`` are an idempotency key's
-    scope and conflict policy (:mod:`~skiplock.core._idempotency`)."""
-    check_choice("idempotency_scope", scope, choices=IDEMPOTENCY_SCOPES)
-    check_choice("idempotency_conflict", conflict, choices=IDEMPOTENCY_CONFLICTS)
-
-
-def validate_request(
-    request: EnqueueRequest,
-    *,
-    known_kinds: frozenset[str] | None = None,
-    max_payload_bytes: int = MAX_PAYLOAD_BYTES,
-) -> None:
-    """Raise ValidationError (or UnknownKindError) on the first problem in ``request``.
-
-    A request that passes can be written by every store and read back from it (every
-    column's bounds hold; README.md, "Enqueue limits").
-    """
-    validate_fields(
-        request.kind,
-        request.priority,
-        request.tenant,
-        request.max_attempts,
-        request.idempotency_key,
-        request.available_at,
-        request.delay,
-        request.trace_context,
-        known_kinds=known_kinds,
-    )
-    check_idempotency_policy(request.idempotency_scope, request.idempotency_conflict)
-    check_concurrency(request.concurrency_key, request.concurrency_limit)
-    if request.payload_json is None:
-        encode_payload(request.payload, max_bytes=max_payload_bytes)
-    elif len(request.payload_json.encode("utf-8")) > max_payload_bytes:
-        raise ValidationError(f"payload too large: the limit is {max_payload_bytes} bytes")

@@ -60,6 +60,16 @@ from ._idempotency import (
     IdempotencyConflict,
     IdempotencyScope,
 )
+from ._options import (
+    check_available_at,
+    check_concurrency,
+    check_idempotency_policy,
+    check_job_fields,
+    check_known_kind,
+    check_max_attempts,
+    check_priority,
+    check_trace_context,
+)
 from ._policy import (
     check_connection_mode,
     overrides_from,
@@ -92,16 +102,11 @@ from ._validation import (
     MAX_TENANT_LENGTH,
     PRIORITY_RANGE,
     check_actor,
-    check_available_at,
     check_bool,
-    check_concurrency,
     check_duration,
-    check_idempotency_policy,
     check_int,
     check_job_id,
     check_kind,
-    check_max_attempts,
-    check_priority,
     check_rate_limit,
     check_tenant,
     check_text,
@@ -111,7 +116,6 @@ from ._validation import (
     to_duration,
     to_rate_limit,
     unknown_kind_message,
-    validate_fields,
 )
 
 __all__ = [
@@ -157,14 +161,17 @@ __all__ = [
     "check_duration",
     "check_idempotency_policy",
     "check_int",
+    "check_job_fields",
     "check_job_id",
     "check_kind",
+    "check_known_kind",
     "check_max_attempts",
     "check_priority",
     "check_rate_limit",
     "check_reason",
     "check_tenant",
     "check_text",
+    "check_trace_context",
     "choice",
     "decide_failure",
     "describe",
@@ -192,5 +199,4 @@ __all__ = [
     "to_rate_limit",
     "unknown_kind_message",
     "unreachable_report",
-    "validate_fields",
 ]

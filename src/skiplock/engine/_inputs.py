@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import attrs
 
-from skiplock.core import Event, JobFilter, JobState, ValidationError
+from skiplock.core import EnqueueFields, Event, JobFilter, JobState, ValidationError
 from skiplock.core.rules import (
     OPERATOR_ACTIONS,
     IdempotencyConflict,
@@ -26,9 +26,10 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 
-@attrs.frozen
-class Enqueue:
-    """One job for :meth:`AsyncEngine.enqueue_many` (fields as for ``enqueue``).
+@attrs.frozen(repr=False)
+class Enqueue(EnqueueFields):
+    """One job for :meth:`AsyncEngine.enqueue_many`: its kind and payload, and the job
+    options (:class:`~skiplock.core.EnqueueFields`, keywords only, as for ``enqueue``).
 
     ``available_at`` (an aware datetime) and ``delay`` (a timedelta or seconds, counted
     from the store's clock) are mutually exclusive; neither means "due now".
@@ -44,16 +45,16 @@ class Enqueue:
 
     kind: str
     payload: Any = None
-    priority: int | None = attrs.field(default=None, kw_only=True)
-    tenant: str | None = attrs.field(default=None, kw_only=True)
-    idempotency_key: str | None = attrs.field(default=None, kw_only=True)
-    available_at: datetime | None = attrs.field(default=None, kw_only=True)
-    delay: timedelta | float | None = attrs.field(default=None, kw_only=True)
-    max_attempts: int | None = attrs.field(default=None, kw_only=True)
-    idempotency_scope: IdempotencyScope | None = attrs.field(default=None, kw_only=True)
-    idempotency_conflict: IdempotencyConflict | None = attrs.field(default=None, kw_only=True)
-    concurrency_key: str | None = attrs.field(default=None, kw_only=True)
-    concurrency_limit: int | None = attrs.field(default=None, kw_only=True)
+
+    def __repr__(self) -> str:
+        # The kind and payload first (attrs would list the inherited options first), and
+        # only the options set.
+        options = "".join(
+            f", {name}={value!r}"
+            for name in EnqueueFields.names()
+            if (value := getattr(self, name)) is not None
+        )
+        return f"Enqueue({self.kind!r}, {self.payload!r}{options})"
 
 
 class JobOptions(TypedDict, total=False):

@@ -6,8 +6,9 @@ store is asked). One for both flavours: nothing here waits on the store.
 from __future__ import annotations
 
 import logging
-import operator
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
 
 from skiplock.core import (
     EnqueueBatch,
@@ -15,82 +16,54 @@ from skiplock.core import (
     UnknownKindError,
     ValidationError,
     encode_payload,
+    rules,
 )
 from skiplock.core.rules import (
+    IdempotencyConflict,
+    IdempotencyScope,
     check_available_at,
     check_concurrency,
-    check_idempotency_policy,
-    check_max_attempts,
-    check_priority,
-    unknown_kind_message,
-    validate_fields,
+    check_job_fields,
 )
 
 from .._codec import encode
+from .._declaration import TaskDef
 from .._inputs import Enqueue, as_delay
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
-    from datetime import datetime, timedelta
 
     from skiplock.core import KindPolicy
-    from skiplock.core.rules import IdempotencyConflict, IdempotencyScope
 
-    from .._declaration import TaskDef
     from .._registry import Registry
     from ..settings._settings import Settings
 
-    #: One enqueue's arguments: kind, payload, priority, tenant, idempotency_key,
-    #: available_at, delay, max_attempts, idempotency_scope, idempotency_conflict,
-    #: concurrency_key, concurrency_limit (as given: each may be anything).
-    EnqueueArgs: TypeAlias = tuple[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any]
-    #: A kind's enqueue defaults: ``(priority, max_attempts, idempotency_scope,
-    #: idempotency_conflict, declaration)``; the declaration (None: none) gives the
-    #: concurrency key of a job that sets none.
-    Defaults: TypeAlias = tuple[
-        int, int, IdempotencyScope, IdempotencyConflict, TaskDef[Any] | None
-    ]
-    #: The fields of an :class:`EnqueueRequest`, positionally in its order (what
-    #: :meth:`EnqueueBatch.append` takes).
-    RequestValues: TypeAlias = tuple[
-        str,
-        Any,
-        int,
-        str | None,
-        datetime | None,
-        timedelta | None,
-        int,
-        str | None,
-        Mapping[str, str] | None,
-        bool,
-        str,
-        IdempotencyScope,
-        IdempotencyConflict,
-        str | None,
-        int | None,
-    ]
-
 logger = logging.getLogger("skiplock.engine")
+T = TypeVar("T")
 
 #: At most this many resolved policies of kinds without a processor are kept (and as
 #: many kinds' checks, and undeclared kinds warned about): kinds come from callers.
 POLICY_CACHE_SIZE = 1024
 
-#: An :class:`Enqueue`'s fields as a tuple, in :data:`EnqueueArgs` order.
-enqueue_args: Callable[[Enqueue], EnqueueArgs] = operator.attrgetter(
-    "kind",
-    "payload",
-    "priority",
-    "tenant",
-    "idempotency_key",
-    "available_at",
-    "delay",
-    "max_attempts",
-    "idempotency_scope",
-    "idempotency_conflict",
-    "concurrency_key",
-    "concurrency_limit",
-)
+
+@attrs.frozen
+class KindIntake:
+    """One kind's enqueue, compiled: the defaults of what an enqueue of it leaves out,
+    resolved once from its declaration and policy (:meth:`Intake.kind_intake`).
+
+    ``priority`` is the declared priority (else 0); ``max_attempts``,
+    ``idempotency_scope`` and ``idempotency_conflict`` the kind's resolved policy;
+    ``declaration`` the kind's declaration when it declares a concurrency key (the key of
+    a job that sets none), else None. One kept by an :class:`Intake` passed the kind's
+    checks (its name, ``Settings.unknown_kinds``, its defaults' bounds), so an enqueue of
+    it checks only the options it sets.
+    """
+
+    priority: int
+    max_attempts: int
+    idempotency_scope: IdempotencyScope = "global"
+    idempotency_conflict: IdempotencyConflict = "ignore"
+    declaration: TaskDef[Any] | None = None
 
 
 class Intake:
@@ -101,19 +74,19 @@ class Intake:
     are frozen, so only new settings (:meth:`configure`) or a registration
     (:meth:`forget`) change them.
 
-    Cached as well: the kinds that passed their checks (format, ``Settings.unknown_kinds``)
-    with their enqueue defaults, kept while the registry (:attr:`Registry.version`) and
-    the settings are unchanged, so an enqueue of a kind seen before checks only its own
-    arguments (:class:`RequestBuilder`).
+    Cached as well: each kind that passed its checks (format, ``Settings.unknown_kinds``,
+    its defaults' bounds) compiled (:class:`KindIntake`), kept while the registry
+    (:attr:`Registry.version`) and the settings are unchanged, so an enqueue of a kind
+    seen before checks only the options it sets (:class:`RequestBuilder`).
     """
 
     def __init__(self, registry: Registry, settings: Settings) -> None:
         self._registry = registry
         self._settings = settings
         self._policies: dict[str, KindPolicy] = {}
-        # (registry version, settings, kinds checked -> defaults): one tuple, replaced
-        # whole, so a thread never sees a version with another version's kinds.
-        self._checked: tuple[int, Settings | None, dict[str, Defaults]] = (-1, None, {})
+        # (registry version, settings, compiled kinds): one tuple, replaced whole, so a
+        # thread never sees a version with another version's kinds.
+        self._compiled: tuple[int, Settings | None, dict[str, KindIntake]] = (-1, None, {})
         self._warned_kinds: set[str] = set()  # undeclared kinds warned about (unknown_kinds)
 
     def configure(self, settings: Settings) -> None:
@@ -157,33 +130,32 @@ class Intake:
         registry = self._registry
         settings = self._settings
         version = registry.version
-        checked = self._checked
-        if checked[0] != version or checked[1] is not settings:
-            checked = self._checked = (version, settings, {})
+        compiled = self._compiled
+        if compiled[0] != version or compiled[1] is not settings:
+            compiled = self._compiled = (version, settings, {})
         known = registry.known_kinds()
         mode = settings.unknown_kinds
         return RequestBuilder(
             self,
             # Kinds checked under the other rule are not known to pass this one.
-            checked[2] if check_kinds else None,
+            compiled[2] if check_kinds else None,
             trace=trace,
             known_kinds=known if known and mode == "error" and check_kinds else None,
             warn_unless=known if known and mode == "warn" and check_kinds else None,
             max_payload_bytes=settings.max_payload_bytes,
         )
 
-    def defaults(self, kind: object) -> Defaults:
-        """:data:`Defaults` for a job of ``kind`` whose enqueue sets none of them: the
-        declared priority (else 0) and the kind's resolved ``max_attempts``,
-        ``idempotency_scope`` and ``idempotency_conflict``."""
+    def kind_intake(self, kind: object) -> KindIntake:
+        """``kind``'s :class:`KindIntake`, resolved now (not checked: a builder keeps it
+        once an enqueue of the kind passed)."""
         settings = self._settings
         if not isinstance(kind, str):  # refused by validation next
-            return 0, settings.max_attempts, "global", "ignore", None
+            return KindIntake(0, settings.max_attempts)
         declaration = self._registry.declaration(kind)
         priority = declaration.priority if declaration is not None else None
         policy = self.policy(kind)
         keyed = declaration is not None and declaration.concurrency_key is not None
-        return (
+        return KindIntake(
             0 if priority is None else priority,
             policy.retry.max_attempts,
             policy.idempotency_scope,
@@ -200,7 +172,8 @@ class Intake:
             return
         self._warned_kinds.add(kind)
         logger.warning(
-            "%s", unknown_kind_message(kind, known, f"{anyway} (Settings.unknown_kinds='warn')")
+            "%s",
+            rules.unknown_kind_message(kind, known, f"{anyway} (Settings.unknown_kinds='warn')"),
         )
 
     def known_kinds(self) -> frozenset[str]:
@@ -224,125 +197,116 @@ class Intake:
                 f"declare it here, or to {what} a kind another service declares pass "
                 "allow_unknown_kind (--allow-unknown-kind on the command line)"
             )
-            raise UnknownKindError(unknown_kind_message(kind, known, advice))
+            raise UnknownKindError(rules.unknown_kind_message(kind, known, advice))
 
 
 class RequestBuilder:
     """Validated requests for one enqueue call, from :meth:`Intake.builder`.
 
-    ``seen`` holds the kinds that passed their checks, with their valid defaults (the
-    intake's cache; None: none are known, none are kept); ``known_kinds`` the kinds
-    an unknown one is refused for, ``warn_unless`` those it is warned about for
-    (``Settings.unknown_kinds``). Every request carries ``trace``.
+    ``compiled`` holds the kinds that passed their checks, compiled (the intake's cache;
+    None: none are known, none are kept); ``known_kinds`` the kinds an unknown one is
+    refused for, ``warn_unless`` those it is warned about for
+    (``Settings.unknown_kinds``). Every request carries ``trace``, checked once here.
     """
 
     __slots__ = (
+        "_compiled",
         "_intake",
         "_known_kinds",
         "_max_payload_bytes",
-        "_seen",
         "_trace",
-        "_trace_checked",
         "_warn_unless",
     )
 
     def __init__(
         self,
         intake: Intake | None,
-        seen: dict[str, Defaults] | None,
+        compiled: dict[str, KindIntake] | None,
         *,
         trace: Mapping[str, str] | None,
         known_kinds: frozenset[str] | None,
         warn_unless: frozenset[str] | None,
         max_payload_bytes: int,
     ) -> None:
+        rules.check_trace_context(trace)  # one trace context for the whole call
         self._intake = intake
-        self._seen = seen
+        self._compiled = compiled
         self._trace = trace
-        self._trace_checked = False
         self._known_kinds = known_kinds
         self._warn_unless = warn_unless
         self._max_payload_bytes = max_payload_bytes
 
-    def request(
-        self,
-        kind: Any,
-        payload: Any,
-        *,
-        priority: Any,
-        tenant: Any,
-        idempotency_key: Any,
-        available_at: Any,
-        delay: Any,
-        max_attempts: Any,
-        idempotency_scope: Any = None,
-        idempotency_conflict: Any = None,
-        concurrency_key: Any = None,
-        concurrency_limit: Any = None,
-    ) -> EnqueueRequest:
+    def request(self, item: Enqueue) -> EnqueueRequest:
         """The request for one enqueue (its errors name no item)."""
-        args = (
-            kind,
-            payload,
-            priority,
-            tenant,
-            idempotency_key,
-            available_at,
-            delay,
-            max_attempts,
-            idempotency_scope,
-            idempotency_conflict,
-            concurrency_key,
-            concurrency_limit,
-        )
-        return EnqueueRequest(*self.values(*self._lookup(kind), args))
+        kind = item.kind
+        compiled = self._compiled
+        known = compiled.get(kind) if compiled is not None and type(kind) is str else None
+        if known is not None:
+            return self._build(known, item, EnqueueRequest)
+        return self._first(item, EnqueueRequest)
 
     def requests(self, items: Sequence[Enqueue]) -> EnqueueBatch:
         """The requests for ``items``, as columns; with several items a ValidationError
         names the item's index."""
         batch = EnqueueBatch()
         append = batch.append
-        lookup = self._lookup
-        values = self.values
-        args = enqueue_args
+        compiled = self._compiled or {}
         several = len(items) > 1
         for index, item in enumerate(items):
-            # The kind's defaults come first, outside the item's errors (as they always
-            # did): resolving them fails only for the kind's policy, not for the item.
-            defaults, known = lookup(getattr(item, "kind", None))
+            kind = getattr(item, "kind", None)
+            known = compiled.get(kind) if type(kind) is str else None
+            # An unknown kind's intake is resolved first, outside the item's errors (as it
+            # always was): resolving fails only for the kind's policy, not for the item.
+            first = self._resolve(kind) if known is None else None
             if not isinstance(item, Enqueue):
                 raise TypeError(f"expected skiplock.Enqueue, got {type(item).__name__}")
             try:
-                append(*values(defaults, known, args(item)))
+                if known is not None:
+                    self._build(known, item, append)
+                else:
+                    self._first(item, append, first)
             except ValidationError as exc:
                 if not several:
                     raise
                 raise type(exc)(f"item {index}: {exc}") from None
         return batch
 
-    def _lookup(self, kind: object) -> tuple[Defaults, bool]:
-        """``kind``'s defaults, and whether it is a kind seen before (checked, with valid
-        defaults)."""
-        seen = self._seen
-        if seen is not None and type(kind) is str:
-            defaults = seen.get(kind)
-            if defaults is not None:
-                return defaults, True
-        assert self._intake is not None, "a builder without an intake is given defaults"
-        return self._intake.defaults(kind), False
+    def _resolve(self, kind: object) -> KindIntake:
+        assert self._intake is not None, "a builder without an intake is given its kinds"
+        return self._intake.kind_intake(kind)
 
-    def values(self, defaults: Defaults, known: bool, args: EnqueueArgs) -> RequestValues:
-        """One enqueue's request fields from its arguments (:data:`EnqueueArgs`), encoded
-        and validated (X2); raises ValidationError/UnknownKindError on the first problem.
+    def _first(
+        self, item: Enqueue, sink: Callable[..., T], resolved: KindIntake | None = None
+    ) -> T:
+        """The request of a kind not compiled yet: its name and defaults checked as if
+        the item set them, then the kind kept (:meth:`_learn`)."""
+        kind = item.kind
+        intake = self._resolve(kind) if resolved is None else resolved
+        result = self._build(intake, item, sink, compiled=False)
+        self._learn(kind, intake)
+        return result
 
-        ``defaults`` are the kind's, for what the enqueue leaves out; ``known`` says the
-        kind passed its checks before and its defaults are valid, so those checks are
-        skipped (as is the trace context's after the call's first request). Otherwise
-        every check runs, in the order they always had: the payload (converted, encoded,
-        its size), ``available_at``, ``delay``'s type, then :func:`validate_fields`.
+    def _build(
+        self,
+        intake: KindIntake,
+        item: Enqueue,
+        sink: Callable[..., T],
+        *,
+        compiled: bool = True,
+    ) -> T:
+        """``sink`` (:class:`EnqueueRequest` or :meth:`EnqueueBatch.append`) called with
+        the request's fields, from ``item`` and its kind's ``intake``, encoded and
+        validated (X2); raises ValidationError/UnknownKindError on the first problem.
+
+        A ``compiled`` intake's kind and defaults passed their checks, so only what the
+        item sets is checked; else the kind is checked too (the builder's known kinds),
+        and the defaults the item takes as if it set them.
+        The checks run in the order they always had: the payload (converted, encoded,
+        its size), ``available_at``, ``delay``'s type, the kind, then
+        :func:`check_job_fields`, the idempotency policy and the concurrency key.
         """
-        *fields, scope, conflict, concurrency_key, concurrency_limit = args
-        kind, payload, priority, tenant, idempotency_key, available_at, delay, max_attempts = fields
+        kind = item.kind
+        payload = item.payload
         try:
             value = encode(payload)
         except ValidationError:
@@ -354,45 +318,43 @@ class RequestBuilder:
         text = encode_payload(value, max_bytes=self._max_payload_bytes)
         # In UTC: any offset Python allows (a fraction of a second, nearly a day) reaches
         # the store as a plain instant.
+        available_at = item.available_at
         if available_at is not None:
             available_at = check_available_at(available_at)
+        delay = item.delay
         if delay is not None:
             delay = as_delay(delay)
         # Only the caller's own choice binds the worker; the default is the enqueuing
         # node's, and the worker that runs the job applies its processor's policy.
+        priority = item.priority
+        max_attempts = item.max_attempts
         explicit = max_attempts is not None
-        chosen = priority is not None
-        if not chosen:
-            priority = defaults[0]
-        if not explicit:
-            max_attempts = defaults[1]
-        trace = self._trace
-        validate_fields(
-            kind,
-            priority,
-            tenant,
-            max_attempts,
-            idempotency_key,
-            available_at,
-            delay,
-            trace,
-            known_kinds=self._known_kinds,
-            kind_checked=known,
-            priority_checked=known and not chosen,
-            max_attempts_checked=known and not explicit,
-            trace_checked=self._trace_checked,
+        if not compiled:  # the kind and the defaults it gives are checked as if given
+            rules.check_known_kind(kind, self._known_kinds)
+            priority = intake.priority if priority is None else priority
+            max_attempts = intake.max_attempts if max_attempts is None else max_attempts
+        check_job_fields(
+            priority, item.tenant, max_attempts, item.idempotency_key, available_at, delay
         )
-        self._trace_checked = True  # one trace context for the whole call
+        if priority is None:
+            priority = intake.priority
+        if max_attempts is None:
+            max_attempts = intake.max_attempts
+        scope = item.idempotency_scope
+        conflict = item.idempotency_conflict
         if scope is None and conflict is None:
-            scope, conflict = defaults[2], defaults[3]  # the kind's policy: valid
+            scope, conflict = intake.idempotency_scope, intake.idempotency_conflict  # valid
         else:
-            scope = defaults[2] if scope is None else scope
-            conflict = defaults[3] if conflict is None else conflict
-            check_idempotency_policy(scope, conflict)
-        if concurrency_key is None and defaults[4] is not None:
+            scope = intake.idempotency_scope if scope is None else scope
+            conflict = intake.idempotency_conflict if conflict is None else conflict
+            rules.check_idempotency_policy(scope, conflict)
+        concurrency_key = item.concurrency_key
+        concurrency_limit = item.concurrency_limit
+        declaration = intake.declaration
+        if concurrency_key is None and declaration is not None:
             # The declared key, from the payload as the caller gave it.
             try:
-                concurrency_key, declared_limit = defaults[4].key_of(payload)
+                concurrency_key, declared_limit = declaration.key_of(payload)
             except Exception as exc:  # the application's key function failed
                 raise ValidationError(
                     f"concurrency_key of {kind!r} could not be derived from the payload: "
@@ -404,42 +366,32 @@ class RequestBuilder:
             concurrency_key, concurrency_limit = check_concurrency(
                 concurrency_key, concurrency_limit
             )
-        if not known:
-            self._learn(kind, defaults)
-        return (
-            kind,
-            value,
-            priority,
-            tenant,
-            available_at,
-            delay,
-            max_attempts,
-            idempotency_key,
-            trace,
-            explicit,
-            text,
-            scope,
-            conflict,
-            concurrency_key,
-            concurrency_limit,
-        )
+        # By name, a few to a line, grouped by topic.
+        return sink(
+            kind=kind, payload=value, payload_json=text, trace_context=self._trace,
+            priority=priority, tenant=item.tenant, available_at=available_at, delay=delay,
+            max_attempts=max_attempts, explicit_max_attempts=explicit,
+            idempotency_key=item.idempotency_key, idempotency_scope=scope,
+            idempotency_conflict=conflict,
+            concurrency_key=concurrency_key, concurrency_limit=concurrency_limit,
+        )  # fmt: skip
 
-    def _learn(self, kind: str, defaults: Defaults) -> None:
+    def _learn(self, kind: str, intake: KindIntake) -> None:
         """After ``kind``'s first request passed: warn if it is unknown (``warn`` mode),
-        and keep it with its defaults if they are valid (they were not checked when
-        the request set its own)."""
+        and keep it compiled if its defaults are valid (they were not checked when the
+        request set its own)."""
         warn_unless = self._warn_unless
         if warn_unless is not None and kind not in warn_unless and self._intake is not None:
             self._intake.warn_unknown(kind, warn_unless)
-        seen = self._seen
-        if seen is None or type(kind) is not str or len(seen) >= POLICY_CACHE_SIZE:
+        compiled = self._compiled
+        if compiled is None or type(kind) is not str or len(compiled) >= POLICY_CACHE_SIZE:
             return
         try:
-            check_priority("priority", defaults[0])
-            check_max_attempts(defaults[1])
+            rules.check_priority("priority", intake.priority)
+            rules.check_max_attempts(intake.max_attempts)
         except ValidationError:
             return  # each request of the kind checks them, as any request does
-        seen[kind] = defaults
+        compiled[kind] = intake
 
 
 def build_request(
@@ -467,6 +419,5 @@ def build_request(
         warn_unless=None,
         max_payload_bytes=max_payload_bytes,
     )
-    defaults: Defaults = (default_priority, default_max_attempts, "global", "ignore", None)
-    values = builder.values(defaults, False, enqueue_args(item))
-    return EnqueueRequest(*values)
+    intake = KindIntake(default_priority, default_max_attempts)
+    return builder._first(item, EnqueueRequest, intake)

@@ -21,10 +21,9 @@ if TYPE_CHECKING:
     from datetime import datetime, timedelta, tzinfo
 
     from skiplock.core import EnqueueRequest, EnqueueResult
-    from skiplock.core.rules import IdempotencyConflict, IdempotencyScope
     from skiplock.ports import Audit, Clock, JobsRole, Tracer
 
-    from .._inputs import EnqueueOptions
+    from .._inputs import EnqueueOptions, JobOptions
     from ..periodic._rules import ScheduleInfo, TickResult
     from ..periodic._scheduler import Scheduler
     from ._intake import Intake, RequestBuilder
@@ -50,20 +49,17 @@ class EnqueueOps:
         kind: str,
         payload: Any = None,
         *,
-        priority: int | None = None,
-        tenant: str | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
         available_at: datetime | None = None,
         delay: timedelta | float | None = None,
-        idempotency_scope: IdempotencyScope | None = None,
-        idempotency_conflict: IdempotencyConflict | None = None,
-        concurrency_key: str | None = None,
-        concurrency_limit: int | None = None,
         connection: Any = None,
+        **options: Unpack[JobOptions],
     ) -> EnqueueResult:
         """Create one job; joins ``connection``'s transaction when given (R0).
 
+        ``options`` are the job's own (:class:`~skiplock.JobOptions`: ``priority``,
+        ``tenant``, ``idempotency_key``, ``max_attempts``, ``idempotency_scope``,
+        ``idempotency_conflict``, ``concurrency_key``, ``concurrency_limit``; all the job
+        options are declared once, :class:`~skiplock.core.EnqueueFields`).
         ``priority`` ``None`` takes the kind's declared default (0 if none). The job is
         due now, at ``available_at`` (a timezone-aware datetime) or ``delay``
         (a timedelta or seconds) after the store's now; the two are mutually exclusive
@@ -79,27 +75,9 @@ class EnqueueOps:
         across kinds and workers; ``None`` takes the kind's declared key, if any
         (docs/keys.md, "Concurrency keys").
         """
-
-        def build(builder: RequestBuilder) -> list[EnqueueRequest]:
-            # No Enqueue object for one job: the builder takes the arguments as they are.
-            return [
-                builder.request(
-                    kind,
-                    payload,
-                    priority=priority,
-                    tenant=tenant,
-                    idempotency_key=idempotency_key,
-                    available_at=available_at,
-                    delay=delay,
-                    max_attempts=max_attempts,
-                    idempotency_scope=idempotency_scope,
-                    idempotency_conflict=idempotency_conflict,
-                    concurrency_key=concurrency_key,
-                    concurrency_limit=concurrency_limit,
-                )
-            ]
-
-        return (self._enqueue(build, lambda: [kind], connection))[0]
+        item = Enqueue(kind, payload, available_at=available_at, delay=delay, **options)
+        results = self._enqueue(lambda builder: [builder.request(item)], [item], connection)
+        return results[0]
 
     def enqueue_at(
         self, when: datetime, kind: str, payload: Any = None, **options: Unpack[EnqueueOptions]
@@ -130,26 +108,21 @@ class EnqueueOps:
         listed = list(items)
         if not listed:
             return []
-        return self._enqueue(
-            lambda builder: builder.requests(listed),
-            lambda: [getattr(item, "kind", None) for item in listed],
-            connection,
-        )
+        return self._enqueue(lambda builder: builder.requests(listed), listed, connection)
 
     def _enqueue(
         self,
         build: Callable[[RequestBuilder], Sequence[EnqueueRequest]],
-        kinds: Callable[[], list[object]],
+        items: Sequence[object],
         connection: Any,
     ) -> list[EnqueueResult]:
-        """Write the requests ``build`` makes (raising before anything is written); with
-        a tracer in a producer span over ``kinds()`` (the jobs' kinds as given)."""
+        """Write the requests ``build`` makes of ``items`` (raising before anything is
+        written); with a tracer in a producer span over their kinds (as given)."""
         if not self._traced:
             return self._write(build(self._intake.builder()), connection)
         # R3: a producer span around the call; its context is stored with every job.
-        span = PublishSpan(
-            self._tracer, [kind if isinstance(kind, str) else "" for kind in kinds()]
-        )
+        kinds = [getattr(item, "kind", None) for item in items]
+        span = PublishSpan(self._tracer, [kind if isinstance(kind, str) else "" for kind in kinds])
         error: BaseException | None = None
         try:
             requests = build(self._intake.builder(span.context))
@@ -213,15 +186,9 @@ class ScheduleOps:
         item = Enqueue(kind, payload, priority=priority, tenant=tenant, max_attempts=max_attempts)
         check_kind(kind)
         self._intake.requests([item], check_kinds=False)  # payload, priority, tenant, attempts
+        now = self._clock.now()
         schedule = build_schedule(
-            kind,
-            cron=cron,
-            every=every,
-            tz=tz,
-            name=name,
-            catch_up=catch_up,
-            item=item,
-            now=self._clock.now(),
+            kind, cron=cron, every=every, tz=tz, name=name, catch_up=catch_up, item=item, now=now
         )
         self._scheduler.add(schedule)
 

@@ -15,7 +15,13 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any, Protocol
 
-from skiplock.core import DatabaseUnavailableError, StoreError, audit_event_json, job_json
+from skiplock.core import (
+    DatabaseUnavailableError,
+    EnqueueFields,
+    StoreError,
+    audit_event_json,
+    job_json,
+)
 from skiplock.core.rules import describe
 
 from . import models as m
@@ -103,20 +109,12 @@ async def _create_job(ops: AsyncOperator, call: Call) -> Response:
     """Enqueue a job
 
     Create a job (201). With an `idempotency_key` that already exists, nothing is created
-    and the existing job is returned (200)."""
+    and the existing job is returned (200), with this payload, due time and priority if
+    `idempotency_conflict` is `replace_pending` and it was still pending."""
     body = typed(call.body, m.JobCreate)
-    result = await ops.enqueue(
-        body.kind,
-        body.payload,
-        priority=body.priority,
-        tenant=body.tenant,
-        idempotency_key=body.idempotency_key,
-        max_attempts=body.max_attempts,
-        available_at=body.available_at,
-        delay=body.delay,
-        concurrency_key=body.concurrency_key,
-        concurrency_limit=body.concurrency_limit,
-    )
+    # Every job option by its declared name (JobCreate has them all: a drift test).
+    options = {name: getattr(body, name) for name in EnqueueFields.names()}
+    result = await ops.enqueue(body.kind, body.payload, **options)
     # The one read after a change: enqueue answers with the id, the response is the job.
     job = await ops.get_job(result.id)
     if not result.created:  # the existing job of the idempotency key

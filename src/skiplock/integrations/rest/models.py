@@ -33,6 +33,8 @@ from skiplock.core.rules import (
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_TENANT_LENGTH,
     PRIORITY_RANGE,
+    IdempotencyConflict,
+    IdempotencyScope,
 )
 from skiplock.core.store import INT4_RANGE, MAX_DELAY
 from skiplock.engine.admin._bulk import MAX_CONFIRMED
@@ -92,6 +94,19 @@ Tenant = Annotated[
     ),
 ]
 Priority = Annotated[int, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])]
+#: A job's keys: an idempotency key (no NUL), a concurrency key (no control characters).
+IdempotencyKey = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_IDEMPOTENCY_KEY_LENGTH, pattern=r"^[^\x00]+$"),
+]
+ConcurrencyKey = Annotated[
+    str,
+    StringConstraints(
+        min_length=1, max_length=MAX_CONCURRENCY_KEY_LENGTH, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$"
+    ),
+]
+#: A job's delay in seconds.
+Delay = Annotated[float, Field(ge=0, le=MAX_DELAY.total_seconds(), allow_inf_nan=False)]
 
 
 def _digits(value: object) -> object:
@@ -205,10 +220,15 @@ class HealthQuery(WorkersQuery):
 
 
 class JobCreate(_Body):
-    """A job to enqueue (``engine.enqueue``). ``available_at`` and ``delay`` (seconds)
-    are mutually exclusive; without either the job is due now. At most
-    ``concurrency_limit`` (default 1) jobs of a ``concurrency_key`` run at once, across
-    kinds and workers; without a key the kind's declared one applies, if any."""
+    """A job to enqueue (``engine.enqueue``): its kind, payload and the job options
+    (:class:`~skiplock.core.EnqueueFields`, every one). ``available_at`` and ``delay``
+    (seconds) are mutually exclusive; without either the job is due now. An
+    ``idempotency_key`` is unique among all jobs, or among the tenant's with
+    ``idempotency_scope`` ``tenant``; with ``idempotency_conflict`` ``replace_pending``
+    an existing pending job of the key takes this payload, due time and priority
+    (without them, the kind's policy). At most ``concurrency_limit`` (default 1) jobs
+    of a ``concurrency_key`` run at once, across kinds and workers; without a key the
+    kind's declared one applies, if any."""
 
     # The rule in the OpenAPI document: not both (a null one is absent).
     model_config = ConfigDict(
@@ -224,32 +244,14 @@ class JobCreate(_Body):
     payload: Payload = None
     priority: BodyPriority | None = None
     tenant: Tenant | None = None
-    idempotency_key: (
-        Annotated[
-            str,
-            StringConstraints(
-                min_length=1, max_length=MAX_IDEMPOTENCY_KEY_LENGTH, pattern=r"^[^\x00]+$"
-            ),
-        ]
-        | None
-    ) = None
+    idempotency_key: IdempotencyKey | None = None
     max_attempts: PositiveInt4 | None = None
     available_at: Time | None = None
-    delay: (
-        Annotated[float, Field(ge=0, le=MAX_DELAY.total_seconds(), allow_inf_nan=False)] | None
-    ) = None
-    concurrency_key: (
-        Annotated[
-            str,
-            StringConstraints(
-                min_length=1,
-                max_length=MAX_CONCURRENCY_KEY_LENGTH,
-                pattern=r"^[^\x00-\x1f\x7f-\x9f]+$",
-            ),
-        ]
-        | None
-    ) = None
+    delay: Delay | None = None
+    concurrency_key: ConcurrencyKey | None = None
     concurrency_limit: PositiveInt4 | None = None
+    idempotency_scope: IdempotencyScope | None = None
+    idempotency_conflict: IdempotencyConflict | None = None
 
 
 class RetryOptions(_Body):
