@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pytest
 
-from skiplock.adapters._pg._rows import filter_params, job_page_from_rows, page_params
+from skiplock.adapters._pg._rows import filter_params
+from skiplock.adapters._pg._rows_reads import job_page_from_rows, page_params
 from skiplock.adapters._pg._sql import neutral_query
 from skiplock.core import JobFilter, JobPage, JobState, Page
 from tests.pgfixtures import create_database, drop_database

@@ -21,11 +21,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pytest
 
-from skiplock.adapters._pg._rows import (
-    bucket_params,
-    health_queues_params,
-    roll_up_params,
-)
+from skiplock.adapters._pg._rows_reads import bucket_params, health_queues_params
+from skiplock.adapters._pg._rows_upkeep import roll_up_params
 from skiplock.adapters._pg._sql import lock_key, neutral_query
 from skiplock.core._history import PICKUP_SAMPLE
 from tests.pgfixtures import create_database, drop_database

@@ -20,12 +20,12 @@ import psycopg
 import pytest
 
 from skiplock.adapters._pg._ops import claim_steps, purge_audit_batch_steps, purge_batch_steps
-from skiplock.adapters._pg._rows import (
-    bucket_params,
+from skiplock.adapters._pg._rows_jobs import (
     complete_one_params,
     complete_params,
     lease_params,
 )
+from skiplock.adapters._pg._rows_reads import bucket_params
 from skiplock.adapters._pg._sql import convert, neutral_query
 from skiplock.core import ClaimRequest, Completion, Lease, Retry, Succeeded
 from tests.pgfixtures import create_database, drop_database

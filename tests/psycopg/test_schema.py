@@ -470,7 +470,7 @@ def test_health_of_a_schema_without_the_running_totals_reports_it(
 ) -> None:
     """On a schema older than migration 0011 the health report names the migrations to
     apply and lists the workers; it has no queues (and no error reading them)."""
-    from skiplock.adapters._pg._rows import COUNTS_MIGRATION
+    from skiplock.adapters._pg._rows_reads import COUNTS_MIGRATION
 
     dsn = make_database()
     migrate_to(dsn, COUNTS_MIGRATION - 1, monkeypatch)

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from skiplock.adapters._pg import _sql
 from skiplock.adapters._pg._migrate import Step, migrations, schema_sql
 from skiplock.adapters._pg._ops import claim_steps
-from skiplock.adapters._pg._rows import COMPLETION_FIELDS, copy_rows, job_from_row
+from skiplock.adapters._pg._rows import job_from_row
+from skiplock.adapters._pg._rows_jobs import COMPLETION_FIELDS, copy_rows
 from skiplock.core import (
     MAX_AVAILABLE_AT,
     MIN_AVAILABLE_AT,

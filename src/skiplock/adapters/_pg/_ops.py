@@ -43,21 +43,17 @@ from skiplock.core.store import (
 )
 
 from ._migrate import Rows, Step
-from ._rows import (
-    AuditNote,
+from ._rows import AuditNote, duration_us, job_from_row, utc
+from ._rows_jobs import (
     buckets_from_rows,
     charge_params,
     claim_params,
     complete_params,
-    duration_us,
     enqueue_one_params,
     enqueue_params,
-    job_from_row,
     pair_params,
-    recover_params,
-    silent_workers_params,
-    utc,
 )
+from ._rows_workers import recover_params, silent_workers_params
 from ._sql import lock_key, neutral_query
 
 if TYPE_CHECKING:

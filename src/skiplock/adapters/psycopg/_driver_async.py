@@ -4,43 +4,35 @@ from __future__ import annotations
 
 import logging
 import select
-import time
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import psycopg
-from psycopg import AsyncConnection, AsyncCursor, IsolationLevel, sql
+from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from skiplock._compat import bounded, deadline_error, remaining
+from skiplock._compat import bounded, deadline_error
 from skiplock.adapters._pg._driver_async import SESSION_RESET, AsyncPgDriver, KeptConnection
 from skiplock.adapters.psycopg._connections import (
-    WAIT_INTERVAL,
-    CappedBackoff,
-    DeadlineExpired,
     connect_kwargs,
     ended_error,
     idle,
     in_transaction,
     is_unreachable,
-    until_deadline,
 )
 from skiplock.core import DatabaseUnavailableError, StoreError
+
+from ._pool_async import ClientSettings, OwnedConnection, OwnedPool, rows_of, run_script
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
     from contextlib import AbstractAsyncContextManager
 
-    from psycopg.abc import PQGen
-    from psycopg_pool.base import AttemptWithBackoff
-
     from skiplock.adapters._pg._migrate import Rows
     from skiplock.adapters._pg._sql import Query, Style
 
 logger = logging.getLogger("skiplock.adapters.psycopg")
-
-RV = TypeVar("RV")
 
 
 def has_input(conn: AsyncConnection[Any]) -> bool:
@@ -57,151 +49,6 @@ def has_input(conn: AsyncConnection[Any]) -> bool:
         return bool(poller.poll(0))  # POLLHUP and POLLERR are always reported too
     readable, _, broken = select.select([fd], [], [fd], 0)  # Windows
     return bool(readable or broken)
-
-
-class _ClientSettings(NamedTuple):
-    """The Python-side settings of a connection that user code may change."""
-
-    autocommit: bool
-    isolation_level: IsolationLevel | None
-    read_only: bool | None
-    deferrable: bool | None
-    row_factory: Any
-    prepare_threshold: int | None
-
-    @classmethod
-    def of(cls, conn: AsyncConnection[Any]) -> _ClientSettings:
-        return cls(
-            conn.autocommit,
-            conn.isolation_level,
-            conn.read_only,
-            conn.deferrable,
-            conn.row_factory,
-            conn.prepare_threshold,
-        )
-
-    async def restore(self, conn: AsyncConnection[Any]) -> None:
-        # psycopg sends isolation_level/read_only/deferrable with every BEGIN, also of the
-        # store's own transactions: they must not outlive the loan.
-        if conn.autocommit != self.autocommit:
-            await conn.set_autocommit(self.autocommit)
-        if conn.isolation_level != self.isolation_level:
-            await conn.set_isolation_level(self.isolation_level)
-        if conn.read_only != self.read_only:
-            await conn.set_read_only(self.read_only)
-        if conn.deferrable != self.deferrable:
-            await conn.set_deferrable(self.deferrable)
-        conn.row_factory = self.row_factory
-        conn.prepare_threshold = self.prepare_threshold
-
-
-class _OwnedConnection(AsyncConnection[Any]):
-    """A connection of a pool the driver made. The driver's marks live on it, and a cursor
-    for each use, made once: a cursor per statement costs more Python than sending the
-    statement does (every store call and the two ends of a lent transaction use one)."""
-
-    # In a transaction() block the driver opened itself (user code holds it).
-    lent_transaction = False
-    # Its session was reset with the COMMIT of that block: lent() owes no reset.
-    reset_by_commit = False
-    _rows: AsyncCursor[dict[str, Any]] | None = None
-    _plain: AsyncCursor[Any] | None = None
-
-    def rows_cursor(self) -> AsyncCursor[dict[str, Any]]:
-        """The driver's cursor for statements whose rows it reads (as dicts)."""
-        if self._rows is None:
-            self._rows = self.cursor(row_factory=dict_row)
-        return self._rows
-
-    def plain_cursor(self) -> AsyncCursor[Any]:
-        """The driver's cursor for scripts (no rows read)."""
-        if self._plain is None:
-            self._plain = self.cursor()
-        return self._plain
-
-    async def wait(
-        self, gen: PQGen[RV], interval: float = WAIT_INTERVAL, timeout: float | None = None
-    ) -> RV:
-        """psycopg's wait for ``gen``'s I/O, ended at the web request's deadline
-        (``skiplock._compat.request_deadline``): a server that does not answer in time gets the
-        session closed (its state is unknown; the pool replaces it) and the call raises
-        DatabaseUnavailableError. Without a deadline (workers) psycopg's own wait."""
-        left = remaining()
-        # psycopg < 3.3 has no ``timeout`` (its own callers pass none there).
-        extra = () if timeout is None else (timeout,)
-        if left is None:
-            return await super().wait(gen, interval, *extra)
-        if left <= 0:  # nothing sent: an idle session stays usable
-            if not idle(self):
-                # Inside a transaction: closed, so that nothing waits on it to roll back
-                # (psycopg, the pool and the store skip a closed connection).
-                self.pgconn.finish()
-            raise deadline_error()
-        try:
-            gen = until_deadline(gen, time.monotonic() + left)
-            return await super().wait(gen, min(interval, left), *extra)
-        except DeadlineExpired:
-            self.pgconn.finish()
-            raise deadline_error("no answer to a statement") from None
-
-
-async def _rows_of(
-    cur: AsyncCursor[dict[str, Any]], query: Query, params: Mapping[str, Any]
-) -> Rows:
-    await cur.execute(query.text, params)
-    if cur.description is None:
-        return []
-    return await cur.fetchall()
-
-
-async def _run_script(cur: AsyncCursor[Any], text: str) -> None:
-    # A script may hold several statements; without parameters psycopg sends it as is
-    # (no placeholder parsing, no prepared statement).
-    await cur.execute(text, prepare=False)
-
-
-class _OwnedPool(AsyncConnectionPool[Any]):
-    """The pool a driver makes from a connection string: psycopg_pool's, with two changes
-    for a server that goes away (see docs/health.md, "When the database goes away").
-
-    - Reconnection waits are capped (:class:`~._connections.CappedBackoff`): the pool
-      reconnects within about a second of the server accepting connections again.
-    - A failed connection attempt (the server down or restarting, or refusing the login:
-      :func:`~._connections.is_unreachable`) fails every caller waiting for a connection
-      at once (DatabaseUnavailableError), instead of letting them wait the pool's
-      ``timeout`` for a connection that cannot come; and :attr:`unreachable` says why
-      until an attempt succeeds. A caller that comes meanwhile waits for the next
-      attempt (at most about a second).
-    """
-
-    #: Why the last connection attempt failed, while the server cannot be reached.
-    unreachable: str | None = None
-
-    async def _connect(self, timeout: float | None = None) -> AsyncConnection[Any]:
-        try:
-            conn: AsyncConnection[Any] = await super()._connect(timeout)
-        except Exception as exc:
-            if is_unreachable(exc):
-                self.unreachable = " ".join(str(exc).split()) or type(exc).__name__
-                await self._fail_waiting()
-            raise
-        self.unreachable = None
-        return conn
-
-    async def _fail_waiting(self) -> None:
-        # As psycopg_pool's close() fails its waiting clients.
-        async with self._lock:
-            waiting = list(self._waiting)
-            self._waiting.clear()
-        for client in waiting:
-            await client.fail(DatabaseUnavailableError.unreachable(self.unreachable))
-
-    async def _add_connection(
-        self, attempt: AttemptWithBackoff | None, growing: bool = False
-    ) -> None:
-        await super()._add_connection(
-            attempt or CappedBackoff(timeout=self.reconnect_timeout), growing
-        )
 
 
 class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any]]):
@@ -230,9 +77,9 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
         if isinstance(given, str):
             self.conninfo = given
             self.connect_kwargs = connect_kwargs(given, {}, connect_timeout)
-            self.pool = _OwnedPool(
+            self.pool = OwnedPool(
                 given,
-                connection_class=_OwnedConnection,
+                connection_class=OwnedConnection,
                 min_size=min_size,
                 # One connection more than asked for: the one kept for the store's own
                 # statements (acquire_statement), so max_size stay for everything else.
@@ -386,7 +233,7 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
         A caller's pool keeps its own reset policy (its ``configure`` may have set what
         a reset would undo): give it a ``reset`` callback.
         """
-        settings = _ClientSettings.of(conn)
+        settings = ClientSettings.of(conn)
         if autocommit and not conn.autocommit:
             # A caller's pool may hand out connections outside autocommit mode.
             await conn.set_autocommit(True)
@@ -395,7 +242,7 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
         finally:
             await self._take_back(conn, settings)
 
-    async def _take_back(self, conn: AsyncConnection[Any], settings: _ClientSettings) -> None:
+    async def _take_back(self, conn: AsyncConnection[Any], settings: ClientSettings) -> None:
         # Never raises, so the processor's outcome stands: a connection that cannot be
         # reset is closed, and the pool replaces it.
         if conn.closed:
@@ -404,7 +251,7 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
             if in_transaction(conn):
                 await conn.rollback()  # e.g. a BEGIN left open in an autocommit() block
             await settings.restore(conn)
-            if isinstance(conn, _OwnedConnection):
+            if isinstance(conn, OwnedConnection):
                 if conn.reset_by_commit:
                     conn.reset_by_commit = False
                 else:
@@ -443,7 +290,7 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
 
     @asynccontextmanager
     async def transaction(self, conn: AsyncConnection[Any]) -> AsyncIterator[AsyncConnection[Any]]:
-        if not isinstance(conn, _OwnedConnection):  # a caller's pool
+        if not isinstance(conn, OwnedConnection):  # a caller's pool
             async with conn.transaction():
                 yield conn
             return
@@ -474,7 +321,7 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
     async def adopt(self, connection: Any) -> AsyncConnection[Any]:
         if isinstance(connection, AsyncConnection):
             if (
-                isinstance(connection, _OwnedConnection)
+                isinstance(connection, OwnedConnection)
                 and connection.lent_transaction
                 and idle(connection)
             ):
@@ -495,17 +342,17 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
     async def fetch(
         self, conn: AsyncConnection[Any], query: Query, params: Mapping[str, Any]
     ) -> Rows:
-        if isinstance(conn, _OwnedConnection):
-            return await _rows_of(conn.rows_cursor(), query, params)
+        if isinstance(conn, OwnedConnection):
+            return await rows_of(conn.rows_cursor(), query, params)
         async with conn.cursor(row_factory=dict_row) as cur:
-            return await _rows_of(cur, query, params)
+            return await rows_of(cur, query, params)
 
     async def script(self, conn: AsyncConnection[Any], text: str) -> None:
-        if isinstance(conn, _OwnedConnection):
-            await _run_script(conn.plain_cursor(), text)
+        if isinstance(conn, OwnedConnection):
+            await run_script(conn.plain_cursor(), text)
             return
         async with conn.cursor() as cur:
-            await _run_script(cur, text)
+            await run_script(cur, text)
 
     async def copy(
         self,

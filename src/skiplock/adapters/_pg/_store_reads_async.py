@@ -1,0 +1,140 @@
+"""The reads role of the PostgreSQL job store (async source; twin generated).
+
+:class:`AsyncPgReadsRole` implements the reads of ``skiplock.ports.AsyncReadsRole``: keyset
+pages of jobs, counts, throughput, queue samples, the health snapshot and a job's audit
+trail, each on a connection whose statements stop after ``read_timeout``. (The role's
+``now``, ``get`` and ``controls`` are the jobs' and the controls' mixins'.) Contract kit
+(``skiplock.testing.contract``): ``AsyncHealthContract``, ``AsyncThroughputContract``,
+``AsyncRecountContract``, ``AsyncHistoryContract`` (which takes its samples through the
+upkeep role's ``roll_up_counts``), the listing and counts tests of
+``AsyncAdminContract`` (an admin-role mixin otherwise) and ``test_audit_trail_*`` of
+``AsyncAuditContract`` (which spans every role that audits).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from skiplock.core import HealthSnapshot
+
+from ._driver_async import TX, C
+from ._migrate import schema_info, status_steps
+from ._rows import audit_event_from_row, filter_params, utc
+from ._rows_reads import (
+    COUNTS_MIGRATION,
+    RATES_MIGRATION,
+    ROLLUP_BACKLOG,
+    backlog_of,
+    bucket_params,
+    bucket_states,
+    finished_count_from_row,
+    health_queues_params,
+    job_page_from_rows,
+    orphaned_jobs_from_row,
+    page_params,
+    queue_sample_from_row,
+    queue_stats_from_row,
+    state_counts_from_rows,
+    worker_status_from_row,
+)
+from ._store_base_async import AsyncPgStoreBase
+
+if TYPE_CHECKING:
+    from datetime import datetime, timedelta
+
+    from skiplock.core import (
+        AuditEvent,
+        FinishedCount,
+        JobFilter,
+        JobPage,
+        Page,
+        StateCount,
+    )
+    from skiplock.core.store import QueueSample
+
+
+logger = logging.getLogger("skiplock.store")
+
+
+class AsyncPgReadsRole(AsyncPgStoreBase[C, TX]):
+    """``AsyncReadsRole`` of the PostgreSQL store (see the module)."""
+
+    async def list_jobs(self, filter: JobFilter, page: Page) -> JobPage:
+        """Jobs matching ``filter``, ordered by id, one keyset page read by index walks
+        of at most ``JobPage.READ_FACTOR`` rows per job asked for (``list_job_page``,
+        migration 0012); UndecodableRowError if a row of the page cannot become a job."""
+        async with self._reading() as conn:
+            rows = await self._execute(conn, "list_jobs", filter_params(filter) | page_params(page))
+        return job_page_from_rows(rows)
+
+    async def counts(self) -> list[StateCount]:
+        """Jobs per (state, kind, tenant) from the running totals (migration 0011): one
+        statement over the folded totals and the unfolded deltas, an index probe per
+        pending group for its oldest job; never a scan of jobs."""
+        async with self._reading() as conn:
+            rows = await self._execute(conn, "counts", {})
+        await self._roll_up_if_behind(backlog_of(rows))
+        return state_counts_from_rows(rows)
+
+    async def _roll_up_if_behind(self, backlog: int) -> None:
+        """After a read that found more than ``ROLLUP_BACKLOG`` unfolded deltas (no worker
+        folds them: none runs, or it cannot keep up): fold them, best effort (a read-only
+        role or replica cannot; the read was exact anyway)."""
+        if backlog <= ROLLUP_BACKLOG:
+            return
+        try:
+            await self.roll_up_counts()
+        except Exception:
+            logger.warning("skiplock: folding %d count deltas failed", backlog, exc_info=True)
+
+    async def finished_counts(self, since: datetime, bucket: timedelta) -> list[FinishedCount]:
+        """The jobs finished since ``since`` per bucket, kind and final state, from the
+        finished minutes (``finished_kind_counts``, migration 0017)."""
+        async with self._reading() as conn:
+            rows = await self._execute(conn, "finished_counts", bucket_params(since, bucket))
+        return [finished_count_from_row(r) for r in rows]
+
+    async def queue_samples(self, since: datetime, bucket: timedelta) -> list[QueueSample]:
+        """The queue samples taken since ``since``, folded per bucket and kind in the
+        database (``queue_samples``, migration 0017)."""
+        async with self._reading() as conn:
+            rows = await self._execute(conn, "queue_samples", bucket_params(since, bucket))
+        return [queue_sample_from_row(r) for r in rows]
+
+    async def health_snapshot(self) -> HealthSnapshot:
+        """The schema's version, the workers and the per-kind queues (R9), read in one
+        transaction (one ``now()``); a missing or older schema is reported, not
+        refused (a missing one has nothing else to read)."""
+        async with self._reading(atomic=True, check=False) as conn:
+            status = await self._run(conn, status_steps(self._schema))
+            [row] = await self._execute(conn, "now", {})
+            now = utc(row["now"])
+            if not status.installed:
+                return HealthSnapshot(now=now, schema=schema_info(status))
+            # A schema without the running totals (its report names the migrations to
+            # apply) has no queues to report: reading them would fail.
+            queues = []
+            if status.version >= COUNTS_MIGRATION:
+                queues = await self._execute(conn, "health_queues", health_queues_params())
+            workers = await self._execute(conn, "health_workers", {})
+            orphans = await self._execute(conn, "health_orphans", {})
+            buckets: list[dict[str, Any]] = []
+            if status.version >= RATES_MIGRATION:
+                everything = {"kinds": None, "providers": None}
+                buckets = await self._execute(conn, "rate_buckets", everything)
+        await self._roll_up_if_behind(backlog_of(queues))
+        return HealthSnapshot(
+            now=now,
+            workers=tuple(worker_status_from_row(r) for r in workers),
+            queues=tuple(queue_stats_from_row(r) for r in queues if r["kind"] is not None),
+            schema=schema_info(status),
+            buckets=bucket_states(buckets) if buckets else (),
+            orphaned=tuple(orphaned_jobs_from_row(r) for r in orphans),
+        )
+
+    async def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
+        """The job's events in the audit table, oldest first."""
+        async with self._use(connection) as conn:
+            rows = await self._execute(conn, "audit_trail", {"id": job_id})
+        return [audit_event_from_row(r) for r in rows]
