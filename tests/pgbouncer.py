@@ -1,6 +1,6 @@
 """A throw-away PgBouncer for tests: Debian's ``pgbouncer`` (``.ci/run`` installs it) on a
 free port of 127.0.0.1, in front of the test server (``SKIPLOCK_TEST_DSN``), stopped and
-started by its PID (tests/contract/test_pgbouncer*.py, tests/pgbouncer_restart).
+started by its PID (tests/contract/test_pgbouncer*.py, tests/pooler).
 
 Its configuration and files live in a temporary directory, removed afterwards: every
 database of the server is reachable under its own name (``* =``), authentication is

@@ -16,12 +16,13 @@ from psycopg_pool import ConnectionPool
 from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
-from skiplock import ValidationError
+from skiplock import Engine, JobContext, Settings, ValidationError
 from skiplock.adapters.psycopg import PsycopgJobStore
 from skiplock.adapters.sqlalchemy import SessionJobStore
 from skiplock.testing import Capabilities
 from skiplock.testing.contract import JobStoreContract
 from tests.contract.pgfaults import PgFaults
+from tests.engine.helpers import eventually
 from tests.pgbouncer import PgBouncer, pgbouncer
 
 DRIVERS = ["psycopg"]
@@ -125,3 +126,26 @@ def test_a_pool_that_prepares_is_refused(bounced_dsn: str) -> None:
         PsycopgJobStore(bounced_dsn, pgbouncer=True, statement_timeout=5)
     unprepared = ConnectionPool(bounced_dsn, open=False, kwargs={"prepare_threshold": None})
     assert PsycopgJobStore(unprepared, pgbouncer=True).pgbouncer
+
+
+def test_a_worker_without_a_notifier_says_it_polls_and_runs_jobs(
+    bounced_dsn: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Through PgBouncer without a listen DSN a worker finds new jobs by polling, and says
+    so when it starts."""
+    monkeypatch.delenv("SKIPLOCK_LISTEN_DSN", raising=False)
+    store = PsycopgJobStore(bounced_dsn, pgbouncer=True)
+    engine = Engine(store, Settings(poll_interval=0.1))
+    done: list[int] = []
+
+    @engine.processor("bounce.poll", transactional=True)
+    def run(payload: int, ctx: JobContext) -> None:
+        done.append(payload)
+
+    worker = engine.worker(install_signal_handlers=False)
+    caplog.set_level("INFO", logger="skiplock.worker")
+    with worker.in_background():
+        eventually(lambda: "polls for new jobs every 0.1 s" in caplog.text)
+        engine.enqueue("bounce.poll", 7)
+        eventually(lambda: done == [7])
+    store.close()

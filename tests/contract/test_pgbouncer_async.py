@@ -16,12 +16,13 @@ import sqlalchemy as sa
 from psycopg_pool import AsyncConnectionPool
 from sqlalchemy.engine import make_url
 
-from skiplock import ValidationError
+from skiplock import AsyncEngine, JobContext, Settings, ValidationError
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore
 from skiplock.adapters.sqlalchemy import AsyncSessionJobStore
 from skiplock.testing import Capabilities
 from skiplock.testing.contract import AsyncJobStoreContract
 from tests.contract.pgfaults import PgFaults
+from tests.engine.helpers_async import eventually
 from tests.pgbouncer import PgBouncer, pgbouncer
 
 if True:  # ASYNC
@@ -149,3 +150,26 @@ async def test_a_pool_that_prepares_is_refused(bounced_dsn: str) -> None:
         AsyncPsycopgJobStore(bounced_dsn, pgbouncer=True, statement_timeout=5)
     unprepared = AsyncConnectionPool(bounced_dsn, open=False, kwargs={"prepare_threshold": None})
     assert AsyncPsycopgJobStore(unprepared, pgbouncer=True).pgbouncer
+
+
+async def test_a_worker_without_a_notifier_says_it_polls_and_runs_jobs(
+    bounced_dsn: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Through PgBouncer without a listen DSN a worker finds new jobs by polling, and says
+    so when it starts."""
+    monkeypatch.delenv("SKIPLOCK_LISTEN_DSN", raising=False)
+    store = AsyncPsycopgJobStore(bounced_dsn, pgbouncer=True)
+    engine = AsyncEngine(store, Settings(poll_interval=0.1))
+    done: list[int] = []
+
+    @engine.processor("bounce.poll", transactional=True)
+    async def run(payload: int, ctx: JobContext) -> None:
+        done.append(payload)
+
+    worker = engine.worker(install_signal_handlers=False)
+    caplog.set_level("INFO", logger="skiplock.worker")
+    async with worker.in_background():
+        await eventually(lambda: "polls for new jobs every 0.1 s" in caplog.text)
+        await engine.enqueue("bounce.poll", 7)
+        await eventually(lambda: done == [7])
+    await store.close()
