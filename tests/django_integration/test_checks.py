@@ -65,16 +65,21 @@ def test_the_app_without_a_skiplock_backend_is_a_warning(tmp_path: Path) -> None
     assert "skiplock.W001" in output
 
 
-def test_pgbouncer_transaction_pooling_needs_a_direct_dsn(tmp_path: Path) -> None:
+def test_pgbouncer_transaction_pooling_refuses_only_a_pool_statement_timeout(
+    tmp_path: Path,
+) -> None:
+    # The store runs with pgbouncer=True there: only a session setting cannot pass.
     code = 'DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True'
-    status, output = check(tmp_path, code)
+    assert check(tmp_path, code)[0] == 0
+    timeout = f'{code}\nTASKS["default"]["OPTIONS"]["POOL"] = {{"statement_timeout": 5}}'
+    status, output = check(tmp_path, timeout)
     assert status == 1
     assert "skiplock.E004" in output
     assert "transaction pooling" in output
     direct = 'TASKS["default"]["OPTIONS"]["DSN"] = "postgresql://postgres@127.0.0.1/app"'
-    assert check(tmp_path, f"{code}\n{direct}")[0] == 0
+    assert check(tmp_path, f"{timeout}\n{direct}")[0] == 0
     session = 'TASKS["default"]["OPTIONS"]["PGBOUNCER"] = "session"'
-    assert check(tmp_path, f"{code}\n{session}")[0] == 0
+    assert check(tmp_path, f"{timeout}\n{session}")[0] == 0
 
 
 def test_a_database_that_is_not_postgresql_is_an_error(tmp_path: Path) -> None:

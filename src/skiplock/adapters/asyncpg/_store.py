@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from skiplock.adapters._pg._pgbouncer import listen_dsn as listen_dsn_of
+from skiplock.adapters._pg._pgbouncer import statement_timeout_refused
 from skiplock.adapters._pg._store_async import (
     CONNECT_TIMEOUT,
     READ_TIMEOUT,
     AsyncPgJobStore,
     statement_timeout_ms,
 )
-from skiplock.core import ValidationError
 
-from ._driver import AsyncpgDriver
+from ._driver import AsyncpgDriver, Connector
 from ._notify import AsyncpgNotifier
 
 if TYPE_CHECKING:
@@ -50,8 +51,11 @@ class AsyncpgJobStore(AsyncPgJobStore[Any, Any]):
 
     ``pgbouncer=True`` is for PgBouncer in transaction pooling mode: no prepared
     statement cache (``statement_cache_size=0``), no session reset on release, no
-    LISTEN (:meth:`notifier` returns None, workers poll). Advisory locks are
-    transaction-level everywhere, so they work through PgBouncer either way.
+    LISTEN through it. Advisory locks are transaction-level everywhere, so they work
+    through PgBouncer either way. ``listen_dsn`` (default ``$SKIPLOCK_LISTEN_DSN``) is
+    where the notifier's LISTEN connects (PostgreSQL directly, not through the pooler,
+    with ``connect_kwargs``); with ``pgbouncer=True`` and none, :meth:`notifier` returns
+    None and workers poll.
 
     Heartbeats and worker registration use one dedicated connection (from a DSN: outside
     the pool; with the caller's pool: one connection held from it). The first use checks
@@ -72,7 +76,9 @@ class AsyncpgJobStore(AsyncPgJobStore[Any, Any]):
         connect_kwargs: Mapping[str, Any] | None = None,
         connect_timeout: float = CONNECT_TIMEOUT,
         read_timeout: timedelta | float | None = READ_TIMEOUT,
+        listen_dsn: str | None = None,
     ) -> None:
+        self._listen_dsn = listen_dsn_of(listen_dsn)
         timeout_ms = statement_timeout_ms(statement_timeout)
         kwargs: dict[str, Any] = {"timeout": connect_timeout, **(connect_kwargs or {})}
         if pgbouncer:
@@ -80,13 +86,12 @@ class AsyncpgJobStore(AsyncPgJobStore[Any, Any]):
         if timeout_ms is not None:
             if pgbouncer:
                 # PgBouncer refuses unknown startup parameters; SET would leak to others.
-                raise ValidationError(
-                    "statement_timeout cannot be set per connection through PgBouncer; "
-                    "set it on the role or database (ALTER ROLE ... SET statement_timeout)"
-                )
+                raise statement_timeout_refused()
             settings = dict(kwargs.get("server_settings") or {})
             settings["statement_timeout"] = str(timeout_ms)
             kwargs["server_settings"] = settings
+        # The listener's own connection may prepare: it goes to PostgreSQL directly.
+        self._listen_kwargs = {k: v for k, v in kwargs.items() if k != "statement_cache_size"}
         self._asyncpg = AsyncpgDriver(
             pool_or_dsn,
             pgbouncer=pgbouncer,
@@ -108,8 +113,14 @@ class AsyncpgJobStore(AsyncPgJobStore[Any, Any]):
         return self._asyncpg.pgbouncer
 
     def notifier(self) -> AsyncpgNotifier | None:
-        """A LISTEN notifier on its own connection; None with ``pgbouncer=True``
+        """A LISTEN notifier on its own connection: to ``listen_dsn`` if given, else as
+        the store's own connections. None with ``pgbouncer=True`` and no ``listen_dsn``
         (LISTEN needs a session: workers poll)."""
+        if self._listen_dsn is not None:
+            connector = Connector(
+                dsn=self._listen_dsn, pool=None, connect_kwargs=self._listen_kwargs
+            )
+            return AsyncpgNotifier(connector, channel=self.channel)
         if self.pgbouncer:
             return None
         return AsyncpgNotifier(self._asyncpg.connector, channel=self.channel)

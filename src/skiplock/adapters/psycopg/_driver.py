@@ -72,8 +72,15 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
         timeout_ms: int | None,
         timeout: float,
         connect_timeout: float,
+        pgbouncer: bool = False,
     ) -> None:
         self._timeout_ms = timeout_ms
+        # PgBouncer's transaction pooling (see _pg/_pgbouncer.py): no named prepared
+        # statements, no session reset or session setting (another client's server
+        # connection would get it).
+        self.pgbouncer = pgbouncer
+        self.session_settings = not pgbouncer
+        unprepared = {"prepare_threshold": None} if pgbouncer else {}
         self.timeout = timeout
         self.connect_kwargs: dict[str, Any] = {}
         self.conninfo: str | None
@@ -81,7 +88,7 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
         given: object = conninfo_or_pool  # checked at runtime: callers may pass anything
         if isinstance(given, str):
             self.conninfo = given
-            self.connect_kwargs = connect_kwargs(given, {}, connect_timeout)
+            self.connect_kwargs = connect_kwargs(given, unprepared, connect_timeout)
             self.pool = OwnedPool(
                 given,
                 connection_class=OwnedConnection,
@@ -254,7 +261,7 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
             if in_transaction(conn):
                 conn.rollback()  # e.g. a BEGIN left open in an autocommit() block
             settings.restore(conn)
-            if isinstance(conn, OwnedConnection):
+            if isinstance(conn, OwnedConnection) and not self.pgbouncer:
                 if conn.reset_by_commit:
                     conn.reset_by_commit = False
                 else:
@@ -291,7 +298,7 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
 
     @contextmanager
     def transaction(self, conn: Connection[Any]) -> Iterator[Connection[Any]]:
-        if not isinstance(conn, OwnedConnection):  # a caller's pool
+        if not isinstance(conn, OwnedConnection) or self.pgbouncer:  # no session reset
             with conn.transaction():
                 yield conn
             return

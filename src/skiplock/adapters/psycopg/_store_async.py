@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from psycopg import AsyncConnection
 
+from skiplock.adapters._pg._pgbouncer import listen_dsn as listen_dsn_of
+from skiplock.adapters._pg._pgbouncer import statement_timeout_refused
 from skiplock.adapters._pg._store_async import (
     CONNECT_TIMEOUT,
     READ_TIMEOUT,
@@ -13,7 +15,9 @@ from skiplock.adapters._pg._store_async import (
     statement_timeout_ms,
 )
 from skiplock.adapters._pg._store_async import COPY_THRESHOLD as COPY_THRESHOLD  # re-export
+from skiplock.core import ValidationError
 
+from ._connections import connect_kwargs
 from ._driver_async import AsyncPsycopgDriver
 from ._notify_async import AsyncPsycopgNotifier
 
@@ -21,6 +25,13 @@ if TYPE_CHECKING:
     from datetime import timedelta
 
     from psycopg_pool import AsyncConnectionPool
+
+
+def _prepares(pool: object) -> bool:
+    """Whether a caller's pool makes connections that prepare statements (psycopg's
+    default ``prepare_threshold`` of 5), which transaction pooling cannot carry."""
+    kwargs = getattr(pool, "kwargs", None) or {}
+    return isinstance(kwargs, dict) and kwargs.get("prepare_threshold", 5) is not None
 
 
 class AsyncPsycopgJobStore(AsyncPgJobStore[AsyncConnection[Any], AsyncConnection[Any]]):
@@ -61,6 +72,15 @@ class AsyncPsycopgJobStore(AsyncPgJobStore[AsyncConnection[Any], AsyncConnection
     Heartbeats and worker registration use one dedicated connection, so a busy job pool
     never starves them. The first use checks the schema version (SchemaVersionError on an
     older schema: run ``skiplock schema apply``).
+
+    ``pgbouncer=True`` is for PgBouncer in transaction pooling mode: no prepared
+    statements (``prepare_threshold=None`` on the store's connections; a caller's pool
+    must be made with ``kwargs={"prepare_threshold": None}``), no session reset of lent
+    connections, no ``statement_timeout`` (refused: it is a session setting). Advisory
+    locks are transaction-level everywhere. ``listen_dsn`` (default
+    ``$SKIPLOCK_LISTEN_DSN``) is where the notifier's LISTEN connects (PostgreSQL
+    directly, not through the pooler); with ``pgbouncer=True`` and none, there is no
+    notifier and workers poll.
     """
 
     #: The driver the store builds: a subclass may take more kinds of ``connection=``
@@ -78,7 +98,17 @@ class AsyncPsycopgJobStore(AsyncPgJobStore[AsyncConnection[Any], AsyncConnection
         timeout: float = 30.0,
         connect_timeout: float = CONNECT_TIMEOUT,
         read_timeout: timedelta | float | None = READ_TIMEOUT,
+        pgbouncer: bool = False,
+        listen_dsn: str | None = None,
     ) -> None:
+        if pgbouncer:
+            if statement_timeout is not None:
+                raise statement_timeout_refused()
+            if not isinstance(conninfo_or_pool, str) and _prepares(conninfo_or_pool):
+                raise ValidationError(
+                    "a pool behind PgBouncer (pgbouncer=True) must not prepare statements: "
+                    "make it with kwargs={'prepare_threshold': None}"
+                )
         self._psycopg = self.driver_class(
             conninfo_or_pool,
             name=f"skiplock-{schema}",
@@ -87,19 +117,33 @@ class AsyncPsycopgJobStore(AsyncPgJobStore[AsyncConnection[Any], AsyncConnection
             timeout_ms=statement_timeout_ms(statement_timeout),
             timeout=timeout,
             connect_timeout=connect_timeout,
+            pgbouncer=pgbouncer,
         )
         super().__init__(self._psycopg, schema=schema, read_timeout=read_timeout)
+        self._listen_dsn = listen_dsn_of(listen_dsn)
+        self._connect_timeout = connect_timeout
 
     @property
     def pool(self) -> AsyncConnectionPool[Any]:
         """The connection pool (owned or the caller's)."""
         return self._psycopg.pool
 
+    @property
+    def pgbouncer(self) -> bool:
+        """Whether the store runs in PgBouncer (transaction pooling) mode."""
+        return self._psycopg.pgbouncer
+
     def notifier(self) -> AsyncPsycopgNotifier | None:
-        """A LISTEN notifier on its own connection (None if the pool's conninfo is not a
-        string, e.g. a callable: then workers poll)."""
+        """A LISTEN notifier on its own connection: to ``listen_dsn`` if given, else to
+        the pool's conninfo. None (workers poll) with ``pgbouncer=True`` and no
+        ``listen_dsn``, or if the pool's conninfo is not a string (e.g. a callable)."""
+        if self._listen_dsn is not None:
+            kwargs = connect_kwargs(self._listen_dsn, {}, self._connect_timeout)
+            return AsyncPsycopgNotifier(
+                self._listen_dsn, channel=self.channel, connect_kwargs=kwargs
+            )
         conninfo = self._psycopg.conninfo
-        if conninfo is None:
+        if conninfo is None or self.pgbouncer:
             return None
         return AsyncPsycopgNotifier(
             conninfo, channel=self.channel, connect_kwargs=self._psycopg.connect_kwargs

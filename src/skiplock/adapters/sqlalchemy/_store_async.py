@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from skiplock.adapters._pg._pgbouncer import listen_dsn as listen_dsn_of
 from skiplock.adapters._pg._store_async import READ_TIMEOUT, AsyncPgJobStore
 
 from ._classes import AsyncConnection, AsyncEngine, AsyncSession
@@ -44,6 +45,15 @@ class AsyncSessionJobStore(AsyncPgJobStore[AsyncConnection, AsyncSession]):
     operator reads (lists, counts, throughput, health). Connect timeouts and the pool's
     wait are the SQLAlchemy engine's (its ``pool_timeout`` and ``connect_args``); a
     lost connection raises :class:`~skiplock.DatabaseUnavailableError`.
+
+    ``pgbouncer=True`` is for an engine that goes through PgBouncer in transaction
+    pooling mode: the store sets no session setting (``autocommit(statement_timeout=)``
+    is validated, not applied) and LISTENs only through ``listen_dsn``. The engine must
+    not prepare statements: psycopg ``connect_args={"prepare_threshold": None}``,
+    asyncpg ``connect_args={"statement_cache_size": 0,
+    "prepared_statement_cache_size": 0}`` (docs/pgbouncer.md). ``listen_dsn`` (default
+    ``$SKIPLOCK_LISTEN_DSN``) is the connection string the notifier connects to instead
+    of the engine URL (PostgreSQL directly, not through the pooler).
     """
 
     def __init__(
@@ -52,9 +62,21 @@ class AsyncSessionJobStore(AsyncPgJobStore[AsyncConnection, AsyncSession]):
         *,
         schema: str = "skiplock",
         read_timeout: timedelta | float | None = READ_TIMEOUT,
+        pgbouncer: bool = False,
+        listen_dsn: str | None = None,
     ) -> None:
-        super().__init__(AsyncSqlAlchemyDriver(engine), schema=schema, read_timeout=read_timeout)
+        driver = AsyncSqlAlchemyDriver(engine)
+        # PgBouncer: a session setting would stay on whichever server connection it picked.
+        driver.session_settings = not pgbouncer
+        super().__init__(driver, schema=schema, read_timeout=read_timeout)
         self._engine = engine
+        self._pgbouncer = pgbouncer
+        self._listen_dsn = listen_dsn_of(listen_dsn)
+
+    @property
+    def pgbouncer(self) -> bool:
+        """Whether the store runs in PgBouncer (transaction pooling) mode."""
+        return self._pgbouncer
 
     @property
     def engine(self) -> AsyncEngine:
@@ -67,16 +89,22 @@ class AsyncSessionJobStore(AsyncPgJobStore[AsyncConnection, AsyncSession]):
         Available when skiplock has a notifier for the engine's driver (psycopg; for the
         async store also asyncpg) and that adapter's requirements are installed. The
         listener connects with the engine URL's parameters only: the engine's
-        ``connect_args`` and connect events do not apply to it.
+        ``connect_args`` and connect events do not apply to it. With ``listen_dsn`` it
+        connects there instead; with ``pgbouncer=True`` and no ``listen_dsn`` there is
+        none.
         """
         driver = self._engine.dialect.driver
+        if self._pgbouncer and self._listen_dsn is None:
+            return None
         try:
             if driver == "psycopg":
                 from skiplock.adapters.psycopg import AsyncPsycopgNotifier
 
                 from ._common import psycopg_conninfo
 
-                conninfo = psycopg_conninfo(self._engine.dialect, self._engine.url)
+                conninfo = self._listen_dsn or psycopg_conninfo(
+                    self._engine.dialect, self._engine.url
+                )
                 return AsyncPsycopgNotifier(conninfo, channel=self.channel)
             if True:  # ASYNC
                 if driver == "asyncpg":
@@ -85,8 +113,11 @@ class AsyncSessionJobStore(AsyncPgJobStore[AsyncConnection, AsyncSession]):
 
                     from ._common import asyncpg_connect_kwargs
 
-                    kwargs = asyncpg_connect_kwargs(self._engine.dialect, self._engine.url)
-                    connector = Connector(dsn="", pool=None, connect_kwargs=kwargs)
+                    if self._listen_dsn is not None:
+                        connector = Connector(dsn=self._listen_dsn, pool=None, connect_kwargs={})
+                    else:
+                        kwargs = asyncpg_connect_kwargs(self._engine.dialect, self._engine.url)
+                        connector = Connector(dsn="", pool=None, connect_kwargs=kwargs)
                     return AsyncpgNotifier(connector, channel=self.channel)
         except ImportError as exc:  # the driver adapter's requirements are missing
             logger.info("no LISTEN/NOTIFY (%s): workers poll", exc)

@@ -372,6 +372,15 @@ class AsyncWorker:
                     if notifier is not None:
                         await notifier.start()
                         helpers.append(spawn(loops.forward_wakeups, notifier))
+                    else:
+                        # E.g. a store behind PgBouncer's transaction pooling without a
+                        # listen DSN: new jobs wait for the next poll, so say so once.
+                        logger.info(
+                            "worker %s polls for new jobs every %s s: the store has no "
+                            "notifier (LISTEN/NOTIFY)",
+                            self._id,
+                            poll,
+                        )
                 self._state = "running"
                 self._serving.set()
                 await loops.claim(until_idle=until_idle, stopping=lambda: self._stop_requested)

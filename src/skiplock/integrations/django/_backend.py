@@ -314,15 +314,20 @@ def _database_checks(alias: str, config: BackendConfig) -> Iterable[checks.Check
             obj=alias,
             id="skiplock.E003",
         )
-    if config.pgbouncer_mode == "transaction" and config.dsn is None:
+    if (
+        config.pgbouncer_mode == "transaction"
+        and config.dsn is None
+        and config.pool.get("statement_timeout") is not None
+    ):
         yield checks.Error(
             f"TASKS[{alias!r}]: database {config.database!r} goes through PgBouncer in "
-            "transaction pooling, which skiplock's workers and admin actions cannot use "
-            "(LISTEN, session resets)",
+            "transaction pooling, where skiplock's pool cannot set "
+            "OPTIONS['POOL']['statement_timeout'] (a session setting)",
             hint=(
-                "Set OPTIONS['DSN'] to a direct connection to PostgreSQL (or a session-mode "
-                "pool); enqueue keeps using Django's connection. Set OPTIONS['PGBOUNCER'] = "
-                "'session' if DISABLE_SERVER_SIDE_CURSORS is set for another reason."
+                "Set statement_timeout on the role or database (ALTER ROLE ... SET "
+                "statement_timeout), or set OPTIONS['DSN'] to a direct connection to "
+                "PostgreSQL. Set OPTIONS['PGBOUNCER'] = 'session' if "
+                "DISABLE_SERVER_SIDE_CURSORS is set for another reason."
             ),
             obj=alias,
             id="skiplock.E004",

@@ -141,8 +141,15 @@ class Runtime:
             with self._lock:
                 if self._engine is None:
                     config = self.config
+                    # Through PgBouncer's transaction pooling (no direct DSN): the
+                    # store's mode for it; workers poll unless SKIPLOCK_LISTEN_DSN is set.
+                    bounced = config.dsn is None and config.pgbouncer_mode == "transaction"
                     store = DjangoJobStore(
-                        self.dsn, database=config.database, schema=config.schema, **config.pool
+                        self.dsn,
+                        database=config.database,
+                        schema=config.schema,
+                        pgbouncer=bounced,
+                        **config.pool,
                     )
                     self._engine = Engine(store, config.settings)
                 engine = self._engine

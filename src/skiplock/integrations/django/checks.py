@@ -9,8 +9,8 @@
 
 Each backend's own configuration is checked by ``SkiplockBackend.check()``, which Django
 runs with every ``check``: ``skiplock.E001`` (invalid ``OPTIONS``), ``E002`` (not
-PostgreSQL), ``E003`` (psycopg2 instead of psycopg 3) and ``E004`` (PgBouncer transaction
-pooling without a direct ``DSN`` for the workers).
+PostgreSQL), ``E003`` (psycopg2 instead of psycopg 3) and ``E004`` (a pool
+``statement_timeout`` through PgBouncer's transaction pooling).
 
 - ``skiplock.E006`` (URL check): a door of :mod:`skiplock.integrations.django.urls`
   (the REST API, the dashboard, the probes) with a path that another door, included
