@@ -30,7 +30,6 @@ from skiplock.core import (
     Retry,
     Succeeded,
     UndecodableRowError,
-    charged_positions,
 )
 from skiplock.core._failure import UNDECODABLE_MARK
 from skiplock.ports import AsyncAudit
@@ -39,7 +38,7 @@ from tests.pgfixtures import execute, fetch
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from skiplock.core import Job
+    from skiplock.core.store import ClaimedJobs
     from skiplock.ports import AsyncJobStore
 
 KIND = "hostile.row"
@@ -227,18 +226,25 @@ def _claim(limit: int = 10, start_now: int | None = None) -> ClaimRequest:
     return ClaimRequest(worker_id="w1", limit=limit, kinds=frozenset({KIND}), start_now=start_now)
 
 
-def _check_charges(dsn: str, jobs: Sequence[Job], start_now: int | None) -> None:
-    """Each returned job is charged in the table exactly where the worker's rule over the
-    returned jobs says, and its attempts match the table's."""
-    charged = charged_positions([job.suspect for job in jobs], start_now)
+def _check_charges(dsn: str, jobs: ClaimedJobs, start_now: int | None) -> None:
+    """Each returned job is charged in the table exactly where the claim says it charged
+    (``jobs.charged``, what the worker runs at once), never more than ``start_now`` and
+    never beside a suspect; its attempts match the table's."""
+    charged = set(jobs.charged)
+    assert charged <= {job.id for job in jobs}
+    if start_now is not None:
+        assert len(charged) <= start_now
+    if any(job.suspect for job in jobs if job.id in charged):
+        assert len(charged) == 1  # a suspect starts alone
     rows = fetch(dsn, "SELECT id, attempts, started FROM skiplock.jobs WHERE status = 'running'")
     table = {int(job_id): (int(attempts), bool(started)) for job_id, attempts, started in rows}
-    assert table == {job.id: (job.attempts, i in charged) for i, job in enumerate(jobs)}
+    assert table == {job.id: (job.attempts, job.id in charged) for job in jobs}
 
 
 async def claim_returns_the_good_rows_of_a_batch(store: AsyncJobStore, dsn: str) -> None:
-    """A claim with bad rows returns the good ones in claim order, charged as the worker
-    will assume, and buries the bad ones in the same call."""
+    """A claim with bad rows returns the good ones in claim order, charged as the claim
+    reports (``charged``: what the statement charged), and buries the bad ones in the
+    same call."""
     # A bad suspect starts alone in the statement; without it, the first two start.
     execute(
         dsn,
@@ -252,13 +258,16 @@ async def claim_returns_the_good_rows_of_a_batch(store: AsyncJobStore, dsn: str)
         ],
     )
     jobs = await store.claim(_claim(start_now=2))
-    assert [(job.id, job.attempts) for job in jobs] == [(2, 1), (3, 1), (4, 0)]
+    # The statement charged the bad suspect alone: the good jobs it returns are held
+    # (the worker starts them in free slots), as the claim reports.
+    assert [(job.id, job.attempts) for job in jobs] == [(2, 0), (3, 0), (4, 0)]
+    assert list(jobs.charged) == []
     _check_charges(dsn, jobs, 2)
     check_buried(states(dsn), 1, "trace_context")
     execute(dsn, ["DELETE FROM skiplock.jobs"])
 
-    # The statement charges a good job and a bad one; without the bad one the suspect
-    # within start_now starts alone, and the good job is held.
+    # The statement charges a good job and a bad one: the good one keeps its charge (the
+    # claim reports it) and the suspect behind them is held, never charged beside it.
     execute(
         dsn,
         [
@@ -269,7 +278,8 @@ async def claim_returns_the_good_rows_of_a_batch(store: AsyncJobStore, dsn: str)
         ],
     )
     jobs = await store.claim(_claim(start_now=2))
-    assert [(job.id, job.attempts, job.suspect) for job in jobs] == [(5, 0, False), (7, 1, True)]
+    assert [(job.id, job.attempts, job.suspect) for job in jobs] == [(5, 1, False), (7, 0, True)]
+    assert list(jobs.charged) == [5]
     _check_charges(dsn, jobs, 2)
     found = states(dsn)
     check_buried(found, 6, "payload")
