@@ -80,11 +80,15 @@ def test_nothing_imports_the_optional_libraries() -> None:
     assert '"message": "async job"' in done.stderr  # the jobs ran, with JSON logs
 
 
+# skiplock's modules that import prometheus_client (imported again without it).
+_PROMETHEUS_MODULES = {"skiplock.contrib.prometheus", "skiplock.contrib._prometheus_scrape"}
+
+
 @pytest.fixture
 def no_prometheus(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make ``import prometheus_client`` fail as if the extra were not installed."""
     for name in list(sys.modules):
-        if name.partition(".")[0] == "prometheus_client" or name == "skiplock.contrib.prometheus":
+        if name.partition(".")[0] == "prometheus_client" or name in _PROMETHEUS_MODULES:
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
 

@@ -15,14 +15,13 @@ Without a worker in the process (an exporter: ``skiplock metrics serve``, or the
 endpoints of :mod:`skiplock.integrations.fastapi` / :mod:`~skiplock.integrations.flask`),
 :meth:`PrometheusMetrics.watch` reads the depths from an engine's store instead, and adds
 what only the store knows: whether it answers, the health verdict and the registered
-workers (:func:`exporter` makes such a collector on a registry of its own).
+workers (:func:`exporter` makes such a collector on a registry of its own). The
+scrape-time gauges are built in :mod:`skiplock.contrib._prometheus_scrape`.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
 from typing import TYPE_CHECKING
 
 from prometheus_client import (
@@ -35,20 +34,19 @@ from prometheus_client import (
     start_http_server,
 )
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
-from skiplock.core import JobState, ValidationError
+from skiplock.core import ValidationError
 from skiplock.core.rules import check_bool, check_int
 from skiplock.engine import AsyncEngine, AsyncReader, Engine, Reader
 
+from ._prometheus_scrape import ANY, OTHER, ScrapeCollector, Scraping
+
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Sequence
     from threading import Thread
     from wsgiref.simple_server import WSGIServer
 
-    from prometheus_client.metrics_core import Metric
-
-    from skiplock.core import HealthReport, StateCount
+    from skiplock.core import StateCount
     from skiplock.ports import WorkerStatus
 
 __all__ = [
@@ -63,14 +61,6 @@ __all__ = [
 
 #: The media type of :meth:`PrometheusMetrics.exposition` (Prometheus' text format).
 CONTENT_TYPE: str = CONTENT_TYPE_LATEST
-
-logger = logging.getLogger("skiplock.metrics")
-
-#: The tenant label of the (kind, tenant) pairs beyond ``max_series``, summed per kind.
-OTHER = "__other__"
-
-#: The label value of a pause's kind or tenant that is "any" (``<ns>_paused``).
-ANY = "*"
 
 #: Claim latency (due to claimed): from a few ms on an idle queue to hours of backlog.
 DEFAULT_LATENCY_BUCKETS = (
@@ -115,7 +105,7 @@ def _positive(name: str, value: object, *, allow_zero: bool = False) -> float:
     return float(value)
 
 
-class PrometheusMetrics:
+class PrometheusMetrics(Scraping):
     """A :class:`skiplock.ports.Metrics` that keeps Prometheus metrics in ``registry``.
 
     Every name starts with ``namespace`` (default ``skiplock``). ``depths=False`` leaves
@@ -198,17 +188,18 @@ class PrometheusMetrics:
         self._throttled_of: dict[tuple[str, str | None], Counter] = {}
         self._decisions_of: dict[tuple[str, str | None, str], Counter] = {}
 
+        # The state the scrape reads (typed, and explained, in Scraping).
         self._lock = threading.Lock()  # workers and the throttled pairs; never per job
-        self._workers: dict[str, tuple[WorkerStatus, Callable[[float], Sequence[StateCount]]]] = {}
+        self._workers = {}
         self._depth_lock = threading.Lock()  # one counts() query at a time
-        self._cached: list[StateCount] | None = None
+        self._cached = None
         self._cached_at = 0.0
         # The store read without a worker (watch()): depths, and the health report.
-        self._watched: Callable[[float], Sequence[StateCount]] | None = None
-        self._health: Callable[[float], HealthReport] | None = None
+        self._watched = None
+        self._health = None
         self._health_lock = threading.Lock()
-        self._cached_health: tuple[float, HealthReport | None] | None = None
-        registry.register(_ScrapeCollector(self))
+        self._cached_health = None
+        registry.register(ScrapeCollector(self))
 
     # ---- accessors ------------------------------------------------------------------
 
@@ -326,7 +317,7 @@ class PrometheusMetrics:
             if not self._workers:
                 self._cached = None  # stale: the next worker reads afresh
 
-    # ---- scraping -------------------------------------------------------------------
+    # ---- the scrape-time gauges (filled in by Scraping) -----------------------------
 
     def _families(self) -> dict[str, GaugeMetricFamily]:
         ns = self._namespace
@@ -385,137 +376,6 @@ class PrometheusMetrics:
             for name, doc, labels in specs
         }
 
-    def _describe(self) -> Iterable[Metric]:
-        return list(self._families().values())
-
-    def _collect(self) -> Iterable[Metric]:
-        families = self._families()
-        with self._lock:
-            workers = list(self._workers.values())
-        for status, _ in workers:
-            labels = [status.id]
-            families["worker_slots"].add_metric(labels, status.concurrency)
-            families["worker_slots_busy"].add_metric(labels, status.running)
-            families["worker_jobs_held"].add_metric(labels, status.held)
-            families["worker_outcomes_unwritten"].add_metric(labels, status.unwritten)
-        source = self._watched or (workers[0][1] if workers else None)
-        # A store that just failed its health read is not asked again in this scrape.
-        up = self._collect_health(families) if self._health is not None else True
-        if self._health is None:
-            # The pauses as the workers of this process last read them (a status written
-            # before WorkerStatus.paused has none).
-            paused = {pair for status, _ in workers for pair in getattr(status, "paused", ())}
-            for kind, tenant in sorted(paused, key=lambda p: (p[0] or "", p[1] or "")):
-                families["paused"].add_metric([kind or ANY, tenant or ANY], 1)
-        if self._depths and source is not None:
-            counts = self._counts(source) if up else None
-            if counts is not None:
-                for (kind, tenant), (pending, running, dead, age) in self._depth_rows(counts):
-                    labels = [kind, tenant]
-                    families["jobs_pending"].add_metric(labels, pending)
-                    families["jobs_running"].add_metric(labels, running)
-                    families["jobs_dlq"].add_metric(labels, dead)
-                    families["jobs_oldest_pending_age_seconds"].add_metric(labels, age)
-            else:
-                for name in ("jobs_pending", "jobs_running", "jobs_dlq"):
-                    del families[name]
-                del families["jobs_oldest_pending_age_seconds"]
-        return list(families.values())
-
-    def _collect_health(self, families: dict[str, GaugeMetricFamily]) -> bool:
-        """The store's own gauges; whether its health read answered."""
-        report = self._read_health()
-        up = report is not None and report.reachable
-        families["up"].add_metric([], 1 if up else 0)
-        families["healthy"].add_metric([], 1 if report is not None and report.healthy else 0)
-        if report is None or not up:
-            del families["workers"]
-            del families["jobs_throttled"]
-            return False
-        for pause in report.paused:
-            families["paused"].add_metric([pause.kind or ANY, pause.tenant or ANY], 1)
-        live = sum(w.live for w in report.workers)
-        families["workers"].add_metric(["live"], live)
-        families["workers"].add_metric(["silent"], len(report.workers) - live)
-        # The pairs holding back the most jobs keep their series, the rest are summed.
-        throttled: dict[tuple[str, str], int] = {}
-        ranked = sorted(report.throttled, key=lambda t: (-t.due, t.kind, t.tenant or ""))
-        for index, pair in enumerate(ranked):
-            tenant = (pair.tenant or "") if index < self._max_series else OTHER
-            throttled[pair.kind, tenant] = throttled.get((pair.kind, tenant), 0) + pair.due
-        for (kind, tenant), due in sorted(throttled.items()):
-            families["jobs_throttled"].add_metric([kind, tenant], due)
-        return True
-
-    def _read_health(self) -> HealthReport | None:
-        """The engine's health report: cached, else one read (None: it did not answer)."""
-        source = self._health
-        assert source is not None
-        with self._health_lock:
-            cached = self._cached_health
-            if cached is not None and time.monotonic() - cached[0] < self._cache_seconds:
-                return cached[1]
-            try:
-                report: HealthReport | None = source(self._counts_timeout)
-            except Exception as exc:
-                logger.warning(
-                    "reading the health of the queue failed (%s: %s)", type(exc).__name__, exc
-                )
-                report = None
-            self._cached_health = (time.monotonic(), report)
-            return report
-
-    def _counts(self, source: Callable[[float], Sequence[StateCount]]) -> list[StateCount] | None:
-        """The store's counts: cached, else one query (concurrent scrapes share it)."""
-        with self._depth_lock:
-            now = time.monotonic()
-            cached = self._cached
-            if cached is not None and now - self._cached_at < self._cache_seconds:
-                return cached
-            try:
-                counts = list(source(self._counts_timeout))
-            except Exception as exc:
-                logger.warning(
-                    "reading the job counts failed (%s: %s); this scrape has no queue depths",
-                    type(exc).__name__,
-                    exc,
-                )
-                return None
-            self._cached, self._cached_at = counts, time.monotonic()
-            return counts
-
-    def _depth_rows(
-        self, counts: Iterable[StateCount]
-    ) -> list[tuple[tuple[str, str], tuple[int, int, int, float]]]:
-        """(kind, tenant label) -> (pending, running, dead, oldest due age), the pairs
-        beyond ``max_series`` summed per kind under :data:`OTHER`."""
-        pairs: dict[tuple[str, str | None], list[float]] = {}
-        column = {JobState.PENDING: 0, JobState.RUNNING: 1, JobState.DEAD: 2}
-        for c in counts:
-            row = pairs.setdefault((c.kind, c.tenant), [0, 0, 0, 0.0])
-            index = column.get(c.state)
-            if index is not None:
-                row[index] += c.count
-            if c.state is JobState.PENDING and c.oldest_due_age is not None:
-                row[3] = max(row[3], c.oldest_due_age)
-        # The busiest pairs keep their series (ties broken by name, so it is stable).
-        ranked = sorted(
-            pairs.items(),
-            key=lambda kv: (-(kv[1][0] + kv[1][1] + kv[1][2]), kv[0][0], kv[0][1] or ""),
-        )
-        rows: dict[tuple[str, str], list[float]] = {}
-        for index, ((kind, tenant), values) in enumerate(ranked):
-            key = (kind, tenant or "") if index < self._max_series else (kind, OTHER)
-            row = rows.setdefault(key, [0, 0, 0, 0.0])
-            row[0] += values[0]
-            row[1] += values[1]
-            row[2] += values[2]
-            row[3] = max(row[3], values[3])
-        return [
-            (key, (int(row[0]), int(row[1]), int(row[2]), row[3]))
-            for key, row in sorted(rows.items())
-        ]
-
 
 def exporter(
     engine: AsyncEngine | Engine | AsyncReader | Reader,
@@ -539,17 +399,3 @@ def exporter(
     )
     metrics.watch(engine)
     return metrics
-
-
-class _ScrapeCollector(Collector):
-    """The scrape-time gauges of one :class:`PrometheusMetrics`."""
-
-    def __init__(self, owner: PrometheusMetrics) -> None:
-        self._owner = owner
-
-    def describe(self) -> Iterable[Metric]:
-        # Names for the registry's duplicate check, without querying anything.
-        return self._owner._describe()
-
-    def collect(self) -> Iterable[Metric]:
-        return self._owner._collect()

@@ -13,6 +13,7 @@ buckets, claim planning) is internal to skiplock: import it from its private mod
 
 from __future__ import annotations
 
+from ._admin import JobFilter, JobPage, Page, StateCount, WorkerInfo
 from ._audit import (
     AuditAction,
     AuditEvent,
@@ -33,6 +34,7 @@ from ._capacity import (
     pair_caps,
     pair_order,
 )
+from ._claims import Bury, ClaimRequest, Completion, NextDue, Outcome, Release, Retry, Succeeded
 from ._errors import (
     DatabaseUnavailableError,
     InvalidTransitionError,
@@ -73,26 +75,13 @@ from ._throughput import FINISHED_STATES, FinishedCount
 from ._types import (
     JSON,
     AttemptError,
-    Bury,
-    ClaimRequest,
-    Completion,
     EnqueueBatch,
     EnqueueRequest,
     EnqueueResult,
     Event,
     Job,
-    JobFilter,
-    JobPage,
     JobState,
     Lease,
-    NextDue,
-    Outcome,
-    Page,
-    Release,
-    Retry,
-    StateCount,
-    Succeeded,
-    WorkerInfo,
 )
 from ._validation import (
     JSONB_MAX_BYTES,

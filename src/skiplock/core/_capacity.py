@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ._bucket import RateTable, refill
-from ._types import ClaimRequest
+from ._claims import ClaimRequest
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence

@@ -8,13 +8,15 @@ import traceback
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from ._claims import Bury, Release, Retry
 from ._errors import ValidationError
 from ._retry import RetryPolicy, next_delay
-from ._types import AttemptError, Bury, Release, Retry
 from ._validation import MAX_DELAY
 
 if TYPE_CHECKING:
     from types import TracebackType
+
+    from ._types import AttemptError
 
 #: last_error is capped before it is stored (R6 in docs/requirements.md).
 MAX_ERROR_LENGTH = 4096

@@ -23,28 +23,20 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ._capacity import claim_order, kind_caps, pair_caps
+from ._claims import Bury, ClaimRequest, NextDue, Release, Retry, Succeeded
 from ._failure import STALE_MARK, recorded_errors, stale_error, truncate_error
 from ._idempotency import key_scope
 from ._states import transition
-from ._types import (
-    AttemptError,
-    Bury,
-    ClaimRequest,
-    Event,
-    Job,
-    JobState,
-    NextDue,
-    Release,
-    Retry,
-    Succeeded,
-)
+from ._types import AttemptError, Event, Job, JobState
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from datetime import datetime
 
+    from ._admin import JobFilter
+    from ._claims import Outcome
     from ._idempotency import IdempotencyScope
-    from ._types import JSON, EnqueueRequest, JobFilter, Lease, Outcome
+    from ._types import JSON, EnqueueRequest, Lease
 
 
 # ---- enqueue and reads -----------------------------------------------------------------

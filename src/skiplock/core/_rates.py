@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
     from ._bucket import Pair, TokenBucket
     from ._capacity import ThrottleLimits
-    from ._types import ClaimRequest, Job
+    from ._claims import ClaimRequest
+    from ._types import Job
 
 
 def rated_kinds(request: ClaimRequest) -> list[str]:

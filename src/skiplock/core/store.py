@@ -28,6 +28,9 @@ from ._capacity import (
     ThrottleLimits,
 )
 
+# What a claim returns.
+from ._claims import ClaimedJobs
+
 # Run-time controls (pauses, limits): the types the port speaks.
 from ._controls import (
     Controls,
@@ -101,11 +104,6 @@ from ._rates import (
 # Buckets of finished counts.
 from ._throughput import (
     bucket_start,
-)
-
-# What a claim returns.
-from ._types import (
-    ClaimedJobs,
 )
 
 # Bounds and messages a store shares with the engine.

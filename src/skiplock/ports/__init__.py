@@ -25,7 +25,6 @@ from ._store import (
     JobsRole,
     JobStore,
     Notifier,
-    ReadsRole,
     UpkeepRole,
     WorkersRole,
 )
@@ -35,10 +34,11 @@ from ._store_async import (
     AsyncJobsRole,
     AsyncJobStore,
     AsyncNotifier,
-    AsyncReadsRole,
     AsyncUpkeepRole,
     AsyncWorkersRole,
 )
+from ._store_reads import ReadsRole
+from ._store_reads_async import AsyncReadsRole
 
 __all__ = [
     "AdminRole",

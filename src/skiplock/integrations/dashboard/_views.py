@@ -18,25 +18,24 @@ import functools
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import parse_qs, urlencode
-
-import attrs
+from urllib.parse import urlencode
 
 from skiplock.core import JobNotFoundError, JobState, SkiplockError
 from skiplock.core.rules import (
-    INT8_RANGE,
     check_duration,
     check_int,
     throughput_window,
     to_duration,
 )
-from skiplock.engine import Engine, Operator, Reader, SelectionChangedError
+from skiplock.engine import Engine, Operator, Reader
 
-from ..rest import Door, Forbidden, Permission, Problem, Request, Response
-from ..rest._problems import Conflict, InvalidRequest
+from ..rest import Door, Permission, Problem, Request, Response
+from ..rest._problems import Conflict
 from ..rest._routes import RouteRow
 from ..rest._support import keyset_page, problem_for
 from . import _actions, _browse, _charts, _controls, _csrf, _render
+from ._buttons import Buttons
+from ._visit import Visit, error, html, job_id_of, notice, one, redirect
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -84,31 +83,20 @@ class Build(Protocol):
     dashboard's reader)."""
 
     def __call__(
-        self, dashboard: Dashboard, reads: Operator | Reader, visit: _Visit, /
+        self, dashboard: Dashboard, reads: Operator | Reader, visit: Visit, /
     ) -> Built: ...
 
 
 class Act(Protocol):
     """A button's handler: it acts through the caller's operator, then answers."""
 
-    def __call__(self, dashboard: Dashboard, ops: Operator, visit: _Visit, /) -> Response: ...
+    def __call__(self, dashboard: Dashboard, ops: Operator, visit: Visit, /) -> Response: ...
 
 
 class View(Protocol):
     """What answers a visit within the frame of every page (:meth:`Dashboard._serve`)."""
 
-    def __call__(self, visit: _Visit, /) -> Response: ...
-
-
-@attrs.frozen
-class _Visit:
-    """One request for a page: its name, the request, the dashboard's mount point and the
-    context of the page (or its error page) so far."""
-
-    page: str
-    request: Request
-    root: str
-    context: dict[str, Any]
+    def __call__(self, visit: Visit, /) -> Response: ...
 
 
 def _page(page: str, build: Build) -> RouteRow[Dashboard]:
@@ -136,19 +124,7 @@ def _route(page: str, handler: RouteHandler[Dashboard]) -> RouteRow[Dashboard]:
     return RouteRow(name=page, method=method, path=path, handler=handler)
 
 
-def _job_id(request: Request) -> int:
-    text = request.path_params.get("job_id", "")
-    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= INT8_RANGE[1]:
-        raise JobNotFoundError(f"no job with id {text[:40]}")
-    return int(text)
-
-
-def _one(query: Mapping[str, tuple[str, ...]], name: str) -> str | None:
-    values = query.get(name)
-    return values[-1] if values else None
-
-
-class Dashboard(Door):
+class Dashboard(Buttons):
     """The web dashboard of an :class:`~skiplock.Engine`, framework-neutral.
 
     ``authorize`` is required (deny by default; TypeError without it): called with each
@@ -211,7 +187,7 @@ class Dashboard(Door):
         """A problem of the fallback (404, 405) as an HTML page."""
         rest = request.path_params.get("path", "")
         root = request.path[: len(request.path) - len(rest)].rstrip("/")
-        return _error(problem, {"root": root})
+        return error(problem, {"root": root})
 
     # ---- the frame of every page ----------------------------------------------------------
 
@@ -221,17 +197,17 @@ class Dashboard(Door):
         root = mount_root(page, request)
         context: dict[str, Any] = {"root": root, "identity": None, "can_write": False}
         return self.in_time(
-            functools.partial(self._guarded, view, _Visit(page, request, root, context)),
-            lambda problem: _error(problem, {"root": root}),
+            functools.partial(self._guarded, view, Visit(page, request, root, context)),
+            lambda problem: error(problem, {"root": root}),
         )
 
-    def _guarded(self, view: View, visit: _Visit) -> Response:
+    def _guarded(self, view: View, visit: Visit) -> Response:
         try:
             return view(visit)
         except _actions.Stale as stale:
             visit.context["current"] = stale.job
             job_page = f"{visit.root}/jobs/{stale.job.id}"
-            return _error(Conflict(str(stale)), visit.context, back=job_page)
+            return error(Conflict(str(stale)), visit.context, back=job_page)
         except Exception as exc:
             # The REST API's problems: an engine error's, the hook's, or a logged 500.
             if isinstance(exc, SkiplockError):
@@ -239,9 +215,9 @@ class Dashboard(Door):
             else:
                 problem = self.failure(exc, visit.request)
             back = f"{visit.root}/dead" if problem.status == 409 else None
-            return _error(problem, visit.context, back=back)
+            return error(problem, visit.context, back=back)
 
-    def _write(self, act: Act, visit: _Visit) -> Response:
+    def _write(self, act: Act, visit: Visit) -> Response:
         """A button: ``act`` through the caller's operator, once the hook grants
         ``write``."""
         ops = self.operator(visit.request, Permission.WRITE)
@@ -250,7 +226,7 @@ class Dashboard(Door):
         visit.context["can_write"] = True
         return act(self, ops, visit)
 
-    def _read(self, build: Build, visit: _Visit) -> Response:
+    def _read(self, build: Build, visit: Visit) -> Response:
         """A page: what ``build`` reads through the caller's operator (or the reader),
         once the hook grants ``read``, rendered."""
         request, context = visit.request, visit.context
@@ -265,20 +241,14 @@ class Dashboard(Door):
         else:
             cookie = {}
         context["form_fields"] = self._hidden(request, token)
-        context |= {"notice": _notice(request), "refresh": None}
+        context |= {"notice": notice(request), "refresh": None}
         context["now"] = _render.when(datetime.now(UTC))
         built = build(self, reads, visit)
         if isinstance(built, Response):
             return built
         context |= built
         status = 404 if context["page"] == "gone" else 200
-        return _html(status, _render.render(f"{context['page']}.html", context), cookie)
-
-    def _hidden(self, request: Request, token: str) -> list[tuple[str, str]]:
-        """The hidden fields of the page's forms: the dashboard's CSRF token, then the
-        door's (``form_fields``)."""
-        door = self._form_fields(request) if self._form_fields is not None else {}
-        return [(_csrf.FIELD, token), *door.items()]
+        return html(status, _render.render(f"{context['page']}.html", context), cookie)
 
     def _may_write(self, request: Request) -> bool:
         """Whether the hook grants ``write`` (to show the buttons)."""
@@ -293,7 +263,7 @@ class Dashboard(Door):
 
     # ---- pages --------------------------------------------------------------------------
 
-    def _overview(self, reads: Operator | Reader, visit: _Visit) -> Built:
+    def _overview(self, reads: Operator | Reader, visit: Visit) -> Built:
         counts = reads.counts()
         report = reads.health()
         throughput = reads.throughput(window=self._window, bucket=self._bucket)
@@ -303,10 +273,10 @@ class Dashboard(Door):
             "live": live if self._refresh else None,
         }
 
-    def _dead(self, reads: Operator | Reader, visit: _Visit) -> Built:
+    def _dead(self, reads: Operator | Reader, visit: Visit) -> Built:
         query = visit.request.query
-        kind = _one(query, "kind") or None
-        cursor = _one(query, "after")
+        kind = one(query, "kind") or None
+        cursor = one(query, "after")
         after_id = int(cursor) if cursor and cursor.isascii() and cursor.isdigit() else None
         read = reads.dead_jobs(kind=kind, limit=self._page_size + 1, after_id=after_id)
         jobs, after = keyset_page(read, self._page_size)
@@ -322,11 +292,11 @@ class Dashboard(Door):
             "next_query": urlencode(kept | ({} if after is None else {"after": after})),
         }
 
-    def _jobs(self, reads: Operator | Reader, visit: _Visit) -> Built:
+    def _jobs(self, reads: Operator | Reader, visit: Visit) -> Built:
         query = visit.request.query
         wanted = _browse.job_id(_browse.one(query, "id"))
         if wanted is not None:  # the id field: straight to the job's page
-            return _redirect(f"{visit.root}/jobs/{wanted}")
+            return redirect(f"{visit.root}/jobs/{wanted}")
         shown = _browse.parse_filter(query, self.source.store.now())
         after = _browse.cursor(_browse.one(query, "after"))
         size = self._page_size
@@ -336,18 +306,18 @@ class Dashboard(Door):
         listed = _browse.page(read, shown, size, read.resume_after)
         return _render.jobs_page(shown, listed, counts)
 
-    def _charts_page(self, reads: Operator | Reader, visit: _Visit) -> Built:
+    def _charts_page(self, reads: Operator | Reader, visit: Visit) -> Built:
         name, length, bucket = _charts.window(_browse.one(visit.request.query, "window"))
         history = reads.history(window=length, bucket=bucket)
         return _charts.page(history, name)
 
-    def _controls_page(self, reads: Operator | Reader, visit: _Visit) -> Built:
+    def _controls_page(self, reads: Operator | Reader, visit: Visit) -> Built:
         counts = reads.counts()
         throttled = (reads.health()).throttled
         return _controls.page(counts, reads.paused(), reads.limits(), throttled)
 
-    def _job(self, reads: Operator | Reader, visit: _Visit) -> Built:
-        job_id = _job_id(visit.request)
+    def _job(self, reads: Operator | Reader, visit: Visit) -> Built:
+        job_id = job_id_of(visit.request)
         try:
             job = reads.get_job(job_id)
         except JobNotFoundError:
@@ -367,155 +337,6 @@ class Dashboard(Door):
             "audit_on": self.source.settings.audit,
         }
 
-    # ---- buttons --------------------------------------------------------------------------
-
-    def _change(self, ops: Operator, visit: _Visit) -> Response:
-        """Apply the button's action to the job through ``ops`` (the caller's operator),
-        then redirect (303) to the page the form names.
-
-        The form carries the state and version the job had when the button was rendered:
-        a job that changed since is left alone (409, and the page says what it is now),
-        and the action applies only in that state (checked again in the statement that
-        changes the job), so a stale Discard never deletes a job replayed meanwhile."""
-        form, root = self._form(visit.request, ops), visit.root
-        job_id = _job_id(visit.request)
-        action = _actions.BY_PAGE[visit.page].call
-        state, seen = _actions.rendered_for(action, _field(form, "state"), _field(form, "version"))
-        _actions.check_unchanged(ops.get_job(job_id), state, seen)
-        if not ops.act_on_jobs(action, [job_id], states=[state]):
-            raise _actions.Stale(ops.get_job(job_id), state)  # changed in between
-        done = _actions.BY_ACTION[action].done
-        target = _field(form, "next")
-        if target == "job" and action != "discard":
-            location = f"{root}/jobs/{job_id}?{urlencode({'done': done})}"
-        else:
-            location = f"{root}/dead?{urlencode({'done': done, 'job': job_id})}"
-        return _redirect(location)
-
-    # The controls: pause, resume, set or clear a limit through ``ops`` (the caller's
-    # operator: the caller is the change's actor, audited), then back to the controls page.
-
-    def _pause(self, ops: Operator, visit: _Visit) -> Response:
-        ops.pause(**self._control(ops, visit))
-        return _controlled(visit)
-
-    def _resume(self, ops: Operator, visit: _Visit) -> Response:
-        ops.resume(**self._control(ops, visit))
-        return _controlled(visit)
-
-    def _limit(self, ops: Operator, visit: _Visit) -> Response:
-        ops.set_limit(**self._control(ops, visit))
-        return _controlled(visit)
-
-    def _unlimit(self, ops: Operator, visit: _Visit) -> Response:
-        ops.clear_limit(**self._control(ops, visit))
-        return _controlled(visit)
-
-    def _control(self, ops: Operator, visit: _Visit) -> dict[str, Any]:
-        """The arguments of a control's operator call, from its form."""
-        return _controls.arguments(visit.page, self._form(visit.request, ops))
-
-    def _form(self, request: Request, ops: Operator) -> dict[str, list[str]]:
-        """The fields of a button's form, once it passed the CSRF checks."""
-        _csrf.check_same_origin(request)
-        if request.media_type != "application/x-www-form-urlencoded":
-            raise Forbidden("send the dashboard's form")
-        fields = _browse.BULK_BATCH + 20
-        form = parse_qs(request.body.decode(errors="replace"), max_num_fields=fields)
-        _csrf.check_token(request, _field(form, _csrf.FIELD), self._csrf_secret, ops.actor or "")
-        return form
-
-    def _bulk(self, ops: Operator, visit: _Visit) -> Response:
-        """A bulk action on the ticked jobs, or on the jobs the filter matches: first a
-        page that says how many and asks to confirm, then the action on exactly those
-        (each job audited) and a page that says which changed and which were skipped.
-
-        A confirmation is bound to what it showed: the ticked jobs in the states they were
-        listed in, or the filter's matches up to the last id the search covered, their
-        number and digest. If that set changed meanwhile, a 409 page says how many match
-        now and nothing changes. The search reads at most ``BULK_LIMIT`` jobs per request
-        (as a list page, it may stop early and offers to continue)."""
-        context = visit.context
-        form = self._form(visit.request, ops)
-        shown = _browse.parse_filter(form, self.source.store.now())
-        action = _browse.one(form, "action")
-        states = _browse.bulk_states(action, shown.states)
-        act = _browse.one(form, "confirm") == "yes"
-        walk: _browse.Walk | None = None
-        if _browse.one(form, "scope") == "selected":
-            chosen = {
-                job_id: state
-                for state, ids in _browse.selected(form).items()
-                if state in states
-                for job_id in ids
-            }
-        else:
-            after = _browse.cursor(_browse.one(form, "after"))
-            through = _browse.cursor(_browse.one(form, "through")) if act else None
-            if act and through is None:
-                raise InvalidRequest("the form does not say which jobs were confirmed")
-            walk = self._walk(ops, shown, states, after, through)
-            chosen = dict(walk.jobs)
-        done = _actions.BY_ACTION[action].notice.split(":")[0]
-        page = functools.partial(_render.bulk_page, shown, form, action, walk=walk, done=done)
-        status, result, changed = 200, None, None
-        if act:
-            count, digest = _browse.confirmed(form)
-            if walk is not None and (len(chosen) != count or walk.digest != digest):
-                # The search found other jobs: offer to confirm those it found.
-                changed = SelectionChangedError("", count=len(chosen), confirmed=count)
-                context |= page(len(chosen), changed=changed, offer=True)
-            else:
-                try:
-                    result = ops.act_as_confirmed(action, chosen)
-                except SelectionChangedError as refused:
-                    # A job changed after the search: search again from the list.
-                    changed = refused
-                    context |= page(refused.count, changed=refused, offer=False)
-        if changed is not None:
-            status = 409
-        else:
-            context |= page(len(chosen), result=result)
-        context["form_fields"] = self._hidden(visit.request, _field(form, _csrf.FIELD) or "")
-        context |= {"refresh": None, "notice": None}
-        context |= {"now": _render.when(datetime.now(UTC)), "can_write": True}
-        return _html(status, _render.render("bulk.html", context))
-
-    def _walk(
-        self,
-        ops: Operator,
-        shown: _browse.Filter,
-        states: frozenset[JobState],
-        after: int | None,
-        through: int | None,
-    ) -> _browse.Walk:
-        """The jobs after ``after`` the filter matches in ``states``, a page of
-        ``list_jobs`` at a time. Up to ``through`` when given (a confirmation's bound);
-        else a bounded search, as a list page's: it stops where a page of ``list_jobs``
-        stopped early (the store's read budget), after ``BULK_LIMIT`` jobs read or
-        matched, and says so (``more``)."""
-        found: dict[int, JobState] = {}
-        last, read_count = after, 0
-        while True:
-            read = ops.list_jobs(**shown.arguments, limit=_browse.BULK_BATCH, after_id=last)
-            for job in read:
-                if through is not None and job.id > through:
-                    return _browse.Walk(found, through, more=False)
-                if job.state in states and shown.matches(job):
-                    found[job.id] = job.state
-                last, read_count = job.id, read_count + 1
-                if len(found) >= _browse.BULK_LIMIT:  # a confirmation's most
-                    return _browse.Walk(found, last, more=through is None)
-            following = read.next_after(_browse.BULK_BATCH)
-            if following is None:
-                return _browse.Walk(found, through or last, more=False)
-            last = following
-            if through is not None:
-                if last >= through:
-                    return _browse.Walk(found, through, more=False)
-            elif read.resume_after is not None or read_count >= _browse.BULK_LIMIT:
-                return _browse.Walk(found, last, more=True)
-
     #: A row per page of :data:`PAGES` (in its order, named by the page), then the
     #: fallback (404 and 405 pages for other paths under the mount point).
     ROUTES = (
@@ -524,16 +345,16 @@ class Dashboard(Door):
         _page("dead", _dead),
         _page("charts", _charts_page),
         _page("job", _job),
-        _button("retry", _change),
-        _button("cancel", _change),
-        _button("fail", _change),
-        _button("delete", _change),
-        _button("bulk", _bulk),
+        _button("retry", Buttons._change),
+        _button("cancel", Buttons._change),
+        _button("fail", Buttons._change),
+        _button("delete", Buttons._change),
+        _button("bulk", Buttons._bulk),
         _page("controls", _controls_page),
-        _button("pause", _pause),
-        _button("resume", _resume),
-        _button("limit", _limit),
-        _button("unlimit", _unlimit),
+        _button("pause", Buttons._pause),
+        _button("resume", Buttons._resume),
+        _button("limit", Buttons._limit),
+        _button("unlimit", Buttons._unlimit),
         _route("static", _stylesheet),
         Door.FALLBACK,
     )
@@ -542,56 +363,3 @@ class Dashboard(Door):
 #: The rows of :attr:`Dashboard.ROUTES` by name: what :meth:`~Dashboard.handle`
 #: dispatches through.
 _BY_NAME: Mapping[str, RouteRow[Dashboard]] = {row.name: row for row in Dashboard.ROUTES}
-
-
-def _controlled(visit: _Visit) -> Response:
-    """Back to the controls page, which says what the control did."""
-    done = _controls.BY_PAGE[visit.page].done
-    return _redirect(f"{visit.root}/controls?{urlencode({'done': done})}")
-
-
-def _redirect(location: str) -> Response:
-    return Response(303, b"", "text/plain; charset=utf-8", {"Location": location})
-
-
-def _field(form: Mapping[str, list[str]], name: str) -> str | None:
-    values = form.get(name)
-    return values[-1] if values else None
-
-
-def _notice(request: Request) -> str | None:
-    """The message after a button's redirect (fixed texts; the job id is a number)."""
-    control = _controls.DONE.get(_one(request.query, "done") or "")
-    if control is not None:
-        return control
-    done = _actions.DONE.get(_one(request.query, "done") or "")
-    if done is None:
-        return None
-    count = _one(request.query, "count")
-    if count is not None:
-        word = done.split(":")[0]
-        return f"{count} jobs {word}." if count.isascii() and count.isdigit() else None
-    job = _one(request.query, "job") or request.path_params.get("job_id", "")
-    return f"Job {job} {done}." if job.isascii() and job.isdigit() else None
-
-
-def _html(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> Response:
-    return Response(status, body, _render.HTML_TYPE, {**_render.PAGE_HEADERS, **(headers or {})})
-
-
-def _error(problem: Problem, context: Mapping[str, Any], *, back: str | None = None) -> Response:
-    page = {
-        "root": context.get("root", ""),
-        "identity": context.get("identity"),
-        "can_write": context.get("can_write", False),
-        "page": "error",
-        "refresh": None,
-        "notice": None,
-        "now": "",
-        "status": problem.status,
-        "title": problem.title,
-        "detail": problem.detail,
-        "back": back,
-        "current": context.get("current"),
-    }
-    return _html(problem.status, _render.render("error.html", page), problem.headers)

@@ -18,7 +18,7 @@ from skiplock.core.store import Controls, Limit, Pause
 from skiplock.ports import Audit
 
 from . import _support as kit
-from ._audit import _Sink, _SinkError
+from ._audit_events import _Sink, _SinkError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -15,7 +15,7 @@ from skiplock.core.store import Controls, Limit, Pause
 from skiplock.ports import AsyncAudit
 
 from . import _support_async as kit
-from ._audit_async import _Sink, _SinkError
+from ._audit_events_async import _Sink, _SinkError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
