@@ -60,6 +60,13 @@ def test_charged_job_has_one_more_attempt_and_every_other_field_kept() -> None:
     assert job.attempts == 2  # the original is untouched (frozen)
 
 
+def test_a_charged_job_that_never_started_starts_at_its_claim() -> None:
+    # As the store's start writes it: started_at is the claim's time the first time.
+    job = make_job(state=JobState.RUNNING, claimed_by="w", claimed_at=_AT, claims=1)
+    assert job.started_at is None
+    assert job.charged() == attrs.evolve(job, attempts=job.attempts + 1, started_at=_AT)
+
+
 def _failed(worker_id: str) -> AttemptError:
     return AttemptError(attempt=1, worker_id=worker_id, claimed_at=None, failed_at=_AT, error="e")
 

@@ -13,6 +13,7 @@ from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.test import override_settings
 
 from skiplock.integrations.django import SkiplockBackend
+from skiplock.integrations.django._store import DjangoJobStore
 from tests.django_integration.helpers import finished, requires_results, run_worker
 from tests.django_integration.settings import TASKS
 from tests.django_integration.testapp import tasks
@@ -126,3 +127,31 @@ def test_finished_says_what_the_worker_decided_not_a_prediction(seen: Seen) -> N
         assert ended["status"] == TaskResultStatus.FAILED == result.status
         assert ended["errors"] == ["skiplock.engine._errors.JobCancelledError"]
         assert ended["finished_at"] is not None
+
+
+def test_a_task_gets_its_history_from_the_claim_not_a_read_per_run(
+    seen: Seen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The worker's claims bring each job's earlier errors (Engine(claim_errors=True)):
+    # the TaskResult of a run lists them without the runtime reading the job again.
+    reads: list[str] = []
+    get = DjangoJobStore.get
+
+    def spy(self: DjangoJobStore, job_id: int, **kwargs: Any) -> Any:
+        reads.append(threading.current_thread().name)
+        return get(self, job_id, **kwargs)
+
+    monkeypatch.setattr(DjangoJobStore, "get", spy)
+    test_thread = threading.current_thread().name
+    result = tasks.flaky.enqueue("history", failures=1)
+    run_worker(finished(result), "the flaky task")
+    starts = [e for e in seen.events if e["signal"] == "started"]
+    ends = [e for e in seen.events if e["signal"] == "finished"]
+    assert [e["errors"] for e in starts] == [[], ["builtins.ValueError"]]
+    assert [len(e["workers"]) for e in starts] == [1, 2]
+    assert [e["errors"] for e in ends] == [["builtins.ValueError"]] * 2
+    assert ends[1]["status"] == TaskResultStatus.SUCCESSFUL
+    assert [e.exception_class_path for e in result.errors] == ["builtins.ValueError"]
+    # Only the test's own refreshes read the job; no worker thread does.
+    assert reads
+    assert set(reads) == {test_thread}

@@ -122,3 +122,30 @@ def test_the_worker_runs_what_the_claim_says_it_charged(clock: FakeClock) -> Non
     # nothing more). A worker deciding again by the rule would have seen attempt 1.
     assert attempts == [2]
     assert (engine.get_job(job_id)).attempts == 1
+
+
+@pytest.mark.parametrize("claim_errors", [True, False])
+def test_claim_errors_gives_processors_the_earlier_attempts_errors(
+    store: CountingStore, clock: FakeClock, claim_errors: bool
+) -> None:
+    # Engine(claim_errors=True): its workers' claims ask for the jobs' recorded errors
+    # (ClaimRequest.with_errors), which the processor reads on ctx.job, as get reads
+    # them. By default a claim does not ask, and ctx.job has none.
+    engine = Engine(store, Settings(poll_interval=0.01), clock=clock, claim_errors=claim_errors)
+    seen: list[list[str]] = []
+
+    @engine.processor("flaky", max_attempts=3, backoff_base=timedelta(hours=1))
+    def flaky(payload: Any, ctx: JobContext) -> None:
+        seen.append([e.error for e in ctx.job.errors])
+        if ctx.attempt < 3:
+            raise ValueError(f"run {ctx.attempt}")
+
+    job_id = (engine.enqueue("flaky")).id
+    for _ in range(3):
+        assert engine.worker(install_signal_handlers=False).run_until_idle() == 1
+        assert store.last_request is not None
+        assert store.last_request.with_errors is claim_errors
+        clock.advance(timedelta(days=1))  # past the backoff
+    stored = [e.error for e in (engine.get_job(job_id)).errors]
+    assert len(stored) == 2
+    assert seen == ([[], stored[:1], stored] if claim_errors else [[], [], []])

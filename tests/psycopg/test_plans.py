@@ -16,6 +16,7 @@ import json
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import psycopg
 import pytest
 
@@ -265,7 +266,13 @@ def test_claims_read_their_batch_whatever_the_statistics(table: str, mode: str) 
         kind_limits={"k1": 5},
         pair_limits={("k2", "t2"): 3},
     )
-    for request, name in ((plain, "claim"), (capped, "claim_capped")):
+    # With the jobs' errors (ClaimRequest.with_errors) the walk is the same.
+    for request, name in (
+        (plain, "claim"),
+        (capped, "claim_capped"),
+        (attrs.evolve(plain, with_errors=True), "claim_errors"),
+        (attrs.evolve(capped, with_errors=True), "claim_capped_errors"),
+    ):
         step = next(claim_steps(SCHEMA, request))
         assert step.sql == neutral_query(name, SCHEMA)
         assert step.params is not None

@@ -219,6 +219,7 @@ def plan_claim(
     max_attempts: Mapping[str, int] | None = None,
     prefetch_limits: Mapping[str, int] | None = None,
     rates: RateTable | None = None,
+    with_errors: bool = False,
 ) -> ClaimRequest | None:
     """Plan one claim; ``None`` when nothing may be claimed (no free slot, every kind full).
 
@@ -230,7 +231,8 @@ def plan_claim(
     strictly. ``start_now`` is capped at the claim's limit. ``prefetch_limits``: at most
     ``start_now`` plus this many jobs of the kind (the rest would wait unstarted: no
     hoarding); with ``start_now`` None every job starts, so they do not apply.
-    ``rates`` pass through to the store (cluster-wide rates) for the kinds still claimed.
+    ``rates`` pass through to the store (cluster-wide rates) for the kinds still claimed;
+    ``with_errors`` asks for the claimed jobs' earlier errors (``ClaimRequest``).
     """
     limit = min(free_slots, batch_size)
     if limit <= 0:
@@ -275,6 +277,7 @@ def plan_claim(
         start_now=None if start_now is None else max(0, min(start_now, limit)),
         max_attempts=dict(max_attempts or {}),
         rates=_open_rates(rates, excluded_all),
+        with_errors=with_errors,
     )
 
 

@@ -129,6 +129,10 @@ class ClaimRequest:
       provider, shared by every claimer through the store): the claim takes no job its
       buckets cannot pay for now and draws one token per job it takes
       (:mod:`skiplock.core._rates` has the rules). Empty: no rate is the store's business.
+    - ``with_errors``: return each claimed job with its :attr:`Job.errors` (its earlier
+      attempts' failures: a processor that reports them, the Django integration's
+      ``TaskResult.errors``, needs no read of its own). Off, a claim reads no more than
+      it needs and its jobs' ``errors`` are empty.
     """
 
     worker_id: str
@@ -144,6 +148,7 @@ class ClaimRequest:
     start_now: int | None = None
     max_attempts: Mapping[str, int] = attrs.field(factory=dict)
     rates: RateTable = attrs.field(factory=RateTable)
+    with_errors: bool = False
 
 
 class ClaimedJobs(list[Job]):

@@ -75,8 +75,9 @@ class AttemptError:
 class Job:
     """A job as read from a store.
 
-    ``result`` and ``errors`` are read by ``get``/``list_jobs``/``delete``; a claim may
-    return them empty (the worker that runs a job needs neither).
+    ``result`` and ``errors`` are read by ``get``/``list_jobs``/``delete``; a claim
+    returns them empty (the worker that runs a job needs neither), ``errors`` included
+    only when it asks (:attr:`ClaimRequest.with_errors`).
     """
 
     id: int
@@ -158,11 +159,14 @@ class Job:
     def charged(self) -> Job:
         """This job with one more attempt: how a held (prefetched) job runs once started.
 
-        On the worker's hot path (once per job), so it copies by position instead of
-        ``attrs.evolve``, which costs several times more.
+        ``started_at`` becomes the claim's time if the job never started before, as the
+        store's ``start`` writes it. On the worker's hot path (once per job), so it
+        copies by position instead of ``attrs.evolve``, which costs several times more.
         """
         values = list(_job_values(self))
         values[_ATTEMPTS] += 1
+        if values[_STARTED_AT] is None:
+            values[_STARTED_AT] = self.claimed_at
         return Job(*values)
 
 
@@ -170,6 +174,7 @@ class Job:
 _JOB_FIELDS = tuple(a.name for a in attrs.fields(Job))
 _job_values = operator.attrgetter(*_JOB_FIELDS)
 _ATTEMPTS = _JOB_FIELDS.index("attempts")
+_STARTED_AT = _JOB_FIELDS.index("started_at")
 
 
 @attrs.frozen

@@ -77,6 +77,10 @@ class Engine(EnqueueOps, ScheduleOps, ControlOps):
     store's audit table) or ``audit_sink`` is given (an
     :class:`~skiplock.ports.AuditSink`, or a function ``(events, connection)``
     wrapped in :class:`~skiplock.ports.CallbackAuditSink`; events go to it instead).
+
+    ``claim_errors=True``: its workers claim each job with its earlier attempts' errors
+    (``ctx.job.errors``, as :meth:`~skiplock.ports.JobStore.get` reads them), for
+    processors that report them; by default a claim leaves them out (it reads less).
     """
 
     # Every role: the mixins each take the roles they use (docs/architecture.md).
@@ -91,12 +95,14 @@ class Engine(EnqueueOps, ScheduleOps, ControlOps):
         metrics: Metrics | None = None,
         tracer: Tracer | None = None,
         audit_sink: AuditSink | Callable[..., object] | None = None,
+        claim_errors: bool = False,
     ) -> None:
         if settings is not None and not isinstance(settings, Settings):
             raise TypeError(f"settings must be skiplock.Settings, got {type(settings).__name__}")
         self._store = store
         self._settings = settings if settings is not None else Settings()
         self._audit_sink = _audit_sink(audit_sink)
+        self._claim_errors = claim_errors
         # The audit of changes made without an actor (J10); None: no audit trail.
         self._audit = self._audit_of(self._settings)
         self._clock: Clock = clock if clock is not None else SystemClock()
@@ -408,6 +414,7 @@ class Engine(EnqueueOps, ScheduleOps, ControlOps):
             audit=self._audit,
             controls=self._controls_cache,
             known_kinds=self.known_kinds,
+            claim_errors=self._claim_errors,
         )
         return Worker(parts, install_signal_handlers=install_signal_handlers, **options)
 

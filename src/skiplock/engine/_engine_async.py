@@ -74,6 +74,10 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncControlOps):
     store's audit table) or ``audit_sink`` is given (an
     :class:`~skiplock.ports.AsyncAuditSink`, or a function ``(events, connection)``
     wrapped in :class:`~skiplock.ports.AsyncCallbackAuditSink`; events go to it instead).
+
+    ``claim_errors=True``: its workers claim each job with its earlier attempts' errors
+    (``ctx.job.errors``, as :meth:`~skiplock.ports.AsyncJobStore.get` reads them), for
+    processors that report them; by default a claim leaves them out (it reads less).
     """
 
     # Every role: the mixins each take the roles they use (docs/architecture.md).
@@ -88,12 +92,14 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncControlOps):
         metrics: Metrics | None = None,
         tracer: Tracer | None = None,
         audit_sink: AsyncAuditSink | Callable[..., object] | None = None,
+        claim_errors: bool = False,
     ) -> None:
         if settings is not None and not isinstance(settings, Settings):
             raise TypeError(f"settings must be skiplock.Settings, got {type(settings).__name__}")
         self._store = store
         self._settings = settings if settings is not None else Settings()
         self._audit_sink = _audit_sink(audit_sink)
+        self._claim_errors = claim_errors
         # The audit of changes made without an actor (J10); None: no audit trail.
         self._audit = self._audit_of(self._settings)
         self._clock: Clock = clock if clock is not None else SystemClock()
@@ -405,6 +411,7 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncControlOps):
             audit=self._audit,
             controls=self._controls_cache,
             known_kinds=self.known_kinds,
+            claim_errors=self._claim_errors,
         )
         return AsyncWorker(parts, install_signal_handlers=install_signal_handlers, **options)
 

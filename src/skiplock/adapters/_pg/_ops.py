@@ -223,7 +223,8 @@ def claim_steps(
     (:func:`~skiplock.core.store.throttled_request`); count what runs now of the
     cluster-limited kinds and claim at most limit - running; charge the buckets for the
     jobs taken. The locks are released at commit, after this claim is visible. Capped
-    kinds or binding pair limits take the ``claim_capped`` statement. Run in a
+    kinds or binding pair limits take the ``claim_capped`` statement;
+    ``request.with_errors`` the ``_errors`` variant of either. Run in a
     transaction when :func:`claim_needs_transaction` says so. With ``audit`` a row
     buried as undecodable is audited (``job_dlq``) by the statement that buries it.
     """
@@ -273,15 +274,18 @@ def claim_steps(
     pairs = pair_caps(request, caps)
     params: dict[str, Any] = claim_params(request, pairs)
     capped_pairs = pair_params(pairs)
+    # The *_errors variants also return each job's recorded errors, when asked: a claim
+    # that does not ask runs the statement it always ran.
+    errors = "_errors" if request.with_errors else ""
     if not limited and not capped_pairs["pair_kinds"]:
-        rows = yield Step(neutral_query("claim", schema), params)
+        rows = yield Step(neutral_query(f"claim{errors}", schema), params)
     else:
         open_kinds = [k for k in limited if k not in full]
         params["capped_kinds"] = open_kinds
         params["caps"] = [caps[k] for k in open_kinds]
         params["excluded_kinds"] = sorted(request.excluded_kinds | full)
         params |= capped_pairs
-        rows = yield Step(neutral_query("claim_capped", schema), params)
+        rows = yield Step(neutral_query(f"claim_capped{errors}", schema), params)
     jobs, charged = yield from _claimed(schema, request, rows, audit)
     if rated and jobs:
         pair_rows, provider_rows = charges(

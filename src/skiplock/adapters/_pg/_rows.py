@@ -134,7 +134,8 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
 
     Raises :class:`~skiplock.core.UndecodableRowError` naming the first column that cannot
     be decoded (a row written around enqueue's validation); nothing else escapes. A claim's
-    rows have no ``result`` and ``errors`` columns: the job has none then.
+    rows have no ``result`` column, nor ``errors`` unless it asked (``claim_errors``):
+    the job has none then.
     """
     job_id = int(row["id"])
     unreadable = row.get("unreadable")

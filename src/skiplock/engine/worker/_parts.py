@@ -60,6 +60,8 @@ class WorkerParts:
     #: Every kind the engine knows (a processor or a declaration): the worker names at
     #: start those it does not serve.
     known_kinds: frozenset[str] = frozenset()
+    #: The engine's processors read the earlier errors of their jobs (``claim_errors``).
+    claim_errors: bool = False
 
 
 @attrs.frozen
@@ -127,6 +129,7 @@ def build_own_parts(
             tenants=info.tenants,
             policies=policies,
             cluster_rates=settings.rate_limit_scope == "cluster",
+            with_errors=parts.claim_errors,
         ),
         store=parts.store,
         runner=JobRunner(

@@ -254,6 +254,7 @@ class ClaimPlanner:
                 max_attempts=self._max_attempts,
                 prefetch_limits=prefetch_limits,
                 rates=shared,
+                with_errors=scope.with_errors,
             )
 
         return self._node_slots.plan(planner)

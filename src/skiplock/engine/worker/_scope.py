@@ -42,6 +42,9 @@ class ClaimScope:
     #: Rates are the store's (``Settings.rate_limit_scope == "cluster"``): claims carry
     #: them (``ClaimRequest.rates``); else the engine's buckets in this process apply them.
     cluster_rates: bool = True
+    #: Claims return each job's earlier errors (``ClaimRequest.with_errors``): the
+    #: engine's processors read them from ``ctx.job.errors``.
+    with_errors: bool = False
 
 
 def claim_kinds(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
-import logging
 import threading
 from collections import OrderedDict
 from datetime import datetime
@@ -38,8 +37,6 @@ if TYPE_CHECKING:
     from skiplock.core import EnqueueResult, Job
 
     from ._config import BackendConfig
-
-logger = logging.getLogger("skiplock.integrations.django")
 
 #: Every Django task this process has seen defined, by module path (its job's kind): the
 #: first definition of each (``Task.using()`` copies differ only in what a job records).
@@ -151,7 +148,9 @@ class Runtime:
                         pgbouncer=bounced,
                         **config.pool,
                     )
-                    self._engine = Engine(store, config.settings)
+                    # Its workers' claims bring each job's earlier errors: a task's
+                    # TaskResult lists them (no read of the job per run).
+                    self._engine = Engine(store, config.settings, claim_errors=True)
                 engine = self._engine
         return engine
 
@@ -254,16 +253,6 @@ class Runtime:
         process.__qualname__ = process.__name__ = f"run[{path}]"
         return process
 
-    def _with_history(self, ctx: JobContext) -> Job:
-        """The running job read again with its history (its earlier errors and workers:
-        a claim leaves them out); the claimed job itself if that read fails (the task
-        runs all the same)."""
-        try:
-            return self.store.get(ctx.job_id) or ctx.job
-        except Exception:
-            logger.warning("cannot read job %s's history; running it without", ctx.job_id)
-            return ctx.job
-
     def run(self, path: str, call: TaskCall, ctx: JobContext) -> Any:
         """Run one attempt of the Django task ``path`` in a worker thread, sending
         ``task_started`` and ``task_finished`` around it; returns its JSON-normalised
@@ -278,8 +267,8 @@ class Runtime:
         close_old_connections()
         reset_queries()
         try:
-            job = self._with_history(ctx)
-            result = task_result(job, task, backend=self.config.alias)
+            # The claimed job has its history: the engine's claims bring the errors.
+            result = task_result(ctx.job, task, backend=self.config.alias)
             task_started.send(sender=sender, task_result=result)
             try:
                 if task.takes_context:

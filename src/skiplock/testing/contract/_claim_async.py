@@ -79,6 +79,37 @@ class AsyncClaimContract(kit.AsyncContractBase):
         assert isinstance(empty, ClaimedJobs)
         assert (list(empty), empty.charged) == ([], frozenset())
 
+    async def test_claim_with_errors_carries_the_earlier_attempts_errors(
+        self, store: AsyncJobStore
+    ) -> None:
+        # ClaimRequest.with_errors: each claimed job comes with its recorded errors, as
+        # get reads them (charged or held, capped claim or not); without it, none (a
+        # claim reads no more than the worker needs).
+        kind = kit.fresh_kind()
+        failed = await kit.enqueue(store, kind, priority=1)
+        fresh = await kit.enqueue(store, kind)
+        for text in ("first", "second"):
+            job = await kit.claim_one(store, kind)
+            assert job.id == failed
+            await kit.finish(store, job, core.Retry(delay=timedelta(0), error=text))
+        recorded = (await kit.get(store, failed)).errors
+        assert [(e.attempt, e.error) for e in recorded] == [(1, "first"), (2, "second")]
+        only = frozenset({kind})
+        requests = [
+            kit.claim_request(kinds=only, with_errors=True),
+            kit.claim_request(kinds=only, with_errors=True, start_now=0),
+            kit.claim_request(kinds=only, with_errors=True, kind_limits={kind: 5}),
+        ]
+        for request in requests:
+            jobs = await store.claim(request)
+            assert kit.ids(jobs) == [failed, fresh]
+            assert [job.errors for job in jobs] == [recorded, ()]
+            for job in jobs:  # back to pending, for the next request
+                await kit.finish(store, job, core.Release(refund=job.id in jobs.charged))
+        jobs = await store.claim(kit.claim_request(kinds=only))
+        assert kit.ids(jobs) == [failed, fresh]
+        assert [job.errors for job in jobs] == [(), ()]
+
     async def test_next_due_is_the_earliest_job_due_later_of_the_kinds_and_tenants(
         self, store: AsyncJobStore
     ) -> None:

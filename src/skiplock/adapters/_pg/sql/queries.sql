@@ -36,7 +36,8 @@ nullif(concat_ws('; ',
 
 -- name: _job_columns
 -- A suspect: pending with the started mark its vanished worker's claim left. The result
--- and the recorded errors are read here only (admin reads), never by a claim.
+-- and the recorded errors are read here only (admin reads), never by a claim (but for
+-- the errors of claim_errors, asked for).
 {_job_fields}, (j.status = 'pending' AND j.started) AS suspect,
 j.result::text AS result, j.errors::text AS errors
 
@@ -415,11 +416,12 @@ events AS (
 {_audit_write}
 SELECT e.ord, e.job_id AS id, {_audit_columns} FROM events AS e;
 
--- name: claim
--- One statement: lock up to :limit due jobs in claim order, skipping rows other claimers
--- hold, and mark them running. The locking walk is claim_candidates (migrations 0006, 0014):
--- its plan is the ordered walk of the claim index whatever the statistics say.
-WITH chosen AS MATERIALIZED (
+-- name: _claim_chosen
+-- The jobs of a claim without caps: up to :limit due jobs locked in claim order,
+-- skipping rows other claimers hold. The locking walk is claim_candidates (migrations
+-- 0006, 0014): its plan is the ordered walk of the claim index whatever the statistics
+-- say.
+chosen AS MATERIALIZED (
     SELECT c.id, c.suspect,
         row_number() OVER (ORDER BY c.priority DESC, c.available_at, c.id) AS n
     FROM {schema}.claim_candidates(
@@ -433,21 +435,18 @@ WITH chosen AS MATERIALIZED (
         capped_kinds => '{}', caps => '{}',
         pair_kinds => '{}', pair_tenants => '{}', pair_caps => '{}'
     ) AS c
-),
-{_claim_charged},
-{_claim_heartbeat}
-{_claim_update};
+)
 
--- name: claim_capped
--- Like claim, with capped kinds (per-node slots, cluster limits) and capped (kind,
--- tenant) pairs (token buckets): claim_candidates locks each capped kind and each capped
--- pair separately up to its cap, everything else together up to :limit. The capped pairs
--- (:pair_*) are also in :excluded_pair_*, so only their own lane can take their jobs.
--- The final choice keeps a capped kind within its cap in total (its pairs' jobs
--- included) and the best :limit overall: what taking the jobs one by one in claim order
--- would take. The rows locked but not chosen are released at the end of the statement's
--- transaction.
-WITH candidates AS MATERIALIZED (
+-- name: _claim_capped_chosen
+-- The jobs of a claim with capped kinds (per-node slots, cluster limits) and capped
+-- (kind, tenant) pairs (token buckets): claim_candidates locks each capped kind and each
+-- capped pair separately up to its cap, everything else together up to :limit. The
+-- capped pairs (:pair_*) are also in :excluded_pair_*, so only their own lane can take
+-- their jobs. The final choice keeps a capped kind within its cap in total (its pairs'
+-- jobs included) and the best :limit overall: what taking the jobs one by one in claim
+-- order would take. The rows locked but not chosen are released at the end of the
+-- statement's transaction.
+candidates AS MATERIALIZED (
     SELECT c.id, c.kind, c.priority, c.available_at, c.suspect
     FROM {schema}.claim_candidates(
         batch => :limit::int,
@@ -479,10 +478,36 @@ chosen AS MATERIALIZED (
     WHERE cap.n IS NULL OR r.kind_n <= cap.n
     ORDER BY r.priority DESC, r.available_at, r.id
     LIMIT :limit
-),
+)
+
+-- name: claim
+-- One statement: lock the jobs (_claim_chosen) and mark them running.
+WITH {_claim_chosen},
 {_claim_charged},
 {_claim_heartbeat}
 {_claim_update};
+
+-- name: claim_errors
+-- claim, each job returned with its recorded errors too (ClaimRequest.with_errors): a
+-- variant of its own, so a claim that does not ask reads no more.
+WITH {_claim_chosen},
+{_claim_charged},
+{_claim_heartbeat}
+{_claim_update}, j.errors::text AS errors;
+
+-- name: claim_capped
+-- Like claim, with capped kinds and pairs (_claim_capped_chosen).
+WITH {_claim_capped_chosen},
+{_claim_charged},
+{_claim_heartbeat}
+{_claim_update};
+
+-- name: claim_capped_errors
+-- claim_capped, each job returned with its recorded errors too (as claim_errors).
+WITH {_claim_capped_chosen},
+{_claim_charged},
+{_claim_heartbeat}
+{_claim_update}, j.errors::text AS errors;
 
 -- name: lock_kinds
 -- Transaction-level advisory locks, taken in the order given (callers sort the keys so

@@ -49,13 +49,14 @@ class WorkerRow:
     heartbeat_at: datetime
 
 
-def public_job(row: Job, *, suspect: bool | None = None) -> Job:
+def public_job(row: Job, *, suspect: bool | None = None, errors: bool = False) -> Job:
     """A caller's copy of a stored row: payload and result decoded, mappings copied.
 
     A stored row's ``suspect`` holds the claim's ``started`` mark (see
     ``AsyncJobStore.start``); callers see ``suspect`` as defined for :class:`Job`: a
     pending job whose mark survived its worker. A claim passes the value it had before
-    (and its jobs come without errors, as a PostgreSQL claim does not read them).
+    (and its jobs come without errors unless it passes ``errors``, as a PostgreSQL claim
+    reads them only when asked: ``ClaimRequest.with_errors``).
     """
     return attrs.evolve(
         row,
@@ -63,7 +64,7 @@ def public_job(row: Job, *, suspect: bool | None = None) -> Job:
         trace_context=None if row.trace_context is None else dict(row.trace_context),
         suspect=(row.state is JobState.PENDING and row.suspect) if suspect is None else suspect,
         result=None if row.result is None else json.loads(row.result),
-        errors=row.errors if suspect is None else (),
+        errors=row.errors if suspect is None or errors else (),
     )
 
 

@@ -137,7 +137,8 @@ class JobsState(Transactions):
         """Move due pending jobs to running, in claim order, within every limit.
 
         The first ``request.start_now`` start (attempts += 1), the rest are held; a claim
-        that takes jobs refreshes its worker's heartbeat (if registered).
+        that takes jobs refreshes its worker's heartbeat (if registered). Its jobs carry
+        their ``errors`` only with ``request.with_errors``, as a PostgreSQL claim's.
         """
         if request.limit <= 0:
             return ClaimedJobs()
@@ -169,7 +170,7 @@ class JobsState(Transactions):
             for position, job in enumerate(chosen):
                 row = after_claim(job, request, start=position in charged, now=now)
                 self._commit_row(row, now)
-                claimed.append(public_job(row, suspect=job.suspect))
+                claimed.append(public_job(row, suspect=job.suspect, errors=request.with_errors))
             if request.rates and claimed:
                 pair_rows, provider_rows = charges(
                     request,
