@@ -21,18 +21,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 MAX_LINES = 500
 
-# Being split in issue 42 (by other branches): over the limit until those land. Empty it
-# then; a file leaves this set as soon as it is within the limit (see the last test).
-BEING_SPLIT = frozenset(
-    {
-        "skiplock/adapters/_pg/_store_async.py",
-        "skiplock/adapters/_pg/_rows.py",
-        "skiplock/adapters/psycopg/_driver_async.py",
-        "skiplock/core/_validation.py",
-        "skiplock/integrations/rest/models.py",
-    }
-)
-
 
 def _unasync() -> ModuleType:
     """tools/unasync.py, loaded once (test_unasync.py loads it under the same name)."""
@@ -79,16 +67,5 @@ def test_the_twin_mapping_is_the_tools() -> None:
 
 
 def test_no_hand_written_module_is_over_500_lines() -> None:
-    over = {
-        path: lines
-        for path, lines in _line_counts().items()
-        if lines > MAX_LINES and path not in BEING_SPLIT
-    }
+    over = {path: lines for path, lines in _line_counts().items() if lines > MAX_LINES}
     assert not over, f"hand-written modules over {MAX_LINES} lines (split them): {over}"
-
-
-def test_the_exceptions_are_still_needed() -> None:
-    # An exception that is within the limit (split, or gone) is stale: remove it.
-    counts = _line_counts()
-    stale = {path for path in BEING_SPLIT if counts.get(path, 0) <= MAX_LINES}
-    assert not stale, f"within {MAX_LINES} lines now, drop from BEING_SPLIT: {sorted(stale)}"
