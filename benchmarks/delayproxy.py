@@ -423,6 +423,7 @@ async def proxy_process(
         "--delay-ms", repr(delay * 1000), "--port", "0",
         "--target", f"{target[0]}:{target[1]}",
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,  # its final totals: the caller asks for them
     )  # fmt: skip
     try:
         assert proc.stdout is not None
