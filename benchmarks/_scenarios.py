@@ -29,7 +29,7 @@ from benchmarks._results import (
 from benchmarks._system import Client, Mode, System, WorkerArgs
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
 #: How often the harness checks whether a drain is finished: every 20 ms, or every
 #: n / 2,000,000 s for bigger drains (100 ms at 200,000 jobs), since each probe counts the
@@ -141,9 +141,13 @@ async def drain(
     profile: Path | None = None,
     tables: Tables = "analyzed",
     backlog: bool = False,
+    worker_conninfo: str | None = None,
+    before_release: Callable[[], Awaitable[None]] | None = None,
 ) -> Measurement:
     """``n`` no-op jobs enqueued in one bulk call, then processed by ``processes`` worker
-    processes; ``backlog`` names it the big-backlog workload.
+    processes; ``backlog`` names it the big-backlog workload. The workers connect to
+    ``worker_conninfo`` when given (the same database through a delay proxy:
+    benchmarks/network.py), which calls ``before_release`` once they are ready.
 
     Autovacuum is off for every table of the (fresh) database before the prefill, so
     nothing analyzes them behind the harness's back; after the prefill the tables are
@@ -171,7 +175,7 @@ async def drain(
     before = await _pg.table_stats(conninfo)
     wargs = WorkerArgs(
         system=system.name,
-        conninfo=conninfo,
+        conninfo=worker_conninfo or conninfo,
         concurrency=concurrency,
         mode=mode,
         schema=SCHEMA,
@@ -185,6 +189,8 @@ async def drain(
         workers([wargs] * processes) as procs,
     ):
         profilers = await _profile(profile, procs, f"{label}-{workload}-{processes}x{concurrency}")
+        if before_release is not None:
+            await before_release()
         released = time.monotonic()
         release(procs)
         while True:
