@@ -247,7 +247,11 @@ class PrometheusMetrics:
         from another thread (:meth:`exposition` in a thread pool,
         :meth:`serve`'s thread). An :class:`~skiplock.engine.AsyncReader` (or
         :class:`~skiplock.engine.Reader`) reads as an engine does, from a store that
-        implements only the reads role (a read replica)."""
+        implements only the reads role (a read replica). An engine with ``reads=`` is
+        read through its :meth:`~skiplock.AsyncEngine.reader` (the hot standby's store),
+        and ``replica_lag_seconds`` says how far behind the primary that standby is."""
+        if isinstance(engine, AsyncEngine | Engine) and engine.reads_store is not None:
+            engine = engine.reader()
         if isinstance(engine, AsyncEngine | AsyncReader):
             from skiplock._compat_async import blocking_caller as async_caller
 
@@ -364,6 +368,12 @@ class PrometheusMetrics:
                     "full cluster limit).",
                     pair,
                 ),
+                (
+                    "replica_lag_seconds",
+                    "Seconds the hot standby read is behind the primary (0: it replayed all "
+                    "it received); only when the store reads a standby (docs/replicas.md).",
+                    [],
+                ),
             ]
         specs += [
             (
@@ -428,6 +438,11 @@ class PrometheusMetrics:
         up = report is not None and report.reachable
         families["up"].add_metric([], 1 if up else 0)
         families["healthy"].add_metric([], 1 if report is not None and report.healthy else 0)
+        replica = None if report is None or not up else report.replica
+        if replica is not None and replica.lag is not None:
+            families["replica_lag_seconds"].add_metric([], replica.lag.total_seconds())
+        else:  # a primary (or a standby that replayed nothing yet): no series
+            del families["replica_lag_seconds"]
         if report is None or not up:
             del families["workers"]
             del families["jobs_throttled"]

@@ -177,6 +177,27 @@ class HealthSnapshot:
     buckets: tuple[BucketState, ...] = ()
     #: Running jobs whose worker id has no row, per id.
     orphaned: tuple[OrphanedJobs, ...] = ()
+    #: None: the store read a primary (or cannot tell); else the hot standby it read,
+    #: with its replay lag. ``now`` is then the time the data is as of (the standby's
+    #: clock minus its lag), so heartbeats and due times are not aged by the lag.
+    replica: ReplicaStatus | None = None
+
+
+@attrs.frozen
+class ReplicaStatus:
+    """A hot standby a store reads (issue 43): how far its data is behind the primary.
+
+    ``lag`` is zero while the standby has replayed every change it received, else the
+    time since the last change it replayed was committed on the primary (it grows while
+    replay is paused or cannot keep up); None until it has replayed any change.
+    ``replayed_at``: that commit's time on the primary (None: none yet)."""
+
+    lag: timedelta | None
+    replayed_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``lag_seconds`` (null: unknown), ``replayed_at`` (ISO 8601)."""
+        return {"lag_seconds": _seconds(self.lag), "replayed_at": _iso(self.replayed_at)}
 
 
 @attrs.frozen
@@ -373,6 +394,8 @@ class HealthReport:
     #: Running jobs whose worker is gone (unregistered or silent), per worker id: a
     #: problem, with their age.
     abandoned: list[AbandonedJobs] = attrs.field(factory=list)
+    #: The hot standby the report was read from, with its lag (None: the primary).
+    replica: ReplicaStatus | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data; keys are listed in docs/health.md."""
@@ -389,6 +412,7 @@ class HealthReport:
             "abandoned": [group.to_dict() for group in self.abandoned],
             "thresholds": self.thresholds.to_dict(),
             "paused": [pause.to_json() for pause in self.paused],
+            "replica": None if self.replica is None else self.replica.to_dict(),
         }
 
 
@@ -640,6 +664,7 @@ def assess_health(
         paused=list(paused),
         throttled=throttled_pairs(snapshot, rates, cluster_limits, paused),
         abandoned=abandoned,
+        replica=snapshot.replica,
     )
 
 

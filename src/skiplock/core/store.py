@@ -42,6 +42,7 @@ from ._health import (
     PROVIDER_SCOPE,
     BucketState,
     OrphanedJobs,
+    ReplicaStatus,
 )
 
 # Queue samples: the type the port speaks and the rules for taking and folding them.
@@ -133,6 +134,7 @@ __all__ = [
     "Pause",
     "QueueSample",
     "RateTable",
+    "ReplicaStatus",
     "ScopedKey",
     "ThrottleLimits",
     "TokenBucket",

@@ -30,8 +30,8 @@ PREFIX = "SKIPLOCK_"
 CAPS_ENV = "SKIPLOCK_CAPS"
 
 #: ``SKIPLOCK_*`` variables skiplock reads that are no setting: the database of the
-#: ``skiplock`` command (``cli.DSN_ENV``).
-OTHER_NAMES = frozenset({"SKIPLOCK_DSN"})
+#: ``skiplock`` command (``cli.DSN_ENV``) and the hot standby its reads go to.
+OTHER_NAMES = frozenset({"SKIPLOCK_DSN", "SKIPLOCK_READ_DSN"})
 
 #: Settings variables that were removed, and what replaced them.
 REMOVED = {
