@@ -6,7 +6,8 @@ streaming replication: ``wal_level=replica``, wal senders, and ``pg_hba.conf`` t
 replication connections from 127.0.0.1). The standby is a ``pg_basebackup -R`` copy of it
 (``standby.signal`` and ``primary_conninfo`` written by ``-R``) started on another free
 port, ``hot_standby`` on (the default): it answers reads and refuses writes. Both are
-stopped by ``pg_ctl`` (the postmaster's PID from its data folder) and removed afterwards.
+stopped by :class:`tests.pgcluster.Cluster` (the postmaster's PID from its data folder)
+and removed afterwards.
 Imports no database driver.
 """
 
@@ -118,13 +119,6 @@ def primary_and_standby() -> Iterator[Pair]:
             yield pair
         finally:
             with contextlib.suppress(subprocess.SubprocessError):
-                standby._run(
-                    str(standby.bin / "pg_ctl"),
-                    "stop",
-                    "-D",
-                    str(folder / "data"),
-                    "-m",
-                    "immediate",
-                    check=False,
-                )
+                if (folder / "data" / "postmaster.pid").exists():
+                    standby.stop()
             shutil.rmtree(folder, ignore_errors=True)
