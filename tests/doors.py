@@ -12,8 +12,9 @@ from pathlib import Path
 import attrs
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The options only the ``skiplock`` command has: how it finds the database.
-STANDALONE_ONLY = frozenset({"--dsn", "--schema", "--timeout"})
+#: The options only the ``skiplock`` command has: how it finds the database (and the hot
+#: standby of its reads: a door's commands read where its engine's ``reads=`` points).
+STANDALONE_ONLY = frozenset({"--dsn", "--read-dsn", "--schema", "--timeout"})
 #: The commands whose options every door offers, and arguments each door refuses alike
 #: (argparse's error, then one of the tree's own after parsing).
 MOUNTED = ("worker", "schema", "health", "dlq", "counts", "metrics", "workers")

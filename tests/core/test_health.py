@@ -17,6 +17,7 @@ from skiplock.core import (
 from skiplock.core._health import (
     HealthThresholds,
     OrphanedJobs,
+    ReplicaStatus,
     assess_health,
     format_duration,
     unreachable_report,
@@ -255,6 +256,7 @@ def test_to_dict_is_json_with_stable_keys() -> None:
         "thresholds",
         "paused",
         "abandoned",
+        "replica",
     }
     assert data["checked_at"] == NOW.isoformat()
     assert data["database"] == {"reachable": True, "error": None}
@@ -354,3 +356,18 @@ def test_a_bounded_tenant_makes_its_kind_bounded() -> None:
         ("b", 1, False),
     ]
     assert report.to_dict()["kinds"][0]["bounded"] is True
+
+
+def test_a_report_read_from_a_standby_carries_its_lag() -> None:
+    replica = ReplicaStatus(lag=timedelta(seconds=2.5), replayed_at=NOW - timedelta(seconds=2.5))
+    snapshot = attrs.evolve(_snapshot(), replica=replica)
+    report = assess_health(snapshot, LIMITS)
+    assert report.replica == replica
+    assert report.healthy  # a lag is shown, not a problem
+    assert report.to_dict()["replica"] == {
+        "lag_seconds": 2.5,
+        "replayed_at": (NOW - timedelta(seconds=2.5)).isoformat(),
+    }
+    assert assess_health(_snapshot(), LIMITS).to_dict()["replica"] is None
+    unknown = ReplicaStatus(lag=None)
+    assert unknown.to_dict() == {"lag_seconds": None, "replayed_at": None}

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from skiplock.core.store import Limit, Pause
-    from skiplock.engine import Operator
+    from skiplock.engine import Operator, Reader
 
     from ._database import Reached
     from ._options import Leaf
@@ -123,7 +123,7 @@ def run_resume(reached: Reached, args: argparse.Namespace) -> int:
 
 
 def run_paused(reached: Reached, args: argparse.Namespace) -> int:
-    pauses = _operator(reached, args).paused()
+    pauses = reached.reads().paused()
     if args.json:
         print_json({"paused": [p.to_json() for p in pauses]})
     else:
@@ -195,10 +195,12 @@ def check_limits(args: argparse.Namespace) -> None:
 
 
 def run_limits(reached: Reached, args: argparse.Namespace) -> int:
+    if args.action == "list":  # a read: from the read replica if there is one
+        return _list(reached.reads(), args)
     return act_of(args)(_operator(reached, args), args)
 
 
-def _list(operator: Operator, args: argparse.Namespace) -> int:
+def _list(operator: Operator | Reader, args: argparse.Namespace) -> int:
     limits = operator.limits()
     if args.json:
         print_json({"limits": [x.to_json() for x in limits]})

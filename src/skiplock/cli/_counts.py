@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def run(reached: Reached, args: argparse.Namespace) -> int:
     counts = sorted(
-        reached.checked().operator().counts(),
+        reached.reads().counts(),
         key=lambda c: (c.kind, c.tenant is not None, c.tenant or "", c.state),
     )
     if args.json:

@@ -9,7 +9,7 @@ import importlib.util
 import math
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
@@ -27,11 +27,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from types import ModuleType
 
+    from skiplock.engine import Operator, Reader
     from skiplock.ports import JobStore
 
 T = TypeVar("T")
 
 DSN_ENV = "SKIPLOCK_DSN"
+#: The hot standby the read commands read (``--read-dsn``): docs/replicas.md.
+READ_DSN_ENV = "SKIPLOCK_READ_DSN"
 PSYCOPG_HINT = "pip install 'skiplock[psycopg]'"
 #: Default of ``--timeout``: how long a command waits for PostgreSQL (to connect, for a
 #: pooled connection, and for each read): a database that is down or stuck is reported
@@ -42,16 +45,38 @@ DEFAULT_TIMEOUT = timedelta(seconds=2)
 @attrs.frozen
 class Reached:
     """A sync engine for an admin command, and why its database cannot be reached (None:
-    it answered, or the door supplied the engine)."""
+    it answered, or the door supplied the engine); with ``--read-dsn`` (an engine with
+    ``reads=``) also why the hot standby its reads go to cannot."""
 
     engine: Engine
     unreachable: str | None = None
+    reads_unreachable: str | None = None
 
     def checked(self) -> Engine:
         """The engine, or Failure if its database did not answer."""
         if self.unreachable is not None:
             raise Failure(f"cannot connect to PostgreSQL: {self.unreachable}")
         return self.engine
+
+    @property
+    def reads_elsewhere(self) -> bool:
+        """Whether the reads go to another database than the changes (a hot standby)."""
+        return self.engine.reads_store is not None
+
+    @property
+    def reads_failure(self) -> str | None:
+        """Why the database the reads go to cannot be reached (None: it answered)."""
+        return self.reads_unreachable if self.reads_elsewhere else self.unreachable
+
+    def reads(self) -> Operator | Reader:
+        """What a read command reads through: the engine's reader when its reads go to a
+        hot standby (docs/replicas.md), else its operator; Failure if that database did
+        not answer."""
+        if not self.reads_elsewhere:
+            return self.checked().operator()
+        if self.reads_unreachable is not None:
+            raise Failure(f"cannot connect to the read replica: {self.reads_unreachable}")
+        return self.engine.reader()
 
 
 def sync_engine(engine: AsyncEngine | Engine, label: str) -> Engine:
@@ -81,9 +106,16 @@ def _dsn_group(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
 
 
 def add_connection(parser: argparse.ArgumentParser) -> None:
-    """``--dsn``, ``--schema`` and ``--timeout``."""
+    """``--dsn``, ``--read-dsn``, ``--schema`` and ``--timeout``."""
+    group = _dsn_group(parser)
+    group.add_argument(
+        "--read-dsn",
+        help="a hot standby the reads go to (jobs list/show, dlq list, counts, health, "
+        "workers, metrics, paused, limits list); changes always go to --dsn "
+        f"(default: ${READ_DSN_ENV}; none: everything reads --dsn)",
+    )
     _options.add_duration(
-        _dsn_group(parser),
+        group,
         "--timeout",
         "how long to wait for PostgreSQL: to connect (at least 2s), for a pooled "
         "connection, and for each read (default: 2s)",
@@ -96,6 +128,12 @@ def dsn(args: argparse.Namespace) -> str:
     if not found:
         raise UsageError(f"no database given: pass --dsn or set {DSN_ENV}")
     return found
+
+
+def read_dsn(args: argparse.Namespace) -> str | None:
+    """The ``--read-dsn`` (or ``$SKIPLOCK_READ_DSN``) of a command that takes it."""
+    found: str | None = getattr(args, "read_dsn", None) or os.environ.get(READ_DSN_ENV)
+    return found or None
 
 
 def driver_errors() -> tuple[type[BaseException], ...]:
@@ -111,27 +149,31 @@ def driver_errors() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
-def invalid_dsn(args: argparse.Namespace, exc: BaseException) -> Failure:
+def invalid_dsn(args: argparse.Namespace, exc: BaseException, *, reads: bool = False) -> Failure:
     """The error of a connection string the driver cannot parse: one line naming where
     it came from, exit status 1. The string itself is not repeated (it may hold a
-    password); the driver's words may quote the word where its parsing stopped."""
+    password); the driver's words may quote the word where its parsing stopped.
+    ``reads``: the string is ``--read-dsn``'s."""
     where = "--dsn" if args.dsn else f"${DSN_ENV}"
+    if reads:
+        where = "--read-dsn" if getattr(args, "read_dsn", None) else f"${READ_DSN_ENV}"
     return Failure(f"invalid connection string ({where}): {describe(exc)}")
 
 
-def check_psycopg_dsn(conninfo: str, args: argparse.Namespace) -> None:
+def check_psycopg_dsn(conninfo: str, args: argparse.Namespace, *, reads: bool = False) -> None:
     """Parse ``conninfo`` as psycopg (libpq) does, before any store is made from it (a
-    store parses it in its constructor and would raise psycopg's error)."""
+    store parses it in its constructor and would raise psycopg's error); ``reads``: it is
+    ``--read-dsn``'s."""
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
     try:
         conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError as exc:
-        raise invalid_dsn(args, exc) from None
+        raise invalid_dsn(args, exc, reads=reads) from None
 
 
-def asyncpg_call(args: argparse.Namespace, call: Callable[[], T]) -> T:
+def asyncpg_call(args: argparse.Namespace, call: Callable[[], T], *, reads: bool = False) -> T:
     """``call()``, asyncpg parsing ``--dsn`` when it first connects: the ValueError it
     raises for a connection string it cannot parse (ClientConfigurationError is one too),
     also as the cause of the store's error, is :func:`invalid_dsn`."""
@@ -140,7 +182,7 @@ def asyncpg_call(args: argparse.Namespace, call: Callable[[], T]) -> T:
     except (ValueError, StoreError) as exc:
         cause = exc if isinstance(exc, ValueError) else exc.__cause__
         if isinstance(cause, ValueError):
-            raise invalid_dsn(args, cause) from None
+            raise invalid_dsn(args, cause, reads=reads) from None
         raise
 
 
@@ -205,11 +247,21 @@ def _store_options(args: argparse.Namespace) -> dict[str, Any]:
 def _through_psycopg(conninfo: str, args: argparse.Namespace) -> Iterator[Reached]:
     adapter = psycopg_adapter()
     check_psycopg_dsn(conninfo, args)
-    store = adapter.PsycopgJobStore(conninfo, **_store_options(args))
-    try:
-        yield Reached(Engine(store, _settings()), _connect(conninfo, args.timeout))
-    finally:
-        store.close()
+    standby = read_dsn(args)
+    if standby is not None:
+        check_psycopg_dsn(standby, args, reads=True)
+    with ExitStack() as stack:
+        store = adapter.PsycopgJobStore(conninfo, **_store_options(args))
+        stack.callback(store.close)
+        reads = None
+        if standby is not None:
+            reads = adapter.PsycopgJobStore(standby, **_store_options(args))
+            stack.callback(reads.close)
+        yield Reached(
+            Engine(store, _settings(), reads=reads),
+            _connect(conninfo, args.timeout),
+            None if standby is None else _connect(standby, args.timeout),
+        )
 
 
 @contextmanager
@@ -219,17 +271,26 @@ def _through_asyncpg(conninfo: str, args: argparse.Namespace) -> Iterator[Reache
     from skiplock.adapters._blocking import BlockingStore, LoopThread
     from skiplock.adapters.asyncpg import AsyncpgJobStore
 
-    loop = LoopThread("skiplock-cli-loop")
-    try:
-        store = AsyncpgJobStore(conninfo, **_store_options(args))
-        try:
-            engine = Engine(cast("JobStore", BlockingStore(store, loop.loop)), _settings())
-            probe = _connect_asyncpg(conninfo, args.timeout)
-            yield Reached(engine, asyncpg_call(args, lambda: loop.run(probe)))
-        finally:
-            loop.run(store.close())
-    finally:
-        loop.close()
+    standby = read_dsn(args)
+    with ExitStack() as stack:
+        loop = LoopThread("skiplock-cli-loop")
+        stack.callback(loop.close)
+
+        def blocking(dsn: str) -> JobStore:
+            store = AsyncpgJobStore(dsn, **_store_options(args))
+            stack.callback(lambda: loop.run(store.close()))
+            return cast("JobStore", BlockingStore(store, loop.loop))
+
+        store = blocking(conninfo)
+        reads = None if standby is None else blocking(standby)
+        engine = Engine(store, _settings(), reads=reads)
+        probe = _connect_asyncpg(conninfo, args.timeout)
+        unreachable = asyncpg_call(args, lambda: loop.run(probe))
+        reads_unreachable = None
+        if standby is not None:
+            probe = _connect_asyncpg(standby, args.timeout)
+            reads_unreachable = asyncpg_call(args, lambda: loop.run(probe), reads=True)
+        yield Reached(engine, unreachable, reads_unreachable)
 
 
 def _connect(conninfo: str, timeout: timedelta) -> str | None:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import argparse
 
     from skiplock.core import HealthReport
-    from skiplock.engine import Operator
+    from skiplock.engine import Operator, Reader
 
     from ._database import Reached
 
@@ -51,7 +51,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     add_json(parser)
 
 
-def report(operator: Operator, args: argparse.Namespace) -> HealthReport:
+def report(operator: Operator | Reader, args: argparse.Namespace) -> HealthReport:
     return operator.health(
         max_pending_age=getattr(args, "max_age", None),
         worker_timeout=args.worker_timeout,
@@ -60,14 +60,16 @@ def report(operator: Operator, args: argparse.Namespace) -> HealthReport:
 
 
 def run(reached: Reached, args: argparse.Namespace) -> int:
-    operator = reached.engine.operator()
-    if reached.unreachable is None:
+    # From the read replica when there is one (--read-dsn): its report says its lag.
+    unreachable = reached.reads_failure
+    operator = reached.engine.reader() if reached.reads_elsewhere else reached.engine.operator()
+    if unreachable is None:
         health = report(operator, args)
     else:
         thresholds = operator.health_thresholds(
             max_pending_age=args.max_age, worker_timeout=args.worker_timeout, max_dead=args.max_dead
         )
-        health = unreachable_report(reached.unreachable, thresholds)
+        health = unreachable_report(unreachable, thresholds)
     print_report(health, as_json=args.json)
     return 0 if health.healthy else 1
 
@@ -97,6 +99,10 @@ def print_report(health: HealthReport, *, as_json: bool) -> None:
         else:
             print(f"schema:   {schema.name!r} not installed")
             return
+    replica = health.replica
+    if replica is not None:
+        lag = "an unknown time" if replica.lag is None else format_duration(replica.lag)
+        print(f"replica:  read from a hot standby, {lag} behind the primary")
     for pause in health.paused:
         reason = f": {pause.reason}" if pause.reason else ""
         print(f"paused:   {describe(pause.kind, pause.tenant)}{reason}")

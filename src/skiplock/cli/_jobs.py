@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from skiplock.core import AttemptError, JobPage
-    from skiplock.engine import Operator
+    from skiplock.engine import Operator, Reader
 
     from ._database import Reached
     from ._options import Leaf
@@ -120,6 +120,11 @@ def add_dlq_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
 
 def run(reached: Reached, args: argparse.Namespace) -> int:
     """The ``jobs`` action of ``args`` (:func:`check` has passed)."""
+    # The reads go to the read replica when there is one (--read-dsn); changes never.
+    if args.action == "list":
+        return _list(reached.reads(), args)
+    if args.action == "show":
+        return _show(reached.reads(), args)
     actor = getattr(args, "actor", None)
     return act_of(args)(reached.checked().operator(actor), args)
 
@@ -128,8 +133,7 @@ def run_dlq(reached: Reached, args: argparse.Namespace) -> int:
     """``dlq``: a page of dead jobs, or ``dlq purge`` (:func:`check_dlq` has passed)."""
     if getattr(args, "dlq_action", None) == "purge":
         return _purge(reached.checked().operator(args.actor), args)
-    operator = reached.checked().operator()
-    read = operator.dead_jobs(
+    read = reached.reads().dead_jobs(
         kind=args.kind, tenant=args.tenant, limit=args.limit + 1, after_id=args.after
     )
     _print_page(read, args, dead=True)
@@ -233,7 +237,7 @@ def _confirm(args: argparse.Namespace, question: str) -> bool:
 # ---- the actions ------------------------------------------------------------------------
 
 
-def _list(operator: Operator, args: argparse.Namespace) -> int:
+def _list(operator: Operator | Reader, args: argparse.Namespace) -> int:
     read = operator.list_jobs(
         state=args.state,
         kind=args.kind,
@@ -302,7 +306,7 @@ def _last_error(job: Job, width: int | None = None) -> str:
     return cell(text) if width is None else cell(text, width)
 
 
-def _show(operator: Operator, args: argparse.Namespace) -> int:
+def _show(operator: Operator | Reader, args: argparse.Namespace) -> int:
     try:
         job = operator.get_job(args.id)
     except JobNotFoundError as exc:

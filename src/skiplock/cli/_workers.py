@@ -29,7 +29,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(reached: Reached, args: argparse.Namespace) -> int:
-    health = report(reached.checked().operator(), args)
+    health = report(reached.reads(), args)
     if not health.reachable or (health.schema is not None and not health.schema.installed):
         raise Failure(health.problems[0])
     workers = [w for w in health.workers if args.host is None or w.host == args.host]

@@ -104,6 +104,11 @@ class Scraping:
         up = report is not None and report.reachable
         families["up"].add_metric([], 1 if up else 0)
         families["healthy"].add_metric([], 1 if report is not None and report.healthy else 0)
+        replica = None if report is None or not up else report.replica
+        if replica is not None and replica.lag is not None:
+            families["replica_lag_seconds"].add_metric([], replica.lag.total_seconds())
+        else:  # a primary (or a standby that replayed nothing yet): no series
+            del families["replica_lag_seconds"]
         if report is None or not up:
             del families["workers"]
             del families["jobs_throttled"]

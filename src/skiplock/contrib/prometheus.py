@@ -238,7 +238,11 @@ class PrometheusMetrics(Scraping):
         from another thread (:meth:`exposition` in a thread pool,
         :meth:`serve`'s thread). An :class:`~skiplock.engine.AsyncReader` (or
         :class:`~skiplock.engine.Reader`) reads as an engine does, from a store that
-        implements only the reads role (a read replica)."""
+        implements only the reads role (a read replica). An engine with ``reads=`` is
+        read through its :meth:`~skiplock.AsyncEngine.reader` (the hot standby's store),
+        and ``replica_lag_seconds`` says how far behind the primary that standby is."""
+        if isinstance(engine, AsyncEngine | Engine) and engine.reads_store is not None:
+            engine = engine.reader()
         if isinstance(engine, AsyncEngine | AsyncReader):
             from skiplock._compat_async import blocking_caller as async_caller
 
@@ -354,6 +358,12 @@ class PrometheusMetrics(Scraping):
                     "Due jobs held back by a limit now (an empty rate or provider bucket, a "
                     "full cluster limit).",
                     pair,
+                ),
+                (
+                    "replica_lag_seconds",
+                    "Seconds the hot standby read is behind the primary (0: it replayed all "
+                    "it received); only when the store reads a standby (docs/replicas.md).",
+                    [],
                 ),
             ]
         specs += [

@@ -31,6 +31,7 @@ from ._health_snapshot import (
     HealthSnapshot,
     OrphanedJobs,
     QueueStats,
+    ReplicaStatus,
     SchemaInfo,
     ThrottledPair,
     WorkerStatus,
@@ -55,6 +56,7 @@ __all__ = [
     "KindHealth",
     "OrphanedJobs",
     "QueueStats",
+    "ReplicaStatus",
     "SchemaInfo",
     "ThrottledPair",
     "WorkerHealth",
@@ -306,6 +308,7 @@ def assess_health(
         paused=list(paused),
         throttled=throttled_pairs(snapshot, rates, cluster_limits, paused),
         abandoned=abandoned,
+        replica=snapshot.replica,
     )
 
 

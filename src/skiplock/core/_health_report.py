@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from ._controls import Pause
-from ._health_snapshot import RegisteredWorker, SchemaInfo, ThrottledPair
+from ._health_snapshot import RegisteredWorker, ReplicaStatus, SchemaInfo, ThrottledPair
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -195,6 +195,8 @@ class HealthReport:
     #: Running jobs whose worker is gone (unregistered or silent), per worker id: a
     #: problem, with their age.
     abandoned: list[AbandonedJobs] = attrs.field(factory=list)
+    #: The hot standby the report was read from, with its lag (None: the primary).
+    replica: ReplicaStatus | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data; keys are listed in docs/health.md."""
@@ -211,4 +213,5 @@ class HealthReport:
             "abandoned": [group.to_dict() for group in self.abandoned],
             "thresholds": self.thresholds.to_dict(),
             "paused": [pause.to_json() for pause in self.paused],
+            "replica": None if self.replica is None else self.replica.to_dict(),
         }

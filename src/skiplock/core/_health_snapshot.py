@@ -7,7 +7,7 @@ tenant the jobs that matter, the schema version, the rate buckets);
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 import attrs
@@ -163,6 +163,29 @@ class HealthSnapshot:
     buckets: tuple[BucketState, ...] = ()
     #: Running jobs whose worker id has no row, per id.
     orphaned: tuple[OrphanedJobs, ...] = ()
+    #: None: the store read a primary (or cannot tell); else the hot standby it read,
+    #: with its replay lag. ``now`` is then the time the data is as of (the standby's
+    #: clock minus its lag), so heartbeats and due times are not aged by the lag.
+    replica: ReplicaStatus | None = None
+
+
+@attrs.frozen
+class ReplicaStatus:
+    """A hot standby a store reads (issue 43): how far its data is behind the primary.
+
+    ``lag`` is zero while the standby has replayed every change it received, else the
+    time since the last change it replayed was committed on the primary (it grows while
+    replay is paused or cannot keep up); None until it has replayed any change.
+    ``replayed_at``: that commit's time on the primary (None: none yet)."""
+
+    lag: timedelta | None
+    replayed_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``lag_seconds`` (null: unknown), ``replayed_at`` (ISO 8601)."""
+        lag = None if self.lag is None else self.lag.total_seconds()
+        replayed = None if self.replayed_at is None else self.replayed_at.isoformat()
+        return {"lag_seconds": lag, "replayed_at": replayed}
 
 
 @attrs.frozen

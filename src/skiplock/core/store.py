@@ -45,6 +45,7 @@ from ._health import (
     PROVIDER_SCOPE,
     BucketState,
     OrphanedJobs,
+    ReplicaStatus,
 )
 
 # Queue samples: the type the port speaks and the rules for taking and folding them.
@@ -131,6 +132,7 @@ __all__ = [
     "Pause",
     "QueueSample",
     "RateTable",
+    "ReplicaStatus",
     "ScopedKey",
     "ThrottleLimits",
     "TokenBucket",

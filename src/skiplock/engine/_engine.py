@@ -41,6 +41,7 @@ from ._registry import (
     typed_by,
 )
 from .admin._controls import ControlOps
+from .admin._reads import Reader
 from .enqueue._intake import Intake
 from .enqueue._ops import EnqueueOps, ScheduleOps
 from .enqueue._task import Task
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
 
     from skiplock.core import KindPolicy
     from skiplock.core.store import Controls, RateTable
-    from skiplock.ports import Clock, JobStore, Metrics, Tracer
+    from skiplock.ports import Clock, JobStore, Metrics, ReadsRole, Tracer
 
     from ._inputs import WorkerOptions
 
@@ -72,6 +73,12 @@ class Engine(EnqueueOps, ScheduleOps, ControlOps):
     (the store keeps its own clock for due times); ``metrics``/``tracer`` default to no-ops.
     An engine without processors is an enqueue-only node; one that declares its kinds
     (:meth:`declare`) refuses the kinds it does not know (``Settings.unknown_kinds``).
+
+    ``reads`` is the store the operator reads of the doors go to (:meth:`reader`): a
+    store over a hot standby (docs/replicas.md; it needs only the reads role,
+    :class:`~skiplock.ports.ReadsRole`). Without it they read ``store``. Everything
+    else stays on ``store``: enqueue, workers, every change, the reads a change makes,
+    and the engine's own read methods (an application reads its own writes).
 
     The audit trail (J10) is off unless ``Settings.audit`` is on (events go to the
     store's audit table) or ``audit_sink`` is given (an
@@ -96,10 +103,12 @@ class Engine(EnqueueOps, ScheduleOps, ControlOps):
         tracer: Tracer | None = None,
         audit_sink: AuditSink | Callable[..., object] | None = None,
         claim_errors: bool = False,
+        reads: ReadsRole | None = None,
     ) -> None:
         if settings is not None and not isinstance(settings, Settings):
             raise TypeError(f"settings must be skiplock.Settings, got {type(settings).__name__}")
         self._store = store
+        self._reads = reads
         self._settings = settings if settings is not None else Settings()
         self._audit_sink = _audit_sink(audit_sink)
         self._claim_errors = claim_errors
@@ -137,6 +146,20 @@ class Engine(EnqueueOps, ScheduleOps, ControlOps):
     def settings(self) -> Settings:
         """The settings."""
         return self._settings
+
+    @property
+    def reads_store(self) -> ReadsRole | None:
+        """The store :meth:`reader` reads (a hot standby's), or None: it reads
+        :attr:`store`."""
+        return self._reads
+
+    def reader(self) -> Reader:
+        """The operator reads (jobs, counts, health, history...) over :attr:`reads_store`
+        (the engine's ``reads=``), else over :attr:`store`: what the dashboard's pages,
+        the REST API's GETs, the exporter and the ``skiplock`` command's reads use. Its
+        health report knows this engine's kinds as :meth:`health` does. Cheap (one per
+        request is fine); it takes the engine's settings as they are when it is made."""
+        return _EngineReader(self)
 
     def configure(self, settings: Settings) -> None:
         """Replace the engine's settings, e.g. with ``Settings.from_env(base=...)``.
@@ -417,6 +440,22 @@ class Engine(EnqueueOps, ScheduleOps, ControlOps):
             claim_errors=self._claim_errors,
         )
         return Worker(parts, install_signal_handlers=install_signal_handlers, **options)
+
+
+class _EngineReader(Reader):
+    """:meth:`Engine.reader`: a :class:`Reader` whose health report takes the
+    engine's limits and cluster limits, as the engine's own does."""
+
+    def __init__(self, engine: Engine) -> None:
+        reads = engine.reads_store
+        super().__init__(reads if reads is not None else engine.store, engine.settings)
+        self._engine = engine
+
+    def _rates(self, controls: Controls) -> RateTable:
+        return self._engine._rates(controls)
+
+    def _cluster_limits(self) -> Mapping[str, int]:
+        return self._engine._cluster_limits()
 
 
 def _audit_sink(sink: object) -> AuditSink | None:

@@ -38,6 +38,7 @@ from ._registry import (
     typed_by,
 )
 from .admin._controls_async import AsyncControlOps
+from .admin._reads_async import AsyncReader
 from .enqueue._intake import Intake
 from .enqueue._ops_async import AsyncEnqueueOps, AsyncScheduleOps
 from .enqueue._task_async import AsyncTask
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 
     from skiplock.core import KindPolicy
     from skiplock.core.store import Controls, RateTable
-    from skiplock.ports import AsyncJobStore, Clock, Metrics, Tracer
+    from skiplock.ports import AsyncJobStore, AsyncReadsRole, Clock, Metrics, Tracer
 
     from ._inputs import WorkerOptions
 
@@ -69,6 +70,12 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncControlOps):
     (the store keeps its own clock for due times); ``metrics``/``tracer`` default to no-ops.
     An engine without processors is an enqueue-only node; one that declares its kinds
     (:meth:`declare`) refuses the kinds it does not know (``Settings.unknown_kinds``).
+
+    ``reads`` is the store the operator reads of the doors go to (:meth:`reader`): a
+    store over a hot standby (docs/replicas.md; it needs only the reads role,
+    :class:`~skiplock.ports.AsyncReadsRole`). Without it they read ``store``. Everything
+    else stays on ``store``: enqueue, workers, every change, the reads a change makes,
+    and the engine's own read methods (an application reads its own writes).
 
     The audit trail (J10) is off unless ``Settings.audit`` is on (events go to the
     store's audit table) or ``audit_sink`` is given (an
@@ -93,10 +100,12 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncControlOps):
         tracer: Tracer | None = None,
         audit_sink: AsyncAuditSink | Callable[..., object] | None = None,
         claim_errors: bool = False,
+        reads: AsyncReadsRole | None = None,
     ) -> None:
         if settings is not None and not isinstance(settings, Settings):
             raise TypeError(f"settings must be skiplock.Settings, got {type(settings).__name__}")
         self._store = store
+        self._reads = reads
         self._settings = settings if settings is not None else Settings()
         self._audit_sink = _audit_sink(audit_sink)
         self._claim_errors = claim_errors
@@ -134,6 +143,20 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncControlOps):
     def settings(self) -> Settings:
         """The settings."""
         return self._settings
+
+    @property
+    def reads_store(self) -> AsyncReadsRole | None:
+        """The store :meth:`reader` reads (a hot standby's), or None: it reads
+        :attr:`store`."""
+        return self._reads
+
+    def reader(self) -> AsyncReader:
+        """The operator reads (jobs, counts, health, history...) over :attr:`reads_store`
+        (the engine's ``reads=``), else over :attr:`store`: what the dashboard's pages,
+        the REST API's GETs, the exporter and the ``skiplock`` command's reads use. Its
+        health report knows this engine's kinds as :meth:`health` does. Cheap (one per
+        request is fine); it takes the engine's settings as they are when it is made."""
+        return _EngineReader(self)
 
     def configure(self, settings: Settings) -> None:
         """Replace the engine's settings, e.g. with ``Settings.from_env(base=...)``.
@@ -414,6 +437,22 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncControlOps):
             claim_errors=self._claim_errors,
         )
         return AsyncWorker(parts, install_signal_handlers=install_signal_handlers, **options)
+
+
+class _EngineReader(AsyncReader):
+    """:meth:`AsyncEngine.reader`: an :class:`AsyncReader` whose health report takes the
+    engine's limits and cluster limits, as the engine's own does."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        reads = engine.reads_store
+        super().__init__(reads if reads is not None else engine.store, engine.settings)
+        self._engine = engine
+
+    def _rates(self, controls: Controls) -> RateTable:
+        return self._engine._rates(controls)
+
+    def _cluster_limits(self) -> Mapping[str, int]:
+        return self._engine._cluster_limits()
 
 
 def _audit_sink(sink: object) -> AsyncAuditSink | None:

@@ -21,6 +21,7 @@ from skiplock.core.store import (
     BucketState,
     OrphanedJobs,
     QueueSample,
+    ReplicaStatus,
 )
 
 from ._rows import (
@@ -151,6 +152,20 @@ def orphaned_jobs_from_row(row: Mapping[str, Any]) -> OrphanedJobs:
         running=int(row["running"]),
         oldest_claimed_at=utc(row["oldest_claimed_at"]),
     )
+
+
+def replica_status_from_row(row: Mapping[str, Any]) -> ReplicaStatus | None:
+    """The ``replica`` query's row: None on a primary."""
+    if not row["standby"]:
+        return None
+    return ReplicaStatus(lag=row["lag"], replayed_at=utc_or_none(row["replayed_at"]))
+
+
+def as_of(now: datetime, replica: ReplicaStatus | None) -> datetime:
+    """The time a snapshot read at ``now`` shows the data as of: ``now`` on a primary, its
+    lag earlier on a standby (heartbeats and due times are aged from then)."""
+    lag = None if replica is None else replica.lag
+    return now if lag is None else now - lag
 
 
 def bucket_states(rows: Sequence[Mapping[str, Any]]) -> tuple[BucketState, ...]:

@@ -29,6 +29,7 @@ from ._rows_reads import (
     COUNTS_MIGRATION,
     RATES_MIGRATION,
     ROLLUP_BACKLOG,
+    as_of,
     backlog_of,
     bucket_params,
     bucket_states,
@@ -39,6 +40,7 @@ from ._rows_reads import (
     page_params,
     queue_sample_from_row,
     queue_stats_from_row,
+    replica_status_from_row,
     state_counts_from_rows,
     worker_status_from_row,
 )
@@ -113,9 +115,11 @@ class PgReadsRole(PgStoreBase[C, TX]):
         with self._reading(atomic=True, check=False) as conn:
             status = self._run(conn, status_steps(self._schema))
             [row] = self._execute(conn, "now", {})
-            now = utc(row["now"])
+            [standby] = self._execute(conn, "replica", {})
+            replica = replica_status_from_row(standby)
+            now = as_of(utc(row["now"]), replica)
             if not status.installed:
-                return HealthSnapshot(now=now, schema=schema_info(status))
+                return HealthSnapshot(now=now, schema=schema_info(status), replica=replica)
             # A schema without the running totals (its report names the migrations to
             # apply) has no queues to report: reading them would fail.
             queues = []
@@ -135,6 +139,7 @@ class PgReadsRole(PgStoreBase[C, TX]):
             schema=schema_info(status),
             buckets=bucket_states(buckets) if buckets else (),
             orphaned=tuple(orphaned_jobs_from_row(r) for r in orphans),
+            replica=replica,
         )
 
     def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:

@@ -30,9 +30,10 @@ PREFIX = "SKIPLOCK_"
 CAPS_ENV = "SKIPLOCK_CAPS"
 
 #: ``SKIPLOCK_*`` variables skiplock reads that are no setting: the database of the
-#: ``skiplock`` command (``cli.DSN_ENV``), and the PostgreSQL stores' notifier's
-#: (``adapters._pg._pgbouncer.LISTEN_DSN_ENV``; engine code imports no adapter).
-OTHER_NAMES = frozenset({"SKIPLOCK_DSN", "SKIPLOCK_LISTEN_DSN"})
+#: ``skiplock`` command (``cli.DSN_ENV``), the hot standby its reads go to, and the
+#: PostgreSQL stores' notifier's (``adapters._pg._pgbouncer.LISTEN_DSN_ENV``; engine code
+#: imports no adapter).
+OTHER_NAMES = frozenset({"SKIPLOCK_DSN", "SKIPLOCK_LISTEN_DSN", "SKIPLOCK_READ_DSN"})
 
 #: Settings variables that were removed, and what replaced them.
 REMOVED = {

@@ -227,7 +227,17 @@ def overview(
         "window": format_duration(throughput.buckets[-1].end - throughput.buckets[0].start),
         "bucket": format_duration(throughput.bucket),
         "chart": chart(throughput),
+        "replica_lag": replica_lag(report),
     }
+
+
+def replica_lag(report: HealthReport) -> str | None:
+    """How far behind the primary the hot standby the page was read from is (None: it
+    was read from the primary)."""
+    replica = report.replica
+    if replica is None:
+        return None
+    return "unknown" if replica.lag is None else format_duration(replica.lag)
 
 
 def audit_rows(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from skiplock.core import SkiplockError
 from ._auth import Permission
 from ._door import Door
 from ._http import Request, Response, json_response
-from ._operations import BY_ID, OPERATIONS, Handler, openapi_document
+from ._operations import BY_ID, OPERATIONS, READS, Handler, openapi_document
 from ._routes import RouteRow
 from ._spec import OPENAPI_PATH, Operation
 from ._support import parse_call, problem_for
@@ -58,11 +58,17 @@ class RestApi(Door):
 
     def _handle(self, operation_id: str, request: Request) -> Response:
         op = BY_ID[operation_id]
+        read = READS.get(operation_id)
         try:
-            ops = self.operator(request, op.permission)
+            if read is not None:  # a GET: through the door's reads (a standby's, if set)
+                _, reads = self.reads(request)
+                answer = functools.partial(read, reads)
+            else:
+                ops = self.operator(request, op.permission)
+                answer = functools.partial(op.handler, ops)
             call = parse_call(op, request)
             try:
-                return op.handler(ops, call)
+                return answer(call)
             except SkiplockError as exc:
                 raise problem_for(exc) from exc
         except Exception as exc:

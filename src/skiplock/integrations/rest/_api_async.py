@@ -17,7 +17,7 @@ from skiplock.core import SkiplockError
 from ._auth import Permission
 from ._door_async import AsyncDoor
 from ._http import Request, Response, json_response
-from ._operations_async import BY_ID, OPERATIONS, AsyncHandler, openapi_document
+from ._operations_async import BY_ID, OPERATIONS, READS, AsyncHandler, openapi_document
 from ._routes import AsyncRouteRow
 from ._spec import OPENAPI_PATH, Operation
 from ._support import parse_call, problem_for
@@ -54,11 +54,17 @@ class AsyncRestApi(AsyncDoor):
 
     async def _handle(self, operation_id: str, request: Request) -> Response:
         op = BY_ID[operation_id]
+        read = READS.get(operation_id)
         try:
-            ops = await self.operator(request, op.permission)
+            if read is not None:  # a GET: through the door's reads (a standby's, if set)
+                _, reads = await self.reads(request)
+                answer = functools.partial(read, reads)
+            else:
+                ops = await self.operator(request, op.permission)
+                answer = functools.partial(op.handler, ops)
             call = parse_call(op, request)
             try:
-                return await op.handler(ops, call)
+                return await answer(call)
             except SkiplockError as exc:
                 raise problem_for(exc) from exc
         except Exception as exc:

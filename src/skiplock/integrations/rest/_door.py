@@ -98,11 +98,15 @@ class Door:
 
     def reads(self, request: Request) -> tuple[str, Operator | Reader]:
         """The caller's identity once the hook grants ``read``, and what to read
-        through: the engine's operator acting as the caller, or the door's reader."""
+        through: the engine's reader when the engine reads a standby (its ``reads=``,
+        docs/replicas.md), else its operator acting as the caller; or the door's reader."""
         identity = self.authorize(request, Permission.READ)
-        if isinstance(self._source, Engine):
-            return identity, self._source.operator(identity)
-        return identity, self._source
+        source = self._source
+        if isinstance(source, Engine):
+            if source.reads_store is not None:
+                return identity, source.reader()
+            return identity, source.operator(identity)
+        return identity, source
 
     def in_time(self, work: Work, late: Callable[[Problem], Response]) -> Response:
         """``work()``'s response, or ``late``'s for a 503 (``Retry-After``) if the

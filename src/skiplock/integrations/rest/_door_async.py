@@ -102,11 +102,15 @@ class AsyncDoor:
 
     async def reads(self, request: Request) -> tuple[str, AsyncOperator | AsyncReader]:
         """The caller's identity once the hook grants ``read``, and what to read
-        through: the engine's operator acting as the caller, or the door's reader."""
+        through: the engine's reader when the engine reads a standby (its ``reads=``,
+        docs/replicas.md), else its operator acting as the caller; or the door's reader."""
         identity = await self.authorize(request, Permission.READ)
-        if isinstance(self._source, AsyncEngine):
-            return identity, self._source.operator(identity)
-        return identity, self._source
+        source = self._source
+        if isinstance(source, AsyncEngine):
+            if source.reads_store is not None:
+                return identity, source.reader()
+            return identity, source.operator(identity)
+        return identity, source
 
     async def in_time(self, work: AsyncWork, late: Callable[[Problem], Response]) -> Response:
         """``work()``'s response, or ``late``'s for a 503 (``Retry-After``) if the

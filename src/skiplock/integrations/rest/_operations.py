@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from skiplock.core import Job
-    from skiplock.engine import Operator
+    from skiplock.engine import Operator, Reader
 
 
 class Handler(Protocol):
@@ -50,6 +50,14 @@ class Handler(Protocol):
     (:func:`~._support.problem_for` names the problem of each)."""
 
     def __call__(self, ops: Operator, call: Call, /) -> Response: ...
+
+
+class ReadHandler(Protocol):
+    """What answers a read (a GET): as :class:`Handler`, through the engine's
+    operator or its reader (:meth:`Engine.reader <skiplock.Engine.reader>`,
+    over a hot standby when the engine has ``reads=``)."""
+
+    def __call__(self, ops: Operator | Reader, call: Call, /) -> Response: ...
 
 
 def _job(job: Job, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
@@ -81,11 +89,30 @@ def _operation(
     return add
 
 
+#: The read operations' handlers by id: the door answers them through its reads.
+READS: dict[str, ReadHandler] = {}
+
+
+def _read_operation(
+    id: str, route: str, response: type[BaseModel], **options: Any
+) -> Callable[[ReadHandler], ReadHandler]:
+    """:func:`_operation` for a GET, whose handler also reads through a reader."""
+    if not route.startswith("GET "):
+        raise ValueError(f"a read operation is a GET, not {route!r}")
+
+    def add(handler: ReadHandler) -> ReadHandler:
+        _operation(id, route, response, **options)(handler)
+        READS[id] = handler
+        return handler
+
+    return add
+
+
 # ---- the handlers, in the table's order --------------------------------------------------
 
 
-@_operation("listJobs", "GET /jobs", m.JobPage, query=m.JobQuery)
-def _list_jobs(ops: Operator, call: Call) -> Response:
+@_read_operation("listJobs", "GET /jobs", m.JobPage, query=m.JobQuery)
+def _list_jobs(ops: Operator | Reader, call: Call) -> Response:
     """List jobs
 
     Jobs matching every filter, ordered by id, one keyset page: pass `next_cursor` as
@@ -126,8 +153,8 @@ def _create_job(ops: Operator, call: Call) -> Response:
     return _job(job, 201, {"Location": f"{call.path.rstrip('/')}/{job.id}"})
 
 
-@_operation("getJob", "GET /jobs/{job_id}", m.JobDetail)
-def _get_job(ops: Operator, call: Call) -> Response:
+@_read_operation("getJob", "GET /jobs/{job_id}", m.JobDetail)
+def _get_job(ops: Operator | Reader, call: Call) -> Response:
     """Get a job
 
     One job with its attempts, last error, payload and audit trail."""
@@ -136,8 +163,8 @@ def _get_job(ops: Operator, call: Call) -> Response:
     return json_response(job_json(job) | {"audit_trail": trail})
 
 
-@_operation("getJobAudit", "GET /jobs/{job_id}/audit", m.JobAudit)
-def _get_job_audit(ops: Operator, call: Call) -> Response:
+@_read_operation("getJobAudit", "GET /jobs/{job_id}/audit", m.JobAudit)
+def _get_job_audit(ops: Operator | Reader, call: Call) -> Response:
     """Get a job's audit trail
 
     The job's audited changes, oldest first, whether or not the job still exists: the
@@ -189,8 +216,8 @@ def _fail_job(ops: Operator, call: Call) -> Response:
     return _job(ops.fail_job(call.job_id))
 
 
-@_operation("listDeadJobs", "GET /dlq", m.JobPage, query=m.DeadJobQuery, tag="dlq")
-def _dead_jobs(ops: Operator, call: Call) -> Response:
+@_read_operation("listDeadJobs", "GET /dlq", m.JobPage, query=m.DeadJobQuery, tag="dlq")
+def _dead_jobs(ops: Operator | Reader, call: Call) -> Response:
     """List dead jobs (the DLQ)
 
     Dead jobs with their last error and payload, by id, one keyset page."""
@@ -263,16 +290,16 @@ def _purge_dead(ops: Operator, call: Call) -> Response:
     return json_response(done.to_dict())
 
 
-@_operation("getCounts", "GET /counts", m.Counts, tag="queue")
-def _counts(ops: Operator, call: Call) -> Response:
+@_read_operation("getCounts", "GET /counts", m.Counts, tag="queue")
+def _counts(ops: Operator | Reader, call: Call) -> Response:
     """Count jobs
 
     The number of jobs per state, kind and tenant."""
     return json_response(counts_json(ops.counts()))
 
 
-@_operation("listWorkers", "GET /workers", m.Workers, query=m.WorkersQuery, tag="queue")
-def _workers(ops: Operator, call: Call) -> Response:
+@_read_operation("listWorkers", "GET /workers", m.Workers, query=m.WorkersQuery, tag="queue")
+def _workers(ops: Operator | Reader, call: Call) -> Response:
     """List workers
 
     The registered workers, their heartbeats and running jobs."""
@@ -286,8 +313,8 @@ def _workers(ops: Operator, call: Call) -> Response:
     return json_response({"checked_at": iso(report.checked_at), "workers": workers})
 
 
-@_operation("getHealth", "GET /health", m.HealthReport, query=m.HealthQuery, tag="queue")
-def _health(ops: Operator, call: Call) -> Response:
+@_read_operation("getHealth", "GET /health", m.HealthReport, query=m.HealthQuery, tag="queue")
+def _health(ops: Operator | Reader, call: Call) -> Response:
     """Health report
 
     The health of the queue and its workers (R9). Status 200 whether healthy or not: read
@@ -301,8 +328,8 @@ def _health(ops: Operator, call: Call) -> Response:
     return json_response(report.to_dict())
 
 
-@_operation("listPauses", "GET /pauses", m.Pauses, tag="controls")
-def _list_pauses(ops: Operator, call: Call) -> Response:
+@_read_operation("listPauses", "GET /pauses", m.Pauses, tag="controls")
+def _list_pauses(ops: Operator | Reader, call: Call) -> Response:
     """List pauses
 
     The pauses in force: kinds, tenants and (kind, tenant) pairs whose jobs are not claimed."""
@@ -343,8 +370,8 @@ def _resume(ops: Operator, call: Call) -> Response:
     return json_response(lifted.to_json())
 
 
-@_operation("listLimits", "GET /limits", m.Limits, tag="controls")
-def _list_limits(ops: Operator, call: Call) -> Response:
+@_read_operation("listLimits", "GET /limits", m.Limits, tag="controls")
+def _list_limits(ops: Operator | Reader, call: Call) -> Response:
     """List limits
 
     The rate limits and provider caps set at run time (the code's and settings' are not

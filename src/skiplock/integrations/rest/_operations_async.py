@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from skiplock.core import Job
-    from skiplock.engine import AsyncOperator
+    from skiplock.engine import AsyncOperator, AsyncReader
 
 
 class AsyncHandler(Protocol):
@@ -46,6 +46,14 @@ class AsyncHandler(Protocol):
     (:func:`~._support.problem_for` names the problem of each)."""
 
     async def __call__(self, ops: AsyncOperator, call: Call, /) -> Response: ...
+
+
+class AsyncReadHandler(Protocol):
+    """What answers a read (a GET): as :class:`AsyncHandler`, through the engine's
+    operator or its reader (:meth:`AsyncEngine.reader <skiplock.AsyncEngine.reader>`,
+    over a hot standby when the engine has ``reads=``)."""
+
+    async def __call__(self, ops: AsyncOperator | AsyncReader, call: Call, /) -> Response: ...
 
 
 def _job(job: Job, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
@@ -77,11 +85,30 @@ def _operation(
     return add
 
 
+#: The read operations' handlers by id: the door answers them through its reads.
+READS: dict[str, AsyncReadHandler] = {}
+
+
+def _read_operation(
+    id: str, route: str, response: type[BaseModel], **options: Any
+) -> Callable[[AsyncReadHandler], AsyncReadHandler]:
+    """:func:`_operation` for a GET, whose handler also reads through a reader."""
+    if not route.startswith("GET "):
+        raise ValueError(f"a read operation is a GET, not {route!r}")
+
+    def add(handler: AsyncReadHandler) -> AsyncReadHandler:
+        _operation(id, route, response, **options)(handler)
+        READS[id] = handler
+        return handler
+
+    return add
+
+
 # ---- the handlers, in the table's order --------------------------------------------------
 
 
-@_operation("listJobs", "GET /jobs", m.JobPage, query=m.JobQuery)
-async def _list_jobs(ops: AsyncOperator, call: Call) -> Response:
+@_read_operation("listJobs", "GET /jobs", m.JobPage, query=m.JobQuery)
+async def _list_jobs(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
     """List jobs
 
     Jobs matching every filter, ordered by id, one keyset page: pass `next_cursor` as
@@ -122,8 +149,8 @@ async def _create_job(ops: AsyncOperator, call: Call) -> Response:
     return _job(job, 201, {"Location": f"{call.path.rstrip('/')}/{job.id}"})
 
 
-@_operation("getJob", "GET /jobs/{job_id}", m.JobDetail)
-async def _get_job(ops: AsyncOperator, call: Call) -> Response:
+@_read_operation("getJob", "GET /jobs/{job_id}", m.JobDetail)
+async def _get_job(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
     """Get a job
 
     One job with its attempts, last error, payload and audit trail."""
@@ -132,8 +159,8 @@ async def _get_job(ops: AsyncOperator, call: Call) -> Response:
     return json_response(job_json(job) | {"audit_trail": trail})
 
 
-@_operation("getJobAudit", "GET /jobs/{job_id}/audit", m.JobAudit)
-async def _get_job_audit(ops: AsyncOperator, call: Call) -> Response:
+@_read_operation("getJobAudit", "GET /jobs/{job_id}/audit", m.JobAudit)
+async def _get_job_audit(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
     """Get a job's audit trail
 
     The job's audited changes, oldest first, whether or not the job still exists: the
@@ -185,8 +212,8 @@ async def _fail_job(ops: AsyncOperator, call: Call) -> Response:
     return _job(await ops.fail_job(call.job_id))
 
 
-@_operation("listDeadJobs", "GET /dlq", m.JobPage, query=m.DeadJobQuery, tag="dlq")
-async def _dead_jobs(ops: AsyncOperator, call: Call) -> Response:
+@_read_operation("listDeadJobs", "GET /dlq", m.JobPage, query=m.DeadJobQuery, tag="dlq")
+async def _dead_jobs(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
     """List dead jobs (the DLQ)
 
     Dead jobs with their last error and payload, by id, one keyset page."""
@@ -259,16 +286,16 @@ async def _purge_dead(ops: AsyncOperator, call: Call) -> Response:
     return json_response(done.to_dict())
 
 
-@_operation("getCounts", "GET /counts", m.Counts, tag="queue")
-async def _counts(ops: AsyncOperator, call: Call) -> Response:
+@_read_operation("getCounts", "GET /counts", m.Counts, tag="queue")
+async def _counts(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
     """Count jobs
 
     The number of jobs per state, kind and tenant."""
     return json_response(counts_json(await ops.counts()))
 
 
-@_operation("listWorkers", "GET /workers", m.Workers, query=m.WorkersQuery, tag="queue")
-async def _workers(ops: AsyncOperator, call: Call) -> Response:
+@_read_operation("listWorkers", "GET /workers", m.Workers, query=m.WorkersQuery, tag="queue")
+async def _workers(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
     """List workers
 
     The registered workers, their heartbeats and running jobs."""
@@ -282,8 +309,8 @@ async def _workers(ops: AsyncOperator, call: Call) -> Response:
     return json_response({"checked_at": iso(report.checked_at), "workers": workers})
 
 
-@_operation("getHealth", "GET /health", m.HealthReport, query=m.HealthQuery, tag="queue")
-async def _health(ops: AsyncOperator, call: Call) -> Response:
+@_read_operation("getHealth", "GET /health", m.HealthReport, query=m.HealthQuery, tag="queue")
+async def _health(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
     """Health report
 
     The health of the queue and its workers (R9). Status 200 whether healthy or not: read
@@ -297,8 +324,8 @@ async def _health(ops: AsyncOperator, call: Call) -> Response:
     return json_response(report.to_dict())
 
 
-@_operation("listPauses", "GET /pauses", m.Pauses, tag="controls")
-async def _list_pauses(ops: AsyncOperator, call: Call) -> Response:
+@_read_operation("listPauses", "GET /pauses", m.Pauses, tag="controls")
+async def _list_pauses(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
     """List pauses
 
     The pauses in force: kinds, tenants and (kind, tenant) pairs whose jobs are not claimed."""
@@ -339,8 +366,8 @@ async def _resume(ops: AsyncOperator, call: Call) -> Response:
     return json_response(lifted.to_json())
 
 
-@_operation("listLimits", "GET /limits", m.Limits, tag="controls")
-async def _list_limits(ops: AsyncOperator, call: Call) -> Response:
+@_read_operation("listLimits", "GET /limits", m.Limits, tag="controls")
+async def _list_limits(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
     """List limits
 
     The rate limits and provider caps set at run time (the code's and settings' are not

@@ -256,6 +256,15 @@ class Thresholds(_Output):
     max_dead: int | None
 
 
+class Replica(_Output):
+    """The hot standby the report was read from (docs/replicas.md): ``lag_seconds`` behind
+    the primary (0: it replayed all it received; null: nothing replayed yet) and the
+    primary's commit time of the last change it replayed."""
+
+    lag_seconds: float | None
+    replayed_at: AwareDatetime | None
+
+
 class HealthReport(_Output):
     """The health report (R9): ``healthy`` with one line per problem otherwise. Served
     with status 200 either way: read ``healthy``."""
@@ -272,6 +281,8 @@ class HealthReport(_Output):
     thresholds: Thresholds
     paused: list[Pause]
     abandoned: list[AbandonedJobs]
+    #: null: read from the primary.
+    replica: Replica | None
 
 
 class FieldError(_Output):

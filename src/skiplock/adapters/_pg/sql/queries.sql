@@ -849,6 +849,18 @@ WHERE j.status = 'running'
 GROUP BY 1
 ORDER BY 1;
 
+-- name: replica
+-- Whether this session reads a hot standby, and how far behind the primary it is: no lag
+-- while it has replayed every change it received (an idle primary sends none), else the
+-- time since the last change it replayed was committed. NULLs on a primary.
+SELECT pg_is_in_recovery() AS standby,
+    pg_last_xact_replay_timestamp() AS replayed_at,
+    CASE
+        WHEN NOT pg_is_in_recovery() THEN NULL
+        WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN interval '0'
+        ELSE greatest(now() - pg_last_xact_replay_timestamp(), interval '0')
+    END AS lag;
+
 -- name: _apply_update
 -- Operator transition: :sources/:targets is the transition table's slice for the event
 -- (computed by the core). Back to pending means due now with the claim cleared.

@@ -1,0 +1,1 @@
+"""Reads from a hot standby (issue 43): tests/pgstandby.py starts one."""
