@@ -183,7 +183,16 @@ class AsyncPgDriver(ABC, Generic[C, TX]):
 
     @abstractmethod
     def is_disconnect(self, exc: BaseException) -> bool:
-        """Whether ``exc`` means the connection is gone (reconnect), not a failed query."""
+        """Whether ``exc`` means the connection is gone (reconnect), not a failed query:
+        also a server that answers read-only (SQLSTATE 25006: a demoted primary, or a
+        standby reached through a DSN that no longer points at the primary)."""
+
+    async def discard(self, conn: C) -> None:
+        """Close a pooled ``conn`` after :meth:`is_disconnect` said so, before it goes
+        back: the pool replaces it with a new connection (through a multi-host DSN's
+        ``target_session_attrs=read-write``, to the primary), where a connection to a
+        server answering read-only would otherwise be handed out again. Default:
+        nothing (the driver's pool tells by itself)."""
 
     # ---- transactions -------------------------------------------------------------------
 

@@ -188,6 +188,13 @@ class PgStoreBase(Generic[C, TX]):
         if self._driver.is_disconnect(exc):
             raise DatabaseUnavailableError(f"lost the PostgreSQL connection: {exc}") from exc
 
+    def _discard_if_lost(self, conn: C, exc: Exception) -> None:
+        """:meth:`_raise_if_lost` for a pooled ``conn``, which is discarded first (the
+        pool opens another: after a failover, to the new primary)."""
+        if self._driver.is_disconnect(exc):
+            self._driver.discard(conn)
+            raise DatabaseUnavailableError(f"lost the PostgreSQL connection: {exc}") from exc
+
     @contextmanager
     def _lost_as_store_error(self) -> Iterator[None]:
         """:meth:`_raise_if_lost` for the block."""
@@ -251,7 +258,7 @@ class PgStoreBase(Generic[C, TX]):
                     with driver.begin(conn):
                         yield conn, False
                 except Exception as exc:
-                    self._raise_if_lost(exc)
+                    self._discard_if_lost(conn, exc)
                     raise
         else:
             self._ready(check)
@@ -259,7 +266,7 @@ class PgStoreBase(Generic[C, TX]):
                 try:
                     yield conn, False
                 except Exception as exc:
-                    self._raise_if_lost(exc)
+                    self._discard_if_lost(conn, exc)
                     raise
 
     @contextmanager

@@ -185,6 +185,13 @@ class AsyncPgStoreBase(Generic[C, TX]):
         if self._driver.is_disconnect(exc):
             raise DatabaseUnavailableError(f"lost the PostgreSQL connection: {exc}") from exc
 
+    async def _discard_if_lost(self, conn: C, exc: Exception) -> None:
+        """:meth:`_raise_if_lost` for a pooled ``conn``, which is discarded first (the
+        pool opens another: after a failover, to the new primary)."""
+        if self._driver.is_disconnect(exc):
+            await self._driver.discard(conn)
+            raise DatabaseUnavailableError(f"lost the PostgreSQL connection: {exc}") from exc
+
     @asynccontextmanager
     async def _lost_as_store_error(self) -> AsyncIterator[None]:
         """:meth:`_raise_if_lost` for the block."""
@@ -250,7 +257,7 @@ class AsyncPgStoreBase(Generic[C, TX]):
                     async with driver.begin(conn):
                         yield conn, False
                 except Exception as exc:
-                    self._raise_if_lost(exc)
+                    await self._discard_if_lost(conn, exc)
                     raise
         else:
             await self._ready(check)
@@ -258,7 +265,7 @@ class AsyncPgStoreBase(Generic[C, TX]):
                 try:
                     yield conn, False
                 except Exception as exc:
-                    self._raise_if_lost(exc)
+                    await self._discard_if_lost(conn, exc)
                     raise
 
     @asynccontextmanager

@@ -324,7 +324,13 @@ class AsyncpgDriver(AsyncPgDriver[Any, Any]):
         return bool(conn.is_closed())
 
     def is_disconnect(self, exc: BaseException) -> bool:
-        return isinstance(exc, CONNECTION_ERRORS)
+        # Read-only (SQLSTATE 25006): a demoted primary, or a standby; see discard().
+        return isinstance(exc, (*CONNECTION_ERRORS, asyncpg.ReadOnlySQLTransactionError))
+
+    async def discard(self, conn: Any) -> None:
+        # The pool replaces a terminated connection when it comes back.
+        if not _gone(conn):
+            conn.terminate()
 
     # ---- transactions -------------------------------------------------------------------
 

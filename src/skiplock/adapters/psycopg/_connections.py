@@ -54,15 +54,21 @@ def ended_error() -> psycopg.ProgrammingError:
 #: timeout (25P03). No SQLSTATE at all: a client-side connection error (refused, timed out).
 SESSION_ENDED = ("08", "57P", "25P03")
 
+#: SQLSTATE of a write refused by a server that answers read-only: a primary demoted in
+#: place, or a standby. The session works, but not for the store: it is dropped and the
+#: next connection is opened anew (to the primary, with ``target_session_attrs``).
+READ_ONLY = "25006"
+
 
 def is_unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` (from connecting or from a statement) means the session is gone or
     cannot be had, not that a query failed. A statement timeout, a deadlock or a
     serialization failure leave the connection usable. psycopg gives every failed
     connection attempt no SQLSTATE: a server that is down or restarting, and also one
-    that refuses the login (a missing database, too many connections)."""
+    that refuses the login (a missing database, too many connections). A server that
+    answers read-only (:data:`READ_ONLY`) counts as unreachable too."""
     if not isinstance(exc, psycopg.OperationalError):
-        return False
+        return isinstance(exc, psycopg.Error) and exc.sqlstate == READ_ONLY
     state = exc.sqlstate
     return state is None or state.startswith(SESSION_ENDED)
 

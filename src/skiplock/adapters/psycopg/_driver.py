@@ -291,6 +291,9 @@ class PsycopgDriver(PgDriver[Connection[Any], Connection[Any]]):
     def is_disconnect(self, exc: BaseException) -> bool:
         return is_unreachable(exc)
 
+    def discard(self, conn: Connection[Any]) -> None:
+        conn.close()
+
     # ---- transactions -------------------------------------------------------------------
 
     def begin(self, conn: Connection[Any]) -> Any:

@@ -290,6 +290,9 @@ class AsyncPsycopgDriver(AsyncPgDriver[AsyncConnection[Any], AsyncConnection[Any
     def is_disconnect(self, exc: BaseException) -> bool:
         return is_unreachable(exc)
 
+    async def discard(self, conn: AsyncConnection[Any]) -> None:
+        await conn.close()
+
     # ---- transactions -------------------------------------------------------------------
 
     def begin(self, conn: AsyncConnection[Any]) -> Any:

@@ -1,0 +1,534 @@
+"""The failover scenario (issue 43, point 2): producers enqueue and worker processes run
+jobs through a multi-host DSN (``target_session_attrs=read-write``) while the primary
+fails and its streaming standby is promoted (tests/failover/test_failover.py,
+``python -m tests.pgfailover``, docs/failover.md).
+
+Every process keeps a ledger in append-only files of the run's folder, which the
+failover cannot touch: each enqueue acknowledged (``E token id``) or whose outcome never
+came (``X token``), each processor start (``S token``) and each completion the store
+acknowledged (``C token``). At the end the ledger is compared with the new primary's
+jobs table: an acknowledged enqueue missing there is *lost*; a job started again after
+its completion was acknowledged had its completion *undone*; any other re-run is
+explained by the failover (its completion was never acknowledged). A token (producer and
+sequence number, in the payload) names a job: ids are not safe across the promotion,
+since an asynchronous standby's sequence may hand out again the ids of lost rows.
+
+Two ways to fail: ``crash`` (the primary stops at once, the standby is promoted) and
+``read-only`` (the primary is demoted in place: ``default_transaction_read_only`` on
+and reloaded, so the sessions pooled on it answer SQLSTATE 25006; then the standby is
+promoted, while the old primary keeps answering read-only to the end). ``stall``
+freezes the primary's WAL sender that long before the crash: with an asynchronous
+standby the commits acknowledged meanwhile never reach it (PostgreSQL's window, made
+wide enough to see on loopback); with a synchronous one they are never acknowledged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+
+import skiplock
+from tests.pgcluster import DRIVERS, Cluster, cluster, standby_of, wait_until
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+#: Issue 43: workers claim again within this long (seconds) of the promotion.
+CLAIM_AGAIN = 2.0
+
+#: How far (seconds) an asynchronous standby may lag behind what the primary
+#: acknowledged (commits not yet sent when the WAL sender froze): a few milliseconds on
+#: loopback.
+LAG = 0.1
+
+#: The worker application. Each processor start and each completion the store
+#: acknowledged is a line of ``ledger-<pid>.txt`` (one O_APPEND write each).
+WORKER_APP = """
+import asyncio
+import os
+import time
+
+from skiplock import AsyncEngine, Settings
+
+if os.environ["FAILOVER_DRIVER"] == "asyncpg":
+    from skiplock.adapters.asyncpg import AsyncpgJobStore as Base
+else:
+    from skiplock.adapters.psycopg import AsyncPsycopgJobStore as Base
+
+LEDGER = f"ledger-{os.getpid()}.txt"
+TOKENS = {}  # job id -> token, of the jobs this process started
+
+
+def note(lines):
+    if lines:
+        fd = os.open(LEDGER, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, "".join(lines).encode())
+        finally:
+            os.close(fd)
+
+
+class Store(Base):
+    async def complete(self, completions, **kwargs):
+        applied = await super().complete(completions, **kwargs)
+        now = time.time()
+        note(
+            f"C {TOKENS.pop(c.lease.job_id)} {now}\\n"
+            for c, ok in zip(completions, applied)
+            if ok
+        )
+        return applied
+
+
+store = Store(os.environ["FAILOVER_DSN"], max_size=4)
+engine = AsyncEngine(
+    store,
+    Settings(
+        concurrency=8,
+        poll_interval=0.5,
+        heartbeat_interval=0.5,
+        stale_ttl=2.0,
+        maintenance_interval=0.5,
+        shutdown_timeout=5.0,
+    ),
+)
+
+
+@engine.processor("failover.mark")
+async def mark(payload, ctx):
+    TOKENS[ctx.job_id] = payload
+    note([f"S {payload} {time.time()}\\n"])
+    await asyncio.sleep(0.005)
+"""
+
+#: The producer: ``FAILOVER_TASKS`` tasks each enqueue one job at a time (one every
+#: ``FAILOVER_GAP`` seconds) until ``stop`` exists; each acknowledged enqueue is an ``E``
+#: line of ``ledger-producer.txt``, each failed one an ``X`` line (its outcome unknown).
+PRODUCER = """
+import asyncio
+import os
+import time
+from pathlib import Path
+
+from skiplock.core import EnqueueRequest
+
+if os.environ["FAILOVER_DRIVER"] == "asyncpg":
+    from skiplock.adapters.asyncpg import AsyncpgJobStore as Store
+else:
+    from skiplock.adapters.psycopg import AsyncPsycopgJobStore as Store
+
+GAP = float(os.environ["FAILOVER_GAP"])
+
+
+def note(line):
+    fd = os.open("ledger-producer.txt", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+async def produce(store, task):
+    n = 0
+    while not Path("stop").exists():
+        n += 1
+        token = f"{task}.{n}"
+        try:
+            [result] = await store.enqueue([EnqueueRequest(kind="failover.mark", payload=token)])
+        except Exception as exc:
+            note(f"X {token} {time.time()} {type(exc).__name__}\\n")
+        else:
+            note(f"E {token} {time.time()} {result.id}\\n")
+        await asyncio.sleep(GAP)
+
+
+async def main():
+    async with Store(os.environ["FAILOVER_DSN"], max_size=4) as store:
+        tasks = int(os.environ["FAILOVER_TASKS"])
+        await asyncio.gather(*(produce(store, t) for t in range(tasks)))
+
+
+asyncio.run(main())
+"""
+
+
+@attrs.define
+class Ledger:
+    """What the processes wrote, by token."""
+
+    #: Acknowledged enqueues: token -> when.
+    acked: dict[str, float] = attrs.field(factory=dict)
+    #: Enqueues whose outcome never came.
+    unknown: set[str] = attrs.field(factory=set)
+    #: Processor starts: token -> times.
+    starts: dict[str, list[float]] = attrs.field(factory=lambda: collections.defaultdict(list))
+    #: Acknowledged completions: token -> times.
+    completions: dict[str, list[float]] = attrs.field(factory=lambda: collections.defaultdict(list))
+
+
+def read_ledger(folder: Path) -> Ledger:
+    """Every ledger file of ``folder``, read together."""
+    ledger = Ledger()
+    for path in sorted(folder.glob("ledger-*.txt")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            what, token, at, *_ = line.split(" ")
+            if what == "E":
+                ledger.acked[token] = float(at)
+            elif what == "X":
+                ledger.unknown.add(token)
+            elif what == "S":
+                ledger.starts[token].append(float(at))
+            elif what == "C":
+                ledger.completions[token].append(float(at))
+    return ledger
+
+
+@attrs.frozen
+class Result:
+    """One failover, accounted for."""
+
+    driver: str
+    synchronous: bool
+    how: str
+    stall: float
+    #: Enqueues acknowledged over the run, and of those during the stall.
+    acknowledged: int
+    acknowledged_in_stall: int
+    #: Enqueues that failed (outcome unknown), and of those the ones that committed.
+    unknown: int
+    unknown_committed: int
+    #: Acknowledged enqueues missing on the new primary.
+    lost: list[str]
+    #: Jobs started again after their completion was acknowledged.
+    undone: list[str]
+    #: Of the lost enqueues and undone completions, those acknowledged outside the stall
+    #: (from :data:`LAG` before freezing the WAL sender to the crash): none when the
+    #: stall explains all.
+    outside_stall: int
+    #: When the first of them was acknowledged, in seconds from the freeze (negative:
+    #: before it; what the standby had not received yet).
+    first_loss: float | None
+    #: Completions acknowledged during the stall.
+    completed_in_stall: int
+    #: Re-runs (starts after the first) whose completion was never acknowledged.
+    explained_reruns: int
+    #: Seconds from the promotion's start (``pg_ctl promote``) to the first processor
+    #: start on the new primary.
+    claimed_after: float
+    #: Seconds ``pg_ctl promote`` took (until the new primary accepted writes).
+    promotion: float
+    #: Final statuses on the new primary (every job ``succeeded`` when all went well).
+    statuses: dict[str, int]
+    #: Jobs left open once the workers had drained what they could (status, worker,
+    #: token): a clean stop of their worker released them, a worker started then ran them.
+    stuck: list[str]
+    #: Worker exit codes (0: a clean stop after the whole run).
+    exit_codes: list[int]
+
+    def line(self) -> str:
+        """The result as one line (benchmarks/results, docs/failover.md)."""
+        mode = "sync" if self.synchronous else "async"
+        return (
+            f"{self.driver} {mode} {self.how} stall={self.stall:g}s: "
+            f"acknowledged {self.acknowledged} ({self.acknowledged_in_stall} in the stall), "
+            f"lost {len(self.lost)}, completions undone {len(self.undone)} "
+            f"(acknowledged outside the stall: {self.outside_stall}; the first "
+            f"{'-' if self.first_loss is None else f'{self.first_loss * 1000:.0f} ms'} "
+            "from the freeze) "
+            f"(acknowledged in the stall: {self.completed_in_stall}), "
+            f"explained re-runs {self.explained_reruns}, unknown enqueues {self.unknown} "
+            f"({self.unknown_committed} committed); promotion {self.promotion:.2f} s, "
+            f"first claim on the new primary {self.claimed_after:.2f} s after it began; "
+            f"left running until their worker stopped {len(self.stuck)}; "
+            f"final {dict(sorted(self.statuses.items()))}"
+        )
+
+
+def _dsn(*servers: Cluster) -> str:
+    hosts = ",".join(f"127.0.0.1:{server.port}" for server in servers)
+    return f"postgresql://postgres@{hosts}/postgres?target_session_attrs=read-write"
+
+
+def _final_jobs(server: Cluster) -> dict[str, str]:
+    """Token -> status of every job on ``server``."""
+    rows = server.query("SELECT payload #>> '{}', status FROM skiplock.jobs")
+    return dict(row.split("|", 1) for row in rows)
+
+
+#: The jobs not finished yet (status, the worker running it, its token).
+_OPEN = (
+    "SELECT status, claimed_by, payload #>> '{}' FROM skiplock.jobs "
+    "WHERE status IN ('pending', 'running') ORDER BY id"
+)
+
+#: How long (seconds) the workers get to drain the new primary: stale-claim recovery
+#: (stale_ttl 2 s) included.
+DRAIN = 15.0
+
+
+def _open_jobs(server: Cluster) -> int:
+    return len(server.query(_OPEN))
+
+
+WORKER = [sys.executable, "-m", "skiplock", "worker", "failover_app:engine"]
+
+
+def _start(folder: Path, env: dict[str, str], command: list[str]) -> subprocess.Popen[bytes]:
+    """Run ``command`` in ``folder``, its output in the next ``process<n>.log``."""
+    n = len(list(folder.glob("process*.log")))
+    with open(folder / f"process{n}.log", "wb") as log:
+        return subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+@contextlib.contextmanager
+def _processes(
+    folder: Path, env: dict[str, str], workers: int
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``workers`` worker processes, then the producer; killed at the end if still
+    running (the list may grow meanwhile)."""
+    (folder / "failover_app.py").write_text(textwrap.dedent(WORKER_APP), encoding="utf-8")
+    (folder / "producer.py").write_text(textwrap.dedent(PRODUCER), encoding="utf-8")
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        procs.extend(_start(folder, env, WORKER) for _ in range(workers))
+        procs.append(_start(folder, env, [sys.executable, "producer.py"]))
+        yield procs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+def _terminate(procs: list[subprocess.Popen[bytes]]) -> list[int]:
+    """SIGTERM every process, then wait for each; their exit codes (-9: killed after
+    30 s)."""
+    for proc in procs:
+        proc.terminate()
+    codes = []
+    for proc in procs:
+        try:
+            codes.append(proc.wait(30))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            codes.append(-9)
+    return codes
+
+
+def _count(ledger: Ledger, what: str) -> int:
+    if what == "E":
+        return len(ledger.acked)
+    return sum(len(times) for times in ledger.completions.values())
+
+
+def _wait_ledger(folder: Path, what: str, at_least: int, timeout: float) -> None:
+    wait_until(
+        lambda: _count(read_ledger(folder), what) >= at_least,
+        timeout,
+        f"{at_least} ledger lines {what}",
+    )
+
+
+def failover_scenario(
+    primary: Cluster,
+    standby: Cluster,
+    folder: Path,
+    *,
+    driver: str,
+    how: str,
+    stall: float = 0.0,
+    workers: int = 2,
+    producers: int = 4,
+    gap: float = 0.01,
+) -> Result:
+    """Run workers and a producer on ``primary`` through the multi-host DSN, fail it
+    (``how``: ``crash`` or ``read-only``; ``stall``: see the module) and promote
+    ``standby``; keep going on the new primary, drain, stop, account (:class:`Result`).
+
+    The schema must be applied (and replayed on the standby). Waits are on conditions
+    with deadlines; the stall is the only fixed wait.
+    """
+    here = str(Path(skiplock.__file__).resolve().parent.parent)
+    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env = os.environ | {
+        "FAILOVER_DSN": _dsn(primary, standby),
+        "FAILOVER_DRIVER": driver,
+        "FAILOVER_TASKS": str(producers),
+        "FAILOVER_GAP": str(gap),
+        "PYTHONPATH": path,
+    }
+    synchronous = bool(primary.settings.get("synchronous_standby_names"))
+    with _processes(folder, env, workers) as procs:
+        _wait_ledger(folder, "C", 200, 60)  # a steady run on the primary
+        stalled_at = time.time()
+        if stall:
+            [sender] = primary.query("SELECT pid FROM pg_stat_replication")
+            os.kill(int(sender), signal.SIGSTOP)
+            time.sleep(stall)  # the window itself: the scenario's parameter
+            os.kill(int(sender), signal.SIGKILL)  # never sends what it held back
+        if how == "crash":
+            primary.crash()
+        elif how == "read-only":
+            primary.query("ALTER SYSTEM SET default_transaction_read_only = on")
+            primary.query("SELECT pg_reload_conf()")
+            wait_until(
+                lambda: primary.query("SHOW default_transaction_read_only") == ["on"],
+                10,
+                "the old primary to answer read-only",
+            )
+        else:
+            raise ValueError(f"how must be crash or read-only, got {how!r}")
+        # The old primary acknowledges nothing from now on (it may have until the crash
+        # was done).
+        failed_at = promoted = time.time()
+        standby.promote()
+        promotion = time.time() - promoted
+
+        def claimed_on_new() -> bool:
+            starts = read_ledger(folder).starts.values()
+            return any(at > promoted for times in starts for at in times)
+
+        wait_until(claimed_on_new, 30, "a claim on the new primary")
+        # Keep going on the new primary, then stop producing and drain.
+        acked = len(read_ledger(folder).acked)
+        _wait_ledger(folder, "E", acked + 200, 60)
+        alive = [proc.poll() is None for proc in procs]
+        assert all(alive), f"a process died during the failover: {alive}"
+        (folder / "stop").touch()
+        procs[-1].wait(30)
+        stuck: list[str] = []
+        try:
+            wait_until(lambda: _open_jobs(standby) == 0, DRAIN, "the new primary to drain")
+        except AssertionError:
+            # Completions undone by the failover: running under a live worker that no
+            # longer holds them. Its unregistration (a clean stop) releases them, and a
+            # worker started then runs them again.
+            stuck = standby.query(_OPEN)
+        # All at once: a worker still running would claim what another one released.
+        exit_codes = _terminate(procs[:-1])
+        if stuck:
+            procs.append(_start(folder, env, WORKER))
+            log = folder / f"process{len(procs) - 1}.log"
+            wait_until(lambda: _open_jobs(standby) == 0, 60, "the restarted worker to drain")
+            wait_until(lambda: " started: " in log.read_text(), 30, "the worker's start")
+            exit_codes += _terminate(procs[-1:])
+    ledger = read_ledger(folder)
+    first = min(at for times in ledger.starts.values() for at in times if at > promoted)
+    return _account(
+        ledger,
+        _final_jobs(standby),
+        Result(
+            driver=driver,
+            synchronous=synchronous,
+            how=how,
+            stall=stall,
+            acknowledged=0,
+            acknowledged_in_stall=0,
+            unknown=0,
+            unknown_committed=0,
+            lost=[],
+            undone=[],
+            outside_stall=0,
+            first_loss=None,
+            completed_in_stall=0,
+            explained_reruns=0,
+            claimed_after=first - promoted,
+            promotion=promotion,
+            statuses={},
+            stuck=stuck,
+            exit_codes=exit_codes,
+        ),
+        stalled_at,
+        failed_at,
+    )
+
+
+def _account(
+    ledger: Ledger, final: dict[str, str], base: Result, stalled_at: float, failed_at: float
+) -> Result:
+    """Compare the ledger with the new primary's jobs (see the module)."""
+    lost = sorted(token for token in ledger.acked if token not in final)
+    undone = sorted(
+        token
+        for token, done in ledger.completions.items()
+        if any(start > min(done) for start in ledger.starts.get(token, []))
+    )
+    explained = sum(
+        sum(1 for at in starts[1:] if not any(c < at for c in ledger.completions.get(token, [])))
+        for token, starts in ((t, sorted(s)) for t, s in ledger.starts.items())
+    )
+    window = (stalled_at, failed_at)
+
+    def inside(at: float) -> bool:
+        return window[0] - LAG <= at <= window[1]
+
+    losses = [ledger.acked[t] for t in lost] + [min(ledger.completions[t]) for t in undone]
+
+    return attrs.evolve(
+        base,
+        acknowledged=len(ledger.acked),
+        acknowledged_in_stall=sum(1 for at in ledger.acked.values() if inside(at)),
+        unknown=len(ledger.unknown),
+        unknown_committed=sum(1 for token in ledger.unknown if token in final),
+        lost=lost,
+        undone=undone,
+        outside_stall=sum(1 for at in losses if not inside(at)),
+        first_loss=min(losses) - stalled_at if losses else None,
+        completed_in_stall=sum(
+            1 for times in ledger.completions.values() for at in times if inside(at)
+        ),
+        explained_reruns=explained,
+        statuses=dict(collections.Counter(final.values())),
+    )
+
+
+def measure(driver: str, *, synchronous: bool, how: str, stall: float = 0.0) -> Result:
+    """The failover scenario on a new primary and standby of their own."""
+    settings = {"synchronous_standby_names": "*", "synchronous_commit": "on"} if synchronous else {}
+    apply_schema, _ = DRIVERS[driver]
+    with (
+        cluster(settings) as primary,
+        standby_of(primary) as standby,
+        tempfile.TemporaryDirectory(prefix="skiplock-failover-") as tmp,
+    ):
+        # After the standby exists: a synchronous primary's commits wait for it.
+        apply_schema(primary.dsn)
+        wait_until(
+            lambda: standby.query("SELECT to_regclass('skiplock.jobs') IS NOT NULL") == ["t"],
+            30,
+            "the standby to replay the schema",
+        )
+        folder = Path(os.environ.get("FAILOVER_KEEP_DIR", tmp))
+        return failover_scenario(primary, standby, folder, driver=driver, how=how, stall=stall)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.pgfailover --driver psycopg``: print one line per scenario
+    (benchmarks/results, docs/failover.md)."""
+    parser = argparse.ArgumentParser(prog="python -m tests.pgfailover")
+    parser.add_argument("--driver", choices=sorted(DRIVERS), action="append")
+    parser.add_argument("--stall", type=float, default=0.5)
+    args = parser.parse_args(argv)
+    for driver in args.driver or ["psycopg"]:
+        for synchronous in (True, False):
+            for how, stall in (("crash", 0.0), ("crash", args.stall), ("read-only", 0.0)):
+                result = measure(driver, synchronous=synchronous, how=how, stall=stall)
+                print(result.line(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
