@@ -32,7 +32,6 @@ def check_nothing_lost(result: Result) -> None:
     check_recovered(result)
     assert result.lost == [], result.line()
     assert result.undone == [], result.line()
-    assert result.stuck == [], result.line()
     # Every re-run is one whose completion was never acknowledged.
     assert result.unknown_committed <= result.unknown
 
@@ -68,6 +67,5 @@ def test_an_asynchronous_standby_loses_only_what_it_was_never_sent() -> None:
     assert result.outside_stall == 0, result.line()
     assert len(result.lost) <= result.acknowledged_in_stall
     assert len(result.undone) <= result.completed_in_stall
-    # A job left open was a completion undone, released when its worker stopped.
-    stuck = {row.rsplit("|", 1)[1] for row in result.stuck}
-    assert stuck <= set(result.undone), (stuck, result.undone)
+    # Every undone completion ran again (each job succeeded) while its worker kept
+    # running: its heartbeat released it (measure drains before it stops a worker).

@@ -210,6 +210,21 @@ class AsyncWorkersRole(Protocol):
         ids among ``running`` (the jobs the worker believes it runs) that are no longer
         running under ``worker_id`` — cancelled, marked failed, deleted, recovered,
         claimed by another worker — ascending, each once; the worker should stop them.
+
+        ``running`` must list every job the worker holds (running, prefetched, being
+        started, its outcome not written yet): in the same transaction, a job running
+        under ``worker_id`` that is *not* in ``running`` and was claimed strictly before
+        the worker's previous heartbeat (the ``heartbeat_at`` this call replaces) goes
+        back to pending as :meth:`register_worker` releases it (attempts and claims
+        unchanged, claim cleared, ``recovered`` set). Such a job is one the worker lost
+        track of — a completion a failover to an asynchronous standby undid, a claim
+        whose reply never arrived — and nothing else would release it while the worker
+        heart-beats (issue 43). The cutoff spares a claim that races the heartbeat: a
+        claim that takes jobs refreshes the heartbeat to its own ``claimed_at``, so the
+        latest claim's jobs are never older than the cutoff. The worker makes the rule
+        safe by never claiming while a heartbeat is in flight (``LeaseKeeper``): every
+        claim that committed before the heartbeat's statement had its jobs placed
+        before ``running`` was read, so a job missing from ``running`` is not held.
         """
         ...
 

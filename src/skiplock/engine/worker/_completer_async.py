@@ -90,6 +90,9 @@ class Completer:
         self._lock = Lock()
         self._outbox: list[Done] = []
         self._writing = 0
+        # The jobs of the write under way and of late writes: still running in the store.
+        self._in_write: list[int] = []
+        self._late: set[int] = set()
         self._closed = False
         self._forced = False
         self._written_batches = 0
@@ -115,6 +118,12 @@ class Completer:
         with self._lock:
             return len(self._outbox) + self._writing
 
+    def unsettled_ids(self) -> set[int]:
+        """The jobs whose outcome is not written yet (still running in the store): the
+        worker's heartbeat counts them as held."""
+        with self._lock:
+            return {*(done.job.id for done in self._outbox), *self._in_write, *self._late}
+
     @property
     def busy(self) -> bool:
         """True while outcomes wait or are being written."""
@@ -138,7 +147,13 @@ class Completer:
 
     async def write_late(self, done: Done) -> None:
         """Write one outcome of a job that outlived the completer, once."""
-        error = await self._write([done])
+        with self._lock:
+            self._late.add(done.job.id)
+        try:
+            error = await self._write([done])
+        finally:
+            with self._lock:
+                self._late.discard(done.job.id)
         if error is not None:
             self._give_up([done], error)
 
@@ -214,12 +229,14 @@ class Completer:
                 batch = self._outbox[: self._batch_size]
                 del self._outbox[: len(batch)]
                 self._writing = len(batch)
+                self._in_write = [done.job.id for done in batch]
             if not batch:
                 return None
             error = await self._write(batch)
             # One critical section: an idle check never sees the batch in neither place.
             with self._lock:
                 self._writing = 0
+                self._in_write = []
                 if error is None:
                     self._written_batches += 1
                 else:

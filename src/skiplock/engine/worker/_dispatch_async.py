@@ -138,9 +138,12 @@ class Dispatcher:
             return len(self._held)
 
     def held_ids(self) -> list[int]:
-        """Every job this worker holds: running, held, being started."""
+        """Every job this worker holds: running, held, being started, or its outcome not
+        written yet (the heartbeat releases a running job of this worker not among them)."""
         with self._lock:
-            return sorted({*self.slots.ids(), *self._held.ids()})
+            held = {*self.slots.ids(), *self._held.ids()}
+        # Read after the slots: a job leaves its slot only once its outcome is queued.
+        return sorted(held | self._completer.unsettled_ids())
 
     def generation(self) -> tuple[int, int]:
         """Changes so far (finished or dropped jobs, written outcomes)."""
@@ -194,6 +197,22 @@ class Dispatcher:
             if self._held.isolated is None:
                 start_now = max(0, min(scope.concurrency - held, free))
             self._held.reserved += start_now
+        # A heartbeat releases this worker's running jobs it does not list: none may be
+        # in flight while a claim is, nor before the claim's jobs are placed.
+        try:
+            await self._lease.gate.acquire()
+        except BaseException:
+            with self._lock:
+                self._held.reserved -= start_now
+            raise
+        try:
+            return await self._claim_reserved(free, start_now)
+        finally:
+            self._lease.gate.release()
+
+    async def _claim_reserved(self, free: int, start_now: int) -> tuple[int, int]:
+        # claim(), once ``start_now`` slots are reserved and heartbeats wait.
+        pace = self._pace
         try:
             plan = self._planner.plan(free, start_now)
             if plan is None:

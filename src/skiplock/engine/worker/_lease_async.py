@@ -34,6 +34,12 @@ class LeaseKeeper:
     deleted); ``on_gone()`` drops every held job when the registration itself is gone —
     only then does the worker register again (which releases any job still running under
     its id, see ``AsyncWorkersRole.register_worker``).
+
+    The heartbeat releases the worker's running jobs missing from ``held()`` that were
+    claimed before its previous heartbeat (``AsyncWorkersRole.heartbeat``: jobs the worker
+    lost track of, such as a completion a failover undid). :attr:`gate` makes that safe:
+    a claim holds it until its jobs are placed (in ``held()``), a heartbeat from reading
+    ``held()`` until the store answered — so no claim commits unseen meanwhile.
     """
 
     def __init__(
@@ -57,6 +63,8 @@ class LeaseKeeper:
         self._on_lost = on_lost
         self._on_gone = on_gone
         self._renewing = Lock()
+        #: Held by a claim (until its jobs are placed) and by a heartbeat (see the class).
+        self.gate = Lock()
         self._last_good = time.monotonic()
         self._failed = False
         self._errors = 0
@@ -87,17 +95,20 @@ class LeaseKeeper:
                 return True  # renewed by someone else meanwhile
             started, errors = time.monotonic(), self._errors
             try:
-                lost = await self._store.heartbeat(self._info.id, self._held())
-                if lost is None:
-                    logger.warning(
-                        "worker %s: its registration is gone (recovered as stale?); dropping "
-                        "every held job and registering again",
-                        self._info.id,
-                    )
-                    self._on_gone()
-                    await self._store.register_worker(self._info)
-                elif lost:
-                    self._on_lost(lost)
+                # Under the gate also when registering again: that releases every job
+                # running under this id, so no claim may be in flight.
+                async with self.gate:
+                    lost = await self._store.heartbeat(self._info.id, self._held())
+                    if lost is None:
+                        logger.warning(
+                            "worker %s: its registration is gone (recovered as stale?); "
+                            "dropping every held job and registering again",
+                            self._info.id,
+                        )
+                        self._on_gone()
+                        await self._store.register_worker(self._info)
+                    elif lost:
+                        self._on_lost(lost)
             except DatabaseUnavailableError as exc:  # expected in an outage: one line
                 self.store_failed()
                 logger.warning("worker %s: heartbeat failed: %s", self._info.id, exc)

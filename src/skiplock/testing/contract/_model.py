@@ -192,12 +192,17 @@ class StoreModel:
 
     def heartbeat(self, worker_id: str, running: Iterable[int], now: datetime) -> list[int] | None:
         """None for an unregistered worker, else the ids among ``running`` that no longer
-        run under it."""
+        run under it; its jobs not in ``running`` claimed before its previous heartbeat go
+        back to pending (as on register)."""
         if worker_id not in self.heartbeats:
             return None
+        held, cutoff = set(running), self.heartbeats[worker_id]
+        for lost in self.running(worker_id):
+            if lost.id not in held and lost.claimed_at is not None and lost.claimed_at < cutoff:
+                self.rows[lost.id] = rules.after_release(lost)
         self.heartbeats[worker_id] = now
         gone = set()
-        for job_id in running:
+        for job_id in held:
             row = self.rows.get(job_id)
             if row is None or row.state is not core.JobState.RUNNING or row.claimed_by != worker_id:
                 gone.add(job_id)

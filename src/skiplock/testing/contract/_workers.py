@@ -134,8 +134,35 @@ class WorkersContract(kit.ContractBase):
         expected = {missing, elsewhere.id, finished.id, deleted.id, failed.id, cancelled.id}
         assert gone == sorted(expected)
         assert store.heartbeat(kit.WORKER, [kept.id]) == []
-        assert store.heartbeat(kit.WORKER) == []
         assert (kit.get(store, kept.id)).state is core.JobState.RUNNING
+
+    def test_heartbeat_releases_running_jobs_the_worker_does_not_hold(
+        self, store: JobStore, clock: FakeClock
+    ) -> None:
+        # Issue 43: a job running under a live worker that does not hold it (a completion
+        # a failover undid) goes back to pending at the worker's next heartbeat — unless
+        # it was claimed since the previous one (a claim racing the heartbeat).
+        store.register_worker(core.WorkerInfo(id="forgetful", host="h", pid=9))
+        lost, listed = [kit.running(store, "forgetful") for _ in range(2)]
+        elsewhere = kit.running(store, "other-worker")
+        clock.advance(timedelta(seconds=1))  # a store with its own clock moves by itself
+        # A claim refreshes the heartbeat: its jobs are not older than the cutoff.
+        late = kit.running(store, "forgetful")
+        clock.advance(timedelta(seconds=1))
+        assert store.heartbeat("forgetful", [listed.id]) == []
+        released = kit.get(store, lost.id)
+        assert released.state is core.JobState.PENDING
+        assert (released.claimed_by, released.claimed_at) == (None, None)
+        assert released.recovered
+        assert (released.attempts, released.claims) == (lost.attempts, lost.claims)
+        for kept in (listed, late, elsewhere):
+            assert (kit.get(store, kept.id)).state is core.JobState.RUNNING
+        assert (kit.claim_one(store, lost.kind, "rescuer")).id == lost.id
+        # At the next heartbeat the late claim is older than the cutoff too.
+        assert store.heartbeat("forgetful", [listed.id, lost.id]) == [lost.id]
+        assert (kit.get(store, late.id)).state is core.JobState.PENDING
+        for kept in (listed, elsewhere):
+            assert (kit.get(store, kept.id)).state is core.JobState.RUNNING
 
     def test_unregister_releases_the_jobs_still_running_under_the_worker(
         self, store: JobStore

@@ -141,8 +141,35 @@ class AsyncWorkersContract(kit.AsyncContractBase):
         expected = {missing, elsewhere.id, finished.id, deleted.id, failed.id, cancelled.id}
         assert gone == sorted(expected)
         assert await store.heartbeat(kit.WORKER, [kept.id]) == []
-        assert await store.heartbeat(kit.WORKER) == []
         assert (await kit.get(store, kept.id)).state is core.JobState.RUNNING
+
+    async def test_heartbeat_releases_running_jobs_the_worker_does_not_hold(
+        self, store: AsyncJobStore, clock: FakeClock
+    ) -> None:
+        # Issue 43: a job running under a live worker that does not hold it (a completion
+        # a failover undid) goes back to pending at the worker's next heartbeat — unless
+        # it was claimed since the previous one (a claim racing the heartbeat).
+        await store.register_worker(core.WorkerInfo(id="forgetful", host="h", pid=9))
+        lost, listed = [await kit.running(store, "forgetful") for _ in range(2)]
+        elsewhere = await kit.running(store, "other-worker")
+        clock.advance(timedelta(seconds=1))  # a store with its own clock moves by itself
+        # A claim refreshes the heartbeat: its jobs are not older than the cutoff.
+        late = await kit.running(store, "forgetful")
+        clock.advance(timedelta(seconds=1))
+        assert await store.heartbeat("forgetful", [listed.id]) == []
+        released = await kit.get(store, lost.id)
+        assert released.state is core.JobState.PENDING
+        assert (released.claimed_by, released.claimed_at) == (None, None)
+        assert released.recovered
+        assert (released.attempts, released.claims) == (lost.attempts, lost.claims)
+        for kept in (listed, late, elsewhere):
+            assert (await kit.get(store, kept.id)).state is core.JobState.RUNNING
+        assert (await kit.claim_one(store, lost.kind, "rescuer")).id == lost.id
+        # At the next heartbeat the late claim is older than the cutoff too.
+        assert await store.heartbeat("forgetful", [listed.id, lost.id]) == [lost.id]
+        assert (await kit.get(store, late.id)).state is core.JobState.PENDING
+        for kept in (listed, elsewhere):
+            assert (await kit.get(store, kept.id)).state is core.JobState.RUNNING
 
     async def test_unregister_releases_the_jobs_still_running_under_the_worker(
         self, store: AsyncJobStore

@@ -980,9 +980,24 @@ SET host = excluded.host, pid = excluded.pid, kinds = excluded.kinds,
 -- name: heartbeat
 -- No row when the worker row is gone (nothing refreshed); else one row with the ids
 -- among :running that no longer run under this worker (missing ones included). Each
--- job is looked up by primary key (the status test as in _lease_fence).
-WITH w AS (
-    UPDATE {schema}.workers SET heartbeat_at = now() WHERE id = :id RETURNING id
+-- job is looked up by primary key (the status test as in _lease_fence). Jobs running
+-- under the worker, not in :running and claimed before the heartbeat this one replaces
+-- go back to pending as register_worker releases them (the worker lost them: issue 43).
+-- Released before the worker row is written: row locks in the order recovery takes them.
+WITH released AS (
+    UPDATE {schema}.jobs AS j
+    SET status = 'pending', claimed_by = NULL, claimed_at = NULL, recovered = true
+    WHERE j.status = 'running' AND j.claimed_by = :id::text
+      AND j.claimed_at < (
+          SELECT p.heartbeat_at FROM {schema}.workers AS p WHERE p.id = :id::text
+      )
+      AND j.id <> ALL (:running::bigint[])
+    RETURNING j.id
+),
+w AS (
+    UPDATE {schema}.workers SET heartbeat_at = now()
+    WHERE id = :id AND (SELECT count(*) FROM released) >= 0
+    RETURNING id
 )
 SELECT coalesce(
     (

@@ -52,16 +52,29 @@ class WorkersState(StateBase):
 
     def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
         """Refresh a registered worker's heartbeat; None if the worker row is gone, else
-        the ids among ``running`` no longer running under ``worker_id`` (ascending)."""
-        with self._lock:
+        the ids among ``running`` no longer running under ``worker_id`` (ascending). Jobs
+        running under it, not in ``running``, claimed before the heartbeat this replaces,
+        go back to pending as :meth:`register_worker` releases them."""
+        with self._writing():
             row = self._workers.get(worker_id)
             if row is None:
                 return None
-            row.heartbeat_at = self.now()
+            now, cutoff = self.now(), row.heartbeat_at
+            held = set(running)
+            for job_id in sorted(self._by_state[JobState.RUNNING]):
+                lost = self._jobs[job_id]
+                if (
+                    lost.claimed_by == worker_id
+                    and job_id not in held
+                    and lost.claimed_at is not None
+                    and lost.claimed_at < cutoff
+                ):
+                    self._commit_row(after_release(lost), now)
+            row.heartbeat_at = now
             return sorted(
                 {
                     job_id
-                    for job_id in running
+                    for job_id in held
                     if (job := self._jobs.get(job_id)) is None
                     or job.state is not JobState.RUNNING
                     or job.claimed_by != worker_id
