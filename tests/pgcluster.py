@@ -1,23 +1,13 @@
-"""A throw-away PostgreSQL server for tests and benchmarks that stop and restart it, and
-the restart scenario they measure (tests/psycopg/test_restart.py,
-tests/asyncpg/test_restart.py, ``python -m tests.pgcluster``).
-
-The cluster lives in a temporary directory (``initdb``), listens on a free port of
-127.0.0.1 with trust authentication, and is removed afterwards; it never touches the
-server the rest of the suite uses. The binaries are PostgreSQL's own (``pg_config
---bindir``, else ``/usr/lib/postgresql/<version>/bin``); as root they run as the
-``postgres`` user, since ``initdb`` refuses root. Imports no database driver: whether the
-server accepts connections is asked with ``pg_isready``.
+"""The restart scenario of the tests and docs (tests/psycopg/test_restart.py,
+tests/asyncpg/test_restart.py, ``python -m tests.pgcluster``), on the throw-away
+PostgreSQL server of :mod:`benchmarks.pgcluster` (re-exported here: ``cluster``,
+``Cluster``, ``free_port``, ``bindir``).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import glob
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,121 +17,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
+from benchmarks.pgcluster import Cluster, bindir, cluster, free_port
 
 import skiplock
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
+
+__all__ = ["Cluster", "bindir", "check_recovery", "cluster", "free_port", "measure"]
 
 #: How often the scenario asks whether the server accepts connections (seconds): the
 #: precision of the moment recovery is measured from.
 READY_POLL = 0.02
-
-
-def bindir() -> Path:
-    """The folder of ``initdb``, ``pg_ctl`` and ``pg_isready``."""
-    found = shutil.which("pg_config")
-    if found is not None:
-        out = subprocess.run([found, "--bindir"], capture_output=True, text=True, check=False)
-        path = Path(out.stdout.strip())
-        if (path / "initdb").exists():
-            return path
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    if not candidates:
-        raise RuntimeError("PostgreSQL's initdb is not installed (pg_config --bindir)")
-    return Path(candidates[-1]).parent
-
-
-def free_port() -> int:
-    """A TCP port of 127.0.0.1 nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@attrs.define
-class Cluster:
-    """A PostgreSQL server of its own in ``folder`` (see :func:`cluster`)."""
-
-    folder: Path
-    port: int
-    bin: Path
-    as_user: list[str]
-
-    @property
-    def dsn(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*self.as_user, *args], capture_output=True, text=True, check=check, timeout=60
-        )
-
-    def start(self, *, wait: bool = True) -> None:
-        """Start the server; with ``wait`` return once it accepts connections."""
-        options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1 "
-            f"-c unix_socket_directories={self.folder} -c fsync=off "
-            "-c shared_buffers=16MB -c max_connections=60"
-        )
-        self._run(
-            str(self.bin / "pg_ctl"),
-            "start",
-            "-D",
-            str(self.folder / "data"),
-            "-l",
-            str(self.folder / "server.log"),
-            "-o",
-            options,
-            "-w" if wait else "-W",
-        )
-
-    def stop(self) -> None:
-        """Stop the server (fast: sessions are ended, as in a restart)."""
-        self._run(str(self.bin / "pg_ctl"), "stop", "-D", str(self.folder / "data"), "-m", "fast")
-
-    def accepts(self) -> bool:
-        """Whether the server accepts connections now."""
-        command = [str(self.bin / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)]
-        return subprocess.run(command, check=False, timeout=10).returncode == 0
-
-
-@contextlib.contextmanager
-def cluster() -> Iterator[Cluster]:
-    """A new server, started; stopped and removed afterwards."""
-    binaries = bindir()
-    folder = Path(tempfile.mkdtemp(prefix="skiplock-pg-"))
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses root
-        shutil.chown(folder, "postgres", "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    server = Cluster(folder=folder, port=free_port(), bin=binaries, as_user=as_user)
-    try:
-        server._run(
-            str(binaries / "initdb"),
-            "-D",
-            str(folder / "data"),
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "--no-sync",
-            "-E",
-            "UTF8",
-        )
-        server.start()
-        yield server
-    finally:
-        with contextlib.suppress(subprocess.SubprocessError):
-            server._run(
-                str(binaries / "pg_ctl"),
-                "stop",
-                "-D",
-                str(folder / "data"),
-                "-m",
-                "immediate",
-                check=False,
-            )
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 # ---- the restart scenario -----------------------------------------------------------------
