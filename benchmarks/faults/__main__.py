@@ -14,17 +14,21 @@ import time
 from pathlib import Path
 
 from benchmarks._procs import ROOT
-from benchmarks.faults.harness import Harness
+from benchmarks.faults.harness import Harness, external_database
 from benchmarks.faults.ledger import check
 from benchmarks.faults.report import Outcome, markdown
 from benchmarks.faults.scenarios import QUICK, SCENARIOS, Scenario
 from benchmarks.pgcluster import cluster
 
 
-def run(scenario: Scenario, *, quick: bool, broken: bool = False) -> Outcome:
-    """One scenario on a new throw-away server; its ledger checked."""
+def run(
+    scenario: Scenario, *, quick: bool, broken: bool = False, dsn: str | None = None
+) -> Outcome:
+    """One scenario on a new throw-away server (or, with ``dsn``, in a new database on
+    that server); its ledger checked."""
     began = time.monotonic()
-    with cluster() as server, tempfile.TemporaryDirectory(prefix="skiplock-faults-") as tmp:
+    place = cluster() if dsn is None else external_database(dsn)
+    with place as server, tempfile.TemporaryDirectory(prefix="skiplock-faults-") as tmp:
         harness = Harness(server, Path(tmp), scenario.load, broken=broken)
         try:
             scenario.run(harness, quick)
@@ -48,12 +52,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", type=Path, help="the results file (default: dated, in "
                    "benchmarks/results/)")  # fmt: skip
     p.add_argument("--no-write", action="store_true", help="print the report only")
+    p.add_argument(
+        "--dsn",
+        help="run in a new database on this server (your topology: a pooler, a proxy); "
+        "the scenarios that stop the server are left out",
+    )
     ns = p.parse_args(argv)
     names = ns.scenario or (list(QUICK) if ns.quick else list(SCENARIOS))
+    if ns.dsn is not None:
+        names = [n for n in names if not SCENARIOS[n].controls_server]
     outcomes = []
     for name in names:
         print(f"[faults] {name} ...", file=sys.stderr, flush=True)
-        outcome = run(SCENARIOS[name], quick=ns.quick)
+        outcome = run(SCENARIOS[name], quick=ns.quick, dsn=ns.dsn)
         outcomes.append(outcome)
         print(f"[faults] {name}: {'pass' if outcome.verdict.ok else 'FAIL'} "
               f"({outcome.seconds:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
@@ -61,9 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     load = dataclasses.asdict(outcomes[0].scenario.load) if outcomes else {}
     preamble = (
         f"# Fault suite{' (quick)' if ns.quick else ''}, {today}\n\n"
-        f"`python -m benchmarks.faults{' --quick' if ns.quick else ''}` (commit "
-        f"`{_commit()}`), each scenario on its own throw-away PostgreSQL server "
-        f"(benchmarks/pgcluster.py). Load: {load}. Recovery: from the fault (a kill, a "
+        f"`python -m benchmarks.faults{' --quick' if ns.quick else ''}"
+        f"{' --dsn ...' if ns.dsn else ''}` (commit "
+        f"`{_commit()}`), each scenario "
+        + (
+            "in a new database on the server of `--dsn`"
+            if ns.dsn
+            else "on its own throw-away PostgreSQL server (benchmarks/pgcluster.py)"
+        )
+        + f". Load: {load}. Recovery: from the fault (a kill, a "
         "freeze) or from the server answering again, to each interrupted job's next run "
         "(and, for the database, to the first run at all). Throughput: processor returns "
         "per second before the first fault and after the last one (the backlog included)."

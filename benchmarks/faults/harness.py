@@ -46,6 +46,28 @@ CREATE TABLE IF NOT EXISTS faults.effects (
 
 
 @dataclasses.dataclass(frozen=True)
+class External:
+    """A database of the user's topology (``--dsn``): the scenarios that leave the server
+    alone run there (a fresh database each, see :func:`external_database`)."""
+
+    dsn: str
+
+
+@contextlib.contextmanager
+def external_database(dsn: str) -> Iterator[External]:
+    """A new database on the server of ``dsn`` (reached through whatever ``dsn`` names: a
+    pooler, a proxy), dropped afterwards."""
+    name = f"skiplock_faults_{os.getpid()}_{int(time.time())}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"'.encode())
+    try:
+        yield External(psycopg.conninfo.make_conninfo(dsn, dbname=name))
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
+
+
+@dataclasses.dataclass(frozen=True)
 class Load:
     """The producer's steady load and the workers' shape."""
 
@@ -141,7 +163,9 @@ class Worker:
 class Harness:
     """One scenario run (see the module)."""
 
-    def __init__(self, server: Cluster, folder: Path, load: Load, *, broken: bool = False):
+    def __init__(
+        self, server: Cluster | External, folder: Path, load: Load, *, broken: bool = False
+    ) -> None:
         self.server = server
         self.folder = folder
         self.load = load
@@ -154,6 +178,12 @@ class Harness:
         self._load_start = 0.0
         apply_schema(server.dsn)
         self.sql(_EFFECTS)
+
+    @property
+    def cluster(self) -> Cluster:
+        """The throw-away server, for the scenarios that stop or freeze it."""
+        assert not isinstance(self.server, External), "this scenario controls the server"
+        return self.server
 
     @property
     def dsn(self) -> str:

@@ -120,6 +120,8 @@ class ReRun:
     run: Run
     next_at: float
     reason: str | None  # None: unexplained
+    #: The fault that explains it (None: a death or the job's own poison).
+    fault: Fault | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,19 +190,19 @@ def percentile(values: Iterable[float], q: float) -> float | None:
     return statistics.quantiles(data, n=100, method="inclusive")[round(q * 100) - 1]
 
 
-def _reason(run: Run, next_at: float, ledger: Ledger, kinds: dict[int, str]) -> str | None:
-    """Why ``run`` was followed by another run of its job, or None."""
-    for death in ledger.deaths:
-        if death.pid == run.pid and run.at <= death.at and death.planned is not None:
-            return death.planned
+def _rerun(run: Run, next_at: float, ledger: Ledger, kinds: dict[int, str]) -> ReRun:
+    """``run``, followed by another run of its job at ``next_at``, and why."""
     for fault in ledger.faults:
         hit = not fault.pids or run.pid in fault.pids
         # The fault began before the next run started and ended after this one started.
         if hit and fault.start <= next_at and fault.end >= run.at:
-            return fault.name
+            return ReRun(run, next_at, fault.name, fault)
+    for death in ledger.deaths:
+        if death.pid == run.pid and run.at <= death.at and death.planned is not None:
+            return ReRun(run, next_at, death.planned)
     if kinds.get(run.job) in ledger.poison:
-        return "poison"
-    return None
+        return ReRun(run, next_at, "poison")
+    return ReRun(run, next_at, None)
 
 
 def _throughput(returns: list[float], start: float, end: float) -> float | None:
@@ -235,7 +237,7 @@ def check(ledger: Ledger) -> Verdict:
     for runs in by_job.values():
         runs.sort(key=lambda r: r.at)
         for run, following in itertools.pairwise(runs):
-            reruns.append(ReRun(run, following.at, _reason(run, following.at, ledger, kinds)))
+            reruns.append(_rerun(run, following.at, ledger, kinds))
     twice = [
         job
         for job, done in effects.items()
@@ -247,7 +249,8 @@ def check(ledger: Ledger) -> Verdict:
         if len(done) > 1 and kinds.get(job) not in ledger.transactional
     )
     committed = {(e.job, e.attempt, e.pid) for e in ledger.effects}
-    lease_faults = [f for f in ledger.faults if f.pids]
+    dead = {d.pid for d in ledger.deaths}
+    lease_faults = [f for f in ledger.faults if f.pids and not set(f.pids) & dead]
     refused = sum(
         1
         for run in ledger.runs
@@ -261,9 +264,7 @@ def check(ledger: Ledger) -> Verdict:
         after = [
             r.next_at - fault.recover_from
             for r in reruns
-            if r.reason == fault.name
-            and r.next_at >= fault.recover_from
-            and (not fault.pids or r.run.pid in fault.pids)
+            if r.fault is fault and r.next_at >= fault.recover_from
         ]
         if not fault.pids:  # the database: how soon work resumed at all
             resumed = [run.at for run in ledger.runs if run.at >= fault.recover_from]

@@ -27,6 +27,8 @@ class Scenario:
     method: str
     check: str
     run: Callable[[Harness, bool], None]
+    #: Whether it stops or freezes the server (only on the suite's throw-away one).
+    controls_server: bool = False
     load: Load = dataclasses.field(default_factory=Load)
 
 
@@ -58,10 +60,10 @@ def restart(h: Harness, quick: bool) -> None:
     sleep(CALM)
     for outage in [3.0] if quick else [3.0, 10.0]:
         start = time.monotonic()
-        h.server.stop()
+        h.cluster.stop()
         sleep(outage)
-        h.server.start(wait=False)
-        wait_until(h.server.accepts, 60, "the server to accept connections")
+        h.cluster.start(wait=False)
+        wait_until(h.cluster.accepts, 60, "the server to accept connections")
         back = time.monotonic()
         h.fault(Fault("restart", start, back, back))
         sleep(CALM)
@@ -94,7 +96,7 @@ def hung(h: Harness, quick: bool) -> None:
     sleep(CALM)
     for _ in range(1 if quick else 2):
         start = time.monotonic()
-        pids = pgcluster.hang(h.server)
+        pids = pgcluster.hang(h.cluster)
         sleep(1.5 * h.load.lease)
         pgcluster.resume(pids)
         back = time.monotonic()
@@ -129,6 +131,7 @@ SCENARIOS: dict[str, Scenario] = {
             "the server stopped (fast: sessions ended) for 3 s, then 10 s, and started again",
             "every re-run overlaps an outage; nothing lost; each job's effect committed once",
             restart,
+            controls_server=True,
         ),
         Scenario(
             "freeze",
@@ -143,6 +146,7 @@ SCENARIOS: dict[str, Scenario] = {
             "answered) for 1.5x the lease, then resumed",
             "every re-run overlaps the hang; nothing lost or stuck; each effect once",
             hung,
+            controls_server=True,
         ),
         Scenario(
             "poison",
