@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from pathlib import Path
 
+#: Seconds after a process fault's end within which a run of that process still counts
+#: as hit by it (the resumed process writes its ledger lines first thing).
+FAULT_SLACK = 1.0
 #: Job states that end a job (anything else at the deadline is stuck).
 TERMINAL = frozenset({"succeeded", "dead", "cancelled", "failed"})
 
@@ -193,9 +196,14 @@ def percentile(values: Iterable[float], q: float) -> float | None:
 def _rerun(run: Run, next_at: float, ledger: Ledger, kinds: dict[int, str]) -> ReRun:
     """``run``, followed by another run of its job at ``next_at``, and why."""
     for fault in ledger.faults:
-        hit = not fault.pids or run.pid in fault.pids
-        # The fault began before the next run started and ended after this one started.
-        if hit and fault.start <= next_at and fault.end >= run.at:
+        if fault.pids:
+            # A frozen process's run: the next one started after the freeze, and this one
+            # was under way by the end of it (a run dispatched just before SIGSTOP enters
+            # its processor just after SIGCONT: its attempt is still the earlier one).
+            hit = run.pid in fault.pids and run.at <= fault.end + FAULT_SLACK
+        else:
+            hit = fault.end >= run.at  # a database fault under way while this run was
+        if hit and fault.start <= next_at:
             return ReRun(run, next_at, fault.name, fault)
     for death in ledger.deaths:
         if death.pid == run.pid and run.at <= death.at and death.planned is not None:
@@ -235,7 +243,7 @@ def check(ledger: Ledger) -> Verdict:
         by_job[run.job].append(run)
     reruns: list[ReRun] = []
     for runs in by_job.values():
-        runs.sort(key=lambda r: r.at)
+        runs.sort(key=lambda r: (r.attempt, r.at))  # attempts order the runs
         for run, following in itertools.pairwise(runs):
             reruns.append(_rerun(run, following.at, ledger, kinds))
     twice = [
@@ -257,7 +265,7 @@ def check(ledger: Ledger) -> Verdict:
         if run.returned is not None
         and kinds.get(run.job) in ledger.transactional
         and (run.job, run.attempt, run.pid) not in committed
-        and any(run.pid in f.pids and run.at <= f.end for f in lease_faults)
+        and any(run.pid in f.pids and run.at <= f.end + FAULT_SLACK for f in lease_faults)
     )
     recovery = []
     for fault in ledger.faults:

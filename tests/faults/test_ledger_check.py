@@ -95,3 +95,18 @@ def test_a_worker_that_died_unplanned_is_flagged() -> None:
     verdict = check(ledger)
     assert verdict.unplanned_deaths == [11]
     assert not verdict.ok
+
+
+def test_a_frozen_run_entered_after_sigcont_is_ordered_by_its_attempt() -> None:
+    # Process 10 had dispatched job 1's first attempt when it was frozen (t=2..10); its
+    # processor wrote its start line only after SIGCONT, while attempt 2 ran at t=7.
+    ledger = Ledger(transactional=frozenset({TX}))
+    ledger.acked = {1: TX}
+    ledger.runs = [Run(1, 1, 10, 10.2, 10.3), Run(1, 2, 11, 7.0, 7.1)]
+    ledger.effects = [Effect(1, 2, 11, True)]
+    ledger.rows = [Row(1, TX, "succeeded", 2)]
+    ledger.faults = [Fault("freeze", 2.0, 10.0, 2.0, (10,))]
+    verdict = check(ledger)
+    assert verdict.ok, verdict.problems()
+    assert verdict.explained == {"freeze": 1}
+    assert verdict.refused_late == 1  # its return committed nothing
