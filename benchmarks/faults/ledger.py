@@ -180,6 +180,7 @@ class Verdict:
         ):
             if items:
                 out.append(f"{len(items)} {name}: {sorted(items)[:10]}")
+        out += [f"unexplained: {r.run} then a run at {r.next_at}" for r in self.unexplained[:5]]
         return out
 
 
@@ -200,7 +201,10 @@ def _rerun(run: Run, next_at: float, ledger: Ledger, kinds: dict[int, str]) -> R
             # A frozen process's run: the next one started after the freeze, and this one
             # was under way by the end of it (a run dispatched just before SIGSTOP enters
             # its processor just after SIGCONT: its attempt is still the earlier one).
-            hit = run.pid in fault.pids and run.at <= fault.end + FAULT_SLACK
+            # Its line came after its successor's (an earlier attempt entered later):
+            # only a stalled process does that, however long it took to get going again.
+            late = next_at < run.at
+            hit = run.pid in fault.pids and (run.at <= fault.end + FAULT_SLACK or late)
         else:
             hit = fault.end >= run.at  # a database fault under way while this run was
         if hit and fault.start <= next_at:

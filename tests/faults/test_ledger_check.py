@@ -110,3 +110,16 @@ def test_a_frozen_run_entered_after_sigcont_is_ordered_by_its_attempt() -> None:
     assert verdict.ok, verdict.problems()
     assert verdict.explained == {"freeze": 1}
     assert verdict.refused_late == 1  # its return committed nothing
+
+
+def test_a_frozen_run_entered_long_after_sigcont_is_still_its_freezes() -> None:
+    # On a loaded machine the resumed process may take seconds to write its line.
+    ledger = Ledger(transactional=frozenset({TX}))
+    ledger.acked = {1: TX}
+    ledger.runs = [Run(1, 1, 10, 14.0, 14.1), Run(1, 2, 11, 7.0, 7.1)]
+    ledger.effects = [Effect(1, 2, 11, True)]
+    ledger.rows = [Row(1, TX, "succeeded", 2)]
+    ledger.faults = [Fault("freeze", 2.0, 10.0, 2.0, (10,))]
+    assert check(ledger).explained == {"freeze": 1}
+    ledger.faults = [Fault("freeze", 2.0, 10.0, 2.0, (12,))]  # another process froze
+    assert len(check(ledger).unexplained) == 1
