@@ -2,7 +2,7 @@
 
 Starts ``--processes`` worker processes (``skiplock worker``, the app of
 tests/psycopg/test_rate_processes.py) on a throw-away PostgreSQL cluster of its own
-(tests/pgcluster.py; or ``--dsn``), enqueues more ``rate.tick`` jobs than the window can
+(benchmarks/pgcluster.py; or ``--dsn``), enqueues more ``rate.tick`` jobs than the window can
 start, and measures on the database clock how many started in ``--seconds`` from the
 first start: the configured rate should hold within 10 %, however many processes. Also
 reports the claims the processes made (an idle throttled worker must not spin) and each
@@ -33,8 +33,8 @@ def _database(dsn: str | None) -> Iterator[str]:
     if dsn is not None:
         yield dsn
         return
+    from benchmarks.pgcluster import cluster
     from skiplock.adapters.psycopg import apply_schema
-    from tests.pgcluster import cluster
 
     with cluster() as server:
         apply_schema(server.dsn)

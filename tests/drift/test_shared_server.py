@@ -1,7 +1,7 @@
 """No test or benchmark stops, starts or restarts the machine's shared PostgreSQL server:
 anything else running against it would fail meanwhile. A test that needs a server going
-down uses a throw-away cluster of its own (tests/pgcluster.py, the one module allowed to
-run PostgreSQL's server-control programs)."""
+down uses a throw-away cluster of its own (benchmarks/pgcluster.py, the one module allowed
+to run PostgreSQL's server-control programs)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The one module that runs pg_ctl: on the throw-away cluster it made itself.
-ALLOWED = {ROOT / "tests" / "pgcluster.py"}
+ALLOWED = {ROOT / "benchmarks" / "pgcluster.py"}
 #: PostgreSQL's server-control programs and the service manager that wraps them.
 SERVER_CONTROL = re.compile(r"\b(pg_ctlcluster|pg_ctl|systemctl|service\s+postgresql)\b")
 
@@ -21,7 +21,7 @@ def test_only_the_throwaway_cluster_controls_a_postgresql_server() -> None:
         for folder in ("tests", "benchmarks", "examples", "tools")
         for path in sorted((ROOT / folder).rglob("*.py"))
     ]
-    assert ROOT / "tests" / "pgcluster.py" in sources
+    assert ROOT / "benchmarks" / "pgcluster.py" in sources
     offenders = [
         f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
         for path in sources
@@ -30,6 +30,6 @@ def test_only_the_throwaway_cluster_controls_a_postgresql_server() -> None:
         if SERVER_CONTROL.search(line)
     ]
     assert not offenders, (
-        "these control a PostgreSQL server; use tests/pgcluster.py's throw-away cluster: "
+        "these control a PostgreSQL server; use benchmarks/pgcluster.py's throw-away cluster: "
         + "; ".join(offenders)
     )

@@ -1,0 +1,301 @@
+"""The fault suite's ledger and its check: what every process saw, and what it proves.
+
+Pure data and arithmetic, no database: the suite's test builds ledgers by hand to show
+that the check flags a lost job, an effect done twice, an unexplained re-run.
+
+The ledger of one scenario run holds every enqueue the producer saw acknowledged, every
+processor start and return (job, attempt, process, time), every side effect that
+committed (``faults.effects``), the final rows of the jobs table, the faults the harness
+caused (with the processes they hit) and every worker process that ended before the
+harness stopped it. Times are ``time.monotonic()`` seconds: one clock for every process
+of the machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import statistics
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from pathlib import Path
+
+#: Seconds after a process fault's end within which a run of that process still counts
+#: as hit by it (the resumed process writes its ledger lines first thing).
+FAULT_SLACK = 1.0
+#: Job states that end a job (anything else at the deadline is stuck).
+TERMINAL = frozenset({"succeeded", "dead", "cancelled", "failed"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """A processor run: its ``S`` line, and its ``F`` line's time if it returned."""
+
+    job: int
+    attempt: int
+    pid: int
+    at: float
+    returned: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Effect:
+    """A side effect that committed."""
+
+    job: int
+    attempt: int
+    pid: int
+    tx: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """A final row of the jobs table."""
+
+    job: int
+    kind: str
+    status: str
+    attempts: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    """A fault the harness caused: from ``start`` to ``end``; ``pids``: the worker
+    processes it hit (none: the database, which every process shares); recovery is
+    measured from ``recover_from`` (the kill, the freeze, the server answering again)."""
+
+    name: str
+    start: float
+    end: float
+    recover_from: float
+    pids: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Death:
+    """A worker process that ended before the harness stopped it. ``planned``: why, when
+    the scenario meant it (``kill``: the harness's SIGKILL; ``poison``: it ran the job
+    that kills its process); None: nobody meant it."""
+
+    pid: int
+    at: float
+    planned: str | None
+
+
+@dataclasses.dataclass
+class Ledger:
+    """Everything one scenario run recorded."""
+
+    #: Acknowledged enqueues: job id -> kind.
+    acked: dict[int, str] = dataclasses.field(default_factory=dict)
+    runs: list[Run] = dataclasses.field(default_factory=list)
+    effects: list[Effect] = dataclasses.field(default_factory=list)
+    rows: list[Row] = dataclasses.field(default_factory=list)
+    faults: list[Fault] = dataclasses.field(default_factory=list)
+    deaths: list[Death] = dataclasses.field(default_factory=list)
+    #: Kinds whose jobs are meant to die (their final ``dead`` is not a loss).
+    poison: frozenset[str] = frozenset()
+    #: Kinds whose processor writes its effect in the job's transaction.
+    transactional: frozenset[str] = frozenset()
+    #: When the load began and ended (throughput before the first fault, after the last).
+    load: tuple[float, float] = (0.0, 0.0)
+
+    def read_lines(self, path: Path) -> None:
+        """Add the processors' ``S``/``F`` lines of the ledger file."""
+        starts: dict[tuple[int, int, int], float] = {}
+        returns: dict[tuple[int, int, int], float] = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            tag, *fields = line.split()
+            if tag in ("S", "F"):
+                key = (int(fields[0]), int(fields[1]), int(fields[2]))
+                (starts if tag == "S" else returns)[key] = float(fields[3])
+        for (job, attempt, pid), at in starts.items():
+            self.runs.append(Run(job, attempt, pid, at, returns.get((job, attempt, pid))))
+
+
+@dataclasses.dataclass(frozen=True)
+class ReRun:
+    """A run that was followed by another run of its job, and why."""
+
+    run: Run
+    next_at: float
+    reason: str | None  # None: unexplained
+    #: The fault that explains it (None: a death or the job's own poison).
+    fault: Fault | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What a ledger shows: the figures of the report and whether the promise held."""
+
+    acked: int
+    succeeded: int
+    lost: list[int]
+    stuck: list[int]
+    reruns: list[ReRun]
+    #: Transactional jobs with more than one committed effect.
+    effects_twice: list[int]
+    #: Plain (non-transactional) jobs whose effect committed more than once: allowed,
+    #: each one a re-run's (at-least-once), reported for what it is.
+    repeated_plain: int
+    unplanned_deaths: list[int]
+    #: Returns by a worker after its lease was lost whose effect never committed.
+    refused_late: int
+    recovery: list[float]
+    throughput: tuple[float | None, float | None]
+
+    @property
+    def unexplained(self) -> list[ReRun]:
+        return [r for r in self.reruns if r.reason is None]
+
+    @property
+    def explained(self) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for r in self.reruns:
+            if r.reason is not None:
+                counts[r.reason] += 1
+        return dict(sorted(counts.items()))
+
+    @property
+    def ok(self) -> bool:
+        """Nothing lost, stuck, re-run without a reason or done twice; no process died
+        that was not meant to."""
+        return not (
+            self.lost or self.stuck or self.unexplained or self.effects_twice
+            or self.unplanned_deaths
+        )  # fmt: skip
+
+    def problems(self) -> list[str]:
+        """What broke the promise, in words (empty when :attr:`ok`)."""
+        out = []
+        for name, items in (
+            ("lost", self.lost),
+            ("stuck", self.stuck),
+            ("re-run unexplained", [r.run.job for r in self.unexplained]),
+            ("effect done twice", self.effects_twice),
+            ("worker died unplanned (pid)", self.unplanned_deaths),
+        ):
+            if items:
+                out.append(f"{len(items)} {name}: {sorted(items)[:10]}")
+        out += [f"unexplained: {r.run} then a run at {r.next_at}" for r in self.unexplained[:5]]
+        return out
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    """The ``q`` quantile (0..1) of ``values``, None if there are none."""
+    data = sorted(values)
+    if not data:
+        return None
+    if len(data) == 1:
+        return data[0]
+    return statistics.quantiles(data, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+def _rerun(run: Run, next_at: float, ledger: Ledger, kinds: dict[int, str]) -> ReRun:
+    """``run``, followed by another run of its job at ``next_at``, and why."""
+    for fault in ledger.faults:
+        if fault.pids:
+            # A frozen process's run: the next one started after the freeze, and this one
+            # was under way by the end of it (a run dispatched just before SIGSTOP enters
+            # its processor just after SIGCONT: its attempt is still the earlier one).
+            # Its line came after its successor's (an earlier attempt entered later):
+            # only a stalled process does that, however long it took to get going again.
+            late = next_at < run.at
+            hit = run.pid in fault.pids and (run.at <= fault.end + FAULT_SLACK or late)
+        else:
+            hit = fault.end >= run.at  # a database fault under way while this run was
+        if hit and fault.start <= next_at:
+            return ReRun(run, next_at, fault.name, fault)
+    for death in ledger.deaths:
+        if death.pid == run.pid and run.at <= death.at and death.planned is not None:
+            return ReRun(run, next_at, death.planned)
+    if kinds.get(run.job) in ledger.poison:
+        return ReRun(run, next_at, "poison")
+    return ReRun(run, next_at, None)
+
+
+def _throughput(returns: list[float], start: float, end: float) -> float | None:
+    if end - start < 1.0:
+        return None
+    return sum(1 for t in returns if start <= t < end) / (end - start)
+
+
+def check(ledger: Ledger) -> Verdict:
+    """What the ledger shows (see :class:`Verdict`)."""
+    kinds = {row.job: row.kind for row in ledger.rows} | ledger.acked
+    rows = {row.job: row for row in ledger.rows}
+    effects: dict[int, list[Effect]] = defaultdict(list)
+    for effect in ledger.effects:
+        effects[effect.job].append(effect)
+    lost, stuck = [], []
+    for job, kind in ledger.acked.items():
+        row = rows.get(job)
+        if row is None:
+            lost.append(job)
+        elif row.status not in TERMINAL:
+            stuck.append(job)
+        elif kind in ledger.poison:
+            continue
+        elif row.status != "succeeded" or not effects[job]:
+            lost.append(job)  # it ended without its work done
+    stuck += [r.job for r in ledger.rows if r.job not in ledger.acked and r.status not in TERMINAL]
+    by_job: dict[int, list[Run]] = defaultdict(list)
+    for run in ledger.runs:
+        by_job[run.job].append(run)
+    reruns: list[ReRun] = []
+    for runs in by_job.values():
+        runs.sort(key=lambda r: (r.attempt, r.at))  # attempts order the runs
+        for run, following in itertools.pairwise(runs):
+            reruns.append(_rerun(run, following.at, ledger, kinds))
+    twice = [
+        job
+        for job, done in effects.items()
+        if len(done) > 1 and any(e.tx for e in done) and kinds.get(job) in ledger.transactional
+    ]
+    repeated = sum(
+        1
+        for job, done in effects.items()
+        if len(done) > 1 and kinds.get(job) not in ledger.transactional
+    )
+    committed = {(e.job, e.attempt, e.pid) for e in ledger.effects}
+    dead = {d.pid for d in ledger.deaths}
+    lease_faults = [f for f in ledger.faults if f.pids and not set(f.pids) & dead]
+    refused = sum(
+        1
+        for run in ledger.runs
+        if run.returned is not None
+        and kinds.get(run.job) in ledger.transactional
+        and (run.job, run.attempt, run.pid) not in committed
+        and any(run.pid in f.pids and run.at <= f.end + FAULT_SLACK for f in lease_faults)
+    )
+    recovery = []
+    for fault in ledger.faults:
+        after = [
+            r.next_at - fault.recover_from
+            for r in reruns
+            if r.fault is fault and r.next_at >= fault.recover_from
+        ]
+        if not fault.pids:  # the database: how soon work resumed at all
+            resumed = [run.at for run in ledger.runs if run.at >= fault.recover_from]
+            after.append(min(resumed) - fault.recover_from if resumed else float("inf"))
+        recovery += after
+    returns = [run.returned for run in ledger.runs if run.returned is not None]
+    start, end = ledger.load
+    first = min((f.start for f in ledger.faults), default=end)
+    last = max((f.end for f in ledger.faults), default=start)
+    return Verdict(
+        acked=len(ledger.acked),
+        succeeded=sum(1 for r in ledger.rows if r.status == "succeeded"),
+        lost=lost,
+        stuck=stuck,
+        reruns=reruns,
+        effects_twice=twice,
+        repeated_plain=repeated,
+        unplanned_deaths=[d.pid for d in ledger.deaths if d.planned is None],
+        refused_late=refused,
+        recovery=recovery,
+        throughput=(_throughput(returns, start, first), _throughput(returns, last, end)),
+    )

@@ -1,0 +1,71 @@
+"""The fault suite's report: one Markdown table row per scenario, then the details."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from benchmarks.faults.ledger import percentile
+
+if TYPE_CHECKING:
+    from benchmarks.faults.ledger import Verdict
+    from benchmarks.faults.scenarios import Scenario
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """One scenario's run: its verdict and how long it took."""
+
+    scenario: Scenario
+    verdict: Verdict
+    seconds: float
+
+
+def _s(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return "never" if value == float("inf") else f"{value:.2f}"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+HEADER = (
+    "| scenario | jobs | lost | re-runs explained | unexplained | effects twice | stuck | "
+    "died unplanned | recovery p50 / p99 s | jobs/s before / after | check |\n"
+    "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+)
+
+
+def row(outcome: Outcome) -> str:
+    """The scenario's table row."""
+    v = outcome.verdict
+    explained = ", ".join(f"{n} {why}" for why, n in v.explained.items()) or "0"
+    p50, p99 = percentile(v.recovery, 0.5), percentile(v.recovery, 0.99)
+    before, after = v.throughput
+    return (
+        f"| {outcome.scenario.name} | {v.acked:,} | {len(v.lost)} | {explained} | "
+        f"{len(v.unexplained)} | {len(v.effects_twice)} | {len(v.stuck)} | "
+        f"{len(v.unplanned_deaths)} | {_s(p50)} / {_s(p99)} | {_rate(before)} / "
+        f"{_rate(after)} | {'pass' if v.ok else '**FAIL**'} |"
+    )
+
+
+def markdown(outcomes: list[Outcome], preamble: str) -> str:
+    """The whole report."""
+    lines = [preamble, "", HEADER, *(row(o) for o in outcomes), ""]
+    for o in outcomes:
+        v = o.verdict
+        lines.append(f"- **{o.scenario.name}** ({o.seconds:.0f} s): {o.scenario.method}.")
+        notes = [f"{v.succeeded:,} rows succeeded"]
+        if v.refused_late:
+            notes.append(f"{v.refused_late} late returns of a frozen worker refused")
+        if v.repeated_plain:
+            notes.append(
+                f"{v.repeated_plain} non-transactional effects repeated by a re-run "
+                "(at-least-once, as documented)"
+            )
+        notes += v.problems()
+        lines.append("  " + "; ".join(notes) + ".")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,175 @@
+"""A worker process of the fault suite: ``python -m benchmarks.faults.worker --dsn ...``.
+
+One skiplock worker with the suite's processors. Each appends to the ledger file (one
+``O_APPEND`` write per line, so lines of processes never interleave, and it works while
+the database is down) when it starts and when it returns, and writes its side effect to
+``faults.effects``: through ``ctx.connection`` for the transactional kind (the effect
+commits with the job's completion, or not at all), through an autocommit connection of
+its own for the plain kind (the effect commits at once, whatever becomes of the job).
+
+Ledger lines (times are ``time.monotonic()``: one clock for every process of the
+machine): ``R <pid> <t>`` ready, ``S <job> <attempt> <pid> <t>`` started, ``F <job>
+<attempt> <pid> <t>`` returned.
+
+``FAULTS_BROKEN=outside`` breaks the build on purpose (the suite's own test that it can
+fail): the transactional kind writes its effect outside the job's transaction, so an
+attempt whose completion is refused keeps its effect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import psycopg
+
+from skiplock import AsyncEngine, JobContext, Settings
+from skiplock.adapters.psycopg import AsyncPsycopgJobStore
+
+#: The kinds: effect in the job's transaction; effect in autocommit; kills its process.
+TX, PLAIN, POISON = "faults.tx", "faults.plain", "faults.poison"
+#: Attempts allowed: an outage may fail a plain job's effect a few times (each a retry).
+MAX_ATTEMPTS = 50
+EFFECT = "INSERT INTO faults.effects (job_id, attempt, pid, tx) VALUES (%s, %s, %s, %s)"
+
+
+class Ledger:
+    """The append-only ledger file."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+
+    def write(self, *fields: object) -> None:
+        line = (" ".join(str(f) for f in fields) + "\n").encode()
+        fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+
+class Autocommit:
+    """One autocommit connection, reopened after a failure."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._lock = asyncio.Lock()
+
+    async def execute(self, query: str, params: tuple[Any, ...]) -> None:
+        """Run ``query``; a connection opened before a restart fails on first use, so a
+        failure on an old connection is retried once on a new one (as an application's
+        pool would check it out)."""
+        async with self._lock:
+            fresh = self._conn is None
+            try:
+                await self._execute(query, params)
+            except psycopg.OperationalError:
+                if fresh:
+                    raise
+                await self._execute(query, params)
+
+    async def _execute(self, query: str, params: tuple[Any, ...]) -> None:
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = await psycopg.AsyncConnection.connect(
+                    self._dsn, autocommit=True, connect_timeout=3
+                )
+            await self._conn.execute(query.encode(), params)  # bytes: not a literal
+        except BaseException:
+            if self._conn is not None:
+                await self._conn.close()
+            self._conn = None
+            raise
+
+
+def settings(ns: argparse.Namespace) -> Settings:
+    """The worker's settings: a short lease (``stale_ttl``) so that faults resolve in
+    seconds, with the heartbeat and maintenance scaled to it."""
+    return Settings(
+        concurrency=ns.concurrency,
+        prefetch=ns.prefetch,
+        poll_interval=ns.poll,
+        heartbeat_interval=ns.lease / 4,
+        stale_ttl=ns.lease,
+        maintenance_interval=ns.lease / 4,
+        shutdown_timeout=5.0,
+        backoff_base=0.1,
+    )
+
+
+def build(ns: argparse.Namespace) -> tuple[AsyncEngine, AsyncPsycopgJobStore]:
+    """The engine with the suite's processors."""
+    ledger = Ledger(ns.ledger)
+    store = AsyncPsycopgJobStore(ns.dsn, max_size=ns.concurrency + 4, connect_timeout=3)
+    engine = AsyncEngine(store, settings(ns))
+    side = Autocommit(ns.dsn)
+    broken = os.environ.get("FAULTS_BROKEN") == "outside"
+    pid = os.getpid()
+
+    @engine.processor(TX, transactional=True, max_attempts=MAX_ATTEMPTS)
+    async def tx(payload: dict[str, Any], ctx: JobContext) -> None:
+        ledger.write("S", ctx.job_id, ctx.attempt, pid, time.monotonic())
+        await asyncio.sleep(payload["ms"] / 1000)
+        effect = (ctx.job_id, ctx.attempt, pid, True)
+        if broken:
+            await side.execute(EFFECT, effect)
+        else:
+            await ctx.connection.execute(EFFECT, effect)
+        ledger.write("F", ctx.job_id, ctx.attempt, pid, time.monotonic())
+
+    @engine.processor(PLAIN, max_attempts=MAX_ATTEMPTS)
+    async def plain(payload: dict[str, Any], ctx: JobContext) -> None:
+        ledger.write("S", ctx.job_id, ctx.attempt, pid, time.monotonic())
+        await asyncio.sleep(payload["ms"] / 1000)
+        await side.execute(EFFECT, (ctx.job_id, ctx.attempt, pid, False))
+        ledger.write("F", ctx.job_id, ctx.attempt, pid, time.monotonic())
+
+    @engine.processor(POISON, max_attempts=3)
+    async def poison(payload: dict[str, Any], ctx: JobContext) -> None:
+        ledger.write("S", ctx.job_id, ctx.attempt, pid, time.monotonic())
+        os.kill(pid, signal.SIGKILL)
+
+    return engine, store
+
+
+async def _main(ns: argparse.Namespace) -> int:
+    engine, store = build(ns)
+    worker = engine.worker(install_signal_handlers=False)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, worker.stop)
+    loop.add_signal_handler(signal.SIGINT, worker.stop)
+    Ledger(ns.ledger).write("R", os.getpid(), time.monotonic())
+    try:
+        await worker.run()
+    finally:
+        await store.close()
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The worker's options (the harness passes every one)."""
+    p = argparse.ArgumentParser(prog="python -m benchmarks.faults.worker")
+    p.add_argument("--dsn", required=True)
+    p.add_argument("--ledger", required=True)
+    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--prefetch", type=int, default=4)
+    p.add_argument("--lease", type=float, default=4.0, help="stale_ttl, seconds")
+    p.add_argument("--poll", type=float, default=0.5, help="poll_interval, seconds")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one worker until SIGTERM."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    return asyncio.run(_main(parser().parse_args(argv)))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,125 @@
+"""The fault suite's ledger check on ledgers written by hand (benchmarks/faults/ledger.py):
+it passes a ledger whose every re-run has its fault, and flags each way a broken build
+could break the promise — a lost job, a stuck one, an effect done twice, a re-run that no
+fault explains, a worker that died unplanned. No database: the check is arithmetic."""
+
+from __future__ import annotations
+
+from benchmarks.faults.ledger import Death, Effect, Fault, Ledger, Row, Run, check
+
+TX, PLAIN = "faults.tx", "faults.plain"
+
+
+def _ledger() -> Ledger:
+    """Three transactional jobs and a plain one; job 2 ran in process 10, which the
+    harness killed at t=5, and again in process 11."""
+    ledger = Ledger(transactional=frozenset({TX}), poison=frozenset({"faults.poison"}))
+    ledger.acked = {1: TX, 2: TX, 3: TX, 4: PLAIN}
+    ledger.runs = [
+        Run(1, 1, 10, 1.0, 1.1),
+        Run(2, 1, 10, 4.0, None),
+        Run(2, 2, 11, 9.0, 9.1),
+        Run(3, 1, 11, 9.5, 9.6),
+        Run(4, 1, 11, 9.7, 9.8),
+    ]
+    ledger.effects = [Effect(1, 1, 10, True), Effect(2, 2, 11, True), Effect(3, 1, 11, True)]
+    ledger.effects.append(Effect(4, 1, 11, False))
+    ledger.rows = [Row(job, kind, "succeeded", 1) for job, kind in ledger.acked.items()]
+    ledger.faults = [Fault("kill", 5.0, 5.0, 5.0, (10,))]
+    ledger.deaths = [Death(10, 5.0, "kill")]
+    ledger.load = (0.0, 12.0)
+    return ledger
+
+
+def test_a_ledger_whose_every_rerun_has_its_fault_passes() -> None:
+    verdict = check(_ledger())
+    assert verdict.ok, verdict.problems()
+    assert verdict.explained == {"kill": 1}
+    assert verdict.recovery == [4.0]  # killed at 5, re-run at 9
+
+
+def test_a_job_without_its_row_or_its_effect_is_lost() -> None:
+    ledger = _ledger()
+    ledger.rows = [r for r in ledger.rows if r.job != 1]
+    ledger.effects = [e for e in ledger.effects if e.job != 3]  # succeeded, effect gone
+    verdict = check(ledger)
+    assert sorted(verdict.lost) == [1, 3]
+    assert not verdict.ok
+
+
+def test_a_job_not_ended_at_the_deadline_is_stuck() -> None:
+    ledger = _ledger()
+    ledger.rows[0] = Row(1, TX, "running", 1)
+    assert check(ledger).stuck == [1]
+
+
+def test_a_transactional_effect_committed_twice_is_flagged() -> None:
+    # What a worker that ignored its lost lease (or wrote outside the job's transaction)
+    # leaves: the killed run's effect committed, and the re-run's too.
+    ledger = _ledger()
+    ledger.effects.append(Effect(2, 1, 10, True))
+    verdict = check(ledger)
+    assert verdict.effects_twice == [2]
+    assert not verdict.ok
+
+
+def test_a_plain_effect_repeated_by_an_explained_rerun_is_reported_not_failed() -> None:
+    ledger = _ledger()
+    ledger.runs += [Run(4, 1, 10, 4.5, None)]  # plain job 4 ran in the killed process too
+    ledger.effects.append(Effect(4, 1, 10, False))
+    verdict = check(ledger)
+    assert verdict.ok, verdict.problems()
+    assert verdict.repeated_plain == 1
+
+
+def test_a_rerun_no_fault_explains_is_flagged() -> None:
+    ledger = _ledger()
+    ledger.faults, ledger.deaths = [], []
+    verdict = check(ledger)
+    assert [r.run.job for r in verdict.unexplained] == [2]
+    assert not verdict.ok
+
+
+def test_a_fault_explains_only_the_runs_it_overlaps() -> None:
+    ledger = _ledger()
+    ledger.deaths = []
+    ledger.faults = [Fault("restart", 20.0, 23.0, 23.0)]  # after job 2's re-run
+    assert len(check(ledger).unexplained) == 1
+    ledger.faults = [Fault("restart", 6.0, 8.0, 8.0)]  # between its two runs
+    assert check(ledger).explained == {"restart": 1}
+
+
+def test_a_worker_that_died_unplanned_is_flagged() -> None:
+    ledger = _ledger()
+    ledger.deaths.append(Death(11, 10.0, None))
+    verdict = check(ledger)
+    assert verdict.unplanned_deaths == [11]
+    assert not verdict.ok
+
+
+def test_a_frozen_run_entered_after_sigcont_is_ordered_by_its_attempt() -> None:
+    # Process 10 had dispatched job 1's first attempt when it was frozen (t=2..10); its
+    # processor wrote its start line only after SIGCONT, while attempt 2 ran at t=7.
+    ledger = Ledger(transactional=frozenset({TX}))
+    ledger.acked = {1: TX}
+    ledger.runs = [Run(1, 1, 10, 10.2, 10.3), Run(1, 2, 11, 7.0, 7.1)]
+    ledger.effects = [Effect(1, 2, 11, True)]
+    ledger.rows = [Row(1, TX, "succeeded", 2)]
+    ledger.faults = [Fault("freeze", 2.0, 10.0, 2.0, (10,))]
+    verdict = check(ledger)
+    assert verdict.ok, verdict.problems()
+    assert verdict.explained == {"freeze": 1}
+    assert verdict.refused_late == 1  # its return committed nothing
+
+
+def test_a_frozen_run_entered_long_after_sigcont_is_still_its_freezes() -> None:
+    # On a loaded machine the resumed process may take seconds to write its line.
+    ledger = Ledger(transactional=frozenset({TX}))
+    ledger.acked = {1: TX}
+    ledger.runs = [Run(1, 1, 10, 14.0, 14.1), Run(1, 2, 11, 7.0, 7.1)]
+    ledger.effects = [Effect(1, 2, 11, True)]
+    ledger.rows = [Row(1, TX, "succeeded", 2)]
+    ledger.faults = [Fault("freeze", 2.0, 10.0, 2.0, (10,))]
+    assert check(ledger).explained == {"freeze": 1}
+    ledger.faults = [Fault("freeze", 2.0, 10.0, 2.0, (12,))]  # another process froze
+    assert len(check(ledger).unexplained) == 1
