@@ -224,10 +224,11 @@ class Result:
     completed_in_stall: int
     #: Re-runs (starts after the first) whose completion was never acknowledged.
     explained_reruns: int
-    #: Seconds from the promotion's start (``pg_ctl promote``) to the first processor
+    #: Seconds from the promotion's start (:meth:`Cluster.promote`) to the first processor
     #: start on the new primary.
     claimed_after: float
-    #: Seconds ``pg_ctl promote`` took (until the new primary accepted writes).
+    #: Seconds the promotion (:meth:`Cluster.promote`) took (until the new primary accepted
+    #: writes).
     promotion: float
     #: Final statuses on the new primary (every job ``succeeded`` when all went well).
     statuses: dict[str, int]
