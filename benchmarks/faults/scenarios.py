@@ -44,7 +44,11 @@ def kill_storm(h: Harness, quick: bool) -> None:
         h.start_load()
         sleep(CALM)
         for _ in range(4 if quick else 15):
-            victim = rng.choice(h.alive())
+            # A worker in the middle of a run, so that every kill interrupts one (a
+            # replacement still starting up would be killed for nothing).
+            alive = h.alive()
+            busy = [worker for worker in alive if h.running(worker) > 0]
+            victim = rng.choice(busy or alive)
             at = h.kill(victim)
             h.fault(Fault("kill", at, at, at, (victim.pid,)))
             top_up()
@@ -121,7 +125,8 @@ SCENARIOS: dict[str, Scenario] = {
     for s in [
         Scenario(
             "kill-storm",
-            "a worker process killed with SIGKILL every 3 s and replaced (3 processes)",
+            "a worker process in the middle of a run killed with SIGKILL every 3 s and replaced "
+            "(3 processes)",
             "every re-run follows a run in a process the harness killed; each job's "
             "effect committed once",
             kill_storm,
