@@ -1,6 +1,7 @@
-"""What a store needs, for store authors (docs/custom-store.md): the types the store port
-speaks beyond :mod:`skiplock.core` (:class:`Controls`, :class:`Limit`, :class:`Pause`,
-:class:`QueueSample`, :class:`ClaimedJobs`, ...), the lifecycle rules that are every
+"""What a store needs, for store authors (docs/internals.md, "Writing a custom store
+with the contract kit"): the types the store port speaks beyond :mod:`skiplock.core`
+(:class:`Controls`, :class:`Limit`, :class:`Pause`, :class:`QueueSample`,
+:class:`ClaimedJobs`, ...), the lifecycle rules that are every
 store's executable spec (``after_claim``, ``after_outcome``, ``select_claim``, ...: the
 in-memory store applies them as they are), and the claim's charge rule (``charges``,
 ``throttled_request``; :func:`skiplock.core.charged_positions` is the start rule).
