@@ -93,9 +93,15 @@ class CountingStore(InMemoryJobStore):
         self.starts += 1
         return super().start(leases)
 
-    def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+    def heartbeat(
+        self,
+        worker_id: str,
+        running: Sequence[int] = (),
+        *,
+        release_unheld: bool = False,
+    ) -> list[int] | None:
         self.heartbeats += 1
-        return super().heartbeat(worker_id, running)
+        return super().heartbeat(worker_id, running, release_unheld=release_unheld)
 
     def recover_stale(
         self,

@@ -88,9 +88,15 @@ class CountingStore(AsyncInMemoryJobStore):
         self.starts += 1
         return await super().start(leases)
 
-    async def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+    async def heartbeat(
+        self,
+        worker_id: str,
+        running: Sequence[int] = (),
+        *,
+        release_unheld: bool = False,
+    ) -> list[int] | None:
         self.heartbeats += 1
-        return await super().heartbeat(worker_id, running)
+        return await super().heartbeat(worker_id, running, release_unheld=release_unheld)
 
     async def recover_stale(
         self,

@@ -151,9 +151,15 @@ class FailingClaimStore(CountingStore):
         self._record("start")
         return super().start(leases)
 
-    def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+    def heartbeat(
+        self,
+        worker_id: str,
+        running: Sequence[int] = (),
+        *,
+        release_unheld: bool = False,
+    ) -> list[int] | None:
         self._record("heartbeat")
-        return super().heartbeat(worker_id, running)
+        return super().heartbeat(worker_id, running, release_unheld=release_unheld)
 
 
 def test_worker_renews_its_lease_before_claiming_after_a_store_error(
@@ -190,10 +196,15 @@ def test_a_heartbeat_that_finds_the_database_down_leaves_the_lease_in_doubt(
     down = [True]
     beat = store.heartbeat
 
-    def heartbeat(worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+    def heartbeat(
+        worker_id: str,
+        running: Sequence[int] = (),
+        *,
+        release_unheld: bool = False,
+    ) -> list[int] | None:
         if down[0]:
             raise DatabaseUnavailableError("connection refused")
-        return beat(worker_id, running)
+        return beat(worker_id, running, release_unheld=release_unheld)
 
     store.heartbeat = heartbeat  # type: ignore[method-assign]
     lease = LeaseKeeper(

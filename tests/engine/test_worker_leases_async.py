@@ -149,9 +149,15 @@ class FailingClaimStore(CountingStore):
         self._record("start")
         return await super().start(leases)
 
-    async def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+    async def heartbeat(
+        self,
+        worker_id: str,
+        running: Sequence[int] = (),
+        *,
+        release_unheld: bool = False,
+    ) -> list[int] | None:
         self._record("heartbeat")
-        return await super().heartbeat(worker_id, running)
+        return await super().heartbeat(worker_id, running, release_unheld=release_unheld)
 
 
 async def test_worker_renews_its_lease_before_claiming_after_a_store_error(
@@ -188,10 +194,15 @@ async def test_a_heartbeat_that_finds_the_database_down_leaves_the_lease_in_doub
     down = [True]
     beat = store.heartbeat
 
-    async def heartbeat(worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+    async def heartbeat(
+        worker_id: str,
+        running: Sequence[int] = (),
+        *,
+        release_unheld: bool = False,
+    ) -> list[int] | None:
         if down[0]:
             raise DatabaseUnavailableError("connection refused")
-        return await beat(worker_id, running)
+        return await beat(worker_id, running, release_unheld=release_unheld)
 
     store.heartbeat = heartbeat  # type: ignore[method-assign]
     lease = LeaseKeeper(

@@ -201,7 +201,9 @@ class AsyncWorkersRole(Protocol):
         claim cleared, ``recovered`` set (as by :meth:`recover_stale`).
         """
 
-    async def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+    async def heartbeat(
+        self, worker_id: str, running: Sequence[int] = (), *, release_unheld: bool = False
+    ) -> list[int] | None:
         """Refresh the worker's heartbeat to the store's now, and check its jobs.
 
         Returns None if the worker row does not exist (never registered, unregistered,
@@ -211,8 +213,9 @@ class AsyncWorkersRole(Protocol):
         running under ``worker_id`` — cancelled, marked failed, deleted, recovered,
         claimed by another worker — ascending, each once; the worker should stop them.
 
-        ``running`` must list every job the worker holds (running, prefetched, being
-        started, its outcome not written yet): in the same transaction, a job running
+        With ``release_unheld``, ``running`` must list every job the worker holds
+        (running, prefetched, being started, its outcome not written yet): in the same
+        transaction, a job running
         under ``worker_id`` that is *not* in ``running`` and was claimed strictly before
         the worker's previous heartbeat (the ``heartbeat_at`` this call replaces) goes
         back to pending as :meth:`register_worker` releases it (attempts and claims
@@ -224,7 +227,10 @@ class AsyncWorkersRole(Protocol):
         latest claim's jobs are never older than the cutoff. The worker makes the rule
         safe by never claiming while a heartbeat is in flight (``LeaseKeeper``): every
         claim that committed before the heartbeat's statement had its jobs placed
-        before ``running`` was read, so a job missing from ``running`` is not held.
+        before ``running`` was read, so a job missing from ``running`` is not held. The
+        worker asks for it after a store error (when an outcome may have been lost) and
+        every few heartbeats otherwise: it reads the worker's running jobs, which a plain
+        heartbeat (looking up ``running`` by key) does not.
         """
         ...
 

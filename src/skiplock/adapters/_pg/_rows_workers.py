@@ -47,5 +47,11 @@ def silent_workers_params(default_ttl: timedelta, ttls: Mapping[str, timedelta])
     return {"longest_us": duration_us(max([default_ttl, *ttls.values()]))}
 
 
-def heartbeat_params(worker_id: str, running: Sequence[int]) -> dict[str, Any]:
-    return {"id": worker_id, "running": [int(job_id) for job_id in running]}
+def heartbeat_params(
+    worker_id: str, running: Sequence[int], release_unheld: bool = False
+) -> dict[str, Any]:
+    return {
+        "id": worker_id,
+        "running": [int(job_id) for job_id in running],
+        "release": release_unheld,
+    }

@@ -41,11 +41,14 @@ class AsyncPgWorkersRole(AsyncPgStoreBase[C, TX]):
         the same statement, release the jobs an earlier life of this id left running."""
         await self._aux_execute("register_worker", worker_params(info))
 
-    async def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+    async def heartbeat(
+        self, worker_id: str, running: Sequence[int] = (), *, release_unheld: bool = False
+    ) -> list[int] | None:
         """Refresh the worker's heartbeat to the database's now, in one statement; None if
         the worker row is gone, else the ids among ``running`` no longer running under
-        this worker (ascending)."""
-        rows = await self._aux_execute("heartbeat", heartbeat_params(worker_id, running))
+        this worker (ascending). ``release_unheld``: see the port."""
+        params = heartbeat_params(worker_id, running, release_unheld)
+        rows = await self._aux_execute("heartbeat", params)
         if not rows:
             return None
         return [int(job_id) for job_id in rows[0]["gone"]]

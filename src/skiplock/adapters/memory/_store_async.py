@@ -158,10 +158,13 @@ class AsyncMemoryWorkers(AsyncMemoryTransactions):
         this worker id left running go back to pending."""
         self._state.register_worker(info)
 
-    async def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+    async def heartbeat(
+        self, worker_id: str, running: Sequence[int] = (), *, release_unheld: bool = False
+    ) -> list[int] | None:
         """Refresh the heartbeat; None if the worker row is gone, else the ids among
-        ``running`` no longer running under this worker."""
-        return self._state.heartbeat(worker_id, running)
+        ``running`` no longer running under this worker (``release_unheld``: see the
+        port)."""
+        return self._state.heartbeat(worker_id, running, release_unheld=release_unheld)
 
     async def unregister_worker(self, worker_id: str) -> list[int]:
         """Remove the worker row (clean shutdown) and release the jobs still running under

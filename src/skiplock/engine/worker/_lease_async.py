@@ -25,6 +25,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("skiplock.worker")
 
+#: A heartbeat releases the worker's running jobs it does not hold (a completion a
+#: failover undid: ``AsyncWorkersRole.heartbeat``) after a store error and at every
+#: RELEASE_EVERY-th heartbeat: a job lost without an error the worker saw waits at most
+#: that many heartbeat intervals.
+RELEASE_EVERY = 6
+
 
 class LeaseKeeper:
     """Registers the worker, heart-beats for every job it holds, reports lost jobs.
@@ -68,6 +74,7 @@ class LeaseKeeper:
         self._last_good = time.monotonic()
         self._failed = False
         self._errors = 0
+        self._beats = 0
         #: True once :meth:`register` succeeded (there is a registration to remove).
         self.registered = False
 
@@ -98,7 +105,14 @@ class LeaseKeeper:
                 # Under the gate also when registering again: that releases every job
                 # running under this id, so no claim may be in flight.
                 async with self.gate:
-                    lost = await self._store.heartbeat(self._info.id, self._held())
+                    # Releasing the jobs it does not hold reads the worker's running
+                    # jobs: asked after a store error (an outcome may have been lost)
+                    # and every RELEASE_EVERY heartbeats, not at each one.
+                    self._beats += 1
+                    release = self._failed or self._beats % RELEASE_EVERY == 0
+                    lost = await self._store.heartbeat(
+                        self._info.id, self._held(), release_unheld=release
+                    )
                     if lost is None:
                         logger.warning(
                             "worker %s: its registration is gone (recovered as stale?); "

@@ -190,14 +190,21 @@ class StoreModel:
             self.rows[row.id] = rules.after_release(row)
         self.heartbeats[worker_id] = now
 
-    def heartbeat(self, worker_id: str, running: Iterable[int], now: datetime) -> list[int] | None:
+    def heartbeat(
+        self,
+        worker_id: str,
+        running: Iterable[int],
+        now: datetime,
+        *,
+        release_unheld: bool = False,
+    ) -> list[int] | None:
         """None for an unregistered worker, else the ids among ``running`` that no longer
-        run under it; its jobs not in ``running`` claimed before its previous heartbeat go
-        back to pending (as on register)."""
+        run under it; with ``release_unheld``, its jobs not in ``running`` claimed before
+        its previous heartbeat go back to pending (as on register)."""
         if worker_id not in self.heartbeats:
             return None
         held, cutoff = set(running), self.heartbeats[worker_id]
-        for lost in self.running(worker_id):
+        for lost in self.running(worker_id) if release_unheld else ():
             if lost.id not in held and lost.claimed_at is not None and lost.claimed_at < cutoff:
                 self.rows[lost.id] = rules.after_release(lost)
         self.heartbeats[worker_id] = now

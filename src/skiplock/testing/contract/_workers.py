@@ -140,8 +140,9 @@ class WorkersContract(kit.ContractBase):
         self, store: JobStore, clock: FakeClock
     ) -> None:
         # Issue 43: a job running under a live worker that does not hold it (a completion
-        # a failover undid) goes back to pending at the worker's next heartbeat — unless
-        # it was claimed since the previous one (a claim racing the heartbeat).
+        # a failover undid) goes back to pending at the worker's next heartbeat that asks
+        # for it (release_unheld) — unless it was claimed since the previous one (a claim
+        # racing the heartbeat). A plain heartbeat leaves it alone.
         store.register_worker(core.WorkerInfo(id="forgetful", host="h", pid=9))
         lost, listed = [kit.running(store, "forgetful") for _ in range(2)]
         elsewhere = kit.running(store, "other-worker")
@@ -149,7 +150,7 @@ class WorkersContract(kit.ContractBase):
         # A claim refreshes the heartbeat: its jobs are not older than the cutoff.
         late = kit.running(store, "forgetful")
         clock.advance(timedelta(seconds=1))
-        assert store.heartbeat("forgetful", [listed.id]) == []
+        assert store.heartbeat("forgetful", [listed.id], release_unheld=True) == []
         released = kit.get(store, lost.id)
         assert released.state is core.JobState.PENDING
         assert (released.claimed_by, released.claimed_at) == (None, None)
@@ -158,8 +159,13 @@ class WorkersContract(kit.ContractBase):
         for kept in (listed, late, elsewhere):
             assert (kit.get(store, kept.id)).state is core.JobState.RUNNING
         assert (kit.claim_one(store, lost.kind, "rescuer")).id == lost.id
-        # At the next heartbeat the late claim is older than the cutoff too.
+        # The late claim is older than the cutoff now: a plain heartbeat leaves it alone,
+        # the next one that asks releases it.
+        clock.advance(timedelta(seconds=1))
         assert store.heartbeat("forgetful", [listed.id, lost.id]) == [lost.id]
+        assert (kit.get(store, late.id)).state is core.JobState.RUNNING
+        clock.advance(timedelta(seconds=1))
+        assert store.heartbeat("forgetful", [listed.id, lost.id], release_unheld=True) == [lost.id]
         assert (kit.get(store, late.id)).state is core.JobState.PENDING
         for kept in (listed, elsewhere):
             assert (kit.get(store, kept.id)).state is core.JobState.RUNNING

@@ -147,8 +147,9 @@ class AsyncWorkersContract(kit.AsyncContractBase):
         self, store: AsyncJobStore, clock: FakeClock
     ) -> None:
         # Issue 43: a job running under a live worker that does not hold it (a completion
-        # a failover undid) goes back to pending at the worker's next heartbeat — unless
-        # it was claimed since the previous one (a claim racing the heartbeat).
+        # a failover undid) goes back to pending at the worker's next heartbeat that asks
+        # for it (release_unheld) — unless it was claimed since the previous one (a claim
+        # racing the heartbeat). A plain heartbeat leaves it alone.
         await store.register_worker(core.WorkerInfo(id="forgetful", host="h", pid=9))
         lost, listed = [await kit.running(store, "forgetful") for _ in range(2)]
         elsewhere = await kit.running(store, "other-worker")
@@ -156,7 +157,7 @@ class AsyncWorkersContract(kit.AsyncContractBase):
         # A claim refreshes the heartbeat: its jobs are not older than the cutoff.
         late = await kit.running(store, "forgetful")
         clock.advance(timedelta(seconds=1))
-        assert await store.heartbeat("forgetful", [listed.id]) == []
+        assert await store.heartbeat("forgetful", [listed.id], release_unheld=True) == []
         released = await kit.get(store, lost.id)
         assert released.state is core.JobState.PENDING
         assert (released.claimed_by, released.claimed_at) == (None, None)
@@ -165,8 +166,15 @@ class AsyncWorkersContract(kit.AsyncContractBase):
         for kept in (listed, late, elsewhere):
             assert (await kit.get(store, kept.id)).state is core.JobState.RUNNING
         assert (await kit.claim_one(store, lost.kind, "rescuer")).id == lost.id
-        # At the next heartbeat the late claim is older than the cutoff too.
+        # The late claim is older than the cutoff now: a plain heartbeat leaves it alone,
+        # the next one that asks releases it.
+        clock.advance(timedelta(seconds=1))
         assert await store.heartbeat("forgetful", [listed.id, lost.id]) == [lost.id]
+        assert (await kit.get(store, late.id)).state is core.JobState.RUNNING
+        clock.advance(timedelta(seconds=1))
+        assert await store.heartbeat("forgetful", [listed.id, lost.id], release_unheld=True) == [
+            lost.id
+        ]
         assert (await kit.get(store, late.id)).state is core.JobState.PENDING
         for kept in (listed, elsewhere):
             assert (await kit.get(store, kept.id)).state is core.JobState.RUNNING

@@ -982,12 +982,14 @@ SET host = excluded.host, pid = excluded.pid, kinds = excluded.kinds,
 -- among :running that no longer run under this worker (missing ones included). Each
 -- job is looked up by primary key (the status test as in _lease_fence). Jobs running
 -- under the worker, not in :running and claimed before the heartbeat this one replaces
--- go back to pending as register_worker releases them (the worker lost them: issue 43).
--- Released before the worker row is written: row locks in the order recovery takes them.
+-- go back to pending as register_worker releases them (the worker lost them: issue 43),
+-- only when :release asks (a one-time filter: otherwise the worker's running jobs are
+-- not read at all). Released before the worker row is written: row locks in the order
+-- recovery takes them.
 WITH released AS (
     UPDATE {schema}.jobs AS j
     SET status = 'pending', claimed_by = NULL, claimed_at = NULL, recovered = true
-    WHERE j.status = 'running' AND j.claimed_by = :id::text
+    WHERE :release::boolean AND j.status = 'running' AND j.claimed_by = :id::text
       AND j.claimed_at < (
           SELECT p.heartbeat_at FROM {schema}.workers AS p WHERE p.id = :id::text
       )

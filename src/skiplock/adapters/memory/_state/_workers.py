@@ -50,18 +50,21 @@ class WorkersState(StateBase):
             started = now if row is None else row.started_at
             self._workers[info.id] = WorkerRow(info=info, started_at=started, heartbeat_at=now)
 
-    def heartbeat(self, worker_id: str, running: Sequence[int] = ()) -> list[int] | None:
+    def heartbeat(
+        self, worker_id: str, running: Sequence[int] = (), *, release_unheld: bool = False
+    ) -> list[int] | None:
         """Refresh a registered worker's heartbeat; None if the worker row is gone, else
-        the ids among ``running`` no longer running under ``worker_id`` (ascending). Jobs
-        running under it, not in ``running``, claimed before the heartbeat this replaces,
-        go back to pending as :meth:`register_worker` releases them."""
+        the ids among ``running`` no longer running under ``worker_id`` (ascending). With
+        ``release_unheld``, jobs running under it, not in ``running``, claimed before the
+        heartbeat this replaces, go back to pending as :meth:`register_worker` releases
+        them."""
         with self._writing():
             row = self._workers.get(worker_id)
             if row is None:
                 return None
             now, cutoff = self.now(), row.heartbeat_at
             held = set(running)
-            for job_id in sorted(self._by_state[JobState.RUNNING]):
+            for job_id in sorted(self._by_state[JobState.RUNNING]) if release_unheld else ():
                 lost = self._jobs[job_id]
                 if (
                     lost.claimed_by == worker_id
