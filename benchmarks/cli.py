@@ -358,6 +358,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="jobs of the scheduled-lateness workload, each due 0.3-2.0 s after "
                         "its enqueue (default 40)")  # fmt: skip
     p.add_argument("--pgbench-seconds", type=float)
+    p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
+                   help="the event loop of this process, whose producers enqueue (the "
+                        "drains' worker processes stay on asyncio's): asyncio's (default) "
+                        "or uvloop's")  # fmt: skip
     p.add_argument("--drain-concurrency", type=lambda t: tuple(int(x) for x in _split(t)),
                    help="slots per worker process for the one-process drains (default 1,4,16; "
                         "the two-process and transactional drains use the largest)")  # fmt: skip
@@ -402,6 +406,7 @@ def _meta(
     return {
         "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "quick": bool(ns.quick),
+        "loop": ns.loop,
         "plan": dataclasses.asdict(plan),
         "machine": {
             "cpus": os.cpu_count(),
@@ -440,7 +445,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return server
 
     load_start = os.getloadavg()
-    server = asyncio.run(go())
+    factory = None
+    if ns.loop == "uvloop":
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as loop:
+        server = loop.run(go())
     results = runner.results
     # Judged per table state: on the cold drains (first) and on the analyzed ones.
     targets = {

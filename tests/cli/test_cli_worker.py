@@ -430,3 +430,60 @@ def test_worker_until_idle_says_nothing_more_when_nothing_is_left(
     engine.enqueue("b", {}, delay=3600)  # not due: not "left"
     assert cli.main(["worker", f"{name}:engine", "--until-idle"]) == 0
     assert capsys.readouterr().out == "handled 1 job(s)\n"
+
+
+# ---- the event loop ---------------------------------------------------------------------
+
+LOOP_APP = """
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from skiplock import AsyncEngine, JobContext
+from skiplock.adapters.memory import AsyncInMemoryJobStore
+
+engine = AsyncEngine(AsyncInMemoryJobStore())
+loops: list[str] = []
+
+
+@engine.processor("a")
+async def handle_a(payload: Any, ctx: JobContext) -> None:
+    loops.append(type(asyncio.get_running_loop()).__module__)
+"""
+
+
+def _run_loop_app(make_app: Callable[[str], str], caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Run LOOP_APP's worker until idle on one job: the modules of the loops it ran on,
+    checked against the worker's start line."""
+    name = make_app(LOOP_APP)
+    engine = cli.resolve_app(f"{name}:engine")
+    assert isinstance(engine, AsyncEngine)
+    asyncio.run(engine.enqueue("a", {}))
+    with caplog.at_level(logging.INFO, logger="skiplock.worker"):
+        assert cli.main(["worker", f"{name}:engine", "--until-idle"]) == 0
+    loops: list[str] = sys.modules[name].loops
+    [line] = [r.getMessage() for r in caplog.records if "event loop" in r.getMessage()]
+    assert line.endswith(" runs on the asyncio event loop"), line
+    return loops
+
+
+def test_worker_runs_on_asyncio_when_the_setting_says_so(
+    make_app: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Whether uvloop is installed or not (tests/psycopg/test_event_loop.py: the default
+    # takes it where it is).
+    monkeypatch.setenv("SKIPLOCK_EVENT_LOOP", "asyncio")
+    assert _run_loop_app(make_app, caplog) == ["asyncio.unix_events"]
+
+
+def test_worker_runs_on_asyncio_where_uvloop_is_not_installed(
+    make_app: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.delenv("SKIPLOCK_EVENT_LOOP", raising=False)
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # `import uvloop` fails as if missing
+    assert _run_loop_app(make_app, caplog) == ["asyncio.unix_events"]

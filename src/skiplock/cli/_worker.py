@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.metadata
 import logging
 import os
 import sys
@@ -245,9 +246,14 @@ def run(app: AppEngine, args: argparse.Namespace) -> int:
             server = _serve_metrics(metrics, args.metrics_port)
         if isinstance(engine, AsyncEngine):
             assert isinstance(worker, AsyncWorker)
-            handled, left = asyncio.run(
-                _serve_async(engine, worker, until_idle=args.until_idle, debug=debug)
+            factory, loop_name = event_loop(engine.settings.event_loop)
+            logging.getLogger("skiplock.worker").info(
+                "worker %s runs on the %s event loop", worker.id, loop_name
             )
+            with asyncio.Runner(loop_factory=factory) as runner:
+                handled, left = runner.run(
+                    _serve_async(engine, worker, until_idle=args.until_idle, debug=debug)
+                )
         else:
             assert isinstance(worker, Worker)
             try:
@@ -273,6 +279,21 @@ def run(app: AppEngine, args: argparse.Namespace) -> int:
             print(line)
     # An interrupted run() (KeyboardInterrupt, cancellation) propagates: exit status 130.
     return 130 if worker.forced else 0
+
+
+def event_loop(setting: str) -> tuple[Callable[[], asyncio.AbstractEventLoop] | None, str]:
+    """The factory of the loop an async worker runs on (None: asyncio's own) and its name
+    for the start line: uvloop's where ``setting`` is ``auto`` and uvloop is installed."""
+    if setting == "auto":
+        try:
+            import uvloop
+        except ImportError as exc:
+            # Only a missing uvloop means asyncio's loop; a broken one is the user's to see.
+            if exc.name != "uvloop":
+                raise
+        else:
+            return uvloop.new_event_loop, f"uvloop {importlib.metadata.version('uvloop')}"
+    return None, "asyncio"
 
 
 async def _serve_async(

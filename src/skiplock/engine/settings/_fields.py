@@ -57,6 +57,10 @@ RATE_LIMIT_SCOPES = choice(*typing.get_args(RateLimitScope))
 ProcessorExits = Literal["stop", "fail"]
 PROCESSOR_EXITS = choice(*typing.get_args(ProcessorExits))
 
+#: What ``Settings.event_loop`` may say.
+EventLoop = Literal["auto", "asyncio"]
+EVENT_LOOPS = choice(*typing.get_args(EventLoop))
+
 #: The engine's own settings (the global policy values are :data:`POLICY_FIELDS`).
 ENGINE_FIELDS: tuple[Setting, ...] = (
     Setting("concurrency", 4, POSITIVE_INT, "Job slots per worker."),
@@ -191,6 +195,15 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         "exception (the process exits as the processor asked); `fail` keeps the worker "
         "serving, as for any exception (the Django integration's default). A real SIGTERM "
         "or SIGINT stops the worker either way.",
+    ),
+    Setting(
+        "event_loop",
+        "auto",
+        EVENT_LOOPS,
+        "The event loop `skiplock worker` runs an async engine's worker on: `auto` takes "
+        "uvloop when it is installed (`pip install 'skiplock[uvloop]'`), else asyncio's "
+        "own; `asyncio` always asyncio's own. A sync worker has no loop; an embedded "
+        "worker runs on its host's loop.",
     ),
     Setting(
         "audit",

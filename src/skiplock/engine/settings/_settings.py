@@ -44,6 +44,7 @@ from ._fields import (
     PREFETCH_FACTOR,
     SETTING_FIELDS,
     UNWRITTEN_BATCHES,
+    EventLoop,
     ProcessorExits,
     RateLimitScope,
     UnknownKinds,
@@ -55,6 +56,7 @@ __all__ = [
     "PREFETCH_FACTOR",
     "SETTING_FIELDS",
     "UNWRITTEN_BATCHES",
+    "EventLoop",
     "ProcessorExits",
     "RateLimitScope",
     "Settings",
@@ -199,6 +201,7 @@ class Settings:
     max_result_bytes: int = _DEFAULT["max_result_bytes"]
     unknown_kinds: UnknownKinds = _DEFAULT["unknown_kinds"]
     processor_exits: ProcessorExits = _DEFAULT["processor_exits"]
+    event_loop: EventLoop = _DEFAULT["event_loop"]
     audit: bool = _DEFAULT["audit"]
     audit_actor: str | None = _DEFAULT["audit_actor"]
     idempotency_retention: timedelta | None = attrs.field(
