@@ -1,4 +1,4 @@
-"""The admin commands (R13) against PostgreSQL: ``skiplock jobs list|show|retry|cancel|fail|
+"""The admin commands (R13) against PostgreSQL: ``skiplock jobs list|show|why|retry|cancel|fail|
 delete``, ``dlq``, ``counts``, ``workers``; tables for people, ``--json`` for scripts,
 confirmations for bulk destructive actions, one report line per id."""
 
@@ -193,6 +193,29 @@ def test_jobs_show_one_job_in_full(run: Run) -> None:
     assert job["idempotency_key"] == "k-1"
     assert job["last_error"] == "first\nsecond"
     assert run("jobs", "show", "99999") == 1
+    assert run.err == "skiplock: error: no job with id 99999\n"
+
+
+@needs_psycopg
+@pytest.mark.postgres
+def test_jobs_why_says_why_a_job_waits(run: Run) -> None:
+    [later] = enqueue(run.dsn, "email", tenant="acme", delay=3600)
+    [ready] = enqueue(run.dsn, "report")
+    with engine_on(run.dsn) as engine:
+        engine.operator("alice").pause(tenant="acme", reason="dispute")
+    add_worker(run.dsn, "w-1", "report")
+    assert run("jobs", "why", str(later)) == 0
+    assert run.lines[0].startswith(f"job {later} (pending) as of ")
+    codes = [line.split(":", 1)[0].strip() for line in run.lines[1:]]
+    assert codes == ["due_later", "paused", "no_worker"]
+    assert "paused by alice since" in run.out
+    assert "dispute" in run.out
+    answer = run.json("jobs", "why", str(later))
+    assert (answer["job_id"], answer["state"]) == (later, "pending")
+    assert [r["code"] for r in answer["reasons"]] == codes
+    assert answer["reasons"][1]["details"]["actor"] == "alice"
+    assert [r["code"] for r in run.json("jobs", "why", str(ready))["reasons"]] == ["ready"]
+    assert run("jobs", "why", "99999") == 1
     assert run.err == "skiplock: error: no job with id 99999\n"
 
 

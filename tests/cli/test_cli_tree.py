@@ -33,6 +33,7 @@ NEEDS: dict[tuple[str, ...], list[str]] = {
     ("health",): [],
     ("jobs", "list"): [],
     ("jobs", "show"): ["1"],
+    ("jobs", "why"): ["1"],
     ("jobs", "retry"): ["1"],
     ("jobs", "cancel"): ["1"],
     ("jobs", "fail"): ["1"],

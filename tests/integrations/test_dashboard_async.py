@@ -383,6 +383,22 @@ async def test_a_job_page_without_audit_events_says_whether_the_trail_is_off(
     assert "retry-" not in html  # a pending job: nothing to replay
 
 
+async def test_a_pending_job_page_says_why_it_waits(
+    dashboard: AsyncDashboard, engine: AsyncEngine
+) -> None:
+    job = await engine.enqueue("report.build", {"n": 98}, delay=3600)
+    await engine.operator("alice").pause(kind="report.build", reason="<maintenance>")
+    html = (await _page(dashboard, "job", f"/jobs/{job.id}", job_id=str(job.id)))[1]
+    assert 'data-testid="wait-reasons"' in html
+    assert '<li data-code="due_later">' in html
+    assert '<li data-code="paused">' in html
+    assert "is paused by alice" in html
+    assert "&lt;maintenance&gt;" in html  # the reason, escaped
+    dead_id = (await _dead_ids(engine))[0]
+    html = (await _page(dashboard, "job", f"/jobs/{dead_id}", job_id=str(dead_id)))[1]
+    assert "wait-reasons" not in html  # not pending: no reasons
+
+
 @pytest.mark.parametrize("job_id", ["999", "0", "x1", "99999999999999999999", "\u0661"])
 async def test_an_unknown_job_is_a_404_page(dashboard: AsyncDashboard, job_id: str) -> None:
     response, html = await _page(dashboard, "job", f"/jobs/{job_id}", job_id=job_id)

@@ -327,6 +327,23 @@ def test_get_job(client: Client, jobs: Engine, pg_dsn: str) -> None:
         assert body["errors"][0]["loc"][:2] == ["path", "job_id"]
 
 
+def test_why_a_job_waits(client: Client, jobs: Engine, pg_dsn: str) -> None:
+    job_id = jobs.enqueue("report.build", {}, delay=3600).id
+    add_worker(pg_dsn, "w-why", "webhook.send")
+    reply = client.get(f"/jobs/{job_id}/why")
+    assert reply.status == 200
+    models.JobWait.model_validate(reply.body)
+    assert (reply.body["job_id"], reply.body["state"]) == (job_id, "pending")
+    due_later, no_worker = reply.body["reasons"]
+    assert (due_later["code"], no_worker["code"]) == ("due_later", "no_worker")
+    assert due_later["when"] == jobs.get_job(job_id).available_at.isoformat()
+    assert no_worker["details"] == {"live_workers": 1}
+    finished = dead(jobs, pg_dsn)
+    [reason] = client.get(f"/jobs/{finished}/why").body["reasons"]
+    assert reason["code"] == "not_pending"
+    assert "999999" in problem(client.get("/jobs/999999/why"), 404, "not-found")["detail"]
+
+
 def test_retry_one_job(client: Client, jobs: Engine, pg_dsn: str) -> None:
     job_id = dead(jobs, pg_dsn)
     reply = client.post(f"/jobs/{job_id}/retry")

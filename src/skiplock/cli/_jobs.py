@@ -1,4 +1,4 @@
-"""``jobs`` (list, show, retry, cancel, fail, delete) and ``dlq``: read and change jobs
+"""``jobs`` (list, show, why, retry, cancel, fail, delete) and ``dlq``: read and change jobs
 through the admin API (R13), acting as ``--actor``."""
 
 from __future__ import annotations
@@ -42,8 +42,12 @@ def add_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
     _filter_options(listing, states=True)
     _page_options(listing)
 
-    show = add_act(actions, "show", _show, "show one job in full")
-    show.add_argument("id", type=_options.job_id, metavar="ID", help="job id")
+    for name, reader, help_text in (
+        ("show", _show, "show one job in full"),
+        ("why", _why, "say why a job has not started (due later, paused, a limit, no worker...)"),
+    ):
+        one = add_act(actions, name, reader, help_text)
+        one.add_argument("id", type=_options.job_id, metavar="ID", help="job id")
 
     retry = add_act(
         actions,
@@ -123,8 +127,8 @@ def run(reached: Reached, args: argparse.Namespace) -> int:
     # The reads go to the read replica when there is one (--read-dsn); changes never.
     if args.action == "list":
         return _list(reached.reads(), args)
-    if args.action == "show":
-        return _show(reached.reads(), args)
+    if args.action in {"show", "why"}:
+        return (_show if args.action == "show" else _why)(reached.reads(), args)
     actor = getattr(args, "actor", None)
     return act_of(args)(reached.checked().operator(actor), args)
 
@@ -331,6 +335,21 @@ def _show(operator: Operator | Reader, args: argparse.Namespace) -> int:
         else:
             shown = "-" if value is None else str(value)
         print(f"{key + ':':<{width + 1}} {shown}")
+    return 0
+
+
+def _why(operator: Operator | Reader, args: argparse.Namespace) -> int:
+    """``jobs why ID``: one line per reason the job waits (``--json``: the whole answer)."""
+    try:
+        wait = operator.why(args.id)
+    except JobNotFoundError as exc:
+        raise Failure(str(exc)) from None
+    if args.json:
+        print_json(wait.to_json())
+        return 0
+    print(f"job {wait.job_id} ({wait.state.value}) as of {time(wait.checked_at)}:")
+    for reason in wait.reasons:
+        print(f"  {reason.code}: {reason.message}")
     return 0
 
 

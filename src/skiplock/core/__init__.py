@@ -91,6 +91,7 @@ from ._validation import (
     result_json,
     validate_identifier,
 )
+from ._why import JobWait, WaitReason
 
 __all__ = [
     "FINISHED_STATES",
@@ -123,6 +124,7 @@ __all__ = [
     "JobNotFoundError",
     "JobPage",
     "JobState",
+    "JobWait",
     "KindHealth",
     "KindPolicy",
     "Lease",
@@ -146,6 +148,7 @@ __all__ = [
     "UndecodableRowError",
     "UnknownKindError",
     "ValidationError",
+    "WaitReason",
     "WorkerHealth",
     "WorkerInfo",
     "WorkerStatus",

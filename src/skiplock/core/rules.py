@@ -117,6 +117,7 @@ from ._validation import (
     to_rate_limit,
     unknown_kind_message,
 )
+from ._why import WAIT_CODES, WAIT_COUNT_BOUND, explain_wait
 
 __all__ = [
     "ACTOR",
@@ -139,6 +140,8 @@ __all__ = [
     "POSITIVE_INT",
     "PRIORITY_RANGE",
     "RATE",
+    "WAIT_CODES",
+    "WAIT_COUNT_BOUND",
     "EffectiveLimits",
     "FailureKind",
     "HealthThresholds",
@@ -177,6 +180,7 @@ __all__ = [
     "describe",
     "encode_result",
     "exception_traceback",
+    "explain_wait",
     "field_defaults",
     "format_duration",
     "history_from",

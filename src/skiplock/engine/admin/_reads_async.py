@@ -18,12 +18,15 @@ from skiplock.core import (
     JobNotFoundError,
     JobPage,
     JobState,
+    JobWait,
     Page,
     StateCount,
 )
 from skiplock.core.rules import (
     INT8_RANGE,
     LIVE_HEARTBEATS,
+    PRIORITY_RANGE,
+    WAIT_COUNT_BOUND,
     EffectiveLimits,
     HealthThresholds,
     History,
@@ -35,6 +38,7 @@ from skiplock.core.rules import (
     check_int,
     check_job_id,
     check_priority,
+    explain_wait,
     history_from,
     throughput_from,
     throughput_window,
@@ -270,6 +274,93 @@ class AsyncReadOps:
         ``[]`` for a job without any (also an unknown one). A deleted job's events stay
         until retention purges them."""
         return await self._store.audit_trail(check_job_id("job_id", job_id))
+
+    async def why(self, job_id: int) -> JobWait:
+        """Why the job has not started (issue 45): every reason that holds now, from the
+        rules a claim applies: due later, paused (by whom, since when), a rate limit or
+        provider cap used up (when the next token comes), its concurrency key full (the
+        running jobs holding it) or its kind at its cluster limit, no live worker claims
+        its kind and tenant, due jobs of its kind a claim takes first (counted up to
+        :data:`~skiplock.core.rules.WAIT_COUNT_BOUND`, then "at least"). A job that is not
+        pending has the one reason ``not_pending``; JobNotFoundError if absent. A few
+        bounded reads, whatever the table's size."""
+        job = await self.get_job(job_id)
+        snapshot = await self._store.health_snapshot()
+        try:
+            controls = await self._store.controls()
+        except Exception:  # a schema before the controls (0014): nothing is paused
+            controls = Controls()
+        holders: list[int] = []
+        ahead, bounded = 0, False
+        if job.state is JobState.PENDING:
+            if job.concurrency_key is not None:
+                holders = await self._key_holders(job.concurrency_key)
+            ahead, bounded = await self._jobs_ahead(job, snapshot.now)
+        return explain_wait(
+            job,
+            snapshot,
+            controls,
+            rates=self._rates(controls),
+            cluster_limits=self._cluster_limits(),
+            worker_timeout=self.health_thresholds().worker_timeout,
+            holders=holders,
+            ahead=ahead,
+            ahead_bounded=bounded,
+        )
+
+    async def _key_holders(self, key: str) -> list[int]:
+        """The ids of the running jobs holding concurrency ``key``, among the first
+        :data:`WAIT_COUNT_BOUND` running jobs (running jobs are few: workers' slots)."""
+        page = await self._store.list_jobs(
+            JobFilter(states=frozenset({JobState.RUNNING})), Page(limit=WAIT_COUNT_BOUND)
+        )
+        return [j.id for j in page if j.concurrency_key == key]
+
+    async def _jobs_ahead(self, job: Job, now: datetime) -> tuple[int, bool]:
+        """How many due pending jobs of ``job``'s kind a claim takes before it (higher
+        priority, or the same and due earlier, or due at once with a smaller id), and
+        whether the count stopped at the bound (then it is a lower bound)."""
+        due = now + timedelta(microseconds=1)  # available_before is exclusive
+        higher = (
+            JobFilter(
+                states=frozenset({JobState.PENDING}),
+                kinds=frozenset({job.kind}),
+                priority_min=job.priority + 1,
+                available_before=due,
+            )
+            if job.priority < PRIORITY_RANGE[1]
+            else None
+        )
+        same = JobFilter(
+            states=frozenset({JobState.PENDING}),
+            kinds=frozenset({job.kind}),
+            priority_min=job.priority,
+            priority_max=job.priority,
+            available_before=min(due, job.available_at + timedelta(microseconds=1)),
+        )
+        count = 0
+        for job_filter in (higher, same):
+            if job_filter is None:
+                continue
+            after: int | None = None
+            # Pages may stop short (JobPage.READ_FACTOR): a bounded number of them.
+            for _ in range(WAIT_COUNT_BOUND // 100):
+                page = await self._store.list_jobs(
+                    job_filter, Page(limit=WAIT_COUNT_BOUND, after_id=after)
+                )
+                count += sum(
+                    1
+                    for j in page
+                    if job_filter is higher or (j.available_at, j.id) < (job.available_at, job.id)
+                )
+                if count >= WAIT_COUNT_BOUND:
+                    return WAIT_COUNT_BOUND, True
+                after = page.next_after(WAIT_COUNT_BOUND)
+                if after is None:
+                    break
+            else:
+                return count, True
+        return count, False
 
     async def paused(self) -> list[Pause]:
         """Every pause in force."""

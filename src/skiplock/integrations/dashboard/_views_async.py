@@ -326,9 +326,12 @@ class AsyncDashboard(AsyncButtons):
             audit = _render.audit_rows(trail)
             return {"page": "gone", "job_id": job_id, "audit": audit, "audit_on": True}
         events = await reads.audit_trail(job_id)
+        # A pending job says why it has not started (issue 45): the claim's rules.
+        wait = await reads.why(job_id) if job.state is JobState.PENDING else None
         return {
             "page": "job",
             "job": job,
+            "wait": wait,
             "payload": _render.payload_text(job),
             "result": _render.json_text(job.result),
             "audit": _render.audit_rows(events),

@@ -177,6 +177,18 @@ def _get_job_audit(ops: Operator | Reader, call: Call) -> Response:
     return json_response({"job_id": call.job_id, "audit_trail": trail})
 
 
+@_read_operation("getJobWhy", "GET /jobs/{job_id}/why", m.JobWait)
+def _get_job_why(ops: Operator | Reader, call: Call) -> Response:
+    """Why a job waits
+
+    Why the job has not started, from the rules a claim applies: due later, paused (by
+    whom, since when), a rate limit (when the next token comes), a concurrency cap full
+    (the running jobs holding it), no live worker for its kind and tenant, due jobs of
+    its kind ahead of it; `ready` when nothing holds it back, `not_pending` for a job
+    that is not pending."""
+    return json_response((ops.why(call.job_id)).to_json())
+
+
 @_operation("deleteJob", "DELETE /jobs/{job_id}", m.Job)
 def _delete_job(ops: Operator, call: Call) -> Response:
     """Delete a job

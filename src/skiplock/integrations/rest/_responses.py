@@ -78,6 +78,27 @@ class JobAudit(_Output):
     audit_trail: list[AuditEntry]
 
 
+class WaitReason(_Output):
+    """One reason a job waits: its ``code`` (``not_pending``, ``due_later``, ``paused``,
+    ``rate_limited``, ``concurrency_full``, ``no_worker``, ``behind`` or ``ready``), a
+    sentence, when it ends if known (the due time, the next token) and its details
+    (docs/admin.md, "Why is this job waiting?")."""
+
+    code: str
+    message: str
+    when: AwareDatetime | None
+    details: dict[str, JsonValue]
+
+
+class JobWait(_Output):
+    """Why a job has not started, as of ``checked_at``: every reason that holds now."""
+
+    job_id: int
+    state: JobState
+    checked_at: AwareDatetime
+    reasons: list[WaitReason]
+
+
 class JobPage(_Output):
     """One page of jobs; ``next_cursor`` is null on the last page. ``partial`` is true
     when the server stopped searching at its read budget (a filter no index serves in id
