@@ -82,6 +82,8 @@ class Load:
     prefetch: int = 4
     #: The lease: ``stale_ttl`` (seconds).
     lease: float = 4.0
+    #: The workers' fallback poll (``poll_interval``, seconds); LISTEN wakes them sooner.
+    poll: float = 0.5
     #: Seconds every acknowledged job has to end after the load stops.
     deadline: float = 90.0
 
@@ -137,9 +139,11 @@ class Producer(threading.Thread):
                         self.failures += 1
                         self._halt.wait(0.2)
                         continue
+                    acked = time.monotonic()
                     with self._lock:
                         for request, result in zip(batch, results, strict=True):
                             self._ledger.acked[result.id] = request.kind
+                            self._ledger.enqueued[result.id] = acked
                     sent += len(batch) - len(extra)
                     extra = []
                 self._halt.wait(0.05)
@@ -176,6 +180,8 @@ class Harness:
         self.workers: list[Worker] = []
         self._producer: Producer | None = None
         self._load_start = 0.0
+        #: A scenario's own marks (what, from, to) for its ``after`` measurement.
+        self.events: list[tuple[str, float, float]] = []
         apply_schema(server.dsn)
         self.sql(_EFFECTS)
 
@@ -195,6 +201,22 @@ class Harness:
             cur = conn.execute(query.encode(), params)  # bytes: a query built at run time
             return cur.fetchall() if cur.description else []
 
+    def listeners(self) -> set[int]:
+        """The server processes of the workers' LISTEN connections (their last statement
+        was the LISTEN: the notifier's idle ping comes only after ``ping_interval``)."""
+        rows = self.sql(
+            "SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN %%' "
+            "AND pid <> pg_backend_pid()"
+        )
+        return {int(pid) for (pid,) in rows}
+
+    def first_starts(self) -> dict[int, float]:
+        """Each job's first processor start (after :meth:`finish`)."""
+        first: dict[int, float] = {}
+        for run in self.ledger.runs:
+            first[run.job] = min(run.at, first.get(run.job, run.at))
+        return first
+
     # ---- workers ------------------------------------------------------------------------
 
     def ready(self) -> set[int]:
@@ -209,6 +231,7 @@ class Harness:
             sys.executable, "-m", "benchmarks.faults.worker", "--dsn", self.dsn,
             "--ledger", str(self.path), "--concurrency", str(load.concurrency),
             "--prefetch", str(load.prefetch), "--lease", str(load.lease),
+            "--poll", str(load.poll),
         ]  # fmt: skip
         extra = dict(env) | ({"FAULTS_BROKEN": "outside"} if self.broken else {})
         log = open(self.folder / f"worker{len(self.workers)}.log", "wb")  # noqa: SIM115

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from benchmarks import pgcluster
 from benchmarks.faults.harness import Harness, Load, sleep, supervised, wait_until
-from benchmarks.faults.ledger import Fault
+from benchmarks.faults.ledger import Fault, percentile
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -30,6 +30,9 @@ class Scenario:
     #: Whether it stops or freezes the server (only on the suite's throw-away one).
     controls_server: bool = False
     load: Load = dataclasses.field(default_factory=Load)
+    #: Its own measurement, once the ledger is complete (the server still up): adds
+    #: notes and failed checks to the ledger.
+    after: Callable[[Harness], None] | None = None
 
 
 #: Seconds of steady load before the first fault and after the last.
@@ -120,6 +123,80 @@ def poison(h: Harness, quick: bool) -> None:
             sleep(0.2)
 
 
+#: The listener-kill scenario's load: a trickle (workers idle between jobs, so each
+#: pickup waits for a wakeup) and a fallback poll slow enough to tell the two apart.
+LISTEN_LOAD = Load(rate=4.0, workers=2, poll=5.0)
+
+
+def _replaced(h: Harness, killed: set[int]) -> Callable[[], bool]:
+    """Whether every worker listens again, on a session other than ``killed``."""
+    return lambda: len(h.listeners() - killed) >= h.load.workers
+
+
+def listener_kill(h: Harness, quick: bool) -> None:
+    """The workers' LISTEN connections terminated (``pg_terminate_backend``) again and
+    again, with the fallback poll slowed to 5 s; each time until they are back."""
+    for _ in range(h.load.workers):
+        h.spawn()
+    wait_until(lambda: len(h.listeners()) >= h.load.workers, 30, "the listeners")
+    h.start_load()
+    sleep(CALM)
+    for _ in range(2 if quick else 6):
+        wait_until(lambda: len(h.listeners()) >= h.load.workers, 30, "the listeners")
+        killed = h.listeners()
+        start = time.monotonic()
+        h.sql("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", list(killed))
+        wait_until(_replaced(h, killed), 30, "the listeners back")
+        h.events.append(("listener-kill", start, time.monotonic()))
+        sleep(CALM)
+
+
+def _pickups(h: Harness, since: float, until: float) -> list[float]:
+    """Seconds from acknowledged enqueue to first start, of the jobs enqueued in
+    [since, until)."""
+    first = h.first_starts()
+    return [
+        first[job] - at
+        for job, at in h.ledger.enqueued.items()
+        if since <= at < until and job in first
+    ]
+
+
+def listener_pickups(h: Harness) -> None:
+    """Pickup latency before the first kill, after each kill and while the listeners were
+    down; fails when a job waited for the fallback poll (half of it or more)."""
+    kills = [(start, back) for what, start, back in h.events if what == "listener-kill"]
+    if not kills:
+        h.ledger.failed.append("no listener was killed")
+        return
+    end = h.ledger.load[1]
+    bounds = [start for start, _ in kills[1:]] + [end]
+    before = _pickups(h, h.ledger.load[0], kills[0][0])
+    after = [p for (start, _), until in zip(kills, bounds, strict=True)
+             for p in _pickups(h, start, until)]  # fmt: skip
+    down = [p for start, back in kills for p in _pickups(h, start, back)]
+    reconnect = [back - start for start, back in kills]
+    limit = h.load.poll / 2
+
+    def ms(values: list[float]) -> str:
+        p50, top = percentile(values, 0.5), max(values, default=None)
+        return "-" if p50 is None or top is None else f"{p50 * 1000:.0f} / {top * 1000:.0f} ms"
+
+    h.ledger.notes.append(
+        f"{len(kills)} listener kills; listeners back (new LISTEN sessions) after "
+        f"p50 / max {ms(reconnect)}; pickup (acknowledged enqueue to first start) "
+        f"p50 / max {ms(before)} before the first kill, {ms(after)} after the kills "
+        f"({len(after)} jobs), {ms(down)} for the {len(down)} jobs enqueued while the "
+        f"listeners were down; the fallback poll is {h.load.poll:g} s"
+    )
+    slow = [p for p in after if p >= limit]
+    if slow:
+        h.ledger.failed.append(
+            f"{len(slow)} jobs after a listener kill waited {max(slow):.1f} s "
+            f"(>= {limit:g} s: the fallback poll, not a wakeup)"
+        )
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
@@ -160,6 +237,18 @@ SCENARIOS: dict[str, Scenario] = {
             "the poison job ends dead; every innocent job succeeds with one effect; each "
             "worker death follows a poison run",
             poison,
+        ),
+        Scenario(
+            "listener-kill",
+            "the workers' LISTEN connections terminated with pg_terminate_backend, six "
+            "times, the fallback poll slowed to 5 s (2 processes, 4 jobs/s)",
+            "nothing lost, stuck or re-run; the listeners come back within a second and "
+            "every job enqueued after a kill starts well within the poll interval",
+            listener_kill,
+            # It terminates sessions of the server: only on the throw-away one.
+            controls_server=True,
+            load=LISTEN_LOAD,
+            after=listener_pickups,
         ),
     ]
 }
