@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -23,7 +24,7 @@ import psycopg
 
 from benchmarks._procs import ROOT
 from benchmarks.faults.ledger import TERMINAL, Death, Effect, Fault, Ledger, Row
-from benchmarks.faults.worker import PLAIN, POISON, TX
+from benchmarks.faults.worker import FLAKY, PLAIN, POISON, TX
 from skiplock.adapters.psycopg import PsycopgJobStore, apply_schema
 from skiplock.core import EnqueueRequest
 
@@ -86,6 +87,11 @@ class Load:
     poll: float = 0.5
     #: Seconds every acknowledged job has to end after the load stops.
     deadline: float = 90.0
+    #: Every n-th job (0: none) is due ``delay`` seconds after its enqueue.
+    delayed_every: int = 0
+    delay: float = 3.0
+    #: Every n-th job (0: none) is of the kind that fails its first attempt.
+    flaky_every: int = 0
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
@@ -121,8 +127,13 @@ class Producer(threading.Thread):
         self._halt.set()
 
     def _request(self, n: int) -> EnqueueRequest:
-        kind = PLAIN if n % self._load.plain_every == 0 else TX
-        return EnqueueRequest(kind=kind, payload={"ms": self._load.job_ms})
+        load = self._load
+        kind = PLAIN if n % load.plain_every == 0 else TX
+        if load.flaky_every and n % load.flaky_every == 1:
+            kind = FLAKY
+        late = load.delayed_every and n % load.delayed_every == 2
+        delay = dt.timedelta(seconds=load.delay) if late else None
+        return EnqueueRequest(kind=kind, payload={"ms": load.job_ms}, delay=delay)
 
     def run(self) -> None:
         sent = 0
@@ -176,7 +187,11 @@ class Harness:
         self.broken = broken
         self.path = folder / "ledger.txt"
         self.path.touch()
-        self.ledger = Ledger(poison=frozenset({POISON}), transactional=frozenset({TX}))
+        self.ledger = Ledger(
+            poison=frozenset({POISON}),
+            transactional=frozenset({TX, FLAKY}),
+            flaky=frozenset({FLAKY}),
+        )
         self.workers: list[Worker] = []
         self._producer: Producer | None = None
         self._load_start = 0.0

@@ -135,3 +135,18 @@ def test_a_scenarios_own_failed_check_fails_the_verdict() -> None:
     assert not verdict.ok
     assert verdict.notes == ("pickup p50 5 ms",)
     assert "1 jobs after a listener kill waited 4.9 s" in verdict.problems()
+
+
+def test_a_flaky_jobs_first_attempt_explains_its_retry_and_nothing_else() -> None:
+    ledger = _ledger()
+    ledger.flaky = frozenset({"faults.flaky"})
+    ledger.acked[5] = "faults.flaky"
+    ledger.rows.append(Row(5, "faults.flaky", "succeeded", 2))
+    ledger.runs += [Run(5, 1, 11, 9.0, None), Run(5, 2, 11, 11.0, 11.1)]
+    ledger.effects.append(Effect(5, 2, 11, True))
+    verdict = check(ledger)
+    assert verdict.ok, verdict.problems()
+    assert verdict.explained == {"kill": 1, "retry": 1}
+    # Its second attempt failing again is no longer the planned retry.
+    ledger.runs.append(Run(5, 3, 11, 14.0, 14.1))
+    assert [r.run.attempt for r in check(ledger).unexplained] == [2]
