@@ -112,9 +112,12 @@ class Producer(threading.Thread):
     """Enqueues at the load's rate; records every acknowledged job. A failed enqueue is
     retried as a new one (its jobs were never acknowledged: not the producer's to miss)."""
 
-    def __init__(self, dsn: str, load: Load, ledger: Ledger, extra: list[str]) -> None:
+    def __init__(
+        self, dsn: str, load: Load, ledger: Ledger, extra: list[str], *, bounced: bool
+    ) -> None:
         super().__init__(name="faults-producer", daemon=True)
         self._dsn = dsn
+        self._bounced = bounced
         self._load = load
         self._ledger = ledger
         #: Kinds to enqueue once, first thing (the poison scenario's job).
@@ -137,7 +140,9 @@ class Producer(threading.Thread):
 
     def run(self) -> None:
         sent = 0
-        with PsycopgJobStore(self._dsn, max_size=1, connect_timeout=2, read_timeout=5) as store:
+        with PsycopgJobStore(
+            self._dsn, max_size=1, connect_timeout=2, read_timeout=5, pgbouncer=self._bounced
+        ) as store:
             extra = [EnqueueRequest(kind=k, payload={"ms": 0}) for k in self._extra]
             started = time.monotonic()
             while not self._halt.is_set():
@@ -197,6 +202,12 @@ class Harness:
         self._load_start = 0.0
         #: A scenario's own marks (what, from, to) for its ``after`` measurement.
         self.events: list[tuple[str, float, float]] = []
+        #: The PgBouncer (transaction pooling) the workers and the producer go through,
+        #: when a scenario sets one (the harness's own SQL goes to the server).
+        self.via: str | None = None
+        #: What a scenario started that must outlive it (a PgBouncer): closed once the
+        #: workers are stopped.
+        self.resources = contextlib.ExitStack()
         apply_schema(server.dsn)
         self.sql(_EFFECTS)
 
@@ -243,11 +254,13 @@ class Harness:
         """Start a worker process (``wait``: until it is ready to take jobs)."""
         load = self.load
         command = [
-            sys.executable, "-m", "benchmarks.faults.worker", "--dsn", self.dsn,
+            sys.executable, "-m", "benchmarks.faults.worker", "--dsn", self.via or self.dsn,
             "--ledger", str(self.path), "--concurrency", str(load.concurrency),
             "--prefetch", str(load.prefetch), "--lease", str(load.lease),
             "--poll", str(load.poll),
         ]  # fmt: skip
+        if self.via is not None:
+            command += ["--listen-dsn", self.dsn]
         extra = dict(env) | ({"FAULTS_BROKEN": "outside"} if self.broken else {})
         log = open(self.folder / f"worker{len(self.workers)}.log", "wb")  # noqa: SIM115
         with log:
@@ -287,7 +300,9 @@ class Harness:
 
     def start_load(self, *extra: str) -> None:
         """Start the producer (``extra``: kinds to enqueue once, first)."""
-        self._producer = Producer(self.dsn, self.load, self.ledger, list(extra))
+        self._producer = Producer(
+            self.via or self.dsn, self.load, self.ledger, list(extra), bounced=bool(self.via)
+        )
         self._load_start = time.monotonic()
         self._producer.start()
 
@@ -302,6 +317,7 @@ class Harness:
         with contextlib.suppress(TimeoutError):
             wait_until(lambda: self._open(ids) == 0, self.load.deadline, "every job to end")
         self._stop_workers()
+        self.resources.close()
         self.ledger.read_lines(self.path)
         self.ledger.rows = [
             Row(int(i), k, s, int(a))

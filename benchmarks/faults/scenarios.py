@@ -10,7 +10,7 @@ import signal
 import time
 from typing import TYPE_CHECKING
 
-from benchmarks import pgcluster
+from benchmarks import pgbouncer, pgcluster
 from benchmarks.faults.harness import Harness, Load, sleep, supervised, wait_until
 from benchmarks.faults.ledger import Fault, percentile
 from benchmarks.faults.worker import FLAKY
@@ -195,6 +195,26 @@ def listener_pickups(h: Harness) -> None:
         )
 
 
+def pgbouncer_restart(h: Harness, quick: bool) -> None:
+    """The workers and the producer go through a PgBouncer in transaction pooling (LISTEN
+    on the server itself); the PgBouncer is stopped (every client and server connection
+    cut) for 1 s, then 5 s, and started again on its port."""
+    bouncer = h.resources.enter_context(pgbouncer.pgbouncer(h.cluster.dsn, "transaction"))
+    h.via = bouncer.dsn(h.cluster.dsn)
+    for _ in range(h.load.workers):
+        h.spawn()
+    h.start_load()
+    sleep(CALM)
+    for outage in [1.0] if quick else [1.0, 5.0]:
+        start = time.monotonic()
+        bouncer.stop()
+        sleep(outage)
+        bouncer.start()
+        back = time.monotonic()
+        h.fault(Fault("pgbouncer-restart", start, back, back))
+        sleep(CALM)
+
+
 #: How wrong the clock-skew scenario's worker clocks are (seconds; one ahead, one behind).
 SKEW = 600.0
 #: Its load: some jobs due a few seconds after their enqueue, some failing their first
@@ -335,6 +355,17 @@ SCENARIOS: dict[str, Scenario] = {
             clock_skew,
             load=SKEW_LOAD,
             after=clock_rules,
+        ),
+        Scenario(
+            "pgbouncer-restart",
+            "workers and producer through a PgBouncer in transaction pooling (LISTEN on the "
+            "server); the PgBouncer stopped (SIGTERM: every connection cut) for 1 s, then "
+            "5 s, and started again",
+            "every re-run overlaps a PgBouncer outage; nothing lost or stuck; each "
+            "transactional effect once",
+            pgbouncer_restart,
+            # It starts its PgBouncer in front of the throw-away server.
+            controls_server=True,
         ),
     ]
 }

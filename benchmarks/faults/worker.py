@@ -68,8 +68,11 @@ class Ledger:
 class Autocommit:
     """One autocommit connection, reopened after a failure."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *, bounced: bool = False) -> None:
         self._dsn = dsn
+        # Through PgBouncer's transaction pooling a statement psycopg prepared on one
+        # server connection is unknown on the next: never prepare.
+        self._prepare: dict[str, Any] = {"prepare_threshold": None} if bounced else {}
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._lock = asyncio.Lock()
 
@@ -90,7 +93,7 @@ class Autocommit:
         try:
             if self._conn is None or self._conn.closed:
                 self._conn = await psycopg.AsyncConnection.connect(
-                    self._dsn, autocommit=True, connect_timeout=3
+                    self._dsn, autocommit=True, connect_timeout=3, **self._prepare
                 )
             await self._conn.execute(query.encode(), params)  # bytes: not a literal
         except BaseException:
@@ -151,9 +154,11 @@ def settings(ns: argparse.Namespace) -> Settings:
 def build(ns: argparse.Namespace) -> tuple[AsyncEngine, AsyncPsycopgJobStore]:
     """The engine with the suite's processors."""
     ledger = Ledger(ns.ledger)
-    store = AsyncPsycopgJobStore(ns.dsn, max_size=ns.concurrency + 4, connect_timeout=3)
+    # Through PgBouncer (``--listen-dsn``: the server itself, for LISTEN): its mode.
+    bounced = {"pgbouncer": True, "listen_dsn": ns.listen_dsn} if ns.listen_dsn else {}
+    store = AsyncPsycopgJobStore(ns.dsn, max_size=ns.concurrency + 4, connect_timeout=3, **bounced)
     engine = AsyncEngine(store, settings(ns))
-    side = Autocommit(ns.dsn)
+    side = Autocommit(ns.dsn, bounced=bool(ns.listen_dsn))
     broken = os.environ.get("FAULTS_BROKEN") == "outside"
     pid = os.getpid()
 
@@ -221,6 +226,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--prefetch", type=int, default=4)
     p.add_argument("--lease", type=float, default=4.0, help="stale_ttl, seconds")
     p.add_argument("--poll", type=float, default=0.5, help="poll_interval, seconds")
+    p.add_argument("--listen-dsn", help="--dsn is a PgBouncer in transaction pooling; LISTEN here")
     return p
 
 
