@@ -34,6 +34,8 @@ def run(
             scenario.run(harness, quick)
         finally:
             ledger = harness.finish()
+        if scenario.after is not None:
+            scenario.after(harness)
     return Outcome(scenario, check(ledger), time.monotonic() - began)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -23,7 +24,7 @@ import psycopg
 
 from benchmarks._procs import ROOT
 from benchmarks.faults.ledger import TERMINAL, Death, Effect, Fault, Ledger, Row
-from benchmarks.faults.worker import PLAIN, POISON, TX
+from benchmarks.faults.worker import FLAKY, PLAIN, POISON, TX
 from skiplock.adapters.psycopg import PsycopgJobStore, apply_schema
 from skiplock.core import EnqueueRequest
 
@@ -82,8 +83,15 @@ class Load:
     prefetch: int = 4
     #: The lease: ``stale_ttl`` (seconds).
     lease: float = 4.0
+    #: The workers' fallback poll (``poll_interval``, seconds); LISTEN wakes them sooner.
+    poll: float = 0.5
     #: Seconds every acknowledged job has to end after the load stops.
     deadline: float = 90.0
+    #: Every n-th job (0: none) is due ``delay`` seconds after its enqueue.
+    delayed_every: int = 0
+    delay: float = 3.0
+    #: Every n-th job (0: none) is of the kind that fails its first attempt.
+    flaky_every: int = 0
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
@@ -104,9 +112,12 @@ class Producer(threading.Thread):
     """Enqueues at the load's rate; records every acknowledged job. A failed enqueue is
     retried as a new one (its jobs were never acknowledged: not the producer's to miss)."""
 
-    def __init__(self, dsn: str, load: Load, ledger: Ledger, extra: list[str]) -> None:
+    def __init__(
+        self, dsn: str, load: Load, ledger: Ledger, extra: list[str], *, bounced: bool
+    ) -> None:
         super().__init__(name="faults-producer", daemon=True)
         self._dsn = dsn
+        self._bounced = bounced
         self._load = load
         self._ledger = ledger
         #: Kinds to enqueue once, first thing (the poison scenario's job).
@@ -119,12 +130,19 @@ class Producer(threading.Thread):
         self._halt.set()
 
     def _request(self, n: int) -> EnqueueRequest:
-        kind = PLAIN if n % self._load.plain_every == 0 else TX
-        return EnqueueRequest(kind=kind, payload={"ms": self._load.job_ms})
+        load = self._load
+        kind = PLAIN if n % load.plain_every == 0 else TX
+        if load.flaky_every and n % load.flaky_every == 1:
+            kind = FLAKY
+        late = load.delayed_every and n % load.delayed_every == 2
+        delay = dt.timedelta(seconds=load.delay) if late else None
+        return EnqueueRequest(kind=kind, payload={"ms": load.job_ms}, delay=delay)
 
     def run(self) -> None:
         sent = 0
-        with PsycopgJobStore(self._dsn, max_size=1, connect_timeout=2, read_timeout=5) as store:
+        with PsycopgJobStore(
+            self._dsn, max_size=1, connect_timeout=2, read_timeout=5, pgbouncer=self._bounced
+        ) as store:
             extra = [EnqueueRequest(kind=k, payload={"ms": 0}) for k in self._extra]
             started = time.monotonic()
             while not self._halt.is_set():
@@ -137,9 +155,11 @@ class Producer(threading.Thread):
                         self.failures += 1
                         self._halt.wait(0.2)
                         continue
+                    acked = time.monotonic()
                     with self._lock:
                         for request, result in zip(batch, results, strict=True):
                             self._ledger.acked[result.id] = request.kind
+                            self._ledger.enqueued[result.id] = acked
                     sent += len(batch) - len(extra)
                     extra = []
                 self._halt.wait(0.05)
@@ -172,10 +192,22 @@ class Harness:
         self.broken = broken
         self.path = folder / "ledger.txt"
         self.path.touch()
-        self.ledger = Ledger(poison=frozenset({POISON}), transactional=frozenset({TX}))
+        self.ledger = Ledger(
+            poison=frozenset({POISON}),
+            transactional=frozenset({TX, FLAKY}),
+            flaky=frozenset({FLAKY}),
+        )
         self.workers: list[Worker] = []
         self._producer: Producer | None = None
         self._load_start = 0.0
+        #: A scenario's own marks (what, from, to) for its ``after`` measurement.
+        self.events: list[tuple[str, float, float]] = []
+        #: The PgBouncer (transaction pooling) the workers and the producer go through,
+        #: when a scenario sets one (the harness's own SQL goes to the server).
+        self.via: str | None = None
+        #: What a scenario started that must outlive it (a PgBouncer): closed once the
+        #: workers are stopped.
+        self.resources = contextlib.ExitStack()
         apply_schema(server.dsn)
         self.sql(_EFFECTS)
 
@@ -195,6 +227,22 @@ class Harness:
             cur = conn.execute(query.encode(), params)  # bytes: a query built at run time
             return cur.fetchall() if cur.description else []
 
+    def listeners(self) -> set[int]:
+        """The server processes of the workers' LISTEN connections (their last statement
+        was the LISTEN: the notifier's idle ping comes only after ``ping_interval``)."""
+        rows = self.sql(
+            "SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN %%' "
+            "AND pid <> pg_backend_pid()"
+        )
+        return {int(pid) for (pid,) in rows}
+
+    def first_starts(self) -> dict[int, float]:
+        """Each job's first processor start (after :meth:`finish`)."""
+        first: dict[int, float] = {}
+        for run in self.ledger.runs:
+            first[run.job] = min(run.at, first.get(run.job, run.at))
+        return first
+
     # ---- workers ------------------------------------------------------------------------
 
     def ready(self) -> set[int]:
@@ -206,10 +254,13 @@ class Harness:
         """Start a worker process (``wait``: until it is ready to take jobs)."""
         load = self.load
         command = [
-            sys.executable, "-m", "benchmarks.faults.worker", "--dsn", self.dsn,
+            sys.executable, "-m", "benchmarks.faults.worker", "--dsn", self.via or self.dsn,
             "--ledger", str(self.path), "--concurrency", str(load.concurrency),
             "--prefetch", str(load.prefetch), "--lease", str(load.lease),
+            "--poll", str(load.poll),
         ]  # fmt: skip
+        if self.via is not None:
+            command += ["--listen-dsn", self.dsn]
         extra = dict(env) | ({"FAULTS_BROKEN": "outside"} if self.broken else {})
         log = open(self.folder / f"worker{len(self.workers)}.log", "wb")  # noqa: SIM115
         with log:
@@ -249,7 +300,9 @@ class Harness:
 
     def start_load(self, *extra: str) -> None:
         """Start the producer (``extra``: kinds to enqueue once, first)."""
-        self._producer = Producer(self.dsn, self.load, self.ledger, list(extra))
+        self._producer = Producer(
+            self.via or self.dsn, self.load, self.ledger, list(extra), bounced=bool(self.via)
+        )
         self._load_start = time.monotonic()
         self._producer.start()
 
@@ -264,6 +317,7 @@ class Harness:
         with contextlib.suppress(TimeoutError):
             wait_until(lambda: self._open(ids) == 0, self.load.deadline, "every job to end")
         self._stop_workers()
+        self.resources.close()
         self.ledger.read_lines(self.path)
         self.ledger.rows = [
             Row(int(i), k, s, int(a))

@@ -102,6 +102,14 @@ class Ledger:
     transactional: frozenset[str] = frozenset()
     #: When the load began and ended (throughput before the first fault, after the last).
     load: tuple[float, float] = (0.0, 0.0)
+    #: When the producer saw each job's enqueue acknowledged (pickup latency).
+    enqueued: dict[int, float] = dataclasses.field(default_factory=dict)
+    #: Kinds whose processor fails its first attempt on purpose (a retry explains it).
+    flaky: frozenset[str] = frozenset()
+    #: What a scenario measured beyond the common figures, for the report.
+    notes: list[str] = dataclasses.field(default_factory=list)
+    #: A scenario's own checks that failed (each fails the verdict), in words.
+    failed: list[str] = dataclasses.field(default_factory=list)
 
     def read_lines(self, path: Path) -> None:
         """Add the processors' ``S``/``F`` lines of the ledger file."""
@@ -146,6 +154,9 @@ class Verdict:
     refused_late: int
     recovery: list[float]
     throughput: tuple[float | None, float | None]
+    #: The scenario's own measurements and failed checks (see :class:`Ledger`).
+    notes: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
 
     @property
     def unexplained(self) -> list[ReRun]:
@@ -165,7 +176,7 @@ class Verdict:
         that was not meant to."""
         return not (
             self.lost or self.stuck or self.unexplained or self.effects_twice
-            or self.unplanned_deaths
+            or self.unplanned_deaths or self.failed
         )  # fmt: skip
 
     def problems(self) -> list[str]:
@@ -181,7 +192,7 @@ class Verdict:
             if items:
                 out.append(f"{len(items)} {name}: {sorted(items)[:10]}")
         out += [f"unexplained: {r.run} then a run at {r.next_at}" for r in self.unexplained[:5]]
-        return out
+        return out + list(self.failed)
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:
@@ -214,6 +225,8 @@ def _rerun(run: Run, next_at: float, ledger: Ledger, kinds: dict[int, str]) -> R
             return ReRun(run, next_at, death.planned)
     if kinds.get(run.job) in ledger.poison:
         return ReRun(run, next_at, "poison")
+    if kinds.get(run.job) in ledger.flaky and run.attempt == 1:
+        return ReRun(run, next_at, "retry")
     return ReRun(run, next_at, None)
 
 
@@ -298,4 +311,6 @@ def check(ledger: Ledger) -> Verdict:
         refused_late=refused,
         recovery=recovery,
         throughput=(_throughput(returns, start, first), _throughput(returns, last, end)),
+        notes=tuple(ledger.notes),
+        failed=tuple(ledger.failed),
     )

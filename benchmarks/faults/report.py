@@ -66,6 +66,7 @@ def markdown(outcomes: list[Outcome], preamble: str) -> str:
                 f"{v.repeated_plain} non-transactional effects repeated by a re-run "
                 "(at-least-once, as documented)"
             )
+        notes += v.notes
         notes += v.problems()
         lines.append("  " + "; ".join(notes) + ".")
     return "\n".join(lines) + "\n"

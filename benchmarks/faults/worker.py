@@ -11,6 +11,11 @@ Ledger lines (times are ``time.monotonic()``: one clock for every process of the
 machine): ``R <pid> <t>`` ready, ``S <job> <attempt> <pid> <t>`` started, ``F <job>
 <attempt> <pid> <t>`` returned.
 
+``FAULTS_SKEW=<seconds>`` sets the process's wall clock wrong by that much (see
+:func:`skew_clock`); the worker then writes ``C <pid> <skew>``, the skew its skiplock clock
+shows. skiplock's time decisions (due times, leases, retries) use the database's
+``now()``, so the process keeps every promise.
+
 ``FAULTS_BROKEN=outside`` breaks the build on purpose (the suite's own test that it can
 fail): the transactional kind writes its effect outside the job's transaction, so an
 attempt whose completion is refused keeps its effect.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import logging
 import os
 import signal
@@ -31,9 +37,14 @@ import psycopg
 
 from skiplock import AsyncEngine, JobContext, Settings
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore
+from skiplock.ports import SystemClock
 
 #: The kinds: effect in the job's transaction; effect in autocommit; kills its process.
 TX, PLAIN, POISON = "faults.tx", "faults.plain", "faults.poison"
+#: A transactional kind whose first attempt fails; its retry is due ``FLAKY_BACKOFF``
+#: seconds later (by the database's clock).
+FLAKY = "faults.flaky"
+FLAKY_BACKOFF = 2.0
 #: Attempts allowed: an outage may fail a plain job's effect a few times (each a retry).
 MAX_ATTEMPTS = 50
 EFFECT = "INSERT INTO faults.effects (job_id, attempt, pid, tx) VALUES (%s, %s, %s, %s)"
@@ -57,8 +68,11 @@ class Ledger:
 class Autocommit:
     """One autocommit connection, reopened after a failure."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *, bounced: bool = False) -> None:
         self._dsn = dsn
+        # Through PgBouncer's transaction pooling a statement psycopg prepared on one
+        # server connection is unknown on the next: never prepare.
+        self._prepare: dict[str, Any] = {"prepare_threshold": None} if bounced else {}
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._lock = asyncio.Lock()
 
@@ -79,7 +93,7 @@ class Autocommit:
         try:
             if self._conn is None or self._conn.closed:
                 self._conn = await psycopg.AsyncConnection.connect(
-                    self._dsn, autocommit=True, connect_timeout=3
+                    self._dsn, autocommit=True, connect_timeout=3, **self._prepare
                 )
             await self._conn.execute(query.encode(), params)  # bytes: not a literal
         except BaseException:
@@ -87,6 +101,39 @@ class Autocommit:
                 await self._conn.close()
             self._conn = None
             raise
+
+
+_REAL = dt.datetime
+
+
+class _Wall(type):
+    # A real datetime (from the database, from another module) is still an instance of
+    # the skewed class, so isinstance checks in the patched modules hold.
+    def __instancecheck__(cls, instance: object) -> bool:
+        return isinstance(instance, _REAL)
+
+
+def skew_clock(seconds: float) -> None:
+    """Set this process's wall clock ``seconds`` wrong: ``time.time()`` and
+    ``datetime.now()``/``utcnow()`` (the class in the ``datetime`` module and every name
+    a loaded module bound to it: skiplock's system clock). ``time.monotonic()`` stays
+    right (the ledger's clock, shared by every process)."""
+    shift = dt.timedelta(seconds=seconds)
+    real_time = time.time
+
+    class Skewed(_REAL, metaclass=_Wall):
+        @classmethod
+        def now(cls, tz: dt.tzinfo | None = None) -> Skewed:
+            return super().now(tz) + shift
+
+        @classmethod
+        def utcnow(cls) -> Skewed:
+            return super().now(dt.UTC).replace(tzinfo=None) + shift
+
+    time.time = lambda: real_time() + seconds
+    for module in list(sys.modules.values()):
+        if getattr(module, "datetime", None) is _REAL:
+            vars(module)["datetime"] = Skewed
 
 
 def settings(ns: argparse.Namespace) -> Settings:
@@ -107,9 +154,11 @@ def settings(ns: argparse.Namespace) -> Settings:
 def build(ns: argparse.Namespace) -> tuple[AsyncEngine, AsyncPsycopgJobStore]:
     """The engine with the suite's processors."""
     ledger = Ledger(ns.ledger)
-    store = AsyncPsycopgJobStore(ns.dsn, max_size=ns.concurrency + 4, connect_timeout=3)
+    # Through PgBouncer (``--listen-dsn``: the server itself, for LISTEN): its mode.
+    bounced = {"pgbouncer": True, "listen_dsn": ns.listen_dsn} if ns.listen_dsn else {}
+    store = AsyncPsycopgJobStore(ns.dsn, max_size=ns.concurrency + 4, connect_timeout=3, **bounced)
     engine = AsyncEngine(store, settings(ns))
-    side = Autocommit(ns.dsn)
+    side = Autocommit(ns.dsn, bounced=bool(ns.listen_dsn))
     broken = os.environ.get("FAULTS_BROKEN") == "outside"
     pid = os.getpid()
 
@@ -131,6 +180,15 @@ def build(ns: argparse.Namespace) -> tuple[AsyncEngine, AsyncPsycopgJobStore]:
         await side.execute(EFFECT, (ctx.job_id, ctx.attempt, pid, False))
         ledger.write("F", ctx.job_id, ctx.attempt, pid, time.monotonic())
 
+    @engine.processor(FLAKY, transactional=True, max_attempts=MAX_ATTEMPTS,
+                      backoff_base=FLAKY_BACKOFF, backoff_factor=1.0)  # fmt: skip
+    async def flaky(payload: dict[str, Any], ctx: JobContext) -> None:
+        ledger.write("S", ctx.job_id, ctx.attempt, pid, time.monotonic())
+        if ctx.attempt == 1:
+            raise RuntimeError("the first attempt fails on purpose")
+        await ctx.connection.execute(EFFECT, (ctx.job_id, ctx.attempt, pid, True))
+        ledger.write("F", ctx.job_id, ctx.attempt, pid, time.monotonic())
+
     @engine.processor(POISON, max_attempts=3)
     async def poison(payload: dict[str, Any], ctx: JobContext) -> None:
         ledger.write("S", ctx.job_id, ctx.attempt, pid, time.monotonic())
@@ -140,6 +198,12 @@ def build(ns: argparse.Namespace) -> tuple[AsyncEngine, AsyncPsycopgJobStore]:
 
 
 async def _main(ns: argparse.Namespace) -> int:
+    skew = float(os.environ.get("FAULTS_SKEW", "0"))
+    if skew:
+        real = time.time()
+        skew_clock(skew)
+        seen = SystemClock().now().timestamp() - real
+        Ledger(ns.ledger).write("C", os.getpid(), f"{seen:.0f}")
     engine, store = build(ns)
     worker = engine.worker(install_signal_handlers=False)
     loop = asyncio.get_running_loop()
@@ -162,6 +226,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--prefetch", type=int, default=4)
     p.add_argument("--lease", type=float, default=4.0, help="stale_ttl, seconds")
     p.add_argument("--poll", type=float, default=0.5, help="poll_interval, seconds")
+    p.add_argument("--listen-dsn", help="--dsn is a PgBouncer in transaction pooling; LISTEN here")
     return p
 
 

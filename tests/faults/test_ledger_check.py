@@ -1,7 +1,8 @@
 """The fault suite's ledger check on ledgers written by hand (benchmarks/faults/ledger.py):
 it passes a ledger whose every re-run has its fault, and flags each way a broken build
 could break the promise — a lost job, a stuck one, an effect done twice, a re-run that no
-fault explains, a worker that died unplanned. No database: the check is arithmetic."""
+fault explains, a worker that died unplanned, a scenario's own failed check. No database:
+the check is arithmetic."""
 
 from __future__ import annotations
 
@@ -123,3 +124,29 @@ def test_a_frozen_run_entered_long_after_sigcont_is_still_its_freezes() -> None:
     assert check(ledger).explained == {"freeze": 1}
     ledger.faults = [Fault("freeze", 2.0, 10.0, 2.0, (12,))]  # another process froze
     assert len(check(ledger).unexplained) == 1
+
+
+def test_a_scenarios_own_failed_check_fails_the_verdict() -> None:
+    # E.g. listener-kill: a job after a kill waited for the fallback poll.
+    ledger = _ledger()
+    ledger.notes.append("pickup p50 5 ms")
+    ledger.failed.append("1 jobs after a listener kill waited 4.9 s")
+    verdict = check(ledger)
+    assert not verdict.ok
+    assert verdict.notes == ("pickup p50 5 ms",)
+    assert "1 jobs after a listener kill waited 4.9 s" in verdict.problems()
+
+
+def test_a_flaky_jobs_first_attempt_explains_its_retry_and_nothing_else() -> None:
+    ledger = _ledger()
+    ledger.flaky = frozenset({"faults.flaky"})
+    ledger.acked[5] = "faults.flaky"
+    ledger.rows.append(Row(5, "faults.flaky", "succeeded", 2))
+    ledger.runs += [Run(5, 1, 11, 9.0, None), Run(5, 2, 11, 11.0, 11.1)]
+    ledger.effects.append(Effect(5, 2, 11, True))
+    verdict = check(ledger)
+    assert verdict.ok, verdict.problems()
+    assert verdict.explained == {"kill": 1, "retry": 1}
+    # Its second attempt failing again is no longer the planned retry.
+    ledger.runs.append(Run(5, 3, 11, 14.0, 14.1))
+    assert [r.run.attempt for r in check(ledger).unexplained] == [2]
