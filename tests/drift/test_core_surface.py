@@ -12,7 +12,9 @@ import skiplock.core
 API_PAGE = Path(__file__).resolve().parents[2] / "docs" / "api" / "core.md"
 # 81: EnqueueFields, the one declaration of the job options, joined the 80 a store author
 # needs (applications and every door that enqueues read it: tests/drift/test_job_options.py).
-MAX_NAMES = 81
+# 83: JobWait and WaitReason, the answer of engine.why (issue 45), values every door shows
+# as HealthReport's are.
+MAX_NAMES = 83
 
 
 def _listed() -> set[str]:
@@ -22,7 +24,7 @@ def _listed() -> set[str]:
     return {name for row in rows for name in re.findall(r"`(\w+)`", row)}
 
 
-def test_core_exports_at_most_81_names() -> None:
+def test_core_exports_at_most_83_names() -> None:
     assert len(skiplock.core.__all__) <= MAX_NAMES, len(skiplock.core.__all__)
     assert len(set(skiplock.core.__all__)) == len(skiplock.core.__all__)
 
