@@ -64,6 +64,7 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "resume": ("/controls/resume", "POST", Permission.WRITE),
     "limit": ("/controls/limit", "POST", Permission.WRITE),
     "unlimit": ("/controls/unlimit", "POST", Permission.WRITE),
+    "script": ("/static/dashboard.js", "GET", None),
     "static": ("/static/dashboard.css", "GET", None),
 }
 
@@ -241,7 +242,8 @@ class Dashboard(Buttons):
         else:
             cookie = {}
         context["form_fields"] = self._hidden(request, token)
-        context |= {"notice": notice(request), "refresh": None}
+        # The live regions' refresh (dashboard.js), every page's: None turns it off.
+        context |= {"notice": notice(request), "refresh": None, "live_every": self._refresh}
         context["now"] = _render.when(datetime.now(UTC))
         built = build(self, reads, visit)
         if isinstance(built, Response):
@@ -260,6 +262,9 @@ class Dashboard(Buttons):
 
     def _stylesheet(self, request: Request) -> Response:
         return Response(200, _render.stylesheet(), "text/css; charset=utf-8")
+
+    def _script(self, request: Request) -> Response:
+        return Response(200, _render.script(), "text/javascript; charset=utf-8")
 
     # ---- pages --------------------------------------------------------------------------
 
@@ -358,6 +363,7 @@ class Dashboard(Buttons):
         _button("resume", Buttons._resume),
         _button("limit", Buttons._limit),
         _button("unlimit", Buttons._unlimit),
+        _route("script", _script),
         _route("static", _stylesheet),
         Door.FALLBACK,
     )

@@ -60,6 +60,7 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "resume": ("/controls/resume", "POST", Permission.WRITE),
     "limit": ("/controls/limit", "POST", Permission.WRITE),
     "unlimit": ("/controls/unlimit", "POST", Permission.WRITE),
+    "script": ("/static/dashboard.js", "GET", None),
     "static": ("/static/dashboard.css", "GET", None),
 }
 
@@ -239,7 +240,8 @@ class AsyncDashboard(AsyncButtons):
         else:
             cookie = {}
         context["form_fields"] = self._hidden(request, token)
-        context |= {"notice": notice(request), "refresh": None}
+        # The live regions' refresh (dashboard.js), every page's: None turns it off.
+        context |= {"notice": notice(request), "refresh": None, "live_every": self._refresh}
         context["now"] = _render.when(datetime.now(UTC))
         built = await build(self, reads, visit)
         if isinstance(built, Response):
@@ -258,6 +260,9 @@ class AsyncDashboard(AsyncButtons):
 
     async def _stylesheet(self, request: Request) -> Response:
         return Response(200, _render.stylesheet(), "text/css; charset=utf-8")
+
+    async def _script(self, request: Request) -> Response:
+        return Response(200, _render.script(), "text/javascript; charset=utf-8")
 
     # ---- pages --------------------------------------------------------------------------
 
@@ -356,6 +361,7 @@ class AsyncDashboard(AsyncButtons):
         _button("resume", AsyncButtons._resume),
         _button("limit", AsyncButtons._limit),
         _button("unlimit", AsyncButtons._unlimit),
+        _route("script", _script),
         _route("static", _stylesheet),
         AsyncDoor.FALLBACK,
     )
