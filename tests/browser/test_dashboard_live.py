@@ -252,6 +252,36 @@ def test_the_overview_refreshes_in_place(site: Site, live_page: Any) -> None:
     assert page.locator('meta[http-equiv="refresh"]').count() == 0  # no reload with a script
 
 
+def _finish_jobs(dsn: str, count: int) -> None:
+    """``count`` jobs of a new kind enqueued and run to success."""
+    with PsycopgJobStore(dsn) as store:
+        engine = Engine(store, Settings(audit=True))
+
+        @engine.processor("image.resize")
+        def resize(payload: Any, ctx: Any) -> None:
+            pass
+
+        for n in range(count):
+            engine.enqueue("image.resize", {"n": n})
+        engine.worker(kinds=["image.resize"]).run_until_idle()
+
+
+def test_the_charts_refresh_in_place(site: Site, live_page: Any, screen: ViewportSize) -> None:
+    page = live_page("viewer", site.page("/charts"))
+    figure = page.get_by_test_id("throughput-by-kind")
+    caption = figure.locator("figcaption")
+    finished = int(re.search(r"(\d+) finished", caption.inner_text())[1])  # type: ignore[index]
+    assert "image.resize" not in caption.inner_text()
+    _finish_jobs(site.dsn, 30)
+    _tick(page, 0)
+    caption.filter(has_text=f"{finished + 30} finished").wait_for(timeout=DEADLINE_MS)
+    assert "image.resize" in caption.inner_text()
+    # The value axis follows: its top covers the new bar of 30 and more.
+    top = figure.get_by_test_id("y-scale").locator("li").first.inner_text()
+    assert int(top.replace(",", "")) >= 30
+    _fits(page, screen["width"])
+
+
 @pytest.fixture
 def no_script(browser: Browser, site: Site, screen: ViewportSize) -> Iterator[Page]:
     """A page of a browser context with JavaScript off, signed in as ``admin``."""

@@ -134,8 +134,9 @@ class Dashboard(Buttons):
     records for a button's change), None for a 401, or raises ``Forbidden`` for a 403.
     Pages also ask it for ``write`` to decide whether to show the buttons.
 
-    ``refresh`` (seconds, default 10; None: never) is how often the overview reloads
-    itself, live by default (its page has a switch, ``?live=off``, to pause it);
+    ``refresh`` (seconds, default 10; None: never) is how often the pages' live regions
+    refresh in place (the package's script; its bar has a pause switch) and, without
+    JavaScript, how often the overview reloads itself (``?live=off`` pauses it);
     ``page_size`` is the number of jobs per list page; ``window`` and ``bucket`` are
     those of the throughput chart
     (:meth:`Engine.throughput <skiplock.Engine.throughput>`).
