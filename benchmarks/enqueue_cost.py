@@ -4,7 +4,7 @@ Every round runs, in one order, each variant in a child process of its own on a 
 database (cold tables: never analyzed, autovacuum off):
 
 * skiplock on each adapter with its full schema (``engine.enqueue(kind, payload)`` on the
-  default store, asyncio's loop);
+  default store, asyncio's loop), and on asyncpg under uvloop as well (the loop's share);
 * skiplock on one adapter (``--removals``) with each insert-path trigger and index of
   ``jobs`` dropped in turn, then with all of them dropped (the server's share of each);
 * each driver alone: one autocommit ``INSERT ... RETURNING id`` per job into a bare
@@ -244,7 +244,10 @@ def variants(adapters: Sequence[str], removals: str) -> dict[str, dict[str, Any]
     out: dict[str, dict[str, Any]] = {}
     for adapter in adapters:
         out[f"skiplock/{adapter}"] = {"kind": "skiplock", "adapter": adapter}
-    for label, (indexes, triggers) in REMOVALS.items():
+    if "asyncpg" in adapters:  # the event loop's share: pgqueuer's default runs on uvloop
+        out["skiplock/asyncpg on uvloop"] = {"kind": "skiplock", "adapter": "asyncpg"}
+        out["skiplock/asyncpg on uvloop"]["loop"] = "uvloop"
+    for label, (indexes, triggers) in (REMOVALS if removals else {}).items():
         out[f"skiplock/{removals} {label}"] = {
             "kind": "skiplock", "adapter": removals, "indexes": indexes, "triggers": triggers,
         }  # fmt: skip
@@ -310,7 +313,7 @@ def report(rounds: list[dict[str, Any]], full: str) -> str:
             got = [r["results"][label][wl] for r in rounds if label in r["results"]]
             rate = _median([g["rate"] for g in got])
             vs_pgq = _ratio(rounds, label, pgq, wl)
-            base = label.split(" -")[0] if label.startswith("skiplock/") else full
+            base = label.split(" -")[0].split(" on ")[0] if label.startswith("skiplock/") else full
             if " alone" in label and f"skiplock/{label.split()[0]}" in rounds[0]["results"]:
                 base = f"skiplock/{label.split()[0]}"  # the driver alone over skiplock on it
             vs_full = _ratio(rounds, label, base, wl)
@@ -361,7 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.enqueue_cost", description=__doc__)
     p.add_argument("--dsn", default=_pg.default_dsn())
     p.add_argument("--adapter", default="psycopg,asyncpg", help="skiplock adapters, full schema")
-    p.add_argument("--removals", default="asyncpg", help="the adapter of the removal variants")
+    p.add_argument("--removals", default="asyncpg",
+                   help="the adapter of the removal variants ('': none)")  # fmt: skip
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--single", type=int, default=3_000, help="single enqueues per variant")
     p.add_argument("--pgbench-seconds", type=float, default=5.0)
@@ -376,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.json:
         with open(ns.json, "w", encoding="utf-8") as f:
             json.dump(rounds, f, indent=1)
-    full = f"skiplock/{ns.removals}"
+    full = f"skiplock/{ns.removals or ns.adapter.split(',')[-1]}"
     print(f"Started {started} UTC, {ns.rounds} rounds, {ns.single:,} single enqueues and "
           f"{BULK_CALLS} calls of {BULK_CALL:,} per variant and round; medians.\n")  # fmt: skip
     print(report(rounds, full))
