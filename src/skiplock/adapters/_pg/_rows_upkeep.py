@@ -1,22 +1,29 @@
-"""Parameters of the upkeep role (``skiplock.ports.UpkeepRole``): the counts' fold and
-the maintenance lease. See ``_rows.py`` for the shared rules."""
+"""Parameters of the upkeep role (``skiplock.ports.UpkeepRole``): the counts' fold,
+the maintenance lease and the retention view (a read of what upkeep purges). See
+``_rows.py`` for the shared rules."""
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from skiplock.core import (
-    QueueStats,
-)
+from skiplock.core import QueueStats
 from skiplock.core.store import (
+    AUDIT_PURGE,
+    DUE_COUNT_BOUND,
+    JOBS_PURGE,
     PICKUP_SAMPLE,
     SAMPLE_RETENTION,
+    PurgeRun,
+    Retention,
 )
+from skiplock.core.store import RetentionWindow as Window
 
-from ._rows import (
-    duration_us,
-)
+from ._rows import duration_us, utc
+from ._sql import quote_identifier
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 
 def roll_up_params(key: int) -> dict[str, Any]:
@@ -32,3 +39,45 @@ def roll_up_params(key: int) -> dict[str, Any]:
 
 def maintenance_params(name: str, every: timedelta) -> dict[str, Any]:
     return {"name": name, "every_us": duration_us(every), "always": every <= timedelta(0)}
+
+
+def retention_params(
+    schema: str, jobs: timedelta | None, audit: timedelta | None
+) -> dict[str, Any]:
+    """The ``retention`` query's arguments (a NULL window: that purge is off)."""
+    return {
+        "jobs_us": None if jobs is None else duration_us(jobs),
+        "audit_us": None if audit is None else duration_us(audit),
+        "bound": DUE_COUNT_BOUND,
+        "audit_table": f"{quote_identifier(schema)}.audit",
+    }
+
+
+def retention_from_rows(
+    row: Mapping[str, Any],
+    runs: Sequence[Mapping[str, Any]],
+    jobs: timedelta | None,
+    audit: timedelta | None,
+) -> Retention:
+    """The view from the ``retention`` row and the ``purge_runs`` rows."""
+    last = {
+        str(r["name"]): PurgeRun(utc(r["finished_at"]), float(r["seconds"]), int(r["removed"]))
+        for r in runs
+    }
+    return Retention(
+        now=utc(row["now"]),
+        windows=(
+            Window(JOBS_PURGE, jobs, _count(row["jobs_due"]), False, last.get(JOBS_PURGE)),
+            Window(
+                AUDIT_PURGE,
+                audit,
+                _count(row["audit_due"]),
+                bool(row["audit_estimated"]),
+                last.get(AUDIT_PURGE),
+            ),
+        ),
+    )
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None else int(value)

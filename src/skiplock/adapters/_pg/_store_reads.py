@@ -44,6 +44,7 @@ from ._rows_reads import (
     state_counts_from_rows,
     worker_status_from_row,
 )
+from ._rows_upkeep import retention_from_rows, retention_params
 from ._store_base import PgStoreBase
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
         Page,
         StateCount,
     )
-    from skiplock.core.store import QueueSample
+    from skiplock.core.store import QueueSample, Retention
 
 
 logger = logging.getLogger("skiplock.store")
@@ -147,3 +148,14 @@ class PgReadsRole(PgStoreBase[C, TX]):
         with self._use(connection) as conn:
             rows = self._execute(conn, "audit_trail", {"id": job_id})
         return [audit_event_from_row(r) for r in rows]
+
+    def retention(self, *, jobs: timedelta | None, audit: timedelta | None) -> Retention:
+        """The retention view (``retention`` and ``purge_runs``, migration 0019, in one
+        transaction): succeeded jobs due counted exactly from the finished minutes plus
+        one minute's index range; audit events counted up to ``DUE_COUNT_BOUND``, then
+        estimated."""
+        params = retention_params(self._schema, jobs, audit)
+        with self._reading(atomic=True) as conn:
+            [row] = self._execute(conn, "retention", params)
+            runs = self._execute(conn, "purge_runs", {})
+        return retention_from_rows(row, runs, jobs, audit)

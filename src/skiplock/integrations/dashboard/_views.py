@@ -33,7 +33,7 @@ from ..rest import Door, Permission, Problem, Request, Response
 from ..rest._problems import Conflict
 from ..rest._routes import RouteRow
 from ..rest._support import keyset_page, problem_for
-from . import _actions, _browse, _charts, _controls, _csrf, _render
+from . import _actions, _browse, _charts, _controls, _csrf, _render, _retention
 from ._buttons import Buttons
 from ._visit import Visit, error, html, job_id_of, notice, one, redirect
 
@@ -64,6 +64,7 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "resume": ("/controls/resume", "POST", Permission.WRITE),
     "limit": ("/controls/limit", "POST", Permission.WRITE),
     "unlimit": ("/controls/unlimit", "POST", Permission.WRITE),
+    "retention": ("/retention", "GET", Permission.READ),
     "static": ("/static/dashboard.css", "GET", None),
 }
 
@@ -316,6 +317,9 @@ class Dashboard(Buttons):
         throttled = (reads.health()).throttled
         return _controls.page(counts, reads.paused(), reads.limits(), throttled)
 
+    def _retention_page(self, reads: Operator | Reader, visit: Visit) -> Built:
+        return _retention.page(reads.retention())
+
     def _job(self, reads: Operator | Reader, visit: Visit) -> Built:
         job_id = job_id_of(visit.request)
         try:
@@ -358,6 +362,7 @@ class Dashboard(Buttons):
         _button("resume", Buttons._resume),
         _button("limit", Buttons._limit),
         _button("unlimit", Buttons._unlimit),
+        _page("retention", _retention_page),
         _route("static", _stylesheet),
         Door.FALLBACK,
     )

@@ -29,7 +29,7 @@ from ..rest import AsyncDoor, Permission, Problem, Request, Response
 from ..rest._problems import Conflict
 from ..rest._routes import AsyncRouteRow
 from ..rest._support import keyset_page, problem_for
-from . import _actions, _browse, _charts, _controls, _csrf, _render
+from . import _actions, _browse, _charts, _controls, _csrf, _render, _retention
 from ._buttons_async import AsyncButtons
 from ._visit import Visit, error, html, job_id_of, notice, one, redirect
 
@@ -60,6 +60,7 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "resume": ("/controls/resume", "POST", Permission.WRITE),
     "limit": ("/controls/limit", "POST", Permission.WRITE),
     "unlimit": ("/controls/unlimit", "POST", Permission.WRITE),
+    "retention": ("/retention", "GET", Permission.READ),
     "static": ("/static/dashboard.css", "GET", None),
 }
 
@@ -314,6 +315,9 @@ class AsyncDashboard(AsyncButtons):
         throttled = (await reads.health()).throttled
         return _controls.page(counts, await reads.paused(), await reads.limits(), throttled)
 
+    async def _retention_page(self, reads: AsyncOperator | AsyncReader, visit: Visit) -> Built:
+        return _retention.page(await reads.retention())
+
     async def _job(self, reads: AsyncOperator | AsyncReader, visit: Visit) -> Built:
         job_id = job_id_of(visit.request)
         try:
@@ -356,6 +360,7 @@ class AsyncDashboard(AsyncButtons):
         _button("resume", AsyncButtons._resume),
         _button("limit", AsyncButtons._limit),
         _button("unlimit", AsyncButtons._unlimit),
+        _page("retention", _retention_page),
         _route("static", _stylesheet),
         AsyncDoor.FALLBACK,
     )
