@@ -7,17 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from skiplock.core import QueueStats
-from skiplock.core.store import (
-    AUDIT_PURGE,
-    DUE_COUNT_BOUND,
-    JOBS_PURGE,
-    PICKUP_SAMPLE,
-    SAMPLE_RETENTION,
-    PurgeRun,
-    Retention,
-)
-from skiplock.core.store import RetentionWindow as Window
+from skiplock.core import QueueStats, store
 
 from ._rows import duration_us, utc
 from ._sql import quote_identifier
@@ -32,8 +22,8 @@ def roll_up_params(key: int) -> dict[str, Any]:
     return {
         "key": key,
         "bound": QueueStats.SPLIT_BOUND,
-        "pickups": PICKUP_SAMPLE,
-        "keep": SAMPLE_RETENTION,
+        "pickups": store.PICKUP_SAMPLE,
+        "keep": store.SAMPLE_RETENTION,
     }
 
 
@@ -48,7 +38,7 @@ def retention_params(
     return {
         "jobs_us": None if jobs is None else duration_us(jobs),
         "audit_us": None if audit is None else duration_us(audit),
-        "bound": DUE_COUNT_BOUND,
+        "bound": store.DUE_COUNT_BOUND,
         "audit_table": f"{quote_identifier(schema)}.audit",
     }
 
@@ -58,22 +48,26 @@ def retention_from_rows(
     runs: Sequence[Mapping[str, Any]],
     jobs: timedelta | None,
     audit: timedelta | None,
-) -> Retention:
+) -> store.Retention:
     """The view from the ``retention`` row and the ``purge_runs`` rows."""
     last = {
-        str(r["name"]): PurgeRun(utc(r["finished_at"]), float(r["seconds"]), int(r["removed"]))
+        str(r["name"]): store.PurgeRun(
+            utc(r["finished_at"]), float(r["seconds"]), int(r["removed"])
+        )
         for r in runs
     }
-    return Retention(
+    return store.Retention(
         now=utc(row["now"]),
         windows=(
-            Window(JOBS_PURGE, jobs, _count(row["jobs_due"]), False, last.get(JOBS_PURGE)),
-            Window(
-                AUDIT_PURGE,
+            store.RetentionWindow(
+                store.JOBS_PURGE, jobs, _count(row["jobs_due"]), False, last.get(store.JOBS_PURGE)
+            ),
+            store.RetentionWindow(
+                store.AUDIT_PURGE,
                 audit,
                 _count(row["audit_due"]),
                 bool(row["audit_estimated"]),
-                last.get(AUDIT_PURGE),
+                last.get(store.AUDIT_PURGE),
             ),
         ),
     )
