@@ -29,6 +29,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from skiplock._compat import Lock, Task, held, spawn
+from skiplock.core import DatabaseUnavailableError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable
@@ -92,6 +93,8 @@ class ReadCache:
         try:
             value = read()
             self._values[key] = (self._clock(), value)
-        except Exception:
+        except DatabaseUnavailableError as exc:
             # The stale value stays until it is too old; then a visitor reads (and fails).
+            logger.warning("skiplock: refreshing the dashboard's %s failed: %s", key, exc)
+        except Exception:
             logger.warning("skiplock: refreshing the dashboard's %s failed", key, exc_info=True)
