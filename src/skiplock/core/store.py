@@ -1,6 +1,7 @@
 """What a store needs, for store authors (docs/internals.md, "Writing a custom store
 with the contract kit"): the types the store port speaks beyond :mod:`skiplock.core`
 (:class:`Controls`, :class:`Limit`, :class:`Pause`, :class:`QueueSample`,
+:class:`Retention`,
 :class:`ClaimedJobs`, ...), the lifecycle rules that are every
 store's executable spec (``after_claim``, ``after_outcome``, ``select_claim``, ...: the
 in-memory store applies them as they are), and the claim's charge rule (``charges``,
@@ -103,6 +104,16 @@ from ._rates import (
     throttled_request,
 )
 
+# The retention view: what each purge will remove next and how its last run went.
+from ._retention import (
+    AUDIT_PURGE,
+    DUE_COUNT_BOUND,
+    JOBS_PURGE,
+    PurgeRun,
+    Retention,
+    RetentionWindow,
+)
+
 # Buckets of finished counts.
 from ._throughput import (
     bucket_start,
@@ -118,7 +129,10 @@ from ._validation import (
 
 __all__ = [
     "ALL_KINDS",
+    "AUDIT_PURGE",
+    "DUE_COUNT_BOUND",
     "INT4_RANGE",
+    "JOBS_PURGE",
     "MAX_DELAY",
     "PAIR_SCOPE",
     "PICKUP_SAMPLE",
@@ -131,9 +145,12 @@ __all__ = [
     "OrphanedJobs",
     "OutcomeTerms",
     "Pause",
+    "PurgeRun",
     "QueueSample",
     "RateTable",
     "ReplicaStatus",
+    "Retention",
+    "RetentionWindow",
     "ScopedKey",
     "ThrottleLimits",
     "TokenBucket",

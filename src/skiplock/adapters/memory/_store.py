@@ -44,7 +44,7 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
-    from skiplock.core.store import ClaimedJobs, Controls, Limit, Pause, QueueSample
+    from skiplock.core.store import ClaimedJobs, Controls, Limit, Pause, QueueSample, Retention
     from skiplock.ports import Audit, Clock
 
 
@@ -288,6 +288,10 @@ class MemoryReads(MemoryTransactions):
     def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
         """The job's events in the audit table, oldest first."""
         return self._state.audit_trail(job_id, connection)
+
+    def retention(self, *, jobs: timedelta | None, audit: timedelta | None) -> Retention:
+        """The retention view, counted exactly (see the reads role)."""
+        return self._state.retention(jobs, audit)
 
 
 class MemoryAdmin(MemoryTransactions):

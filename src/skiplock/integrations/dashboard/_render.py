@@ -36,13 +36,15 @@ class DashboardOptions(TypedDict, total=False):
     """The options of a dashboard, as its bindings pass them on (see
     :class:`~skiplock.integrations.dashboard.AsyncDashboard`): the overview's
     ``refresh`` (seconds), the dead jobs per page, the throughput chart's ``window`` and
-    ``bucket``, the ``csrf_secret`` of the forms' tokens."""
+    ``bucket``, the ``csrf_secret`` of the forms' tokens, the shared read ``cache``
+    (seconds)."""
 
     refresh: int | None
     page_size: int
     window: timedelta | float
     bucket: timedelta | float
     csrf_secret: bytes | str | None
+    cache: timedelta | float
 
 
 #: The states of the depth table, in lifecycle order.

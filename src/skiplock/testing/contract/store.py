@@ -50,6 +50,7 @@ from ._notifier import NotifierContract
 from ._rates import RateContract
 from ._recount import RecountContract
 from ._results import ResultsContract
+from ._retention import RetentionContract
 from ._throughput import ThroughputContract
 from ._timeouts import StatementTimeoutContract
 from ._transactions import TransactionContract
@@ -72,6 +73,7 @@ class JobStoreContract(
     AuditContract,
     ControlsContract,
     WorkersContract,
+    RetentionContract,
     HealthContract,
     ThroughputContract,
     HistoryContract,

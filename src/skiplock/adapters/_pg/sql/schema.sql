@@ -1222,3 +1222,11 @@ CREATE TABLE {schema}.rate_buckets (
     burst integer NOT NULL,
     PRIMARY KEY (scope, name, tenant_id)
 );
+
+-- ---- 0019: the last run of each retention purge (the retention view) ----------------
+CREATE TABLE {schema}.purge_runs (
+    name text PRIMARY KEY,
+    finished_at timestamptz NOT NULL,
+    seconds double precision NOT NULL,
+    removed bigint NOT NULL
+);

@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING
 import attrs
 
 from skiplock.core import AuditEvent, Job, JobState, WorkerInfo
-from skiplock.core.store import Limit, Pause, QueueSample, ScopedKey, job_scoped_key
+from skiplock.core.store import (
+    Limit,
+    Pause,
+    PurgeRun,
+    QueueSample,
+    ScopedKey,
+    job_scoped_key,
+)
 from skiplock.ports import Clock, SystemClock
 
 if TYPE_CHECKING:
@@ -95,6 +102,8 @@ class StateBase:
         self._workers: dict[str, WorkerRow] = {}
         # maintenance task name -> when it last ran (store clock)
         self._maintenance: dict[str, datetime] = {}
+        #: The last run of each retention purge (the retention view), by name.
+        self._purge_runs: dict[str, PurgeRun] = {}
         # the queue samples (the dashboard's charts), oldest minute first
         self._samples: list[QueueSample] = []
         self._archived: dict[int, Job] = {}
