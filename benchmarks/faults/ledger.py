@@ -133,6 +133,8 @@ class ReRun:
     reason: str | None  # None: unexplained
     #: The fault that explains it (None: a death or the job's own poison).
     fault: Fault | None = None
+    #: The planned death that explains it (a process the poison job killed), if any.
+    death: Death | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,7 +224,7 @@ def _rerun(run: Run, next_at: float, ledger: Ledger, kinds: dict[int, str]) -> R
             return ReRun(run, next_at, fault.name, fault)
     for death in ledger.deaths:
         if death.pid == run.pid and run.at <= death.at and death.planned is not None:
-            return ReRun(run, next_at, death.planned)
+            return ReRun(run, next_at, death.planned, death=death)
     if kinds.get(run.job) in ledger.poison:
         return ReRun(run, next_at, "poison")
     if kinds.get(run.job) in ledger.flaky and run.attempt == 1:
@@ -295,6 +297,13 @@ def check(ledger: Ledger) -> Verdict:
             resumed = [run.at for run in ledger.runs if run.at >= fault.recover_from]
             after.append(min(resumed) - fault.recover_from if resumed else float("inf"))
         recovery += after
+    # A planned death no fault recorded (the poison job killing its process): from the
+    # death to each interrupted job's next run.
+    recovery += [
+        r.next_at - r.death.at
+        for r in reruns
+        if r.fault is None and r.death is not None and r.next_at >= r.death.at
+    ]
     returns = [run.returned for run in ledger.runs if run.returned is not None]
     start, end = ledger.load
     first = min((f.start for f in ledger.faults), default=end)

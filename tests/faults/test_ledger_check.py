@@ -150,3 +150,18 @@ def test_a_flaky_jobs_first_attempt_explains_its_retry_and_nothing_else() -> Non
     # Its second attempt failing again is no longer the planned retry.
     ledger.runs.append(Run(5, 3, 11, 14.0, 14.1))
     assert [r.run.attempt for r in check(ledger).unexplained] == [2]
+
+
+def test_a_poison_death_gives_the_recovery_of_the_jobs_it_took_down() -> None:
+    # No fault recorded: process 10 died of the poison job at t=5 (a planned death);
+    # the innocent job 2 it was running ran again at t=9.
+    ledger = _ledger()
+    ledger.faults = []
+    ledger.deaths = [Death(10, 5.0, "poison")]
+    verdict = check(ledger)
+    assert verdict.ok, verdict.problems()
+    assert verdict.explained == {"poison": 1}
+    assert verdict.recovery == [4.0]
+    # A death of no plan explains nothing and measures no recovery.
+    ledger.deaths = [Death(10, 5.0, None)]
+    assert check(ledger).recovery == []
