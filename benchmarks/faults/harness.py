@@ -250,11 +250,13 @@ class Harness:
         text = self.path.read_text(encoding="utf-8")
         return {int(line.split()[1]) for line in text.splitlines() if line.startswith("R ")}
 
-    def spawn(self, *, wait: bool = True, **env: str) -> Worker:
-        """Start a worker process (``wait``: until it is ready to take jobs)."""
+    def spawn(self, *, wait: bool = True, dsn: str | None = None, **env: str) -> Worker:
+        """Start a worker process (``wait``: until it is ready to take jobs; ``dsn``: its
+        own way to the database, e.g. through a proxy)."""
         load = self.load
         command = [
-            sys.executable, "-m", "benchmarks.faults.worker", "--dsn", self.via or self.dsn,
+            sys.executable, "-m", "benchmarks.faults.worker",
+            "--dsn", dsn or self.via or self.dsn,
             "--ledger", str(self.path), "--concurrency", str(load.concurrency),
             "--prefetch", str(load.prefetch), "--lease", str(load.lease),
             "--poll", str(load.poll),

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from benchmarks import pgbouncer, pgcluster
 from benchmarks.faults.harness import Harness, Load, sleep, supervised, wait_until
 from benchmarks.faults.ledger import Fault, percentile
+from benchmarks.faults.topology import cut_off
 from benchmarks.faults.worker import FLAKY
 
 if TYPE_CHECKING:
@@ -365,6 +366,18 @@ SCENARIOS: dict[str, Scenario] = {
             "transactional effect once",
             pgbouncer_restart,
             # It starts its PgBouncer in front of the throw-away server.
+            controls_server=True,
+        ),
+        Scenario(
+            "cut-off",
+            "one worker's connections through a proxy that drops every byte (both ways; "
+            "new connections never answered) while it runs jobs, for twice its lease, then "
+            "restored, the connections open during the cut reset; three times",
+            "the cut-off worker's runs are re-run elsewhere after its lease; its returns "
+            "during the cut commit nothing (no second effect); it takes jobs again once "
+            "reconnected",
+            cut_off,
+            # Its proxy forwards to the throw-away server's port.
             controls_server=True,
         ),
     ]
