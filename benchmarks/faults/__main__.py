@@ -27,7 +27,10 @@ def run(
     """One scenario on a new throw-away server (or, with ``dsn``, in a new database on
     that server); its ledger checked."""
     began = time.monotonic()
-    place = cluster() if dsn is None else external_database(dsn)
+    if scenario.place is not None:
+        place = scenario.place()
+    else:
+        place = cluster() if dsn is None else external_database(dsn)
     with place as server, tempfile.TemporaryDirectory(prefix="skiplock-faults-") as tmp:
         harness = Harness(server, Path(tmp), scenario.load, broken=broken)
         try:

@@ -18,21 +18,20 @@ import subprocess
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 
 from benchmarks._procs import ROOT
 from benchmarks.faults.ledger import TERMINAL, Death, Effect, Fault, Ledger, Row
 from benchmarks.faults.worker import FLAKY, PLAIN, POISON, TX
+from benchmarks.pgcluster import Cluster
 from skiplock.adapters.psycopg import PsycopgJobStore, apply_schema
 from skiplock.core import EnqueueRequest
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
-
-    from benchmarks.pgcluster import Cluster
 
 #: How often waits look at their condition (seconds).
 POLL = 0.05
@@ -66,6 +65,14 @@ def external_database(dsn: str) -> Iterator[External]:
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
+
+
+class Server(Protocol):
+    """Where a scenario runs: a throw-away server, a database of ``--dsn``, a primary and
+    its standby (one multi-host DSN)."""
+
+    @property
+    def dsn(self) -> str: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +165,11 @@ class Producer(threading.Thread):
                     acked = time.monotonic()
                     with self._lock:
                         for request, result in zip(batch, results, strict=True):
+                            if result.id in self._ledger.acked:  # a new primary's reuse
+                                self._ledger.superseded.append(
+                                    (result.id, self._ledger.acked[result.id],
+                                     self._ledger.enqueued[result.id])
+                                )  # fmt: skip
                             self._ledger.acked[result.id] = request.kind
                             self._ledger.enqueued[result.id] = acked
                     sent += len(batch) - len(extra)
@@ -183,9 +195,7 @@ class Worker:
 class Harness:
     """One scenario run (see the module)."""
 
-    def __init__(
-        self, server: Cluster | External, folder: Path, load: Load, *, broken: bool = False
-    ) -> None:
+    def __init__(self, server: Server, folder: Path, load: Load, *, broken: bool = False) -> None:
         self.server = server
         self.folder = folder
         self.load = load
@@ -214,7 +224,7 @@ class Harness:
     @property
     def cluster(self) -> Cluster:
         """The throw-away server, for the scenarios that stop or freeze it."""
-        assert not isinstance(self.server, External), "this scenario controls the server"
+        assert isinstance(self.server, Cluster), "this scenario controls the server"
         return self.server
 
     @property

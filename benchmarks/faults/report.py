@@ -38,6 +38,12 @@ HEADER = (
 )
 
 
+def _lost(v: Verdict) -> str:
+    """Lost jobs; those PostgreSQL's asynchronous failover window lost, apart."""
+    window = f" (+{len(v.lost_in_window)} in the async window)" if v.lost_in_window else ""
+    return f"{len(v.lost)}{window}"
+
+
 def row(outcome: Outcome) -> str:
     """The scenario's table row."""
     v = outcome.verdict
@@ -45,7 +51,7 @@ def row(outcome: Outcome) -> str:
     p50, p99 = percentile(v.recovery, 0.5), percentile(v.recovery, 0.99)
     before, after = v.throughput
     return (
-        f"| {outcome.scenario.name} | {v.acked:,} | {len(v.lost)} | {explained} | "
+        f"| {outcome.scenario.name} | {v.acked:,} | {_lost(v)} | {explained} | "
         f"{len(v.unexplained)} | {len(v.effects_twice)} | {len(v.stuck)} | "
         f"{len(v.unplanned_deaths)} | {_s(p50)} / {_s(p99)} | {_rate(before)} / "
         f"{_rate(after)} | {'pass' if v.ok else '**FAIL**'} |"
@@ -65,6 +71,11 @@ def markdown(outcomes: list[Outcome], preamble: str) -> str:
             notes.append(
                 f"{v.repeated_plain} non-transactional effects repeated by a re-run "
                 "(at-least-once, as documented)"
+            )
+        if v.lost_in_window:
+            notes.append(
+                f"{len(v.lost_in_window)} acknowledged enqueues missing on the new primary, "
+                "every one acknowledged in PostgreSQL's asynchronous replication window"
             )
         notes += v.notes
         notes += v.problems()

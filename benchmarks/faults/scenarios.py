@@ -8,9 +8,10 @@ import os
 import random
 import signal
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from benchmarks import pgbouncer, pgcluster
+from benchmarks.faults.failover import failover, pair
 from benchmarks.faults.harness import Harness, Load, sleep, supervised, wait_until
 from benchmarks.faults.ledger import Fault, percentile
 from benchmarks.faults.topology import cut_off
@@ -18,6 +19,7 @@ from benchmarks.faults.worker import FLAKY
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from contextlib import AbstractContextManager
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +37,8 @@ class Scenario:
     #: Its own measurement, once the ledger is complete (the server still up): adds
     #: notes and failed checks to the ledger.
     after: Callable[[Harness], None] | None = None
+    #: Where it runs, when not on one throw-away server (a primary and its standby).
+    place: Callable[[], AbstractContextManager[Any]] | None = None
 
 
 #: Seconds of steady load before the first fault and after the last.
@@ -379,6 +383,29 @@ SCENARIOS: dict[str, Scenario] = {
             cut_off,
             # Its proxy forwards to the throw-away server's port.
             controls_server=True,
+        ),
+        Scenario(
+            "failover-sync",
+            "a primary with a synchronous standby, workers and producer on a multi-host DSN "
+            "(target_session_attrs=read-write); the primary's WAL sender frozen 0.5 s, the "
+            "primary crashed (immediate stop) and the standby promoted",
+            "nothing acknowledged is missing on the new primary, no acknowledged completion "
+            "is undone (a job run again after its success was acknowledged), every re-run "
+            "overlaps the failover; each effect once",
+            failover,
+            controls_server=True,
+            place=pair(synchronous=True),
+        ),
+        Scenario(
+            "failover-async",
+            "the same with an asynchronous standby: what the primary acknowledged while its "
+            "WAL sender was frozen never reaches the standby",
+            "every acknowledged enqueue missing on the new primary and every completion "
+            "undone was acknowledged in PostgreSQL's window (0.1 s before the WAL sender "
+            "froze to the crash), counted apart; none outside it; each effect once",
+            failover,
+            controls_server=True,
+            place=pair(synchronous=False),
         ),
     ]
 }
