@@ -32,7 +32,7 @@ def run(
     else:
         place = cluster() if dsn is None else external_database(dsn)
     with place as server, tempfile.TemporaryDirectory(prefix="skiplock-faults-") as tmp:
-        harness = Harness(server, Path(tmp), scenario.load, broken=broken)
+        harness = Harness(server, Path(tmp), scenario.load, broken=broken, schema=scenario.schema)
         try:
             scenario.run(harness, quick)
         finally:

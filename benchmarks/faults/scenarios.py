@@ -14,6 +14,7 @@ from benchmarks import pgbouncer, pgcluster
 from benchmarks.faults.failover import failover, pair
 from benchmarks.faults.harness import Harness, Load, sleep, supervised, wait_until
 from benchmarks.faults.ledger import Fault, percentile
+from benchmarks.faults.rolling import rolling_deploy, side_by_side
 from benchmarks.faults.topology import cut_off
 from benchmarks.faults.worker import FLAKY
 
@@ -39,6 +40,8 @@ class Scenario:
     after: Callable[[Harness], None] | None = None
     #: Where it runs, when not on one throw-away server (a primary and its standby).
     place: Callable[[], AbstractContextManager[Any]] | None = None
+    #: Whether the harness applies the current schema first (else the scenario does).
+    schema: bool = True
 
 
 #: Seconds of steady load before the first fault and after the last.
@@ -406,6 +409,21 @@ SCENARIOS: dict[str, Scenario] = {
             failover,
             controls_server=True,
             place=pair(synchronous=False),
+        ),
+        Scenario(
+            "rolling-deploy",
+            "workers and a producer of the previous version (the commit before the latest "
+            "migration, from git) on its schema; `skiplock schema apply` of the current code "
+            "migrates it under them; workers and a producer of the current version start "
+            "beside them; the old workers stopped one by one (SIGTERM)",
+            "no fault is recorded, so any re-run fails it: nothing lost, stuck or re-run; "
+            "old workers take jobs on the migrated schema, new ones run jobs the old "
+            "producer enqueued",
+            rolling_deploy,
+            # It runs `skiplock schema apply` on the server, as a deploy does.
+            controls_server=True,
+            after=side_by_side,
+            schema=False,
         ),
     ]
 }
