@@ -110,7 +110,7 @@ class Ledger:
     notes: list[str] = dataclasses.field(default_factory=list)
     #: A scenario's own checks that failed (each fails the verdict), in words.
     failed: list[str] = dataclasses.field(default_factory=list)
-    #: Successes the database acknowledged: (job, attempt, pid) -> when (``C`` lines). A
+    #: Successes the database acknowledged: (job, attempt, pid) -> when (``A`` lines). A
     #: job run again after that had its completion undone.
     completed: dict[tuple[int, int, int], float] = dataclasses.field(default_factory=dict)
     #: PostgreSQL's window of a failover to an asynchronous standby: what was
@@ -131,9 +131,9 @@ class Ledger:
         returns: dict[tuple[int, int, int], float] = {}
         for line in path.read_text(encoding="utf-8").splitlines():
             tag, *fields = line.split()
-            if tag in ("S", "F", "C"):
+            if tag in ("S", "F", "A"):
                 key = (int(fields[0]), int(fields[1]), int(fields[2]))
-                if tag == "C":
+                if tag == "A":
                     self.completed[key] = float(fields[3])
                 else:
                     (starts if tag == "S" else returns)[key] = float(fields[3])

@@ -9,7 +9,7 @@ its own for the plain kind (the effect commits at once, whatever becomes of the 
 
 Ledger lines (times are ``time.monotonic()``: one clock for every process of the
 machine): ``R <pid> <t>`` ready, ``S <job> <attempt> <pid> <t>`` started, ``F <job>
-<attempt> <pid> <t>`` returned, ``C <job> <attempt> <pid> <t>`` its success acknowledged
+<attempt> <pid> <t>`` returned, ``A <job> <attempt> <pid> <t>`` its success acknowledged
 by the database (the completion's statement returned, or for a transactional job the
 commit of its transaction): a job run again after that had a completion undone.
 
@@ -113,7 +113,7 @@ class Autocommit:
 
 
 class LedgerStore(AsyncPsycopgJobStore):
-    """The store, writing a ``C`` line for each success the database acknowledged: at
+    """The store, writing an ``A`` line for each success the database acknowledged: at
     once for a completion of its own, at the commit for one in a job's transaction."""
 
     ledger: Ledger
@@ -146,7 +146,7 @@ class LedgerStore(AsyncPsycopgJobStore):
     def _acked(self, done: list[Completion]) -> None:
         now = time.monotonic()
         for c in done:
-            self.ledger.write("C", c.lease.job_id, c.lease.attempt, os.getpid(), now)
+            self.ledger.write("A", c.lease.job_id, c.lease.attempt, os.getpid(), now)
 
 
 _REAL = dt.datetime
