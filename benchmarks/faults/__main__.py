@@ -43,6 +43,8 @@ def run(
         )
         try:
             scenario.run(harness, quick)
+        except Exception as exc:  # a fault the system did not survive: a failed check
+            harness.ledger.failed.append(f"the scenario stopped: {type(exc).__name__}: {exc}")
         finally:
             ledger = harness.finish()
         if scenario.after is not None:
@@ -57,9 +59,9 @@ def _competitors(names: list[str], ns: argparse.Namespace) -> tuple[list[Outcome
     absent += [f"{name}: not installed" for name in ("pgqueuer", "procrastinate")
                if name not in found]  # fmt: skip
     for peer in found:
+        absent += [f"{name} on {peer}: n/a, {why}" for name, why in peers.NOT_APPLICABLE.items()]
         for name in names:
             if name not in peers.SCENARIOS:
-                absent.append(f"{name} on {peer}: n/a, {peers.NOT_APPLICABLE[name]}")
                 continue
             print(f"[faults] {name} on {peer} ...", file=sys.stderr, flush=True)
             outcome = run(SCENARIOS[name], quick=ns.quick, dsn=ns.dsn, peer=peer)
