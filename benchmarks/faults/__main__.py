@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from benchmarks._procs import ROOT
+from benchmarks.faults import peers
 from benchmarks.faults.harness import Harness, external_database
 from benchmarks.faults.ledger import check
 from benchmarks.faults.report import Outcome, markdown
@@ -22,21 +23,52 @@ from benchmarks.pgcluster import cluster
 
 
 def run(
-    scenario: Scenario, *, quick: bool, broken: bool = False, dsn: str | None = None
+    scenario: Scenario,
+    *,
+    quick: bool,
+    broken: bool = False,
+    dsn: str | None = None,
+    peer: str | None = None,
 ) -> Outcome:
     """One scenario on a new throw-away server (or, with ``dsn``, in a new database on
-    that server); its ledger checked."""
+    that server; with ``peer``, on that other queue); its ledger checked."""
     began = time.monotonic()
-    place = cluster() if dsn is None else external_database(dsn)
+    if scenario.place is not None:
+        place = scenario.place()
+    else:
+        place = cluster() if dsn is None else external_database(dsn)
     with place as server, tempfile.TemporaryDirectory(prefix="skiplock-faults-") as tmp:
-        harness = Harness(server, Path(tmp), scenario.load, broken=broken)
+        harness = Harness(
+            server, Path(tmp), scenario.load, broken=broken, schema=scenario.schema, peer=peer
+        )
         try:
             scenario.run(harness, quick)
+        except Exception as exc:  # a fault the system did not survive: a failed check
+            harness.ledger.failed.append(f"the scenario stopped: {type(exc).__name__}: {exc}")
         finally:
             ledger = harness.finish()
         if scenario.after is not None:
             scenario.after(harness)
-    return Outcome(scenario, check(ledger), time.monotonic() - began)
+    return Outcome(scenario, check(ledger), time.monotonic() - began, peer or "skiplock")
+
+
+def _competitors(names: list[str], ns: argparse.Namespace) -> tuple[list[Outcome], list[str]]:
+    """The peers' runs of ``names`` (each next to skiplock's in the report), and a line
+    for each scenario that does not apply to them, or each peer not installed."""
+    found, outcomes, absent = peers.installed(), [], []
+    absent += [f"{name}: not installed" for name in ("pgqueuer", "procrastinate")
+               if name not in found]  # fmt: skip
+    for peer in found:
+        absent += [f"{name} on {peer}: n/a, {why}" for name, why in peers.NOT_APPLICABLE.items()]
+        for name in names:
+            if name not in peers.SCENARIOS:
+                continue
+            print(f"[faults] {name} on {peer} ...", file=sys.stderr, flush=True)
+            outcome = run(SCENARIOS[name], quick=ns.quick, dsn=ns.dsn, peer=peer)
+            outcomes.append(outcome)
+            print(f"[faults] {name} on {peer}: {'pass' if outcome.verdict.ok else 'fail'} "
+                  f"({outcome.seconds:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
+    return outcomes, absent
 
 
 def _commit() -> str:
@@ -59,6 +91,12 @@ def main(argv: list[str] | None = None) -> int:
         help="run in a new database on this server (your topology: a pooler, a proxy); "
         "the scenarios that stop the server are left out",
     )
+    p.add_argument(
+        "--competitors",
+        action="store_true",
+        help=f"also run {', '.join(peers.SCENARIOS)} on pgqueuer and procrastinate, when "
+        "installed (the others say why they do not apply)",
+    )
     ns = p.parse_args(argv)
     names = ns.scenario or (list(QUICK) if ns.quick else list(SCENARIOS))
     if ns.dsn is not None:
@@ -70,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         outcomes.append(outcome)
         print(f"[faults] {name}: {'pass' if outcome.verdict.ok else 'FAIL'} "
               f"({outcome.seconds:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
+    compared, absent = _competitors(names, ns) if ns.competitors else ([], [])
     today = dt.date.today().isoformat()
     load = dataclasses.asdict(outcomes[0].scenario.load) if outcomes else {}
     preamble = (
@@ -87,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         "(and, for the database, to the first run at all). Throughput: processor returns "
         "per second before the first fault and after the last one (the backlog included)."
     )
-    report = markdown(outcomes, preamble)
+    report = markdown(outcomes, preamble, compared, absent)
     print(report)
     if not ns.no_write:
         suffix = "-quick" if ns.quick else ""

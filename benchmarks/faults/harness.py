@@ -9,6 +9,7 @@ stops the workers and reads the final rows and effects.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
@@ -18,21 +19,21 @@ import subprocess
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 
 from benchmarks._procs import ROOT
+from benchmarks.faults import peers
 from benchmarks.faults.ledger import TERMINAL, Death, Effect, Fault, Ledger, Row
 from benchmarks.faults.worker import FLAKY, PLAIN, POISON, TX
+from benchmarks.pgcluster import Cluster
 from skiplock.adapters.psycopg import PsycopgJobStore, apply_schema
 from skiplock.core import EnqueueRequest
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
-
-    from benchmarks.pgcluster import Cluster
 
 #: How often waits look at their condition (seconds).
 POLL = 0.05
@@ -66,6 +67,14 @@ def external_database(dsn: str) -> Iterator[External]:
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
+
+
+class Server(Protocol):
+    """Where a scenario runs: a throw-away server, a database of ``--dsn``, a primary and
+    its standby (one multi-host DSN)."""
+
+    @property
+    def dsn(self) -> str: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +167,11 @@ class Producer(threading.Thread):
                     acked = time.monotonic()
                     with self._lock:
                         for request, result in zip(batch, results, strict=True):
+                            if result.id in self._ledger.acked:  # a new primary's reuse
+                                self._ledger.superseded.append(
+                                    (result.id, self._ledger.acked[result.id],
+                                     self._ledger.enqueued[result.id])
+                                )  # fmt: skip
                             self._ledger.acked[result.id] = request.kind
                             self._ledger.enqueued[result.id] = acked
                     sent += len(batch) - len(extra)
@@ -184,7 +198,14 @@ class Harness:
     """One scenario run (see the module)."""
 
     def __init__(
-        self, server: Cluster | External, folder: Path, load: Load, *, broken: bool = False
+        self,
+        server: Server,
+        folder: Path,
+        load: Load,
+        *,
+        broken: bool = False,
+        schema: bool = True,
+        peer: str | None = None,
     ) -> None:
         self.server = server
         self.folder = folder
@@ -198,7 +219,7 @@ class Harness:
             flaky=frozenset({FLAKY}),
         )
         self.workers: list[Worker] = []
-        self._producer: Producer | None = None
+        self._producer: Producer | peers.Producer | None = None
         self._load_start = 0.0
         #: A scenario's own marks (what, from, to) for its ``after`` measurement.
         self.events: list[tuple[str, float, float]] = []
@@ -208,13 +229,18 @@ class Harness:
         #: What a scenario started that must outlive it (a PgBouncer): closed once the
         #: workers are stopped.
         self.resources = contextlib.ExitStack()
-        apply_schema(server.dsn)
+        #: The other queue it runs instead of skiplock (``--competitors``), or None.
+        self.peer = peer
+        if peer is not None:
+            asyncio.run(peers.install(peer, server.dsn))
+        elif schema:  # else the scenario applies the schema it starts from
+            apply_schema(server.dsn)
         self.sql(_EFFECTS)
 
     @property
     def cluster(self) -> Cluster:
         """The throw-away server, for the scenarios that stop or freeze it."""
-        assert not isinstance(self.server, External), "this scenario controls the server"
+        assert isinstance(self.server, Cluster), "this scenario controls the server"
         return self.server
 
     @property
@@ -250,17 +276,22 @@ class Harness:
         text = self.path.read_text(encoding="utf-8")
         return {int(line.split()[1]) for line in text.splitlines() if line.startswith("R ")}
 
-    def spawn(self, *, wait: bool = True, **env: str) -> Worker:
-        """Start a worker process (``wait``: until it is ready to take jobs)."""
+    def spawn(self, *, wait: bool = True, dsn: str | None = None, **env: str) -> Worker:
+        """Start a worker process (``wait``: until it is ready to take jobs; ``dsn``: its
+        own way to the database, e.g. through a proxy)."""
         load = self.load
+        module = "benchmarks.faults.worker" if self.peer is None else "benchmarks.faults.peers"
         command = [
-            sys.executable, "-m", "benchmarks.faults.worker", "--dsn", self.via or self.dsn,
+            sys.executable, "-m", module,
+            "--dsn", dsn or self.via or self.dsn,
             "--ledger", str(self.path), "--concurrency", str(load.concurrency),
             "--prefetch", str(load.prefetch), "--lease", str(load.lease),
             "--poll", str(load.poll),
         ]  # fmt: skip
         if self.via is not None:
             command += ["--listen-dsn", self.dsn]
+        if self.peer is not None:
+            command += ["--system", self.peer]
         extra = dict(env) | ({"FAULTS_BROKEN": "outside"} if self.broken else {})
         log = open(self.folder / f"worker{len(self.workers)}.log", "wb")  # noqa: SIM115
         with log:
@@ -300,9 +331,12 @@ class Harness:
 
     def start_load(self, *extra: str) -> None:
         """Start the producer (``extra``: kinds to enqueue once, first)."""
-        self._producer = Producer(
-            self.via or self.dsn, self.load, self.ledger, list(extra), bounced=bool(self.via)
-        )
+        if self.peer is not None:
+            self._producer = peers.Producer(self.peer, self.dsn, self.load, self.ledger)
+        else:
+            self._producer = Producer(
+                self.via or self.dsn, self.load, self.ledger, list(extra), bounced=bool(self.via)
+            )
         self._load_start = time.monotonic()
         self._producer.start()
 
@@ -319,10 +353,16 @@ class Harness:
         self._stop_workers()
         self.resources.close()
         self.ledger.read_lines(self.path)
-        self.ledger.rows = [
-            Row(int(i), k, s, int(a))
-            for i, k, s, a in self.sql("SELECT id, kind, status::text, attempts FROM skiplock.jobs")
-        ]
+        self.ledger.rows = (
+            peers.rows(self.peer, self)
+            if self.peer is not None
+            else [
+                Row(int(i), k, s, int(a))
+                for i, k, s, a in self.sql(
+                    "SELECT id, kind, status::text, attempts FROM skiplock.jobs"
+                )
+            ]
+        )
         self.ledger.effects = [
             Effect(int(j), int(a), int(p), bool(t))
             for j, a, p, t in self.sql("SELECT job_id, attempt, pid, tx FROM faults.effects")
@@ -331,6 +371,8 @@ class Harness:
         return self.ledger
 
     def _open(self, ids: list[int]) -> int:
+        if self.peer is not None:
+            return peers.open_jobs(self.peer, self, ids)
         rows = self.sql(
             "SELECT count(*) FROM skiplock.jobs WHERE id = ANY(%s) AND NOT status::text = ANY(%s)",
             ids,

@@ -110,6 +110,20 @@ class Ledger:
     notes: list[str] = dataclasses.field(default_factory=list)
     #: A scenario's own checks that failed (each fails the verdict), in words.
     failed: list[str] = dataclasses.field(default_factory=list)
+    #: Successes the database acknowledged: (job, attempt, pid) -> when (``A`` lines). A
+    #: job run again after that had its completion undone.
+    completed: dict[tuple[int, int, int], float] = dataclasses.field(default_factory=dict)
+    #: PostgreSQL's window of a failover to an asynchronous standby: what was
+    #: acknowledged in it (from just before the standby stopped receiving to the crash)
+    #: may be missing on the new primary. None: no such window (nothing may be missing).
+    window: tuple[float, float] | None = None
+    #: Acknowledged enqueues (id, kind, when) whose id the new primary gave to another job
+    #: (its sequence had not seen them): lost, like a missing row.
+    superseded: list[tuple[int, str, float]] = dataclasses.field(default_factory=list)
+
+    def in_window(self, at: float | None) -> bool:
+        """Whether ``at`` lies in :attr:`window`."""
+        return self.window is not None and at is not None and self.window[0] <= at <= self.window[1]
 
     def read_lines(self, path: Path) -> None:
         """Add the processors' ``S``/``F`` lines of the ledger file."""
@@ -117,9 +131,12 @@ class Ledger:
         returns: dict[tuple[int, int, int], float] = {}
         for line in path.read_text(encoding="utf-8").splitlines():
             tag, *fields = line.split()
-            if tag in ("S", "F"):
+            if tag in ("S", "F", "A"):
                 key = (int(fields[0]), int(fields[1]), int(fields[2]))
-                (starts if tag == "S" else returns)[key] = float(fields[3])
+                if tag == "A":
+                    self.completed[key] = float(fields[3])
+                else:
+                    (starts if tag == "S" else returns)[key] = float(fields[3])
         for (job, attempt, pid), at in starts.items():
             self.runs.append(Run(job, attempt, pid, at, returns.get((job, attempt, pid))))
 
@@ -133,6 +150,8 @@ class ReRun:
     reason: str | None  # None: unexplained
     #: The fault that explains it (None: a death or the job's own poison).
     fault: Fault | None = None
+    #: The planned death that explains it (a process the poison job killed), if any.
+    death: Death | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,6 +176,10 @@ class Verdict:
     #: The scenario's own measurements and failed checks (see :class:`Ledger`).
     notes: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
+    #: Acknowledged jobs missing on the new primary of an asynchronous failover, all
+    #: acknowledged in PostgreSQL's window (:attr:`Ledger.window`): that window's loss,
+    #: not skiplock's (a loss outside it is in :attr:`lost`).
+    lost_in_window: tuple[int, ...] = ()
 
     @property
     def unexplained(self) -> list[ReRun]:
@@ -207,6 +230,11 @@ def percentile(values: Iterable[float], q: float) -> float | None:
 
 def _rerun(run: Run, next_at: float, ledger: Ledger, kinds: dict[int, str]) -> ReRun:
     """``run``, followed by another run of its job at ``next_at``, and why."""
+    done = ledger.completed.get((run.job, run.attempt, run.pid))
+    if done is not None and done <= next_at:
+        # Its success was acknowledged, yet the job ran again: the completion was undone.
+        # Only PostgreSQL's window of an asynchronous failover explains that.
+        return ReRun(run, next_at, "async window" if ledger.in_window(done) else None)
     for fault in ledger.faults:
         if fault.pids:
             # A frozen process's run: the next one started after the freeze, and this one
@@ -222,7 +250,7 @@ def _rerun(run: Run, next_at: float, ledger: Ledger, kinds: dict[int, str]) -> R
             return ReRun(run, next_at, fault.name, fault)
     for death in ledger.deaths:
         if death.pid == run.pid and run.at <= death.at and death.planned is not None:
-            return ReRun(run, next_at, death.planned)
+            return ReRun(run, next_at, death.planned, death=death)
     if kinds.get(run.job) in ledger.poison:
         return ReRun(run, next_at, "poison")
     if kinds.get(run.job) in ledger.flaky and run.attempt == 1:
@@ -255,6 +283,10 @@ def check(ledger: Ledger) -> Verdict:
         elif row.status != "succeeded" or not effects[job]:
             lost.append(job)  # it ended without its work done
     stuck += [r.job for r in ledger.rows if r.job not in ledger.acked and r.status not in TERMINAL]
+    lost += [job for job, _, _ in ledger.superseded]
+    acked_at = dict(ledger.enqueued) | {job: at for job, _, at in ledger.superseded}
+    in_window = [job for job in lost if ledger.in_window(acked_at.get(job))]
+    lost = [job for job in lost if job not in in_window]
     by_job: dict[int, list[Run]] = defaultdict(list)
     for run in ledger.runs:
         by_job[run.job].append(run)
@@ -295,12 +327,19 @@ def check(ledger: Ledger) -> Verdict:
             resumed = [run.at for run in ledger.runs if run.at >= fault.recover_from]
             after.append(min(resumed) - fault.recover_from if resumed else float("inf"))
         recovery += after
+    # A planned death no fault recorded (the poison job killing its process): from the
+    # death to each interrupted job's next run.
+    recovery += [
+        r.next_at - r.death.at
+        for r in reruns
+        if r.fault is None and r.death is not None and r.next_at >= r.death.at
+    ]
     returns = [run.returned for run in ledger.runs if run.returned is not None]
     start, end = ledger.load
     first = min((f.start for f in ledger.faults), default=end)
     last = max((f.end for f in ledger.faults), default=start)
     return Verdict(
-        acked=len(ledger.acked),
+        acked=len(ledger.acked) + len(ledger.superseded),
         succeeded=sum(1 for r in ledger.rows if r.status == "succeeded"),
         lost=lost,
         stuck=stuck,
@@ -313,4 +352,5 @@ def check(ledger: Ledger) -> Verdict:
         throughput=(_throughput(returns, start, first), _throughput(returns, last, end)),
         notes=tuple(ledger.notes),
         failed=tuple(ledger.failed),
+        lost_in_window=tuple(in_window),
     )

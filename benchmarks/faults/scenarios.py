@@ -8,15 +8,19 @@ import os
 import random
 import signal
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from benchmarks import pgbouncer, pgcluster
+from benchmarks.faults.failover import failover, pair
 from benchmarks.faults.harness import Harness, Load, sleep, supervised, wait_until
 from benchmarks.faults.ledger import Fault, percentile
+from benchmarks.faults.rolling import rolling_deploy, side_by_side
+from benchmarks.faults.topology import cut_off
 from benchmarks.faults.worker import FLAKY
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from contextlib import AbstractContextManager
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +38,10 @@ class Scenario:
     #: Its own measurement, once the ledger is complete (the server still up): adds
     #: notes and failed checks to the ledger.
     after: Callable[[Harness], None] | None = None
+    #: Where it runs, when not on one throw-away server (a primary and its standby).
+    place: Callable[[], AbstractContextManager[Any]] | None = None
+    #: Whether the harness applies the current schema first (else the scenario does).
+    schema: bool = True
 
 
 #: Seconds of steady load before the first fault and after the last.
@@ -366,6 +374,56 @@ SCENARIOS: dict[str, Scenario] = {
             pgbouncer_restart,
             # It starts its PgBouncer in front of the throw-away server.
             controls_server=True,
+        ),
+        Scenario(
+            "cut-off",
+            "one worker's connections through a proxy that drops every byte (both ways; "
+            "new connections never answered) while it runs jobs, for twice its lease, then "
+            "restored, the connections open during the cut reset; three times",
+            "the cut-off worker's runs are re-run elsewhere after its lease; its returns "
+            "during the cut commit nothing (no second effect); it takes jobs again once "
+            "reconnected",
+            cut_off,
+            # Its proxy forwards to the throw-away server's port.
+            controls_server=True,
+        ),
+        Scenario(
+            "failover-sync",
+            "a primary with a synchronous standby, workers and producer on a multi-host DSN "
+            "(target_session_attrs=read-write); the primary's WAL sender frozen 0.5 s, the "
+            "primary crashed (immediate stop) and the standby promoted",
+            "nothing acknowledged is missing on the new primary, no acknowledged completion "
+            "is undone (a job run again after its success was acknowledged), every re-run "
+            "overlaps the failover; each effect once",
+            failover,
+            controls_server=True,
+            place=pair(synchronous=True),
+        ),
+        Scenario(
+            "failover-async",
+            "the same with an asynchronous standby: what the primary acknowledged while its "
+            "WAL sender was frozen never reaches the standby",
+            "every acknowledged enqueue missing on the new primary and every completion "
+            "undone was acknowledged in PostgreSQL's window (0.1 s before the WAL sender "
+            "froze to the crash), counted apart; none outside it; each effect once",
+            failover,
+            controls_server=True,
+            place=pair(synchronous=False),
+        ),
+        Scenario(
+            "rolling-deploy",
+            "workers and a producer of the previous version (the commit before the latest "
+            "migration, from git) on its schema; `skiplock schema apply` of the current code "
+            "migrates it under them; workers and a producer of the current version start "
+            "beside them; the old workers stopped one by one (SIGTERM)",
+            "no fault is recorded, so any re-run fails it: nothing lost, stuck or re-run; "
+            "old workers take jobs on the migrated schema, new ones run jobs the old "
+            "producer enqueued",
+            rolling_deploy,
+            # It runs `skiplock schema apply` on the server, as a deploy does.
+            controls_server=True,
+            after=side_by_side,
+            schema=False,
         ),
     ]
 }

@@ -9,7 +9,9 @@ its own for the plain kind (the effect commits at once, whatever becomes of the 
 
 Ledger lines (times are ``time.monotonic()``: one clock for every process of the
 machine): ``R <pid> <t>`` ready, ``S <job> <attempt> <pid> <t>`` started, ``F <job>
-<attempt> <pid> <t>`` returned.
+<attempt> <pid> <t>`` returned, ``A <job> <attempt> <pid> <t>`` its success acknowledged
+by the database (the completion's statement returned, or for a transactional job the
+commit of its transaction): a job run again after that had a completion undone.
 
 ``FAULTS_SKEW=<seconds>`` sets the process's wall clock wrong by that much (see
 :func:`skew_clock`); the worker then writes ``C <pid> <skew>``, the skew its skiplock clock
@@ -31,13 +33,20 @@ import os
 import signal
 import sys
 import time
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
 from skiplock import AsyncEngine, JobContext, Settings
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore
+from skiplock.core import Succeeded
 from skiplock.ports import SystemClock
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+
+    from skiplock.core import Completion
 
 #: The kinds: effect in the job's transaction; effect in autocommit; kills its process.
 TX, PLAIN, POISON = "faults.tx", "faults.plain", "faults.poison"
@@ -103,6 +112,43 @@ class Autocommit:
             raise
 
 
+class LedgerStore(AsyncPsycopgJobStore):
+    """The store, writing an ``A`` line for each success the database acknowledged: at
+    once for a completion of its own, at the commit for one in a job's transaction."""
+
+    ledger: Ledger
+    _held: dict[int, list[Completion]]
+
+    async def complete(
+        self, completions: Sequence[Completion], *, connection: Any = None, **kwargs: Any
+    ) -> list[bool]:
+        applied = await super().complete(completions, connection=connection, **kwargs)
+        done = [c for c, ok in zip(completions, applied, strict=True)
+                if ok and isinstance(c.outcome, Succeeded)]  # fmt: skip
+        if connection is None:
+            self._acked(done)
+        else:
+            self._held.setdefault(id(connection), []).extend(done)
+        return applied
+
+    @asynccontextmanager
+    async def transaction(self, **kwargs: Any) -> AsyncIterator[Any]:
+        key = None
+        try:
+            async with super().transaction(**kwargs) as tx:
+                key = id(tx)
+                yield tx
+        except BaseException:
+            self._held.pop(key or 0, None)
+            raise
+        self._acked(self._held.pop(key or 0, []))  # committed
+
+    def _acked(self, done: list[Completion]) -> None:
+        now = time.monotonic()
+        for c in done:
+            self.ledger.write("A", c.lease.job_id, c.lease.attempt, os.getpid(), now)
+
+
 _REAL = dt.datetime
 
 
@@ -156,7 +202,8 @@ def build(ns: argparse.Namespace) -> tuple[AsyncEngine, AsyncPsycopgJobStore]:
     ledger = Ledger(ns.ledger)
     # Through PgBouncer (``--listen-dsn``: the server itself, for LISTEN): its mode.
     bounced = {"pgbouncer": True, "listen_dsn": ns.listen_dsn} if ns.listen_dsn else {}
-    store = AsyncPsycopgJobStore(ns.dsn, max_size=ns.concurrency + 4, connect_timeout=3, **bounced)
+    store = LedgerStore(ns.dsn, max_size=ns.concurrency + 4, connect_timeout=3, **bounced)
+    store.ledger, store._held = ledger, {}
     engine = AsyncEngine(store, settings(ns))
     side = Autocommit(ns.dsn, bounced=bool(ns.listen_dsn))
     broken = os.environ.get("FAULTS_BROKEN") == "outside"

@@ -150,3 +150,57 @@ def test_a_flaky_jobs_first_attempt_explains_its_retry_and_nothing_else() -> Non
     # Its second attempt failing again is no longer the planned retry.
     ledger.runs.append(Run(5, 3, 11, 14.0, 14.1))
     assert [r.run.attempt for r in check(ledger).unexplained] == [2]
+
+
+def test_a_poison_death_gives_the_recovery_of_the_jobs_it_took_down() -> None:
+    # No fault recorded: process 10 died of the poison job at t=5 (a planned death);
+    # the innocent job 2 it was running ran again at t=9.
+    ledger = _ledger()
+    ledger.faults = []
+    ledger.deaths = [Death(10, 5.0, "poison")]
+    verdict = check(ledger)
+    assert verdict.ok, verdict.problems()
+    assert verdict.explained == {"poison": 1}
+    assert verdict.recovery == [4.0]
+    # A death of no plan explains nothing and measures no recovery.
+    ledger.deaths = [Death(10, 5.0, None)]
+    assert check(ledger).recovery == []
+
+
+def test_a_completion_acknowledged_then_run_again_is_undone_and_unexplained() -> None:
+    # Job 3's success was acknowledged at t=9.7; a later run of it (a failover that lost
+    # the commit) is a completion undone, even though a database fault overlaps it.
+    ledger = _ledger()
+    ledger.completed[(3, 1, 11)] = 9.7
+    ledger.runs.append(Run(3, 1, 12, 20.0, 20.1))
+    ledger.faults.append(Fault("failover", 15.0, 18.0, 18.0))
+    verdict = check(ledger)
+    assert [r.run.job for r in verdict.unexplained] == [3]
+    assert not verdict.ok
+    # Acknowledged in an asynchronous failover's window: the window's, counted apart.
+    ledger.window = (9.5, 10.0)
+    verdict = check(ledger)
+    assert verdict.ok, verdict.problems()
+    assert verdict.explained == {"async window": 1, "kill": 1}
+
+
+def test_an_enqueue_lost_in_the_async_window_is_counted_apart_and_only_there() -> None:
+    ledger = _ledger()
+    ledger.enqueued = {1: 0.5, 2: 3.0, 3: 8.0, 4: 8.5}
+    ledger.rows = [r for r in ledger.rows if r.job not in (3, 4)]
+    ledger.window = (7.9, 8.2)  # job 3 acknowledged in it, job 4 after it
+    verdict = check(ledger)
+    assert verdict.lost_in_window == (3,)
+    assert verdict.lost == [4]
+    assert not verdict.ok
+    # An id the new primary handed out again: the first job with it is lost too.
+    ledger = _ledger()
+    ledger.enqueued = {1: 0.5, 2: 3.0, 3: 8.0, 4: 8.5}
+    ledger.superseded = [(4, PLAIN, 8.1)]
+    verdict = check(ledger)
+    assert verdict.lost == [4]
+    assert verdict.acked == 5
+    ledger.window = (7.9, 8.2)
+    verdict = check(ledger)
+    assert verdict.ok, verdict.problems()
+    assert verdict.lost_in_window == (4,)

@@ -1,0 +1,307 @@
+"""``--competitors``: the fault suite's scenarios run on other PostgreSQL job queues, when
+installed — pgqueuer and procrastinate — with the same harness, load, faults and ledger.
+
+Each peer's worker process (``python -m benchmarks.faults.peers --system NAME ...``, the
+harness passes the options of :mod:`benchmarks.faults.worker`) runs one processor of
+the plain kind: it writes the ``S`` and ``F`` ledger lines and its effect on an
+autocommit connection of its own (neither peer commits a processor's writes with the
+job's completion, so "effects twice" does not apply: a repeated effect is reported as
+the at-least-once case). The effect's write is retried until the database answers, so
+that a peer's retry policy does not turn an outage into a failed job. Settings are the
+peers' documented ones, scaled to the suite's lease (:data:`~Load.lease`, 4 s):
+
+- pgqueuer: ``QueueManager.run(batch_size=prefetch, max_concurrent_tasks=...,
+  heartbeat_timeout=lease)`` (a picked job whose heartbeat is older is picked again),
+  on one asyncpg connection, as its documentation sets it up;
+- procrastinate: ``run_worker_async(concurrency=..., update_heartbeat_interval=lease/4,
+  stalled_worker_timeout=lease)`` and its documented stalled-job recipe
+  (``job_manager.get_stalled_jobs`` then ``retry_job``) run every ``lease/4`` seconds in
+  each worker process: procrastinate does not recover a dead worker's jobs by itself.
+
+The final rows: pgqueuer deletes a finished job from its queue (``pgqueuer``) and logs
+its outcome (``pgqueuer_log``: ``successful`` is success); procrastinate keeps it in
+``procrastinate_jobs`` (``todo``/``doing`` are not final).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import importlib.util
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from benchmarks.faults.ledger import Row
+from benchmarks.faults.worker import EFFECT, PLAIN, Autocommit, Ledger, parser
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+
+    from benchmarks.faults.harness import Harness, Load
+    from benchmarks.faults.ledger import Ledger as Book
+
+#: The scenarios the peers run (their faults need nothing of skiplock's).
+SCENARIOS = ("kill-storm", "pg-restart", "freeze", "pg-hang", "cut-off")
+#: Why the other scenarios do not apply to a peer.
+NOT_APPLICABLE = {
+    "poison": "not ported: needs a peer processor that kills its process and each peer's "
+    "own attempt limit",
+    "listener-kill": "measures skiplock's notifier (its pickup latency after a reconnect)",
+    "clock-skew": "patches skiplock's clock; its delayed and retried jobs use skiplock's API",
+    "pgbouncer-restart": "the peers LISTEN through the DSN they are given; behind transaction "
+    "pooling each needs a setup of its own, not written",
+    "failover-sync": "not ported yet (a multi-host DSN for each peer's driver)",
+    "failover-async": "not ported yet (a multi-host DSN for each peer's driver)",
+    "rolling-deploy": "upgrades skiplock's own schema between two of its versions",
+}
+PAYLOAD = {"ms": 100.0}
+
+
+def installed() -> list[str]:
+    """The peers importable here."""
+    return [name for name in ("pgqueuer", "procrastinate") if importlib.util.find_spec(name)]
+
+
+# ---- the harness's side: schema, enqueue, final rows --------------------------------------
+
+
+async def _pgq_queries(dsn: str) -> tuple[Any, Any]:
+    import asyncpg
+    from pgqueuer.db import AsyncpgDriver
+    from pgqueuer.queries import Queries
+
+    conn = await asyncpg.connect(dsn)
+    return conn, Queries(AsyncpgDriver(conn))
+
+
+def _procrastinate_app(dsn: str, size: int = 4) -> Any:
+    import procrastinate
+
+    connector = procrastinate.PsycopgConnector(conninfo=dsn, min_size=1, max_size=size)
+    return procrastinate.App(connector=connector)
+
+
+async def install(system: str, dsn: str) -> None:
+    """Create the peer's tables."""
+    if system == "pgqueuer":
+        conn, queries = await _pgq_queries(dsn)
+        try:
+            await queries.install()
+        finally:
+            await conn.close()
+    else:
+        app = _procrastinate_app(dsn)
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+
+
+class Producer(threading.Thread):
+    """The harness's producer for a peer: enqueues at the load's rate through the peer's
+    own API; records every acknowledged job (a failed enqueue is retried as a new one)."""
+
+    def __init__(self, system: str, dsn: str, load: Load, ledger: Book) -> None:
+        super().__init__(name=f"faults-producer-{system}", daemon=True)
+        self._system, self._dsn, self._load, self._ledger = system, dsn, load, ledger
+        self._halt = threading.Event()
+
+    def stop(self) -> None:
+        self._halt.set()
+
+    def run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _enqueuer(self) -> tuple[Callable[[int], Any], Callable[[], Any]]:
+        if self._system == "pgqueuer":
+            conn, queries = await _pgq_queries(self._dsn)
+            body = json.dumps(PAYLOAD).encode()
+
+            async def pgq(n: int) -> list[int]:
+                return [int(i) for i in await queries.enqueue([PLAIN] * n, [body] * n, [0] * n)]
+
+            return pgq, conn.close
+        app = _procrastinate_app(self._dsn, 1)
+        await app.open_async()
+
+        @app.task(name=PLAIN)  # type: ignore[untyped-decorator]
+        async def task(ms: float) -> None: ...
+
+        async def proc(n: int) -> list[int]:
+            return [int(i) for i in await task.batch_defer_async(*([PAYLOAD] * n))]
+
+        return proc, app.close_async
+
+    async def _main(self) -> None:
+        sent, started, enqueue, close = 0, time.monotonic(), None, None
+        while not self._halt.is_set():
+            owed = int((time.monotonic() - started) * self._load.rate) - sent
+            try:
+                if enqueue is None:
+                    enqueue, close = await self._enqueuer()
+                ids = await enqueue(owed) if owed > 0 else []
+            except Exception:  # the database is down: a new connection, later
+                if close is not None:
+                    with contextlib.suppress(Exception):
+                        await close()
+                enqueue = close = None
+                await asyncio.sleep(0.2)
+                continue
+            acked = time.monotonic()
+            for job in ids:
+                self._ledger.acked[job] = PLAIN
+                self._ledger.enqueued[job] = acked
+            sent += len(ids)
+            await asyncio.sleep(0.05)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
+
+
+_PGQ_ROWS = """
+SELECT id, status::text FROM pgqueuer
+UNION ALL
+SELECT job_id, CASE WHEN bool_or(status::text = 'successful') THEN 'succeeded' ELSE 'failed' END
+FROM pgqueuer_log WHERE status::text IN ('successful', 'exception', 'canceled', 'deleted')
+  AND job_id NOT IN (SELECT id FROM pgqueuer)
+GROUP BY job_id
+"""
+_PROC_ROWS = "SELECT id, status::text, attempts FROM procrastinate_jobs"
+_FINAL = {"todo": "pending", "doing": "running"}
+
+
+def rows(system: str, h: Harness) -> list[Row]:
+    """The peer's final rows, as the ledger's (its statuses mapped to final or not)."""
+    if system == "pgqueuer":
+        return [Row(int(i), PLAIN, _FINAL.get(s, s), 0) for i, s in h.sql(_PGQ_ROWS)]
+    return [Row(int(i), PLAIN, _FINAL.get(s, s), int(a)) for i, s, a in h.sql(_PROC_ROWS)]
+
+
+def open_jobs(system: str, h: Harness, ids: list[int]) -> int:
+    """How many of ``ids`` are not finished yet."""
+    if system == "pgqueuer":
+        query = "SELECT count(*) FROM pgqueuer WHERE id = ANY(%s)"
+    else:
+        query = (
+            "SELECT count(*) FROM procrastinate_jobs WHERE id = ANY(%s) "
+            "AND status IN ('todo', 'doing')"
+        )
+    return int(h.sql(query, ids)[0][0])
+
+
+# ---- the worker process -----------------------------------------------------------------
+
+
+async def _effect(side: Autocommit, params: tuple[Any, ...]) -> None:
+    """The effect, retried until the database answers (see the module)."""
+    end = time.monotonic() + 120
+    while True:
+        try:
+            await side.execute(EFFECT, params)
+            return
+        except psycopg.OperationalError:
+            if time.monotonic() > end:
+                raise
+            await asyncio.sleep(0.2)
+
+
+async def _pgqueuer(ns: argparse.Namespace, ledger: Ledger, stop: asyncio.Event) -> None:
+    from pgqueuer.qm import QueueManager
+
+    conn, queries = await _pgq_queries(ns.dsn)
+    qm = QueueManager(queries)
+    side, pid = Autocommit(ns.dsn), os.getpid()
+
+    @qm.entrypoint(PLAIN)
+    async def plain(job: Any) -> None:
+        ledger.write("S", job.id, job.attempts, pid, time.monotonic())
+        await asyncio.sleep(json.loads(job.payload)["ms"] / 1000)
+        await _effect(side, (job.id, job.attempts, pid, False))
+        ledger.write("F", job.id, job.attempts, pid, time.monotonic())
+
+    stop_task = asyncio.ensure_future(stop.wait())
+    stop_task.add_done_callback(lambda _: qm.shutdown.set())
+    ledger.write("R", pid, time.monotonic())
+    batch = ns.prefetch
+    await qm.run(
+        batch_size=batch,
+        max_concurrent_tasks=max(ns.concurrency, 2 * batch),
+        dequeue_timeout=dt.timedelta(seconds=ns.poll),
+        heartbeat_timeout=dt.timedelta(seconds=ns.lease),
+    )
+    await conn.close()
+
+
+async def _procrastinate(ns: argparse.Namespace, ledger: Ledger, stop: asyncio.Event) -> None:
+    app = _procrastinate_app(ns.dsn, ns.concurrency + 2)
+    side, pid = Autocommit(ns.dsn), os.getpid()
+
+    @app.task(name=PLAIN, pass_context=True)  # type: ignore[untyped-decorator]
+    async def plain(context: Any, ms: float) -> None:
+        job = context.job
+        ledger.write("S", job.id, job.attempts, pid, time.monotonic())
+        await asyncio.sleep(ms / 1000)
+        await _effect(side, (job.id, job.attempts, pid, False))
+        ledger.write("F", job.id, job.attempts, pid, time.monotonic())
+
+    async def retry_stalled() -> None:
+        # procrastinate's documented recipe (a periodic task there; a loop here, so
+        # that it runs every lease/4 seconds rather than once a minute).
+        while True:
+            await asyncio.sleep(ns.lease / 4)
+            with contextlib.suppress(Exception):
+                stalled = await app.job_manager.get_stalled_jobs(seconds_since_heartbeat=ns.lease)
+                for job in stalled:
+                    await app.job_manager.retry_job(job)
+
+    async with app.open_async():
+        worker = asyncio.ensure_future(
+            app.run_worker_async(
+                concurrency=ns.concurrency,
+                wait=True,
+                install_signal_handlers=False,
+                fetch_job_polling_interval=ns.poll,
+                update_heartbeat_interval=ns.lease / 4,
+                stalled_worker_timeout=ns.lease,
+            )
+        )
+        recovery = asyncio.ensure_future(retry_stalled())
+        ledger.write("R", pid, time.monotonic())
+        stopper = asyncio.ensure_future(stop.wait())
+        done, _ = await asyncio.wait([worker, stopper], return_when=asyncio.FIRST_COMPLETED)
+        recovery.cancel()
+        if worker in done:  # it ended by itself: what ended it ends the process
+            await worker
+            raise RuntimeError("the procrastinate worker stopped by itself")
+        worker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker
+
+
+async def _main(ns: argparse.Namespace) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    run = _pgqueuer if ns.system == "pgqueuer" else _procrastinate
+    await run(ns, Ledger(ns.ledger), stop)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one peer worker until SIGTERM."""
+    p = parser()
+    p.prog = "python -m benchmarks.faults.peers"
+    p.add_argument("--system", choices=("pgqueuer", "procrastinate"), required=True)
+    return asyncio.run(_main(p.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
