@@ -50,6 +50,7 @@ from ._notifier import NotifierContract
 from ._rates import RateContract
 from ._recount import RecountContract
 from ._results import ResultsContract
+from ._search import SearchContract
 from ._throughput import ThroughputContract
 from ._timeouts import StatementTimeoutContract
 from ._transactions import TransactionContract
@@ -69,6 +70,7 @@ class JobStoreContract(
     StatementTimeoutContract,
     CompletionContract,
     AdminContract,
+    SearchContract,
     AuditContract,
     ControlsContract,
     WorkersContract,
