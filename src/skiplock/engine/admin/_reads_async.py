@@ -116,11 +116,12 @@ class AsyncReadOps:
         finds ``{"user_id": 42, "plan": "pro"}``; ``skiplock.core.rules.payload_filter``
         builds one from ``PATH=VALUE`` terms), ``error`` those whose last error or any
         recorded attempt's error holds the text (lower case compared), ``idempotency_key``
-        the jobs with that key (global or tenant-scoped). A key, and a payload filter
-        matching fewer than 10,000 jobs where the opt-in payload index exists, are read
-        through an index and never stop early; an error text walks the jobs that ever
-        failed, and a payload filter without the index (or a non-selective one) walks as
-        any filter above, so its pages may stop at their budget.
+        the jobs with that key (global or tenant-scoped). A key is read through its index
+        and never stops early; an error text walks the jobs that ever failed; a payload
+        filter walks as any filter above, and where the opt-in payload index exists, a
+        walk that stopped early is replaced by a read through it when fewer than 5,000
+        jobs match after the cursor (a whole answer). Other pages may stop at their
+        budget.
         """
         check_int("limit", limit, minimum=1, maximum=INT8_RANGE[1])
         if after_id is not None:
