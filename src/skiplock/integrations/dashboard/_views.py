@@ -64,6 +64,7 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "resume": ("/controls/resume", "POST", Permission.WRITE),
     "limit": ("/controls/limit", "POST", Permission.WRITE),
     "unlimit": ("/controls/unlimit", "POST", Permission.WRITE),
+    "script": ("/static/dashboard.js", "GET", None),
     "static": ("/static/dashboard.css", "GET", None),
 }
 
@@ -133,8 +134,9 @@ class Dashboard(Buttons):
     records for a button's change), None for a 401, or raises ``Forbidden`` for a 403.
     Pages also ask it for ``write`` to decide whether to show the buttons.
 
-    ``refresh`` (seconds, default 10; None: never) is how often the overview reloads
-    itself, live by default (its page has a switch, ``?live=off``, to pause it);
+    ``refresh`` (seconds, default 10; None: never) is how often the pages' live regions
+    refresh in place (the package's script; its bar has a pause switch) and, without
+    JavaScript, how often the overview reloads itself (``?live=off`` pauses it);
     ``page_size`` is the number of jobs per list page; ``window`` and ``bucket`` are
     those of the throughput chart
     (:meth:`Engine.throughput <skiplock.Engine.throughput>`).
@@ -241,7 +243,8 @@ class Dashboard(Buttons):
         else:
             cookie = {}
         context["form_fields"] = self._hidden(request, token)
-        context |= {"notice": notice(request), "refresh": None}
+        # The live regions' refresh (dashboard.js), every page's: None turns it off.
+        context |= {"notice": notice(request), "refresh": None, "live_every": self._refresh}
         context["now"] = _render.when(datetime.now(UTC))
         built = build(self, reads, visit)
         if isinstance(built, Response):
@@ -260,6 +263,9 @@ class Dashboard(Buttons):
 
     def _stylesheet(self, request: Request) -> Response:
         return Response(200, _render.stylesheet(), "text/css; charset=utf-8")
+
+    def _script(self, request: Request) -> Response:
+        return Response(200, _render.script(), "text/javascript; charset=utf-8")
 
     # ---- pages --------------------------------------------------------------------------
 
@@ -357,6 +363,7 @@ class Dashboard(Buttons):
         _button("resume", Buttons._resume),
         _button("limit", Buttons._limit),
         _button("unlimit", Buttons._unlimit),
+        _route("script", _script),
         _route("static", _stylesheet),
         Door.FALLBACK,
     )

@@ -60,6 +60,7 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "resume": ("/controls/resume", "POST", Permission.WRITE),
     "limit": ("/controls/limit", "POST", Permission.WRITE),
     "unlimit": ("/controls/unlimit", "POST", Permission.WRITE),
+    "script": ("/static/dashboard.js", "GET", None),
     "static": ("/static/dashboard.css", "GET", None),
 }
 
@@ -131,8 +132,9 @@ class AsyncDashboard(AsyncButtons):
     records for a button's change), None for a 401, or raises ``Forbidden`` for a 403.
     Pages also ask it for ``write`` to decide whether to show the buttons.
 
-    ``refresh`` (seconds, default 10; None: never) is how often the overview reloads
-    itself, live by default (its page has a switch, ``?live=off``, to pause it);
+    ``refresh`` (seconds, default 10; None: never) is how often the pages' live regions
+    refresh in place (the package's script; its bar has a pause switch) and, without
+    JavaScript, how often the overview reloads itself (``?live=off`` pauses it);
     ``page_size`` is the number of jobs per list page; ``window`` and ``bucket`` are
     those of the throughput chart
     (:meth:`AsyncEngine.throughput <skiplock.AsyncEngine.throughput>`).
@@ -239,7 +241,8 @@ class AsyncDashboard(AsyncButtons):
         else:
             cookie = {}
         context["form_fields"] = self._hidden(request, token)
-        context |= {"notice": notice(request), "refresh": None}
+        # The live regions' refresh (dashboard.js), every page's: None turns it off.
+        context |= {"notice": notice(request), "refresh": None, "live_every": self._refresh}
         context["now"] = _render.when(datetime.now(UTC))
         built = await build(self, reads, visit)
         if isinstance(built, Response):
@@ -258,6 +261,9 @@ class AsyncDashboard(AsyncButtons):
 
     async def _stylesheet(self, request: Request) -> Response:
         return Response(200, _render.stylesheet(), "text/css; charset=utf-8")
+
+    async def _script(self, request: Request) -> Response:
+        return Response(200, _render.script(), "text/javascript; charset=utf-8")
 
     # ---- pages --------------------------------------------------------------------------
 
@@ -355,6 +361,7 @@ class AsyncDashboard(AsyncButtons):
         _button("resume", AsyncButtons._resume),
         _button("limit", AsyncButtons._limit),
         _button("unlimit", AsyncButtons._unlimit),
+        _route("script", _script),
         _route("static", _stylesheet),
         AsyncDoor.FALLBACK,
     )
