@@ -68,7 +68,7 @@ _CATALOG_QUERIES = {
     "functions": """
         SELECT p.proname, pg_get_functiondef(p.oid)
         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-        WHERE n.nspname = %(schema)s ORDER BY 1""",
+        WHERE n.nspname = %(schema)s ORDER BY 1, 2""",
 }
 
 
@@ -501,6 +501,25 @@ def test_claim_candidates_still_answers_the_previous_releases_call(
             " pair_caps => '{}') AS c"
         ).fetchall()
     assert rows == [("old.kind",)]
+
+
+def test_list_job_page_still_answers_the_previous_releases_call(
+    make_database: Callable[[], str],
+) -> None:
+    # The operator reads of the release before migration 0020 (the search) call the
+    # page function with their fourteen arguments: it answers as before, without a search.
+    dsn = make_database()
+    apply_schema(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO skiplock.jobs (kind, payload) VALUES ('old.kind', '{}')")
+        rows = conn.execute(
+            "SELECT p.id, p.resume_after FROM skiplock.list_job_page("
+            "NULL::bigint[], NULL::text[], ARRAY['old.kind'], NULL::text[], NULL::int,"
+            " NULL::int, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz,"
+            " NULL::timestamptz, NULL::bigint, 10::bigint, false, 200::bigint) AS p"
+        ).fetchall()
+    assert [row[1] for row in rows] == [None]
+    assert rows[0][0] is not None
 
 
 def test_the_queue_history_migration_counts_the_finished_minutes_per_kind(

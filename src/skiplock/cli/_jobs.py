@@ -40,6 +40,7 @@ def add_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
 
     listing = add_act(actions, "list", _list, "list jobs, oldest id first, one page at a time")
     _filter_options(listing, states=True)
+    _options.add_search(listing)
     _page_options(listing)
 
     for name, reader, help_text in (
@@ -242,13 +243,9 @@ def _confirm(args: argparse.Namespace, question: str) -> bool:
 
 
 def _list(operator: Operator | Reader, args: argparse.Namespace) -> int:
-    read = operator.list_jobs(
-        state=args.state,
-        kind=args.kind,
-        tenant=args.tenant,
-        limit=args.limit + 1,
-        after_id=args.after,
-    )
+    where = {"state": args.state, "kind": args.kind, "tenant": args.tenant}
+    where |= _options.search_of(args)
+    read = operator.list_jobs(**where, limit=args.limit + 1, after_id=args.after)
     _print_page(read, args, dead=False)
     return 0
 

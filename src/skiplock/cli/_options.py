@@ -8,10 +8,17 @@ import logging
 import re
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from skiplock.core import JobState, ValidationError, validate_identifier
-from skiplock.core.rules import INT8_RANGE, KIND_RE, check_actor, parse_duration
+from skiplock.core.rules import (
+    INT8_RANGE,
+    KIND_RE,
+    check_actor,
+    check_search_text,
+    parse_duration,
+    payload_filter,
+)
 from skiplock.engine.admin._purge import MAX_ERROR_TEXT
 
 if TYPE_CHECKING:
@@ -134,6 +141,57 @@ def error_text(text: str) -> str:
     if len(text) > MAX_ERROR_TEXT:
         raise argparse.ArgumentTypeError(f"expected at most {MAX_ERROR_TEXT} characters")
     return text
+
+
+def payload_term(text: str) -> str:
+    """A ``PATH=VALUE`` term (or a JSON object) of ``--payload``."""
+    try:
+        payload_filter([text])
+        return check_search_text("--payload", text) or text
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def search_text(text: str) -> str:
+    """An ``--error`` text or ``--idempotency-key`` of a search."""
+    try:
+        return check_search_text("search", text) or text
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_search(parser: argparse.ArgumentParser) -> None:
+    """The search options of ``jobs list`` (docs/admin.md, "Search")."""
+    parser.add_argument(
+        "--payload",
+        type=payload_term,
+        action="append",
+        metavar="PATH=VALUE",
+        help="jobs whose payload contains this: user_id=42 (VALUE as JSON where it is"
+        " JSON, else a string: user_id='\"42\"' for the string), user.id=7 (nested), or"
+        " a JSON object; repeat for more (every one)",
+    )
+    parser.add_argument(
+        "--error",
+        type=search_text,
+        metavar="TEXT",
+        help="jobs whose last error or any recorded attempt's error holds TEXT (ignoring case)",
+    )
+    parser.add_argument(
+        "--idempotency-key",
+        type=search_text,
+        metavar="KEY",
+        help="the jobs with this idempotency key (global or tenant-scoped)",
+    )
+
+
+def search_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``list_jobs`` arguments of :func:`add_search`'s options."""
+    return {
+        "payload": payload_filter(args.payload) if args.payload else None,
+        "error": args.error,
+        "idempotency_key": args.idempotency_key,
+    }
 
 
 def log_level(text: str) -> int:

@@ -3,8 +3,9 @@ and state counts. Pure data, no I/O."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
@@ -20,6 +21,11 @@ class JobFilter:
 
     The time ranges are half-open: ``created_since <= created_at < created_before``, and
     the same for ``available_at`` (aware datetimes).
+
+    The search fields (docs/admin.md, "Search"): ``payload`` selects the jobs whose
+    payload contains it (jsonb ``@>``), ``error`` those whose last error or any recorded
+    attempt's error holds it (lower case), ``idempotency_key`` the job with that key
+    (global or tenant-scoped). ``skiplock.core._search`` holds the rules.
     """
 
     ids: frozenset[int] | None = None
@@ -32,6 +38,9 @@ class JobFilter:
     created_before: datetime | None = None
     available_since: datetime | None = None
     available_before: datetime | None = None
+    payload: Mapping[str, Any] | None = None
+    error: str | None = None
+    idempotency_key: str | None = None
 
 
 @attrs.frozen

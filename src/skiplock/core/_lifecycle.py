@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -26,11 +26,12 @@ from ._capacity import claim_order, kind_caps, pair_caps
 from ._claims import Bury, ClaimRequest, NextDue, Release, Retry, Succeeded
 from ._failure import STALE_MARK, recorded_errors, stale_error, truncate_error
 from ._idempotency import key_scope
+from ._search import contains, error_matches, key_matches
 from ._states import transition
 from ._types import AttemptError, Event, Job, JobState
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
     from datetime import datetime
 
     from ._admin import JobFilter
@@ -106,8 +107,10 @@ def read_view(row: Job) -> Job:
     return row if suspect == row.suspect else attrs.evolve(row, suspect=suspect)
 
 
-def matches(f: JobFilter, job: Job) -> bool:
-    """Whether ``job`` is selected by the admin filter ``f``."""
+def matches(f: JobFilter, job: Job, payload_of: Callable[[Job], Any] | None = None) -> bool:
+    """Whether ``job`` is selected by the admin filter ``f``; ``payload_of`` reads the
+    job's payload for a search by payload (a store that keeps payloads encoded passes
+    its decoder; default: ``job.payload``)."""
     return (
         (f.ids is None or job.id in f.ids)
         and (f.states is None or job.state in f.states)
@@ -119,6 +122,12 @@ def matches(f: JobFilter, job: Job) -> bool:
         and (f.created_before is None or job.created_at < f.created_before)
         and (f.available_since is None or job.available_at >= f.available_since)
         and (f.available_before is None or job.available_at < f.available_before)
+        and (
+            f.payload is None
+            or contains(job.payload if payload_of is None else payload_of(job), f.payload)
+        )
+        and (f.error is None or error_matches(job, f.error))
+        and (f.idempotency_key is None or key_matches(job, f.idempotency_key))
     )
 
 

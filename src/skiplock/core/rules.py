@@ -82,6 +82,12 @@ from ._rates import (
 from ._retry import (
     next_delay,
 )
+from ._search import (
+    MAX_SEARCH_TEXT,
+    check_payload_filter,
+    check_search_text,
+    payload_filter,
+)
 from ._states import (
     OPERATOR_ACTIONS,
     action_states,
@@ -130,6 +136,7 @@ __all__ = [
     "MAX_IDEMPOTENCY_KEY_LENGTH",
     "MAX_PAYLOAD_BYTES",
     "MAX_RESULT_BYTES",
+    "MAX_SEARCH_TEXT",
     "MAX_TENANT_LENGTH",
     "NON_NEGATIVE_DURATION",
     "NON_NEGATIVE_INT",
@@ -169,9 +176,11 @@ __all__ = [
     "check_kind",
     "check_known_kind",
     "check_max_attempts",
+    "check_payload_filter",
     "check_priority",
     "check_rate_limit",
     "check_reason",
+    "check_search_text",
     "check_tenant",
     "check_text",
     "check_trace_context",
@@ -191,6 +200,7 @@ __all__ = [
     "overrides_from",
     "parse_duration",
     "pause_scope",
+    "payload_filter",
     "plan_claim",
     "policy_from",
     "resolve_policy",

@@ -11,7 +11,7 @@ This module is the generated sync twin of ``_reads_async.py``.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from skiplock.core import (
     AuditEvent,
@@ -40,7 +40,9 @@ from skiplock.core.rules import (
     check_duration,
     check_int,
     check_job_id,
+    check_payload_filter,
     check_priority,
+    check_search_text,
     explain_wait,
     history_from,
     throughput_from,
@@ -91,6 +93,9 @@ class ReadOps:
         created_before: datetime | None = None,
         available_since: datetime | None = None,
         available_before: datetime | None = None,
+        payload: Mapping[str, Any] | None = None,
+        error: str | None = None,
+        idempotency_key: str | None = None,
         limit: int = 100,
         after_id: int | None = None,
         descending: bool = False,
@@ -108,6 +113,18 @@ class ReadOps:
         kind, tenant, priority or time) the search stops after ``JobPage.READ_FACTOR`` rows
         per job asked for, and ``resume_after`` says where (the page holds every match
         before it, possibly fewer than ``limit``, even none).
+
+        The search (docs/admin.md, "Search") covers the whole table: ``payload`` selects
+        the jobs whose payload contains it (a dict: jsonb ``@>``, so ``{"user_id": 42}``
+        finds ``{"user_id": 42, "plan": "pro"}``; ``skiplock.core.rules.payload_filter``
+        builds one from ``PATH=VALUE`` terms), ``error`` those whose last error or any
+        recorded attempt's error holds the text (lower case compared), ``idempotency_key``
+        the jobs with that key (global or tenant-scoped). A key is read through its index
+        and never stops early; an error text walks the jobs that ever failed; a payload
+        filter walks as any filter above, and where the opt-in payload index exists, a
+        walk that stopped early is replaced by a read through it when fewer than 5,000
+        jobs match after the cursor (a whole answer). Other pages may stop at their
+        budget.
         """
         check_int("limit", limit, minimum=1, maximum=INT8_RANGE[1])
         if after_id is not None:
@@ -126,6 +143,9 @@ class ReadOps:
             created_before=_instant("created_before", created_before),
             available_since=_instant("available_since", available_since),
             available_before=_instant("available_before", available_before),
+            payload=check_payload_filter(payload),
+            error=check_search_text("error", error),
+            idempotency_key=check_search_text("idempotency_key", idempotency_key),
         )
         page = Page(limit=limit, after_id=after_id, descending=descending)
         return self._store.list_jobs(job_filter, page)

@@ -3,13 +3,15 @@ the async and the sync dashboard): what a query string asks for, as the argument
 ``list_jobs``, and what a bulk form names.
 
 Every list is a keyset page of ``list_jobs``, whose reads are bounded (docs/admin.md,
-"Lists at any size"); the text search in the last error filters the jobs a page read,
-so a page may show fewer jobs than it read and says how far it searched.
+"Lists at any size"); the search box (``q``) is ``list_jobs``' search over the whole
+table (docs/dashboard.md, "Search"): a page that stopped at its budget says how far it
+searched and offers to continue.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -17,8 +19,8 @@ from urllib.parse import urlencode
 
 import attrs
 
-from skiplock.core import Job, JobState
-from skiplock.core.rules import INT8_RANGE, OPERATOR_ACTIONS, action_states
+from skiplock.core import Job, JobState, ValidationError
+from skiplock.core.rules import INT8_RANGE, OPERATOR_ACTIONS, action_states, payload_filter
 from skiplock.engine.admin._bulk import MAX_CONFIRMED
 
 from ..rest._problems import InvalidRequest
@@ -41,6 +43,10 @@ BROWSE_STATES = (
 FILTER_FIELDS = ("state", "kind", "tenant", "since", "before", "q")
 #: The longest text a filter field takes.
 MAX_FIELD = 200
+#: The search box's prefixes: the rest is an idempotency key, an error text, payload terms.
+SEARCH_PREFIXES = {"key:": "idempotency_key", "error:": "error", "payload:": "payload"}
+#: A ``PATH=VALUE`` word of the search box (a dotted path of keys without spaces).
+_TERM_RE = re.compile(r"^[^\s=.]+(\.[^\s=.]+)*=\S*$")
 #: Jobs per read of a bulk action's search (a page of ``list_jobs``, bounded as a list
 #: page's), and the most jobs one search reads and one confirmation changes: a larger set
 #: takes several (the page says where it stopped and offers to continue).
@@ -87,17 +93,12 @@ class Filter:
 
     values: Mapping[str, str]
     arguments: Mapping[str, Any]
-    text: str
 
     @property
     def states(self) -> frozenset[JobState] | None:
         """The job states the filter selects (None: every one)."""
         state = self.arguments.get("state")
         return None if state is None else frozenset({JobState(state)})
-
-    def matches(self, job: Job) -> bool:
-        """Whether ``job`` holds the searched text in its last error (no text: yes)."""
-        return not self.text or self.text.casefold() in (job.last_error or "").casefold()
 
     def query(self, **more: object) -> str:
         """The filter as a query string (empty values left out), with ``more``."""
@@ -126,7 +127,30 @@ def parse_filter(query: Mapping[str, Sequence[str]], now: datetime) -> Filter:
             arguments[name] = values[name]
     arguments["created_since"] = _time("since", values["since"])
     arguments["created_before"] = _time("before", values["before"])
-    return Filter(values, arguments, values["q"])
+    if values["q"]:
+        arguments |= search(values["q"])
+    return Filter(values, arguments)
+
+
+def search(text: str) -> dict[str, Any]:
+    """The ``list_jobs`` search of the search box: ``key:K`` the jobs of idempotency key
+    K, ``error:T`` those whose errors hold T, ``payload:`` then terms, or terms alone
+    (every word ``PATH=VALUE``, or a JSON object) their payload containment; any other
+    text an error text (InvalidRequest for a bad term)."""
+    prefix = next((p for p in SEARCH_PREFIXES if text.startswith(p)), None)
+    if prefix is not None:
+        name, rest = SEARCH_PREFIXES[prefix], text.removeprefix(prefix).strip()
+    else:
+        terms = text.startswith("{") or all(_TERM_RE.match(w) for w in text.split())
+        name, rest = ("payload", text) if terms else ("error", text)
+    if not rest:
+        raise InvalidRequest(f"search: nothing after {text!r}")
+    if name != "payload":
+        return {name: rest}
+    try:
+        return {"payload": payload_filter([rest] if rest.startswith("{") else rest.split())}
+    except ValidationError as exc:
+        raise InvalidRequest(f"search: {exc}") from None
 
 
 def bulk_states(action: str, shown: frozenset[JobState] | None) -> frozenset[JobState]:
@@ -150,18 +174,14 @@ def selected(form: Mapping[str, Sequence[str]]) -> dict[JobState, list[int]]:
     return {state: [i for i in ids if i] for state, ids in chosen.items()}
 
 
-def page(read: list[Job], shown: Filter, size: int, resume_after: int | None) -> dict[str, Any]:
-    """What a list page shows of ``read`` (a page of ``list_jobs``, ``size + 1`` jobs
-    without a text search, ``size`` with one): its jobs, the cursor of the next page and
-    whether the search stopped early (the page may show fewer jobs, even none)."""
-    if not shown.text:
-        jobs = read[:size]
-        more = len(read) > size or resume_after is not None
-        after = (resume_after or (jobs[-1].id if jobs else None)) if more else None
-        return {"jobs": jobs, "next_cursor": after, "partial": resume_after is not None}
-    jobs = [job for job in read if shown.matches(job)]
-    after = resume_after or (read[-1].id if len(read) >= size else None)
-    return {"jobs": jobs, "next_cursor": after, "partial": after is not None and len(jobs) < size}
+def page(read: list[Job], size: int, resume_after: int | None) -> dict[str, Any]:
+    """What a list page shows of ``read`` (a page of ``list_jobs``, ``size + 1`` jobs):
+    its jobs, the cursor of the next page and whether the search stopped early (the page
+    may show fewer jobs, even none)."""
+    jobs = read[:size]
+    more = len(read) > size or resume_after is not None
+    after = (resume_after or (jobs[-1].id if jobs else None)) if more else None
+    return {"jobs": jobs, "next_cursor": after, "partial": resume_after is not None}
 
 
 @attrs.frozen

@@ -175,7 +175,7 @@ class Buttons(Door):
             for job in read:
                 if through is not None and job.id > through:
                     return _browse.Walk(found, through, more=False)
-                if job.state in states and shown.matches(job):
+                if job.state in states:
                     found[job.id] = job.state
                 last, read_count = job.id, read_count + 1
                 if len(found) >= _browse.BULK_LIMIT:  # a confirmation's most

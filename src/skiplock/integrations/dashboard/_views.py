@@ -329,10 +329,9 @@ class Dashboard(Buttons):
         shown = _browse.parse_filter(query, self.source.store.now())
         after = _browse.cursor(_browse.one(query, "after"))
         size = self._page_size
-        limit = size if shown.text else size + 1
-        read = reads.list_jobs(**shown.arguments, limit=limit, after_id=after)
+        read = reads.list_jobs(**shown.arguments, limit=size + 1, after_id=after)
         counts = self._counts(reads)
-        listed = _browse.page(read, shown, size, read.resume_after)
+        listed = _browse.page(read, size, read.resume_after)
         return _render.jobs_page(shown, listed, counts)
 
     def _charts_page(self, reads: Operator | Reader, visit: Visit) -> Built:

@@ -22,7 +22,7 @@ from skiplock.core import (
     audit_event_json,
     job_json,
 )
-from skiplock.core.rules import describe
+from skiplock.core.rules import describe, payload_filter
 
 from . import models as m
 from ._auth import Permission
@@ -112,7 +112,9 @@ async def _list_jobs(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
     """List jobs
 
     Jobs matching every filter, ordered by id, one keyset page: pass `next_cursor` as
-    `cursor` (with the same filters) for the next one."""
+    `cursor` (with the same filters) for the next one. `payload`, `error` and
+    `idempotency_key` search the whole table (docs/admin.md, "Search"); a page that
+    stopped at its read budget says `"partial": true`."""
     query = typed(call.query, m.JobQuery)
     jobs = await ops.list_jobs(
         state=query.state,
@@ -124,6 +126,9 @@ async def _list_jobs(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
         created_before=query.created_before,
         available_since=query.available_since,
         available_before=query.available_before,
+        payload=None if query.payload is None else payload_filter(query.payload),
+        error=query.error,
+        idempotency_key=query.idempotency_key,
         limit=query.limit + 1,
         after_id=cursor(query.cursor),
         descending=query.order == "desc",

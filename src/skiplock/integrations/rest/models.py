@@ -21,6 +21,7 @@ from pydantic import (
 from skiplock.core import JobState
 from skiplock.core.rules import (
     INT8_RANGE,
+    MAX_SEARCH_TEXT,
     IdempotencyConflict,
     IdempotencyScope,
 )
@@ -163,6 +164,12 @@ __all__ = [
 # ---- query parameters -------------------------------------------------------------------
 
 
+#: A search text of the job list (a payload term, an error text, an idempotency key).
+SearchText = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_SEARCH_TEXT, pattern=r"^[^\x00]+$")
+]
+
+
 class NoQuery(_Input):
     """No query parameters: any one is an error."""
 
@@ -180,6 +187,23 @@ class JobQuery(_Input):
     created_before: QueryTime | None = None
     available_since: QueryTime | None = None
     available_before: QueryTime | None = None
+    payload: list[SearchText] | None = Field(
+        None,
+        description=(
+            "Jobs whose payload contains this (JSON containment): `PATH=VALUE`, VALUE read"
+            ' as JSON where it is JSON (`user_id=42` is the number, `user_id="42"` the'
+            " string, else the text as a string), a dotted PATH nests (`user.id=7`); or a"
+            " JSON object. Repeated: every one."
+        ),
+    )
+    error: SearchText | None = Field(
+        None,
+        description="Jobs whose last error or any recorded attempt's error holds this text"
+        " (lower case compared).",
+    )
+    idempotency_key: SearchText | None = Field(
+        None, description="The jobs with this idempotency key (global or tenant-scoped)."
+    )
     limit: Limit = DEFAULT_PAGE
     cursor: Cursor | None = None
     order: Literal["asc", "desc"] = Field(

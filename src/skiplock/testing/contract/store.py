@@ -51,6 +51,7 @@ from ._rates import RateContract
 from ._recount import RecountContract
 from ._results import ResultsContract
 from ._retention import RetentionContract
+from ._search import SearchContract
 from ._throughput import ThroughputContract
 from ._timeouts import StatementTimeoutContract
 from ._transactions import TransactionContract
@@ -70,6 +71,7 @@ class JobStoreContract(
     StatementTimeoutContract,
     CompletionContract,
     AdminContract,
+    SearchContract,
     AuditContract,
     ControlsContract,
     WorkersContract,

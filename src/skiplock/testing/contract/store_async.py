@@ -48,6 +48,7 @@ from ._rates_async import AsyncRateContract
 from ._recount_async import AsyncRecountContract
 from ._results_async import AsyncResultsContract
 from ._retention_async import AsyncRetentionContract
+from ._search_async import AsyncSearchContract
 from ._throughput_async import AsyncThroughputContract
 from ._timeouts_async import AsyncStatementTimeoutContract
 from ._transactions_async import AsyncTransactionContract
@@ -67,6 +68,7 @@ class AsyncJobStoreContract(
     AsyncStatementTimeoutContract,
     AsyncCompletionContract,
     AsyncAdminContract,
+    AsyncSearchContract,
     AsyncAuditContract,
     AsyncControlsContract,
     AsyncWorkersContract,

@@ -52,6 +52,16 @@ AND (:created_since::timestamptz IS NULL OR j.created_at >= :created_since::time
 AND (:created_before::timestamptz IS NULL OR j.created_at < :created_before::timestamptz)
 AND (:available_since::timestamptz IS NULL OR j.available_at >= :available_since::timestamptz)
 AND (:available_before::timestamptz IS NULL OR j.available_at < :available_before::timestamptz)
+AND (:payload::jsonb IS NULL OR j.payload @> :payload::jsonb)
+AND (:error::text IS NULL OR strpos(lower(coalesce(j.last_error, '')), lower(:error::text)) > 0
+    OR EXISTS (
+        SELECT FROM jsonb_array_elements(
+            CASE jsonb_typeof(j.errors) WHEN 'array' THEN j.errors END
+        ) AS e (v)
+        WHERE strpos(lower(e.v ->> 'error'), lower(:error::text)) > 0
+    ))
+AND (:idempotency_key::text IS NULL OR j.idempotency_key = :idempotency_key::text
+    OR j.tenant_idempotency_key = :idempotency_key::text)
 
 -- name: _claim_heartbeat
 -- A claim that takes jobs is also a heartbeat of its worker (if registered), at the same
@@ -699,7 +709,7 @@ RETURNING u.ord;
 SELECT {_job_columns} FROM {schema}.jobs AS j WHERE j.id = :id::bigint;
 
 -- name: list_jobs
--- One keyset page (list_job_page, migration 0012: index walks, each bounded by
+-- One keyset page (list_job_page, migrations 0012 and 0020: index walks, each bounded by
 -- :budget rows read): the page's jobs in order, then, when a walk stopped at its budget
 -- before the page was full, one row whose job columns are NULL and whose resume_after
 -- is the id to continue after.
@@ -709,7 +719,8 @@ FROM {schema}.list_job_page(
     :priority_min::int, :priority_max::int,
     :created_since::timestamptz, :created_before::timestamptz,
     :available_since::timestamptz, :available_before::timestamptz,
-    :after_id::bigint, :limit::bigint, :descending::bool, :budget::bigint
+    :after_id::bigint, :limit::bigint, :descending::bool, :budget::bigint,
+    :payload::jsonb, :error::text, :idempotency_key::text
 ) WITH ORDINALITY AS p (page_id, resume_after, ord)
 LEFT JOIN {schema}.jobs AS j ON j.id = p.page_id
 ORDER BY p.ord;

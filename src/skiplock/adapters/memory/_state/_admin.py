@@ -22,9 +22,9 @@ from skiplock.core import (
     operator_details,
     sources,
 )
-from skiplock.core.store import after_operator, matches
+from skiplock.core.store import after_operator
 
-from ._base import AuditNote, public_job
+from ._base import AuditNote, public_job, selected
 from ._transaction import Transactions
 
 
@@ -50,7 +50,7 @@ class AdminState(Transactions):
             scope = self._scope(connection)
             now = scope.now
             targets = sorted(
-                (j for j in scope.rows() if j.state in allowed and matches(filter, j)),
+                (j for j in scope.rows() if j.state in allowed and selected(filter, j)),
                 key=lambda j: j.id,
             )
             for job in targets:
@@ -72,7 +72,7 @@ class AdminState(Transactions):
                 (j for j in scope.rows() if j.state is not JobState.RUNNING),
                 key=lambda j: j.id,
             )
-            doomed = [j for j in doomed if matches(filter, j)]
+            doomed = [j for j in doomed if selected(filter, j)]
             for job in doomed:
                 scope.remove(job.id)
                 details = discard_details(job.state, json.loads(job.payload))

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -28,10 +28,12 @@ from skiplock.core.store import (
     QueueSample,
     ScopedKey,
     job_scoped_key,
+    matches,
 )
 from skiplock.ports import Clock, SystemClock
 
 if TYPE_CHECKING:
+    from skiplock.core import JobFilter
     from skiplock.core.store import TokenBucket
 
 
@@ -73,6 +75,16 @@ def public_job(row: Job, *, suspect: bool | None = None, errors: bool = False) -
         result=None if row.result is None else json.loads(row.result),
         errors=row.errors if suspect is None or errors else (),
     )
+
+
+def selected(filter: JobFilter, row: Job) -> bool:
+    """Whether the stored ``row`` is selected by ``filter`` (its payload decoded for a
+    search by payload)."""
+    return matches(filter, row, _stored_payload)
+
+
+def _stored_payload(row: Job) -> Any:
+    return json.loads(row.payload)
 
 
 def by_kind(key: tuple[str, str | None]) -> tuple[str, bool, str]:

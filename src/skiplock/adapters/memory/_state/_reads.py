@@ -38,12 +38,11 @@ from skiplock.core.store import (
     RetentionWindow,
     bucket_start,
     fold_samples,
-    matches,
     purgeable,
     refill,
 )
 
-from ._base import by_kind, public_job
+from ._base import by_kind, public_job, selected
 from ._transaction import Transactions
 
 if TYPE_CHECKING:
@@ -59,7 +58,7 @@ class ReadsState(Transactions):
         if page.limit <= 0:
             return JobPage()
         with self._lock:
-            rows = [job for job in self._jobs.values() if matches(filter, job)]
+            rows = [job for job in self._jobs.values() if selected(filter, job)]
         if page.after_id is not None:
             cursor = page.after_id
             rows = [j for j in rows if (j.id < cursor if page.descending else j.id > cursor)]
