@@ -179,6 +179,7 @@ def test_schema_has_every_table_index_and_trigger(make_database: Callable[[], st
         "idempotency_keys",
         "rate_buckets",
         "queue_samples",
+        "purge_runs",
     }
     indexes = {name for name, _ in dump["indexes"]}
     assert {
