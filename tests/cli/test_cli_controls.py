@@ -116,3 +116,41 @@ def test_pause_and_limits_refuse_a_kind_the_database_does_not_know(
     )
     assert sorted(p["kind"] for p in run.json("paused")["paused"]) == ["billing", "report.build"]
     assert [x["kind"] for x in run.json("limits", "list")["limits"]] == ["billing"]
+
+
+def test_concurrency_set_list_clear(run: Run, admin_dsn: str) -> None:
+    # Issue 45 item 4: a kind's limit per node or cluster-wide, a key's; with the actor.
+    enqueue(admin_dsn, "sync")
+    assert run("concurrency", "list") == 0
+    assert run.lines == ["no concurrency limits set at run time"]
+    assert run("concurrency", "set", "--kind", "sync", "--limit", "3", "--actor", "ops") == 0
+    assert run.lines == ["concurrency limit of kind=sync (cluster): 3"]
+    node = run.json("concurrency", "set", "--kind", "sync", "--scope", "node", "--limit", "2")
+    assert (node["concurrency"]["scope"], node["concurrency"]["limit"]) == ("node", 2)
+    assert run("concurrency", "set", "--key", "db:main", "--limit", "1") == 0
+    listed = run.json("concurrency", "list")["concurrency"]
+    assert {(x["kind"], x["key"], x["scope"], x["limit"], x["actor"]) for x in listed} == {
+        ("sync", None, "cluster", 3, "ops"),
+        ("sync", None, "node", 2, None),
+        (None, "db:main", "cluster", 1, None),
+    }
+    assert run("concurrency", "list") == 0
+    assert run.lines[0].split() == ["KIND", "KEY", "SCOPE", "LIMIT", "SET", "BY"]
+    assert run("concurrency", "clear", "--kind", "sync", "--scope", "node") == 0
+    assert run.lines == ["cleared the concurrency limit of kind=sync (node)"]
+    assert run("concurrency", "clear", "--kind", "sync", "--scope", "node") == 1
+    assert "no concurrency limit of kind=sync (node) was set" in run.err
+    assert run.json("concurrency", "clear", "--key", "db:main")["cleared"]["key"] == "db:main"
+    assert len(run.json("concurrency", "list")["concurrency"]) == 1
+
+
+def test_concurrency_usage_errors(run: Run, admin_dsn: str) -> None:
+    enqueue(admin_dsn, "sync")  # a database that knows a kind refuses the others
+    assert run("concurrency", "set", "--limit", "1") == 2
+    assert "give --kind or --key" in run.err
+    assert run("concurrency", "set", "--kind", "k", "--key", "x", "--limit", "1") == 2
+    assert run("concurrency", "set", "--key", "x", "--scope", "node", "--limit", "1") == 2
+    assert "cluster-wide" in run.err
+    assert run("concurrency", "set", "--kind", "k", "--limit", "0") == 2
+    assert run("concurrency", "set", "--kind", "nope", "--limit", "1") == 2
+    assert "unknown kind 'nope'" in run.err

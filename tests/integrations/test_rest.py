@@ -670,6 +670,8 @@ def every_call(job_id: int) -> list[tuple[str, str, str, Any]]:
         "resume": {"kind": "k"},
         "setLimit": {"kind": "k", "rps": 1, "burst": 1},
         "clearLimit": {"kind": "k"},
+        "setConcurrency": {"kind": "k", "limit": 1},
+        "clearConcurrency": {"kind": "k"},
     }
     calls = []
     for op in OPERATIONS:
@@ -710,6 +712,8 @@ def test_read_only_callers_get_403_on_writes_and_change_nothing(
         "resume",
         "setLimit",
         "clearLimit",
+        "setConcurrency",
+        "clearConcurrency",
     }
     for name, method, path, body in every_call(job_id):
         reply = client.call(method, path, token=VIEWER, json=body)

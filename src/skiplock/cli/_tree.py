@@ -20,6 +20,7 @@ import attrs
 from skiplock.engine import AsyncEngine, Engine
 
 from . import (
+    _concurrency,
     _controls,
     _counts,
     _database,
@@ -227,6 +228,18 @@ COMMANDS: dict[str, Command[Any]] = {
             _controls.add_limits_options,
             _controls.run_limits,
             check=_controls.check_limits,
+        ),
+        _on_database(
+            "concurrency",
+            "list, set or clear concurrency limits per kind (node, cluster) and per key",
+            (
+                "Concurrency limits set at run time, over the declared ones: a kind's "
+                "node_limit or cluster_limit, a concurrency key's limit. Every worker "
+                "applies a change within controls_refresh."
+            ),
+            _concurrency.add_options,
+            _concurrency.run,
+            check=_concurrency.check,
         ),
         _on_database(
             "workers",

@@ -50,6 +50,11 @@ class AuditAction(enum.StrEnum):
     LIMIT_SET = "limit_set"
     #: An operator cleared a rate limit or a provider cap (as :attr:`LIMIT_SET`).
     LIMIT_CLEARED = "limit_cleared"
+    #: An operator set a concurrency limit at run time (no job; ``kind`` the kind, None
+    #: for a concurrency key's); details: ``key``, ``scope`` and ``limit``.
+    CONCURRENCY_SET = "concurrency_set"
+    #: An operator cleared a concurrency limit (as :attr:`CONCURRENCY_SET`).
+    CONCURRENCY_CLEARED = "concurrency_cleared"
 
 
 @attrs.frozen

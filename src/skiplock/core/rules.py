@@ -15,6 +15,11 @@ from ._capacity import (
     plan_claim,
     throttle_limits,
 )
+from ._concurrency import (
+    check_concurrency_limit,
+    concurrency_scope,
+    kind_limits,
+)
 from ._controls import (
     EffectiveLimits,
     check_reason,
@@ -160,6 +165,7 @@ __all__ = [
     "check_available_at",
     "check_bool",
     "check_concurrency",
+    "check_concurrency_limit",
     "check_connection_mode",
     "check_duration",
     "check_idempotency_policy",
@@ -176,6 +182,7 @@ __all__ = [
     "check_text",
     "check_trace_context",
     "choice",
+    "concurrency_scope",
     "decide_failure",
     "describe",
     "encode_result",
@@ -184,6 +191,7 @@ __all__ = [
     "field_defaults",
     "format_duration",
     "history_from",
+    "kind_limits",
     "limit_scope",
     "next_delay",
     "optional_duration",

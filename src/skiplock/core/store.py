@@ -32,6 +32,13 @@ from ._capacity import (
 # What a claim returns.
 from ._claims import ClaimedJobs
 
+# Concurrency limits set at run time.
+from ._concurrency import (
+    CONCURRENCY_SCOPES,
+    ConcurrencyLimit,
+    key_limit,
+)
+
 # Run-time controls (pauses, limits): the types the port speaks.
 from ._controls import (
     Controls,
@@ -118,6 +125,7 @@ from ._validation import (
 
 __all__ = [
     "ALL_KINDS",
+    "CONCURRENCY_SCOPES",
     "INT4_RANGE",
     "MAX_DELAY",
     "PAIR_SCOPE",
@@ -126,6 +134,7 @@ __all__ = [
     "SAMPLE_RETENTION",
     "BucketState",
     "ClaimedJobs",
+    "ConcurrencyLimit",
     "Controls",
     "Limit",
     "OrphanedJobs",
@@ -156,6 +165,7 @@ __all__ = [
     "is_stale",
     "job_key_scope",
     "job_scoped_key",
+    "key_limit",
     "matches",
     "new_job",
     "next_due",

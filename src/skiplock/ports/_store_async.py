@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         NextDue,
         WorkerInfo,
     )
-    from skiplock.core.store import ClaimedJobs, Controls, Limit, Pause
+    from skiplock.core.store import ClaimedJobs, ConcurrencyLimit, Controls, Limit, Pause
 
     from ._audit_async import AsyncAudit
 
@@ -282,7 +282,8 @@ class AsyncWorkersRole(Protocol):
 
 
 class AsyncControlsRole(Protocol):
-    """Controls: pauses and limits set at run time (issue 30), read and changed."""
+    """Controls: pauses and limits set at run time (issue 30) and concurrency limits
+    (issue 45), read and changed."""
 
     async def controls(self) -> Controls:
         """Every pause and every limit set at run time (issue 30), read in one operation:
@@ -322,6 +323,31 @@ class AsyncControlsRole(Protocol):
     ) -> Limit | None:
         """Remove the limit of exactly ``(kind, tenant)`` or of ``provider``; returns it,
         or None if there was none. Audit: ``limit_cleared`` with ``audit.actor``."""
+        ...
+
+    async def set_concurrency(
+        self, limit: ConcurrencyLimit, *, audit: AsyncAudit | None = None
+    ) -> ConcurrencyLimit:
+        """Set the concurrency limit of ``(limit.kind, limit.key, limit.scope)`` (issue
+        45), replacing the one there was; returns it as stored (``updated_at``: the
+        store's time). A kind's limit reaches the claim through the workers (they read
+        :meth:`controls`: ``ClaimRequest.cluster_limits``, their node slots); a key's
+        limit the claim applies itself: a running job of the key counts against the
+        stored limit instead of the jobs' ``concurrency_limit``. Audit:
+        ``concurrency_set`` (no job; details: key, scope, limit)."""
+        ...
+
+    async def clear_concurrency(
+        self,
+        kind: str | None,
+        key: str | None,
+        scope: str,
+        *,
+        audit: AsyncAudit | None = None,
+    ) -> ConcurrencyLimit | None:
+        """Remove the concurrency limit of exactly ``(kind, key, scope)``: the declared
+        limit applies again. Returns it, or None if there was none. Audit:
+        ``concurrency_cleared`` with ``audit.actor``."""
         ...
 
 

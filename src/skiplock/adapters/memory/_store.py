@@ -44,7 +44,14 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
-    from skiplock.core.store import ClaimedJobs, Controls, Limit, Pause, QueueSample
+    from skiplock.core.store import (
+        ClaimedJobs,
+        ConcurrencyLimit,
+        Controls,
+        Limit,
+        Pause,
+        QueueSample,
+    )
     from skiplock.ports import Audit, Clock
 
 
@@ -237,6 +244,26 @@ class MemoryControls(MemoryTransactions):
         ``audit``)."""
         with self._control_audit(audit) as note:
             return self._state.clear_limit(kind, tenant, provider, note)
+
+    def set_concurrency(
+        self, limit: ConcurrencyLimit, *, audit: Audit | None = None
+    ) -> ConcurrencyLimit:
+        """Set the concurrency limit (audited with ``audit``)."""
+        with self._control_audit(audit) as note:
+            return self._state.set_concurrency(limit, note)
+
+    def clear_concurrency(
+        self,
+        kind: str | None,
+        key: str | None,
+        scope: str,
+        *,
+        audit: Audit | None = None,
+    ) -> ConcurrencyLimit | None:
+        """Remove the concurrency limit of exactly ``(kind, key, scope)`` (audited with
+        ``audit``)."""
+        with self._control_audit(audit) as note:
+            return self._state.clear_concurrency(kind, key, scope, note)
 
     @contextmanager
     def _control_audit(self, audit: Audit | None) -> Iterator[AuditNote | None]:

@@ -40,7 +40,14 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
-    from skiplock.core.store import ClaimedJobs, Controls, Limit, Pause, QueueSample
+    from skiplock.core.store import (
+        ClaimedJobs,
+        ConcurrencyLimit,
+        Controls,
+        Limit,
+        Pause,
+        QueueSample,
+    )
     from skiplock.ports import AsyncAudit, Clock
 
 
@@ -233,6 +240,26 @@ class AsyncMemoryControls(AsyncMemoryTransactions):
         ``audit``)."""
         async with self._control_audit(audit) as note:
             return self._state.clear_limit(kind, tenant, provider, note)
+
+    async def set_concurrency(
+        self, limit: ConcurrencyLimit, *, audit: AsyncAudit | None = None
+    ) -> ConcurrencyLimit:
+        """Set the concurrency limit (audited with ``audit``)."""
+        async with self._control_audit(audit) as note:
+            return self._state.set_concurrency(limit, note)
+
+    async def clear_concurrency(
+        self,
+        kind: str | None,
+        key: str | None,
+        scope: str,
+        *,
+        audit: AsyncAudit | None = None,
+    ) -> ConcurrencyLimit | None:
+        """Remove the concurrency limit of exactly ``(kind, key, scope)`` (audited with
+        ``audit``)."""
+        async with self._control_audit(audit) as note:
+            return self._state.clear_concurrency(kind, key, scope, note)
 
     @asynccontextmanager
     async def _control_audit(self, audit: AsyncAudit | None) -> AsyncIterator[AuditNote | None]:

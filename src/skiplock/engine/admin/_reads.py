@@ -43,12 +43,13 @@ from skiplock.core.rules import (
     check_priority,
     explain_wait,
     history_from,
+    kind_limits,
     throughput_from,
     throughput_window,
     to_duration,
     unreachable_report,
 )
-from skiplock.core.store import Controls, Limit, Pause
+from skiplock.core.store import ConcurrencyLimit, Controls, Limit, Pause
 
 from .._inputs import as_names, as_states
 from ..settings._settings import Settings
@@ -230,7 +231,7 @@ class ReadOps:
             thresholds,
             controls.pauses,
             rates=self._rates(controls),
-            cluster_limits=self._cluster_limits(),
+            cluster_limits=self._cluster_limits(controls),
         )
 
     def _rates(self, controls: Controls) -> RateTable:
@@ -238,9 +239,10 @@ class ReadOps:
         own; here only what ``controls`` sets)."""
         return EffectiveLimits(controls).table({})
 
-    def _cluster_limits(self) -> Mapping[str, int]:
-        """The cluster limits of the engine's kinds (the engine's own; none here)."""
-        return {}
+    def _cluster_limits(self, controls: Controls) -> Mapping[str, int]:
+        """The cluster limits in force of the engine's kinds (the engine's own declared
+        ones, none here, under the ones ``controls`` sets at run time)."""
+        return kind_limits({}, controls.concurrency, "cluster")
 
     def health_thresholds(
         self,
@@ -298,7 +300,7 @@ class ReadOps:
             snapshot,
             controls,
             rates=self._rates(controls),
-            cluster_limits=self._cluster_limits(),
+            cluster_limits=self._cluster_limits(controls),
             worker_timeout=self.health_thresholds().worker_timeout,
             holders=holders,
             ahead=ahead,
@@ -366,6 +368,10 @@ class ReadOps:
     def limits(self) -> list[Limit]:
         """Every limit set at run time (not the policies' and settings' ones)."""
         return list((self._store.controls()).limits)
+
+    def concurrency_limits(self) -> list[ConcurrencyLimit]:
+        """Every concurrency limit set at run time (issue 45; not the declared ones)."""
+        return list((self._store.controls()).concurrency)
 
 
 class Reader(ReadOps):

@@ -66,23 +66,14 @@ class Buttons(Door):
             location = f"{root}/dead?{urlencode({'done': done, 'job': job_id})}"
         return redirect(location)
 
-    # The controls: pause, resume, set or clear a limit through ``ops`` (the caller's
-    # operator: the caller is the change's actor, audited), then back to the controls page.
+    # The controls: pause, resume, set or clear a limit or a concurrency limit through
+    # ``ops`` (the caller's operator: the caller is the change's actor, audited), then back
+    # to the controls page.
 
-    def _pause(self, ops: Operator, visit: Visit) -> Response:
-        ops.pause(**self._control(ops, visit))
-        return controlled(visit)
-
-    def _resume(self, ops: Operator, visit: Visit) -> Response:
-        ops.resume(**self._control(ops, visit))
-        return controlled(visit)
-
-    def _limit(self, ops: Operator, visit: Visit) -> Response:
-        ops.set_limit(**self._control(ops, visit))
-        return controlled(visit)
-
-    def _unlimit(self, ops: Operator, visit: Visit) -> Response:
-        ops.clear_limit(**self._control(ops, visit))
+    def _set_control(self, ops: Operator, visit: Visit) -> Response:
+        """A control's button: the operator call of its page (``_controls.BY_PAGE``)."""
+        change = getattr(ops, _controls.BY_PAGE[visit.page].call)
+        change(**self._control(ops, visit))
         return controlled(visit)
 
     def _control(self, ops: Operator, visit: Visit) -> dict[str, Any]:

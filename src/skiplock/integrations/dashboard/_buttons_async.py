@@ -63,23 +63,14 @@ class AsyncButtons(AsyncDoor):
             location = f"{root}/dead?{urlencode({'done': done, 'job': job_id})}"
         return redirect(location)
 
-    # The controls: pause, resume, set or clear a limit through ``ops`` (the caller's
-    # operator: the caller is the change's actor, audited), then back to the controls page.
+    # The controls: pause, resume, set or clear a limit or a concurrency limit through
+    # ``ops`` (the caller's operator: the caller is the change's actor, audited), then back
+    # to the controls page.
 
-    async def _pause(self, ops: AsyncOperator, visit: Visit) -> Response:
-        await ops.pause(**self._control(ops, visit))
-        return controlled(visit)
-
-    async def _resume(self, ops: AsyncOperator, visit: Visit) -> Response:
-        await ops.resume(**self._control(ops, visit))
-        return controlled(visit)
-
-    async def _limit(self, ops: AsyncOperator, visit: Visit) -> Response:
-        await ops.set_limit(**self._control(ops, visit))
-        return controlled(visit)
-
-    async def _unlimit(self, ops: AsyncOperator, visit: Visit) -> Response:
-        await ops.clear_limit(**self._control(ops, visit))
+    async def _set_control(self, ops: AsyncOperator, visit: Visit) -> Response:
+        """A control's button: the operator call of its page (``_controls.BY_PAGE``)."""
+        change = getattr(ops, _controls.BY_PAGE[visit.page].call)
+        await change(**self._control(ops, visit))
         return controlled(visit)
 
     def _control(self, ops: AsyncOperator, visit: Visit) -> dict[str, Any]:

@@ -64,6 +64,8 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "resume": ("/controls/resume", "POST", Permission.WRITE),
     "limit": ("/controls/limit", "POST", Permission.WRITE),
     "unlimit": ("/controls/unlimit", "POST", Permission.WRITE),
+    "concurrency": ("/controls/concurrency", "POST", Permission.WRITE),
+    "unconcurrency": ("/controls/concurrency/clear", "POST", Permission.WRITE),
     "static": ("/static/dashboard.css", "GET", None),
 }
 
@@ -314,7 +316,9 @@ class Dashboard(Buttons):
     def _controls_page(self, reads: Operator | Reader, visit: Visit) -> Built:
         counts = reads.counts()
         throttled = (reads.health()).throttled
-        return _controls.page(counts, reads.paused(), reads.limits(), throttled)
+        controls = reads.paused(), reads.limits()
+        concurrency = reads.concurrency_limits()
+        return _controls.page(counts, *controls, throttled, concurrency)
 
     def _job(self, reads: Operator | Reader, visit: Visit) -> Built:
         job_id = job_id_of(visit.request)
@@ -354,10 +358,7 @@ class Dashboard(Buttons):
         _button("delete", Buttons._change),
         _button("bulk", Buttons._bulk),
         _page("controls", _controls_page),
-        _button("pause", Buttons._pause),
-        _button("resume", Buttons._resume),
-        _button("limit", Buttons._limit),
-        _button("unlimit", Buttons._unlimit),
+        *(_button(name, Buttons._set_control) for name in _controls.BY_PAGE),
         _route("static", _stylesheet),
         Door.FALLBACK,
     )

@@ -60,6 +60,8 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "resume": ("/controls/resume", "POST", Permission.WRITE),
     "limit": ("/controls/limit", "POST", Permission.WRITE),
     "unlimit": ("/controls/unlimit", "POST", Permission.WRITE),
+    "concurrency": ("/controls/concurrency", "POST", Permission.WRITE),
+    "unconcurrency": ("/controls/concurrency/clear", "POST", Permission.WRITE),
     "static": ("/static/dashboard.css", "GET", None),
 }
 
@@ -312,7 +314,9 @@ class AsyncDashboard(AsyncButtons):
     async def _controls_page(self, reads: AsyncOperator | AsyncReader, visit: Visit) -> Built:
         counts = await reads.counts()
         throttled = (await reads.health()).throttled
-        return _controls.page(counts, await reads.paused(), await reads.limits(), throttled)
+        controls = await reads.paused(), await reads.limits()
+        concurrency = await reads.concurrency_limits()
+        return _controls.page(counts, *controls, throttled, concurrency)
 
     async def _job(self, reads: AsyncOperator | AsyncReader, visit: Visit) -> Built:
         job_id = job_id_of(visit.request)
@@ -352,10 +356,7 @@ class AsyncDashboard(AsyncButtons):
         _button("delete", AsyncButtons._change),
         _button("bulk", AsyncButtons._bulk),
         _page("controls", _controls_page),
-        _button("pause", AsyncButtons._pause),
-        _button("resume", AsyncButtons._resume),
-        _button("limit", AsyncButtons._limit),
-        _button("unlimit", AsyncButtons._unlimit),
+        *(_button(name, AsyncButtons._set_control) for name in _controls.BY_PAGE),
         _route("static", _stylesheet),
         AsyncDoor.FALLBACK,
     )

@@ -31,6 +31,7 @@ from skiplock.core.rules import describe
 from . import models as m
 from ._auth import Permission
 from ._http import Response, json_response
+from ._operations_runtime import RUNTIME
 from ._problems import NotFound
 from ._spec import Operation, openapi_of
 from ._support import Call, counts_json, cursor, iso, page, skipped_json, typed
@@ -432,6 +433,10 @@ def _clear_limit(ops: Operator, call: Call) -> Response:
         raise NotFound(f"no limit of {what} was set")
     return json_response(cleared.to_json())
 
+
+for _id, _route, _response, _handler, _options in RUNTIME:  # their own module
+    _add = _read_operation if _route.startswith("GET ") else _operation
+    _add(_id, _route, _response, **_options)(_handler)
 
 OPERATIONS: tuple[Operation[Handler], ...] = tuple(_TABLE)
 

@@ -246,6 +246,24 @@ class Limits(_Output):
     limits: list[RateLimit]
 
 
+class ConcurrencyLimit(_Output):
+    """A concurrency limit set at run time (over the declared one): of a ``kind`` per
+    node or cluster-wide, or of a concurrency ``key``."""
+
+    kind: str | None
+    key: str | None
+    scope: str
+    limit: int
+    actor: str | None
+    updated_at: AwareDatetime | None
+
+
+class ConcurrencyLimits(_Output):
+    """The concurrency limits set at run time."""
+
+    concurrency: list[ConcurrencyLimit]
+
+
 class ThrottledPair(_Output):
     """Due jobs of one (kind, tenant) a limit holds back now: ``limit`` is ``paused``,
     ``rate_limit``, ``provider`` or ``cluster_limit`` (``due`` is a lower bound when

@@ -56,6 +56,8 @@ from ._responses import (
     AttemptError,
     AuditEntry,
     BulkResult,
+    ConcurrencyLimit,
+    ConcurrencyLimits,
     Counts,
     Database,
     FieldError,
@@ -96,6 +98,10 @@ __all__ = [
     "BulkAction",
     "BulkResult",
     "ConcurrencyKey",
+    "ConcurrencyLimit",
+    "ConcurrencyLimits",
+    "ConcurrencySet",
+    "ConcurrencyTarget",
     "ConfirmedJob",
     "Counts",
     "Cursor",
@@ -366,4 +372,21 @@ class LimitSet(LimitScope):
 
     rps: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)]
     burst: PositiveInt4
+    allow_unknown_kind: AllowUnknownKind = False
+
+
+class ConcurrencyTarget(_Body):
+    """What a concurrency limit applies to: a ``kind`` (``scope`` ``cluster``: its
+    running jobs across the cluster; ``node``: per worker process) or a concurrency
+    ``key`` (cluster-wide); one of them."""
+
+    kind: Kind | None = None
+    key: ConcurrencyKey | None = None
+    scope: Literal["node", "cluster"] = "cluster"
+
+
+class ConcurrencySet(ConcurrencyTarget):
+    """A concurrency limit: at most ``limit`` jobs at once."""
+
+    limit: PositiveInt4
     allow_unknown_kind: AllowUnknownKind = False

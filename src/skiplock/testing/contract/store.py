@@ -39,6 +39,7 @@ from ._atomicity import AtomicityContract
 from ._audit import AuditContract
 from ._claim import ClaimContract
 from ._completion import CompletionContract
+from ._concurrency import ConcurrencyContract
 from ._controls import ControlsContract
 from ._enqueue import EnqueueContract
 from ._health import HealthContract
@@ -71,6 +72,7 @@ class JobStoreContract(
     AdminContract,
     AuditContract,
     ControlsContract,
+    ConcurrencyContract,
     WorkersContract,
     HealthContract,
     ThroughputContract,

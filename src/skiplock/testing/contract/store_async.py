@@ -36,6 +36,7 @@ from ._atomicity_async import AsyncAtomicityContract
 from ._audit_async import AsyncAuditContract
 from ._claim_async import AsyncClaimContract
 from ._completion_async import AsyncCompletionContract
+from ._concurrency_async import AsyncConcurrencyContract
 from ._controls_async import AsyncControlsContract
 from ._enqueue_async import AsyncEnqueueContract
 from ._health_async import AsyncHealthContract
@@ -68,6 +69,7 @@ class AsyncJobStoreContract(
     AsyncAdminContract,
     AsyncAuditContract,
     AsyncControlsContract,
+    AsyncConcurrencyContract,
     AsyncWorkersContract,
     AsyncHealthContract,
     AsyncThroughputContract,

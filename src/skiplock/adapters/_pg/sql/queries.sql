@@ -1231,13 +1231,19 @@ SELECT count(*)::int AS purged FROM deleted;
 
 -- name: controls
 -- Every pause and limit, in one read (workers refresh it every controls_refresh): a row
--- per pause (what = 'pause') and per limit ('limit'), each kind of row in a stable order.
+-- per pause (what = 'pause'), per rate limit ('limit') and per concurrency limit
+-- ('concurrency', 0019: the key in tenant_id, the scope in provider, the limit in burst),
+-- each kind of row in a stable order.
 SELECT 'pause' AS what, p.kind, p.tenant_id, NULL::text AS provider, p.reason,
     NULL::float8 AS rps, NULL::int AS burst, p.actor, p.since AS at
 FROM {schema}.pauses AS p
 UNION ALL
 SELECT 'limit', l.kind, l.tenant_id, l.provider, NULL, l.rps, l.burst, l.actor, l.updated_at
 FROM {schema}.limits AS l
+UNION ALL
+SELECT 'concurrency', c.kind, c.concurrency_key, c.scope, NULL, NULL, c.max_running,
+    c.actor, c.updated_at
+FROM {schema}.concurrency_limits AS c
 ORDER BY 1 DESC, 4 NULLS FIRST, 2 NULLS FIRST, 3 NULLS FIRST;
 
 -- name: _control_audit
@@ -1309,5 +1315,42 @@ WITH changed AS (
 ),
 {_control_audit}
 SELECT c.kind, c.tenant_id, c.provider, c.rps, c.burst, c.actor, c.updated_at, c.at,
+    c.details::text AS details
+FROM changed AS c;
+
+-- name: set_concurrency
+-- Set the concurrency limit of a kind (node or cluster scope) or of a key (0019),
+-- replacing the one there was.
+WITH changed AS (
+    INSERT INTO {schema}.concurrency_limits AS c
+        (kind, concurrency_key, scope, max_running, actor)
+    VALUES (:kind::text, :key::text, :scope::text, :limit::int, :actor::text)
+    ON CONFLICT ((coalesce(kind, '')), (coalesce(concurrency_key, '')), scope)
+    DO UPDATE SET max_running = EXCLUDED.max_running, actor = EXCLUDED.actor,
+        updated_at = now()
+    RETURNING c.kind, c.concurrency_key, c.scope, c.max_running, c.actor, c.updated_at,
+        now() AS at, NULL::text AS tenant_id,
+        jsonb_build_object('key', c.concurrency_key, 'scope', c.scope, 'limit', c.max_running)
+            AS details
+),
+{_control_audit}
+SELECT c.kind, c.concurrency_key, c.scope, c.max_running, c.actor, c.updated_at, c.at,
+    c.details::text AS details
+FROM changed AS c;
+
+-- name: clear_concurrency
+-- Remove the concurrency limit of exactly (kind, key, scope); no row: there was none.
+WITH changed AS (
+    DELETE FROM {schema}.concurrency_limits AS c
+    WHERE c.kind IS NOT DISTINCT FROM :kind::text
+      AND c.concurrency_key IS NOT DISTINCT FROM :key::text
+      AND c.scope = :scope::text
+    RETURNING c.kind, c.concurrency_key, c.scope, c.max_running, c.actor, c.updated_at,
+        now() AS at, NULL::text AS tenant_id,
+        jsonb_build_object('key', c.concurrency_key, 'scope', c.scope, 'limit', c.max_running)
+            AS details
+),
+{_control_audit}
+SELECT c.kind, c.concurrency_key, c.scope, c.max_running, c.actor, c.updated_at, c.at,
     c.details::text AS details
 FROM changed AS c;

@@ -210,7 +210,14 @@ AS $$
 DECLARE
     run_keys text[];
     run_counts integer[];
+    set_keys text[];
+    set_limits integer[];
 BEGIN
+    -- The keys' limits set at run time (0019), read once: they win over the jobs' own.
+    SELECT coalesce(array_agg(o.concurrency_key), '{}'), coalesce(array_agg(o.max_running), '{}')
+    INTO set_keys, set_limits
+    FROM {schema}.concurrency_limits AS o
+    WHERE o.concurrency_key IS NOT NULL;
     SELECT coalesce(array_agg(r.key), '{}'), coalesce(array_agg(r.n), '{}')
     INTO run_keys, run_counts
     FROM (
@@ -234,7 +241,12 @@ BEGIN
         ) AS lane
         CROSS JOIN LATERAL (
             SELECT j.id, j.kind, j.priority, j.available_at, j.started AS suspect,
-                j.concurrency_key, j.concurrency_limit
+                j.concurrency_key,
+                coalesce(
+                    (SELECT s.n FROM unnest(set_keys, set_limits) AS s (key, n)
+                     WHERE s.key = j.concurrency_key),
+                    j.concurrency_limit
+                ) AS concurrency_limit
             FROM {schema}.jobs AS j
             WHERE j.status = 'pending'
               AND j.available_at <= now()
@@ -261,7 +273,12 @@ BEGIN
                       (SELECT r.n FROM unnest(run_keys, run_counts) AS r (key, n)
                        WHERE r.key = j.concurrency_key),
                       0
-                  ) < coalesce(j.concurrency_limit, 1)
+                  ) < coalesce(
+                      (SELECT s.n FROM unnest(set_keys, set_limits) AS s (key, n)
+                       WHERE s.key = j.concurrency_key),
+                      j.concurrency_limit,
+                      1
+                  )
               END
             ORDER BY j.priority DESC, j.available_at, j.id
             LIMIT lane.n
@@ -1208,6 +1225,22 @@ CREATE TABLE {schema}.limits (
 
 CREATE UNIQUE INDEX limits_scope_idx ON {schema}.limits
     ((coalesce(kind, '')), (coalesce(tenant_id, '')), (coalesce(provider, '')));
+
+-- Concurrency limits set at run time (0019): a kind's (node or cluster scope) or a
+-- concurrency key's (cluster), over the declared one until cleared.
+CREATE TABLE {schema}.concurrency_limits (
+    kind text,
+    concurrency_key text,
+    scope text NOT NULL CHECK (scope IN ('node', 'cluster')),
+    max_running integer NOT NULL CHECK (max_running >= 1),
+    actor text,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    CHECK ((kind IS NULL) <> (concurrency_key IS NULL)),
+    CHECK (concurrency_key IS NULL OR scope = 'cluster')
+);
+
+CREATE UNIQUE INDEX concurrency_limits_scope_idx ON {schema}.concurrency_limits
+    ((coalesce(kind, '')), (coalesce(concurrency_key, '')), scope);
 
 -- Cluster-wide rates (0016): the token buckets every worker draws from, one per (kind,
 -- tenant) pair with a rate ('pair': name is the kind, tenant_id '' for no tenant) and one

@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING
 import attrs
 
 from skiplock.core import AuditEvent, Job, JobState, WorkerInfo
-from skiplock.core.store import Limit, Pause, QueueSample, ScopedKey, job_scoped_key
+from skiplock.core.store import (
+    ConcurrencyLimit,
+    Limit,
+    Pause,
+    QueueSample,
+    ScopedKey,
+    job_scoped_key,
+)
 from skiplock.ports import Clock, SystemClock
 
 if TYPE_CHECKING:
@@ -103,6 +110,7 @@ class StateBase:
         # Run-time controls (issue 30), in the order they were first set.
         self._pauses: dict[tuple[str | None, str | None], Pause] = {}
         self._limits: dict[tuple[str | None, str | None, str | None], Limit] = {}
+        self._concurrency: dict[tuple[str | None, str | None, str], ConcurrencyLimit] = {}
         self._next_id = 1
         # The token buckets of cluster-wide rates (ClaimRequest.rates), store clock.
         self._pair_buckets: dict[tuple[str, str | None], TokenBucket] = {}
