@@ -4,6 +4,8 @@ actor they record."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.cli.admin_helpers import add_worker, enqueue
@@ -154,3 +156,20 @@ def test_concurrency_usage_errors(run: Run, admin_dsn: str) -> None:
     assert run("concurrency", "set", "--kind", "k", "--limit", "0") == 2
     assert run("concurrency", "set", "--kind", "nope", "--limit", "1") == 2
     assert "unknown kind 'nope'" in run.err
+
+
+def test_drain_and_stop_a_worker(run: Run, admin_dsn: str) -> None:
+    # Issue 45 item 5: the request is stored on the worker's row, with the actor.
+    add_worker(admin_dsn, "host-1/7/w", "email")
+    assert run("drain-worker", "host-1/7/w", "--actor", "ops") == 0
+    assert run.lines == ["asked worker host-1/7/w to drain"]
+    [listed] = run.json("workers")["workers"]
+    assert (listed["request"]["action"], listed["request"]["actor"]) == ("drain", "ops")
+    assert run("workers") == 0
+    assert run.lines[1].split()[-1] == "drain"
+    stopped = run.json("stop-worker", "host-1/7/w")["requested"]
+    assert (stopped["worker_id"], stopped["action"]) == ("host-1/7/w", "stop")
+    assert run("stop-worker", "nobody") == 1
+    assert "no worker 'nobody' is registered" in run.err
+    assert run("drain-worker", "nobody", "--json") == 1
+    assert json.loads(run.out) == {"requested": None}

@@ -249,6 +249,22 @@ COMMANDS: dict[str, Command[Any]] = {
             _flat(_workers.add_options),
             _workers.run,
         ),
+        _on_database(
+            "drain-worker",
+            "ask a worker to drain: stop claiming, finish its running jobs, exit",
+            "The request reaches the worker through the database (any host) within its "
+            "controls_refresh; exit 1 if no such worker is registered.",
+            _flat(_workers.add_request_options),
+            _workers.run_drain,
+        ),
+        _on_database(
+            "stop-worker",
+            "ask a worker to stop: its graceful stop (running jobs get shutdown_timeout)",
+            "As drain-worker, but running jobs still running after the worker's "
+            "shutdown_timeout are interrupted and released to pending.",
+            _flat(_workers.add_request_options),
+            _workers.run_stop,
+        ),
     )
 }
 

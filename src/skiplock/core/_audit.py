@@ -55,6 +55,10 @@ class AuditAction(enum.StrEnum):
     CONCURRENCY_SET = "concurrency_set"
     #: An operator cleared a concurrency limit (as :attr:`CONCURRENCY_SET`).
     CONCURRENCY_CLEARED = "concurrency_cleared"
+    #: An operator asked a worker to drain (no job, kind or tenant); details: its id.
+    WORKER_DRAIN = "worker_drain"
+    #: An operator asked a worker to stop (as :attr:`WORKER_DRAIN`).
+    WORKER_STOP = "worker_stop"
 
 
 @attrs.frozen

@@ -22,6 +22,7 @@ from ._bucket import RateLimit, RateTable
 from ._concurrency import ConcurrencyLimit, concurrency_details
 from ._errors import ValidationError
 from ._validation import check_actor
+from ._worker_requests import WorkerRequest
 
 Pair = tuple[str, str | None]
 
@@ -153,6 +154,12 @@ class Controls:
     pauses: tuple[Pause, ...] = ()
     limits: tuple[Limit, ...] = ()
     concurrency: tuple[ConcurrencyLimit, ...] = ()
+    #: The workers asked to drain or stop (issue 45), not yet gone.
+    requests: tuple[WorkerRequest, ...] = ()
+
+    def request_for(self, worker_id: str) -> WorkerRequest | None:
+        """What worker ``worker_id`` is asked to do, if anything."""
+        return next((r for r in self.requests if r.worker_id == worker_id), None)
 
     def concurrency_of(
         self, kind: str | None, key: str | None, scope: str

@@ -123,6 +123,7 @@ from ._validation import (
     unknown_kind_message,
 )
 from ._why import WAIT_CODES, WAIT_COUNT_BOUND, explain_wait
+from ._worker_requests import check_worker_action, check_worker_id
 
 __all__ = [
     "ACTOR",
@@ -181,6 +182,8 @@ __all__ = [
     "check_tenant",
     "check_text",
     "check_trace_context",
+    "check_worker_action",
+    "check_worker_id",
     "choice",
     "concurrency_scope",
     "decide_failure",

@@ -123,6 +123,13 @@ from ._validation import (
     shown,
 )
 
+# Requests to a worker (drain, stop).
+from ._worker_requests import (
+    WORKER_ACTIONS,
+    WorkerRequest,
+    worker_request_event,
+)
+
 __all__ = [
     "ALL_KINDS",
     "CONCURRENCY_SCOPES",
@@ -132,6 +139,7 @@ __all__ = [
     "PICKUP_SAMPLE",
     "PROVIDER_SCOPE",
     "SAMPLE_RETENTION",
+    "WORKER_ACTIONS",
     "BucketState",
     "ClaimedJobs",
     "ConcurrencyLimit",
@@ -146,6 +154,7 @@ __all__ = [
     "ScopedKey",
     "ThrottleLimits",
     "TokenBucket",
+    "WorkerRequest",
     "after_claim",
     "after_operator",
     "after_outcome",
@@ -184,4 +193,5 @@ __all__ = [
     "shown",
     "take_samples",
     "throttled_request",
+    "worker_request_event",
 ]

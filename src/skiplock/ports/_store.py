@@ -41,7 +41,14 @@ if TYPE_CHECKING:
         NextDue,
         WorkerInfo,
     )
-    from skiplock.core.store import ClaimedJobs, ConcurrencyLimit, Controls, Limit, Pause
+    from skiplock.core.store import (
+        ClaimedJobs,
+        ConcurrencyLimit,
+        Controls,
+        Limit,
+        Pause,
+        WorkerRequest,
+    )
 
     from ._audit import Audit
 
@@ -348,6 +355,23 @@ class ControlsRole(Protocol):
         """Remove the concurrency limit of exactly ``(kind, key, scope)``: the declared
         limit applies again. Returns it, or None if there was none. Audit:
         ``concurrency_cleared`` with ``audit.actor``."""
+        ...
+
+    def request_worker(
+        self,
+        worker_id: str,
+        action: str,
+        *,
+        actor: str | None = None,
+        audit: Audit | None = None,
+    ) -> WorkerRequest | None:
+        """Ask the registered worker ``worker_id`` to ``action`` (``drain`` or ``stop``,
+        issue 45), naming ``actor``; returns the request as stored (``requested_at``: the
+        store's time), None if there is no such worker row (nothing changed). A later
+        request replaces it; it goes with the row (unregistering, recovery). The worker
+        reads it from :meth:`controls` (``Controls.requests``); :meth:`health_snapshot`
+        shows it on the worker. Audit: ``worker_drain`` or ``worker_stop`` (no job;
+        details: the worker's id)."""
         ...
 
 

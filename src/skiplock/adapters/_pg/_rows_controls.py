@@ -13,6 +13,7 @@ from skiplock.core.store import (
     Controls,
     Limit,
     Pause,
+    WorkerRequest,
 )
 
 from ._rows import (
@@ -105,4 +106,14 @@ def controls_from_rows(rows: Sequence[Mapping[str, Any]]) -> Controls:
         pauses=tuple(pause_from_row(r) for r in rows if r["what"] == "pause"),
         limits=tuple(limit_from_row(r) for r in rows if r["what"] == "limit"),
         concurrency=tuple(concurrency_from_row(r) for r in rows if r["what"] == "concurrency"),
+        requests=tuple(
+            WorkerRequest(r["tenant_id"], r["provider"], r["actor"], utc(r["at"]))
+            for r in rows
+            if r["what"] == "request"
+        ),
     )
+
+
+def request_from_row(row: Mapping[str, Any]) -> WorkerRequest:
+    """A worker's request from a row of ``request_worker`` or ``health_workers``."""
+    return WorkerRequest(row["id"], row["request"], row["requested_by"], utc(row["requested_at"]))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skiplock.core import AuditAction
-from skiplock.core.store import control_event
+from skiplock.core.store import control_event, worker_request_event
 
 from ._driver import TX, C
 from ._rows import utc
@@ -26,11 +26,12 @@ from ._rows_controls import (
     limit_params,
     pause_from_row,
     pause_params,
+    request_from_row,
 )
 from ._store_base import PgStoreBase
 
 if TYPE_CHECKING:
-    from skiplock.core.store import ConcurrencyLimit, Controls, Limit, Pause
+    from skiplock.core.store import ConcurrencyLimit, Controls, Limit, Pause, WorkerRequest
     from skiplock.ports import Audit
 
     from ._migrate import Rows
@@ -119,6 +120,21 @@ class PgControlsRole(PgStoreBase[C, TX]):
         rows = self._control(name, params, action, audit)
         return concurrency_from_row(rows[0]) if rows else None
 
+    def request_worker(
+        self,
+        worker_id: str,
+        action: str,
+        *,
+        actor: str | None = None,
+        audit: Audit | None = None,
+    ) -> WorkerRequest | None:
+        """Set the request on the worker's row (audited in the same statement with
+        ``audit``); None without such a row."""
+        params = {"id": worker_id, "mode": action, "actor": actor}
+        kind = AuditAction.WORKER_DRAIN if action == "drain" else AuditAction.WORKER_STOP
+        rows = self._control("request_worker", params, kind, audit)
+        return request_from_row(rows[0]) if rows else None
+
     def _control(
         self, name: str, params: dict[str, Any], action: AuditAction, audit: Audit | None
     ) -> Rows:
@@ -131,6 +147,10 @@ class PgControlsRole(PgStoreBase[C, TX]):
         with self._audited(None, audit, kept=False) as (conn, note):
             rows = self._execute(conn, name, params)
             for row in rows:
+                if "request" in row:  # a worker's request
+                    at = utc(row["at"])
+                    note.events.append(worker_request_event(request_from_row(row), at))
+                    continue
                 control: Pause | Limit | ConcurrencyLimit
                 if "max_running" in row:
                     control = concurrency_from_row(row)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skiplock.core import AuditAction
-from skiplock.core.store import control_event
+from skiplock.core.store import control_event, worker_request_event
 
 from ._driver_async import TX, C
 from ._rows import utc
@@ -22,11 +22,12 @@ from ._rows_controls import (
     limit_params,
     pause_from_row,
     pause_params,
+    request_from_row,
 )
 from ._store_base_async import AsyncPgStoreBase
 
 if TYPE_CHECKING:
-    from skiplock.core.store import ConcurrencyLimit, Controls, Limit, Pause
+    from skiplock.core.store import ConcurrencyLimit, Controls, Limit, Pause, WorkerRequest
     from skiplock.ports import AsyncAudit
 
     from ._migrate import Rows
@@ -117,6 +118,21 @@ class AsyncPgControlsRole(AsyncPgStoreBase[C, TX]):
         rows = await self._control(name, params, action, audit)
         return concurrency_from_row(rows[0]) if rows else None
 
+    async def request_worker(
+        self,
+        worker_id: str,
+        action: str,
+        *,
+        actor: str | None = None,
+        audit: AsyncAudit | None = None,
+    ) -> WorkerRequest | None:
+        """Set the request on the worker's row (audited in the same statement with
+        ``audit``); None without such a row."""
+        params = {"id": worker_id, "mode": action, "actor": actor}
+        kind = AuditAction.WORKER_DRAIN if action == "drain" else AuditAction.WORKER_STOP
+        rows = await self._control("request_worker", params, kind, audit)
+        return request_from_row(rows[0]) if rows else None
+
     async def _control(
         self, name: str, params: dict[str, Any], action: AuditAction, audit: AsyncAudit | None
     ) -> Rows:
@@ -129,6 +145,10 @@ class AsyncPgControlsRole(AsyncPgStoreBase[C, TX]):
         async with self._audited(None, audit, kept=False) as (conn, note):
             rows = await self._execute(conn, name, params)
             for row in rows:
+                if "request" in row:  # a worker's request
+                    at = utc(row["at"])
+                    note.events.append(worker_request_event(request_from_row(row), at))
+                    continue
                 control: Pause | Limit | ConcurrencyLimit
                 if "max_running" in row:
                     control = concurrency_from_row(row)

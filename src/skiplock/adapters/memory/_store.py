@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         Limit,
         Pause,
         QueueSample,
+        WorkerRequest,
     )
     from skiplock.ports import Audit, Clock
 
@@ -264,6 +265,18 @@ class MemoryControls(MemoryTransactions):
         ``audit``)."""
         with self._control_audit(audit) as note:
             return self._state.clear_concurrency(kind, key, scope, note)
+
+    def request_worker(
+        self,
+        worker_id: str,
+        action: str,
+        *,
+        actor: str | None = None,
+        audit: Audit | None = None,
+    ) -> WorkerRequest | None:
+        """Ask the worker to drain or stop (audited with ``audit``)."""
+        with self._control_audit(audit) as note:
+            return self._state.request_worker(worker_id, action, actor, note)
 
     @contextmanager
     def _control_audit(self, audit: Audit | None) -> Iterator[AuditNote | None]:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         Limit,
         Pause,
         QueueSample,
+        WorkerRequest,
     )
     from skiplock.ports import AsyncAudit, Clock
 
@@ -260,6 +261,18 @@ class AsyncMemoryControls(AsyncMemoryTransactions):
         ``audit``)."""
         async with self._control_audit(audit) as note:
             return self._state.clear_concurrency(kind, key, scope, note)
+
+    async def request_worker(
+        self,
+        worker_id: str,
+        action: str,
+        *,
+        actor: str | None = None,
+        audit: AsyncAudit | None = None,
+    ) -> WorkerRequest | None:
+        """Ask the worker to drain or stop (audited with ``audit``)."""
+        async with self._control_audit(audit) as note:
+            return self._state.request_worker(worker_id, action, actor, note)
 
     @asynccontextmanager
     async def _control_audit(self, audit: AsyncAudit | None) -> AsyncIterator[AuditNote | None]:

@@ -18,11 +18,12 @@ from skiplock.core.rules import (
     check_bool,
     check_concurrency_limit,
     check_reason,
+    check_worker_id,
     concurrency_scope,
     limit_scope,
     pause_scope,
 )
-from skiplock.core.store import ConcurrencyLimit, Limit, Pause
+from skiplock.core.store import ConcurrencyLimit, Limit, Pause, WorkerRequest
 from skiplock.ports import ControlsRole
 
 from ._admin import AdminOps, AdminStore
@@ -215,3 +216,24 @@ class ControlOps(AdminOps):
         cleared = self._store.clear_concurrency(kind, key, checked_scope, audit=self._audit)
         self._changed()
         return cleared
+
+    def drain_worker(self, worker_id: str) -> WorkerRequest | None:
+        """Ask worker ``worker_id`` (on any host) to drain (issue 45): it stops claiming,
+        gives its held jobs back, lets every running job finish however long it takes,
+        then unregisters and exits. It reads the request within
+        ``Settings.controls_refresh``. Returns the request as stored, None if no such
+        worker is registered. Audited (``worker_drain``)."""
+        return self._request_worker(worker_id, "drain")
+
+    def stop_worker(self, worker_id: str) -> WorkerRequest | None:
+        """Ask worker ``worker_id`` to stop (issue 45): its graceful stop, as on SIGTERM
+        (running jobs get ``shutdown_timeout``, then are interrupted and released
+        without using an attempt). As :meth:`drain_worker` otherwise (``worker_stop``)."""
+        return self._request_worker(worker_id, "stop")
+
+    def _request_worker(self, worker_id: str, action: str) -> WorkerRequest | None:
+        worker_id = check_worker_id(worker_id)
+        actor = self._actor_of_changes()
+        stored = self._store.request_worker(worker_id, action, actor=actor, audit=self._audit)
+        self._changed()
+        return stored

@@ -372,6 +372,22 @@ class AsyncReadOps:
         """Every limit set at run time (not the policies' and settings' ones)."""
         return list((await self._store.controls()).limits)
 
+    async def worker_jobs(self) -> dict[str, list[Job]]:
+        """The running jobs by the id of the worker that runs them (issue 45: what each
+        worker runs now; ``claimed_at`` is since when), oldest claim first; among the
+        first :data:`~skiplock.core.rules.WAIT_COUNT_BOUND` running jobs (running jobs
+        are few: the workers' slots)."""
+        page = await self._store.list_jobs(
+            JobFilter(states=frozenset({JobState.RUNNING})), Page(limit=WAIT_COUNT_BOUND)
+        )
+        by_worker: dict[str, list[Job]] = {}
+        for job in sorted(
+            page, key=lambda j: (j.claimed_at.timestamp() if j.claimed_at else 0, j.id)
+        ):
+            if job.claimed_by is not None:
+                by_worker.setdefault(job.claimed_by, []).append(job)
+        return by_worker
+
     async def concurrency_limits(self) -> list[ConcurrencyLimit]:
         """Every concurrency limit set at run time (issue 45; not the declared ones)."""
         return list((await self._store.controls()).concurrency)

@@ -54,6 +54,7 @@ from ._results import ResultsContract
 from ._throughput import ThroughputContract
 from ._timeouts import StatementTimeoutContract
 from ._transactions import TransactionContract
+from ._worker_requests import WorkerRequestsContract
 from ._workers import WorkersContract
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class JobStoreContract(
     ControlsContract,
     ConcurrencyContract,
     WorkersContract,
+    WorkerRequestsContract,
     HealthContract,
     ThroughputContract,
     HistoryContract,

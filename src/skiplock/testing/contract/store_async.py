@@ -51,6 +51,7 @@ from ._results_async import AsyncResultsContract
 from ._throughput_async import AsyncThroughputContract
 from ._timeouts_async import AsyncStatementTimeoutContract
 from ._transactions_async import AsyncTransactionContract
+from ._worker_requests_async import AsyncWorkerRequestsContract
 from ._workers_async import AsyncWorkersContract
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ class AsyncJobStoreContract(
     AsyncControlsContract,
     AsyncConcurrencyContract,
     AsyncWorkersContract,
+    AsyncWorkerRequestsContract,
     AsyncHealthContract,
     AsyncThroughputContract,
     AsyncHistoryContract,

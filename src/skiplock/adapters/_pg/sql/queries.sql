@@ -828,7 +828,8 @@ ORDER BY g.kind, g.tenant_id NULLS FIRST;
 -- Every registered worker with the number of jobs running under its id and the oldest
 -- claim among them (each read through jobs_running_worker_idx).
 SELECT w.id, w.host, w.pid, w.kinds, w.tenants, w.started_at, w.heartbeat_at,
-    r.running, r.oldest_claimed_at
+    r.running, r.oldest_claimed_at, w.slots, w.version, w.request, w.requested_by,
+    w.requested_at
 FROM {schema}.workers AS w
 CROSS JOIN LATERAL (
     SELECT count(*) AS running, min(j.claimed_at) AS oldest_claimed_at
@@ -970,12 +971,14 @@ WITH released AS (
     WHERE j.status = 'running' AND j.claimed_by = :id::text
     RETURNING j.id
 )
-INSERT INTO {schema}.workers AS w (id, host, pid, kinds, tenants)
-SELECT :id::text, :host::text, :pid::int, :kinds::text[], :tenants::text[]
+INSERT INTO {schema}.workers AS w (id, host, pid, kinds, tenants, slots, version)
+SELECT :id::text, :host::text, :pid::int, :kinds::text[], :tenants::text[], :slots::int,
+    :version::text
 FROM (SELECT count(*) FROM released) AS r
 ON CONFLICT (id) DO UPDATE
 SET host = excluded.host, pid = excluded.pid, kinds = excluded.kinds,
-    tenants = excluded.tenants, heartbeat_at = now();
+    tenants = excluded.tenants, slots = excluded.slots, version = excluded.version,
+    heartbeat_at = now();
 
 -- name: heartbeat
 -- No row when the worker row is gone (nothing refreshed); else one row with the ids
@@ -1232,8 +1235,9 @@ SELECT count(*)::int AS purged FROM deleted;
 -- name: controls
 -- Every pause and limit, in one read (workers refresh it every controls_refresh): a row
 -- per pause (what = 'pause'), per rate limit ('limit') and per concurrency limit
--- ('concurrency', 0019: the key in tenant_id, the scope in provider, the limit in burst),
--- each kind of row in a stable order.
+-- ('concurrency', 0019: the key in tenant_id, the scope in provider, the limit in burst)
+-- and per worker asked to drain or stop ('request', 0020: its id in tenant_id, the action
+-- in provider), each kind of row in a stable order.
 SELECT 'pause' AS what, p.kind, p.tenant_id, NULL::text AS provider, p.reason,
     NULL::float8 AS rps, NULL::int AS burst, p.actor, p.since AS at
 FROM {schema}.pauses AS p
@@ -1244,6 +1248,10 @@ UNION ALL
 SELECT 'concurrency', c.kind, c.concurrency_key, c.scope, NULL, NULL, c.max_running,
     c.actor, c.updated_at
 FROM {schema}.concurrency_limits AS c
+UNION ALL
+SELECT 'request', NULL, w.id, w.request, NULL, NULL, NULL, w.requested_by, w.requested_at
+FROM {schema}.workers AS w
+WHERE w.request IS NOT NULL
 ORDER BY 1 DESC, 4 NULLS FIRST, 2 NULLS FIRST, 3 NULLS FIRST;
 
 -- name: _control_audit
@@ -1353,4 +1361,18 @@ WITH changed AS (
 {_control_audit}
 SELECT c.kind, c.concurrency_key, c.scope, c.max_running, c.actor, c.updated_at, c.at,
     c.details::text AS details
+FROM changed AS c;
+
+-- name: request_worker
+-- Ask a registered worker to drain or stop (0020); no row: no such worker.
+WITH changed AS (
+    UPDATE {schema}.workers AS w
+    SET request = :mode::text, requested_by = :actor::text, requested_at = now()
+    WHERE w.id = :id::text
+    RETURNING w.id, w.request, w.requested_by, w.requested_at, now() AS at,
+        NULL::text AS kind, NULL::text AS tenant_id,
+        jsonb_build_object('worker_id', w.id) AS details
+),
+{_control_audit}
+SELECT c.id, c.request, c.requested_by, c.requested_at, c.at, c.details::text AS details
 FROM changed AS c;

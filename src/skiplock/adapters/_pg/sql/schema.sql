@@ -386,7 +386,13 @@ CREATE TABLE {schema}.workers (
     started_at timestamptz NOT NULL DEFAULT now(),
     heartbeat_at timestamptz NOT NULL DEFAULT now(),
     kinds text[],
-    tenants text[]
+    tenants text[],
+    -- Its slots and version, and an operator's request to drain or stop it (0020).
+    slots integer,
+    version text,
+    request text CHECK (request IN ('drain', 'stop')),
+    requested_by text,
+    requested_at timestamptz
 );
 
 -- Audit of lifecycle actions (J10), written in the transaction of the change it records.

@@ -27,6 +27,7 @@ from skiplock.core.store import (
     Pause,
     QueueSample,
     ScopedKey,
+    WorkerRequest,
     job_scoped_key,
 )
 from skiplock.ports import Clock, SystemClock
@@ -54,6 +55,8 @@ class WorkerRow:
     info: WorkerInfo
     started_at: datetime
     heartbeat_at: datetime
+    #: What an operator asked the worker to do (drain or stop), if anything.
+    request: WorkerRequest | None = None
 
 
 def public_job(row: Job, *, suspect: bool | None = None, errors: bool = False) -> Job:

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from skiplock.core import AuditAction
-from skiplock.core.store import ConcurrencyLimit, Controls, Limit, Pause, control_event
+from skiplock.core.store import (
+    ConcurrencyLimit,
+    Controls,
+    Limit,
+    Pause,
+    WorkerRequest,
+    control_event,
+    worker_request_event,
+)
 
 from ._base import AuditNote, StateBase
 
@@ -28,7 +36,25 @@ class ControlsState(StateBase):
         with self._lock:
             pauses, limits = tuple(self._pauses.values()), tuple(self._limits.values())
             concurrency = tuple(self._concurrency.values())
-        return Controls(pauses=pauses, limits=limits, concurrency=concurrency)
+            requests = tuple(
+                row.request for _, row in sorted(self._workers.items()) if row.request is not None
+            )
+        return Controls(pauses, limits, concurrency, requests)
+
+    def request_worker(
+        self, worker_id: str, action: str, actor: str | None, note: AuditNote | None = None
+    ) -> WorkerRequest | None:
+        """Ask worker ``worker_id`` to ``action``; the request, None without such a worker."""
+        with self._lock:
+            row = self._workers.get(worker_id)
+            if row is None:
+                return None
+            now = self.now()
+            row.request = WorkerRequest(worker_id, action, actor, now)  # type: ignore[arg-type]
+            if note is not None:
+                event = worker_request_event(row.request, now)
+                (self._audit if note.table else note.events).append(event)
+            return row.request
 
     def pause(self, pause: Pause, note: AuditNote | None = None) -> Pause:
         """Set the pause (pausing again keeps the first ``since``); audited as ``note``
@@ -110,6 +136,8 @@ class ControlsState(StateBase):
             self._pauses = {(p.kind, p.tenant): p for p in controls.pauses}
             self._limits = {(x.kind, x.tenant, x.provider): x for x in controls.limits}
             self._concurrency = {(c.kind, c.key, c.scope): c for c in controls.concurrency}
+            for worker_id, row in self._workers.items():
+                row.request = controls.request_for(worker_id)
 
     def _control_audit(
         self,
