@@ -10,6 +10,7 @@ import pytest
 
 from skiplock import Engine, declare
 from skiplock.adapters.psycopg import PsycopgJobStore
+from skiplock.core import ClaimRequest, WorkerInfo
 from skiplock.integrations.rest import models
 
 from .rest_support import FLAVOURS, client_for
@@ -88,3 +89,31 @@ def test_concurrency_of_an_unknown_kind_is_refused(client: Client) -> None:
     detail = problem(reply, 422, "invalid-request")["detail"]
     assert "unknown kind 'emial_send'" in detail
     assert client.get("/concurrency").body == {"concurrency": []}
+
+
+def test_workers_show_their_jobs_and_can_be_drained_or_stopped(
+    client: Client, jobs: Engine
+) -> None:
+    # Issue 45 item 5: what each worker runs (since when), its slots and version; drain
+    # or stop it through its row, as the caller.
+    info = WorkerInfo(id="host-1/7/w", host="host-1", pid=7, slots=4, version="1.2.3")
+    jobs.store.register_worker(info)
+    job_id = jobs.enqueue("report.build", {}).id
+    assert jobs.store.claim(ClaimRequest(worker_id=info.id, limit=1))
+    listed = client.get("/workers").body
+    models.Workers.model_validate(listed)
+    [worker] = listed["workers"]
+    assert (worker["slots"], worker["version"], worker["request"]) == (4, "1.2.3", None)
+    assert [(j["id"], j["kind"]) for j in worker["jobs"]] == [(job_id, "report.build")]
+    assert worker["jobs"][0]["since"] is not None
+    drained = client.post("/workers/drain", json={"worker_id": info.id})
+    assert drained.status == 200, drained.body
+    models.WorkerRequest.model_validate(drained.body)
+    assert (drained.body["action"], drained.body["actor"]) == ("drain", "ops@example.com")
+    [worker] = client.get("/workers").body["workers"]
+    assert worker["request"]["action"] == "drain"
+    stopped = client.post("/workers/stop", json={"worker_id": info.id})
+    assert stopped.body["action"] == "stop"
+    assert [r.action for r in jobs.store.controls().requests] == ["stop"]
+    problem(client.post("/workers/stop", json={"worker_id": "nobody"}), 404, "not-found")
+    problem(client.post("/workers/drain", json={}), 422, "invalid-request")

@@ -6,9 +6,9 @@ docs/workers.md "Drain or stop a worker")."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from skiplock.core.rules import format_duration
+from skiplock.core.rules import format_duration, running_jobs_json
 
 from ._controls import add_actor_option
 from ._errors import FAILED, OK, Failure
@@ -18,7 +18,6 @@ from ._output import cell, iso, print_json, table, time
 if TYPE_CHECKING:
     import argparse
 
-    from skiplock.core import Job
     from skiplock.core.store import WorkerRequest
 
     from ._database import Reached
@@ -45,7 +44,7 @@ def run(reached: Reached, args: argparse.Namespace) -> int:
         status = 1
         print(f"skiplock: no live worker on host {args.host!r}", file=sys.stderr)
     if args.json:
-        listed = [w.to_dict() | {"jobs": _jobs_json(jobs.get(w.id, []))} for w in workers]
+        listed = [w.to_dict() | {"jobs": running_jobs_json(jobs.get(w.id, []))} for w in workers]
         print_json({"checked_at": iso(health.checked_at), "workers": listed})
         return status
     if not workers:
@@ -72,12 +71,6 @@ def run(reached: Reached, args: argparse.Namespace) -> int:
         for job in jobs.get(w.id, []):
             print(f"  {w.id} runs job {job.id} ({job.kind}) since {time(job.claimed_at)}")
     return status
-
-
-def _jobs_json(jobs: list[Job]) -> list[dict[str, Any]]:
-    return [
-        {"id": j.id, "kind": j.kind, "tenant": j.tenant, "since": iso(j.claimed_at)} for j in jobs
-    ]
 
 
 def add_request_options(parser: argparse.ArgumentParser) -> None:

@@ -13,13 +13,18 @@ worker reads them with the run-time controls, every ``controls_refresh``.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from ._audit import AuditAction, AuditEvent
 from ._errors import ValidationError
 from ._validation import check_actor
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._types import Job
 
 WorkerAction = Literal["drain", "stop"]
 
@@ -74,3 +79,17 @@ def worker_request_event(request: WorkerRequest, at: datetime) -> AuditEvent:
     action = AuditAction.WORKER_DRAIN if request.action == "drain" else AuditAction.WORKER_STOP
     details = {"worker_id": request.worker_id}
     return AuditEvent(action, None, None, None, request.actor, at, details)
+
+
+def running_jobs_json(jobs: Sequence[Job]) -> list[dict[str, Any]]:
+    """The jobs a worker runs now as JSON (the CLI's ``workers --json``, ``GET
+    /workers``): ``id``, ``kind``, ``tenant`` and ``since`` (its claim, ISO 8601)."""
+    return [
+        {
+            "id": job.id,
+            "kind": job.kind,
+            "tenant": job.tenant,
+            "since": None if job.claimed_at is None else job.claimed_at.isoformat(),
+        }
+        for job in jobs
+    ]

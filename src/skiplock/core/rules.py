@@ -123,7 +123,7 @@ from ._validation import (
     unknown_kind_message,
 )
 from ._why import WAIT_CODES, WAIT_COUNT_BOUND, explain_wait
-from ._worker_requests import check_worker_action, check_worker_id
+from ._worker_requests import check_worker_action, check_worker_id, running_jobs_json
 
 __all__ = [
     "ACTOR",
@@ -205,6 +205,7 @@ __all__ = [
     "plan_claim",
     "policy_from",
     "resolve_policy",
+    "running_jobs_json",
     "table_limits",
     "take",
     "throttle_limits",

@@ -22,7 +22,7 @@ from skiplock.core import (
     audit_event_json,
     job_json,
 )
-from skiplock.core.rules import describe
+from skiplock.core.rules import describe, running_jobs_json
 
 from . import models as m
 from ._auth import Permission
@@ -311,14 +311,18 @@ async def _counts(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
 async def _workers(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
     """List workers
 
-    The registered workers, their heartbeats and running jobs."""
+    The registered workers, their heartbeats, slots and version, what they were asked
+    to do, and the jobs each runs now (since when)."""
     query = typed(call.query, m.WorkersQuery)
     report = await ops.health(worker_timeout=query.worker_timeout)
     if not report.reachable:
         raise DatabaseUnavailableError.unreachable(report.error)
     if report.schema is not None and not report.schema.installed:
         raise StoreError(report.problems[0])
-    workers = [worker.to_dict() for worker in report.workers]
+    jobs = await ops.worker_jobs() if report.workers else {}
+    workers = [
+        w.to_dict() | {"jobs": running_jobs_json(jobs.get(w.id, []))} for w in report.workers
+    ]
     return json_response({"checked_at": iso(report.checked_at), "workers": workers})
 
 

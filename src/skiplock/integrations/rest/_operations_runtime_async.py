@@ -1,6 +1,7 @@
-"""The REST API's operations on run-time concurrency limits (issue 45) (async source;
-``_operations_runtime.py`` is the sync twin): the handlers and their rows, which
-:mod:`._operations_async` adds to its one table (:data:`RUNTIME`, in order)."""
+"""The REST API's operations on run-time concurrency limits and on workers (issue 45)
+(async source; ``_operations_runtime.py`` is the sync twin): the handlers and their
+rows, which :mod:`._operations_async` adds to its one table (:data:`RUNTIME`, in
+order)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
+    from skiplock.core.store import WorkerRequest
     from skiplock.engine import AsyncOperator, AsyncReader
 
     #: One operation of this module: its id, route, response model, handler and the other
@@ -59,6 +61,32 @@ async def _clear_concurrency(ops: AsyncOperator, call: Call) -> Response:
     return json_response(cleared.to_json())
 
 
+async def _drain_worker(ops: AsyncOperator, call: Call) -> Response:
+    """Drain a worker
+
+    Ask the worker `worker_id` (on any host: the request goes through the database) to
+    stop claiming, give back its held jobs, let every running job finish however long it
+    takes, then unregister and exit. It reads the request within its `controls_refresh`.
+    Returns the request; no such registered worker is a 404."""
+    return _requested(await ops.drain_worker(typed(call.body, m.WorkerTarget).worker_id))
+
+
+async def _stop_worker(ops: AsyncOperator, call: Call) -> Response:
+    """Stop a worker
+
+    Ask the worker `worker_id` to stop gracefully, as on SIGTERM: stop claiming, give back
+    its held jobs, let running jobs finish for up to its `shutdown_timeout`, then
+    interrupt and release the rest to `pending` without using an attempt; unregister and
+    exit. Returns the request; no such registered worker is a 404."""
+    return _requested(await ops.stop_worker(typed(call.body, m.WorkerTarget).worker_id))
+
+
+def _requested(request: WorkerRequest | None) -> Response:
+    if request is None:
+        raise NotFound("no such worker is registered")
+    return json_response(request.to_json())
+
+
 #: The operations of this module, in the table's order.
 RUNTIME: tuple[Row, ...] = (
     (
@@ -81,5 +109,19 @@ RUNTIME: tuple[Row, ...] = (
         m.ConcurrencyLimit,
         _clear_concurrency,
         {"body": m.ConcurrencyTarget, "not_found": True, "tag": "controls"},
+    ),
+    (
+        "drainWorker",
+        "POST /workers/drain",
+        m.WorkerRequest,
+        _drain_worker,
+        {"body": m.WorkerTarget, "not_found": True, "tag": "queue"},
+    ),
+    (
+        "stopWorker",
+        "POST /workers/stop",
+        m.WorkerRequest,
+        _stop_worker,
+        {"body": m.WorkerTarget, "not_found": True, "tag": "queue"},
     ),
 )

@@ -83,6 +83,8 @@ from ._responses import (
     ThrottledPair,
     WaitReason,
     Worker,
+    WorkerJob,
+    WorkerRequest,
     Workers,
 )
 
@@ -155,6 +157,9 @@ __all__ = [
     "Time",
     "WaitReason",
     "Worker",
+    "WorkerJob",
+    "WorkerRequest",
+    "WorkerTarget",
     "Workers",
     "WorkersQuery",
 ]
@@ -390,3 +395,9 @@ class ConcurrencySet(ConcurrencyTarget):
 
     limit: PositiveInt4
     allow_unknown_kind: AllowUnknownKind = False
+
+
+class WorkerTarget(_Body):
+    """The worker a request is for: its id (as ``GET /workers`` lists it)."""
+
+    worker_id: Annotated[str, StringConstraints(min_length=1, max_length=255)]
