@@ -33,7 +33,7 @@ from ..rest import Door, Permission, Problem, Request, Response
 from ..rest._problems import Conflict
 from ..rest._routes import RouteRow
 from ..rest._support import keyset_page, problem_for
-from . import _actions, _browse, _charts, _controls, _csrf, _render
+from . import _actions, _browse, _charts, _controls, _csrf, _render, _workers
 from ._buttons import Buttons
 from ._visit import Visit, error, html, job_id_of, notice, one, redirect
 
@@ -66,6 +66,9 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "unlimit": ("/controls/unlimit", "POST", Permission.WRITE),
     "concurrency": ("/controls/concurrency", "POST", Permission.WRITE),
     "unconcurrency": ("/controls/concurrency/clear", "POST", Permission.WRITE),
+    "workers": ("/workers", "GET", Permission.READ),
+    "drain": ("/workers/drain", "POST", Permission.WRITE),
+    "stopworker": ("/workers/stop", "POST", Permission.WRITE),
     "static": ("/static/dashboard.css", "GET", None),
 }
 
@@ -320,6 +323,11 @@ class Dashboard(Buttons):
         concurrency = reads.concurrency_limits()
         return _controls.page(counts, *controls, throttled, concurrency)
 
+    def _workers_page(self, reads: Operator | Reader, visit: Visit) -> Built:
+        report = reads.health()
+        jobs = reads.worker_jobs() if report.workers else {}
+        return _workers.page(report, jobs)
+
     def _job(self, reads: Operator | Reader, visit: Visit) -> Built:
         job_id = job_id_of(visit.request)
         try:
@@ -359,6 +367,8 @@ class Dashboard(Buttons):
         _button("bulk", Buttons._bulk),
         _page("controls", _controls_page),
         *(_button(name, Buttons._set_control) for name in _controls.BY_PAGE),
+        _page("workers", _workers_page),
+        *(_button(name, Buttons._ask_worker) for name in _workers.BY_PAGE),
         _route("static", _stylesheet),
         Door.FALLBACK,
     )

@@ -29,7 +29,7 @@ from ..rest import AsyncDoor, Permission, Problem, Request, Response
 from ..rest._problems import Conflict
 from ..rest._routes import AsyncRouteRow
 from ..rest._support import keyset_page, problem_for
-from . import _actions, _browse, _charts, _controls, _csrf, _render
+from . import _actions, _browse, _charts, _controls, _csrf, _render, _workers
 from ._buttons_async import AsyncButtons
 from ._visit import Visit, error, html, job_id_of, notice, one, redirect
 
@@ -62,6 +62,9 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "unlimit": ("/controls/unlimit", "POST", Permission.WRITE),
     "concurrency": ("/controls/concurrency", "POST", Permission.WRITE),
     "unconcurrency": ("/controls/concurrency/clear", "POST", Permission.WRITE),
+    "workers": ("/workers", "GET", Permission.READ),
+    "drain": ("/workers/drain", "POST", Permission.WRITE),
+    "stopworker": ("/workers/stop", "POST", Permission.WRITE),
     "static": ("/static/dashboard.css", "GET", None),
 }
 
@@ -318,6 +321,11 @@ class AsyncDashboard(AsyncButtons):
         concurrency = await reads.concurrency_limits()
         return _controls.page(counts, *controls, throttled, concurrency)
 
+    async def _workers_page(self, reads: AsyncOperator | AsyncReader, visit: Visit) -> Built:
+        report = await reads.health()
+        jobs = await reads.worker_jobs() if report.workers else {}
+        return _workers.page(report, jobs)
+
     async def _job(self, reads: AsyncOperator | AsyncReader, visit: Visit) -> Built:
         job_id = job_id_of(visit.request)
         try:
@@ -357,6 +365,8 @@ class AsyncDashboard(AsyncButtons):
         _button("bulk", AsyncButtons._bulk),
         _page("controls", _controls_page),
         *(_button(name, AsyncButtons._set_control) for name in _controls.BY_PAGE),
+        _page("workers", _workers_page),
+        *(_button(name, AsyncButtons._ask_worker) for name in _workers.BY_PAGE),
         _route("static", _stylesheet),
         AsyncDoor.FALLBACK,
     )
