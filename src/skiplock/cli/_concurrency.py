@@ -54,20 +54,19 @@ def add_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
             "within controls_refresh; running jobs above a lowered limit finish."
         ),
     )
-    _target_options(setting)
-    setting.add_argument(
-        "--limit", type=_options.positive_int, required=True, help="most jobs at once (>= 1)"
-    )
-    add_unknown_kind_option(setting)
-    add_actor_option(setting)
     clearing = add_act(
         actions,
         "clear",
         _clear,
         "remove a concurrency limit set at run time (the declared applies)",
     )
-    _target_options(clearing)
-    add_actor_option(clearing)
+    for parser in (setting, clearing):
+        _target_options(parser)
+        add_actor_option(parser)
+    setting.add_argument(
+        "--limit", type=_options.positive_int, required=True, help="most jobs at once (>= 1)"
+    )
+    add_unknown_kind_option(setting)
     finish_actions(actions, leaf)
 
 
