@@ -31,6 +31,7 @@ def _target_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scope",
         choices=("cluster", "node"),
+        metavar="SCOPE",
         default="cluster",
         help="a kind's limit across the cluster (default) or per worker process (node)",
     )
