@@ -131,13 +131,14 @@ def add_cold_ratios(measurements: Sequence[Measurement]) -> None:
 
 
 def add_index_ratios(measurements: Sequence[Measurement]) -> None:
-    """Give every skiplock measurement whose twin ran without some indexes
-    (``--without-indexes``: system ``<label> -N indexes``) the ratio to it
-    (``extra["vs_without_indexes"]``: jobs/s with the indexes over jobs/s without)."""
+    """Give every skiplock measurement whose twin ran without some indexes or triggers
+    (``--without-indexes``, ``--without-triggers``: system ``<label> -N indexes -M
+    triggers``) the ratio to it (``extra["vs_without_indexes"]``: jobs/s with them over
+    jobs/s without)."""
     variants = {
-        (m.system.rsplit(" -", 1)[0], *_twin_key(m)[1:], m.extra.get("tables")): m
+        (m.system.split(" -", 1)[0], *_twin_key(m)[1:], m.extra.get("tables")): m
         for m in measurements
-        if m.ok and m.system.endswith(" indexes")
+        if m.ok and m.system.endswith((" indexes", " triggers"))
     }
     for m in measurements:
         twin = variants.get((m.system, *_twin_key(m)[1:], m.extra.get("tables")))
@@ -194,7 +195,7 @@ def markdown_table(measurements: Sequence[Measurement]) -> str:
         if "vs_analyzed" in m.extra:
             parts.append(f"{m.extra['vs_analyzed']:.2f}x of analyzed")
         if "vs_without_indexes" in m.extra:
-            parts.append(f"{m.extra['vs_without_indexes']:.3f}x of without the indexes")
+            parts.append(f"{m.extra['vs_without_indexes']:.3f}x of without the indexes/triggers")
         if "vs_driver" in m.extra:
             parts.append(f"{m.extra['vs_driver']:.2f}x of {m.extra['driver_system']}")
         if m.extra.get("analyses_during"):

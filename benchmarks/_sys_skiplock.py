@@ -21,6 +21,22 @@ def _engine(store: Any) -> AsyncEngine:
     return AsyncEngine(store, Settings.from_env())
 
 
+async def drop_objects(
+    conninfo: str, schema: str, indexes: tuple[str, ...], triggers: tuple[str, ...]
+) -> None:
+    """Drop these indexes and triggers of ``schema.jobs`` (what each costs, measured)."""
+    ident = sql.Identifier(schema)
+    for index in indexes:
+        await _pg.execute(
+            conninfo, sql.SQL("DROP INDEX {}.{}").format(ident, sql.Identifier(index))
+        )
+    for trigger in triggers:
+        await _pg.execute(
+            conninfo,
+            sql.SQL("DROP TRIGGER {} ON {}.jobs").format(sql.Identifier(trigger), ident),
+        )
+
+
 class _SkiplockClient:
     def __init__(self, label: str, conninfo: str, schema: str, store: Any) -> None:
         self.label = label
@@ -101,17 +117,29 @@ class SkiplockSystem:
     drain_configs: tuple[DrainConfig, ...] = (DrainConfig("concurrency 16", 16),)
     backlog_config = DrainConfig("concurrency 16", 16)
 
-    def __init__(self, adapter: str = "psycopg", dropped: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        adapter: str = "psycopg",
+        dropped: tuple[str, ...] = (),
+        dropped_triggers: tuple[str, ...] = (),
+    ) -> None:
         self.adapter_name = adapter
         #: Indexes dropped after the schema is applied (``--without-indexes``): what an
         #: index costs the workloads, measured in the same run as the full schema.
         self.dropped = dropped
+        #: Triggers of ``jobs`` dropped likewise (``--without-triggers``).
+        self.dropped_triggers = dropped_triggers
 
     @property
     def label(self) -> str:
-        """How results name it: ``skiplock/psycopg`` (``... -N indexes`` without some)."""
+        """How results name it: ``skiplock/psycopg`` (``... -N indexes`` without some,
+        ``... -N triggers``)."""
         base = f"skiplock/{self.adapter_name}"
-        return f"{base} -{len(self.dropped)} indexes" if self.dropped else base
+        if self.dropped:
+            base += f" -{len(self.dropped)} indexes"
+        if self.dropped_triggers:
+            base += f" -{len(self.dropped_triggers)} triggers"
+        return base
 
     def _adapter(self) -> Adapter:
         return get_adapter(self.adapter_name)
@@ -119,11 +147,8 @@ class SkiplockSystem:
     async def install(self, conninfo: str, schema: str) -> Client:
         adapter = self._adapter()
         await adapter.apply_schema(conninfo, schema)
+        await drop_objects(conninfo, schema, self.dropped, self.dropped_triggers)
         ident = sql.Identifier(schema)
-        for index in self.dropped:
-            await _pg.execute(
-                conninfo, sql.SQL("DROP INDEX {}.{}").format(ident, sql.Identifier(index))
-            )
         await _pg.execute(
             conninfo,
             sql.SQL("CREATE TABLE {}.{} (i int PRIMARY KEY)").format(

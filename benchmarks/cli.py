@@ -102,10 +102,13 @@ class Runner:
     """Runs the selected sections and collects measurements."""
 
     def __init__(self, dsn: str, plan: Plan, sections: set[str], adapters: list[str],
-                 competitors: list[str], without: tuple[str, ...] = ()) -> None:  # fmt: skip
+                 competitors: list[str], without: tuple[str, ...] = (),
+                 without_triggers: tuple[str, ...] = ()) -> None:  # fmt: skip
         self.dsn = dsn
         #: Indexes a second run of each adapter drops (``--without-indexes``).
         self.without = without
+        #: Triggers of jobs that second run drops (``--without-triggers``).
+        self.without_triggers = without_triggers
         self.plan = plan
         self.sections = sections
         self.adapters = adapters
@@ -142,8 +145,8 @@ class Runner:
         for adapter in self.adapters:
             system = make_system("skiplock", adapter)
             await self._run_system(system, f"skiplock/{adapter}", adapter, competitor=False)
-            if self.without:
-                variant = SkiplockSystem(adapter, self.without)
+            if self.without or self.without_triggers:
+                variant = SkiplockSystem(adapter, self.without, self.without_triggers)
                 await self._run_system(variant, variant.label, adapter, competitor=False)
         if "competitors" in self.sections:
             for name in self.competitors:
@@ -353,6 +356,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
                         "dropped after the schema is applied (comma-separated names; "
                         "labelled 'skiplock/<adapter> -N indexes'): what they cost, in one "
                         "run")  # fmt: skip
+    p.add_argument("--without-triggers", type=lambda t: tuple(_split(t)), default=(),
+                   metavar="LIST",
+                   help="as --without-indexes, for triggers of jobs (the same second run "
+                        "drops both)")  # fmt: skip
     p.add_argument("--latency-samples", type=int)
     p.add_argument("--scheduled-samples", type=int,
                    help="jobs of the scheduled-lateness workload, each due 0.3-2.0 s after "
@@ -436,7 +443,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if bad:
         print(f"unknown competitor(s) {bad}; known: {', '.join(COMPETITORS)}")
         return 2
-    runner = Runner(ns.dsn, plan, sections, adapters, competitors, ns.without_indexes)
+    runner = Runner(
+        ns.dsn, plan, sections, adapters, competitors, ns.without_indexes, ns.without_triggers
+    )
     runner.profile = ns.profile
 
     async def go() -> dict[str, str]:

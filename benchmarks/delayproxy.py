@@ -29,7 +29,8 @@ What is counted, per connection and in total (:class:`Counts`):
   NOTIFY to a listener) costs no round trip until the client sends again.
 
 The harness uses it as a subprocess (:func:`proxy_process`: it prints ``listening <port>``,
-answers ``stats`` on stdin with one JSON line of its counts, and stops on SIGTERM) so that
+answers ``stats`` on stdin with one JSON line of its counts and its CPU time so far
+(``cpu_seconds``), and stops on SIGTERM) so that
 its CPU is not the harness's; :class:`DelayProxy` is the same proxy in the caller's loop.
 """
 
@@ -44,6 +45,7 @@ import json
 import selectors
 import signal
 import sys
+import time
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -460,7 +462,10 @@ async def _serve(ns: argparse.Namespace) -> None:
             # ``stats``: one JSON line of the totals. End of input: keep serving.
             async for raw in reader:
                 if raw.strip() == b"stats":
-                    print(json.dumps(proxy.counts().to_json() | proxy.timing()), flush=True)
+                    # cpu_seconds: the proxy process's own CPU so far (user + system).
+                    cpu = {"cpu_seconds": round(time.process_time(), 4)}
+                    line = proxy.counts().to_json() | proxy.timing() | cpu
+                    print(json.dumps(line), flush=True)
 
         task = loop.create_task(commands())
         await stop.wait()

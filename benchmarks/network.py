@@ -67,6 +67,10 @@ class Row:
     #: Round trips of the enqueue call alone (in the caller's transaction).
     own_round_trips: float | None = None
     error: str = ""
+    #: Over the timed phase: the proxy process's CPU (fraction of one core; None over
+    #: loopback) and the whole machine's (fraction of all its cores busy, /proc/stat).
+    proxy_cpu: float | None = None
+    machine_busy: float | None = None
 
     @property
     def rate(self) -> float:
@@ -93,6 +97,41 @@ def _proxied(conninfo: str, proxy: ProxyProcess | None) -> str:
     )
 
 
+@dataclasses.dataclass
+class _Probe:
+    """CPU counters at one moment: the proxy's CPU seconds, the machine's busy and total
+    CPU time (/proc/stat, clock ticks)."""
+
+    proxy_cpu: float | None
+    busy: float
+    total: float
+
+
+def _ticks() -> list[float]:
+    """The machine's CPU time by state (/proc/stat's first line, clock ticks)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            return [float(x) for x in f.readline().split()[1:]]
+    except OSError:  # not Linux: the machine's share is not known
+        return [0.0] * 5
+
+
+async def _probe(proxy: ProxyProcess | None) -> _Probe:
+    ticks = _ticks()  # one small read of a virtual file: no need for a thread
+    idle = ticks[3] + ticks[4]  # idle and iowait
+    cpu = None if proxy is None else float((await proxy.stats()).get("cpu_seconds", 0.0))
+    return _Probe(cpu, sum(ticks) - idle, sum(ticks))
+
+
+def _usage(row: Row, before: _Probe, after: _Probe) -> Row:
+    """``row`` with the CPU used between ``before`` and ``after`` (see :class:`Row`)."""
+    if before.proxy_cpu is not None and after.proxy_cpu is not None and row.seconds:
+        row.proxy_cpu = (after.proxy_cpu - before.proxy_cpu) / row.seconds
+    if after.total > before.total:
+        row.machine_busy = (after.busy - before.busy) / (after.total - before.total)
+    return row
+
+
 async def _counted(proxy: ProxyProcess | None) -> Counts | None:
     return None if proxy is None else await proxy.counts()
 
@@ -109,16 +148,21 @@ async def drain(system: System, label: str, adapter: str, dsn: str, namer: Namer
     async with installed(system, dsn, namer, "netdrain") as (conninfo, client):
         holder: dict[str, Counts | None] = {}
 
+        probes: dict[str, _Probe] = {}
+
         async def mark() -> None:
             holder["before"] = await _counted(proxy)
+            probes["before"] = await _probe(proxy)
 
         m = await _scenarios.drain(
             system, label, conninfo, client, n=jobs, processes=1, concurrency=conc,
             batch_size=batch, adapter=adapter, tables="analyzed",
             worker_conninfo=_proxied(conninfo, proxy), before_release=mark,
         )  # fmt: skip
+        after = await _probe(proxy)
         counts = _since(holder.get("before"), await _counted(proxy))
-    return Row(label, DRAIN, network, jobs, float(m.seconds or 0), counts)
+    row = Row(label, DRAIN, network, jobs, float(m.seconds or 0), counts)
+    return _usage(row, probes["before"], after) if "before" in probes else row
 
 
 async def enqueue_single(system: System, label: str, dsn: str, namer: Namer,
@@ -129,14 +173,16 @@ async def enqueue_single(system: System, label: str, dsn: str, namer: Namer,
         try:
             await client.enqueue_single(-1)  # warm up: connection, prepared statements
             before = await _counted(proxy)
+            probe = await _probe(proxy)
             started = time.perf_counter()
             for i in range(jobs):
                 await client.enqueue_single(i)
             secs = time.perf_counter() - started
+            after = await _probe(proxy)
             counts = _since(before, await _counted(proxy))
         finally:
             await client.close()
-    return Row(label, SINGLE, network, jobs, secs, counts)
+    return _usage(Row(label, SINGLE, network, jobs, secs, counts), probe, after)
 
 
 async def enqueue_in_transaction(adapter: str, label: str, dsn: str, namer: Namer,
@@ -323,6 +369,15 @@ def markdown(rows: list[Row], networks: list[Network]) -> str:
                 cells.append(f"{ratio:.2f}x" if ratio is not None else "")
                 cells.append(f"{r.per_job:.3f}" if r.per_job is not None else "")
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "CPU over each timed phase (drain and single enqueue):", ""]
+    lines += ["| system | workload | network | jobs/s | proxy CPU (of one core) | machine busy "
+              "(of all cores) |", "| --- | --- | --- | ---: | ---: | ---: |"]  # fmt: skip
+    for r in rows:
+        if r.machine_busy is None or r.error:
+            continue
+        proxy = f"{100 * r.proxy_cpu:.0f} %" if r.proxy_cpu is not None else "-"
+        lines.append(f"| {r.system} | {r.workload} | {r.network} | {r.rate:,.0f} | {proxy} | "
+                     f"{100 * r.machine_busy:.0f} % |")  # fmt: skip
     lines.append("")
     for net in networks:
         extra = ""

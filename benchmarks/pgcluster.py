@@ -32,13 +32,21 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
 
-def _wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``check`` until it holds; AssertionError naming ``what`` after ``timeout``."""
+#: How often :func:`wait_until` asks (seconds).
+READY_POLL = 0.02
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``check`` until it holds; AssertionError naming ``what`` after ``timeout``
+    (also the tests' wait: tests/pgcluster.py re-exports it)."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
+        time.sleep(READY_POLL)
+
+
+_wait_until = wait_until  # its former name
 
 
 def bindir() -> Path:
@@ -217,7 +225,7 @@ def standby_of(primary: Cluster) -> Iterator[Cluster]:
         # Streaming (and the synchronous standby, if the primary names one) before the
         # scenario starts: at first the primary lists it as catching up, or async.
         wanted = "sync" if primary.settings.get("synchronous_standby_names") else "async"
-        _wait_until(lambda: primary.query(_STREAMING) == [wanted], 30, "the standby to stream")
+        wait_until(lambda: primary.query(_STREAMING) == [wanted], 30, "the standby to stream")
         yield server
     finally:
         _remove(server)

@@ -195,9 +195,12 @@ class Client:
 
 
 @contextlib.asynccontextmanager
-async def server(conninfo: str, port: int) -> AsyncIterator[None]:
-    """uvicorn serving ``benchmarks.size_app`` on ``port`` (one process, one loop)."""
+async def server(conninfo: str, port: int, *, pythonpath: str | None = None) -> AsyncIterator[None]:
+    """uvicorn serving ``benchmarks.size_app`` on ``port`` (one process, one loop), with
+    the library found first on ``pythonpath`` if given."""
     env = os.environ | {DSN_VARIABLE: conninfo}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     command = [
         sys.executable, "-m", "uvicorn", "--factory", "benchmarks.size_app:create_app",
         "--host", _HOST, "--port", str(port), "--log-level", "warning", "--no-access-log",

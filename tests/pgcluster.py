@@ -1,7 +1,7 @@
 """The restart scenario of the tests and docs (tests/psycopg/test_restart.py,
 tests/asyncpg/test_restart.py, ``python -m tests.pgcluster``), on the throw-away
 PostgreSQL server of :mod:`benchmarks.pgcluster` (re-exported here: ``cluster``,
-``Cluster``, ``free_port``, ``bindir``).
+``Cluster``, ``free_port``, ``bindir``, ``standby_of``, ``wait_until``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
-from benchmarks.pgcluster import Cluster, bindir, cluster, free_port, standby_of
+from benchmarks.pgcluster import (
+    Cluster,
+    bindir,
+    cluster,
+    free_port,
+    standby_of,
+    wait_until,
+)
 
 import skiplock
 
@@ -32,11 +39,11 @@ __all__ = [
     "free_port",
     "measure",
     "standby_of",
+    "wait_until",
 ]
 
-#: How often the scenario asks whether the server accepts connections (seconds): the
-#: precision of the moment recovery is measured from.
-READY_POLL = 0.02
+# How often wait_until asks (benchmarks.pgcluster.READY_POLL, 20 ms) is the precision of
+# the moment recovery is measured from.
 
 
 # ---- the restart scenario -----------------------------------------------------------------
@@ -83,15 +90,6 @@ def claim_times(folder: Path) -> dict[int, float]:
         if at:
             times[int(job_id)] = float(at)
     return times
-
-
-def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``check`` until it holds; AssertionError naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(READY_POLL)
 
 
 def _elapsed(since: float, seconds: float) -> Callable[[], bool]:

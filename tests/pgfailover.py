@@ -62,8 +62,11 @@ import time
 
 from skiplock import AsyncEngine, Settings
 
-if os.environ["FAILOVER_DRIVER"] == "asyncpg":
+DRIVER = os.environ["FAILOVER_DRIVER"]
+if DRIVER == "asyncpg":
     from skiplock.adapters.asyncpg import AsyncpgJobStore as Base
+elif DRIVER == "sqlalchemy":
+    from skiplock.adapters.sqlalchemy import AsyncSessionJobStore as Base
 else:
     from skiplock.adapters.psycopg import AsyncPsycopgJobStore as Base
 
@@ -92,7 +95,12 @@ class Store(Base):
         return applied
 
 
-store = Store(os.environ["FAILOVER_DSN"], max_size=4)
+if DRIVER == "sqlalchemy":
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    store = Store(create_async_engine(os.environ["FAILOVER_URL"], pool_size=4, max_overflow=0))
+else:
+    store = Store(os.environ["FAILOVER_DSN"], max_size=4)
 engine = AsyncEngine(
     store,
     Settings(
@@ -124,8 +132,11 @@ from pathlib import Path
 
 from skiplock.core import EnqueueRequest
 
-if os.environ["FAILOVER_DRIVER"] == "asyncpg":
+DRIVER = os.environ["FAILOVER_DRIVER"]
+if DRIVER == "asyncpg":
     from skiplock.adapters.asyncpg import AsyncpgJobStore as Store
+elif DRIVER == "sqlalchemy":
+    from skiplock.adapters.sqlalchemy import AsyncSessionJobStore as Store
 else:
     from skiplock.adapters.psycopg import AsyncPsycopgJobStore as Store
 
@@ -155,7 +166,14 @@ async def produce(store, task):
 
 
 async def main():
-    async with Store(os.environ["FAILOVER_DSN"], max_size=4) as store:
+    if DRIVER == "sqlalchemy":
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        url = os.environ["FAILOVER_URL"]
+        opened = Store(create_async_engine(url, pool_size=4, max_overflow=0))
+    else:
+        opened = Store(os.environ["FAILOVER_DSN"], max_size=4)
+    async with opened as store:
         tasks = int(os.environ["FAILOVER_TASKS"])
         await asyncio.gather(*(produce(store, t) for t in range(tasks)))
 
@@ -256,6 +274,12 @@ class Result:
 def _dsn(*servers: Cluster) -> str:
     hosts = ",".join(f"127.0.0.1:{server.port}" for server in servers)
     return f"postgresql://postgres@{hosts}/postgres?target_session_attrs=read-write"
+
+
+def _url(*servers: Cluster) -> str:
+    """The SQLAlchemy URL of :func:`_dsn` (its psycopg dialect: one ``host`` per server)."""
+    hosts = "&".join(f"host=127.0.0.1:{server.port}" for server in servers)
+    return f"postgresql+psycopg://postgres@/postgres?{hosts}&target_session_attrs=read-write"
 
 
 def _final_jobs(server: Cluster) -> dict[str, str]:
@@ -362,6 +386,7 @@ def failover_scenario(
     path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env = os.environ | {
         "FAILOVER_DSN": _dsn(primary, standby),
+        "FAILOVER_URL": _url(primary, standby),
         "FAILOVER_DRIVER": driver,
         "FAILOVER_TASKS": str(producers),
         "FAILOVER_GAP": str(gap),
@@ -483,7 +508,8 @@ def _account(
 def measure(driver: str, *, synchronous: bool, how: str, stall: float = 0.0) -> Result:
     """The failover scenario on a new primary and standby of their own."""
     settings = {"synchronous_standby_names": "*", "synchronous_commit": "on"} if synchronous else {}
-    apply_schema, _ = DRIVERS[driver]
+    # The SQLAlchemy store's schema is the psycopg store's (it runs on psycopg here).
+    apply_schema, _ = DRIVERS["psycopg" if driver == "sqlalchemy" else driver]
     with (
         cluster(settings) as primary,
         standby_of(primary) as standby,
@@ -504,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m tests.pgfailover --driver psycopg``: print one line per scenario
     (benchmarks/results, docs/failover.md)."""
     parser = argparse.ArgumentParser(prog="python -m tests.pgfailover")
-    parser.add_argument("--driver", choices=sorted(DRIVERS), action="append")
+    parser.add_argument("--driver", choices=[*sorted(DRIVERS), "sqlalchemy"], action="append")
     parser.add_argument("--stall", type=float, default=0.5)
     args = parser.parse_args(argv)
     for driver in args.driver or ["psycopg"]:

@@ -1,29 +1,21 @@
 """A throw-away primary with a streaming hot standby, for the tests of reads from a replica
 (tests/replica; docs/replicas.md).
 
-The primary is :func:`tests.pgcluster.cluster`'s server (initdb's defaults already allow
-streaming replication: ``wal_level=replica``, wal senders, and ``pg_hba.conf`` trusting
-replication connections from 127.0.0.1). The standby is a ``pg_basebackup -R`` copy of it
-(``standby.signal`` and ``primary_conninfo`` written by ``-R``) started on another free
-port, ``hot_standby`` on (the default): it answers reads and refuses writes. Both are
-stopped by :class:`tests.pgcluster.Cluster` (the postmaster's PID from its data folder)
-and removed afterwards.
+The primary is :func:`tests.pgcluster.cluster`'s server, the standby
+:func:`tests.pgcluster.standby_of`'s (``benchmarks/pgcluster.py``: a ``pg_basebackup -R``
+copy started on another free port and streaming, ``hot_standby`` on: it answers reads
+and refuses writes). Both are stopped by their postmaster's PID and removed afterwards.
 Imports no database driver.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
 
-from tests.pgcluster import Cluster, cluster, free_port, wait_until
+from tests.pgcluster import Cluster, cluster, standby_of, wait_until
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -78,47 +70,7 @@ class Pair:
 
 @contextlib.contextmanager
 def primary_and_standby() -> Iterator[Pair]:
-    """A new primary and a hot standby streaming from it, both started; stopped and
-    removed afterwards."""
-    with cluster() as primary:
-        folder = Path(tempfile.mkdtemp(prefix="skiplock-standby-"))
-        if primary.as_user:  # as root: the servers run as postgres
-            shutil.chown(folder, "postgres", "postgres")
-        standby = Cluster(folder=folder, port=free_port(), bin=primary.bin, as_user=primary.as_user)
-        try:
-            primary._run(
-                str(primary.bin / "pg_basebackup"),
-                "-D",
-                str(folder / "data"),
-                "-R",
-                "-X",
-                "stream",
-                "--checkpoint=fast",
-                "--no-sync",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(primary.port),
-                "-U",
-                "postgres",
-            )
-            if os.geteuid() == 0:
-                os.chmod(folder / "data", 0o700)
-            standby.start()
-            pair = Pair(primary, standby)
-            wait_until(
-                lambda: pair.sql(standby, "SELECT pg_is_in_recovery()") == "t",
-                30,
-                "the standby to be in recovery",
-            )
-            wait_until(
-                lambda: pair.sql(primary, "SELECT count(*) FROM pg_stat_replication") == "1",
-                30,
-                "the standby to stream from the primary",
-            )
-            yield pair
-        finally:
-            with contextlib.suppress(subprocess.SubprocessError):
-                if (folder / "data" / "postmaster.pid").exists():
-                    standby.stop()
-            shutil.rmtree(folder, ignore_errors=True)
+    """A new primary and a hot standby streaming from it (:func:`standby_of`: the
+    failover tests' standby), both started; stopped and removed afterwards."""
+    with cluster() as primary, standby_of(primary) as standby:
+        yield Pair(primary, standby)

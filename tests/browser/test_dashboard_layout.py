@@ -1,9 +1,11 @@
-"""The dashboard's layout in a real headless chromium (issue 41, item 12): words stay
-whole in the job browser's cells on a 1280 px screen, and every chart has a scale, values
-beside the plot from its top to its bottom and the window's times under it."""
+"""The dashboard's layout in a real headless chromium (issue 41, item 12; issue 45, item
+3): words stay whole in the job browser's cells on a 1280 px screen, and every chart has
+axes at 1280 and 390 px: a unit, round values beside the plot each on its gridline, and
+the window's times under it, evenly spaced on their gridlines."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +17,9 @@ if TYPE_CHECKING:
     from playwright.sync_api import Locator
 
 pytestmark = pytest.mark.postgres
+
+#: Between the first and the last time of a window, as the pages write it.
+DASH = " \u2013 "
 
 # The fixtures this module shares with test_dashboard_browser.py.
 __all__ = ["as_user", "site"]
@@ -62,52 +67,101 @@ def _box(locator: Locator) -> dict[str, float]:
     }
 
 
-def _check_scale(figure: Locator, values: list[str]) -> None:
-    """The figure's plot has the y labels ``values`` (top to bottom), the top one at the
-    plot's top edge and the last at its bottom edge, left of it; and two times under it,
-    at its left and right edges."""
-    plot = _box(figure.locator("svg"))
+def _check_scale(figure: Locator, values: list[str]) -> list[str]:
+    """The figure's plot has the y labels ``values`` (top to bottom) left of it, each
+    centred on its horizontal gridline, a unit over them; and times under it, one per
+    vertical gridline, evenly spaced (the first at the plot's left edge, the last at its
+    right edge, the others about their gridlines), the ones shown not overlapping.
+    Returns the times."""
+    svg = figure.locator("svg")
+    plot = _box(svg)
+    width, height = (float(v) for v in (svg.get_attribute("viewBox") or "").split()[2:])
+    grid = svg.locator("line.grid").evaluate_all(
+        "lines => lines.map(l => [l.getAttribute('x1'), l.getAttribute('y1'),"
+        " l.getAttribute('x2'), l.getAttribute('y2')].map(Number))"
+    )
+    levels = [y1 for x1, y1, x2, y2 in grid if y1 == y2]
+    columns = [x1 for x1, y1, x2, y2 in grid if x1 == x2]
+    assert figure.get_by_test_id("y-unit").inner_text().strip()
     ys = figure.get_by_test_id("y-scale").locator("li")
     assert ys.all_inner_texts() == values
-    top, bottom = _box(ys.first), _box(ys.last)
-    assert abs(top["top"] - plot["top"]) <= 2
-    assert abs(bottom["bottom"] - plot["bottom"]) <= 2
-    assert max(top["right"], bottom["right"]) <= plot["left"]
+    assert len(levels) == len(values)
+    for label, level in zip(ys.all(), levels, strict=True):
+        box = _box(label)
+        assert box["right"] <= plot["left"]
+        middle = (box["top"] + box["bottom"]) / 2
+        assert abs(middle - (plot["top"] + level * (plot["bottom"] - plot["top"]) / height)) <= 2
     xs = figure.get_by_test_id("x-scale").locator("li")
-    assert xs.count() == 2
-    first, last = _box(xs.first), _box(xs.last)
-    assert all(t.strip() for t in xs.all_inner_texts())
-    assert first["top"] >= plot["bottom"]
-    assert abs(first["left"] - plot["left"]) <= 2
-    assert abs(last["right"] - plot["right"]) <= 2
+    times = xs.all_text_contents()  # a phone hides every other one
+    assert len(times) == len(columns) >= 3
+    assert all(re.fullmatch(r"(\d\d-\d\d )?\d\d:\d\d(:\d\d)?", t) for t in times), times
+    steps = {round(b - a, 2) for a, b in itertools.pairwise(columns)}
+    assert len(steps) == 1  # evenly spaced
+    boxes = [_box(x) for x in xs.all()]
+    assert all(b["top"] >= plot["bottom"] for b in boxes)
+    assert abs(boxes[0]["left"] - plot["left"]) <= 2
+    assert abs(boxes[-1]["right"] - plot["right"]) <= 2
+    scale_x = (plot["right"] - plot["left"]) / width
+    for box, column in zip(boxes, columns, strict=True):
+        centre = (box["left"] + box["right"]) / 2
+        half = (box["right"] - box["left"]) / 2
+        assert abs(centre - (plot["left"] + column * scale_x)) <= half + 2
+    shown = [
+        b
+        for b, visible in zip(
+            boxes, xs.evaluate_all("xs => xs.map(x => getComputedStyle(x).visibility)"), strict=True
+        )
+        if visible == "visible"
+    ]
+    assert len(shown) >= 3
+    assert all(a["right"] < b["left"] for a, b in itertools.pairwise(shown))
+    return times
 
 
 @pytest.mark.parametrize("screen", list(VIEWPORTS))
-def test_every_chart_has_a_scale(site: Site, as_user: Any, screen: str) -> None:
+def test_every_chart_has_axes_units_and_the_windows_times(
+    site: Site, as_user: Any, screen: str
+) -> None:
     _sample(site.dsn)
     page = as_user("viewer")
     page.set_viewport_size(VIEWPORTS[screen])
     page.goto(site.page("/"))
-    # The overview: succeeded above the axis, failures below, on one scale whose ends
-    # are the larger of the two largest bars (the caption's "at most" figures).
+    # The overview: succeeded above the axis, failures below, on one scale of round
+    # marks whose ends cover the larger of the two largest bars (the caption's figures).
     overview = page.get_by_test_id("throughput")
-    most = [
-        int(n) for n in re.findall(r"at most (\d+)", overview.locator("figcaption").inner_text())
-    ]
+    caption = overview.locator("figcaption").inner_text()
+    most = [int(n) for n in re.findall(r"at most (\d+)", caption)]
     assert len(most) == 2
     assert max(most) > 0
-    _check_scale(overview, [str(max(most)), "0", str(max(most))])
+    labels = overview.get_by_test_id("y-scale").locator("li").all_inner_texts()
+    top = int(labels[0])
+    assert top >= max(most)
+    half = len(labels) // 2
+    assert labels[half] == "0"
+    assert labels == labels[::-1]  # the same marks up and down
+    marks = [int(v) for v in labels[:half]]
+    assert len({a - b for a, b in itertools.pairwise(marks)}) == 1  # evenly spaced
+    times = _check_scale(overview, labels)
+    # The window's times: from its first bucket to the end of its last (the caption's).
+    assert f"{times[0]}:00{DASH}" in caption
+    assert f"{DASH}{times[-1]}:00 UTC" in caption
     page.goto(site.page("/charts"))
+    window = page.get_by_test_id("windows").inner_text()
     stacked = page.get_by_test_id("throughput-by-kind")
-    top = stacked.get_by_test_id("y-scale").locator("li").first.inner_text()
-    assert int(top) > 0
-    _check_scale(stacked, [top, f"{int(top) / 2:g}", "0"])
+    labels = stacked.get_by_test_id("y-scale").locator("li").all_inner_texts()
+    assert int(labels[0].replace(",", "")) > 0
+    assert labels[-1] == "0"
+    times = _check_scale(stacked, labels)
+    assert f"{times[0]}{DASH}" in window  # the window's ends, as the page says them
+    assert f"{times[-1]} UTC" in window
+    assert "per 1m" in window
+    assert "jobs per 1m" in stacked.get_by_test_id("y-unit").inner_text()
     drawn = 1
     for chart in ("backlog", "failure-rate", "claim-latency"):
         figure = page.get_by_test_id(chart)
         if figure.locator("svg").count():
             labels = figure.get_by_test_id("y-scale").locator("li").all_inner_texts()
-            assert len(labels) == 3
+            assert len(labels) >= 2
             _check_scale(figure, labels)
             drawn += 1
     assert drawn >= 2, "the seeded jobs draw the backlog or the failure rate too"

@@ -76,6 +76,7 @@ def test_only_the_mountable_commands() -> None:
         "jobs",
         "dlq",
         "counts",
+        "retention",
         "metrics",
         "pause",
         "resume",

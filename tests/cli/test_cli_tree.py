@@ -41,6 +41,7 @@ NEEDS: dict[tuple[str, ...], list[str]] = {
     ("dlq",): [],
     ("dlq", "purge"): ["--yes"],
     ("counts",): [],
+    ("retention",): [],
     ("metrics", "print"): [],
     ("metrics", "serve"): ["--port", "1"],
     ("pause",): ["--kind", "mail.send"],

@@ -4,6 +4,11 @@
 pooling (tests/pgbouncer.py starts one on a free port), with ``pgbouncer=True``.
 
 This module is the generated sync twin of ``test_pgbouncer_async.py``.
+
+In session pooling (async only) a store needs nothing: the psycopg store runs the kit in
+its ordinary mode (its prepared statements, session settings and its notifier's LISTEN
+all go through the pooler), and a worker of each driver (asyncpg's statement cache
+included) is woken by NOTIFY through it.
 """
 
 from __future__ import annotations

@@ -3,12 +3,19 @@ pooling (tests/pgbouncer.py starts one on a free port), with ``pgbouncer=True``.
 
 The notifier connects to PostgreSQL directly (``listen_dsn``), so the kit's LISTEN/NOTIFY
 tests run too; the stores without one are checked to have no notifier. The async stores:
-psycopg, asyncpg and SQLAlchemy on both drivers; the sync twin: psycopg and SQLAlchemy on
-psycopg.
+psycopg, asyncpg and SQLAlchemy on asyncpg; the sync twin: psycopg and SQLAlchemy on
+psycopg (so SQLAlchemy runs on both drivers; psycopg's SQLAlchemy dialect sends the same
+statements from either flavour).
+
+In session pooling (async only) a store needs nothing: the psycopg store runs the kit in
+its ordinary mode (its prepared statements, session settings and its notifier's LISTEN
+all go through the pooler), and a worker of each driver (asyncpg's statement cache
+included) is woken by NOTIFY through it.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -30,7 +37,8 @@ if True:  # ASYNC
 
     from skiplock.adapters.asyncpg import AsyncpgJobStore
 
-    DRIVERS = ["asyncpg", "psycopg"]
+    # SQLAlchemy's psycopg dialect runs in the sync twin (the same statements).
+    DRIVERS = ["asyncpg"]
 else:
     from sqlalchemy import create_engine
 
@@ -108,7 +116,11 @@ class TestAsyncSessionThroughPgBouncer(PgFaults, AsyncJobStoreContract):
 
 if True:  # ASYNC
 
-    class TestAsyncpgThroughPgBouncer(PgFaults, AsyncJobStoreContract):
+    class _AsyncpgSql(PgFaults):
+        async def fetch_value(self, handle: Any, query: str) -> object:
+            return await handle.fetchval(query)
+
+    class TestAsyncpgThroughPgBouncer(_AsyncpgSql, AsyncJobStoreContract):
         capabilities = THROUGH_PGBOUNCER
 
         @pytest.fixture
@@ -117,8 +129,63 @@ if True:  # ASYNC
             yield store
             await store.close()
 
-        async def fetch_value(self, handle: Any, query: str) -> object:
-            return await handle.fetchval(query)
+    @pytest.fixture(scope="module")
+    def session_bouncer() -> Generator[PgBouncer, None, None]:
+        """A PgBouncer in session pooling in front of the test server."""
+        with pgbouncer("session") as running:
+            yield running
+
+    @pytest.fixture
+    def session_dsn(session_bouncer: PgBouncer, pg_dsn: str) -> str:
+        """The test database through the session-pooling PgBouncer."""
+        return session_bouncer.dsn(pg_dsn)
+
+    class TestAsyncPsycopgThroughSessionPooling(_PsycopgSql, AsyncJobStoreContract):
+        """Session pooling keeps a server connection per client connection: the store
+        in its ordinary mode (prepared statements, per-connection statement timeouts),
+        its notifier's LISTEN through the pooler too (no ``listen_dsn``)."""
+
+        capabilities = Capabilities(listen_notify=True, controllable_clock=False)
+
+        @pytest.fixture
+        async def store(self, session_dsn: str) -> AsyncIterator[AsyncPsycopgJobStore]:
+            store = AsyncPsycopgJobStore(session_dsn, max_size=12)
+            yield store
+            await store.close()
+
+    def _ran(done: list[int], count: int) -> bool:
+        return done == list(range(count))
+
+    @pytest.mark.parametrize("driver", ["asyncpg", "psycopg"])
+    async def test_a_worker_is_woken_by_notify_through_session_pooling(
+        driver: str, session_dsn: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """In session pooling LISTEN holds its server connection: a worker whose every
+        connection (its notifier's too) goes through PgBouncer picks a new job up on the
+        NOTIFY, long before its poll (60 s) would."""
+        monkeypatch.delenv("SKIPLOCK_LISTEN_DSN", raising=False)
+        store: AsyncpgJobStore | AsyncPsycopgJobStore
+        if driver == "asyncpg":
+            store = AsyncpgJobStore(session_dsn, max_size=4)
+        else:
+            store = AsyncPsycopgJobStore(session_dsn, max_size=4)
+        notifier = store.notifier()
+        assert notifier is not None
+        await notifier.close()
+        engine = AsyncEngine(store, Settings(poll_interval=60.0))
+        done: list[int] = []
+
+        @engine.processor("bounce.session")
+        async def run(payload: int, ctx: JobContext) -> None:
+            done.append(payload)
+
+        worker = engine.worker(install_signal_handlers=False)
+        # in_background() returns once the worker serves: its notifier LISTENs by then.
+        async with worker.in_background():
+            for n in range(3):
+                await engine.enqueue("bounce.session", n)
+                await eventually(functools.partial(_ran, done, n + 1), timeout=10.0)
+        await store.close()
 
 
 async def test_without_a_listen_dsn_there_is_no_notifier(

@@ -201,3 +201,25 @@ def test_kept_checks_follow_the_kinds_and_settings_of_the_engine() -> None:
     request = spy.requests[-1][0]
     assert (request.priority, request.max_attempts, request.explicit_max_attempts) == (1, 2, True)
     assert request.available_at == when
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_an_unknown_option_is_refused_whether_the_kind_was_seen_or_not(warm: bool) -> None:
+    # A single enqueue of a kind seen before builds its request by keyword (no Enqueue):
+    # a misspelt option still fails as Enqueue's own keywords would, and writes nothing.
+    engine, spy = _engine(warm=warm)
+    written = len(spy.requests)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'prority'"):
+        engine.enqueue("known.bare", None, prority=3)  # type: ignore[call-arg]
+    assert len(spy.requests) == written
+
+
+def test_the_kept_builder_follows_new_kinds_and_settings() -> None:
+    engine, spy = _engine(warm=True)
+    engine.enqueue("known.bare")  # kept builder: one per kinds and settings
+    engine.declare_kind("added")
+    engine.enqueue("added")  # known through a new builder
+    engine.configure(Settings(max_payload_bytes=8, unknown_kinds="error"))
+    with pytest.raises(ValidationError, match="payload"):
+        engine.enqueue("known.bare", {"much": "too long for eight bytes"})
+    assert [r[0].kind for r in spy.requests[-2:]] == ["known.bare", "added"]

@@ -238,6 +238,43 @@ def test_in_background_block_error_wins_over_the_worker_failure(
     assert "failed while its block raised ValueError" in caplog.text
 
 
+def test_in_background_block_runs_when_the_worker_ended_before_the_host_resumed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A slow host: entering resumes only after the worker served, ran the exiting job and
+    # stopped. The block still runs; the worker's SystemExit is its exit's business.
+    engine, _ = make_engine()
+
+    @engine.processor("exit")
+    def leave(payload: Any, ctx: JobContext) -> None:
+        raise SystemExit(3)
+
+    engine.enqueue("exit", {})
+    worker = engine.worker()
+    serving = worker._serving
+
+    class SlowHost:
+        def set(self) -> None:
+            serving.set()
+
+        def wait(self) -> None:
+            serving.wait()
+            eventually(lambda: worker.state == "stopped")
+
+    worker._serving = SlowHost()  # type: ignore[assignment]
+    ran: list[str] = []
+
+    def embedded() -> None:
+        with worker.in_background():
+            ran.append("block")
+            raise ValueError("mine")
+
+    with caplog.at_level(logging.ERROR, "skiplock.worker"), pytest.raises(ValueError, match="mine"):
+        embedded()
+    assert ran == ["block"]
+    assert "failed while its block raised ValueError" in caplog.text
+
+
 def test_in_background_raises_at_once_when_the_worker_cannot_start(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -254,6 +254,43 @@ async def test_in_background_block_error_wins_over_the_worker_failure(
     assert "failed while its block raised ValueError" in caplog.text
 
 
+async def test_in_background_block_runs_when_the_worker_ended_before_the_host_resumed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A slow host: entering resumes only after the worker served, ran the exiting job and
+    # stopped. The block still runs; the worker's SystemExit is its exit's business.
+    engine, _ = make_engine()
+
+    @engine.processor("exit")
+    async def leave(payload: Any, ctx: JobContext) -> None:
+        raise SystemExit(3)
+
+    await engine.enqueue("exit", {})
+    worker = engine.worker()
+    serving = worker._serving
+
+    class SlowHost:
+        def set(self) -> None:
+            serving.set()
+
+        async def wait(self) -> None:
+            await serving.wait()
+            await eventually(lambda: worker.state == "stopped")
+
+    worker._serving = SlowHost()  # type: ignore[assignment]
+    ran: list[str] = []
+
+    async def embedded() -> None:
+        async with worker.in_background():
+            ran.append("block")
+            raise ValueError("mine")
+
+    with caplog.at_level(logging.ERROR, "skiplock.worker"), pytest.raises(ValueError, match="mine"):
+        await embedded()
+    assert ran == ["block"]
+    assert "failed while its block raised ValueError" in caplog.text
+
+
 async def test_in_background_raises_at_once_when_the_worker_cannot_start(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -69,3 +69,10 @@ def test_an_asynchronous_standby_loses_only_what_it_was_never_sent() -> None:
     assert len(result.undone) <= result.completed_in_stall
     # Every undone completion ran again (each job succeeded) while its worker kept
     # running: its heartbeat released it (measure drains before it stops a worker).
+
+
+def test_sqlalchemy_leaves_an_old_primary_answering_read_only() -> None:
+    # The SQLAlchemy store on an async engine with a multi-host URL (psycopg's dialect,
+    # target_session_attrs=read-write): SQLAlchemy does not count SQLSTATE 25006 as a
+    # disconnect, so the store invalidates that connection itself.
+    check_nothing_lost(measure("sqlalchemy", synchronous=True, how="read-only"))

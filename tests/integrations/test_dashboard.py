@@ -265,7 +265,7 @@ def test_the_charts_page_draws_throughput_per_kind_backlog_failures_and_latency(
     assert "top of the scale 1" in backlog  # one report.build due (the other in an hour)
     rate = _figure(html, "failure-rate")
     assert 'data-series="failure rate"' in rate
-    assert "top of the scale 50.0 %" in rate  # 3 dead of 6 decided
+    assert "top of the scale 50 %" in rate  # 3 dead of 6 decided
     latency = _figure(html, "claim-latency")
     assert 'data-series="p50"' in latency
     assert 'data-series="p99"' in latency

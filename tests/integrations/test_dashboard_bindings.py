@@ -226,14 +226,16 @@ class _Client:
         self.engine.enqueue("report.build", {}, tenant="acme")
         if binding == "fastapi":
             app = FastAPI()
-            router = create_dashboard_router(self.engine, authorize=authorize_writes)
+            # No shared read cache: the tests change jobs through the engine and look at
+            # the page at once (the cache's own tests are in test_dashboard_cache.py).
+            router = create_dashboard_router(self.engine, authorize=authorize_writes, cache=0)
             mount(app, router, prefix=MOUNT)
             self._client: Any = TestClient(
                 app, base_url="http://jobs.example", follow_redirects=False
             )
         else:
             flask_app = Flask(__name__)
-            blueprint = create_dashboard_blueprint(self.engine, authorize=authorize_writes)
+            blueprint = create_dashboard_blueprint(self.engine, authorize=authorize_writes, cache=0)
             flask_app.register_blueprint(blueprint, url_prefix=MOUNT)
             self._client = flask_app.test_client()
 

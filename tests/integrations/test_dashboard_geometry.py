@@ -71,3 +71,45 @@ def test_the_overview_and_the_charts_page_draw_one_series_alike() -> None:
     heights = [float(h) for _, _, h in drawn]
     assert heights[1] == page["height"]
     assert heights[0] == heights[2] == 1.0
+
+
+def test_a_value_axis_has_round_marks_covering_the_largest_value() -> None:
+    assert _charts.ticks(13, whole=True) == [0, 5, 10, 15]
+    assert _charts.ticks(7, whole=True) == [0, 2, 4, 6, 8]
+    assert _charts.ticks(3, whole=True) == [0, 1, 2, 3]
+    assert _charts.ticks(1, whole=True) == [0, 1]  # no half jobs
+    assert _charts.ticks(1000, whole=True) == [0, 500, 1000]
+    assert _charts.ticks(50.0) == [0, 25, 50]  # a failure rate of 50 %
+    assert _charts.ticks(1.37) == [0, 0.5, 1, 1.5]  # seconds
+    assert _charts.ticks(0.004) == [0, 0.002, 0.004]
+    assert _charts.ticks(0) == [0, 1]  # nothing drawn: still a scale
+    for top in (1, 2, 3, 7, 9, 11, 99, 101, 4999, 123_456):
+        marks = _charts.ticks(top, whole=True)
+        assert marks[0] == 0
+        assert marks[-2] < top <= marks[-1]
+        assert 2 <= len(marks) <= 5
+        assert all(m == int(m) for m in marks)
+        assert len({b - a for a, b in itertools.pairwise(marks)}) == 1
+
+
+def test_the_marks_are_labelled_top_down_on_their_gridlines() -> None:
+    axis = _charts.axis([0, 5, 10], 90, _charts.count_label, base=100)
+    assert axis["labels"] == ["10", "5", "0"]
+    assert axis["grid"] == [10.0, 55.0, 100.0]
+    assert axis["per_unit"] == 9.0
+
+
+def test_a_time_axis_marks_the_window_evenly_on_bucket_edges() -> None:
+    start = datetime(2026, 12, 4, 23, 3, tzinfo=UTC)
+    hour = _charts.times(start, start + timedelta(hours=1), 60, 600)
+    assert hour["labels"] == [
+        "23:03", "23:13", "23:23", "23:33", "23:43", "23:53", "12-05 00:03",
+    ]  # fmt: skip
+    assert hour["grid"] == [0, 100, 200, 300, 400, 500, 600]
+    day = _charts.times(start, start + timedelta(hours=24), 96, 600)
+    assert day["labels"][1:3] == ["12-05 03:03", "07:03"]  # 4 h apart; the date as it changes
+    # Buckets of seconds: the seconds show.
+    short = _charts.times(start, start + timedelta(seconds=50), 5, 500)
+    assert short["labels"][:2] == ["23:03:00", "23:03:10"]
+    # No divisor: evenly spaced all the same.
+    assert len(_charts.times(start, start + timedelta(minutes=7), 7, 700)["labels"]) == 7

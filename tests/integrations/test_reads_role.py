@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         Page,
         StateCount,
     )
-    from skiplock.core.store import Controls, QueueSample
+    from skiplock.core.store import Controls, QueueSample, Retention
     from skiplock.ports import ReadsRole
 
 
@@ -65,6 +65,9 @@ class ReadsOnly:
 
     def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
         return self._store.audit_trail(job_id, connection=connection)
+
+    def retention(self, *, jobs: timedelta | None, audit: timedelta | None) -> Retention:
+        return self._store.retention(jobs=jobs, audit=audit)
 
 
 def _allow(request: Request, permission: Permission) -> str:

@@ -223,10 +223,16 @@ def reach(args: argparse.Namespace) -> Iterator[Reached]:
         yield reached
 
 
+#: The variables the ``skiplock`` command reads for its engine: the retention windows
+#: ``skiplock retention`` shows (docs/retention.md).
+_FROM_ENV = ("SKIPLOCK_RETENTION", "SKIPLOCK_AUDIT_RETENTION")
+
+
 def _settings() -> Settings:
     # An operator's changes are what an audit trail is for (J10): recorded in the audit
     # table with --actor, whatever the applications configured.
-    return Settings(audit=True)
+    env = {name: os.environ[name] for name in _FROM_ENV if name in os.environ}
+    return Settings.from_env(env, audit=True)
 
 
 def _store_options(args: argparse.Namespace) -> dict[str, Any]:

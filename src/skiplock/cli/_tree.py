@@ -28,6 +28,7 @@ from . import (
     _health,
     _jobs,
     _metrics,
+    _retention,
     _schema,
     _worker,
     _workers,
@@ -173,6 +174,19 @@ COMMANDS: dict[str, Command[Any]] = {
             None,
             _flat(_health.add_json),
             _counts.run,
+        ),
+        _on_database(
+            "retention",
+            "what each retention purge removes next, and its last run",
+            (
+                "Per retention purge (succeeded jobs: retention; audit events: "
+                "audit_retention, both from the settings), how many rows are older than its "
+                "window now, which its next run removes (~: an estimate, past 10,000 audit "
+                "events), and when its last run finished, how long it took and what it "
+                "removed. See docs/retention.md."
+            ),
+            _flat(_health.add_json),
+            _retention.run,
         ),
         _on_database(
             "metrics",

@@ -1,6 +1,7 @@
 """What a store needs, for store authors (docs/internals.md, "Writing a custom store
 with the contract kit"): the types the store port speaks beyond :mod:`skiplock.core`
 (:class:`Controls`, :class:`Limit`, :class:`Pause`, :class:`QueueSample`,
+:class:`Retention`,
 :class:`ClaimedJobs`, ...), the lifecycle rules that are every
 store's executable spec (``after_claim``, ``after_outcome``, ``select_claim``, ...: the
 in-memory store applies them as they are), and the claim's charge rule (``charges``,
@@ -110,6 +111,16 @@ from ._rates import (
     throttled_request,
 )
 
+# The retention view: what each purge will remove next and how its last run went.
+from ._retention import (
+    AUDIT_PURGE,
+    DUE_COUNT_BOUND,
+    JOBS_PURGE,
+    PurgeRun,
+    Retention,
+    RetentionWindow,
+)
+
 # Buckets of finished counts.
 from ._throughput import (
     bucket_start,
@@ -132,8 +143,11 @@ from ._worker_requests import (
 
 __all__ = [
     "ALL_KINDS",
+    "AUDIT_PURGE",
     "CONCURRENCY_SCOPES",
+    "DUE_COUNT_BOUND",
     "INT4_RANGE",
+    "JOBS_PURGE",
     "MAX_DELAY",
     "PAIR_SCOPE",
     "PICKUP_SAMPLE",
@@ -148,9 +162,12 @@ __all__ = [
     "OrphanedJobs",
     "OutcomeTerms",
     "Pause",
+    "PurgeRun",
     "QueueSample",
     "RateTable",
     "ReplicaStatus",
+    "Retention",
+    "RetentionWindow",
     "ScopedKey",
     "ThrottleLimits",
     "TokenBucket",

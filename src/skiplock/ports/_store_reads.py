@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         Page,
         StateCount,
     )
-    from skiplock.core.store import Controls, QueueSample
+    from skiplock.core.store import Controls, QueueSample, Retention
 
 
 class ReadsRole(Protocol):
@@ -94,4 +94,13 @@ class ReadsRole(Protocol):
     def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
         """The events of ``job_id`` in the store's own audit table, oldest first ([] for
         none: also for a job deleted since, whose events stay until retention)."""
+        ...
+
+    def retention(self, *, jobs: timedelta | None, audit: timedelta | None) -> Retention:
+        """The retention view (``skiplock.core.store.Retention``) for the windows given
+        (None: that purge is off, nothing due): the succeeded jobs completed before
+        ``now - jobs`` and the audit events recorded before ``now - audit`` (what the next
+        ``purge`` and ``purge_audit`` remove), and the last run each recorded. Bounded
+        cost whatever the tables' size: a count past what can be read cheaply may be an
+        estimate, flagged ``estimated``."""
         ...

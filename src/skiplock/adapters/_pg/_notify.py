@@ -5,8 +5,9 @@
 This module is the generated sync twin of ``_notify_async.py``.
 
 Reconnecting with jittered exponential backoff, the catch-up wakeup after a reconnect,
-idle pings and a safe ``close`` are the same for every driver; a subclass supplies the
-connection: connect and LISTEN, receive, ping, disconnect. Imports no driver.
+idle pings (which also leave a server that answers read-only) and a safe ``close`` are
+the same for every driver; a subclass supplies the connection: connect and LISTEN,
+receive, ping, disconnect. Imports no driver.
 """
 
 from __future__ import annotations
@@ -27,6 +28,17 @@ from skiplock.core.rules import next_delay
 _RECONNECT_FACTOR = 2.0
 _RECONNECT_JITTER = 0.5
 
+#: The ping: true when the server answers read-only, a standby or a primary demoted in
+#: place (``default_transaction_read_only``; autocommit, so each ping is a transaction
+#: of its own and sees a reloaded setting). Jobs are written elsewhere then, so nothing
+#: will NOTIFY here: the notifier reconnects through its DSN (to the new primary with
+#: ``target_session_attrs=read-write``).
+READ_ONLY_QUERY = "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'"
+
+
+class ReadOnlyServerError(ConnectionError):
+    """The LISTEN connection's server answers read-only (see :data:`READ_ONLY_QUERY`)."""
+
 
 class ListenOptions(TypedDict, total=False):
     """How every driver's notifier keeps its connection: ``ping_interval`` (seconds,
@@ -45,9 +57,11 @@ class PgNotifierBase(ABC):
     lost it reconnects with jittered exponential backoff, LISTENs again and reports one
     wakeup, because notifications sent meanwhile are lost: the worker then polls once
     to catch up. The worker's fallback poll runs regardless. An idle connection is pinged
-    every ``ping_interval`` seconds so a dead server is noticed. Reconnect delays follow
-    :func:`~skiplock.core.rules.next_delay`: ``backoff_base`` doubling up to ``backoff_cap``
-    (seconds), plus up to 50% jitter.
+    every ``ping_interval`` seconds so a dead server is noticed; the ping also asks
+    whether the server answers read-only (a primary demoted in place after a failover,
+    which keeps the session but will never NOTIFY again), and then reconnects. Reconnect
+    delays follow :func:`~skiplock.core.rules.next_delay`: ``backoff_base`` doubling up to
+    ``backoff_cap`` (seconds), plus up to 50% jitter.
 
     Subclasses set :attr:`_lost_errors` (the driver's errors that mean "connection
     trouble") and implement :meth:`_connect`, :meth:`_receive`, :meth:`_ping`,
@@ -99,8 +113,9 @@ class PgNotifierBase(ABC):
         that already arrived, so a burst wakes once). Raise on a lost connection."""
 
     @abstractmethod
-    def _ping(self) -> None:
-        """A round trip on the connection (raises if it is dead)."""
+    def _ping(self) -> bool:
+        """Run :data:`READ_ONLY_QUERY` on the connection: its answer (raises if the
+        connection is dead)."""
 
     @abstractmethod
     def _disconnect(self) -> None:
@@ -167,15 +182,17 @@ class PgNotifierBase(ABC):
         deadline = time.monotonic() + timeout
         if not self._holds_connection():
             return self._reconnect(deadline)
+        lost: tuple[type[BaseException], ...] = (*self._lost_errors, ReadOnlyServerError)
         try:
             if self._receive(timeout):
                 self._last_ping = time.monotonic()
                 return True
             if time.monotonic() - self._last_ping >= self._ping_interval:
-                self._ping()
+                if self._ping():
+                    raise ReadOnlyServerError("its server answers read-only (a standby?)")
                 self._last_ping = time.monotonic()
             return False
-        except self._lost_errors as exc:
+        except lost as exc:
             if self._is_closed():
                 return False
             self._disconnect()

@@ -100,6 +100,11 @@ def queue_sample_from_row(row: Mapping[str, Any]) -> QueueSample:
     )
 
 
+def running_of(rows: Sequence[Mapping[str, Any]]) -> int:
+    """The running jobs the ``health_queues`` rows count (from the running totals)."""
+    return sum(int(r["running"]) for r in rows if r["kind"] is not None)
+
+
 def health_queues_params() -> dict[str, Any]:
     return {"bound": QueueStats.SPLIT_BOUND}
 

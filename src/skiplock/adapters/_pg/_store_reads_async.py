@@ -37,9 +37,11 @@ from ._rows_reads import (
     queue_sample_from_row,
     queue_stats_from_row,
     replica_status_from_row,
+    running_of,
     state_counts_from_rows,
     worker_status_from_row,
 )
+from ._rows_upkeep import retention_from_rows, retention_params
 from ._store_base_async import AsyncPgStoreBase
 
 if TYPE_CHECKING:
@@ -53,7 +55,7 @@ if TYPE_CHECKING:
         Page,
         StateCount,
     )
-    from skiplock.core.store import QueueSample
+    from skiplock.core.store import QueueSample, Retention
 
 
 logger = logging.getLogger("skiplock.store")
@@ -122,7 +124,12 @@ class AsyncPgReadsRole(AsyncPgStoreBase[C, TX]):
             if status.version >= COUNTS_MIGRATION:
                 queues = await self._execute(conn, "health_queues", health_queues_params())
             workers = await self._execute(conn, "health_workers", {})
-            orphans = await self._execute(conn, "health_orphans", {})
+            # Running jobs under no registered worker: a walk of every running job's index
+            # entry (with a burst of dead rows, of theirs too), so only when the totals
+            # count more running jobs than the workers' own walks found.
+            orphans: list[dict[str, Any]] = []
+            if running_of(queues) != sum(int(w["running"]) for w in workers):
+                orphans = await self._execute(conn, "health_orphans", {})
             buckets: list[dict[str, Any]] = []
             if status.version >= RATES_MIGRATION:
                 everything = {"kinds": None, "providers": None}
@@ -143,3 +150,14 @@ class AsyncPgReadsRole(AsyncPgStoreBase[C, TX]):
         async with self._use(connection) as conn:
             rows = await self._execute(conn, "audit_trail", {"id": job_id})
         return [audit_event_from_row(r) for r in rows]
+
+    async def retention(self, *, jobs: timedelta | None, audit: timedelta | None) -> Retention:
+        """The retention view (``retention`` and ``purge_runs``, migration 0019, in one
+        transaction): succeeded jobs due counted exactly from the finished minutes plus
+        one minute's index range; audit events counted up to ``DUE_COUNT_BOUND``, then
+        estimated."""
+        params = retention_params(self._schema, jobs, audit)
+        async with self._reading(atomic=True) as conn:
+            [row] = await self._execute(conn, "retention", params)
+            runs = await self._execute(conn, "purge_runs", {})
+        return retention_from_rows(row, runs, jobs, audit)

@@ -16,9 +16,11 @@ key-memory tests of ``IdempotencyContract`` and ``test_purge_audit_*`` of
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from skiplock.core import ValidationError
+from skiplock.core.store import AUDIT_PURGE, JOBS_PURGE
 
 from ._driver import TX, C
 from ._ops import purge_audit_batch_steps, purge_batch_steps
@@ -75,6 +77,7 @@ class PgUpkeepRole(PgStoreBase[C, TX]):
                 key_window=key_window,
             ),
             batch_size,
+            JOBS_PURGE,
         )
 
     def purge_audit(self, *, older_than: timedelta, batch_size: int) -> int:
@@ -86,22 +89,32 @@ class PgUpkeepRole(PgStoreBase[C, TX]):
         return self._purge_batches(
             lambda: purge_audit_batch_steps(schema, older_than=older_than, batch_size=batch_size),
             batch_size,
+            AUDIT_PURGE,
         )
 
     def _purge_batches(
-        self, batch: Callable[[], Generator[Step, Rows, int | None]], batch_size: int
+        self, batch: Callable[[], Generator[Step, Rows, int | None]], batch_size: int, name: str
     ) -> int:
         """Run retention batches, one transaction each, until one comes back short (or
-        another node holds the lock); returns how many rows they deleted."""
-        total = 0
+        another node holds the lock); returns how many rows they deleted. A run that did
+        at least one batch is recorded as purge ``name``'s last (``purge_runs``, 0019)."""
+        total, ran = 0, False
+        started = time.monotonic()
         while True:
             with self._use(None, atomic=True) as conn:
                 count = self._run(conn, batch())
             if count is None:
-                return total
+                break
             total += count
+            ran = True
             if count < batch_size:
-                return total
+                break
+        if ran:
+            seconds = time.monotonic() - started
+            params = {"name": name, "seconds": seconds, "removed": total}
+            with self._use(None) as conn:
+                self._execute(conn, "record_purge", params)
+        return total
 
 
 def _check_batch(batch_size: int) -> None:

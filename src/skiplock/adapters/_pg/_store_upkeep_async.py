@@ -12,9 +12,11 @@ key-memory tests of ``AsyncIdempotencyContract`` and ``test_purge_audit_*`` of
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from skiplock.core import ValidationError
+from skiplock.core.store import AUDIT_PURGE, JOBS_PURGE
 
 from ._driver_async import TX, C
 from ._ops import purge_audit_batch_steps, purge_batch_steps
@@ -71,6 +73,7 @@ class AsyncPgUpkeepRole(AsyncPgStoreBase[C, TX]):
                 key_window=key_window,
             ),
             batch_size,
+            JOBS_PURGE,
         )
 
     async def purge_audit(self, *, older_than: timedelta, batch_size: int) -> int:
@@ -82,22 +85,32 @@ class AsyncPgUpkeepRole(AsyncPgStoreBase[C, TX]):
         return await self._purge_batches(
             lambda: purge_audit_batch_steps(schema, older_than=older_than, batch_size=batch_size),
             batch_size,
+            AUDIT_PURGE,
         )
 
     async def _purge_batches(
-        self, batch: Callable[[], Generator[Step, Rows, int | None]], batch_size: int
+        self, batch: Callable[[], Generator[Step, Rows, int | None]], batch_size: int, name: str
     ) -> int:
         """Run retention batches, one transaction each, until one comes back short (or
-        another node holds the lock); returns how many rows they deleted."""
-        total = 0
+        another node holds the lock); returns how many rows they deleted. A run that did
+        at least one batch is recorded as purge ``name``'s last (``purge_runs``, 0019)."""
+        total, ran = 0, False
+        started = time.monotonic()
         while True:
             async with self._use(None, atomic=True) as conn:
                 count = await self._run(conn, batch())
             if count is None:
-                return total
+                break
             total += count
+            ran = True
             if count < batch_size:
-                return total
+                break
+        if ran:
+            seconds = time.monotonic() - started
+            params = {"name": name, "seconds": seconds, "removed": total}
+            async with self._use(None) as conn:
+                await self._execute(conn, "record_purge", params)
+        return total
 
 
 def _check_batch(batch_size: int) -> None:

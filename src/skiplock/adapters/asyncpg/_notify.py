@@ -7,7 +7,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Unpack
 
 from skiplock._compat_async import sleep, wait_event
-from skiplock.adapters._pg._notify_async import AsyncPgNotifierBase
+from skiplock.adapters._pg._notify_async import READ_ONLY_QUERY, AsyncPgNotifierBase
 
 from ._driver import CONNECTION_ERRORS
 
@@ -88,9 +88,9 @@ class AsyncpgNotifier(AsyncPgNotifierBase):
             self._event.clear()
         return got
 
-    async def _ping(self) -> None:
+    async def _ping(self) -> bool:
         try:
-            await self._conn.execute("SELECT 1", timeout=10)
+            return bool(await self._conn.fetchval(READ_ONLY_QUERY, timeout=10))
         except CONNECTION_ERRORS:
             self._lost = True  # do not talk to it again: terminate it
             raise

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         Limit,
         Pause,
         QueueSample,
+        Retention,
         WorkerRequest,
     )
     from skiplock.ports import Audit, Clock
@@ -328,6 +329,10 @@ class MemoryReads(MemoryTransactions):
     def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
         """The job's events in the audit table, oldest first."""
         return self._state.audit_trail(job_id, connection)
+
+    def retention(self, *, jobs: timedelta | None, audit: timedelta | None) -> Retention:
+        """The retention view, counted exactly (see the reads role)."""
+        return self._state.retention(jobs, audit)
 
 
 class MemoryAdmin(MemoryTransactions):

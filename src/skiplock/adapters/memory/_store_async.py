@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         Limit,
         Pause,
         QueueSample,
+        Retention,
         WorkerRequest,
     )
     from skiplock.ports import AsyncAudit, Clock
@@ -324,6 +325,10 @@ class AsyncMemoryReads(AsyncMemoryTransactions):
     async def audit_trail(self, job_id: int, *, connection: Any = None) -> list[AuditEvent]:
         """The job's events in the audit table, oldest first."""
         return self._state.audit_trail(job_id, connection)
+
+    async def retention(self, *, jobs: timedelta | None, audit: timedelta | None) -> Retention:
+        """The retention view, counted exactly (see the reads role)."""
+        return self._state.retention(jobs, audit)
 
 
 class AsyncMemoryAdmin(AsyncMemoryTransactions):

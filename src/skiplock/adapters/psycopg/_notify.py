@@ -15,7 +15,7 @@ import psycopg
 from psycopg import Connection, sql
 from psycopg.conninfo import conninfo_to_dict
 
-from skiplock.adapters._pg._notify import PgNotifierBase
+from skiplock.adapters._pg._notify import READ_ONLY_QUERY, PgNotifierBase
 from skiplock.adapters.psycopg._driver import has_input
 
 if TYPE_CHECKING:
@@ -89,9 +89,11 @@ class PsycopgNotifier(PgNotifierBase):
                 pass
         return got
 
-    def _ping(self) -> None:
+    def _ping(self) -> bool:
         assert self._conn is not None
-        self._conn.execute("SELECT 1")
+        cur = self._conn.execute(READ_ONLY_QUERY)
+        row = cur.fetchone()
+        return bool(row and row[0])
 
     def _connect(self) -> None:
         conn = Connection.connect(self._conninfo, **self._kwargs)

@@ -10,7 +10,7 @@ import psycopg
 from psycopg import AsyncConnection, sql
 from psycopg.conninfo import conninfo_to_dict
 
-from skiplock.adapters._pg._notify_async import AsyncPgNotifierBase
+from skiplock.adapters._pg._notify_async import READ_ONLY_QUERY, AsyncPgNotifierBase
 from skiplock.adapters.psycopg._driver_async import has_input
 
 if TYPE_CHECKING:
@@ -84,9 +84,11 @@ class AsyncPsycopgNotifier(AsyncPgNotifierBase):
                 pass
         return got
 
-    async def _ping(self) -> None:
+    async def _ping(self) -> bool:
         assert self._conn is not None
-        await self._conn.execute("SELECT 1")
+        cur = await self._conn.execute(READ_ONLY_QUERY)
+        row = await cur.fetchone()
+        return bool(row and row[0])
 
     async def _connect(self) -> None:
         conn = await AsyncConnection.connect(self._conninfo, **self._kwargs)

@@ -31,6 +31,19 @@ _SQLALCHEMY_ONLY = frozenset(
 )
 
 
+#: SQLSTATE of a write refused by a server that answers read-only (a primary demoted in
+#: place, or a standby): the driver treats it as a lost connection (docs/failover.md).
+READ_ONLY = "25006"
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a SQLAlchemy ``DBAPIError``'s driver error (psycopg's ``sqlstate``,
+    the asyncpg dialect's adapted ``sqlstate``/``pgcode``), or None."""
+    orig = getattr(exc, "orig", None)
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    return state if isinstance(state, str) else None
+
+
 @functools.cache
 def text_of(sql: str) -> TextClause:
     """``text(sql)``, built once per distinct text (SQLAlchemy then caches its compilation)."""

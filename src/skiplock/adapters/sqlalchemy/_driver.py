@@ -18,7 +18,7 @@ from skiplock.adapters._pg._driver import PgDriver
 from skiplock.core import DatabaseUnavailableError
 
 from ._classes import Connection, Engine, Session
-from ._common import in_autocommit, run_copy, run_raw, run_script, text_of
+from ._common import READ_ONLY, in_autocommit, run_copy, run_raw, run_script, sqlstate, text_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -77,6 +77,9 @@ class SqlAlchemyDriver(PgDriver[Connection, Session]):
         if not broken:
             conn.close()
             return
+        # Invalidated, not handed back: a connection to a server answering read-only
+        # works, and the pool would hand it out again.
+        self.discard(conn)
         with contextlib.suppress(Exception):  # already broken: nothing to release
             conn.close()
 
@@ -84,7 +87,18 @@ class SqlAlchemyDriver(PgDriver[Connection, Session]):
         return conn.closed or conn.invalidated
 
     def is_disconnect(self, exc: BaseException) -> bool:
-        return isinstance(exc, DBAPIError) and exc.connection_invalidated
+        if not isinstance(exc, DBAPIError):
+            return False
+        # SQLAlchemy's own disconnect detection, and a server that answers read-only
+        # (a demoted primary, or a standby: see discard()), which it does not count.
+        return exc.connection_invalidated or sqlstate(exc) == READ_ONLY
+
+    def discard(self, conn: Connection) -> None:
+        # Invalidated: the pool replaces it (through a multi-host URL's
+        # target_session_attrs=read-write, with a connection to the primary).
+        if not conn.invalidated and not conn.closed:
+            with contextlib.suppress(Exception):  # already broken: nothing to release
+                conn.invalidate()
 
     # ---- transactions -------------------------------------------------------------------
 

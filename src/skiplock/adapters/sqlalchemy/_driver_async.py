@@ -13,7 +13,7 @@ from skiplock.adapters._pg._driver_async import AsyncPgDriver
 from skiplock.core import DatabaseUnavailableError
 
 from ._classes import AsyncConnection, AsyncEngine, AsyncSession
-from ._common import in_autocommit, run_copy, run_raw, run_script, text_of
+from ._common import READ_ONLY, in_autocommit, run_copy, run_raw, run_script, sqlstate, text_of
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -72,6 +72,9 @@ class AsyncSqlAlchemyDriver(AsyncPgDriver[AsyncConnection, AsyncSession]):
         if not broken:
             await conn.close()
             return
+        # Invalidated, not handed back: a connection to a server answering read-only
+        # works, and the pool would hand it out again.
+        await self.discard(conn)
         with contextlib.suppress(Exception):  # already broken: nothing to release
             await conn.close()
 
@@ -79,7 +82,18 @@ class AsyncSqlAlchemyDriver(AsyncPgDriver[AsyncConnection, AsyncSession]):
         return conn.closed or conn.invalidated
 
     def is_disconnect(self, exc: BaseException) -> bool:
-        return isinstance(exc, DBAPIError) and exc.connection_invalidated
+        if not isinstance(exc, DBAPIError):
+            return False
+        # SQLAlchemy's own disconnect detection, and a server that answers read-only
+        # (a demoted primary, or a standby: see discard()), which it does not count.
+        return exc.connection_invalidated or sqlstate(exc) == READ_ONLY
+
+    async def discard(self, conn: AsyncConnection) -> None:
+        # Invalidated: the pool replaces it (through a multi-host URL's
+        # target_session_attrs=read-write, with a connection to the primary).
+        if not conn.invalidated and not conn.closed:
+            with contextlib.suppress(Exception):  # already broken: nothing to release
+                await conn.invalidate()
 
     # ---- transactions -------------------------------------------------------------------
 

@@ -46,7 +46,7 @@ from skiplock.core.rules import (
     to_duration,
     unreachable_report,
 )
-from skiplock.core.store import ConcurrencyLimit, Controls, Limit, Pause
+from skiplock.core.store import ConcurrencyLimit, Controls, Limit, Pause, Retention
 
 from .._inputs import as_names, as_states
 from ..settings._settings import Settings
@@ -363,6 +363,17 @@ class AsyncReadOps:
             else:
                 return count, True
         return count, False
+
+    async def retention(self) -> Retention:
+        """The retention view (issue 45; docs/retention.md): per retention purge (succeeded
+        jobs by ``Settings.retention``, audit events by ``Settings.audit_retention``; a
+        window of None is a purge that is off), how many rows are older than its window
+        now (what its next run removes) and when its last run finished, how long it took
+        and what it removed. Bounded cost at any size: on PostgreSQL the jobs are counted
+        exactly from the per-minute totals, audit events exactly up to 10,000, then
+        estimated (``estimated``)."""
+        settings = self._settings
+        return await self._store.retention(jobs=settings.retention, audit=settings.audit_retention)
 
     async def paused(self) -> list[Pause]:
         """Every pause in force."""

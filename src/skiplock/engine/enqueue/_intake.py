@@ -32,6 +32,7 @@ from .._inputs import Enqueue, as_delay
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
+    from datetime import datetime, timedelta
 
     from skiplock.core import KindPolicy
 
@@ -88,6 +89,9 @@ class Intake:
         # thread never sees a version with another version's kinds.
         self._compiled: tuple[int, Settings | None, dict[str, KindIntake]] = (-1, None, {})
         self._warned_kinds: set[str] = set()  # undeclared kinds warned about (unknown_kinds)
+        # The last builder without a trace that checks kinds, with the compiled tuple it
+        # was made for: every untraced enqueue asks for one.
+        self._plain: tuple[object, RequestBuilder] | None = None
 
     def configure(self, settings: Settings) -> None:
         """Use ``settings`` from now on (the engine's :meth:`AsyncEngine.configure`)."""
@@ -131,11 +135,14 @@ class Intake:
         settings = self._settings
         version = registry.version
         compiled = self._compiled
+        plain = trace is None and check_kinds
         if compiled[0] != version or compiled[1] is not settings:
             compiled = self._compiled = (version, settings, {})
+        elif plain and self._plain is not None and self._plain[0] is compiled:
+            return self._plain[1]  # the same kinds and settings: the same builder
         known = registry.known_kinds()
         mode = settings.unknown_kinds
-        return RequestBuilder(
+        builder = RequestBuilder(
             self,
             # Kinds checked under the other rule are not known to pass this one.
             compiled[2] if check_kinds else None,
@@ -144,6 +151,9 @@ class Intake:
             warn_unless=known if known and mode == "warn" and check_kinds else None,
             max_payload_bytes=settings.max_payload_bytes,
         )
+        if plain:  # kept with the kinds it was made for (a builder holds no call's state)
+            self._plain = (compiled, builder)
+        return builder
 
     def kind_intake(self, kind: object) -> KindIntake:
         """``kind``'s :class:`KindIntake`, resolved now (not checked: a builder keeps it
@@ -250,6 +260,7 @@ class RequestBuilder:
         names the item's index."""
         batch = EnqueueBatch()
         append = batch.append
+        fields = self._fields
         compiled = self._compiled or {}
         several = len(items) > 1
         for index, item in enumerate(items):
@@ -261,8 +272,14 @@ class RequestBuilder:
             if not isinstance(item, Enqueue):
                 raise TypeError(f"expected skiplock.Enqueue, got {type(item).__name__}")
             try:
-                if known is not None:
-                    self._build(known, item, append)
+                if known is not None:  # _build written out: one call less per job
+                    fields(
+                        known, append, True, item.kind, item.payload, item.available_at,
+                        item.delay, item.priority, item.tenant, item.max_attempts,
+                        item.idempotency_key, item.idempotency_scope,
+                        item.idempotency_conflict, item.concurrency_key,
+                        item.concurrency_limit,
+                    )  # fmt: skip
                 else:
                     self._first(item, append, first)
             except ValidationError as exc:
@@ -294,8 +311,69 @@ class RequestBuilder:
         *,
         compiled: bool = True,
     ) -> T:
+        """:meth:`_fields` of ``item``."""
+        return self._fields(
+            intake, sink, compiled, item.kind, item.payload, item.available_at, item.delay,
+            item.priority, item.tenant, item.max_attempts, item.idempotency_key,
+            item.idempotency_scope, item.idempotency_conflict, item.concurrency_key,
+            item.concurrency_limit,
+        )  # fmt: skip
+
+    def request_of(
+        self,
+        kind: str,
+        payload: Any = None,
+        available_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        *,
+        priority: int | None = None,
+        tenant: str | None = None,
+        idempotency_key: str | None = None,
+        max_attempts: int | None = None,
+        idempotency_scope: IdempotencyScope | None = None,
+        idempotency_conflict: IdempotencyConflict | None = None,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
+    ) -> EnqueueRequest:
+        """The request for one enqueue given by keyword (``engine.enqueue``'s), as
+        :meth:`request` of the same :class:`Enqueue` without building one: a kind seen
+        before goes straight to the checks of what the call sets."""
+        compiled = self._compiled
+        known = compiled.get(kind) if compiled is not None and type(kind) is str else None
+        if known is None:  # the kind's first request (or a bad one): the item's path
+            item = Enqueue(
+                kind, payload, available_at=available_at, delay=delay, priority=priority,
+                tenant=tenant, idempotency_key=idempotency_key, max_attempts=max_attempts,
+                idempotency_scope=idempotency_scope, idempotency_conflict=idempotency_conflict,
+                concurrency_key=concurrency_key, concurrency_limit=concurrency_limit,
+            )  # fmt: skip
+            return self._first(item, EnqueueRequest)
+        return self._fields(
+            known, EnqueueRequest, True, kind, payload, available_at, delay, priority, tenant,
+            max_attempts, idempotency_key, idempotency_scope, idempotency_conflict,
+            concurrency_key, concurrency_limit,
+        )  # fmt: skip
+
+    def _fields(
+        self,
+        intake: KindIntake,
+        sink: Callable[..., T],
+        compiled: bool,
+        kind: str,
+        payload: Any,
+        available_at: datetime | None,
+        delay: timedelta | float | None,
+        priority: int | None,
+        tenant: str | None,
+        max_attempts: int | None,
+        idempotency_key: str | None,
+        scope: IdempotencyScope | None,
+        conflict: IdempotencyConflict | None,
+        concurrency_key: str | None,
+        concurrency_limit: int | None,
+    ) -> T:
         """``sink`` (:class:`EnqueueRequest` or :meth:`EnqueueBatch.append`) called with
-        the request's fields, from ``item`` and its kind's ``intake``, encoded and
+        the request's fields, from the item's and its kind's ``intake``, encoded and
         validated (X2); raises ValidationError/UnknownKindError on the first problem.
 
         A ``compiled`` intake's kind and defaults passed their checks, so only what the
@@ -305,8 +383,6 @@ class RequestBuilder:
         its size), ``available_at``, ``delay``'s type, the kind, then
         :func:`check_job_fields`, the idempotency policy and the concurrency key.
         """
-        kind = item.kind
-        payload = item.payload
         try:
             value = encode(payload)
         except ValidationError:
@@ -318,38 +394,28 @@ class RequestBuilder:
         text = encode_payload(value, max_bytes=self._max_payload_bytes)
         # In UTC: any offset Python allows (a fraction of a second, nearly a day) reaches
         # the store as a plain instant.
-        available_at = item.available_at
         if available_at is not None:
             available_at = check_available_at(available_at)
-        delay = item.delay
         if delay is not None:
             delay = as_delay(delay)
         # Only the caller's own choice binds the worker; the default is the enqueuing
         # node's, and the worker that runs the job applies its processor's policy.
-        priority = item.priority
-        max_attempts = item.max_attempts
         explicit = max_attempts is not None
         if not compiled:  # the kind and the defaults it gives are checked as if given
             rules.check_known_kind(kind, self._known_kinds)
             priority = intake.priority if priority is None else priority
             max_attempts = intake.max_attempts if max_attempts is None else max_attempts
-        check_job_fields(
-            priority, item.tenant, max_attempts, item.idempotency_key, available_at, delay
-        )
+        check_job_fields(priority, tenant, max_attempts, idempotency_key, available_at, delay)
         if priority is None:
             priority = intake.priority
         if max_attempts is None:
             max_attempts = intake.max_attempts
-        scope = item.idempotency_scope
-        conflict = item.idempotency_conflict
         if scope is None and conflict is None:
             scope, conflict = intake.idempotency_scope, intake.idempotency_conflict  # valid
         else:
             scope = intake.idempotency_scope if scope is None else scope
             conflict = intake.idempotency_conflict if conflict is None else conflict
             rules.check_idempotency_policy(scope, conflict)
-        concurrency_key = item.concurrency_key
-        concurrency_limit = item.concurrency_limit
         declaration = intake.declaration
         if concurrency_key is None and declaration is not None:
             # The declared key, from the payload as the caller gave it.
@@ -369,9 +435,9 @@ class RequestBuilder:
         # By name, a few to a line, grouped by topic.
         return sink(
             kind=kind, payload=value, payload_json=text, trace_context=self._trace,
-            priority=priority, tenant=item.tenant, available_at=available_at, delay=delay,
+            priority=priority, tenant=tenant, available_at=available_at, delay=delay,
             max_attempts=max_attempts, explicit_max_attempts=explicit,
-            idempotency_key=item.idempotency_key, idempotency_scope=scope,
+            idempotency_key=idempotency_key, idempotency_scope=scope,
             idempotency_conflict=conflict,
             concurrency_key=concurrency_key, concurrency_limit=concurrency_limit,
         )  # fmt: skip

@@ -72,6 +72,12 @@ class AsyncEnqueueOps:
         across kinds and workers; ``None`` takes the kind's declared key, if any
         (docs/keys.md, "Concurrency keys").
         """
+        if not self._traced:  # by keyword: no Enqueue per call
+            request = self._intake.builder().request_of(
+                kind, payload, available_at, delay, **options
+            )
+            results = await self._write([request], connection)
+            return results[0]
         item = Enqueue(kind, payload, available_at=available_at, delay=delay, **options)
         results = await self._enqueue(lambda builder: [builder.request(item)], [item], connection)
         return results[0]

@@ -115,6 +115,10 @@ class Dispatcher:
         # Set whenever a start batch's store.start returned (its jobs stopped starting).
         self._confirmed = ThreadSafeEvent()
         self._stopping = False
+        # Jobs let go (taken from the held buffer) whose outcome is not queued yet: still
+        # held for the heartbeat, which would otherwise release them (recovered, instead
+        # of the release the outcome writes) in between.
+        self._letting_go: set[int] = set()
         self._handled = 0
         # Jobs claimed so far: each is handled once (run, dropped or released).
         self._claimed = 0
@@ -144,8 +148,9 @@ class Dispatcher:
         """Every job this worker holds: running, held, being started, or its outcome not
         written yet (the heartbeat releases a running job of this worker not among them)."""
         with self._lock:
-            held = {*self.slots.ids(), *self._held.ids()}
-        # Read after the slots: a job leaves its slot only once its outcome is queued.
+            held = {*self.slots.ids(), *self._held.ids(), *self._letting_go}
+        # Read after the slots and the jobs let go: a job leaves them only once its
+        # outcome is queued.
         return sorted(held | self._completer.unsettled_ids())
 
     def generation(self) -> tuple[int, int]:
@@ -457,6 +462,7 @@ class Dispatcher:
             # A suspect a claim charged but that never started gives its attempt back.
             jobs, ready = self._held.release_all()
             self._count_dropped(len(jobs) + (ready is not None))
+            self._letting_go.update(job.id for job in (*jobs, *([ready] if ready else [])))
         self.startable.set()
         if ready is not None:
             self._release(ready, refund=True)
@@ -482,3 +488,5 @@ class Dispatcher:
         if not self._completer.submit(done):
             self._completer.report(job, "error", 0.0)
             self._node_slots.release(job.kind)
+        with self._lock:  # queued (or given up): no longer let go
+            self._letting_go.discard(job.id)

@@ -23,7 +23,7 @@ from skiplock._compat import Task, ThreadSafeEvent, join, spawn
 from .._logs import visible_logs
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 logger = logging.getLogger("skiplock.worker")
 
@@ -46,12 +46,14 @@ class Stoppable(Protocol):
 
 
 @contextmanager
-def serve_in_background(worker: Stoppable, serving: ThreadSafeEvent) -> Iterator[None]:
+def serve_in_background(
+    worker: Stoppable, serving: ThreadSafeEvent, began: Callable[[], bool]
+) -> Iterator[None]:
     """Run ``worker`` in the background while the block runs (as
     :meth:`Worker.in_background` describes); entering waits for ``serving``, which the
-    worker sets once it serves or its run ended. Where the host process configured no
-    logging (uvicorn's default config), the worker's log lines go to stderr meanwhile
-    (:func:`~.._logs.visible_logs`)."""
+    worker sets once it serves or its run ended, and ``began()`` tells which. Where the
+    host process configured no logging (uvicorn's default config), the worker's log lines
+    go to stderr meanwhile (:func:`~.._logs.visible_logs`)."""
     with visible_logs():
         task = spawn(_run, worker)
         try:
@@ -59,7 +61,10 @@ def serve_in_background(worker: Stoppable, serving: ThreadSafeEvent) -> Iterator
         except BaseException:
             _leave(worker, task, force=True)
             raise
-        if task.done():  # run() ended at once: raise why (or go on if stopped before)
+        # run() ended before it served (it could not start): raise why, or go on if it was
+        # stopped before. A run that served and ended already (a processor's SystemExit
+        # under a slow host) is the block's exit's business, as documented.
+        if task.done() and not began():
             failure = join(task)
             if failure is not None:
                 raise failure

@@ -313,7 +313,6 @@ class Slots:
             for slot in slots:
                 slot.abandoned = True
                 slot.lost = True  # whatever its run produces later is not written
-                del self._running[slot.job.id]
         if not slots:
             return
         logger.warning(
@@ -328,6 +327,10 @@ class Slots:
             if not self._completer.submit(Done(slot.job, Release(), 0.0)):
                 self._completer.report(slot.job, "error", 0.0)
                 self._node_slots.release(slot.job.kind)
+            # Out of the running jobs only once its release is queued: the heartbeat
+            # counts it as held until then (else it may release it first, recovered).
+            with self._lock:
+                del self._running[slot.job.id]
             self._on_finished(slot.job)
         self._freed.set()
 

@@ -159,6 +159,7 @@ class Worker(Draining):
         self._finished = ThreadSafeEvent()
         # Set once serving began (registered) or run() ended: in_background() waits for it.
         self._serving = ThreadSafeEvent()
+        self._began = False  # set with _serving once it serves (not when run() ends)
         self._loops = WorkerLoops(
             worker_id=self._id,
             settings=settings,
@@ -268,7 +269,7 @@ class Worker(Draining):
         """
         if self._started:
             raise RuntimeError("a worker runs once; build a new one with engine.worker()")
-        with serve_in_background(self, self._serving):
+        with serve_in_background(self, self._serving, lambda: self._began):
             yield self
 
     def stop(self, *, force: bool = False) -> None:
@@ -381,6 +382,7 @@ class Worker(Draining):
                             poll,
                         )
                 self._state = "running"
+                self._began = True
                 self._serving.set()
                 loops.claim(until_idle=until_idle, stopping=lambda: self._stop_requested)
                 self._state = "draining"

@@ -169,6 +169,7 @@ class AsyncWorker(Draining):
         self._finished = ThreadSafeEvent()
         # Set once serving began (registered) or run() ended: in_background() waits for it.
         self._serving = ThreadSafeEvent()
+        self._began = False  # set with _serving once it serves (not when run() ends)
         self._loops = WorkerLoops(
             worker_id=self._id,
             settings=settings,
@@ -280,7 +281,7 @@ class AsyncWorker(Draining):
         """
         if self._started:
             raise RuntimeError("a worker runs once; build a new one with engine.worker()")
-        async with serve_in_background(self, self._serving):
+        async with serve_in_background(self, self._serving, lambda: self._began):
             yield self
 
     def stop(self, *, force: bool = False) -> None:
@@ -393,6 +394,7 @@ class AsyncWorker(Draining):
                             poll,
                         )
                 self._state = "running"
+                self._began = True
                 self._serving.set()
                 await loops.claim(until_idle=until_idle, stopping=lambda: self._stop_requested)
                 self._state = "draining"

@@ -2,9 +2,10 @@
 
 Pages: the overview (queue depth by kind and state, the oldest pending job's age,
 throughput and failures over time, the workers), the dead-letter queue with Retry and
-Discard buttons, and each job with its audit trail. Server-rendered HTML and one
-stylesheet shipped in the package: no JavaScript, no build step, nothing loaded from
-elsewhere. Needs ``jinja2`` (``pip install 'skiplock[dashboard]'``; Flask has it).
+Discard buttons, and each job with its audit trail. Server-rendered HTML, one stylesheet
+and one script shipped in the package (the script refreshes the pages' live regions in
+place; every page works without it): no build step, nothing loaded from elsewhere.
+Needs ``jinja2`` (``pip install 'skiplock[dashboard]'``; Flask has it).
 
 Deny by default: :class:`AsyncDashboard` / :class:`Dashboard` refuse to exist without an
 authorization hook, the REST API's (:mod:`skiplock.integrations.rest`: its ``Request``,

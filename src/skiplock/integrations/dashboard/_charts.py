@@ -7,7 +7,8 @@ Pure functions of their arguments, shared by the async and the sync dashboard.
 
 from __future__ import annotations
 
-from datetime import UTC, timedelta
+import math
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup, escape
@@ -72,6 +73,67 @@ def scale(top: float, room: float = _HEIGHT) -> float:
     return room / top if top > 0 else 0.0
 
 
+#: A value axis has at most this many intervals between its marks; a time axis this many
+#: (fewer when they would not fall on bucket edges).
+_VALUE_STEPS = 4
+_TIME_STEPS = 6
+
+
+def ticks(top: float, *, whole: bool = False) -> list[float]:
+    """The marks of a value axis from 0 up: a round step (1, 2, 2.5 or 5 times a power of
+    ten; a whole number when ``whole``) whose last mark is the lowest at or above
+    ``top`` within 4 steps (2 at least where one can do as well); ``[0, 1]`` for nothing
+    to draw."""
+    if top <= 0:
+        return [0.0, 1.0]
+    magnitude = 10.0 ** math.floor(math.log10(top / _VALUE_STEPS))
+    best: tuple[float, bool, float] | None = None
+    for power in (magnitude, magnitude * 10):
+        for factor in (1, 2, 2.5, 5):
+            step = factor * power
+            if whole and (step < 1 or step != int(step)):
+                continue
+            count = math.ceil(top / step - 1e-9)
+            if count <= _VALUE_STEPS:
+                key = (round(count * step, 10), count < 2, -step)
+                best = key if best is None or key < best else best
+    step = -best[2] if best is not None else 1.0
+    count = math.ceil(top / step - 1e-9)
+    return [round(i * step, 10) for i in range(count + 1)]
+
+
+def axis(
+    marks: Sequence[float], room: float, label: Callable[[float], str], *, base: float = _HEIGHT
+) -> dict[str, Any]:
+    """A value axis over ``room`` pixels up from ``base`` whose top is the last of
+    ``marks``: pixels per unit, the labels top to bottom, and each mark's y (gridlines)."""
+    per_unit = scale(marks[-1], room)
+    return {
+        "per_unit": per_unit,
+        "labels": [label(v) for v in reversed(marks)],
+        "grid": [round(base - v * per_unit, 2) for v in reversed(marks)],
+    }
+
+
+def times(start: datetime, end: datetime, buckets: int, width: float) -> dict[str, Any]:
+    """A time axis from ``start`` to ``end`` (``buckets`` buckets across ``width``
+    pixels): up to 7 evenly spaced marks on bucket edges, their labels (UTC, ``HH:MM``,
+    with seconds if a mark has any, the date where it changes from the previous mark's)
+    and their x (gridlines)."""
+    steps = next((n for n in range(_TIME_STEPS, 1, -1) if buckets % n == 0), 1)
+    if buckets > _TIME_STEPS and steps < 3:
+        steps = _TIME_STEPS  # no divisor: evenly spaced, between bucket edges
+    marks = [(start + (end - start) * i / steps).astimezone(UTC) for i in range(steps + 1)]
+    seconds = any(m.second or m.microsecond for m in marks)
+    labels: list[str] = []
+    for i, mark in enumerate(marks):
+        text = mark.strftime("%H:%M:%S" if seconds else "%H:%M")
+        if i and mark.date() != marks[i - 1].date():
+            text = mark.strftime("%m-%d ") + text
+        labels.append(text)
+    return {"labels": labels, "grid": [round(width * i / steps, 2) for i in range(steps + 1)]}
+
+
 def slots(count: int, width: float = _WIDTH) -> tuple[list[float], float]:
     """Where ``count`` bars stand across ``width`` pixels: the x of each, and their width
     (a bar fills the middle 80 % of its slot, and is at least half a pixel wide)."""
@@ -94,7 +156,8 @@ def stacked(history: History) -> dict[str, Any]:
     buckets = history.buckets
     xs, width = slots(len(buckets))
     totals = [sum(b.finished.values()) for b in buckets]
-    per_unit = scale(max(totals, default=0))
+    values = axis(ticks(max(totals, default=0), whole=True), _HEIGHT, count_label)
+    per_unit = values["per_unit"]
     svg: list[str] = []
     for i, b in enumerate(buckets):
         if not totals[i]:
@@ -118,14 +181,14 @@ def stacked(history: History) -> dict[str, Any]:
         "height": _HEIGHT,
         "svg": Markup("".join(svg)),  # every name in it escaped above
         "top": max(totals, default=0),
-        "middle": _half(max(totals, default=0)),
+        "axis": values,
         "legend": [{"name": name, "css": css[name]} for name in names],
     }
 
 
-def _half(count: int) -> str:
-    """The middle of a count scale, as a label (``3.5``, ``4``)."""
-    return f"{count / 2:g}"
+def count_label(value: float) -> str:
+    """A count as an axis label (``1,500``)."""
+    return f"{value:,.0f}"
 
 
 def _css(index: int, name: str) -> str:
@@ -155,14 +218,17 @@ def lines(
     series: Sequence[tuple[str, str, Callable[[HistoryBucket], float | None]]],
     *,
     unit: Callable[[float], str],
+    whole: bool = False,
 ) -> dict[str, Any]:
     """A line chart: per series (name, css class, the bucket's value or None) its
-    polylines on one scale; ``unit`` formats the largest value for the axis label."""
+    polylines on one scale of round marks (whole numbers when ``whole``), which ``unit``
+    labels."""
     buckets = history.buckets
     step = _WIDTH / max(len(buckets), 1)
     values = [[pick(b) for b in buckets] for _, _, pick in series]
     top = max((v for row in values for v in row if v is not None), default=0.0)
-    per_unit = scale(top)
+    marks = ticks(top, whole=whole)
+    per_unit = scale(marks[-1])
     drawn = [
         {"name": name, "css": css, "lines": _polylines(row, per_unit, step)}
         for (name, css, _), row in zip(series, values, strict=True)
@@ -171,9 +237,8 @@ def lines(
         "width": _WIDTH,
         "height": _HEIGHT,
         "series": drawn,
-        "top": unit(top),
-        "middle": unit(top / 2),
-        "zero": unit(0.0),
+        "top": unit(marks[-1]),
+        "axis": axis(marks, _HEIGHT, unit),
         "empty": not any(s["lines"] for s in drawn),
     }
 
@@ -202,7 +267,8 @@ def page(history: History, name: str) -> dict[str, Any]:
     backlog = lines(
         history,
         [(k, _css(i, k), due(k)) for i, k in enumerate(kinds)],
-        unit=lambda v: f"{v:,.0f}",
+        unit=count_label,
+        whole=True,
     )
     rate = lines(
         history,
@@ -213,7 +279,7 @@ def page(history: History, name: str) -> dict[str, Any]:
                 lambda b: None if b.failure_rate is None else 100 * b.failure_rate,
             )
         ],
-        unit=lambda v: f"{v:.1f} %",
+        unit=lambda v: f"{v:g} %",
     )
     latency = lines(
         history,
@@ -226,6 +292,9 @@ def page(history: History, name: str) -> dict[str, Any]:
         "window": name,
         "windows": list(WINDOWS),
         "bucket": format_duration(history.bucket),
+        "times": times(buckets[0].start, buckets[-1].end, len(buckets), _WIDTH)
+        if buckets
+        else {"labels": [], "grid": []},
         "first": _label(buckets[0]) if buckets else "",
         "last": buckets[-1].end.astimezone(UTC).strftime("%m-%d %H:%M") if buckets else "",
         "throughput": stacked(history),

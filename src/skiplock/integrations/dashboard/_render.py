@@ -36,25 +36,28 @@ class DashboardOptions(TypedDict, total=False):
     """The options of a dashboard, as its bindings pass them on (see
     :class:`~skiplock.integrations.dashboard.AsyncDashboard`): the overview's
     ``refresh`` (seconds), the dead jobs per page, the throughput chart's ``window`` and
-    ``bucket``, the ``csrf_secret`` of the forms' tokens."""
+    ``bucket``, the ``csrf_secret`` of the forms' tokens, the shared read ``cache``
+    (seconds)."""
 
     refresh: int | None
     page_size: int
     window: timedelta | float
     bucket: timedelta | float
     csrf_secret: bytes | str | None
+    cache: timedelta | float
 
 
 #: The states of the depth table, in lifecycle order.
 STATES = tuple(JobState)
 #: The content type of every page.
 HTML_TYPE = "text/html; charset=utf-8"
-#: Headers of every page: no script may run, nothing is loaded from elsewhere, forms
-#: post only to the dashboard, no other site may frame it, nothing is cached.
+#: Headers of every page: no script runs but the dashboard's own file (no inline one),
+#: which may fetch only from the dashboard's origin; nothing is loaded from elsewhere,
+#: forms post only to the dashboard, no other site may frame it, nothing is cached.
 PAGE_HEADERS: Mapping[str, str] = {
     "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-        "frame-ancestors 'none'; base-uri 'none'"
+        "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; "
+        "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
@@ -115,11 +118,18 @@ def render(template: str, context: Mapping[str, Any]) -> bytes:
 @functools.cache
 def stylesheet() -> bytes:
     """The dashboard's stylesheet (shipped in the package)."""
-    return (
-        resources.files("skiplock.integrations.dashboard")
-        .joinpath("static", "dashboard.css")
-        .read_bytes()
-    )
+    return _static("dashboard.css")
+
+
+@functools.cache
+def script() -> bytes:
+    """The dashboard's one script (shipped in the package): the live regions' refresh
+    (docs/dashboard-pages.md, "Live"); every page works without it."""
+    return _static("dashboard.js")
+
+
+def _static(name: str) -> bytes:
+    return resources.files("skiplock.integrations.dashboard").joinpath("static", name).read_bytes()
 
 
 def _age(seconds: float | None) -> str:
@@ -161,11 +171,14 @@ def depths(
 
 def chart(throughput: Throughput) -> dict[str, Any]:
     """The throughput chart's geometry: per bucket a bar of succeeded jobs above the
-    axis and one of failures below, on one scale (the largest bar fills its half)."""
+    axis and one of failures below, on one scale of round marks (the same up and down),
+    and the window's times under it."""
     buckets = throughput.buckets
     max_up = max((b.succeeded for b in buckets), default=0)
     max_down = max((b.failures for b in buckets), default=0)
-    per_unit = _charts.scale(max(max_up, max_down), _CHART_HALF)
+    marks = _charts.ticks(max(max_up, max_down), whole=True)
+    up = _charts.axis(marks, _CHART_HALF, _charts.count_label, base=_CHART_HALF)
+    per_unit = up["per_unit"]
     xs, bar_width = _charts.slots(len(buckets), _CHART_WIDTH)
     bars = [
         {
@@ -178,6 +191,7 @@ def chart(throughput: Throughput) -> dict[str, Any]:
         }
         for x, b in zip(xs, buckets, strict=True)
     ]
+    last = buckets[-1].end if buckets else None
     return {
         "width": _CHART_WIDTH,
         "height": 2 * _CHART_HALF,
@@ -186,10 +200,16 @@ def chart(throughput: Throughput) -> dict[str, Any]:
         "bars": bars,
         "max_up": max_up,
         "max_down": max_down,
-        # The scale's label at the top and at the bottom edge (the axis is 0).
-        "scale": max(max_up, max_down),
+        # The marks: succeeded up from the axis (0), failures down from it.
+        "scale": {
+            "labels": [*up["labels"], *up["labels"][-2::-1]],
+            "grid": [*up["grid"], *(2 * _CHART_HALF - y for y in up["grid"][-2::-1])],
+        },
+        "times": _charts.times(buckets[0].start, last, len(buckets), _CHART_WIDTH)
+        if last is not None
+        else {"labels": [], "grid": []},
         "first": bars[0]["label"] if bars else "",
-        "last": buckets[-1].end.astimezone(UTC).strftime("%H:%M:%S") if buckets else "",
+        "last": last.astimezone(UTC).strftime("%H:%M:%S") if last is not None else "",
     }
 
 

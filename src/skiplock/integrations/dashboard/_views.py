@@ -20,8 +20,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
-from skiplock.core import JobNotFoundError, JobState, SkiplockError
+from skiplock.core import HealthReport, JobNotFoundError, JobState, SkiplockError, StateCount
 from skiplock.core.rules import (
+    Throughput,
     check_duration,
     check_int,
     throughput_window,
@@ -33,8 +34,9 @@ from ..rest import Door, Permission, Problem, Request, Response
 from ..rest._problems import Conflict
 from ..rest._routes import RouteRow
 from ..rest._support import keyset_page, problem_for
-from . import _actions, _browse, _charts, _controls, _csrf, _render, _workers
+from . import _actions, _browse, _charts, _controls, _csrf, _render, _retention, _workers
 from ._buttons import Buttons
+from ._cache import ReadCache
 from ._visit import Visit, error, html, job_id_of, notice, one, redirect
 
 if TYPE_CHECKING:
@@ -69,6 +71,8 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "workers": ("/workers", "GET", Permission.READ),
     "drain": ("/workers/drain", "POST", Permission.WRITE),
     "stopworker": ("/workers/stop", "POST", Permission.WRITE),
+    "retention": ("/retention", "GET", Permission.READ),
+    "script": ("/static/dashboard.js", "GET", None),
     "static": ("/static/dashboard.css", "GET", None),
 }
 
@@ -138,8 +142,9 @@ class Dashboard(Buttons):
     records for a button's change), None for a 401, or raises ``Forbidden`` for a 403.
     Pages also ask it for ``write`` to decide whether to show the buttons.
 
-    ``refresh`` (seconds, default 10; None: never) is how often the overview reloads
-    itself, live by default (its page has a switch, ``?live=off``, to pause it);
+    ``refresh`` (seconds, default 10; None: never) is how often the pages' live regions
+    refresh in place (the package's script; its bar has a pause switch) and, without
+    JavaScript, how often the overview reloads itself (``?live=off`` pauses it);
     ``page_size`` is the number of jobs per list page; ``window`` and ``bucket`` are
     those of the throughput chart
     (:meth:`Engine.throughput <skiplock.Engine.throughput>`).
@@ -148,6 +153,10 @@ class Dashboard(Buttons):
     page from one process posts only to that process). ``form_fields`` is the door's:
     given a page's request, the hidden fields every form of the page carries besides the
     dashboard's token (a framework's own CSRF token: the Django binding's).
+    ``cache`` (seconds, default 1; 0: off) is how long the summaries every page reads (the
+    counts, the health report, the throughput chart) are shared between visitors: one
+    database read serves every browser of that second, and a stale one is served while
+    it is read again (docs/dashboard.md, "Many visitors, dead rows"); a button clears it.
 
     Over a :class:`~skiplock.engine.Reader` (a store that implements only the reads
     role, e.g. over a read replica) it serves the read pages and refuses every button
@@ -170,6 +179,7 @@ class Dashboard(Buttons):
         bucket: timedelta | float = timedelta(minutes=1),
         csrf_secret: bytes | str | None = None,
         form_fields: Callable[[Request], Mapping[str, str]] | None = None,
+        cache: timedelta | float = 1.0,
     ) -> None:
         super().__init__(engine, authorize=authorize)
         self._csrf_secret = _csrf.secret(csrf_secret)
@@ -179,6 +189,8 @@ class Dashboard(Buttons):
         self._window = check_duration("window", to_duration(window))
         self._bucket = check_duration("bucket", to_duration(bucket))
         throughput_window(datetime.now(UTC), self._window, self._bucket)  # refused now
+        seconds = check_duration("cache", to_duration(cache), allow_zero=True)
+        self._cache = ReadCache(seconds.total_seconds())
 
     def handle(self, page: str, request: Request) -> Response:
         """The response to ``request`` for ``page`` (a key of :data:`PAGES`), by its row
@@ -226,6 +238,7 @@ class Dashboard(Buttons):
         """A button: ``act`` through the caller's operator, once the hook grants
         ``write``."""
         ops = self.operator(visit.request, Permission.WRITE)
+        self._cache.clear()  # the page the button redirects to shows its change
         visit.context["identity"] = ops.actor
         # A caller the hook let write: its error pages (403, 409) must not say "read only".
         visit.context["can_write"] = True
@@ -246,7 +259,8 @@ class Dashboard(Buttons):
         else:
             cookie = {}
         context["form_fields"] = self._hidden(request, token)
-        context |= {"notice": notice(request), "refresh": None}
+        # The live regions' refresh (dashboard.js), every page's: None turns it off.
+        context |= {"notice": notice(request), "refresh": None, "live_every": self._refresh}
         context["now"] = _render.when(datetime.now(UTC))
         built = build(self, reads, visit)
         if isinstance(built, Response):
@@ -266,12 +280,27 @@ class Dashboard(Buttons):
     def _stylesheet(self, request: Request) -> Response:
         return Response(200, _render.stylesheet(), "text/css; charset=utf-8")
 
+    def _script(self, request: Request) -> Response:
+        return Response(200, _render.script(), "text/javascript; charset=utf-8")
+
     # ---- pages --------------------------------------------------------------------------
 
+    def _counts(self, reads: Operator | Reader) -> list[StateCount]:
+        """The counts, shared between visitors (:class:`ReadCache`)."""
+        return self._cache.get("counts", reads.counts)
+
+    def _health(self, reads: Operator | Reader) -> HealthReport:
+        """The health report with the default thresholds, shared between visitors."""
+        return self._cache.get("health", reads.health)
+
     def _overview(self, reads: Operator | Reader, visit: Visit) -> Built:
-        counts = reads.counts()
-        report = reads.health()
-        throughput = reads.throughput(window=self._window, bucket=self._bucket)
+        counts = self._counts(reads)
+        report = self._health(reads)
+
+        def throughput_read() -> Throughput:
+            return reads.throughput(window=self._window, bucket=self._bucket)
+
+        throughput = self._cache.get("throughput", throughput_read)
         live = _browse.one(visit.request.query, "live") != "off"
         return _render.overview(counts, report, throughput) | {
             "refresh": self._refresh if live else None,
@@ -285,7 +314,7 @@ class Dashboard(Buttons):
         after_id = int(cursor) if cursor and cursor.isascii() and cursor.isdigit() else None
         read = reads.dead_jobs(kind=kind, limit=self._page_size + 1, after_id=after_id)
         jobs, after = keyset_page(read, self._page_size)
-        kinds = sorted({c.kind for c in reads.counts() if c.state is JobState.DEAD})
+        kinds = sorted({c.kind for c in self._counts(reads) if c.state is JobState.DEAD})
         kept = {"kind": kind} if kind else {}
         return {
             "page": "dead",
@@ -307,7 +336,7 @@ class Dashboard(Buttons):
         size = self._page_size
         limit = size if shown.text else size + 1
         read = reads.list_jobs(**shown.arguments, limit=limit, after_id=after)
-        counts = reads.counts()
+        counts = self._counts(reads)
         listed = _browse.page(read, shown, size, read.resume_after)
         return _render.jobs_page(shown, listed, counts)
 
@@ -317,16 +346,21 @@ class Dashboard(Buttons):
         return _charts.page(history, name)
 
     def _controls_page(self, reads: Operator | Reader, visit: Visit) -> Built:
-        counts = reads.counts()
-        throttled = (reads.health()).throttled
+        counts = self._counts(reads)
+        throttled = (self._health(reads)).throttled
         controls = reads.paused(), reads.limits()
         concurrency = reads.concurrency_limits()
         return _controls.page(counts, *controls, throttled, concurrency)
 
     def _workers_page(self, reads: Operator | Reader, visit: Visit) -> Built:
+        # Read afresh, not from the shared cache: the page right after a Drain or Stop
+        # shows the request.
         report = reads.health()
         jobs = reads.worker_jobs() if report.workers else {}
         return _workers.page(report, jobs)
+
+    def _retention_page(self, reads: Operator | Reader, visit: Visit) -> Built:
+        return _retention.page(reads.retention())
 
     def _job(self, reads: Operator | Reader, visit: Visit) -> Built:
         job_id = job_id_of(visit.request)
@@ -369,6 +403,8 @@ class Dashboard(Buttons):
         *(_button(name, Buttons._set_control) for name in _controls.BY_PAGE),
         _page("workers", _workers_page),
         *(_button(name, Buttons._ask_worker) for name in _workers.BY_PAGE),
+        _page("retention", _retention_page),
+        _route("script", _script),
         _route("static", _stylesheet),
         Door.FALLBACK,
     )

@@ -16,8 +16,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
-from skiplock.core import JobNotFoundError, JobState, SkiplockError
+from skiplock.core import HealthReport, JobNotFoundError, JobState, SkiplockError, StateCount
 from skiplock.core.rules import (
+    Throughput,
     check_duration,
     check_int,
     throughput_window,
@@ -29,8 +30,9 @@ from ..rest import AsyncDoor, Permission, Problem, Request, Response
 from ..rest._problems import Conflict
 from ..rest._routes import AsyncRouteRow
 from ..rest._support import keyset_page, problem_for
-from . import _actions, _browse, _charts, _controls, _csrf, _render, _workers
+from . import _actions, _browse, _charts, _controls, _csrf, _render, _retention, _workers
 from ._buttons_async import AsyncButtons
+from ._cache_async import AsyncReadCache
 from ._visit import Visit, error, html, job_id_of, notice, one, redirect
 
 if TYPE_CHECKING:
@@ -65,6 +67,8 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "workers": ("/workers", "GET", Permission.READ),
     "drain": ("/workers/drain", "POST", Permission.WRITE),
     "stopworker": ("/workers/stop", "POST", Permission.WRITE),
+    "retention": ("/retention", "GET", Permission.READ),
+    "script": ("/static/dashboard.js", "GET", None),
     "static": ("/static/dashboard.css", "GET", None),
 }
 
@@ -136,8 +140,9 @@ class AsyncDashboard(AsyncButtons):
     records for a button's change), None for a 401, or raises ``Forbidden`` for a 403.
     Pages also ask it for ``write`` to decide whether to show the buttons.
 
-    ``refresh`` (seconds, default 10; None: never) is how often the overview reloads
-    itself, live by default (its page has a switch, ``?live=off``, to pause it);
+    ``refresh`` (seconds, default 10; None: never) is how often the pages' live regions
+    refresh in place (the package's script; its bar has a pause switch) and, without
+    JavaScript, how often the overview reloads itself (``?live=off`` pauses it);
     ``page_size`` is the number of jobs per list page; ``window`` and ``bucket`` are
     those of the throughput chart
     (:meth:`AsyncEngine.throughput <skiplock.AsyncEngine.throughput>`).
@@ -146,6 +151,10 @@ class AsyncDashboard(AsyncButtons):
     page from one process posts only to that process). ``form_fields`` is the door's:
     given a page's request, the hidden fields every form of the page carries besides the
     dashboard's token (a framework's own CSRF token: the Django binding's).
+    ``cache`` (seconds, default 1; 0: off) is how long the summaries every page reads (the
+    counts, the health report, the throughput chart) are shared between visitors: one
+    database read serves every browser of that second, and a stale one is served while
+    it is read again (docs/dashboard.md, "Many visitors, dead rows"); a button clears it.
 
     Over an :class:`~skiplock.engine.AsyncReader` (a store that implements only the reads
     role, e.g. over a read replica) it serves the read pages and refuses every button
@@ -168,6 +177,7 @@ class AsyncDashboard(AsyncButtons):
         bucket: timedelta | float = timedelta(minutes=1),
         csrf_secret: bytes | str | None = None,
         form_fields: Callable[[Request], Mapping[str, str]] | None = None,
+        cache: timedelta | float = 1.0,
     ) -> None:
         super().__init__(engine, authorize=authorize)
         self._csrf_secret = _csrf.secret(csrf_secret)
@@ -177,6 +187,8 @@ class AsyncDashboard(AsyncButtons):
         self._window = check_duration("window", to_duration(window))
         self._bucket = check_duration("bucket", to_duration(bucket))
         throughput_window(datetime.now(UTC), self._window, self._bucket)  # refused now
+        seconds = check_duration("cache", to_duration(cache), allow_zero=True)
+        self._cache = AsyncReadCache(seconds.total_seconds())
 
     async def handle(self, page: str, request: Request) -> Response:
         """The response to ``request`` for ``page`` (a key of :data:`PAGES`), by its row
@@ -224,6 +236,7 @@ class AsyncDashboard(AsyncButtons):
         """A button: ``act`` through the caller's operator, once the hook grants
         ``write``."""
         ops = await self.operator(visit.request, Permission.WRITE)
+        self._cache.clear()  # the page the button redirects to shows its change
         visit.context["identity"] = ops.actor
         # A caller the hook let write: its error pages (403, 409) must not say "read only".
         visit.context["can_write"] = True
@@ -244,7 +257,8 @@ class AsyncDashboard(AsyncButtons):
         else:
             cookie = {}
         context["form_fields"] = self._hidden(request, token)
-        context |= {"notice": notice(request), "refresh": None}
+        # The live regions' refresh (dashboard.js), every page's: None turns it off.
+        context |= {"notice": notice(request), "refresh": None, "live_every": self._refresh}
         context["now"] = _render.when(datetime.now(UTC))
         built = await build(self, reads, visit)
         if isinstance(built, Response):
@@ -264,12 +278,27 @@ class AsyncDashboard(AsyncButtons):
     async def _stylesheet(self, request: Request) -> Response:
         return Response(200, _render.stylesheet(), "text/css; charset=utf-8")
 
+    async def _script(self, request: Request) -> Response:
+        return Response(200, _render.script(), "text/javascript; charset=utf-8")
+
     # ---- pages --------------------------------------------------------------------------
 
+    async def _counts(self, reads: AsyncOperator | AsyncReader) -> list[StateCount]:
+        """The counts, shared between visitors (:class:`AsyncReadCache`)."""
+        return await self._cache.get("counts", reads.counts)
+
+    async def _health(self, reads: AsyncOperator | AsyncReader) -> HealthReport:
+        """The health report with the default thresholds, shared between visitors."""
+        return await self._cache.get("health", reads.health)
+
     async def _overview(self, reads: AsyncOperator | AsyncReader, visit: Visit) -> Built:
-        counts = await reads.counts()
-        report = await reads.health()
-        throughput = await reads.throughput(window=self._window, bucket=self._bucket)
+        counts = await self._counts(reads)
+        report = await self._health(reads)
+
+        async def throughput_read() -> Throughput:
+            return await reads.throughput(window=self._window, bucket=self._bucket)
+
+        throughput = await self._cache.get("throughput", throughput_read)
         live = _browse.one(visit.request.query, "live") != "off"
         return _render.overview(counts, report, throughput) | {
             "refresh": self._refresh if live else None,
@@ -283,7 +312,7 @@ class AsyncDashboard(AsyncButtons):
         after_id = int(cursor) if cursor and cursor.isascii() and cursor.isdigit() else None
         read = await reads.dead_jobs(kind=kind, limit=self._page_size + 1, after_id=after_id)
         jobs, after = keyset_page(read, self._page_size)
-        kinds = sorted({c.kind for c in await reads.counts() if c.state is JobState.DEAD})
+        kinds = sorted({c.kind for c in await self._counts(reads) if c.state is JobState.DEAD})
         kept = {"kind": kind} if kind else {}
         return {
             "page": "dead",
@@ -305,7 +334,7 @@ class AsyncDashboard(AsyncButtons):
         size = self._page_size
         limit = size if shown.text else size + 1
         read = await reads.list_jobs(**shown.arguments, limit=limit, after_id=after)
-        counts = await reads.counts()
+        counts = await self._counts(reads)
         listed = _browse.page(read, shown, size, read.resume_after)
         return _render.jobs_page(shown, listed, counts)
 
@@ -315,16 +344,21 @@ class AsyncDashboard(AsyncButtons):
         return _charts.page(history, name)
 
     async def _controls_page(self, reads: AsyncOperator | AsyncReader, visit: Visit) -> Built:
-        counts = await reads.counts()
-        throttled = (await reads.health()).throttled
+        counts = await self._counts(reads)
+        throttled = (await self._health(reads)).throttled
         controls = await reads.paused(), await reads.limits()
         concurrency = await reads.concurrency_limits()
         return _controls.page(counts, *controls, throttled, concurrency)
 
     async def _workers_page(self, reads: AsyncOperator | AsyncReader, visit: Visit) -> Built:
+        # Read afresh, not from the shared cache: the page right after a Drain or Stop
+        # shows the request.
         report = await reads.health()
         jobs = await reads.worker_jobs() if report.workers else {}
         return _workers.page(report, jobs)
+
+    async def _retention_page(self, reads: AsyncOperator | AsyncReader, visit: Visit) -> Built:
+        return _retention.page(await reads.retention())
 
     async def _job(self, reads: AsyncOperator | AsyncReader, visit: Visit) -> Built:
         job_id = job_id_of(visit.request)
@@ -367,6 +401,8 @@ class AsyncDashboard(AsyncButtons):
         *(_button(name, AsyncButtons._set_control) for name in _controls.BY_PAGE),
         _page("workers", _workers_page),
         *(_button(name, AsyncButtons._ask_worker) for name in _workers.BY_PAGE),
+        _page("retention", _retention_page),
+        _route("script", _script),
         _route("static", _stylesheet),
         AsyncDoor.FALLBACK,
     )

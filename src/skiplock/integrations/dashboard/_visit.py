@@ -85,6 +85,7 @@ def error(problem: Problem, context: Mapping[str, Any], *, back: str | None = No
         "can_write": context.get("can_write", False),
         "page": "error",
         "refresh": None,
+        "live_every": None,
         "notice": None,
         "now": "",
         "status": problem.status,

@@ -345,6 +345,16 @@ def _health(ops: Operator | Reader, call: Call) -> Response:
     return json_response(report.to_dict())
 
 
+@_read_operation("getRetention", "GET /retention", m.Retention, tag="queue")
+def _retention(ops: Operator | Reader, call: Call) -> Response:
+    """Retention view
+
+    Per retention purge (succeeded jobs, audit events): its window, how many rows are
+    older than it now (what its next run removes; past 10,000 audit events an estimate,
+    `estimated`), and its last run: when it finished, how long it took, what it removed."""
+    return json_response((ops.retention()).to_dict())
+
+
 @_read_operation("listPauses", "GET /pauses", m.Pauses, tag="controls")
 def _list_pauses(ops: Operator | Reader, call: Call) -> Response:
     """List pauses

@@ -341,6 +341,16 @@ async def _health(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
     return json_response(report.to_dict())
 
 
+@_read_operation("getRetention", "GET /retention", m.Retention, tag="queue")
+async def _retention(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
+    """Retention view
+
+    Per retention purge (succeeded jobs, audit events): its window, how many rows are
+    older than it now (what its next run removes; past 10,000 audit events an estimate,
+    `estimated`), and its last run: when it finished, how long it took, what it removed."""
+    return json_response((await ops.retention()).to_dict())
+
+
 @_read_operation("listPauses", "GET /pauses", m.Pauses, tag="controls")
 async def _list_pauses(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
     """List pauses

@@ -349,6 +349,34 @@ class HealthReport(_Output):
     replica: Replica | None
 
 
+class PurgeRun(_Output):
+    """A retention purge's last run: when it finished, how long it took, what it removed."""
+
+    finished_at: AwareDatetime
+    seconds: float
+    removed: int
+
+
+class RetentionWindow(_Output):
+    """One retention purge (``jobs``: succeeded jobs, ``audit``: audit events): its window
+    in seconds (null: off), the rows older than it now, which its next run removes (null
+    when off; ``estimated``: past 10,000 audit events, an estimate), and its last run
+    (null: none recorded)."""
+
+    name: str
+    window: float | None
+    due: int | None
+    estimated: bool
+    last_run: PurgeRun | None
+
+
+class Retention(_Output):
+    """The retention view at ``now`` (the store's clock)."""
+
+    now: AwareDatetime
+    windows: list[RetentionWindow]
+
+
 class FieldError(_Output):
     """Where a request is invalid (``loc``: query/body/path, then the field) and why."""
 

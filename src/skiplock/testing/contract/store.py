@@ -51,6 +51,7 @@ from ._notifier import NotifierContract
 from ._rates import RateContract
 from ._recount import RecountContract
 from ._results import ResultsContract
+from ._retention import RetentionContract
 from ._throughput import ThroughputContract
 from ._timeouts import StatementTimeoutContract
 from ._transactions import TransactionContract
@@ -76,6 +77,7 @@ class JobStoreContract(
     ConcurrencyContract,
     WorkersContract,
     WorkerRequestsContract,
+    RetentionContract,
     HealthContract,
     ThroughputContract,
     HistoryContract,

@@ -48,6 +48,7 @@ from ._notifier_async import AsyncNotifierContract
 from ._rates_async import AsyncRateContract
 from ._recount_async import AsyncRecountContract
 from ._results_async import AsyncResultsContract
+from ._retention_async import AsyncRetentionContract
 from ._throughput_async import AsyncThroughputContract
 from ._timeouts_async import AsyncStatementTimeoutContract
 from ._transactions_async import AsyncTransactionContract
@@ -73,6 +74,7 @@ class AsyncJobStoreContract(
     AsyncConcurrencyContract,
     AsyncWorkersContract,
     AsyncWorkerRequestsContract,
+    AsyncRetentionContract,
     AsyncHealthContract,
     AsyncThroughputContract,
     AsyncHistoryContract,

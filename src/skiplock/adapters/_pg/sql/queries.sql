@@ -1235,8 +1235,8 @@ SELECT count(*)::int AS purged FROM deleted;
 -- name: controls
 -- Every pause and limit, in one read (workers refresh it every controls_refresh): a row
 -- per pause (what = 'pause'), per rate limit ('limit') and per concurrency limit
--- ('concurrency', 0019: the key in tenant_id, the scope in provider, the limit in burst)
--- and per worker asked to drain or stop ('request', 0020: its id in tenant_id, the action
+-- ('concurrency', 0020: the key in tenant_id, the scope in provider, the limit in burst)
+-- and per worker asked to drain or stop ('request', 0021: its id in tenant_id, the action
 -- in provider), each kind of row in a stable order.
 SELECT 'pause' AS what, p.kind, p.tenant_id, NULL::text AS provider, p.reason,
     NULL::float8 AS rps, NULL::int AS burst, p.actor, p.since AS at
@@ -1327,7 +1327,7 @@ SELECT c.kind, c.tenant_id, c.provider, c.rps, c.burst, c.actor, c.updated_at, c
 FROM changed AS c;
 
 -- name: set_concurrency
--- Set the concurrency limit of a kind (node or cluster scope) or of a key (0019),
+-- Set the concurrency limit of a kind (node or cluster scope) or of a key (0020),
 -- replacing the one there was.
 WITH changed AS (
     INSERT INTO {schema}.concurrency_limits AS c
@@ -1364,7 +1364,7 @@ SELECT c.kind, c.concurrency_key, c.scope, c.max_running, c.actor, c.updated_at,
 FROM changed AS c;
 
 -- name: request_worker
--- Ask a registered worker to drain or stop (0020); no row: no such worker.
+-- Ask a registered worker to drain or stop (0021); no row: no such worker.
 WITH changed AS (
     UPDATE {schema}.workers AS w
     SET request = :mode::text, requested_by = :actor::text, requested_at = now()
@@ -1376,3 +1376,62 @@ WITH changed AS (
 {_control_audit}
 SELECT c.id, c.request, c.requested_by, c.requested_at, c.at, c.details::text AS details
 FROM changed AS c;
+
+-- ---- the retention view (migration 0019) ----------------------------------------------
+
+-- name: retention
+-- What each retention purge removes next (issue 45, point 7), one row. Succeeded jobs
+-- completed before :jobs_us ago, exactly and without walking them: the finished minutes
+-- before the cutoff's minute (folded, plus the deltas not yet folded), then the jobs of
+-- that one minute through jobs_succeeded_completed_idx. Audit events recorded before
+-- :audit_us ago: counted through audit_at_idx up to :bound + 1, past that estimated from
+-- the table's row estimate and its first and last event (audit_estimated). A NULL window
+-- is a purge that is off: NULL.
+WITH c AS MATERIALIZED (
+    SELECT now() AS now,
+        now() - :jobs_us::bigint * interval '1 microsecond' AS jobs_before,
+        date_bin('1 minute', now() - :jobs_us::bigint * interval '1 microsecond',
+                 timestamptz '2000-01-01 00:00:00+00') AS jobs_minute,
+        now() - :audit_us::bigint * interval '1 microsecond' AS audit_before
+),
+a AS MATERIALIZED (
+    SELECT (SELECT count(*) FROM (
+        SELECT 1 FROM {schema}.audit AS e WHERE e.at < c.audit_before LIMIT :bound::int + 1
+    ) AS s) AS counted
+    FROM c
+)
+SELECT c.now,
+    CASE WHEN c.jobs_before IS NOT NULL THEN (
+        (SELECT coalesce(sum(m.n), 0) FROM {schema}.job_finished_minutes AS m
+         WHERE m.status = 'succeeded' AND m.minute < c.jobs_minute)
+        + (SELECT coalesce(sum(d.n), 0) FROM {schema}.job_count_deltas AS d
+           WHERE d.status = 'succeeded' AND d.minute < c.jobs_minute)
+        + (SELECT count(*) FROM {schema}.jobs AS j
+           WHERE j.status = 'succeeded' AND j.completed_at >= c.jobs_minute
+             AND j.completed_at < c.jobs_before)
+    )::bigint END AS jobs_due,
+    CASE
+        WHEN c.audit_before IS NULL THEN NULL
+        WHEN a.counted <= :bound::int THEN a.counted
+        ELSE greatest(a.counted, (
+            SELECT least(r.tuples, round(r.tuples * extract(epoch FROM c.audit_before - lo.at)
+                / nullif(extract(epoch FROM hi.at - lo.at), 0)))
+            FROM (SELECT greatest(cl.reltuples, 0)::float8 AS tuples FROM pg_class AS cl
+                  WHERE cl.oid = to_regclass(:audit_table::text)) AS r,
+                (SELECT min(e.at) AS at FROM {schema}.audit AS e) AS lo,
+                (SELECT max(e.at) AS at FROM {schema}.audit AS e) AS hi
+        ))
+    END::bigint AS audit_due,
+    c.audit_before IS NOT NULL AND a.counted > :bound::int AS audit_estimated
+FROM c, a;
+
+-- name: purge_runs
+-- The last run of each retention purge (migration 0019).
+SELECT r.name, r.finished_at, r.seconds, r.removed FROM {schema}.purge_runs AS r;
+
+-- name: record_purge
+-- A retention purge finished: replace its last run.
+INSERT INTO {schema}.purge_runs AS r (name, finished_at, seconds, removed)
+VALUES (:name::text, now(), :seconds::float8, :removed::bigint)
+ON CONFLICT (name) DO UPDATE
+SET finished_at = EXCLUDED.finished_at, seconds = EXCLUDED.seconds, removed = EXCLUDED.removed;

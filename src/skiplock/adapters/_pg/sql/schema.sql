@@ -213,7 +213,7 @@ DECLARE
     set_keys text[];
     set_limits integer[];
 BEGIN
-    -- The keys' limits set at run time (0019), read once: they win over the jobs' own.
+    -- The keys' limits set at run time (0020), read once: they win over the jobs' own.
     SELECT coalesce(array_agg(o.concurrency_key), '{}'), coalesce(array_agg(o.max_running), '{}')
     INTO set_keys, set_limits
     FROM {schema}.concurrency_limits AS o
@@ -387,7 +387,7 @@ CREATE TABLE {schema}.workers (
     heartbeat_at timestamptz NOT NULL DEFAULT now(),
     kinds text[],
     tenants text[],
-    -- Its slots and version, and an operator's request to drain or stop it (0020).
+    -- Its slots and version, and an operator's request to drain or stop it (0021).
     slots integer,
     version text,
     request text CHECK (request IN ('drain', 'stop')),
@@ -1232,7 +1232,7 @@ CREATE TABLE {schema}.limits (
 CREATE UNIQUE INDEX limits_scope_idx ON {schema}.limits
     ((coalesce(kind, '')), (coalesce(tenant_id, '')), (coalesce(provider, '')));
 
--- Concurrency limits set at run time (0019): a kind's (node or cluster scope) or a
+-- Concurrency limits set at run time (0020): a kind's (node or cluster scope) or a
 -- concurrency key's (cluster), over the declared one until cleared.
 CREATE TABLE {schema}.concurrency_limits (
     kind text,
@@ -1260,4 +1260,12 @@ CREATE TABLE {schema}.rate_buckets (
     rps float8 NOT NULL,
     burst integer NOT NULL,
     PRIMARY KEY (scope, name, tenant_id)
+);
+
+-- ---- 0019: the last run of each retention purge (the retention view) ----------------
+CREATE TABLE {schema}.purge_runs (
+    name text PRIMARY KEY,
+    finished_at timestamptz NOT NULL,
+    seconds double precision NOT NULL,
+    removed bigint NOT NULL
 );

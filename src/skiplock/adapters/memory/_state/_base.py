@@ -25,6 +25,7 @@ from skiplock.core.store import (
     ConcurrencyLimit,
     Limit,
     Pause,
+    PurgeRun,
     QueueSample,
     ScopedKey,
     WorkerRequest,
@@ -105,6 +106,8 @@ class StateBase:
         self._workers: dict[str, WorkerRow] = {}
         # maintenance task name -> when it last ran (store clock)
         self._maintenance: dict[str, datetime] = {}
+        #: The last run of each retention purge (the retention view), by name.
+        self._purge_runs: dict[str, PurgeRun] = {}
         # the queue samples (the dashboard's charts), oldest minute first
         self._samples: list[QueueSample] = []
         self._archived: dict[int, Job] = {}

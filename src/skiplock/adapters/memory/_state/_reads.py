@@ -27,14 +27,19 @@ from skiplock.core import (
     WorkerStatus,
 )
 from skiplock.core.store import (
+    AUDIT_PURGE,
+    JOBS_PURGE,
     PAIR_SCOPE,
     PROVIDER_SCOPE,
     BucketState,
     OrphanedJobs,
     QueueSample,
+    Retention,
+    RetentionWindow,
     bucket_start,
     fold_samples,
     matches,
+    purgeable,
     refill,
 )
 
@@ -200,6 +205,28 @@ class ReadsState(Transactions):
             ]
         return HealthSnapshot(
             now=now, workers=workers, queues=queues, buckets=tuple(buckets), orphaned=orphaned
+        )
+
+    def retention(self, jobs: timedelta | None, audit: timedelta | None) -> Retention:
+        """The retention view: the succeeded jobs and audit events older than each window
+        now, counted exactly, and the last run of each purge."""
+        with self._lock:
+            now = self.now()
+            jobs_due = None
+            if jobs is not None:
+                cutoff = now - jobs
+                succeeded = self._by_state[JobState.SUCCEEDED]
+                jobs_due = sum(purgeable(self._jobs[i], cutoff) for i in succeeded)
+            audit_due = None
+            if audit is not None:
+                audit_due = sum(event.at < now - audit for event in self._audit)
+            runs = dict(self._purge_runs)
+        return Retention(
+            now=now,
+            windows=(
+                RetentionWindow(JOBS_PURGE, jobs, jobs_due, False, runs.get(JOBS_PURGE)),
+                RetentionWindow(AUDIT_PURGE, audit, audit_due, False, runs.get(AUDIT_PURGE)),
+            ),
         )
 
 

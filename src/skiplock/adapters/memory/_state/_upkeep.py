@@ -10,11 +10,15 @@ remembered-key tests of ``AsyncIdempotencyContract`` and the retention tests of
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from skiplock.core import Job, JobState, ValidationError
 from skiplock.core.store import (
+    AUDIT_PURGE,
+    JOBS_PURGE,
     SAMPLE_RETENTION,
+    PurgeRun,
     job_scoped_key,
     purgeable,
     sample_minute,
@@ -86,7 +90,7 @@ class UpkeepState(StateBase):
                         self._remembered[key] = (job_id, now)
             return len(doomed)
 
-        purged = _in_batches(batch, batch_size)
+        purged = self._recorded(JOBS_PURGE, lambda: _in_batches(batch, batch_size))
         with self._lock:
             forget = None if key_window is None else self.now() - key_window
             self._remembered = {
@@ -113,7 +117,16 @@ class UpkeepState(StateBase):
                 self._audit = [e for i, e in enumerate(self._audit) if i not in doomed]
             return len(doomed)
 
-        return _in_batches(batch, batch_size)
+        return self._recorded(AUDIT_PURGE, lambda: _in_batches(batch, batch_size))
+
+    def _recorded(self, name: str, run: Callable[[], int]) -> int:
+        """``run`` (a purge), recorded as purge ``name``'s last run."""
+        started, began = self.now(), time.monotonic()
+        removed = run()
+        seconds = time.monotonic() - began
+        with self._lock:
+            self._purge_runs[name] = PurgeRun(max(started, self.now()), seconds, removed)
+        return removed
 
     def archived(self) -> dict[int, Job]:
         """Jobs moved out by ``purge(archive=True)``, by id."""

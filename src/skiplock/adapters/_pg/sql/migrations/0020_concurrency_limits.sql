@@ -1,4 +1,4 @@
--- 0019: concurrency limits set at run time (issue 45, docs/controls.md "Concurrency at
+-- 0020: concurrency limits set at run time (issue 45, docs/controls.md "Concurrency at
 -- run time"): an operator's limit of a kind (per node or cluster-wide) or of a
 -- concurrency key, over the limit the code declares, until cleared. Workers read the
 -- kinds' limits with the other controls and claim by them; a key's limit the claim
@@ -61,7 +61,7 @@ DECLARE
     set_keys text[];
     set_limits integer[];
 BEGIN
-    -- The keys' limits set at run time (0019), read once: they win over the jobs' own.
+    -- The keys' limits set at run time (0020), read once: they win over the jobs' own.
     SELECT coalesce(array_agg(o.concurrency_key), '{}'), coalesce(array_agg(o.max_running), '{}')
     INTO set_keys, set_limits
     FROM {schema}.concurrency_limits AS o

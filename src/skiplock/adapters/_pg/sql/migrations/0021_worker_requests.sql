@@ -1,4 +1,4 @@
--- 0020: workers with controls (issue 45, docs/workers.md "Drain or stop a worker"): a
+-- 0021: workers with controls (issue 45, docs/workers.md "Drain or stop a worker"): a
 -- worker registers its slots and skiplock version, and an operator's request to drain
 -- or stop it is a column of its row, which every worker reads with the run-time controls
 -- (so it reaches a worker on any host). All nullable: a worker of the previous release

@@ -1,0 +1,96 @@
+"""The dashboard's shared read cache (async source; ``_cache.py`` is the sync twin).
+
+The overview, the lists and the controls page read the same few summaries (the counts, the
+health report, the throughput chart) on every visit. With a burst of dead rows between two
+autovacuum runs each of those reads costs many times its usual (issue 45, point 6;
+docs/performance.md, "Dead rows"), and fifty browsers refreshing at once would each pay
+it. :class:`AsyncReadCache` keeps each summary for ``seconds`` and shares it between every
+visitor of one dashboard:
+
+- fresh (younger than ``seconds``): served as it is;
+- stale but younger than :data:`STALE_LIMIT` times ``seconds``: served as it is while one
+  visitor's background refresh reads it again (the others never wait for the database);
+- missing or older: the visitor reads it, and concurrent visitors wait for that one read
+  (one database read, not fifty).
+
+A failed refresh keeps the stale value until it is too old; then the next visitor reads
+(and sees the error). A write through the dashboard (a button) clears the cache, so the
+page it redirects to shows the change.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from skiplock._compat_async import Lock, Task, held, spawn
+from skiplock.core import DatabaseUnavailableError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class AsyncRead(Protocol[T_co]):
+    """A read the cache may call (a bound method of the operator, a closure)."""
+
+    async def __call__(self) -> T_co: ...
+
+
+#: A stale value is served (while one refresh runs) up to this many ``seconds`` old.
+STALE_LIMIT = 3
+
+logger = logging.getLogger("skiplock.dashboard")
+
+
+class AsyncReadCache:
+    """Summaries shared by a dashboard's visitors for ``seconds`` (0: no cache, every
+    visit reads). ``clock``: monotonic seconds (tests pass their own)."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._seconds = seconds
+        self._clock = clock
+        self._values: dict[Hashable, tuple[float, Any]] = {}
+        self._locks: dict[Hashable, Lock] = {}
+        #: The last background refresh of each key (one runs at most per key); kept, so
+        #: a running task is referenced.
+        self._refreshes: dict[Hashable, Task[None]] = {}
+
+    def clear(self) -> None:
+        """Forget every value (after a write: the next visit reads again)."""
+        self._values.clear()
+
+    async def get(self, key: Hashable, read: AsyncRead[T]) -> T:
+        """The value of ``key``: cached, or from ``read()`` (see the module)."""
+        if self._seconds <= 0:
+            return await read()
+        hit = self._values.get(key)
+        if hit is not None:
+            age = self._clock() - hit[0]
+            if age < self._seconds:
+                return hit[1]  # type: ignore[no-any-return]
+            if age < self._seconds * STALE_LIMIT:
+                last = self._refreshes.get(key)
+                if last is None or last.done():
+                    self._refreshes[key] = spawn(self._refresh, key, read)
+                return hit[1]  # type: ignore[no-any-return]
+        async with held(self._locks.setdefault(key, Lock())):
+            hit = self._values.get(key)  # another visitor's read, done while this one waited
+            if hit is not None and self._clock() - hit[0] < self._seconds:
+                return hit[1]  # type: ignore[no-any-return]
+            value = await read()
+            self._values[key] = (self._clock(), value)
+            return value
+
+    async def _refresh(self, key: Hashable, read: AsyncRead[Any]) -> None:
+        try:
+            value = await read()
+            self._values[key] = (self._clock(), value)
+        except DatabaseUnavailableError as exc:
+            # The stale value stays until it is too old; then a visitor reads (and fails).
+            logger.warning("skiplock: refreshing the dashboard's %s failed: %s", key, exc)
+        except Exception:
+            logger.warning("skiplock: refreshing the dashboard's %s failed", key, exc_info=True)

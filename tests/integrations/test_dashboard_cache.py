@@ -1,0 +1,175 @@
+"""The dashboard's shared read cache (issue 45, point 6): one database read serves the
+visitors of a second, a stale value is served while one refresh runs, a button clears it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from skiplock import AsyncEngine, Engine, Settings
+from skiplock.adapters.memory import AsyncInMemoryJobStore, InMemoryJobStore
+from skiplock.integrations.dashboard import AsyncDashboard, Dashboard, Permission, Request
+from skiplock.integrations.dashboard._cache import ReadCache
+from skiplock.integrations.dashboard._cache_async import AsyncReadCache
+
+
+class Clock:
+    """Monotonic seconds the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Reads:
+    """A read that counts its calls and returns the call's number; ``gate`` holds it."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def __call__(self) -> int:
+        self.calls += 1
+        number = self.calls
+        await self.gate.wait()
+        return number
+
+
+@pytest.mark.anyio
+async def test_a_fresh_value_is_shared_and_an_old_one_read_again() -> None:
+    clock, read = Clock(), Reads()
+    cache = AsyncReadCache(1.0, clock)
+    assert [await cache.get("k", read) for _ in range(3)] == [1, 1, 1]
+    clock.now += 3.5  # past STALE_LIMIT seconds: the visitor waits for a new read
+    assert await cache.get("k", read) == 2
+    assert read.calls == 2
+
+
+@pytest.mark.anyio
+async def test_concurrent_visitors_wait_for_one_read() -> None:
+    read = Reads()
+    read.gate.clear()
+    cache = AsyncReadCache(1.0, Clock())
+    visits = [asyncio.ensure_future(cache.get("k", read)) for _ in range(50)]
+    await asyncio.sleep(0)
+    read.gate.set()
+    assert await asyncio.gather(*visits) == [1] * 50
+    assert read.calls == 1
+
+
+@pytest.mark.anyio
+async def test_a_stale_value_is_served_while_one_refresh_runs() -> None:
+    clock, read = Clock(), Reads()
+    cache = AsyncReadCache(1.0, clock)
+    assert await cache.get("k", read) == 1
+    clock.now += 1.5
+    read.gate.clear()  # the refresh hangs: every visitor gets the stale value at once
+    assert [await cache.get("k", read) for _ in range(5)] == [1] * 5
+    await asyncio.sleep(0)  # the refresh task starts
+    assert [await cache.get("k", read) for _ in range(5)] == [1] * 5
+    assert read.calls == 2  # one refresh, not ten
+    read.gate.set()
+    for _ in range(10):  # the refresh task finishes on a later turn of the loop
+        await asyncio.sleep(0)
+    assert await cache.get("k", read) == 2
+
+
+@pytest.mark.anyio
+async def test_a_failed_refresh_keeps_the_stale_value_until_it_is_too_old() -> None:
+    clock, fail = Clock(), True
+
+    async def read() -> str:
+        if fail:
+            raise ConnectionError("down")
+        return "fresh"
+
+    cache = AsyncReadCache(1.0, clock)
+    fail = False
+    assert await cache.get("k", read) == "fresh"
+    fail = True
+    clock.now += 1.5
+    assert await cache.get("k", read) == "fresh"
+    for _ in range(10):
+        await asyncio.sleep(0)
+    clock.now += 2.0  # now too old: the visitor reads, and sees the error
+    with pytest.raises(ConnectionError):
+        await cache.get("k", read)
+
+
+@pytest.mark.anyio
+async def test_no_cache_and_clear_read_again() -> None:
+    read = Reads()
+    off = AsyncReadCache(0, Clock())
+    assert [await off.get("k", read) for _ in range(2)] == [1, 2]
+    cache = AsyncReadCache(1.0, Clock())
+    assert await cache.get("k", read) == 3
+    cache.clear()
+    assert await cache.get("k", read) == 4
+
+
+def test_the_sync_cache_refreshes_in_a_thread() -> None:
+    clock, calls, started = Clock(), [], threading.Event()
+    release = threading.Event()
+
+    def read() -> int:
+        calls.append(1)
+        if len(calls) > 1:
+            started.set()
+            assert release.wait(10)
+        return len(calls)
+
+    cache = ReadCache(1.0, clock)
+    assert cache.get("k", read) == 1
+    clock.now += 1.5
+    assert cache.get("k", read) == 1  # stale, served; the refresh runs in a thread
+    assert started.wait(10)
+    assert cache.get("k", read) == 1  # the refresh is still running: no second one
+    release.set()
+    for _ in range(1000):
+        if cache.get("k", read) == 2:
+            break
+        threading.Event().wait(0.01)
+    assert cache.get("k", read) == 2
+    assert len(calls) == 2
+
+
+def _allow(request: Request, permission: Permission) -> str:
+    return "admin"
+
+
+def _request(path: str) -> Request:
+    return Request("GET", "/admin" + path, headers={"host": "h"})
+
+
+@pytest.mark.anyio
+async def test_the_dashboard_shares_its_counts_between_visits() -> None:
+    engine = AsyncEngine(AsyncInMemoryJobStore(), Settings())
+    dashboard = AsyncDashboard(engine, authorize=_allow)
+    store = engine.store
+    reads = 0
+    counts = store.counts
+
+    async def counted() -> Any:
+        nonlocal reads
+        reads += 1
+        return await counts()
+
+    store.counts = counted  # type: ignore[method-assign]
+    for _ in range(3):
+        assert (await dashboard.handle("overview", _request("/"))).status == 200
+    assert reads == 1
+
+
+def test_a_dashboard_without_cache_reads_at_every_visit() -> None:
+    engine = Engine(InMemoryJobStore(), Settings())
+    dashboard = Dashboard(engine, authorize=_allow, cache=0)
+    engine.enqueue("report.build", {})
+    assert b"report.build" in dashboard.handle("overview", _request("/")).body
+    engine.enqueue("mail.send", {})
+    assert b"mail.send" in dashboard.handle("overview", _request("/")).body
