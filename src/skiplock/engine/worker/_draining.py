@@ -26,8 +26,10 @@ logger = logging.getLogger("skiplock.worker")
 
 class Draining:
     """What a worker needs to drain and to follow requests (see the module). The worker
-    provides the attributes and :meth:`stop`; ``_drain_timeout`` starts as
-    ``shutdown_timeout``, ``_stop_at`` and ``_request`` as None."""
+    provides the attributes and :meth:`stop`: ``_drain_timeout``, how long running jobs
+    may take once stopping (``shutdown_timeout``; a drain: no end), ``_stop_at``, when a
+    stop during a drain cuts it short (monotonic; None: no such stop), and ``_request``,
+    the last request acted on (None at first)."""
 
     _id: str
     _lock: Lock

@@ -149,8 +149,6 @@ class Worker(Draining):
         self._state = "new"
         self._stop_requested = False
         self._force_requested = False
-        # How long running jobs may take once stopping (a drain: no end), and when a stop
-        # during a drain cuts it short (monotonic; None: no such stop).
         self._drain_timeout = settings.shutdown_timeout
         self._stop_at: float | None = None
         self._request: WorkerRequest | None = None
