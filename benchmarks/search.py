@@ -18,7 +18,7 @@ whether its pages were partial:
 
 Then the enqueue cost of the search's indexes: ``--enqueues`` jobs enqueued in batches of
 100 and a tenth as many one per call, into an empty table of another throw-away schema,
-without either (the schema before migration 0020), with ``jobs_errored_idx`` (as
+without either (the schema before migration 0022), with ``jobs_errored_idx`` (as
 shipped) and with the opt-in payload index too, interleaved ``--rounds`` times (jobs/s,
 median of the rounds; also ten times as many rows by one ``INSERT ... SELECT``: the
 database's own cost, without a client); and the payload index's build time and size at
@@ -155,10 +155,10 @@ async def _enqueue_at_size(dsn: str, store: Any, count: int, rounds: int) -> lis
     return [statistics.median(batched), statistics.median(single), statistics.median(bulk)]
 
 
-#: The enqueue configurations compared: the schema before migration 0020 (no search
+#: The enqueue configurations compared: the schema before migration 0022 (no search
 #: index), the schema as shipped (jobs_errored_idx, which an enqueue skips) and the
 #: schema with the opt-in payload index.
-_CONFIGS = ("before 0020", "as shipped", "with the payload index")
+_CONFIGS = ("before 0022", "as shipped", "with the payload index")
 
 
 async def _enqueue_cost(dsn: str, count: int, rounds: int) -> list[str]:

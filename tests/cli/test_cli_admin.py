@@ -543,8 +543,21 @@ def test_workers(run: Run) -> None:
         ],
     )
     assert run("workers") == 0
-    header, live, gone = run.lines
-    assert header.split() == ["ID", "STATUS", "KINDS", "TENANTS", "RUNNING", "HEARTBEAT", "STARTED"]
+    header, live, gone, runs = run.lines
+    assert header.split() == [
+        "ID",
+        "STATUS",
+        "KINDS",
+        "TENANTS",
+        "RUNNING",
+        "SLOTS",
+        "HEARTBEAT",
+        "STARTED",
+        "VERSION",
+        "ASKED",
+    ]
+    # What each worker runs now (issue 45): the job, its kind, since when.
+    assert runs.startswith(f"  host-1/1/live runs job {job_id} (email) since ")
     assert gone.split()[:5] == ["host-1/2/gone", "silent", "*", "*", "0"]
     assert "1h ago" in gone
     assert live.split()[:5] == ["host-1/1/live", "live", "email,sms", "acme", "1"]
@@ -554,6 +567,9 @@ def test_workers(run: Run) -> None:
         ("host-1/1/live", True, 1, ["email", "sms"]),
         ("host-1/2/gone", False, 0, None),
     ]
+    assert [j["id"] for j in data["workers"][0]["jobs"]] == [job_id]
+    assert data["workers"][1]["jobs"] == []
+    assert (data["workers"][0]["slots"], data["workers"][0]["request"]) == (None, None)
     assert run("workers", "--worker-timeout", "2h") == 0
     assert "silent" not in run.out
 

@@ -4,6 +4,8 @@ actor they record."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.cli.admin_helpers import add_worker, enqueue
@@ -116,3 +118,58 @@ def test_pause_and_limits_refuse_a_kind_the_database_does_not_know(
     )
     assert sorted(p["kind"] for p in run.json("paused")["paused"]) == ["billing", "report.build"]
     assert [x["kind"] for x in run.json("limits", "list")["limits"]] == ["billing"]
+
+
+def test_concurrency_set_list_clear(run: Run, admin_dsn: str) -> None:
+    # Issue 45 item 4: a kind's limit per node or cluster-wide, a key's; with the actor.
+    enqueue(admin_dsn, "sync")
+    assert run("concurrency", "list") == 0
+    assert run.lines == ["no concurrency limits set at run time"]
+    assert run("concurrency", "set", "--kind", "sync", "--limit", "3", "--actor", "ops") == 0
+    assert run.lines == ["concurrency limit of kind=sync (cluster): 3"]
+    node = run.json("concurrency", "set", "--kind", "sync", "--scope", "node", "--limit", "2")
+    assert (node["concurrency"]["scope"], node["concurrency"]["limit"]) == ("node", 2)
+    assert run("concurrency", "set", "--key", "db:main", "--limit", "1") == 0
+    listed = run.json("concurrency", "list")["concurrency"]
+    assert {(x["kind"], x["key"], x["scope"], x["limit"], x["actor"]) for x in listed} == {
+        ("sync", None, "cluster", 3, "ops"),
+        ("sync", None, "node", 2, None),
+        (None, "db:main", "cluster", 1, None),
+    }
+    assert run("concurrency", "list") == 0
+    assert run.lines[0].split() == ["KIND", "KEY", "SCOPE", "LIMIT", "SET", "BY"]
+    assert run("concurrency", "clear", "--kind", "sync", "--scope", "node") == 0
+    assert run.lines == ["cleared the concurrency limit of kind=sync (node)"]
+    assert run("concurrency", "clear", "--kind", "sync", "--scope", "node") == 1
+    assert "no concurrency limit of kind=sync (node) was set" in run.err
+    assert run.json("concurrency", "clear", "--key", "db:main")["cleared"]["key"] == "db:main"
+    assert len(run.json("concurrency", "list")["concurrency"]) == 1
+
+
+def test_concurrency_usage_errors(run: Run, admin_dsn: str) -> None:
+    enqueue(admin_dsn, "sync")  # a database that knows a kind refuses the others
+    assert run("concurrency", "set", "--limit", "1") == 2
+    assert "give --kind or --key" in run.err
+    assert run("concurrency", "set", "--kind", "k", "--key", "x", "--limit", "1") == 2
+    assert run("concurrency", "set", "--key", "x", "--scope", "node", "--limit", "1") == 2
+    assert "cluster-wide" in run.err
+    assert run("concurrency", "set", "--kind", "k", "--limit", "0") == 2
+    assert run("concurrency", "set", "--kind", "nope", "--limit", "1") == 2
+    assert "unknown kind 'nope'" in run.err
+
+
+def test_drain_and_stop_a_worker(run: Run, admin_dsn: str) -> None:
+    # Issue 45 item 5: the request is stored on the worker's row, with the actor.
+    add_worker(admin_dsn, "host-1/7/w", "email")
+    assert run("drain-worker", "host-1/7/w", "--actor", "ops") == 0
+    assert run.lines == ["asked worker host-1/7/w to drain"]
+    [listed] = run.json("workers")["workers"]
+    assert (listed["request"]["action"], listed["request"]["actor"]) == ("drain", "ops")
+    assert run("workers") == 0
+    assert run.lines[1].split()[-1] == "drain"
+    stopped = run.json("stop-worker", "host-1/7/w")["requested"]
+    assert (stopped["worker_id"], stopped["action"]) == ("host-1/7/w", "stop")
+    assert run("stop-worker", "nobody") == 1
+    assert "no worker 'nobody' is registered" in run.err
+    assert run("drain-worker", "nobody", "--json") == 1
+    assert json.loads(run.out) == {"requested": None}

@@ -50,7 +50,12 @@ NEEDS: dict[tuple[str, ...], list[str]] = {
     ("limits", "list"): [],
     ("limits", "set"): ["--kind", "mail.send", "--rps", "1", "--burst", "1"],
     ("limits", "clear"): ["--kind", "mail.send"],
+    ("concurrency", "list"): [],
+    ("concurrency", "set"): ["--kind", "mail.send", "--limit", "1"],
+    ("concurrency", "clear"): ["--kind", "mail.send"],
     ("workers",): [],
+    ("drain-worker",): ["w1"],
+    ("stop-worker",): ["w1"],
     ("demo",): ["--no-live"],
 }
 #: Commands that take --dsn but need no database.

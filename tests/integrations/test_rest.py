@@ -670,6 +670,10 @@ def every_call(job_id: int) -> list[tuple[str, str, str, Any]]:
         "resume": {"kind": "k"},
         "setLimit": {"kind": "k", "rps": 1, "burst": 1},
         "clearLimit": {"kind": "k"},
+        "setConcurrency": {"kind": "k", "limit": 1},
+        "clearConcurrency": {"kind": "k"},
+        "drainWorker": {"worker_id": "w"},
+        "stopWorker": {"worker_id": "w"},
     }
     calls = []
     for op in OPERATIONS:
@@ -710,6 +714,10 @@ def test_read_only_callers_get_403_on_writes_and_change_nothing(
         "resume",
         "setLimit",
         "clearLimit",
+        "setConcurrency",
+        "clearConcurrency",
+        "drainWorker",
+        "stopWorker",
     }
     for name, method, path, body in every_call(job_id):
         reply = client.call(method, path, token=VIEWER, json=body)

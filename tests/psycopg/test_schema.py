@@ -507,7 +507,7 @@ def test_claim_candidates_still_answers_the_previous_releases_call(
 def test_list_job_page_still_answers_the_previous_releases_call(
     make_database: Callable[[], str],
 ) -> None:
-    # The operator reads of the release before migration 0020 (the search) call the
+    # The operator reads of the release before migration 0022 (the search) call the
     # page function with their fourteen arguments: it answers as before, without a search.
     dsn = make_database()
     apply_schema(dsn)

@@ -33,7 +33,7 @@ JOBS = 100_000
 LIMIT = 50
 #: What a bounded page may read: its walk's budget, plus the lanes' own few rows.
 BOUND = (JobPage.READ_FACTOR + 5) * LIMIT
-#: The probe's cap in list_job_page (migration 0020).
+#: The probe's cap in list_job_page (migration 0022).
 SEARCH_CAP = 5_000
 #: The opt-in payload index (docs/admin.md, "Search").
 PAYLOAD_INDEX = (

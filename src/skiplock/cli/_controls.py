@@ -6,7 +6,7 @@ pause")."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from skiplock.core.rules import describe
 
@@ -20,16 +20,17 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Sequence
 
-    from skiplock.core.store import Limit, Pause
+    from skiplock.core.store import ConcurrencyLimit, Limit, Pause
     from skiplock.engine import Operator, Reader
 
     from ._database import Reached
     from ._options import Leaf
 
-C = TypeVar("C", "Pause", "Limit")
+C = TypeVar("C", "Pause", "Limit", "ConcurrencyLimit")
 
 
-def _actor_option(parser: argparse.ArgumentParser) -> None:
+def add_actor_option(parser: argparse.ArgumentParser) -> None:
+    """``--actor``: who acts (every change's option)."""
     parser.add_argument(
         "--actor",
         type=_options.actor,
@@ -47,7 +48,8 @@ def _scope_options(parser: argparse.ArgumentParser, *, provider: bool = False) -
         )
 
 
-def _unknown_kind_option(parser: argparse.ArgumentParser) -> None:
+def add_unknown_kind_option(parser: argparse.ArgumentParser) -> None:
+    """``--allow-unknown-kind`` (a change that names a kind)."""
     parser.add_argument(
         "--allow-unknown-kind",
         action="store_true",
@@ -61,15 +63,15 @@ def add_pause_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``pause`` in every door."""
     _scope_options(parser)
     parser.add_argument("--reason", metavar="TEXT", help="why (shown with the pause)")
-    _unknown_kind_option(parser)
-    _actor_option(parser)
+    add_unknown_kind_option(parser)
+    add_actor_option(parser)
     add_json(parser)
 
 
 def add_resume_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``resume`` in every door."""
     _scope_options(parser)
-    _actor_option(parser)
+    add_actor_option(parser)
     add_json(parser)
 
 
@@ -83,7 +85,7 @@ def _operator(reached: Reached, args: argparse.Namespace) -> Operator:
     return reached.checked().operator(getattr(args, "actor", None))
 
 
-def _report(
+def report(
     args: argparse.Namespace,
     key: str,
     control: C | None,
@@ -113,13 +115,13 @@ def run_pause(reached: Reached, args: argparse.Namespace) -> int:
         reason=args.reason,
         allow_unknown_kind=args.allow_unknown_kind,
     )
-    return _report(args, "paused", pause, lambda p: f"paused {_scope(p)}")
+    return report(args, "paused", pause, lambda p: f"paused {_scope(p)}")
 
 
 def run_resume(reached: Reached, args: argparse.Namespace) -> int:
     lifted = _operator(reached, args).resume(kind=args.kind, tenant=args.tenant)
     missing = f"no pause of {describe(args.kind, args.tenant)}"
-    return _report(args, "resumed", lifted, lambda p: f"resumed {_scope(p)}", missing)
+    return report(args, "resumed", lifted, lambda p: f"resumed {_scope(p)}", missing)
 
 
 def run_paused(reached: Reached, args: argparse.Namespace) -> int:
@@ -169,8 +171,8 @@ def add_limits_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
     setting.add_argument(
         "--burst", type=_options.positive_int, required=True, help="most tokens stored (>= 1)"
     )
-    _unknown_kind_option(setting)
-    _actor_option(setting)
+    add_unknown_kind_option(setting)
+    add_actor_option(setting)
     clearing = add_act(
         actions,
         "clear",
@@ -178,7 +180,12 @@ def add_limits_options(parser: argparse.ArgumentParser, leaf: Leaf) -> None:
         "remove a limit set at run time (the code's or settings' applies again)",
     )
     _scope_options(clearing, provider=True)
-    _actor_option(clearing)
+    add_actor_option(clearing)
+    finish_actions(actions, leaf)
+
+
+def finish_actions(actions: Any, leaf: Leaf) -> None:
+    """Every action of a command: ``--json`` and the door's own options (``leaf``)."""
     for action in actions.choices.values():
         add_json(action)
         leaf(action)
@@ -243,7 +250,7 @@ def _set(operator: Operator, args: argparse.Namespace) -> int:
         allow_unknown_kind=args.allow_unknown_kind,
     )
     target = _target(args)
-    return _report(
+    return report(
         args,
         "limit",
         limit,
@@ -255,4 +262,4 @@ def _clear(operator: Operator, args: argparse.Namespace) -> int:
     cleared = operator.clear_limit(kind=args.kind, tenant=args.tenant, provider=args.provider)
     target = _target(args)
     done = f"cleared the limit of {target}"
-    return _report(args, "cleared", cleared, lambda _: done, f"no limit of {target} was set")
+    return report(args, "cleared", cleared, lambda _: done, f"no limit of {target} was set")

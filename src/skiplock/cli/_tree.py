@@ -20,6 +20,7 @@ import attrs
 from skiplock.engine import AsyncEngine, Engine
 
 from . import (
+    _concurrency,
     _controls,
     _counts,
     _database,
@@ -243,12 +244,40 @@ COMMANDS: dict[str, Command[Any]] = {
             check=_controls.check_limits,
         ),
         _on_database(
+            "concurrency",
+            "list, set or clear concurrency limits per kind (node, cluster) and per key",
+            (
+                "Concurrency limits set at run time, over the declared ones: a kind's "
+                "node_limit or cluster_limit, a concurrency key's limit. Every worker "
+                "applies a change within controls_refresh."
+            ),
+            _concurrency.add_options,
+            _concurrency.run,
+            check=_concurrency.check,
+        ),
+        _on_database(
             "workers",
             "registered workers, their heartbeats and jobs",
             "List the registered workers. With --host: only that host's, and exit 1 unless "
             "one of them is live (a liveness check for the machine or pod running them).",
             _flat(_workers.add_options),
             _workers.run,
+        ),
+        _on_database(
+            "drain-worker",
+            "ask a worker to drain: stop claiming, finish its running jobs, exit",
+            "The request reaches the worker through the database (any host) within its "
+            "controls_refresh; exit 1 if no such worker is registered.",
+            _flat(_workers.add_request_options),
+            _workers.run_drain,
+        ),
+        _on_database(
+            "stop-worker",
+            "ask a worker to stop: its graceful stop (running jobs get shutdown_timeout)",
+            "As drain-worker, but running jobs still running after the worker's "
+            "shutdown_timeout are interrupted and released to pending.",
+            _flat(_workers.add_request_options),
+            _workers.run_stop,
         ),
     )
 }

@@ -110,6 +110,9 @@ class WorkerInfo:
     pid: int
     kinds: frozenset[str] | None = None
     tenants: frozenset[str] | None = None
+    #: How many jobs it runs at once, and the skiplock version it runs (issue 45).
+    slots: int | None = None
+    version: str | None = None
 
 
 @attrs.frozen

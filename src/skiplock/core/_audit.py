@@ -50,6 +50,15 @@ class AuditAction(enum.StrEnum):
     LIMIT_SET = "limit_set"
     #: An operator cleared a rate limit or a provider cap (as :attr:`LIMIT_SET`).
     LIMIT_CLEARED = "limit_cleared"
+    #: An operator set a concurrency limit at run time (no job; ``kind`` the kind, None
+    #: for a concurrency key's); details: ``key``, ``scope`` and ``limit``.
+    CONCURRENCY_SET = "concurrency_set"
+    #: An operator cleared a concurrency limit (as :attr:`CONCURRENCY_SET`).
+    CONCURRENCY_CLEARED = "concurrency_cleared"
+    #: An operator asked a worker to drain (no job, kind or tenant); details: its id.
+    WORKER_DRAIN = "worker_drain"
+    #: An operator asked a worker to stop (as :attr:`WORKER_DRAIN`).
+    WORKER_STOP = "worker_stop"
 
 
 @attrs.frozen

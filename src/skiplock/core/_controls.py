@@ -19,8 +19,10 @@ import attrs
 
 from ._audit import AuditAction, AuditEvent
 from ._bucket import RateLimit, RateTable
+from ._concurrency import ConcurrencyLimit, concurrency_details
 from ._errors import ValidationError
 from ._validation import check_actor
+from ._worker_requests import WorkerRequest
 
 Pair = tuple[str, str | None]
 
@@ -146,11 +148,31 @@ def limit_scope(
 
 @attrs.frozen
 class Controls:
-    """The pauses and limits stored now: what every worker refreshes (see
-    ``Settings.controls_refresh``). Ordered as the store lists them."""
+    """The pauses, rate limits and concurrency limits stored now: what every worker
+    refreshes (see ``Settings.controls_refresh``). Ordered as the store lists them."""
 
     pauses: tuple[Pause, ...] = ()
     limits: tuple[Limit, ...] = ()
+    concurrency: tuple[ConcurrencyLimit, ...] = ()
+    #: The workers asked to drain or stop (issue 45), not yet gone.
+    requests: tuple[WorkerRequest, ...] = ()
+
+    def request_for(self, worker_id: str) -> WorkerRequest | None:
+        """What worker ``worker_id`` is asked to do, if anything."""
+        return next((r for r in self.requests if r.worker_id == worker_id), None)
+
+    def concurrency_of(
+        self, kind: str | None, key: str | None, scope: str
+    ) -> ConcurrencyLimit | None:
+        """The stored concurrency limit of exactly ``(kind, key, scope)``, if any."""
+        return next(
+            (c for c in self.concurrency if (c.kind, c.key, c.scope) == (kind, key, scope)),
+            None,
+        )
+
+    def key_limits(self) -> dict[str, int]:
+        """The concurrency keys' limits set at run time."""
+        return {c.key: c.limit for c in self.concurrency if c.key is not None}
 
     def pause_of(self, kind: str, tenant: str | None) -> Pause | None:
         """The pause that stops jobs of ``kind`` and ``tenant``, if any."""
@@ -175,10 +197,11 @@ class Controls:
         return _essence(self) == _essence(other)
 
 
-def _essence(controls: Controls) -> tuple[frozenset[Any], frozenset[Any]]:
+def _essence(controls: Controls) -> tuple[frozenset[Any], ...]:
     return (
         frozenset((p.kind, p.tenant) for p in controls.pauses),
         frozenset((x.kind, x.tenant, x.provider, x.limit) for x in controls.limits),
+        frozenset((c.kind, c.key, c.scope, c.limit) for c in controls.concurrency),
     )
 
 
@@ -273,10 +296,16 @@ def limit_details(limit: Limit) -> dict[str, Any]:
 
 
 def control_event(
-    action: AuditAction, control: Pause | Limit, actor: str | None, at: datetime
+    action: AuditAction,
+    control: Pause | Limit | ConcurrencyLimit,
+    actor: str | None,
+    at: datetime,
 ) -> AuditEvent:
     """The audit event (J10) of a change of ``control`` made by ``actor`` at ``at``: no
-    job; ``kind`` and ``tenant`` as the control names them."""
+    job; ``kind`` and ``tenant`` as the control names them (a concurrency limit names no
+    tenant; its key is in the details)."""
+    if isinstance(control, ConcurrencyLimit):  # no tenant; its key is in the details
+        return AuditEvent(action, None, control.kind, None, actor, at, concurrency_details(control))
     details = pause_details(control) if isinstance(control, Pause) else limit_details(control)
     return AuditEvent(
         action=action,

@@ -246,6 +246,9 @@ def assess_health(
             heartbeat_age=max(now - w.heartbeat_at, timedelta(0)),
             running=w.running,
             live=w.heartbeat_at >= now - worker_timeout,
+            slots=w.slots,
+            version=w.version,
+            request=w.request,
         )
         for w in sorted(snapshot.workers, key=lambda w: w.id)
     ]

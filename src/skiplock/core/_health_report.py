@@ -11,6 +11,7 @@ import attrs
 
 from ._controls import Pause
 from ._health_snapshot import RegisteredWorker, ReplicaStatus, SchemaInfo, ThrottledPair
+from ._worker_requests import WorkerRequest
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -49,6 +50,10 @@ class WorkerHealth(RegisteredWorker):
     heartbeat_age: timedelta
     running: int
     live: bool
+    slots: int | None = None
+    version: str | None = None
+    #: What an operator asked it to do (drain or stop), if anything (issue 45).
+    request: WorkerRequest | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (times ISO 8601, ages in seconds, kinds/tenants sorted or null)."""
@@ -63,6 +68,9 @@ class WorkerHealth(RegisteredWorker):
             "heartbeat_age_seconds": _seconds(self.heartbeat_age),
             "running": self.running,
             "live": self.live,
+            "slots": self.slots,
+            "version": self.version,
+            "request": None if self.request is None else self.request.to_json(),
         }
 
 

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import attrs
 
 from ._bucket import TokenBucket
+from ._worker_requests import WorkerRequest
 
 #: A store counts the pending jobs of a (kind, tenant) that are scheduled (due later),
 #: and if there are more than this many the due ones, one by one up to this many + 1:
@@ -59,6 +60,11 @@ class WorkerStatus(RegisteredWorker):
     running: int = 0
     #: When the longest-running of them was claimed (None: none runs).
     oldest_claimed_at: datetime | None = None
+    #: Its slots and skiplock version as it registered them (None: a worker of a release
+    #: before issue 45), and what an operator asked it to do (drain or stop), if anything.
+    slots: int | None = None
+    version: str | None = None
+    request: WorkerRequest | None = None
 
     def claims(self, kind: str, tenant: str | None) -> bool:
         """Whether this worker would claim a job of ``kind`` and ``tenant``."""

@@ -171,6 +171,7 @@ def select_claim(
     running: Mapping[str, int],
     now: datetime,
     running_keys: Mapping[str, int] | None = None,
+    key_limits: Mapping[str, int] | None = None,
 ) -> list[Job]:
     """The pending jobs ``request`` takes, in claim order: at most ``limit``, each kind
     within its per-claim and cluster cap, each capped pair within its limit, each job
@@ -178,7 +179,8 @@ def select_claim(
     key run (those running and those taken before it by this claim).
 
     ``running`` counts the running jobs of the cluster-limited kinds (cluster-wide),
-    ``running_keys`` the running jobs of each concurrency key (cluster-wide, any kind).
+    ``running_keys`` the running jobs of each concurrency key (cluster-wide, any kind),
+    ``key_limits`` the keys' limits set at run time (over the jobs' own).
     """
     if request.limit <= 0:
         return []
@@ -188,6 +190,7 @@ def select_claim(
     taken: Counter[str] = Counter()
     pairs_taken: Counter[tuple[str, str | None]] = Counter()
     keys_held: Counter[str] = Counter(running_keys or {})
+    overrides = key_limits or {}
     chosen: list[Job] = []
     for job in candidates:
         if len(chosen) >= request.limit:
@@ -197,7 +200,7 @@ def select_claim(
             continue
         if pair in pairs and pairs_taken[pair] >= pairs[pair]:
             continue
-        if key is not None and keys_held[key] >= (job.concurrency_limit or 1):
+        if key is not None and keys_held[key] >= (overrides.get(key) or job.concurrency_limit or 1):
             continue
         if key is not None:
             keys_held[key] += 1

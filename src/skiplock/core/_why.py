@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._bucket import refill, take
+from ._concurrency import key_limit
 from ._health_report import format_duration
 from ._health_snapshot import PAIR_SCOPE, PROVIDER_SCOPE, BucketState, HealthSnapshot
 from ._types import JobState
@@ -145,7 +146,7 @@ def explain_wait(
             WaitReason("paused", f"{scope} is paused{by}{since}{why}", details=pause.to_json())
         )
     reasons.extend(_rate_reasons(kind, tenant, snapshot, rates))
-    reasons.extend(_cap_reasons(job, snapshot, cluster_limits, holders))
+    reasons.extend(_cap_reasons(job, snapshot, cluster_limits, holders, controls))
     live = [w for w in snapshot.workers if w.heartbeat_at >= now - worker_timeout]
     if not any(w.claims(kind, tenant) for w in live):
         who = f"kind {kind!r}" + ("" if tenant is None else f" of tenant {tenant!r}")
@@ -218,11 +219,17 @@ def _rate_reasons(
 
 
 def _cap_reasons(
-    job: Job, snapshot: HealthSnapshot, cluster_limits: Mapping[str, int], holders: Sequence[int]
+    job: Job,
+    snapshot: HealthSnapshot,
+    cluster_limits: Mapping[str, int],
+    holders: Sequence[int],
+    controls: Controls,
 ) -> list[WaitReason]:
-    """Its concurrency key full (``holders`` running), its kind at its cluster limit."""
+    """Its concurrency key full (``holders`` running; the key's limit set at run time
+    over the job's own), its kind at its cluster limit (``cluster_limits``: in force)."""
     found: list[WaitReason] = []
-    key, cap = job.concurrency_key, job.concurrency_limit
+    key = job.concurrency_key
+    cap = key_limit(controls.concurrency, key, job.concurrency_limit)
     if key is not None and cap is not None and len(holders) >= cap:
         ids = ", ".join(str(i) for i in holders)
         found.append(

@@ -15,6 +15,11 @@ from ._capacity import (
     plan_claim,
     throttle_limits,
 )
+from ._concurrency import (
+    check_concurrency_limit,
+    concurrency_scope,
+    kind_limits,
+)
 from ._controls import (
     EffectiveLimits,
     check_reason,
@@ -124,6 +129,7 @@ from ._validation import (
     unknown_kind_message,
 )
 from ._why import WAIT_CODES, WAIT_COUNT_BOUND, explain_wait
+from ._worker_requests import check_worker_action, check_worker_id, running_jobs_json
 
 __all__ = [
     "ACTOR",
@@ -167,6 +173,7 @@ __all__ = [
     "check_available_at",
     "check_bool",
     "check_concurrency",
+    "check_concurrency_limit",
     "check_connection_mode",
     "check_duration",
     "check_idempotency_policy",
@@ -184,7 +191,10 @@ __all__ = [
     "check_tenant",
     "check_text",
     "check_trace_context",
+    "check_worker_action",
+    "check_worker_id",
     "choice",
+    "concurrency_scope",
     "decide_failure",
     "describe",
     "encode_result",
@@ -193,6 +203,7 @@ __all__ = [
     "field_defaults",
     "format_duration",
     "history_from",
+    "kind_limits",
     "limit_scope",
     "next_delay",
     "optional_duration",
@@ -204,6 +215,7 @@ __all__ = [
     "plan_claim",
     "policy_from",
     "resolve_policy",
+    "running_jobs_json",
     "table_limits",
     "take",
     "throttle_limits",

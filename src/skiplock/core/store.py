@@ -33,6 +33,13 @@ from ._capacity import (
 # What a claim returns.
 from ._claims import ClaimedJobs
 
+# Concurrency limits set at run time.
+from ._concurrency import (
+    CONCURRENCY_SCOPES,
+    ConcurrencyLimit,
+    key_limit,
+)
+
 # Run-time controls (pauses, limits): the types the port speaks.
 from ._controls import (
     Controls,
@@ -127,9 +134,17 @@ from ._validation import (
     shown,
 )
 
+# Requests to a worker (drain, stop).
+from ._worker_requests import (
+    WORKER_ACTIONS,
+    WorkerRequest,
+    worker_request_event,
+)
+
 __all__ = [
     "ALL_KINDS",
     "AUDIT_PURGE",
+    "CONCURRENCY_SCOPES",
     "DUE_COUNT_BOUND",
     "INT4_RANGE",
     "JOBS_PURGE",
@@ -138,8 +153,10 @@ __all__ = [
     "PICKUP_SAMPLE",
     "PROVIDER_SCOPE",
     "SAMPLE_RETENTION",
+    "WORKER_ACTIONS",
     "BucketState",
     "ClaimedJobs",
+    "ConcurrencyLimit",
     "Controls",
     "Limit",
     "OrphanedJobs",
@@ -154,6 +171,7 @@ __all__ = [
     "ScopedKey",
     "ThrottleLimits",
     "TokenBucket",
+    "WorkerRequest",
     "after_claim",
     "after_operator",
     "after_outcome",
@@ -173,6 +191,7 @@ __all__ = [
     "is_stale",
     "job_key_scope",
     "job_scoped_key",
+    "key_limit",
     "matches",
     "new_job",
     "next_due",
@@ -191,4 +210,5 @@ __all__ = [
     "shown",
     "take_samples",
     "throttled_request",
+    "worker_request_event",
 ]

@@ -92,6 +92,10 @@ class LimitsView:
                 self._built = (version, limits, limits.table(self._providers))
             return controls, self._built[1], self._built[2]
 
+    def snapshot(self) -> tuple[Controls, int]:
+        """The controls snapshot and its version (see :class:`ControlsCache`)."""
+        return self._cache.current()
+
     def current(self) -> tuple[Controls, EffectiveLimits]:
         """The controls snapshot and the limits in force with it."""
         controls, limits, _ = self._current()

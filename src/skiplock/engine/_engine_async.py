@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate, TypeVar, Unpack, cast, overload
 
 from skiplock._compat_async import IS_ASYNC
-from skiplock.core.rules import EffectiveLimits
+from skiplock.core.rules import EffectiveLimits, kind_limits
 from skiplock.ports import (
     AsyncAudit,
     AsyncAuditSink,
@@ -398,10 +398,12 @@ class AsyncEngine(AsyncEnqueueOps, AsyncScheduleOps, AsyncControlOps):
         )
         return limits.table({kind: spec.provider for kind, spec in specs.items()})
 
-    def _cluster_limits(self) -> Mapping[str, int]:
-        """The kinds' cluster limits (their policies')."""
+    def _cluster_limits(self, controls: Controls) -> Mapping[str, int]:
+        """The kinds' cluster limits in force: those ``controls`` set at run time over
+        their policies'."""
         specs = self._registry.specs
-        return {k: s.policy.cluster_limit for k, s in specs.items() if s.policy.cluster_limit}
+        declared = {k: s.policy.cluster_limit for k, s in specs.items() if s.policy.cluster_limit}
+        return kind_limits(declared, controls.concurrency, "cluster")
 
     # ---- workers --------------------------------------------------------------------
 
@@ -451,8 +453,8 @@ class _EngineReader(AsyncReader):
     def _rates(self, controls: Controls) -> RateTable:
         return self._engine._rates(controls)
 
-    def _cluster_limits(self) -> Mapping[str, int]:
-        return self._engine._cluster_limits()
+    def _cluster_limits(self, controls: Controls) -> Mapping[str, int]:
+        return self._engine._cluster_limits(controls)
 
 
 def _audit_sink(sink: object) -> AsyncAuditSink | None:

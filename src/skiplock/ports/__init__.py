@@ -21,7 +21,6 @@ from ._observability import (
 )
 from ._store import (
     AdminRole,
-    ControlsRole,
     JobsRole,
     JobStore,
     Notifier,
@@ -30,13 +29,14 @@ from ._store import (
 )
 from ._store_async import (
     AsyncAdminRole,
-    AsyncControlsRole,
     AsyncJobsRole,
     AsyncJobStore,
     AsyncNotifier,
     AsyncUpkeepRole,
     AsyncWorkersRole,
 )
+from ._store_controls import ControlsRole
+from ._store_controls_async import AsyncControlsRole
 from ._store_reads import ReadsRole
 from ._store_reads_async import AsyncReadsRole
 

@@ -5,7 +5,8 @@
 This module is the generated sync twin of ``_store_async.py``.
 
 The store port comes by role; the reads role is in :mod:`._store_reads`, the
-others are here, with ``JobStore``, every role at once.
+controls role in :mod:`._store_controls`, the others are here, with
+``JobStore``, every role at once.
 
 One call is one transaction or one clearly bounded operation. Ports speak core types
 only. The caller's transaction enters as ``connection=``: whatever the adapter's
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._store_controls import ControlsRole
 from ._store_reads import ReadsRole
 
 if TYPE_CHECKING:
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
         NextDue,
         WorkerInfo,
     )
-    from skiplock.core.store import ClaimedJobs, Controls, Limit, Pause
+    from skiplock.core.store import ClaimedJobs
 
     from ._audit import Audit
 
@@ -278,50 +280,6 @@ class WorkersRole(Protocol):
 
     def notifier(self) -> Notifier | None:
         """A notifier woken by this store's writes, or None (the worker polls)."""
-        ...
-
-
-class ControlsRole(Protocol):
-    """Controls: pauses and limits set at run time (issue 30), read and changed."""
-
-    def controls(self) -> Controls:
-        """Every pause and every limit set at run time (issue 30), read in one operation:
-        workers call it every ``Settings.controls_refresh``. Pauses and limits come in a
-        stable order (the store's)."""
-        ...
-
-    def pause(self, pause: Pause, *, audit: Audit | None = None) -> Pause:
-        """Pause ``(pause.kind, pause.tenant)`` (None: any), naming ``pause.actor`` and
-        ``pause.reason``; returns it as stored (``since``: the store's time it was first
-        paused; pausing again keeps it and takes the new reason and actor). Jobs it
-        covers are not claimed while it stands (the worker leaves them out of its claims).
-        Audit: ``paused`` (no job; details: the reason)."""
-        ...
-
-    def resume(
-        self, kind: str | None, tenant: str | None, *, audit: Audit | None = None
-    ) -> Pause | None:
-        """Lift the pause of exactly ``(kind, tenant)`` (None: any); returns it, or None
-        if there was none (nothing changed). Audit: ``resumed`` with ``audit.actor`` (the
-        lifted pause's reason in the details)."""
-        ...
-
-    def set_limit(self, limit: Limit, *, audit: Audit | None = None) -> Limit:
-        """Set the limit of ``(limit.kind, limit.tenant)`` or of ``limit.provider``,
-        replacing the one there was; returns it as stored (``updated_at``: the store's
-        time). Audit: ``limit_set`` (no job; details: provider, rps, burst)."""
-        ...
-
-    def clear_limit(
-        self,
-        kind: str | None,
-        tenant: str | None,
-        provider: str | None,
-        *,
-        audit: Audit | None = None,
-    ) -> Limit | None:
-        """Remove the limit of exactly ``(kind, tenant)`` or of ``provider``; returns it,
-        or None if there was none. Audit: ``limit_cleared`` with ``audit.actor``."""
         ...
 
 

@@ -1,7 +1,8 @@
 """The store and notifier ports (async source; the sync twin is generated).
 
 The store port comes by role; the reads role is in :mod:`._store_reads_async`, the
-others are here, with ``AsyncJobStore``, every role at once.
+controls role in :mod:`._store_controls_async`, the others are here, with
+``AsyncJobStore``, every role at once.
 
 One call is one transaction or one clearly bounded operation. Ports speak core types
 only. The caller's transaction enters as ``connection=``: whatever the adapter's
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._store_controls_async import AsyncControlsRole
 from ._store_reads_async import AsyncReadsRole
 
 if TYPE_CHECKING:
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
         NextDue,
         WorkerInfo,
     )
-    from skiplock.core.store import ClaimedJobs, Controls, Limit, Pause
+    from skiplock.core.store import ClaimedJobs
 
     from ._audit_async import AsyncAudit
 
@@ -278,50 +280,6 @@ class AsyncWorkersRole(Protocol):
 
     def notifier(self) -> AsyncNotifier | None:
         """A notifier woken by this store's writes, or None (the worker polls)."""
-        ...
-
-
-class AsyncControlsRole(Protocol):
-    """Controls: pauses and limits set at run time (issue 30), read and changed."""
-
-    async def controls(self) -> Controls:
-        """Every pause and every limit set at run time (issue 30), read in one operation:
-        workers call it every ``Settings.controls_refresh``. Pauses and limits come in a
-        stable order (the store's)."""
-        ...
-
-    async def pause(self, pause: Pause, *, audit: AsyncAudit | None = None) -> Pause:
-        """Pause ``(pause.kind, pause.tenant)`` (None: any), naming ``pause.actor`` and
-        ``pause.reason``; returns it as stored (``since``: the store's time it was first
-        paused; pausing again keeps it and takes the new reason and actor). Jobs it
-        covers are not claimed while it stands (the worker leaves them out of its claims).
-        Audit: ``paused`` (no job; details: the reason)."""
-        ...
-
-    async def resume(
-        self, kind: str | None, tenant: str | None, *, audit: AsyncAudit | None = None
-    ) -> Pause | None:
-        """Lift the pause of exactly ``(kind, tenant)`` (None: any); returns it, or None
-        if there was none (nothing changed). Audit: ``resumed`` with ``audit.actor`` (the
-        lifted pause's reason in the details)."""
-        ...
-
-    async def set_limit(self, limit: Limit, *, audit: AsyncAudit | None = None) -> Limit:
-        """Set the limit of ``(limit.kind, limit.tenant)`` or of ``limit.provider``,
-        replacing the one there was; returns it as stored (``updated_at``: the store's
-        time). Audit: ``limit_set`` (no job; details: provider, rps, burst)."""
-        ...
-
-    async def clear_limit(
-        self,
-        kind: str | None,
-        tenant: str | None,
-        provider: str | None,
-        *,
-        audit: AsyncAudit | None = None,
-    ) -> Limit | None:
-        """Remove the limit of exactly ``(kind, tenant)`` or of ``provider``; returns it,
-        or None if there was none. Audit: ``limit_cleared`` with ``audit.actor``."""
         ...
 
 

@@ -219,7 +219,7 @@ def filter_params(f: JobFilter) -> dict[str, Any]:
         "created_before": f.created_before,
         "available_since": f.available_since,
         "available_before": f.available_before,
-        # The search (migration 0020): a JSON text for ``@>``, texts compared as they are.
+        # The search (migration 0022): a JSON text for ``@>``, texts compared as they are.
         "payload": None if f.payload is None else json.dumps(f.payload, separators=(",", ":")),
         "error": f.error,
         "idempotency_key": f.idempotency_key,

@@ -29,6 +29,7 @@ from ._rows import (
     utc,
     utc_or_none,
 )
+from ._rows_controls import request_from_row
 from ._rows_jobs import buckets_from_rows
 
 if TYPE_CHECKING:
@@ -147,6 +148,9 @@ def worker_status_from_row(row: Mapping[str, Any]) -> WorkerStatus:
         heartbeat_at=utc(row["heartbeat_at"]),
         running=int(row["running"]),
         oldest_claimed_at=utc_or_none(row["oldest_claimed_at"]),
+        slots=row.get("slots"),
+        version=row.get("version"),
+        request=None if row.get("request") is None else request_from_row(row),
     )
 
 

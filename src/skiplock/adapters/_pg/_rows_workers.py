@@ -28,6 +28,8 @@ def worker_params(info: WorkerInfo) -> dict[str, Any]:
         "pid": info.pid,
         "kinds": sorted_or_none(info.kinds),
         "tenants": sorted_or_none(info.tenants),
+        "slots": info.slots,
+        "version": info.version,
     }
 
 

@@ -10,21 +10,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skiplock.core import AuditAction
-from skiplock.core.store import control_event
+from skiplock.core.store import control_event, worker_request_event
 
 from ._driver_async import TX, C
 from ._rows import utc
 from ._rows_controls import (
+    concurrency_from_row,
+    concurrency_params,
     controls_from_rows,
     limit_from_row,
     limit_params,
     pause_from_row,
     pause_params,
+    request_from_row,
 )
 from ._store_base_async import AsyncPgStoreBase
 
 if TYPE_CHECKING:
-    from skiplock.core.store import Controls, Limit, Pause
+    from skiplock.core.store import ConcurrencyLimit, Controls, Limit, Pause, WorkerRequest
     from skiplock.ports import AsyncAudit
 
     from ._migrate import Rows
@@ -75,6 +78,61 @@ class AsyncPgControlsRole(AsyncPgStoreBase[C, TX]):
         rows = await self._control("clear_limit", params, AuditAction.LIMIT_CLEARED, audit)
         return limit_from_row(rows[0]) if rows else None
 
+    async def set_concurrency(
+        self, limit: ConcurrencyLimit, *, audit: AsyncAudit | None = None
+    ) -> ConcurrencyLimit:
+        """Upsert the concurrency limit (audited in the same statement with ``audit``)."""
+        target = (limit.kind, limit.key, limit.scope)
+        stored = await self._concurrency(
+            "set_concurrency", *target, limit.limit, limit.actor, audit
+        )
+        assert stored is not None  # an upsert returns its row
+        return stored
+
+    async def clear_concurrency(
+        self,
+        kind: str | None,
+        key: str | None,
+        scope: str,
+        *,
+        audit: AsyncAudit | None = None,
+    ) -> ConcurrencyLimit | None:
+        """Delete the concurrency limit of exactly ``(kind, key, scope)`` (audited with
+        ``audit``)."""
+        actor = None if audit is None else audit.actor
+        return await self._concurrency("clear_concurrency", kind, key, scope, None, actor, audit)
+
+    async def _concurrency(
+        self,
+        name: str,
+        kind: str | None,
+        key: str | None,
+        scope: str,
+        limit: int | None,
+        actor: str | None,
+        audit: AsyncAudit | None,
+    ) -> ConcurrencyLimit | None:
+        """Run ``set_concurrency`` or ``clear_concurrency``: the limit changed, or None."""
+        action = AuditAction.CONCURRENCY_SET if limit else AuditAction.CONCURRENCY_CLEARED
+        params = concurrency_params(kind, key, scope, limit, actor)
+        rows = await self._control(name, params, action, audit)
+        return concurrency_from_row(rows[0]) if rows else None
+
+    async def request_worker(
+        self,
+        worker_id: str,
+        action: str,
+        *,
+        actor: str | None = None,
+        audit: AsyncAudit | None = None,
+    ) -> WorkerRequest | None:
+        """Set the request on the worker's row (audited in the same statement with
+        ``audit``); None without such a row."""
+        params = {"id": worker_id, "mode": action, "actor": actor}
+        kind = AuditAction.WORKER_DRAIN if action == "drain" else AuditAction.WORKER_STOP
+        rows = await self._control("request_worker", params, kind, audit)
+        return request_from_row(rows[0]) if rows else None
+
     async def _control(
         self, name: str, params: dict[str, Any], action: AuditAction, audit: AsyncAudit | None
     ) -> Rows:
@@ -87,6 +145,16 @@ class AsyncPgControlsRole(AsyncPgStoreBase[C, TX]):
         async with self._audited(None, audit, kept=False) as (conn, note):
             rows = await self._execute(conn, name, params)
             for row in rows:
-                control = pause_from_row(row) if "reason" in row else limit_from_row(row)
+                if "request" in row:  # a worker's request
+                    at = utc(row["at"])
+                    note.events.append(worker_request_event(request_from_row(row), at))
+                    continue
+                control: Pause | Limit | ConcurrencyLimit
+                if "max_running" in row:
+                    control = concurrency_from_row(row)
+                elif "reason" in row:
+                    control = pause_from_row(row)
+                else:
+                    control = limit_from_row(row)
                 note.events.append(control_event(action, control, params["actor"], utc(row["at"])))
         return rows

@@ -44,7 +44,16 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
-    from skiplock.core.store import ClaimedJobs, Controls, Limit, Pause, QueueSample, Retention
+    from skiplock.core.store import (
+        ClaimedJobs,
+        ConcurrencyLimit,
+        Controls,
+        Limit,
+        Pause,
+        QueueSample,
+        Retention,
+        WorkerRequest,
+    )
     from skiplock.ports import Audit, Clock
 
 
@@ -237,6 +246,38 @@ class MemoryControls(MemoryTransactions):
         ``audit``)."""
         with self._control_audit(audit) as note:
             return self._state.clear_limit(kind, tenant, provider, note)
+
+    def set_concurrency(
+        self, limit: ConcurrencyLimit, *, audit: Audit | None = None
+    ) -> ConcurrencyLimit:
+        """Set the concurrency limit (audited with ``audit``)."""
+        with self._control_audit(audit) as note:
+            return self._state.set_concurrency(limit, note)
+
+    def clear_concurrency(
+        self,
+        kind: str | None,
+        key: str | None,
+        scope: str,
+        *,
+        audit: Audit | None = None,
+    ) -> ConcurrencyLimit | None:
+        """Remove the concurrency limit of exactly ``(kind, key, scope)`` (audited with
+        ``audit``)."""
+        with self._control_audit(audit) as note:
+            return self._state.clear_concurrency(kind, key, scope, note)
+
+    def request_worker(
+        self,
+        worker_id: str,
+        action: str,
+        *,
+        actor: str | None = None,
+        audit: Audit | None = None,
+    ) -> WorkerRequest | None:
+        """Ask the worker to drain or stop (audited with ``audit``)."""
+        with self._control_audit(audit) as note:
+            return self._state.request_worker(worker_id, action, actor, note)
 
     @contextmanager
     def _control_audit(self, audit: Audit | None) -> Iterator[AuditNote | None]:

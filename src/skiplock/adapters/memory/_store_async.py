@@ -40,7 +40,16 @@ if TYPE_CHECKING:
         StateCount,
         WorkerInfo,
     )
-    from skiplock.core.store import ClaimedJobs, Controls, Limit, Pause, QueueSample, Retention
+    from skiplock.core.store import (
+        ClaimedJobs,
+        ConcurrencyLimit,
+        Controls,
+        Limit,
+        Pause,
+        QueueSample,
+        Retention,
+        WorkerRequest,
+    )
     from skiplock.ports import AsyncAudit, Clock
 
 
@@ -233,6 +242,38 @@ class AsyncMemoryControls(AsyncMemoryTransactions):
         ``audit``)."""
         async with self._control_audit(audit) as note:
             return self._state.clear_limit(kind, tenant, provider, note)
+
+    async def set_concurrency(
+        self, limit: ConcurrencyLimit, *, audit: AsyncAudit | None = None
+    ) -> ConcurrencyLimit:
+        """Set the concurrency limit (audited with ``audit``)."""
+        async with self._control_audit(audit) as note:
+            return self._state.set_concurrency(limit, note)
+
+    async def clear_concurrency(
+        self,
+        kind: str | None,
+        key: str | None,
+        scope: str,
+        *,
+        audit: AsyncAudit | None = None,
+    ) -> ConcurrencyLimit | None:
+        """Remove the concurrency limit of exactly ``(kind, key, scope)`` (audited with
+        ``audit``)."""
+        async with self._control_audit(audit) as note:
+            return self._state.clear_concurrency(kind, key, scope, note)
+
+    async def request_worker(
+        self,
+        worker_id: str,
+        action: str,
+        *,
+        actor: str | None = None,
+        audit: AsyncAudit | None = None,
+    ) -> WorkerRequest | None:
+        """Ask the worker to drain or stop (audited with ``audit``)."""
+        async with self._control_audit(audit) as note:
+            return self._state.request_worker(worker_id, action, actor, note)
 
     @asynccontextmanager
     async def _control_audit(self, audit: AsyncAudit | None) -> AsyncIterator[AuditNote | None]:

@@ -14,8 +14,16 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from skiplock.core import RateLimit
-from skiplock.core.rules import check_bool, check_reason, limit_scope, pause_scope
-from skiplock.core.store import Limit, Pause
+from skiplock.core.rules import (
+    check_bool,
+    check_concurrency_limit,
+    check_reason,
+    check_worker_id,
+    concurrency_scope,
+    limit_scope,
+    pause_scope,
+)
+from skiplock.core.store import ConcurrencyLimit, Limit, Pause, WorkerRequest
 from skiplock.ports import ControlsRole
 
 from ._admin import AdminOps, AdminStore
@@ -54,6 +62,9 @@ class ControlOps(AdminOps):
     operator's, or the engine's ``Settings.audit_actor``); with the audit trail on
     (J10) it records an event without a job (``paused``, ``resumed``, ``limit_set``,
     ``limit_cleared``).
+
+    Concurrency limits (issue 45) are set and cleared the same way
+    (:meth:`set_concurrency`, ``concurrency_set`` and ``concurrency_cleared`` events).
 
     A pause or limit of a kind this engine does not know is refused as enqueue refuses
     it (``Settings.unknown_kinds``; :class:`~skiplock.UnknownKindError` naming the known
@@ -167,3 +178,62 @@ class ControlOps(AdminOps):
         cleared = self._store.clear_limit(kind, tenant, provider, audit=self._audit)
         self._changed()
         return cleared
+
+    def set_concurrency(
+        self,
+        *,
+        kind: str | None = None,
+        key: str | None = None,
+        limit: int,
+        scope: str = "cluster",
+        allow_unknown_kind: bool = False,
+    ) -> ConcurrencyLimit:
+        """Set a concurrency limit at run time (issue 45): at most ``limit`` jobs of
+        ``kind`` run at once per worker process (``scope="node"``, over the kind's
+        ``node_limit``) or across the cluster (``"cluster"``, over its
+        ``cluster_limit``); or at most ``limit`` jobs of concurrency ``key`` (cluster-wide,
+        over the jobs' ``concurrency_limit``). Replaces the one set before; every worker
+        claims by it within ``Settings.controls_refresh``. Returns it as stored. A kind
+        this engine does not know raises :class:`~skiplock.UnknownKindError` unless
+        ``allow_unknown_kind``."""
+        kind, key, checked_scope = concurrency_scope(kind, key, scope)
+        limit = check_concurrency_limit(limit)
+        self._check_kind(kind, allow_unknown_kind, "concurrency limit")
+        wanted = ConcurrencyLimit(
+            limit, kind=kind, key=key, scope=checked_scope, actor=self._actor_of_changes()
+        )
+        stored = self._store.set_concurrency(wanted, audit=self._audit)
+        self._changed()
+        return stored
+
+    def clear_concurrency(
+        self, *, kind: str | None = None, key: str | None = None, scope: str = "cluster"
+    ) -> ConcurrencyLimit | None:
+        """Remove the concurrency limit :meth:`set_concurrency` set for exactly these
+        arguments: the declared limit (none if none is declared) applies again. Returns
+        it, None if there was none."""
+        kind, key, checked_scope = concurrency_scope(kind, key, scope)
+        cleared = self._store.clear_concurrency(kind, key, checked_scope, audit=self._audit)
+        self._changed()
+        return cleared
+
+    def drain_worker(self, worker_id: str) -> WorkerRequest | None:
+        """Ask worker ``worker_id`` (on any host) to drain (issue 45): it stops claiming,
+        gives its held jobs back, lets every running job finish however long it takes,
+        then unregisters and exits. It reads the request within
+        ``Settings.controls_refresh``. Returns the request as stored, None if no such
+        worker is registered. Audited (``worker_drain``)."""
+        return self._request_worker(worker_id, "drain")
+
+    def stop_worker(self, worker_id: str) -> WorkerRequest | None:
+        """Ask worker ``worker_id`` to stop (issue 45): its graceful stop, as on SIGTERM
+        (running jobs get ``shutdown_timeout``, then are interrupted and released
+        without using an attempt). As :meth:`drain_worker` otherwise (``worker_stop``)."""
+        return self._request_worker(worker_id, "stop")
+
+    def _request_worker(self, worker_id: str, action: str) -> WorkerRequest | None:
+        worker_id = check_worker_id(worker_id)
+        actor = self._actor_of_changes()
+        stored = self._store.request_worker(worker_id, action, actor=actor, audit=self._audit)
+        self._changed()
+        return stored

@@ -42,12 +42,13 @@ from skiplock.core.rules import (
     check_search_text,
     explain_wait,
     history_from,
+    kind_limits,
     throughput_from,
     throughput_window,
     to_duration,
     unreachable_report,
 )
-from skiplock.core.store import Controls, Limit, Pause, Retention
+from skiplock.core.store import ConcurrencyLimit, Controls, Limit, Pause, Retention
 
 from .._inputs import as_names, as_states
 from ..settings._settings import Settings
@@ -253,7 +254,7 @@ class AsyncReadOps:
             thresholds,
             controls.pauses,
             rates=self._rates(controls),
-            cluster_limits=self._cluster_limits(),
+            cluster_limits=self._cluster_limits(controls),
         )
 
     def _rates(self, controls: Controls) -> RateTable:
@@ -261,9 +262,10 @@ class AsyncReadOps:
         own; here only what ``controls`` sets)."""
         return EffectiveLimits(controls).table({})
 
-    def _cluster_limits(self) -> Mapping[str, int]:
-        """The cluster limits of the engine's kinds (the engine's own; none here)."""
-        return {}
+    def _cluster_limits(self, controls: Controls) -> Mapping[str, int]:
+        """The cluster limits in force of the engine's kinds (the engine's own declared
+        ones, none here, under the ones ``controls`` sets at run time)."""
+        return kind_limits({}, controls.concurrency, "cluster")
 
     def health_thresholds(
         self,
@@ -321,7 +323,7 @@ class AsyncReadOps:
             snapshot,
             controls,
             rates=self._rates(controls),
-            cluster_limits=self._cluster_limits(),
+            cluster_limits=self._cluster_limits(controls),
             worker_timeout=self.health_thresholds().worker_timeout,
             holders=holders,
             ahead=ahead,
@@ -400,6 +402,26 @@ class AsyncReadOps:
     async def limits(self) -> list[Limit]:
         """Every limit set at run time (not the policies' and settings' ones)."""
         return list((await self._store.controls()).limits)
+
+    async def worker_jobs(self) -> dict[str, list[Job]]:
+        """The running jobs by the id of the worker that runs them (issue 45: what each
+        worker runs now; ``claimed_at`` is since when), oldest claim first; among the
+        first :data:`~skiplock.core.rules.WAIT_COUNT_BOUND` running jobs (running jobs
+        are few: the workers' slots)."""
+        page = await self._store.list_jobs(
+            JobFilter(states=frozenset({JobState.RUNNING})), Page(limit=WAIT_COUNT_BOUND)
+        )
+        by_worker: dict[str, list[Job]] = {}
+        for job in sorted(
+            page, key=lambda j: (j.claimed_at.timestamp() if j.claimed_at else 0, j.id)
+        ):
+            if job.claimed_by is not None:
+                by_worker.setdefault(job.claimed_by, []).append(job)
+        return by_worker
+
+    async def concurrency_limits(self) -> list[ConcurrencyLimit]:
+        """Every concurrency limit set at run time (issue 45; not the declared ones)."""
+        return list((await self._store.controls()).concurrency)
 
 
 class AsyncReader(AsyncReadOps):

@@ -12,6 +12,9 @@ from __future__ import annotations
 import logging
 import random
 import time
+
+# At run time too: the annotations of the attrs class below.
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -20,6 +23,7 @@ import attrs
 from skiplock._compat import ThreadSafeEvent
 from skiplock.core import DatabaseUnavailableError
 from skiplock.core.rules import next_delay
+from skiplock.core.store import WorkerRequest
 
 from ..settings._settings import Settings
 from ._completer import STORE_RETRY
@@ -28,8 +32,6 @@ from ._lease import LeaseKeeper
 from ._timer import wait_until
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from skiplock.ports import Notifier, ReadsRole, UpkeepRole
 
     from .._controls import ControlsCache
@@ -62,6 +64,9 @@ class WorkerLoops:
     lease: LeaseKeeper
     dispatcher: Dispatcher
     finished: ThreadSafeEvent
+    #: Called with what an operator asked this worker to do (drain or stop), at each
+    #: refresh of the controls that finds a request for it (issue 45).
+    on_request: Callable[[WorkerRequest], None] | None = None
 
     def retry_wait(self, failures: int) -> float:
         """Seconds to wait after ``failures`` store errors in a row (``STORE_RETRY``),
@@ -141,14 +146,18 @@ class WorkerLoops:
     def controls(self, store: ReadsRole, cache: ControlsCache) -> None:
         """Refresh the pauses and limits every ``controls_refresh`` and wake the claim
         loop whenever they changed: a pause applies to the next claim, a resume or a new
-        limit makes jobs claimable now."""
+        limit makes jobs claimable now. A request to drain or stop this worker goes to
+        ``on_request`` (at every refresh while it stands: the worker acts once)."""
         seen = cache.version
         while True:
             self.refresh_controls(store, cache)
-            version = cache.version
+            controls, version = cache.current()
             if version != seen:
                 seen = version
                 self.dispatcher.wakeup.set()
+            request = controls.request_for(self.worker_id)
+            if request is not None and self.on_request is not None:
+                self.on_request(request)
             if self.finished.wait(self.settings.controls_refresh):
                 return
 

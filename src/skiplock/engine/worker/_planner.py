@@ -14,7 +14,7 @@ import math
 import time
 from typing import TYPE_CHECKING
 
-from skiplock.core.rules import plan_claim
+from skiplock.core.rules import kind_limits, plan_claim
 from skiplock.core.store import ClaimedJobs, ThrottleLimits
 
 if TYPE_CHECKING:
@@ -175,8 +175,11 @@ class ClaimPlanner:
         self._clock = clock
         self._metrics = metrics
         policies = scope.policies
+        # The declared limits; the concurrency limits set at run time (issue 45) win over
+        # them at each plan (concurrency_limits).
         self._node_limits = {k: p.node_limit for k, p in policies.items() if p.node_limit}
         self._cluster_limits = {k: p.cluster_limit for k, p in policies.items() if p.cluster_limit}
+        self._limits_built: tuple[int, dict[str, int], dict[str, int]] | None = None
         self._max_attempts = {k: p.retry.max_attempts for k, p in policies.items()}
         self._prefetch_limits = {
             k: p.prefetch_limit for k, p in policies.items() if p.prefetch_limit is not None
@@ -194,11 +197,29 @@ class ClaimPlanner:
         self._found: frozenset[Decision] = frozenset()
         self._kept: frozenset[Decision] = frozenset()
 
-    def prefetch_limits(self, rates: RateTable) -> dict[str, int]:
+    def concurrency_limits(self) -> tuple[dict[str, int], dict[str, int]]:
+        """The node and cluster limits in force of the worker's kinds: the concurrency
+        limits set at run time (the engine's last snapshot of the store's controls) over
+        the kinds' declared ``node_limit`` and ``cluster_limit``. Built again only when
+        the snapshot changed."""
+        controls, version = self._limits.snapshot()
+        built = self._limits_built
+        if built is None or built[0] != version:
+            kinds = self._scope.kinds
+            node = kind_limits(self._node_limits, controls.concurrency, "node", kinds)
+            cluster = kind_limits(self._cluster_limits, controls.concurrency, "cluster", kinds)
+            built = self._limits_built = (version, node, cluster)
+        return built[1], built[2]
+
+    def prefetch_limits(
+        self, rates: RateTable, cluster_limits: Mapping[str, int] | None = None
+    ) -> dict[str, int]:
         """How many jobs of each kind a claim may hold beyond those it starts at once: the
         kind's ``prefetch_limit``, else 0 for a kind limited across the cluster or by a
         rate (a node holding such jobs unstarted would hold back the others)."""
-        limits = dict.fromkeys((*self._cluster_limits, *rates.limited_kinds()), 0)
+        if cluster_limits is None:
+            cluster_limits = self.concurrency_limits()[1]
+        limits = dict.fromkeys((*cluster_limits, *rates.limited_kinds()), 0)
         return limits | self._prefetch_limits
 
     def plan(self, free: int, start_now: int) -> ClaimRequest | None:
@@ -233,7 +254,8 @@ class ClaimPlanner:
             )
             shared = None
         self.throttled_for = throttle.retry_in
-        prefetch_limits = self.prefetch_limits(rates)
+        node_limits, cluster_limits = self.concurrency_limits()
+        prefetch_limits = self.prefetch_limits(rates, cluster_limits)
 
         def planner(held: Mapping[str, int]) -> ClaimRequest | None:
             return plan_claim(
@@ -241,8 +263,8 @@ class ClaimPlanner:
                 free_slots=free,
                 batch_size=scope.batch_size,
                 running=held,
-                node_limits=self._node_limits,
-                cluster_limits=self._cluster_limits,
+                node_limits=node_limits,
+                cluster_limits=cluster_limits,
                 kinds=scope.kinds,
                 tenants=scope.tenants,
                 excluded=throttle.excluded | paused.pairs,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import socket
 import uuid
@@ -78,3 +79,12 @@ def check_tenants(tenants: Iterable[str] | None) -> frozenset[str] | None:
     if not given or not all(isinstance(t, str) and t for t in given):
         raise ValidationError(f"tenants must be non-empty strings, got {tenants!r}")
     return frozenset(str(t) for t in given)
+
+
+def skiplock_version() -> str | None:
+    """The installed skiplock's version, as a worker registers it (None: not installed
+    as a distribution, e.g. run from a source tree)."""
+    try:
+        return importlib.metadata.version("skiplock")
+    except importlib.metadata.PackageNotFoundError:
+        return None

@@ -347,4 +347,6 @@ class Slots:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or (forced is not None and forced()):
                 return False
-            self._freed.wait(remaining)
+            # At least once a second: ``forced()`` may turn true without a job freeing
+            # (a stop's deadline during a drain), and a drain has no deadline (inf).
+            self._freed.wait(min(remaining, 1.0))

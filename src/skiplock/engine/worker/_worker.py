@@ -36,14 +36,16 @@ from skiplock.core import ValidationError, WorkerInfo
 
 from .._observe import worker_started, worker_stopped
 from .._registry import check_int
+from ._draining import Draining
 from ._host import StopSignals, serve_in_background
 from ._loops import WorkerLoops
 from ._parts import WorkerParts, build_own_parts
-from ._scope import check_tenants, claim_kinds, default_worker_id
+from ._scope import check_tenants, claim_kinds, default_worker_id, skiplock_version
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
+    from skiplock.core.store import WorkerRequest
     from skiplock.ports import Notifier
 
     from ._timer import Wakeup
@@ -59,7 +61,7 @@ def _ids(ids: list[int], most: int = 20) -> str:
     return f"{ids[:most]} and {len(ids) - most} more"
 
 
-class Worker:
+class Worker(Draining):
     """Claims and runs jobs of its engine's kinds until stopped.
 
     Build it with :meth:`Engine.worker`. By default it claims only the kinds its
@@ -132,6 +134,8 @@ class Worker:
             pid=os.getpid(),
             kinds=self._claim_kinds,
             tenants=check_tenants(tenants),
+            slots=self._concurrency,
+            version=skiplock_version(),
         )
         own = build_own_parts(
             parts, info, concurrency=self._concurrency, on_processor_exit=self._on_processor_exit
@@ -145,6 +149,9 @@ class Worker:
         self._state = "new"
         self._stop_requested = False
         self._force_requested = False
+        self._drain_timeout = settings.shutdown_timeout
+        self._stop_at: float | None = None
+        self._request: WorkerRequest | None = None
         # SystemExit/KeyboardInterrupt a processor raised: run() raises it once stopped.
         self._exit: BaseException | None = None
         self._finished = ThreadSafeEvent()
@@ -157,6 +164,7 @@ class Worker:
             lease=self._lease,
             dispatcher=self._dispatcher,
             finished=self._finished,
+            on_request=self._on_request,
         )
 
     # ---- public ---------------------------------------------------------------------
@@ -271,6 +279,7 @@ class Worker:
         call it from a signal handler (it takes locks the interrupted thread may hold);
         start a thread for it.
         """
+        self._stopping_now()
         self._stop_requested = True
         self._dispatcher.stop_starting()
         if force:
@@ -375,9 +384,7 @@ class Worker:
                 self._serving.set()
                 loops.claim(until_idle=until_idle, stopping=lambda: self._stop_requested)
                 self._state = "draining"
-                self._dispatcher.drain(
-                    self._settings.shutdown_timeout, forced=lambda: self._force_requested
-                )
+                self._dispatcher.drain(self._drain_timeout, forced=self._cut_short)
             except BaseException as exc:
                 # An error or KeyboardInterrupt: a forced stop, then the exception propagates.
                 logger.warning(

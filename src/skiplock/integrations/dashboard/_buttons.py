@@ -18,8 +18,8 @@ from urllib.parse import parse_qs, urlencode
 from skiplock.engine import Operator, SelectionChangedError
 
 from ..rest import Door, Forbidden, Request, Response
-from ..rest._problems import InvalidRequest
-from . import _actions, _browse, _controls, _csrf, _render
+from ..rest._problems import InvalidRequest, NotFound
+from . import _actions, _browse, _controls, _csrf, _render, _workers
 from ._visit import Visit, controlled, field, html, job_id_of, redirect
 
 if TYPE_CHECKING:
@@ -66,24 +66,24 @@ class Buttons(Door):
             location = f"{root}/dead?{urlencode({'done': done, 'job': job_id})}"
         return redirect(location)
 
-    # The controls: pause, resume, set or clear a limit through ``ops`` (the caller's
-    # operator: the caller is the change's actor, audited), then back to the controls page.
+    # The controls: pause, resume, set or clear a limit or a concurrency limit through
+    # ``ops`` (the caller's operator: the caller is the change's actor, audited), then back
+    # to the controls page.
 
-    def _pause(self, ops: Operator, visit: Visit) -> Response:
-        ops.pause(**self._control(ops, visit))
+    def _set_control(self, ops: Operator, visit: Visit) -> Response:
+        """A control's button: the operator call of its page (``_controls.BY_PAGE``)."""
+        change = getattr(ops, _controls.BY_PAGE[visit.page].call)
+        change(**self._control(ops, visit))
         return controlled(visit)
 
-    def _resume(self, ops: Operator, visit: Visit) -> Response:
-        ops.resume(**self._control(ops, visit))
-        return controlled(visit)
-
-    def _limit(self, ops: Operator, visit: Visit) -> Response:
-        ops.set_limit(**self._control(ops, visit))
-        return controlled(visit)
-
-    def _unlimit(self, ops: Operator, visit: Visit) -> Response:
-        ops.clear_limit(**self._control(ops, visit))
-        return controlled(visit)
+    def _ask_worker(self, ops: Operator, visit: Visit) -> Response:
+        """A worker's Drain or Stop button (``_workers.BY_PAGE``): the request through the
+        caller's operator, then back to the workers page; a worker gone is a 404."""
+        write = _workers.BY_PAGE[visit.page]
+        arguments = _workers.arguments(self._form(visit.request, ops))
+        if getattr(ops, write.call)(**arguments) is None:
+            raise NotFound(f"no worker {arguments['worker_id']!r} is registered")
+        return redirect(f"{visit.root}/workers?{urlencode({'done': write.done})}")
 
     def _control(self, ops: Operator, visit: Visit) -> dict[str, Any]:
         """The arguments of a control's operator call, from its form."""

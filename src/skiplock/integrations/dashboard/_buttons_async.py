@@ -15,8 +15,8 @@ from urllib.parse import parse_qs, urlencode
 from skiplock.engine import AsyncOperator, SelectionChangedError
 
 from ..rest import AsyncDoor, Forbidden, Request, Response
-from ..rest._problems import InvalidRequest
-from . import _actions, _browse, _controls, _csrf, _render
+from ..rest._problems import InvalidRequest, NotFound
+from . import _actions, _browse, _controls, _csrf, _render, _workers
 from ._visit import Visit, controlled, field, html, job_id_of, redirect
 
 if TYPE_CHECKING:
@@ -63,24 +63,24 @@ class AsyncButtons(AsyncDoor):
             location = f"{root}/dead?{urlencode({'done': done, 'job': job_id})}"
         return redirect(location)
 
-    # The controls: pause, resume, set or clear a limit through ``ops`` (the caller's
-    # operator: the caller is the change's actor, audited), then back to the controls page.
+    # The controls: pause, resume, set or clear a limit or a concurrency limit through
+    # ``ops`` (the caller's operator: the caller is the change's actor, audited), then back
+    # to the controls page.
 
-    async def _pause(self, ops: AsyncOperator, visit: Visit) -> Response:
-        await ops.pause(**self._control(ops, visit))
+    async def _set_control(self, ops: AsyncOperator, visit: Visit) -> Response:
+        """A control's button: the operator call of its page (``_controls.BY_PAGE``)."""
+        change = getattr(ops, _controls.BY_PAGE[visit.page].call)
+        await change(**self._control(ops, visit))
         return controlled(visit)
 
-    async def _resume(self, ops: AsyncOperator, visit: Visit) -> Response:
-        await ops.resume(**self._control(ops, visit))
-        return controlled(visit)
-
-    async def _limit(self, ops: AsyncOperator, visit: Visit) -> Response:
-        await ops.set_limit(**self._control(ops, visit))
-        return controlled(visit)
-
-    async def _unlimit(self, ops: AsyncOperator, visit: Visit) -> Response:
-        await ops.clear_limit(**self._control(ops, visit))
-        return controlled(visit)
+    async def _ask_worker(self, ops: AsyncOperator, visit: Visit) -> Response:
+        """A worker's Drain or Stop button (``_workers.BY_PAGE``): the request through the
+        caller's operator, then back to the workers page; a worker gone is a 404."""
+        write = _workers.BY_PAGE[visit.page]
+        arguments = _workers.arguments(self._form(visit.request, ops))
+        if await getattr(ops, write.call)(**arguments) is None:
+            raise NotFound(f"no worker {arguments['worker_id']!r} is registered")
+        return redirect(f"{visit.root}/workers?{urlencode({'done': write.done})}")
 
     def _control(self, ops: AsyncOperator, visit: Visit) -> dict[str, Any]:
         """The arguments of a control's operator call, from its form."""

@@ -1,7 +1,8 @@
 """The dashboard's "Pauses and limits" page, framework- and flavour-neutral (shared by the
 async and the sync dashboard): what its forms carry, the operator call each applies
 (``pause``, ``resume``, ``set_limit``, ``clear_limit``, docs/controls.md "Tenants,
-limits and pause") and what the page shows.
+limits and pause"; ``set_concurrency``, ``clear_concurrency``, "Concurrency at run
+time") and what the page shows.
 
 The forms name the scope in plain fields (``kind``, ``tenant``, ``provider``); an empty
 field is "any" (None). The engine checks the values (ValidationError: a 400 page).
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
     from skiplock.core import StateCount
     from skiplock.core.rules import ThrottledPair
-    from skiplock.core.store import Limit, Pause
+    from skiplock.core.store import ConcurrencyLimit, Limit, Pause
 
 #: The write pages of the controls page (``call``: the operator method each calls).
 BY_PAGE: Mapping[str, Write] = {
@@ -30,6 +31,10 @@ BY_PAGE: Mapping[str, Write] = {
     "resume": Write("resume", "resumed", "Resumed."),
     "limit": Write("set_limit", "limit-set", "Limit set."),
     "unlimit": Write("clear_limit", "limit-cleared", "Limit cleared."),
+    "concurrency": Write("set_concurrency", "concurrency-set", "Concurrency limit set."),
+    "unconcurrency": Write(
+        "clear_concurrency", "concurrency-cleared", "Concurrency limit cleared."
+    ),
 }
 #: What the notice after a redirect says, by the ``done`` query parameter (fixed texts).
 DONE: Mapping[str, str] = {write.done: write.notice for write in BY_PAGE.values()}
@@ -47,8 +52,10 @@ def arguments(page: str, form: Mapping[str, Sequence[str]]) -> dict[str, Any]:
     number. The pause and limit forms' box ``allow_unknown_kind`` is the engine's opt-in
     for a kind another service declares (unticked: an unknown kind is refused, naming
     the known kinds)."""
-    scope: dict[str, Any] = {"kind": _text(form, "kind"), "tenant": _text(form, "tenant")}
     opt_in = {"allow_unknown_kind": _text(form, "allow_unknown_kind") is not None}
+    if page in ("concurrency", "unconcurrency"):
+        return _concurrency_arguments(page, form, opt_in)
+    scope: dict[str, Any] = {"kind": _text(form, "kind"), "tenant": _text(form, "tenant")}
     if page == "pause":
         return scope | {"reason": _text(form, "reason")} | opt_in
     if page == "resume":
@@ -66,6 +73,26 @@ def arguments(page: str, form: Mapping[str, Sequence[str]]) -> dict[str, Any]:
     if not math.isfinite(rps):
         raise BadRequest("the rate must be a finite number")
     return scope | {"rps": rps, "burst": burst} | opt_in
+
+
+def _concurrency_arguments(
+    page: str, form: Mapping[str, Sequence[str]], opt_in: dict[str, Any]
+) -> dict[str, Any]:
+    """The arguments of ``set_concurrency`` (page ``concurrency``) or
+    ``clear_concurrency`` (``unconcurrency``): a kind or a key, the scope (cluster
+    unless given), and the limit (BadRequest unless a whole number)."""
+    target: dict[str, Any] = {
+        "kind": _text(form, "kind"),
+        "key": _text(form, "key"),
+        "scope": _text(form, "scope") or "cluster",
+    }
+    if page == "unconcurrency":
+        return target
+    try:
+        limit = int(_text(form, "limit") or "")
+    except ValueError:
+        raise BadRequest("a concurrency limit is a whole number of jobs") from None
+    return target | {"limit": limit} | opt_in
 
 
 def _rows(
@@ -96,12 +123,13 @@ def page(
     pauses: Sequence[Pause],
     limits: Sequence[Limit],
     throttled: Sequence[ThrottledPair] = (),
+    concurrency: Sequence[ConcurrencyLimit] = (),
 ) -> dict[str, Any]:
     """What the controls page shows: every pause and limit in force, and a row per kind
     and per tenant (those with jobs and those a control names) with its pause, if any
     (``partly``: paused only with another kind or tenant); and the (kind, tenant) pairs
     whose due jobs a pause or a limit holds back now (``engine.health().throttled``),
-    most held first."""
+    most held first; and the concurrency limits set at run time (issue 45)."""
     by_kind: dict[str, int] = {}
     by_tenant: dict[str, int] = {}
     for c in counts:
@@ -128,6 +156,7 @@ def page(
         ),
         "pauses": list(pauses),
         "limits": list(limits),
+        "concurrency": list(concurrency),
         "throttled": [
             {"pair": t, "held_by": HELD_BY.get(t.limit, t.limit)}
             for t in sorted(throttled, key=lambda t: (-t.due, t.kind, t.tenant or ""))

@@ -34,7 +34,7 @@ from ..rest import Door, Permission, Problem, Request, Response
 from ..rest._problems import Conflict
 from ..rest._routes import RouteRow
 from ..rest._support import keyset_page, problem_for
-from . import _actions, _browse, _charts, _controls, _csrf, _render, _retention
+from . import _actions, _browse, _charts, _controls, _csrf, _render, _retention, _workers
 from ._buttons import Buttons
 from ._cache import ReadCache
 from ._visit import Visit, error, html, job_id_of, notice, one, redirect
@@ -66,6 +66,11 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "resume": ("/controls/resume", "POST", Permission.WRITE),
     "limit": ("/controls/limit", "POST", Permission.WRITE),
     "unlimit": ("/controls/unlimit", "POST", Permission.WRITE),
+    "concurrency": ("/controls/concurrency", "POST", Permission.WRITE),
+    "unconcurrency": ("/controls/concurrency/clear", "POST", Permission.WRITE),
+    "workers": ("/workers", "GET", Permission.READ),
+    "drain": ("/workers/drain", "POST", Permission.WRITE),
+    "stopworker": ("/workers/stop", "POST", Permission.WRITE),
     "retention": ("/retention", "GET", Permission.READ),
     "script": ("/static/dashboard.js", "GET", None),
     "static": ("/static/dashboard.css", "GET", None),
@@ -342,7 +347,16 @@ class Dashboard(Buttons):
     def _controls_page(self, reads: Operator | Reader, visit: Visit) -> Built:
         counts = self._counts(reads)
         throttled = (self._health(reads)).throttled
-        return _controls.page(counts, reads.paused(), reads.limits(), throttled)
+        controls = reads.paused(), reads.limits()
+        concurrency = reads.concurrency_limits()
+        return _controls.page(counts, *controls, throttled, concurrency)
+
+    def _workers_page(self, reads: Operator | Reader, visit: Visit) -> Built:
+        # Read afresh, not from the shared cache: the page right after a Drain or Stop
+        # shows the request.
+        report = reads.health()
+        jobs = reads.worker_jobs() if report.workers else {}
+        return _workers.page(report, jobs)
 
     def _retention_page(self, reads: Operator | Reader, visit: Visit) -> Built:
         return _retention.page(reads.retention())
@@ -385,10 +399,9 @@ class Dashboard(Buttons):
         _button("delete", Buttons._change),
         _button("bulk", Buttons._bulk),
         _page("controls", _controls_page),
-        _button("pause", Buttons._pause),
-        _button("resume", Buttons._resume),
-        _button("limit", Buttons._limit),
-        _button("unlimit", Buttons._unlimit),
+        *(_button(name, Buttons._set_control) for name in _controls.BY_PAGE),
+        _page("workers", _workers_page),
+        *(_button(name, Buttons._ask_worker) for name in _workers.BY_PAGE),
         _page("retention", _retention_page),
         _route("script", _script),
         _route("static", _stylesheet),

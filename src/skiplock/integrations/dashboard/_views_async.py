@@ -30,7 +30,7 @@ from ..rest import AsyncDoor, Permission, Problem, Request, Response
 from ..rest._problems import Conflict
 from ..rest._routes import AsyncRouteRow
 from ..rest._support import keyset_page, problem_for
-from . import _actions, _browse, _charts, _controls, _csrf, _render, _retention
+from . import _actions, _browse, _charts, _controls, _csrf, _render, _retention, _workers
 from ._buttons_async import AsyncButtons
 from ._cache_async import AsyncReadCache
 from ._visit import Visit, error, html, job_id_of, notice, one, redirect
@@ -62,6 +62,11 @@ PAGES: Mapping[str, tuple[str, str, Permission | None]] = {
     "resume": ("/controls/resume", "POST", Permission.WRITE),
     "limit": ("/controls/limit", "POST", Permission.WRITE),
     "unlimit": ("/controls/unlimit", "POST", Permission.WRITE),
+    "concurrency": ("/controls/concurrency", "POST", Permission.WRITE),
+    "unconcurrency": ("/controls/concurrency/clear", "POST", Permission.WRITE),
+    "workers": ("/workers", "GET", Permission.READ),
+    "drain": ("/workers/drain", "POST", Permission.WRITE),
+    "stopworker": ("/workers/stop", "POST", Permission.WRITE),
     "retention": ("/retention", "GET", Permission.READ),
     "script": ("/static/dashboard.js", "GET", None),
     "static": ("/static/dashboard.css", "GET", None),
@@ -340,7 +345,16 @@ class AsyncDashboard(AsyncButtons):
     async def _controls_page(self, reads: AsyncOperator | AsyncReader, visit: Visit) -> Built:
         counts = await self._counts(reads)
         throttled = (await self._health(reads)).throttled
-        return _controls.page(counts, await reads.paused(), await reads.limits(), throttled)
+        controls = await reads.paused(), await reads.limits()
+        concurrency = await reads.concurrency_limits()
+        return _controls.page(counts, *controls, throttled, concurrency)
+
+    async def _workers_page(self, reads: AsyncOperator | AsyncReader, visit: Visit) -> Built:
+        # Read afresh, not from the shared cache: the page right after a Drain or Stop
+        # shows the request.
+        report = await reads.health()
+        jobs = await reads.worker_jobs() if report.workers else {}
+        return _workers.page(report, jobs)
 
     async def _retention_page(self, reads: AsyncOperator | AsyncReader, visit: Visit) -> Built:
         return _retention.page(await reads.retention())
@@ -383,10 +397,9 @@ class AsyncDashboard(AsyncButtons):
         _button("delete", AsyncButtons._change),
         _button("bulk", AsyncButtons._bulk),
         _page("controls", _controls_page),
-        _button("pause", AsyncButtons._pause),
-        _button("resume", AsyncButtons._resume),
-        _button("limit", AsyncButtons._limit),
-        _button("unlimit", AsyncButtons._unlimit),
+        *(_button(name, AsyncButtons._set_control) for name in _controls.BY_PAGE),
+        _page("workers", _workers_page),
+        *(_button(name, AsyncButtons._ask_worker) for name in _workers.BY_PAGE),
         _page("retention", _retention_page),
         _route("script", _script),
         _route("static", _stylesheet),

@@ -13,7 +13,7 @@ from skiplock.core import JobNotFoundError
 from skiplock.core.rules import INT8_RANGE
 
 from ..rest import Problem, Request, Response
-from . import _actions, _controls, _render
+from . import _actions, _controls, _render, _workers
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -59,7 +59,8 @@ def field(form: Mapping[str, list[str]], name: str) -> str | None:
 
 def notice(request: Request) -> str | None:
     """The message after a button's redirect (fixed texts; the job id is a number)."""
-    control = _controls.DONE.get(one(request.query, "done") or "")
+    done_query = one(request.query, "done") or ""
+    control = _controls.DONE.get(done_query) or _workers.DONE.get(done_query)
     if control is not None:
         return control
     done = _actions.DONE.get(one(request.query, "done") or "")

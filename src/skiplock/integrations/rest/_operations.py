@@ -26,11 +26,12 @@ from skiplock.core import (
     audit_event_json,
     job_json,
 )
-from skiplock.core.rules import describe, payload_filter
+from skiplock.core.rules import describe, payload_filter, running_jobs_json
 
 from . import models as m
 from ._auth import Permission
 from ._http import Response, json_response
+from ._operations_runtime import RUNTIME
 from ._problems import NotFound
 from ._spec import Operation, openapi_of
 from ._support import Call, counts_json, cursor, iso, page, skipped_json, typed
@@ -319,14 +320,18 @@ def _counts(ops: Operator | Reader, call: Call) -> Response:
 def _workers(ops: Operator | Reader, call: Call) -> Response:
     """List workers
 
-    The registered workers, their heartbeats and running jobs."""
+    The registered workers, their heartbeats, slots and version, what they were asked
+    to do, and the jobs each runs now (since when)."""
     query = typed(call.query, m.WorkersQuery)
     report = ops.health(worker_timeout=query.worker_timeout)
     if not report.reachable:
         raise DatabaseUnavailableError.unreachable(report.error)
     if report.schema is not None and not report.schema.installed:
         raise StoreError(report.problems[0])
-    workers = [worker.to_dict() for worker in report.workers]
+    jobs = ops.worker_jobs() if report.workers else {}
+    workers = [
+        w.to_dict() | {"jobs": running_jobs_json(jobs.get(w.id, []))} for w in report.workers
+    ]
     return json_response({"checked_at": iso(report.checked_at), "workers": workers})
 
 
@@ -447,6 +452,10 @@ def _clear_limit(ops: Operator, call: Call) -> Response:
         raise NotFound(f"no limit of {what} was set")
     return json_response(cleared.to_json())
 
+
+for _id, _route, _response, _handler, _options in RUNTIME:  # their own module
+    _add = _read_operation if _route.startswith("GET ") else _operation
+    _add(_id, _route, _response, **_options)(_handler)
 
 OPERATIONS: tuple[Operation[Handler], ...] = tuple(_TABLE)
 

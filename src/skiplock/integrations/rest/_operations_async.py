@@ -22,11 +22,12 @@ from skiplock.core import (
     audit_event_json,
     job_json,
 )
-from skiplock.core.rules import describe, payload_filter
+from skiplock.core.rules import describe, payload_filter, running_jobs_json
 
 from . import models as m
 from ._auth import Permission
 from ._http import Response, json_response
+from ._operations_runtime_async import RUNTIME
 from ._problems import NotFound
 from ._spec import Operation, openapi_of
 from ._support import Call, counts_json, cursor, iso, page, skipped_json, typed
@@ -315,14 +316,18 @@ async def _counts(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
 async def _workers(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
     """List workers
 
-    The registered workers, their heartbeats and running jobs."""
+    The registered workers, their heartbeats, slots and version, what they were asked
+    to do, and the jobs each runs now (since when)."""
     query = typed(call.query, m.WorkersQuery)
     report = await ops.health(worker_timeout=query.worker_timeout)
     if not report.reachable:
         raise DatabaseUnavailableError.unreachable(report.error)
     if report.schema is not None and not report.schema.installed:
         raise StoreError(report.problems[0])
-    workers = [worker.to_dict() for worker in report.workers]
+    jobs = await ops.worker_jobs() if report.workers else {}
+    workers = [
+        w.to_dict() | {"jobs": running_jobs_json(jobs.get(w.id, []))} for w in report.workers
+    ]
     return json_response({"checked_at": iso(report.checked_at), "workers": workers})
 
 
@@ -443,6 +448,10 @@ async def _clear_limit(ops: AsyncOperator, call: Call) -> Response:
         raise NotFound(f"no limit of {what} was set")
     return json_response(cleared.to_json())
 
+
+for _id, _route, _response, _handler, _options in RUNTIME:  # their own module
+    _add = _read_operation if _route.startswith("GET ") else _operation
+    _add(_id, _route, _response, **_options)(_handler)
 
 OPERATIONS: tuple[Operation[AsyncHandler], ...] = tuple(_TABLE)
 

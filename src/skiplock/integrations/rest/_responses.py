@@ -161,8 +161,28 @@ class Counts(_Output):
     counts: list[StateCount]
 
 
+class WorkerRequest(_Output):
+    """What a worker was asked to do (``drain`` or ``stop``), by whom, when."""
+
+    worker_id: str
+    action: str
+    actor: str | None
+    requested_at: AwareDatetime | None
+
+
+class WorkerJob(_Output):
+    """A job a worker runs now, since when (its claim)."""
+
+    id: int
+    kind: str
+    tenant: str | None
+    since: AwareDatetime | None
+
+
 class Worker(_Output):
-    """A registered worker (kinds/tenants null: any)."""
+    """A registered worker (kinds/tenants null: any): its slots and skiplock version
+    (null: a worker of a release before they were registered), what it was asked to do
+    (null: nothing) and the jobs it runs now."""
 
     id: str
     host: str
@@ -174,6 +194,11 @@ class Worker(_Output):
     heartbeat_age_seconds: float
     running: int
     live: bool
+    slots: int | None
+    version: str | None
+    request: WorkerRequest | None
+    #: The jobs it runs now (``GET /workers``; not in the health report).
+    jobs: list[WorkerJob] = Field(default_factory=list)
 
 
 class Workers(_Output):
@@ -244,6 +269,24 @@ class Limits(_Output):
     """The limits set at run time."""
 
     limits: list[RateLimit]
+
+
+class ConcurrencyLimit(_Output):
+    """A concurrency limit set at run time (over the declared one): of a ``kind`` per
+    node or cluster-wide, or of a concurrency ``key``."""
+
+    kind: str | None
+    key: str | None
+    scope: str
+    limit: int
+    actor: str | None
+    updated_at: AwareDatetime | None
+
+
+class ConcurrencyLimits(_Output):
+    """The concurrency limits set at run time."""
+
+    concurrency: list[ConcurrencyLimit]
 
 
 class ThrottledPair(_Output):

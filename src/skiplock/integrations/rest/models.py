@@ -57,6 +57,8 @@ from ._responses import (
     AttemptError,
     AuditEntry,
     BulkResult,
+    ConcurrencyLimit,
+    ConcurrencyLimits,
     Counts,
     Database,
     FieldError,
@@ -85,6 +87,8 @@ from ._responses import (
     ThrottledPair,
     WaitReason,
     Worker,
+    WorkerJob,
+    WorkerRequest,
     Workers,
 )
 
@@ -100,6 +104,10 @@ __all__ = [
     "BulkAction",
     "BulkResult",
     "ConcurrencyKey",
+    "ConcurrencyLimit",
+    "ConcurrencyLimits",
+    "ConcurrencySet",
+    "ConcurrencyTarget",
     "ConfirmedJob",
     "Counts",
     "Cursor",
@@ -156,6 +164,9 @@ __all__ = [
     "Time",
     "WaitReason",
     "Worker",
+    "WorkerJob",
+    "WorkerRequest",
+    "WorkerTarget",
     "Workers",
     "WorkersQuery",
 ]
@@ -397,3 +408,26 @@ class LimitSet(LimitScope):
     rps: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)]
     burst: PositiveInt4
     allow_unknown_kind: AllowUnknownKind = False
+
+
+class ConcurrencyTarget(_Body):
+    """What a concurrency limit applies to: a ``kind`` (``scope`` ``cluster``: its
+    running jobs across the cluster; ``node``: per worker process) or a concurrency
+    ``key`` (cluster-wide); one of them."""
+
+    kind: Kind | None = None
+    key: ConcurrencyKey | None = None
+    scope: Literal["node", "cluster"] = "cluster"
+
+
+class ConcurrencySet(ConcurrencyTarget):
+    """A concurrency limit: at most ``limit`` jobs at once."""
+
+    limit: PositiveInt4
+    allow_unknown_kind: AllowUnknownKind = False
+
+
+class WorkerTarget(_Body):
+    """The worker a request is for: its id (as ``GET /workers`` lists it)."""
+
+    worker_id: Annotated[str, StringConstraints(min_length=1, max_length=255)]

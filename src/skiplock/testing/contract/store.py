@@ -39,6 +39,7 @@ from ._atomicity import AtomicityContract
 from ._audit import AuditContract
 from ._claim import ClaimContract
 from ._completion import CompletionContract
+from ._concurrency import ConcurrencyContract
 from ._controls import ControlsContract
 from ._enqueue import EnqueueContract
 from ._health import HealthContract
@@ -55,6 +56,7 @@ from ._search import SearchContract
 from ._throughput import ThroughputContract
 from ._timeouts import StatementTimeoutContract
 from ._transactions import TransactionContract
+from ._worker_requests import WorkerRequestsContract
 from ._workers import WorkersContract
 
 if TYPE_CHECKING:
@@ -74,7 +76,9 @@ class JobStoreContract(
     SearchContract,
     AuditContract,
     ControlsContract,
+    ConcurrencyContract,
     WorkersContract,
+    WorkerRequestsContract,
     RetentionContract,
     HealthContract,
     ThroughputContract,

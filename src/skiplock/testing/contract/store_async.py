@@ -36,6 +36,7 @@ from ._atomicity_async import AsyncAtomicityContract
 from ._audit_async import AsyncAuditContract
 from ._claim_async import AsyncClaimContract
 from ._completion_async import AsyncCompletionContract
+from ._concurrency_async import AsyncConcurrencyContract
 from ._controls_async import AsyncControlsContract
 from ._enqueue_async import AsyncEnqueueContract
 from ._health_async import AsyncHealthContract
@@ -52,6 +53,7 @@ from ._search_async import AsyncSearchContract
 from ._throughput_async import AsyncThroughputContract
 from ._timeouts_async import AsyncStatementTimeoutContract
 from ._transactions_async import AsyncTransactionContract
+from ._worker_requests_async import AsyncWorkerRequestsContract
 from ._workers_async import AsyncWorkersContract
 
 if TYPE_CHECKING:
@@ -71,7 +73,9 @@ class AsyncJobStoreContract(
     AsyncSearchContract,
     AsyncAuditContract,
     AsyncControlsContract,
+    AsyncConcurrencyContract,
     AsyncWorkersContract,
+    AsyncWorkerRequestsContract,
     AsyncRetentionContract,
     AsyncHealthContract,
     AsyncThroughputContract,

@@ -709,7 +709,7 @@ RETURNING u.ord;
 SELECT {_job_columns} FROM {schema}.jobs AS j WHERE j.id = :id::bigint;
 
 -- name: list_jobs
--- One keyset page (list_job_page, migrations 0012 and 0020: index walks, each bounded by
+-- One keyset page (list_job_page, migrations 0012 and 0022: index walks, each bounded by
 -- :budget rows read): the page's jobs in order, then, when a walk stopped at its budget
 -- before the page was full, one row whose job columns are NULL and whose resume_after
 -- is the id to continue after.
@@ -839,7 +839,8 @@ ORDER BY g.kind, g.tenant_id NULLS FIRST;
 -- Every registered worker with the number of jobs running under its id and the oldest
 -- claim among them (each read through jobs_running_worker_idx).
 SELECT w.id, w.host, w.pid, w.kinds, w.tenants, w.started_at, w.heartbeat_at,
-    r.running, r.oldest_claimed_at
+    r.running, r.oldest_claimed_at, w.slots, w.version, w.request, w.requested_by,
+    w.requested_at
 FROM {schema}.workers AS w
 CROSS JOIN LATERAL (
     SELECT count(*) AS running, min(j.claimed_at) AS oldest_claimed_at
@@ -981,12 +982,14 @@ WITH released AS (
     WHERE j.status = 'running' AND j.claimed_by = :id::text
     RETURNING j.id
 )
-INSERT INTO {schema}.workers AS w (id, host, pid, kinds, tenants)
-SELECT :id::text, :host::text, :pid::int, :kinds::text[], :tenants::text[]
+INSERT INTO {schema}.workers AS w (id, host, pid, kinds, tenants, slots, version)
+SELECT :id::text, :host::text, :pid::int, :kinds::text[], :tenants::text[], :slots::int,
+    :version::text
 FROM (SELECT count(*) FROM released) AS r
 ON CONFLICT (id) DO UPDATE
 SET host = excluded.host, pid = excluded.pid, kinds = excluded.kinds,
-    tenants = excluded.tenants, heartbeat_at = now();
+    tenants = excluded.tenants, slots = excluded.slots, version = excluded.version,
+    heartbeat_at = now();
 
 -- name: heartbeat
 -- No row when the worker row is gone (nothing refreshed); else one row with the ids
@@ -1242,13 +1245,24 @@ SELECT count(*)::int AS purged FROM deleted;
 
 -- name: controls
 -- Every pause and limit, in one read (workers refresh it every controls_refresh): a row
--- per pause (what = 'pause') and per limit ('limit'), each kind of row in a stable order.
+-- per pause (what = 'pause'), per rate limit ('limit') and per concurrency limit
+-- ('concurrency', 0020: the key in tenant_id, the scope in provider, the limit in burst)
+-- and per worker asked to drain or stop ('request', 0021: its id in tenant_id, the action
+-- in provider), each kind of row in a stable order.
 SELECT 'pause' AS what, p.kind, p.tenant_id, NULL::text AS provider, p.reason,
     NULL::float8 AS rps, NULL::int AS burst, p.actor, p.since AS at
 FROM {schema}.pauses AS p
 UNION ALL
 SELECT 'limit', l.kind, l.tenant_id, l.provider, NULL, l.rps, l.burst, l.actor, l.updated_at
 FROM {schema}.limits AS l
+UNION ALL
+SELECT 'concurrency', c.kind, c.concurrency_key, c.scope, NULL, NULL, c.max_running,
+    c.actor, c.updated_at
+FROM {schema}.concurrency_limits AS c
+UNION ALL
+SELECT 'request', NULL, w.id, w.request, NULL, NULL, NULL, w.requested_by, w.requested_at
+FROM {schema}.workers AS w
+WHERE w.request IS NOT NULL
 ORDER BY 1 DESC, 4 NULLS FIRST, 2 NULLS FIRST, 3 NULLS FIRST;
 
 -- name: _control_audit
@@ -1321,6 +1335,57 @@ WITH changed AS (
 {_control_audit}
 SELECT c.kind, c.tenant_id, c.provider, c.rps, c.burst, c.actor, c.updated_at, c.at,
     c.details::text AS details
+FROM changed AS c;
+
+-- name: set_concurrency
+-- Set the concurrency limit of a kind (node or cluster scope) or of a key (0020),
+-- replacing the one there was.
+WITH changed AS (
+    INSERT INTO {schema}.concurrency_limits AS c
+        (kind, concurrency_key, scope, max_running, actor)
+    VALUES (:kind::text, :key::text, :scope::text, :limit::int, :actor::text)
+    ON CONFLICT ((coalesce(kind, '')), (coalesce(concurrency_key, '')), scope)
+    DO UPDATE SET max_running = EXCLUDED.max_running, actor = EXCLUDED.actor,
+        updated_at = now()
+    RETURNING c.kind, c.concurrency_key, c.scope, c.max_running, c.actor, c.updated_at,
+        now() AS at, NULL::text AS tenant_id,
+        jsonb_build_object('key', c.concurrency_key, 'scope', c.scope, 'limit', c.max_running)
+            AS details
+),
+{_control_audit}
+SELECT c.kind, c.concurrency_key, c.scope, c.max_running, c.actor, c.updated_at, c.at,
+    c.details::text AS details
+FROM changed AS c;
+
+-- name: clear_concurrency
+-- Remove the concurrency limit of exactly (kind, key, scope); no row: there was none.
+WITH changed AS (
+    DELETE FROM {schema}.concurrency_limits AS c
+    WHERE c.kind IS NOT DISTINCT FROM :kind::text
+      AND c.concurrency_key IS NOT DISTINCT FROM :key::text
+      AND c.scope = :scope::text
+    RETURNING c.kind, c.concurrency_key, c.scope, c.max_running, c.actor, c.updated_at,
+        now() AS at, NULL::text AS tenant_id,
+        jsonb_build_object('key', c.concurrency_key, 'scope', c.scope, 'limit', c.max_running)
+            AS details
+),
+{_control_audit}
+SELECT c.kind, c.concurrency_key, c.scope, c.max_running, c.actor, c.updated_at, c.at,
+    c.details::text AS details
+FROM changed AS c;
+
+-- name: request_worker
+-- Ask a registered worker to drain or stop (0021); no row: no such worker.
+WITH changed AS (
+    UPDATE {schema}.workers AS w
+    SET request = :mode::text, requested_by = :actor::text, requested_at = now()
+    WHERE w.id = :id::text
+    RETURNING w.id, w.request, w.requested_by, w.requested_at, now() AS at,
+        NULL::text AS kind, NULL::text AS tenant_id,
+        jsonb_build_object('worker_id', w.id) AS details
+),
+{_control_audit}
+SELECT c.id, c.request, c.requested_by, c.requested_at, c.at, c.details::text AS details
 FROM changed AS c;
 
 -- ---- the retention view (migration 0019) ----------------------------------------------

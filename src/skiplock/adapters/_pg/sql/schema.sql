@@ -210,7 +210,14 @@ AS $$
 DECLARE
     run_keys text[];
     run_counts integer[];
+    set_keys text[];
+    set_limits integer[];
 BEGIN
+    -- The keys' limits set at run time (0020), read once: they win over the jobs' own.
+    SELECT coalesce(array_agg(o.concurrency_key), '{}'), coalesce(array_agg(o.max_running), '{}')
+    INTO set_keys, set_limits
+    FROM {schema}.concurrency_limits AS o
+    WHERE o.concurrency_key IS NOT NULL;
     SELECT coalesce(array_agg(r.key), '{}'), coalesce(array_agg(r.n), '{}')
     INTO run_keys, run_counts
     FROM (
@@ -234,7 +241,12 @@ BEGIN
         ) AS lane
         CROSS JOIN LATERAL (
             SELECT j.id, j.kind, j.priority, j.available_at, j.started AS suspect,
-                j.concurrency_key, j.concurrency_limit
+                j.concurrency_key,
+                coalesce(
+                    (SELECT s.n FROM unnest(set_keys, set_limits) AS s (key, n)
+                     WHERE s.key = j.concurrency_key),
+                    j.concurrency_limit
+                ) AS concurrency_limit
             FROM {schema}.jobs AS j
             WHERE j.status = 'pending'
               AND j.available_at <= now()
@@ -261,7 +273,12 @@ BEGIN
                       (SELECT r.n FROM unnest(run_keys, run_counts) AS r (key, n)
                        WHERE r.key = j.concurrency_key),
                       0
-                  ) < coalesce(j.concurrency_limit, 1)
+                  ) < coalesce(
+                      (SELECT s.n FROM unnest(set_keys, set_limits) AS s (key, n)
+                       WHERE s.key = j.concurrency_key),
+                      j.concurrency_limit,
+                      1
+                  )
               END
             ORDER BY j.priority DESC, j.available_at, j.id
             LIMIT lane.n
@@ -369,7 +386,13 @@ CREATE TABLE {schema}.workers (
     started_at timestamptz NOT NULL DEFAULT now(),
     heartbeat_at timestamptz NOT NULL DEFAULT now(),
     kinds text[],
-    tenants text[]
+    tenants text[],
+    -- Its slots and version, and an operator's request to drain or stop it (0021).
+    slots integer,
+    version text,
+    request text CHECK (request IN ('drain', 'stop')),
+    requested_by text,
+    requested_at timestamptz
 );
 
 -- Audit of lifecycle actions (J10), written in the transaction of the change it records.
@@ -973,7 +996,7 @@ CREATE INDEX IF NOT EXISTS jobs_unsuccessful_kind_tenant_idx
     ON {schema}.jobs (status, kind, tenant_id, id)
     WHERE status IN ('failed', 'dead', 'cancelled') AND priority >= -32768;
 
--- Search (migration 0020, docs/admin.md "Search"): the jobs that ever failed, which an
+-- Search (migration 0022, docs/admin.md "Search"): the jobs that ever failed, which an
 -- error text search walks (an enqueue writes no entry). IF NOT EXISTS: on a large table
 -- it can be built beforehand with CREATE INDEX CONCURRENTLY (docs/upgrading.md). Its
 -- predicate is what the error lane states, and no other statement does.
@@ -981,7 +1004,7 @@ CREATE INDEX IF NOT EXISTS jobs_errored_idx ON {schema}.jobs (id)
     WHERE (last_error IS NOT NULL OR errors IS NOT NULL);
 
 -- One keyset page of the jobs matching a filter (a NULL argument matches everything;
--- 0020 adds the search: payload containment, error text across attempts, idempotency
+-- 0022 adds the search: payload containment, error text across attempts, idempotency
 -- key):
 -- the page's ids in order (resume_after NULL), then, when a walk stopped at its budget
 -- before the page was full, one row (id NULL, resume_after: the id that walk reached; the
@@ -1265,7 +1288,7 @@ BEGIN
 END
 $$;
 
--- The call of the release before 0020 (no search): the same page, without one, so its
+-- The call of the release before 0022 (no search): the same page, without one, so its
 -- operator reads keep working during a rolling upgrade.
 CREATE OR REPLACE FUNCTION {schema}.list_job_page(
     ids bigint[],
@@ -1327,6 +1350,22 @@ CREATE TABLE {schema}.limits (
 
 CREATE UNIQUE INDEX limits_scope_idx ON {schema}.limits
     ((coalesce(kind, '')), (coalesce(tenant_id, '')), (coalesce(provider, '')));
+
+-- Concurrency limits set at run time (0020): a kind's (node or cluster scope) or a
+-- concurrency key's (cluster), over the declared one until cleared.
+CREATE TABLE {schema}.concurrency_limits (
+    kind text,
+    concurrency_key text,
+    scope text NOT NULL CHECK (scope IN ('node', 'cluster')),
+    max_running integer NOT NULL CHECK (max_running >= 1),
+    actor text,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    CHECK ((kind IS NULL) <> (concurrency_key IS NULL)),
+    CHECK (concurrency_key IS NULL OR scope = 'cluster')
+);
+
+CREATE UNIQUE INDEX concurrency_limits_scope_idx ON {schema}.concurrency_limits
+    ((coalesce(kind, '')), (coalesce(concurrency_key, '')), scope);
 
 -- Cluster-wide rates (0016): the token buckets every worker draws from, one per (kind,
 -- tenant) pair with a rate ('pair': name is the kind, tenant_id '' for no tenant) and one

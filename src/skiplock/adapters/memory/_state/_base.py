@@ -22,11 +22,13 @@ import attrs
 
 from skiplock.core import AuditEvent, Job, JobState, WorkerInfo
 from skiplock.core.store import (
+    ConcurrencyLimit,
     Limit,
     Pause,
     PurgeRun,
     QueueSample,
     ScopedKey,
+    WorkerRequest,
     job_scoped_key,
     matches,
 )
@@ -56,6 +58,8 @@ class WorkerRow:
     info: WorkerInfo
     started_at: datetime
     heartbeat_at: datetime
+    #: What an operator asked the worker to do (drain or stop), if anything.
+    request: WorkerRequest | None = None
 
 
 def public_job(row: Job, *, suspect: bool | None = None, errors: bool = False) -> Job:
@@ -124,6 +128,7 @@ class StateBase:
         # Run-time controls (issue 30), in the order they were first set.
         self._pauses: dict[tuple[str | None, str | None], Pause] = {}
         self._limits: dict[tuple[str | None, str | None, str | None], Limit] = {}
+        self._concurrency: dict[tuple[str | None, str | None, str], ConcurrencyLimit] = {}
         self._next_id = 1
         # The token buckets of cluster-wide rates (ClaimRequest.rates), store clock.
         self._pair_buckets: dict[tuple[str, str | None], TokenBucket] = {}

@@ -4,17 +4,28 @@ run time (issue 30). Tested by the kit's ``AsyncControlsContract``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
 from skiplock.core import AuditAction
-from skiplock.core.store import Controls, Limit, Pause, control_event
+from skiplock.core.store import (
+    ConcurrencyLimit,
+    Controls,
+    Limit,
+    Pause,
+    WorkerRequest,
+    control_event,
+    worker_request_event,
+)
 
 from ._base import AuditNote, StateBase
 
 if TYPE_CHECKING:
     from datetime import datetime
+
+#: A limit stored with its time: a rate limit or a concurrency limit.
+L = TypeVar("L", Limit, ConcurrencyLimit)
 
 
 class ControlsState(StateBase):
@@ -24,7 +35,26 @@ class ControlsState(StateBase):
         """Every pause and limit, in the order they were first set."""
         with self._lock:
             pauses, limits = tuple(self._pauses.values()), tuple(self._limits.values())
-        return Controls(pauses=pauses, limits=limits)
+            concurrency = tuple(self._concurrency.values())
+            requests = tuple(
+                row.request for _, row in sorted(self._workers.items()) if row.request is not None
+            )
+        return Controls(pauses, limits, concurrency, requests)
+
+    def request_worker(
+        self, worker_id: str, action: str, actor: str | None, note: AuditNote | None = None
+    ) -> WorkerRequest | None:
+        """Ask worker ``worker_id`` to ``action``; the request, None without such a worker."""
+        with self._lock:
+            row = self._workers.get(worker_id)
+            if row is None:
+                return None
+            now = self.now()
+            row.request = WorkerRequest(worker_id, action, actor, now)  # type: ignore[arg-type]
+            if note is not None:
+                event = worker_request_event(row.request, now)
+                (self._audit if note.table else note.events).append(event)
+            return row.request
 
     def pause(self, pause: Pause, note: AuditNote | None = None) -> Pause:
         """Set the pause (pausing again keeps the first ``since``); audited as ``note``
@@ -50,12 +80,8 @@ class ControlsState(StateBase):
 
     def set_limit(self, limit: Limit, note: AuditNote | None = None) -> Limit:
         """Set the limit, replacing the one there was; audited as ``note`` says."""
-        with self._lock:
-            now = self.now()
-            stored = attrs.evolve(limit, updated_at=now)
-            self._limits[(limit.kind, limit.tenant, limit.provider)] = stored
-            self._control_audit(note, AuditAction.LIMIT_SET, stored, now)
-        return stored
+        key = (limit.kind, limit.tenant, limit.provider)
+        return self._set(self._limits, key, limit, AuditAction.LIMIT_SET, note)
 
     def clear_limit(
         self,
@@ -65,10 +91,43 @@ class ControlsState(StateBase):
         note: AuditNote | None = None,
     ) -> Limit | None:
         """Remove the limit of exactly ``(kind, tenant)`` or ``provider``; it, or None."""
+        key = (kind, tenant, provider)
+        return self._clear(self._limits, key, AuditAction.LIMIT_CLEARED, note)
+
+    def set_concurrency(
+        self, limit: ConcurrencyLimit, note: AuditNote | None = None
+    ) -> ConcurrencyLimit:
+        """Set the concurrency limit, replacing the one there was; audited as ``note``
+        says."""
+        key = (limit.kind, limit.key, limit.scope)
+        return self._set(self._concurrency, key, limit, AuditAction.CONCURRENCY_SET, note)
+
+    def clear_concurrency(
+        self, kind: str | None, key: str | None, scope: str, note: AuditNote | None = None
+    ) -> ConcurrencyLimit | None:
+        """Remove the concurrency limit of exactly ``(kind, key, scope)``; it, or None."""
+        target = (kind, key, scope)
+        return self._clear(self._concurrency, target, AuditAction.CONCURRENCY_CLEARED, note)
+
+    def _set(
+        self, table: dict[Any, L], key: Any, control: L, action: AuditAction, note: AuditNote | None
+    ) -> L:
+        """Store ``control`` under ``key`` with the store's time, audited as ``note`` says."""
         with self._lock:
-            cleared = self._limits.pop((kind, tenant, provider), None)
+            now = self.now()
+            stored = attrs.evolve(control, updated_at=now)
+            table[key] = stored
+            self._control_audit(note, action, stored, now)
+        return stored
+
+    def _clear(
+        self, table: dict[Any, L], key: Any, action: AuditAction, note: AuditNote | None
+    ) -> L | None:
+        """Remove what ``table`` holds under ``key``; it, or None."""
+        with self._lock:
+            cleared = table.pop(key, None)
             if cleared is not None:
-                self._control_audit(note, AuditAction.LIMIT_CLEARED, cleared, self.now())
+                self._control_audit(note, action, cleared, self.now())
         return cleared
 
     def restore_controls(self, controls: Controls) -> None:
@@ -76,9 +135,16 @@ class ControlsState(StateBase):
         with self._lock:
             self._pauses = {(p.kind, p.tenant): p for p in controls.pauses}
             self._limits = {(x.kind, x.tenant, x.provider): x for x in controls.limits}
+            self._concurrency = {(c.kind, c.key, c.scope): c for c in controls.concurrency}
+            for worker_id, row in self._workers.items():
+                row.request = controls.request_for(worker_id)
 
     def _control_audit(
-        self, note: AuditNote | None, action: AuditAction, control: Pause | Limit, now: datetime
+        self,
+        note: AuditNote | None,
+        action: AuditAction,
+        control: Pause | Limit | ConcurrencyLimit,
+        now: datetime,
     ) -> None:
         # Under the lock: the event goes to the audit table, or to the sink's note.
         if note is None:

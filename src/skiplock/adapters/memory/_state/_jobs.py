@@ -165,7 +165,8 @@ class JobsState(Transactions):
                 if (key := self._jobs[i].concurrency_key) is not None
             )
             pending = (self._jobs[i] for i in self._by_state[JobState.PENDING])
-            chosen = select_claim(request, pending, running, now, running_keys)
+            key_limits = {c.key: c.limit for c in self._concurrency.values() if c.key is not None}
+            chosen = select_claim(request, pending, running, now, running_keys, key_limits)
             charged = set(charged_positions([job.suspect for job in chosen], request.start_now))
             for position, job in enumerate(chosen):
                 row = after_claim(job, request, start=position in charged, now=now)

@@ -164,6 +164,9 @@ class ReadsState(Transactions):
                     heartbeat_at=row.heartbeat_at,
                     running=per_worker[worker_id],
                     oldest_claimed_at=oldest_claim.get(worker_id),
+                    slots=row.info.slots,
+                    version=row.info.version,
+                    request=row.request,
                 )
                 for worker_id, row in sorted(self._workers.items())
             )

@@ -48,7 +48,8 @@ class WorkersState(StateBase):
                     self._commit_row(after_release(job), now)
             row = self._workers.get(info.id)
             started = now if row is None else row.started_at
-            self._workers[info.id] = WorkerRow(info=info, started_at=started, heartbeat_at=now)
+            request = None if row is None else row.request  # kept, as the row is
+            self._workers[info.id] = WorkerRow(info, started, now, request)
 
     def heartbeat(
         self, worker_id: str, running: Sequence[int] = (), *, release_unheld: bool = False

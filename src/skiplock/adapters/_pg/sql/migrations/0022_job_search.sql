@@ -1,4 +1,4 @@
--- 0020: search that finds (docs/admin.md, "Search"): list_job_page takes a payload
+-- 0022: search that finds (docs/admin.md, "Search"): list_job_page takes a payload
 -- filter (jsonb containment), an error text (the last error and every recorded attempt's,
 -- in lower case) and an idempotency key. A key is read through the unique key indexes;
 -- an error text walks jobs_errored_idx, the jobs that ever failed (an enqueue writes no
@@ -15,7 +15,7 @@ CREATE INDEX IF NOT EXISTS jobs_errored_idx ON {schema}.jobs (id)
     WHERE (last_error IS NOT NULL OR errors IS NOT NULL);
 
 -- One keyset page of the jobs matching a filter (a NULL argument matches everything;
--- 0020 adds the search: payload containment, error text across attempts, idempotency
+-- 0022 adds the search: payload containment, error text across attempts, idempotency
 -- key):
 -- the page's ids in order (resume_after NULL), then, when a walk stopped at its budget
 -- before the page was full, one row (id NULL, resume_after: the id that walk reached; the
@@ -299,7 +299,7 @@ BEGIN
 END
 $$;
 
--- The call of the release before 0020 (no search): the same page, without one, so its
+-- The call of the release before 0022 (no search): the same page, without one, so its
 -- operator reads keep working during a rolling upgrade.
 CREATE OR REPLACE FUNCTION {schema}.list_job_page(
     ids bigint[],
