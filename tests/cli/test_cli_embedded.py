@@ -82,7 +82,10 @@ def test_only_the_mountable_commands() -> None:
         "resume",
         "paused",
         "limits",
+        "concurrency",
         "workers",
+        "drain-worker",
+        "stop-worker",
     )
     with pytest.raises(ValueError, match="worker, schema, health"):
         cli.run_mounted("demo", [], Engine(InMemoryJobStore()), prog="app demo")

@@ -180,6 +180,7 @@ def test_schema_has_every_table_index_and_trigger(make_database: Callable[[], st
         "rate_buckets",
         "queue_samples",
         "purge_runs",
+        "concurrency_limits",
     }
     indexes = {name for name, _ in dump["indexes"]}
     assert {

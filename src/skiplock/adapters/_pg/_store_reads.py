@@ -29,6 +29,7 @@ from ._rows_reads import (
     COUNTS_MIGRATION,
     RATES_MIGRATION,
     ROLLUP_BACKLOG,
+    WORKER_REQUESTS_MIGRATION,
     as_of,
     backlog_of,
     bucket_params,
@@ -127,7 +128,10 @@ class PgReadsRole(PgStoreBase[C, TX]):
             queues = []
             if status.version >= COUNTS_MIGRATION:
                 queues = self._execute(conn, "health_queues", health_queues_params())
-            workers = self._execute(conn, "health_workers", {})
+            recent = status.version >= WORKER_REQUESTS_MIGRATION
+            workers = self._execute(
+                conn, "health_workers" if recent else "health_workers_before_requests", {}
+            )
             # Running jobs under no registered worker: a walk of every running job's index
             # entry (with a burst of dead rows, of theirs too), so only when the totals
             # count more running jobs than the workers' own walks found.

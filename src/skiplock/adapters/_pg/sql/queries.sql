@@ -849,6 +849,20 @@ CROSS JOIN LATERAL (
 ) AS r
 ORDER BY w.id;
 
+-- name: health_workers_before_requests
+-- health_workers on a schema older than migration 0021 (its report names the migrations
+-- to apply): the workers' rows have no slots, version or request yet.
+SELECT w.id, w.host, w.pid, w.kinds, w.tenants, w.started_at, w.heartbeat_at,
+    r.running, r.oldest_claimed_at, NULL::integer AS slots, NULL::text AS version,
+    NULL::text AS request, NULL::text AS requested_by, NULL::timestamptz AS requested_at
+FROM {schema}.workers AS w
+CROSS JOIN LATERAL (
+    SELECT count(*) AS running, min(j.claimed_at) AS oldest_claimed_at
+    FROM {schema}.jobs AS j
+    WHERE j.status = 'running' AND j.claimed_by = w.id
+) AS r
+ORDER BY w.id;
+
 -- name: health_orphans
 -- Running jobs under a worker id without a row (its worker unregistered, or was
 -- removed, with them still running), per id: read through jobs_running_worker_idx, so
