@@ -219,7 +219,8 @@ async def _pgqueuer(ns: argparse.Namespace, ledger: Ledger, stop: asyncio.Event)
     qm = QueueManager(queries)
     side, pid = Autocommit(ns.dsn), os.getpid()
 
-    @qm.entrypoint(PLAIN)
+    # Typed where pgqueuer is installed with its hints; untyped elsewhere (CI's type env).
+    @qm.entrypoint(PLAIN)  # type: ignore[untyped-decorator,unused-ignore]
     async def plain(job: Any) -> None:
         ledger.write("S", job.id, job.attempts, pid, time.monotonic())
         await asyncio.sleep(json.loads(job.payload)["ms"] / 1000)

@@ -490,7 +490,7 @@ def test_without_javascript_the_overview_reloads_itself_and_can_be_paused(
     context.add_cookies([{"name": SESSION, "value": token, "url": site.url}])
     try:
         page = context.new_page()
-        page.set_viewport_size(screen)  # type: ignore[arg-type]
+        page.set_viewport_size(screen)  # type: ignore[arg-type,unused-ignore]
         page.goto(site.page("/"))
         _fits(page, screen["width"])
         assert page.locator(f'meta[http-equiv="refresh"][content="{REFRESH}"]').count() == 1

@@ -92,7 +92,7 @@ def _check_scale(figure: Locator, values: list[str]) -> list[str]:
         middle = (box["top"] + box["bottom"]) / 2
         assert abs(middle - (plot["top"] + level * (plot["bottom"] - plot["top"]) / height)) <= 2
     xs = figure.get_by_test_id("x-scale").locator("li")
-    times = xs.all_text_contents()  # a phone hides every other one
+    times: list[str] = xs.all_text_contents()  # a phone hides every other one
     assert len(times) == len(columns) >= 3
     assert all(re.fullmatch(r"(\d\d-\d\d )?\d\d:\d\d(:\d\d)?", t) for t in times), times
     steps = {round(b - a, 2) for a, b in itertools.pairwise(columns)}

@@ -280,6 +280,9 @@ def test_to_dict_is_json_with_stable_keys() -> None:
             "heartbeat_age_seconds": 5.0,
             "running": 2,
             "live": True,
+            "slots": None,
+            "version": None,
+            "request": None,
         }
     ]
     assert data["kinds"] == [
