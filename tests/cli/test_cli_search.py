@@ -11,8 +11,10 @@ import pytest
 from skiplock import cli
 from skiplock.core import JobPage
 from tests.cli.admin_helpers import bury, engine_on, enqueue, parse
+from tests.cli.test_cli_admin import needs_psycopg
 
-pytestmark = pytest.mark.postgres
+# The noextras env has no driver; the psycopg env runs these (and fails without a server).
+pytestmark = [pytest.mark.postgres, needs_psycopg]
 
 
 @pytest.fixture
