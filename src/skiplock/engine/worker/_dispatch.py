@@ -246,8 +246,25 @@ class Dispatcher:
         # jobs are under way, then runs alone.
         charged = jobs.charged
         direct = [job for job in jobs if job.id in charged]
+        # The lease checked before the claim says nothing of when the store ran it: a
+        # freeze (SIGSTOP, a paused VM) between that check and the statement lets the
+        # claim run after maintenance deleted this worker's silent row, and such a claim
+        # refreshes no heartbeat — its jobs go to stale recovery (or to this worker's own
+        # registering again) while they run. Checked again now: in doubt, the charged jobs
+        # are released unrun, and the held ones wait for the start loop's renewal.
+        straddled = self._lease.in_doubt()
+        if straddled and direct:
+            logger.warning(
+                "worker %s: its lease fell in doubt while a claim was in flight (a freeze?);"
+                " releasing %d charged job(s) unrun",
+                self._scope.worker_id,
+                len(direct),
+            )
         with self._lock:
             self._claimed += len(jobs)
+            unrun = direct if straddled else []
+            if straddled:
+                direct = []
             if len(direct) == 1 and direct[0].suspect:
                 self._held.hold_charged_suspect(direct[0])
                 direct = []
@@ -257,7 +274,7 @@ class Dispatcher:
                 self.slots.start(job)
                 placed += 1
         finally:
-            unplaced = direct[placed:]
+            unplaced = unrun + direct[placed:]
             with self._lock:
                 # The reservation ends, and the held jobs are seen, only once the charged
                 # jobs took their slots: else a slot's thread or the start loop (sync
