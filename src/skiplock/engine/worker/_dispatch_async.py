@@ -243,25 +243,19 @@ class Dispatcher:
         # jobs are under way, then runs alone.
         charged = jobs.charged
         direct = [job for job in jobs if job.id in charged]
-        # The lease checked before the claim says nothing of when the store ran it: a
-        # freeze (SIGSTOP, a paused VM) between that check and the statement lets the
-        # claim run after maintenance deleted this worker's silent row, and such a claim
-        # refreshes no heartbeat — its jobs go to stale recovery (or to this worker's own
-        # registering again) while they run. Checked again now: in doubt, the charged jobs
-        # are released unrun, and the held ones wait for the start loop's renewal.
-        straddled = self._lease.in_doubt()
-        if straddled and direct:
+        # A freeze before the statement lets it run once this worker's row is gone (no
+        # heartbeat then): jobs taken back while they run. In doubt, release them unrun.
+        unrun = direct if self._lease.in_doubt() else []
+        if unrun:
+            direct = []
             logger.warning(
                 "worker %s: its lease fell in doubt while a claim was in flight (a freeze?);"
                 " releasing %d charged job(s) unrun",
                 self._scope.worker_id,
-                len(direct),
+                len(unrun),
             )
         with self._lock:
             self._claimed += len(jobs)
-            unrun = direct if straddled else []
-            if straddled:
-                direct = []
             if len(direct) == 1 and direct[0].suspect:
                 self._held.hold_charged_suspect(direct[0])
                 direct = []
