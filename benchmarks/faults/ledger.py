@@ -228,8 +228,22 @@ def percentile(values: Iterable[float], q: float) -> float | None:
     return statistics.quantiles(data, n=100, method="inclusive")[round(q * 100) - 1]
 
 
-def _rerun(run: Run, next_at: float, ledger: Ledger, kinds: dict[int, str]) -> ReRun:
-    """``run``, followed by another run of its job at ``next_at``, and why."""
+def _rerun(run: Run, following: Run, ledger: Ledger, kinds: dict[int, str]) -> ReRun:
+    """``run``, followed by another run of its job (``following``), and why."""
+    next_at = following.at
+    for fault in ledger.faults:
+        # A frozen process's late entry of the same attempt: it had dispatched the job
+        # (a held job, started without charging it) before SIGSTOP, and its processor
+        # wrote its start line first thing after SIGCONT — after ``run``, the recovered
+        # job's run elsewhere, even after that run's acknowledged success. Not a new claim
+        # (the frozen process claimed nothing in the freeze), so not a re-run of ``run``.
+        if (
+            following.pid in fault.pids
+            and following.attempt == run.attempt
+            and fault.end <= next_at <= fault.end + FAULT_SLACK
+            and fault.start <= run.at
+        ):
+            return ReRun(run, next_at, fault.name, fault)
     done = ledger.completed.get((run.job, run.attempt, run.pid))
     if done is not None and done <= next_at:
         # Its success was acknowledged, yet the job ran again: the completion was undone.
@@ -294,7 +308,7 @@ def check(ledger: Ledger) -> Verdict:
     for runs in by_job.values():
         runs.sort(key=lambda r: (r.attempt, r.at))  # attempts order the runs
         for run, following in itertools.pairwise(runs):
-            reruns.append(_rerun(run, following.at, ledger, kinds))
+            reruns.append(_rerun(run, following, ledger, kinds))
     twice = [
         job
         for job, done in effects.items()

@@ -167,6 +167,28 @@ def test_a_poison_death_gives_the_recovery_of_the_jobs_it_took_down() -> None:
     assert check(ledger).recovery == []
 
 
+def test_a_frozen_processs_late_entry_of_a_held_job_run_elsewhere_is_its_freezes() -> None:
+    # Process 10 started held job 1 (attempt 1, not charged) just before SIGSTOP (t=2..10);
+    # recovered, it ran and succeeded in process 11 at t=7; process 10's processor wrote
+    # its start line right after SIGCONT, same attempt (the fault suite's freeze, 2026-12-07).
+    ledger = Ledger(transactional=frozenset({TX}))
+    ledger.acked = {1: TX}
+    ledger.runs = [Run(1, 1, 11, 7.0, 7.1), Run(1, 1, 10, 10.01, None)]
+    ledger.completed[(1, 1, 11)] = 7.1
+    ledger.effects = [Effect(1, 1, 11, True)]
+    ledger.rows = [Row(1, TX, "succeeded", 1)]
+    ledger.faults = [Fault("freeze", 2.0, 10.0, 2.0, (10,))]
+    verdict = check(ledger)
+    assert verdict.ok, verdict.problems()
+    assert verdict.explained == {"freeze": 1}
+    # Entered long after SIGCONT, or in a process that was not frozen: a run after an
+    # acknowledged success, unexplained.
+    ledger.runs[1] = Run(1, 1, 10, 12.0, None)
+    assert [r.run.pid for r in check(ledger).unexplained] == [11]
+    ledger.runs[1] = Run(1, 1, 12, 10.01, None)
+    assert [r.run.pid for r in check(ledger).unexplained] == [11]
+
+
 def test_a_completion_acknowledged_then_run_again_is_undone_and_unexplained() -> None:
     # Job 3's success was acknowledged at t=9.7; a later run of it (a failover that lost
     # the commit) is a completion undone, even though a database fault overlaps it.

@@ -246,6 +246,17 @@ class Dispatcher:
         # jobs are under way, then runs alone.
         charged = jobs.charged
         direct = [job for job in jobs if job.id in charged]
+        # A freeze before the statement lets it run once this worker's row is gone (no
+        # heartbeat then): jobs taken back while they run. In doubt, release them unrun.
+        unrun = direct if self._lease.in_doubt() else []
+        if unrun:
+            direct = []
+            logger.warning(
+                "worker %s: its lease fell in doubt while a claim was in flight (a freeze?);"
+                " releasing %d charged job(s) unrun",
+                self._scope.worker_id,
+                len(unrun),
+            )
         with self._lock:
             self._claimed += len(jobs)
             if len(direct) == 1 and direct[0].suspect:
@@ -257,7 +268,7 @@ class Dispatcher:
                 self.slots.start(job)
                 placed += 1
         finally:
-            unplaced = direct[placed:]
+            unplaced = unrun + direct[placed:]
             with self._lock:
                 # The reservation ends, and the held jobs are seen, only once the charged
                 # jobs took their slots: else a slot's thread or the start loop (sync
