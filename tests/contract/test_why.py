@@ -86,12 +86,12 @@ def test_due_later(engine: Engine) -> None:
     assert (engine.why(later.id)).codes == ["due_later"]
 
 
-@pytest.mark.parametrize("scope", [{"kind": "mail"}, {"tenant": "acme"}])
-def test_paused(engine: Engine, scope: dict[str, str]) -> None:
+@pytest.mark.parametrize(("kind", "tenant"), [("mail", None), (None, "acme")])
+def test_paused(engine: Engine, kind: str | None, tenant: str | None) -> None:
     job = engine.enqueue("mail", {}, tenant="acme")
-    engine.operator("alice").pause(**scope)
+    engine.operator("alice").pause(kind=kind, tenant=tenant)
     _blocked(engine, job.id, "paused")
-    engine.operator("alice").resume(**scope)
+    engine.operator("alice").resume(kind=kind, tenant=tenant)
     _free(engine, job.id)
 
 
@@ -131,7 +131,7 @@ def test_rate_limit_used_up(engine: Engine) -> None:
     "limited by nothing, takes the job",
 )
 def test_rate_limit_cleared(engine: Engine) -> None:
-    first, job = engine.enqueue("mail", {}), engine.enqueue("mail", {})
+    _, job = engine.enqueue("mail", {}), engine.enqueue("mail", {})
     engine.set_limit(kind="mail", rps=0.001, burst=1)
     assert engine.worker().run_until_idle() == 1
     engine.clear_limit(kind="mail")

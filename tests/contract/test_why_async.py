@@ -115,12 +115,12 @@ async def test_due_later(engine: Engine) -> None:
     assert (await engine.why(later.id)).codes == ["due_later"]
 
 
-@pytest.mark.parametrize("scope", [{"kind": "mail"}, {"tenant": "acme"}])
-async def test_paused(engine: Engine, scope: dict[str, str]) -> None:
+@pytest.mark.parametrize(("kind", "tenant"), [("mail", None), (None, "acme")])
+async def test_paused(engine: Engine, kind: str | None, tenant: str | None) -> None:
     job = await engine.enqueue("mail", {}, tenant="acme")
-    await engine.operator("alice").pause(**scope)
+    await engine.operator("alice").pause(kind=kind, tenant=tenant)
     await _blocked(engine, job.id, "paused")
-    await engine.operator("alice").resume(**scope)
+    await engine.operator("alice").resume(kind=kind, tenant=tenant)
     await _free(engine, job.id)
 
 
@@ -160,7 +160,7 @@ async def test_rate_limit_used_up(engine: Engine) -> None:
     "limited by nothing, takes the job",
 )
 async def test_rate_limit_cleared(engine: Engine) -> None:
-    first, job = await engine.enqueue("mail", {}), await engine.enqueue("mail", {})
+    _, job = await engine.enqueue("mail", {}), await engine.enqueue("mail", {})
     await engine.set_limit(kind="mail", rps=0.001, burst=1)
     assert await engine.worker().run_until_idle() == 1
     await engine.clear_limit(kind="mail")
