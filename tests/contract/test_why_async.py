@@ -1,0 +1,167 @@
+"""Why is this job waiting? (issue 45) on every store: for each obstacle, ``why()`` and a
+worker's claim agree. With the obstacle in place ``why()`` names it and a worker claims
+nothing; with it lifted ``why()`` says ``ready`` and a worker runs the job.
+
+A store whose driver extra is not installed is skipped; a PostgreSQL store fails when
+the server is unreachable (``pg_dsn``)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from skiplock import JobState, Settings
+from skiplock.core import ClaimRequest, WorkerInfo
+
+if True:  # ASYNC
+    from skiplock import AsyncEngine as Engine
+
+    STORES = ["memory", "psycopg", "asyncpg", "sqlalchemy"]
+else:
+    from skiplock import Engine
+
+    STORES = ["memory", "psycopg", "sqlalchemy"]
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+pytestmark = pytest.mark.anyio
+
+_PG = pytest.mark.postgres
+
+
+def _build(name: str, dsn: str) -> tuple[Any, Any]:
+    """The store ``name`` on ``dsn`` and the SQLAlchemy engine to dispose (or None), its
+    driver imported only when asked for."""
+    if True:  # ASYNC
+        if name == "psycopg":
+            pytest.importorskip("psycopg")
+            from skiplock.adapters.psycopg import AsyncPsycopgJobStore
+
+            return AsyncPsycopgJobStore(dsn), None
+        if name == "asyncpg":
+            pytest.importorskip("asyncpg")
+            from skiplock.adapters.asyncpg import AsyncpgJobStore
+
+            return AsyncpgJobStore(dsn), None
+        pytest.importorskip("sqlalchemy")
+        pytest.importorskip("psycopg")
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        from skiplock.adapters.sqlalchemy import AsyncSessionJobStore
+
+        sa_engine = create_async_engine(make_url(dsn).set(drivername="postgresql+psycopg"))
+        return AsyncSessionJobStore(sa_engine), sa_engine
+    else:
+        if name == "psycopg":
+            pytest.importorskip("psycopg")
+            from skiplock.adapters.psycopg import PsycopgJobStore
+
+            return PsycopgJobStore(dsn), None
+        pytest.importorskip("sqlalchemy")
+        pytest.importorskip("psycopg")
+        from sqlalchemy import create_engine
+        from sqlalchemy.engine import make_url
+
+        from skiplock.adapters.sqlalchemy import SessionJobStore
+
+        sa_engine = create_engine(make_url(dsn).set(drivername="postgresql+psycopg"))
+        return SessionJobStore(sa_engine), sa_engine
+
+
+@pytest.fixture(params=[s if s == "memory" else pytest.param(s, marks=_PG) for s in STORES])
+async def engine(request: pytest.FixtureRequest) -> AsyncIterator[Engine]:
+    """An engine on a fresh store with a processor for ``mail`` and one live worker row
+    (so no job waits for want of a worker)."""
+    if request.param == "memory":
+        if True:  # ASYNC
+            from skiplock.adapters.memory import AsyncInMemoryJobStore as MemoryStore
+        else:
+            from skiplock.adapters.memory import InMemoryJobStore as MemoryStore
+        store, sa_engine = MemoryStore(), None
+    else:
+        store, sa_engine = _build(request.param, request.getfixturevalue("pg_dsn"))
+    engine = Engine(store, Settings())
+    engine.processor("mail")(lambda payload: None)
+    await store.register_worker(WorkerInfo(id="w1", host="h", pid=1))
+    yield engine
+    await store.close()
+    if sa_engine is not None:
+        await sa_engine.dispose()
+
+
+async def _blocked(engine: Engine, job_id: int, code: str) -> None:
+    """``why()`` names ``code`` alone and a worker's claim leaves the job pending."""
+    assert (await engine.why(job_id)).codes == [code]
+    assert await engine.worker().run_until_idle() == 0
+    assert (await engine.get_job(job_id)).state is JobState.PENDING
+
+
+async def _free(engine: Engine, job_id: int) -> None:
+    """``why()`` says ``ready`` and a worker's claim takes and runs the job."""
+    assert (await engine.why(job_id)).codes == ["ready"]
+    assert await engine.worker().run_until_idle() == 1
+    assert (await engine.get_job(job_id)).state is JobState.SUCCEEDED
+
+
+async def test_due_later(engine: Engine) -> None:
+    later = await engine.enqueue("mail", {}, delay=timedelta(hours=1))
+    await _blocked(engine, later.id, "due_later")
+    now = await engine.enqueue("mail", {})
+    await _free(engine, now.id)
+    assert (await engine.why(later.id)).codes == ["due_later"]
+
+
+@pytest.mark.parametrize(("kind", "tenant"), [("mail", None), (None, "acme")])
+async def test_paused(engine: Engine, kind: str | None, tenant: str | None) -> None:
+    job = await engine.enqueue("mail", {}, tenant="acme")
+    await engine.operator("alice").pause(kind=kind, tenant=tenant)
+    await _blocked(engine, job.id, "paused")
+    await engine.operator("alice").resume(kind=kind, tenant=tenant)
+    await _free(engine, job.id)
+
+
+async def test_kind_at_its_cluster_limit(engine: Engine) -> None:
+    holder, job = await engine.enqueue("mail", {}), await engine.enqueue("mail", {})
+    await engine.set_concurrency(kind="mail", limit=1, scope="cluster")
+    [held] = await engine.store.claim(ClaimRequest(worker_id="w1", limit=1))
+    assert held.id == holder.id
+    await _blocked(engine, job.id, "concurrency_full")
+    await engine.set_concurrency(kind="mail", limit=2, scope="cluster")
+    await _free(engine, job.id)
+
+
+async def test_concurrency_key_full(engine: Engine) -> None:
+    holder = await engine.enqueue("mail", {}, concurrency_key="db", concurrency_limit=1)
+    job = await engine.enqueue("mail", {}, concurrency_key="db", concurrency_limit=1)
+    [held] = await engine.store.claim(ClaimRequest(worker_id="w1", limit=1))
+    assert held.id == holder.id
+    await _blocked(engine, job.id, "concurrency_full")
+    await engine.set_concurrency(key="db", limit=2)
+    await _free(engine, job.id)
+
+
+async def test_rate_limit_used_up(engine: Engine) -> None:
+    first, job = await engine.enqueue("mail", {}), await engine.enqueue("mail", {})
+    await engine.set_limit(kind="mail", rps=0.001, burst=1)
+    assert await engine.worker().run_until_idle() == 1  # the one token goes to the first
+    assert (await engine.get_job(first.id)).state is JobState.SUCCEEDED
+    await _blocked(engine, job.id, "rate_limited")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="found by this test: why() reads the pair's stored token bucket whatever the "
+    "configuration, so after clear_limit it still says rate_limited while a claim, "
+    "limited by nothing, takes the job",
+)
+async def test_rate_limit_cleared(engine: Engine) -> None:
+    _, job = await engine.enqueue("mail", {}), await engine.enqueue("mail", {})
+    await engine.set_limit(kind="mail", rps=0.001, burst=1)
+    assert await engine.worker().run_until_idle() == 1
+    await engine.clear_limit(kind="mail")
+    await _free(engine, job.id)
