@@ -25,6 +25,13 @@ if TYPE_CHECKING:
 
 _PG = pytest.mark.postgres
 
+#: The modules each PostgreSQL store needs (SQLAlchemy's here runs on psycopg).
+_DRIVERS = {
+    "psycopg": ("psycopg",),
+    "asyncpg": ("asyncpg",),
+    "sqlalchemy": ("sqlalchemy", "psycopg"),
+}
+
 
 def _build(name: str, dsn: str) -> tuple[Any, Any]:
     """The store ``name`` on ``dsn`` and the SQLAlchemy engine to dispose (or None), its
@@ -54,6 +61,9 @@ def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
 
         store, sa_engine = MemoryStore(), None
     else:
+        # The driver first: without it the store is skipped before pg_dsn needs one.
+        for module in _DRIVERS[request.param]:
+            pytest.importorskip(module)
         store, sa_engine = _build(request.param, request.getfixturevalue("pg_dsn"))
     engine = Engine(store, Settings())
     engine.processor("mail")(lambda payload: None)
