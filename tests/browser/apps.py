@@ -58,7 +58,9 @@ def fastapi_app(dsn: str) -> Any:
             yield
 
     app = FastAPI(lifespan=lifespan)
-    router = create_dashboard_router(engine, authorize=authorize, refresh=REFRESH)
+    # cache=0: the tests change jobs and look at once (the shared summaries' second of
+    # age has tests of its own, tests/integrations/test_dashboard_cache.py).
+    router = create_dashboard_router(engine, authorize=authorize, refresh=REFRESH, cache=0)
     mount(app, router, prefix=MOUNT)
     return app
 
@@ -72,7 +74,7 @@ def flask_app(dsn: str) -> tuple[Any, PsycopgJobStore]:
     store = PsycopgJobStore(dsn)
     engine = Engine(store, Settings(audit=True))
     app = Flask(__name__)
-    blueprint = create_dashboard_blueprint(engine, authorize=authorize, refresh=REFRESH)
+    blueprint = create_dashboard_blueprint(engine, authorize=authorize, refresh=REFRESH, cache=0)
     app.register_blueprint(blueprint, url_prefix=MOUNT)
     return app, store
 
