@@ -132,8 +132,8 @@ def test_health_never_scans_jobs(table: str, mode: str) -> None:
     assert sum(r[6] for r in rows) == RUNNING
     plans, rows = _explain(table, neutral_query("health_workers", SCHEMA), {}, mode)
     _assert_never_scans_jobs(plans, "health_workers")
-    assert [r[-2] for r in rows] == [RUNNING]
-    assert rows[0][-1] is not None  # the oldest claim
+    assert [r[7] for r in rows] == [RUNNING]  # running, after id .. heartbeat_at
+    assert rows[0][8] is not None  # the oldest claim
     # Running jobs under ids without a worker row: read through the running jobs' index.
     plans, rows = _explain(table, neutral_query("health_orphans", SCHEMA), {}, mode)
     _assert_never_scans_jobs(plans, "health_orphans")
