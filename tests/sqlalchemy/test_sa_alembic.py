@@ -165,6 +165,7 @@ async def test_apply_on_an_asyncpg_engine_through_run_sync(
             names = sorted(tables)
         assert names == [
             "audit",
+            "concurrency_limits",
             "idempotency_keys",
             "job_count_deltas",
             "job_counts",
@@ -174,6 +175,7 @@ async def test_apply_on_an_asyncpg_engine_through_run_sync(
             "limits",
             "maintenance",
             "pauses",
+            "purge_runs",
             "queue_samples",
             "rate_buckets",
             "schema_migrations",
