@@ -343,9 +343,9 @@ class Harness:
     def finish(self) -> Ledger:
         """Stop the load, wait for every acknowledged job to end (the deadline), stop the
         workers, and complete the ledger."""
-        assert self._producer is not None
-        self._producer.stop()
-        self._producer.join(60)
+        if self._producer is not None:  # None: the scenario failed before the load began
+            self._producer.stop()
+            self._producer.join(60)
         load_end = time.monotonic()
         ids = list(self.ledger.acked)
         with contextlib.suppress(TimeoutError):

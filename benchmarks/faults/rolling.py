@@ -1,5 +1,6 @@
 """The fault suite's rolling deploy: workers of the previous version (the repository at
-the commit before the latest migration was added, exported with ``git archive``) run on
+the newest earlier commit whose migrations the current ones extend, exported with
+``git archive``) run on
 its schema and take jobs a producer of that version enqueues; ``skiplock schema apply``
 of the current code migrates the schema under them; workers and a producer of the
 current version start beside them; then the old workers are stopped one by one
@@ -21,13 +22,14 @@ import subprocess
 import sys
 import tarfile
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks._procs import ROOT
-from benchmarks.faults.harness import Harness, sleep
+from benchmarks.faults.harness import sleep
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from benchmarks.faults.harness import Harness
 
 #: The latest migration's folder in the repository (the version it adds is the new one).
 MIGRATIONS = "src/skiplock/adapters/_pg/sql/migrations"
@@ -36,16 +38,29 @@ PHASE = 5.0
 
 
 def previous_version(folder: Path) -> tuple[str, str]:
-    """Export the repository's source at the commit before the latest migration was
-    added into ``folder``; its commit and its ``src`` path."""
+    """Export the source of the previous version into ``folder``; its commit and its
+    ``src`` path. The previous version is the newest commit of main's first-parent line
+    whose migrations are a proper prefix of the current ones: a tree the current
+    migrations upgrade. (The commit that added the latest file is not enough: a merge
+    that renumbered a branch's migration has a first parent whose numbers differ.)"""
 
     def git(*args: str) -> str:
         out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True)
         return out.stdout.strip()
 
-    latest = sorted(os.listdir(ROOT / MIGRATIONS))[-1]
-    added = git("log", "-1", "--diff-filter=A", "--format=%H", "--", f"{MIGRATIONS}/{latest}")
-    old = git("rev-parse", "--short", f"{added}^")
+    def migrations(commit: str) -> list[str]:
+        return sorted(
+            Path(n).name for n in git("ls-tree", "--name-only", commit, f"{MIGRATIONS}/").split()
+        )
+
+    current = migrations("HEAD")
+    for commit in git("rev-list", "--first-parent", "-n", "1000", "HEAD").split():
+        names = migrations(commit)
+        if len(names) < len(current) and names == current[: len(names)]:
+            break
+    else:
+        raise RuntimeError(f"no earlier commit whose migrations {MIGRATIONS} upgrades")
+    old = git("rev-parse", "--short", commit)
     archive = folder / "old.tar"
     subprocess.run(["git", "archive", "-o", str(archive), old, "src"], cwd=ROOT, check=True)
     with tarfile.open(archive) as tar:

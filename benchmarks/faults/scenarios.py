@@ -412,10 +412,11 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "rolling-deploy",
-            "workers and a producer of the previous version (the commit before the latest "
-            "migration, from git) on its schema; `skiplock schema apply` of the current code "
-            "migrates it under them; workers and a producer of the current version start "
-            "beside them; the old workers stopped one by one (SIGTERM)",
+            "workers and a producer of the previous version (the newest earlier commit "
+            "whose migrations the current ones extend, from git) on its schema; "
+            "`skiplock schema apply` of the current code migrates it under them; workers "
+            "and a producer of the current version start beside them; the old workers "
+            "stopped one by one (SIGTERM)",
             "no fault is recorded, so any re-run fails it: nothing lost, stuck or re-run; "
             "old workers take jobs on the migrated schema, new ones run jobs the old "
             "producer enqueued",
