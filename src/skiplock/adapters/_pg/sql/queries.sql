@@ -1346,6 +1346,24 @@ WITH changed AS (
         now() AS at,
         jsonb_build_object('provider', l.provider, 'rps', l.rps, 'burst', l.burst) AS details
 ),
+-- The buckets counted under the cleared limit go with it (issue 45; the rule of
+-- skiplock.core.store.outlived_buckets): they restart full, as after any change of limit,
+-- and no reader takes a used-up bucket of a limit no longer in force for a live one. A
+-- provider's bucket; a pair's; a kind default's pairs without a limit of their own. Only
+-- buckets of the cleared rate and burst: one a rate of the workers' code counts stays.
+dropped AS (
+    DELETE FROM {schema}.rate_buckets AS b
+    USING changed AS c
+    WHERE b.rps = c.rps AND b.burst = c.burst
+      AND CASE
+          WHEN c.provider IS NOT NULL THEN b.scope = 'provider' AND b.name = c.provider
+          WHEN c.tenant_id IS NOT NULL THEN
+              b.scope = 'pair' AND b.name = c.kind AND b.tenant_id = c.tenant_id
+          ELSE b.scope = 'pair' AND b.name = c.kind AND NOT EXISTS (
+              SELECT 1 FROM {schema}.limits AS o
+              WHERE o.kind = c.kind AND o.tenant_id = b.tenant_id AND o.provider IS NULL)
+      END
+),
 {_control_audit}
 SELECT c.kind, c.tenant_id, c.provider, c.rps, c.burst, c.actor, c.updated_at, c.at,
     c.details::text AS details
