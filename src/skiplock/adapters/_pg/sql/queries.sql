@@ -835,26 +835,21 @@ LEFT JOIN LATERAL {schema}.pending_probe(
 ) AS p ON true
 ORDER BY g.kind, g.tenant_id NULLS FIRST;
 
+-- name: _worker_controls
+-- The workers' columns of migration 0021: their slots, version and an operator's request.
+w.slots, w.version, w.request, w.requested_by, w.requested_at
+
+-- name: _worker_controls_before_0021
+-- _worker_controls on a schema older than migration 0021 (its report names the
+-- migrations to apply; _sql.versioned_query chooses by version): not there yet.
+NULL::integer AS slots, NULL::text AS version, NULL::text AS request,
+    NULL::text AS requested_by, NULL::timestamptz AS requested_at
+
 -- name: health_workers
 -- Every registered worker with the number of jobs running under its id and the oldest
 -- claim among them (each read through jobs_running_worker_idx).
 SELECT w.id, w.host, w.pid, w.kinds, w.tenants, w.started_at, w.heartbeat_at,
-    r.running, r.oldest_claimed_at, w.slots, w.version, w.request, w.requested_by,
-    w.requested_at
-FROM {schema}.workers AS w
-CROSS JOIN LATERAL (
-    SELECT count(*) AS running, min(j.claimed_at) AS oldest_claimed_at
-    FROM {schema}.jobs AS j
-    WHERE j.status = 'running' AND j.claimed_by = w.id
-) AS r
-ORDER BY w.id;
-
--- name: health_workers_before_requests
--- health_workers on a schema older than migration 0021 (its report names the migrations
--- to apply): the workers' rows have no slots, version or request yet.
-SELECT w.id, w.host, w.pid, w.kinds, w.tenants, w.started_at, w.heartbeat_at,
-    r.running, r.oldest_claimed_at, NULL::integer AS slots, NULL::text AS version,
-    NULL::text AS request, NULL::text AS requested_by, NULL::timestamptz AS requested_at
+    r.running, r.oldest_claimed_at, {_worker_controls}
 FROM {schema}.workers AS w
 CROSS JOIN LATERAL (
     SELECT count(*) AS running, min(j.claimed_at) AS oldest_claimed_at
