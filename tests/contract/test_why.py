@@ -16,6 +16,7 @@ import pytest
 
 from skiplock import Engine, JobState, Settings
 from skiplock.core import ClaimRequest, WorkerInfo
+from skiplock.engine import Reader
 
 STORES = ["memory", "psycopg", "sqlalchemy"]
 
@@ -133,16 +134,66 @@ def test_rate_limit_used_up(engine: Engine) -> None:
     _blocked(engine, job.id, "rate_limited")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="found by this test: why() reads the pair's stored token bucket whatever the "
-    "configuration, so after clear_limit it still says rate_limited while a claim, "
-    "limited by nothing, takes the job",
-)
 def test_rate_limit_cleared(engine: Engine) -> None:
     _, job = engine.enqueue("mail", {}), engine.enqueue("mail", {})
     engine.set_limit(kind="mail", rps=0.001, burst=1)
     assert engine.worker().run_until_idle() == 1
     engine.clear_limit(kind="mail")
+    # The bucket counted under the cleared limit goes with it: nothing is left to read.
+    assert not (engine.store.health_snapshot()).buckets
+    _free(engine, job.id)
+
+
+def test_rate_limit_changed(engine: Engine) -> None:
+    _, job = engine.enqueue("mail", {}), engine.enqueue("mail", {})
+    engine.set_limit(kind="mail", rps=0.001, burst=1)
+    assert engine.worker().run_until_idle() == 1
+    # A new limit starts a full bucket for the claim; why() reads the old one as stale.
+    engine.set_limit(kind="mail", rps=0.001, burst=2)
+    _free(engine, job.id)
+
+
+def test_declared_rate_after_clear(engine: Engine) -> None:
+    """A rate the workers' code declares draws from a bucket of its own after an
+    operator's limit is cleared, and why() reports it, also to a reader without the
+    code (only the store's bucket tells it of the rate)."""
+    engine.processor("sms", rate_limit=(0.001, 1))(lambda payload: None)
+    jobs = [engine.enqueue("sms", {}) for _ in range(3)]
+    engine.set_limit(kind="sms", rps=0.001, burst=2)
+    assert engine.worker().run_until_idle() == 2
+    engine.clear_limit(kind="sms")
+    _free(engine, jobs[2].id)  # the code's rate: a full bucket of burst 1
+    job = engine.enqueue("sms", {})
+    _blocked(engine, job.id, "rate_limited")
+    assert (Reader(engine.store, Settings()).why(job.id)).codes == ["rate_limited"]
+
+
+def test_kind_limit_cleared_keeps_a_tenants_own(engine: Engine) -> None:
+    """Clearing a kind's default drops its tenants' buckets but the bucket of a tenant
+    with a limit of its own (the same rate) stays and holds that tenant back."""
+    engine.set_limit(kind="mail", rps=0.001, burst=1)
+    engine.set_limit(kind="mail", tenant="acme", rps=0.001, burst=1)
+    for tenant in (None, "acme"):
+        engine.enqueue("mail", {}, tenant=tenant)
+    assert engine.worker().run_until_idle() == 2
+    other, own = engine.enqueue("mail", {}), engine.enqueue("mail", {}, tenant="acme")
+    engine.clear_limit(kind="mail")
+    _free(engine, other.id)
+    _blocked(engine, own.id, "rate_limited")
+
+
+@pytest.mark.parametrize("clear", [True, False])
+def test_provider_cap_lifted(engine: Engine, clear: bool) -> None:
+    """A provider's used-up cap, then cleared (its bucket goes) or changed (the old
+    bucket is stale): why() and the claim agree the job is free."""
+    engine.processor("sms", provider="smtp")(lambda payload: None)
+    _, job = engine.enqueue("sms", {}), engine.enqueue("sms", {})
+    engine.set_limit(provider="smtp", rps=0.001, burst=1)
+    assert engine.worker().run_until_idle() == 1
+    _blocked(engine, job.id, "rate_limited")
+    if clear:
+        engine.clear_limit(provider="smtp")
+        assert not (engine.store.health_snapshot()).buckets
+    else:
+        engine.set_limit(provider="smtp", rps=0.001, burst=2)
     _free(engine, job.id)

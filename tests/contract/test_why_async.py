@@ -14,6 +14,7 @@ import pytest
 
 from skiplock import JobState, Settings
 from skiplock.core import ClaimRequest, WorkerInfo
+from skiplock.engine import AsyncReader
 
 if True:  # ASYNC
     from skiplock import AsyncEngine as Engine
@@ -162,16 +163,66 @@ async def test_rate_limit_used_up(engine: Engine) -> None:
     await _blocked(engine, job.id, "rate_limited")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="found by this test: why() reads the pair's stored token bucket whatever the "
-    "configuration, so after clear_limit it still says rate_limited while a claim, "
-    "limited by nothing, takes the job",
-)
 async def test_rate_limit_cleared(engine: Engine) -> None:
     _, job = await engine.enqueue("mail", {}), await engine.enqueue("mail", {})
     await engine.set_limit(kind="mail", rps=0.001, burst=1)
     assert await engine.worker().run_until_idle() == 1
     await engine.clear_limit(kind="mail")
+    # The bucket counted under the cleared limit goes with it: nothing is left to read.
+    assert not (await engine.store.health_snapshot()).buckets
+    await _free(engine, job.id)
+
+
+async def test_rate_limit_changed(engine: Engine) -> None:
+    _, job = await engine.enqueue("mail", {}), await engine.enqueue("mail", {})
+    await engine.set_limit(kind="mail", rps=0.001, burst=1)
+    assert await engine.worker().run_until_idle() == 1
+    # A new limit starts a full bucket for the claim; why() reads the old one as stale.
+    await engine.set_limit(kind="mail", rps=0.001, burst=2)
+    await _free(engine, job.id)
+
+
+async def test_declared_rate_after_clear(engine: Engine) -> None:
+    """A rate the workers' code declares draws from a bucket of its own after an
+    operator's limit is cleared, and why() reports it, also to a reader without the
+    code (only the store's bucket tells it of the rate)."""
+    engine.processor("sms", rate_limit=(0.001, 1))(lambda payload: None)
+    jobs = [await engine.enqueue("sms", {}) for _ in range(3)]
+    await engine.set_limit(kind="sms", rps=0.001, burst=2)
+    assert await engine.worker().run_until_idle() == 2
+    await engine.clear_limit(kind="sms")
+    await _free(engine, jobs[2].id)  # the code's rate: a full bucket of burst 1
+    job = await engine.enqueue("sms", {})
+    await _blocked(engine, job.id, "rate_limited")
+    assert (await AsyncReader(engine.store, Settings()).why(job.id)).codes == ["rate_limited"]
+
+
+async def test_kind_limit_cleared_keeps_a_tenants_own(engine: Engine) -> None:
+    """Clearing a kind's default drops its tenants' buckets but the bucket of a tenant
+    with a limit of its own (the same rate) stays and holds that tenant back."""
+    await engine.set_limit(kind="mail", rps=0.001, burst=1)
+    await engine.set_limit(kind="mail", tenant="acme", rps=0.001, burst=1)
+    for tenant in (None, "acme"):
+        await engine.enqueue("mail", {}, tenant=tenant)
+    assert await engine.worker().run_until_idle() == 2
+    other, own = await engine.enqueue("mail", {}), await engine.enqueue("mail", {}, tenant="acme")
+    await engine.clear_limit(kind="mail")
+    await _free(engine, other.id)
+    await _blocked(engine, own.id, "rate_limited")
+
+
+@pytest.mark.parametrize("clear", [True, False])
+async def test_provider_cap_lifted(engine: Engine, clear: bool) -> None:
+    """A provider's used-up cap, then cleared (its bucket goes) or changed (the old
+    bucket is stale): why() and the claim agree the job is free."""
+    engine.processor("sms", provider="smtp")(lambda payload: None)
+    _, job = await engine.enqueue("sms", {}), await engine.enqueue("sms", {})
+    await engine.set_limit(provider="smtp", rps=0.001, burst=1)
+    assert await engine.worker().run_until_idle() == 1
+    await _blocked(engine, job.id, "rate_limited")
+    if clear:
+        await engine.clear_limit(provider="smtp")
+        assert not (await engine.store.health_snapshot()).buckets
+    else:
+        await engine.set_limit(provider="smtp", rps=0.001, burst=2)
     await _free(engine, job.id)

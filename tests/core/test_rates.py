@@ -8,9 +8,12 @@ from datetime import UTC, datetime
 from skiplock.core import ClaimRequest, Job, JobState, RateLimit
 from skiplock.core._bucket import RateTable, TokenBucket, charge, new_bucket
 from skiplock.core._capacity import plan_claim, throttle_limits
+from skiplock.core._controls import Limit
 from skiplock.core._rates import (
     charges,
     claim_is_serialized,
+    outlived_buckets,
+    rate_holds,
     rated_kinds,
     rated_providers,
     throttled_request,
@@ -188,3 +191,46 @@ def test_plan_claim_passes_rates_of_the_kinds_still_claimed() -> None:
     )
     assert planned is not None
     assert planned.rates == RateTable(kinds={"a": SLOW})
+
+
+FAST = RateLimit(rps=10, burst=5)
+
+
+def empty(limit: RateLimit) -> TokenBucket:
+    return TokenBucket(limit=limit, tokens=0.0, updated=100.0)
+
+
+def test_clearing_a_limit_drops_the_buckets_counted_under_it() -> None:
+    pairs = {
+        ("k", None): empty(SLOW),
+        ("k", "a"): empty(SLOW),  # a limit of its own, the same rate
+        ("k", "b"): empty(FAST),  # a rate of the code's
+        ("other", None): empty(SLOW),
+    }
+    providers = {"smtp": empty(SLOW), "sms": empty(FAST)}
+    own = Limit(SLOW, kind="k", tenant="a")
+    assert outlived_buckets(Limit(SLOW, kind="k"), [own], pairs, providers) == ([("k", None)], [])
+    assert outlived_buckets(own, [], pairs, providers) == ([("k", "a")], [])
+    default = Limit(SLOW, kind="k")
+    assert outlived_buckets(default, [], pairs, providers) == ([("k", None), ("k", "a")], [])
+    assert outlived_buckets(Limit(SLOW, provider="smtp"), [], pairs, providers) == ([], ["smtp"])
+    assert outlived_buckets(Limit(SLOW, provider="sms"), [], pairs, providers) == ([], [])
+
+
+def test_rate_holds_decides_as_the_claim_with_the_rates_in_force() -> None:
+    pairs: dict[tuple[str, str | None], TokenBucket] = {("k", None): empty(SLOW)}
+    providers = {"smtp": empty(SLOW)}
+    # The rate in force: its used-up bucket holds the pair back.
+    assert rate_holds(RateTable(kinds={"k": SLOW}), ("k", None), 100.0, (pairs, {})) == (
+        pairs["k", None],
+        None,
+    )
+    # Another rate in force: the old bucket counts as full, as for the claim.
+    assert rate_holds(RateTable(kinds={"k": FAST}), ("k", None), 100.0, (pairs, {})) == (None, None)
+    # No rate known (declared only in the workers' code): the bucket's own limit.
+    assert rate_holds(RateTable(), ("k", None), 100.0, (pairs, {})) == (pairs["k", None], None)
+    assert rate_holds(RateTable(), ("k", "t"), 100.0, (pairs, {})) == (None, None)
+    capped = RateTable(providers={"k": ("smtp", SLOW)})
+    assert rate_holds(capped, ("k", "t"), 100.0, ({}, providers)) == (None, "smtp")
+    recapped = RateTable(providers={"k": ("smtp", FAST)})
+    assert rate_holds(recapped, ("k", "t"), 100.0, ({}, providers)) == (None, None)

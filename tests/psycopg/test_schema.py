@@ -486,6 +486,39 @@ def test_health_of_a_schema_without_the_running_totals_reports_it(
     assert snapshot.schema.pending[0] == migrations()[COUNTS_MIGRATION - 1].name
 
 
+def test_health_workers_is_one_query_whose_worker_columns_the_version_chooses() -> None:
+    """The columns migration 0021 added to workers are a fragment of ``health_workers``
+    chosen by the schema's version: NULLs before it, the columns from it on."""
+    from skiplock.adapters._pg._sql import queries, versioned_query
+
+    current = versioned_query("health_workers", "skiplock", "pyformat", latest_version())
+    assert current == queries("skiplock", "pyformat")["health_workers"]
+    assert "w.slots, w.version, w.request" in current.text
+    older = versioned_query("health_workers", "skiplock", "pyformat", 20)
+    assert "NULL::integer AS slots" in older.text
+    assert "w.slots" not in older.text
+    assert versioned_query("health_workers", "skiplock", "pyformat", 21) == current
+
+
+def test_health_of_a_schema_before_the_worker_requests_lists_its_workers(
+    make_database: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a schema older than migration 0021 the workers are listed without the columns
+    it added (no slots, version or request)."""
+    dsn = make_database()
+    migrate_to(dsn, 20, monkeypatch)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO skiplock.workers (id, host, pid) VALUES ('w-old', 'h', 7)")
+    store = PsycopgJobStore(dsn)  # not opened: opening refuses an older schema
+    try:
+        snapshot = store.health_snapshot()
+    finally:
+        store.close()
+    [worker] = snapshot.workers
+    assert (worker.id, worker.host, worker.pid, worker.running) == ("w-old", "h", 7, 0)
+    assert (worker.slots, worker.version, worker.request) == (None, None, None)
+
+
 def test_claim_candidates_still_answers_the_previous_releases_call(
     make_database: Callable[[], str],
 ) -> None:

@@ -13,7 +13,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ._bucket import RateTable, refill
+from ._bucket import RateTable
 from ._errors import DatabaseUnavailableError
 from ._health_report import (
     AbandonedJobs,
@@ -37,6 +37,7 @@ from ._health_snapshot import (
     WorkerStatus,
     pending_split,
 )
+from ._rates import bucket_maps, rate_holds
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -180,18 +181,14 @@ def throttled_pairs(
     paused: Sequence[Pause] = (),
 ) -> list[ThrottledPair]:
     """The (kind, tenant) pairs of ``snapshot`` with due jobs that a limit holds back at
-    its now: a pause of ``paused`` (``limit`` "paused"), an empty pair bucket (whatever
-    the configuration: the bucket keeps its rate), an empty provider bucket of a kind
-    ``rates`` gives a provider, a kind of ``cluster_limits`` that runs as many as
+    its now: a pause of ``paused`` (``limit`` "paused"), an empty bucket of the pair or
+    of its kind's provider as a claim decides it with the rates in force ``rates``
+    (:func:`~._rates.rate_holds`, as ``why()`` does: a pair bucket of a rate ``rates``
+    does not know keeps its own), a kind of ``cluster_limits`` that runs as many as
     allowed. Costs what the snapshot holds."""
     clock = snapshot.now.timestamp()
-
-    def empty(state: BucketState) -> bool:
-        return refill(state.bucket, clock).tokens < 1
-
-    pairs = {(b.name, b.tenant) for b in snapshot.buckets if b.scope == PAIR_SCOPE and empty(b)}
-    providers = {b.name for b in snapshot.buckets if b.scope == PROVIDER_SCOPE and empty(b)}
-    kind_providers = {} if rates is None else rates.providers
+    buckets = bucket_maps(snapshot.buckets)
+    table = RateTable() if rates is None else rates
     limits = cluster_limits or {}
     running: dict[str, int] = defaultdict(int)
     for stats in snapshot.queues:
@@ -201,12 +198,12 @@ def throttled_pairs(
         kind, tenant = stats.kind, stats.tenant
         if not stats.due:
             continue
-        provider = kind_providers.get(kind)
+        bucket, provider = rate_holds(table, (kind, tenant), clock, buckets)
         if any(pause.covers(kind, tenant) for pause in paused):
             limit = "paused"
-        elif (kind, tenant) in pairs:
+        elif bucket is not None:
             limit = "rate_limit"
-        elif provider is not None and provider[0] in providers:
+        elif provider is not None:
             limit = "provider"
         elif kind in limits and running[kind] >= limits[kind]:
             limit = "cluster_limit"

@@ -21,6 +21,7 @@ import attrs
 
 from ._bucket import RateTable, charge
 from ._capacity import capped_kinds, pair_order, throttle_limits
+from ._health_snapshot import PAIR_SCOPE, PROVIDER_SCOPE
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from ._bucket import Pair, TokenBucket
     from ._capacity import ThrottleLimits
     from ._claims import ClaimRequest
+    from ._controls import Limit
+    from ._health_snapshot import BucketState
     from ._types import Job
 
 
@@ -163,3 +166,66 @@ def claim_is_serialized(request: ClaimRequest) -> bool:
     return bool(rated_kinds(request)) or any(
         k in request.cluster_limits for k in capped_kinds(request)
     )
+
+
+def outlived_buckets(
+    cleared: Limit,
+    remaining: Iterable[Limit],
+    pair_buckets: Mapping[Pair, TokenBucket],
+    provider_buckets: Mapping[str, TokenBucket],
+) -> tuple[list[Pair], list[str]]:
+    """The buckets clearing the run-time limit ``cleared`` drops (issue 45): those
+    counted under it, so they restart full as after any change of limit, and nothing
+    reads a used-up bucket of a limit no longer in force. A provider's cap: its bucket;
+    a pair's limit: its bucket; a kind's default: the buckets of its pairs without a
+    limit of their own in ``remaining`` (the limits left). Only buckets of the cleared
+    rate and burst: a rate the workers' code declares for the kind draws from a bucket
+    of its own limit, which stays (a code rate equal to the cleared one restarts full)."""
+    if cleared.provider is not None:
+        bucket = provider_buckets.get(cleared.provider)
+        gone = bucket is not None and bucket.limit == cleared.limit
+        return [], [cleared.provider] if gone else []
+    own = {(x.kind, x.tenant) for x in remaining if x.kind is not None and x.tenant is not None}
+    pairs = [
+        pair
+        for pair, bucket in pair_buckets.items()
+        if pair[0] == cleared.kind
+        and bucket.limit == cleared.limit
+        and (pair[1] == cleared.tenant if cleared.tenant is not None else pair not in own)
+    ]
+    return sorted(pairs, key=pair_order), []
+
+
+#: The stored buckets by (kind, tenant) pair and by provider.
+StoredBuckets = tuple["Mapping[Pair, TokenBucket]", "Mapping[str, TokenBucket]"]
+
+
+def bucket_maps(buckets: Iterable[BucketState]) -> StoredBuckets:
+    """The stored buckets (a health snapshot's) by pair and by provider."""
+    pairs = {(b.name, b.tenant): b.bucket for b in buckets if b.scope == PAIR_SCOPE}
+    providers = {b.name: b.bucket for b in buckets if b.scope == PROVIDER_SCOPE}
+    return pairs, providers
+
+
+def rate_holds(
+    rates: RateTable, pair: Pair, now: float, buckets: StoredBuckets
+) -> tuple[TokenBucket | None, str | None]:
+    """Whether a claim at ``now`` leaves ``pair`` out for its rates (issue 45: ``why()``
+    and the health report ask this, and a claim decides it by the same
+    :func:`table_limits`): its pair's bucket if empty, its provider's name if that
+    bucket is empty. ``rates``: the rates in force the reader knows; a bucket counted
+    under another limit counts as full. A pair with a bucket but no rate ``rates``
+    knows of draws under a rate declared in the workers' code (a reader without that
+    code sees it only in the store): the bucket's own limit is that rate, until the
+    bucket refills (a cleared limit's buckets are gone: :func:`outlived_buckets`).
+    ``buckets``: the stored ones by pair and by provider (:func:`bucket_maps`)."""
+    pair_buckets, provider_buckets = buckets
+    kind = pair[0]
+    table = rates.only([kind])
+    bucket = pair_buckets.get(pair)
+    drawn = [] if bucket is None else [(pair, bucket)]
+    if bucket is not None and table.rate_for(*pair) is None:
+        table = attrs.evolve(table, pairs={**table.pairs, pair: bucket.limit})
+    limits = table_limits(table, now, drawn, provider_buckets)
+    provider = table.providers[kind][0] if kind in limits.excluded_kinds else None
+    return (bucket if pair in limits.excluded else None), provider

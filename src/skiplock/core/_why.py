@@ -11,15 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._bucket import refill, take
+from ._bucket import take
 from ._concurrency import key_limit
 from ._health_report import format_duration
-from ._health_snapshot import PAIR_SCOPE, PROVIDER_SCOPE, BucketState, HealthSnapshot
+from ._rates import bucket_maps, rate_holds
 from ._types import JobState
 
 if TYPE_CHECKING:
-    from ._bucket import RateTable
+    from ._bucket import RateTable, TokenBucket
     from ._controls import Controls
+    from ._health_snapshot import HealthSnapshot
     from ._types import Job
 
 #: How many due jobs ahead of a job :func:`explain_wait`'s callers count at most (more
@@ -87,14 +88,9 @@ class JobWait:
         }
 
 
-def _next_token(state: BucketState | None, now: datetime) -> datetime | None:
-    """When ``state``'s bucket has a token again, if it is empty at ``now`` (else None)."""
-    if state is None:
-        return None
-    clock = now.timestamp()
-    if refill(state.bucket, clock).tokens >= 1:
-        return None
-    return now + timedelta(seconds=take(state.bucket, clock)[1])
+def _next_token(bucket: TokenBucket, now: datetime) -> datetime:
+    """When ``bucket``, empty at ``now``, has a token again."""
+    return now + timedelta(seconds=take(bucket, now.timestamp())[1])
 
 
 def explain_wait(
@@ -176,20 +172,15 @@ def explain_wait(
 def _rate_reasons(
     kind: str, tenant: str | None, snapshot: HealthSnapshot, rates: RateTable
 ) -> list[WaitReason]:
-    """An empty bucket of the pair (whatever the configuration, as the health report
-    says) or of the kind's provider."""
-    pair = next(
-        (
-            b
-            for b in snapshot.buckets
-            if b.scope == PAIR_SCOPE and (b.name, b.tenant) == (kind, tenant)
-        ),
-        None,
-    )
+    """An empty bucket of the pair or of the kind's provider, as a claim decides it
+    (:func:`~._rates.rate_holds`)."""
+    buckets = bucket_maps(snapshot.buckets)
+    now = snapshot.now
+    bucket, provider = rate_holds(rates, (kind, tenant), now.timestamp(), buckets)
     found: list[WaitReason] = []
-    when = _next_token(pair, snapshot.now)
-    if when is not None and pair is not None:
-        limit = pair.bucket.limit
+    if bucket is not None:
+        when = _next_token(bucket, now)
+        limit = bucket.limit
         found.append(
             WaitReason(
                 "rate_limited",
@@ -199,22 +190,16 @@ def _rate_reasons(
                 {"scope": "pair", "rps": limit.rps, "burst": limit.burst},
             )
         )
-    provider = rates.providers.get(kind)
     if provider is not None:
-        name = provider[0]
-        state = next(
-            (b for b in snapshot.buckets if b.scope == PROVIDER_SCOPE and b.name == name), None
-        )
-        when = _next_token(state, snapshot.now)
-        if when is not None:
-            found.append(
-                WaitReason(
-                    "rate_limited",
-                    f"its provider {name!r}'s cap is used up: next token at {when.isoformat()}",
-                    when,
-                    {"scope": "provider", "provider": name},
-                )
+        when = _next_token(buckets[1][provider], now)
+        found.append(
+            WaitReason(
+                "rate_limited",
+                f"its provider {provider!r}'s cap is used up: next token at {when.isoformat()}",
+                when,
+                {"scope": "provider", "provider": provider},
             )
+        )
     return found
 
 

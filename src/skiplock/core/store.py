@@ -106,6 +106,7 @@ from ._lifecycle import (
 from ._rates import (
     charges,
     claim_is_serialized,
+    outlived_buckets,
     rated_kinds,
     rated_providers,
     throttled_request,
@@ -196,6 +197,7 @@ __all__ = [
     "new_job",
     "next_due",
     "outcome_terms",
+    "outlived_buckets",
     "purgeable",
     "rated_kinds",
     "rated_providers",

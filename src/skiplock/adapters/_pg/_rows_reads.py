@@ -44,10 +44,6 @@ COUNTS_MIGRATION = 11
 RATES_MIGRATION = 15
 
 
-#: The migration that added the workers' slots, version and drain/stop requests.
-WORKER_REQUESTS_MIGRATION = 21
-
-
 #: A read that finds more unfolded count deltas than this folds them (migration 0011)
 #: after answering, so reads stay cheap where no worker's counts loop runs.
 ROLLUP_BACKLOG = 5000

@@ -118,13 +118,29 @@ def parse_blocks(text: str) -> dict[str, str]:
     return blocks
 
 
-def expand_fragments(blocks: Mapping[str, str]) -> dict[str, str]:
-    """Replace ``{_fragment}`` references; return the public (non-fragment) queries."""
+def expand_fragments(blocks: Mapping[str, str], version: int | None = None) -> dict[str, str]:
+    """Replace ``{_fragment}`` references; return the public (non-fragment) queries.
+
+    A fragment may have variants for older schemas: ``_name_before_NNNN`` is ``_name``
+    on a schema older than migration NNNN. With ``version`` (the schema's migration), a
+    reference to ``_name`` takes its variant of the smallest NNNN above ``version``, if
+    any; without it, ``_name`` itself (the current schema)."""
+
+    def chosen(name: str) -> str:
+        if version is None:
+            return name
+        variants = [
+            int(m.group(1))
+            for other in blocks
+            if (m := re.fullmatch(re.escape(name) + r"_before_(\d{4})", other))
+        ]
+        newer = [n for n in variants if version < n]
+        return f"{name}_before_{min(newer):04d}" if newer else name
 
     def expand(body: str, depth: int = 0) -> str:
         if depth > 5:
             raise ValueError("fragments nested too deeply")
-        return _FRAGMENT_RE.sub(lambda m: expand(blocks[m.group(1)], depth + 1), body)
+        return _FRAGMENT_RE.sub(lambda m: expand(blocks[chosen(m.group(1))], depth + 1), body)
 
     return {name: expand(body) for name, body in blocks.items() if not name.startswith("_")}
 
@@ -174,11 +190,16 @@ def convert(text: str, style: Style, name: str = "<sql>") -> Query:
 
 
 @functools.cache
-def _neutral_queries() -> Mapping[str, str]:
+def _blocks() -> Mapping[str, str]:
     text = read_resource("queries.sql")
     for name, value in CONSTANTS.items():
         text = text.replace("{" + name + "}", value)
-    return expand_fragments(parse_blocks(text))
+    return parse_blocks(text)
+
+
+@functools.cache
+def _neutral_queries() -> Mapping[str, str]:
+    return expand_fragments(_blocks())
 
 
 @functools.cache
@@ -188,6 +209,15 @@ def queries(schema: str, style: Style) -> Mapping[str, Query]:
         name: convert(render(body, schema), style, name)
         for name, body in _neutral_queries().items()
     }
+
+
+@functools.cache
+def versioned_query(name: str, schema: str, style: Style, version: int) -> Query:
+    """The query ``name`` for a schema at migration ``version`` (a read that reports an
+    older schema rather than refusing it): its fragments' variants for that version
+    (:func:`expand_fragments`), converted to ``style``. The same as :func:`queries`'s on
+    the current schema."""
+    return convert(render(expand_fragments(_blocks(), version)[name], schema), style, name)
 
 
 @functools.cache

@@ -29,7 +29,6 @@ from ._rows_reads import (
     COUNTS_MIGRATION,
     RATES_MIGRATION,
     ROLLUP_BACKLOG,
-    WORKER_REQUESTS_MIGRATION,
     as_of,
     backlog_of,
     bucket_params,
@@ -47,6 +46,7 @@ from ._rows_reads import (
     worker_status_from_row,
 )
 from ._rows_upkeep import retention_from_rows, retention_params
+from ._sql import versioned_query
 from ._store_base import PgStoreBase
 
 if TYPE_CHECKING:
@@ -128,10 +128,11 @@ class PgReadsRole(PgStoreBase[C, TX]):
             queues = []
             if status.version >= COUNTS_MIGRATION:
                 queues = self._execute(conn, "health_queues", health_queues_params())
-            recent = status.version >= WORKER_REQUESTS_MIGRATION
-            workers = self._execute(
-                conn, "health_workers" if recent else "health_workers_before_requests", {}
+            # The workers' columns of later migrations read as NULLs on an older schema.
+            health_workers = versioned_query(
+                "health_workers", self._schema, self._driver.style, status.version
             )
+            workers = self._driver.fetch(conn, health_workers, {})
             # Running jobs under no registered worker: a walk of every running job's index
             # entry (with a burst of dead rows, of theirs too), so only when the totals
             # count more running jobs than the workers' own walks found.

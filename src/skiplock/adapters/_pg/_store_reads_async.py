@@ -25,7 +25,6 @@ from ._rows_reads import (
     COUNTS_MIGRATION,
     RATES_MIGRATION,
     ROLLUP_BACKLOG,
-    WORKER_REQUESTS_MIGRATION,
     as_of,
     backlog_of,
     bucket_params,
@@ -43,6 +42,7 @@ from ._rows_reads import (
     worker_status_from_row,
 )
 from ._rows_upkeep import retention_from_rows, retention_params
+from ._sql import versioned_query
 from ._store_base_async import AsyncPgStoreBase
 
 if TYPE_CHECKING:
@@ -124,10 +124,11 @@ class AsyncPgReadsRole(AsyncPgStoreBase[C, TX]):
             queues = []
             if status.version >= COUNTS_MIGRATION:
                 queues = await self._execute(conn, "health_queues", health_queues_params())
-            recent = status.version >= WORKER_REQUESTS_MIGRATION
-            workers = await self._execute(
-                conn, "health_workers" if recent else "health_workers_before_requests", {}
+            # The workers' columns of later migrations read as NULLs on an older schema.
+            health_workers = versioned_query(
+                "health_workers", self._schema, self._driver.style, status.version
             )
+            workers = await self._driver.fetch(conn, health_workers, {})
             # Running jobs under no registered worker: a walk of every running job's index
             # entry (with a burst of dead rows, of theirs too), so only when the totals
             # count more running jobs than the workers' own walks found.

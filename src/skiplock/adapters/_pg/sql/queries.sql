@@ -835,26 +835,21 @@ LEFT JOIN LATERAL {schema}.pending_probe(
 ) AS p ON true
 ORDER BY g.kind, g.tenant_id NULLS FIRST;
 
+-- name: _worker_controls
+-- The workers' columns of migration 0021: their slots, version and an operator's request.
+w.slots, w.version, w.request, w.requested_by, w.requested_at
+
+-- name: _worker_controls_before_0021
+-- _worker_controls on a schema older than migration 0021 (its report names the
+-- migrations to apply; _sql.versioned_query chooses by version): not there yet.
+NULL::integer AS slots, NULL::text AS version, NULL::text AS request,
+    NULL::text AS requested_by, NULL::timestamptz AS requested_at
+
 -- name: health_workers
 -- Every registered worker with the number of jobs running under its id and the oldest
 -- claim among them (each read through jobs_running_worker_idx).
 SELECT w.id, w.host, w.pid, w.kinds, w.tenants, w.started_at, w.heartbeat_at,
-    r.running, r.oldest_claimed_at, w.slots, w.version, w.request, w.requested_by,
-    w.requested_at
-FROM {schema}.workers AS w
-CROSS JOIN LATERAL (
-    SELECT count(*) AS running, min(j.claimed_at) AS oldest_claimed_at
-    FROM {schema}.jobs AS j
-    WHERE j.status = 'running' AND j.claimed_by = w.id
-) AS r
-ORDER BY w.id;
-
--- name: health_workers_before_requests
--- health_workers on a schema older than migration 0021 (its report names the migrations
--- to apply): the workers' rows have no slots, version or request yet.
-SELECT w.id, w.host, w.pid, w.kinds, w.tenants, w.started_at, w.heartbeat_at,
-    r.running, r.oldest_claimed_at, NULL::integer AS slots, NULL::text AS version,
-    NULL::text AS request, NULL::text AS requested_by, NULL::timestamptz AS requested_at
+    r.running, r.oldest_claimed_at, {_worker_controls}
 FROM {schema}.workers AS w
 CROSS JOIN LATERAL (
     SELECT count(*) AS running, min(j.claimed_at) AS oldest_claimed_at
@@ -1345,6 +1340,24 @@ WITH changed AS (
     RETURNING l.kind, l.tenant_id, l.provider, l.rps, l.burst, l.actor, l.updated_at,
         now() AS at,
         jsonb_build_object('provider', l.provider, 'rps', l.rps, 'burst', l.burst) AS details
+),
+-- The buckets counted under the cleared limit go with it (issue 45; the rule of
+-- skiplock.core.store.outlived_buckets): they restart full, as after any change of limit,
+-- and no reader takes a used-up bucket of a limit no longer in force for a live one. A
+-- provider's bucket; a pair's; a kind default's pairs without a limit of their own. Only
+-- buckets of the cleared rate and burst: one a rate of the workers' code counts stays.
+dropped AS (
+    DELETE FROM {schema}.rate_buckets AS b
+    USING changed AS c
+    WHERE b.rps = c.rps AND b.burst = c.burst
+      AND CASE
+          WHEN c.provider IS NOT NULL THEN b.scope = 'provider' AND b.name = c.provider
+          WHEN c.tenant_id IS NOT NULL THEN
+              b.scope = 'pair' AND b.name = c.kind AND b.tenant_id = c.tenant_id
+          ELSE b.scope = 'pair' AND b.name = c.kind AND NOT EXISTS (
+              SELECT 1 FROM {schema}.limits AS o
+              WHERE o.kind = c.kind AND o.tenant_id = b.tenant_id AND o.provider IS NULL)
+      END
 ),
 {_control_audit}
 SELECT c.kind, c.tenant_id, c.provider, c.rps, c.burst, c.actor, c.updated_at, c.at,

@@ -16,12 +16,14 @@ from skiplock.core.store import (
     Pause,
     WorkerRequest,
     control_event,
+    outlived_buckets,
     worker_request_event,
 )
 
 from ._base import AuditNote, StateBase
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from datetime import datetime
 
 #: A limit stored with its time: a rate limit or a concurrency limit.
@@ -90,9 +92,20 @@ class ControlsState(StateBase):
         provider: str | None,
         note: AuditNote | None = None,
     ) -> Limit | None:
-        """Remove the limit of exactly ``(kind, tenant)`` or ``provider``; it, or None."""
+        """Remove the limit of exactly ``(kind, tenant)`` or ``provider``; it, or None.
+        The buckets counted under it go with it (:func:`outlived_buckets`)."""
         key = (kind, tenant, provider)
-        return self._clear(self._limits, key, AuditAction.LIMIT_CLEARED, note)
+        return self._clear(self._limits, key, AuditAction.LIMIT_CLEARED, note, self._drop_buckets)
+
+    def _drop_buckets(self, cleared: Limit) -> None:
+        # Under the lock, with the limit removed.
+        pairs, providers = outlived_buckets(
+            cleared, self._limits.values(), self._pair_buckets, self._provider_buckets
+        )
+        for pair in pairs:
+            del self._pair_buckets[pair]
+        for name in providers:
+            del self._provider_buckets[name]
 
     def set_concurrency(
         self, limit: ConcurrencyLimit, note: AuditNote | None = None
@@ -121,12 +134,20 @@ class ControlsState(StateBase):
         return stored
 
     def _clear(
-        self, table: dict[Any, L], key: Any, action: AuditAction, note: AuditNote | None
+        self,
+        table: dict[Any, L],
+        key: Any,
+        action: AuditAction,
+        note: AuditNote | None,
+        then: Callable[[L], None] | None = None,
     ) -> L | None:
-        """Remove what ``table`` holds under ``key``; it, or None."""
+        """Remove what ``table`` holds under ``key`` (and, under the same lock, ``then``
+        with it); it, or None."""
         with self._lock:
             cleared = table.pop(key, None)
             if cleared is not None:
+                if then is not None:
+                    then(cleared)
                 self._control_audit(note, action, cleared, self.now())
         return cleared
 
