@@ -3,14 +3,17 @@ jobs through a multi-host DSN (``target_session_attrs=read-write``) while the pr
 fails and its streaming standby is promoted (tests/failover/test_failover.py,
 ``python -m tests.pgfailover``, docs/failover.md).
 
-Every process keeps a ledger in append-only files of the run's folder, which the
-failover cannot touch: each enqueue acknowledged (``E token id``) or whose outcome never
-came (``X token``), each processor start (``S token``) and each completion the store
-acknowledged (``C token``). At the end the ledger is compared with the new primary's
-jobs table: an acknowledged enqueue missing there is *lost*; a job started again after
-its completion was acknowledged had its completion *undone*; any other re-run is
-explained by the failover (its completion was never acknowledged). A token (producer and
-sequence number, in the payload) names a job: ids are not safe across the promotion,
+Every process keeps the fault suite's ledger (benchmarks/faults/ledger.py) in
+append-only files of the run's folder, which the failover cannot touch: each enqueue
+acknowledged (``E``) or whose outcome never came (``X``), each processor start and
+return (``S``, ``F``) and each success the store acknowledged (``A``, written by the
+suite's :class:`~benchmarks.faults.worker.Acknowledging` store, mixed into each
+driver's). At the end the ledger, the new primary's jobs and the failover (a fault of
+the database, and for an asynchronous standby PostgreSQL's window) go through the
+suite's check (:func:`benchmarks.faults.ledger.check`): an acknowledged enqueue missing
+there is *lost*; a job started again after its success was acknowledged had its
+completion *undone*; any other re-run must overlap the failover. A token (producer and
+sequence number, the payload) names a job: ids are not safe across the promotion,
 since an asynchronous standby's sequence may hand out again the ids of lost rows.
 
 Two ways to fail: ``crash`` (the primary stops at once, the standby is promoted) and
@@ -38,6 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
+from benchmarks._procs import ROOT
+from benchmarks.faults.ledger import Death, Fault, Ledger, Row, Verdict, async_window, check
 
 import skiplock
 from tests.pgcluster import DRIVERS, Cluster, cluster, standby_of, wait_until
@@ -48,18 +53,17 @@ if TYPE_CHECKING:
 #: Issue 43: workers claim again within this long (seconds) of the promotion.
 CLAIM_AGAIN = 2.0
 
-#: How far (seconds) an asynchronous standby may lag behind what the primary
-#: acknowledged (commits not yet sent when the WAL sender froze): a few milliseconds on
-#: loopback.
-LAG = 0.1
+#: The jobs' kind; its processor has no side effect (the ledger's ``effectless``).
+KIND = "failover.mark"
 
-#: The worker application. Each processor start and each completion the store
-#: acknowledged is a line of ``ledger-<pid>.txt`` (one O_APPEND write each).
+#: The worker application: the suite's ledger lines in ``ledger-<pid>.txt``, the job
+#: named by its token (the payload) in each.
 WORKER_APP = """
 import asyncio
 import os
 import time
 
+from benchmarks.faults.worker import Acknowledging, Ledger
 from skiplock import AsyncEngine, Settings
 
 DRIVER = os.environ["FAILOVER_DRIVER"]
@@ -70,29 +74,13 @@ elif DRIVER == "sqlalchemy":
 else:
     from skiplock.adapters.psycopg import AsyncPsycopgJobStore as Base
 
-LEDGER = f"ledger-{os.getpid()}.txt"
+LEDGER = Ledger(f"ledger-{os.getpid()}.txt")
 TOKENS = {}  # job id -> token, of the jobs this process started
 
 
-def note(lines):
-    if lines:
-        fd = os.open(LEDGER, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        try:
-            os.write(fd, "".join(lines).encode())
-        finally:
-            os.close(fd)
-
-
-class Store(Base):
-    async def complete(self, completions, **kwargs):
-        applied = await super().complete(completions, **kwargs)
-        now = time.time()
-        note(
-            f"C {TOKENS.pop(c.lease.job_id)} {now}\\n"
-            for c, ok in zip(completions, applied)
-            if ok
-        )
-        return applied
+class Store(Acknowledging, Base):
+    def key(self, job_id):
+        return TOKENS[job_id]
 
 
 if DRIVER == "sqlalchemy":
@@ -101,6 +89,7 @@ if DRIVER == "sqlalchemy":
     store = Store(create_async_engine(os.environ["FAILOVER_URL"], pool_size=4, max_overflow=0))
 else:
     store = Store(os.environ["FAILOVER_DSN"], max_size=4)
+store.keep(LEDGER)
 engine = AsyncEngine(
     store,
     Settings(
@@ -117,8 +106,9 @@ engine = AsyncEngine(
 @engine.processor("failover.mark")
 async def mark(payload, ctx):
     TOKENS[ctx.job_id] = payload
-    note([f"S {payload} {time.time()}\\n"])
+    LEDGER.write("S", payload, ctx.attempt, os.getpid(), time.monotonic())
     await asyncio.sleep(0.005)
+    LEDGER.write("F", payload, ctx.attempt, os.getpid(), time.monotonic())
 """
 
 #: The producer: ``FAILOVER_TASKS`` tasks each enqueue one job at a time (one every
@@ -130,6 +120,7 @@ import os
 import time
 from pathlib import Path
 
+from benchmarks.faults.worker import Ledger
 from skiplock.core import EnqueueRequest
 
 DRIVER = os.environ["FAILOVER_DRIVER"]
@@ -141,27 +132,20 @@ else:
     from skiplock.adapters.psycopg import AsyncPsycopgJobStore as Store
 
 GAP = float(os.environ["FAILOVER_GAP"])
-
-
-def note(line):
-    fd = os.open("ledger-producer.txt", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
+LEDGER = Ledger("ledger-producer.txt")
 
 
 async def produce(store, task):
     n = 0
     while not Path("stop").exists():
         n += 1
-        token = f"{task}.{n}"
+        token = (task + 1) * 1_000_000 + n
         try:
-            [result] = await store.enqueue([EnqueueRequest(kind="failover.mark", payload=token)])
+            await store.enqueue([EnqueueRequest(kind="failover.mark", payload=token)])
         except Exception as exc:
-            note(f"X {token} {time.time()} {type(exc).__name__}\\n")
+            LEDGER.write("X", token, time.monotonic(), type(exc).__name__)
         else:
-            note(f"E {token} {time.time()} {result.id}\\n")
+            LEDGER.write("E", token, time.monotonic(), "failover.mark")
         await asyncio.sleep(GAP)
 
 
@@ -182,34 +166,11 @@ asyncio.run(main())
 """
 
 
-@attrs.define
-class Ledger:
-    """What the processes wrote, by token."""
-
-    #: Acknowledged enqueues: token -> when.
-    acked: dict[str, float] = attrs.field(factory=dict)
-    #: Enqueues whose outcome never came.
-    unknown: set[str] = attrs.field(factory=set)
-    #: Processor starts: token -> times.
-    starts: dict[str, list[float]] = attrs.field(factory=lambda: collections.defaultdict(list))
-    #: Acknowledged completions: token -> times.
-    completions: dict[str, list[float]] = attrs.field(factory=lambda: collections.defaultdict(list))
-
-
 def read_ledger(folder: Path) -> Ledger:
-    """Every ledger file of ``folder``, read together."""
-    ledger = Ledger()
+    """Every ledger file of ``folder``, read into one ledger."""
+    ledger = Ledger(effectless=frozenset({KIND}))
     for path in sorted(folder.glob("ledger-*.txt")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            what, token, at, *_ = line.split(" ")
-            if what == "E":
-                ledger.acked[token] = float(at)
-            elif what == "X":
-                ledger.unknown.add(token)
-            elif what == "S":
-                ledger.starts[token].append(float(at))
-            elif what == "C":
-                ledger.completions[token].append(float(at))
+        ledger.read_lines(path)
     return ledger
 
 
@@ -221,19 +182,24 @@ class Result:
     synchronous: bool
     how: str
     stall: float
+    #: The suite's check of the run's ledger: nothing lost, stuck or re-run without the
+    #: failover explaining it, no worker dead; for an asynchronous standby the losses
+    #: inside PostgreSQL's window counted apart (``lost_in_window``, ``async window``
+    #: re-runs).
+    verdict: Verdict
     #: Enqueues acknowledged over the run, and of those during the stall.
     acknowledged: int
     acknowledged_in_stall: int
     #: Enqueues that failed (outcome unknown), and of those the ones that committed.
     unknown: int
     unknown_committed: int
-    #: Acknowledged enqueues missing on the new primary.
-    lost: list[str]
-    #: Jobs started again after their completion was acknowledged.
-    undone: list[str]
+    #: Acknowledged enqueues missing on the new primary (tokens), in the window or not.
+    lost: list[int]
+    #: Jobs started again after their completion was acknowledged (tokens).
+    undone: list[int]
     #: Of the lost enqueues and undone completions, those acknowledged outside the stall
-    #: (from :data:`LAG` before freezing the WAL sender to the crash): none when the
-    #: stall explains all.
+    #: (from :data:`~benchmarks.faults.ledger.LAG` before freezing the WAL sender to the
+    #: crash): none when the stall explains all.
     outside_stall: int
     #: When the first of them was acknowledged, in seconds from the freeze (negative:
     #: before it; what the standby had not received yet).
@@ -267,7 +233,8 @@ class Result:
             f"explained re-runs {self.explained_reruns}, unknown enqueues {self.unknown} "
             f"({self.unknown_committed} committed); promotion {self.promotion:.2f} s, "
             f"first claim on the new primary {self.claimed_after:.2f} s after it began; "
-            f"final {dict(sorted(self.statuses.items()))}"
+            f"final {dict(sorted(self.statuses.items()))}; "
+            f"check {'pass' if self.verdict.ok else self.verdict.problems()}"
         )
 
 
@@ -282,10 +249,10 @@ def _url(*servers: Cluster) -> str:
     return f"postgresql+psycopg://postgres@/postgres?{hosts}&target_session_attrs=read-write"
 
 
-def _final_jobs(server: Cluster) -> dict[str, str]:
-    """Token -> status of every job on ``server``."""
-    rows = server.query("SELECT payload #>> '{}', status FROM skiplock.jobs")
-    return dict(row.split("|", 1) for row in rows)
+def _final_rows(server: Cluster) -> list[Row]:
+    """Every job on ``server``, named by its token."""
+    rows = server.query("SELECT payload #>> '{}', kind, status, attempts FROM skiplock.jobs")
+    return [Row(int(t), k, st, int(n)) for t, k, st, n in (r.split("|") for r in rows)]
 
 
 #: The jobs not finished yet (status, the worker running it, its token).
@@ -350,9 +317,7 @@ def _terminate(procs: list[subprocess.Popen[bytes]]) -> list[int]:
 
 
 def _count(ledger: Ledger, what: str) -> int:
-    if what == "E":
-        return len(ledger.acked)
-    return sum(len(times) for times in ledger.completions.values())
+    return len(ledger.acked) if what == "E" else len(ledger.completed)
 
 
 def _wait_ledger(folder: Path, what: str, at_least: int, timeout: float) -> None:
@@ -383,19 +348,20 @@ def failover_scenario(
     with deadlines; the stall is the only fixed wait.
     """
     here = str(Path(skiplock.__file__).resolve().parent.parent)
-    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    path = os.pathsep.join([here, str(ROOT), os.environ.get("PYTHONPATH", "")])
     env = os.environ | {
         "FAILOVER_DSN": _dsn(primary, standby),
         "FAILOVER_URL": _url(primary, standby),
         "FAILOVER_DRIVER": driver,
         "FAILOVER_TASKS": str(producers),
         "FAILOVER_GAP": str(gap),
-        "PYTHONPATH": path,
+        "PYTHONPATH": path.rstrip(os.pathsep),
     }
     synchronous = bool(primary.settings.get("synchronous_standby_names"))
+    began = time.monotonic()
     with _processes(folder, env, workers) as procs:
-        _wait_ledger(folder, "C", 200, 60)  # a steady run on the primary
-        stalled_at = time.time()
+        _wait_ledger(folder, "A", 200, 60)  # a steady run on the primary
+        stalled_at = time.monotonic()
         if stall:
             [sender] = primary.query("SELECT pid FROM pg_stat_replication")
             os.kill(int(sender), signal.SIGSTOP)
@@ -415,13 +381,12 @@ def failover_scenario(
             raise ValueError(f"how must be crash or read-only, got {how!r}")
         # The old primary acknowledges nothing from now on (it may have until the crash
         # was done).
-        failed_at = promoted = time.time()
+        failed_at = promoted = time.monotonic()
         standby.promote()
-        promotion = time.time() - promoted
+        back = time.monotonic()
 
         def claimed_on_new() -> bool:
-            starts = read_ledger(folder).starts.values()
-            return any(at > promoted for times in starts for at in times)
+            return any(run.at > promoted for run in read_ledger(folder).runs)
 
         wait_until(claimed_on_new, 30, "a claim on the new primary")
         # Keep going on the new primary, then stop producing and drain.
@@ -436,72 +401,49 @@ def failover_scenario(
         # while every worker keeps running.
         wait_until(lambda: _open_jobs(standby) == 0, DRAIN, "the new primary to drain")
         exit_codes = _terminate(procs[:-1])
+        stopped = time.monotonic()
     ledger = read_ledger(folder)
-    first = min(at for times in ledger.starts.values() for at in times if at > promoted)
-    return _account(
-        ledger,
-        _final_jobs(standby),
-        Result(
-            driver=driver,
-            synchronous=synchronous,
-            how=how,
-            stall=stall,
-            acknowledged=0,
-            acknowledged_in_stall=0,
-            unknown=0,
-            unknown_committed=0,
-            lost=[],
-            undone=[],
-            outside_stall=0,
-            first_loss=None,
-            completed_in_stall=0,
-            explained_reruns=0,
-            claimed_after=first - promoted,
-            promotion=promotion,
-            statuses={},
-            exit_codes=exit_codes,
-        ),
-        stalled_at,
-        failed_at,
-    )
-
-
-def _account(
-    ledger: Ledger, final: dict[str, str], base: Result, stalled_at: float, failed_at: float
-) -> Result:
-    """Compare the ledger with the new primary's jobs (see the module)."""
-    lost = sorted(token for token in ledger.acked if token not in final)
-    undone = sorted(
-        token
-        for token, done in ledger.completions.items()
-        if any(start > min(done) for start in ledger.starts.get(token, []))
-    )
-    explained = sum(
-        sum(1 for at in starts[1:] if not any(c < at for c in ledger.completions.get(token, [])))
-        for token, starts in ((t, sorted(s)) for t, s in ledger.starts.items())
-    )
-    window = (stalled_at, failed_at)
+    ledger.rows = _final_rows(standby)
+    ledger.faults = [Fault("failover", stalled_at, back, back)]
+    ledger.deaths = [
+        Death(proc.pid, stopped, None)
+        for proc, code in zip(procs[:-1], exit_codes, strict=True)
+        if code != 0
+    ]
+    ledger.load = (began, stopped)
+    window = async_window(stalled_at, failed_at)
+    if not synchronous:
+        ledger.window = window
+    verdict = check(ledger)
 
     def inside(at: float) -> bool:
-        return window[0] - LAG <= at <= window[1]
+        return window[0] <= at <= window[1]
 
-    losses = [ledger.acked[t] for t in lost] + [min(ledger.completions[t]) for t in undone]
-
-    return attrs.evolve(
-        base,
-        acknowledged=len(ledger.acked),
-        acknowledged_in_stall=sum(1 for at in ledger.acked.values() if inside(at)),
+    undone = [r for r in verdict.reruns if r.undone]
+    losses = [ledger.enqueued[job] for job in [*verdict.lost, *verdict.lost_in_window]]
+    losses += [ledger.completed[(r.run.job, r.run.attempt, r.run.pid)] for r in undone]
+    tokens = {row.job for row in ledger.rows}
+    first = min(run.at for run in ledger.runs if run.at > promoted)
+    return Result(
+        driver=driver,
+        synchronous=synchronous,
+        how=how,
+        stall=stall,
+        verdict=verdict,
+        acknowledged=verdict.acked,
+        acknowledged_in_stall=sum(1 for at in ledger.enqueued.values() if inside(at)),
         unknown=len(ledger.unknown),
-        unknown_committed=sum(1 for token in ledger.unknown if token in final),
-        lost=lost,
-        undone=undone,
+        unknown_committed=sum(1 for token in ledger.unknown if token in tokens),
+        lost=sorted([*verdict.lost, *verdict.lost_in_window]),
+        undone=sorted({r.run.job for r in undone}),
         outside_stall=sum(1 for at in losses if not inside(at)),
         first_loss=min(losses) - stalled_at if losses else None,
-        completed_in_stall=sum(
-            1 for times in ledger.completions.values() for at in times if inside(at)
-        ),
-        explained_reruns=explained,
-        statuses=dict(collections.Counter(final.values())),
+        completed_in_stall=sum(1 for at in ledger.completed.values() if inside(at)),
+        explained_reruns=len(verdict.reruns) - len(undone),
+        claimed_after=first - promoted,
+        promotion=back - promoted,
+        statuses=dict(collections.Counter(row.status for row in ledger.rows)),
+        exit_codes=exit_codes,
     )
 
 

@@ -54,7 +54,8 @@ def run(
 
 def _competitors(names: list[str], ns: argparse.Namespace) -> tuple[list[Outcome], list[str]]:
     """The peers' runs of ``names`` (each next to skiplock's in the report), and a line
-    for each scenario that does not apply to them, or each peer not installed."""
+    for each scenario that does not apply to them, each peer not installed, and what a
+    peer cannot express in a scenario it ran."""
     found, outcomes, absent = peers.installed(), [], []
     absent += [f"{name}: not installed" for name in ("pgqueuer", "procrastinate")
                if name not in found]  # fmt: skip
@@ -66,6 +67,8 @@ def _competitors(names: list[str], ns: argparse.Namespace) -> tuple[list[Outcome
             print(f"[faults] {name} on {peer} ...", file=sys.stderr, flush=True)
             outcome = run(SCENARIOS[name], quick=ns.quick, dsn=ns.dsn, peer=peer)
             outcomes.append(outcome)
+            if name in peers.CAVEATS:
+                absent.append(f"{name} on {peer}: {peers.CAVEATS[name]}")
             print(f"[faults] {name} on {peer}: {'pass' if outcome.verdict.ok else 'fail'} "
                   f"({outcome.seconds:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
     return outcomes, absent
@@ -114,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     preamble = (
         f"# Fault suite{' (quick)' if ns.quick else ''}, {today}\n\n"
         f"`python -m benchmarks.faults{' --quick' if ns.quick else ''}"
+        f"{''.join(f' --scenario {n}' for n in ns.scenario or [])}"
+        f"{' --competitors' if ns.competitors else ''}"
         f"{' --dsn ...' if ns.dsn else ''}` (commit "
         f"`{_commit()}`), each scenario "
         + (

@@ -7,11 +7,11 @@ standby promoted, and the load goes on against it.
 With a synchronous standby no commit is acknowledged that the standby has not flushed:
 nothing acknowledged may be missing afterwards, and no completion acknowledged may be
 undone (a job run again after its success was acknowledged). With an asynchronous one,
-what was acknowledged in PostgreSQL's window — from :data:`LAG` before the WAL sender
-froze to the crash — may be missing on the new primary: the ledger
+what was acknowledged in PostgreSQL's window — from :data:`~benchmarks.faults.ledger.LAG`
+before the WAL sender froze to the crash — may be missing on the new primary: the ledger
 (:attr:`~benchmarks.faults.ledger.Ledger.window`) counts those losses apart, as the
-window's, and any loss outside it still fails the scenario. The same accounting as
-tests/pgfailover.py's (issue 43), on the suite's ledger.
+window's, and any loss outside it still fails the scenario. The failover tests
+(tests/pgfailover.py, issue 43) keep the same ledger and run the same check.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 from typing import TYPE_CHECKING
 
 from benchmarks.faults.harness import Harness, sleep
-from benchmarks.faults.ledger import Fault
+from benchmarks.faults.ledger import Fault, async_window
 from benchmarks.pgcluster import Cluster, cluster, standby_of
 
 if TYPE_CHECKING:
@@ -34,9 +34,6 @@ if TYPE_CHECKING:
 #: meanwhile never reach an asynchronous standby (PostgreSQL's window, made wide enough
 #: to see on loopback); a synchronous primary acknowledges none of them.
 STALL = 0.5
-#: How far (seconds) an asynchronous standby may lag behind what the primary acknowledged
-#: when its WAL sender froze (tests/pgfailover.py's).
-LAG = 0.1
 #: Seconds of load before the failover and after it.
 CALM = 5.0
 
@@ -86,7 +83,7 @@ def failover(h: Harness, quick: bool) -> None:
     servers.primary.crash()
     crashed = time.monotonic()
     if not synchronous:
-        h.ledger.window = (start - LAG, crashed)
+        h.ledger.window = async_window(start, crashed)
     servers.standby.promote()
     back = time.monotonic()
     h.fault(Fault("failover", start, back, back))

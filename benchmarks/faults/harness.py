@@ -167,13 +167,7 @@ class Producer(threading.Thread):
                     acked = time.monotonic()
                     with self._lock:
                         for request, result in zip(batch, results, strict=True):
-                            if result.id in self._ledger.acked:  # a new primary's reuse
-                                self._ledger.superseded.append(
-                                    (result.id, self._ledger.acked[result.id],
-                                     self._ledger.enqueued[result.id])
-                                )  # fmt: skip
-                            self._ledger.acked[result.id] = request.kind
-                            self._ledger.enqueued[result.id] = acked
+                            self._ledger.acknowledge(result.id, request.kind, acked)
                     sent += len(batch) - len(extra)
                     extra = []
                 self._halt.wait(0.05)
@@ -332,7 +326,10 @@ class Harness:
     def start_load(self, *extra: str) -> None:
         """Start the producer (``extra``: kinds to enqueue once, first)."""
         if self.peer is not None:
-            self._producer = peers.Producer(self.peer, self.dsn, self.load, self.ledger)
+            self._producer = peers.Producer(
+                self.peer, self.via or self.dsn, self.load, self.ledger, list(extra),
+                bounced=bool(self.via),
+            )  # fmt: skip
         else:
             self._producer = Producer(
                 self.via or self.dsn, self.load, self.ledger, list(extra), bounced=bool(self.via)

@@ -9,6 +9,11 @@ committed (``faults.effects``), the final rows of the jobs table, the faults the
 caused (with the processes they hit) and every worker process that ended before the
 harness stopped it. Times are ``time.monotonic()`` seconds: one clock for every process
 of the machine.
+
+One ledger and one check for the fault suite and the failover tests
+(tests/pgfailover.py): there a job is named by a token of its payload (ids are not safe
+across a promotion), the producer is a process of its own that writes ``E``/``X`` lines,
+and its processor has no side effect (:attr:`Ledger.effectless`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,16 @@ if TYPE_CHECKING:
 FAULT_SLACK = 1.0
 #: Job states that end a job (anything else at the deadline is stuck).
 TERMINAL = frozenset({"succeeded", "dead", "cancelled", "failed"})
+#: How far (seconds) an asynchronous standby may lag behind what the primary acknowledged
+#: when its WAL sender froze: a few milliseconds on loopback.
+LAG = 0.1
+
+
+def async_window(frozen: float, crashed: float) -> tuple[float, float]:
+    """PostgreSQL's window of a failover to an asynchronous standby whose primary's WAL
+    sender froze at ``frozen`` and which crashed (or stopped acknowledging) at
+    ``crashed``: what was acknowledged in it may be missing on the new primary."""
+    return (frozen - LAG, crashed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,25 +135,54 @@ class Ledger:
     #: Acknowledged enqueues (id, kind, when) whose id the new primary gave to another job
     #: (its sequence had not seen them): lost, like a missing row.
     superseded: list[tuple[int, str, float]] = dataclasses.field(default_factory=list)
+    #: Enqueues whose outcome never came (the call failed): job -> when. Not acknowledged,
+    #: so never lost; a row of one is a job like any other (it must end).
+    unknown: dict[int, float] = dataclasses.field(default_factory=dict)
+    #: Kinds whose processor has no side effect: a succeeded row is their work done.
+    effectless: frozenset[str] = frozenset()
+
+    def acknowledge(self, job: int, kind: str, at: float) -> None:
+        """Record an enqueue the producer saw acknowledged at ``at``. An id already in
+        the ledger was handed out again (a new primary whose sequence had not seen it):
+        the earlier job is :attr:`superseded`."""
+        if job in self.acked:
+            self.superseded.append((job, self.acked[job], self.enqueued[job]))
+        self.acked[job] = kind
+        self.enqueued[job] = at
 
     def in_window(self, at: float | None) -> bool:
         """Whether ``at`` lies in :attr:`window`."""
         return self.window is not None and at is not None and self.window[0] <= at <= self.window[1]
 
     def read_lines(self, path: Path) -> None:
-        """Add the processors' ``S``/``F`` lines of the ledger file."""
-        starts: dict[tuple[int, int, int], float] = {}
-        returns: dict[tuple[int, int, int], float] = {}
+        """Add the lines of a ledger file: the processors' ``S``/``F``/``A`` lines (see
+        benchmarks/faults/worker.py), and a producer process's ``E <job> <t> <kind>``
+        (acknowledged) and ``X <job> <t>`` (outcome unknown)."""
+        # A process may run the same attempt of a job twice (a completion undone by a
+        # failover releases the job without charging an attempt): every start is a run,
+        # its return the first one after it, and a success counts from its first
+        # acknowledgement.
+        starts: dict[tuple[int, int, int], list[float]] = defaultdict(list)
+        returns: dict[tuple[int, int, int], list[float]] = defaultdict(list)
         for line in path.read_text(encoding="utf-8").splitlines():
             tag, *fields = line.split()
-            if tag in ("S", "F", "A"):
+            if tag == "E":
+                self.acknowledge(int(fields[0]), fields[2], float(fields[1]))
+            elif tag == "X":
+                self.unknown[int(fields[0])] = float(fields[1])
+            elif tag in ("S", "F", "A"):
                 key = (int(fields[0]), int(fields[1]), int(fields[2]))
+                at = float(fields[3])
                 if tag == "A":
-                    self.completed[key] = float(fields[3])
+                    self.completed[key] = min(at, self.completed.get(key, at))
                 else:
-                    (starts if tag == "S" else returns)[key] = float(fields[3])
-        for (job, attempt, pid), at in starts.items():
-            self.runs.append(Run(job, attempt, pid, at, returns.get((job, attempt, pid))))
+                    (starts if tag == "S" else returns)[key].append(at)
+        for key, times in starts.items():
+            ends = sorted(returns.get(key, []))
+            times.sort()
+            for at, until in zip(times, [*times[1:], float("inf")], strict=True):
+                returned = next((t for t in ends if at <= t < until), None)
+                self.runs.append(Run(*key, at, returned))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +196,9 @@ class ReRun:
     fault: Fault | None = None
     #: The planned death that explains it (a process the poison job killed), if any.
     death: Death | None = None
+    #: Whether the database had acknowledged this run's success before the next run: its
+    #: completion was undone (only an asynchronous failover's window explains that).
+    undone: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +227,11 @@ class Verdict:
     #: acknowledged in PostgreSQL's window (:attr:`Ledger.window`): that window's loss,
     #: not skiplock's (a loss outside it is in :attr:`lost`).
     lost_in_window: tuple[int, ...] = ()
+
+    @property
+    def undone(self) -> list[int]:
+        """Jobs run again after the database acknowledged their success."""
+        return [r.run.job for r in self.reruns if r.undone]
 
     @property
     def unexplained(self) -> list[ReRun]:
@@ -248,7 +300,8 @@ def _rerun(run: Run, following: Run, ledger: Ledger, kinds: dict[int, str]) -> R
     if done is not None and done <= next_at:
         # Its success was acknowledged, yet the job ran again: the completion was undone.
         # Only PostgreSQL's window of an asynchronous failover explains that.
-        return ReRun(run, next_at, "async window" if ledger.in_window(done) else None)
+        reason = "async window" if ledger.in_window(done) else None
+        return ReRun(run, next_at, reason, undone=True)
     for fault in ledger.faults:
         if fault.pids:
             # A frozen process's run: the next one started after the freeze, and this one
@@ -294,7 +347,7 @@ def check(ledger: Ledger) -> Verdict:
             stuck.append(job)
         elif kind in ledger.poison:
             continue
-        elif row.status != "succeeded" or not effects[job]:
+        elif row.status != "succeeded" or (kind not in ledger.effectless and not effects[job]):
             lost.append(job)  # it ended without its work done
     stuck += [r.job for r in ledger.rows if r.job not in ledger.acked and r.status not in TERMINAL]
     lost += [job for job, _, _ in ledger.superseded]

@@ -2,13 +2,14 @@
 installed — pgqueuer and procrastinate — with the same harness, load, faults and ledger.
 
 Each peer's worker process (``python -m benchmarks.faults.peers --system NAME ...``, the
-harness passes the options of :mod:`benchmarks.faults.worker`) runs one processor of
-the plain kind: it writes the ``S`` and ``F`` ledger lines and its effect on an
-autocommit connection of its own (neither peer commits a processor's writes with the
-job's completion, so "effects twice" does not apply: a repeated effect is reported as
-the at-least-once case). The effect's write is retried until the database answers, so
-that a peer's retry policy does not turn an outage into a failed job. Settings are the
-peers' documented ones, scaled to the suite's lease (:data:`~Load.lease`, 4 s):
+harness passes the options of :mod:`benchmarks.faults.worker`) runs a processor of the
+plain kind: it writes the ``S`` and ``F`` ledger lines and its effect on an autocommit
+connection of its own (neither peer commits a processor's writes with the job's
+completion, so "effects twice" does not apply: a repeated effect is reported as the
+at-least-once case). The effect's write is retried until the database answers, so that
+a peer's retry policy does not turn an outage into a failed job. The poison kind writes
+its ``S`` line and kills its process. Settings are the peers' documented ones, scaled to
+the suite's lease (:data:`~Load.lease`, 4 s):
 
 - pgqueuer: ``QueueManager.run(batch_size=prefetch, max_concurrent_tasks=...,
   heartbeat_timeout=lease)`` (a picked job whose heartbeat is older is picked again),
@@ -17,6 +18,15 @@ peers' documented ones, scaled to the suite's lease (:data:`~Load.lease`, 4 s):
   stalled_worker_timeout=lease)`` and its documented stalled-job recipe
   (``job_manager.get_stalled_jobs`` then ``retry_job``) run every ``lease/4`` seconds in
   each worker process: procrastinate does not recover a dead worker's jobs by itself.
+
+Neither caps the runs of a job whose worker died (pgqueuer picks it again after the
+heartbeat timeout, the recipe retries it), so the poison job is left as they leave it.
+Behind PgBouncer (``--listen-dsn`` given: transaction pooling) each peer gets its
+driver's documented setting for it — asyncpg's ``statement_cache_size=0``, psycopg's
+``prepare_threshold=None`` — and nothing else: neither can LISTEN on another DSN than its
+queue's, so their wakeups go through the pooler (see :data:`CAVEATS`). Through a
+multi-host DSN (the failover scenarios) both drivers follow
+``target_session_attrs=read-write``.
 
 The final rows: pgqueuer deletes a finished job from its queue (``pgqueuer``) and logs
 its outcome (``pgqueuer_log``: ``successful`` is success); procrastinate keeps it in
@@ -40,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from benchmarks.faults.ledger import Row
-from benchmarks.faults.worker import EFFECT, PLAIN, Autocommit, Ledger, parser
+from benchmarks.faults.worker import EFFECT, PLAIN, POISON, Autocommit, Ledger, parser
 
 if TYPE_CHECKING:
     import argparse
@@ -50,18 +60,29 @@ if TYPE_CHECKING:
     from benchmarks.faults.ledger import Ledger as Book
 
 #: The scenarios the peers run (their faults need nothing of skiplock's).
-SCENARIOS = ("kill-storm", "pg-restart", "freeze", "pg-hang", "cut-off")
+SCENARIOS = (
+    "kill-storm", "pg-restart", "freeze", "pg-hang", "cut-off", "poison",
+    "pgbouncer-restart", "failover-sync", "failover-async",
+)  # fmt: skip
 #: Why the other scenarios do not apply to a peer.
 NOT_APPLICABLE = {
-    "poison": "not ported: needs a peer processor that kills its process and each peer's "
-    "own attempt limit",
     "listener-kill": "measures skiplock's notifier (its pickup latency after a reconnect)",
     "clock-skew": "patches skiplock's clock; its delayed and retried jobs use skiplock's API",
-    "pgbouncer-restart": "the peers LISTEN through the DSN they are given; behind transaction "
-    "pooling each needs a setup of its own, not written",
-    "failover-sync": "not ported yet (a multi-host DSN for each peer's driver)",
-    "failover-async": "not ported yet (a multi-host DSN for each peer's driver)",
     "rolling-deploy": "upgrades skiplock's own schema between two of its versions",
+}
+#: What a peer cannot express in a scenario it runs, said next to its figures.
+CAVEATS = {
+    "poison": "no attempt cap applies to a job whose worker died (pgqueuer picks it again "
+    "after its heartbeat timeout; procrastinate's stalled-job recipe retries it), so the "
+    "poison job runs until the deadline",
+    "pgbouncer-restart": "it cannot LISTEN on another DSN than its queue's (skiplock's "
+    "listen_dsn): its LISTEN goes through transaction pooling, where notifications are "
+    "lost, and it finds jobs by polling (0.5 s); its driver's PgBouncer setting only "
+    "(asyncpg statement_cache_size=0, psycopg prepare_threshold=None)",
+    "failover-sync": "its driver takes the multi-host DSN (target_session_attrs=read-write) "
+    "as skiplock's does",
+    "failover-async": "its driver takes the multi-host DSN (target_session_attrs=read-write) "
+    "as skiplock's does",
 }
 PAYLOAD = {"ms": 100.0}
 
@@ -74,19 +95,22 @@ def installed() -> list[str]:
 # ---- the harness's side: schema, enqueue, final rows --------------------------------------
 
 
-async def _pgq_queries(dsn: str) -> tuple[Any, Any]:
+async def _pgq_queries(dsn: str, *, bounced: bool = False) -> tuple[Any, Any]:
     import asyncpg
     from pgqueuer.db import AsyncpgDriver
     from pgqueuer.queries import Queries
 
-    conn = await asyncpg.connect(dsn)
+    # Behind PgBouncer's transaction pooling: asyncpg's documented setting.
+    conn = await asyncpg.connect(dsn, **({"statement_cache_size": 0} if bounced else {}))
     return conn, Queries(AsyncpgDriver(conn))
 
 
-def _procrastinate_app(dsn: str, size: int = 4) -> Any:
+def _procrastinate_app(dsn: str, size: int = 4, *, bounced: bool = False) -> Any:
     import procrastinate
 
-    connector = procrastinate.PsycopgConnector(conninfo=dsn, min_size=1, max_size=size)
+    # Behind PgBouncer's transaction pooling: psycopg's documented setting.
+    kwargs: dict[str, Any] = {"kwargs": {"prepare_threshold": None}} if bounced else {}
+    connector = procrastinate.PsycopgConnector(conninfo=dsn, min_size=1, max_size=size, **kwargs)
     return procrastinate.App(connector=connector)
 
 
@@ -108,9 +132,13 @@ class Producer(threading.Thread):
     """The harness's producer for a peer: enqueues at the load's rate through the peer's
     own API; records every acknowledged job (a failed enqueue is retried as a new one)."""
 
-    def __init__(self, system: str, dsn: str, load: Load, ledger: Book) -> None:
+    def __init__(
+        self, system: str, dsn: str, load: Load, ledger: Book, extra: list[str], *, bounced: bool
+    ) -> None:
         super().__init__(name=f"faults-producer-{system}", daemon=True)
         self._system, self._dsn, self._load, self._ledger = system, dsn, load, ledger
+        #: Kinds to enqueue once, first thing (the poison scenario's job).
+        self._extra, self._bounced = extra, bounced
         self._halt = threading.Event()
 
     def stop(self) -> None:
@@ -119,23 +147,31 @@ class Producer(threading.Thread):
     def run(self) -> None:
         asyncio.run(self._main())
 
-    async def _enqueuer(self) -> tuple[Callable[[int], Any], Callable[[], Any]]:
+    async def _enqueuer(self) -> tuple[Callable[[list[str]], Any], Callable[[], Any]]:
+        """Enqueue jobs of the given kinds (their ids, in order), and close."""
         if self._system == "pgqueuer":
-            conn, queries = await _pgq_queries(self._dsn)
+            conn, queries = await _pgq_queries(self._dsn, bounced=self._bounced)
             body = json.dumps(PAYLOAD).encode()
 
-            async def pgq(n: int) -> list[int]:
-                return [int(i) for i in await queries.enqueue([PLAIN] * n, [body] * n, [0] * n)]
+            async def pgq(kinds: list[str]) -> list[int]:
+                # One statement per kind: the ids come back in the order of ``kinds``
+                # (extra kinds first).
+                ids = []
+                for kind in dict.fromkeys(kinds):
+                    n = kinds.count(kind)
+                    ids += [int(i) for i in await queries.enqueue([kind] * n, [body] * n, [0] * n)]
+                return ids
 
             return pgq, conn.close
-        app = _procrastinate_app(self._dsn, 1)
+        app = _procrastinate_app(self._dsn, 1, bounced=self._bounced)
         await app.open_async()
+        tasks = {kind: app.task(name=kind)(_never) for kind in (PLAIN, POISON)}
 
-        @app.task(name=PLAIN)  # type: ignore[untyped-decorator]
-        async def task(ms: float) -> None: ...
-
-        async def proc(n: int) -> list[int]:
-            return [int(i) for i in await task.batch_defer_async(*([PAYLOAD] * n))]
+        async def proc(kinds: list[str]) -> list[int]:
+            ids = [int(await tasks[k].defer_async(**PAYLOAD)) for k in kinds if k != PLAIN]
+            plain = kinds.count(PLAIN)
+            batch = await tasks[PLAIN].batch_defer_async(*([PAYLOAD] * plain)) if plain else []
+            return ids + [int(i) for i in batch]
 
         return proc, app.close_async
 
@@ -143,10 +179,11 @@ class Producer(threading.Thread):
         sent, started, enqueue, close = 0, time.monotonic(), None, None
         while not self._halt.is_set():
             owed = int((time.monotonic() - started) * self._load.rate) - sent
+            kinds = self._extra + [PLAIN] * max(owed, 0)
             try:
                 if enqueue is None:
                     enqueue, close = await self._enqueuer()
-                ids = await enqueue(owed) if owed > 0 else []
+                ids = await enqueue(kinds) if kinds else []
             except Exception:  # the database is down: a new connection, later
                 if close is not None:
                     with contextlib.suppress(Exception):
@@ -155,33 +192,38 @@ class Producer(threading.Thread):
                 await asyncio.sleep(0.2)
                 continue
             acked = time.monotonic()
-            for job in ids:
-                self._ledger.acked[job] = PLAIN
-                self._ledger.enqueued[job] = acked
-            sent += len(ids)
+            for job, kind in zip(ids, kinds, strict=True):
+                self._ledger.acknowledge(job, kind, acked)
+            sent += len(ids) - len(self._extra)
+            self._extra = []
             await asyncio.sleep(0.05)
         if close is not None:
             with contextlib.suppress(Exception):
                 await close()
 
 
+async def _never(ms: float) -> None:
+    """The producer's side of a procrastinate task (it only defers)."""
+
+
 _PGQ_ROWS = """
-SELECT id, status::text FROM pgqueuer
+SELECT id, entrypoint, status::text FROM pgqueuer
 UNION ALL
-SELECT job_id, CASE WHEN bool_or(status::text = 'successful') THEN 'succeeded' ELSE 'failed' END
+SELECT job_id, max(entrypoint),
+       CASE WHEN bool_or(status::text = 'successful') THEN 'succeeded' ELSE 'failed' END
 FROM pgqueuer_log WHERE status::text IN ('successful', 'exception', 'canceled', 'deleted')
   AND job_id NOT IN (SELECT id FROM pgqueuer)
 GROUP BY job_id
 """
-_PROC_ROWS = "SELECT id, status::text, attempts FROM procrastinate_jobs"
+_PROC_ROWS = "SELECT id, task_name, status::text, attempts FROM procrastinate_jobs"
 _FINAL = {"todo": "pending", "doing": "running"}
 
 
 def rows(system: str, h: Harness) -> list[Row]:
     """The peer's final rows, as the ledger's (its statuses mapped to final or not)."""
     if system == "pgqueuer":
-        return [Row(int(i), PLAIN, _FINAL.get(s, s), 0) for i, s in h.sql(_PGQ_ROWS)]
-    return [Row(int(i), PLAIN, _FINAL.get(s, s), int(a)) for i, s, a in h.sql(_PROC_ROWS)]
+        return [Row(int(i), k, _FINAL.get(s, s), 0) for i, k, s in h.sql(_PGQ_ROWS)]
+    return [Row(int(i), k, _FINAL.get(s, s), int(a)) for i, k, s, a in h.sql(_PROC_ROWS)]
 
 
 def open_jobs(system: str, h: Harness, ids: list[int]) -> int:
@@ -212,12 +254,19 @@ async def _effect(side: Autocommit, params: tuple[Any, ...]) -> None:
             await asyncio.sleep(0.2)
 
 
+def _poison(ledger: Ledger, job: int, attempt: int, pid: int) -> None:
+    """The poison kind: its start line, then its process killed (SIGKILL)."""
+    ledger.write("S", job, attempt, pid, time.monotonic())
+    os.kill(pid, signal.SIGKILL)
+
+
 async def _pgqueuer(ns: argparse.Namespace, ledger: Ledger, stop: asyncio.Event) -> None:
     from pgqueuer.qm import QueueManager
 
-    conn, queries = await _pgq_queries(ns.dsn)
+    bounced = bool(ns.listen_dsn)
+    conn, queries = await _pgq_queries(ns.dsn, bounced=bounced)
     qm = QueueManager(queries)
-    side, pid = Autocommit(ns.dsn), os.getpid()
+    side, pid = Autocommit(ns.dsn, bounced=bounced), os.getpid()
 
     # Typed where pgqueuer is installed with its hints; untyped elsewhere (CI's type env).
     @qm.entrypoint(PLAIN)  # type: ignore[untyped-decorator,unused-ignore]
@@ -226,6 +275,10 @@ async def _pgqueuer(ns: argparse.Namespace, ledger: Ledger, stop: asyncio.Event)
         await asyncio.sleep(json.loads(job.payload)["ms"] / 1000)
         await _effect(side, (job.id, job.attempts, pid, False))
         ledger.write("F", job.id, job.attempts, pid, time.monotonic())
+
+    @qm.entrypoint(POISON)  # type: ignore[untyped-decorator,unused-ignore]
+    async def poison(job: Any) -> None:
+        _poison(ledger, job.id, job.attempts, pid)
 
     stop_task = asyncio.ensure_future(stop.wait())
     stop_task.add_done_callback(lambda _: qm.shutdown.set())
@@ -241,8 +294,9 @@ async def _pgqueuer(ns: argparse.Namespace, ledger: Ledger, stop: asyncio.Event)
 
 
 async def _procrastinate(ns: argparse.Namespace, ledger: Ledger, stop: asyncio.Event) -> None:
-    app = _procrastinate_app(ns.dsn, ns.concurrency + 2)
-    side, pid = Autocommit(ns.dsn), os.getpid()
+    bounced = bool(ns.listen_dsn)
+    app = _procrastinate_app(ns.dsn, ns.concurrency + 2, bounced=bounced)
+    side, pid = Autocommit(ns.dsn, bounced=bounced), os.getpid()
 
     @app.task(name=PLAIN, pass_context=True)  # type: ignore[untyped-decorator]
     async def plain(context: Any, ms: float) -> None:
@@ -251,6 +305,10 @@ async def _procrastinate(ns: argparse.Namespace, ledger: Ledger, stop: asyncio.E
         await asyncio.sleep(ms / 1000)
         await _effect(side, (job.id, job.attempts, pid, False))
         ledger.write("F", job.id, job.attempts, pid, time.monotonic())
+
+    @app.task(name=POISON, pass_context=True)  # type: ignore[untyped-decorator]
+    async def poison(context: Any, ms: float) -> None:
+        _poison(ledger, context.job.id, context.job.attempts, pid)
 
     async def retry_stalled() -> None:
         # procrastinate's documented recipe (a periodic task there; a loop here, so

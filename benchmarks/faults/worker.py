@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from skiplock import AsyncEngine, JobContext, Settings
+from skiplock.adapters._pg._store_async import AsyncPgJobStore
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore
 from skiplock.core import Succeeded
 from skiplock.ports import SystemClock
@@ -112,12 +113,22 @@ class Autocommit:
             raise
 
 
-class LedgerStore(AsyncPsycopgJobStore):
-    """The store, writing an ``A`` line for each success the database acknowledged: at
-    once for a completion of its own, at the commit for one in a job's transaction."""
+class Acknowledging(AsyncPgJobStore[Any, Any]):
+    """A store writing an ``A`` line for each success the database acknowledged: at once
+    for a completion of its own, at the commit for one in a job's transaction. Mixed into
+    any PostgreSQL store (:class:`LedgerStore`; the failover tests' stores of every
+    driver), then given its ledger with :meth:`keep`."""
 
     ledger: Ledger
     _held: dict[int, list[Completion]]
+
+    def keep(self, ledger: Ledger) -> None:
+        """Write to ``ledger`` from now on."""
+        self.ledger, self._held = ledger, {}
+
+    def key(self, job_id: int) -> int:
+        """The job's name in the ledger: its id (the failover tests name it by a token)."""
+        return job_id
 
     async def complete(
         self, completions: Sequence[Completion], *, connection: Any = None, **kwargs: Any
@@ -146,7 +157,11 @@ class LedgerStore(AsyncPsycopgJobStore):
     def _acked(self, done: list[Completion]) -> None:
         now = time.monotonic()
         for c in done:
-            self.ledger.write("A", c.lease.job_id, c.lease.attempt, os.getpid(), now)
+            self.ledger.write("A", self.key(c.lease.job_id), c.lease.attempt, os.getpid(), now)
+
+
+class LedgerStore(Acknowledging, AsyncPsycopgJobStore):
+    """The suite's store: psycopg's, acknowledging (see :class:`Acknowledging`)."""
 
 
 _REAL = dt.datetime
@@ -203,7 +218,7 @@ def build(ns: argparse.Namespace) -> tuple[AsyncEngine, AsyncPsycopgJobStore]:
     # Through PgBouncer (``--listen-dsn``: the server itself, for LISTEN): its mode.
     bounced = {"pgbouncer": True, "listen_dsn": ns.listen_dsn} if ns.listen_dsn else {}
     store = LedgerStore(ns.dsn, max_size=ns.concurrency + 4, connect_timeout=3, **bounced)
-    store.ledger, store._held = ledger, {}
+    store.keep(ledger)
     engine = AsyncEngine(store, settings(ns))
     side = Autocommit(ns.dsn, bounced=bool(ns.listen_dsn))
     broken = os.environ.get("FAULTS_BROKEN") == "outside"

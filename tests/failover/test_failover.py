@@ -1,8 +1,9 @@
 """Failover (issue 43, point 2): a primary and its streaming standby of their own
 (tests/pgcluster.py), producers and worker processes on a multi-host DSN
 (``target_session_attrs=read-write``), the standby promoted mid-run; the ledger of every
-acknowledged enqueue, start and completion compared with the new primary's jobs
-(tests/pgfailover.py). docs/failover.md has the numbers of the same scenarios."""
+acknowledged enqueue, start and completion compared with the new primary's jobs by the
+fault suite's ledger check (tests/pgfailover.py, benchmarks/faults/ledger.py).
+docs/failover.md has the numbers of the same scenarios."""
 
 from __future__ import annotations
 
@@ -30,9 +31,14 @@ def check_recovered(result: Result) -> None:
 def check_nothing_lost(result: Result) -> None:
     """A synchronous standby: every acknowledged enqueue and completion survived."""
     check_recovered(result)
+    # No window: any loss or undone completion fails the check, and so does a re-run
+    # the failover does not explain, a job left open or a worker that died.
+    assert result.verdict.ok, result.verdict.problems()
     assert result.lost == [], result.line()
     assert result.undone == [], result.line()
+    assert not result.verdict.lost_in_window
     # Every re-run is one whose completion was never acknowledged.
+    assert result.explained_reruns == len(result.verdict.reruns)
     assert result.unknown_committed <= result.unknown
 
 
@@ -64,6 +70,9 @@ def test_an_asynchronous_standby_loses_only_what_it_was_never_sent() -> None:
     # acknowledged in it are undone (the job runs again), nothing else.
     result = measure("psycopg", synchronous=False, how="crash", stall=STALL)
     check_recovered(result)
+    # The check counts the window's losses apart and fails on any other.
+    assert result.verdict.ok, result.verdict.problems()
+    assert not result.verdict.lost, result.line()
     assert result.outside_stall == 0, result.line()
     assert len(result.lost) <= result.acknowledged_in_stall
     assert len(result.undone) <= result.completed_in_stall

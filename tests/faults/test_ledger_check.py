@@ -6,7 +6,12 @@ the check is arithmetic."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from benchmarks.faults.ledger import Death, Effect, Fault, Ledger, Row, Run, check
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 TX, PLAIN = "faults.tx", "faults.plain"
 
@@ -226,3 +231,52 @@ def test_an_enqueue_lost_in_the_async_window_is_counted_apart_and_only_there() -
     verdict = check(ledger)
     assert verdict.ok, verdict.problems()
     assert verdict.lost_in_window == (4,)
+
+
+def test_an_id_acknowledged_again_supersedes_the_first_job() -> None:
+    ledger = Ledger()
+    ledger.acknowledge(7, TX, 1.0)
+    ledger.acknowledge(7, PLAIN, 2.0)  # a new primary handed the id out again
+    assert ledger.superseded == [(7, TX, 1.0)]
+    assert ledger.acked == {7: PLAIN}
+    assert ledger.enqueued == {7: 2.0}
+
+
+def test_the_failover_tests_files_read_into_the_same_ledger(tmp_path: Path) -> None:
+    # tests/pgfailover.py: a producer process's E/X lines, the workers' S/F/A lines, jobs
+    # named by tokens, no side effect. Token 5 ran twice in process 20 with the same
+    # attempt after its success was acknowledged (a completion undone by a failover:
+    # the release charges no attempt).
+    (tmp_path / "ledger-producer.txt").write_text(
+        "E 5 1.0 failover.mark\nE 6 1.1 failover.mark\nX 7 1.2 OperationalError\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "ledger-20.txt").write_text(
+        "S 5 1 20 2.0\nF 5 1 20 2.1\nA 5 1 20 2.2\nS 6 1 20 2.3\nF 6 1 20 2.4\n"
+        "A 6 1 20 2.5\nS 5 1 20 4.0\nF 5 1 20 4.1\nA 5 1 20 4.2\n",
+        encoding="utf-8",
+    )
+    ledger = Ledger(effectless=frozenset({"failover.mark"}))
+    for path in sorted(tmp_path.glob("ledger-*.txt")):
+        ledger.read_lines(path)
+    assert ledger.acked == {5: "failover.mark", 6: "failover.mark"}
+    assert ledger.unknown == {7: 1.2}
+    assert sorted((r.job, r.at, r.returned) for r in ledger.runs) == [
+        (5, 2.0, 2.1), (5, 4.0, 4.1), (6, 2.3, 2.4),
+    ]  # fmt: skip
+    assert ledger.completed[(5, 1, 20)] == 2.2  # the first acknowledgement
+    ledger.rows = [Row(5, "failover.mark", "succeeded", 1), Row(6, "failover.mark", "succeeded", 1)]
+    ledger.faults = [Fault("failover", 3.0, 3.5, 3.5)]
+    verdict = check(ledger)
+    # Effectless: a succeeded row is the work done. The undone completion is
+    # unexplained although the failover overlaps it; in the window, it is the window's.
+    assert verdict.lost == []
+    assert verdict.undone == [5]
+    assert [r.run.job for r in verdict.unexplained] == [5]
+    ledger.window = (2.0, 3.0)
+    verdict = check(ledger)
+    assert verdict.ok, verdict.problems()
+    assert verdict.explained == {"async window": 1}
+    # Without the effectless kind, a succeeded row without its effect is lost.
+    ledger.effectless = frozenset()
+    assert sorted(check(ledger).lost) == [5, 6]
