@@ -19,8 +19,8 @@ shows. skiplock's time decisions (due times, leases, retries) use the database's
 ``now()``, so the process keeps every promise.
 
 ``FAULTS_BROKEN=outside`` breaks the build on purpose (the suite's own test that it can
-fail): the transactional kind writes its effect outside the job's transaction, so an
-attempt whose completion is refused keeps its effect.
+fail): the transactional kind writes its effect outside the job's transaction, as its
+run begins, so an attempt whose completion is refused keeps its effect.
 """
 
 from __future__ import annotations
@@ -227,11 +227,14 @@ def build(ns: argparse.Namespace) -> tuple[AsyncEngine, AsyncPsycopgJobStore]:
     @engine.processor(TX, transactional=True, max_attempts=MAX_ATTEMPTS)
     async def tx(payload: dict[str, Any], ctx: JobContext) -> None:
         ledger.write("S", ctx.job_id, ctx.attempt, pid, time.monotonic())
-        await asyncio.sleep(payload["ms"] / 1000)
         effect = (ctx.job_id, ctx.attempt, pid, True)
         if broken:
+            # Committed at once, outside the job's transaction: a run frozen in the sleep
+            # below has its effect in already, whatever the resumed worker does next, so
+            # the re-run elsewhere makes it twice on every schedule.
             await side.execute(EFFECT, effect)
-        else:
+        await asyncio.sleep(payload["ms"] / 1000)
+        if not broken:
             await ctx.connection.execute(EFFECT, effect)
         ledger.write("F", ctx.job_id, ctx.attempt, pid, time.monotonic())
 
