@@ -14,7 +14,8 @@
 -- add error`); a search reads its candidates through that index and checks each as the
 -- walk does (a text across two lines is no match). A plain expression, inlined where it
 -- is used: a row without recorded errors costs no call (a lossy bitmap page rechecks
--- every row on it); job_error_lines joins the recorded ones.
+-- every row on it); job_error_lines joins the recorded ones. A later change of either
+-- function must rebuild jobs_error_search_idx (drop it, add it again).
 CREATE FUNCTION {schema}.job_error_lines(errors jsonb)
 RETURNS text
 LANGUAGE sql
