@@ -30,6 +30,7 @@ BAD_PORT = "postgresql://postgres@127.0.0.1:notaport/postgres"
 NEEDS: dict[tuple[str, ...], list[str]] = {
     ("schema", "apply"): [],
     ("schema", "status"): [],
+    ("schema", "index"): [],
     ("health",): [],
     ("jobs", "list"): [],
     ("jobs", "show"): ["1"],
@@ -145,7 +146,7 @@ def test_an_actions_help_lists_only_its_options(capsys: pytest.CaptureFixture[st
     assert cli.main(["metrics", "print", "--help"]) == 0
     assert "--port" not in capsys.readouterr().out  # metrics serve's
     assert cli.main(["schema", "--help"]) == 0  # before the action: the command's help
-    assert "{apply,sql,status}" in capsys.readouterr().out
+    assert "{apply,sql,status,index}" in capsys.readouterr().out
 
 
 def test_a_doors_action_help_is_its_own(capsys: pytest.CaptureFixture[str]) -> None:

@@ -94,3 +94,22 @@ def test_manage_py_shows_an_actions_own_help(command: str, action: str) -> None:
     assert "{print," not in usage
     # Django's own options and --backend are the action's too.
     assert {"--backend", "--settings"} <= usage_options(helped.stdout)
+
+
+def test_manage_py_adds_lists_and_drops_a_search_index() -> None:
+    # On the backend's own store (Django's database and the backend's schema).
+    added = manage_skiplock("schema", "index", "add", "payload")
+    assert added.status == 0, added.stderr
+    assert added.stdout.splitlines()[-1] in {
+        "search index 'payload' (jobs_payload_search_idx) built",
+        "search index 'payload' (jobs_payload_search_idx) already exists",
+    }
+    listed = manage_skiplock("schema", "index")
+    assert listed.status == 0, listed.stderr
+    states = {line.split()[0]: line.split()[2] for line in listed.stdout.splitlines()[2:]}
+    assert states["payload"] == "present"
+    dropped = manage_skiplock("schema", "index", "drop", "payload")
+    assert dropped.status == 0, dropped.stderr
+    assert dropped.stdout.splitlines()[-1] == (
+        "search index 'payload' (jobs_payload_search_idx) dropped"
+    )

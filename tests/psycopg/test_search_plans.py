@@ -6,7 +6,8 @@ failed (its errors recorded), a job in 10 has an idempotency key. An idempotency
 read through its unique index; an error text walks the jobs that ever failed; a payload
 filter walks the primary key, bounded, unless the opt-in GIN index exists: then a
 selective filter reads its matches through it and a non-selective one (more than the
-probe's cap) is bounded again. Plans as in tests/psycopg/test_list_plans.py.
+probe's cap) is bounded again; so does an error text with the opt-in trigram index
+(jobs_error_search_idx, migration 0024). Plans as in tests/psycopg/test_list_plans.py.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from skiplock.adapters._pg._rows import filter_params
 from skiplock.adapters._pg._rows_reads import job_page_from_rows, page_params
 from skiplock.adapters._pg._sql import convert, neutral_query
+from skiplock.adapters.psycopg import PsycopgJobStore
 from skiplock.core import JobFilter, JobPage, Page
 from tests.pgfixtures import create_database, drop_database
 from tests.psycopg.test_plans import _explain, _nodes, _outline, _rows_read
@@ -78,6 +80,18 @@ def payload_index(table: str) -> Iterator[str]:
     yield table
     with psycopg.connect(table, autocommit=True) as conn:
         conn.execute("DROP INDEX skiplock.jobs_payload_search_idx")
+
+
+@pytest.fixture
+def error_index(table: str) -> Iterator[str]:
+    """The opt-in error index, added as an operator adds it (pg_trgm created with it)."""
+    store = PsycopgJobStore(table)
+    try:
+        assert store.add_search_index("error", create_extension=True)
+        yield table
+        assert store.drop_search_index("error")
+    finally:
+        store.close()
 
 
 def _reference(dsn: str, where: str) -> list[int]:
@@ -185,3 +199,38 @@ def test_a_non_selective_payload_filter_stays_bounded_with_the_index(payload_ind
     assert page == []
     assert page.resume_after is not None
     assert read <= SEARCH_CAP + BOUND, outline
+
+
+def test_a_selective_error_text_reads_its_matches_through_the_opt_in_index(
+    error_index: str,
+) -> None:
+    # The search of test_an_error_text_walks_the_jobs_that_failed: whole at once.
+    where = "id IN (4200, 42000)"
+    page, read, used, outline = _check(error_index, JobFilter(error="keyerror U4200"), where)
+    assert (_ids(page), page.resume_after) == ([4200, 42000], None)
+    assert "jobs_error_search_idx" in used, outline
+    # The walk's budget first (no full page), then the probe and the lane: its matches.
+    assert read <= BOUND + 50, outline
+
+
+def test_an_error_text_stays_bounded_or_whole_with_the_index(error_index: str) -> None:
+    # Many matches: the walk gives a full page, the index is never probed.
+    page, read, used, outline = _check(
+        error_index, JobFilter(error="timeout"), "last_error IS NOT NULL"
+    )
+    assert (len(page), page.resume_after) == (LIMIT, None)
+    assert read <= BOUND, outline
+    assert "jobs_error_search_idx" not in used, outline
+    # The same text with a rare kind: the walk stops at its budget, the probe finds
+    # fewer matches than its cap (2,000), and the lane reads them all: none, and whole.
+    rare = JobFilter(error="timeout", kinds=frozenset({"none.such"}))
+    page, read, used, outline = _check(error_index, rare, "false")
+    assert (page, page.resume_after) == ([], None)
+    assert "jobs_error_search_idx" in used, outline
+    assert read <= 2 * SEARCH_CAP + BOUND, outline
+    # A text of fewer than 3 characters has no trigram: the bounded walk, as without it.
+    page, read, used, outline = _check(error_index, JobFilter(error="zz"), "false")
+    assert page == []
+    assert page.resume_after is not None
+    assert "jobs_error_search_idx" not in used, outline
+    assert read <= BOUND, outline

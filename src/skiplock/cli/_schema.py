@@ -1,5 +1,6 @@
-"""``schema apply|sql|status``: skiplock's PostgreSQL schema (of ``--dsn``, or of the
-engine's store in a framework's door)."""
+"""``schema apply|sql|status|index``: skiplock's PostgreSQL schema (of ``--dsn``, or of the
+engine's store in a framework's door), and its opt-in search indexes (``schema index
+list|add|drop [payload|error]``; docs/admin.md, "Search")."""
 
 from __future__ import annotations
 
@@ -10,18 +11,22 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from skiplock.adapters._pg import Progress, SchemaStatus, schema_sql
+from skiplock.adapters._pg import SEARCH_INDEXES, IndexState, Progress, SchemaStatus, schema_sql
 from skiplock.core import SkiplockError, ValidationError
 
 from ._database import asyncpg_call, check_psycopg_dsn, driver, dsn, psycopg_adapter, sync_engine
 from ._errors import Failure, UsageError
 from ._options import add_action, for_actions
-from ._output import describe
+from ._output import describe, table
 
 if TYPE_CHECKING:
     import argparse
 
     from skiplock.engine import AsyncEngine, Engine
+
+
+def _unused(*args: object) -> Any:
+    raise AssertionError("schema sql reads and changes nothing")
 
 
 @attrs.frozen
@@ -34,6 +39,12 @@ class Schema:
     apply: Callable[[Progress], list[str]]
     status: Callable[[], SchemaStatus]
     errors: tuple[type[BaseException], ...]
+    #: The opt-in search indexes: which the schema has; add one (its name, whether to
+    #: create its extension, the progress); drop one. Each add or drop returns whether
+    #: it changed anything.
+    indexes: Callable[[], list[IndexState]] = _unused
+    add_index: Callable[[str, bool, Progress], bool] = _unused
+    drop_index: Callable[[str, Progress], bool] = _unused
 
 
 #: What each action of ``schema`` does (its own ``--help``).
@@ -42,8 +53,14 @@ ACTIONS = {
     "(exit 1 if the database refuses one).",
     "sql": "Print the standalone DDL of the schema (no database or driver needed), or "
     "with --from N the upgrade script from version N.",
-    "status": "Show the applied and pending migrations; exit 1 unless the schema is "
-    "installed and up to date.",
+    "status": "Show the applied and pending migrations and the opt-in search indexes; "
+    "exit 1 unless the schema is installed and up to date.",
+    "index": 'The opt-in search indexes (docs/admin.md, "Search"): `index list` (the '
+    "default) shows which exist; `index add payload|error` builds one with CREATE INDEX "
+    "CONCURRENTLY (enqueues and workers go on; nothing if it exists, an interrupted "
+    "build is rebuilt); `index drop payload|error` drops one. payload: a GIN index of the "
+    "payloads, which every enqueue pays for; error: a trigram index of the error texts "
+    "of the jobs that ever failed (the pg_trgm extension; a failure pays for it).",
 }
 
 
@@ -53,8 +70,38 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         parser,
         ACTIONS,
         "apply: run pending migrations; sql: print standalone DDL (no database "
-        "needed); status: show migrations, exit 1 unless up to date",
+        "needed); status: show migrations, exit 1 unless up to date; index: list, add or "
+        "drop the opt-in search indexes",
     )
+    for_actions(
+        parser.add_argument(
+            "verb",
+            nargs="?",
+            choices=_VERBS,
+            metavar="list|add|drop",
+            help="with index: list the opt-in search indexes (default), add or drop one",
+        ),
+        "index",
+    )
+    for_actions(
+        parser.add_argument(
+            "index_name",
+            nargs="?",
+            choices=tuple(SEARCH_INDEXES),
+            metavar="|".join(SEARCH_INDEXES),
+            help="with index add or drop: which index ("
+            + "; ".join(f"{i.name}: {i.serves}" for i in SEARCH_INDEXES.values())
+            + ")",
+        ),
+        "index",
+    )
+    option = parser.add_argument(
+        "--create-extension",
+        action="store_true",
+        help="with index add error: create the pg_trgm extension if it is missing (CREATE "
+        "EXTENSION IF NOT EXISTS; needs the CREATE privilege on the database)",
+    )
+    for_actions(option, "index")
     option = parser.add_argument(
         "--from",
         dest="from_version",
@@ -65,6 +112,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "DDL, the default)",
     )
     for_actions(option, "sql")
+
+
+_VERBS = ("list", "add", "drop")
 
 
 def of_dsn(args: argparse.Namespace) -> Schema:
@@ -87,6 +137,13 @@ def of_dsn(args: argparse.Namespace) -> Schema:
         ),
         status=lambda: adapter.schema_status(conninfo, schema=args.schema),
         errors=(psycopg.Error, SkiplockError),
+        indexes=lambda: adapter.search_indexes(conninfo, schema=args.schema),
+        add_index=lambda name, create, progress: adapter.add_search_index(
+            conninfo, name, args.schema, create_extension=create, progress=progress
+        ),
+        drop_index=lambda name, progress: adapter.drop_search_index(
+            conninfo, name, args.schema, progress=progress
+        ),
     )
 
 
@@ -96,6 +153,10 @@ def _through_asyncpg(conninfo: str, args: argparse.Namespace) -> Schema:
     from skiplock.adapters import asyncpg as adapter
 
     schema: str = args.schema
+
+    def call(run: Callable[[], Any]) -> Any:
+        return asyncpg_call(args, lambda: asyncio.run(run()))
+
     return Schema(
         schema,
         apply=lambda progress: asyncpg_call(
@@ -106,6 +167,15 @@ def _through_asyncpg(conninfo: str, args: argparse.Namespace) -> Schema:
             args, lambda: asyncio.run(adapter.schema_status(conninfo, schema=schema))
         ),
         errors=(asyncpg.PostgresError, asyncpg.InterfaceError, OSError, SkiplockError),
+        indexes=lambda: call(lambda: adapter.search_indexes(conninfo, schema)),
+        add_index=lambda name, create, progress: call(
+            lambda: adapter.add_search_index(
+                conninfo, name, schema, create_extension=create, progress=progress
+            )
+        ),
+        drop_index=lambda name, progress: call(
+            lambda: adapter.drop_search_index(conninfo, name, schema, progress=progress)
+        ),
     )
 
 
@@ -121,6 +191,11 @@ def of_engine(engine: AsyncEngine | Engine, label: str) -> Schema:
         lambda progress: store.apply_schema(progress=progress),
         store.schema_status,
         (Exception,),
+        indexes=store.search_indexes,
+        add_index=lambda index, create, progress: store.add_search_index(
+            index, create_extension=create, progress=progress
+        ),
+        drop_index=lambda index, progress: store.drop_search_index(index, progress=progress),
     )
 
 
@@ -136,12 +211,28 @@ def check(args: argparse.Namespace) -> None:
     """The usage checks of ``schema`` (before any connection or driver)."""
     if args.action != "sql" and args.from_version is not None:
         raise UsageError(f"--from is an option of 'schema sql', not of 'schema {args.action}'")
+    if args.action != "index":
+        extra = args.verb or args.index_name
+        if extra is not None:
+            raise UsageError(f"unexpected argument {extra!r} after 'schema {args.action}'")
+        if args.create_extension:
+            raise UsageError("--create-extension is an option of 'schema index add'")
+        return
+    verb = args.verb or "list"
+    if verb == "list" and args.index_name is not None:
+        raise UsageError(f"'schema index list' takes no index name, got {args.index_name!r}")
+    if verb != "list" and args.index_name is None:
+        raise UsageError(f"'schema index {verb}' needs an index: {' or '.join(SEARCH_INDEXES)}")
+    if args.create_extension and verb != "add":
+        raise UsageError("--create-extension is an option of 'schema index add'")
 
 
 def run(schema: Schema, args: argparse.Namespace) -> int:
     if args.action == "sql":
         return _print_sql(schema.name, args.from_version)
     try:
+        if args.action == "index":
+            return _run_index(schema, args)
         if args.action == "apply":
             applied = schema.apply(_say)
             done = f" ({len(applied)} migration(s) committed)" if applied else ""
@@ -162,7 +253,56 @@ def run(schema: Schema, args: argparse.Namespace) -> int:
     else:
         verdict = "up to date"
     print(f"status:  {verdict}")
+    if result.installed:
+        try:
+            states = schema.indexes()
+        except schema.errors as exc:
+            raise Failure(describe(exc)) from exc
+        print(f"indexes: {_index_summary(states)}")
     return 0 if result.installed and result.up_to_date else 1
+
+
+def _index_summary(states: list[IndexState]) -> str:
+    """The opt-in search indexes on one line: ``payload (508 MB), error absent``."""
+    parts = []
+    for s in states:
+        if s.state == "present":
+            parts.append(f"{s.name} ({_size(s.bytes)})")
+        else:
+            parts.append(f"{s.name} {s.state}")
+    return ", ".join(parts) + " (opt-in search indexes: `schema index`)"
+
+
+def _size(value: int | None) -> str:
+    if value is None:
+        return "-"
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if value < 10_240 or unit == "GB":
+            return f"{value:,} {unit}" if unit == "bytes" else f"{value:,.0f} {unit}"
+        value //= 1024
+    raise AssertionError("unreachable")
+
+
+def _run_index(schema: Schema, args: argparse.Namespace) -> int:
+    verb = args.verb or "list"
+    name: str = args.index_name
+    if verb == "add":
+        built = schema.add_index(name, args.create_extension, _say)
+        done = "built" if built else "already exists"
+        print(f"search index {name!r} ({SEARCH_INDEXES[name].index}) {done}")
+        return 0
+    if verb == "drop":
+        dropped = schema.drop_index(name, _say)
+        done = "dropped" if dropped else "was not there"
+        print(f"search index {name!r} ({SEARCH_INDEXES[name].index}) {done}")
+        return 0
+    rows = [
+        [s.name, s.index, s.state, _size(s.bytes), SEARCH_INDEXES[s.name].serves]
+        for s in schema.indexes()
+    ]
+    print(f"schema:  {schema.name}")
+    print(table(["NAME", "INDEX", "STATE", "SIZE", "SERVES"], rows, right={3}))
+    return 0
 
 
 def _say(line: str) -> None:

@@ -7,6 +7,7 @@ step generators that each driver runs. Imports no driver.
 
 from __future__ import annotations
 
+from ._indexes import SEARCH_INDEXES, IndexState, SearchIndex, search_index_sql
 from ._migrate import (
     Migration,
     Progress,
@@ -22,10 +23,13 @@ from ._migrate import (
 from ._sql import Query, channel_name, convert, lock_key, queries, quote_identifier
 
 __all__ = [
+    "SEARCH_INDEXES",
+    "IndexState",
     "Migration",
     "Progress",
     "Query",
     "SchemaStatus",
+    "SearchIndex",
     "Step",
     "apply_steps",
     "channel_name",
@@ -37,5 +41,6 @@ __all__ = [
     "queries",
     "quote_identifier",
     "schema_sql",
+    "search_index_sql",
     "status_steps",
 ]

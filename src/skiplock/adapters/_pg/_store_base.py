@@ -22,6 +22,13 @@ from skiplock._compat import Lock, held, no_deadline
 from skiplock.core import DatabaseUnavailableError, ValidationError, validate_identifier
 
 from ._driver import TX, C
+from ._indexes import (
+    IndexState,
+    add_index_steps,
+    drop_index_steps,
+    index_status_steps,
+    search_index,
+)
 from ._migrate import Progress, Rows, SchemaStatus, Step, apply_steps, check_version, status_steps
 from ._rows import AuditNote
 from ._sql import Query, channel_name, convert_cached, queries
@@ -387,6 +394,59 @@ class PgStoreBase(Generic[C, TX]):
             applied = self._run(conn, apply_steps(self._schema, progress))
         self._schema_checked = False
         return applied
+
+    # ---- the opt-in search indexes (docs/admin.md, "Search") -----------------------------
+
+    def search_indexes(self, *, connection: Any = None) -> list[IndexState]:
+        """Which opt-in search indexes (``payload``, ``error``) the schema has, each
+        present, absent or invalid (an interrupted build), with its size."""
+        with self._use(connection, check=False) as conn:
+            return self._run(conn, index_status_steps(self._schema))
+
+    def add_search_index(
+        self,
+        name: str,
+        *,
+        create_extension: bool = False,
+        connection: Any = None,
+        progress: Progress | None = None,
+    ) -> bool:
+        """Build the opt-in search index ``name`` (``payload`` or ``error``) with ``CREATE
+        INDEX CONCURRENTLY`` (enqueues go on) unless it exists; returns whether it was
+        built. Idempotent: an index an interrupted build left invalid is built again.
+        The ``error`` index needs the ``pg_trgm`` extension: StoreError naming it if it is
+        missing, unless ``create_extension`` (then ``CREATE EXTENSION IF NOT EXISTS``,
+        which needs the CREATE privilege on the database). ``connection=``: one in
+        autocommit mode outside a transaction (ValidationError otherwise: PostgreSQL
+        builds an index concurrently only there). ``progress``: told each step."""
+        search_index(name)  # a bad name: before any connection
+        steps = add_index_steps(
+            self._schema, name, create_extension=create_extension, progress=progress
+        )
+        with self._unblocked(connection) as conn:
+            return self._run(conn, steps)
+
+    def drop_search_index(
+        self, name: str, *, connection: Any = None, progress: Progress | None = None
+    ) -> bool:
+        """Drop the opt-in search index ``name`` concurrently if it exists; returns
+        whether one was dropped (``connection=`` as for :meth:`add_search_index`)."""
+        search_index(name)
+        steps = drop_index_steps(self._schema, name, progress=progress)
+        with self._unblocked(connection) as conn:
+            return self._run(conn, steps)
+
+    @contextmanager
+    def _unblocked(self, connection: Any) -> Iterator[C]:
+        """:meth:`_use`'s connection (schema checked), which must be outside a transaction."""
+        with self._scoped(connection) as (conn, callers):
+            if callers:
+                raise ValidationError(
+                    "an index is built or dropped concurrently outside a transaction: pass "
+                    "a connection in autocommit mode (Django: a migration with atomic = "
+                    "False; Alembic: op.get_context().autocommit_block())"
+                )
+            yield conn
 
     # ---- a hook between roles -------------------------------------------------------------
 

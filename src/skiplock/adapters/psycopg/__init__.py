@@ -14,14 +14,27 @@ sending their statements another way: subclass one and name it in a store subcla
 
 from __future__ import annotations
 
-from skiplock.adapters._pg import Query, SchemaStatus, quote_identifier
+from skiplock.adapters._pg import (
+    IndexState,
+    Query,
+    SchemaStatus,
+    quote_identifier,
+    search_index_sql,
+)
 from skiplock.adapters._pg._migrate import Rows
 
 from ._driver import PsycopgDriver
 from ._driver_async import AsyncPsycopgDriver
 from ._notify import PsycopgNotifier
 from ._notify_async import AsyncPsycopgNotifier
-from ._schema import apply_schema, schema_sql, schema_status
+from ._schema import (
+    add_search_index,
+    apply_schema,
+    drop_search_index,
+    schema_sql,
+    schema_status,
+    search_indexes,
+)
 from ._store import PsycopgJobStore
 from ._store_async import AsyncPsycopgJobStore
 
@@ -29,14 +42,19 @@ __all__ = [
     "AsyncPsycopgDriver",
     "AsyncPsycopgJobStore",
     "AsyncPsycopgNotifier",
+    "IndexState",
     "PsycopgDriver",
     "PsycopgJobStore",
     "PsycopgNotifier",
     "Query",
     "Rows",
     "SchemaStatus",
+    "add_search_index",
     "apply_schema",
+    "drop_search_index",
     "quote_identifier",
     "schema_sql",
     "schema_status",
+    "search_index_sql",
+    "search_indexes",
 ]

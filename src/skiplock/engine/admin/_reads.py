@@ -122,10 +122,10 @@ class ReadOps:
         recorded attempt's error holds the text (lower case compared), ``idempotency_key``
         the jobs with that key (global or tenant-scoped). A key is read through its index
         and never stops early; an error text walks the jobs that ever failed; a payload
-        filter walks as any filter above, and where the opt-in payload index exists, a
-        walk that stopped early is replaced by a read through it when fewer than 5,000
-        jobs match after the cursor (a whole answer). Other pages may stop at their
-        budget.
+        filter walks as any filter above. Where the opt-in payload or error index exists
+        (``skiplock schema index add``), a walk that stopped early is replaced by a read
+        through it when fewer than 5,000 jobs match after the cursor (a whole answer; an
+        error text of 3 characters or more). Other pages may stop at their budget.
         """
         check_int("limit", limit, minimum=1, maximum=INT8_RANGE[1])
         if after_id is not None:

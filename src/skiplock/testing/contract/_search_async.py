@@ -3,7 +3,9 @@
 ``JobFilter``'s search fields (docs/admin.md, "Search"): payload containment (jsonb
 ``@>``), error text across attempts, idempotency keys; on ``list_jobs`` and on the
 operator's ``apply`` and ``delete``, which take the same filter. Mixed into
-:class:`~.store_async.AsyncJobStoreContract`.
+:class:`~.store_async.AsyncJobStoreContract`. A PostgreSQL store gives the same answers
+with its opt-in search indexes as without (an index changes speed, not results:
+tests/contract/test_search_indexed_async.py runs these tests with both).
 """
 
 from __future__ import annotations
@@ -140,3 +142,35 @@ class AsyncSearchContract(kit.AsyncContractBase):
         )
         wanted = [r.id for i, r in enumerate(results) if i % 25 == 0]
         assert await _search(store, payload={"even": True}) == sorted(wanted)
+
+    async def test_an_error_search_follows_the_cursor_to_every_match(
+        self, store: AsyncJobStore
+    ) -> None:
+        # One failed job in 25 holds the text: a page may stop at its read budget (the
+        # walk of the jobs that failed) or read through an index; following the cursor
+        # finds every match once, in order, either way.
+        kind = kit.fresh_kind()
+        count = 5 * core.JobPage.READ_FACTOR
+        await store.enqueue([kit.request(kind) for _ in range(count)])
+        jobs = sorted(
+            await store.claim(kit.claim_request(limit=count, kinds=frozenset({kind}))),
+            key=lambda job: job.id,
+        )
+        assert len(jobs) == count
+        errors = [
+            f"Timeout talking to host-{i}" if i % 25 == 0 else f"KeyError: k{i} 100%"
+            for i in range(count)
+        ]
+        done = [
+            core.Completion(lease=job.lease, outcome=core.Bury(error=error))
+            for job, error in zip(jobs, errors, strict=True)
+        ]
+        assert await store.complete(done) == [True] * count
+        wanted = [job.id for i, job in enumerate(jobs) if i % 25 == 0]
+        assert await _search(store, error="talking to HOST") == wanted
+        assert await _search(store, error="talking to host-25") == [jobs[25].id]
+        # LIKE's wildcards and its escape character are matched as they are.
+        assert await _search(store, error="error: k1_") == []
+        assert await _search(store, error="k1 100%") == [jobs[1].id]
+        assert await _search(store, error="k1\\") == []
+        assert await _search(store, error="k1 100%", kinds=frozenset({"none.such"})) == []

@@ -149,6 +149,32 @@ SELECT version, name FROM {schema}.schema_migrations ORDER BY version;
 -- name: record_migration
 INSERT INTO {schema}.schema_migrations (version, name) VALUES (:version::int, :name::text);
 
+-- name: search_indexes
+-- The opt-in search indexes found in the schema (docs/admin.md, "Search"), by name: valid
+-- unless a build was interrupted (CREATE INDEX CONCURRENTLY leaves an invalid index).
+SELECT c.relname AS name, x.indisvalid AND x.indisready AS valid,
+    pg_catalog.pg_relation_size(c.oid) AS bytes
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_index AS x ON x.indexrelid = c.oid
+WHERE n.nspname = :schema_name::text AND c.relname = ANY(:names::text[]);
+
+-- name: extension_state
+-- An extension an opt-in index needs: the schema it is installed in (quoted; NULL if it
+-- is not), whether the server has it, and whether this role may create it.
+SELECT (
+        SELECT e.extnamespace::regnamespace::text FROM pg_catalog.pg_extension AS e
+        WHERE e.extname = :extension::text
+    ) AS installed_in,
+    EXISTS (
+        SELECT FROM pg_catalog.pg_available_extensions AS a WHERE a.name = :extension::text
+    ) AS available,
+    current_database() AS database,
+    current_user AS role,
+    has_database_privilege(current_database(), 'CREATE')
+        OR coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles AS r
+            WHERE r.rolname = current_user), false) AS may_create;
+
 -- ---- jobs -------------------------------------------------------------------------
 
 -- name: now

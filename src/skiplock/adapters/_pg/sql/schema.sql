@@ -1003,20 +1003,54 @@ CREATE INDEX IF NOT EXISTS jobs_unsuccessful_kind_tenant_idx
 CREATE INDEX IF NOT EXISTS jobs_errored_idx ON {schema}.jobs (id)
     WHERE (last_error IS NOT NULL OR errors IS NOT NULL);
 
+-- The text an error search looks in (0024): a job's last error and each recorded
+-- attempt's error, one a line, in lower case. The opt-in trigram index
+-- jobs_error_search_idx is built over it (docs/admin.md "Search"; `skiplock schema index
+-- add error`); a search reads its candidates through that index and checks each as the
+-- walk does (a text across two lines is no match). A plain expression, inlined where it
+-- is used: a row without recorded errors costs no call (a lossy bitmap page rechecks
+-- every row on it); job_error_lines joins the recorded ones. A later change of either
+-- function must rebuild jobs_error_search_idx (drop it, add it again).
+CREATE FUNCTION {schema}.job_error_lines(errors jsonb)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+AS $$
+    SELECT pg_catalog.array_to_string(ARRAY(
+        SELECT e.v ->> 'error' FROM pg_catalog.jsonb_array_elements(errors) AS e (v)
+    ), E'\n')
+$$;
+
+CREATE FUNCTION {schema}.job_error_text(last_error text, errors jsonb)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+AS $$
+    SELECT pg_catalog.lower(CASE WHEN pg_catalog.jsonb_typeof(errors) = 'array'
+        THEN coalesce(last_error, '') || E'\n' || {schema}.job_error_lines(errors)
+        ELSE last_error END)
+$$;
+
 -- One keyset page of the jobs matching a filter (a NULL argument matches everything;
 -- 0022 adds the search: payload containment, error text across attempts, idempotency
--- key):
+-- key; 0024 reads an error text through its opt-in trigram index):
 -- the page's ids in order (resume_after NULL), then, when a walk stopped at its budget
 -- before the page was full, one row (id NULL, resume_after: the id that walk reached; the
 -- next page continues after it). Jobs are read in lanes, each an ordered walk by id of
 -- one index that stops at `lim` matches or `budget` rows read:
 --   * the ids filter: the primary key (one row per id);
 --   * an idempotency key: the two unique key indexes (at most a job per tenant);
---   * a payload filter, when the lanes below stopped before a full page, and
---     jobs_payload_search_idx (opt-in, docs/admin.md "Search") exists and the filter
---     matches fewer than `search_cap` jobs after the cursor (a probe that stops there):
---     every match through that GIN index, then in id order (a non-selective filter
---     fills its page from the walk first, and never pays for the probe);
+--   * a payload filter or an error text, when the lanes below stopped before a full
+--     page, and its opt-in index exists (docs/admin.md "Search": jobs_payload_search_idx
+--     for a payload, jobs_error_search_idx over job_error_text for an error text of 3
+--     characters or more) and the search matches fewer than `search_cap` jobs after the
+--     cursor by that index (a probe that stops there): every match through that GIN
+--     index, each checked as the lanes check it, then in id order (a non-selective
+--     search fills its page from the walk first, and never pays for the probe; nor
+--     does an error text the walk found in many of the rows it read; the payload's
+--     index is probed first);
 --   * an error text: jobs_errored_idx, the jobs that ever failed;
 --   * each of failed, dead and cancelled asked for, per kind and tenant asked for (per
 --     state alone past 64 pairs): its partial index, exact for state, kind and tenant;
@@ -1057,16 +1091,34 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_sort = off
 SET enable_bitmapscan = off
+SET enable_indexscan = on
 SET jit = off
 SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     indexed constant text[] := ARRAY['failed', 'dead', 'cancelled'];
-    -- A payload filter with fewer matches than this is served by its GIN index; one with
-    -- more is searched by the bounded walks, like any filter no index serves.
+    -- A search with fewer matches than this by its opt-in GIN index is read through it;
+    -- one with more is searched by the bounded walks, like any filter no index serves.
     search_cap constant bigint := 5000;
     search text := '';  -- the search's conditions, checked on each row read
-    gin boolean;        -- whether a payload filter may be read through its GIN index
+    -- The opt-in indexes the search may be read through, in the order they are probed:
+    -- the condition each serves (what the probe counts and the lane reads by).
+    probes text[] := '{}';
+    probe text;
+    chosen text;
+    -- What the error index answers, its predicate stated so that the planner sees it
+    -- applies.
+    error_probe constant text := '{schema}.job_error_text(j.last_error, j.errors) LIKE $20'
+        || ' AND (j.last_error IS NOT NULL OR j.errors IS NOT NULL)';
+    -- An error text's own condition, and how many of the rows the walk read hold it: a
+    -- text the walk finds common is not probed for (its trigrams would be read whole).
+    texted text := 'false';
+    text_hits bigint := 0;
+    text_walked bigint := 0;
+    -- An error text as a LIKE pattern over job_error_text (lower case, \, % and _
+    -- escaped): what jobs_error_search_idx answers; the lanes check the exact condition.
+    pattern constant text := '%' || replace(replace(replace(lower(error), E'\\', E'\\\\'),
+        '%', E'\\%'), '_', E'\\_') || '%';
     probed bigint;
     lane_budget bigint := budget;
     dir constant text := CASE WHEN descending THEN 'DESC' ELSE 'ASC' END;
@@ -1108,20 +1160,33 @@ BEGIN
     END IF;
     IF payload IS NOT NULL THEN search := search || ' AND j.payload @> $17'; END IF;
     IF error IS NOT NULL THEN
-        search := search || ' AND (strpos(lower(coalesce(j.last_error, '''')), lower($18)) > 0'
+        texted := '(strpos(lower(coalesce(j.last_error, '''')), lower($18)) > 0'
             || ' OR EXISTS (SELECT FROM jsonb_array_elements(CASE jsonb_typeof(j.errors)'
             || ' WHEN ''array'' THEN j.errors END) AS e (v)'
             || ' WHERE strpos(lower(e.v ->> ''error''), lower($18)) > 0))';
+        search := search || ' AND ' || texted;
     END IF;
     IF idem_key IS NOT NULL THEN
         search := search || ' AND (j.idempotency_key = $19 OR j.tenant_idempotency_key = $19)';
     END IF;
     ranges := ranges || search;
-    gin := payload IS NOT NULL AND idem_key IS NULL AND ids IS NULL AND EXISTS (
-        SELECT FROM pg_catalog.pg_index AS x
-        WHERE x.indexrelid = to_regclass('{schema}.jobs_payload_search_idx')
-            AND x.indisvalid AND x.indisready
-    );
+    IF idem_key IS NULL AND ids IS NULL THEN
+        IF payload IS NOT NULL AND EXISTS (
+            SELECT FROM pg_catalog.pg_index AS x
+            WHERE x.indexrelid = to_regclass('{schema}.jobs_payload_search_idx')
+                AND x.indisvalid AND x.indisready
+        ) THEN
+            probes := probes || 'j.payload @> $17'::text;
+        END IF;
+        -- A shorter text has no trigram: the index would be read whole.
+        IF char_length(error) >= 3 AND EXISTS (
+            SELECT FROM pg_catalog.pg_index AS x
+            WHERE x.indexrelid = to_regclass('{schema}.jobs_error_search_idx')
+                AND x.indisvalid AND x.indisready
+        ) THEN
+            probes := probes || error_probe;
+        END IF;
+    END IF;
     named := CASE WHEN kinds IS NOT NULL THEN ' AND j.kind = ANY($3)' ELSE '' END
         || CASE WHEN tenants IS NOT NULL THEN ' AND j.tenant_id = ANY($4)' ELSE '' END;
 
@@ -1196,9 +1261,10 @@ BEGIN
         END IF;
     END IF;
 
-    -- The lanes; then, when they stopped at their budget before a full page, a payload
-    -- filter with its GIN index probes its matches after the cursor (at most search_cap,
-    -- a bitmap scan) and, if fewer, reads them all through it instead: a whole answer.
+    -- The lanes; then, when they stopped at their budget before a full page, a search
+    -- with an opt-in GIN index probes its matches after the cursor through it (at most
+    -- search_cap, a bitmap scan) and, if fewer, reads them all through it instead, each
+    -- checked as the lanes check it: a whole answer.
     <<search>>
     LOOP
         hits := '{}';
@@ -1219,8 +1285,8 @@ BEGIN
                 source := format('{schema}.jobs AS j WHERE %s', conds[i]);
             END IF;
             q := format(
-                'SELECT j.id, (%s) AS hit FROM %s%s ORDER BY j.id %s LIMIT $16',
-                checks[i], source, after, dir
+                'SELECT j.id, (%s) AS hit, (%s) AS text_hit FROM %s%s ORDER BY j.id %s LIMIT $16',
+                checks[i], texted, source, after, dir
             );
             found := 0;
             walked := 0;
@@ -1228,16 +1294,18 @@ BEGIN
             FOR r IN EXECUTE q USING ids, states, kinds, tenants, priority_min, priority_max,
                 created_since, created_before, available_since, available_before, after_id,
                 lane_states[i], lane_kinds[i], lane_tenants[i], walk_states, lane_budget,
-                payload, error, idem_key
+                payload, error, idem_key, pattern
             LOOP
                 walked := walked + 1;
                 last_id := r.id;
+                IF r.text_hit THEN text_hits := text_hits + 1; END IF;
                 IF r.hit THEN
                     hits := hits || r.id;
                     found := found + 1;
                     EXIT WHEN found >= lim;
                 END IF;
             END LOOP;
+            text_walked := text_walked + walked;
             IF found < lim AND walked >= lane_budget THEN
                 frontier := CASE
                     WHEN frontier IS NULL THEN last_id
@@ -1258,18 +1326,35 @@ BEGIN
                 ORDER BY h LIMIT lim
             );
         END IF;
-        EXIT search WHEN NOT gin OR frontier IS NULL OR cardinality(page_ids) >= lim;
-        gin := false;
+        EXIT search WHEN cardinality(probes) = 0 OR frontier IS NULL
+            OR cardinality(page_ids) >= lim;
         PERFORM pg_catalog.set_config('enable_bitmapscan', 'on', true);
         PERFORM pg_catalog.set_config('enable_indexscan', 'off', true);
-        EXECUTE format(
-            'SELECT count(*) FROM (SELECT FROM {schema}.jobs AS j WHERE j.payload @> $1%s'
-            || ' LIMIT %s) AS m',
-            replace(after, '$11', '$2'), search_cap
-        ) INTO probed USING payload, after_id;
-        EXIT search WHEN probed >= search_cap;  -- not selective: the walks' page
+        chosen := NULL;
+        FOREACH probe IN ARRAY probes LOOP
+            -- The walk's share of rows holding the text, times the jobs that ever failed
+            -- (jobs_errored_idx's row count as of its last vacuum or analyze): at least
+            -- search_cap, the text is not selective (the walk's page, as without the index).
+            CONTINUE WHEN probe = error_probe AND text_hits * coalesce((
+                SELECT c.reltuples FROM pg_catalog.pg_class AS c
+                WHERE c.oid = to_regclass('{schema}.jobs_errored_idx')
+            ), 0) >= search_cap * text_walked;
+            EXECUTE format(
+                'SELECT count(*) FROM (SELECT FROM {schema}.jobs AS j WHERE %s%s LIMIT %s) AS m',
+                probe, after, search_cap
+            ) INTO probed USING ids, states, kinds, tenants, priority_min, priority_max,
+                created_since, created_before, available_since, available_before, after_id,
+                NULL::text, NULL::text, NULL::text, NULL::text[], lane_budget, payload, error,
+                idem_key, pattern;
+            IF probed < search_cap THEN
+                chosen := probe;
+                EXIT;
+            END IF;
+        END LOOP;
+        probes := '{}';
+        EXIT search WHEN chosen IS NULL;  -- not selective: the walks' page
         shapes := ARRAY['few'];
-        conds := ARRAY['j.payload @> $17'];
+        conds := ARRAY[chosen];
         checks := ARRAY['true' || ranges || named
             || CASE WHEN states IS NOT NULL THEN ' AND j.status = ANY($2)' ELSE '' END];
         lane_states := ARRAY[NULL]; lane_kinds := ARRAY[NULL]; lane_tenants := ARRAY[NULL];

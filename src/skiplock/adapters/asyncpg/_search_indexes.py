@@ -1,0 +1,51 @@
+"""The opt-in search indexes over asyncpg (what ``skiplock schema index`` runs where
+psycopg is not installed; docs/admin.md, "The opt-in search indexes")."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._store import AsyncpgJobStore
+
+if TYPE_CHECKING:
+    from skiplock.adapters._pg import IndexState, Progress
+
+
+async def search_indexes(dsn: str, schema: str = "skiplock") -> list[IndexState]:
+    """Which opt-in search indexes ``schema`` has (``skiplock schema index list``)."""
+    store = AsyncpgJobStore(dsn, schema=schema, min_size=1, max_size=1)
+    try:
+        return await store.search_indexes()
+    finally:
+        await store.close()
+
+
+async def add_search_index(
+    dsn: str,
+    name: str,
+    schema: str = "skiplock",
+    *,
+    create_extension: bool = False,
+    progress: Progress | None = None,
+) -> bool:
+    """Build the opt-in search index ``name`` (``payload`` or ``error``) concurrently
+    unless it exists; returns whether it was built (``skiplock schema index add``)."""
+    store = AsyncpgJobStore(dsn, schema=schema, min_size=1, max_size=1)
+    try:
+        return await store.add_search_index(
+            name, create_extension=create_extension, progress=progress
+        )
+    finally:
+        await store.close()
+
+
+async def drop_search_index(
+    dsn: str, name: str, schema: str = "skiplock", *, progress: Progress | None = None
+) -> bool:
+    """Drop the opt-in search index ``name`` concurrently if it exists; returns whether
+    one was dropped (``skiplock schema index drop``)."""
+    store = AsyncpgJobStore(dsn, schema=schema, min_size=1, max_size=1)
+    try:
+        return await store.drop_search_index(name, progress=progress)
+    finally:
+        await store.close()
