@@ -7,7 +7,7 @@ read through its unique index; an error text walks the jobs that ever failed; a 
 filter walks the primary key, bounded, unless the opt-in GIN index exists: then a
 selective filter reads its matches through it and a non-selective one (more than the
 probe's cap) is bounded again; so does an error text with the opt-in trigram index
-(jobs_error_search_idx, migration 0024). Plans as in tests/psycopg/test_list_plans.py.
+(jobs_error_search_idx, migration 0023). Plans as in tests/psycopg/test_list_plans.py.
 """
 
 from __future__ import annotations

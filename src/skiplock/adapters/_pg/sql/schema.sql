@@ -1003,7 +1003,7 @@ CREATE INDEX IF NOT EXISTS jobs_unsuccessful_kind_tenant_idx
 CREATE INDEX IF NOT EXISTS jobs_errored_idx ON {schema}.jobs (id)
     WHERE (last_error IS NOT NULL OR errors IS NOT NULL);
 
--- The text an error search looks in (0024): a job's last error and each recorded
+-- The text an error search looks in (0023): a job's last error and each recorded
 -- attempt's error, one a line, in lower case. The opt-in trigram index
 -- jobs_error_search_idx is built over it (docs/admin.md "Search"; `skiplock schema index
 -- add error`); a search reads its candidates through that index and checks each as the
@@ -1035,7 +1035,7 @@ $$;
 
 -- One keyset page of the jobs matching a filter (a NULL argument matches everything;
 -- 0022 adds the search: payload containment, error text across attempts, idempotency
--- key; 0024 reads an error text through its opt-in trigram index):
+-- key; 0023 reads an error text through its opt-in trigram index):
 -- the page's ids in order (resume_after NULL), then, when a walk stopped at its budget
 -- before the page was full, one row (id NULL, resume_after: the id that walk reached; the
 -- next page continues after it). Jobs are read in lanes, each an ordered walk by id of

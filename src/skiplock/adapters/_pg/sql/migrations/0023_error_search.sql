@@ -1,4 +1,4 @@
--- 0024: error search through an opt-in index (docs/admin.md, "Search"). job_error_text
+-- 0023: error search through an opt-in index (docs/admin.md, "Search"). job_error_text
 -- (with job_error_lines) is the text an error search looks in: the last error and each
 -- recorded attempt's, in lower case. `skiplock schema index add error` builds the trigram
 -- index jobs_error_search_idx over it (pg_trgm; opt-in, as jobs_payload_search_idx is).
@@ -8,7 +8,7 @@
 -- scopes enable_indexscan to itself (its probe turns it off).
 -- Placeholders: {schema} (quoted schema name).
 
--- The text an error search looks in (0024): a job's last error and each recorded
+-- The text an error search looks in (0023): a job's last error and each recorded
 -- attempt's error, one a line, in lower case. The opt-in trigram index
 -- jobs_error_search_idx is built over it (docs/admin.md "Search"; `skiplock schema index
 -- add error`); a search reads its candidates through that index and checks each as the
@@ -40,7 +40,7 @@ $$;
 
 -- One keyset page of the jobs matching a filter (a NULL argument matches everything;
 -- 0022 adds the search: payload containment, error text across attempts, idempotency
--- key; 0024 reads an error text through its opt-in trigram index):
+-- key; 0023 reads an error text through its opt-in trigram index):
 -- the page's ids in order (resume_after NULL), then, when a walk stopped at its budget
 -- before the page was full, one row (id NULL, resume_after: the id that walk reached; the
 -- next page continues after it). Jobs are read in lanes, each an ordered walk by id of
