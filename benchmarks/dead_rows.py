@@ -141,12 +141,16 @@ async def dead_rows(conninfo: str) -> dict[str, int]:
 
 
 @contextlib.asynccontextmanager
-async def servers(conninfo: str, base: str, port: int) -> AsyncIterator[dict[str, int]]:
-    """The app on ``port`` with the ``base`` library, on ``port + 1`` with this one's."""
+async def servers(
+    conninfo: str, base: str, port: int, workers: int = 1
+) -> AsyncIterator[dict[str, int]]:
+    """The app on ``port`` with the ``base`` library, on ``port + 1`` with this one's
+    (each in ``workers`` uvicorn processes)."""
     async with contextlib.AsyncExitStack() as stack:
         ports = {"before": port, "after": port + 1}
         for at, src in zip(ports.values(), (base, str(_SRC)), strict=True):
-            await stack.enter_async_context(size.server(conninfo, at, pythonpath=src))
+            served = size.server(conninfo, at, pythonpath=src, workers=workers)
+            await stack.enter_async_context(served)
         yield ports
 
 
@@ -178,12 +182,17 @@ async def measure_pages(ports: dict[str, int], repeat: int) -> dict[str, dict[st
 
 async def measure_concurrent(
     ports: dict[str, int], clients: int, duration: float
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, Any]]:
     """``clients`` concurrent clients on each server in turn."""
     return {
         name: await size.measure_concurrent(at, clients, duration, CONCURRENT)
         for name, at in ports.items()
     }
+
+
+def _by_status(concurrent: dict[str, Any]) -> str:
+    statuses = concurrent.get("statuses") or {}
+    return f" ({', '.join(f'{n} x {s}' for s, n in sorted(statuses.items()))})" if statuses else ""
 
 
 def report(phases: dict[str, dict[str, Any]], clients: int) -> str:
@@ -209,7 +218,7 @@ def report(phases: dict[str, dict[str, Any]], clients: int) -> str:
             lines.append(
                 f"- {clients} concurrent clients, {name}: {c['n']:,.0f} requests, "
                 f"{c['rate']:.0f}/s, median {c['median']:.0f} ms, p99 {c['p99']:.0f} ms, "
-                f"max {c['max']:.0f} ms, {c['errors']:.0f} errors"
+                f"max {c['max']:.0f} ms, {c['errors']:.0f} errors{_by_status(c)}"
             )
         lines.append("")
     return "\n".join(lines)
@@ -223,11 +232,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--port", type=int, default=8775)
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn processes per app")
     return parser.parse_args(argv)
 
 
 async def _phase(conninfo: str, ns: argparse.Namespace) -> dict[str, Any]:
-    async with servers(conninfo, ns.base, ns.port) as ports:
+    async with servers(conninfo, ns.base, ns.port, ns.workers) as ports:
         pages = await measure_pages(ports, ns.repeat)
         concurrent = await measure_concurrent(ports, ns.clients, ns.duration)
     return {"facts": await dead_rows(conninfo), "pages": pages, "concurrent": concurrent}

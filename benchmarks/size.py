@@ -195,9 +195,11 @@ class Client:
 
 
 @contextlib.asynccontextmanager
-async def server(conninfo: str, port: int, *, pythonpath: str | None = None) -> AsyncIterator[None]:
-    """uvicorn serving ``benchmarks.size_app`` on ``port`` (one process, one loop), with
-    the library found first on ``pythonpath`` if given."""
+async def server(
+    conninfo: str, port: int, *, pythonpath: str | None = None, workers: int = 1
+) -> AsyncIterator[None]:
+    """uvicorn serving ``benchmarks.size_app`` on ``port`` (one process, one loop, or
+    ``workers`` processes), with the library found first on ``pythonpath`` if given."""
     env = os.environ | {DSN_VARIABLE: conninfo}
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
@@ -205,6 +207,8 @@ async def server(conninfo: str, port: int, *, pythonpath: str | None = None) -> 
         sys.executable, "-m", "uvicorn", "--factory", "benchmarks.size_app:create_app",
         "--host", _HOST, "--port", str(port), "--log-level", "warning", "--no-access-log",
     ]  # fmt: skip
+    if workers > 1:
+        command += ["--workers", str(workers)]
     process = await asyncio.create_subprocess_exec(*command, env=env)
     try:
         deadline = time.monotonic() + 30
@@ -319,14 +323,16 @@ async def measure_pages(port: int, repeat: int) -> dict[str, dict[str, float]]:
 
 async def measure_concurrent(
     port: int, clients: int, duration: float, targets: Sequence[str], think: float = 0.0
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """``clients`` clients asking for ``targets`` in turn for ``duration`` seconds, back
     to back, or with ``think``: each starts at a random moment within ``think`` seconds
     and waits between 0.5 and 1.5 times ``think`` after each answer (browsers refreshing
-    independently)."""
+    independently). ``errors``: the answers other than 200, ``statuses`` their count by
+    status (the first one of each is logged)."""
     latencies: list[float] = []
     slowest = dict.fromkeys(targets, 0.0)
     errors = 0
+    statuses: dict[int, int] = {}
     stop = time.monotonic() + duration
 
     async def one(index: int) -> None:
@@ -340,11 +346,15 @@ async def measure_concurrent(
                 target = targets[turn % len(targets)]
                 turn += 1
                 started = time.perf_counter()
-                status, _ = await client.get(target)
+                status, body = await client.get(target)
                 latency = (time.perf_counter() - started) * 1000
                 latencies.append(latency)
                 slowest[target] = max(slowest[target], latency)
-                errors += status != 200
+                if status != 200:
+                    errors += 1
+                    if status not in statuses:
+                        _log(f"{target}: {status} after {latency:.0f} ms: {body[:300]!r}")
+                    statuses[status] = statuses.get(status, 0) + 1
                 if think:
                     await asyncio.sleep(think * random.uniform(0.5, 1.5))
         finally:
@@ -354,7 +364,11 @@ async def measure_concurrent(
     await asyncio.gather(*(one(i) for i in range(clients)))
     elapsed = time.monotonic() - started
     _log("slowest answer per page: " + ", ".join(f"{t} {v:.0f} ms" for t, v in slowest.items()))
-    return _summary(latencies) | {"errors": errors, "rate": len(latencies) / elapsed}
+    return _summary(latencies) | {
+        "errors": errors,
+        "statuses": statuses,
+        "rate": len(latencies) / elapsed,
+    }
 
 
 # ---- the report -----------------------------------------------------------------------
@@ -364,7 +378,7 @@ def report(
     facts: dict[str, Any],
     counts: dict[str, float],
     pages: dict[str, dict[str, float]],
-    concurrent: dict[str, float],
+    concurrent: dict[str, Any],
     clients: int,
     think: float,
 ) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import itertools
 import signal
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from skiplock.core import DatabaseUnavailableError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Hashable, Iterator
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -41,12 +42,15 @@ _DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("skiplock_deadlin
 
 
 @contextmanager
-def request_deadline(seconds: float, *, margin: float = 0.0) -> Iterator[float]:
-    """Set the deadline ``seconds`` from now for the block, ``margin`` seconds earlier
-    for the stores (time to answer once they gave up); an earlier one set around it
-    stays. Yields the deadline (``time.monotonic()`` clock)."""
+def request_deadline(
+    seconds: float, *, margin: float = 0.0, since: float | None = None
+) -> Iterator[float]:
+    """Set the deadline ``seconds`` from now (or from ``since``, a ``time.monotonic()``
+    time) for the block, ``margin`` seconds earlier for the stores (time to answer once
+    they gave up); an earlier one set around it stays. Yields the deadline
+    (``time.monotonic()`` clock)."""
     outer = _DEADLINE.get()
-    at = time.monotonic() + seconds - margin
+    at = (time.monotonic() if since is None else since) + seconds - margin
     if outer is not None and outer[0] <= at:
         yield outer[0]
         return
@@ -121,6 +125,110 @@ def held(lock: threading.Lock) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+class Turns:
+    """At most ``size`` holders at once, the others waiting in their order of arrival (a
+    fair semaphore whose waiters give up at a time that may move on while they wait).
+    A web door runs a request's work in a turn (``rest._door``)."""
+
+    def __init__(self, size: int) -> None:
+        self._lock = threading.Lock()
+        self._free = size
+        self._waiting: collections.deque[threading.Event] = collections.deque()
+
+    def take(self, until: Callable[[], float]) -> bool:
+        """Wait for a turn: True once it is the caller's (it must :meth:`give` it back),
+        False once ``until()`` (a ``time.monotonic()`` time, asked again on each wake-up)
+        passed first."""
+        with self._lock:
+            if self._free > 0 and not self._waiting:
+                self._free -= 1
+                return True
+            ticket = threading.Event()
+            self._waiting.append(ticket)
+        try:
+            while True:
+                left = until() - time.monotonic()
+                if left > 0 and ticket.wait(left):
+                    return True
+                with self._lock:
+                    if ticket.is_set():
+                        return True
+                    if until() <= time.monotonic():
+                        self._waiting.remove(ticket)
+                        return False
+        except BaseException:
+            with self._lock:
+                handed = ticket.is_set()
+                if not handed:
+                    self._waiting.remove(ticket)
+            if handed:
+                self.give()
+            raise
+
+    def give(self) -> None:
+        """Give a turn back: to the longest waiting caller, if any."""
+        with self._lock:
+            if self._waiting:
+                self._waiting.popleft().set()
+            else:
+                self._free += 1
+
+
+class _Flight:
+    """One read of :class:`Flights`: when it started (an arrival number), its outcome."""
+
+    def __init__(self, started: int) -> None:
+        self.started = started
+        self.landed = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+class Flights:
+    """Concurrent calls of one read share it: a caller joins the read of its key that
+    started after it arrived; one that started before (it may miss a change the caller
+    made just before) is waited out, then the caller starts the next read or joins it.
+    Every answer comes from a read that started after its caller arrived; N callers at
+    once cost one or two reads, not N. The read runs in the thread of the caller that
+    started it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._flights: dict[Hashable, _Flight] = {}
+        self._arrivals = itertools.count()
+
+    def share(self, key: Hashable, read: Callable[[], T]) -> T:
+        """``read()``'s result, shared with the concurrent calls of ``key``."""
+        with self._lock:
+            arrived = next(self._arrivals)
+        while True:
+            with self._lock:
+                flight = self._flights.get(key)
+                mine = flight is None
+                if flight is None:
+                    flight = self._flights[key] = _Flight(next(self._arrivals))
+            if mine:
+                return self._fly(key, flight, read)
+            flight.landed.wait()
+            if flight.started > arrived:
+                if flight.error is not None:
+                    raise flight.error
+                return flight.value  # type: ignore[no-any-return]
+
+    def _fly(self, key: Hashable, flight: _Flight, read: Callable[[], T]) -> T:
+        try:
+            flight.value = read()
+        except BaseException as exc:
+            flight.error = exc
+            raise
+        finally:
+            with self._lock:
+                if self._flights.get(key) is flight:
+                    del self._flights[key]
+            flight.landed.set()
+        return flight.value  # type: ignore[no-any-return]
 
 
 class Task(Generic[T]):

@@ -7,17 +7,20 @@ names and signatures identical.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
+import functools
 import itertools
 import threading
+import time
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from skiplock import _compat as _threads
 from skiplock._compat import deadline_error, remaining
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable
     from types import TracebackType
 
 P = ParamSpec("P")
@@ -54,6 +57,85 @@ async def held(lock: asyncio.Lock) -> AsyncIterator[None]:
         yield
     finally:
         lock.release()
+
+
+class Turns:
+    """At most ``size`` holders at once, the others waiting in their order of arrival (a
+    fair semaphore whose waiters give up at a time that may move on while they wait).
+    A web door runs a request's work in a turn (``rest._door_async``)."""
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    async def take(self, until: Callable[[], float]) -> bool:
+        """Wait for a turn: True once it is the caller's (it must :meth:`give` it back),
+        False once ``until()`` (a ``time.monotonic()`` time, asked again on each wake-up)
+        passed first."""
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+            return True
+        ticket: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(ticket)
+        try:
+            while not ticket.done():
+                left = until() - time.monotonic()
+                if left <= 0:
+                    self._waiting.remove(ticket)
+                    return False
+                # asyncio.wait leaves the ticket alone when it times out (wait_for would
+                # cancel it).
+                await asyncio.wait((ticket,), timeout=left)
+        except BaseException:  # cancelled while waiting: the turn goes to the next one
+            if ticket.done():
+                self.give()
+            else:
+                self._waiting.remove(ticket)
+            raise
+        return True
+
+    def give(self) -> None:
+        """Give a turn back: to the longest waiting caller, if any."""
+        while self._waiting:
+            ticket = self._waiting.popleft()
+            if not ticket.done():
+                ticket.set_result(None)
+                return
+        self._free += 1
+
+
+class Flights:
+    """Concurrent calls of one read share it: a caller joins the read of its key that
+    started after it arrived; one that started before (it may miss a change the caller
+    made just before) is waited out, then the caller starts the next read or joins it.
+    Every answer comes from a read that started after its caller arrived; N callers at
+    once cost one or two reads, not N. The read runs in a task of its own (with the
+    context of the caller that started it), so no caller's cancellation stops it."""
+
+    def __init__(self) -> None:
+        self._flights: dict[Hashable, tuple[int, asyncio.Task[Any]]] = {}
+        self._arrivals = itertools.count()
+
+    async def share(self, key: Hashable, read: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """``read()``'s result, shared with the concurrent calls of ``key``."""
+        arrived = next(self._arrivals)
+        while True:
+            flight = self._flights.get(key)
+            if flight is None or flight[1].done():
+                task = asyncio.get_running_loop().create_task(read())
+                flight = (next(self._arrivals), task)
+                self._flights[key] = flight
+                task.add_done_callback(functools.partial(self._landed, key, flight))
+            started, task = flight
+            if started > arrived:
+                return await asyncio.shield(task)
+            await asyncio.wait((task,))
+
+    def _landed(self, key: Hashable, flight: tuple[int, asyncio.Task[Any]], task: Any) -> None:
+        if self._flights.get(key) is flight:
+            del self._flights[key]
+        if not task.cancelled():
+            task.exception()  # retrieved: its callers (if any are left) raise it
 
 
 async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:

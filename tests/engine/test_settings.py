@@ -249,6 +249,7 @@ ENV_SAMPLES: dict[str, tuple[str, Any]] = {
     "controls_refresh": ("500ms", timedelta(milliseconds=500)),
     "shutdown_timeout": ("1m", timedelta(minutes=1)),
     "request_timeout": ("500ms", timedelta(milliseconds=500)),
+    "request_concurrency": ("4", 4),
     "heartbeat_interval": ("20s", timedelta(seconds=20)),
     "maintenance_interval": ("1h", timedelta(hours=1)),
     "retention": ("3d", timedelta(days=3)),

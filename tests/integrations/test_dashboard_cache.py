@@ -4,6 +4,7 @@ visitors of a second, a stale value is served while one refresh runs, a button c
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from typing import Any
 
@@ -173,3 +174,70 @@ def test_a_dashboard_without_cache_reads_at_every_visit() -> None:
     assert b"report.build" in dashboard.handle("overview", _request("/")).body
     engine.enqueue("mail.send", {})
     assert b"mail.send" in dashboard.handle("overview", _request("/")).body
+
+
+def _as_header(request: Request, permission: Permission) -> str:
+    # The caller is whoever the "x-user" header names; "viewer" may only read.
+    user = request.header("x-user") or "admin"
+    if permission is Permission.WRITE and user == "viewer":
+        from skiplock.integrations.rest import Forbidden
+
+        raise Forbidden("read only")
+    return user
+
+
+def _visit(dashboard: Dashboard, path: str, user: str, cookie: str | None = None) -> str:
+    headers = {"host": "h", "x-user": user} | ({"cookie": cookie} if cookie else {})
+    page = "dead" if path.startswith("/dead") else "jobs"
+    response = dashboard.handle(page, Request("GET", "/admin" + path, headers=headers))
+    assert response.status == 200
+    return response.body.decode()
+
+
+def _tokens(body: str) -> set[str]:
+    return set(re.findall(r'name="csrf_token" value="([^"]+)"', body))
+
+
+def test_list_pages_are_shared_but_each_visit_gets_its_own_form_token_and_name() -> None:
+    engine = Engine(InMemoryJobStore(), Settings())
+    dashboard = Dashboard(engine, authorize=_as_header)
+
+    @engine.processor("report.build", max_attempts=1)
+    def build(payload: Any) -> None:
+        raise RuntimeError("boom")
+
+    for _ in range(3):
+        engine.enqueue("report.build", {})
+    engine.worker().run_until_idle()
+    reads = 0
+    list_jobs = engine.store.list_jobs
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return list_jobs(*args, **kwargs)
+
+    engine.store.list_jobs = counted  # type: ignore[method-assign]
+    first = _visit(dashboard, "/dead", "admin")
+    second = _visit(dashboard, "/dead", "admin")
+    assert reads == 1  # one read for both visits
+    # Each visit has a token of its own in every form (the cookie it is given).
+    assert len(_tokens(first)) == 1
+    assert len(_tokens(second)) == 1
+    assert _tokens(first) != _tokens(second)
+    assert "skiplock-mark" not in first + second
+    # A caller's own token comes back in its forms (the cookie it holds).
+    [token] = _tokens(first)
+    again = _visit(dashboard, "/dead", "admin", cookie=f"skiplock_csrf={token}")
+    assert _tokens(again) == {token}
+    # Another caller: its own name, and no buttons for one who may only read.
+    viewer = _visit(dashboard, "/dead", "viewer")
+    assert 'data-testid="identity">viewer (read only)' in viewer
+    assert not _tokens(viewer)
+    assert 'data-testid="retry-' not in viewer
+    assert 'data-testid="retry-' in first
+    assert reads == 1
+    # A button clears the cache: the next visit reads again.
+    dashboard._cache.clear()
+    _visit(dashboard, "/dead", "admin")
+    assert reads == 2

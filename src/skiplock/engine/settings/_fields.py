@@ -127,9 +127,19 @@ ENGINE_FIELDS: tuple[Setting, ...] = (
         timedelta(seconds=2),
         POSITIVE_DURATION,
         "How long a web request (REST API, dashboard, `/readyz`) waits for the database, "
-        "from its start: a pooled connection, the schema check and every statement. A "
+        "from its turn (`request_concurrency`): a pooled connection, the schema check and "
+        "every statement. A "
         "database that does not answer in time gets 503 with `Retry-After` (the probe: "
         "503 `unavailable`), however many requests wait.",
+    ),
+    Setting(
+        "request_concurrency",
+        4,
+        POSITIVE_INT,
+        "How many web requests of one door (the REST API, the dashboard) work at once; "
+        "the others wait their turn, in order of arrival, while the database answers "
+        "(their `request_timeout` starts with their turn). A request that waited "
+        "`request_timeout` with no other request answered meanwhile gets its 503.",
     ),
     Setting(
         "heartbeat_interval",

@@ -184,6 +184,7 @@ class Settings:
     request_timeout: timedelta = attrs.field(
         default=_DEFAULT["request_timeout"], converter=to_duration
     )
+    request_concurrency: int = _DEFAULT["request_concurrency"]
     _heartbeat_interval: timedelta = attrs.field(
         default=_DEFAULT["heartbeat_interval"], converter=to_duration
     )

@@ -39,6 +39,8 @@ BROWSE_STATES = (
     "dead",
     "cancelled",
 )
+#: The states whose filter needs the database's clock (due now, or later).
+DUE_STATES = ("pending", "scheduled")
 #: The query parameters of a filter (and the hidden fields of a bulk form).
 FILTER_FIELDS = ("state", "kind", "tenant", "since", "before", "q")
 #: The longest text a filter field takes.

@@ -5,9 +5,10 @@
 This module is the generated sync twin of ``_cache_async.py``.
 
 The overview, the lists and the controls page read the same few summaries (the counts, the
-health report, the throughput chart) on every visit. With a burst of dead rows between two
-autovacuum runs each of those reads costs many times its usual (issue 45, point 6;
-docs/performance.md, "Dead rows"), and fifty browsers refreshing at once would each pay
+health report, the throughput chart) on every visit, and many visitors read the same list
+pages (the first page of the dead letters, of the job browser). With a burst of dead rows
+between two autovacuum runs each of those reads costs many times its usual (issue 45, point
+6; docs/performance.md, "Dead rows"), and fifty browsers refreshing at once would each pay
 it. :class:`ReadCache` keeps each summary for ``seconds`` and shares it between every
 visitor of one dashboard:
 
@@ -19,7 +20,8 @@ visitor of one dashboard:
 
 A failed refresh keeps the stale value until it is too old; then the next visitor reads
 (and sees the error). A write through the dashboard (a button) clears the cache, so the
-page it redirects to shows the change.
+page it redirects to shows the change. At most :data:`MAX_ENTRIES` values are kept (the
+least recently read go first): list pages are many (one per filter and cursor).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from skiplock._compat import Lock, Task, held, spawn
+from skiplock._compat import Lock, Task, held, no_deadline, request_deadline, spawn
 from skiplock.core import DatabaseUnavailableError
 
 if TYPE_CHECKING:
@@ -46,17 +48,28 @@ class Read(Protocol[T_co]):
 
 #: A stale value is served (while one refresh runs) up to this many ``seconds`` old.
 STALE_LIMIT = 3
+#: The most values kept; the least recently read go first.
+MAX_ENTRIES = 256
 
 logger = logging.getLogger("skiplock.dashboard")
 
 
 class ReadCache:
     """Summaries shared by a dashboard's visitors for ``seconds`` (0: no cache, every
-    visit reads). ``clock``: monotonic seconds (tests pass their own)."""
+    visit reads). ``clock``: monotonic seconds (tests pass their own). ``deadline``: the
+    seconds a background refresh may take (a web request's ``request_timeout``; None: no
+    limit but the store's own)."""
 
-    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        deadline: float | None = None,
+    ) -> None:
         self._seconds = seconds
         self._clock = clock
+        self._deadline = deadline
         self._values: dict[Hashable, tuple[float, Any]] = {}
         self._locks: dict[Hashable, Lock] = {}
         #: The last background refresh of each key (one runs at most per key); kept, so
@@ -73,6 +86,7 @@ class ReadCache:
             return read()
         hit = self._values.get(key)
         if hit is not None:
+            self._values[key] = self._values.pop(key)  # the most recently read
             age = self._clock() - hit[0]
             if age < self._seconds:
                 return hit[1]  # type: ignore[no-any-return]
@@ -86,13 +100,38 @@ class ReadCache:
             if hit is not None and self._clock() - hit[0] < self._seconds:
                 return hit[1]  # type: ignore[no-any-return]
             value = read()
-            self._values[key] = (self._clock(), value)
+            self._keep(key, value)
             return value
 
+    def _keep(self, key: Hashable, value: Any) -> None:
+        """Keep ``value`` as the newest of ``key``; forget the least recently read ones
+        past :data:`MAX_ENTRIES`."""
+        self._values.pop(key, None)
+        self._values[key] = (self._clock(), value)
+        while len(self._values) > MAX_ENTRIES:
+            old = next(iter(self._values))
+            del self._values[old]
+            lock = self._locks.get(old)
+            if lock is not None and not lock.locked():
+                del self._locks[old]
+            refresh = self._refreshes.get(old)
+            if refresh is not None and refresh.done():
+                del self._refreshes[old]
+
     def _refresh(self, key: Hashable, read: Read[Any]) -> None:
+        # A deadline of its own, not the one of the visit that started it (the task
+        # inherits that visit's, which may be about to pass).
+        with no_deadline():
+            if self._deadline is None:
+                self._read_again(key, read)
+            else:
+                with request_deadline(self._deadline):
+                    self._read_again(key, read)
+
+    def _read_again(self, key: Hashable, read: Read[Any]) -> None:
         try:
             value = read()
-            self._values[key] = (self._clock(), value)
+            self._keep(key, value)
         except DatabaseUnavailableError as exc:
             # The stale value stays until it is too old; then a visitor reads (and fails).
             logger.warning("skiplock: refreshing the dashboard's %s failed: %s", key, exc)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import secrets
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import attrs
 import jinja2
+import markupsafe
 
 from skiplock.core import JobState
 from skiplock.core.rules import action_states, format_duration
@@ -113,6 +115,32 @@ def environment() -> jinja2.Environment:
 def render(template: str, context: Mapping[str, Any]) -> bytes:
     """``template`` rendered with ``context``, as UTF-8."""
     return environment().get_template(template).render(**context).encode()
+
+
+#: The pages whose reads the dashboard shares between visitors (its cache): each is
+#: rendered once per caller's view and shared too, with marks in place of what is the
+#: visit's own (its forms' hidden fields, the time), filled in per visit (:func:`fill`).
+SHARED_PAGES = frozenset({"overview", "jobs", "dead"})
+_MARK = f"skiplock-mark-{secrets.token_hex(16)}"
+#: The hidden fields a shared page is rendered with, and the time.
+MARK_FIELDS = [(_MARK, _MARK)]
+MARK_NOW = f"{_MARK}-now"
+_FIELDS_HTML = f'<input type="hidden" name="{_MARK}" value="{_MARK}">'.encode()
+
+
+def hidden_fields(fields: Sequence[tuple[str, str]]) -> str:
+    """The hidden inputs of ``fields``, as the ``hidden`` macro (_forms.html) writes them."""
+    return "".join(
+        f'<input type="hidden" name="{markupsafe.escape(name)}" value="{markupsafe.escape(value)}">'
+        for name, value in fields
+    )
+
+
+def fill(body: bytes, fields: Sequence[tuple[str, str]], now: str) -> bytes:
+    """A shared page's ``body`` with the visit's hidden ``fields`` and time."""
+    return body.replace(_FIELDS_HTML, hidden_fields(fields).encode()).replace(
+        MARK_NOW.encode(), str(markupsafe.escape(now)).encode()
+    )
 
 
 @functools.cache

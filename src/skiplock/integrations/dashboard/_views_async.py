@@ -16,7 +16,14 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
-from skiplock.core import HealthReport, JobNotFoundError, JobState, SkiplockError, StateCount
+from skiplock.core import (
+    HealthReport,
+    JobNotFoundError,
+    JobPage,
+    JobState,
+    SkiplockError,
+    StateCount,
+)
 from skiplock.core.rules import (
     Throughput,
     check_duration,
@@ -152,9 +159,10 @@ class AsyncDashboard(AsyncButtons):
     given a page's request, the hidden fields every form of the page carries besides the
     dashboard's token (a framework's own CSRF token: the Django binding's).
     ``cache`` (seconds, default 1; 0: off) is how long the summaries every page reads (the
-    counts, the health report, the throughput chart) are shared between visitors: one
-    database read serves every browser of that second, and a stale one is served while
-    it is read again (docs/dashboard.md, "Many visitors, dead rows"); a button clears it.
+    counts, the health report, the throughput chart) and the list pages (per filter and
+    cursor) are shared between visitors: one database read serves every browser of that
+    second, and a stale one is served while it is read again (docs/dashboard.md, "Many
+    visitors, dead rows"); a button clears it.
 
     Over an :class:`~skiplock.engine.AsyncReader` (a store that implements only the reads
     role, e.g. over a read replica) it serves the read pages and refuses every button
@@ -188,7 +196,8 @@ class AsyncDashboard(AsyncButtons):
         self._bucket = check_duration("bucket", to_duration(bucket))
         throughput_window(datetime.now(UTC), self._window, self._bucket)  # refused now
         seconds = check_duration("cache", to_duration(cache), allow_zero=True)
-        self._cache = AsyncReadCache(seconds.total_seconds())
+        deadline = engine.settings.request_timeout.total_seconds()
+        self._cache = AsyncReadCache(seconds.total_seconds(), deadline=deadline)
 
     async def handle(self, page: str, request: Request) -> Response:
         """The response to ``request`` for ``page`` (a key of :data:`PAGES`), by its row
@@ -256,16 +265,45 @@ class AsyncDashboard(AsyncButtons):
             cookie = {"Set-Cookie": _csrf.set_cookie(token, visit.root or "/", secure=secure)}
         else:
             cookie = {}
-        context["form_fields"] = self._hidden(request, token)
+        fields = self._hidden(request, token)
         # The live regions' refresh (dashboard.js), every page's: None turns it off.
         context |= {"notice": notice(request), "refresh": None, "live_every": self._refresh}
-        context["now"] = _render.when(datetime.now(UTC))
+        now = _render.when(datetime.now(UTC))
+        if visit.page not in _render.SHARED_PAGES:
+            built = await self._built(build, reads, visit, fields, now)
+        else:
+            # Pages of shared reads are rendered once per caller's view (who, whether
+            # they may write, the query) for the cache's time; this visit's own form
+            # fields and time go in afterwards.
+            query = tuple(sorted((k, tuple(v)) for k, v in request.query.items()))
+            key = ("page", visit.page, visit.root, identity, context["can_write"], query)
+            marks = _render.MARK_FIELDS, _render.MARK_NOW
+
+            async def shared() -> tuple[int, bytes] | Response:
+                return await self._built(build, reads, visit, *marks)
+
+            built = await self._cache.get(key, shared)
+            if not isinstance(built, Response):
+                built = built[0], _render.fill(built[1], fields, now)
+        if isinstance(built, Response):
+            return built
+        return html(*built, cookie)
+
+    async def _built(
+        self,
+        build: AsyncBuild,
+        reads: AsyncOperator | AsyncReader,
+        visit: Visit,
+        fields: list[tuple[str, str]],
+        now: str,
+    ) -> tuple[int, bytes] | Response:
+        """What ``build`` reads, rendered with the page's ``fields`` and time."""
         built = await build(self, reads, visit)
         if isinstance(built, Response):
             return built
-        context |= built
+        context = visit.context | {"form_fields": fields, "now": now} | built
         status = 404 if context["page"] == "gone" else 200
-        return html(status, _render.render(f"{context['page']}.html", context), cookie)
+        return status, _render.render(f"{context['page']}.html", context)
 
     async def _may_write(self, request: Request) -> bool:
         """Whether the hook grants ``write`` (to show the buttons)."""
@@ -310,7 +348,12 @@ class AsyncDashboard(AsyncButtons):
         kind = one(query, "kind") or None
         cursor = one(query, "after")
         after_id = int(cursor) if cursor and cursor.isascii() and cursor.isdigit() else None
-        read = await reads.dead_jobs(kind=kind, limit=self._page_size + 1, after_id=after_id)
+
+        async def dead_read() -> JobPage:
+            return await reads.dead_jobs(kind=kind, limit=self._page_size + 1, after_id=after_id)
+
+        # A list page is shared between visitors as the summaries are (per kind and cursor).
+        read = await self._cache.get(("dead", kind, after_id), dead_read)
         jobs, after = keyset_page(read, self._page_size)
         kinds = sorted({c.kind for c in await self._counts(reads) if c.state is JobState.DEAD})
         kept = {"kind": kind} if kind else {}
@@ -329,10 +372,19 @@ class AsyncDashboard(AsyncButtons):
         wanted = _browse.job_id(_browse.one(query, "id"))
         if wanted is not None:  # the id field: straight to the job's page
             return redirect(f"{visit.root}/jobs/{wanted}")
-        shown = _browse.parse_filter(query, await self.source.store.now())
+        # The database's clock splits due jobs from scheduled ones; other filters need none.
+        due = _browse.one(query, "state") in _browse.DUE_STATES
+        now = await self.source.store.now() if due else datetime.now(UTC)
+        shown = _browse.parse_filter(query, now)
         after = _browse.cursor(_browse.one(query, "after"))
         size = self._page_size
-        read = await reads.list_jobs(**shown.arguments, limit=size + 1, after_id=after)
+
+        async def list_read() -> JobPage:
+            return await reads.list_jobs(**shown.arguments, limit=size + 1, after_id=after)
+
+        # Shared between visitors per filter (as typed) and cursor, as the summaries are.
+        key = ("jobs", tuple(sorted(shown.values.items())), after)
+        read = await self._cache.get(key, list_read)
         counts = await self._counts(reads)
         listed = _browse.page(read, size, read.resume_after)
         return _render.jobs_page(shown, listed, counts)

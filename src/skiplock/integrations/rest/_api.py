@@ -15,6 +15,7 @@ fallback), is what every binding mounts.
 from __future__ import annotations
 
 import functools
+import time
 
 from skiplock.core import SkiplockError
 
@@ -36,6 +37,11 @@ def _operation_route(op: Operation[Handler]) -> RouteRow[RestApi]:
     return RouteRow(name=op.id, method=op.method, path=op.path, operation=op, handler=answer)
 
 
+#: The reads whose concurrent calls share one database read: summaries, the same for
+#: every caller (docs/rest-operations.md, "Many callers at once").
+SHARED = frozenset({"getCounts", "getHealth"})
+
+
 class RestApi(Door):
     """The REST admin API of an :class:`~skiplock.Engine`, framework-neutral.
 
@@ -51,17 +57,43 @@ class RestApi(Door):
         changed; every error is a problem response (an unexpected one a 500, logged on
         ``skiplock.rest``); a database that does not answer within the engine's
         ``request_timeout`` gets a 503 with ``Retry-After`` in time."""
+        if operation_id in SHARED:
+            return self._shared(operation_id, request)
         return self.in_time(
             functools.partial(self._handle, operation_id, request),
             lambda problem: problem.response(request.path),
         )
 
-    def _handle(self, operation_id: str, request: Request) -> Response:
+    def _shared(self, operation_id: str, request: Request) -> Response:
+        """A read of :data:`SHARED`: the caller is authorized, then shares the answer of
+        one read with the concurrent calls of the same path and query (each answer from
+        a read that started after its caller arrived)."""
+        arrived = time.monotonic()
+        try:
+            identity = self.authorize_in_time(request, Permission.READ)
+        except Exception as exc:
+            problem = problem_for(exc) if isinstance(exc, SkiplockError) else None
+            return (problem or self.failure(exc, request)).response(request.path)
+        query = tuple(sorted((name, tuple(values)) for name, values in request.query.items()))
+
+        def read() -> Response:
+            return self.in_time(
+                functools.partial(self._handle, operation_id, request, identity),
+                lambda problem: problem.response(request.path),
+                arrived=arrived,
+            )
+
+        return self._flights.share((operation_id, request.path, query), read)
+
+    def _handle(self, operation_id: str, request: Request, identity: str | None = None) -> Response:
         op = BY_ID[operation_id]
         read = READS.get(operation_id)
         try:
             if read is not None:  # a GET: through the door's reads (a standby's, if set)
-                _, reads = self.reads(request)
+                if identity is None:
+                    identity, reads = self.reads(request)
+                else:  # already authorized (a shared read)
+                    reads = self.reads_as(identity)
                 answer = functools.partial(read, reads)
             else:
                 ops = self.operator(request, op.permission)

@@ -11,6 +11,7 @@ fallback), is what every binding mounts.
 from __future__ import annotations
 
 import functools
+import time
 
 from skiplock.core import SkiplockError
 
@@ -32,6 +33,11 @@ def _operation_route(op: Operation[AsyncHandler]) -> AsyncRouteRow[AsyncRestApi]
     return AsyncRouteRow(name=op.id, method=op.method, path=op.path, operation=op, handler=answer)
 
 
+#: The reads whose concurrent calls share one database read: summaries, the same for
+#: every caller (docs/rest-operations.md, "Many callers at once").
+SHARED = frozenset({"getCounts", "getHealth"})
+
+
 class AsyncRestApi(AsyncDoor):
     """The REST admin API of an :class:`~skiplock.AsyncEngine`, framework-neutral.
 
@@ -47,17 +53,45 @@ class AsyncRestApi(AsyncDoor):
         changed; every error is a problem response (an unexpected one a 500, logged on
         ``skiplock.rest``); a database that does not answer within the engine's
         ``request_timeout`` gets a 503 with ``Retry-After`` in time."""
+        if operation_id in SHARED:
+            return await self._shared(operation_id, request)
         return await self.in_time(
             functools.partial(self._handle, operation_id, request),
             lambda problem: problem.response(request.path),
         )
 
-    async def _handle(self, operation_id: str, request: Request) -> Response:
+    async def _shared(self, operation_id: str, request: Request) -> Response:
+        """A read of :data:`SHARED`: the caller is authorized, then shares the answer of
+        one read with the concurrent calls of the same path and query (each answer from
+        a read that started after its caller arrived)."""
+        arrived = time.monotonic()
+        try:
+            identity = await self.authorize_in_time(request, Permission.READ)
+        except Exception as exc:
+            problem = problem_for(exc) if isinstance(exc, SkiplockError) else None
+            return (problem or self.failure(exc, request)).response(request.path)
+        query = tuple(sorted((name, tuple(values)) for name, values in request.query.items()))
+
+        async def read() -> Response:
+            return await self.in_time(
+                functools.partial(self._handle, operation_id, request, identity),
+                lambda problem: problem.response(request.path),
+                arrived=arrived,
+            )
+
+        return await self._flights.share((operation_id, request.path, query), read)
+
+    async def _handle(
+        self, operation_id: str, request: Request, identity: str | None = None
+    ) -> Response:
         op = BY_ID[operation_id]
         read = READS.get(operation_id)
         try:
             if read is not None:  # a GET: through the door's reads (a standby's, if set)
-                _, reads = await self.reads(request)
+                if identity is None:
+                    identity, reads = await self.reads(request)
+                else:  # already authorized (a shared read)
+                    reads = self.reads_as(identity)
                 answer = functools.partial(read, reads)
             else:
                 ops = await self.operator(request, op.permission)

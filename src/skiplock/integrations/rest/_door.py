@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from skiplock._compat import request_deadline
+from skiplock._compat import Flights, Turns, deadline_error, request_deadline
 from skiplock.engine import Engine, Reader
 
 from ._auth import Permission, check_hook, identity_of
 from ._problems import Forbidden, InternalError, NotAuthenticated, Problem
 from ._routes import ANY_METHOD, FALLBACK_PATH, Route, RouteRow, unmatched
+from ._support import problem_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -63,6 +65,11 @@ class Door:
             raise TypeError("a coroutine function as authorize hook needs an AsyncEngine")
         self._source = engine
         self._authorize = authorize
+        # Requests take turns (in_time); the last time one was answered by the database.
+        self._turns = Turns(engine.settings.request_concurrency)
+        self._answered = 0.0
+        # Concurrent calls of a shared read (the REST API's summaries) share one.
+        self._flights = Flights()
 
     @property
     def engine(self) -> Engine:
@@ -101,24 +108,68 @@ class Door:
         through: the engine's reader when the engine reads a standby (its ``reads=``,
         docs/replicas.md), else its operator acting as the caller; or the door's reader."""
         identity = self.authorize(request, Permission.READ)
+        return identity, self.reads_as(identity)
+
+    def reads_as(self, identity: str) -> Operator | Reader:
+        """What :meth:`reads` reads through for a caller the hook granted ``read``."""
         source = self._source
         if isinstance(source, Engine):
             if source.reads_store is not None:
-                return identity, source.reader()
-            return identity, source.operator(identity)
-        return identity, source
+                return source.reader()
+            return source.operator(identity)
+        return source
 
-    def in_time(self, work: Work, late: Callable[[Problem], Response]) -> Response:
+    def in_time(
+        self, work: Work, late: Callable[[Problem], Response], *, arrived: float | None = None
+    ) -> Response:
         """``work()``'s response, or ``late``'s for a 503 (``Retry-After``) if the
-        database did not answer within the engine's ``request_timeout`` from now.
+        database did not answer within the engine's ``request_timeout``.
 
-        The deadline holds however many requests wait: the PostgreSQL stores stop
-        waiting for a pooled connection, the schema check or a statement's answer at it
+        Requests take turns: at most ``request_concurrency`` work at once, the others wait
+        in order of arrival, for as long as the database answers the requests at work
+        (a busy dashboard queues its visitors, it does not fail them). The deadline
+        starts with the turn; a request that waited ``request_timeout`` while no request
+        was answered gets its 503 without a turn, so however many requests wait on a
+        database that does not answer, each has its 503 within ``request_timeout`` of
+        its arrival. The PostgreSQL stores stop waiting for a pooled connection, the
+        schema check or a statement's answer at the deadline
         (``skiplock._compat.request_deadline``) and raise DatabaseUnavailableError, which
-        ``work`` answers as any outage."""
+        ``work`` answers as any outage. ``arrived``: when the request came (a
+        ``time.monotonic()`` time; default now)."""
+        seconds = self._source.settings.request_timeout.total_seconds()
+        margin = min(STORE_MARGIN, seconds / 4)
+        if arrived is None:
+            arrived = time.monotonic()
+
+        def since(arrived: float = arrived) -> float:
+            # The request's arrival, or the last answer the database gave since.
+            return max(arrived, self._answered)
+
+        if not self._turns.take(lambda: since() + seconds - margin):
+            with request_deadline(seconds, since=arrived):
+                problem = problem_for(deadline_error("no request was answered meanwhile"))
+            self.logger.warning("%s: the database did not answer in time", self.label)
+            return late(problem)
+        try:
+            started = since()
+            with request_deadline(seconds, margin=margin, since=started):
+                response = self._timed(work, started + seconds - time.monotonic(), late)
+        finally:
+            self._turns.give()
+        if response.status != 503:
+            self._answered = time.monotonic()
+        return response
+
+    def _timed(self, work: Work, seconds: float, late: Callable[[Problem], Response]) -> Response:
+        """``work()`` within the deadline; ``late``'s 503 if it passed."""
+        return work()
+
+    def authorize_in_time(self, request: Request, permission: Permission) -> str:
+        """:meth:`authorize` within the engine's ``request_timeout``, without a turn (a
+        caller that then joins a shared read); DatabaseUnavailableError past it."""
         seconds = self._source.settings.request_timeout.total_seconds()
         with request_deadline(seconds, margin=min(STORE_MARGIN, seconds / 4)):
-            return work()
+            return self.authorize(request, permission)
 
     def failure(self, exc: Exception, request: Request) -> Problem:
         """The problem ``exc`` answers ``request`` with: a :class:`Problem` is its own;
