@@ -103,4 +103,34 @@ def test_schema_status_and_apply_through_asyncpg(
     assert "\napplied 0001_initial in " in out  # each step, as through psycopg
     assert out.splitlines()[-1].startswith("schema 'skiplock' is up to date (")
     status, out, _ = run(capsys, ["schema", "status", "--dsn", dsn])
-    assert (status, out.splitlines()[-1]) == (0, "status:  up to date")
+    assert status == 0
+    assert "status:  up to date" in out.splitlines()
+    # The opt-in search indexes last, as through psycopg.
+    assert out.splitlines()[-1] == (
+        "indexes: payload absent, error absent (opt-in search indexes: `schema index`)"
+    )
+
+
+def test_schema_index_add_list_drop_through_asyncpg(
+    make_database: Callable[[], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn = make_database()  # fresh: no pg_trgm
+    assert run(capsys, ["schema", "apply", "--dsn", dsn])[0] == 0
+    for name in ("payload", "error"):
+        status, out, err = run(
+            capsys, ["schema", "index", "add", name, "--create-extension", "--dsn", dsn]
+        )
+        assert (status, err) == (0, ""), out
+        assert out.splitlines()[-1].endswith(f"(jobs_{name}_search_idx) built")
+    status, out, _ = run(capsys, ["schema", "index", "--dsn", dsn])
+    assert status == 0
+    assert {line.split()[0]: line.split()[2] for line in out.splitlines()[2:]} == {
+        "payload": "present",
+        "error": "present",
+    }
+    for name in ("payload", "error"):
+        status, out, _ = run(capsys, ["schema", "index", "drop", name, "--dsn", dsn])
+        assert (status, out.splitlines()[-1]) == (
+            0,
+            f"search index {name!r} (jobs_{name}_search_idx) dropped",
+        )

@@ -10,47 +10,22 @@ the server is unreachable (``pg_dsn``)."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from skiplock import Engine, JobState, Settings
 from skiplock.core import ClaimRequest, WorkerInfo
 from skiplock.engine import Reader
+from tests.contract.pgstores import PG_STORES, close_store, open_store
 
-STORES = ["memory", "psycopg", "sqlalchemy"]
+STORES = ["memory", *PG_STORES]
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 
 _PG = pytest.mark.postgres
-
-#: The modules each PostgreSQL store needs (SQLAlchemy's here runs on psycopg).
-_DRIVERS = {
-    "psycopg": ("psycopg",),
-    "asyncpg": ("asyncpg",),
-    "sqlalchemy": ("sqlalchemy", "psycopg"),
-}
-
-
-def _build(name: str, dsn: str) -> tuple[Any, Any]:
-    """The store ``name`` on ``dsn`` and the SQLAlchemy engine to dispose (or None), its
-    driver imported only when asked for."""
-    if name == "psycopg":
-        pytest.importorskip("psycopg")
-        from skiplock.adapters.psycopg import PsycopgJobStore
-
-        return PsycopgJobStore(dsn), None
-    pytest.importorskip("sqlalchemy")
-    pytest.importorskip("psycopg")
-    from sqlalchemy import create_engine
-    from sqlalchemy.engine import make_url
-
-    from skiplock.adapters.sqlalchemy import SessionJobStore
-
-    sa_engine = create_engine(make_url(dsn).set(drivername="postgresql+psycopg"))
-    return SessionJobStore(sa_engine), sa_engine
 
 
 @pytest.fixture(params=[s if s == "memory" else pytest.param(s, marks=_PG) for s in STORES])
@@ -62,17 +37,12 @@ def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
 
         store, sa_engine = MemoryStore(), None
     else:
-        # The driver first: without it the store is skipped before pg_dsn needs one.
-        for module in _DRIVERS[request.param]:
-            pytest.importorskip(module)
-        store, sa_engine = _build(request.param, request.getfixturevalue("pg_dsn"))
+        store, sa_engine = open_store(request, request.param)
     engine = Engine(store, Settings())
     engine.processor("mail")(lambda payload: None)
     store.register_worker(WorkerInfo(id="w1", host="h", pid=1))
     yield engine
-    store.close()
-    if sa_engine is not None:
-        sa_engine.dispose()
+    close_store(store, sa_engine)
 
 
 def _blocked(engine: Engine, job_id: int, code: str) -> None:

@@ -8,22 +8,21 @@ the server is unreachable (``pg_dsn``)."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from skiplock import JobState, Settings
 from skiplock.core import ClaimRequest, WorkerInfo
 from skiplock.engine import AsyncReader
+from tests.contract.pgstores_async import PG_STORES, close_store, open_store
 
 if True:  # ASYNC
     from skiplock import AsyncEngine as Engine
-
-    STORES = ["memory", "psycopg", "asyncpg", "sqlalchemy"]
 else:
     from skiplock import Engine
 
-    STORES = ["memory", "psycopg", "sqlalchemy"]
+STORES = ["memory", *PG_STORES]
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -31,53 +30,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 
 _PG = pytest.mark.postgres
-
-#: The modules each PostgreSQL store needs (SQLAlchemy's here runs on psycopg).
-_DRIVERS = {
-    "psycopg": ("psycopg",),
-    "asyncpg": ("asyncpg",),
-    "sqlalchemy": ("sqlalchemy", "psycopg"),
-}
-
-
-def _build(name: str, dsn: str) -> tuple[Any, Any]:
-    """The store ``name`` on ``dsn`` and the SQLAlchemy engine to dispose (or None), its
-    driver imported only when asked for."""
-    if True:  # ASYNC
-        if name == "psycopg":
-            pytest.importorskip("psycopg")
-            from skiplock.adapters.psycopg import AsyncPsycopgJobStore
-
-            return AsyncPsycopgJobStore(dsn), None
-        if name == "asyncpg":
-            pytest.importorskip("asyncpg")
-            from skiplock.adapters.asyncpg import AsyncpgJobStore
-
-            return AsyncpgJobStore(dsn), None
-        pytest.importorskip("sqlalchemy")
-        pytest.importorskip("psycopg")
-        from sqlalchemy.engine import make_url
-        from sqlalchemy.ext.asyncio import create_async_engine
-
-        from skiplock.adapters.sqlalchemy import AsyncSessionJobStore
-
-        sa_engine = create_async_engine(make_url(dsn).set(drivername="postgresql+psycopg"))
-        return AsyncSessionJobStore(sa_engine), sa_engine
-    else:
-        if name == "psycopg":
-            pytest.importorskip("psycopg")
-            from skiplock.adapters.psycopg import PsycopgJobStore
-
-            return PsycopgJobStore(dsn), None
-        pytest.importorskip("sqlalchemy")
-        pytest.importorskip("psycopg")
-        from sqlalchemy import create_engine
-        from sqlalchemy.engine import make_url
-
-        from skiplock.adapters.sqlalchemy import SessionJobStore
-
-        sa_engine = create_engine(make_url(dsn).set(drivername="postgresql+psycopg"))
-        return SessionJobStore(sa_engine), sa_engine
 
 
 @pytest.fixture(params=[s if s == "memory" else pytest.param(s, marks=_PG) for s in STORES])
@@ -91,17 +43,12 @@ async def engine(request: pytest.FixtureRequest) -> AsyncIterator[Engine]:
             from skiplock.adapters.memory import InMemoryJobStore as MemoryStore
         store, sa_engine = MemoryStore(), None
     else:
-        # The driver first: without it the store is skipped before pg_dsn needs one.
-        for module in _DRIVERS[request.param]:
-            pytest.importorskip(module)
-        store, sa_engine = _build(request.param, request.getfixturevalue("pg_dsn"))
+        store, sa_engine = open_store(request, request.param)
     engine = Engine(store, Settings())
     engine.processor("mail")(lambda payload: None)
     await store.register_worker(WorkerInfo(id="w1", host="h", pid=1))
     yield engine
-    await store.close()
-    if sa_engine is not None:
-        await sa_engine.dispose()
+    await close_store(store, sa_engine)
 
 
 async def _blocked(engine: Engine, job_id: int, code: str) -> None:

@@ -231,6 +231,30 @@ def test_flask_skiplock_schema_and_health(make_database: Any) -> None:
         store.close()
 
 
+@pytest.mark.postgres
+def test_flask_skiplock_schema_index_adds_lists_and_drops(make_database: Any) -> None:
+    store = PsycopgJobStore(make_database(), max_size=2, schema="shop_jobs")
+    store.apply_schema()
+    app = Flask("cli_app")
+    Skiplock(app, engine=Engine(store))
+    runner = app.test_cli_runner()
+    try:
+        added = runner.invoke(args=["skiplock", "schema", "index", "add", "payload"])
+        assert added.exit_code == 0, added.output
+        assert "(jobs_payload_search_idx) built" in added.output
+        listed = runner.invoke(args=["skiplock", "schema", "index"])
+        assert listed.exit_code == 0, listed.output
+        states = {line.split()[0]: line.split()[2] for line in listed.output.splitlines()[2:]}
+        assert states == {"payload": "present", "error": "absent"}
+        # On the extension's store: its schema, not the default one.
+        assert [s.state for s in store.search_indexes()] == ["present", "absent"]
+        dropped = runner.invoke(args=["skiplock", "schema", "index", "drop", "payload"])
+        assert dropped.exit_code == 0, dropped.output
+        assert "(jobs_payload_search_idx) dropped" in dropped.output
+    finally:
+        store.close()
+
+
 APP_MODULE = """
 import os
 from flask import Flask

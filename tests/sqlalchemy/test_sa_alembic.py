@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -22,6 +24,7 @@ from skiplock.adapters.sqlalchemy.alembic import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from sqlalchemy.engine import URL
 
@@ -191,3 +194,116 @@ def test_apply_in_offline_mode_says_what_to_do_instead() -> None:
     )
     with pytest.raises(RuntimeError, match="skiplock schema sql"):
         apply_skiplock_migrations(Operations(context))
+
+
+# ---- the opt-in search indexes from a revision (docs/admin.md) ------------------------------
+
+#: Alembic's own ``env.py`` reduced to online mode: one connection, Alembic's transaction.
+_ENV_PY = """
+import sqlalchemy as sa
+from alembic import context
+
+engine = sa.create_engine(context.config.get_main_option("sqlalchemy.url"), poolclass=sa.NullPool)
+with engine.connect() as connection:
+    context.configure(connection=connection)
+    with context.begin_transaction():
+        context.run_migrations()
+engine.dispose()
+"""
+
+#: A revision applying skiplock's migrations, then one adding the search indexes as
+#: docs/admin.md has it ("The opt-in search indexes").
+_REVISIONS = {
+    "a1_skiplock.py": """
+from alembic import op
+from skiplock.adapters.sqlalchemy.alembic import apply_skiplock_migrations
+
+revision, down_revision, branch_labels, depends_on = "a1", None, None, None
+
+def upgrade():
+    apply_skiplock_migrations(op)
+
+def downgrade():
+    pass
+""",
+    "a2_search_indexes.py": """
+from alembic import op
+from skiplock.adapters.psycopg import search_index_sql
+
+revision, down_revision, branch_labels, depends_on = "a2", "a1", None, None
+
+def upgrade():
+    with op.get_context().autocommit_block():
+        for statement in search_index_sql("payload"):
+            op.execute(statement)
+        for statement in search_index_sql("error", create_extension=True):
+            op.execute(statement)
+
+def downgrade():
+    with op.get_context().autocommit_block():
+        for name in ("error", "payload"):
+            for statement in search_index_sql(name, drop=True):
+                op.execute(statement)
+""",
+}
+
+
+def _alembic_config(folder: Path, url: URL) -> Config:
+    """An Alembic project in ``folder`` (env.py and the two revisions) on ``url``."""
+    (folder / "versions").mkdir()
+    (folder / "env.py").write_text(_ENV_PY)
+    for name, text in _REVISIONS.items():
+        (folder / "versions" / name).write_text(text)
+    config = Config()
+    config.set_main_option("script_location", str(folder))
+    config.set_main_option("sqlalchemy.url", url.render_as_string(hide_password=False))
+    return config
+
+
+def _index_validity(engine: sa.Engine) -> dict[str, bool]:
+    """Each skiplock index whose name ends in ``_search_idx`` and whether it is valid."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT c.relname, i.indisvalid FROM pg_index i"
+                " JOIN pg_class c ON c.oid = i.indexrelid"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = 'skiplock' AND c.relname LIKE '%search_idx'"
+            )
+        )
+        return {str(name): bool(valid) for name, valid in rows}
+
+
+@pytest.mark.postgres
+def test_a_revision_adds_and_drops_the_search_indexes_as_documented(
+    make_database: Callable[[], URL], tmp_path: Path
+) -> None:
+    url = make_database()
+    config = _alembic_config(tmp_path, url)
+    engine = sa.create_engine(url, poolclass=sa.NullPool)
+    try:
+        # Both revisions in one run: the indexes' block commits Alembic's transaction
+        # (CREATE INDEX CONCURRENTLY refuses to run in one) and the run goes on after it.
+        command.upgrade(config, "head")
+        assert _index_validity(engine) == {
+            "jobs_payload_search_idx": True,
+            "jobs_error_search_idx": True,
+        }
+        store = SessionJobStore(engine)
+        assert [(s.name, s.state) for s in store.search_indexes()] == [
+            ("payload", "present"),
+            ("error", "present"),
+        ]
+        with engine.connect() as conn:
+            assert conn.scalar(sa.text("SELECT version_num FROM alembic_version")) == "a2"
+        command.upgrade(config, "head")  # at head: nothing to run
+
+        command.downgrade(config, "a1")
+        assert _index_validity(engine) == {}
+        assert [s.state for s in store.search_indexes()] == ["absent", "absent"]
+        with engine.connect() as conn:
+            assert conn.scalar(sa.text("SELECT version_num FROM alembic_version")) == "a1"
+            # The extension stays, as `skiplock schema index drop` leaves it.
+            assert conn.scalar(sa.text("SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm'"))
+    finally:
+        engine.dispose()
