@@ -66,11 +66,6 @@ ACTIONS = {
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``schema`` in every door."""
-    # Two short lines, not argparse's four: a refused option is its usage and one error line.
-    parser.usage = (
-        "%(prog)s [options] {apply,sql,status}\n"
-        "       %(prog)s [options] index [list|add|drop] [payload|error]"
-    )
     add_action(
         parser,
         ACTIONS,
