@@ -67,6 +67,31 @@ def _box(locator: Locator) -> dict[str, float]:
     }
 
 
+#: Where each time's text stands on the screen (its box, which may be wider than its text).
+TEXT_BOXES = """xs => xs.map(x => {
+    const range = document.createRange();
+    range.selectNodeContents(x);
+    const r = range.getBoundingClientRect();
+    return {left: r.left, right: r.right, top: r.top, bottom: r.bottom,
+            shown: getComputedStyle(x).visibility === "visible"};
+})"""
+
+
+def _check_times(xs: Locator, plot: dict[str, float], columns: list[float]) -> None:
+    """The times ``xs`` stand under the plot, the first's text starting at its left edge,
+    the last's ending at its right edge, the others' centred on their gridlines
+    (``columns``, pixels from the left edge); the ones shown do not overlap."""
+    boxes = xs.evaluate_all(TEXT_BOXES)
+    assert all(b["top"] >= plot["bottom"] for b in boxes)
+    assert abs(boxes[0]["left"] - plot["left"]) <= 2
+    assert abs(boxes[-1]["right"] - plot["right"]) <= 2
+    for box, column in list(zip(boxes, columns, strict=True))[1:-1]:
+        assert abs((box["left"] + box["right"]) / 2 - (plot["left"] + column)) <= 2
+    shown = [b for b in boxes if b["shown"]]
+    assert len(shown) >= 3
+    assert all(a["right"] < b["left"] for a, b in itertools.pairwise(shown))
+
+
 def _check_scale(figure: Locator, values: list[str]) -> list[str]:
     """The figure's plot has the y labels ``values`` (top to bottom) left of it, each
     centred on its horizontal gridline, a unit over them; and times under it, one per
@@ -97,24 +122,17 @@ def _check_scale(figure: Locator, values: list[str]) -> list[str]:
     assert all(re.fullmatch(r"(\d\d-\d\d )?\d\d:\d\d(:\d\d)?", t) for t in times), times
     steps = {round(b - a, 2) for a, b in itertools.pairwise(columns)}
     assert len(steps) == 1  # evenly spaced
-    boxes = [_box(x) for x in xs.all()]
-    assert all(b["top"] >= plot["bottom"] for b in boxes)
-    assert abs(boxes[0]["left"] - plot["left"]) <= 2
-    assert abs(boxes[-1]["right"] - plot["right"]) <= 2
-    scale_x = (plot["right"] - plot["left"]) / width
-    for box, column in zip(boxes, columns, strict=True):
-        centre = (box["left"] + box["right"]) / 2
-        half = (box["right"] - box["left"]) / 2
-        assert abs(centre - (plot["left"] + column * scale_x)) <= half + 2
-    shown = [
-        b
-        for b, visible in zip(
-            boxes, xs.evaluate_all("xs => xs.map(x => getComputedStyle(x).visibility)"), strict=True
-        )
-        if visible == "visible"
-    ]
-    assert len(shown) >= 3
-    assert all(a["right"] < b["left"] for a, b in itertools.pairwise(shown))
+    gridlines = [c * (plot["right"] - plot["left"]) / width for c in columns]
+    _check_times(xs, plot, gridlines)
+    # The time where the date changes carries the date ("12-08 00:00"; a window of at most
+    # a day crosses one midnight): wherever that wider time falls, it stays on its gridline
+    # and the others keep their places.
+    plain = [t.rsplit(" ", 1)[-1] for t in times]
+    for dated in range(1, len(plain)):
+        texts = [f"12-31 {t}" if i == dated else t for i, t in enumerate(plain)]
+        xs.evaluate_all("(xs, texts) => xs.forEach((x, i) => { x.textContent = texts[i]; })", texts)
+        _check_times(xs, plot, gridlines)
+    xs.evaluate_all("(xs, texts) => xs.forEach((x, i) => { x.textContent = texts[i]; })", times)
     return times
 
 
