@@ -125,20 +125,22 @@ _MARK = f"skiplock-mark-{secrets.token_hex(16)}"
 #: The hidden fields a shared page is rendered with, and the time.
 MARK_FIELDS = [(_MARK, _MARK)]
 MARK_NOW = f"{_MARK}-now"
-_FIELDS_HTML = f'<input type="hidden" name="{_MARK}" value="{_MARK}">'.encode()
 
 
 def hidden_fields(fields: Sequence[tuple[str, str]]) -> str:
-    """The hidden inputs of ``fields``, as the ``hidden`` macro (_forms.html) writes them."""
-    return "".join(
-        f'<input type="hidden" name="{markupsafe.escape(name)}" value="{markupsafe.escape(value)}">'
-        for name, value in fields
-    )
+    """The hidden inputs of ``fields``: the ``hidden`` macro of _forms.html, which every
+    form renders them with."""
+    return str(environment().get_template("_forms.html").module.hidden(fields))  # type: ignore[attr-defined]
+
+
+@functools.cache
+def _marked_fields() -> bytes:
+    return hidden_fields(MARK_FIELDS).encode()
 
 
 def fill(body: bytes, fields: Sequence[tuple[str, str]], now: str) -> bytes:
     """A shared page's ``body`` with the visit's hidden ``fields`` and time."""
-    return body.replace(_FIELDS_HTML, hidden_fields(fields).encode()).replace(
+    return body.replace(_marked_fields(), hidden_fields(fields).encode()).replace(
         MARK_NOW.encode(), str(markupsafe.escape(now)).encode()
     )
 
