@@ -115,9 +115,10 @@ DECLARE
     -- applies.
     error_probe constant text := '{schema}.job_error_text(j.last_error, j.errors) LIKE $20'
         || ' AND (j.last_error IS NOT NULL OR j.errors IS NOT NULL)';
-    -- An error text's own condition, and how many of the rows the walk read hold it: a
-    -- text the walk finds common is not probed for (its trigrams would be read whole).
-    texted text := 'false';
+    -- An error text's own condition (true without one), checked on each row read apart
+    -- from the other conditions, and how many of the rows the walk read hold it: a text
+    -- the walk finds common is not probed for (its trigrams would be read whole).
+    texted text := 'true';
     text_hits bigint := 0;
     text_walked bigint := 0;
     -- An error text as a LIKE pattern over job_error_text (lower case, \, % and _
@@ -169,7 +170,6 @@ BEGIN
             || ' OR EXISTS (SELECT FROM jsonb_array_elements(CASE jsonb_typeof(j.errors)'
             || ' WHEN ''array'' THEN j.errors END) AS e (v)'
             || ' WHERE strpos(lower(e.v ->> ''error''), lower($18)) > 0))';
-        search := search || ' AND ' || texted;
     END IF;
     IF idem_key IS NOT NULL THEN
         search := search || ' AND (j.idempotency_key = $19 OR j.tenant_idempotency_key = $19)';
@@ -304,7 +304,7 @@ BEGIN
                 walked := walked + 1;
                 last_id := r.id;
                 IF r.text_hit THEN text_hits := text_hits + 1; END IF;
-                IF r.hit THEN
+                IF r.hit AND r.text_hit THEN
                     hits := hits || r.id;
                     found := found + 1;
                     EXIT WHEN found >= lim;
