@@ -1,5 +1,5 @@
 """``python -m benchmarks.search``: job search at production size (issue 45, item 2;
-docs/admin.md, "Search").
+docs/search.md).
 
 A throw-away database (dropped at the end, also on failure) holding ``--jobs`` jobs
 (default 10,000,000), bulk-loaded with ``INSERT ... SELECT generate_series`` in chunks of

@@ -1,6 +1,6 @@
-"""``skiplock jobs list`` searching (docs/admin.md, "Search"): --payload, --error,
---idempotency-key on PostgreSQL, their usage errors, and a non-selective search that
-stops at its budget and says where."""
+"""``skiplock jobs list`` searching (docs/search.md, "The search filters"): --payload,
+--error, --idempotency-key on PostgreSQL, their usage errors, and a non-selective search
+that stops at its budget and says where."""
 
 from __future__ import annotations
 

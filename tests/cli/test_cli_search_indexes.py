@@ -1,5 +1,6 @@
-"""``skiplock schema index list|add|drop``: the opt-in search indexes (docs/admin.md,
-"Search"), built concurrently, idempotent, in the schema ``--schema`` names."""
+"""``skiplock schema index list|add|drop``: the opt-in search indexes (docs/search.md,
+"The opt-in search indexes"), built concurrently, idempotent, in the schema ``--schema``
+names."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""The search contract on PostgreSQL with both opt-in search indexes (docs/admin.md,
-"Search"), on every PostgreSQL store (``tests.contract.pgstores_async``): the same
-answers as without them and as the memory store's. An index changes how a search reads
-(a selective one through the index, whole), never what it finds.
+"""The search contract on PostgreSQL with both opt-in search indexes (docs/search.md,
+"The opt-in search indexes"), on every PostgreSQL store
+(``tests.contract.pgstores_async``): the same answers as without them and as the memory
+store's. An index changes how a search reads (a selective one through the index, whole),
+never what it finds.
 
 Async only: SQLAlchemy's store runs on both its drivers here.
 

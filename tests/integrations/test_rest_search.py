@@ -1,6 +1,6 @@
-"""The REST job list's search (docs/admin.md, "Search") through each binding on
-PostgreSQL: payload terms, error text, idempotency key, their 422s, the OpenAPI
-parameters, and a non-selective search that answers a bounded partial page."""
+"""The REST job list's search (docs/search.md, "The search filters") through each
+binding on PostgreSQL: payload terms, error text, idempotency key, their 422s, the
+OpenAPI parameters, and a non-selective search that answers a bounded partial page."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The opt-in search indexes from Python (docs/admin.md, "Search"): the store's methods
-(what a framework's migration calls), and the statements for a migration tool of one's
-own. The command line's own tests: tests/cli/test_cli_search_indexes.py."""
+"""The opt-in search indexes from Python (docs/search.md, "The opt-in search indexes"):
+the store's methods (what a framework's migration calls), and the statements for a
+migration tool of one's own. The command line's own tests:
+tests/cli/test_cli_search_indexes.py."""
 
 from __future__ import annotations
 

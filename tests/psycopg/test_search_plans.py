@@ -1,5 +1,5 @@
 """Job search reads in proportion to its page or to its matches, never to the table
-(issue 45, item 2; docs/admin.md, "Search").
+(issue 45, item 2; docs/search.md, "The search filters").
 
 A jobs table of 100,000 jobs, filled by a bulk insert and never analyzed: a job in 50
 failed (its errors recorded), a job in 10 has an idempotency key. An idempotency key is
@@ -37,7 +37,7 @@ LIMIT = 50
 BOUND = (JobPage.READ_FACTOR + 5) * LIMIT
 #: The probe's cap in list_job_page (migration 0022).
 SEARCH_CAP = 5_000
-#: The opt-in payload index (docs/admin.md, "Search").
+#: The opt-in payload index (docs/search.md, "The opt-in search indexes").
 PAYLOAD_INDEX = (
     "CREATE INDEX jobs_payload_search_idx ON skiplock.jobs USING gin (payload jsonb_path_ops)"
 )

@@ -196,7 +196,7 @@ def test_apply_in_offline_mode_says_what_to_do_instead() -> None:
         apply_skiplock_migrations(Operations(context))
 
 
-# ---- the opt-in search indexes from a revision (docs/admin.md) ------------------------------
+# ---- the opt-in search indexes from a revision (docs/search.md) -----------------------------
 
 #: Alembic's own ``env.py`` reduced to online mode: one connection, Alembic's transaction.
 _ENV_PY = """
@@ -212,7 +212,7 @@ engine.dispose()
 """
 
 #: A revision applying skiplock's migrations, then one adding the search indexes as
-#: docs/admin.md has it ("The opt-in search indexes").
+#: docs/search.md has it ("The opt-in search indexes").
 _REVISIONS = {
     "a1_skiplock.py": """
 from alembic import op

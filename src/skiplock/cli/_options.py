@@ -161,7 +161,7 @@ def search_text(text: str) -> str:
 
 
 def add_search(parser: argparse.ArgumentParser) -> None:
-    """The search options of ``jobs list`` (docs/admin.md, "Search")."""
+    """The search options of ``jobs list`` (docs/search.md, "The search filters")."""
     parser.add_argument(
         "--payload",
         type=payload_term,

@@ -1,6 +1,6 @@
 """``schema apply|sql|status|index``: skiplock's PostgreSQL schema (of ``--dsn``, or of the
 engine's store in a framework's door), and its opt-in search indexes (``schema index
-list|add|drop [payload|error]``; docs/admin.md, "Search")."""
+list|add|drop [payload|error]``; docs/search.md, "The opt-in search indexes")."""
 
 from __future__ import annotations
 
@@ -55,12 +55,13 @@ ACTIONS = {
     "with --from N the upgrade script from version N.",
     "status": "Show the applied and pending migrations and the opt-in search indexes; "
     "exit 1 unless the schema is installed and up to date.",
-    "index": 'The opt-in search indexes (docs/admin.md, "Search"): `index list` (the '
-    "default) shows which exist; `index add payload|error` builds one with CREATE INDEX "
-    "CONCURRENTLY (enqueues and workers go on; nothing if it exists, an interrupted "
-    "build is rebuilt); `index drop payload|error` drops one. payload: a GIN index of the "
-    "payloads, which every enqueue pays for; error: a trigram index of the error texts "
-    "of the jobs that ever failed (the pg_trgm extension; a failure pays for it).",
+    "index": 'The opt-in search indexes (docs/search.md, "The opt-in search indexes"): '
+    "`index list` (the default) shows which exist; `index add payload|error` builds one "
+    "with CREATE INDEX CONCURRENTLY (enqueues and workers go on; nothing if it exists, an "
+    "interrupted build is rebuilt); `index drop payload|error` drops one. payload: a GIN "
+    "index of the payloads, which every enqueue pays for; error: a trigram index of the "
+    "error texts of the jobs that ever failed (the pg_trgm extension; a failure pays for "
+    "it).",
 }
 
 

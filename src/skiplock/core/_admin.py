@@ -22,10 +22,10 @@ class JobFilter:
     The time ranges are half-open: ``created_since <= created_at < created_before``, and
     the same for ``available_at`` (aware datetimes).
 
-    The search fields (docs/admin.md, "Search"): ``payload`` selects the jobs whose
-    payload contains it (jsonb ``@>``), ``error`` those whose last error or any recorded
-    attempt's error holds it (lower case), ``idempotency_key`` the job with that key
-    (global or tenant-scoped). ``skiplock.core._search`` holds the rules.
+    The search fields (docs/search.md, "The search filters"): ``payload`` selects the
+    jobs whose payload contains it (jsonb ``@>``), ``error`` those whose last error or
+    any recorded attempt's error holds it (lower case), ``idempotency_key`` the job with
+    that key (global or tenant-scoped). ``skiplock.core._search`` holds the rules.
     """
 
     ids: frozenset[int] | None = None

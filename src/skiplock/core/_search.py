@@ -1,6 +1,6 @@
-"""The rules of job search (docs/admin.md, "Search"): payload containment, error text
-across attempts and idempotency keys, and the ``PATH=VALUE`` syntax the CLI, the REST
-API and the dashboard share. Every store applies the same rules: PostgreSQL's
+"""The rules of job search (docs/search.md, "The search filters"): payload containment,
+error text across attempts and idempotency keys, and the ``PATH=VALUE`` syntax the CLI,
+the REST API and the dashboard share. Every store applies the same rules: PostgreSQL's
 ``payload @> filter``, ``strpos(lower(...))`` and key equality; the memory store these
 functions."""
 

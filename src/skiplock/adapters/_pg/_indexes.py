@@ -1,4 +1,5 @@
-"""The opt-in search indexes (docs/admin.md, "Search"), written once for every driver.
+"""The opt-in search indexes (docs/search.md, "The opt-in search indexes"), written once
+for every driver.
 
 Two indexes make a selective search answer whole instead of page after page, and cost
 writes, so an operator adds them where searches need them (``skiplock schema index add

@@ -396,7 +396,7 @@ class AsyncPgStoreBase(Generic[C, TX]):
         self._schema_checked = False
         return applied
 
-    # ---- the opt-in search indexes (docs/admin.md, "Search") -----------------------------
+    # ---- the opt-in search indexes (docs/search.md, "The opt-in search indexes") ----------
 
     async def search_indexes(self, *, connection: Any = None) -> list[IndexState]:
         """Which opt-in search indexes (``payload``, ``error``) the schema has, each

@@ -1,5 +1,5 @@
 """The opt-in search indexes over asyncpg (what ``skiplock schema index`` runs where
-psycopg is not installed; docs/admin.md, "The opt-in search indexes")."""
+psycopg is not installed; docs/search.md, "The opt-in search indexes")."""
 
 from __future__ import annotations
 

@@ -112,17 +112,18 @@ class AsyncReadOps:
         per job asked for, and ``resume_after`` says where (the page holds every match
         before it, possibly fewer than ``limit``, even none).
 
-        The search (docs/admin.md, "Search") covers the whole table: ``payload`` selects
-        the jobs whose payload contains it (a dict: jsonb ``@>``, so ``{"user_id": 42}``
-        finds ``{"user_id": 42, "plan": "pro"}``; ``skiplock.core.rules.payload_filter``
-        builds one from ``PATH=VALUE`` terms), ``error`` those whose last error or any
-        recorded attempt's error holds the text (lower case compared), ``idempotency_key``
-        the jobs with that key (global or tenant-scoped). A key is read through its index
-        and never stops early; an error text walks the jobs that ever failed; a payload
-        filter walks as any filter above. Where the opt-in payload or error index exists
-        (``skiplock schema index add``), a walk that stopped early is replaced by a read
-        through it when fewer than 5,000 jobs match after the cursor (a whole answer; an
-        error text of 3 characters or more). Other pages may stop at their budget.
+        The search (docs/search.md, "The search filters") covers the whole table:
+        ``payload`` selects the jobs whose payload contains it (a dict: jsonb ``@>``, so
+        ``{"user_id": 42}`` finds ``{"user_id": 42, "plan": "pro"}``;
+        ``skiplock.core.rules.payload_filter`` builds one from ``PATH=VALUE`` terms),
+        ``error`` those whose last error or any recorded attempt's error holds the text
+        (lower case compared), ``idempotency_key`` the jobs with that key (global or
+        tenant-scoped). A key is read through its index and never stops early; an error
+        text walks the jobs that ever failed; a payload filter walks as any filter
+        above. Where the opt-in payload or error index exists (``skiplock schema index
+        add``), a walk that stopped early is replaced by a read through it when fewer
+        than 5,000 jobs match after the cursor (a whole answer; an error text of 3
+        characters or more). Other pages may stop at their budget.
         """
         check_int("limit", limit, minimum=1, maximum=INT8_RANGE[1])
         if after_id is not None:

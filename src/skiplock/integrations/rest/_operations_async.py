@@ -114,8 +114,8 @@ async def _list_jobs(ops: AsyncOperator | AsyncReader, call: Call) -> Response:
 
     Jobs matching every filter, ordered by id, one keyset page: pass `next_cursor` as
     `cursor` (with the same filters) for the next one. `payload`, `error` and
-    `idempotency_key` search the whole table (docs/admin.md, "Search"); a page that
-    stopped at its read budget says `"partial": true`."""
+    `idempotency_key` search the whole table (docs/search.md, "The search filters"); a
+    page that stopped at its read budget says `"partial": true`."""
     query = typed(call.query, m.JobQuery)
     jobs = await ops.list_jobs(
         state=query.state,

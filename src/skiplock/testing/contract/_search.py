@@ -4,12 +4,13 @@
 
 This module is the generated sync twin of ``_search_async.py``.
 
-``JobFilter``'s search fields (docs/admin.md, "Search"): payload containment (jsonb
-``@>``), error text across attempts, idempotency keys; on ``list_jobs`` and on the
-operator's ``apply`` and ``delete``, which take the same filter. Mixed into
-:class:`~.store.JobStoreContract`. A PostgreSQL store gives the same answers
-with its opt-in search indexes as without (an index changes speed, not results:
-tests/contract/test_search_indexed.py runs these tests with both).
+``JobFilter``'s search fields (docs/search.md, "The search filters"): payload
+containment (jsonb ``@>``), error text across attempts, idempotency keys; on
+``list_jobs`` and on the operator's ``apply`` and ``delete``, which take the same
+filter. Mixed into :class:`~.store.JobStoreContract`. A PostgreSQL store
+gives the same answers with its opt-in search indexes as without (an index changes
+speed, not results: tests/contract/test_search_indexed.py runs these tests with
+both).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """Contract tests of the job search (async source; ``_search.py`` is its generated twin).
 
-``JobFilter``'s search fields (docs/admin.md, "Search"): payload containment (jsonb
-``@>``), error text across attempts, idempotency keys; on ``list_jobs`` and on the
-operator's ``apply`` and ``delete``, which take the same filter. Mixed into
-:class:`~.store_async.AsyncJobStoreContract`. A PostgreSQL store gives the same answers
-with its opt-in search indexes as without (an index changes speed, not results:
-tests/contract/test_search_indexed_async.py runs these tests with both).
+``JobFilter``'s search fields (docs/search.md, "The search filters"): payload
+containment (jsonb ``@>``), error text across attempts, idempotency keys; on
+``list_jobs`` and on the operator's ``apply`` and ``delete``, which take the same
+filter. Mixed into :class:`~.store_async.AsyncJobStoreContract`. A PostgreSQL store
+gives the same answers with its opt-in search indexes as without (an index changes
+speed, not results: tests/contract/test_search_indexed_async.py runs these tests with
+both).
 """
 
 from __future__ import annotations

@@ -150,8 +150,9 @@ SELECT version, name FROM {schema}.schema_migrations ORDER BY version;
 INSERT INTO {schema}.schema_migrations (version, name) VALUES (:version::int, :name::text);
 
 -- name: search_indexes
--- The opt-in search indexes found in the schema (docs/admin.md, "Search"), by name: valid
--- unless a build was interrupted (CREATE INDEX CONCURRENTLY leaves an invalid index).
+-- The opt-in search indexes found in the schema (docs/search.md, "The opt-in search
+-- indexes"), by name: valid unless a build was interrupted (CREATE INDEX CONCURRENTLY
+-- leaves an invalid index).
 SELECT c.relname AS name, x.indisvalid AND x.indisready AS valid,
     pg_catalog.pg_relation_size(c.oid) AS bytes
 FROM pg_catalog.pg_class AS c

@@ -996,21 +996,23 @@ CREATE INDEX IF NOT EXISTS jobs_unsuccessful_kind_tenant_idx
     ON {schema}.jobs (status, kind, tenant_id, id)
     WHERE status IN ('failed', 'dead', 'cancelled') AND priority >= -32768;
 
--- Search (migration 0022, docs/admin.md "Search"): the jobs that ever failed, which an
--- error text search walks (an enqueue writes no entry). IF NOT EXISTS: on a large table
--- it can be built beforehand with CREATE INDEX CONCURRENTLY (docs/upgrading.md). Its
--- predicate is what the error lane states, and no other statement does.
+-- Search (migration 0022, docs/search.md, "The search filters"): the jobs that ever
+-- failed, which an error text search walks (an enqueue writes no entry). IF NOT EXISTS:
+-- on a large table it can be built beforehand with CREATE INDEX CONCURRENTLY
+-- (docs/upgrading.md). Its predicate is what the error lane states, and no other
+-- statement does.
 CREATE INDEX IF NOT EXISTS jobs_errored_idx ON {schema}.jobs (id)
     WHERE (last_error IS NOT NULL OR errors IS NOT NULL);
 
 -- The text an error search looks in (0023): a job's last error and each recorded
 -- attempt's error, one a line, in lower case. The opt-in trigram index
--- jobs_error_search_idx is built over it (docs/admin.md "Search"; `skiplock schema index
--- add error`); a search reads its candidates through that index and checks each as the
--- walk does (a text across two lines is no match). A plain expression, inlined where it
--- is used: a row without recorded errors costs no call (a lossy bitmap page rechecks
--- every row on it); job_error_lines joins the recorded ones. A later change of either
--- function must rebuild jobs_error_search_idx (drop it, add it again).
+-- jobs_error_search_idx is built over it (docs/search.md, "The opt-in search indexes";
+-- `skiplock schema index add error`); a search reads its candidates through that index
+-- and checks each as the walk does (a text across two lines is no match). A plain
+-- expression, inlined where it is used: a row without recorded errors costs no call (a
+-- lossy bitmap page rechecks every row on it); job_error_lines joins the recorded ones.
+-- A later change of either function must rebuild jobs_error_search_idx (drop it, add it
+-- again).
 CREATE FUNCTION {schema}.job_error_lines(errors jsonb)
 RETURNS text
 LANGUAGE sql
@@ -1043,14 +1045,14 @@ $$;
 --   * the ids filter: the primary key (one row per id);
 --   * an idempotency key: the two unique key indexes (at most a job per tenant);
 --   * a payload filter or an error text, when the lanes below stopped before a full
---     page, and its opt-in index exists (docs/admin.md "Search": jobs_payload_search_idx
---     for a payload, jobs_error_search_idx over job_error_text for an error text of 3
---     characters or more) and the search matches fewer than `search_cap` jobs after the
---     cursor by that index (a probe that stops there): every match through that GIN
---     index, each checked as the lanes check it, then in id order (a non-selective
---     search fills its page from the walk first, and never pays for the probe; nor
---     does an error text the walk found in many of the rows it read; the payload's
---     index is probed first);
+--     page, and its opt-in index exists (docs/search.md, "The opt-in search indexes":
+--     jobs_payload_search_idx for a payload, jobs_error_search_idx over job_error_text
+--     for an error text of 3 characters or more) and the search matches fewer than
+--     `search_cap` jobs after the cursor by that index (a probe that stops there):
+--     every match through that GIN index, each checked as the lanes check it, then in
+--     id order (a non-selective search fills its page from the walk first, and never
+--     pays for the probe; nor does an error text the walk found in many of the rows it
+--     read; the payload's index is probed first);
 --   * an error text: jobs_errored_idx, the jobs that ever failed;
 --   * each of failed, dead and cancelled asked for, per kind and tenant asked for (per
 --     state alone past 64 pairs): its partial index, exact for state, kind and tenant;

@@ -1,21 +1,23 @@
--- 0023: error search through an opt-in index (docs/admin.md, "Search"). job_error_text
--- (with job_error_lines) is the text an error search looks in: the last error and each
--- recorded attempt's, in lower case. `skiplock schema index add error` builds the trigram
--- index jobs_error_search_idx over it (pg_trgm; opt-in, as jobs_payload_search_idx is).
--- When it exists, list_job_page reads a selective error text's candidates through it
--- (LIKE '%text%') and checks each as the walk does: a whole answer instead of a bounded
--- walk of the jobs that ever failed. Without it, nothing changes. list_job_page also
--- scopes enable_indexscan to itself (its probe turns it off).
+-- 0023: error search through an opt-in index (docs/search.md, "The opt-in search
+-- indexes"). job_error_text (with job_error_lines) is the text an error search looks
+-- in: the last error and each recorded attempt's, in lower case. `skiplock schema index
+-- add error` builds the trigram index jobs_error_search_idx over it (pg_trgm; opt-in,
+-- as jobs_payload_search_idx is). When it exists, list_job_page reads a selective error
+-- text's candidates through it (LIKE '%text%') and checks each as the walk does: a
+-- whole answer instead of a bounded walk of the jobs that ever failed. Without it,
+-- nothing changes. list_job_page also scopes enable_indexscan to itself (its probe
+-- turns it off).
 -- Placeholders: {schema} (quoted schema name).
 
 -- The text an error search looks in (0023): a job's last error and each recorded
 -- attempt's error, one a line, in lower case. The opt-in trigram index
--- jobs_error_search_idx is built over it (docs/admin.md "Search"; `skiplock schema index
--- add error`); a search reads its candidates through that index and checks each as the
--- walk does (a text across two lines is no match). A plain expression, inlined where it
--- is used: a row without recorded errors costs no call (a lossy bitmap page rechecks
--- every row on it); job_error_lines joins the recorded ones. A later change of either
--- function must rebuild jobs_error_search_idx (drop it, add it again).
+-- jobs_error_search_idx is built over it (docs/search.md, "The opt-in search indexes";
+-- `skiplock schema index add error`); a search reads its candidates through that index
+-- and checks each as the walk does (a text across two lines is no match). A plain
+-- expression, inlined where it is used: a row without recorded errors costs no call (a
+-- lossy bitmap page rechecks every row on it); job_error_lines joins the recorded ones.
+-- A later change of either function must rebuild jobs_error_search_idx (drop it, add it
+-- again).
 CREATE FUNCTION {schema}.job_error_lines(errors jsonb)
 RETURNS text
 LANGUAGE sql
@@ -48,14 +50,14 @@ $$;
 --   * the ids filter: the primary key (one row per id);
 --   * an idempotency key: the two unique key indexes (at most a job per tenant);
 --   * a payload filter or an error text, when the lanes below stopped before a full
---     page, and its opt-in index exists (docs/admin.md "Search": jobs_payload_search_idx
---     for a payload, jobs_error_search_idx over job_error_text for an error text of 3
---     characters or more) and the search matches fewer than `search_cap` jobs after the
---     cursor by that index (a probe that stops there): every match through that GIN
---     index, each checked as the lanes check it, then in id order (a non-selective
---     search fills its page from the walk first, and never pays for the probe; nor
---     does an error text the walk found in many of the rows it read; the payload's
---     index is probed first);
+--     page, and its opt-in index exists (docs/search.md, "The opt-in search indexes":
+--     jobs_payload_search_idx for a payload, jobs_error_search_idx over job_error_text
+--     for an error text of 3 characters or more) and the search matches fewer than
+--     `search_cap` jobs after the cursor by that index (a probe that stops there):
+--     every match through that GIN index, each checked as the lanes check it, then in
+--     id order (a non-selective search fills its page from the walk first, and never
+--     pays for the probe; nor does an error text the walk found in many of the rows it
+--     read; the payload's index is probed first);
 --   * an error text: jobs_errored_idx, the jobs that ever failed;
 --   * each of failed, dead and cancelled asked for, per kind and tenant asked for (per
 --     state alone past 64 pairs): its partial index, exact for state, kind and tenant;
