@@ -18,7 +18,7 @@ for a migration tool of one's own.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -110,15 +110,6 @@ class IndexState:
         if not self.present:
             return "absent"
         return "present" if self.valid else "invalid"
-
-    def to_json(self) -> dict[str, Any]:
-        """The state as JSON (``skiplock schema index list --json``)."""
-        return {
-            "name": self.name,
-            "index": self.index,
-            "state": self.state,
-            "bytes": self.bytes,
-        }
 
 
 def index_status_steps(schema: str) -> Generator[Step, Rows, list[IndexState]]:
