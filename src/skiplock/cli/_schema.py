@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 
 def _unused(*args: object) -> Any:
+    # What ``schema sql`` has for every database action: it reads and changes nothing.
     raise AssertionError("schema sql reads and changes nothing")
 
 
@@ -122,7 +123,7 @@ def of_dsn(args: argparse.Namespace) -> Schema:
     """The schema ``--schema`` of the database ``--dsn``, through psycopg, or asyncpg
     where psycopg is not installed (``sql`` needs neither the database nor a driver)."""
     if args.action == "sql":
-        return Schema(args.schema, _no_apply, _no_status, ())
+        return Schema(args.schema, _unused, _unused, ())
     through = driver()  # the driver first: without one, that is what to fix
     conninfo = dsn(args)
     if through == "asyncpg":
@@ -160,13 +161,10 @@ def _through_asyncpg(conninfo: str, args: argparse.Namespace) -> Schema:
 
     return Schema(
         schema,
-        apply=lambda progress: asyncpg_call(
-            args,
-            lambda: asyncio.run(adapter.apply_schema(conninfo, schema=schema, progress=progress)),
+        apply=lambda progress: call(
+            lambda: adapter.apply_schema(conninfo, schema=schema, progress=progress)
         ),
-        status=lambda: asyncpg_call(
-            args, lambda: asyncio.run(adapter.schema_status(conninfo, schema=schema))
-        ),
+        status=lambda: call(lambda: adapter.schema_status(conninfo, schema=schema)),
         errors=(asyncpg.PostgresError, asyncpg.InterfaceError, OSError, SkiplockError),
         indexes=lambda: call(lambda: adapter.search_indexes(conninfo, schema)),
         add_index=lambda name, create, progress: call(
@@ -198,14 +196,6 @@ def of_engine(engine: AsyncEngine | Engine, label: str) -> Schema:
         ),
         drop_index=lambda index, progress: store.drop_search_index(index, progress=progress),
     )
-
-
-def _no_status() -> SchemaStatus:
-    raise AssertionError("schema sql reads no status")
-
-
-def _no_apply(progress: Progress) -> list[str]:
-    raise AssertionError("schema sql applies nothing")
 
 
 def check(args: argparse.Namespace) -> None:
