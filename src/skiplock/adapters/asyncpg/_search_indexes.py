@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._store import AsyncpgJobStore
+from ._schema import one_connection
 
 if TYPE_CHECKING:
     from skiplock.adapters._pg import IndexState, Progress
@@ -13,11 +13,8 @@ if TYPE_CHECKING:
 
 async def search_indexes(dsn: str, schema: str = "skiplock") -> list[IndexState]:
     """Which opt-in search indexes ``schema`` has (``skiplock schema index list``)."""
-    store = AsyncpgJobStore(dsn, schema=schema, min_size=1, max_size=1)
-    try:
+    async with one_connection(dsn, schema) as store:
         return await store.search_indexes()
-    finally:
-        await store.close()
 
 
 async def add_search_index(
@@ -30,13 +27,10 @@ async def add_search_index(
 ) -> bool:
     """Build the opt-in search index ``name`` (``payload`` or ``error``) concurrently
     unless it exists; returns whether it was built (``skiplock schema index add``)."""
-    store = AsyncpgJobStore(dsn, schema=schema, min_size=1, max_size=1)
-    try:
+    async with one_connection(dsn, schema) as store:
         return await store.add_search_index(
             name, create_extension=create_extension, progress=progress
         )
-    finally:
-        await store.close()
 
 
 async def drop_search_index(
@@ -44,8 +38,5 @@ async def drop_search_index(
 ) -> bool:
     """Drop the opt-in search index ``name`` concurrently if it exists; returns whether
     one was dropped (``skiplock schema index drop``)."""
-    store = AsyncpgJobStore(dsn, schema=schema, min_size=1, max_size=1)
-    try:
+    async with one_connection(dsn, schema) as store:
         return await store.drop_search_index(name, progress=progress)
-    finally:
-        await store.close()
