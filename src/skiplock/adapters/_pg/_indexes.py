@@ -32,9 +32,6 @@ if TYPE_CHECKING:
 
     from ._migrate import Progress, Rows
 
-#: The predicate of the error index: the jobs that ever failed (as jobs_errored_idx).
-_FAILED = "(last_error IS NOT NULL OR errors IS NOT NULL)"
-
 
 @attrs.frozen
 class SearchIndex:
@@ -46,6 +43,13 @@ class SearchIndex:
     index: str
     #: The searches it serves, in words.
     serves: str
+    #: What the GIN index is built over: a column of ``jobs`` or an expression, where
+    #: ``{schema}`` stands for the quoted schema name.
+    expression: str
+    #: Its operator class (unqualified; one of :attr:`extension`'s if that is set).
+    opclass: str
+    #: The partial index's ``WHERE`` condition (none if empty).
+    predicate: str = ""
     #: The PostgreSQL extension it needs, if any.
     extension: str | None = None
 
@@ -53,13 +57,16 @@ class SearchIndex:
         """``CREATE INDEX CONCURRENTLY IF NOT EXISTS`` of this index in ``schema``; an
         extension's operator class qualified by ``opclass_schema`` (a quoted name) if
         given, else found through the ``search_path``."""
-        jobs = f"{quote_identifier(schema)}.jobs"
-        head = f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {self.index} ON {jobs} USING gin"
-        if self.extension is None:
-            return f"{head} (payload jsonb_path_ops)"
-        opclass = "gin_trgm_ops" if opclass_schema is None else f"{opclass_schema}.gin_trgm_ops"
-        text = f"{quote_identifier(schema)}.job_error_text(last_error, errors)"
-        return f"{head} ({text} {opclass}) WHERE {_FAILED}"
+        quoted = quote_identifier(schema)
+        expression = self.expression.replace("{schema}", quoted)
+        opclass = self.opclass
+        if self.extension is not None and opclass_schema is not None:
+            opclass = f"{opclass_schema}.{opclass}"
+        sql = (
+            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {self.index} ON {quoted}.jobs"
+            f" USING gin ({expression} {opclass})"
+        )
+        return f"{sql} WHERE {self.predicate}" if self.predicate else sql
 
     def drop_sql(self, schema: str) -> str:
         """``DROP INDEX CONCURRENTLY IF EXISTS`` of this index in ``schema``."""
@@ -70,11 +77,21 @@ class SearchIndex:
 SEARCH_INDEXES: Mapping[str, SearchIndex] = {
     index.name: index
     for index in (
-        SearchIndex("payload", "jobs_payload_search_idx", "payload filters (jsonb containment)"),
+        SearchIndex(
+            "payload",
+            "jobs_payload_search_idx",
+            "payload filters (jsonb containment)",
+            expression="payload",
+            opclass="jsonb_path_ops",
+        ),
         SearchIndex(
             "error",
             "jobs_error_search_idx",
             "error texts of 3 characters or more (last error and each attempt's)",
+            expression="{schema}.job_error_text(last_error, errors)",
+            opclass="gin_trgm_ops",
+            # The jobs that ever failed (as jobs_errored_idx).
+            predicate="(last_error IS NOT NULL OR errors IS NOT NULL)",
             extension="pg_trgm",
         ),
     )
