@@ -4,6 +4,8 @@ names."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from skiplock import cli
@@ -97,3 +99,27 @@ def test_cli_schema_index_add_list_drop(
     assert _run(capsys, "status", *at)[-1] == (
         "indexes: payload absent, error absent (opt-in search indexes: `schema index`)"
     )
+
+
+@pytest.mark.postgres
+def test_cli_schema_status_reads_migrations_and_indexes_on_one_connection(
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    dsn: str = request.getfixturevalue("pg_dsn")
+    at = ("--dsn", dsn, "--schema", "cli_idx")
+    _run(capsys, "apply", *at)
+    opened: list[str] = []
+    connect = psycopg.connect
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        opened.append("connect")
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(psycopg, "connect", counting)
+    lines = _run(capsys, "status", *at)
+    assert lines[-2] == "status:  up to date"
+    assert lines[-1].startswith("indexes: payload absent, error absent")
+    assert opened == ["connect"]

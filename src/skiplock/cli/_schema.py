@@ -38,7 +38,9 @@ class Schema:
     name: str
     #: Applies the pending migrations, telling ``progress`` each step as it goes.
     apply: Callable[[Progress], list[str]]
-    status: Callable[[], SchemaStatus]
+    #: The migration status and, if the schema is installed, its search indexes (else
+    #: None); with ``--dsn``, both read on one connection.
+    status: Callable[[], Status]
     errors: tuple[type[BaseException], ...]
     #: The opt-in search indexes: which the schema has; add one (its name, whether to
     #: create its extension, the progress); drop one. Each add or drop returns whether
@@ -46,6 +48,13 @@ class Schema:
     indexes: Callable[[], list[IndexState]] = _unused
     add_index: Callable[[str, bool, Progress], bool] = _unused
     drop_index: Callable[[str, Progress], bool] = _unused
+
+
+Status = tuple[SchemaStatus, list[IndexState] | None]
+
+
+def _status(status: SchemaStatus, indexes: Callable[[], list[IndexState]]) -> Status:
+    return status, (indexes() if status.installed else None)
 
 
 #: What each action of ``schema`` does (its own ``--help``).
@@ -132,12 +141,18 @@ def of_dsn(args: argparse.Namespace) -> Schema:
     check_psycopg_dsn(conninfo, args)
     import psycopg
 
+    def status() -> Status:
+        store = adapter.PsycopgJobStore(conninfo, schema=args.schema)  # no pool opened
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            read = store.schema_status(connection=conn)
+            return _status(read, lambda: store.search_indexes(connection=conn))
+
     return Schema(
         args.schema,
         apply=lambda progress: adapter.apply_schema(
             conninfo, schema=args.schema, progress=progress
         ),
-        status=lambda: adapter.schema_status(conninfo, schema=args.schema),
+        status=status,
         errors=(psycopg.Error, SkiplockError),
         indexes=lambda: adapter.search_indexes(conninfo, schema=args.schema),
         add_index=lambda name, create, progress: adapter.add_search_index(
@@ -153,18 +168,24 @@ def _through_asyncpg(conninfo: str, args: argparse.Namespace) -> Schema:
     import asyncpg
 
     from skiplock.adapters import asyncpg as adapter
+    from skiplock.adapters.asyncpg._schema import one_connection
 
     schema: str = args.schema
 
     def call(run: Callable[[], Any]) -> Any:
         return asyncpg_call(args, lambda: asyncio.run(run()))
 
+    async def status() -> Status:
+        async with one_connection(conninfo, schema) as store:
+            read = await store.schema_status()
+            return read, (await store.search_indexes() if read.installed else None)
+
     return Schema(
         schema,
         apply=lambda progress: call(
             lambda: adapter.apply_schema(conninfo, schema=schema, progress=progress)
         ),
-        status=lambda: call(lambda: adapter.schema_status(conninfo, schema=schema)),
+        status=lambda: call(status),
         errors=(asyncpg.PostgresError, asyncpg.InterfaceError, OSError, SkiplockError),
         indexes=lambda: call(lambda: adapter.search_indexes(conninfo, schema)),
         add_index=lambda name, create, progress: call(
@@ -188,7 +209,7 @@ def of_engine(engine: AsyncEngine | Engine, label: str) -> Schema:
     return Schema(
         name,
         lambda progress: store.apply_schema(progress=progress),
-        store.schema_status,
+        lambda: _status(store.schema_status(), store.search_indexes),
         (Exception,),
         indexes=store.search_indexes,
         add_index=lambda index, create, progress: store.add_search_index(
@@ -229,7 +250,7 @@ def run(schema: Schema, args: argparse.Namespace) -> int:
             done = f" ({len(applied)} migration(s) committed)" if applied else ""
             print(f"schema {schema.name!r} is up to date{done}")
             return 0
-        result = schema.status()
+        result, states = schema.status()
     except schema.errors as exc:
         raise Failure(describe(exc)) from exc
     print(f"schema:  {result.schema}")
@@ -244,11 +265,7 @@ def run(schema: Schema, args: argparse.Namespace) -> int:
     else:
         verdict = "up to date"
     print(f"status:  {verdict}")
-    if result.installed:
-        try:
-            states = schema.indexes()
-        except schema.errors as exc:
-            raise Failure(describe(exc)) from exc
+    if states is not None:
         print(f"indexes: {_index_summary(states)}")
     return 0 if result.installed and result.up_to_date else 1
 
