@@ -241,3 +241,75 @@ def test_list_pages_are_shared_but_each_visit_gets_its_own_form_token_and_name()
     dashboard._cache.clear()
     _visit(dashboard, "/dead", "admin")
     assert reads == 2
+
+
+def _settle(cache: ReadCache) -> None:
+    """Wait for the cache's background refreshes (threads, which may start others)."""
+    while running := [task for task in list(cache._refreshes.values()) if not task.done()]:
+        for task in running:
+            task.join(10)
+
+
+def test_a_page_over_a_fresh_inner_value_is_as_old_as_that_value() -> None:
+    # A rendered page, the list read and the counts inside it are all cached. A page's
+    # refresh must read its stale inner values anew (not take them and store the page as
+    # new), and a page built over a fresh inner value is as old as that value: else a dead
+    # job made just after t=0 was missing at t=2.9 and up to ~6 s.
+    from skiplock.integrations.dashboard._cache import STALE_LIMIT
+
+    clock = Clock()
+    engine = Engine(InMemoryJobStore(), Settings(unknown_kinds="allow"))
+    dashboard = Dashboard(engine, authorize=_as_header)
+    dashboard._cache = ReadCache(1.0, clock)
+
+    @engine.processor("report.build", max_attempts=1)
+    def build(payload: Any) -> None:
+        raise RuntimeError("boom")
+
+    def at(seconds: float) -> str:
+        """The dead letters at ``seconds`` after the start."""
+        clock.now = start + seconds
+        dead = _visit(dashboard, "/dead", "admin")
+        _settle(dashboard._cache)
+        return dead
+
+    start = clock.now
+    _visit(dashboard, "/jobs", "admin")  # the counts, read at 0
+    job = engine.enqueue("report.build", {})
+    engine.worker().run_until_idle()
+    kind_link = "/admin/dead?kind=report.build"
+    first = at(0.9)  # its list read now, over the counts read at 0 (still fresh)
+    assert f"/admin/jobs/{job.id}" in first
+    assert kind_link not in first
+    at(2.9)  # stale, served; refreshed in the background
+    for seconds in (STALE_LIMIT * 1.0, 3.5, 4.5, 6.0):
+        dead = at(seconds)
+        assert f"/admin/jobs/{job.id}" in dead, seconds
+        assert kind_link in dead, seconds
+
+
+def test_a_refresh_reads_stale_inner_values_anew() -> None:
+    # The page's refresh at 2.9 must not take the list read of t=0 (stale) and store
+    # the page as new: the job made just after 0 shows from 3 s on, not from ~6 s.
+    from skiplock.integrations.dashboard._cache import STALE_LIMIT
+
+    clock = Clock()
+    engine = Engine(InMemoryJobStore(), Settings())
+    dashboard = Dashboard(engine, authorize=_as_header)
+    dashboard._cache = ReadCache(1.0, clock)
+
+    @engine.processor("report.build", max_attempts=1)
+    def build(payload: Any) -> None:
+        raise RuntimeError("boom")
+
+    start = clock.now
+    assert "report.build" not in _visit(dashboard, "/dead", "admin")
+    job = engine.enqueue("report.build", {})
+    engine.worker().run_until_idle()
+    clock.now = start + 2.9
+    assert f"/admin/jobs/{job.id}" not in _visit(dashboard, "/dead", "admin")  # stale
+    _settle(dashboard._cache)
+    for seconds in (STALE_LIMIT * 1.0, 4.0, 6.0):
+        clock.now = start + seconds
+        assert f"/admin/jobs/{job.id}" in _visit(dashboard, "/dead", "admin"), seconds
+        _settle(dashboard._cache)
