@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -15,6 +16,11 @@ from skiplock.adapters.memory import AsyncInMemoryJobStore, InMemoryJobStore
 from skiplock.integrations.dashboard import AsyncDashboard, Dashboard, Permission, Request
 from skiplock.integrations.dashboard._cache import ReadCache
 from skiplock.integrations.dashboard._cache_async import AsyncReadCache
+from skiplock.integrations.dashboard._render import version
+
+if TYPE_CHECKING:
+    from skiplock.core import Job
+    from skiplock.integrations.rest import Response
 
 
 class Clock:
@@ -209,6 +215,7 @@ def test_list_pages_are_shared_but_each_visit_gets_its_own_form_token_and_name()
     for _ in range(3):
         engine.enqueue("report.build", {})
     engine.worker().run_until_idle()
+    [job, *_] = engine.dead_jobs()  # the one whose Retry button is pressed below
     reads = 0
     list_jobs = engine.store.list_jobs
 
@@ -238,9 +245,46 @@ def test_list_pages_are_shared_but_each_visit_gets_its_own_form_token_and_name()
     assert 'data-testid="retry-' in first
     assert reads == 1
     # A button clears the cache: the next visit reads again.
-    dashboard._cache.clear()
+    assert _press(dashboard, "retry", job, token).status == 303
     _visit(dashboard, "/dead", "admin")
     assert reads == 2
+
+
+def _press(dashboard: Dashboard, action: str, job: Job, token: str) -> Response:
+    """A post of the job's ``action`` button by "admin", with the token of its page."""
+    headers = {
+        "host": "h",
+        "x-user": "admin",
+        "content-type": "application/x-www-form-urlencoded",
+        "cookie": f"skiplock_csrf={token}",
+        "sec-fetch-site": "same-origin",
+    }
+    form = {"next": "dead", "state": job.state.value, "version": version(job), "csrf_token": token}
+    request = Request(
+        "POST",
+        f"/admin/jobs/{job.id}/{action}",
+        headers=headers,
+        body=urlencode(form).encode(),
+        path_params={"job_id": str(job.id)},
+    )
+    return dashboard.handle(action, request)
+
+
+@pytest.mark.anyio
+async def test_a_refresh_started_before_a_clear_is_not_kept() -> None:
+    clock, read = Clock(), Reads()
+    cache = AsyncReadCache(1.0, clock)
+    assert await cache.get("k", read) == 1
+    clock.now += 1.5
+    read.gate.clear()
+    assert await cache.get("k", read) == 1  # stale: served, a refresh starts
+    await asyncio.sleep(0)  # the refresh reads (call 2), held
+    assert read.calls == 2
+    cache.clear()  # a button: the refresh's value is from before it
+    read.gate.set()
+    for _ in range(10):  # the refresh task finishes on a later turn of the loop
+        await asyncio.sleep(0)
+    assert await cache.get("k", read) == 3  # read after the clear, not the refresh's 2
 
 
 def _settle(cache: ReadCache) -> None:

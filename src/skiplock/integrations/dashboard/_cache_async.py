@@ -21,7 +21,8 @@ value it shows). So no visitor is served data older than :data:`STALE_LIMIT` tim
 ``seconds`` (and the time of a read), through every layer.
 
 A failed refresh keeps the stale value until it is too old; then the next visitor reads
-(and sees the error). A write through the dashboard (a button) clears the cache, so the
+(and sees the error). A write through the dashboard (a button) clears the cache (a read
+still running then is not kept), so the
 page it redirects to shows the change. At most :data:`MAX_ENTRIES` values are kept (the
 least recently read go first): list pages are many (one per filter and cursor).
 """
@@ -91,10 +92,14 @@ class AsyncReadCache:
         #: The last background refresh of each key (one runs at most per key); kept, so
         #: a running task is referenced.
         self._refreshes: dict[Hashable, Task[None]] = {}
+        #: One more at each clear(): a read that started before it is not kept.
+        self._generation = 0
 
     def clear(self) -> None:
-        """Forget every value (after a write: the next visit reads again)."""
+        """Forget every value (after a write: the next visit reads again), and any read
+        still running: a refresh started before it would keep the page from before."""
         self._values.clear()
+        self._generation += 1
 
     async def get(self, key: Hashable, read: AsyncRead[T]) -> T:
         """The value of ``key``: cached, or from ``read()`` (see the module)."""
@@ -125,13 +130,14 @@ class AsyncReadCache:
         """``read()``, kept with the time its data dates from: when it started, or the
         time of the oldest cached value it read (a page keeps the age of the summaries
         it shows, so the bound of the module holds through every layer)."""
-        since = [self._clock()]
+        since, generation = [self._clock()], self._generation
         token = _building.set(since)
         try:
             value = await read()
         finally:
             _building.reset(token)
-        self._keep(key, since[0], value)
+        if generation == self._generation:  # else cleared meanwhile: served, not kept
+            self._keep(key, since[0], value)
         return since[0], value
 
     def _keep(self, key: Hashable, since: float, value: Any) -> None:
