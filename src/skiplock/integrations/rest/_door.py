@@ -154,10 +154,11 @@ class Door:
             started = since()
             with request_deadline(seconds, margin=margin, since=started):
                 response = self._timed(work, started + seconds - time.monotonic(), late)
+            if response.status != 503:
+                # Before the turn is given: the waiter it wakes times itself from this.
+                self._answered = time.monotonic()
         finally:
             self._turns.give()
-        if response.status != 503:
-            self._answered = time.monotonic()
         return response
 
     def _timed(self, work: Work, seconds: float, late: Callable[[Problem], Response]) -> Response:

@@ -158,10 +158,11 @@ class AsyncDoor:
             started = since()
             with request_deadline(seconds, margin=margin, since=started):
                 response = await self._timed(work, started + seconds - time.monotonic(), late)
+            if response.status != 503:
+                # Before the turn is given: the waiter it wakes times itself from this.
+                self._answered = time.monotonic()
         finally:
             self._turns.give()
-        if response.status != 503:
-            self._answered = time.monotonic()
         return response
 
     async def _timed(
