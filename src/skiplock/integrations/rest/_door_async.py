@@ -135,7 +135,8 @@ class AsyncDoor:
         starts with the turn; a request that waited ``request_timeout`` while no request
         was answered gets its 503 without a turn, so however many requests wait on a
         database that does not answer, each has its 503 within ``request_timeout`` of
-        its arrival. The PostgreSQL stores stop waiting for a pooled connection, the
+        its arrival or of the database's last answer, if that came later (a request at
+        work: of its turn). The PostgreSQL stores stop waiting for a pooled connection, the
         schema check or a statement's answer at the deadline
         (``skiplock._compat.request_deadline``) and raise DatabaseUnavailableError, which
         ``work`` answers as any outage. ``arrived``: when the request came (a
