@@ -95,13 +95,13 @@ class Turns:
         return True
 
     def give(self) -> None:
-        """Give a turn back: to the longest waiting caller, if any."""
-        while self._waiting:
-            ticket = self._waiting.popleft()
-            if not ticket.done():
-                ticket.set_result(None)
-                return
-        self._free += 1
+        """Give a turn back: to the longest waiting caller, if any. A ticket waiting is
+        never done: only give() sets one (once it left the queue), and a caller that
+        gives up (its time passed, cancelled) takes its own out."""
+        if self._waiting:
+            self._waiting.popleft().set_result(None)
+        else:
+            self._free += 1
 
 
 class Flights:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -15,6 +16,11 @@ from skiplock.adapters.memory import AsyncInMemoryJobStore, InMemoryJobStore
 from skiplock.integrations.dashboard import AsyncDashboard, Dashboard, Permission, Request
 from skiplock.integrations.dashboard._cache import ReadCache
 from skiplock.integrations.dashboard._cache_async import AsyncReadCache
+from skiplock.integrations.dashboard._render import version
+
+if TYPE_CHECKING:
+    from skiplock.core import Job
+    from skiplock.integrations.rest import Response
 
 
 class Clock:
@@ -209,6 +215,7 @@ def test_list_pages_are_shared_but_each_visit_gets_its_own_form_token_and_name()
     for _ in range(3):
         engine.enqueue("report.build", {})
     engine.worker().run_until_idle()
+    [job, *_] = engine.dead_jobs()  # the one whose Retry button is pressed below
     reads = 0
     list_jobs = engine.store.list_jobs
 
@@ -238,6 +245,115 @@ def test_list_pages_are_shared_but_each_visit_gets_its_own_form_token_and_name()
     assert 'data-testid="retry-' in first
     assert reads == 1
     # A button clears the cache: the next visit reads again.
-    dashboard._cache.clear()
+    assert _press(dashboard, "retry", job, token).status == 303
     _visit(dashboard, "/dead", "admin")
     assert reads == 2
+
+
+def _press(dashboard: Dashboard, action: str, job: Job, token: str) -> Response:
+    """A post of the job's ``action`` button by "admin", with the token of its page."""
+    headers = {
+        "host": "h",
+        "x-user": "admin",
+        "content-type": "application/x-www-form-urlencoded",
+        "cookie": f"skiplock_csrf={token}",
+        "sec-fetch-site": "same-origin",
+    }
+    form = {"next": "dead", "state": job.state.value, "version": version(job), "csrf_token": token}
+    request = Request(
+        "POST",
+        f"/admin/jobs/{job.id}/{action}",
+        headers=headers,
+        body=urlencode(form).encode(),
+        path_params={"job_id": str(job.id)},
+    )
+    return dashboard.handle(action, request)
+
+
+@pytest.mark.anyio
+async def test_a_refresh_started_before_a_clear_is_not_kept() -> None:
+    clock, read = Clock(), Reads()
+    cache = AsyncReadCache(1.0, clock)
+    assert await cache.get("k", read) == 1
+    clock.now += 1.5
+    read.gate.clear()
+    assert await cache.get("k", read) == 1  # stale: served, a refresh starts
+    await asyncio.sleep(0)  # the refresh reads (call 2), held
+    assert read.calls == 2
+    cache.clear()  # a button: the refresh's value is from before it
+    read.gate.set()
+    for _ in range(10):  # the refresh task finishes on a later turn of the loop
+        await asyncio.sleep(0)
+    assert await cache.get("k", read) == 3  # read after the clear, not the refresh's 2
+
+
+def _settle(cache: ReadCache) -> None:
+    """Wait for the cache's background refreshes (threads, which may start others)."""
+    while running := [task for task in list(cache._refreshes.values()) if not task.done()]:
+        for task in running:
+            task.join(10)
+
+
+def test_a_page_over_a_fresh_inner_value_is_as_old_as_that_value() -> None:
+    # A rendered page, the list read and the counts inside it are all cached. A page's
+    # refresh must read its stale inner values anew (not take them and store the page as
+    # new), and a page built over a fresh inner value is as old as that value: else a dead
+    # job made just after t=0 was missing at t=2.9 and up to ~6 s.
+    from skiplock.integrations.dashboard._cache import STALE_LIMIT
+
+    clock = Clock()
+    engine = Engine(InMemoryJobStore(), Settings(unknown_kinds="allow"))
+    dashboard = Dashboard(engine, authorize=_as_header)
+    dashboard._cache = ReadCache(1.0, clock)
+
+    @engine.processor("report.build", max_attempts=1)
+    def build(payload: Any) -> None:
+        raise RuntimeError("boom")
+
+    def at(seconds: float) -> str:
+        """The dead letters at ``seconds`` after the start."""
+        clock.now = start + seconds
+        dead = _visit(dashboard, "/dead", "admin")
+        _settle(dashboard._cache)
+        return dead
+
+    start = clock.now
+    _visit(dashboard, "/jobs", "admin")  # the counts, read at 0
+    job = engine.enqueue("report.build", {})
+    engine.worker().run_until_idle()
+    kind_link = "/admin/dead?kind=report.build"
+    first = at(0.9)  # its list read now, over the counts read at 0 (still fresh)
+    assert f"/admin/jobs/{job.id}" in first
+    assert kind_link not in first
+    at(2.9)  # stale, served; refreshed in the background
+    for seconds in (STALE_LIMIT * 1.0, 3.5, 4.5, 6.0):
+        dead = at(seconds)
+        assert f"/admin/jobs/{job.id}" in dead, seconds
+        assert kind_link in dead, seconds
+
+
+def test_a_refresh_reads_stale_inner_values_anew() -> None:
+    # The page's refresh at 2.9 must not take the list read of t=0 (stale) and store
+    # the page as new: the job made just after 0 shows from 3 s on, not from ~6 s.
+    from skiplock.integrations.dashboard._cache import STALE_LIMIT
+
+    clock = Clock()
+    engine = Engine(InMemoryJobStore(), Settings())
+    dashboard = Dashboard(engine, authorize=_as_header)
+    dashboard._cache = ReadCache(1.0, clock)
+
+    @engine.processor("report.build", max_attempts=1)
+    def build(payload: Any) -> None:
+        raise RuntimeError("boom")
+
+    start = clock.now
+    assert "report.build" not in _visit(dashboard, "/dead", "admin")
+    job = engine.enqueue("report.build", {})
+    engine.worker().run_until_idle()
+    clock.now = start + 2.9
+    assert f"/admin/jobs/{job.id}" not in _visit(dashboard, "/dead", "admin")  # stale
+    _settle(dashboard._cache)
+    for seconds in (STALE_LIMIT * 1.0, 4.0, 6.0):
+        clock.now = start + seconds
+        assert f"/admin/jobs/{job.id}" in _visit(dashboard, "/dead", "admin"), seconds
+        _settle(dashboard._cache)

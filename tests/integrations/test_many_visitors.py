@@ -203,6 +203,20 @@ def test_a_sync_call_waits_out_a_read_that_started_before_it() -> None:
         gate.wait(30)
         return len(calls)
 
+    # The arrivals the calls (and their reads) take, observed: the second call must have
+    # arrived before the first read ends, or the test would pass by chance.
+    numbers: list[int] = []
+    arrivals = flights._arrivals
+
+    class Counted:
+        def __iter__(self) -> Counted:
+            return self
+
+        def __next__(self) -> int:
+            numbers.append(next(arrivals))
+            return numbers[-1]
+
+    flights._arrivals = Counted()  # type: ignore[assignment]
     got: list[int] = []
     first = threading.Thread(target=lambda: got.append(flights.share("k", read)))
     first.start()
@@ -212,6 +226,10 @@ def test_a_sync_call_waits_out_a_read_that_started_before_it() -> None:
         time.sleep(0.01)
     second = threading.Thread(target=lambda: got.append(flights.share("k", read)))
     second.start()
+    while len(numbers) < 3:  # the first call's arrival, its read's, the second's arrival
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert calls == [1]  # the first read still runs
     gate.set()
     first.join(30)
     second.join(30)

@@ -874,3 +874,37 @@ def test_with_the_database_down_every_read_answers_503_at_once(flavour: str) -> 
         assert time.monotonic() - began < 2.0
         assert health.status == 200  # the report is the answer: unhealthy, unreachable
         assert (health.body["healthy"], health.body["database"]["reachable"]) == (False, False)
+
+
+@pytest.mark.parametrize(
+    ("door", "name", "path"),
+    [
+        ("rest", "listJobs", "/api/jobs"),  # an operation of its own
+        ("rest", "getCounts", "/api/counts"),  # a shared read
+        ("rest", "fallback", "/api/nothing"),
+        ("dashboard", "overview", "/admin/"),
+        ("dashboard", "dead", "/admin/dead"),
+    ],
+)
+def test_a_hook_whose_database_is_down_answers_503_not_500(
+    door: str, name: str, path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A hook that reads the database (its users' table) may find it down: the door's
+    # answer is the outage's 503, as a read's own, not a logged 500.
+    from skiplock.core import DatabaseUnavailableError
+    from skiplock.integrations.dashboard import Dashboard
+
+    def hook(request: Request, permission: Permission) -> str:
+        raise DatabaseUnavailableError("the database is unreachable: the users' table")
+
+    engine = Engine(InMemoryJobStore(), Settings())
+    served = (
+        RestApi(engine, authorize=hook) if door == "rest" else Dashboard(engine, authorize=hook)
+    )
+    request = Request("GET", path, headers={"host": "h"})
+    with caplog.at_level("ERROR"):
+        fallback = name == "fallback"
+        response = served.fallback(request) if fallback else served.handle(name, request)
+    assert response.status == 503
+    assert response.headers["Retry-After"] == str(RETRY_AFTER)
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]

@@ -25,7 +25,6 @@ from skiplock.core import (
     JobNotFoundError,
     JobPage,
     JobState,
-    SkiplockError,
     StateCount,
 )
 from skiplock.core.rules import (
@@ -40,7 +39,7 @@ from skiplock.engine import Engine, Operator, Reader
 from ..rest import Door, Permission, Problem, Request, Response
 from ..rest._problems import Conflict
 from ..rest._routes import RouteRow
-from ..rest._support import keyset_page, problem_for
+from ..rest._support import keyset_page
 from . import _actions, _browse, _charts, _controls, _csrf, _render, _retention, _workers
 from ._buttons import Buttons
 from ._cache import ReadCache
@@ -236,10 +235,7 @@ class Dashboard(Buttons):
             return error(Conflict(str(stale)), visit.context, back=job_page)
         except Exception as exc:
             # The REST API's problems: an engine error's, the hook's, or a logged 500.
-            if isinstance(exc, SkiplockError):
-                problem: Problem = problem_for(exc)
-            else:
-                problem = self.failure(exc, visit.request)
+            problem = self.failure(exc, visit.request)
             back = f"{visit.root}/dead" if problem.status == 409 else None
             return error(problem, visit.context, back=back)
 

@@ -21,7 +21,6 @@ from skiplock.core import (
     JobNotFoundError,
     JobPage,
     JobState,
-    SkiplockError,
     StateCount,
 )
 from skiplock.core.rules import (
@@ -36,7 +35,7 @@ from skiplock.engine import AsyncEngine, AsyncOperator, AsyncReader
 from ..rest import AsyncDoor, Permission, Problem, Request, Response
 from ..rest._problems import Conflict
 from ..rest._routes import AsyncRouteRow
-from ..rest._support import keyset_page, problem_for
+from ..rest._support import keyset_page
 from . import _actions, _browse, _charts, _controls, _csrf, _render, _retention, _workers
 from ._buttons_async import AsyncButtons
 from ._cache_async import AsyncReadCache
@@ -234,10 +233,7 @@ class AsyncDashboard(AsyncButtons):
             return error(Conflict(str(stale)), visit.context, back=job_page)
         except Exception as exc:
             # The REST API's problems: an engine error's, the hook's, or a logged 500.
-            if isinstance(exc, SkiplockError):
-                problem: Problem = problem_for(exc)
-            else:
-                problem = self.failure(exc, visit.request)
+            problem = self.failure(exc, visit.request)
             back = f"{visit.root}/dead" if problem.status == 409 else None
             return error(problem, visit.context, back=back)
 

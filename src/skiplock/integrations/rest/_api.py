@@ -17,15 +17,13 @@ from __future__ import annotations
 import functools
 import time
 
-from skiplock.core import SkiplockError
-
 from ._auth import Permission
 from ._door import Door
 from ._http import Request, Response, json_response
 from ._operations import BY_ID, OPERATIONS, READS, Handler, openapi_document
 from ._routes import RouteRow
 from ._spec import OPENAPI_PATH, Operation
-from ._support import parse_call, problem_for
+from ._support import parse_call
 
 
 def _operation_route(op: Operation[Handler]) -> RouteRow[RestApi]:
@@ -72,8 +70,7 @@ class RestApi(Door):
         try:
             identity = self.authorize_in_time(request, Permission.READ)
         except Exception as exc:
-            problem = problem_for(exc) if isinstance(exc, SkiplockError) else None
-            return (problem or self.failure(exc, request)).response(request.path)
+            return self.failure(exc, request).response(request.path)
         query = tuple(sorted((name, tuple(values)) for name, values in request.query.items()))
 
         def read() -> Response:
@@ -98,12 +95,8 @@ class RestApi(Door):
             else:
                 ops = self.operator(request, op.permission)
                 answer = functools.partial(op.handler, ops)
-            call = parse_call(op, request)
-            try:
-                return answer(call)
-            except SkiplockError as exc:
-                raise problem_for(exc) from exc
-        except Exception as exc:
+            return answer(parse_call(op, request))
+        except Exception as exc:  # an engine's error: its problem (failure)
             return self.failure(exc, request).response(request.path)
 
     def openapi(self, request: Request) -> Response:

@@ -13,15 +13,13 @@ from __future__ import annotations
 import functools
 import time
 
-from skiplock.core import SkiplockError
-
 from ._auth import Permission
 from ._door_async import AsyncDoor
 from ._http import Request, Response, json_response
 from ._operations_async import BY_ID, OPERATIONS, READS, AsyncHandler, openapi_document
 from ._routes import AsyncRouteRow
 from ._spec import OPENAPI_PATH, Operation
-from ._support import parse_call, problem_for
+from ._support import parse_call
 
 
 def _operation_route(op: Operation[AsyncHandler]) -> AsyncRouteRow[AsyncRestApi]:
@@ -68,8 +66,7 @@ class AsyncRestApi(AsyncDoor):
         try:
             identity = await self.authorize_in_time(request, Permission.READ)
         except Exception as exc:
-            problem = problem_for(exc) if isinstance(exc, SkiplockError) else None
-            return (problem or self.failure(exc, request)).response(request.path)
+            return self.failure(exc, request).response(request.path)
         query = tuple(sorted((name, tuple(values)) for name, values in request.query.items()))
 
         async def read() -> Response:
@@ -96,12 +93,8 @@ class AsyncRestApi(AsyncDoor):
             else:
                 ops = await self.operator(request, op.permission)
                 answer = functools.partial(op.handler, ops)
-            call = parse_call(op, request)
-            try:
-                return await answer(call)
-            except SkiplockError as exc:
-                raise problem_for(exc) from exc
-        except Exception as exc:
+            return await answer(parse_call(op, request))
+        except Exception as exc:  # an engine's error: its problem (failure)
             return self.failure(exc, request).response(request.path)
 
     async def openapi(self, request: Request) -> Response:

@@ -10,13 +10,15 @@ its bindings the table bound to the door (:meth:`~AsyncDoor.routes`, ``_routes.p
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import time
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from skiplock._compat import deadline_error, request_deadline
 from skiplock._compat_async import Flights, Turns
+from skiplock.core import SkiplockError
 from skiplock.engine import AsyncEngine, AsyncReader
 
 from ._auth import Permission, check_hook, identity_of
@@ -31,7 +33,9 @@ if TYPE_CHECKING:
 
     from ._auth import AsyncAuthorize
     from ._http import Request, Response
-    from ._routes import AsyncWork
+    from ._routes import AsyncCall, AsyncWork
+
+T = TypeVar("T")
 
 #: How much earlier than a request's deadline the stores give up waiting for the database
 #: (at most a quarter of the timeout): time left to answer 503 before the deadline.
@@ -135,7 +139,8 @@ class AsyncDoor:
         starts with the turn; a request that waited ``request_timeout`` while no request
         was answered gets its 503 without a turn, so however many requests wait on a
         database that does not answer, each has its 503 within ``request_timeout`` of
-        its arrival. The PostgreSQL stores stop waiting for a pooled connection, the
+        its arrival or of the database's last answer, if that came later (a request at
+        work: of its turn). The PostgreSQL stores stop waiting for a pooled connection, the
         schema check or a statement's answer at the deadline
         (``skiplock._compat.request_deadline``) and raise DatabaseUnavailableError, which
         ``work`` answers as any outage. ``arrived``: when the request came (a
@@ -158,54 +163,61 @@ class AsyncDoor:
             started = since()
             with request_deadline(seconds, margin=margin, since=started):
                 response = await self._timed(work, started + seconds - time.monotonic(), late)
+            if response.status != 503:
+                # Before the turn is given: the waiter it wakes times itself from this.
+                self._answered = time.monotonic()
         finally:
             self._turns.give()
-        if response.status != 503:
-            self._answered = time.monotonic()
         return response
 
     async def _timed(
         self, work: AsyncWork, seconds: float, late: Callable[[Problem], Response]
     ) -> Response:
         """``work()`` within the deadline; ``late``'s 503 if it passed."""
-        if True:  # ASYNC
-            # A store that does not stop at the deadline by itself (asyncpg,
-            # SQLAlchemy, a caller's psycopg pool mid-statement) is cancelled at it.
-            limit = asyncio.timeout(seconds)
-            try:
-                async with limit:
-                    return await work()
-            except TimeoutError:
-                if not limit.expired():
-                    raise
+
+        def expired() -> Response:
             self.logger.warning("%s: the database did not answer in time", self.label)
             return late(problem_for(deadline_error()))
-        else:
-            return work()
+
+        return await self._cut(work, seconds, expired)
 
     async def authorize_in_time(self, request: Request, permission: Permission) -> str:
         """:meth:`authorize` within the engine's ``request_timeout``, without a turn (a
         caller that then joins a shared read); DatabaseUnavailableError past it."""
         seconds = self._source.settings.request_timeout.total_seconds()
+
+        def expired() -> str:
+            raise deadline_error("still asking the authorization hook")
+
         with request_deadline(seconds, margin=min(STORE_MARGIN, seconds / 4)):
-            if True:  # ASYNC
-                limit = asyncio.timeout(seconds)
-                try:
-                    async with limit:
-                        return await self.authorize(request, permission)
-                except TimeoutError:
-                    if not limit.expired():
-                        raise
-                raise deadline_error("still asking the authorization hook")
-            else:
-                return self.authorize(request, permission)
+            hook = functools.partial(self.authorize, request, permission)
+            return await self._cut(hook, seconds, expired)
+
+    async def _cut(self, call: AsyncCall[T], seconds: float, expired: Callable[[], T]) -> T:
+        """``call()``, or ``expired()`` once ``seconds`` passed: a call that does not stop
+        at the deadline by itself (asyncpg, SQLAlchemy, a caller's psycopg pool
+        mid-statement, a hook) is cancelled at it."""
+        if True:  # ASYNC
+            limit = asyncio.timeout(seconds)
+            try:
+                async with limit:
+                    return await call()
+            except TimeoutError:
+                if not limit.expired():
+                    raise
+            return expired()
+        else:
+            return call()
 
     def failure(self, exc: Exception, request: Request) -> Problem:
-        """The problem ``exc`` answers ``request`` with: a :class:`Problem` is its own;
-        anything else is unexpected, logged on :attr:`logger` and a 500 that tells the
-        client nothing more."""
+        """The problem ``exc`` answers ``request`` with: a :class:`Problem` is its own; an
+        engine's error (the hook's DatabaseUnavailableError: a 503) its problem
+        (``problem_for``); anything else is unexpected, logged on :attr:`logger` and a
+        500 that tells the client nothing more."""
         if isinstance(exc, Problem):
             return exc
+        if isinstance(exc, SkiplockError):
+            return problem_for(exc)
         self.logger.error(
             "%s error on %s %s", self.label, request.method, request.path, exc_info=exc
         )

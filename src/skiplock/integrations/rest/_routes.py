@@ -39,6 +39,7 @@ METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 #: The door a route table's handlers take.
 D = TypeVar("D")
+_T = TypeVar("_T")
 
 
 @attrs.frozen(kw_only=True)
@@ -88,6 +89,9 @@ def allowed_methods(routes: Iterable[RouteSpec], path: str) -> list[str]:
 AsyncWork = Callable[[], Awaitable[Response]]
 #: The same for a sync door.
 Work = Callable[[], Response]
+#: A call a door cuts at the request's deadline (``Door._cut``), and a sync door's.
+AsyncCall = Callable[[], Awaitable[_T]]
+Call = Callable[[], _T]
 
 
 @attrs.frozen(kw_only=True)
