@@ -26,7 +26,8 @@ driver's documented setting for it — asyncpg's ``statement_cache_size=0``, psy
 ``prepare_threshold=None`` — and nothing else: neither can LISTEN on another DSN than its
 queue's, so their wakeups go through the pooler (see :data:`CAVEATS`). Through a
 multi-host DSN (the failover scenarios) both drivers follow
-``target_session_attrs=read-write``.
+``target_session_attrs=read-write``; their workers write no ``A`` line (a completion
+the database acknowledged), so the check sees no completion of theirs undone.
 
 The final rows: pgqueuer deletes a finished job from its queue (``pgqueuer``) and logs
 its outcome (``pgqueuer_log``: ``successful`` is success); procrastinate keeps it in
@@ -70,19 +71,21 @@ NOT_APPLICABLE = {
     "clock-skew": "patches skiplock's clock; its delayed and retried jobs use skiplock's API",
     "rolling-deploy": "upgrades skiplock's own schema between two of its versions",
 }
-#: What a peer cannot express in a scenario it runs, said next to its figures.
+#: What the peers cannot express in a scenario they run, said once next to their figures.
 CAVEATS = {
     "poison": "no attempt cap applies to a job whose worker died (pgqueuer picks it again "
     "after its heartbeat timeout; procrastinate's stalled-job recipe retries it), so the "
     "poison job runs until the deadline",
-    "pgbouncer-restart": "it cannot LISTEN on another DSN than its queue's (skiplock's "
-    "listen_dsn): its LISTEN goes through transaction pooling, where notifications are "
-    "lost, and it finds jobs by polling (0.5 s); its driver's PgBouncer setting only "
-    "(asyncpg statement_cache_size=0, psycopg prepare_threshold=None)",
-    "failover-sync": "its driver takes the multi-host DSN (target_session_attrs=read-write) "
-    "as skiplock's does",
-    "failover-async": "its driver takes the multi-host DSN (target_session_attrs=read-write) "
-    "as skiplock's does",
+    "pgbouncer-restart": "neither can LISTEN on another DSN than its queue's (skiplock's "
+    "listen_dsn): their LISTEN goes through transaction pooling, where notifications are "
+    "lost, and they find jobs by polling (0.5 s); each gets its driver's PgBouncer setting "
+    "only (asyncpg statement_cache_size=0, psycopg prepare_threshold=None)",
+    "failover-sync": "their workers write no acknowledgement (`A`) line of a completion, so "
+    "the check cannot see one undone (which a synchronous standby must never cause): its "
+    "job's next run, if any, counts as a re-run the failover explains",
+    "failover-async": "their workers write no acknowledgement (`A`) line of a completion, "
+    "so one the asynchronous window undid is not counted as undone: its job's next run, if "
+    'any, counts as a re-run the failover explains ("failover"), not as "async window"',
 }
 PAYLOAD = {"ms": 100.0}
 
