@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from benchmarks.faults.ledger import Row
-from benchmarks.faults.worker import EFFECT, PLAIN, POISON, Autocommit, Ledger, parser
+from benchmarks.faults.worker import EFFECT, PLAIN, POISON, Autocommit, Ledger, parser, poison
 
 if TYPE_CHECKING:
     import argparse
@@ -257,12 +257,6 @@ async def _effect(side: Autocommit, params: tuple[Any, ...]) -> None:
             await asyncio.sleep(0.2)
 
 
-def _poison(ledger: Ledger, job: int, attempt: int, pid: int) -> None:
-    """The poison kind: its start line, then its process killed (SIGKILL)."""
-    ledger.write("S", job, attempt, pid, time.monotonic())
-    os.kill(pid, signal.SIGKILL)
-
-
 async def _pgqueuer(ns: argparse.Namespace, ledger: Ledger, stop: asyncio.Event) -> None:
     from pgqueuer.qm import QueueManager
 
@@ -280,8 +274,8 @@ async def _pgqueuer(ns: argparse.Namespace, ledger: Ledger, stop: asyncio.Event)
         ledger.write("F", job.id, job.attempts, pid, time.monotonic())
 
     @qm.entrypoint(POISON)  # type: ignore[untyped-decorator,unused-ignore]
-    async def poison(job: Any) -> None:
-        _poison(ledger, job.id, job.attempts, pid)
+    async def poisoned(job: Any) -> None:
+        poison(ledger, job.id, job.attempts, pid)
 
     stop_task = asyncio.ensure_future(stop.wait())
     stop_task.add_done_callback(lambda _: qm.shutdown.set())
@@ -310,8 +304,8 @@ async def _procrastinate(ns: argparse.Namespace, ledger: Ledger, stop: asyncio.E
         ledger.write("F", job.id, job.attempts, pid, time.monotonic())
 
     @app.task(name=POISON, pass_context=True)  # type: ignore[untyped-decorator]
-    async def poison(context: Any, ms: float) -> None:
-        _poison(ledger, context.job.id, context.job.attempts, pid)
+    async def poisoned(context: Any, ms: float) -> None:
+        poison(ledger, context.job.id, context.job.attempts, pid)
 
     async def retry_stalled() -> None:
         # procrastinate's documented recipe (a periodic task there; a loop here, so

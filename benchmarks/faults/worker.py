@@ -75,6 +75,13 @@ class Ledger:
             os.close(fd)
 
 
+def poison(ledger: Ledger, job: int, attempt: int, pid: int) -> None:
+    """The poison kind's processor: its start line, then its process killed (SIGKILL).
+    skiplock's worker and the peers' (benchmarks/faults/peers.py) run it."""
+    ledger.write("S", job, attempt, pid, time.monotonic())
+    os.kill(pid, signal.SIGKILL)
+
+
 class Autocommit:
     """One autocommit connection, reopened after a failure."""
 
@@ -255,9 +262,8 @@ def build(ns: argparse.Namespace) -> tuple[AsyncEngine, AsyncPsycopgJobStore]:
         ledger.write("F", ctx.job_id, ctx.attempt, pid, time.monotonic())
 
     @engine.processor(POISON, max_attempts=3)
-    async def poison(payload: dict[str, Any], ctx: JobContext) -> None:
-        ledger.write("S", ctx.job_id, ctx.attempt, pid, time.monotonic())
-        os.kill(pid, signal.SIGKILL)
+    async def poisoned(payload: dict[str, Any], ctx: JobContext) -> None:
+        poison(ledger, ctx.job_id, ctx.attempt, pid)
 
     return engine, store
 
