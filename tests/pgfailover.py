@@ -7,7 +7,7 @@ Every process keeps the fault suite's ledger (benchmarks/faults/ledger.py) in
 append-only files of the run's folder, which the failover cannot touch: each enqueue
 acknowledged (``E``) or whose outcome never came (``X``), each processor start and
 return (``S``, ``F``) and each success the store acknowledged (``A``, written by the
-suite's :class:`~benchmarks.faults.worker.Acknowledging` store, mixed into each
+suite's :class:`~benchmarks.faults.ledger.Acknowledging` store, mixed into each
 driver's). At the end the ledger, the new primary's jobs and the failover (a fault of
 the database, and for an asynchronous standby PostgreSQL's window) go through the
 suite's check (:func:`benchmarks.faults.ledger.check`): an acknowledged enqueue missing
@@ -63,7 +63,7 @@ import asyncio
 import os
 import time
 
-from benchmarks.faults.worker import Acknowledging, Ledger
+from benchmarks.faults.ledger import Acknowledging, LedgerFile
 from skiplock import AsyncEngine, Settings
 
 DRIVER = os.environ["FAILOVER_DRIVER"]
@@ -74,7 +74,7 @@ elif DRIVER == "sqlalchemy":
 else:
     from skiplock.adapters.psycopg import AsyncPsycopgJobStore as Base
 
-LEDGER = Ledger(f"ledger-{os.getpid()}.txt")
+LEDGER = LedgerFile(f"ledger-{os.getpid()}.txt")
 TOKENS = {}  # job id -> token, of the jobs this process started
 
 
@@ -120,7 +120,7 @@ import os
 import time
 from pathlib import Path
 
-from benchmarks.faults.worker import Ledger
+from benchmarks.faults.ledger import LedgerFile
 from skiplock.core import EnqueueRequest
 
 DRIVER = os.environ["FAILOVER_DRIVER"]
@@ -132,7 +132,7 @@ else:
     from skiplock.adapters.psycopg import AsyncPsycopgJobStore as Store
 
 GAP = float(os.environ["FAILOVER_GAP"])
-LEDGER = Ledger("ledger-producer.txt")
+LEDGER = LedgerFile("ledger-producer.txt")
 
 
 async def produce(store, task):

@@ -50,15 +50,15 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from benchmarks.faults.ledger import Row
-from benchmarks.faults.worker import EFFECT, PLAIN, POISON, Autocommit, Ledger, parser, poison
+from benchmarks.faults.ledger import LedgerFile, Row
+from benchmarks.faults.worker import EFFECT, PLAIN, POISON, Autocommit, parser, poison
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
 
     from benchmarks.faults.harness import Harness, Load
-    from benchmarks.faults.ledger import Ledger as Book
+    from benchmarks.faults.ledger import Ledger
 
 #: The scenarios the peers run (their faults need nothing of skiplock's).
 SCENARIOS = (
@@ -136,7 +136,7 @@ class Producer(threading.Thread):
     own API; records every acknowledged job (a failed enqueue is retried as a new one)."""
 
     def __init__(
-        self, system: str, dsn: str, load: Load, ledger: Book, extra: list[str], *, bounced: bool
+        self, system: str, dsn: str, load: Load, ledger: Ledger, extra: list[str], *, bounced: bool
     ) -> None:
         super().__init__(name=f"faults-producer-{system}", daemon=True)
         self._system, self._dsn, self._load, self._ledger = system, dsn, load, ledger
@@ -257,7 +257,7 @@ async def _effect(side: Autocommit, params: tuple[Any, ...]) -> None:
             await asyncio.sleep(0.2)
 
 
-async def _pgqueuer(ns: argparse.Namespace, ledger: Ledger, stop: asyncio.Event) -> None:
+async def _pgqueuer(ns: argparse.Namespace, ledger: LedgerFile, stop: asyncio.Event) -> None:
     from pgqueuer.qm import QueueManager
 
     bounced = bool(ns.listen_dsn)
@@ -290,7 +290,7 @@ async def _pgqueuer(ns: argparse.Namespace, ledger: Ledger, stop: asyncio.Event)
     await conn.close()
 
 
-async def _procrastinate(ns: argparse.Namespace, ledger: Ledger, stop: asyncio.Event) -> None:
+async def _procrastinate(ns: argparse.Namespace, ledger: LedgerFile, stop: asyncio.Event) -> None:
     bounced = bool(ns.listen_dsn)
     app = _procrastinate_app(ns.dsn, ns.concurrency + 2, bounced=bounced)
     side, pid = Autocommit(ns.dsn, bounced=bounced), os.getpid()
@@ -347,7 +347,7 @@ async def _main(ns: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     run = _pgqueuer if ns.system == "pgqueuer" else _procrastinate
-    await run(ns, Ledger(ns.ledger), stop)
+    await run(ns, LedgerFile(ns.ledger), stop)
     return 0
 
 
