@@ -44,12 +44,12 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 
+from benchmarks.faults import producer
 from benchmarks.faults.ledger import LedgerFile, Row
 from benchmarks.faults.worker import EFFECT, PLAIN, POISON, Autocommit, parser, poison
 
@@ -131,24 +131,19 @@ async def install(system: str, dsn: str) -> None:
             await app.schema_manager.apply_schema_async()
 
 
-class Producer(threading.Thread):
-    """The harness's producer for a peer: enqueues at the load's rate through the peer's
-    own API; records every acknowledged job (a failed enqueue is retried as a new one)."""
+class Producer(producer.Producer):
+    """The harness's producer for a peer: the load's rate of plain jobs through the peer's
+    own API (see :mod:`benchmarks.faults.producer`), on a connection opened again after
+    a failure."""
 
     def __init__(
         self, system: str, dsn: str, load: Load, ledger: Ledger, extra: list[str], *, bounced: bool
     ) -> None:
-        super().__init__(name=f"faults-producer-{system}", daemon=True)
-        self._system, self._dsn, self._load, self._ledger = system, dsn, load, ledger
-        #: Kinds to enqueue once, first thing (the poison scenario's job).
-        self._extra, self._bounced = extra, bounced
-        self._halt = threading.Event()
-
-    def stop(self) -> None:
-        self._halt.set()
-
-    def run(self) -> None:
-        asyncio.run(self._main())
+        super().__init__(f"faults-producer-{system}", load.rate, ledger, extra)
+        self._system, self._dsn, self._bounced = system, dsn, bounced
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._enqueue: Callable[[list[str]], Any] | None = None
+        self._close: Callable[[], Any] | None = None
 
     async def _enqueuer(self) -> tuple[Callable[[list[str]], Any], Callable[[], Any]]:
         """Enqueue jobs of the given kinds (their ids, in order), and close."""
@@ -178,31 +173,35 @@ class Producer(threading.Thread):
 
         return proc, app.close_async
 
-    async def _main(self) -> None:
-        sent, started, enqueue, close = 0, time.monotonic(), None, None
-        while not self._halt.is_set():
-            owed = int((time.monotonic() - started) * self._load.rate) - sent
-            kinds = self._extra + [PLAIN] * max(owed, 0)
-            try:
-                if enqueue is None:
-                    enqueue, close = await self._enqueuer()
-                ids = await enqueue(kinds) if kinds else []
-            except Exception:  # the database is down: a new connection, later
-                if close is not None:
-                    with contextlib.suppress(Exception):
-                        await close()
-                enqueue = close = None
-                await asyncio.sleep(0.2)
-                continue
-            acked = time.monotonic()
-            for job, kind in zip(ids, kinds, strict=True):
-                self._ledger.acknowledge(job, kind, acked)
-            sent += len(ids) - len(self._extra)
-            self._extra = []
-            await asyncio.sleep(0.05)
-        if close is not None:
+    async def _closed(self) -> None:
+        if self._close is not None:
             with contextlib.suppress(Exception):
-                await close()
+                await self._close()
+        self._enqueue = self._close = None
+
+    async def _ids(self, kinds: list[str]) -> list[int]:
+        try:
+            if self._enqueue is None:
+                self._enqueue, self._close = await self._enqueuer()
+            return list(await self._enqueue(kinds))
+        except Exception:  # the database is down: a new connection, next time
+            await self._closed()
+            raise
+
+    def enqueue(self, extra: list[str], numbers: range) -> list[tuple[int, str]]:
+        assert self._loop is not None
+        kinds = extra + [PLAIN] * len(numbers)
+        ids = self._loop.run_until_complete(self._ids(kinds))
+        return list(zip(ids, kinds, strict=True))
+
+    def run(self) -> None:
+        self._loop = loop = asyncio.new_event_loop()  # this thread's, for the peer's driver
+        asyncio.set_event_loop(loop)
+        try:
+            self.produce()
+        finally:
+            loop.run_until_complete(self._closed())
+            loop.close()
 
 
 async def _never(ms: float) -> None:
