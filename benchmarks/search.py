@@ -15,7 +15,7 @@ whether its pages were partial:
 - a payload field of one job, and one of 100 jobs (``org``), without the payload index
   (a bounded walk: partial pages), then with it (``jobs_payload_search_idx``, opt-in);
 - a non-selective payload field (half the table: ``plan``) with the index;
-- with the opt-in error index (``jobs_error_search_idx``, pg_trgm; migration 0024) the
+- with the opt-in error index (``jobs_error_search_idx``, pg_trgm; migration 0023) the
   error text of one attempt again, a text of about ten jobs' last errors, one in every
   failed job's (fills its page from the walk), and that one with a kind no job has (the
   probe finds it not selective: partial).
@@ -172,12 +172,12 @@ WHERE id > %s AND id <= %s AND last_error IS NULL AND errors IS NULL
 
 
 async def _write_cost(
-    dsn: str, store: Any, count: int, rounds: int, fails: list[int]
-) -> list[float]:
+    dsn: str, store: Any, count: int, rounds: int, first: int
+) -> tuple[list[float], int]:
     """Into the full table: jobs/s of ``count`` jobs in batches of 100, a tenth as many
     one per call, 10 x ``count`` rows by one INSERT ... SELECT and ``count`` jobs marked
-    failed by one UPDATE (medians of ``rounds``). ``fails``: the next id range to fail
-    (advanced: each round fails jobs that never failed)."""
+    failed by one UPDATE (medians of ``rounds``); and the next id to fail. ``first``: the
+    id after which jobs are failed (each round fails jobs that never failed)."""
     batched, single, bulk, failed = [], [], [], []
     jobs = sql.Identifier(SCHEMA, "jobs")
     for _ in range(rounds):
@@ -186,12 +186,12 @@ async def _write_cost(
         began = time.perf_counter()
         await _pg.execute(dsn, sql.SQL(_BULK).format(jobs=jobs), [10 * count])
         bulk.append(10 * count / (time.perf_counter() - began))
-        first = fails[0]
-        fails[0] += count * 100 // 99 + 1  # a job in 100 failed already
+        last = first + count * 100 // 99 + 1  # a job in 100 failed already
         began = time.perf_counter()
-        await _pg.execute(dsn, sql.SQL(_FAIL).format(jobs=jobs), [first, fails[0]])
+        await _pg.execute(dsn, sql.SQL(_FAIL).format(jobs=jobs), [first, last])
         failed.append(count / (time.perf_counter() - began))
-    return [statistics.median(rates) for rates in (batched, single, bulk, failed)]
+        first = last
+    return [statistics.median(rates) for rates in (batched, single, bulk, failed)], first
 
 
 #: The enqueue configurations compared: the schema before migration 0022 (no search
@@ -284,12 +284,13 @@ async def run(args: argparse.Namespace) -> None:
         rows: list[str] = []
         costs: dict[str, list[float]] = {}
         built: dict[str, tuple[float, str]] = {}
-        # The next ids to fail (a moving range), past those the error searches walk.
-        fails = [args.jobs // 2]
+        # The ids to fail start after this one (a moving range), past those the error
+        # searches walk.
+        fails = args.jobs // 2
         try:
             operator = AsyncEngine(store, Settings()).operator()
             rows += await _searches(operator, args.jobs, args.repeat, None)
-            costs["none"] = await _write_cost(dsn, store, args.enqueues, args.rounds, fails)
+            costs["none"], fails = await _write_cost(dsn, store, args.enqueues, args.rounds, fails)
             _log(f"writes at size without an opt-in index: {costs['none']}")
             for index in indexes:
                 began = time.perf_counter()
@@ -304,7 +305,9 @@ async def run(args: argparse.Namespace) -> None:
                 _log(f"{index} index built in {took:.0f} s, {size}")
                 await _pg.settle(dsn)
                 rows += await _searches(operator, args.jobs, args.repeat, index)
-                costs[index] = await _write_cost(dsn, store, args.enqueues, args.rounds, fails)
+                costs[index], fails = await _write_cost(
+                    dsn, store, args.enqueues, args.rounds, fails
+                )
                 _log(f"writes at size with the {index} index: {costs[index]}")
                 await store.drop_search_index(index)  # each measured on its own
         finally:

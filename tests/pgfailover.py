@@ -7,7 +7,7 @@ Every process keeps the fault suite's ledger (benchmarks/faults/ledger.py) in
 append-only files of the run's folder, which the failover cannot touch: each enqueue
 acknowledged (``E``) or whose outcome never came (``X``), each processor start and
 return (``S``, ``F``) and each success the store acknowledged (``A``, written by the
-suite's :class:`~benchmarks.faults.worker.Acknowledging` store, mixed into each
+suite's :class:`~benchmarks.faults.ledger.Acknowledging` store, mixed into each
 driver's). At the end the ledger, the new primary's jobs and the failover (a fault of
 the database, and for an asynchronous standby PostgreSQL's window) go through the
 suite's check (:func:`benchmarks.faults.ledger.check`): an acknowledged enqueue missing
@@ -63,7 +63,7 @@ import asyncio
 import os
 import time
 
-from benchmarks.faults.worker import Acknowledging, Ledger
+from benchmarks.faults.ledger import Acknowledging, LedgerFile
 from skiplock import AsyncEngine, Settings
 
 DRIVER = os.environ["FAILOVER_DRIVER"]
@@ -74,7 +74,7 @@ elif DRIVER == "sqlalchemy":
 else:
     from skiplock.adapters.psycopg import AsyncPsycopgJobStore as Base
 
-LEDGER = Ledger(f"ledger-{os.getpid()}.txt")
+LEDGER = LedgerFile(f"ledger-{os.getpid()}.txt")
 TOKENS = {}  # job id -> token, of the jobs this process started
 
 
@@ -120,7 +120,7 @@ import os
 import time
 from pathlib import Path
 
-from benchmarks.faults.worker import Ledger
+from benchmarks.faults.ledger import LedgerFile
 from skiplock.core import EnqueueRequest
 
 DRIVER = os.environ["FAILOVER_DRIVER"]
@@ -132,7 +132,7 @@ else:
     from skiplock.adapters.psycopg import AsyncPsycopgJobStore as Store
 
 GAP = float(os.environ["FAILOVER_GAP"])
-LEDGER = Ledger("ledger-producer.txt")
+LEDGER = LedgerFile("ledger-producer.txt")
 
 
 async def produce(store, task):
@@ -187,27 +187,16 @@ class Result:
     #: inside PostgreSQL's window counted apart (``lost_in_window``, ``async window``
     #: re-runs).
     verdict: Verdict
-    #: Enqueues acknowledged over the run, and of those during the stall.
-    acknowledged: int
+    #: Enqueues acknowledged during the stall.
     acknowledged_in_stall: int
     #: Enqueues that failed (outcome unknown), and of those the ones that committed.
     unknown: int
     unknown_committed: int
-    #: Acknowledged enqueues missing on the new primary (tokens), in the window or not.
-    lost: list[int]
-    #: Jobs started again after their completion was acknowledged (tokens).
-    undone: list[int]
-    #: Of the lost enqueues and undone completions, those acknowledged outside the stall
-    #: (from :data:`~benchmarks.faults.ledger.LAG` before freezing the WAL sender to the
-    #: crash): none when the stall explains all.
-    outside_stall: int
-    #: When the first of them was acknowledged, in seconds from the freeze (negative:
-    #: before it; what the standby had not received yet).
+    #: When the first lost enqueue or undone completion was acknowledged, in seconds from
+    #: the freeze (negative: before it; what the standby had not received yet).
     first_loss: float | None
     #: Completions acknowledged during the stall.
     completed_in_stall: int
-    #: Re-runs (starts after the first) whose completion was never acknowledged.
-    explained_reruns: int
     #: Seconds from the promotion's start (:meth:`Cluster.promote`) to the first processor
     #: start on the new primary.
     claimed_after: float
@@ -219,6 +208,36 @@ class Result:
     #: Worker exit codes (0: a clean stop after the whole run).
     exit_codes: list[int]
 
+    @property
+    def acknowledged(self) -> int:
+        """Enqueues acknowledged over the run."""
+        return self.verdict.acked
+
+    @property
+    def lost(self) -> list[int]:
+        """Acknowledged enqueues missing on the new primary (tokens), in the window or not."""
+        return sorted([*self.verdict.lost, *self.verdict.lost_in_window])
+
+    @property
+    def undone(self) -> list[int]:
+        """Jobs started again after their completion was acknowledged (tokens)."""
+        return sorted(set(self.verdict.undone))
+
+    @property
+    def outside_stall(self) -> int:
+        """Of the lost enqueues and undone completions, those PostgreSQL's window (from
+        :data:`~benchmarks.faults.ledger.LAG` before freezing the WAL sender to the crash)
+        does not explain: none when it explains all. A synchronous standby has no window:
+        every one of them."""
+        undone = [r for r in self.verdict.reruns if r.undone and r.reason != "async window"]
+        return len(self.verdict.lost) + len(undone)
+
+    @property
+    def explained_reruns(self) -> int:
+        """Re-runs (starts after the first) the check explained: by the failover, or with
+        an asynchronous standby by its window (a completion it undid)."""
+        return sum(self.verdict.explained.values())
+
     def line(self) -> str:
         """The result as one line (benchmarks/results, docs/failover.md)."""
         mode = "sync" if self.synchronous else "async"
@@ -226,7 +245,7 @@ class Result:
             f"{self.driver} {mode} {self.how} stall={self.stall:g}s: "
             f"acknowledged {self.acknowledged} ({self.acknowledged_in_stall} in the stall), "
             f"lost {len(self.lost)}, completions undone {len(self.undone)} "
-            f"(acknowledged outside the stall: {self.outside_stall}; the first "
+            f"(outside the window: {self.outside_stall}; the first "
             f"{'-' if self.first_loss is None else f'{self.first_loss * 1000:.0f} ms'} "
             "from the freeze) "
             f"(acknowledged in the stall: {self.completed_in_stall}), "
@@ -419,9 +438,9 @@ def failover_scenario(
     def inside(at: float) -> bool:
         return window[0] <= at <= window[1]
 
-    undone = [r for r in verdict.reruns if r.undone]
     losses = [ledger.enqueued[job] for job in [*verdict.lost, *verdict.lost_in_window]]
-    losses += [ledger.completed[(r.run.job, r.run.attempt, r.run.pid)] for r in undone]
+    losses += [ledger.completed[(r.run.job, r.run.attempt, r.run.pid)]
+               for r in verdict.reruns if r.undone]  # fmt: skip
     tokens = {row.job for row in ledger.rows}
     first = min(run.at for run in ledger.runs if run.at > promoted)
     return Result(
@@ -430,16 +449,11 @@ def failover_scenario(
         how=how,
         stall=stall,
         verdict=verdict,
-        acknowledged=verdict.acked,
         acknowledged_in_stall=sum(1 for at in ledger.enqueued.values() if inside(at)),
         unknown=len(ledger.unknown),
         unknown_committed=sum(1 for token in ledger.unknown if token in tokens),
-        lost=sorted([*verdict.lost, *verdict.lost_in_window]),
-        undone=sorted({r.run.job for r in undone}),
-        outside_stall=sum(1 for at in losses if not inside(at)),
         first_loss=min(losses) - stalled_at if losses else None,
         completed_in_stall=sum(1 for at in ledger.completed.values() if inside(at)),
-        explained_reruns=len(verdict.reruns) - len(undone),
         claimed_after=first - promoted,
         promotion=back - promoted,
         statuses=dict(collections.Counter(row.status for row in ledger.rows)),

@@ -54,8 +54,8 @@ def run(
 
 def _competitors(names: list[str], ns: argparse.Namespace) -> tuple[list[Outcome], list[str]]:
     """The peers' runs of ``names`` (each next to skiplock's in the report), and a line
-    for each scenario that does not apply to them, each peer not installed, and what a
-    peer cannot express in a scenario it ran."""
+    for each scenario that does not apply to them, each peer not installed, and (once
+    per scenario) what the peers cannot express in a scenario they ran."""
     found, outcomes, absent = peers.installed(), [], []
     absent += [f"{name}: not installed" for name in ("pgqueuer", "procrastinate")
                if name not in found]  # fmt: skip
@@ -67,10 +67,12 @@ def _competitors(names: list[str], ns: argparse.Namespace) -> tuple[list[Outcome
             print(f"[faults] {name} on {peer} ...", file=sys.stderr, flush=True)
             outcome = run(SCENARIOS[name], quick=ns.quick, dsn=ns.dsn, peer=peer)
             outcomes.append(outcome)
-            if name in peers.CAVEATS:
-                absent.append(f"{name} on {peer}: {peers.CAVEATS[name]}")
             print(f"[faults] {name} on {peer}: {'pass' if outcome.verdict.ok else 'fail'} "
                   f"({outcome.seconds:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
+    ran = " and ".join(found)
+    # Each caveat holds for every peer: said once per scenario they ran.
+    absent += [f"{name} on {ran}: {peers.CAVEATS[name]}" for name in names
+               if found and name in peers.SCENARIOS and name in peers.CAVEATS]  # fmt: skip
     return outcomes, absent
 
 

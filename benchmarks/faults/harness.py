@@ -17,14 +17,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 
 from benchmarks._procs import ROOT
-from benchmarks.faults import peers
+from benchmarks.faults import peers, producer
 from benchmarks.faults.ledger import TERMINAL, Death, Effect, Fault, Ledger, Row
 from benchmarks.faults.worker import FLAKY, PLAIN, POISON, TX
 from benchmarks.pgcluster import Cluster
@@ -117,26 +116,16 @@ def sleep(seconds: float) -> None:
     time.sleep(max(seconds, 0.0))
 
 
-class Producer(threading.Thread):
-    """Enqueues at the load's rate; records every acknowledged job. A failed enqueue is
-    retried as a new one (its jobs were never acknowledged: not the producer's to miss)."""
+class Producer(producer.Producer):
+    """skiplock's producer: the load's kinds through a store of its own (see
+    :mod:`benchmarks.faults.producer`)."""
 
     def __init__(
         self, dsn: str, load: Load, ledger: Ledger, extra: list[str], *, bounced: bool
     ) -> None:
-        super().__init__(name="faults-producer", daemon=True)
-        self._dsn = dsn
-        self._bounced = bounced
-        self._load = load
-        self._ledger = ledger
-        #: Kinds to enqueue once, first thing (the poison scenario's job).
-        self._extra = extra
-        self._halt = threading.Event()
-        self.failures = 0
-        self._lock = threading.Lock()
-
-    def stop(self) -> None:
-        self._halt.set()
+        super().__init__("faults-producer", load.rate, ledger, extra)
+        self._dsn, self._bounced, self._load = dsn, bounced, load
+        self._store: PsycopgJobStore | None = None
 
     def _request(self, n: int) -> EnqueueRequest:
         load = self._load
@@ -147,30 +136,18 @@ class Producer(threading.Thread):
         delay = dt.timedelta(seconds=load.delay) if late else None
         return EnqueueRequest(kind=kind, payload={"ms": load.job_ms}, delay=delay)
 
+    def enqueue(self, extra: list[str], numbers: range) -> list[tuple[int, str]]:
+        assert self._store is not None
+        batch = [EnqueueRequest(kind=k, payload={"ms": 0}) for k in extra]
+        batch += [self._request(n) for n in numbers]
+        results = self._store.enqueue(batch)
+        return [(r.id, q.kind) for q, r in zip(batch, results, strict=True)]
+
     def run(self) -> None:
-        sent = 0
         with PsycopgJobStore(
             self._dsn, max_size=1, connect_timeout=2, read_timeout=5, pgbouncer=self._bounced
-        ) as store:
-            extra = [EnqueueRequest(kind=k, payload={"ms": 0}) for k in self._extra]
-            started = time.monotonic()
-            while not self._halt.is_set():
-                owed = int((time.monotonic() - started) * self._load.rate) - sent
-                batch = extra + [self._request(sent + i) for i in range(max(owed, 0))]
-                if batch:
-                    try:
-                        results = store.enqueue(batch)
-                    except Exception:  # the database is down or hung: try again
-                        self.failures += 1
-                        self._halt.wait(0.2)
-                        continue
-                    acked = time.monotonic()
-                    with self._lock:
-                        for request, result in zip(batch, results, strict=True):
-                            self._ledger.acknowledge(result.id, request.kind, acked)
-                    sent += len(batch) - len(extra)
-                    extra = []
-                self._halt.wait(0.05)
+        ) as self._store:
+            self.produce()
 
 
 @dataclasses.dataclass
@@ -213,7 +190,7 @@ class Harness:
             flaky=frozenset({FLAKY}),
         )
         self.workers: list[Worker] = []
-        self._producer: Producer | peers.Producer | None = None
+        self._producer: producer.Producer | None = None
         self._load_start = 0.0
         #: A scenario's own marks (what, from, to) for its ``after`` measurement.
         self.events: list[tuple[str, float, float]] = []

@@ -1,7 +1,9 @@
 """The fault suite's ledger and its check: what every process saw, and what it proves.
 
-Pure data and arithmetic, no database: the suite's test builds ledgers by hand to show
-that the check flags a lost job, an effect done twice, an unexplained re-run.
+The processes write it (:class:`LedgerFile`, and :class:`Acknowledging` for the ``A``
+lines of a store); the check is pure data and arithmetic, no database: the suite's test
+builds ledgers by hand to show that the check flags a lost job, an effect done twice, an
+unexplained re-run.
 
 The ledger of one scenario run holds every enqueue the producer saw acknowledged, every
 processor start and return (job, attempt, process, time), every side effect that
@@ -20,13 +22,21 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import statistics
+import time
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from skiplock.adapters._pg._store_async import AsyncPgJobStore
+from skiplock.core import Succeeded
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import AsyncIterator, Iterable, Sequence
     from pathlib import Path
+
+    from skiplock.core import Completion
 
 #: Seconds after a process fault's end within which a run of that process still counts
 #: as hit by it (the resumed process writes its ledger lines first thing).
@@ -43,6 +53,75 @@ def async_window(frozen: float, crashed: float) -> tuple[float, float]:
     sender froze at ``frozen`` and which crashed (or stopped acknowledging) at
     ``crashed``: what was acknowledged in it may be missing on the new primary."""
     return (frozen - LAG, crashed)
+
+
+# ---- writing it: the processes' side ------------------------------------------------
+
+
+class LedgerFile:
+    """A ledger file that processes append lines to: one ``O_APPEND`` write per line,
+    so lines of processes never interleave, and it works while the database is down."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+
+    def write(self, *fields: object) -> None:
+        line = (" ".join(str(f) for f in fields) + "\n").encode()
+        fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+
+class Acknowledging(AsyncPgJobStore[Any, Any]):
+    """A store writing an ``A`` line for each success the database acknowledged: at once
+    for a completion of its own, at the commit for one in a job's transaction. Mixed into
+    any PostgreSQL store (the fault suite's :class:`~benchmarks.faults.worker.LedgerStore`;
+    the failover tests' stores of every driver), then given its ledger with :meth:`keep`."""
+
+    ledger: LedgerFile
+    _held: dict[int, list[Completion]]
+
+    def keep(self, ledger: LedgerFile) -> None:
+        """Write to ``ledger`` from now on."""
+        self.ledger, self._held = ledger, {}
+
+    def key(self, job_id: int) -> int:
+        """The job's name in the ledger: its id (the failover tests name it by a token)."""
+        return job_id
+
+    async def complete(
+        self, completions: Sequence[Completion], *, connection: Any = None, **kwargs: Any
+    ) -> list[bool]:
+        applied = await super().complete(completions, connection=connection, **kwargs)
+        done = [c for c, ok in zip(completions, applied, strict=True)
+                if ok and isinstance(c.outcome, Succeeded)]  # fmt: skip
+        if connection is None:
+            self._acked(done)
+        else:
+            self._held.setdefault(id(connection), []).extend(done)
+        return applied
+
+    @asynccontextmanager
+    async def transaction(self, **kwargs: Any) -> AsyncIterator[Any]:
+        key = None
+        try:
+            async with super().transaction(**kwargs) as tx:
+                key = id(tx)
+                yield tx
+        except BaseException:
+            self._held.pop(key or 0, None)
+            raise
+        self._acked(self._held.pop(key or 0, []))  # committed
+
+    def _acked(self, done: list[Completion]) -> None:
+        now = time.monotonic()
+        for c in done:
+            self.ledger.write("A", self.key(c.lease.job_id), c.lease.attempt, os.getpid(), now)
+
+
+# ---- reading and checking it -------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +181,8 @@ class Death:
 
 @dataclasses.dataclass
 class Ledger:
-    """Everything one scenario run recorded."""
+    """Everything one scenario run recorded (its processes' lines read from their
+    :class:`LedgerFile` files with :meth:`read_lines`)."""
 
     #: Acknowledged enqueues: job id -> kind.
     acked: dict[int, str] = dataclasses.field(default_factory=dict)

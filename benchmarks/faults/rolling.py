@@ -54,7 +54,15 @@ def previous_version(folder: Path) -> tuple[str, str]:
         )
 
     current = migrations("HEAD")
-    for commit in git("rev-list", "--first-parent", "-n", "1000", "HEAD").split():
+    # The first-parent line's commits that changed the migrations, newest first, with
+    # their first parents: the newest commit before each change holds the migrations
+    # of every commit back to the change before it, so only those are looked at.
+    changes = git("log", "--first-parent", "--format=%H %P", "HEAD", "--", MIGRATIONS)
+    for line in changes.splitlines():
+        _, *parents = line.split()
+        if not parents:  # the root commit: nothing before it
+            continue
+        commit = parents[0]
         names = migrations(commit)
         if len(names) < len(current) and names == current[: len(names)]:
             break

@@ -1,8 +1,9 @@
 """A worker process of the fault suite: ``python -m benchmarks.faults.worker --dsn ...``.
 
-One skiplock worker with the suite's processors. Each appends to the ledger file (one
-``O_APPEND`` write per line, so lines of processes never interleave, and it works while
-the database is down) when it starts and when it returns, and writes its side effect to
+One skiplock worker with the suite's processors. Each appends to the ledger file
+(:class:`~benchmarks.faults.ledger.LedgerFile`: one ``O_APPEND`` write per line, so lines
+of processes never interleave, and it works while the database is down) when it starts
+and when it returns, and writes its side effect to
 ``faults.effects``: through ``ctx.connection`` for the transactional kind (the effect
 commits with the job's completion, or not at all), through an autocommit connection of
 its own for the plain kind (the effect commits at once, whatever becomes of the job).
@@ -11,7 +12,8 @@ Ledger lines (times are ``time.monotonic()``: one clock for every process of the
 machine): ``R <pid> <t>`` ready, ``S <job> <attempt> <pid> <t>`` started, ``F <job>
 <attempt> <pid> <t>`` returned, ``A <job> <attempt> <pid> <t>`` its success acknowledged
 by the database (the completion's statement returned, or for a transactional job the
-commit of its transaction): a job run again after that had a completion undone.
+commit of its transaction; :class:`~benchmarks.faults.ledger.Acknowledging`): a job run
+again after that had a completion undone.
 
 ``FAULTS_SKEW=<seconds>`` sets the process's wall clock wrong by that much (see
 :func:`skew_clock`); the worker then writes ``C <pid> <skew>``, the skew its skiplock clock
@@ -33,21 +35,14 @@ import os
 import signal
 import sys
 import time
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 
+from benchmarks.faults.ledger import Acknowledging, LedgerFile
 from skiplock import AsyncEngine, JobContext, Settings
-from skiplock.adapters._pg._store_async import AsyncPgJobStore
 from skiplock.adapters.psycopg import AsyncPsycopgJobStore
-from skiplock.core import Succeeded
 from skiplock.ports import SystemClock
-
-if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
-
-    from skiplock.core import Completion
 
 #: The kinds: effect in the job's transaction; effect in autocommit; kills its process.
 TX, PLAIN, POISON = "faults.tx", "faults.plain", "faults.poison"
@@ -60,19 +55,11 @@ MAX_ATTEMPTS = 50
 EFFECT = "INSERT INTO faults.effects (job_id, attempt, pid, tx) VALUES (%s, %s, %s, %s)"
 
 
-class Ledger:
-    """The append-only ledger file."""
-
-    def __init__(self, path: str) -> None:
-        self._path = path
-
-    def write(self, *fields: object) -> None:
-        line = (" ".join(str(f) for f in fields) + "\n").encode()
-        fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+def poison(ledger: LedgerFile, job: int, attempt: int, pid: int) -> None:
+    """The poison kind's processor: its start line, then its process killed (SIGKILL).
+    skiplock's worker and the peers' (benchmarks/faults/peers.py) run it."""
+    ledger.write("S", job, attempt, pid, time.monotonic())
+    os.kill(pid, signal.SIGKILL)
 
 
 class Autocommit:
@@ -111,53 +98,6 @@ class Autocommit:
                 await self._conn.close()
             self._conn = None
             raise
-
-
-class Acknowledging(AsyncPgJobStore[Any, Any]):
-    """A store writing an ``A`` line for each success the database acknowledged: at once
-    for a completion of its own, at the commit for one in a job's transaction. Mixed into
-    any PostgreSQL store (:class:`LedgerStore`; the failover tests' stores of every
-    driver), then given its ledger with :meth:`keep`."""
-
-    ledger: Ledger
-    _held: dict[int, list[Completion]]
-
-    def keep(self, ledger: Ledger) -> None:
-        """Write to ``ledger`` from now on."""
-        self.ledger, self._held = ledger, {}
-
-    def key(self, job_id: int) -> int:
-        """The job's name in the ledger: its id (the failover tests name it by a token)."""
-        return job_id
-
-    async def complete(
-        self, completions: Sequence[Completion], *, connection: Any = None, **kwargs: Any
-    ) -> list[bool]:
-        applied = await super().complete(completions, connection=connection, **kwargs)
-        done = [c for c, ok in zip(completions, applied, strict=True)
-                if ok and isinstance(c.outcome, Succeeded)]  # fmt: skip
-        if connection is None:
-            self._acked(done)
-        else:
-            self._held.setdefault(id(connection), []).extend(done)
-        return applied
-
-    @asynccontextmanager
-    async def transaction(self, **kwargs: Any) -> AsyncIterator[Any]:
-        key = None
-        try:
-            async with super().transaction(**kwargs) as tx:
-                key = id(tx)
-                yield tx
-        except BaseException:
-            self._held.pop(key or 0, None)
-            raise
-        self._acked(self._held.pop(key or 0, []))  # committed
-
-    def _acked(self, done: list[Completion]) -> None:
-        now = time.monotonic()
-        for c in done:
-            self.ledger.write("A", self.key(c.lease.job_id), c.lease.attempt, os.getpid(), now)
 
 
 class LedgerStore(Acknowledging, AsyncPsycopgJobStore):
@@ -214,7 +154,7 @@ def settings(ns: argparse.Namespace) -> Settings:
 
 def build(ns: argparse.Namespace) -> tuple[AsyncEngine, AsyncPsycopgJobStore]:
     """The engine with the suite's processors."""
-    ledger = Ledger(ns.ledger)
+    ledger = LedgerFile(ns.ledger)
     # Through PgBouncer (``--listen-dsn``: the server itself, for LISTEN): its mode.
     bounced = {"pgbouncer": True, "listen_dsn": ns.listen_dsn} if ns.listen_dsn else {}
     store = LedgerStore(ns.dsn, max_size=ns.concurrency + 4, connect_timeout=3, **bounced)
@@ -255,9 +195,8 @@ def build(ns: argparse.Namespace) -> tuple[AsyncEngine, AsyncPsycopgJobStore]:
         ledger.write("F", ctx.job_id, ctx.attempt, pid, time.monotonic())
 
     @engine.processor(POISON, max_attempts=3)
-    async def poison(payload: dict[str, Any], ctx: JobContext) -> None:
-        ledger.write("S", ctx.job_id, ctx.attempt, pid, time.monotonic())
-        os.kill(pid, signal.SIGKILL)
+    async def poisoned(payload: dict[str, Any], ctx: JobContext) -> None:
+        poison(ledger, ctx.job_id, ctx.attempt, pid)
 
     return engine, store
 
@@ -268,13 +207,13 @@ async def _main(ns: argparse.Namespace) -> int:
         real = time.time()
         skew_clock(skew)
         seen = SystemClock().now().timestamp() - real
-        Ledger(ns.ledger).write("C", os.getpid(), f"{seen:.0f}")
+        LedgerFile(ns.ledger).write("C", os.getpid(), f"{seen:.0f}")
     engine, store = build(ns)
     worker = engine.worker(install_signal_handlers=False)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, worker.stop)
     loop.add_signal_handler(signal.SIGINT, worker.stop)
-    Ledger(ns.ledger).write("R", os.getpid(), time.monotonic())
+    LedgerFile(ns.ledger).write("R", os.getpid(), time.monotonic())
     try:
         await worker.run()
     finally:
